@@ -1,0 +1,1 @@
+"""One module per way of starting a job (torchrun, srun, a generic command, SageMaker)."""

@@ -1,0 +1,124 @@
+"""``neuron-watch`` command line: one boundary where errors become messages and exit codes.
+
+    neuron-watch [WATCH OPTIONS] torchrun [TORCHRUN ARGS ...]
+    neuron-watch [WATCH OPTIONS] srun [SRUN ARGS ...] CMD ...
+    neuron-watch diagnose [--json] PATH ...
+    neuron-watch <tool> ...            (dump, coordinator, status, report, slurm)
+
+Our options come before the launcher word; everything after it is passed on unchanged.
+Each subcommand lives in its own module with ``add_arguments(parser)`` and
+``run(args, config) -> int``; this file only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from neuron_watch import __version__
+from neuron_watch.config import OPTIONS, WatchConfig, add_watch_options, load_config
+from neuron_watch.errors import ExitCode, NeuronWatchError, UsageError
+
+log = logging.getLogger("neuron_watch")
+
+#: subcommand -> (module, one-line help, takes the rest of argv verbatim)
+SUBCOMMANDS: dict[str, tuple[str, str, bool]] = {
+    "torchrun": ("neuron_watch.launchers.torchrun", "run torchrun under the watchdog (in place of torchrun)", True),
+    "srun": ("neuron_watch.launchers.srun", "run srun under the watchdog (in place of srun)", True),
+    "diagnose": ("neuron_watch.diagnose", "diagnose saved logs offline", False),
+    "dump": ("neuron_watch.dump", "neuron-dump hook: save a runtime core dump and upload it", False),
+    "coordinator": ("neuron_watch.coordinator", "run a job's coordinator standalone", False),
+    "status": ("neuron_watch.status", "live table of a job's nodes and ranks", False),
+    "report": ("neuron_watch.report", "goodput report of a run directory", False),
+    "slurm": ("neuron_watch.slurm_hooks", "Slurm prolog/epilog health checks", False),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(message, f"run `{self.prog} --help`")
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The first token after our own options (their values skipped), or None."""
+    takes_value = {o.flag for o in OPTIONS if not o.is_flag}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("-"):
+            return tok
+        i += 2 if tok in takes_value else 1
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (keeps start-up fast)."""
+    parser = _Parser(
+        prog="neuron-watch",
+        description="Watch a torchrun/srun job: tell a slow compile from a hang, capture evidence, "
+        "restart from the last complete checkpoint.",
+        epilog="commands: " + "; ".join(f"{n}: {h}" for n, (_m, h, _v) in SUBCOMMANDS.items()),
+    )
+    parser.add_argument("--version", action="version", version=f"neuron-watch {__version__}")
+    add_watch_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (_module, help_text, verbatim) in SUBCOMMANDS.items():
+        if verbatim:
+            p = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
+            p.add_argument("launcher_args", nargs=argparse.REMAINDER)
+        elif name == command:
+            _load(name).add_arguments(sub.add_parser(name, help=help_text))
+        else:
+            sub.add_parser(name, help=help_text)
+    return parser
+
+
+def _load(name: str) -> Any:
+    module = SUBCOMMANDS[name][0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            raise UsageError(f"`neuron-watch {name}` is not available in this build") from exc
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script. Returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.DEBUG if os.environ.get("NEURON_WATCH_DEBUG") else logging.INFO,
+        format="[neuron-watch] %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        parser = build_parser(_command_word(argv))
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return int(ExitCode.USAGE)
+        config = load_config(vars(args), os.environ)
+        return int(_load(args.command).run(args, config))
+    except NeuronWatchError as exc:
+        print(f"neuron-watch: error: {exc}", file=sys.stderr)
+        log.debug("traceback:\n%s", traceback.format_exc())
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return int(ExitCode.SIGNAL_BASE) + 2
+
+
+def config_for_tests(**overrides: Any) -> WatchConfig:
+    """A :class:`WatchConfig` with overrides, for tests and embedding."""
+    return WatchConfig(**overrides)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

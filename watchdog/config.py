@@ -1,0 +1,201 @@
+"""The watchdog's typed configuration, loaded in one place.
+
+Precedence: built-in defaults < ``NEURON_WATCH_<NAME>`` environment variables < command-line flags.
+Every option in :data:`OPTIONS` gets both a flag (``--hang-timeout``) and a variable
+(``NEURON_WATCH_HANG_TIMEOUT``); a bad value names where it came from and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_watch.errors import ConfigError
+
+ENV_PREFIX = "NEURON_WATCH_"
+
+
+def env_name(flag: str) -> str:
+    """``--hang-timeout`` -> ``NEURON_WATCH_HANG_TIMEOUT``."""
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _seconds(text: str) -> float:
+    """A duration: ``90``, ``90s``, ``15m``, ``2h``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90, 90s, 15m, 2h)")
+    value = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"duration must be positive: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or more: {text!r}")
+    return value
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use 1/0, true/false)")
+
+
+def _regex(text: str) -> str:
+    re.compile(text)
+    return text
+
+
+def _host_port(text: str) -> str:
+    if not re.fullmatch(r"[^:\s]+:\d{1,5}", text):
+        raise ValueError(f"not HOST:PORT: {text!r}")
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One watchdog option: flag, field name, parser, default and help."""
+
+    flag: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
+    is_flag: bool = False  # a store_true switch
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return env_name(self.flag)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--run-dir", str, None, "where logs, events and incidents go (default ./neuron-watch-runs/<job-id>)", "DIR"),
+    Option("--job-id", str, None, "job id (default: $SLURM_JOB_ID, else a time-based id)", "ID"),
+    Option("--hang-timeout", _seconds, None,
+           "no rank progressing and none compiling for this long = hang (default: calibrated from step times)",
+           "SECONDS"),
+    Option("--startup-timeout", _seconds, 1800.0,
+           "grace before the first progress line, compile time excluded", "SECONDS"),
+    Option("--compile-timeout", _seconds, 7200.0, "longest a single graph compile may take", "SECONDS"),
+    Option("--max-restarts", _count, 3, "restarts before giving up (0 = never restart)", "N"),
+    Option("--stop-timeout", _seconds, 15.0, "SIGTERM -> SIGKILL deadline when stopping the job", "SECONDS"),
+    Option("--checkpoint-dir", str, None, "where the job writes checkpoints; restarts use the newest complete one",
+           "DIR"),
+    Option("--checkpoint-marker", str, "done",
+           "file inside a checkpoint directory that marks it complete (NxD: done); empty = any directory", "NAME"),
+    Option("--checkpoint-glob", str, "*", "which entries of --checkpoint-dir are checkpoints", "GLOB"),
+    Option("--artifacts", str, None, "where incident bundles go: a directory or s3://bucket/prefix "
+           "(default <run-dir>/incidents)", "URI"),
+    Option("--progress-regex", _regex, None,
+           "a regex matching your progress lines (named group 'step' read if present)", "REGEX"),
+    Option("--dry-run", _bool, False, "print the environment and the exact command, then exit", is_flag=True),
+    Option("--no-neuron-env", _bool, False, "do not set the Neuron debugging environment", is_flag=True),
+    Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
+    Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
+    Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
+           "FILE"),
+    Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
+)
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """Effective configuration of one ``neuron-watch`` run."""
+
+    run_dir: str | None = None
+    job_id: str | None = None
+    hang_timeout: float | None = None
+    startup_timeout: float = 1800.0
+    compile_timeout: float = 7200.0
+    max_restarts: int = 3
+    stop_timeout: float = 15.0
+    checkpoint_dir: str | None = None
+    checkpoint_marker: str = "done"
+    checkpoint_glob: str = "*"
+    artifacts: str | None = None
+    progress_regex: str | None = None
+    dry_run: bool = False
+    no_neuron_env: bool = False
+    quiet: bool = False
+    coordinator: str | None = None
+    secret_file: str | None = None
+    mqtt: str | None = None
+
+    def redacted(self) -> dict[str, Any]:
+        """The config as a dict with credentials removed (for logs and events)."""
+        out = dataclasses.asdict(self)
+        if self.mqtt:
+            out["mqtt"] = re.sub(r"//[^@/]*@", "//***@", self.mqtt)
+        return out
+
+
+def add_watch_options(parser: argparse.ArgumentParser) -> None:
+    """Add every :data:`OPTIONS` flag to ``parser``; defaults are resolved later by :func:`load_config`."""
+    group = parser.add_argument_group("watchdog options (each also NEURON_WATCH_<NAME>)")
+    for opt in OPTIONS:
+        if opt.is_flag:
+            group.add_argument(opt.flag, dest=opt.dest, action="store_const", const="1", default=None,
+                               help=f"{opt.help} [{opt.env}]")
+        else:
+            group.add_argument(opt.flag, dest=opt.dest, metavar=opt.metavar, default=None,
+                               help=f"{opt.help} [{opt.env}]")
+
+
+def load_config(cli_values: Mapping[str, str | None], env: Mapping[str, str]) -> WatchConfig:
+    """Resolve defaults < environment < CLI into a :class:`WatchConfig`.
+
+    Args:
+        cli_values: raw strings from the command line by field name (None = not given).
+        env: the process environment.
+
+    Raises:
+        ConfigError: a value does not parse; the message names the flag or variable.
+    """
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        raw, origin = cli_values.get(opt.dest), opt.flag
+        if raw is None and opt.env in env:
+            raw, origin = env[opt.env], opt.env
+        if raw is None:
+            values[opt.dest] = opt.default
+            continue
+        try:
+            values[opt.dest] = opt.parse(raw)
+        except (ValueError, re.error) as exc:
+            raise ConfigError(f"{origin}: {exc}", f"see `neuron-watch --help` for {opt.flag}") from exc
+    unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in _KNOWN_ENV)
+    if unknown:
+        raise ConfigError(
+            f"unknown variable(s): {', '.join(unknown)}",
+            "known ones are " + ", ".join(sorted(_KNOWN_ENV)),
+        )
+    return WatchConfig(**values)
+
+
+# Variables neuron-watch sets for the ranks or reads for itself without a flag.
+_RUNTIME_ENV = {
+    "NEURON_WATCH_CHECKPOINT",
+    "NEURON_WATCH_RESTART_COUNT",
+    "NEURON_WATCH_RUN_DIR",
+    "NEURON_WATCH_INSTANCE",
+    "NEURON_WATCH_SECRET",
+    "NEURON_WATCH_NODE",
+    "NEURON_WATCH_GENERATION",
+    "NEURON_WATCH_DEBUG",
+}
+_KNOWN_ENV = {o.env for o in OPTIONS} | _RUNTIME_ENV

@@ -1,0 +1,151 @@
+"""Pure data shared by the judge, the policy, the event log and the wire.
+
+Nothing here does I/O. Times are plain floats: ``mono`` values come from ``time.monotonic()``
+(durations, judging) and ``wall`` values from ``time.time()`` (reported timestamps only).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Label(str, enum.Enum):
+    """Failure categories: one label per verdict (DESIGN.md §4)."""
+
+    COMPILING = "compiling"
+    COLLECTIVE_HANG = "collective_hang"
+    COMM_TIMEOUT_TRANSIENT = "comm_timeout_transient"
+    COMM_ERROR = "comm_error"
+    HARDWARE_ERROR = "hardware_error"
+    CONFIG_ERROR = "config_error"
+    NUMERICAL_ERROR = "numerical_error"
+    OOM = "oom"
+    COMPILE_ERROR = "compile_error"
+    HEALTHY = "healthy"
+    OTHER_CRASH = "other_crash"
+    #: Not a failure category: the watchdog could not see (part of) the job. Never "healthy".
+    UNOBSERVED = "unobserved"
+
+
+class Action(str, enum.Enum):
+    """What a verdict asks the runner to do."""
+
+    WAIT = "wait"  # keep waiting (healthy, compiling, transient)
+    RESTART = "restart"  # stop everything, restart from the last complete checkpoint
+    DRAIN_AND_RESTART = "drain_and_restart"  # exclude the node, then restart without it
+    STOP = "stop"  # stop, do not restart (configuration, numerical, compile errors)
+
+
+@dataclass(frozen=True, slots=True)
+class RankKey:
+    """A rank as the watchdog knows it: the node it runs on and its global rank (-1 if unknown)."""
+
+    node: str
+    rank: int
+
+    def __str__(self) -> str:
+        return f"{self.node}/rank{self.rank}"
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line a rank printed, with where and when it was seen."""
+
+    key: RankKey
+    text: str
+    mono: float
+    wall: float
+    source: str = ""  # file it came from, for evidence ("file:line")
+    lineno: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompilerSample:
+    """A live compiler process seen in the process table: whose it is and its CPU time so far."""
+
+    key: RankKey
+    pid: int
+    cpu_seconds: float
+    mono: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankExit:
+    """A rank process (or the whole launcher on a node, rank=-1) exited."""
+
+    key: RankKey
+    exit_code: int
+    mono: float
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A log line that supports a verdict."""
+
+    key: RankKey
+    text: str
+    signature: str
+    source: str = ""
+    lineno: int = 0
+    mono: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.key.node,
+            "rank": self.key.rank,
+            "text": self.text,
+            "signature": self.signature,
+            "file": self.source,
+            "line": self.lineno,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's view of the whole job at one moment."""
+
+    label: Label
+    action: Action
+    ranks: tuple[RankKey, ...] = ()
+    culprit: RankKey | None = None
+    evidence: tuple[Evidence, ...] = ()
+    reason: str = ""
+    advice: str = ""
+    step: int | None = None  # last step the culprit (or the job) reached, for crash-loop detection
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label.value,
+            "action": self.action.value,
+            "ranks": [str(k) for k in self.ranks],
+            "culprit": None if self.culprit is None else {"node": self.culprit.node, "rank": self.culprit.rank},
+            "evidence": [e.to_dict() for e in self.evidence],
+            "reason": self.reason,
+            "advice": self.advice,
+            "step": self.step,
+        }
+
+
+def iso_utc(wall: float) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. ``2026-11-21T13:05:01.123Z``."""
+    return _dt.datetime.fromtimestamp(wall, tz=_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+@dataclass
+class JobEvent:
+    """One line of ``events.jsonl`` (the public contract documented in the README)."""
+
+    event: str
+    generation: int
+    wall: float
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"time": iso_utc(self.wall), "event": self.event, "generation": self.generation}
+        out.update(self.fields)
+        return out

@@ -1,0 +1,403 @@
+"""The judge: per-rank state from log lines, compiler samples and exits; one verdict for the job.
+
+Pure: no I/O, ``now`` (a ``time.monotonic()`` value) is always passed in.
+
+How compilation is told from a hang (DESIGN.md §4):
+
+* A rank is *compiling* while its log shows a compiler command without the matching
+  PASS/cached line, while its progress dots keep coming, or while a ``neuronx-cc compile``
+  child of it keeps burning CPU. Any rank compiling makes the job ``compiling`` (the Neuron
+  troubleshooting guide: RX timeouts on the others are expected), bounded by the compile budget.
+* No rank progressing and none compiling for longer than the hang timeout -> ``collective_hang``.
+  The timeout is fixed (``--hang-timeout``) or calibrated from step intervals after warm-up.
+* A fatal signature or a failed rank -> that signature's label; the root cause is the earliest
+  *primary* failure. Peer-side consequences (connection closed by peer, collective timeouts on the
+  waiting ranks) only win when nothing else explains the failure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from neuron_watch.classify import Effect, KnowledgeBase, Match
+from neuron_watch.events import (
+    Action,
+    CompilerSample,
+    Evidence,
+    Label,
+    LogLine,
+    RankExit,
+    RankKey,
+    Verdict,
+)
+
+#: Categories that usually describe what happened *to* a rank because a peer failed.
+SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
+
+#: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
+COMPILE_BEAT_WINDOW = 120.0
+
+SIGTERM_CODES = frozenset({-15, 143})
+KILLED_CODES = frozenset({-9, 137})
+
+
+@dataclass(frozen=True)
+class HangCalibration:
+    """Hang timeout from observed step intervals (after ``warmup_steps``): ``factor`` x the longest
+    interval seen, clamped to [``floor``, ``ceiling``]; ``default`` until enough steps were seen.
+
+    Defaults follow the strongest peers (NVRx: 5 x observed max, 5 warm-up iterations) with a floor
+    that stays above the Neuron runtime's 120 s RX-timeout warnings.
+    """
+
+    warmup_steps: int = 5
+    min_samples: int = 3
+    factor: float = 5.0
+    floor: float = 180.0
+    ceiling: float = 1800.0
+    default: float = 900.0
+
+    def timeout(self, intervals: Sequence[float]) -> float:
+        usable = list(intervals[self.warmup_steps :])
+        if len(usable) < self.min_samples:
+            return self.default
+        return min(self.ceiling, max(self.floor, self.factor * max(usable)))
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Timeouts in seconds. ``hang_timeout=None`` means calibrated (see :class:`HangCalibration`)."""
+
+    hang_timeout: float | None = None
+    startup_timeout: float = 1800.0
+    compile_timeout: float = 7200.0
+    #: a compiler process whose CPU time has not grown for this long is no longer evidence of work
+    compiler_cpu_stall: float = 300.0
+    calibration: HangCalibration = field(default_factory=HangCalibration)
+
+
+@dataclass
+class RankState:
+    """What the judge knows about one rank. Times are monotonic seconds."""
+
+    key: RankKey
+    first_seen: float
+    last_line: float
+    last_line_text: str = ""
+    last_progress: float | None = None
+    last_progress_line: Evidence | None = None
+    step: int | None = None
+    compile_open: float | None = None  # compile started (log) and not yet ended
+    compile_open_line: Evidence | None = None
+    last_compile_beat: float | None = None
+    last_compile_end: float | None = None
+    compile_seconds: float = 0.0  # finished compiles, for reports
+    last_wait: float | None = None
+    last_wait_line: Evidence | None = None
+    failure: Evidence | None = None  # first fatal line
+    failure_match: Match | None = None
+    exit_code: int | None = None
+    exit_time: float | None = None
+    compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
+
+    def compiler_active(self, now: float, stall: float) -> bool:
+        return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
+
+    def compiling(self, now: float, settings: JudgeSettings) -> bool:
+        """Is there live evidence that this rank is compiling at ``now``?"""
+        if self.exit_code is not None:
+            return False
+        if self.compiler_active(now, settings.compiler_cpu_stall):
+            return True
+        if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
+            return True
+        return self.last_compile_beat is not None and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW
+
+    def state_name(self, now: float, settings: JudgeSettings) -> str:
+        """progressing | compiling | waiting | silent | exited | starting (for status displays)."""
+        if self.exit_code is not None:
+            return "exited"
+        if self.compiling(now, settings):
+            return "compiling"
+        if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
+            return "waiting"
+        if self.last_progress is not None and now - self.last_progress <= settings.calibration.floor:
+            return "progressing"
+        if self.last_progress is None and now - self.first_seen <= settings.startup_timeout:
+            return "starting"
+        return "silent"
+
+
+class Judge:
+    """Keeps per-rank state for one generation and answers :meth:`verdict`."""
+
+    def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, start: float) -> None:
+        self.kb = kb
+        self.settings = settings
+        self.start = start
+        self.ranks: dict[RankKey, RankState] = {}
+        self.step_times: list[float] = []  # mono time each new job-level max step was first seen
+        self.max_step: int | None = None
+        self.unobserved: dict[str, float] = {}  # node -> since
+        self.launcher_exit: RankExit | None = None
+
+    # -- observations ---------------------------------------------------------------------------
+
+    def _rank(self, key: RankKey, now: float) -> RankState:
+        st = self.ranks.get(key)
+        if st is None:
+            st = self.ranks[key] = RankState(key=key, first_seen=now, last_line=now)
+        return st
+
+    def expect(self, keys: Iterable[RankKey], now: float) -> None:
+        """Declare ranks that should exist (so silence from them is visible)."""
+        for k in keys:
+            self._rank(k, now)
+
+    def observe_line(self, line: LogLine) -> Match | None:
+        """Classify one line and update its rank. Returns the match (or None)."""
+        return self._apply(line, self.kb.classify(line.text))
+
+    def observe_lines(self, lines: Sequence[LogLine]) -> list[tuple[LogLine, Match]]:
+        """Classify a batch (in order); returns the lines that matched a signature."""
+        matched = self.kb.scan([ln.text for ln in lines])
+        hit = dict(matched)
+        out: list[tuple[LogLine, Match]] = []
+        for i, line in enumerate(lines):
+            m = hit.get(i)
+            self._apply(line, m)
+            if m is not None:
+                out.append((line, m))
+        return out
+
+    def _apply(self, line: LogLine, m: Match | None) -> Match | None:
+        st = self._rank(line.key, line.mono)
+        st.last_line = max(st.last_line, line.mono)
+        st.last_line_text = line.text
+        if m is None:
+            return None
+        ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
+        effect = m.signature.effect
+        if effect is Effect.PROGRESS:
+            st.last_progress, st.last_progress_line = line.mono, ev
+            if m.step is not None:
+                st.step = m.step
+                if self.max_step is None or m.step > self.max_step:
+                    self.max_step = m.step
+                    self.step_times.append(line.mono)
+            else:
+                self.step_times.append(line.mono)
+        elif effect is Effect.COMPILE_START:
+            if st.compile_open is None:
+                st.compile_open, st.compile_open_line = line.mono, ev
+        elif effect is Effect.COMPILE_END:
+            if st.compile_open is not None:
+                st.compile_seconds += line.mono - st.compile_open
+            st.compile_open, st.compile_open_line = None, None
+            st.last_compile_end = line.mono
+        elif effect is Effect.COMPILE_BEAT:
+            st.last_compile_beat = line.mono
+        elif effect is Effect.COMM_WAIT:
+            st.last_wait, st.last_wait_line = line.mono, ev
+        elif effect is Effect.FATAL and st.failure is None:
+            st.failure, st.failure_match = ev, m
+        return m
+
+    def observe_compilers(self, samples: Sequence[CompilerSample], now: float) -> None:
+        """The compiler processes alive at ``now`` (all of them: an absent pid has ended)."""
+        seen: dict[RankKey, set[int]] = {}
+        for s in samples:
+            st = self._rank(s.key, now)
+            seen.setdefault(s.key, set()).add(s.pid)
+            prev = st.compiler_cpu.get(s.pid)
+            if prev is None or s.cpu_seconds > prev[0]:
+                st.compiler_cpu[s.pid] = (s.cpu_seconds, s.mono)
+        for key, st in self.ranks.items():
+            for pid in list(st.compiler_cpu):
+                if pid not in seen.get(key, set()):
+                    del st.compiler_cpu[pid]
+                    st.last_compile_end = now
+
+    def observe_exit(self, ex: RankExit) -> None:
+        """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``)."""
+        if ex.key.rank < 0:
+            self.launcher_exit = ex
+            return
+        st = self._rank(ex.key, ex.mono)
+        if st.exit_code is None:
+            st.exit_code, st.exit_time = ex.exit_code, ex.mono
+
+    def mark_unobserved(self, node: str, now: float) -> None:
+        self.unobserved.setdefault(node, now)
+
+    def mark_observed(self, node: str) -> None:
+        self.unobserved.pop(node, None)
+
+    # -- judgement ------------------------------------------------------------------------------
+
+    def hang_timeout(self) -> float:
+        """The hang timeout in force now (fixed or calibrated)."""
+        if self.settings.hang_timeout is not None:
+            return self.settings.hang_timeout
+        intervals = [b - a for a, b in zip(self.step_times[:-1], self.step_times[1:], strict=True)]
+        return self.settings.calibration.timeout(intervals)
+
+    def verdict(self, now: float) -> Verdict:
+        """The job's verdict at ``now``. Never ``healthy`` for what could not be observed."""
+        failed = self._failure_verdict()
+        if failed is not None:
+            return failed
+        if self.unobserved:
+            nodes = sorted(self.unobserved)
+            return Verdict(
+                Label.UNOBSERVED,
+                Action.WAIT,
+                reason=f"no word from node(s) {', '.join(nodes)}",
+                advice="Check that the node's neuron-watch agent is running and can reach the coordinator.",
+            )
+        compiling = [st for st in self.ranks.values() if st.compiling(now, self.settings)]
+        if compiling:
+            ev = tuple(st.compile_open_line for st in compiling if st.compile_open_line is not None)
+            return Verdict(
+                Label.COMPILING,
+                Action.WAIT,
+                ranks=tuple(st.key for st in compiling),
+                culprit=compiling[0].key,
+                evidence=ev,
+                reason=f"{len(compiling)} rank(s) compiling; the others may wait for them",
+                advice="A graph compile is in progress; waiting is correct. Precompile with "
+                "neuron_parallel_compile to avoid this delay.",
+                step=self.max_step,
+            )
+        return self._hang_or_healthy(now)
+
+    def _failure_verdict(self) -> Verdict | None:
+        failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
+        for st in self.ranks.values():
+            if st.failure is not None and st.failure_match is not None:
+                cat = st.failure_match.signature.category
+                failures.append((cat in SECONDARY, st.failure.mono, st))
+            elif st.exit_code not in (None, 0) and st.exit_code not in SIGTERM_CODES:
+                failures.append((False, st.exit_time or 0.0, st))
+        if not failures:
+            if self.launcher_exit is not None and self.launcher_exit.exit_code != 0:
+                return Verdict(
+                    Label.OTHER_CRASH,
+                    Action.RESTART,
+                    reason=f"launcher exited with {self.launcher_exit.exit_code} and no rank explained why",
+                    advice="Read the launcher output in the run directory.",
+                    step=self.max_step,
+                )
+            return None
+        failures.sort(key=lambda f: (f[0], f[1]))
+        _secondary, _t, st = failures[0]
+        ranks = tuple(f[2].key for f in sorted(failures, key=lambda f: f[1]))
+        evidence = tuple(f[2].failure for f in sorted(failures, key=lambda f: f[1]) if f[2].failure is not None)
+        if st.failure_match is not None and st.failure is not None:
+            sig = st.failure_match.signature
+            return Verdict(
+                sig.category,
+                sig.action,
+                ranks=ranks,
+                culprit=st.key,
+                evidence=evidence[:20],
+                reason=f"{st.key}: {sig.id}",
+                advice=sig.advice,
+                step=st.step if st.step is not None else self.max_step,
+            )
+        code = st.exit_code
+        label = Label.OOM if code in KILLED_CODES else Label.OTHER_CRASH
+        advice = (
+            "The rank was killed with SIGKILL, most often by the host's out-of-memory killer; check dmesg."
+            if label is Label.OOM
+            else "The rank exited with an error; its log tail is in the incident bundle."
+        )
+        return Verdict(
+            label,
+            Action.RESTART,
+            ranks=ranks,
+            culprit=st.key,
+            evidence=evidence[:20],
+            reason=f"{st.key} exited with {code}",
+            advice=advice,
+            step=st.step if st.step is not None else self.max_step,
+        )
+
+    def _hang_or_healthy(self, now: float) -> Verdict:
+        live = [st for st in self.ranks.values() if st.exit_code is None]
+        progressed = [st.last_progress for st in self.ranks.values() if st.last_progress is not None]
+        compile_ends = [st.last_compile_end for st in self.ranks.values() if st.last_compile_end is not None]
+        if progressed:
+            reference, timeout, what = max(progressed + compile_ends), self.hang_timeout(), "hang timeout"
+        else:
+            reference, timeout, what = max([self.start, *compile_ends]), self.settings.startup_timeout, "startup"
+        idle = now - reference
+        waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
+        if live and idle > timeout:
+            culprit = self._hang_culprit(live)
+            evidence = tuple(
+                e
+                for st in sorted(live, key=lambda s: s.key.rank)
+                for e in (st.last_wait_line, st.last_progress_line)
+                if e is not None
+            )
+            return Verdict(
+                Label.COLLECTIVE_HANG,
+                Action.RESTART,
+                ranks=tuple(st.key for st in live),
+                culprit=culprit,
+                evidence=evidence[:20],
+                reason=f"no rank progressed and none compiled for {idle:.0f}s (> {what} {timeout:.0f}s)",
+                advice="The job is hung. Restarting from the last complete checkpoint; the stack dumps in "
+                "the incident bundle show where each rank was stuck.",
+                step=self.max_step,
+            )
+        if waiting:
+            return Verdict(
+                Label.COMM_TIMEOUT_TRANSIENT,
+                Action.WAIT,
+                ranks=tuple(st.key for st in waiting),
+                evidence=tuple(st.last_wait_line for st in waiting if st.last_wait_line is not None)[:20],
+                reason=f"{len(waiting)} rank(s) waiting on peers for {idle:.0f}s (hang after {timeout:.0f}s)",
+                advice="Ranks are waiting on a peer; not a hang yet.",
+                step=self.max_step,
+            )
+        return Verdict(Label.HEALTHY, Action.WAIT, step=self.max_step)
+
+    @staticmethod
+    def _hang_culprit(live: Sequence[RankState]) -> RankKey | None:
+        """The first rank to stop progressing; among equals, the only one not waiting on a peer."""
+        def last(st: RankState) -> float:
+            return st.last_progress if st.last_progress is not None else -math.inf
+
+        earliest = min(last(st) for st in live)
+        # Ranks of one synchronous job print their step within a moment of each other.
+        first = [st for st in live if last(st) - earliest < 1.0]
+        if len(first) == 1:
+            return first[0].key
+        not_waiting = [st for st in first if st.last_wait is None or st.last_wait < last(st)]
+        if len(not_waiting) == 1 and len(first) > 1:
+            return not_waiting[0].key
+        return None
+
+    def rank_summaries(self, now: float) -> list[dict[str, object]]:
+        """Per-rank state for status displays (``status.json``)."""
+        out: list[dict[str, object]] = []
+        for key in sorted(self.ranks, key=lambda k: (k.node, k.rank)):
+            st = self.ranks[key]
+            compiling_for = 0.0
+            if st.compile_open is not None:
+                compiling_for = now - st.compile_open
+            out.append(
+                {
+                    "node": key.node,
+                    "rank": key.rank,
+                    "state": "unobserved" if key.node in self.unobserved else st.state_name(now, self.settings),
+                    "last_step": st.step,
+                    "last_line_age": round(now - st.last_line, 3),
+                    "compile_seconds": round(st.compile_seconds + compiling_for, 3),
+                }
+            )
+        return out
