@@ -33,9 +33,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
 from neuron_watch.errors import StorageError, UsageError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 log = logging.getLogger("neuron_watch.storage")
 
@@ -140,9 +139,8 @@ def is_retryable(exc: BaseException) -> bool:
         if names & _FATAL_CLASS_NAMES:
             return False
         code, status = _error_code_and_status(e)
-        if code in _FATAL_CODES or status in (400, 401, 403, 404):
-            if code not in _RETRYABLE_CODES:
-                return False
+        if (code in _FATAL_CODES or status in (400, 401, 403, 404)) and code not in _RETRYABLE_CODES:
+            return False
         if code in _RETRYABLE_CODES or status == 429 or 500 <= status <= 599:
             return True
         if names & _RETRYABLE_CLASS_NAMES:
@@ -265,7 +263,7 @@ class LocalStorage:
         dest = self._path(key)
         try:
             return dest.stat().st_size == size and sha256_file(dest) == sha256
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return False
         except OSError as exc:
             raise StorageError(f"cannot read {dest}: {exc}", "check the --artifacts directory") from exc
@@ -275,8 +273,8 @@ def _client_config_kwargs() -> dict[str, Any]:
     kw: dict[str, Any] = {
         "connect_timeout": CONNECT_TIMEOUT_S,
         "read_timeout": READ_TIMEOUT_S,
-        # One retry loop only: ours (bounded, logged). botocore's "standard" mode counts the first try.
-        "retries": {"max_attempts": 1, "mode": "standard"},
+        # One retry loop only: ours (bounded, logged). total_max_attempts counts the first try.
+        "retries": {"total_max_attempts": 1, "mode": "standard"},
         "signature_version": "s3v4",
     }
     return kw
@@ -338,17 +336,22 @@ class S3Storage:
         for e in _chain(exc):
             code, status = _error_code_and_status(e)
             names = {c.__name__ for c in type(e).__mro__}
-            if code == "NoSuchBucket" or (status == 404 and code in ("", "404") and False):
-                return f"bucket {self.bucket!r} does not exist at {self._where()}; next step: create it or fix --artifacts"
+            if code == "NoSuchBucket":
+                return (
+                    f"bucket {self.bucket!r} does not exist at {self._where()}; "
+                    "next step: create it or fix --artifacts"
+                )
             if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
                 return (
                     f"{self._credential_source} were refused by {self._where()} ({code}); next step: check "
                     "AWS_PROFILE / AWS_ACCESS_KEY_ID or refresh the session token for this endpoint"
                 )
             if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
+                # A HEAD answer has no body, so a 403 there cannot tell a wrong key from a missing grant.
                 return (
-                    f"access denied writing to {self._where()} ({code or status}) with {self._credential_source}; "
-                    "next step: grant s3:PutObject, s3:GetObject and s3:ListBucket on the prefix"
+                    f"{self._where()} refused {self._credential_source} ({code or status}: wrong key/secret "
+                    "or no permission); next step: check AWS_PROFILE / AWS_ACCESS_KEY_ID for this endpoint and "
+                    "grant s3:PutObject, s3:GetObject and s3:ListBucket on the prefix"
                 )
             if names & {"NoCredentialsError", "PartialCredentialsError"}:
                 return (
@@ -361,7 +364,7 @@ class S3Storage:
                     "endpoint (AWS_ENDPOINT_URL) and the region"
                 )
             if code in _RETRYABLE_CODES or status == 429 or 500 <= status <= 599:
-                return f"{self._where()} kept answering {code or status} (throttled or failing); retried and gave up"
+                return f"{self._where()} answered {code or status} (throttled or failing)"
         return f"upload to {self._where()} failed: {type(exc).__name__}: {_redact_text(str(exc))}"
 
     def _head(self, full_key: str) -> dict[str, Any] | None:
@@ -444,7 +447,10 @@ class S3Storage:
         except Exception as exc:
             msg = self.explain(exc)
             if is_retryable(exc):
-                msg += f" (after {attempts} attempt{'s' if attempts != 1 else ''})"
+                msg += (
+                    f"; gave up after {attempts} attempt{'s' if attempts != 1 else ''}; the local copy is kept "
+                    "for a later retry"
+                )
             log.error("upload of %s failed: %s", local_path, msg)
             return UploadResult(str(local_path), key, uri, size, digest, False, attempts=attempts, error=msg)
         return UploadResult(str(local_path), key, uri, size, digest, True, skipped=skipped, attempts=attempts)
