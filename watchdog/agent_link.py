@@ -1,0 +1,321 @@
+"""The agent's side of the coordinator link: batching, heartbeats, a bounded resend buffer.
+
+What a node's wrapper calls (all times passed in: ``now`` is ``time.monotonic()``, ``wall``
+is ``time.time()``)::
+
+    link = AgentLink(address, secret, job="1234", node="node1", session=new_session(time.time()))
+    link.hello(hostname, pid, ranks, now, wall)
+    link.add_line(rank, text, mono, wall, source, lineno)       # as lines are read
+    link.add_compilers([...]); link.add_exits([...]); link.status("running", ...)
+    for cmd in link.tick(now, wall):                              # every ~50 ms
+        ...  # Stop / Launch / CaptureEvidence / Shutdown, already authenticated
+
+Delivery: every message (lines, heartbeats, ...) gets the next sequence number and stays in
+the :class:`Outbox` until the coordinator acknowledges it. While the coordinator is away
+(``send`` refused: the DEALER has ``IMMEDIATE`` set) messages accumulate in the outbox; when it
+answers again, or when no ack came for ``resend_after`` seconds, everything unacknowledged is
+sent again in order (go-back-N; the coordinator drops duplicates by sequence number). The
+outbox is bounded (``max_lines`` lines, ``max_msgs`` messages): beyond that the *oldest*
+messages are dropped and counted, and the counts travel in every heartbeat and status, so
+the coordinator learns what was lost when it comes back. Nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from neuron_watch import __version__
+from neuron_watch.auth import Signer
+from neuron_watch.protocol import (
+    Ack,
+    Body,
+    Disposition,
+    ExitInfo,
+    Exits,
+    Header,
+    Heartbeat,
+    Hello,
+    Lines,
+    Msg,
+    Procs,
+    ProcSample,
+    ProtocolError,
+    SequenceTracker,
+    Status,
+    WireLine,
+    decode,
+    encode_body,
+    encode_header,
+    kind_of,
+)
+from neuron_watch.transport import AgentSocket
+
+COORDINATOR_SENDER = "coordinator"
+
+
+def new_session(wall: float) -> int:
+    """A session id that grows with start time: microseconds since the epoch, 12 random low bits."""
+    return (int(wall * 1_000_000) << 12) | secrets.randbelow(4096)
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """Batching, heartbeat and buffer bounds of an agent link."""
+
+    batch_lines: int = 500  # send a batch when this many lines are pending ...
+    batch_age: float = 0.05  # ... or when the oldest pending line is this old (seconds)
+    heartbeat: float = 1.0  # seconds between heartbeats when nothing else is sent
+    resend_after: float = 3.0  # no ack progress for this long -> resend everything unacknowledged
+    max_lines: int = 200_000  # outbox bound, in lines
+    max_msgs: int = 20_000  # outbox bound, in messages
+
+
+@dataclass
+class _Pending:
+    header: Header
+    body: bytes
+    lines: int
+
+
+class Outbox:
+    """Sequence numbers, the bounded unacknowledged buffer, and the go-back-N cursor. No I/O."""
+
+    def __init__(self, max_lines: int, max_msgs: int) -> None:
+        self.max_lines = max_lines
+        self.max_msgs = max_msgs
+        self.next_seq = 0
+        self._q: collections.deque[_Pending] = collections.deque()
+        self._lines = 0
+        self._cursor = 0  # index in _q of the next message to (re)send
+        self.dropped_lines = 0
+        self.dropped_msgs = 0
+
+    def add(self, header: Header, body: bytes, lines: int) -> Header:
+        """Queue a message; assigns ``header.seq``; drops the oldest messages beyond the bounds."""
+        header = dataclasses.replace(header, seq=self.next_seq)
+        self.next_seq += 1
+        self._q.append(_Pending(header, body, lines))
+        self._lines += lines
+        while len(self._q) > 1 and (len(self._q) > self.max_msgs or self._lines > self.max_lines):
+            old = self._q.popleft()
+            self._lines -= old.lines
+            self.dropped_msgs += 1
+            self.dropped_lines += old.lines
+            self._cursor = max(0, self._cursor - 1)
+        return header
+
+    @property
+    def base(self) -> int:
+        """Oldest sequence number still held (= next_seq when empty)."""
+        return self._q[0].header.seq if self._q else self.next_seq
+
+    def ack(self, seq: int) -> int:
+        """Forget messages up to ``seq``; returns how many were released."""
+        n = 0
+        while self._q and self._q[0].header.seq <= seq:
+            self._lines -= self._q.popleft().lines
+            n += 1
+        self._cursor = max(0, self._cursor - n)
+        return n
+
+    def rewind(self) -> None:
+        """Go back: the next :meth:`unsent` starts at the oldest unacknowledged message."""
+        self._cursor = 0
+
+    def unsent(self) -> _Pending | None:
+        return self._q[self._cursor] if self._cursor < len(self._q) else None
+
+    def mark_sent(self) -> None:
+        self._cursor += 1
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    @property
+    def lines(self) -> int:
+        return self._lines
+
+
+@dataclass
+class LinkCounters:
+    """What the agent refused or lost; reported in :meth:`AgentLink.summary`."""
+
+    sent: int = 0
+    resent: int = 0
+    resend_rounds: int = 0
+    send_refused: int = 0  # sends refused while the coordinator was away (retried later)
+    bad_frames: int = 0  # unauthenticated / undecodable frames from the socket, dropped
+    bad_by_problem: dict[str, int] = dataclasses.field(default_factory=dict)
+    wrong_target: int = 0  # commands for another agent session or job, dropped
+    replayed: int = 0  # duplicate or stale-session commands, dropped
+
+
+class AgentLink:
+    """One node's link to the coordinator. Not thread-safe: call it from one loop."""
+
+    def __init__(self, address: str, secret: bytes, *, job: str, node: str, session: int,
+                 generation: int = 0, settings: LinkSettings | None = None,
+                 socket: AgentSocket | None = None) -> None:
+        self.settings = settings or LinkSettings()
+        self.job, self.node, self.session, self.generation = job, node, session, generation
+        self.signer = Signer.for_agent(secret)
+        self.sock = socket or AgentSocket(address)
+        self.outbox = Outbox(self.settings.max_lines, self.settings.max_msgs)
+        self.counters = LinkCounters()
+        self._commands = SequenceTracker(in_order=False)
+        self._pending: list[tuple[int, str, float, float, str, int]] = []
+        self._pending_since: float | None = None
+        self._last_sent = -1e18
+        self._max_sent = -1
+        self._last_progress: float | None = None  # last ack progress (or empty outbox)
+        self._last_rewind = -1e18
+        self.last_heard: float | None = None  # last authenticated message from the coordinator
+        self.coordinator_session: int | None = None
+        self._hello: Hello | None = None
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def _enqueue(self, body: Body, now: float, wall: float, rank: int = -1) -> None:
+        h = Header(kind=kind_of(body), job=self.job, node=self.node, session=self.session,
+                   generation=self.generation, seq=0, mono=now, wall=wall, rank=rank)
+        self.outbox.add(h, encode_body(body), len(body.lines) if isinstance(body, Lines) else 0)
+
+    def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float) -> None:
+        """Announce this agent session (sent again whenever a new coordinator session answers)."""
+        self._hello = Hello(hostname, pid, tuple(ranks), __version__)
+        self._enqueue(self._hello, now, wall)
+
+    def add_line(self, rank: int, text: str, mono: float, wall: float, source: str = "", lineno: int = 0) -> None:
+        """Queue one line for the next batch (sent by :meth:`tick` or when the batch is full)."""
+        if not self._pending:
+            self._pending_since = mono
+        self._pending.append((rank, text, mono, wall, source, lineno))
+        if len(self._pending) >= self.settings.batch_lines:
+            self.flush_lines(mono, wall)
+
+    def flush_lines(self, now: float, wall: float) -> None:
+        """Turn the pending lines into one ``lines`` message."""
+        if not self._pending:
+            return
+        lines = tuple(WireLine(r, max(0.0, now - m), wall - w, t, s, n) for r, t, m, w, s, n in self._pending)
+        ranks = {ln.rank for ln in lines}
+        self._pending = []
+        self._pending_since = None
+        self._enqueue(Lines(lines), now, wall, rank=ranks.pop() if len(ranks) == 1 else -1)
+
+    def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float) -> None:
+        """``(rank, pid, cpu_seconds, mono)`` of live compiler processes."""
+        s = tuple(ProcSample(r, p, c, max(0.0, now - m)) for r, p, c, m in samples)
+        if s:
+            self._enqueue(Procs(s), now, wall)
+
+    def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float) -> None:
+        """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher)."""
+        e = tuple(ExitInfo(r, c, max(0.0, now - m)) for r, c, m in exits)
+        if e:
+            self.flush_lines(now, wall)  # lines printed before an exit must arrive before it
+            self._enqueue(Exits(e), now, wall)
+
+    def status(self, state: str, now: float, wall: float, detail: str = "", checkpoint: str = "") -> None:
+        """Report the node's state (``running``, ``evidence_done``, ``stopped``, ``launched``, ``exited``)."""
+        self.flush_lines(now, wall)
+        self._enqueue(Status(state, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs),
+                      now, wall)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def tick(self, now: float, wall: float) -> list[Msg]:
+        """Receive commands, flush due batches, send heartbeats and (re)send; returns new commands.
+
+        Acks are handled here; the returned messages are authenticated, addressed to this
+        session, not replays, and of kinds capture_evidence / stop / launch / shutdown.
+        """
+        commands = self._receive(now, wall)
+        s = self.settings
+        if self._pending_since is not None and now - self._pending_since >= s.batch_age:
+            self.flush_lines(now, wall)
+        if len(self.outbox) == 0 and now - self._last_sent >= s.heartbeat:
+            self._enqueue(Heartbeat(len(self.outbox), self.outbox.dropped_lines, self.outbox.dropped_msgs),
+                          now, wall)
+        if len(self.outbox) == 0 or self._last_progress is None:
+            self._last_progress = now
+        elif now - self._last_progress >= s.resend_after and now - self._last_rewind >= s.resend_after:
+            self._rewind(now)
+        self._send_due(now)
+        return commands
+
+    def _rewind(self, now: float) -> None:
+        self.outbox.rewind()
+        self._last_rewind = now
+        self.counters.resend_rounds += 1
+
+    def _send_due(self, now: float) -> None:
+        while (p := self.outbox.unsent()) is not None:
+            h = dataclasses.replace(p.header, base=self.outbox.base, sent=now)
+            if not self.sock.send(self.signer.sign([encode_header(h), p.body])):
+                self.counters.send_refused += 1
+                return
+            if p.header.seq <= self._max_sent:
+                self.counters.resent += 1
+            else:
+                self.counters.sent += 1
+                self._max_sent = p.header.seq
+            self.outbox.mark_sent()
+            self._last_sent = now
+
+    def _receive(self, now: float, wall: float) -> list[Msg]:
+        out: list[Msg] = []
+        while (frames := self.sock.recv()) is not None:
+            try:
+                msg = decode(self.signer.verify(frames))
+            except ProtocolError as exc:
+                self.counters.bad_frames += 1
+                self.counters.bad_by_problem[exc.problem] = self.counters.bad_by_problem.get(exc.problem, 0) + 1
+                continue
+            h = msg.header
+            if not h.kind.is_command or h.job != self.job or h.target != self.session:
+                self.counters.wrong_target += 1
+                continue
+            if self._commands.check(COORDINATOR_SENDER, h.session, h.seq, h.seq) is not Disposition.ACCEPT:
+                self.counters.replayed += 1
+                continue
+            self.last_heard = now
+            if self.coordinator_session != h.session:
+                new_coordinator = self.coordinator_session is not None
+                self.coordinator_session = h.session
+                if new_coordinator:
+                    # A restarted coordinator knows nothing of us: introduce ourselves again and
+                    # resend what it has not acknowledged.
+                    if self._hello is not None:
+                        self._enqueue(self._hello, now, wall)
+                    self._rewind(now)
+            if isinstance(msg.body, Ack):
+                if self.outbox.ack(msg.body.seq):
+                    self._last_progress = now
+                continue
+            out.append(msg)
+        return out
+
+    def coordinator_silence(self, now: float) -> float | None:
+        """Seconds since the coordinator was last heard (None: never heard)."""
+        return None if self.last_heard is None else now - self.last_heard
+
+    def summary(self) -> dict[str, object]:
+        """Counters for the node's own summary (buffer, drops, refused frames)."""
+        c = self.counters
+        return {"buffered_msgs": len(self.outbox), "buffered_lines": self.outbox.lines,
+                "dropped_msgs": self.outbox.dropped_msgs, "dropped_lines": self.outbox.dropped_lines,
+                "sent": c.sent, "resent": c.resent, "resend_rounds": c.resend_rounds,
+                "send_refused": c.send_refused, "bad_frames": c.bad_frames, "bad_by_problem": dict(c.bad_by_problem),
+                "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq}
+
+    def set_generation(self, generation: int) -> None:
+        """Messages from now on belong to ``generation`` (after a Launch command)."""
+        self.generation = generation
+
+    def close(self) -> None:
+        self.sock.close()

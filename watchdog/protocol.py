@@ -1,0 +1,537 @@
+"""The coordinator/agent wire format: pure encode/decode, no sockets, no I/O.
+
+A message is two msgpack frames, ``[header, body]`` (never pickle); :mod:`neuron_watch.auth`
+appends a third, the HMAC signature, and :mod:`neuron_watch.transport` moves the frames.
+
+    header = [version, kind, job, node, session, generation, seq, base, mono, wall, rank, target, sent]
+
+* ``version`` is checked first, so a future header layout still reports "version mismatch".
+* ``node`` + ``session`` name the sender: ``session`` is a per-process integer that starts with
+  the process's start time in microseconds, so a restarted agent (or coordinator) has a larger
+  session than the one it replaces (see :class:`SequenceTracker`).
+* ``seq`` counts the sender's messages; ``base`` is the oldest ``seq`` the sender still holds for
+  a resend (agents) -- what lies before it and was never received is lost and is counted.
+* ``mono``/``wall`` are the sender's clocks when the message was assembled; lines, samples and
+  exits carry their ages relative to them. ``sent`` is the sender's monotonic clock when this
+  copy was sent (a resend updates it), so the receiver places every line on its own monotonic
+  clock as ``receive time - (sent - mono) - age`` without comparing clocks across hosts.
+* ``rank`` is -1 when the message is about the whole node; ``target`` is the agent session a
+  command is addressed to (0 on agent messages).
+
+Agent -> coordinator kinds: hello, lines, heartbeat, procs, exits, status.
+Coordinator -> agent kinds (commands): ack, capture_evidence, stop, launch, shutdown.
+
+:func:`decode` raises :class:`ProtocolError` naming the problem for any frame it cannot trust
+(wrong version, truncated, garbage, wrong types); it never returns half a message.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from neuron_watch.errors import TransportError
+
+#: Bumped on any incompatible change of the header or a body layout.
+SCHEMA_VERSION = 1
+
+#: Upper bound for one frame; a bigger frame is refused before it is unpacked.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+
+class ProtocolError(TransportError):
+    """A frame could not be trusted. ``problem`` is a short code used for drop counters."""
+
+    def __init__(self, problem: str, message: str) -> None:
+        super().__init__(message, "check that every node runs the same neuron-watch version and job secret")
+        self.problem = problem
+
+
+class Kind(str, enum.Enum):
+    """Message kinds. The first six travel agent -> coordinator, the rest are commands."""
+
+    HELLO = "hello"
+    LINES = "lines"
+    HEARTBEAT = "heartbeat"
+    PROCS = "procs"
+    EXITS = "exits"
+    STATUS = "status"
+    ACK = "ack"
+    CAPTURE_EVIDENCE = "capture_evidence"
+    STOP = "stop"
+    LAUNCH = "launch"
+    SHUTDOWN = "shutdown"
+
+    @property
+    def is_command(self) -> bool:
+        return self in COMMAND_KINDS
+
+
+COMMAND_KINDS = frozenset({Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH, Kind.SHUTDOWN})
+AGENT_KINDS = frozenset(Kind) - COMMAND_KINDS
+_KINDS = {k.value: k for k in Kind}
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Who sent a message, in which job/generation, its place in the sender's sequence, and when."""
+
+    kind: Kind
+    job: str
+    node: str
+    session: int
+    generation: int
+    seq: int
+    base: int = 0
+    mono: float = 0.0
+    wall: float = 0.0
+    rank: int = -1
+    target: int = 0
+    sent: float = 0.0
+    version: int = SCHEMA_VERSION
+
+
+# ---- bodies ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WireLine:
+    """One log line: its rank, its age (sender mono/wall at send minus when it was read), text, origin."""
+
+    rank: int
+    d_mono: float
+    d_wall: float
+    text: str
+    source: str = ""
+    lineno: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """First message of an agent session: what it runs."""
+
+    hostname: str
+    pid: int
+    ranks: tuple[int, ...] = ()
+    agent_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """A batch of lines for one or several ranks of the sender's node, in the order they were read."""
+
+    lines: tuple[WireLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Liveness plus the sender's loss counters (what it had to drop while the coordinator was away)."""
+
+    buffered: int = 0
+    dropped_lines: int = 0
+    dropped_msgs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcSample:
+    """A live compiler process of a rank: pid and CPU seconds so far, ``d_mono`` seconds old."""
+
+    rank: int
+    pid: int
+    cpu_seconds: float
+    d_mono: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Procs:
+    samples: tuple[ProcSample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    """A rank (or the node's launcher, rank -1) exited with ``exit_code``, ``d_mono`` seconds ago."""
+
+    rank: int
+    exit_code: int
+    d_mono: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Exits:
+    exits: tuple[ExitInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The node's state as its agent sees it (running, evidence_done, stopped, launched, exited...)."""
+
+    state: str
+    detail: str = ""
+    checkpoint: str = ""
+    dropped_lines: int = 0
+    dropped_msgs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureEvidence:
+    incident: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str = ""
+    deadline: float = 15.0  # seconds from SIGTERM to SIGKILL
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Relaunch the node's processes as ``generation`` from ``checkpoint`` ('' = from scratch)."""
+
+    generation: int
+    checkpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    reason: str = ""
+    exit_code: int = 0
+
+
+Body = Hello | Lines | Heartbeat | Procs | Exits | Status | Ack | CaptureEvidence | Stop | Launch | Shutdown
+
+_BODY_KIND: dict[type, Kind] = {
+    Hello: Kind.HELLO,
+    Lines: Kind.LINES,
+    Heartbeat: Kind.HEARTBEAT,
+    Procs: Kind.PROCS,
+    Exits: Kind.EXITS,
+    Status: Kind.STATUS,
+    Ack: Kind.ACK,
+    CaptureEvidence: Kind.CAPTURE_EVIDENCE,
+    Stop: Kind.STOP,
+    Launch: Kind.LAUNCH,
+    Shutdown: Kind.SHUTDOWN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    """A decoded (or to-be-encoded) message. ``header.kind`` always matches ``body``'s type."""
+
+    header: Header
+    body: Body
+
+
+def kind_of(body: Body) -> Kind:
+    """The :class:`Kind` of a body object."""
+    return _BODY_KIND[type(body)]
+
+
+# ---- encode ---------------------------------------------------------------------------------
+
+
+def _body_to_wire(body: Body) -> list[Any]:
+    if isinstance(body, Lines):
+        # Paths repeat on every line of a file: send each once per batch, index it per line.
+        sources: dict[str, int] = {}
+        rows = []
+        for ln in body.lines:
+            idx = sources.setdefault(ln.source, len(sources))
+            rows.append([ln.rank, ln.d_mono, ln.d_wall, ln.text, idx, ln.lineno])
+        return [list(sources), rows]
+    if isinstance(body, Hello):
+        return [body.hostname, body.pid, list(body.ranks), body.agent_version]
+    if isinstance(body, Heartbeat):
+        return [body.buffered, body.dropped_lines, body.dropped_msgs]
+    if isinstance(body, Procs):
+        return [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples]]
+    if isinstance(body, Exits):
+        return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
+    if isinstance(body, Status):
+        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs]
+    if isinstance(body, Ack):
+        return [body.seq]
+    if isinstance(body, CaptureEvidence):
+        return [body.incident, body.reason]
+    if isinstance(body, Stop):
+        return [body.reason, body.deadline]
+    if isinstance(body, Launch):
+        return [body.generation, body.checkpoint]
+    return [body.reason, body.exit_code]  # Shutdown
+
+
+def encode_header(h: Header) -> bytes:
+    """The header frame alone (an agent re-encodes only the header when it resends)."""
+    out: bytes = msgpack.packb([h.version, h.kind.value, h.job, h.node, h.session, h.generation, h.seq, h.base,
+                          h.mono, h.wall, h.rank, h.target, h.sent], use_bin_type=True)
+    return out
+
+
+def encode_body(body: Body) -> bytes:
+    """The body frame alone."""
+    out: bytes = msgpack.packb(_body_to_wire(body), use_bin_type=True)
+    return out
+
+
+def encode(msg: Msg) -> list[bytes]:
+    """``[header, body]`` frames for ``msg``.
+
+    Raises:
+        ProtocolError: ``header.kind`` does not match the body type (a programming error).
+    """
+    if kind_of(msg.body) is not msg.header.kind:
+        raise ProtocolError("kind", f"header kind {msg.header.kind.value} does not match body "
+                            f"{type(msg.body).__name__}")
+    return [encode_header(msg.header), encode_body(msg.body)]
+
+
+# ---- decode ---------------------------------------------------------------------------------
+
+
+def _unpack(frame: bytes, what: str) -> Any:
+    if len(frame) > MAX_FRAME_BYTES:
+        raise ProtocolError("oversize", f"{what} frame is {len(frame)} bytes (limit {MAX_FRAME_BYTES})")
+    try:
+        return msgpack.unpackb(frame, raw=False, use_list=True, strict_map_key=True)
+    except msgpack.ExtraData as exc:
+        raise ProtocolError("garbage", f"{what} frame has trailing bytes after its value") from exc
+    except (ValueError, msgpack.UnpackException) as exc:
+        # msgpack reports a cut-off frame as "Unpack failed: incomplete input" (ValueError).
+        problem = "truncated" if "incomplete" in str(exc) else "garbage"
+        raise ProtocolError(problem, f"{what} frame is not valid msgpack ({problem}): {exc}") from exc
+    except Exception as exc:  # the C unpacker raises assorted types (e.g. on bad UTF-8)
+        raise ProtocolError("garbage", f"{what} frame is not valid msgpack: {type(exc).__name__}") from exc
+
+
+def _int(v: Any, what: str) -> int:
+    if type(v) is not int:
+        raise ProtocolError("field", f"{what} must be an integer, got {type(v).__name__}")
+    return v
+
+
+def _float(v: Any, what: str) -> float:
+    if type(v) is float or type(v) is int:
+        f = float(v)
+        if math.isfinite(f):
+            return f
+    raise ProtocolError("field", f"{what} must be a finite number, got {v!r:.40}")
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise ProtocolError("field", f"{what} must be a string, got {type(v).__name__}")
+    return v
+
+
+def _list(v: Any, n: int | None, what: str) -> list[Any]:
+    if type(v) is not list:
+        raise ProtocolError("field", f"{what} must be an array, got {type(v).__name__}")
+    if n is not None and len(v) != n:
+        problem = "truncated" if len(v) < n else "field"
+        raise ProtocolError(problem, f"{what} has {len(v)} fields, expected {n}")
+    return v
+
+
+def decode_header(frame: bytes) -> Header:
+    """Decode and validate a header frame alone (the version is checked before anything else)."""
+    raw = _unpack(frame, "header")
+    if type(raw) is not list or not raw:
+        raise ProtocolError("garbage", "header frame is not a non-empty array")
+    if raw[0] != SCHEMA_VERSION:
+        raise ProtocolError(
+            "version",
+            f"schema version mismatch: peer speaks {raw[0]!r:.20}, this neuron-watch speaks {SCHEMA_VERSION}",
+        )
+    _list(raw, 13, "header")
+    kind = _KINDS.get(raw[1]) if type(raw[1]) is str else None
+    if kind is None:
+        raise ProtocolError("kind", f"unknown message kind {raw[1]!r:.40}")
+    return Header(
+        kind=kind,
+        job=_str(raw[2], "job"),
+        node=_str(raw[3], "node"),
+        session=_int(raw[4], "session"),
+        generation=_int(raw[5], "generation"),
+        seq=_int(raw[6], "seq"),
+        base=_int(raw[7], "base"),
+        mono=_float(raw[8], "mono"),
+        wall=_float(raw[9], "wall"),
+        rank=_int(raw[10], "rank"),
+        target=_int(raw[11], "target"),
+        sent=_float(raw[12], "sent"),
+    )
+
+
+def _decode_lines(b: list[Any]) -> Lines:
+    _list(b, 2, "lines body")
+    sources = [_str(s, "source") for s in _list(b[0], None, "sources")]
+    out = []
+    for row in _list(b[1], None, "lines"):
+        if type(row) is not list or len(row) != 6:
+            raise ProtocolError("field", "a line must be [rank, d_mono, d_wall, text, source, lineno]")
+        rank, dm, dw, text, si, ln = row
+        if type(si) is not int or not 0 <= si < len(sources):
+            raise ProtocolError("field", f"line source index {si!r:.20} out of range")
+        out.append(WireLine(_int(rank, "rank"), _float(dm, "d_mono"), _float(dw, "d_wall"), _str(text, "text"),
+                            sources[si], _int(ln, "lineno")))
+    return Lines(tuple(out))
+
+
+def _decode_body(kind: Kind, frame: bytes) -> Body:
+    b = _unpack(frame, "body")
+    if type(b) is not list:
+        raise ProtocolError("garbage", f"{kind.value} body is not an array")
+    if kind is Kind.LINES:
+        return _decode_lines(b)
+    if kind is Kind.HELLO:
+        _list(b, 4, "hello body")
+        return Hello(_str(b[0], "hostname"), _int(b[1], "pid"),
+                     tuple(_int(r, "rank") for r in _list(b[2], None, "ranks")), _str(b[3], "agent_version"))
+    if kind is Kind.HEARTBEAT:
+        _list(b, 3, "heartbeat body")
+        return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"))
+    if kind is Kind.PROCS:
+        _list(b, 1, "procs body")
+        samples = []
+        for s in _list(b[0], None, "samples"):
+            s = _list(s, 4, "sample")
+            samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
+                                      _float(s[3], "d_mono")))
+        return Procs(tuple(samples))
+    if kind is Kind.EXITS:
+        _list(b, 1, "exits body")
+        exits = []
+        for e in _list(b[0], None, "exits"):
+            e = _list(e, 3, "exit")
+            exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono")))
+        return Exits(tuple(exits))
+    if kind is Kind.STATUS:
+        _list(b, 5, "status body")
+        return Status(_str(b[0], "state"), _str(b[1], "detail"), _str(b[2], "checkpoint"),
+                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"))
+    if kind is Kind.ACK:
+        _list(b, 1, "ack body")
+        return Ack(_int(b[0], "seq"))
+    if kind is Kind.CAPTURE_EVIDENCE:
+        _list(b, 2, "capture_evidence body")
+        return CaptureEvidence(_str(b[0], "incident"), _str(b[1], "reason"))
+    if kind is Kind.STOP:
+        _list(b, 2, "stop body")
+        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"))
+    if kind is Kind.LAUNCH:
+        _list(b, 2, "launch body")
+        return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))
+    _list(b, 2, "shutdown body")
+    return Shutdown(_str(b[0], "reason"), _int(b[1], "exit_code"))
+
+
+def decode(frames: Sequence[bytes]) -> Msg:
+    """The message in ``[header, body]`` frames (signature already checked and removed).
+
+    Raises:
+        ProtocolError: wrong frame count, version mismatch, truncated or garbage frames, bad fields.
+    """
+    if len(frames) != 2:
+        problem = "truncated" if len(frames) < 2 else "garbage"
+        raise ProtocolError(problem, f"a message has 2 frames (header, body), got {len(frames)}")
+    header = decode_header(bytes(frames[0]))
+    return Msg(header, _decode_body(header.kind, bytes(frames[1])))
+
+
+# ---- replay / loss tracking -----------------------------------------------------------------
+
+
+class Disposition(str, enum.Enum):
+    """What to do with a message, given the sender's sequence so far."""
+
+    ACCEPT = "accept"
+    DUPLICATE = "duplicate"  # seen already (a resend or a replay): drop
+    EARLY = "early"  # a message before it is missing but the sender still holds it: drop, it resends
+    STALE_SESSION = "stale_session"  # from a session older than the sender's current one: drop
+
+
+@dataclass
+class SenderStats:
+    """Per-sender counters kept by :class:`SequenceTracker`."""
+
+    session: int
+    expected: int  # next seq to accept
+    accepted: int = 0
+    duplicates: int = 0
+    early: int = 0
+    lost: int = 0  # messages the sender dropped before we ever saw them (sequence gap)
+    stale: int = 0
+    sessions: int = 1
+
+    def to_dict(self) -> dict[str, int]:
+        return {"session": self.session, "next_seq": self.expected, "accepted": self.accepted,
+                "duplicates": self.duplicates, "early": self.early, "lost": self.lost,
+                "stale": self.stale, "sessions": self.sessions}
+
+
+class SequenceTracker:
+    """Replay and loss detection per sender: pure, fed with authenticated headers only.
+
+    In order (``in_order=True``, coordinator side): a sender's messages are accepted strictly
+    in sequence. A message ahead of the next expected one is dropped as ``EARLY`` while the
+    sender still holds the missing ones (``base`` <= expected; it will resend them); if
+    ``base`` is past them the sender has dropped them, the gap is counted as ``lost`` and
+    the sequence jumps. With ``in_order=False`` (agent side, commands) gaps are normal
+    (the coordinator's sequence is shared by all agents) and only replays are refused.
+
+    Sessions: a sender restarting gets a larger session; the larger one replaces the current
+    one (its first message fixes the starting point at its ``base``), a smaller or retired one
+    is ``STALE_SESSION``.
+    """
+
+    def __init__(self, in_order: bool = True) -> None:
+        self.in_order = in_order
+        self._senders: dict[str, SenderStats] = {}
+
+    def check(self, sender: str, session: int, seq: int, base: int) -> Disposition:
+        """Classify one message and, when it is accepted, advance the sender's sequence."""
+        st = self._senders.get(sender)
+        if st is None or session > st.session:
+            start = min(base, seq) if self.in_order else seq
+            new = SenderStats(session=session, expected=start)
+            if st is not None:
+                new.sessions = st.sessions + 1
+                new.lost, new.duplicates, new.early, new.stale = st.lost, st.duplicates, st.early, st.stale
+                new.accepted = st.accepted
+            self._senders[sender] = st = new
+        elif session < st.session:
+            st.stale += 1
+            return Disposition.STALE_SESSION
+        if seq < st.expected:
+            st.duplicates += 1
+            return Disposition.DUPLICATE
+        if self.in_order and seq > st.expected:
+            if base <= st.expected:
+                st.early += 1
+                return Disposition.EARLY
+            st.lost += min(base, seq) - st.expected
+            st.expected = min(base, seq)
+            if seq > st.expected:
+                st.early += 1
+                return Disposition.EARLY
+        st.expected = seq + 1
+        st.accepted += 1
+        return Disposition.ACCEPT
+
+    def stats(self, sender: str) -> SenderStats | None:
+        return self._senders.get(sender)
+
+    def senders(self) -> dict[str, SenderStats]:
+        return dict(self._senders)
