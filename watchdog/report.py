@@ -1,0 +1,142 @@
+"""``neuron-watch report RUN-DIR [--json]``: the goodput report of a run, from its ``events.jsonl``.
+
+The figures come from :func:`neuron_watch.goodput.compute_goodput` (their meaning is documented
+there and in docs/live.md). Lines of ``events.jsonl`` that are not JSON objects are counted in
+``skipped_events``, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from neuron_watch.config import WatchConfig
+from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.goodput import compute_goodput
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``report`` flags: the run directory and ``--json``."""
+    parser.add_argument("run_dir", nargs="?", metavar="RUN-DIR",
+                        help="a run directory holding events.jsonl (default: --run-dir)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+
+
+def read_events(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The events of ``events.jsonl`` and how many lines were not JSON objects.
+
+    Raises:
+        UsageError: the file does not exist or cannot be read.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError as exc:
+        raise UsageError(f"no events file at {path}",
+                         "give the run directory of a neuron-watch run (it holds events.jsonl)") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from exc
+    events: list[dict[str, Any]] = []
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1  # e.g. a half-written last line of a run that was killed
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+        else:
+            bad += 1
+    return events, bad
+
+
+def report(run_dir: Path) -> dict[str, Any]:
+    """Goodput figures of ``run_dir`` (``compute_goodput`` plus ``run_dir``); see :func:`read_events`."""
+    events, bad = read_events(run_dir / "events.jsonl")
+    figures = compute_goodput(events)
+    figures["skipped_events"] += bad
+    figures["run_dir"] = str(run_dir)
+    return figures
+
+
+def _s(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.1f}"
+    return str(x)
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def render(figures: dict[str, Any]) -> None:
+    """Print the report as two tables (totals, then one row per generation)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    totals = Table(title=f"goodput of {figures.get('run_dir', 'run')}", box=box.SIMPLE, show_header=False)
+    totals.add_column("figure")
+    totals.add_column("value", justify="right")
+    totals.add_row("finished", "yes" if figures["finished"] else "no (measured up to the last event)")
+    totals.add_row("wall time (s)", _s(figures["wall_seconds"]))
+    totals.add_row("making progress (s)", _s(figures.get("progress_seconds")))
+    totals.add_row("effective training time ratio", _pct(figures["effective_ratio"]))
+    totals.add_row("useful ratio (lost work taken off)", _pct(figures["useful_ratio"]))
+    totals.add_row("compile time paid (s)", _s(figures.get("compile_seconds")))
+    totals.add_row("restarts", _s(figures.get("restarts")))
+    totals.add_row("work lost (steps / s)", f"{_s(figures.get('lost_steps'))} / {_s(figures.get('lost_seconds'))}")
+    causes = figures.get("causes") or {}
+    totals.add_row("causes", ", ".join(f"{k} x{v}" for k, v in sorted(causes.items())) or "none")
+    if figures.get("skipped_events"):
+        totals.add_row("skipped event lines", str(figures["skipped_events"]))
+    console.print(totals)
+
+    # One column per generation (rows are figures): stays readable in 80 columns.
+    gens = Table(title="per generation", box=box.SIMPLE)
+    gens.add_column("figure")
+    rows: list[tuple[str, Any]] = [
+        ("outcome", lambda g: g["outcome"] or "running/unknown"),
+        ("steps", lambda g: f"{_s(g['first_step'])}..{_s(g['last_step'])}"),
+        ("start -> first progress (s)", lambda g: _s(g["startup_seconds"])),
+        ("compile (s)", lambda g: _s(g["compile_seconds"])),
+        ("making progress (s)", lambda g: _s(g["progress_seconds"])),
+        ("time to detect (s)", lambda g: _s(g["time_to_detect"])),
+        ("time to evidence (s)", lambda g: _s(g["time_to_evidence"])),
+        ("time to relaunch (s)", lambda g: _s(g["time_to_relaunch"])),
+        ("work lost (steps)", lambda g: _s(g["lost_steps"])),
+        ("work lost (s)", lambda g: _s(g["lost_seconds"])),
+    ]
+    generations = figures.get("generations", [])
+    for g in generations:
+        gens.add_column(f"gen {g['generation']}", justify="right")
+    for name, get in rows:
+        gens.add_row(name, *(get(g) for g in generations))
+    console.print(gens)
+    for note in figures.get("notes", []):
+        console.print(f"note: {note}")
+
+
+def run(args: argparse.Namespace, config: WatchConfig) -> int:
+    """Print the goodput report of RUN-DIR (or ``--run-dir``). Exit 0, or 2 for a bad directory."""
+    where = args.run_dir or config.run_dir
+    if not where:
+        raise UsageError("no run directory given", "run `neuron-watch report RUN-DIR`")
+    run_dir = Path(where)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir} is not a directory", "give the run directory of a neuron-watch run")
+    figures = report(run_dir)
+    if args.json:
+        json.dump(figures, sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        render(figures)
+    return int(ExitCode.OK)
