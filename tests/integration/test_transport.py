@@ -1,0 +1,282 @@
+"""Coordinator and agent links over real ZeroMQ sockets on loopback.
+
+Each test binds ``tcp://127.0.0.1:0`` and reads the bound endpoint (LAST_ENDPOINT), so tests
+never collide on ports. Waiting is polling with a deadline for the real sockets to deliver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.auth import Signer
+from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
+from neuron_watch.errors import TransportError
+from neuron_watch.protocol import Header, Kind, Msg, Stop, encode
+from neuron_watch.transport import CoordinatorSocket
+
+pytestmark = pytest.mark.integration
+
+SECRET = b"a job secret of enough bytes 0123456789"
+JOB = "job-7"
+
+
+def pump(coords: list[Coordinator], links: list[AgentLink], until: Callable[[], bool], deadline: float = 15.0,
+         commands: list[Msg] | None = None) -> None:
+    """Drive every loop until ``until()`` holds; fail after ``deadline`` seconds of real time."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        now, wall = time.monotonic(), time.time()
+        for link in links:
+            got = link.tick(now, wall)
+            if commands is not None:
+                commands.extend(got)
+        for c in coords:
+            c.poll(0.005)
+            c.tick(time.monotonic())
+        if until():
+            return
+    raise AssertionError("condition not reached before the deadline")
+
+
+def make_link(endpoint: str, node: str = "node1", secret: bytes = SECRET, **settings: float) -> AgentLink:
+    s = LinkSettings(**settings) if settings else LinkSettings()  # type: ignore[arg-type]
+    return AgentLink(endpoint, secret, job=JOB, node=node, session=new_session(time.time()), settings=s)
+
+
+def merged(run_dir: Path) -> list[str]:
+    return [ln.split(" | ", 1)[1] for ln in (run_dir / "merged.log").read_text().splitlines()]
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path):  # type: ignore[no-untyped-def]
+    c = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB)
+    yield c
+    c.close()
+
+
+def test_lines_arrive_in_order_acked_and_tagged(coordinator: Coordinator, tmp_path: Path) -> None:
+    assert coordinator.endpoint.startswith("tcp://127.0.0.1:") and not coordinator.endpoint.endswith(":0")
+    a, b = make_link(coordinator.endpoint, "node1"), make_link(coordinator.endpoint, "node2")
+    try:
+        now, wall = time.monotonic(), time.time()
+        a.hello("host-a", 11, [0, 1], now, wall)
+        for i in range(1000):
+            a.add_line(i % 2, f"step {i}", now, wall, "/logs/r.log", i)
+            b.add_line(2, f"b {i}", now, wall)
+        pump([coordinator], [a, b], lambda: coordinator.counters.lines == 2000 and len(a.outbox) == 0
+             and len(b.outbox) == 0)
+        coordinator.tick(time.monotonic())
+        texts = merged(tmp_path / "coord")
+        assert [t for t in texts if t.startswith("step")] == [f"step {i}" for i in range(1000)]
+        assert [t for t in texts if t.startswith("b ")] == [f"b {i}" for i in range(1000)]
+        log = (tmp_path / "coord" / "merged.log").read_text()
+        assert " node1/rank1 | step 1\n" in log and " node2/rank2 | b 0\n" in log
+        s = coordinator.summary(time.monotonic())
+        assert s["nodes"]["node1"]["hostname"] == "host-a" and s["nodes"]["node1"]["ranks"] == [0, 1]
+        assert s["nodes"]["node1"]["seq"]["lost"] == 0 and s["refused"]["bad"] == {}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_wrong_secret_is_refused_and_counted(coordinator: Coordinator) -> None:
+    bad = make_link(coordinator.endpoint, "intruder", secret=b"not the job secret, 32 bytes long")
+    try:
+        now, wall = time.monotonic(), time.time()
+        for i in range(20):
+            bad.add_line(0, f"fake {i}", now, wall)
+        bad.flush_lines(now, wall)
+        pump([coordinator], [bad], lambda: coordinator.counters.bad.get("auth", 0) >= 1)
+        assert coordinator.nodes == {} and coordinator.counters.lines == 0
+        assert len(bad.outbox) == 1  # never acknowledged: nobody accepted it
+    finally:
+        bad.close()
+
+
+def test_agent_takes_commands_only_from_the_coordinator(coordinator: Coordinator) -> None:
+    link = make_link(coordinator.endpoint)
+    got: list[Msg] = []
+    try:
+        link.hello("h", 1, [0], time.monotonic(), time.time())
+        pump([coordinator], [link], lambda: "node1" in coordinator.nodes and link.last_heard is not None)
+        view = coordinator.nodes["node1"]
+
+        def forged(signer: Signer, seq: int, target: int, job: str = JOB) -> list[bytes]:
+            h = Header(kind=Kind.STOP, job=job, node="coordinator", session=coordinator.session + 1, generation=0,
+                       seq=seq, target=target)
+            return signer.sign(encode(Msg(h, Stop("forged", 0.0))))
+
+        sends = [
+            forged(Signer.for_coordinator(b"another secret, also 32 bytes!!"), 10_000, view.session),  # no secret
+            forged(Signer.for_agent(SECRET), 10_001, view.session),  # agent key: reflection
+            forged(Signer.for_coordinator(SECRET), 10_002, view.session + 1),  # another agent session
+            forged(Signer.for_coordinator(SECRET), 10_003, view.session, job="other-job"),  # another job
+            [b"\x00garbage"],
+        ]
+        for frames in sends:
+            assert coordinator.sock.send(view.routing_id, frames)
+        pump([coordinator], [link], lambda: link.counters.bad_frames + link.counters.wrong_target >= 5,
+             commands=got)
+        assert got == []
+        assert link.counters.bad_by_problem == {"auth": 3} and link.counters.wrong_target == 2
+        # The real coordinator's command is accepted, exactly once even if replayed.
+        assert coordinator.send("node1", Stop("real", 5.0))
+        pump([coordinator], [link], lambda: bool(got), commands=got)
+        assert [type(m.body).__name__ for m in got] == ["Stop"] and got[0].body == Stop("real", 5.0)
+    finally:
+        link.close()
+
+
+def test_replayed_agent_messages_are_ingested_once(coordinator: Coordinator) -> None:
+    link = make_link(coordinator.endpoint)
+    try:
+        now, wall = time.monotonic(), time.time()
+        link.add_line(0, "only once", now, wall)
+        link.flush_lines(now, wall)
+        pump([coordinator], [link], lambda: coordinator.counters.lines == 1 and len(link.outbox) == 0)
+        link.outbox._q.clear()
+        link.outbox.next_seq = 0
+        link.add_line(0, "only once", now, wall)
+        link.flush_lines(now, wall)
+        pump([coordinator], [link], lambda: coordinator.counters.duplicates >= 1)
+        assert coordinator.counters.lines == 1
+    finally:
+        link.close()
+
+
+def _rebind(address: str, run_dir: Path) -> Coordinator:
+    # libzmq closes asynchronously: the old port can be busy for a moment (notes: EADDRINUSE).
+    end = time.monotonic() + 10
+    while True:
+        try:
+            return Coordinator(address, SECRET, str(run_dir), job=JOB)
+        except TransportError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
+
+
+def test_reconnect_resends_everything_in_order(tmp_path: Path) -> None:
+    run = tmp_path / "coord"
+    first = Coordinator("127.0.0.1:0", SECRET, str(run), job=JOB)
+    address = first.endpoint.removeprefix("tcp://")
+    link = make_link(first.endpoint, resend_after=0.3)
+    try:
+        now, wall = time.monotonic(), time.time()
+        for i in range(100):
+            link.add_line(0, f"line {i}", now, wall)
+        pump([first], [link], lambda: first.counters.lines == 100 and len(link.outbox) == 0)
+        first.close()
+        for i in range(100, 600):  # coordinator away: the agent buffers
+            link.add_line(0, f"line {i}", time.monotonic(), time.time())
+        link.tick(time.monotonic(), time.time())
+        assert link.outbox.lines == 500 and link.outbox.dropped_lines == 0
+        second = _rebind(address, run)
+        try:
+            pump([second], [link], lambda: second.counters.lines >= 500 and len(link.outbox) == 0)
+            second.tick(time.monotonic())
+            assert merged(run) == [f"line {i}" for i in range(600)]
+            assert second.summary(time.monotonic())["nodes"]["node1"]["seq"]["lost"] == 0
+        finally:
+            second.close()
+    finally:
+        link.close()
+
+
+def test_overflow_beyond_the_buffer_is_counted_and_reported(tmp_path: Path) -> None:
+    probe = CoordinatorSocket("127.0.0.1:0")
+    address = probe.endpoint.removeprefix("tcp://")
+    probe.close()
+    link = make_link(f"tcp://{address}", batch_lines=10, max_lines=100, resend_after=0.3)
+    try:
+        for i in range(300):  # nobody listening: 30 batches of 10, room for 10 of them
+            link.add_line(0, f"line {i}", time.monotonic(), time.time())
+        link.tick(time.monotonic(), time.time())
+        assert (link.outbox.lines, link.outbox.dropped_lines, link.outbox.dropped_msgs) == (100, 200, 20)
+        coord = _rebind(address, tmp_path / "coord")
+        try:
+            pump([coord], [link], lambda: coord.counters.lines >= 100 and len(link.outbox) == 0
+                 and coord.nodes["node1"].reported_dropped_lines == 200)
+            coord.tick(time.monotonic())
+            assert merged(tmp_path / "coord") == [f"line {i}" for i in range(200, 300)]
+            node = coord.summary(time.monotonic())["nodes"]["node1"]
+            assert node["agent_dropped_lines"] == 200 and node["agent_dropped_msgs"] == 20
+            events = (tmp_path / "coord" / "events.jsonl").read_text()
+            assert '"event": "agent_dropped"' in events
+        finally:
+            coord.close()
+    finally:
+        link.close()
+
+
+def test_a_silent_node_is_unobserved_never_healthy(coordinator: Coordinator) -> None:
+    coordinator.settings = CoordinatorSettings(silence=5.0)
+    link = make_link(coordinator.endpoint)
+    try:
+        link.hello("h", 1, [0], time.monotonic(), time.time())
+        pump([coordinator], [link], lambda: "node1" in coordinator.nodes)
+        later = time.monotonic() + 60  # the clock is an argument: no sleeping
+        coordinator.tick(later)
+        s = coordinator.summary(later)
+        assert s["nodes"]["node1"]["state"] == "unobserved" and s["nodes"]["node1"]["last_heard_ago"] >= 60
+        link.add_line(0, "back", time.monotonic(), time.time())
+        link.flush_lines(time.monotonic(), time.time())
+        pump([coordinator], [link], lambda: coordinator.nodes["node1"].state is NodeState.CONNECTED)
+    finally:
+        link.close()
+
+
+def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Path) -> None:
+    from neuron_watch.config import WatchConfig
+    from neuron_watch.coordinator import Phase, default_judge_factory
+    from neuron_watch.protocol import CaptureEvidence, Launch
+
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
+                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6),
+                        judge_factory=default_judge_factory(WatchConfig(hang_timeout=30.0)))
+    links = [make_link(coord.endpoint, "node0"), make_link(coord.endpoint, "node1")]
+    got: dict[str, list[Msg]] = {"node0": [], "node1": []}
+    try:
+        t0, wall = time.monotonic(), time.time()
+        for n, link in enumerate(links):
+            link.hello(f"h{n}", 1, [2 * n, 2 * n + 1], t0, wall)
+            for step in range(1, 4):
+                for r in (2 * n, 2 * n + 1):
+                    link.add_line(r, f"step {step} loss 2.{step}", t0, wall)
+            link.flush_lines(t0, wall)
+
+        def drive(until: Callable[[], bool], now: float) -> None:
+            end = time.monotonic() + 15
+            while not until():
+                assert time.monotonic() < end, "not reached before the deadline"
+                for link in links:
+                    got[link.node].extend(link.tick(time.monotonic(), time.time()))
+                coord.poll(0.005)
+                coord.tick(now)
+
+        drive(lambda: coord.counters.lines == 12, time.monotonic())
+        assert coord.phase is Phase.RUNNING
+        hung_at = time.monotonic() + 100  # nobody progressed for 100 s > hang timeout 30 s
+        drive(lambda: all(got.values()), hung_at)
+        assert coord.last_verdict is not None and coord.last_verdict.label.value == "collective_hang"
+        assert [type(m.body) for m in got["node0"]] == [CaptureEvidence] == [type(m.body) for m in got["node1"]]
+        for link in links:
+            link.status("evidence_done", time.monotonic(), time.time())
+        drive(lambda: all(len(v) == 2 for v in got.values()), hung_at)
+        assert all(isinstance(v[1].body, Stop) for v in got.values())
+        for n, link in enumerate(links):  # nodes see different checkpoints; the coordinator picks one
+            link.status("stopped", time.monotonic(), time.time(), checkpoint=f"/ckpt/step_{n + 2}")
+        drive(lambda: all(len(v) == 3 for v in got.values()), hung_at)
+        launches = [v[2].body for v in got.values()]
+        assert launches == [Launch(1, "/ckpt/step_3")] * 2
+        assert coord.generation == 1 and coord.phase is Phase.RUNNING
+        events = (tmp_path / "coord" / "events.jsonl").read_text()
+        assert '"event": "verdict"' in events and '"event": "restart"' in events
+    finally:
+        for link in links:
+            link.close()
+        coord.close()

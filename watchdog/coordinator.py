@@ -1,0 +1,550 @@
+"""The job's coordinator: receives every node's lines, judges the whole job, drives recovery.
+
+    neuron-watch coordinator --bind HOST:PORT --run-dir DIR [--job-id ID] [--nodes N]
+
+A :class:`Coordinator` is a service object with a ``poll(timeout)`` / ``tick(now)`` shape:
+``poll`` drains the socket (authenticate, decode, de-duplicate, ingest), ``tick`` does what is
+due at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). The
+command and the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
+
+Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
+for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
+summary, rewritten atomically on each tick).
+
+Trust: only messages signed with the job's agent key are ingested (:mod:`neuron_watch.auth`);
+anything else -- wrong secret, garbage, replays, commands posing as agent messages -- is
+dropped and counted in the summary, never acted on. A node not heard from for ``silence``
+seconds is ``unobserved`` (never ``healthy``) until it speaks again.
+
+Recovery (DESIGN.md §6), when the judge's verdict asks for a restart: every node is told to
+capture evidence, then to stop (SIGTERM, deadline, SIGKILL, reap on each), then the
+checkpoint is chosen once, here, and every node is told to launch generation G+1 from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import enum
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+from neuron_watch.auth import Signer, load_secret, write_secret_file
+from neuron_watch.config import WatchConfig
+from neuron_watch.errors import ExitCode
+from neuron_watch.eventlog import EventLog, write_json_atomic
+from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey, Verdict, iso_utc
+from neuron_watch.protocol import (
+    Ack,
+    Body,
+    CaptureEvidence,
+    Disposition,
+    Exits,
+    Header,
+    Heartbeat,
+    Hello,
+    Launch,
+    Lines,
+    Msg,
+    Procs,
+    ProtocolError,
+    SequenceTracker,
+    Shutdown,
+    Status,
+    Stop,
+    decode,
+    encode,
+    kind_of,
+)
+from neuron_watch.transport import CoordinatorSocket
+
+log = logging.getLogger("neuron_watch")
+
+COORDINATOR_NODE = "coordinator"
+
+
+class JudgeLike(Protocol):
+    """What the coordinator needs of :class:`neuron_watch.judge.Judge`."""
+
+    def observe_lines(self, lines: Any) -> Any: ...
+    def observe_compilers(self, samples: Any, now: float) -> None: ...
+    def observe_exit(self, ex: RankExit) -> None: ...
+    def mark_unobserved(self, node: str, now: float) -> None: ...
+    def mark_observed(self, node: str) -> None: ...
+    def verdict(self, now: float) -> Verdict: ...
+
+
+class NodeState(str, enum.Enum):
+    CONNECTED = "connected"
+    UNOBSERVED = "unobserved"  # silent for longer than `silence`: not healthy, not known dead
+
+
+@dataclass
+class NodeView:
+    """What the coordinator knows of one node's agent."""
+
+    node: str
+    session: int
+    routing_id: bytes
+    first_heard: float
+    last_heard: float
+    state: NodeState = NodeState.CONNECTED
+    hostname: str = ""
+    pid: int = 0
+    ranks: tuple[int, ...] = ()
+    status: str = ""
+    status_detail: str = ""
+    checkpoint: str = ""
+    generation: int = 0
+    lines: int = 0
+    reported_dropped_lines: int = 0  # the agent's own count (buffer overflow while we were away)
+    reported_dropped_msgs: int = 0
+    acked: int = -1
+    need_ack: bool = False
+
+
+@dataclass
+class Counters:
+    """Everything the coordinator refused or failed to deliver."""
+
+    frames: int = 0
+    bad: dict[str, int] = field(default_factory=dict)  # problem -> count (auth, garbage, version, ...)
+    wrong_job: int = 0
+    not_agent_kind: int = 0  # validly signed but a command kind: never acted on
+    duplicates: int = 0
+    early: int = 0
+    stale: int = 0
+    send_failed: int = 0
+    lines: int = 0
+
+    def bad_total(self) -> int:
+        return sum(self.bad.values())
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    silence: float = 10.0  # seconds without a message -> node unobserved
+    ack_interval: float = 0.05  # seconds between acks to a node with news
+    evidence_timeout: float = 60.0  # wait this long for every node's `evidence_done`
+    stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
+    expected_nodes: int | None = None  # wait for this many nodes before judging
+    tail_lines: int = 200  # per-rank tail kept in memory for evidence
+
+
+class Phase(str, enum.Enum):
+    """Where a coordinated recovery is."""
+
+    RUNNING = "running"
+    EVIDENCE = "evidence"  # capture_evidence sent, waiting for evidence_done from every node
+    STOPPING = "stopping"  # stop sent, waiting for stopped from every node
+    DONE = "done"  # shutdown sent
+
+
+class Coordinator:
+    """One job's coordinator. Single-threaded: call :meth:`poll` and :meth:`tick` from one loop.
+
+    Args:
+        bind: ``HOST:PORT`` (port 0 = any free one; read :attr:`endpoint`) or a ZeroMQ URL.
+        secret: the job secret (:func:`neuron_watch.auth.load_secret`).
+        run_dir: where ``merged.log``, ``events.jsonl`` and ``coordinator.json`` go.
+        job: the job id every message must carry.
+        judge_factory: ``(generation, now) -> judge`` for each generation; None = ingest only.
+        pick_checkpoint: returns the checkpoint every node relaunches from ('' = from scratch);
+            default: the newest one any node reported in its status.
+        decide: ``(verdict) -> (restart?, reason, exit_code)``; default: restart while the
+            verdict asks for it and ``max_restarts`` is not used up.
+    """
+
+    def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
+                 settings: CoordinatorSettings | None = None,
+                 judge_factory: Callable[[int, float], JudgeLike] | None = None,
+                 pick_checkpoint: Callable[[dict[str, NodeView]], str] | None = None,
+                 decide: Callable[[Verdict], tuple[bool, str, int]] | None = None,
+                 max_restarts: int = 3, session: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings or CoordinatorSettings()
+        self.job = job
+        self.signer = Signer.for_coordinator(secret)
+        self.clock = clock
+        self.session = session if session is not None else (time.time_ns() // 1000) << 12
+        os.makedirs(run_dir, exist_ok=True)
+        self.run_dir = run_dir
+        self.sock = CoordinatorSocket(bind)
+        self.endpoint = self.sock.endpoint
+        self.nodes: dict[str, NodeView] = {}
+        self.tracker = SequenceTracker(in_order=True)
+        self.counters = Counters()
+        self.generation = 0
+        self.judge_factory = judge_factory
+        now = clock()
+        self.judge: JudgeLike | None = judge_factory(0, now) if judge_factory else None
+        self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
+        self.decide = decide
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.tails: dict[RankKey, collections.deque[LogLine]] = {}
+        self.merged: IO[str] = open(os.path.join(run_dir, "merged.log"), "a", encoding="utf-8")  # noqa: SIM115
+        self.events = EventLog(os.path.join(run_dir, "events.jsonl"))
+        self.phase = Phase.RUNNING
+        self.phase_since = now
+        self.incident = ""
+        self.last_verdict: Verdict | None = None
+        self.exit_code: int | None = None  # set when the job is over (shutdown sent)
+        self._cmd_seq = 0
+        self._last_ack = -1e18
+        self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def poll(self, timeout: float, max_msgs: int = 10000) -> int:
+        """Wait up to ``timeout`` seconds for messages, then ingest what is waiting. Returns how many."""
+        if not self.sock.poll(int(timeout * 1000)):
+            return 0
+        now = self.clock()
+        n = 0
+        while n < max_msgs and (item := self.sock.recv()) is not None:
+            self.handle(item[0], item[1], now)
+            n += 1
+        return n
+
+    def _bad(self, problem: str) -> None:
+        self.counters.bad[problem] = self.counters.bad.get(problem, 0) + 1
+
+    def handle(self, routing_id: bytes, frames: list[bytes], now: float) -> None:
+        """Authenticate, decode, de-duplicate and ingest one message; anything doubtful is counted."""
+        self.counters.frames += 1
+        try:
+            msg = decode(self.signer.verify(frames))
+        except ProtocolError as exc:
+            self._bad(exc.problem)
+            return
+        h = msg.header
+        if h.kind.is_command:
+            self.counters.not_agent_kind += 1
+            return
+        if h.job != self.job:
+            self.counters.wrong_job += 1
+            return
+        disp = self.tracker.check(h.node, h.session, h.seq, h.base)
+        view = self.nodes.get(h.node)
+        if disp is Disposition.STALE_SESSION:
+            self.counters.stale += 1
+            return
+        if view is None or view.session != h.session:
+            view = self._new_session(h, routing_id, now)
+        # Any authenticated message from the current session proves the node is alive and tells
+        # us where to reach it (a reconnect gets a new routing id).
+        view.routing_id = routing_id
+        view.last_heard = now
+        view.need_ack = True
+        if view.state is NodeState.UNOBSERVED:
+            view.state = NodeState.CONNECTED
+            if self.judge:
+                self.judge.mark_observed(h.node)
+            self.events.emit("node_observed", self.generation, node=h.node)
+        if disp is Disposition.DUPLICATE:
+            self.counters.duplicates += 1
+            return
+        if disp is Disposition.EARLY:
+            self.counters.early += 1
+            return
+        self._ingest(view, msg, now)
+
+    def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
+        old = self.nodes.get(h.node)
+        view = NodeView(node=h.node, session=h.session, routing_id=routing_id, first_heard=now, last_heard=now,
+                        generation=h.generation)
+        if old is not None:
+            view.lines = old.lines
+        self.nodes[h.node] = view
+        self.events.emit("node_joined" if old is None else "node_rejoined", self.generation, node=h.node)
+        return view
+
+    def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
+        h, body = msg.header, msg.body
+        # The sender's clock is never compared with ours: an item `age` seconds old when the
+        # sender assembled the message, sent (sent - mono) later, is placed at now - both.
+        lag = max(0.0, h.sent - h.mono)
+        if isinstance(body, Lines):
+            lines = [LogLine(RankKey(h.node, w.rank), w.text, now - lag - w.d_mono, h.wall - w.d_wall, w.source,
+                             w.lineno) for w in body.lines]
+            self._lines(view, lines)
+        elif isinstance(body, Hello):
+            view.hostname, view.pid, view.ranks = body.hostname, body.pid, body.ranks
+            self.events.emit("node_hello", self.generation, node=h.node, hostname=body.hostname,
+                             ranks=list(body.ranks), agent_version=body.agent_version)
+        elif isinstance(body, Heartbeat):
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs)
+        elif isinstance(body, Status):
+            view.status, view.status_detail, view.generation = body.state, body.detail, h.generation
+            if body.checkpoint:
+                view.checkpoint = body.checkpoint
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs)
+            self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=body.detail)
+        elif isinstance(body, Procs):
+            if self.judge and h.generation == self.generation:
+                self.judge.observe_compilers(
+                    [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
+                     for s in body.samples], now)
+        elif isinstance(body, Exits):
+            for e in body.exits:
+                ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
+                if self.judge and h.generation == self.generation:
+                    self.judge.observe_exit(ex)
+                self.events.emit("rank_exit", h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
+
+    def _lines(self, view: NodeView, lines: list[LogLine]) -> None:
+        view.lines += len(lines)
+        self.counters.lines += len(lines)
+        self.merged.writelines(f"{iso_utc(ln.wall)} {ln.key} | {ln.text}\n" for ln in lines)
+        tails = self.tails
+        for ln in lines:
+            t = tails.get(ln.key)
+            if t is None:
+                t = tails[ln.key] = collections.deque(maxlen=self.settings.tail_lines)
+            t.append(ln)
+        if self.judge and view.generation == self.generation:
+            self.judge.observe_lines(lines)
+
+    def _loss_report(self, view: NodeView, lines: int, msgs: int) -> None:
+        if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
+            self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+        view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
+        view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def send(self, node: str, body: Body) -> bool:
+        """Send one signed command to ``node``'s current session. False (and counted) if it cannot go."""
+        view = self.nodes.get(node)
+        if view is None:
+            self.counters.send_failed += 1
+            return False
+        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
+                   generation=self.generation, seq=self._cmd_seq, target=view.session, mono=self.clock(),
+                   wall=time.time())
+        self._cmd_seq += 1
+        ok = self.sock.send(view.routing_id, self.signer.sign(encode(Msg(h, body))))
+        if not ok:
+            self.counters.send_failed += 1
+        return ok
+
+    def broadcast(self, body: Body) -> list[str]:
+        """Send ``body`` to every known node; returns the nodes it could not be handed to."""
+        if not isinstance(body, Ack):
+            self.events.emit("command", self.generation, command=kind_of(body).value, nodes=sorted(self.nodes),
+                             **_fields(body))
+        return [n for n in sorted(self.nodes) if not self.send(n, body)]
+
+    # -- the clock ---------------------------------------------------------------------------
+
+    def tick(self, now: float) -> Verdict | None:
+        """Acks, silence, verdict and recovery steps due at ``now``; returns the verdict if judged."""
+        if now - self._last_ack >= self.settings.ack_interval:
+            self._last_ack = now
+            for view in self.nodes.values():
+                st = self.tracker.stats(view.node)
+                if view.need_ack and st is not None and st.session == view.session:
+                    view.need_ack = False
+                    if self.send(view.node, Ack(st.expected - 1)):
+                        view.acked = st.expected - 1
+        for view in self.nodes.values():
+            if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
+                view.state = NodeState.UNOBSERVED
+                if self.judge:
+                    self.judge.mark_unobserved(view.node, now)
+                self.events.emit("node_unobserved", self.generation, node=view.node,
+                                 silent_for=round(now - view.last_heard, 3))
+        verdict = None
+        if self.judge is not None and self._enough_nodes():
+            verdict = self.judge.verdict(now)
+            self.last_verdict = verdict
+        self._recovery(verdict, now)
+        self.merged.flush()
+        return verdict
+
+    def _enough_nodes(self) -> bool:
+        want = self.settings.expected_nodes
+        return want is None or len(self.nodes) >= want
+
+    def _move(self, phase: Phase, now: float) -> None:
+        self.events.emit("recovery_phase", self.generation, phase=phase.value, previous=self.phase.value)
+        self.phase, self.phase_since = phase, now
+
+    def _all_status(self, state: str) -> bool:
+        return all(v.status == state for v in self.nodes.values())
+
+    def _recovery(self, verdict: Verdict | None, now: float) -> None:
+        if self.phase is Phase.RUNNING:
+            if verdict is None or verdict.action is Action.WAIT:
+                return
+            self.incident = f"g{self.generation}-{int(time.time())}-{verdict.label.value}"
+            self.events.emit("verdict", self.generation, **verdict.to_dict())
+            self._final = self._decision(verdict)
+            for v in self.nodes.values():
+                v.status = ""
+            self.broadcast(CaptureEvidence(self.incident, verdict.reason))
+            self._move(Phase.EVIDENCE, now)
+        elif self.phase is Phase.EVIDENCE:
+            if self._all_status("evidence_done") or now - self.phase_since >= self.settings.evidence_timeout:
+                for v in self.nodes.values():
+                    v.status = ""
+                self.broadcast(Stop(self.incident, self.settings.stop_timeout))
+                self._move(Phase.STOPPING, now)
+        elif self.phase is Phase.STOPPING and (
+            self._all_status("stopped") or now - self.phase_since >= self.settings.stop_timeout + 10
+        ):
+            restart, reason, code = self._final
+            if restart:
+                checkpoint = self.pick_checkpoint(self.nodes)
+                self.restarts += 1
+                self.generation += 1
+                self.events.emit("restart", self.generation, checkpoint=checkpoint, reason=reason)
+                if self.judge_factory:
+                    self.judge = self.judge_factory(self.generation, now)
+                self.broadcast(Launch(self.generation, checkpoint))
+                self._move(Phase.RUNNING, now)
+            else:
+                self.exit_code = code
+                self.broadcast(Shutdown(reason, code))
+                self._move(Phase.DONE, now)
+
+    def _decision(self, verdict: Verdict) -> tuple[bool, str, int]:
+        if self.decide is not None:
+            return self.decide(verdict)
+        if verdict.action is Action.STOP:
+            return False, f"{verdict.label.value}: not restartable", int(ExitCode.NOT_RESTARTABLE)
+        if self.restarts >= self.max_restarts:
+            return False, f"{verdict.label.value}: {self.restarts} restart(s) used up", \
+                int(ExitCode.RESTARTS_EXHAUSTED)
+        return True, verdict.reason or verdict.label.value, 0
+
+    _final: tuple[bool, str, int] = (False, "", 0)
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def summary(self, now: float) -> dict[str, Any]:
+        """Per node: state, last heard, sequence gaps and drops; plus refused-frame counters."""
+        nodes = {}
+        for name, v in sorted(self.nodes.items()):
+            st = self.tracker.stats(name)
+            nodes[name] = {
+                "state": v.state.value, "last_heard_ago": round(now - v.last_heard, 3), "hostname": v.hostname,
+                "ranks": list(v.ranks), "status": v.status, "generation": v.generation, "lines": v.lines,
+                "seq": st.to_dict() if st else {}, "agent_dropped_lines": v.reported_dropped_lines,
+                "agent_dropped_msgs": v.reported_dropped_msgs,
+            }
+        c = self.counters
+        return {"job": self.job, "endpoint": self.endpoint, "generation": self.generation, "phase": self.phase.value,
+                "restarts": self.restarts, "nodes": nodes, "lines": c.lines, "frames": c.frames,
+                "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
+                            "stale_session": c.stale},
+                "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
+                "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
+
+    def write_summary(self, now: float) -> None:
+        write_json_atomic(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
+
+    def serve(self, stop: Callable[[], bool], interval: float = 0.05) -> int:
+        """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code."""
+        last_summary = -1e18
+        while not stop() and self.exit_code is None:
+            self.poll(interval)
+            now = self.clock()
+            self.tick(now)
+            if now - last_summary >= 1.0:
+                last_summary = now
+                self.write_summary(now)
+        self.write_summary(self.clock())
+        return self.exit_code or 0
+
+    def close(self) -> None:
+        self.events.emit("coordinator_stopped", self.generation, lines=self.counters.lines,
+                         refused=self.counters.bad_total())
+        self.sock.close()
+        self.merged.close()
+        self.events.close()
+
+
+def _fields(body: Body) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
+
+
+def _newest_reported_checkpoint(nodes: dict[str, NodeView]) -> str:
+    """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
+    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+    return reported[-1] if reported else ""
+
+
+def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLike]:
+    """A :class:`neuron_watch.judge.Judge` per generation, from the watch options."""
+    from neuron_watch.judge import Judge, JudgeSettings
+    from neuron_watch.kb import default_knowledge_base
+
+    kb = default_knowledge_base(config.progress_regex)
+    settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
+                             compile_timeout=config.compile_timeout)
+
+    def make(generation: int, now: float) -> JudgeLike:
+        return Judge(kb, settings, now)
+
+    return make
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bind", metavar="HOST:PORT", help="address to listen on (port 0: any free port)")
+    parser.add_argument("--nodes", type=int, default=None, metavar="N", help="judge only once N nodes joined")
+    parser.add_argument("--silence", type=float, default=10.0, metavar="SECONDS",
+                        help="a node silent this long is `unobserved` (default 10)")
+    parser.add_argument("--new-secret", metavar="FILE",
+                        help="write a fresh job secret to FILE (mode 0600) and exit")
+
+
+def run(args: argparse.Namespace, config: WatchConfig) -> int:
+    """``neuron-watch coordinator``: serve until SIGTERM/SIGINT or until the job is over."""
+    from neuron_watch.errors import UsageError
+
+    if args.new_secret:
+        write_secret_file(args.new_secret)
+        print(f"wrote a new job secret to {args.new_secret} (mode 0600)")
+        return 0
+    if not args.bind:
+        raise UsageError("--bind HOST:PORT is required", "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400`")
+    secret = load_secret(os.environ, config.secret_file)
+    job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
+    run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)
+    settings = CoordinatorSettings(silence=args.silence, stop_timeout=config.stop_timeout,
+                                   expected_nodes=args.nodes)
+    coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
+                        judge_factory=default_judge_factory(config), max_restarts=config.max_restarts)
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    print(f"neuron-watch coordinator for job {job} on {coord.endpoint} ({socket.gethostname()}), "
+          f"run dir {run_dir}", flush=True)
+    try:
+        code = coord.serve(lambda: bool(stopping))
+    finally:
+        coord.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    if stopping:
+        return int(ExitCode.SIGNAL_BASE) + stopping[0]
+    return code
+
+
+__all__ = ["Coordinator", "CoordinatorSettings", "JudgeLike", "Label", "NodeState", "NodeView", "Phase"]
