@@ -1,0 +1,115 @@
+"""`neuron-watch status`: states from status.json, staleness shown as unobserved, never healthy."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from neuron_watch.cli import main
+from neuron_watch.events import iso_utc
+from neuron_watch.status import assess
+
+NOW = 1_800_000_000.0
+
+
+def status_doc(updated: float, state: str = "running") -> dict[str, Any]:
+    """Four ranks on two nodes in every live state the supervisor reports."""
+    def rank(node: str, r: int, st: str, step: int | None, age: float, comp: float) -> dict[str, Any]:
+        return {"node": node, "rank": r, "state": st, "last_step": step, "last_line_age": age,
+                "compile_seconds": comp, "pid": 1000 + r}
+
+    return {
+        "job_id": "4242", "generation": 1, "restarts": 1, "state": state,
+        "updated": iso_utc(updated), "updated_unix": updated,
+        "ranks": [rank("n1", 3, "waiting", 12, 4.0, 0.0), rank("n0", 0, "progressing", 12, 0.5, 30.0),
+                  rank("n0", 1, "compiling", None, 1.0, 95.5), rank("n1", 2, "exited", 11, 20.0, 0.0)],
+    }
+
+
+def test_fresh_status_shows_each_ranks_state() -> None:
+    v = assess(status_doc(NOW - 1.0), NOW)
+    assert v["observed"] and v["state"] == "running" and v["reason"] == ""
+    assert [(r["node"], r["rank"], r["state"]) for r in v["ranks"]] == [
+        ("n0", 0, "progressing"), ("n0", 1, "compiling"), ("n1", 2, "exited"), ("n1", 3, "waiting")]
+    r1 = v["ranks"][1]
+    assert (r1["compile_seconds"], r1["last_line_age"], r1["last_step"]) == (95.5, 2.0, None)  # 1.0 + 1 s old file
+    assert (v["generation"], v["restarts"], v["age"]) == (1, 1, 1.0)
+
+
+@pytest.mark.parametrize("age", [5.1, 60.0, 3600.0])
+def test_stale_status_is_unobserved_never_healthy(age: float) -> None:
+    v = assess(status_doc(NOW - age), NOW)
+    assert not v["observed"] and v["state"] == "unobserved"
+    assert {r["state"] for r in v["ranks"]} == {"unobserved"}
+    assert "not finished" in v["reason"]
+
+
+def test_the_stale_limit_is_inclusive_and_configurable() -> None:
+    assert assess(status_doc(NOW - 5.0), NOW)["observed"] is True
+    assert assess(status_doc(NOW - 5.0), NOW, stale_after=2.0)["observed"] is False
+
+
+def test_finished_job_may_be_old() -> None:
+    v = assess(status_doc(NOW - 3600, state="finished"), NOW)
+    assert v["observed"] and v["state"] == "finished"
+    assert v["ranks"][0]["last_line_age"] == 0.5  # ages are as of the end, not brought forward
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [(None, "no status.json"), ({"state": "running", "ranks": []}, "no updated_unix")],
+)
+def test_missing_information_is_unobserved(doc: dict[str, Any] | None, why: str) -> None:
+    v = assess(doc, NOW)
+    assert v["state"] == "unobserved" and why in v["reason"]
+
+
+def test_unknown_rank_state_is_unobserved() -> None:
+    doc = status_doc(NOW)
+    doc["ranks"][0]["state"] = "healthy-ish"
+    assert assess(doc, NOW)["ranks"][3]["state"] == "unobserved"
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_once_json_on_a_fresh_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Written "now" and read with a generous limit: the states, not the clock, are under test here.
+    (tmp_path / "status.json").write_text(json.dumps(status_doc(time.time())))
+    code, out, _err = run_cli(["status", str(tmp_path), "--once", "--json", "--stale-after", "600"], capsys)
+    v = json.loads(out)
+    assert code == 0
+    assert {(r["rank"], r["state"]) for r in v["ranks"]} == {(0, "progressing"), (1, "compiling"),
+                                                            (2, "exited"), (3, "waiting")}
+
+
+def test_cli_once_json_on_a_stale_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "status.json").write_text(json.dumps(status_doc(time.time() - 3600)))
+    code, out, _err = run_cli(["status", str(tmp_path), "--once", "--json"], capsys)
+    assert code == 3
+    assert json.loads(out)["state"] == "unobserved"
+
+
+def test_cli_once_table_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run_cli(["status", str(tmp_path), "--once"], capsys)
+    assert code == 3 and "unobserved" in out and "no status.json" in out
+    (tmp_path / "status.json").write_text(json.dumps(status_doc(time.time())))
+    code, out, _err = run_cli(["status", str(tmp_path), "--once", "--stale-after", "600"], capsys)
+    assert code == 0 and "compiling" in out and "4242" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [(["status", "--coordinator", "h:1", "--once"], "not available yet"),
+     (["status", "/nonexistent-run-dir", "--once"], "is not a directory"),
+     (["status", "--once"], "no run directory given")],
+)
+def test_cli_usage_errors(argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(argv, capsys)
+    assert code == 2 and problem in err and "next step" in err
