@@ -1,0 +1,184 @@
+"""A tiny real DDP training job (torch on the CPU, gloo) for neuron-watch demos and tests.
+
+It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding the state, with a
+``checkpoint`` file written first and ``done`` written last), resumes from ``--resume-from`` or
+``$NEURON_WATCH_CHECKPOINT``, and can inject faults, by default only in generation 0
+(``$NEURON_WATCH_RESTART_COUNT``) so that a restart recovers:
+
+* ``--hang-at STEP --hang-rank R``: rank R never joins the step's collective (the others block in it);
+* ``--crash-at STEP --crash-rank R``: rank R exits with ``--crash-code``;
+* ``--compile-at STEP --compile-rank R --compile-seconds S``: rank R "recompiles a graph": it prints
+  the real compiler-wrapper lines (notes/neuron.md §3) and runs a CPU-burning child whose argv is
+  ``neuronx-cc compile ...`` (``examples/toy/neuronx-cc``), while the other ranks wait in the
+  collective and print the Neuron runtime's ``Timeout waiting for RX`` warning every
+  ``--rx-warn-every`` seconds, as real ranks do while a peer compiles.
+
+Run it with torchrun (or ``neuron-watch torchrun``)::
+
+    torchrun --nproc_per_node 4 examples/toy/train.py --steps 40 --checkpoint-dir /tmp/ckpt
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--checkpoint-dir", default=os.environ.get("TOY_CHECKPOINT_DIR", "toy-checkpoints"))
+    p.add_argument("--checkpoint-every", type=int, default=5)
+    p.add_argument("--resume-from", default=None, help="a step_<N> directory ('' = start fresh)")
+    p.add_argument("--step-time", type=float, default=0.05, help="seconds of pretend work per step")
+    p.add_argument("--pg-timeout", type=float, default=1800.0, help="gloo collective timeout (torch default 30 min)")
+    p.add_argument("--fault-generation", type=int, default=0, help="inject faults only in this generation (-1: all)")
+    p.add_argument("--hang-at", type=int, default=-1)
+    p.add_argument("--hang-rank", type=int, default=1)
+    p.add_argument("--crash-at", type=int, default=-1)
+    p.add_argument("--crash-rank", type=int, default=1)
+    p.add_argument("--crash-code", type=int, default=3)
+    p.add_argument("--compile-at", type=int, default=-1)
+    p.add_argument("--compile-rank", type=int, default=0)
+    p.add_argument("--compile-seconds", type=float, default=30.0)
+    p.add_argument("--rx-warn-every", type=float, default=120.0)
+    p.add_argument("--nan-at", type=int, default=-1, help="report a NaN loss at this step (numerical error)")
+    return p.parse_args()
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class CcomWarner:
+    """Prints the Neuron runtime's RX-timeout warning while this rank waits in a collective."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.waiting_since: float | None = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        warned = 0
+        while not self._stop.wait(0.2):
+            since = self.waiting_since
+            if since is None:
+                warned = 0
+                continue
+            due = int((time.monotonic() - since) // self.every)
+            if due > warned:
+                warned = due
+                ts = datetime.datetime.now().strftime("%Y-%b-%d %H:%M:%S.%f")[:-2]
+                log(f"{ts} {os.getpid()}:{threading.get_native_id()} [0] include/socket.h:579 CCOM WARN "
+                    f"Timeout waiting for RX (waited {int(self.every)} sec) - retrying")
+
+
+def emulate_compile(seconds: float) -> None:
+    """What a JIT graph compile looks like from outside: wrapper lines, dots, a busy neuronx-cc child."""
+    work = f"/tmp/{os.environ.get('USER', 'no-user')}/neuroncc_compile_workdir/{uuid.uuid4()}"
+    module = f"MODULE_{uuid.uuid4().int % 10**19}+d41d8cd9"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S") + ".000297"
+    log(f"{stamp}:  {os.getpid()}  INFO ||NEURON_CACHE||: Compile cache path: /var/tmp/neuron-compile-cache")
+    log(f"{stamp}:  {os.getpid()}  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile "
+        f"--target=trn1 --framework=XLA {work}/model.{module}.hlo_module.pb --output {work}/model.{module}.neff "
+        "--verbose=35")
+    child = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "neuronx-cc"), "compile", "--target=trn1", "--framework=XLA",
+         f"{work}/model.{module}.hlo_module.pb", "--output", f"{work}/model.{module}.neff",
+         f"--burn-seconds={seconds}"]
+    )
+    while child.poll() is None:
+        sys.stdout.write(".")
+        sys.stdout.flush()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=min(20.0, max(1.0, seconds / 5)))
+    print(flush=True)
+    if child.returncode != 0:
+        log(f"RuntimeError: neuronx-cc compilation failed with {child.returncode}. Check compiler logs.")
+        sys.exit(1)
+    log("Compiler status PASS")
+    log(f"{time.strftime('%Y-%m-%d %H:%M:%S')}.000003: {os.getpid()} [INFO]: Compilation Successfully Completed "
+        f"for model.{module}.hlo_module.pb")
+
+
+def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, rank: int) -> None:
+    tag = os.path.join(ckdir, f"step_{step}")
+    if rank == 0:
+        os.makedirs(tag, exist_ok=True)
+        with open(os.path.join(tag, "checkpoint"), "w") as f:
+            f.write("1")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, os.path.join(tag, "state.pt"))
+    dist.barrier()
+    if rank == 0:
+        with open(os.path.join(tag, "done"), "w") as f:  # written last: the checkpoint is complete
+            f.write("1")
+        log(f"synced saving of checkpoint step_{step} completed")
+
+
+def main() -> None:
+    args = parse_args()
+    generation = int(os.environ.get("NEURON_WATCH_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    faults_on = args.fault_generation < 0 or generation == args.fault_generation
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    resume = args.resume_from if args.resume_from is not None else os.environ.get("NEURON_WATCH_CHECKPOINT", "")
+    start = 1
+    if resume:
+        state = torch.load(os.path.join(resume, "state.pt"), weights_only=True)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"] + 1
+        log(f"loading checkpoint from {resume} done: resuming at step {start}")
+    warner = CcomWarner(args.rx_warn_every)
+    gen = torch.Generator().manual_seed(rank * 1000 + start)
+    for step in range(start, args.steps + 1):
+        t0 = time.monotonic()
+        x = torch.randn(64, 16, generator=gen)
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+        if faults_on and rank == args.crash_rank and step == args.crash_at:
+            log(f"step {step}: injected crash, exit({args.crash_code})")
+            os._exit(args.crash_code)
+        if faults_on and rank == args.hang_rank and step == args.hang_at:
+            log(f"step {step}: injected hang: rank {rank} will not join the collective")
+            while True:
+                time.sleep(3600)
+        if faults_on and rank == args.compile_rank and step == args.compile_at:
+            emulate_compile(args.compile_seconds)
+        opt.zero_grad()
+        warner.waiting_since = time.monotonic()
+        loss.backward()  # DDP all-reduces the gradients here: the collective a hung peer blocks
+        t = torch.tensor([loss.item()])
+        dist.all_reduce(t)
+        warner.waiting_since = None
+        opt.step()
+        time.sleep(args.step_time)
+        mean = t.item() / world
+        if faults_on and step == args.nan_at:
+            mean = float("nan")
+        log(f"step {step} loss {mean:.6f} step_time {time.monotonic() - t0:.3f}s")
+        if step % args.checkpoint_every == 0:
+            save_checkpoint(args.checkpoint_dir, step, model.module, opt, rank)
+    dist.barrier()
+    log(f"training done at step {args.steps}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

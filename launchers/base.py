@@ -1,0 +1,107 @@
+"""The contract between the supervisor and a way of starting a job on one node."""
+
+from __future__ import annotations
+
+import abc
+import fcntl
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    """What the launcher knows about the job's shape (None = unknown)."""
+
+    nproc_per_node: int | None = None
+    nnodes: int | None = None
+    node_rank: int | None = None
+    log_dir: str | None = None  # where per-rank output files appear
+    warnings: tuple[str, ...] = ()
+
+
+class Launcher(abc.ABC):
+    """Starts one generation of the job on this node as a child in a process group we own.
+
+    Subclasses say which command to run (:meth:`command`) and where rank output appears
+    (:meth:`describe`); start/poll/signal/stop are shared.
+    """
+
+    name = "launcher"
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._buf = b""
+
+    @abc.abstractmethod
+    def command(self, gen_dir: str, checkpoint: str) -> list[str]:
+        """The exact argv for one generation."""
+
+    @abc.abstractmethod
+    def describe(self, gen_dir: str) -> LaunchInfo:
+        """The job's shape as the launcher's own argument parser sees it (may be slow; called once)."""
+
+    def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
+        """Start a generation; returns the child's pid."""
+        argv = self.command(gen_dir, checkpoint)
+        self.proc = start_in_new_group(
+            argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        self._buf = b""
+        return self.proc.pid
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def poll(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def read_output(self, final: bool = False) -> list[str]:
+        """Lines the launcher itself printed since the last call (non-blocking)."""
+        if self.proc is None or self.proc.stdout is None or self.proc.stdout.closed:
+            return []
+        chunks = []
+        while True:
+            try:
+                data = os.read(self.proc.stdout.fileno(), 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        buf = self._buf + b"".join(chunks)
+        parts = buf.split(b"\n")
+        self._buf = parts.pop()
+        if final and self._buf:
+            parts.append(self._buf)
+            self._buf = b""
+        return [p.rstrip(b"\r").decode("utf-8", "replace") for p in parts]
+
+    def send_signal(self, sig: int) -> None:
+        if self.proc is not None:
+            forward_signal(self.proc, sig)
+
+    def stop(self, grace: float, first_signal: int = signal.SIGTERM) -> StopResult:
+        """Stop this generation everywhere on the node: one deadline, SIGKILL after it, reap."""
+        return stop_everything(self.marker, self.proc, grace, first_signal)
+
+    def close(self) -> None:
+        """Release the output pipe of a generation that has ended (read what is left first)."""
+        if self.proc is not None and self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
+
+
+def replace_placeholder(args: Sequence[str], checkpoint: str) -> list[str]:
+    """``{checkpoint}`` in any argument becomes the chosen checkpoint path ('' when there is none)."""
+    return [a.replace("{checkpoint}", checkpoint) for a in args]

@@ -1,0 +1,284 @@
+"""Process control and the process table: start in our own group, stop against one deadline, reap.
+
+Everything neuron-watch starts for a job carries ``NEURON_WATCH_INSTANCE=<id>`` in its
+environment. torchrun puts every worker in a session of its own (``start_new_session=True`` in
+``torch.distributed.elastic``), so a process-group kill of torchrun alone can miss workers; the
+marker finds them all, including compiler children, wherever they are in the tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+log = logging.getLogger("neuron_watch")
+
+MARKER_ENV = "NEURON_WATCH_INSTANCE"
+_PR_SET_CHILD_SUBREAPER = 36
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to us (so we can reap them). Linux only; False elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def start_in_new_group(
+    argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None, **kwargs: object
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new session/process group that we own."""
+    return subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone is the only tolerated failure
+        os.kill(pid, sig)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError as exc:  # not ours: never silently
+        log.warning("cannot signal process group %d: %s", pgid, exc)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    cpu_seconds: float
+
+
+def read_stat(pid: int) -> ProcInfo | None:
+    """Parse ``/proc/<pid>/stat``; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    try:
+        state, ppid, pgid = rest[0], int(rest[1]), int(rest[2])
+        utime, stime = int(rest[11]), int(rest[12])
+    except (IndexError, ValueError):
+        return None
+    return ProcInfo(pid, ppid, pgid, state, (utime + stime) / _CLK_TCK)
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie (``kill -0`` is true for zombies)."""
+    info = read_stat(pid)
+    return info is not None and info.state not in ("Z", "X")
+
+
+def read_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return {}
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            out[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return out
+
+
+def read_cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+
+
+def all_pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def marked_pids(marker: str, exclude: Iterable[int] = ()) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``NEURON_WATCH_INSTANCE=<marker>``."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    skip = set(exclude) | {os.getpid()}
+    out = []
+    for pid in all_pids():
+        if pid in skip:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                raw = f.read()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if (needle + b"\0" in raw or raw.endswith(needle)) and alive(pid):
+            out.append(pid)
+    return out
+
+
+def reap_children() -> list[tuple[int, int]]:
+    """Reap every exited child (we are a subreaper, orphans land here). Returns (pid, status)."""
+    reaped = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        reaped.append((pid, status))
+    return reaped
+
+
+@dataclass
+class StopResult:
+    """How a stop went: the rung reached and anything that would not die."""
+
+    rung: str  # "already_gone" | "sigterm" | "sigkill"
+    seconds: float
+    survivors: list[int] = field(default_factory=list)
+
+
+def stop_everything(
+    marker: str,
+    leader: subprocess.Popen[bytes] | None,
+    grace: float,
+    first_signal: int = signal.SIGTERM,
+    poll: float = 0.05,
+) -> StopResult:
+    """SIGTERM the leader's group and every marked process, SIGKILL what remains at one deadline, reap.
+
+    Tolerates only processes that are already gone. ``grace`` is the one deadline for the whole stop.
+    """
+    t0 = time.monotonic()
+    deadline = t0 + grace
+    targets = set(marked_pids(marker))
+    leader_alive = leader is not None and leader.poll() is None
+    if not targets and not leader_alive:
+        reap_children()
+        return StopResult("already_gone", 0.0)
+    if leader is not None and leader_alive:
+        _signal_group(leader.pid, first_signal)
+    for pid in targets:
+        _signal_pid(pid, first_signal)
+    rung = "sigterm"
+    while time.monotonic() < deadline:
+        reap_children()
+        if leader is not None:
+            leader.poll()
+        if not marked_pids(marker) and (leader is None or leader.returncode is not None):
+            break
+        time.sleep(poll)
+    else:
+        rung = "sigkill"
+        if leader is not None and leader.poll() is None:
+            _signal_group(leader.pid, signal.SIGKILL)
+        for pid in marked_pids(marker):
+            _signal_pid(pid, signal.SIGKILL)
+    # After SIGKILL the kernel needs a moment; wait (bounded) and reap.
+    kill_deadline = time.monotonic() + 5.0
+    survivors = marked_pids(marker)
+    while survivors and time.monotonic() < kill_deadline:
+        reap_children()
+        time.sleep(poll)
+        survivors = marked_pids(marker)
+    if leader is not None:
+        try:
+            leader.wait(timeout=max(0.1, kill_deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            survivors.append(leader.pid)
+    reap_children()
+    if survivors:
+        log.error("processes survived SIGKILL: %s", survivors)
+    return StopResult(rung, time.monotonic() - t0, survivors)
+
+
+def forward_signal(leader: subprocess.Popen[bytes], sig: int) -> None:
+    """Forward a signal to the leader's whole group (tolerates a leader that is already gone)."""
+    if leader.poll() is None:
+        _signal_group(leader.pid, sig)
+
+
+def errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "?")
+
+
+@dataclass(frozen=True)
+class WorkerProc:
+    pid: int
+    local_rank: int
+    rank: int
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class CompilerProc:
+    pid: int
+    rank: int  # global rank of the worker it belongs to, -1 if unknown
+    cpu_seconds: float
+
+
+def is_compiler(argv: Sequence[str]) -> bool:
+    """``neuronx-cc compile ...`` (a console script: argv is ``python .../neuronx-cc compile ...``)."""
+    names = [os.path.basename(a) for a in argv[:3]]
+    return "neuronx-cc" in names and "compile" in argv[1:4]
+
+
+class ProcessSampler:
+    """Finds the workers of a launcher (children carrying LOCAL_RANK) and compiler descendants."""
+
+    def __init__(self) -> None:
+        self._env_cache: dict[int, tuple[int, int] | None] = {}
+
+    def sample(self, launcher_pid: int) -> tuple[list[WorkerProc], list[CompilerProc]]:
+        stats: dict[int, ProcInfo] = {}
+        for pid in all_pids():
+            info = read_stat(pid)
+            if info is not None and info.state not in ("Z", "X"):
+                stats[pid] = info
+        children: dict[int, list[int]] = {}
+        for info in stats.values():
+            children.setdefault(info.ppid, []).append(info.pid)
+        workers: list[WorkerProc] = []
+        compilers: list[CompilerProc] = []
+        for wpid in children.get(launcher_pid, []):
+            ranks = self._ranks(wpid)
+            if ranks is None:
+                continue
+            local_rank, rank = ranks
+            workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds))
+            stack = list(children.get(wpid, []))
+            while stack:
+                pid = stack.pop()
+                stack.extend(children.get(pid, []))
+                if is_compiler(read_cmdline(pid)):
+                    compilers.append(CompilerProc(pid, rank, stats[pid].cpu_seconds))
+        live = set(stats)
+        for pid in [p for p in self._env_cache if p not in live]:
+            del self._env_cache[pid]
+        return workers, compilers
+
+    def _ranks(self, pid: int) -> tuple[int, int] | None:
+        if pid not in self._env_cache:
+            env = read_environ(pid)
+            try:
+                self._env_cache[pid] = (int(env["LOCAL_RANK"]), int(env["RANK"]))
+            except (KeyError, ValueError):
+                self._env_cache[pid] = None
+        return self._env_cache[pid]

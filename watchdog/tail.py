@@ -1,0 +1,137 @@
+"""Tail the per-rank output files torchrun writes (``--log-dir D --redirects 3``).
+
+torchrun keeps one ``stdout.log`` and ``stderr.log`` per local rank under
+``D/<run_id>_<random>/attempt_<n>/<local_rank>/``. :class:`RankStreams` reads what is new in
+each, splits it into lines, writes every line to ``<gen-dir>/rank-<R>.log`` and hands
+:class:`LogLine` records to the supervisor. A partial line made only of dots is passed on at
+once: neuronx-cc prints its progress dots without a newline, and they are a compile heartbeat.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import IO
+
+from neuron_watch.events import LogLine, RankKey
+
+#: Bytes read from one file per poll; bounds memory when a rank floods its output.
+MAX_READ = 4 << 20
+#: A partial line longer than this is passed on as a line of its own (a megabyte-long line must not grow forever).
+MAX_PARTIAL = 1 << 20
+
+_PATH = re.compile(r"attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
+
+
+class FileTail:
+    """Reads complete lines appended to one file since the last call."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+        self.bytes_read = 0
+
+    def read_lines(self, final: bool = False) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(MAX_READ)
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        self.bytes_read += len(data)
+        buf = self.partial + data
+        parts = buf.split(b"\n")
+        self.partial = parts.pop()
+        if self.partial and (final or len(self.partial) > MAX_PARTIAL or not self.partial.strip(b".")):
+            parts.append(self.partial)
+            self.partial = b""
+        return [p.rstrip(b"\r").decode("utf-8", "replace") for p in parts]
+
+
+class RankStreams:
+    """All rank output of one generation on one node."""
+
+    def __init__(
+        self,
+        node: str,
+        gen_dir: str,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.node = node
+        self.gen_dir = gen_dir
+        self.echo = echo
+        self.log_root: str | None = None
+        self.rank_offset: int | None = None  # global rank = local rank + offset (torchrun: contiguous)
+        self._tails: dict[str, tuple[FileTail, int]] = {}  # path -> (tail, local rank)
+        self._out: dict[int, IO[str]] = {}
+        self._lineno: dict[int, int] = {}
+        self._pending: list[tuple[int, str]] = []  # (local rank, text) until the offset is known
+        self.lines_seen = 0
+
+    def set_log_root(self, path: str) -> None:
+        self.log_root = path
+
+    def rank_log(self, rank: int) -> str:
+        return os.path.join(self.gen_dir, f"rank-{rank}.log")
+
+    def rank_logs(self) -> dict[int, str]:
+        return {r: self.rank_log(r) for r in sorted(self._out)}
+
+    def discover(self) -> None:
+        if self.log_root is None:
+            return
+        for path in glob.glob(os.path.join(self.log_root, "*", "attempt_*", "*", "std*.log")):
+            if path not in self._tails:
+                m = _PATH.search(path)
+                if m:
+                    self._tails[path] = (FileTail(path), int(m.group(2)))
+
+    def poll(self, mono: float, wall: float, final: bool = False) -> list[LogLine]:
+        """New lines from every rank since the last poll (``final``: flush partial lines too)."""
+        self.discover()
+        raw: list[tuple[int, str]] = list(self._pending) if self.rank_offset is not None else []
+        if self.rank_offset is not None:
+            self._pending.clear()
+        for tail, local_rank in self._tails.values():
+            for text in tail.read_lines(final):
+                raw.append((local_rank, text))
+        if self.rank_offset is None:
+            self._pending.extend(raw)
+            return []
+        out: list[LogLine] = []
+        echo_lines: list[str] = []
+        for local_rank, text in raw:
+            rank = local_rank + self.rank_offset
+            f = self._out.get(rank)
+            if f is None:
+                f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
+            f.write(text + "\n")
+            n = self._lineno[rank] = self._lineno.get(rank, 0) + 1
+            out.append(LogLine(RankKey(self.node, rank), text, mono, wall, self.rank_log(rank), n))
+            if self.echo is not None:
+                echo_lines.append(f"[rank{rank}] {text}")
+        for f in self._out.values():
+            f.flush()
+        if echo_lines and self.echo is not None:
+            self.echo("\n".join(echo_lines))
+        self.lines_seen += len(out)
+        return out
+
+    def close(self) -> None:
+        for f in self._out.values():
+            f.close()
+        self._out.clear()
+
+
+def console_echo(text: str) -> None:
+    """Print rank lines on our stdout (the user's console)."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `neuron-watch ... | head` must not kill the job
+        pass
