@@ -1,0 +1,608 @@
+"""Capture one node's incident bundle *before* anything is stopped, within a time bound.
+
+    ctx = IncidentContext(job_id="job-7", generation=1, incident=2, node="ip-10-0-0-1",
+                          run_dir=run_dir, rank_logs={0: run_dir / "gen-1/rank-0.log"},
+                          rank_pids={0: 4242}, verdict=verdict.to_dict(), env=os.environ,
+                          core_dump_dir=Path("/tmp/neuron-core-dump/inc-2"), deadline_s=60)
+    result = capture_node_bundle(ctx)        # then stop the ranks, then upload result.bundle_dir
+
+The bundle directory is ``<run-dir>/incident-<n>/<node>/`` and holds what exists on this node
+(docs/evidence.md lists every file): rank log tails, ``verdict.json``, ``stacks/rank-<R>.txt`` from
+``py-spy dump``, the incident's core-dump directory, complete input dumps, NDET logs and
+``neuron-det`` output, failed-compile logs, kernel messages, ``neuron-ls -j``, sysfs ECC counters,
+package versions, the redacted environment, ``timeline.json``, ``incident.md`` and last
+``manifest.json`` (path, size, sha256 of every file; what is missing and why; what timed out).
+
+Nothing here raises for a missing tool or an unreadable file: it is recorded in the manifest.
+Every external tool runs in its own process group and is killed (SIGTERM, then SIGKILL) at the
+deadline; the whole capture returns by ``deadline`` plus a short kill grace.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from neuron_watch import incident_report
+
+#: Seconds one py-spy / neuron-ls / dmesg call may take at most (less when the deadline is nearer).
+TOOL_TIMEOUT_S = 10.0
+#: Grace between SIGTERM and SIGKILL for a tool that overran.
+KILL_GRACE_S = 1.0
+#: Lines kept from the end of each rank log.
+TAIL_LINES = 1000
+#: Never copy more than this many bytes of core dumps / input dumps per incident (disk is finite).
+COPY_BUDGET_BYTES = 8 * 1024**3
+#: At most this many failed-compile logs (a poisoned cache can hold hundreds).
+MAX_COMPILE_LOGS = 20
+SYSFS_NEURON = Path("/sys/devices/virtual/neuron_device")
+PACKAGES = (
+    "neuron-watch", "torch", "torch-neuronx", "torch-xla", "libneuronxla", "neuronx-cc", "neuronx-distributed",
+    "neuronx-distributed-training", "transformers", "optimum-neuron", "numpy", "boto3", "py-spy",
+)
+
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|KEY|AUTH|SESSION", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]+:[^/@\s]*@")
+_AWS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
+REDACTED = "***redacted***"
+
+
+# ---------------------------------------------------------------------------------------------
+# pure helpers
+# ---------------------------------------------------------------------------------------------
+def redact_value(value: str) -> str:
+    """``value`` with ``user:pass@`` in URLs and AWS access key ids masked. Pure."""
+    value = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***:***@", value)
+    return _AWS_KEY_ID.sub("AKIA" + "*" * 16, value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` safe to upload. Pure.
+
+    Values of names containing SECRET, TOKEN, PASSWORD/PASSWD/PASSPHRASE, CREDENTIAL, KEY, AUTH or
+    SESSION (any case; covers AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, NEURON_WATCH_SECRET,
+    HF_TOKEN, ...) become ``***redacted***``; other values keep their text minus URL passwords and
+    AWS key ids.
+    """
+    out: dict[str, str] = {}
+    for name in sorted(env):
+        value = env[name]
+        out[name] = REDACTED if (_SECRET_NAME.search(name) and value) else redact_value(value)
+    return out
+
+
+def kernel_lines(lines: Iterable[str]) -> list[str]:
+    """The Neuron driver lines of a kernel log: ``NEURON_HW_ERR=...`` and ``neuron:`` lines. Pure."""
+    return [ln.rstrip("\n") for ln in lines if "NEURON_HW_ERR" in ln or "neuron:" in ln.lower()]
+
+
+def merge_manifests(job_id: str, incident: int, nodes: Mapping[str, Mapping[str, Any] | None],
+                    artifacts_uri: str = "") -> dict[str, Any]:
+    """The coordinator's manifest: every node's manifest, nodes that sent none, totals. Pure.
+
+    ``nodes`` maps a node name to its ``manifest.json`` content, or to None when that node's
+    bundle never arrived (listed under ``missing_nodes``; unknown is not OK).
+    """
+    present = {n: dict(m) for n, m in sorted(nodes.items()) if m is not None}
+    return {
+        "job_id": job_id,
+        "incident": incident,
+        "artifacts": artifacts_uri,
+        "nodes": present,
+        "missing_nodes": sorted(n for n, m in nodes.items() if m is None),
+        "files": sum(len(m.get("files", [])) for m in present.values()),
+        "bytes": sum(int(f.get("size", 0)) for m in present.values() for f in m.get("files", [])),
+        "timed_out": sorted(f"{n}:{t}" for n, m in present.items() for t in m.get("timed_out", [])),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the context and the result
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IncidentContext:
+    """Everything the capture needs to know about one incident on one node.
+
+    ``rank_logs``/``rank_pids`` are this node's ranks only. ``verdict`` is ``Verdict.to_dict()``.
+    ``env`` is the ranks' effective environment (redacted before it is written).
+    ``core_dump_dir`` is this incident's ``NEURON_RT_LOCAL_CORE_DUMP_DIRECTORY`` (format variables
+    already replaced, or its parent when ``%d-%c`` is not known yet: every subdirectory is taken).
+    ``work_dirs`` are where ranks run (input dumps ``input_dump_*`` and ``log-neuron-cc.txt`` land
+    in the working directory); the run directory is always searched.
+    """
+
+    job_id: str
+    generation: int
+    incident: int
+    node: str
+    run_dir: Path
+    rank_logs: Mapping[int, Path] = field(default_factory=dict)
+    rank_pids: Mapping[int, int] = field(default_factory=dict)
+    verdict: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    core_dump_dir: Path | None = None
+    compile_cache_dir: Path | None = None
+    deadline_s: float = 60.0
+    work_dirs: Sequence[Path] = ()
+    artifacts_uri: str = ""
+    tail_lines: int = TAIL_LINES
+    sysfs_root: Path = SYSFS_NEURON
+    compile_workdir_glob: str = "/tmp/*/neuroncc_compile_workdir/*/log-neuron-cc.txt"
+    #: Where tools (py-spy, neuron-ls, neuron-det, dmesg) are looked up; None: PATH, then this
+    #: Python's bin directory (py-spy installed as the ``stacks`` extra lands there).
+    tool_path: str | None = None
+
+    def which(self, name: str) -> str | None:
+        if self.tool_path is not None:
+            return shutil.which(name, path=self.tool_path)
+        default = os.pathsep.join([os.environ.get("PATH", os.defpath), str(Path(sys.executable).parent)])
+        return shutil.which(name, path=default)
+
+    @property
+    def bundle_dir(self) -> Path:
+        return self.run_dir / f"incident-{self.incident}" / self.node
+
+
+@dataclass
+class BundleResult:
+    """Where the bundle is and what the manifest says (``manifest`` is the written JSON)."""
+
+    bundle_dir: Path
+    manifest_path: Path
+    manifest: dict[str, Any]
+    elapsed_s: float
+
+    @property
+    def missing(self) -> list[dict[str, str]]:
+        return list(self.manifest["missing"])
+
+    @property
+    def timed_out(self) -> list[str]:
+        return list(self.manifest["timed_out"])
+
+
+class _Recorder:
+    """Collects 'missing' and 'timed out' notes while the collectors run."""
+
+    def __init__(self, root: Path, deadline: float, clock: Callable[[], float],
+                 which: Callable[[str], str | None] = shutil.which) -> None:
+        self.root = root
+        self.which = which
+        self.deadline = deadline
+        self.clock = clock
+        self.missing: list[dict[str, str]] = []
+        self.timed_out: list[str] = []
+        self.notes: dict[str, Any] = {}
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock()
+
+    def miss(self, what: str, why: str) -> None:
+        self.missing.append({"item": what, "reason": why})
+
+    def write(self, rel: str, data: str | bytes) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            p.write_text(data, encoding="utf-8")
+        else:
+            p.write_bytes(data)
+        return p
+
+    def tool(self, what: str, argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str, str] | None:
+        """Run ``argv`` in its own process group, killed at min(timeout, deadline). None: not run."""
+        exe = self.which(argv[0])
+        if exe is None:
+            self.miss(what, f"{argv[0]} not installed")
+            return None
+        budget = min(timeout, self.remaining())
+        if budget <= 0:
+            self.miss(what, "deadline passed before it could run")
+            self.timed_out.append(what)
+            return None
+        rc, out, err, timed_out = run_bounded([exe, *argv[1:]], budget)
+        if timed_out:
+            self.timed_out.append(what)
+            self.miss(what, f"{argv[0]} did not finish within {budget:.1f}s; killed")
+        return rc, out, err
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int, str, str, bool]:
+    """Run ``argv`` in a new session; SIGTERM its group at ``timeout``, SIGKILL after a grace; reap.
+
+    Returns ``(returncode, stdout, stderr, timed_out)``.
+    """
+    proc = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True, text=True, errors="replace",
+    )
+    try:
+        out, err = proc.communicate(timeout=max(0.01, timeout))
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                out, err = proc.communicate(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:  # pragma: no cover - SIGKILL always ends communicate(None)
+            out, err = "", ""
+        return proc.returncode if proc.returncode is not None else -9, out or "", err or "", True
+
+
+# ---------------------------------------------------------------------------------------------
+# collectors (each records what it could not get)
+# ---------------------------------------------------------------------------------------------
+def _tail(path: Path, lines: int) -> bytes:
+    """The last ``lines`` lines of a file without reading all of it."""
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        block, data = 64 * 1024, b""
+        pos = end
+        while pos > 0 and data.count(b"\n") <= lines:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            data = f.read(step) + data
+        return b"\n".join(data.split(b"\n")[-lines - 1 :]) if data.count(b"\n") > lines else data
+
+
+def _collect_logs(ctx: IncidentContext, rec: _Recorder) -> None:
+    if not ctx.rank_logs:
+        rec.miss("rank logs", "no rank log paths given")
+    for rank, path in sorted(ctx.rank_logs.items()):
+        try:
+            rec.write(f"logs/rank-{rank}.log", _tail(Path(path), ctx.tail_lines))
+        except OSError as exc:
+            rec.miss(f"logs/rank-{rank}.log", f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie answers kill(0) but has no stack to dump
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
+    if not ctx.rank_pids:
+        rec.miss("stacks", "no rank pids given")
+        return
+    exe = ctx.which("py-spy")
+    if exe is None:
+        rec.miss("stacks", "py-spy not installed (pip install 'neuron-watch[stacks]')")
+        return
+    budget = min(TOOL_TIMEOUT_S, rec.remaining())
+    if budget <= 0:
+        rec.miss("stacks", "deadline passed before stacks could be taken")
+        rec.timed_out.append("stacks")
+        return
+    taken: dict[str, Any] = {}
+
+    def one(rank: int, pid: int) -> tuple[int, int, bool, tuple[int, str, str, bool] | None, float]:
+        alive = _pid_alive(pid)
+        wall = time.time()
+        if not alive:
+            return rank, pid, False, None, wall
+        return rank, pid, True, run_bounded([exe, "dump", "--pid", str(pid)], budget), wall
+
+    # All ranks at once: the bound is one py-spy timeout, not one per rank.
+    workers = max(1, min(16, len(ctx.rank_pids)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="py-spy") as pool:
+        for rank, pid, alive, res, wall in pool.map(lambda kv: one(*kv), sorted(ctx.rank_pids.items())):
+            name = f"stacks/rank-{rank}.txt"
+            if not alive:
+                rec.miss(name, f"pid {pid} had already exited")
+                continue
+            assert res is not None
+            rc, out, err, timed_out = res
+            taken[str(rank)] = {"pid": pid, "taken_at": wall, "returncode": rc, "timed_out": timed_out}
+            if timed_out:
+                rec.timed_out.append(name)
+            if rc == 0 and out.strip():
+                rec.write(name, out)
+            else:
+                why = "timed out" if timed_out else (err.strip().splitlines() or [f"exit {rc}"])[-1]
+                rec.miss(name, f"py-spy dump --pid {pid}: {why}")
+                if out.strip():
+                    rec.write(name, out)
+    rec.notes["stacks"] = taken
+
+
+def _copy_tree(src: Path, dest_rel: str, rec: _Recorder, budget: list[int], what: str) -> int:
+    """Copy files under ``src`` into the bundle; stops at the deadline or the byte budget."""
+    copied = 0
+    for p in sorted(src.rglob("*")):
+        if not p.is_file() or p.is_symlink():
+            continue
+        if rec.remaining() <= 0:
+            rec.miss(what, f"deadline passed while copying {src}; copied {copied} files")
+            rec.timed_out.append(what)
+            return copied
+        size = p.stat().st_size
+        if size > budget[0]:
+            rec.miss(f"{dest_rel}/{p.relative_to(src).as_posix()}", f"over the copy budget ({size} bytes)")
+            continue
+        dest = rec.root / dest_rel / p.relative_to(src)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(p, dest)
+        except OSError as exc:
+            rec.miss(f"{dest_rel}/{p.relative_to(src).as_posix()}", f"cannot copy: {exc.strerror or exc}")
+            continue
+        budget[0] -= size
+        copied += 1
+    return copied
+
+
+def _collect_core_dumps(ctx: IncidentContext, rec: _Recorder, budget: list[int]) -> None:
+    d = ctx.core_dump_dir
+    if d is None:
+        rec.miss("core-dump", "no core-dump directory configured for this incident")
+    elif not d.is_dir():
+        rec.miss("core-dump", f"{d} does not exist (the runtime wrote no core dump)")
+    elif _copy_tree(d, "core-dump", rec, budget, "core-dump") == 0:
+        rec.miss("core-dump", f"{d} is empty")
+
+
+def _search_dirs(ctx: IncidentContext) -> list[Path]:
+    seen: list[Path] = []
+    for d in (ctx.run_dir, *ctx.work_dirs):
+        if d not in seen and d.is_dir():
+            seen.append(d)
+    return seen
+
+
+def _collect_input_dumps(ctx: IncidentContext, rec: _Recorder, budget: list[int]) -> None:
+    found = 0
+    for base in _search_dirs(ctx):
+        for d in sorted(base.glob("input_dump_*")) + sorted(base.glob("gen-*/input_dump_*")):
+            if not d.is_dir():
+                continue
+            # The runtime docs: a dump is complete when model_name.txt is fully written.
+            if not (d / "model_name.txt").is_file():
+                rec.miss(f"input-dumps/{d.name}", "incomplete (no model_name.txt yet); not copied")
+                continue
+            _copy_tree(d, f"input-dumps/{d.name}", rec, budget, "input-dumps")
+            found += 1
+    if not found:
+        rec.miss("input-dumps", "no complete input_dump_* directory "
+                 "(NEURON_RT_DBG_DUMP_INPUTS_ON_ERR unset or no error)")
+
+
+def _collect_ndet(ctx: IncidentContext, rec: _Recorder, budget: list[int]) -> None:
+    flush = ctx.env.get("NEURON_RT_DBG_NDET_FLUSH_USEC", "0").strip()
+    location = Path(ctx.env.get("NEURON_RT_DBG_NDET_LOG_LOCATION", "/tmp"))
+    if flush in ("", "0"):
+        rec.miss("ndet", "NDET logging is off (NEURON_RT_DBG_NDET_FLUSH_USEC unset or 0)")
+        return
+    files = sorted(p for p in location.glob("ndet_*") if p.is_file()) if location.is_dir() else []
+    if not files:
+        rec.miss("ndet", f"no ndet_* files in {location}")
+        return
+    for p in files:
+        if rec.remaining() <= 0:
+            rec.timed_out.append("ndet")
+            rec.miss("ndet", "deadline passed while copying NDET logs")
+            return
+        size = p.stat().st_size
+        if size <= budget[0]:
+            shutil.copyfile(p, _mkdir(rec.root / "ndet") / p.name)
+            budget[0] -= size
+    res = rec.tool("ndet/neuron-det.txt", ["neuron-det", "--log-prefix", str(location), "-o",
+                                           str(rec.root / "ndet" / "trace.json")])
+    if res is not None:
+        rc, out, err = res
+        rec.write("ndet/neuron-det.txt", f"# exit {rc}\n{out}{err}")
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _collect_compile_logs(ctx: IncidentContext, rec: _Recorder) -> None:
+    n = 0
+    cands: list[Path] = [Path(p) for p in glob.glob(ctx.compile_workdir_glob)]
+    for d in _search_dirs(ctx):
+        cands += sorted(d.glob("log-neuron-cc.txt")) + sorted(d.glob("*/log-neuron-cc.txt"))
+    # newest first: the failing graph is the most recent compile
+    for p in sorted(set(cands), key=lambda q: q.stat().st_mtime if q.exists() else 0, reverse=True):
+        if n >= MAX_COMPILE_LOGS:
+            break
+        with contextlib.suppress(OSError):
+            rec.write(f"compile/workdir-{n}-{p.parent.name}-log-neuron-cc.txt", _tail(p, 2000))
+            n += 1
+    cache = ctx.compile_cache_dir
+    failed = 0
+    if cache is not None and cache.is_dir():
+        for log in sorted(cache.glob("neuronxcc-*/MODULE_*/model.log")):
+            # A failed (poisoned) cache entry has model.log and no model.neff (notes: compile cache layout).
+            if (log.parent / "model.neff").exists() or failed >= MAX_COMPILE_LOGS:
+                continue
+            with contextlib.suppress(OSError):
+                rec.write(f"compile/cache-{log.parent.parent.name}-{log.parent.name}-model.log", _tail(log, 2000))
+                failed += 1
+    if n == 0 and failed == 0:
+        rec.miss("compile", "no log-neuron-cc.txt and no failed cache entry (model.log without model.neff)")
+
+
+def _collect_kernel(rec: _Recorder) -> None:
+    res = rec.tool("kernel.txt", ["dmesg", "--ctime"])
+    if res is None:
+        return
+    rc, out, err = res
+    if rc != 0:
+        # Unprivileged containers often forbid dmesg (kernel.dmesg_restrict): recorded, not fatal.
+        rec.miss("kernel.txt", f"dmesg failed (exit {rc}): {err.strip()[:200] or 'no output'}")
+        return
+    lines = kernel_lines(out.splitlines())
+    rec.write("kernel.txt", "\n".join(lines) + ("\n" if lines else ""))
+    rec.notes["kernel_lines"] = len(lines)
+
+
+def _collect_neuron_ls(rec: _Recorder) -> None:
+    res = rec.tool("neuron-ls.json", ["neuron-ls", "-j"])
+    if res is None:
+        return
+    rc, out, err = res
+    if rc == 0:
+        rec.write("neuron-ls.json", out)
+    else:
+        rec.miss("neuron-ls.json", f"neuron-ls -j exit {rc}: {err.strip()[:200]}")
+
+
+def _collect_sysfs(ctx: IncidentContext, rec: _Recorder) -> None:
+    counters: dict[str, dict[str, int | str]] = {}
+    for dev in sorted(ctx.sysfs_root.glob("neuron*")):
+        hw = dev / "stats" / "hardware"
+        if not hw.is_dir():
+            continue
+        vals: dict[str, int | str] = {}
+        for f in sorted(hw.iterdir()):
+            try:
+                text = f.read_text().strip()
+                vals[f.name] = int(text) if text.lstrip("-").isdigit() else text
+            except OSError as exc:
+                vals[f.name] = f"unreadable: {exc.strerror or exc}"
+        counters[dev.name] = vals
+    if counters:
+        rec.write("sysfs-ecc.json", json.dumps(counters, indent=2, sort_keys=True))
+    else:
+        rec.miss("sysfs-ecc.json", f"no Neuron devices under {ctx.sysfs_root}")
+
+
+def _collect_versions(rec: _Recorder) -> None:
+    pkgs: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pkgs[name] = None
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "packages": pkgs,
+    }
+    rec.write("versions.json", json.dumps(info, indent=2, sort_keys=True))
+
+
+def _collect_timeline(ctx: IncidentContext, rec: _Recorder) -> None:
+    from neuron_watch import timeline
+
+    try:
+        trace = timeline.build_from_run_dir(ctx.run_dir)
+    except (OSError, ValueError) as exc:
+        rec.miss("timeline.json", f"cannot build the timeline: {exc}")
+        return
+    rec.write("timeline.json", json.dumps(trace))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def capture_node_bundle(
+    ctx: IncidentContext, deadline: float | None = None, clock: Callable[[], float] = time.monotonic
+) -> BundleResult:
+    """Write this node's bundle under ``ctx.bundle_dir``; return by ``deadline`` (+ a kill grace).
+
+    ``deadline`` is a ``clock()`` (monotonic) value; when None it is ``clock() + ctx.deadline_s``.
+    Stacks are taken first (the ranks are still alive: call this *before* stopping anything),
+    then the cheap files, then the copies that may be large. Missing items and tools that timed
+    out are listed in the manifest; this function does not raise for them.
+
+    Raises:
+        OSError: only when the bundle directory itself cannot be created or written.
+    """
+    start = clock()
+    deadline = start + ctx.deadline_s if deadline is None else deadline
+    root = ctx.bundle_dir
+    root.mkdir(parents=True, exist_ok=True)
+    rec = _Recorder(root, deadline, clock, ctx.which)
+    budget = [COPY_BUDGET_BYTES]
+
+    _collect_stacks(ctx, rec)
+    rec.write("verdict.json", json.dumps(dict(ctx.verdict), indent=2, sort_keys=True, default=str))
+    rec.write("env.json", json.dumps(redact_env(ctx.env), indent=2))
+    _collect_logs(ctx, rec)
+    _collect_versions(rec)
+    _collect_sysfs(ctx, rec)
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("kernel.txt", lambda: _collect_kernel(rec)),
+        ("neuron-ls.json", lambda: _collect_neuron_ls(rec)),
+        ("compile", lambda: _collect_compile_logs(ctx, rec)),
+        ("timeline.json", lambda: _collect_timeline(ctx, rec)),
+        ("core-dump", lambda: _collect_core_dumps(ctx, rec, budget)),
+        ("input-dumps", lambda: _collect_input_dumps(ctx, rec, budget)),
+        ("ndet", lambda: _collect_ndet(ctx, rec, budget)),
+    ]
+    for name, step in steps:
+        if rec.remaining() <= 0:
+            rec.miss(name, "skipped: the capture deadline passed")
+            rec.timed_out.append(name)
+            continue
+        try:
+            step()
+        except OSError as exc:  # one unreadable source must not lose the rest of the bundle
+            rec.miss(name, f"{type(exc).__name__}: {exc}")
+
+    files = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name not in ("manifest.json", "incident.md"):
+            files.append({"path": p.relative_to(root).as_posix(), "size": p.stat().st_size, "sha256": _sha256(p)})
+    manifest: dict[str, Any] = {
+        "job_id": ctx.job_id,
+        "generation": ctx.generation,
+        "incident": ctx.incident,
+        "node": ctx.node,
+        "created": time.time(),
+        "deadline_s": round(deadline - start, 3),
+        "elapsed_s": round(clock() - start, 3),
+        "files": files,
+        "missing": rec.missing,
+        "timed_out": rec.timed_out,
+        "notes": rec.notes,
+    }
+    md = incident_report.render_incident_md(ctx.verdict, manifest, ctx.artifacts_uri)
+    rec.write("incident.md", md)
+    manifest["files"].append(
+        {"path": "incident.md", "size": (root / "incident.md").stat().st_size, "sha256": _sha256(root / "incident.md")}
+    )
+    manifest_path = root / "manifest.json"
+    tmp = root / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(tmp, manifest_path)  # atomic: a manifest present means the bundle is complete
+    return BundleResult(root, manifest_path, manifest, clock() - start)
