@@ -257,9 +257,11 @@ class MqttSink:
                 "connects": self._connects,
             }
 
-    def close(self, timeout: float = 5.0) -> dict[str, Any]:
+    def close(self, timeout: float = 5.0) -> None:
         """Publish what is buffered for up to ``timeout`` seconds, disconnect cleanly (no will), stop
-        the thread, log one summary line and return :meth:`stats`. Safe to call twice."""
+        the thread and log one summary line; :meth:`stats` has the final counts. Safe to call twice.
+
+        Matches ``neuron_watch.eventlog.EventSink``."""
         with self._lock:
             already = self._closing
             self._closing = True
@@ -279,7 +281,6 @@ class MqttSink:
             final = self.stats()
             log.info("mqtt %s: %d event(s) published, %d dropped (buffer full or late), %d unsent at close",
                      self.target.redacted(), final["published"], final["dropped"], final["unsent_at_close"])
-        return self.stats()
 
     def _notify(self, fn: Any) -> None:
         loop = self._loop

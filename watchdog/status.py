@@ -27,7 +27,7 @@ from neuron_watch.errors import ExitCode, UsageError
 #: Rank states, in the order the table sorts them by urgency (``starting`` comes from the judge).
 RANK_STATES = ("unobserved", "silent", "exited", "waiting", "compiling", "starting", "progressing")
 #: Job states after which status.json stops being refreshed: an old file is then expected.
-FINAL_JOB_STATES = frozenset({"finished", "failed", "stopped"})
+FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted", "stopped"})
 STALE_AFTER = 5.0
 
 _STYLE = {"progressing": "green", "compiling": "cyan", "starting": "cyan", "waiting": "yellow",

@@ -53,7 +53,8 @@ def test_subscriber_receives_every_event_in_order(mqtt_broker: Mosquitto, mqtt_r
     run = scripted_run()
     for ev in run:
         sink.emit(ev)
-    final = sink.close(timeout=10)
+    sink.close(timeout=10)
+    final = sink.stats()
     assert final == {"published": 6, "dropped": 0, "buffered": 0, "unsent_at_close": 0,
                      "connected": final["connected"], "connects": 1}
 
@@ -94,7 +95,8 @@ def test_broker_restart_mid_run_loses_nothing(mqtt_broker_restartable: Mosquitto
     assert rec.wait_for(lambda m: len(events_in_order(m, "nwtest/j/")) == 25, timeout=60)
     got = [e["seq"] for e in events_in_order(rec.snapshot(), "nwtest/j/")]
     assert got == list(range(25))
-    final = sink.close(timeout=10)
+    sink.close(timeout=10)
+    final = sink.stats()
     assert final["published"] == 25 and final["dropped"] == 0 and final["unsent_at_close"] == 0
     assert final["connects"] >= 2
 
@@ -117,7 +119,8 @@ def test_events_beyond_the_buffer_are_counted_as_dropped(
     assert rec.wait_for(lambda m: len(events_in_order(m, "nwtest/d/")) == 6, timeout=60)
     got = [e["seq"] for e in events_in_order(rec.snapshot(), "nwtest/d/")]
     assert got == [0, 8, 9, 10, 11, 12]  # the oldest of the outage were dropped, the newest kept
-    final = sink.close(timeout=10)
+    sink.close(timeout=10)
+    final = sink.stats()
     assert (final["published"], final["dropped"], final["unsent_at_close"]) == (6, 7, 0)
 
 
@@ -129,7 +132,8 @@ def test_emit_with_no_broker_at_all_never_blocks_and_close_reports_unsent() -> N
                     buffer=3, backoff=(0.05, 0.2))
     for i in range(10):
         sink.emit({"event": "tick", "generation": 0, "seq": i})
-    final = sink.close(timeout=0.5)
+    sink.close(timeout=0.5)
+    final = sink.stats()
     assert (final["published"], final["dropped"], final["unsent_at_close"]) == (0, 7, 3)
     sink.emit({"event": "late", "generation": 0})
     assert sink.stats()["dropped"] == 8
