@@ -76,6 +76,27 @@ def _us(t: float, t0: float) -> float:
     return round((t - t0) * 1e6, 1)
 
 
+def _line_times(lines: Sequence[str], start: float) -> list[float]:
+    """A time for every line: its own timestamp, else the next timestamped line's (compiler dots
+    and ``Compiler status PASS`` carry none and are printed just before the next stamped line),
+    else the previous one's, else ``start``."""
+    own = [parse_time(x) for x in lines]
+    out: list[float] = [start] * len(lines)
+    nxt: float | None = None
+    for i in range(len(lines) - 1, -1, -1):
+        nxt = own[i] if own[i] is not None else nxt
+        if nxt is not None:
+            out[i] = nxt
+    # lines after the last stamped one take the last stamp
+    last = next((t for t in reversed(own) if t is not None), None)
+    if last is not None:
+        for i in range(len(lines) - 1, -1, -1):
+            if own[i] is not None:
+                break
+            out[i] = last
+    return out
+
+
 def build_trace(events: Sequence[Mapping[str, Any]], logs: Sequence[RankLog], kb: KnowledgeBase) -> dict[str, Any]:
     """The Chrome trace (``{"traceEvents": [...], ...}``) of a run. Pure.
 
@@ -140,9 +161,9 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Sequence[RankLog], kb
             out.append({"ph": "X", "name": name, "cat": cat, "pid": RANKS_PID, "tid": tid,
                         "ts": _us(a, t0), "dur": max(1.0, _us(b, t0) - _us(a, t0)), "args": args})
 
+        times = _line_times(lg.lines, now)
         for i, line in enumerate(lg.lines):
-            t = parse_time(line)
-            now = t if t is not None else now
+            now = times[i]
             m = kb.classify(line)
             if m is None:
                 continue
@@ -157,8 +178,11 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Sequence[RankLog], kb
                     compile_open, compile_line = now, line
                 last_progress = now
             elif eff is Effect.COMPILE_END:
-                start = compile_open if compile_open is not None else now
-                span("compile", "compile", start, now, {"start": compile_line[:200], "end": line[:200], **where})
+                # "Compiler status PASS" then "Compilation Successfully Completed": one span; a
+                # cached-neff hit without a start is no compile at all.
+                if compile_open is not None:
+                    span("compile", "compile", compile_open, now,
+                         {"start": compile_line[:200], "end": line[:200], **where})
                 compile_open = None
                 last_progress = now
             elif eff is Effect.COMPILE_BEAT:
