@@ -145,7 +145,8 @@ def test_epilog_kills_a_leftover_process_of_the_job(slurm_cluster: SlurmCluster,
     # setsid + background: the process leaves the step's process tree, which linuxproc then loses track of
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n"
-                      f"setsid bash -c 'trap \"\" TERM; echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
+                      f"setsid bash -c 'trap \"\" TERM; echo $$ > {pidfile}; exec sleep 300' "
+                      "</dev/null >/dev/null 2>&1 &\n"
                       f"while [ ! -s {pidfile} ]; do sleep 0.05; done\n")
     script.chmod(0o755)
     r = c.run("sbatch", "-w", "n1", "-o", str(tmp_path / "job.out"), str(script))
@@ -177,7 +178,8 @@ def test_prolog_json_mode_runs_without_path_or_home(tmp_path: Path) -> None:
     root = fake_trn1(tmp_path / "root")
     conf = tmp_path / "c.toml"
     conf.write_text(f'[health]\nroot = "{root}"\nfqdn = "a.b"\n')
-    env = {"SLURMD_NODENAME": "n9", "SLURM_JOB_ID": "5", "NEURON_WATCH_BIN": str(Path(sys.executable).parent / "neuron-watch")}
+    nw = str(Path(sys.executable).parent / "neuron-watch")
+    env = {"SLURMD_NODENAME": "n9", "SLURM_JOB_ID": "5", "NEURON_WATCH_BIN": nw}
     repo = Path(__file__).resolve().parents[2]
     r = subprocess.run([str(repo / "slurm/prolog"), "--json", "--config", str(conf)], env=env, capture_output=True,
                        text=True, timeout=60)
