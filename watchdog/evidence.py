@@ -6,7 +6,7 @@
                           core_dump_dir=Path("/tmp/neuron-core-dump/inc-2"), deadline_s=60)
     result = capture_node_bundle(ctx)        # then stop the ranks, then upload result.bundle_dir
 
-The bundle directory is ``<run-dir>/incident-<n>/<node>/`` and holds what exists on this node
+The bundle directory is ``<run-dir>/incidents/incident-<n>/<node>/`` and holds what exists on this node
 (docs/evidence.md lists every file): rank log tails, ``verdict.json``, ``stacks/rank-<R>.txt`` from
 ``py-spy dump``, the incident's core-dump directory, complete input dumps, NDET logs and
 ``neuron-det`` output, failed-compile logs, kernel messages, ``neuron-ls -j``, sysfs ECC counters,
@@ -156,7 +156,8 @@ class IncidentContext:
 
     @property
     def bundle_dir(self) -> Path:
-        return self.run_dir / f"incident-{self.incident}" / self.node
+        # Same layout as the supervisor's own incident directory (watchdog/supervisor.py).
+        return self.run_dir / "incidents" / f"incident-{self.incident}" / self.node
 
 
 @dataclass

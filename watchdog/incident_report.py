@@ -78,7 +78,7 @@ def render_incident_md(verdict: Mapping[str, Any], manifest: Mapping[str, Any], 
         out.append(f"- Uploaded to `{artifacts_uri}` (this node's part; manifest.json last).")
     else:
         out.append("- Kept locally only (no --artifacts given).")
-    local = f"incident-{manifest.get('incident', '?')}/{manifest.get('node', '?')}/"
+    local = f"incidents/incident-{manifest.get('incident', '?')}/{manifest.get('node', '?')}/"
     out.append(f"- Local copy: `{local}` in the run directory.")
     out.append("- Timeline: `timeline.json` (open in https://ui.perfetto.dev or chrome://tracing).")
     return "\n".join(out) + "\n"

@@ -182,3 +182,34 @@ def test_missing_bucket_and_unreachable_endpoint_name_the_problem(
     assert isinstance(store, S3Storage)
     r = store.put(tmp_path / "b" / "verdict.json", "k/verdict.json")
     assert not r.verified and r.attempts == 2 and "cannot reach" in r.error and "127.0.0.1:9" in r.error
+
+
+def test_captured_bundle_arrives_whole_manifest_checksums_match(
+    s3_rclone: S3Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """capture_node_bundle -> upload_tree -> every manifest entry is in S3 with its sha256."""
+    from neuron_watch.evidence import IncidentContext, capture_node_bundle
+
+    run = tmp_path / "run"
+    (run / "gen-0").mkdir(parents=True)
+    (run / "gen-0" / "rank-0.log").write_text("step 1 loss 1.0\n")
+    core = tmp_path / "core"
+    core.mkdir()
+    (core / "i-0-nd0-nc0-pid-1-tid-1-lid-0").write_bytes(os.urandom(9 * 1024 * 1024))  # multipart
+    ctx = IncidentContext(job_id="job-9", generation=0, incident=1, node="node-a", run_dir=run,
+                          rank_logs={0: run / "gen-0" / "rank-0.log"}, verdict={"label": "collective_hang"},
+                          env={"AWS_SECRET_ACCESS_KEY": s3_rclone.secret_key}, core_dump_dir=core, deadline_s=30,
+                          artifacts_uri="s3://nw-bundle/runs/job-9/incident-1/node-a")
+    bundle = capture_node_bundle(ctx)
+    s3_rclone.client().create_bucket(Bucket="nw-bundle")
+    store = storage_for(s3_rclone, "nw-bundle", "runs", monkeypatch)
+    tree = upload_tree(store, bundle.bundle_dir, incident_key("job-9", 1, "node-a"), deadline_s=120)
+    assert tree.ok, tree.summary()
+    s3 = s3_rclone.client()
+    manifest = json.loads(s3.get_object(Bucket="nw-bundle", Key="runs/job-9/incident-1/node-a/manifest.json")
+                          ["Body"].read())
+    assert len(manifest["files"]) >= 6
+    for f in manifest["files"]:
+        body = s3.get_object(Bucket="nw-bundle", Key=f"runs/job-9/incident-1/node-a/{f['path']}")["Body"].read()
+        assert (len(body), hashlib.sha256(body).hexdigest()) == (f["size"], f["sha256"]), f["path"]
+        assert s3_rclone.secret_key.encode() not in body

@@ -120,7 +120,7 @@ def test_bundle_has_stack_of_hung_rank_taken_while_alive_and_complete_manifest(
     stack = (res.bundle_dir / "stacks" / "rank-0.txt").read_text()
     assert "wait_for_all_reduce_that_never_comes" in stack
     assert res.manifest["notes"]["stacks"]["0"]["pid"] == hung_rank.pid
-    assert res.bundle_dir == paths["run"] / "incident-1" / "n1"
+    assert res.bundle_dir == paths["run"] / "incidents" / "incident-1" / "n1"
 
     m = json.loads(res.manifest_path.read_text())
     listed = {f["path"]: f for f in m["files"]}
