@@ -42,7 +42,7 @@ from typing import Any
 from neuron_watch import health
 from neuron_watch.config import WatchConfig
 from neuron_watch.drain import DrainCaps, Drainer
-from neuron_watch.errors import ConfigError, UsageError
+from neuron_watch.errors import ConfigError, NeuronWatchError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -292,14 +292,23 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     """Entry point of ``neuron-watch slurm``."""
     del config  # the hooks have their own settings file; the watchdog options do not apply
     env = dict(os.environ)
-    cfg = load_hook_config(args.config)
     if args.hook == "prolog":
-        return run_prolog(cfg, args.observe_only, args.json, env)
+        # Fail open on our own problems: a broken config or a bug in neuron-watch must not drain
+        # every node of the cluster. Only a failed health check fails the prolog.
+        try:
+            cfg = load_hook_config(args.config)
+            return run_prolog(cfg, args.observe_only, args.json, env)
+        except NeuronWatchError as exc:
+            _say(f"prolog: checks not run: {exc}")
+            return 0
+        except Exception as exc:
+            _say(f"prolog: internal error, checks not run: {exc!r}")
+            return 0
     if args.hook == "epilog":
         if args.observe_only:
             raise UsageError("--observe-only applies to the prolog only", "drop it from the epilog command")
         try:
-            return run_epilog(cfg, env)
+            return run_epilog(load_hook_config(args.config), env)
         except Exception as exc:  # an epilog failure drains the node; soft problems must not
             _say(f"epilog: internal error ignored: {exc!r}")
             return 0
