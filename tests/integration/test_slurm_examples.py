@@ -39,7 +39,8 @@ def run_job(c: SlurmCluster, tmp_path: Path, script: str, train_args: list[str],
 
 def test_train_sbatch_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     c = slurm_cluster
-    state, out = run_job(c, tmp_path, "train.sbatch", ["--steps", "6", "--checkpoint-every", "3", "--step-time", "0.01"])
+    args = ["--steps", "6", "--checkpoint-every", "3", "--step-time", "0.01"]
+    state, out = run_job(c, tmp_path, "train.sbatch", args)
     assert state == "COMPLETED", out
     nodes = re.findall(r"run_node.sh: node (\d)/2 on \S+ master=127\.0\.0\.1:\d+ nproc=1 restart=0", out)
     assert sorted(nodes) == ["0", "1"], out
