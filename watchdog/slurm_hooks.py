@@ -12,7 +12,8 @@ hooks get no ``SLURM_JOB_NODELIST``).
 so Slurm drains the node (``Reason=Prolog error``) and requeues or cancels the job; before that we
 also try ``scontrol update ... state=drain reason="neuron-watch: health: <evidence>"`` (within the
 drain caps) so the node says *why*. ``--observe-only`` (or ``observe_only = true``) reports and
-always exits 0. Prints the time the checks took.
+always exits 0. Prints the time the checks took. neuron-watch's own problems (a bad config file,
+a bug) are reported and exit 0: they must never drain every node of a cluster.
 
 **epilog**: kills what the job left behind on this node (processes whose environment carries this
 ``SLURM_JOB_ID`` and this node's ``SLURMD_NODENAME``; other hooks are spared): SIGTERM, one
