@@ -6,6 +6,13 @@ Pure: no I/O. :func:`neuron_watch.kb.default_knowledge_base` loads the packaged 
     >>> m = kb.classify("CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying")
     >>> m.signature.effect
     <Effect.COMM_WAIT: 'comm_wait'>
+
+How it stays fast (a training log is mostly lines no rule cares about): every signature names
+literal *needles* that any line it matches must contain. One regular expression of all needles,
+factored into a trie so the engine's first-character skip does the work, is searched over a
+whole batch joined into one string; only the few lines it hits get the ordered rule table, and
+only the rules whose needles occur in that line. :meth:`KnowledgeBase.classify` (one line) and
+:meth:`KnowledgeBase.scan` (a batch) share that code, so they always agree.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
@@ -33,6 +41,7 @@ class Effect(str, enum.Enum):
     COMPILE_START = "compile_start"
     COMPILE_END = "compile_end"
     COMPILE_BEAT = "compile_beat"
+    COMPILE_WAIT = "compile_wait"
     COMM_WAIT = "comm_wait"
     FATAL = "fatal"
     BENIGN = "benign"
@@ -41,10 +50,13 @@ class Effect(str, enum.Enum):
 
 SEVERITIES = ("info", "warning", "error", "fatal")
 
+#: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
+_NL = "\n"
+
 
 @dataclass(frozen=True)
 class Signature:
-    """One rule of the table."""
+    """One rule of the table. ``needle`` is the first of ``needles`` ("" = every line is a candidate)."""
 
     id: str
     category: Label
@@ -56,6 +68,15 @@ class Signature:
     advice: str
     examples: tuple[str, ...] = ()
     near_misses: tuple[str, ...] = ()
+    needles: tuple[str, ...] = ()
+    anchor_start: bool = False
+    generic: bool = False
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The literals searched for in ``"\\n" + line`` (anchored needles carry the newline)."""
+        needles = self.needles or ((self.needle,) if self.needle else ())
+        return tuple(_NL + n if self.anchor_start else n for n in needles)
 
 
 @dataclass(frozen=True)
@@ -67,26 +88,47 @@ class Match:
     loss: float | None = None
 
 
-_REQUIRED = ("id", "category", "severity", "action", "effect", "needle", "patterns", "advice")
+_REQUIRED = ("id", "category", "severity", "action", "effect", "patterns", "advice")
+_KNOWN = frozenset(
+    {*_REQUIRED, "needle", "needles", "anchor", "generic", "examples", "near_misses"}
+)
+
+
+def _str_list(entry: dict[str, object], key: str) -> tuple[str, ...]:
+    value = entry.get(key, ())
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError(f"{key} must be a list of strings")
+    return tuple(str(x) for x in value)
 
 
 def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
     missing = [k for k in _REQUIRED if k not in entry]
+    if "needle" not in entry and "needles" not in entry:
+        missing.append("needle (or needles)")
     if missing:
         raise ConfigError(f"{where}: missing {', '.join(missing)}", "every signature needs " + ", ".join(_REQUIRED))
+    unknown = sorted(set(entry) - _KNOWN)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}", "known keys: " + ", ".join(sorted(_KNOWN)))
     try:
-        patterns = tuple(re.compile(str(p)) for p in entry["patterns"])  # type: ignore[attr-defined]
+        needles = _str_list(entry, "needles") if "needles" in entry else (str(entry["needle"]),)
+        anchor = entry.get("anchor")
+        if anchor not in (None, "start"):
+            raise ValueError(f"anchor must be \"start\" or absent, not {anchor!r}")
         sig = Signature(
             id=str(entry["id"]),
             category=Label(entry["category"]),
             severity=str(entry["severity"]),
             action=Action(entry["action"]),
             effect=Effect(entry["effect"]),
-            needle=str(entry["needle"]),
-            patterns=patterns,
+            needle=needles[0] if needles else "",
+            patterns=tuple(re.compile(p) for p in _str_list(entry, "patterns")),
             advice=str(entry["advice"]),
-            examples=tuple(str(x) for x in entry.get("examples", ())),  # type: ignore[attr-defined]
-            near_misses=tuple(str(x) for x in entry.get("near_misses", ())),  # type: ignore[attr-defined]
+            examples=_str_list(entry, "examples"),
+            near_misses=_str_list(entry, "near_misses"),
+            needles=needles,
+            anchor_start=anchor == "start",
+            generic=bool(entry.get("generic", False)),
         )
     except (ValueError, re.error, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}", "fix the entry in the signature table") from exc
@@ -94,6 +136,8 @@ def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
         raise ConfigError(f"{where}: severity {sig.severity!r} is not one of {', '.join(SEVERITIES)}")
     if not sig.patterns:
         raise ConfigError(f"{where}: no patterns")
+    if any(not n or _NL in n for n in needles):
+        raise ConfigError(f"{where}: a needle is empty or contains a newline", "needles are one-line literals")
     return sig
 
 
@@ -106,6 +150,73 @@ def _float_or_none(text: str | None) -> float | None:
         return None
 
 
+def _int_or_none(text: str | None) -> int | None:
+    """Steps print as ``12``, ``4512.0`` or ``3.2e+4`` (PTL's global_step)."""
+    value = _float_or_none(text)
+    if value is None or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+def _trie_regex(keys: Iterable[str]) -> str:
+    """An alternation of ``keys`` factored into a trie (one branch per first character)."""
+    trie: dict[str, Any] = {}
+    for key in keys:
+        node = trie
+        for ch in key:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return "(?:" + body + ")?" if "" in node else body  # a key ends here; longer keys go on
+
+    return emit(trie)
+
+
+def _may_overlap(found: str, other: str) -> bool:
+    """Can ``other`` start inside an occurrence of ``found`` (so a non-overlapping search hides it)?"""
+    for k in range(len(found)):
+        n = min(len(found) - k, len(other))
+        if found[k : k + n] == other[:n]:
+            return True
+    return False
+
+
+#: Characters from rarest to commonest in training logs (by inspection of real logs: prose and
+#: paths are lowercase, timestamps digits and punctuation, levels INFO/WARN/ERROR). A trigger
+#: that starts with a rare character makes the regex engine stop at few positions.
+_RARITY = (
+    "`^~$&@#!?{};<>*%"  # almost never in healthy chatter
+    "QZXJKYUHGBVqzjxkvw|"  # rare letters; "|" frames compiler lines
+    "MPOLDCTSAWRENFI"  # uppercase, commonest last (INFO, WARN, ERROR, NCCL, TDRV)
+    "[]()=\"',+"
+)
+_RANK = {c: i for i, c in enumerate(_RARITY)}
+_COMMON = len(_RARITY)
+
+
+def _rank(ch: str) -> int:
+    if ord(ch) > 127:
+        return 0  # non-ASCII (progress-bar blocks) is rare in chatter
+    return _RANK.get(ch, _COMMON)
+
+
+def _trigger(key: str) -> str:
+    """The substring of ``key`` (3-8 chars where possible) starting at its rarest character."""
+    want = min(3, len(key))
+    best = min(
+        (i for i in range(len(key) - want + 1)),
+        key=lambda i: (_rank(key[i]), -min(8, len(key) - i)),
+    )
+    if _rank(key[best]) >= _COMMON:
+        return key  # searched literally; whole, so a key holding another common key can share its search
+    return key[best : best + 8]
+
+
 class KnowledgeBase:
     """An ordered table of :class:`Signature`; the first signature that matches a line wins."""
 
@@ -116,10 +227,30 @@ class KnowledgeBase:
             raise ConfigError(f"duplicate signature ids: {', '.join(dupes)}")
         self.signatures: tuple[Signature, ...] = tuple(signatures)
         self.by_id = {s.id: s for s in self.signatures}
-        # One alternation of all needles: a line that contains none of them cannot match any rule,
-        # so most lines of a training log cost a single C-level search.
-        needles = sorted({s.needle for s in self.signatures}, key=len, reverse=True)
-        self._prefilter = re.compile("|".join(re.escape(n) for n in needles))
+        self._always: tuple[int, ...] = tuple(i for i, s in enumerate(self.signatures) if not s.keys)
+        by_key: dict[str, list[int]] = {}
+        for i, s in enumerate(self.signatures):
+            for k in s.keys:
+                by_key.setdefault(k, []).append(i)
+        self._by_key = {k: tuple(v) for k, v in by_key.items()}
+        # Each key is found through a short *trigger* inside it that starts with a rare character.
+        # Rare triggers share one trie regex; the few keys made only of common characters ("loss",
+        # the dots' "\n.") get a literal search each, which the regex engine runs at memchr speed.
+        keys_of: dict[str, list[str]] = {}
+        for k in sorted(by_key):
+            keys_of.setdefault(_trigger(k), []).append(k)
+        rare = sorted(t for t in keys_of if _rank(t[0]) < _COMMON)
+        common = sorted((t for t in keys_of if _rank(t[0]) >= _COMMON), key=len)
+        for t in list(common):  # a common trigger holding a shorter one is found through it
+            inner = next((u for u in common if u != t and u in t), None)
+            if inner is not None:
+                keys_of[inner].extend(keys_of.pop(t))
+                common.remove(t)
+        self._keys_of = {t: tuple(ks) for t, ks in keys_of.items()}
+        self._common = tuple(common)
+        self._common_res = tuple(re.compile(re.escape(t)) for t in common)
+        self._overlap = {t: tuple(o for o in rare if o != t and _may_overlap(t, o)) for t in rare}
+        self._prefilter = re.compile(_trie_regex(rare)) if rare else re.compile(r"(?!)")
 
     @classmethod
     def from_toml(cls, text: str, progress_regex: str | None = None) -> KnowledgeBase:
@@ -160,32 +291,95 @@ class KnowledgeBase:
             )
         return cls(sigs)
 
-    def classify(self, line: str) -> Match | None:
-        """The first signature matching ``line``, or None."""
-        if not self._prefilter.search(line):
-            return None
-        for sig in self.signatures:
-            if sig.needle not in line:
-                continue
+    # -- matching -------------------------------------------------------------------------------
+
+    def _candidates(self, text: str, rare: bool = True) -> list[int]:
+        """Indices (in table order) of the signatures whose needles occur in ``text`` ("\n" + line).
+
+        ``rare=False`` says the rare-trigger regex is already known not to match ``text``.
+        """
+        found = set(self._prefilter.findall(text)) if rare else set()
+        if found:
+            hidden = {o for t in found for o in self._overlap[t]} - found
+            found.update(o for o in hidden if o in text)
+        found.update(t for t in self._common if t in text)
+        by_key = self._by_key
+        idx = {i for t in found for k in self._keys_of[t] if k == t or k in text for i in by_key[k]}
+        idx.update(self._always)
+        return sorted(idx)
+
+    def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
+        sigs = self.signatures
+        for i in candidates:
+            sig = sigs[i]
             for pat in sig.patterns:
                 m = pat.search(line)
                 if m is None:
                     continue
                 if sig.effect is Effect.PROGRESS:
                     gd = m.groupdict()
-                    step = int(gd["step"]) if gd.get("step") else None
                     loss = _float_or_none(gd.get("loss"))
                     if loss is not None and not math.isfinite(loss):
                         continue  # the numerical rule ranks earlier; a custom table may not have one
-                    return Match(sig, step, loss)
+                    return Match(sig, _int_or_none(gd.get("step")), loss)
                 return Match(sig)
         return None
 
+    def _hit(self, text: str) -> bool:
+        """Does ``text`` contain any trigger (so some signature may match)?"""
+        return self._prefilter.search(text) is not None or any(t in text for t in self._common)
+
+    def classify(self, line: str) -> Match | None:
+        """The first signature matching ``line``, or None."""
+        text = _NL + line
+        if not self._always and not self._hit(text):
+            return None
+        return self._match(line, self._candidates(text))
+
     def scan(self, lines: Iterable[str]) -> list[tuple[int, Match]]:
-        """Classify a batch; returns ``(index, match)`` for the lines that matched, in order."""
+        """Classify a batch; returns ``(index, match)`` for the lines that matched, in order.
+
+        Same answers as :meth:`classify` on each line. The trigger searches run over the joined
+        batch (one regex pass, plus one literal pass per common trigger); only the lines they hit
+        are classified one by one.
+        """
+        batch = lines if isinstance(lines, list) else list(lines)
+        if not batch:
+            return []
+        joined = _NL + _NL.join(batch)
+        if self._always or joined.count(_NL) != len(batch):
+            # A user regex must see every line; a line holding "\n" would break the index mapping.
+            return [(i, m) for i, line in enumerate(batch) if (m := self.classify(line)) is not None]
+        rare_hits = set(_lines_hit(self._prefilter, joined))
+        hits = set(rare_hits)
+        for rx in self._common_res:
+            hits.update(_lines_hit(rx, joined))
         out: list[tuple[int, Match]] = []
-        for i, line in enumerate(lines):
-            m = self.classify(line)
+        for i in sorted(hits):
+            line = batch[i]
+            m = self._match(line, self._candidates(_NL + line, i in rare_hits))
             if m is not None:
                 out.append((i, m))
         return out
+
+
+def _lines_hit(rx: re.Pattern[str], joined: str) -> list[int]:
+    """Indices of the lines of ``joined`` ("\n" + lines joined by "\n") in which ``rx`` matches.
+
+    ``rx`` matches one-line literals that may begin with the line's leading "\n", so the last
+    character of a match always lies inside the line it belongs to.
+    """
+    out: list[int] = []
+    search, count, find = rx.search, joined.count, joined.find
+    q = cnt = 0  # cnt = number of "\n" in joined[:q]
+    m = search(joined)
+    while m is not None:
+        p = m.end() - 1
+        cnt += count(_NL, q, p)
+        q = p
+        out.append(cnt - 1)
+        nl = find(_NL, p)
+        if nl < 0:
+            break
+        m = search(joined, nl)
+    return out

@@ -1,0 +1,74 @@
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+"""Classifier throughput (prints figures; no pass/fail): lines/s on one core.
+
+    .venv/bin/python tests/benchmarks/bench_classify.py [--lines N] [--batch N]
+
+*typical*: a training log as it looks between failures: runtime/NCCL/Python INFO chatter,
+warnings, a progress line every ten lines, a few compiler lines. *dense*: every line is one a
+rule cares about (progress, compiler, RX timeouts, failures). Both go through
+:meth:`KnowledgeBase.scan` in batches, the way the tailer hands lines to the judge; the
+per-line :meth:`KnowledgeBase.classify` figure is printed for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+from neuron_watch.kb import default_knowledge_base
+
+TYPICAL = [
+    "2024-04-12 07:13:06,123 - INFO - training_utils - Loading batch 1203 from shard 7 of /fsx/data/wikicorpus",
+    "2023-Aug-01 16:14:43.0241 332066:332494 INFO  NRT:nrt_init                                Neuron Runtime initialized, 32 NeuronCores",
+    "ip-10-0-1-12:2251:2390 [3] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
+    "[2024-04-12 07:13:07] [INFO] [checkpoint.py:210] Saving tensors of shard 3 to /fsx/ckpt/step_1200/model/dp_rank_03_tp_rank_01",
+    "/opt/venv/lib/python3.10/site-packages/torch_xla/core/xla_model.py:1234: UserWarning: torch_xla.core.xla_model.xrt_world_size() will be removed in release 2.7.",
+    "  warnings.warn(",
+    "2024-04-12 07:13:08.000296:  271334  INFO ||NEURON_CACHE||: Compile cache path: /var/tmp/neuron-compile-cache",
+    "2023-Aug-01 16:14:44.0241 332066:332494 WARN  TDRV:dmem_alloc_internal                   Allocating 512 MB on ND 0 NC 1 for weights",
+    "Global batch size 1024, micro batch size 1, gradient accumulation 32, data parallel 8",
+    "step 1203 step_time 1.2034s throughput 850.1 seq/s step loss 2.0417 grad norm 1.07",
+]
+DENSE = [
+    "2023-Aug-01 16:14:43.0241 332066:332494 [29] include/socket.h:579 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying",
+    "step 1203 step_time 1.2034s throughput 850.1 seq/s step loss 2.0417 grad norm 1.07",
+    "2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile --target=trn1 --framework=XLA /tmp/u/neuroncc_compile_workdir/5/model.MODULE_1+d41d8cd9.hlo_module.pb --output /tmp/u/m.neff --verbose=35",
+    ".....",
+    "Compiler status PASS",
+    "{'loss': 1.2345, 'grad_norm': 0.873, 'learning_rate': 4.9e-05, 'epoch': 0.02}",
+    "Epoch 0:  22%|██▏       | 4499/20101 [22:26:14<77:48:37, 17.95s/it, loss=2.43, v_num=5563, global_step=4512.0]",
+    "[rank3]: Traceback (most recent call last):",
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    "NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=i-0592464924bd45322 hostname=ip-172-31-61-252 nd-id=0 nc-id=0 serial-num=19fcda00f5ff6eb9 action=TERMINATE_INSTANCE",
+]
+
+
+def _measure(name: str, lines: list[str], batch: int) -> None:
+    kb = default_knowledge_base()
+    batches = [lines[i : i + batch] for i in range(0, len(lines), batch)]
+    matched = 0
+    t0 = time.process_time()
+    for b in batches:
+        matched += len(kb.scan(b))
+    dt = time.process_time() - t0
+    t1 = time.process_time()
+    single = sum(1 for line in lines if kb.classify(line) is not None)
+    dt1 = time.process_time() - t1
+    print(
+        f"{name:8s} {len(lines):>9,d} lines  scan: {len(lines) / dt:>12,.0f} lines/s  "
+        f"classify(line): {len(lines) / dt1:>12,.0f} lines/s  matched {matched:,d} (per line {single:,d})"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=5000, help="lines per scan() call")
+    args = ap.parse_args()
+    for name, base in (("typical", TYPICAL), ("dense", DENSE)):
+        _measure(name, list(itertools.islice(itertools.cycle(base), args.lines)), args.batch)
+
+
+if __name__ == "__main__":
+    main()

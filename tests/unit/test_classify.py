@@ -1,0 +1,167 @@
+
+"""The classification engine: first match wins, needles prefilter exactly, scan() == classify()."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from neuron_watch.classify import Effect, KnowledgeBase, _may_overlap, _trie_regex
+from neuron_watch.errors import ConfigError
+from neuron_watch.kb import default_knowledge_base
+
+KB = default_knowledge_base()
+
+TABLE = """
+[[signature]]
+id = "a.first"
+category = "comm_error"
+severity = "error"
+action = "restart"
+effect = "fatal"
+needle = "BOOM"
+patterns = ['BOOM now']
+advice = "first rule"
+examples = ["BOOM now"]
+
+[[signature]]
+id = "b.second"
+category = "other_crash"
+severity = "error"
+action = "restart"
+effect = "fatal"
+needles = ["BOOM", "bang"]
+patterns = ['BOOM', 'bang']
+advice = "second rule"
+
+[[signature]]
+id = "c.overlap"
+category = "healthy"
+severity = "info"
+action = "wait"
+effect = "benign"
+needle = "OMNI"
+patterns = ['OMNI']
+advice = "needle that overlaps another"
+
+[[signature]]
+id = "d.anchored"
+category = "compiling"
+severity = "info"
+action = "wait"
+effect = "compile_beat"
+needle = "~"
+anchor = "start"
+patterns = ['^~+$']
+advice = "anchored needle"
+"""
+
+
+def test_first_match_wins_and_needles_gate_rules() -> None:
+    kb = KnowledgeBase.from_toml(TABLE)
+    assert kb.classify("xx BOOM now").signature.id == "a.first"  # type: ignore[union-attr]
+    assert kb.classify("xx BOOM later").signature.id == "b.second"  # type: ignore[union-attr]
+    assert kb.classify("bang").signature.id == "b.second"  # type: ignore[union-attr]
+    assert kb.classify("nothing here") is None
+
+
+def test_overlapping_needles_are_all_found() -> None:
+    """'BOOMNI' holds 'BOOM' and 'OMNI' overlapping: a non-overlapping search alone would miss one."""
+    kb = KnowledgeBase.from_toml(TABLE.replace("patterns = ['BOOM', 'bang']", "patterns = ['BOOM!', 'bang']"))
+    assert kb.classify("BOOMNI").signature.id == "c.overlap"  # type: ignore[union-attr]
+    assert kb.scan(["x", "BOOMNI"]) == [(1, kb.classify("BOOMNI"))]
+    assert _may_overlap("boom", "omni") and not _may_overlap("boom", "xboo")
+
+
+def test_anchored_needle_only_at_line_start() -> None:
+    kb = KnowledgeBase.from_toml(TABLE)
+    assert kb.classify("~~~").signature.id == "d.anchored"  # type: ignore[union-attr]
+    assert kb.classify("a~~~") is None
+    assert [i for i, _ in kb.scan(["a~", "~~", "", "~"])] == [1, 3]
+
+
+def test_trie_regex_matches_exactly_the_keys() -> None:
+    import re
+
+    keys = ["loss", "lo", "step_loss", "|", "||X"]
+    rx = re.compile(_trie_regex(keys))
+    for k in keys:
+        assert rx.fullmatch(k), k
+    assert not rx.fullmatch("los")
+
+
+def test_user_progress_regex_goes_first_and_scans_every_line() -> None:
+    kb = default_knowledge_base(r"it=(?P<step>\d+) l=(?P<loss>[\d.]+)")
+    m = kb.classify("it=7 l=0.5 Timeout waiting for RX (waited 120 sec)")
+    assert m is not None and m.signature.id == "user.progress" and (m.step, m.loss) == (7, 0.5)
+    assert [i for i, _ in kb.scan(["nothing", "it=8 l=1"])] == [1]
+
+
+def test_progress_with_nan_loss_is_never_progress() -> None:
+    m = KB.classify("step 3 loss nan")
+    assert m is not None and m.signature.effect is Effect.FATAL
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[[signature]]\nid='x'", "missing"),
+        ("not toml ===", "not valid TOML"),
+        (TABLE.replace('severity = "error"', 'severity = "bad"', 1), "severity"),
+        (TABLE.replace("patterns = ['BOOM now']", "patterns = ['(']"), "a.first"),
+        (TABLE.replace('needle = "OMNI"', 'needle = "OMNI"\nbogus = 1'), "unknown keys"),
+        (TABLE.replace('anchor = "start"', 'anchor = "end"'), "anchor"),
+        (TABLE + TABLE, "duplicate"),
+    ],
+)
+def test_malformed_tables_are_config_errors(text: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        KnowledgeBase.from_toml(text)
+
+
+def test_bad_progress_regex_is_a_config_error_naming_it() -> None:
+    with pytest.raises(ConfigError, match="progress-regex"):
+        KnowledgeBase.from_toml(TABLE, progress_regex="(")
+
+
+# -- scan() and classify() agree -------------------------------------------------------------------
+
+CORPUS = [ex for s in KB.signatures for ex in (*s.examples, *s.near_misses)] + [
+    "",
+    ".",
+    "plain chatter with no needle",
+    "2024-04-12 07:13:06,123 - INFO - loading shard 3",
+    "...done",
+    "step 5 loss 1.0 and Timeout waiting for RX (waited 120 sec)",
+]
+
+
+def test_scan_agrees_with_classify_on_the_corpus() -> None:
+    expected = [(i, m) for i, line in enumerate(CORPUS) if (m := KB.classify(line)) is not None]
+    assert KB.scan(CORPUS) == expected
+    assert KB.scan(iter(CORPUS)) == expected
+    assert KB.scan(list(reversed(CORPUS))) == [
+        (len(CORPUS) - 1 - i, m) for i, m in reversed(expected)
+    ]
+    assert len(expected) > len(KB.signatures)
+
+
+_fragments = st.sampled_from(
+    ["loss", " ", "nan", ".", "|", "||", "NRT_", "Timeout waiting for RX (waited 120 sec)", "step 3 ", "x", "\n",
+     "Killed", "%|", "err: 1200", "Inference completed with err: 5", "\u2588", "\r", "FATAL"]
+)
+_lines = st.lists(st.text(_fragments.map(str), max_size=0) | st.lists(_fragments, max_size=8).map("".join), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_lines)
+def test_scan_agrees_with_classify_on_generated_lines(lines: list[str]) -> None:
+    expected = [(i, m) for i, line in enumerate(lines) if (m := KB.classify(line)) is not None]
+    assert KB.scan(lines) == expected
+
+
+def test_scan_of_a_large_batch_equals_per_line() -> None:
+    lines = list(itertools.islice(itertools.cycle(CORPUS), 5000))
+    assert KB.scan(lines) == [(i, m) for i, line in enumerate(lines) if (m := KB.classify(line)) is not None]
