@@ -95,7 +95,7 @@ class TorchrunLauncher(Launcher):
         nproc = a.get("nproc_per_node")
         nnodes = str(a.get("nnodes", "1"))
         return LaunchInfo(
-            nproc_per_node=int(nproc) if str(nproc).isdigit() else None,
+            nproc_per_node=int(str(nproc)) if str(nproc).isdigit() else None,
             nnodes=int(nnodes.split(":")[-1]) if nnodes.split(":")[-1].isdigit() else None,
             node_rank=int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None,
             log_dir=str(a.get("log_dir") or os.path.join(gen_dir, "torchrun")),

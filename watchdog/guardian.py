@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 
-from neuron_watch.procs import stop_everything
+from neuron_watch.procs import protect, stop_everything
 
 
 def start_guardian(marker: str, grace: float) -> tuple[subprocess.Popen[bytes], int]:
@@ -32,6 +32,7 @@ def start_guardian(marker: str, grace: float) -> tuple[subprocess.Popen[bytes], 
     )
     os.close(r)
     os.set_inheritable(w, False)
+    protect(proc.pid)
     return proc, w
 
 

@@ -39,7 +39,11 @@ def start_in_new_group(
     argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None, **kwargs: object
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session/process group that we own."""
-    return subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+    proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+        list(argv), env=dict(env), cwd=cwd, start_new_session=True, **kwargs
+    )
+    protect(proc.pid)
+    return proc
 
 
 def _signal_pid(pid: int, sig: int) -> None:
@@ -132,17 +136,45 @@ def marked_pids(marker: str, exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
+#: Children whose exit status belongs to someone else (a Popen that will wait() for it).
+_PROTECTED: set[int] = set()
+
+
+def protect(pid: int) -> None:
+    """Keep :func:`reap_children` away from ``pid`` (its Popen owner collects the exit status)."""
+    _PROTECTED.add(pid)
+
+
+def _my_children() -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        return out
+    except (OSError, ValueError):  # kernel without CONFIG_PROC_CHILDREN: scan the table
+        me = os.getpid()
+        return [p for p in all_pids() if (info := read_stat(p)) is not None and info.ppid == me]
+
+
 def reap_children() -> list[tuple[int, int]]:
-    """Reap every exited child (we are a subreaper, orphans land here). Returns (pid, status)."""
+    """Reap exited children that nobody else waits for: orphans re-parented to us as a subreaper.
+
+    Never ``waitpid(-1)``: that would steal the exit status of the launcher we are watching.
+    """
     reaped = []
-    while True:
+    for pid in _my_children():
+        if pid in _PROTECTED:
+            continue
+        info = read_stat(pid)
+        if info is None or info.state not in ("Z", "X"):
+            continue
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            got, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        reaped.append((pid, status))
+            continue
+        if got:
+            reaped.append((got, status))
     return reaped
 
 

@@ -436,10 +436,11 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     print(f"neuron-watch {__version__}: job {job_id} on {node}, run dir {run_dir}", file=sys.stderr)
     for line in plan_lines:
         print(f"neuron-watch:   {line}", file=sys.stderr)
+    default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
     become_subreaper()
-    guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     events = EventLog(os.path.join(run_dir, "events.jsonl"))
     sup = Supervisor(config, launcher, job_id, run_dir, node, marker, rank_env, events)
+    guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     old = {s: signal.signal(s, sup._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         code = sup.run()

@@ -1,0 +1,258 @@
+"""The main job on one node, for real: torchrun with 4 CPU ranks (gloo) under neuron-watch.
+
+Each test runs the toy DDP job (examples/toy/train.py) with a fault injected in generation 0 and
+reads what a user would read: the exit code, events.jsonl, the per-rank logs, the process table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, TOY, force_cleanup, pids_with_env, started, wait_until_gone
+
+pytestmark = pytest.mark.process
+
+NPROC = "4"
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["event"] == name]
+
+
+def watch(
+    tmp_path: Path, env: dict[str, str], *toy_args: str, watch_args: tuple[str, ...] = (), timeout: float = 240
+) -> tuple[int, str, Path, Path]:
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    argv = [
+        NEURON_WATCH,
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-dir",
+        str(ckpt),
+        *watch_args,
+        "torchrun",
+        "--nproc_per_node",
+        NPROC,
+        TOY,
+        "--checkpoint-dir",
+        str(ckpt),
+        *toy_args,
+    ]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            out, _ = p.communicate(timeout=timeout)
+            code = p.returncode
+    finally:
+        force_cleanup(str(run_dir))
+    return code, out, run_dir, ckpt
+
+
+def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    code, out, run_dir, _ = watch(tmp_path, toy_env, "--steps", "12")
+    assert code == 0, out[-3000:]
+    for r in range(int(NPROC)):
+        log = (run_dir / "gen-0" / f"rank-{r}.log").read_text()
+        assert "step 12 loss" in log and "training done" in log
+    assert "[rank3] step 12 loss" in out  # shown on the console with a rank prefix
+    evs = events(run_dir)
+    assert next(e["event"] for e in evs) == "job_started" and evs[-1]["event"] == "job_finished"
+    assert evs[-1]["exit_code"] == 0 and evs[-1]["restarts"] == 0
+    assert all(e["time"].endswith("Z") and isinstance(e["generation"], int) for e in evs)
+    assert not named(evs, "restart")
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    ckpt = tmp_path / "plain-ckpt"
+    plain = subprocess.run(
+        [
+            str(Path(NEURON_WATCH).parent / "torchrun"),
+            "--nproc_per_node",
+            NPROC,
+            TOY,
+            "--steps",
+            "6",
+            "--crash-at",
+            "3",
+            "--checkpoint-dir",
+            str(ckpt),
+        ],
+        cwd=tmp_path,
+        env=toy_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    code, out, run_dir, _ = watch(
+        tmp_path, toy_env, "--steps", "6", "--crash-at", "3", watch_args=("--max-restarts", "0")
+    )
+    assert plain.returncode != 0
+    assert code == plain.returncode, out[-3000:]
+    assert named(events(run_dir), "job_finished")[0]["exit_code"] == code
+
+
+def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    code, out, run_dir, ckpt = watch(
+        tmp_path, toy_env, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", "--checkpoint-every", "5"
+    )
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    restarts = named(evs, "restart")
+    assert len(restarts) == 1
+    assert restarts[0]["checkpoint"] == str(ckpt / "step_10")
+    verdict = named(evs, "verdict")[-1]
+    assert verdict["label"] in ("other_crash", "comm_error") and verdict["culprit"] == {
+        "node": verdict["culprit"]["node"],
+        "rank": 1,
+    }
+    incident = named(evs, "incident")[0]
+    assert incident["culprit"]["rank"] == 1 and os.path.isdir(incident["artifacts"])
+    gen1 = (run_dir / "gen-1" / "rank-0.log").read_text()
+    assert "resuming at step 11" in gen1 and "step 16 loss" in gen1
+    assert "step 1 loss" not in gen1  # did not start over from step 0
+
+
+def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    hang_timeout = 6.0
+    code, out, run_dir, ckpt = watch(
+        tmp_path,
+        toy_env,
+        "--steps",
+        "14",
+        "--hang-at",
+        "8",
+        "--hang-rank",
+        "2",
+        "--checkpoint-every",
+        "5",
+        watch_args=("--hang-timeout", str(hang_timeout)),
+    )
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["generation"] == 0
+    # not before the timeout: the last progress line of generation 0 was printed >= hang_timeout earlier
+    last_progress = max(os.path.getmtime(run_dir / "gen-0" / f"rank-{r}.log") for r in range(int(NPROC)))
+    t_verdict = time.mktime(time.strptime(hang[0]["time"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert t_verdict + 1.0 >= last_progress + hang_timeout - 1.0
+    assert named(evs, "restart")[0]["checkpoint"] == str(ckpt / "step_5")
+    assert named(evs, "job_finished")[0]["restarts"] == 1
+
+
+def test_compiling_rank_is_not_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    hang_timeout = 4.0
+    code, out, run_dir, _ = watch(
+        tmp_path,
+        toy_env,
+        "--steps",
+        "8",
+        "--compile-at",
+        "3",
+        "--compile-rank",
+        "0",
+        "--compile-seconds",
+        str(3 * hang_timeout + 2),
+        "--rx-warn-every",
+        "2",
+        watch_args=("--hang-timeout", str(hang_timeout)),
+    )
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    assert not named(evs, "restart") and not named(evs, "incident")
+    labels = [e["label"] for e in named(evs, "verdict")]
+    assert "compiling" in labels and "collective_hang" not in labels
+    compiling = next(e for e in named(evs, "verdict") if e["label"] == "compiling")
+    assert compiling["culprit"]["rank"] == 0
+    waiting_logs = (run_dir / "gen-0" / "rank-1.log").read_text()
+    assert "Timeout waiting for RX" in waiting_logs  # the others really were waiting
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_signal_to_wrapper_leaves_no_rank_behind(tmp_path: Path, toy_env: dict[str, str], sig: int) -> None:
+    run_dir = tmp_path / "run"
+    argv = [
+        NEURON_WATCH,
+        "--run-dir",
+        str(run_dir),
+        "torchrun",
+        "--nproc_per_node",
+        NPROC,
+        TOY,
+        "--steps",
+        "100000",
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    ]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            deadline = time.monotonic() + 120
+            while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir))) < int(NPROC) + 1:
+                assert time.monotonic() < deadline, "ranks never started"
+                assert p.poll() is None, p.stdout.read() if p.stdout else ""
+                time.sleep(0.2)
+            os.kill(p.pid, sig)
+            p.wait(60)
+            survivors = wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), timeout=15)
+            assert survivors == []
+            if sig == signal.SIGTERM:
+                assert p.returncode == 128 + signal.SIGTERM
+                assert named(events(run_dir), "job_finished")[0]["state"] == "interrupted"
+            else:
+                assert p.returncode == -signal.SIGKILL
+    finally:
+        force_cleanup(str(run_dir))
+
+
+def test_dry_run_prints_environment_and_command(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    r = subprocess.run(
+        [
+            NEURON_WATCH,
+            "--dry-run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "torchrun",
+            "--nproc_per_node",
+            "2",
+            TOY,
+            "--steps",
+            "3",
+            "--resume-from",
+            "{checkpoint}",
+        ],
+        cwd=tmp_path,
+        env=toy_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "NEURON_RT_LOCAL_CORE_DUMP_DIRECTORY=" in r.stdout and "%d-%c" in r.stdout
+    assert "--nproc_per_node 2" in r.stdout and TOY in r.stdout and "--redirects 3" in r.stdout
+    assert not (tmp_path / "run").exists()  # nothing was started or written
+
+
+def test_dry_run_rejects_bad_torchrun_arguments(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    r = subprocess.run(
+        [NEURON_WATCH, "--dry-run", "torchrun", "--nproc_per_node"],
+        cwd=tmp_path,
+        env=toy_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert "torchrun rejects its arguments" in r.stderr and len(r.stderr.strip().splitlines()) == 1

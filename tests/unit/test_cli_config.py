@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from neuron_watch.cli import _command_word, main
+from neuron_watch.config import OPTIONS, load_config
+from neuron_watch.errors import ConfigError
+
+NW = [sys.executable, "-m", "neuron_watch.cli"]
+
+
+def test_every_option_has_an_environment_variable() -> None:
+    assert all(o.env == "NEURON_WATCH_" + o.flag[2:].replace("-", "_").upper() for o in OPTIONS)
+
+
+def test_cli_beats_env_beats_default() -> None:
+    assert load_config({}, {}).max_restarts == 3
+    assert load_config({}, {"NEURON_WATCH_MAX_RESTARTS": "5"}).max_restarts == 5
+    assert load_config({"max_restarts": "7"}, {"NEURON_WATCH_MAX_RESTARTS": "5"}).max_restarts == 7
+    assert load_config({"hang_timeout": "15m"}, {}).hang_timeout == 900.0
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "named"),
+    [
+        ({"hang_timeout": "soon"}, {}, "--hang-timeout"),
+        ({}, {"NEURON_WATCH_MAX_RESTARTS": "-1"}, "NEURON_WATCH_MAX_RESTARTS"),
+        ({"progress_regex": "(unclosed"}, {}, "--progress-regex"),
+        ({}, {"NEURON_WATCH_HANG_TIMOUT": "5"}, "NEURON_WATCH_HANG_TIMOUT"),
+    ],
+)
+def test_bad_values_name_their_origin(cli: dict[str, str], env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        load_config(cli, env)
+
+
+def test_command_word_skips_option_values() -> None:
+    assert _command_word(["--run-dir", "torchrun", "torchrun", "x.py"]) == "torchrun"
+    assert _command_word(["--dry-run", "torchrun"]) == "torchrun"
+    assert _command_word(["--hang-timeout", "5"]) is None
+
+
+@pytest.mark.parametrize(
+    "argv", [["--bogus", "torchrun", "x.py"], ["--max-restarts", "many", "torchrun", "x.py"], ["nosuchcommand"]]
+)
+def test_wrong_flag_is_one_line_and_exit_2(argv: list[str]) -> None:
+    r = subprocess.run([*NW, *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neuron-watch: error:")
+
+
+def test_torchrun_arguments_pass_through_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--dry-run", "--no-neuron-env", "torchrun", "--nproc_per_node=2", "--help-me", "x.py", "--lr", "1"])
+    # torchrun's own parser refuses --help-me: we report it, we did not swallow or reinterpret it
+    assert code == 2
+    assert "--help-me" in capsys.readouterr().out

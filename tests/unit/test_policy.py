@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from neuron_watch.errors import ExitCode
+from neuron_watch.events import Action, Label, RankKey, Verdict
+from neuron_watch.policy import Decision, IllegalTransition, JobState, JobStateMachine, RestartPolicy
+
+
+def v(label: Label, action: Action = Action.RESTART, step: int | None = None, node: str = "n1") -> Verdict:
+    return Verdict(label, action, culprit=RankKey(node, 0), step=step)
+
+
+def test_state_machine_rejects_illegal_moves_naming_both_states() -> None:
+    sm = JobStateMachine()
+    sm.move(JobState.RUNNING, 1.0)
+    with pytest.raises(IllegalTransition, match="running -> restarting"):
+        sm.move(JobState.RESTARTING, 2.0)
+    sm.move(JobState.CAPTURING, 2.0)
+    sm.move(JobState.STOPPING, 3.0)
+    sm.move(JobState.RESTARTING, 4.0)
+    sm.move(JobState.STARTING, 5.0)
+    assert [s for _t, s in sm.history][-1] is JobState.STARTING and sm.live
+
+
+def test_restart_until_budget_then_give_up() -> None:
+    p = RestartPolicy(max_restarts=2)
+    assert p.on_failure(v(Label.COLLECTIVE_HANG, step=1), 0, None).decision is Decision.RESTART
+    assert p.on_failure(v(Label.OTHER_CRASH, step=2), 0, 1).decision is Decision.RESTART
+    out = p.on_failure(v(Label.COLLECTIVE_HANG, step=3), 0, None)
+    assert out.decision is Decision.GIVE_UP and "--max-restarts 2" in out.reason
+    assert out.exit_code == ExitCode.RESTARTS_EXHAUSTED
+
+
+def test_stable_run_resets_the_budget() -> None:
+    p = RestartPolicy(max_restarts=1, stable_seconds=100)
+    assert p.on_failure(v(Label.OTHER_CRASH, step=1), 5, 1).decision is Decision.RESTART
+    assert p.on_failure(v(Label.OTHER_CRASH, step=50), 500, 1).decision is Decision.RESTART
+
+
+@pytest.mark.parametrize("label", [Label.CONFIG_ERROR, Label.NUMERICAL_ERROR, Label.COMPILE_ERROR])
+def test_never_restart_config_numerical_compile(label: Label) -> None:
+    out = RestartPolicy(max_restarts=5).on_failure(v(label, Action.STOP), 0, 1)
+    assert out.decision is Decision.GIVE_UP and out.exit_code == 1
+
+
+def test_crash_loop_same_failure_same_step_stops() -> None:
+    p = RestartPolicy(max_restarts=5)
+    assert p.on_failure(v(Label.OTHER_CRASH, step=7), 0, 1).decision is Decision.RESTART
+    out = p.on_failure(v(Label.OTHER_CRASH, step=7), 0, 1)
+    assert out.decision is Decision.GIVE_UP and "crash loop" in out.reason
+
+
+def test_faulty_node_without_exclusion_stops_and_names_the_node() -> None:
+    out = RestartPolicy(max_restarts=5).on_failure(
+        v(Label.HARDWARE_ERROR, Action.DRAIN_AND_RESTART, node="trn-7"), 0, 1
+    )
+    assert out.decision is Decision.GIVE_UP and "trn-7" in out.reason
+    assert (
+        RestartPolicy(5, can_exclude_nodes=True)
+        .on_failure(v(Label.HARDWARE_ERROR, Action.DRAIN_AND_RESTART), 0, 1)
+        .decision
+        is Decision.RESTART
+    )

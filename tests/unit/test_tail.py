@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from neuron_watch.tail import FileTail, RankStreams
+
+
+def test_lines_split_across_reads_and_partial_lines_wait(tmp_path: Path) -> None:
+    f = tmp_path / "stdout.log"
+    f.write_bytes(b"step 1 loss 0.5\nstep 2 lo")
+    t = FileTail(str(f))
+    assert t.read_lines() == ["step 1 loss 0.5"]
+    with f.open("ab") as fh:
+        fh.write(b"ss 0.4\r\n")
+    assert t.read_lines() == ["step 2 loss 0.4"]
+
+
+def test_dots_without_newline_are_passed_on_at_once(tmp_path: Path) -> None:
+    f = tmp_path / "stdout.log"
+    f.write_bytes(b"Call compiler\n...")
+    t = FileTail(str(f))
+    assert t.read_lines() == ["Call compiler", "..."]
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path) -> None:
+    f = tmp_path / "stdout.log"
+    f.write_bytes(b"bad \xff\xfe bytes\n")
+    assert FileTail(str(f)).read_lines() == ["bad \ufffd\ufffd bytes"]
+
+
+def test_rank_streams_map_local_to_global_rank_and_write_rank_logs(tmp_path: Path) -> None:
+    root = tmp_path / "torchrun"
+    for local in (0, 1):
+        d = root / "job_abc" / "attempt_0" / str(local)
+        d.mkdir(parents=True)
+        (d / "stdout.log").write_text(f"hello from {local}\n")
+        (d / "stderr.log").write_text("")
+    echoed: list[str] = []
+    s = RankStreams("n2", str(tmp_path), echoed.append)
+    s.set_log_root(str(root))
+    assert s.poll(1.0, 1.0) == []  # offset unknown yet: buffered, not lost
+    s.rank_offset = 8  # node 2 of a 4-rank-per-node job... as learned from the workers' RANK
+    lines = s.poll(2.0, 2.0)
+    assert sorted((ln.key.rank, ln.text) for ln in lines) == [(8, "hello from 0"), (9, "hello from 1")]
+    assert (tmp_path / "rank-9.log").read_text() == "hello from 1\n"
+    assert any(e.startswith("[rank8] hello from 0") for e in "\n".join(echoed).splitlines())
+    s.close()
