@@ -12,14 +12,23 @@ How compilation is told from a hang (DESIGN.md §4):
   The timeout is fixed (``--hang-timeout``) or calibrated from step intervals after warm-up.
 * A fatal signature or a failed rank -> that signature's label; the root cause is the earliest
   *primary* failure. Peer-side consequences (connection closed by peer, collective timeouts on the
-  waiting ranks) only win when nothing else explains the failure.
+  waiting ranks) only win when nothing else explains the failure. A *generic* first failure (a
+  traceback header, a non-zero exit) is replaced by a specific one the same rank prints next,
+  and withdrawn if the rank goes on making progress (the exception was handled).
+* A rank waiting on a compile-cache lock ("Another process must be compiling") counts as
+  compiling only while a compiler is alive somewhere (or while processes cannot be observed):
+  a lock left by a killed compile makes every rank wait forever, which is reported, not waited on.
+  Fresh ``*.lock`` files in the compile cache (:meth:`Judge.observe_cache_locks`) are job-wide
+  compile evidence under the same rule.
+* Info signatures (EFA not enabled, FI_EFA_FORK_SAFE, a transient memory error) never fail a job
+  by themselves; they are attached as hints to a later hang or communication failure.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from neuron_watch.classify import Effect, KnowledgeBase, Match
 from neuron_watch.events import (
@@ -45,11 +54,16 @@ KILLED_CODES = frozenset({-9, 137})
 
 @dataclass(frozen=True)
 class HangCalibration:
-    """Hang timeout from observed step intervals (after ``warmup_steps``): ``factor`` x the longest
-    interval seen, clamped to [``floor``, ``ceiling``]; ``default`` until enough steps were seen.
+    """Hang timeout from observed step intervals.
 
-    Defaults follow the strongest peers (NVRx: 5 x observed max, 5 warm-up iterations) with a floor
-    that stays above the Neuron runtime's 120 s RX-timeout warnings.
+    The first ``warmup_steps`` intervals are ignored (they include graph compiles and cache
+    loads); once ``min_samples`` intervals remain, the timeout is ``factor`` x the longest of them,
+    clamped to [``floor``, ``ceiling``]. Until then ``default`` applies: the long grace of the
+    first steps. Before the first step the judge uses ``JudgeSettings.startup_timeout`` instead.
+
+    Defaults follow the strongest peer (NVRx: 5 x observed max, 5 warm-up iterations) with a floor
+    that stays above the Neuron runtime's 120 s RX-timeout warnings, and a ceiling below NCCL's
+    30 min default collective timeout.
     """
 
     warmup_steps: int = 5
@@ -60,10 +74,15 @@ class HangCalibration:
     default: float = 900.0
 
     def timeout(self, intervals: Sequence[float]) -> float:
+        """The timeout for these step intervals (seconds, oldest first)."""
         usable = list(intervals[self.warmup_steps :])
         if len(usable) < self.min_samples:
             return self.default
         return min(self.ceiling, max(self.floor, self.factor * max(usable)))
+
+    def calibrated(self, intervals: Sequence[float]) -> bool:
+        """Has the warm-up passed (is :meth:`timeout` measured rather than the default)?"""
+        return len(intervals) - self.warmup_steps >= self.min_samples
 
 
 @dataclass(frozen=True)
@@ -96,8 +115,12 @@ class RankState:
     compile_seconds: float = 0.0  # finished compiles, for reports
     last_wait: float | None = None
     last_wait_line: Evidence | None = None
-    failure: Evidence | None = None  # first fatal line
+    first_lock_wait: float | None = None  # "Another process must be compiling" since
+    last_lock_wait: float | None = None
+    last_lock_wait_line: Evidence | None = None
+    failure: Evidence | None = None  # the failure that explains this rank (see _apply)
     failure_match: Match | None = None
+    failure_time: float | None = None  # when this rank first failed (generic or not)
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
@@ -105,21 +128,35 @@ class RankState:
     def compiler_active(self, now: float, stall: float) -> bool:
         return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
 
-    def compiling(self, now: float, settings: JudgeSettings) -> bool:
-        """Is there live evidence that this rank is compiling at ``now``?"""
+    def compiling(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
+        """Is there live evidence that this rank is compiling (or waiting on a live compile) at ``now``?
+
+        ``lock_holder_alive``: may a compile-cache lock this rank waits on still be held by a
+        working compiler (the judge decides it job-wide)?
+        """
         if self.exit_code is not None:
             return False
         if self.compiler_active(now, settings.compiler_cpu_stall):
             return True
         if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
             return True
-        return self.last_compile_beat is not None and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW
+        if self.last_compile_beat is not None and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW:
+            return True
+        return (
+            lock_holder_alive
+            and self.first_lock_wait is not None
+            and self.last_lock_wait is not None
+            and now - self.last_lock_wait <= COMPILE_BEAT_WINDOW * 5  # the wrapper repeats it every minute
+            and now - self.first_lock_wait <= settings.compile_timeout
+        )
 
-    def state_name(self, now: float, settings: JudgeSettings) -> str:
-        """progressing | compiling | waiting | silent | exited | starting (for status displays)."""
+    def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> str:
+        """progressing | compiling | waiting | silent | exited | starting | failed (for status displays)."""
         if self.exit_code is not None:
             return "exited"
-        if self.compiling(now, settings):
+        if self.failure is not None:
+            return "failed"
+        if self.compiling(now, settings, lock_holder_alive):
             return "compiling"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
@@ -131,7 +168,15 @@ class RankState:
 
 
 class Judge:
-    """Keeps per-rank state for one generation and answers :meth:`verdict`."""
+    """Keeps per-rank state for one generation and answers :meth:`verdict`.
+
+    Feed it what is seen (lines, compiler samples, cache locks, exits, unobservable nodes) with
+    the monotonic time of the observation; ask :meth:`verdict` with ``now``. The same lines give
+    the same verdict whether they arrive live or from saved logs (``neuron-watch diagnose``).
+    """
+
+    #: hints kept (info signatures such as "EFA not enabled"), first seen first
+    MAX_HINTS = 10
 
     def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, start: float) -> None:
         self.kb = kb
@@ -142,6 +187,11 @@ class Judge:
         self.max_step: int | None = None
         self.unobserved: dict[str, float] = {}  # node -> since
         self.launcher_exit: RankExit | None = None
+        self.processes_observed_at: float | None = None  # last observe_compilers() call
+        self.last_compiler_alive: float | None = None  # last time any compiler CPU grew, job-wide
+        self.locks: dict[str, float] = {}  # fresh compile-cache lock path -> first seen
+        self.last_lock_seen: float | None = None
+        self.hints: list[tuple[Evidence, Match]] = []
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -182,6 +232,10 @@ class Judge:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
+            if st.failure_match is not None and st.failure_match.signature.generic:
+                # a traceback (or exit report) the rank survived: it was handled, not fatal
+                st.failure = st.failure_match = st.failure_time = None
+            st.first_lock_wait = None
             if m.step is not None:
                 st.step = m.step
                 if self.max_step is None or m.step > self.max_step:
@@ -196,17 +250,34 @@ class Judge:
             if st.compile_open is not None:
                 st.compile_seconds += line.mono - st.compile_open
             st.compile_open, st.compile_open_line = None, None
+            st.first_lock_wait = None
             st.last_compile_end = line.mono
         elif effect is Effect.COMPILE_BEAT:
             st.last_compile_beat = line.mono
+        elif effect is Effect.COMPILE_WAIT:
+            if st.first_lock_wait is None:
+                st.first_lock_wait = line.mono
+            st.last_lock_wait, st.last_lock_wait_line = line.mono, ev
         elif effect is Effect.COMM_WAIT:
             st.last_wait, st.last_wait_line = line.mono, ev
-        elif effect is Effect.FATAL and st.failure is None:
-            st.failure, st.failure_match = ev, m
+        elif effect is Effect.FATAL:
+            if st.failure is None:
+                st.failure, st.failure_match, st.failure_time = ev, m, line.mono
+            elif st.failure_match is not None and st.failure_match.signature.generic and not m.signature.generic:
+                # the specific error under a traceback header explains the rank; keep the first time
+                st.failure, st.failure_match = ev, m
+        elif (
+            effect is Effect.INFO
+            and m.signature.category is not Label.HEALTHY
+            and len(self.hints) < self.MAX_HINTS
+            and all(h.signature != ev.signature for h, _ in self.hints)
+        ):
+            self.hints.append((ev, m))
         return m
 
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float) -> None:
         """The compiler processes alive at ``now`` (all of them: an absent pid has ended)."""
+        self.processes_observed_at = now
         seen: dict[RankKey, set[int]] = {}
         for s in samples:
             st = self._rank(s.key, now)
@@ -214,11 +285,25 @@ class Judge:
             prev = st.compiler_cpu.get(s.pid)
             if prev is None or s.cpu_seconds > prev[0]:
                 st.compiler_cpu[s.pid] = (s.cpu_seconds, s.mono)
+                self.last_compiler_alive = max(self.last_compiler_alive or s.mono, s.mono)
         for key, st in self.ranks.items():
             for pid in list(st.compiler_cpu):
                 if pid not in seen.get(key, set()):
                     del st.compiler_cpu[pid]
                     st.last_compile_end = now
+
+    def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
+        """The compile-cache ``*.lock`` files present at ``now`` that the caller considers fresh.
+
+        A lock is job-wide compile evidence (the compile may run on another node or under
+        ``neuron_parallel_compile``) for up to the compile budget from when it was first seen,
+        unless processes are observed and no compiler has burned CPU for ``compiler_cpu_stall``
+        (then it is a stale lock left by a killed compile).
+        """
+        paths = set(fresh_lock_paths)
+        self.locks = {p: self.locks.get(p, now) for p in paths}
+        if paths:
+            self.last_lock_seen = now
 
     def observe_exit(self, ex: RankExit) -> None:
         """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``)."""
@@ -230,6 +315,7 @@ class Judge:
             st.exit_code, st.exit_time = ex.exit_code, ex.mono
 
     def mark_unobserved(self, node: str, now: float) -> None:
+        """The node's agent (or its log stream) went silent: its ranks cannot be judged."""
         self.unobserved.setdefault(node, now)
 
     def mark_observed(self, node: str) -> None:
@@ -241,44 +327,108 @@ class Judge:
         """The hang timeout in force now (fixed or calibrated)."""
         if self.settings.hang_timeout is not None:
             return self.settings.hang_timeout
-        intervals = [b - a for a, b in zip(self.step_times[:-1], self.step_times[1:], strict=True)]
-        return self.settings.calibration.timeout(intervals)
+        return self.settings.calibration.timeout(self._intervals())
+
+    def _intervals(self) -> list[float]:
+        return [b - a for a, b in zip(self.step_times[:-1], self.step_times[1:], strict=True)]
+
+    def _lock_holder_alive(self, now: float) -> bool:
+        """May a compile-cache lock still be held by a working compiler?"""
+        if self.processes_observed_at is None:
+            return True  # processes cannot be seen (offline, or not sampled yet): trust the log
+        stall = self.settings.compiler_cpu_stall
+        return self.last_compiler_alive is not None and now - self.last_compiler_alive <= stall
+
+    def _locks_compiling(self, now: float) -> bool:
+        if not self.locks or self.last_lock_seen is None or now - self.last_lock_seen > COMPILE_BEAT_WINDOW:
+            return False
+        first = min(self.locks.values())
+        return now - first <= self.settings.compile_timeout and (
+            self._lock_holder_alive(now) or now - first <= self.settings.compiler_cpu_stall
+        )
 
     def verdict(self, now: float) -> Verdict:
         """The job's verdict at ``now``. Never ``healthy`` for what could not be observed."""
         failed = self._failure_verdict()
         if failed is not None:
-            return failed
+            return self._with_hints(failed)
         if self.unobserved:
             nodes = sorted(self.unobserved)
             return Verdict(
                 Label.UNOBSERVED,
                 Action.WAIT,
+                ranks=tuple(k for k in self.ranks if k.node in self.unobserved),
                 reason=f"no word from node(s) {', '.join(nodes)}",
                 advice="Check that the node's neuron-watch agent is running and can reach the coordinator.",
+                step=self.max_step,
             )
-        compiling = [st for st in self.ranks.values() if st.compiling(now, self.settings)]
-        if compiling:
-            ev = tuple(st.compile_open_line for st in compiling if st.compile_open_line is not None)
+        alive = self._lock_holder_alive(now)
+        compiling = [st for st in self.ranks.values() if st.compiling(now, self.settings, alive)]
+        if compiling or self._locks_compiling(now):
+            ev = tuple(
+                e
+                for st in compiling
+                for e in (st.compile_open_line or st.last_lock_wait_line,)
+                if e is not None
+            )
+            what = f"{len(compiling)} rank(s) compiling" if compiling else f"{len(self.locks)} fresh compile lock(s)"
             return Verdict(
                 Label.COMPILING,
                 Action.WAIT,
                 ranks=tuple(st.key for st in compiling),
-                culprit=compiling[0].key,
-                evidence=ev,
-                reason=f"{len(compiling)} rank(s) compiling; the others may wait for them",
+                culprit=compiling[0].key if compiling else None,
+                evidence=ev[:20],
+                reason=f"{what}; the others may wait for them",
                 advice="A graph compile is in progress; waiting is correct. Precompile with "
                 "neuron_parallel_compile to avoid this delay.",
                 step=self.max_step,
             )
-        return self._hang_or_healthy(now)
+        stale = self._stale_lock_verdict(now, alive)
+        if stale is not None:
+            return stale
+        return self._with_hints(self._hang_or_healthy(now))
+
+    def _stale_lock_verdict(self, now: float, alive: bool) -> Verdict | None:
+        """Ranks still waiting on a compile lock that no live compiler holds."""
+        waiting = [
+            st
+            for st in self.ranks.values()
+            if st.exit_code is None
+            and st.first_lock_wait is not None
+            and st.last_lock_wait is not None
+            and now - st.last_lock_wait <= COMPILE_BEAT_WINDOW * 5
+        ]
+        if not waiting:
+            return None
+        why = "no compiler process has run" if not alive else "the compile budget is spent"
+        return Verdict(
+            Label.COMPILE_ERROR,
+            Action.STOP,
+            ranks=tuple(st.key for st in waiting),
+            culprit=waiting[0].key,
+            evidence=tuple(st.last_lock_wait_line for st in waiting if st.last_lock_wait_line is not None)[:20],
+            reason=f"{len(waiting)} rank(s) wait on a compile-cache lock and {why}: a stale lock",
+            advice="A compile killed earlier left a *.lock in the compile cache and every rank waits on it forever. "
+            "Stop the job, make sure no neuronx-cc runs, delete the *.lock files under the compile cache "
+            "(neuron_parallel_compile --command clear-locks), and restart.",
+            step=self.max_step,
+        )
+
+    def _with_hints(self, v: Verdict) -> Verdict:
+        """Attach info hints (EFA off, FI_EFA_FORK_SAFE...) to a hang or a communication failure."""
+        if not self.hints or v.label not in (*SECONDARY, Label.OTHER_CRASH):
+            return v
+        evidence = (*v.evidence, *(e for e, _ in self.hints))[: max(20, len(v.evidence))]
+        extra = " ".join(f"Also seen: {m.signature.advice}" for _, m in self.hints[:3])
+        return replace(v, evidence=evidence, advice=f"{v.advice} {extra}".strip())
 
     def _failure_verdict(self) -> Verdict | None:
         failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
         for st in self.ranks.values():
             if st.failure is not None and st.failure_match is not None:
                 cat = st.failure_match.signature.category
-                failures.append((cat in SECONDARY, st.failure.mono, st))
+                t = st.failure_time if st.failure_time is not None else st.failure.mono
+                failures.append((cat in SECONDARY, t, st))
             elif st.exit_code not in (None, 0) and st.exit_code not in SIGTERM_CODES:
                 failures.append((False, st.exit_time or 0.0, st))
         if not failures:
@@ -291,10 +441,14 @@ class Judge:
                     step=self.max_step,
                 )
             return None
-        failures.sort(key=lambda f: (f[0], f[1]))
+        # The root cause is the earliest *primary* failure (hardware, crash, OOM...), however
+        # loud the peers' collective timeouts are; among equals the earliest, then the lowest rank.
+        failures.sort(key=lambda f: (f[0], f[1], f[2].key.rank))
         _secondary, _t, st = failures[0]
-        ranks = tuple(f[2].key for f in sorted(failures, key=lambda f: f[1]))
-        evidence = tuple(f[2].failure for f in sorted(failures, key=lambda f: f[1]) if f[2].failure is not None)
+        by_time = sorted(failures, key=lambda f: (f[1], f[2].key.rank))
+        ranks = tuple(f[2].key for f in by_time)
+        evidence = [st.failure] if st.failure is not None else []
+        evidence += [f[2].failure for f in by_time if f[2].failure is not None and f[2] is not st]
         if st.failure_match is not None and st.failure is not None:
             sig = st.failure_match.signature
             return Verdict(
@@ -302,8 +456,8 @@ class Judge:
                 sig.action,
                 ranks=ranks,
                 culprit=st.key,
-                evidence=evidence[:20],
-                reason=f"{st.key}: {sig.id}",
+                evidence=tuple(evidence[:20]),
+                reason=f"{st.key}: {sig.id}" + (f" (exit {st.exit_code})" if st.exit_code is not None else ""),
                 advice=sig.advice,
                 step=st.step if st.step is not None else self.max_step,
             )
@@ -319,7 +473,7 @@ class Judge:
             Action.RESTART,
             ranks=ranks,
             culprit=st.key,
-            evidence=evidence[:20],
+            evidence=tuple(evidence[:20]),
             reason=f"{st.key} exited with {code}",
             advice=advice,
             step=st.step if st.step is not None else self.max_step,
@@ -337,11 +491,10 @@ class Judge:
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
         if live and idle > timeout:
             culprit = self._hang_culprit(live)
+            # the culprit's last sign of life first, then what each rank was doing
+            order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))
             evidence = tuple(
-                e
-                for st in sorted(live, key=lambda s: s.key.rank)
-                for e in (st.last_wait_line, st.last_progress_line)
-                if e is not None
+                e for st in order for e in (st.last_wait_line, st.last_progress_line) if e is not None
             )
             return Verdict(
                 Label.COLLECTIVE_HANG,
@@ -369,6 +522,7 @@ class Judge:
     @staticmethod
     def _hang_culprit(live: Sequence[RankState]) -> RankKey | None:
         """The first rank to stop progressing; among equals, the only one not waiting on a peer."""
+
         def last(st: RankState) -> float:
             return st.last_progress if st.last_progress is not None else -math.inf
 
@@ -378,12 +532,13 @@ class Judge:
         if len(first) == 1:
             return first[0].key
         not_waiting = [st for st in first if st.last_wait is None or st.last_wait < last(st)]
-        if len(not_waiting) == 1 and len(first) > 1:
+        if len(not_waiting) == 1 and len(live) > 1:
             return not_waiting[0].key
         return None
 
     def rank_summaries(self, now: float) -> list[dict[str, object]]:
         """Per-rank state for status displays (``status.json``)."""
+        alive = self._lock_holder_alive(now)
         out: list[dict[str, object]] = []
         for key in sorted(self.ranks, key=lambda k: (k.node, k.rank)):
             st = self.ranks[key]
@@ -394,7 +549,9 @@ class Judge:
                 {
                     "node": key.node,
                     "rank": key.rank,
-                    "state": "unobserved" if key.node in self.unobserved else st.state_name(now, self.settings),
+                    "state": "unobserved"
+                    if key.node in self.unobserved
+                    else st.state_name(now, self.settings, alive),
                     "last_step": st.step,
                     "last_line_age": round(now - st.last_line, 3),
                     "compile_seconds": round(st.compile_seconds + compiling_for, 3),

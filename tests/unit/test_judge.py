@@ -1,0 +1,220 @@
+"""The judge on a fake clock (``now`` is an argument): calibration, compile evidence from logs,
+processes and cache locks, root cause, culprit, and "could not observe"."""
+
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+from __future__ import annotations
+
+import pytest
+
+from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey
+from neuron_watch.judge import HangCalibration, Judge, JudgeSettings
+from neuron_watch.kb import default_knowledge_base
+
+KB = default_knowledge_base()
+N = "node-a"
+LOCK_WAIT = "2026-08-06 01:04:10.000123: 1234 [INFO]: Another process must be compiling MODULE_16518787498567201059+d41d8cd9, been waiting for: 2.0 minutes"
+CC_START = "2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile --target=trn1 --framework=XLA /tmp/u/w/model.MODULE_1+d41d8cd9.hlo_module.pb --output /tmp/u/w/model.neff --verbose=35"
+RX = "2023-Aug-01 16:14:43.0241 332066:332494 [29] include/socket.h:579 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying"
+
+
+def ln(rank: int, text: str, t: float) -> LogLine:
+    return LogLine(RankKey(N, rank), text, t, t, f"rank-{rank}.log", int(t))
+
+
+def judge(**kw: object) -> Judge:
+    return Judge(KB, JudgeSettings(**kw), start=0.0)  # type: ignore[arg-type]
+
+
+def step(j: Judge, t: float, n: int, ranks: range = range(2)) -> None:
+    for r in ranks:
+        j.observe_line(ln(r, f"step {n} loss 1.5 step_time 1s", t))
+
+
+# -- calibration -------------------------------------------------------------------------------------
+
+
+def test_calibration_defaults_floor_ceiling_and_warmup() -> None:
+    c = HangCalibration()
+    assert c.timeout([]) == c.default == 900.0
+    assert c.timeout([600.0] * 5 + [1.0, 1.0]) == 900.0  # warm-up ignored, too few samples yet
+    assert not c.calibrated([1.0] * 7) and c.calibrated([1.0] * 8)
+    assert c.timeout([600.0] * 5 + [1.0] * 3) == c.floor == 180.0  # 5 x 1 s, raised to the floor
+    assert c.timeout([1.0] * 5 + [100.0] * 3) == 500.0  # 5 x the longest interval after warm-up
+    assert c.timeout([1.0] * 5 + [1000.0] * 3) == c.ceiling == 1800.0
+
+
+def test_hang_is_declared_after_the_calibrated_timeout_and_not_before() -> None:
+    j = judge()
+    for i in range(12):  # a step every 60 s: 11 intervals, 6 after warm-up -> 5 x 60 = 300 s
+        step(j, 60.0 * i, i + 1)
+    last = 60.0 * 11
+    assert j.hang_timeout() == 300.0
+    assert j.verdict(last + 300.0).label is Label.HEALTHY
+    v = j.verdict(last + 300.1)
+    assert v.label is Label.COLLECTIVE_HANG and v.action is Action.RESTART and v.step == 12
+
+
+def test_first_steps_get_the_long_grace() -> None:
+    j = judge()
+    step(j, 1000.0, 1)  # first step after a long compile
+    step(j, 1001.0, 2)
+    assert j.hang_timeout() == 900.0
+    assert j.verdict(1001.0 + 899.0).label is Label.HEALTHY
+    assert j.verdict(1001.0 + 901.0).label is Label.COLLECTIVE_HANG
+
+
+def test_startup_timeout_before_any_progress() -> None:
+    j = judge(startup_timeout=100.0)
+    j.expect([RankKey(N, 0)], 0.0)
+    assert j.verdict(100.0).label is Label.HEALTHY
+    assert j.verdict(100.5).label is Label.COLLECTIVE_HANG
+
+
+def test_fixed_hang_timeout_overrides_calibration() -> None:
+    j = judge(hang_timeout=42.0)
+    step(j, 0.0, 1)
+    assert j.hang_timeout() == 42.0
+    assert j.verdict(42.5).label is Label.COLLECTIVE_HANG
+
+
+# -- compile evidence ---------------------------------------------------------------------------------
+
+
+def test_compiler_process_whose_cpu_grows_is_compiling_and_stalls_out() -> None:
+    j = judge(hang_timeout=60.0, compiler_cpu_stall=300.0)
+    step(j, 0.0, 1)
+    k = RankKey(N, 1)
+    for t in range(0, 1000, 100):  # CPU time grows every sample
+        j.observe_compilers([CompilerSample(k, 4242, float(t), float(t))], float(t))
+    assert j.verdict(950.0).label is Label.COMPILING
+    assert j.rank_summaries(950.0)[1]["state"] == "compiling"
+    for t in range(1000, 1400, 100):  # alive, but its CPU time is frozen
+        j.observe_compilers([CompilerSample(k, 4242, 900.0, float(t))], float(t))
+    assert j.verdict(1199.0).label is Label.COMPILING  # within the stall window of the last growth
+    assert j.verdict(1300.0).label is Label.COLLECTIVE_HANG
+
+
+def test_compile_log_line_without_end_is_compiling_until_the_budget() -> None:
+    j = judge(hang_timeout=60.0, compile_timeout=3600.0)
+    j.observe_line(ln(0, CC_START, 0.0))
+    j.observe_line(ln(1, RX, 120.0))
+    assert j.verdict(3599.0).label is Label.COMPILING
+    assert j.verdict(3601.0).label is Label.COLLECTIVE_HANG
+
+
+def test_fresh_cache_lock_is_compile_evidence() -> None:
+    j = judge(hang_timeout=60.0)
+    step(j, 0.0, 1)
+    j.observe_line(ln(0, RX, 120.0))
+    j.observe_cache_locks(["MODULE_1+d41d8cd9/model.hlo_module.pb.lock"], 100.0)
+    assert j.verdict(110.0).label is Label.COMPILING
+    j.observe_cache_locks([], 130.0)
+    assert j.verdict(131.0).label is Label.COLLECTIVE_HANG
+
+
+def test_lock_wait_with_no_compiler_anywhere_is_a_stale_lock() -> None:
+    j = judge(hang_timeout=60.0, compiler_cpu_stall=300.0)
+    j.observe_compilers([], 0.0)  # processes are observed: no compiler at all
+    for t in (60.0, 120.0, 180.0, 240.0, 300.0, 360.0):
+        j.observe_line(ln(0, LOCK_WAIT, t))
+        j.observe_compilers([], t)
+    v = j.verdict(361.0)
+    assert v.label is Label.COMPILE_ERROR and v.action is Action.STOP and "stale" in v.reason
+    assert v.culprit == RankKey(N, 0) and v.evidence[0].signature == "neuron.compile.lock_wait"
+
+
+def test_lock_wait_while_a_compiler_burns_cpu_is_compiling() -> None:
+    j = judge(hang_timeout=60.0)
+    for t in (60.0, 120.0, 180.0):
+        j.observe_line(ln(0, LOCK_WAIT, t))
+        j.observe_compilers([CompilerSample(RankKey(N, 1), 77, t, t)], t)
+    assert j.verdict(181.0).label is Label.COMPILING
+
+
+def test_lock_wait_offline_trusts_the_log() -> None:
+    j = judge(hang_timeout=60.0)
+    for t in (60.0, 120.0):
+        j.observe_line(ln(0, LOCK_WAIT, t))
+    assert j.verdict(121.0).label is Label.COMPILING
+
+
+# -- root cause and culprit ----------------------------------------------------------------------------
+
+
+def test_generic_traceback_is_replaced_by_the_specific_error_of_the_same_rank() -> None:
+    j = judge()
+    j.observe_line(ln(2, "[rank2]: Traceback (most recent call last):", 10.0))
+    j.observe_line(ln(2, "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB", 10.1))
+    j.observe_line(ln(0, "[rank0]: Traceback (most recent call last):", 10.05))
+    v = j.verdict(11.0)
+    assert v.label is Label.OOM and v.action is Action.STOP and v.culprit == RankKey(N, 2)
+
+
+def test_a_traceback_the_rank_survived_is_not_a_failure() -> None:
+    j = judge()
+    step(j, 0.0, 1)
+    j.observe_line(ln(0, "Traceback (most recent call last):", 5.0))
+    step(j, 10.0, 2)
+    assert j.verdict(11.0).label is Label.HEALTHY
+
+
+def test_earliest_primary_failure_wins_over_louder_peer_errors() -> None:
+    j = judge()
+    for r in (0, 1, 3):
+        j.observe_line(ln(r, "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.", 600.0))
+    j.observe_line(ln(2, "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=28127, GPU has fallen off the bus.", 700.0))
+    v = j.verdict(701.0)
+    assert v.label is Label.HARDWARE_ERROR and v.culprit == RankKey(N, 2)
+    assert len(v.ranks) == 4
+
+
+def test_exit_codes_without_lines() -> None:
+    j = judge()
+    j.observe_exit(RankExit(RankKey(N, 1), -9, 5.0))
+    j.observe_exit(RankExit(RankKey(N, 0), -15, 4.0))  # terminated by the agent: not a cause
+    v = j.verdict(6.0)
+    assert v.label is Label.OOM and v.culprit == RankKey(N, 1)
+
+
+def test_hang_culprit_is_the_rank_not_waiting() -> None:
+    j = judge(hang_timeout=100.0)
+    step(j, 0.0, 1, range(4))
+    for r in (0, 1, 3):
+        j.observe_line(ln(r, RX, 120.0))
+    v = j.verdict(101.0 + 20.0)
+    assert v.label is Label.COLLECTIVE_HANG and v.culprit == RankKey(N, 2)
+    assert v.evidence[0].key == RankKey(N, 2)
+
+
+def test_config_hint_is_attached_to_a_later_hang() -> None:
+    j = judge(hang_timeout=50.0)
+    j.observe_line(ln(0, "2023-Aug-01 16:10:02.0101 332066:332066 [0] nccl_net_ofi_init:1234 CCOM WARN OFI plugin initNet() failed is EFA enabled?", 0.0))
+    step(j, 1.0, 1)
+    assert j.verdict(10.0).label is Label.HEALTHY  # a hint alone fails nothing
+    v = j.verdict(60.0)
+    assert v.label is Label.COLLECTIVE_HANG and "EFA" in v.advice
+    assert v.evidence[-1].signature == "neuron.ccom.efa_initnet"
+
+
+# -- could not observe ------------------------------------------------------------------------------------
+
+
+def test_unobserved_is_its_own_state_never_healthy() -> None:
+    j = judge()
+    step(j, 0.0, 1)
+    j.mark_unobserved("node-b", 5.0)
+    v = j.verdict(6.0)
+    assert v.label is Label.UNOBSERVED and v.action is Action.WAIT and "node-b" in v.reason
+    j.expect([RankKey("node-b", 7)], 6.0)
+    assert [s["state"] for s in j.rank_summaries(6.0) if s["node"] == "node-b"] == ["unobserved"]
+    j.mark_observed("node-b")
+    assert j.verdict(7.0).label is Label.HEALTHY
+
+
+@pytest.mark.parametrize("first_failure", ["other_crash", "hardware"])
+def test_a_failure_outranks_unobserved(first_failure: str) -> None:
+    j = judge()
+    j.mark_unobserved("node-b", 0.0)
+    text = "Segmentation fault (core dumped)" if first_failure == "other_crash" else "NEURON_HW_ERR=DMA_ERROR instance-id=i-1 hostname=h nd-id=0 nc-id=0 serial-num=1 action=TERMINATE_INSTANCE"
+    j.observe_line(ln(0, text, 1.0))
+    assert j.verdict(2.0).label in (Label.OTHER_CRASH, Label.HARDWARE_ERROR)
