@@ -99,6 +99,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--checkpoint-marker", str, "done",
            "file inside a checkpoint directory that marks it complete (NxD: done); empty = any directory", "NAME"),
     Option("--checkpoint-glob", str, "*", "which entries of --checkpoint-dir are checkpoints", "GLOB"),
+    Option("--evidence-timeout", _seconds, 60.0, "bound on capturing an incident's evidence", "SECONDS"),
+    Option("--upload-timeout", _seconds, 120.0,
+           "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
+           "SECONDS"),
     Option("--artifacts", str, None, "where incident bundles go: a directory or s3://bucket/prefix "
            "(default <run-dir>/incidents)", "URI"),
     Option("--progress-regex", _regex, None,
@@ -127,6 +131,8 @@ class WatchConfig:
     checkpoint_dir: str | None = None
     checkpoint_marker: str = "done"
     checkpoint_glob: str = "*"
+    evidence_timeout: float = 60.0
+    upload_timeout: float = 120.0
     artifacts: str | None = None
     progress_regex: str | None = None
     dry_run: bool = False
@@ -197,5 +203,6 @@ _RUNTIME_ENV = {
     "NEURON_WATCH_NODE",
     "NEURON_WATCH_GENERATION",
     "NEURON_WATCH_DEBUG",
+    "NEURON_WATCH_BIN",  # slurm/prolog, slurm/epilog: which neuron-watch to run
 }
 _KNOWN_ENV = {o.env for o in OPTIONS} | _RUNTIME_ENV

@@ -7,6 +7,7 @@ set a flag, and one shutdown path does the work.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -29,14 +31,20 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode
 from neuron_watch.eventlog import EventLog, write_json_atomic
-from neuron_watch.events import Action, CompilerSample, Label, RankExit, RankKey, Verdict
+from neuron_watch.events import Action, CompilerSample, Label, RankExit, RankKey, Verdict, iso_utc
+from neuron_watch.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.goodput import compute_goodput
 from neuron_watch.guardian import release, start_guardian
 from neuron_watch.judge import Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
+from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 from neuron_watch.procs import MARKER_ENV, ProcessSampler, become_subreaper, reap_children
+from neuron_watch.stacks import hang_culprits
+from neuron_watch.storage import Storage, UploadResult, incident_key, open_storage, retry_pending, upload_tree
 from neuron_watch.tail import RankStreams, console_echo
+from neuron_watch.timeline import write_timeline
 
 log = logging.getLogger("neuron_watch")
 
@@ -47,7 +55,8 @@ STATUS_EVERY = 1.0  # seconds between status.json writes
 #: the root-cause rank's exit code) before judging: peers report "connection closed" before the
 #: launcher reports which rank died first.
 SETTLE = 3.0
-LOG_TAIL_LINES = 200
+PROGRESS_EVENT_EVERY = 30.0  # seconds between `progress` events (the first of a generation at once)
+RETRY_AT_EXIT = 300.0  # bound on retrying failed uploads when the job ends
 
 # torchrun's failure summary: "rank      : 1 (local_rank: 1)" then "exitcode  : 3 (pid: 1234)"
 _TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
@@ -87,6 +96,9 @@ class Generation:
     launcher_log: Any = None
     exits: dict[int, int] = field(default_factory=dict)
     worker_pids: dict[int, int] = field(default_factory=dict)  # global rank -> pid
+    last_step: int | None = None
+    last_progress_wall: float | None = None
+    last_progress_event: float | None = None
 
 
 class Supervisor:
@@ -130,6 +142,9 @@ class Supervisor:
         self._last_sample = 0.0
         self._last_status = 0.0
         self.echo = None if config.quiet else console_echo
+        self.storage: Storage | None = None
+        self.pending_uploads: list[UploadResult] = []
+        self._capture_info: dict[str, Any] = {}
 
     # -- signals: handlers only record; the loop acts -------------------------------------------
 
@@ -188,9 +203,16 @@ class Supervisor:
         lines = gen.streams.poll(now, wall, final)
         if lines:
             for _line, m in gen.judge.observe_lines(lines):
-                if m.step is not None or m.signature.effect.value == "progress":
+                if m.signature.effect.value == "progress":
                     gen.first_progress = gen.first_progress or now
-                    gen.last_progress = now
+                    gen.last_progress, gen.last_progress_wall = now, wall
+                    if m.step is not None:
+                        gen.last_step = m.step if gen.last_step is None else max(gen.last_step, m.step)
+            if gen.last_progress is not None and (
+                gen.last_progress_event is None or now - gen.last_progress_event >= PROGRESS_EVENT_EVERY
+            ):
+                gen.last_progress_event = now
+                self.events.emit("progress", gen.number, step=gen.last_step)
         if now - self._last_status >= STATUS_EVERY:
             self._last_status = now
             self._write_status(gen, now)
@@ -240,40 +262,96 @@ class Supervisor:
         except OSError as exc:
             log.warning("cannot write status.json: %s", exc)
 
+    def _progress_fields(self, gen: Generation) -> dict[str, Any]:
+        return {
+            "last_progress": None if gen.last_progress_wall is None else iso_utc(gen.last_progress_wall),
+            "last_step": gen.last_step,
+        }
+
     def _emit_verdict(self, gen: Generation, verdict: Verdict) -> None:
         gen.last_label = verdict.label
-        self.events.emit("verdict", gen.number, **verdict.to_dict())
+        self.events.emit("verdict", gen.number, **verdict.to_dict(), **self._progress_fields(gen))
         if verdict.label is not Label.HEALTHY:
             log.info("verdict: %s%s", verdict.label.value, f" ({verdict.reason})" if verdict.reason else "")
 
     # -- incidents ------------------------------------------------------------------------------
 
-    def _incident(self, gen: Generation, verdict: Verdict) -> str:
-        """Capture evidence (before anything is stopped); returns where it went."""
+    def _capture(self, gen: Generation, verdict: Verdict) -> tuple[IncidentContext, Path | None]:
+        """Capture this node's evidence while every rank is still alive (bounded by --evidence-timeout)."""
         self.incidents += 1
-        inc_dir = os.path.join(self.run_dir, "incidents", f"incident-{self.incidents}", self.node)
-        os.makedirs(inc_dir, exist_ok=True)
+        ctx = IncidentContext(
+            job_id=self.job_id,
+            generation=gen.number,
+            incident=self.incidents,
+            node=self.node,
+            run_dir=Path(self.run_dir),
+            rank_logs={r: Path(p) for r, p in gen.streams.rank_logs().items()},
+            rank_pids=dict(gen.worker_pids),
+            verdict=verdict.to_dict(),
+            env=self.rank_env,
+            core_dump_dir=Path(self.run_dir) / "core-dumps",
+            compile_cache_dir=Path(self.rank_env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")),
+            deadline_s=self.cfg.evidence_timeout,
+            work_dirs=[Path.cwd()],
+            artifacts_uri=self.cfg.artifacts or "",
+        )
         t0 = self.clock()
-        write_json_atomic(os.path.join(inc_dir, "verdict.json"), verdict.to_dict())
-        for rank, path in gen.streams.rank_logs().items():
+        try:
+            bundle = capture_node_bundle(ctx)
+            self._capture_info = {"capture_seconds": round(self.clock() - t0, 3), "missing_items": len(bundle.missing)}
+            return ctx, bundle.bundle_dir
+        except OSError as exc:  # the bundle dir itself failed: report it, never stop the recovery
+            log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
+            self._capture_info = {"capture_seconds": round(self.clock() - t0, 3), "capture_error": str(exc)}
+            return ctx, None
+
+    @staticmethod
+    def _culprit_from_stacks(verdict: Verdict, bundle_dir: Path | None) -> Verdict:
+        """A silent hang names no culprit in the logs; the rank outside every collective is it."""
+        if verdict.label is not Label.COLLECTIVE_HANG or verdict.culprit is not None or bundle_dir is None:
+            return verdict
+        dumps: dict[int, str] = {}
+        for f in sorted((bundle_dir / "stacks").glob("rank-*.txt")):
             try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    tail = f.readlines()[-LOG_TAIL_LINES:]
-                with open(os.path.join(inc_dir, f"rank-{rank}.tail.log"), "w", encoding="utf-8") as f:
-                    f.writelines(tail)
-            except OSError as exc:
-                log.warning("cannot copy log tail of rank %d: %s", rank, exc)
+                dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
+            except (OSError, ValueError):
+                continue
+        culprits = hang_culprits(dumps)
+        if len(culprits) != 1:
+            return verdict
+        node = verdict.ranks[0].node if verdict.ranks else ""
+        return dataclasses.replace(
+            verdict,
+            culprit=RankKey(node, culprits[0]),
+            reason=f"{verdict.reason}; rank {culprits[0]} is the only one not waiting in a collective (stacks)",
+        )
+
+    def _emit_incident(self, gen: Generation, verdict: Verdict, ctx: IncidentContext) -> None:
         culprit = None if verdict.culprit is None else {"node": verdict.culprit.node, "rank": verdict.culprit.rank}
         self.events.emit(
             "incident",
             gen.number,
-            incident=self.incidents,
+            incident=ctx.incident,
             label=verdict.label.value,
             culprit=culprit,
-            artifacts=os.path.dirname(inc_dir),
-            capture_seconds=round(self.clock() - t0, 3),
+            artifacts=str(ctx.bundle_dir.parent),
+            **self._capture_info,
         )
-        return inc_dir
+
+    def _upload(self, gen: Generation, ctx: IncidentContext) -> None:
+        """Upload a captured bundle (after the stop, bounded); failures are reported and retried at exit."""
+        if self.storage is None:
+            return
+        key = incident_key(self.job_id, ctx.incident, self.node)
+        try:
+            tree = upload_tree(self.storage, ctx.bundle_dir, key, deadline_s=self.cfg.upload_timeout)
+        except Exception as exc:  # a storage bug must not block the restart; it is reported
+            log.error("upload of incident %d failed: %s", ctx.incident, exc)
+            self.events.emit("upload", gen.number, incident=ctx.incident, ok=False, error=str(exc))
+            return
+        self.pending_uploads.extend(tree.failed)
+        self.events.emit("upload", gen.number, incident=ctx.incident, uri=f"{self.cfg.artifacts}/{key}",
+                         ok=tree.ok, **tree.summary())
 
     def _choose_checkpoint(self) -> str:
         if not self.cfg.checkpoint_dir:
@@ -327,10 +405,31 @@ class Supervisor:
             self.events.emit("restart", number, checkpoint=checkpoint or None, restarts=self.policy.restarts)
             log.info("restarting as generation %d from %s", number, checkpoint or "the beginning (no checkpoint)")
             self.sm.move(JobState.STARTING, self.clock())
-        self.events.emit("job_finished", number, exit_code=exit_code, restarts=self.policy.restarts,
-                         state=self.sm.state.value, incidents=self.incidents)
+        if self.pending_uploads and self.storage is not None:
+            retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
+            self.pending_uploads = retried.failed
+            self.events.emit("upload", number, retry_at_exit=True, ok=retried.ok, **retried.summary())
+        fields: dict[str, Any] = {
+            "exit_code": exit_code,
+            "restarts": self.policy.restarts,
+            "state": self.sm.state.value,
+            "incidents": self.incidents,
+            "uploads_failed": len(self.pending_uploads),
+        }
+        if self.gen is not None:
+            fields.update(self._progress_fields(self.gen))
+        closing = {"time": iso_utc(self.wall()), "event": "job_finished", "generation": number, **fields}
+        try:
+            fields["goodput"] = compute_goodput([*self.events.history, closing])
+        except Exception as exc:  # figures are a report, never a reason to lose the final event
+            log.warning("goodput figures failed: %s", exc)
+        self.events.emit("job_finished", number, **fields)
         if self.gen is not None:
             self._write_status(self.gen, self.clock())
+        try:
+            write_timeline(Path(self.run_dir), self.kb)
+        except Exception as exc:
+            log.warning("timeline.json not written: %s", exc)
         return exit_code
 
     def _watch(self, gen: Generation) -> tuple[str, int] | None:
@@ -376,11 +475,16 @@ class Supervisor:
         if verdict.action is Action.WAIT:  # the launcher failed and no rank said why
             verdict = Verdict(Label.OTHER_CRASH, Action.RESTART, reason=f"launcher exited with {launcher_code}",
                               step=verdict.step)
+        ctx, bundle_dir = self._capture(gen, verdict)
+        verdict = self._culprit_from_stacks(verdict, bundle_dir)
         self._emit_verdict(gen, verdict)
-        self._incident(gen, verdict)
+        self._emit_incident(gen, verdict, ctx)
         self.sm.move(JobState.STOPPING, self.clock())
         result = self.launcher.stop(self.cfg.stop_timeout)
         log.info("job stopped (%s, %.1fs)", result.rung, result.seconds)
+        self.events.emit("stopped", gen.number, rung=result.rung, seconds=round(result.seconds, 3),
+                         survivors=result.survivors)
+        self._upload(gen, ctx)
         progressed = 0.0
         if gen.first_progress is not None and gen.last_progress is not None:
             progressed = gen.last_progress - gen.first_progress
@@ -437,9 +541,14 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     for line in plan_lines:
         print(f"neuron-watch:   {line}", file=sys.stderr)
     default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
+    mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
+    storage = _artifact_storage(config, run_dir)
     become_subreaper()
     events = EventLog(os.path.join(run_dir, "events.jsonl"))
+    if mqtt_target is not None:
+        events.sinks.append(MqttSink(mqtt_target, job_id))
     sup = Supervisor(config, launcher, job_id, run_dir, node, marker, rank_env, events)
+    sup.storage = storage
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     old = {s: signal.signal(s, sup._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
@@ -452,6 +561,17 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         release(guardian, guardian_fd)
     print(f"neuron-watch: job {job_id} finished with exit code {code}; events in {events.path}", file=sys.stderr)
     return code
+
+
+def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
+    """Where bundles are uploaded; None when they stay where they are captured (the default)."""
+    if not config.artifacts:
+        return None
+    if not config.artifacts.startswith("s3://") and os.path.abspath(config.artifacts) == os.path.join(
+        run_dir, "incidents"
+    ):
+        return None
+    return open_storage(config.artifacts, os.environ)
 
 
 def events_path(run_dir: str) -> str:

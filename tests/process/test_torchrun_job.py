@@ -145,6 +145,9 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
     evs = events(run_dir)
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
     assert len(hang) == 1 and hang[0]["generation"] == 0
+    assert hang[0]["culprit"]["rank"] == 2  # named from the stacks: the only rank not in a collective
+    stacks = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"] / "stacks" / "rank-2.txt"
+    assert "MainThread" in stacks.read_text()  # taken while the rank was alive, before the stop
     # not before the timeout: the last progress line of generation 0 was printed >= hang_timeout earlier
     last_progress = max(os.path.getmtime(run_dir / "gen-0" / f"rank-{r}.log") for r in range(int(NPROC)))
     t_verdict = time.mktime(time.strptime(hang[0]["time"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
