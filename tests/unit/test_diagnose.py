@@ -1,0 +1,155 @@
+"""``neuron-watch diagnose`` on saved logs: inputs, output contract, exit codes, messy real-world text."""
+
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.cli import main
+from neuron_watch.diagnose import diagnose_paths, resolve_sources
+from neuron_watch.errors import UsageError
+
+from .scenario_lines import (
+    CC_CACHE,
+    CC_START,
+    RX,
+    compile_then_train,
+    hardware_then_hangs,
+    stamp,
+    write_rank_logs,
+)
+
+T0 = 1712905986.0  # 2024-04-12 07:13:06 UTC
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["diagnose", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_is_exactly_one_object_with_the_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_rank_logs(hardware_then_hangs(), tmp_path)
+    code, out, _ = run_cli(["--json", str(tmp_path)], capsys)
+    assert code == 0
+    doc = json.loads(out)  # one object, nothing else on stdout
+    assert out.count("\n") == 1
+    assert doc["label"] == "hardware_error"
+    assert doc["culprit"]["rank"] == 2 and doc["culprit"]["file"].endswith("rank-2.log")
+    ev = doc["evidence"][0]
+    assert set(ev) >= {"file", "line", "text", "signature"}
+    assert ev["signature"] == "neuron.hw.mem_ue" and ev["line"] == 4
+    assert "Drain" in doc["advice"] or "drain" in doc["advice"]
+
+
+def test_text_report_names_label_culprit_file_line_and_advice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_rank_logs(hardware_then_hangs(), tmp_path)
+    code, out, _ = run_cli([str(tmp_path)], capsys)
+    assert code == 0
+    assert "label:    hardware_error" in out
+    assert "culprit:  rank 2" in out and "rank-2.log:4" in out
+    assert "advice:" in out
+
+
+def test_run_dir_judges_the_latest_generation(tmp_path: Path) -> None:
+    write_rank_logs(hardware_then_hangs(), tmp_path / "gen-0")
+    write_rank_logs(compile_then_train(), tmp_path / "gen-1")
+    d = diagnose_paths([str(tmp_path)])
+    assert d.verdict.label.value == "healthy"
+    assert all("gen-1" in s for s in d.sources) and "generation 1" in d.notes[0]
+
+
+def test_torchrun_log_dir_gives_ranks_from_paths(tmp_path: Path) -> None:
+    for r in range(4):
+        p = tmp_path / "run" / "attempt_0" / str(r) / "stdout.log"
+        p.parent.mkdir(parents=True)
+        lines = [stamp("{iso} INFO step 1 loss 2.0", T0 + 1)]
+        if r == 3:
+            lines.append("Segmentation fault (core dumped)")
+        p.write_text("\n".join(lines) + "\n")
+    d = diagnose_paths([str(tmp_path / "run")])
+    assert d.verdict.label.value == "other_crash" and d.verdict.culprit is not None and d.verdict.culprit.rank == 3
+
+
+def test_stdin_with_rank_prefixes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    text = "\n".join([
+        "[rank0]: step 1 loss 2.0",
+        "[rank1]: step 1 loss 2.0",
+        "[default1]: [ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=28127, GPU has fallen off the bus.",
+        "0: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.",
+    ]).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+    code, out, _ = run_cli(["--json", "-"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["label"] == "hardware_error" and doc["culprit"]["rank"] == 1
+    assert doc["evidence"][0]["file"] == "<stdin>" and doc["evidence"][0]["line"] == 3
+
+
+def test_missing_input_is_a_usage_error_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli([str(tmp_path / "nope.log")], capsys)
+    assert code == 2 and out == "" and "no such file" in err
+    (tmp_path / "empty-dir").mkdir()
+    code, _, err = run_cli([str(tmp_path / "empty-dir")], capsys)
+    assert code == 2 and "no log files" in err
+
+
+def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
+    fifo_dir = tmp_path / "d"
+    fifo_dir.mkdir()
+    with pytest.raises(UsageError, match="not a regular file"):
+        import os
+
+        os.mkfifo(fifo_dir / "pipe")
+        resolve_sources([str(fifo_dir / "pipe")])
+
+
+def test_empty_log_is_unobserved_not_healthy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "rank-0.log").write_bytes(b"")
+    code, out, _ = run_cli(["--json", str(tmp_path / "rank-0.log")], capsys)
+    assert code == 0 and json.loads(out)["label"] == "unobserved"
+
+
+def test_log_ending_mid_compile_is_compiling_with_glued_dots(tmp_path: Path) -> None:
+    p = tmp_path / "rank-0.log"
+    body = stamp(CC_CACHE, T0) + "\n" + stamp(CC_START, T0 + 1) + "\n" + "." * 40  # no final newline
+    p.write_text(body)
+    d = diagnose_paths([str(p)])
+    assert d.verdict.label.value == "compiling" and d.verdict.culprit is not None
+
+
+def test_finished_run_is_healthy(tmp_path: Path) -> None:
+    p = tmp_path / "train.log"
+    lines = [stamp(CC_START, T0), "." * 10 + "Compiler status PASS"]
+    lines += [stamp("{iso} INFO step " + str(i) + " loss 1.5", T0 + 300 + i) for i in range(1, 30)]
+    p.write_text("\r\n".join(lines) + "\r\n")  # CRLF too
+    assert diagnose_paths([str(p)]).verdict.label.value == "healthy"
+
+
+def test_messy_paste_ansi_bars_interleaving_bad_bytes_and_a_huge_line(tmp_path: Path) -> None:
+    p = tmp_path / "paste.txt"
+    chunks = [
+        b"\x1b[32m2024-04-12 07:13:06,000 INFO\x1b[0m starting\n",
+        b"Epoch 0:   1%|      | 1/91 [00:10<15:00, 10.0s/it, loss=6.7]\rEpoch 0:   2%|      | 2/91 [00:20<15:00, 10.0s/it, loss=6.5]\n",
+        b"\xff\xfe garbage \xc3\x28 bytes\n",
+        b"x" * (5 * 1024 * 1024) + b" loss nan\n",  # a 5 MiB line: cut, the tail (and its 'nan') dropped
+        b"[rank0]: step 3 loss 2.0 [rank1]: step 3 loss 2.1\n",
+        b"[rank1]: " + stamp(RX, T0 + 500).encode() + b"\n",
+        b"[rank1]: [ 9123.456789] Out of memory: Killed process 12345 (python3) total-vm:1kB, anon-rss:1kB\n",
+    ]
+    p.write_bytes(b"".join(chunks))
+    d = diagnose_paths([str(p)])
+    assert d.truncated == 1 and any("64 KiB" in n for n in d.notes)
+    assert d.verdict.label.value == "oom" and d.verdict.culprit is not None and d.verdict.culprit.rank == 1
+    assert d.verdict.evidence[0].lineno == 7
+
+
+def test_nan_in_a_progress_line_is_a_numerical_error(tmp_path: Path) -> None:
+    p = tmp_path / "rank-0.log"
+    p.write_text("{'loss': 1.2, 'grad_norm': 0.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n{'loss': nan, 'grad_norm': nan, 'learning_rate': 5e-05, 'epoch': 0.2}\n")
+    d = diagnose_paths([str(p)])
+    assert d.verdict.label.value == "numerical_error" and d.verdict.action.value == "stop"

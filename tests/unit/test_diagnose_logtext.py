@@ -1,0 +1,113 @@
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+"""Pure normalization of pasted logs (neuron_watch.logtext)."""
+
+from __future__ import annotations
+
+import calendar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neuron_watch.logtext import (
+    LineSplitter,
+    TimeParser,
+    logical_lines,
+    rank_from_path,
+    split_rank_prefix,
+    strip_ansi,
+    unwrap,
+)
+
+
+def test_splitter_across_chunk_boundaries_and_last_line() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"ab") == []
+    assert sp.feed(b"c\nde\n\nf") == ["abc", "de", ""]
+    assert sp.close() == ["f"]
+    assert sp.close() == []
+
+
+def test_splitter_caps_huge_lines_and_counts_them() -> None:
+    sp = LineSplitter(max_line=10)
+    out = sp.feed(b"0123456789ABCDEF")
+    out += sp.feed(b"GHIJ" * 1000)
+    out += sp.feed(b"tail\nnext\n")
+    assert out == ["0123456789", "next"]
+    assert sp.truncated == 1
+
+
+def test_splitter_decodes_bad_bytes_with_replacement() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"ok \xff\xc3\x28 end\n") == ["ok \ufffd\ufffd( end"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300), st.integers(min_value=1, max_value=50))
+def test_splitter_is_chunking_independent(data: bytes, size: int) -> None:
+    whole = LineSplitter(max_line=40)
+    a = whole.feed(data) + whole.close()
+    parts = LineSplitter(max_line=40)
+    b: list[str] = []
+    for i in range(0, len(data), size):
+        b += parts.feed(data[i : i + size])
+    b += parts.close()
+    assert a == b and whole.truncated == parts.truncated
+
+
+def test_ansi_and_carriage_return_bars() -> None:
+    assert strip_ansi("\x1b[1;31mERROR\x1b[0m x\x1b]0;title\x07") == "ERROR x"
+    assert logical_lines("a 1%\rb 50%\rc 100%\r\n") == ["c 100%"]
+    assert logical_lines("\r\r") == [""]
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        (".....2024-04-12 07:13:06.000297: INFO x", [".....", "2024-04-12 07:13:06.000297: INFO x"]),
+        ("...Compiler status PASS", ["...", "Compiler status PASS"]),
+        ("...done", ["...done"]),
+        ("[rank0]: step 1 loss 2 [rank1]: step 1 loss 3", ["[rank0]: step 1 loss 2", "[rank1]: step 1 loss 3"]),
+        ("[rank0]: plain", ["[rank0]: plain"]),
+    ],
+)
+def test_logical_lines(raw: str, want: list[str]) -> None:
+    assert logical_lines(raw) == want
+
+
+def test_rank_prefixes_and_paths() -> None:
+    assert split_rank_prefix("[rank3]: hello") == (3, "hello")
+    assert split_rank_prefix("[default12]:world") == (12, "world")
+    assert split_rank_prefix("7: Traceback (most recent call last):") == (7, "Traceback (most recent call last):")
+    assert split_rank_prefix("2024-04-12 07:13:06 x") == (None, "2024-04-12 07:13:06 x")
+    assert split_rank_prefix("12:30:01 clock") == (None, "12:30:01 clock")
+    assert rank_from_path("run/gen-2/rank-3.log") == 3
+    assert rank_from_path("logs/none/attempt_0/5/stdout.log") == 5
+    assert rank_from_path("logs/rank_7.txt") == 7
+    assert rank_from_path("slurm-123.out") is None
+
+
+def _utc(*a: int) -> float:
+    return float(calendar.timegm((*a, 0, 0, 0)))
+
+
+def test_time_formats() -> None:
+    tp = TimeParser()
+    assert tp.parse("2023-Aug-01 16:14:43.0241 332066:332494 [29] CCOM WARN x") == pytest.approx(_utc(2023, 8, 1, 16, 14, 43) + 0.0241)
+    assert tp.parse("2024-04-12 07:13:06.000296:  271334  INFO ||NEURON_CACHE||: x") == pytest.approx(_utc(2024, 4, 12, 7, 13, 6) + 0.000296)
+    assert tp.parse("2024-04-12T07:13:07.5Z step") == pytest.approx(_utc(2024, 4, 12, 7, 13, 7) + 0.5)
+    assert tp.parse("2024-04-12 07:13:08,123 - INFO - x") == pytest.approx(_utc(2024, 4, 12, 7, 13, 8) + 0.123)
+    assert tp.parse("[rank0]:[E0412 07:13:09.408271257 ProcessGroupNCCL.cpp:607] x") == pytest.approx(_utc(2024, 4, 12, 7, 13, 9) + 0.408271257)
+    assert tp.parse("[07:13:10] loss 1") == pytest.approx(_utc(2024, 4, 12, 7, 13, 10))
+    assert tp.parse("[23:59:50] late") == pytest.approx(_utc(2024, 4, 12, 23, 59, 50))
+    assert tp.parse("[00:00:05] past midnight") == pytest.approx(_utc(2024, 4, 13, 0, 0, 5))
+    assert tp.parse("no time here") is None
+    assert tp.parse("2024-13-45 99:99:99 bogus") is None
+    assert tp.parse("x" * 100 + " 2024-04-12 07:13:06 quoted later") is None
+
+
+def test_unwrap_rejoins_fixed_width_wrapping() -> None:
+    long = "2024-04-12 07:13:06 ERROR " + "x" * 54  # 80 chars
+    lines = [long[:80], "continued here", long[:80], "[rank1]: new record", long[:80], "tail", "short"]
+    assert unwrap(lines) == [long[:80] + "continued here", long[:80], "[rank1]: new record", long[:80] + "tail", "short"]
+    assert unwrap(["a" * 80, "b"]) == ["a" * 80, "b"]  # one long line is not a wrapping width

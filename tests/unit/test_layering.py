@@ -1,0 +1,45 @@
+"""Pure modules do no I/O: their imports are parsed and os, subprocess, zmq, boto3, asyncio (and the
+other I/O libraries) are forbidden (STYLE.md 1). Also: a pure module imports only pure siblings."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+WATCHDOG = Path(__file__).resolve().parents[2] / "watchdog"
+PURE = [
+    "events", "classify", "judge", "logtext", "checkpoints", "envpolicy", "policy", "protocol",
+    "slurmtext", "goodput", "errors",
+]
+FORBIDDEN = {"os", "subprocess", "zmq", "boto3", "botocore", "asyncio", "socket", "shutil", "signal",
+             "threading", "aiomqtt", "sh", "time", "pathlib", "io", "tempfile", "select"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+PRESENT = [m for m in PURE if (WATCHDOG / f"{m}.py").exists()]
+
+
+def test_the_diagnosis_modules_are_checked() -> None:
+    assert {"events", "classify", "judge", "logtext"} <= set(PRESENT)
+
+
+@pytest.mark.parametrize("module", PRESENT)
+def test_pure_module_imports_no_io(module: str) -> None:
+    imports = _imports(WATCHDOG / f"{module}.py")
+    bad = sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
+    assert not bad, f"neuron_watch.{module} is pure but imports {bad}"
+    siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.") and n.count(".") >= 1}
+    impure = sorted(s for s in siblings if s not in PURE)
+    assert not impure, f"neuron_watch.{module} is pure but imports impure sibling(s) {impure}"

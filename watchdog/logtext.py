@@ -1,0 +1,255 @@
+"""Normalize log text as people paste it: pure functions, no I/O.
+
+Real saved logs are not one clean record per line. This module turns raw bytes into logical
+lines the classifier can read, and reads what a line says about itself (rank, time):
+
+* :class:`LineSplitter` splits a byte stream into lines with a length cap (a single line of many
+  megabytes costs at most :data:`MAX_LINE` characters of memory) and decodes non-UTF-8 bytes with
+  replacement characters. It counts what it cut (``truncated``): nothing is lost silently.
+* :func:`logical_lines` strips ANSI escapes, keeps the last state of ``\\r`` progress bars,
+  splits compiler progress dots glued to the next record (``.....2024-04-12 07:13:06.000297: ...``)
+  and splits ranks interleaved mid-line (``... [rank1]: step 3``).
+* :func:`split_rank_prefix` reads and removes ``[rank3]:``, ``[default3]:`` and ``3: `` prefixes;
+  :func:`rank_from_path` reads the rank from ``rank-3.log`` or ``attempt_0/3/stdout.log``.
+* :class:`TimeParser` reads the timestamp formats in use (runtime ``2023-Aug-01 16:14:43.0241``,
+  compiler ``2024-04-12 07:13:06.000296``, ISO 8601, Python logging ``,123``, glog ``I0402 10:11:12``,
+  bare ``[HH:MM:SS]``) as seconds, the clock of an offline judgement.
+* :func:`unwrap` rejoins lines a terminal wrapped at a fixed width.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+#: The longest line kept, in characters; the rest of a longer line is dropped (and counted).
+MAX_LINE = 64 * 1024
+
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+#: Compiler dots glued to what follows: only when a new record starts there (a timestamp, a
+#: bracket, a capital), so "...done" stays one line.
+_GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
+_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:)")
+_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
+_PATH_RANK = (
+    re.compile(r"(?:^|[/\\])rank[-_.]?(\d+)(?:\.[A-Za-z]+)*$"),
+    re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.(?:log|txt|json)$"),
+    re.compile(r"(?:^|[/\\])(?:rank|worker)[-_]?(\d+)[/\\][^/\\]+$"),
+)
+
+
+class LineSplitter:
+    """Split a byte stream into decoded lines, each at most ``max_line`` characters.
+
+    Feed chunks of any size with :meth:`feed`; call :meth:`close` at the end for the last line
+    (a log cut mid-line still has its last line). Memory stays bounded by ``max_line`` plus one
+    chunk whatever the input.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._dropping = False  # inside an over-long line, skipping to its end
+        self.truncated = 0  # lines cut to max_line
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The complete lines in ``chunk`` (with what was buffered before)."""
+        out: list[str] = []
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            piece = chunk[start:] if nl < 0 else chunk[start:nl]
+            if not self._dropping:
+                room = self.max_line - len(self._buf)
+                if len(piece) > room:
+                    self._buf += piece[:room]
+                    self._dropping = True
+                    self.truncated += 1
+                else:
+                    self._buf += piece
+            if nl < 0:
+                if self._dropping and self._buf:
+                    out.append(self._take())  # emit the kept head now; the tail is skipped
+                return out
+            if self._buf or not self._dropping:
+                out.append(self._take())
+            self._dropping = False
+            start = nl + 1
+
+    def close(self) -> list[str]:
+        """The last, unterminated line (if any)."""
+        if self._buf:
+            return [self._take()]
+        return []
+
+    def _take(self) -> str:
+        text = bytes(self._buf).decode("utf-8", errors="replace")
+        self._buf.clear()
+        return text
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, cursor moves, titles)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def logical_lines(raw: str) -> list[str]:
+    """The records one physical line holds, cleaned (see the module docstring)."""
+    text = strip_ansi(raw).rstrip("\r\n")
+    if "\r" in text:
+        # a progress bar redrawn in place: what the terminal finally showed is the last segment
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    out: list[str] = []
+    m = _GLUED_DOTS.match(text)
+    if m:
+        out.append(m.group(1))
+        text = text[m.end() :]
+    if "]:" in text and _MIDLINE_RANK.search(text):
+        out.extend(p for p in _MIDLINE_RANK.split(text) if p)
+    else:
+        out.append(text)
+    return out
+
+
+def split_rank_prefix(line: str) -> tuple[int | None, str]:
+    """``(rank, text)``: the rank a prefix names (``[rank3]:``, ``[default3]:``, ``3: ``) and the rest."""
+    m = _RANK_PREFIX.match(line)
+    if m is None:
+        return None, line
+    return int(m.group(1) or m.group(2)), line[m.end() :]
+
+
+def rank_from_path(path: str) -> int | None:
+    """The rank a log file's name gives (``gen-0/rank-3.log``, ``attempt_0/3/stdout.log``), or None."""
+    for rx in _PATH_RANK:
+        m = rx.search(path)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+_TS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # runtime: 2023-Aug-01 16:14:43.0241
+    ("mon", re.compile(r"(\d{4})-([A-Z][a-z]{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?")),
+    # compiler, ISO, Python logging: 2024-04-12 07:13:06.000296 / 2024-04-12T07:13:06Z / ,123
+    ("iso", re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?")),
+    # glog / c10d: I0402 10:11:12.123000 or [E321 02:07:08.408271257
+    ("glog", re.compile(r"(?:^|\[|\]:?\[?)[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?")),
+    # a bare time of day: [HH:MM:SS] or [HH:MM:SS.fff]
+    ("tod", re.compile(r"\[(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?\]")),
+)
+#: Timestamps are looked for near the start of a line only (a record's own time, not one it quotes).
+_TS_WINDOW = 80
+
+
+def _frac(text: str | None) -> float:
+    return float("0." + text) if text else 0.0
+
+
+class TimeParser:
+    """Reads a line's own timestamp as seconds since the epoch (UTC assumed; only differences matter).
+
+    Stateful only to complete partial stamps: a glog stamp has no year and ``[HH:MM:SS]`` no date;
+    they take the date of the last full stamp seen (a day is added when the time of day runs
+    backwards by more than 12 hours: midnight passed).
+    """
+
+    def __init__(self) -> None:
+        self.last: float | None = None
+        self._year = 1970
+        self._day0 = 0.0  # epoch seconds of the current day, for bare times of day
+
+    def parse(self, line: str) -> float | None:
+        """The timestamp at the start of ``line`` (after any prefix), or None."""
+        head = line[:_TS_WINDOW]
+        for kind, rx in _TS_PATTERNS:
+            m = rx.search(head)
+            if m is None:
+                continue
+            g = m.groups()
+            try:
+                if kind == "mon":
+                    if g[1] not in _MONTHS:
+                        continue
+                    t = self._full(int(g[0]), _MONTHS[g[1]], int(g[2]), g[3:])
+                elif kind == "iso":
+                    t = self._full(int(g[0]), int(g[1]), int(g[2]), g[3:])
+                elif kind == "glog":
+                    t = self._full(self._year, int(g[0]), int(g[1]), g[2:], keep_year=True)
+                else:
+                    t = self._tod(int(g[0]), int(g[1]), int(g[2]), g[3])
+            except ValueError:
+                continue
+            self.last = t
+            return t
+        return None
+
+    def _full(self, y: int, mo: int, d: int, hms: Sequence[str | None], keep_year: bool = False) -> float:
+        if not (1 <= mo <= 12 and 1 <= d <= 31):
+            raise ValueError("not a date")
+        h, mi, s = (int(x or 0) for x in hms[:3])
+        day = float(calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0)))
+        if not keep_year:
+            self._year = y
+        self._day0 = day
+        return day + h * 3600 + mi * 60 + s + _frac(hms[3] if len(hms) > 3 else None)
+
+    def _tod(self, h: int, mi: int, s: int, frac: str | None) -> float:
+        if h > 23 or mi > 59 or s > 60:
+            raise ValueError("not a time")
+        t = self._day0 + h * 3600 + mi * 60 + s + _frac(frac)
+        if self.last is not None and t < self.last - 12 * 3600:
+            self._day0 += 86400.0
+            t += 86400.0
+        return t
+
+
+_RECORD_START = re.compile(
+    r"\s*(?:\d{4}-|\[|[IWEF]\d{4} |\d{1,5}: |\S+:\d+:\d+ |Traceback|[A-Z][A-Za-z]+(?:Error|Exception)\b)"
+)
+
+
+def _starts_record(line: str) -> bool:
+    """Does ``line`` look like the start of a new record (so it is not a wrapped continuation)?"""
+    return _RECORD_START.match(line) is not None
+
+
+def unwrap(lines: Iterable[str], min_width: int = 60) -> list[str]:
+    """Rejoin lines a terminal wrapped at a fixed width (see :func:`unwrap_numbered`)."""
+    return [t for _, t in unwrap_numbered(list(enumerate(lines)), min_width)]
+
+
+def unwrap_numbered(items: Sequence[tuple[int, str]], min_width: int = 60) -> list[tuple[int, str]]:
+    """Rejoin ``(line number, text)`` lines a terminal wrapped at a fixed width.
+
+    The width is the most common length among long lines, when at least three lines have exactly
+    that length; a line of that length is joined with the next unless the next starts a record.
+    A joined record keeps the number of its first line.
+    """
+    lengths = Counter(len(t) for _, t in items if len(t) >= min_width)
+    if not lengths:
+        return list(items)
+    width, n = lengths.most_common(1)[0]
+    if n < 3:
+        return list(items)
+    out: list[tuple[int, str]] = []
+    cur: tuple[int, str] | None = None
+    for num, line in items:
+        if cur is not None and not _starts_record(line):
+            cur = (cur[0], cur[1] + line)
+        else:
+            if cur is not None:
+                out.append(cur)
+            cur = (num, line)
+        if len(line) != width:
+            out.append(cur)
+            cur = None
+    if cur is not None:
+        out.append(cur)
+    return out
