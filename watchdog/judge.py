@@ -49,6 +49,12 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 COMPILE_BEAT_WINDOW = 120.0
 
 SIGTERM_CODES = frozenset({-15, 143})
+
+
+def _who(key: RankKey) -> str:
+    """A rank for messages: ``node/rank3``, or ``rank 3`` when the node is unknown (offline)."""
+    return str(key) if key.node else f"rank {key.rank}"
+
 KILLED_CODES = frozenset({-9, 137})
 
 
@@ -457,7 +463,7 @@ class Judge:
                 ranks=ranks,
                 culprit=st.key,
                 evidence=tuple(evidence[:20]),
-                reason=f"{st.key}: {sig.id}" + (f" (exit {st.exit_code})" if st.exit_code is not None else ""),
+                reason=f"{_who(st.key)}: {sig.id}" + (f" (exit {st.exit_code})" if st.exit_code is not None else ""),
                 advice=sig.advice,
                 step=st.step if st.step is not None else self.max_step,
             )
@@ -474,7 +480,7 @@ class Judge:
             ranks=ranks,
             culprit=st.key,
             evidence=tuple(evidence[:20]),
-            reason=f"{st.key} exited with {code}",
+            reason=f"{_who(st.key)} exited with {code}",
             advice=advice,
             step=st.step if st.step is not None else self.max_step,
         )
