@@ -251,6 +251,7 @@ class KnowledgeBase:
         self._common_res = tuple(re.compile(re.escape(t)) for t in common)
         self._overlap = {t: tuple(o for o in rare if o != t and _may_overlap(t, o)) for t in rare}
         self._prefilter = re.compile(_trie_regex(rare)) if rare else re.compile(r"(?!)")
+        self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
 
     @classmethod
     def from_toml(cls, text: str, progress_regex: str | None = None) -> KnowledgeBase:
@@ -293,20 +294,24 @@ class KnowledgeBase:
 
     # -- matching -------------------------------------------------------------------------------
 
-    def _candidates(self, text: str, rare: bool = True) -> list[int]:
+    def _candidates(self, text: str, found_rare: Iterable[str] | None = None) -> tuple[int, ...]:
         """Indices (in table order) of the signatures whose needles occur in ``text`` ("\n" + line).
 
-        ``rare=False`` says the rare-trigger regex is already known not to match ``text``.
+        ``found_rare``: the rare triggers a search already found in ``text`` (None: search now).
         """
-        found = set(self._prefilter.findall(text)) if rare else set()
+        found = set(self._prefilter.findall(text) if found_rare is None else found_rare)
         if found:
             hidden = {o for t in found for o in self._overlap[t]} - found
             found.update(o for o in hidden if o in text)
         found.update(t for t in self._common if t in text)
-        by_key = self._by_key
-        idx = {i for t in found for k in self._keys_of[t] if k == t or k in text for i in by_key[k]}
-        idx.update(self._always)
-        return sorted(idx)
+        keys = frozenset(k for t in found for k in self._keys_of[t] if k == t or k in text)
+        idx = self._cand_cache.get(keys)
+        if idx is None:
+            by_key = self._by_key
+            idx = tuple(sorted({i for k in keys for i in by_key[k]}.union(self._always)))
+            if len(self._cand_cache) < 4096:
+                self._cand_cache[keys] = idx
+        return idx
 
     def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
         sigs = self.signatures
@@ -350,17 +355,39 @@ class KnowledgeBase:
         if self._always or joined.count(_NL) != len(batch):
             # A user regex must see every line; a line holding "\n" would break the index mapping.
             return [(i, m) for i, line in enumerate(batch) if (m := self.classify(line)) is not None]
-        rare_hits = set(_lines_hit(self._prefilter, joined))
+        rare_hits = _triggers_by_line(self._prefilter, joined)
         hits = set(rare_hits)
         for rx in self._common_res:
             hits.update(_lines_hit(rx, joined))
         out: list[tuple[int, Match]] = []
+        no_rare: tuple[str, ...] = ()
         for i in sorted(hits):
             line = batch[i]
-            m = self._match(line, self._candidates(_NL + line, i in rare_hits))
+            m = self._match(line, self._candidates(_NL + line, rare_hits.get(i, no_rare)))
             if m is not None:
                 out.append((i, m))
         return out
+
+
+def _triggers_by_line(rx: re.Pattern[str], joined: str) -> dict[int, list[str]]:
+    """For each line of ``joined`` where ``rx`` matches: the (non-overlapping) matches in it.
+
+    Same layout rules as :func:`_lines_hit`; every match of the batch is visited once, so the
+    per-line classification does not search the line again.
+    """
+    out: dict[int, list[str]] = {}
+    count = joined.count
+    q = cnt = 0
+    for m in rx.finditer(joined):
+        p = m.end() - 1
+        cnt += count(_NL, q, p)
+        q = p
+        found = out.get(cnt - 1)
+        if found is None:
+            out[cnt - 1] = [m.group()]
+        else:
+            found.append(m.group())
+    return out
 
 
 def _lines_hit(rx: re.Pattern[str], joined: str) -> list[int]:
