@@ -457,13 +457,26 @@ class Judge:
         evidence += [f[2].failure for f in by_time if f[2].failure is not None and f[2] is not st]
         if st.failure_match is not None and st.failure is not None:
             sig = st.failure_match.signature
+            culprit, reason = st.key, f"{_who(st.key)}: {sig.id}"
+            if st.exit_code is not None:
+                reason += f" (exit {st.exit_code})"
+            if _secondary:
+                # Every report is a peer-side consequence (timeouts, closed connections). The rank
+                # that reported nothing is the one that never reached the collective or died mute.
+                failed = {f[2].key for f in failures}
+                quiet = [
+                    k for k, r in self.ranks.items() if k not in failed and k.rank >= 0 and r.exit_code in (None, 0)
+                ]
+                if len(quiet) == 1 and len(failed) >= 1:
+                    culprit = quiet[0]
+                    reason = f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} alone reported nothing"
             return Verdict(
                 sig.category,
                 sig.action,
                 ranks=ranks,
-                culprit=st.key,
+                culprit=culprit,
                 evidence=tuple(evidence[:20]),
-                reason=f"{_who(st.key)}: {sig.id}" + (f" (exit {st.exit_code})" if st.exit_code is not None else ""),
+                reason=reason,
                 advice=sig.advice,
                 step=st.step if st.step is not None else self.max_step,
             )

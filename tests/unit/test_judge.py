@@ -218,3 +218,13 @@ def test_a_failure_outranks_unobserved(first_failure: str) -> None:
     text = "Segmentation fault (core dumped)" if first_failure == "other_crash" else "NEURON_HW_ERR=DMA_ERROR instance-id=i-1 hostname=h nd-id=0 nc-id=0 serial-num=1 action=TERMINATE_INSTANCE"
     j.observe_line(ln(0, text, 1.0))
     assert j.verdict(2.0).label in (Label.OTHER_CRASH, Label.HARDWARE_ERROR)
+
+
+def test_when_every_report_is_a_peer_timeout_the_silent_rank_is_the_culprit() -> None:
+    j = judge()
+    step(j, 0.0, 1, range(4))
+    for r in (0, 2, 3):  # rank 1 never reached the all-reduce and printed nothing
+        j.observe_line(ln(r, f"[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.", 600.0 + r))
+    v = j.verdict(610.0)
+    assert v.label is Label.COLLECTIVE_HANG and v.culprit == RankKey(N, 1)
+    assert "alone reported nothing" in v.reason
