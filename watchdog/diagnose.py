@@ -40,6 +40,11 @@ CHUNK = 1 << 20  # bytes read at a time
 BATCH = 4096  # lines handed to the judge at a time
 _LOG_NAMES = re.compile(r"\.(?:log|out|err|txt)$|^(?:stdout|stderr)(?:\.\w+)?$")
 _GEN_DIR = re.compile(r"^gen-(\d+)$")
+#: torchrun's error summary names the failed rank on its own line, then exitcode/traceback lines
+_TR_BLOCK_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)")
+#: torchrun's agent line: "failed (exitcode: -9) local_rank: 3 (pid: 1234) of binary: ..."
+_TR_LOCAL_RANK = re.compile(r"\blocal_rank: (\d+) \(pid: \d+\)")
+_TR_BLOCK_LINES = 4
 
 
 @dataclass
@@ -49,6 +54,7 @@ class Source:
     display: str
     path: str | None  # None = stdin
     rank: int | None = None
+    timed: bool = False  # set once a line with a timestamp was read
 
 
 @dataclass
@@ -184,14 +190,28 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
     default_rank = src.rank if src.rank is not None else -1
     pending: list[tuple[int, str]] = []
 
+    block_rank, block_left = -1, 0  # inside torchrun's "Root Cause" block: the rank it names
+
     def emit(batch: list[tuple[int, str]]) -> Iterator[LogLine]:
-        nonlocal seq
+        nonlocal seq, block_rank, block_left
         for n, raw in unwrap_numbered(batch):
             for piece in logical_lines(raw):
                 rank, text = split_rank_prefix(piece)
                 t = clock.parse(text)
+                if t is not None:
+                    src.timed = True
                 seq += 1
                 mono = t if t is not None else (clock.last or 0.0) + seq * 1e-6
+                if rank is None and src.rank is None:
+                    # a combined log: torchrun's own reports name the rank they are about
+                    m = _TR_BLOCK_RANK.match(text)
+                    if m:
+                        block_rank, block_left = int(m.group(1)), _TR_BLOCK_LINES + 1
+                    elif (lr := _TR_LOCAL_RANK.search(text)) is not None:
+                        rank = int(lr.group(1))
+                    if block_left > 0:
+                        block_left -= 1
+                        rank = block_rank
                 key = RankKey(node, rank if rank is not None else default_rank)
                 yield LogLine(key, text, mono, mono, src.display, n)
 
@@ -272,6 +292,12 @@ def diagnose_paths(
                     stream.close()
 
     verdict, count = diagnose_lines(all_lines(), settings, progress_regex)
+    untimed = [s.display for s in sources if not s.timed]
+    if untimed and len(untimed) < len(sources):
+        notes.append(
+            f"{len(untimed)} source(s) have no timestamps ({', '.join(untimed[:3])}"
+            f"{', ...' if len(untimed) > 3 else ''}): their order relative to the others is unknown"
+        )
     truncated = sum(s.truncated for s in splitters)
     if truncated:
         notes.append(f"{truncated} over-long line(s) were cut to their first 64 KiB")

@@ -449,7 +449,13 @@ class Judge:
             return None
         # The root cause is the earliest *primary* failure (hardware, crash, OOM...), however
         # loud the peers' collective timeouts are; among equals the earliest, then the lowest rank.
-        failures.sort(key=lambda f: (f[0], f[1], f[2].key.rank))
+        # A vague report no rank owns (torchrun's ChildFailedError in a combined log) comes after
+        # any failure a rank owns: it reports one of them.
+        def unowned_generic(st: RankState) -> bool:
+            m = st.failure_match
+            return st.key.rank < 0 and m is not None and m.signature.generic
+
+        failures.sort(key=lambda f: (f[0], unowned_generic(f[2]), f[1], f[2].key.rank))
         _secondary, _t, st = failures[0]
         by_time = sorted(failures, key=lambda f: (f[1], f[2].key.rank))
         ranks = tuple(f[2].key for f in by_time)

@@ -153,3 +153,30 @@ def test_nan_in_a_progress_line_is_a_numerical_error(tmp_path: Path) -> None:
     p.write_text("{'loss': 1.2, 'grad_norm': 0.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n{'loss': nan, 'grad_norm': nan, 'learning_rate': 5e-05, 'epoch': 0.2}\n")
     d = diagnose_paths([str(p)])
     assert d.verdict.label.value == "numerical_error" and d.verdict.action.value == "stop"
+
+
+def test_torchrun_summary_in_a_combined_log_names_the_rank(tmp_path: Path) -> None:
+    p = tmp_path / "slurm-123.out"
+    p.write_text("\n".join([
+        "step 1 loss 2.0",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-04-02_10:11:12",
+        "  host      : ip-10-0-1-12",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : -9 (pid: 12345)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 12345",
+    ]) + "\n")
+    d = diagnose_paths([str(p)])
+    assert d.verdict.label.value == "oom" and d.verdict.culprit is not None and d.verdict.culprit.rank == 3
+    assert d.verdict.evidence[0].lineno == 9
+
+
+def test_sources_without_timestamps_are_noted(tmp_path: Path) -> None:
+    (tmp_path / "rank-0.log").write_text(stamp("{iso} INFO step 1 loss 2.0", T0) + "\n")
+    (tmp_path / "rank-1.log").write_text("step 1 loss 2.0\n")
+    d = diagnose_paths([str(tmp_path)])
+    assert any("no timestamps" in n and "rank-1.log" in n for n in d.notes)
