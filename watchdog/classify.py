@@ -206,15 +206,19 @@ def _rank(ch: str) -> int:
 
 
 def _trigger(key: str) -> str:
-    """The substring of ``key`` (3-8 chars where possible) starting at its rarest character."""
+    """The rest of ``key`` from its rarest character (at least 3 chars where possible).
+
+    Not truncated: a short trigger would also hit look-alike lines ("NRT:nrt_init" for
+    "NRT:nrt_infodump"), each costing a per-line check.
+    """
     want = min(3, len(key))
     best = min(
         (i for i in range(len(key) - want + 1)),
-        key=lambda i: (_rank(key[i]), -min(8, len(key) - i)),
+        key=lambda i: (_rank(key[i]), -(len(key) - i)),
     )
     if _rank(key[best]) >= _COMMON:
         return key  # searched literally; whole, so a key holding another common key can share its search
-    return key[best : best + 8]
+    return key[best:]
 
 
 class KnowledgeBase:
