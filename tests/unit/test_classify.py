@@ -1,4 +1,3 @@
-
 """The classification engine: first match wins, needles prefilter exactly, scan() == classify()."""
 
 from __future__ import annotations
@@ -8,6 +7,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from neuron_watch.classify import Effect, KnowledgeBase, _may_overlap, _trie_regex
 from neuron_watch.errors import ConfigError
 from neuron_watch.kb import default_knowledge_base

@@ -6,6 +6,7 @@ do not match their look-alike and never a fatal rule."""
 from __future__ import annotations
 
 import pytest
+
 from neuron_watch.classify import Effect, Signature
 from neuron_watch.events import Action, Label
 from neuron_watch.kb import default_knowledge_base
