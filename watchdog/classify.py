@@ -179,6 +179,8 @@ def _trie_regex(keys: Iterable[str]) -> str:
 
 def _may_overlap(found: str, other: str) -> bool:
     """Can ``other`` start inside an occurrence of ``found`` (so a non-overlapping search hides it)?"""
+    if other[0] not in found:
+        return False
     for k in range(len(found)):
         n = min(len(found) - k, len(other))
         if found[k : k + n] == other[:n]:

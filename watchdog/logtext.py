@@ -14,14 +14,13 @@ lines the classifier can read, and reads what a line says about itself (rank, ti
 * :class:`TimeParser` reads the timestamp formats in use (runtime ``2023-Aug-01 16:14:43.0241``,
   compiler ``2024-04-12 07:13:06.000296``, ISO 8601, Python logging ``,123``, glog ``I0402 10:11:12``,
   bare ``[HH:MM:SS]``) as seconds, the clock of an offline judgement.
-* :func:`unwrap` rejoins lines a terminal wrapped at a fixed width.
+* :func:`unwrap` rejoins lines a terminal wrapped at a fixed width (only when unmistakable).
 """
 
 from __future__ import annotations
 
 import calendar
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 #: The longest line kept, in characters; the rest of a longer line is dropped (and counted).
@@ -134,15 +133,16 @@ def rank_from_path(path: str) -> int | None:
 
 
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
-_TS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+#: One search finds whichever stamp a line starts with; the group names say which kind it is.
+_TS = re.compile(
     # runtime: 2023-Aug-01 16:14:43.0241
-    ("mon", re.compile(r"(\d{4})-([A-Z][a-z]{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?")),
+    r"(?P<mon>\d{4})-(?P<mon_b>[A-Z][a-z]{2})-(?P<mon_d>\d{2})[ T](?P<mon_t>\d{2}:\d{2}:\d{2})(?:[.,](?P<mon_f>\d+))?"
     # compiler, ISO, Python logging: 2024-04-12 07:13:06.000296 / 2024-04-12T07:13:06Z / ,123
-    ("iso", re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?")),
+    r"|(?P<iso>\d{4})-(?P<iso_m>\d{2})-(?P<iso_d>\d{2})[ T](?P<iso_t>\d{2}:\d{2}:\d{2})(?:[.,](?P<iso_f>\d+))?"
     # glog / c10d: I0402 10:11:12.123000 or [E321 02:07:08.408271257
-    ("glog", re.compile(r"(?:^|\[|\]:?\[?)[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?")),
+    r"|(?:^|(?<=[\[\]:\s]))[IWEF](?P<glog>\d{2})(?P<glog_d>\d{2}) (?P<glog_t>\d{2}:\d{2}:\d{2})(?:\.(?P<glog_f>\d+))?"
     # a bare time of day: [HH:MM:SS] or [HH:MM:SS.fff]
-    ("tod", re.compile(r"\[(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?\]")),
+    r"|\[(?P<tod>\d{2}:\d{2}:\d{2})(?:[.,](?P<tod_f>\d+))?\]"
 )
 #: Timestamps are looked for near the start of a line only (a record's own time, not one it quotes).
 _TS_WINDOW = 80
@@ -150,6 +150,11 @@ _TS_WINDOW = 80
 
 def _frac(text: str | None) -> float:
     return float("0." + text) if text else 0.0
+
+
+def _hms(text: str) -> tuple[int, int, int]:
+    h, m, s = text.split(":")
+    return int(h), int(m), int(s)
 
 
 class TimeParser:
@@ -164,43 +169,56 @@ class TimeParser:
         self.last: float | None = None
         self._year = 1970
         self._day0 = 0.0  # epoch seconds of the current day, for bare times of day
+        self._days: dict[tuple[int, int, int], float] = {}
+        self._last_stamp = ""
 
     def parse(self, line: str) -> float | None:
         """The timestamp at the start of ``line`` (after any prefix), or None."""
-        head = line[:_TS_WINDOW]
-        for kind, rx in _TS_PATTERNS:
-            m = rx.search(head)
-            if m is None:
-                continue
-            g = m.groups()
+        for m in _TS.finditer(line, 0, _TS_WINDOW):
+            stamp = m.group()
+            if stamp == self._last_stamp and m.start(15) < 0:
+                return self.last  # same full stamp as the previous line (common: many lines a second)
+            (mon, mon_b, mon_d, mon_t, mon_f, iso, iso_m, iso_d, iso_t, iso_f,
+             glog, glog_d, glog_t, glog_f, tod, tod_f) = m.groups()
             try:
-                if kind == "mon":
-                    if g[1] not in _MONTHS:
+                if mon is not None:
+                    mo = _MONTHS.get(mon_b)
+                    if mo is None:
                         continue
-                    t = self._full(int(g[0]), _MONTHS[g[1]], int(g[2]), g[3:])
-                elif kind == "iso":
-                    t = self._full(int(g[0]), int(g[1]), int(g[2]), g[3:])
-                elif kind == "glog":
-                    t = self._full(self._year, int(g[0]), int(g[1]), g[2:], keep_year=True)
+                    t = self._full(int(mon), mo, int(mon_d), mon_t, mon_f)
+                elif iso is not None:
+                    t = self._full(int(iso), int(iso_m), int(iso_d), iso_t, iso_f)
+                elif glog is not None:
+                    t = self._full(self._year, int(glog), int(glog_d), glog_t, glog_f, True)
                 else:
-                    t = self._tod(int(g[0]), int(g[1]), int(g[2]), g[3])
+                    t = self._tod(tod, tod_f)
             except ValueError:
                 continue
-            self.last = t
+            self.last, self._last_stamp = t, stamp
             return t
         return None
 
-    def _full(self, y: int, mo: int, d: int, hms: Sequence[str | None], keep_year: bool = False) -> float:
-        if not (1 <= mo <= 12 and 1 <= d <= 31):
-            raise ValueError("not a date")
-        h, mi, s = (int(x or 0) for x in hms[:3])
-        day = float(calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0)))
+    def _day(self, y: int, mo: int, d: int) -> float:
+        key = (y, mo, d)
+        day = self._days.get(key)
+        if day is None:
+            if not (1 <= mo <= 12 and 1 <= d <= 31):
+                raise ValueError("not a date")
+            day = self._days[key] = float(calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0)))
+        return day
+
+    def _full(self, y: int, mo: int, d: int, hms: str, frac: str | None, keep_year: bool = False) -> float:
+        h, mi, s = _hms(hms)
+        if h > 23 or mi > 59 or s > 60:
+            raise ValueError("not a time")
+        day = self._day(y, mo, d)
         if not keep_year:
             self._year = y
         self._day0 = day
-        return day + h * 3600 + mi * 60 + s + _frac(hms[3] if len(hms) > 3 else None)
+        return day + h * 3600 + mi * 60 + s + _frac(frac)
 
-    def _tod(self, h: int, mi: int, s: int, frac: str | None) -> float:
+    def _tod(self, hms: str, frac: str | None) -> float:
+        h, mi, s = _hms(hms)
         if h > 23 or mi > 59 or s > 60:
             raise ValueError("not a time")
         t = self._day0 + h * 3600 + mi * 60 + s + _frac(frac)
@@ -220,23 +238,32 @@ def _starts_record(line: str) -> bool:
     return _RECORD_START.match(line) is not None
 
 
-def unwrap(lines: Iterable[str], min_width: int = 60) -> list[str]:
+def unwrap(lines: Iterable[str]) -> list[str]:
     """Rejoin lines a terminal wrapped at a fixed width (see :func:`unwrap_numbered`)."""
-    return [t for _, t in unwrap_numbered(list(enumerate(lines)), min_width)]
+    return [t for _, t in unwrap_numbered(list(enumerate(lines)))]
 
 
-def unwrap_numbered(items: Sequence[tuple[int, str]], min_width: int = 60) -> list[tuple[int, str]]:
+#: Terminal widths a paste is wrapped at (the widths people run terminals and web log viewers at).
+WRAP_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})
+
+
+def unwrap_numbered(items: Sequence[tuple[int, str]], min_count: int = 3) -> list[tuple[int, str]]:
     """Rejoin ``(line number, text)`` lines a terminal wrapped at a fixed width.
 
-    The width is the most common length among long lines, when at least three lines have exactly
-    that length; a line of that length is joined with the next unless the next starts a record.
-    A joined record keeps the number of its first line.
+    Wrapping is assumed only when it is unmistakable: the longest line of the batch has a common
+    terminal width, at least ``min_count`` lines have exactly that length, and they are most of
+    the lines within ten characters of it (natural logs spread their lengths; a wrapped paste
+    piles them up at the width). A line of that width is then joined with the next unless the
+    next starts a record. A joined record keeps the number of its first line.
     """
-    lengths = Counter(len(t) for _, t in items if len(t) >= min_width)
-    if not lengths:
+    if not items:
+        return []
+    width = max(len(t) for _, t in items)
+    if width not in WRAP_WIDTHS:
         return list(items)
-    width, n = lengths.most_common(1)[0]
-    if n < 3:
+    at = sum(1 for _, t in items if len(t) == width)
+    near = sum(1 for _, t in items if width - 10 <= len(t) < width)
+    if at < min_count or at < 2 * near:
         return list(items)
     out: list[tuple[int, str]] = []
     cur: tuple[int, str] | None = None

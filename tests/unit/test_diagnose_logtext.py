@@ -111,3 +111,15 @@ def test_unwrap_rejoins_fixed_width_wrapping() -> None:
     lines = [long[:80], "continued here", long[:80], "[rank1]: new record", long[:80], "tail", "short"]
     assert unwrap(lines) == [long[:80] + "continued here", long[:80], "[rank1]: new record", long[:80] + "tail", "short"]
     assert unwrap(["a" * 80, "b"]) == ["a" * 80, "b"]  # one long line is not a wrapping width
+
+
+def test_unwrap_leaves_natural_logs_alone() -> None:
+    # identical-format progress lines share a length: not a terminal width -> never joined
+    steps = [f"step {i} step_time 1.2034s throughput 850.1 seq/s step loss 2.0417 grad norm 1.07" for i in range(100, 200)]
+    assert unwrap(steps) == steps
+    # a common width, but lengths spread below it as natural lines do
+    spread = ["y" * n for n in range(70, 81)] * 3 + ["z"]
+    assert unwrap(spread) == spread
+    # longer lines exist: the width cannot be a wrap
+    mixed = ["w" * 80] * 5 + ["v" * 90]
+    assert unwrap(mixed) == mixed
