@@ -133,6 +133,7 @@ class Counters:
 class CoordinatorSettings:
     silence: float = 10.0  # seconds without a message -> node unobserved
     ack_interval: float = 0.05  # seconds between acks to a node with news
+    verdict_interval: float = 0.1  # seconds between verdicts
     evidence_timeout: float = 60.0  # wait this long for every node's `evidence_done`
     stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
     expected_nodes: int | None = None  # wait for this many nodes before judging
@@ -200,19 +201,28 @@ class Coordinator:
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
         self._cmd_seq = 0
         self._last_ack = -1e18
+        self._last_verdict_at = -1e18
+        self._stamp_sec, self._stamp_prefix = -1, ""
+        self._keys: dict[tuple[str, int], RankKey] = {}
         self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def poll(self, timeout: float, max_msgs: int = 10000) -> int:
-        """Wait up to ``timeout`` seconds for messages, then ingest what is waiting. Returns how many."""
+    def poll(self, timeout: float, budget: float = 0.05) -> int:
+        """Wait up to ``timeout`` seconds for messages, then ingest what is waiting for at most
+        ``budget`` seconds (so :meth:`tick` -- acks, verdicts -- runs often even under a flood;
+        agents resend what is not acknowledged in time). Returns how many messages were handled."""
         if not self.sock.poll(int(timeout * 1000)):
             return 0
-        now = self.clock()
+        now = start = self.clock()
         n = 0
-        while n < max_msgs and (item := self.sock.recv()) is not None:
+        while (item := self.sock.recv()) is not None:
             self.handle(item[0], item[1], now)
             n += 1
+            if n % 16 == 0:
+                now = self.clock()
+                if now - start >= budget:
+                    break
         return n
 
     def _bad(self, problem: str) -> None:
@@ -274,8 +284,14 @@ class Coordinator:
         # sender assembled the message, sent (sent - mono) later, is placed at now - both.
         lag = max(0.0, h.sent - h.mono)
         if isinstance(body, Lines):
-            lines = [LogLine(RankKey(h.node, w.rank), w.text, now - lag - w.d_mono, h.wall - w.d_wall, w.source,
-                             w.lineno) for w in body.lines]
+            keys = self._keys
+            t_mono = now - lag
+            lines = []
+            for w in body.lines:
+                key = keys.get((h.node, w.rank))
+                if key is None:
+                    key = keys[(h.node, w.rank)] = RankKey(h.node, w.rank)
+                lines.append(LogLine(key, w.text, t_mono - w.d_mono, h.wall - w.d_wall, w.source, w.lineno))
             self._lines(view, lines)
         elif isinstance(body, Hello):
             view.hostname, view.pid, view.ranks = body.hostname, body.pid, body.ranks
@@ -304,7 +320,8 @@ class Coordinator:
     def _lines(self, view: NodeView, lines: list[LogLine]) -> None:
         view.lines += len(lines)
         self.counters.lines += len(lines)
-        self.merged.writelines(f"{iso_utc(ln.wall)} {ln.key} | {ln.text}\n" for ln in lines)
+        stamp = self._stamp
+        self.merged.writelines(f"{stamp(ln.wall)} {ln.key} | {ln.text}\n" for ln in lines)
         tails = self.tails
         for ln in lines:
             t = tails.get(ln.key)
@@ -313,6 +330,13 @@ class Coordinator:
             t.append(ln)
         if self.judge and view.generation == self.generation:
             self.judge.observe_lines(lines)
+
+    def _stamp(self, wall: float) -> str:
+        """``iso_utc(wall)``, with the seconds part formatted once per second (hot path: every line)."""
+        sec = int(wall)
+        if sec != self._stamp_sec:
+            self._stamp_sec, self._stamp_prefix = sec, iso_utc(sec)[:-5]  # drop ".000Z"
+        return f"{self._stamp_prefix}.{int((wall - sec) * 1000):03d}Z"
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
@@ -364,7 +388,11 @@ class Coordinator:
                 self.events.emit("node_unobserved", self.generation, node=view.node,
                                  silent_for=round(now - view.last_heard, 3))
         verdict = None
-        if self.judge is not None and self._enough_nodes():
+        if (self.judge is not None and self._enough_nodes()
+                and now - self._last_verdict_at >= self.settings.verdict_interval):
+            # A verdict walks every rank (2,048 on 64 nodes): often enough for sub-second
+            # latency, not on every loop turn.
+            self._last_verdict_at = now
             verdict = self.judge.verdict(now)
             self.last_verdict = verdict
         self._recovery(verdict, now)

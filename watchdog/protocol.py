@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+
 from neuron_watch.errors import TransportError
 
 #: Bumped on any incompatible change of the header or a body layout.
@@ -377,15 +378,21 @@ def decode_header(frame: bytes) -> Header:
 def _decode_lines(b: list[Any]) -> Lines:
     _list(b, 2, "lines body")
     sources = [_str(s, "source") for s in _list(b[0], None, "sources")]
+    n_sources = len(sources)
     out = []
+    # The hot path of the coordinator (every line of every rank): type checks inlined.
     for row in _list(b[1], None, "lines"):
         if type(row) is not list or len(row) != 6:
             raise ProtocolError("field", "a line must be [rank, d_mono, d_wall, text, source, lineno]")
         rank, dm, dw, text, si, ln = row
-        if type(si) is not int or not 0 <= si < len(sources):
-            raise ProtocolError("field", f"line source index {si!r:.20} out of range")
-        out.append(WireLine(_int(rank, "rank"), _float(dm, "d_mono"), _float(dw, "d_wall"), _str(text, "text"),
-                            sources[si], _int(ln, "lineno")))
+        if not (type(rank) is int and type(text) is str and type(ln) is int and type(si) is int
+                and (type(dm) is float or type(dm) is int) and (type(dw) is float or type(dw) is int)):
+            raise ProtocolError("field", f"a line has a field of the wrong type: {row!r:.80}")
+        if not 0 <= si < n_sources:
+            raise ProtocolError("field", f"line source index {si} out of range")
+        if dm - dm != 0 or dw - dw != 0:  # NaN or infinity
+            raise ProtocolError("field", "a line's time offset is not finite")
+        out.append(WireLine(rank, dm, dw, text, sources[si], ln))
     return Lines(tuple(out))
 
 
