@@ -27,25 +27,30 @@ import dataclasses
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from neuron_watch import __version__
 from neuron_watch.auth import Signer
 from neuron_watch.protocol import (
     Ack,
     Body,
+    CaptureEvidence,
     Disposition,
     ExitInfo,
     Exits,
     Header,
     Heartbeat,
     Hello,
+    Launch,
     Lines,
     Msg,
     Procs,
     ProcSample,
     ProtocolError,
     SequenceTracker,
+    Shutdown,
     Status,
+    Stop,
     WireLine,
     decode,
     encode_body,
@@ -55,6 +60,22 @@ from neuron_watch.protocol import (
 from neuron_watch.transport import AgentSocket
 
 COORDINATOR_SENDER = "coordinator"
+
+
+class NodeControl(Protocol):
+    """What :meth:`AgentLink.dispatch` needs of a node's wrapper (the supervisor)."""
+
+    def capture(self, incident: str, reason: str) -> str:
+        """Capture this node's evidence for ``incident`` before anything is stopped; returns a detail."""
+
+    def stop(self, deadline: float) -> str:
+        """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); detail."""
+
+    def checkpoint(self) -> str:
+        """The newest complete checkpoint this node sees ('' if none)."""
+
+    def launch(self, generation: int, checkpoint: str) -> None:
+        """Start this node's processes as ``generation`` from ``checkpoint`` ('' = from scratch)."""
 
 
 def new_session(wall: float) -> int:
@@ -299,6 +320,31 @@ class AgentLink:
                 continue
             out.append(msg)
         return out
+
+    def dispatch(self, commands: Iterable[Msg], node: NodeControl, now: float, wall: float) -> int | None:
+        """Carry out commands on this node through ``node`` and report each step's status.
+
+        capture_evidence -> ``node.capture(incident, reason)``, then status ``evidence_done``;
+        stop -> ``node.stop(deadline)`` (SIGTERM, deadline, SIGKILL, reap), then ``stopped`` with
+        the newest complete checkpoint this node sees; launch -> ``node.launch(generation,
+        checkpoint)``, then ``launched``; shutdown -> returns its exit code (the caller stops and
+        exits with it). Returns None while the job goes on.
+        """
+        for msg in commands:
+            body = msg.body
+            if isinstance(body, CaptureEvidence):
+                self.status("evidence_done", now, wall, detail=node.capture(body.incident, body.reason))
+            elif isinstance(body, Stop):
+                detail = node.stop(body.deadline)
+                self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
+            elif isinstance(body, Launch):
+                self.set_generation(body.generation)
+                node.launch(body.generation, body.checkpoint)
+                self.status("launched", now, wall, checkpoint=body.checkpoint)
+            elif isinstance(body, Shutdown):
+                self.status("exited", now, wall, detail=body.reason)
+                return body.exit_code
+        return None
 
     def coordinator_silence(self, now: float) -> float | None:
         """Seconds since the coordinator was last heard (None: never heard)."""

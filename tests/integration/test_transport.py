@@ -6,11 +6,13 @@ never collide on ports. Waiting is polling with a deadline for the real sockets 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
@@ -230,16 +232,38 @@ def test_a_silent_node_is_unobserved_never_healthy(coordinator: Coordinator) -> 
         link.close()
 
 
+class RecordingNode:
+    """Stands in for the node's supervisor behind :class:`NodeControl` (records what it was told)."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.calls: list[tuple[object, ...]] = []
+        self._checkpoint = checkpoint
+
+    def capture(self, incident: str, reason: str) -> str:
+        self.calls.append(("capture", incident.split("-")[-1]))
+        return "bundle ok"
+
+    def stop(self, deadline: float) -> str:
+        self.calls.append(("stop", deadline))
+        return "rung=sigterm"
+
+    def checkpoint(self) -> str:
+        return self._checkpoint
+
+    def launch(self, generation: int, checkpoint: str) -> None:
+        self.calls.append(("launch", generation, checkpoint))
+
+
 def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Path) -> None:
     from neuron_watch.config import WatchConfig
     from neuron_watch.coordinator import Phase, default_judge_factory
-    from neuron_watch.protocol import CaptureEvidence, Launch
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6),
+                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6, stop_timeout=7.0),
                         judge_factory=default_judge_factory(WatchConfig(hang_timeout=30.0)))
     links = [make_link(coord.endpoint, "node0"), make_link(coord.endpoint, "node1")]
-    got: dict[str, list[Msg]] = {"node0": [], "node1": []}
+    # The nodes see different newest checkpoints (node1's copy is further); one is chosen for all.
+    nodes = {"node0": RecordingNode("/ckpt/step_2"), "node1": RecordingNode("/ckpt/step_3")}
     try:
         t0, wall = time.monotonic(), time.time()
         for n, link in enumerate(links):
@@ -254,28 +278,66 @@ def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Pa
             while not until():
                 assert time.monotonic() < end, "not reached before the deadline"
                 for link in links:
-                    got[link.node].extend(link.tick(time.monotonic(), time.time()))
+                    m, w = time.monotonic(), time.time()
+                    assert link.dispatch(link.tick(m, w), nodes[link.node], m, w) is None
                 coord.poll(0.005)
                 coord.tick(now)
 
         drive(lambda: coord.counters.lines == 12, time.monotonic())
-        assert coord.phase is Phase.RUNNING
+        assert coord.phase is Phase.RUNNING and all(n.calls == [] for n in nodes.values())
         hung_at = time.monotonic() + 100  # nobody progressed for 100 s > hang timeout 30 s
-        drive(lambda: all(got.values()), hung_at)
+        drive(lambda: all(len(n.calls) == 3 for n in nodes.values()) and coord.phase is Phase.RUNNING, hung_at)
         assert coord.last_verdict is not None and coord.last_verdict.label.value == "collective_hang"
-        assert [type(m.body) for m in got["node0"]] == [CaptureEvidence] == [type(m.body) for m in got["node1"]]
+        for node in nodes.values():
+            assert node.calls == [("capture", "collective_hang"), ("stop", 7.0), ("launch", 1, "/ckpt/step_3")]
+        assert coord.generation == 1 and all(link.generation == 1 for link in links)
+        drive(lambda: all(v.status == "launched" for v in coord.nodes.values()), hung_at)
+        events = [json.loads(x) for x in (tmp_path / "coord" / "events.jsonl").read_text().splitlines()]
+        phases = [e["phase"] for e in events if e["event"] == "recovery_phase"]
+        assert phases == ["evidence", "stopping", "running"]
+        assert [e["checkpoint"] for e in events if e["event"] == "restart"] == ["/ckpt/step_3"]
+    finally:
         for link in links:
-            link.status("evidence_done", time.monotonic(), time.time())
-        drive(lambda: all(len(v) == 2 for v in got.values()), hung_at)
-        assert all(isinstance(v[1].body, Stop) for v in got.values())
-        for n, link in enumerate(links):  # nodes see different checkpoints; the coordinator picks one
-            link.status("stopped", time.monotonic(), time.time(), checkpoint=f"/ckpt/step_{n + 2}")
-        drive(lambda: all(len(v) == 3 for v in got.values()), hung_at)
-        launches = [v[2].body for v in got.values()]
-        assert launches == [Launch(1, "/ckpt/step_3")] * 2
-        assert coord.generation == 1 and coord.phase is Phase.RUNNING
-        events = (tmp_path / "coord" / "events.jsonl").read_text()
-        assert '"event": "verdict"' in events and '"event": "restart"' in events
+            link.close()
+        coord.close()
+
+
+def test_shutdown_ends_every_node_with_the_exit_code(tmp_path: Path) -> None:
+    from neuron_watch.events import Action, Label, Verdict
+
+    class StopJudge:
+        """A verdict that must not be restarted (a configuration error on node1)."""
+
+        def observe_lines(self, lines: object) -> None: ...
+        def observe_compilers(self, samples: object, now: float) -> None: ...
+        def observe_exit(self, ex: object) -> None: ...
+        def mark_unobserved(self, node: str, now: float) -> None: ...
+        def mark_observed(self, node: str) -> None: ...
+
+        def verdict(self, now: float) -> Verdict:
+            return Verdict(Label.CONFIG_ERROR, Action.STOP, reason="EFA is off on node1")
+
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
+                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6),
+                        judge_factory=lambda g, now: StopJudge())
+    links = [make_link(coord.endpoint, "node0"), make_link(coord.endpoint, "node1")]
+    nodes = {"node0": RecordingNode(""), "node1": RecordingNode("")}
+    codes: dict[str, int] = {}
+    try:
+        for link in links:
+            link.hello("h", 1, [0], time.monotonic(), time.time())
+        end = time.monotonic() + 15
+        while len(codes) < 2:
+            assert time.monotonic() < end
+            for link in links:
+                m, w = time.monotonic(), time.time()
+                code = link.dispatch(link.tick(m, w), nodes[link.node], m, w)
+                if code is not None:
+                    codes[link.node] = code
+            coord.poll(0.005)
+            coord.tick(time.monotonic())
+        assert codes == {"node0": 4, "node1": 4} and coord.exit_code == 4
+        assert all([c[0] for c in n.calls] == ["capture", "stop"] for n in nodes.values())
     finally:
         for link in links:
             link.close()
