@@ -146,7 +146,12 @@ class RankState:
             return True
         if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
             return True
-        if self.last_compile_beat is not None and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW:
+        if (
+            self.last_compile_beat is not None
+            and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW
+            # dots printed before the compile's PASS line belong to that finished compile
+            and (self.last_compile_end is None or self.last_compile_beat > self.last_compile_end)
+        ):
             return True
         return (
             lock_holder_alive

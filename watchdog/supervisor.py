@@ -8,6 +8,7 @@ set a flag, and one shutdown path does the work.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import logging
 import os
@@ -50,6 +51,7 @@ log = logging.getLogger("neuron_watch")
 
 TICK = 0.1  # seconds between loop iterations
 SAMPLE_EVERY = 1.0  # seconds between process-table samples
+LOCKS_EVERY = 5.0  # seconds between compile-cache lock scans
 STATUS_EVERY = 1.0  # seconds between status.json writes
 #: After a failure is first seen, wait this long for the rest of the story (the launcher's own exit,
 #: the root-cause rank's exit code) before judging: peers report "connection closed" before the
@@ -140,6 +142,8 @@ class Supervisor:
         self.incidents = 0
         self.gen: Generation | None = None
         self._last_sample = 0.0
+        self._last_locks = 0.0
+        self.cache_dir = compile_cache_dir(rank_env)
         self._last_status = 0.0
         self.echo = None if config.quiet else console_echo
         self.storage: Storage | None = None
@@ -241,6 +245,9 @@ class Supervisor:
             [CompilerSample(RankKey(self.node, c.rank), c.pid, c.cpu_seconds, now) for c in compilers], now
         )
         gen.worker_pids = {w.rank: w.pid for w in workers}
+        if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
+            self._last_locks = now
+            gen.judge.observe_cache_locks(fresh_locks(self.cache_dir, self.wall() - (now - gen.started)), now)
 
     def _write_status(self, gen: Generation, now: float) -> None:
         ranks = gen.judge.rank_summaries(now)
@@ -561,6 +568,25 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         release(guardian, guardian_fd)
     print(f"neuron-watch: job {job_id} finished with exit code {code}; events in {events.path}", file=sys.stderr)
     return code
+
+
+def compile_cache_dir(env: dict[str, str]) -> str | None:
+    """The local Neuron compile cache (``--cache_dir`` in NEURON_CC_FLAGS beats NEURON_COMPILE_CACHE_URL)."""
+    m = re.search(r"--cache_dir[= ](\S+)", env.get("NEURON_CC_FLAGS", ""))
+    url = m.group(1) if m else env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")
+    return None if "://" in url else url
+
+
+def fresh_locks(cache_dir: str, since_wall: float) -> list[str]:
+    """``*.lock`` files in the cache's entries (``neuronxcc-*/MODULE_*/``) changed since ``since_wall``."""
+    out = []
+    for path in glob.glob(os.path.join(cache_dir, "*", "MODULE_*", "*.lock")):
+        try:
+            if os.path.getmtime(path) >= since_wall:
+                out.append(path)
+        except OSError:
+            continue
+    return out
 
 
 def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:

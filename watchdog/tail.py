@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import IO
 
 from neuron_watch.events import LogLine, RankKey
+from neuron_watch.logtext import logical_lines, split_rank_prefix
 
 #: Bytes read from one file per poll; bounds memory when a rank floods its output.
 MAX_READ = 4 << 20
@@ -112,7 +113,11 @@ class RankStreams:
                 f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
             f.write(text + "\n")
             n = self._lineno[rank] = self._lineno.get(rank, 0) + 1
-            out.append(LogLine(RankKey(self.node, rank), text, mono, wall, self.rank_log(rank), n))
+            # The judge sees what `neuron-watch diagnose` sees: escapes and redrawn bars removed,
+            # torch's own "[rankN]:" prefix dropped (the file already says which rank it is).
+            for part in logical_lines(text):
+                out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
+                                   self.rank_log(rank), n))
             if self.echo is not None:
                 echo_lines.append(f"[rank{rank}] {text}")
         for f in self._out.values():

@@ -65,6 +65,15 @@ def test_rx_timeouts_while_a_rank_compiles_are_not_a_hang() -> None:
     assert j.verdict(462.0).label is Label.COLLECTIVE_HANG  # compile over, nobody progressed for the timeout
 
 
+def test_dots_of_a_finished_compile_do_not_keep_it_compiling() -> None:
+    j = judge(60.0)
+    j.observe_line(line(0, "step 1 loss 1.0", 0.0))
+    j.observe_line(line(0, "....", 10.0))
+    assert j.verdict(11.0).label is Label.COMPILING
+    j.observe_line(line(0, "Compiler status PASS", 12.0))
+    assert j.verdict(13.0).label is not Label.COMPILING
+
+
 def test_compiler_process_with_growing_cpu_is_compile_evidence() -> None:
     j = judge(60.0)
     j.observe_line(line(2, "step 5 loss 0.5", 0.0))
