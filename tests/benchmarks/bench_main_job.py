@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import shlex
 import signal
 import socket
@@ -68,6 +69,7 @@ class Run:
     stopped: str = ""  # "" = exited by itself; else the rung we had to reach ("SIGTERM"/"SIGKILL")
     leftovers: int = 0  # processes carrying our marker after the launch ended (killed)
     load: tuple[float, float] = (0.0, 0.0)  # 1-min load average before/after
+    cpu: float = 0.0  # user+sys CPU seconds of the launch and every descendant reaped in its tree
 
 
 def pids_with(marker: str) -> list[int]:
@@ -108,6 +110,7 @@ def launch(argv: list[str], env: dict[str, str], cwd: str) -> Run:
     env = {**env, MARKER: marker}
     run = Run(argv)
     load0 = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -135,6 +138,10 @@ def launch(argv: list[str], env: dict[str, str], cwd: str) -> Run:
             p.wait()
     run.wall = time.monotonic() - t0
     run.code = p.returncode
+    # Every rank is reaped by torchrun and torchrun by neuron-watch, so the delta holds the whole tree:
+    # CPU seconds do not depend on what else the shared cores are running, unlike the wall time.
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     with contextlib.suppress(ProcessLookupError):  # stray members of the launcher's own group
         os.killpg(p.pid, signal.SIGKILL)
     run.leftovers = sweep(marker)
@@ -196,6 +203,7 @@ def recovery_times(run: Run, resume_step: int) -> tuple[float, float, float] | N
 def bench_wall(args: argparse.Namespace, env: dict[str, str], base: Path) -> dict[str, list[float]]:
     print(f"\n== 1. wall time, clean run ({args.steps} steps, step time {args.step_time}s, {NPROC} ranks) ==")
     res: dict[str, list[float]] = {"neuron-watch": [], "torchrun": []}
+    cpu: dict[str, list[float]] = {"neuron-watch": [], "torchrun": []}
     for i in range(args.runs):
         order = ["neuron-watch", "torchrun"] if i % 2 == 0 else ["torchrun", "neuron-watch"]
         for who in order:
@@ -207,13 +215,19 @@ def bench_wall(args: argparse.Namespace, env: dict[str, str], base: Path) -> dic
                 print(f"  {who}: {shlex.join(argv)}")
             run = launch(argv, env, str(d))
             ok = run.code == 0 and not run.stopped
-            print(f"  run {i} {who:12}: {run.wall:6.2f}s rc={run.code} load {run.load[0]:.2f}->{run.load[1]:.2f}"
+            print(f"  run {i} {who:12}: {run.wall:6.2f}s cpu {run.cpu:6.2f}s rc={run.code} "
+                  f"load {run.load[0]:.2f}->{run.load[1]:.2f}"
                   + (f" STOPPED({run.stopped})" if run.stopped else "")
                   + (f" leftovers killed={run.leftovers}" if run.leftovers else ""))
             if ok:
                 res[who].append(run.wall)
+                cpu[who].append(run.cpu)
             else:
                 print(tail(run))
+    if cpu["neuron-watch"] and cpu["torchrun"]:
+        nw, tr = statistics.median(cpu["neuron-watch"]), statistics.median(cpu["torchrun"])
+        print(f"  CPU seconds of the whole process tree (median): neuron-watch {nw:.2f}s, torchrun {tr:.2f}s, "
+              f"difference {nw - tr:+.2f}s, ratio {nw / tr:.3f} (load-independent, unlike the wall time)")
     return res
 
 
