@@ -21,6 +21,7 @@ class LaunchInfo:
     nnodes: int | None = None
     node_rank: int | None = None
     log_dir: str | None = None  # where per-rank output files appear
+    coordinator_host: str | None = None  # where node 0 runs (MASTER_ADDR / rendezvous host)
     warnings: tuple[str, ...] = ()
 
 

@@ -92,6 +92,10 @@ class TorchrunLauncher(Launcher):
         warnings = []
         if str(a.get("redirects")) not in ("3", "Std.ALL"):
             warnings.append(f"--redirects {a.get('redirects')}: only redirected streams can be watched")
+        host = str(a.get("master_addr") or "")
+        endpoint = str(a.get("rdzv_endpoint") or "")
+        if str(a.get("rdzv_backend", "static")) != "static" and endpoint:
+            host = endpoint.rsplit(":", 1)[0] if ":" in endpoint else endpoint
         nproc = a.get("nproc_per_node")
         nnodes = str(a.get("nnodes", "1"))
         return LaunchInfo(
@@ -99,6 +103,7 @@ class TorchrunLauncher(Launcher):
             nnodes=int(nnodes.split(":")[-1]) if nnodes.split(":")[-1].isdigit() else None,
             node_rank=int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None,
             log_dir=str(a.get("log_dir") or os.path.join(gen_dir, "torchrun")),
+            coordinator_host=host.strip("[]") or None,
             warnings=tuple(warnings),
         )
 

@@ -228,11 +228,17 @@ class AgentLink:
         self._pending_since = None
         self._enqueue(Lines(lines), now, wall, rank=ranks.pop() if len(ranks) == 1 else -1)
 
-    def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float) -> None:
-        """``(rank, pid, cpu_seconds, mono)`` of live compiler processes."""
+    def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
+                      locks: Iterable[str] = (), always: bool = False,
+                      workers: Iterable[tuple[int, int]] = ()) -> None:
+        """``(rank, pid, cpu_seconds, mono)`` of *all* live compiler processes, and fresh cache locks.
+
+        ``always``: send even when there is nothing (the coordinator learns that compilers ended).
+        """
         s = tuple(ProcSample(r, p, c, max(0.0, now - m)) for r, p, c, m in samples)
-        if s:
-            self._enqueue(Procs(s), now, wall)
+        lk, wk = tuple(locks), tuple(workers)
+        if s or lk or wk or always:
+            self._enqueue(Procs(s, lk, wk), now, wall)
 
     def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float) -> None:
         """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher)."""

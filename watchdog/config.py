@@ -203,6 +203,7 @@ _RUNTIME_ENV = {
     "NEURON_WATCH_NODE",
     "NEURON_WATCH_GENERATION",
     "NEURON_WATCH_DEBUG",
+    "NEURON_WATCH_HOST_COORDINATOR",  # 0: this node never hosts the coordinator (a standalone one does)
     "NEURON_WATCH_BIN",  # slurm/prolog, slurm/epilog: which neuron-watch to run
 }
 _KNOWN_ENV = {o.env for o in OPTIONS} | _RUNTIME_ENV

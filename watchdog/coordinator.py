@@ -28,6 +28,7 @@ import argparse
 import collections
 import dataclasses
 import enum
+import json
 import logging
 import os
 import signal
@@ -42,6 +43,7 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey, Verdict, iso_utc
+from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
     Ack,
     Body,
@@ -75,7 +77,7 @@ class JudgeLike(Protocol):
     """What the coordinator needs of :class:`neuron_watch.judge.Judge`."""
 
     def observe_lines(self, lines: Any) -> Any: ...
-    def observe_compilers(self, samples: Any, now: float) -> None: ...
+    def observe_compilers(self, samples: Any, now: float, node: str | None = None) -> None: ...
     def observe_exit(self, ex: RankExit) -> None: ...
     def mark_unobserved(self, node: str, now: float) -> None: ...
     def mark_observed(self, node: str) -> None: ...
@@ -109,6 +111,9 @@ class NodeView:
     reported_dropped_msgs: int = 0
     acked: int = -1
     need_ack: bool = False
+    launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
+    locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
+    worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
 
 
 @dataclass
@@ -137,16 +142,23 @@ class CoordinatorSettings:
     evidence_timeout: float = 60.0  # wait this long for every node's `evidence_done`
     stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
     expected_nodes: int | None = None  # wait for this many nodes before judging
+    settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
     tail_lines: int = 200  # per-rank tail kept in memory for evidence
 
 
-class Phase(str, enum.Enum):
-    """Where a coordinated recovery is."""
+#: The recovery steps are the job states of :mod:`neuron_watch.policy` (one state machine for all).
+Phase = JobState
 
-    RUNNING = "running"
-    EVIDENCE = "evidence"  # capture_evidence sent, waiting for evidence_done from every node
-    STOPPING = "stopping"  # stop sent, waiting for stopped from every node
-    DONE = "done"  # shutdown sent
+PROGRESS_EVENT_EVERY = 30.0  # seconds between `progress` events (the first of a generation at once)
+
+
+def _json_detail(detail: str) -> dict[str, Any]:
+    """An agent's status detail: JSON from a node agent, plain text from older or simpler agents."""
+    try:
+        d = json.loads(detail) if detail.startswith("{") else {}
+    except ValueError:
+        d = {}
+    return d if isinstance(d, dict) else {}
 
 
 class Coordinator:
@@ -160,17 +172,18 @@ class Coordinator:
         judge_factory: ``(generation, now) -> judge`` for each generation; None = ingest only.
         pick_checkpoint: returns the checkpoint every node relaunches from ('' = from scratch);
             default: the newest one any node reported in its status.
-        decide: ``(verdict) -> (restart?, reason, exit_code)``; default: restart while the
-            verdict asks for it and ``max_restarts`` is not used up.
+        policy: the restart policy (:class:`neuron_watch.policy.RestartPolicy`); default: one with
+            ``max_restarts``.
     """
 
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
                  settings: CoordinatorSettings | None = None,
                  judge_factory: Callable[[int, float], JudgeLike] | None = None,
                  pick_checkpoint: Callable[[dict[str, NodeView]], str] | None = None,
-                 decide: Callable[[Verdict], tuple[bool, str, int]] | None = None,
+                 policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 announce: bool = True) -> None:
         self.settings = settings or CoordinatorSettings()
         self.job = job
         self.signer = Signer.for_coordinator(secret)
@@ -188,13 +201,21 @@ class Coordinator:
         now = clock()
         self.judge: JudgeLike | None = judge_factory(0, now) if judge_factory else None
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
-        self.decide = decide
-        self.max_restarts = max_restarts
+        self.policy = policy or RestartPolicy(max_restarts=max_restarts)
         self.restarts = 0
+        self.wall = wall
+        self.sm = JobStateMachine()
+        self.incident_no = 0
+        self._pending: Verdict = Verdict(Label.HEALTHY, Action.WAIT)
+        self._failure_seen: float | None = None
+        self._last_label: Label | None = None
+        self._progress_step: int | None = None
+        self._progress_at: float | None = None
+        self._interrupt: tuple[int, float] | None = None
+        self._last_status = -1e18
         self.tails: dict[RankKey, collections.deque[LogLine]] = {}
         self.merged: IO[str] = open(os.path.join(run_dir, "merged.log"), "a", encoding="utf-8")  # noqa: SIM115
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"))
-        self.phase = Phase.RUNNING
         self.phase_since = now
         self.incident = ""
         self.last_verdict: Verdict | None = None
@@ -204,7 +225,9 @@ class Coordinator:
         self._last_verdict_at = -1e18
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
-        self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
+        self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
+        if announce:
+            self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -300,16 +323,26 @@ class Coordinator:
         elif isinstance(body, Heartbeat):
             self._loss_report(view, body.dropped_lines, body.dropped_msgs)
         elif isinstance(body, Status):
+            if h.generation != self.generation and body.state in ("finished", "failed"):
+                return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = body.state, body.detail, h.generation
+            if body.state in ("finished", "failed"):
+                view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
             self._loss_report(view, body.dropped_lines, body.dropped_msgs)
             self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=body.detail)
         elif isinstance(body, Procs):
+            if body.workers:
+                view.worker_pids = dict(body.workers)
             if self.judge and h.generation == self.generation:
                 self.judge.observe_compilers(
                     [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
-                     for s in body.samples], now)
+                     for s in body.samples], now, node=h.node)
+                observe_locks = getattr(self.judge, "observe_cache_locks", None)
+                if callable(observe_locks):
+                    view.locks = set(body.locks)
+                    observe_locks(sorted(set().union(*(v.locks for v in self.nodes.values()))), now)
         elif isinstance(body, Exits):
             for e in body.exits:
                 ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
@@ -395,67 +428,203 @@ class Coordinator:
             self._last_verdict_at = now
             verdict = self.judge.verdict(now)
             self.last_verdict = verdict
-        self._recovery(verdict, now)
+            self._progress_event(now)
+        if self._interrupt is not None:
+            self._interrupting(now)
+        else:
+            self._recovery(verdict, now)
         self.merged.flush()
+        if now - self._last_status >= 1.0:
+            self._last_status = now
+            self.write_status(now)
         return verdict
 
     def _enough_nodes(self) -> bool:
         want = self.settings.expected_nodes
         return want is None or len(self.nodes) >= want
 
-    def _move(self, phase: Phase, now: float) -> None:
-        self.events.emit("recovery_phase", self.generation, phase=phase.value, previous=self.phase.value)
-        self.phase, self.phase_since = phase, now
+    def _move(self, state: JobState, now: float) -> None:
+        previous = self.sm.state
+        self.sm.move(state, now)
+        self.phase_since = now
+        self.events.emit("recovery_phase", self.generation, phase=state.value, previous=previous.value)
 
-    def _all_status(self, state: str) -> bool:
-        return all(v.status == state for v in self.nodes.values())
+    @property
+    def phase(self) -> JobState:
+        return self.sm.state
+
+    def _all_status(self, *states: str) -> bool:
+        return bool(self.nodes) and all(v.status in states for v in self.nodes.values())
+
+    def _reset_status(self) -> None:
+        for v in self.nodes.values():
+            v.status, v.status_detail = "", ""
+
+    def _progress_event(self, now: float) -> None:
+        if self.sm.state is not JobState.RUNNING:
+            return
+        step = getattr(self.judge, "max_step", None)
+        if step is None or step == self._progress_step:
+            return
+        if self._progress_at is not None and now - self._progress_at < PROGRESS_EVENT_EVERY:
+            return
+        self._progress_step, self._progress_at = step, now
+        self.events.emit("progress", self.generation, step=step)
+
+    def _progress_fields(self) -> dict[str, Any]:
+        times = getattr(self.judge, "step_times", None) or []
+        last = times[-1] if times else None
+        return {
+            "last_progress": None if last is None else iso_utc(self.wall() - (self.clock() - last)),
+            "last_step": getattr(self.judge, "max_step", None),
+        }
+
+    def _progressed_for(self) -> float:
+        times = getattr(self.judge, "step_times", None) or []
+        return times[-1] - times[0] if len(times) > 1 else 0.0
 
     def _recovery(self, verdict: Verdict | None, now: float) -> None:
-        if self.phase is Phase.RUNNING:
-            if verdict is None or verdict.action is Action.WAIT:
+        state = self.sm.state
+        if state in (JobState.STARTING, JobState.RUNNING):
+            if state is JobState.STARTING and self._enough_nodes():
+                self._move(JobState.RUNNING, now)
+            if self._enough_nodes() and self._all_status("finished"):
+                self._finish(0, "every node finished", now)
                 return
-            self.incident = f"g{self.generation}-{int(time.time())}-{verdict.label.value}"
-            self.events.emit("verdict", self.generation, **verdict.to_dict())
-            self._final = self._decision(verdict)
-            for v in self.nodes.values():
-                v.status = ""
+            if verdict is None:
+                return
+            if verdict.action is Action.WAIT:
+                self._failure_seen = None
+                if verdict.label is not self._last_label and not (
+                    self._last_label is None and verdict.label is Label.HEALTHY
+                ):
+                    self._last_label = verdict.label
+                    self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
+                return
+            # A failure. Unless it is a hang, give the rest of the story a moment to arrive (the
+            # launcher's exit, the root-cause rank's exit code): peers report "connection closed"
+            # before the launcher reports which rank died first.
+            settled = self._all_status("finished", "failed")
+            if verdict.label is not Label.COLLECTIVE_HANG and not settled:
+                if self._failure_seen is None:
+                    self._failure_seen = now
+                    return
+                if now - self._failure_seen < self.settings.settle:
+                    return
+            self._failure_seen = None
+            self._pending = verdict
+            self.incident_no += 1
+            self.incident = f"incident-{self.incident_no}"
+            self._reset_status()
             self.broadcast(CaptureEvidence(self.incident, verdict.reason))
-            self._move(Phase.EVIDENCE, now)
-        elif self.phase is Phase.EVIDENCE:
-            if self._all_status("evidence_done") or now - self.phase_since >= self.settings.evidence_timeout:
-                for v in self.nodes.values():
-                    v.status = ""
+            self._move(JobState.CAPTURING, now)
+        elif state is JobState.CAPTURING:
+            if self._all_status("evidence_done") or now - self.phase_since >= self.settings.evidence_timeout + 5:
+                verdict = self._culprit_from_stacks(self._pending)
+                self._pending = verdict
+                self._last_label = verdict.label
+                details = {n: _json_detail(v.status_detail) for n, v in sorted(self.nodes.items())}
+                self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
+                culprit = None if verdict.culprit is None else {"node": verdict.culprit.node,
+                                                                "rank": verdict.culprit.rank}
+                bundles = {n: str(d["bundle"]) for n, d in details.items() if d.get("bundle")}
+                # one node: the incident directory; several: where each node's part is
+                artifacts: str | dict[str, str] = (
+                    os.path.dirname(next(iter(bundles.values()))) if len(self.nodes) == 1 and bundles else bundles
+                )
+                self.events.emit(
+                    "incident", self.generation, incident=self.incident_no, label=verdict.label.value,
+                    culprit=culprit,
+                    artifacts=artifacts,
+                    capture_seconds=max((float(d.get("seconds", 0.0)) for d in details.values()), default=0.0),
+                    missing_items=sum(int(d.get("missing", 0)) for d in details.values()),
+                    nodes_without_evidence=sorted(n for n, v in self.nodes.items() if v.status != "evidence_done"),
+                )
+                self._reset_status()
                 self.broadcast(Stop(self.incident, self.settings.stop_timeout))
-                self._move(Phase.STOPPING, now)
-        elif self.phase is Phase.STOPPING and (
+                self._move(JobState.STOPPING, now)
+        elif state is JobState.STOPPING and (
             self._all_status("stopped") or now - self.phase_since >= self.settings.stop_timeout + 10
         ):
-            restart, reason, code = self._final
-            if restart:
+            for n, v in sorted(self.nodes.items()):
+                d = _json_detail(v.status_detail)
+                self.events.emit("stopped", self.generation, node=n, rung=d.get("rung"), seconds=d.get("seconds"),
+                                 survivors=d.get("survivors", []), answered=v.status == "stopped")
+                for up in d.get("uploads", []):
+                    self.events.emit("upload", self.generation, node=n, **up)
+            codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]
+            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None)
+            self.restarts = self.policy.restarts
+            if outcome.decision is Decision.RESTART:
+                self._move(JobState.RESTARTING, now)
                 checkpoint = self.pick_checkpoint(self.nodes)
-                self.restarts += 1
                 self.generation += 1
-                self.events.emit("restart", self.generation, checkpoint=checkpoint, reason=reason)
+                self.events.emit("restart", self.generation, checkpoint=checkpoint or None,
+                                 restarts=self.policy.restarts, reason=outcome.reason)
                 if self.judge_factory:
                     self.judge = self.judge_factory(self.generation, now)
+                self._last_label = None
+                self._progress_step, self._progress_at = None, None
+                for v in self.nodes.values():
+                    v.launcher_code = None
+                self._reset_status()
                 self.broadcast(Launch(self.generation, checkpoint))
-                self._move(Phase.RUNNING, now)
+                self._move(JobState.STARTING, now)
             else:
-                self.exit_code = code
-                self.broadcast(Shutdown(reason, code))
-                self._move(Phase.DONE, now)
+                self.events.emit("gave_up", self.generation, reason=outcome.reason,
+                                 label=self._pending.label.value)
+                self._finish(outcome.exit_code, outcome.reason, now, JobState.FAILED)
 
-    def _decision(self, verdict: Verdict) -> tuple[bool, str, int]:
-        if self.decide is not None:
-            return self.decide(verdict)
-        if verdict.action is Action.STOP:
-            return False, f"{verdict.label.value}: not restartable", int(ExitCode.NOT_RESTARTABLE)
-        if self.restarts >= self.max_restarts:
-            return False, f"{verdict.label.value}: {self.restarts} restart(s) used up", \
-                int(ExitCode.RESTARTS_EXHAUSTED)
-        return True, verdict.reason or verdict.label.value, 0
+    def _culprit_from_stacks(self, verdict: Verdict) -> Verdict:
+        """A silent hang names no culprit in the logs; the one rank outside every collective is it."""
+        if verdict.label is not Label.COLLECTIVE_HANG or verdict.culprit is not None:
+            return verdict
+        outside, inside = [], 0
+        for n, v in self.nodes.items():
+            for rank, in_coll in _json_detail(v.status_detail).get("in_collective", {}).items():
+                if in_coll:
+                    inside += 1
+                else:
+                    outside.append(RankKey(n, int(rank)))
+        if len(outside) != 1 or inside == 0:
+            return verdict
+        return dataclasses.replace(
+            verdict, culprit=outside[0],
+            reason=f"{verdict.reason}; {outside[0]} is the only rank not waiting in a collective (stacks)",
+        )
 
-    _final: tuple[bool, str, int] = (False, "", 0)
+    def interrupt(self, signum: int, now: float) -> None:
+        """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down."""
+        if self._interrupt is not None or not self.sm.live:
+            return
+        self._interrupt = (signum, now)
+        self._reset_status()
+        self.broadcast(Stop(f"signal {signum}", self.settings.stop_timeout))
+
+    def _interrupting(self, now: float) -> None:
+        assert self._interrupt is not None
+        signum, since = self._interrupt
+        if self.sm.live and (self._all_status("stopped") or now - since >= self.settings.stop_timeout + 10):
+            self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
+
+    def _finish(self, code: int, reason: str, now: float, state: JobState = JobState.FINISHED) -> None:
+        if state is JobState.FINISHED and self.sm.state is JobState.STARTING:
+            self._move(JobState.RUNNING, now)
+        self.exit_code = code
+        self.broadcast(Shutdown(reason, code))
+        self._move(state, now)
+        fields: dict[str, Any] = {"exit_code": code, "restarts": self.policy.restarts, "state": state.value,
+                                  "incidents": self.incident_no, "reason": reason, **self._progress_fields()}
+        closing = {"time": iso_utc(self.wall()), "event": "job_finished", "generation": self.generation, **fields}
+        try:
+            from neuron_watch.goodput import compute_goodput
+
+            fields["goodput"] = compute_goodput([*self.events.history, closing])
+        except Exception as exc:  # figures are a report, never a reason to lose the final event
+            log.warning("goodput figures failed: %s", exc)
+        self.events.emit("job_finished", self.generation, **fields)
+        self.write_status(now)
+
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -478,6 +647,38 @@ class Coordinator:
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
 
+    def write_status(self, now: float) -> None:
+        """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
+        ranks: list[dict[str, Any]] = []
+        summaries = getattr(self.judge, "rank_summaries", None)
+        if callable(summaries):
+            ranks = list(summaries(now))
+        for r in ranks:
+            view = self.nodes.get(str(r.get("node")))
+            r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
+        for view in self.nodes.values():
+            if view.state is NodeState.UNOBSERVED:
+                for r in ranks:
+                    if r.get("node") == view.node:
+                        r["state"] = "unobserved"
+        doc = {
+            "job_id": self.job,
+            "generation": self.generation,
+            "restarts": self.policy.restarts,
+            "state": self.sm.state.value,
+            "label": self.last_verdict.label.value if self.last_verdict else None,
+            "updated": iso_utc(self.wall()),
+            "updated_unix": self.wall(),
+            "hang_timeout": getattr(self.judge, "hang_timeout", lambda: None)(),
+            "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
+                      for n, v in sorted(self.nodes.items())},
+            "ranks": ranks,
+        }
+        try:
+            write_json_atomic(os.path.join(self.run_dir, "status.json"), doc)
+        except OSError as exc:
+            log.warning("cannot write status.json: %s", exc)
+
     def write_summary(self, now: float) -> None:
         write_json_atomic(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
 
@@ -495,8 +696,9 @@ class Coordinator:
         return self.exit_code or 0
 
     def close(self) -> None:
-        self.events.emit("coordinator_stopped", self.generation, lines=self.counters.lines,
-                         refused=self.counters.bad_total())
+        if self.announce:
+            self.events.emit("coordinator_stopped", self.generation, lines=self.counters.lines,
+                             refused=self.counters.bad_total())
         self.sock.close()
         self.merged.close()
         self.events.close()
@@ -555,7 +757,8 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     settings = CoordinatorSettings(silence=args.silence, stop_timeout=config.stop_timeout,
                                    expected_nodes=args.nodes)
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
-                        judge_factory=default_judge_factory(config), max_restarts=config.max_restarts)
+                        judge_factory=default_judge_factory(config),
+                        policy=RestartPolicy(max_restarts=config.max_restarts))
     stopping: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -286,8 +286,11 @@ class Judge:
             self.hints.append((ev, m))
         return m
 
-    def observe_compilers(self, samples: Sequence[CompilerSample], now: float) -> None:
-        """The compiler processes alive at ``now`` (all of them: an absent pid has ended)."""
+    def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None:
+        """The compiler processes alive at ``now`` (all of them: an absent pid has ended).
+
+        ``node``: the samples are one node's (multi-node): only that node's ranks are pruned.
+        """
         self.processes_observed_at = now
         seen: dict[RankKey, set[int]] = {}
         for s in samples:
@@ -298,6 +301,8 @@ class Judge:
                 st.compiler_cpu[s.pid] = (s.cpu_seconds, s.mono)
                 self.last_compiler_alive = max(self.last_compiler_alive or s.mono, s.mono)
         for key, st in self.ranks.items():
+            if node is not None and key.node != node:
+                continue
             for pid in list(st.compiler_cpu):
                 if pid not in seen.get(key, set()):
                     del st.compiler_cpu[pid]

@@ -149,7 +149,12 @@ class ProcSample:
 
 @dataclass(frozen=True, slots=True)
 class Procs:
+    """All live compiler processes of the node (an empty tuple: none any more) and the fresh
+    compile-cache ``*.lock`` files it sees."""
+
     samples: tuple[ProcSample, ...]
+    locks: tuple[str, ...] = ()
+    workers: tuple[tuple[int, int], ...] = ()  # (rank, pid) of the node's rank processes
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +262,8 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Heartbeat):
         return [body.buffered, body.dropped_lines, body.dropped_msgs]
     if isinstance(body, Procs):
-        return [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples]]
+        return [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
+                [[r, p] for r, p in body.workers]]
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
     if isinstance(body, Status):
@@ -410,13 +416,19 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
         _list(b, 3, "heartbeat body")
         return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"))
     if kind is Kind.PROCS:
-        _list(b, 1, "procs body")
+        if not isinstance(b, list) or len(b) not in (1, 2, 3):
+            raise ProtocolError("field", "procs body must be a list of 1 to 3 items")
         samples = []
         for s in _list(b[0], None, "samples"):
             s = _list(s, 4, "sample")
             samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
                                       _float(s[3], "d_mono")))
-        return Procs(tuple(samples))
+        locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
+        workers = []
+        for w in _list(b[2], None, "workers") if len(b) == 3 else []:
+            w = _list(w, 2, "worker")
+            workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
+        return Procs(tuple(samples), locks, tuple(workers))
     if kind is Kind.EXITS:
         _list(b, 1, "exits body")
         exits = []

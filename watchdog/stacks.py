@@ -43,3 +43,16 @@ def hang_culprits(dumps: Mapping[int, str]) -> list[int]:
     outside = sorted(r for r, s in state.items() if s is False)
     inside = [r for r, s in state.items() if s is True]
     return outside if outside and inside else []
+
+
+def collective_states(dumps: Mapping[int, str]) -> dict[int, bool]:
+    """Rank -> in a collective (True) or not (False); ranks whose dump tells nothing are left out.
+
+    Used by a node agent to report its ranks to the coordinator, which decides across nodes.
+    """
+    out: dict[int, bool] = {}
+    for r, d in dumps.items():
+        s = in_collective(d)
+        if s is not None:
+            out[r] = s
+    return out

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from neuron_watch.errors import StorageError, UsageError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from neuron_watch.errors import StorageError, UsageError
 
 log = logging.getLogger("neuron_watch.storage")
 

@@ -1,18 +1,16 @@
-"""The single-node supervisor: launch a generation, watch it, judge it, capture, stop, restart.
+"""``neuron-watch torchrun``: this node's agent, and the job's coordinator where this node hosts it.
 
-This is the I/O shell around the pure parts (:mod:`judge`, :mod:`policy`, :mod:`checkpoints`,
-:mod:`envpolicy`). One loop, one ``tick(now)`` every :data:`TICK` seconds; signal handlers only
-set a flag, and one shutdown path does the work.
+Every node runs a :class:`~neuron_watch.agent.NodeAgent` (launch, tail, sample, capture, stop).
+The job's brain is one :class:`~neuron_watch.coordinator.Coordinator` (judge, restart policy,
+events): for a single-node job it runs in this process on loopback; for a multi-node job the node
+with ``node_rank`` 0 hosts it (``--coordinator HOST:PORT``, default ``<MASTER_ADDR>:29510``) and
+every node's agent connects to it. One loop; signal handlers only record the signal.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import glob
-import json
 import logging
 import os
-import re
 import secrets
 import shlex
 import signal
@@ -20,49 +18,36 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from neuron_watch import __version__
+from neuron_watch.agent import NodeAgent
+from neuron_watch.agent_link import AgentLink, new_session
+from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import scan_checkpoints
 from neuron_watch.checkpoints import CheckpointRule, choose_checkpoint
 from neuron_watch.config import WatchConfig
+from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
-from neuron_watch.errors import ExitCode
-from neuron_watch.eventlog import EventLog, write_json_atomic
-from neuron_watch.events import Action, CompilerSample, Label, RankExit, RankKey, Verdict, iso_utc
-from neuron_watch.evidence import IncidentContext, capture_node_bundle
-from neuron_watch.goodput import compute_goodput
+from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.guardian import release, start_guardian
-from neuron_watch.judge import Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
-from neuron_watch.launchers.base import Launcher, LaunchInfo
+from neuron_watch.launchers.base import Launcher
 from neuron_watch.mqtt import MqttSink, parse_mqtt_url
-from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
-from neuron_watch.procs import MARKER_ENV, ProcessSampler, become_subreaper, reap_children
-from neuron_watch.stacks import hang_culprits
-from neuron_watch.storage import Storage, UploadResult, incident_key, open_storage, retry_pending, upload_tree
-from neuron_watch.tail import RankStreams, console_echo
+from neuron_watch.policy import RestartPolicy
+from neuron_watch.procs import MARKER_ENV, become_subreaper
+from neuron_watch.storage import Storage, open_storage
+from neuron_watch.tail import console_echo
 from neuron_watch.timeline import write_timeline
 
 log = logging.getLogger("neuron_watch")
 
-TICK = 0.1  # seconds between loop iterations
-SAMPLE_EVERY = 1.0  # seconds between process-table samples
-LOCKS_EVERY = 5.0  # seconds between compile-cache lock scans
-STATUS_EVERY = 1.0  # seconds between status.json writes
-#: After a failure is first seen, wait this long for the rest of the story (the launcher's own exit,
-#: the root-cause rank's exit code) before judging: peers report "connection closed" before the
-#: launcher reports which rank died first.
-SETTLE = 3.0
-PROGRESS_EVENT_EVERY = 30.0  # seconds between `progress` events (the first of a generation at once)
-RETRY_AT_EXIT = 300.0  # bound on retrying failed uploads when the job ends
-
-# torchrun's failure summary: "rank      : 1 (local_rank: 1)" then "exitcode  : 3 (pid: 1234)"
-_TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
-_TR_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+DEFAULT_COORDINATOR_PORT = 29510
+#: An agent that has not heard its coordinator for this long stops its ranks and exits (UNOBSERVED).
+COORDINATOR_SILENCE = 30.0
+#: How long the hosting node keeps serving after shutdown so every node receives it.
+SHUTDOWN_GRACE = 3.0
 
 
 def make_job_id(env: dict[str, str] | os._Environ[str]) -> str:
@@ -81,428 +66,41 @@ def host_facts() -> HostFacts:
     )
 
 
-@dataclass
-class Generation:
-    number: int
-    checkpoint: str
-    gen_dir: str
-    started: float
-    streams: RankStreams
-    judge: Judge
-    info: LaunchInfo | None = None
-    first_progress: float | None = None
-    last_progress: float | None = None
-    last_label: Label | None = None
-    failure_seen: float | None = None
-    pending_rank: int | None = None  # parsing torchrun's failure summary
-    launcher_log: Any = None
-    exits: dict[int, int] = field(default_factory=dict)
-    worker_pids: dict[int, int] = field(default_factory=dict)  # global rank -> pid
-    last_step: int | None = None
-    last_progress_wall: float | None = None
-    last_progress_event: float | None = None
+def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
+    """Where bundles are uploaded; None when they stay where they are captured (the default)."""
+    if not config.artifacts:
+        return None
+    if not config.artifacts.startswith("s3://") and os.path.abspath(config.artifacts) == os.path.join(
+        run_dir, "incidents"
+    ):
+        return None
+    return open_storage(config.artifacts, os.environ)
 
 
-class Supervisor:
-    """Runs the job on this node until it finishes, gives up, or is interrupted."""
+def _checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], str]:
+    """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
+    as the coordinator sees it (shared storage), else the newest any node reported."""
 
-    def __init__(
-        self,
-        config: WatchConfig,
-        launcher: Launcher,
-        job_id: str,
-        run_dir: str,
-        node: str,
-        marker: str,
-        rank_env: dict[str, str],
-        events: EventLog,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self.cfg = config
-        self.launcher = launcher
-        self.job_id = job_id
-        self.run_dir = run_dir
-        self.node = node
-        self.marker = marker
-        self.rank_env = rank_env
-        self.events = events
-        self.clock = clock
-        self.wall = wall
-        self.kb = default_knowledge_base(config.progress_regex)
-        self.settings = JudgeSettings(
-            hang_timeout=config.hang_timeout,
-            startup_timeout=config.startup_timeout,
-            compile_timeout=config.compile_timeout,
-        )
-        self.policy = RestartPolicy(max_restarts=config.max_restarts)
-        self.sm = JobStateMachine()
-        self.sampler = ProcessSampler()
-        self.stop_signal: int | None = None
-        self.incidents = 0
-        self.gen: Generation | None = None
-        self._last_sample = 0.0
-        self._last_locks = 0.0
-        self.cache_dir = compile_cache_dir(rank_env)
-        self._last_status = 0.0
-        self.echo = None if config.quiet else console_echo
-        self.storage: Storage | None = None
-        self.pending_uploads: list[UploadResult] = []
-        self._capture_info: dict[str, Any] = {}
+    def choose(nodes: dict[str, NodeView]) -> str:
+        if config.checkpoint_dir and os.path.isdir(config.checkpoint_dir):
+            rule = CheckpointRule(glob=config.checkpoint_glob, marker=config.checkpoint_marker)
+            chosen = choose_checkpoint(scan_checkpoints(config.checkpoint_dir, rule.marker), rule)
+            return "" if chosen is None else chosen.path
+        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+        return reported[-1] if reported else ""
 
-    # -- signals: handlers only record; the loop acts -------------------------------------------
+    return choose
 
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if self.stop_signal is None:
-            self.stop_signal = signum
 
-    # -- one generation -------------------------------------------------------------------------
+class _Signals:
+    """Signal handlers only record; the loop acts."""
 
-    def _start_generation(self, number: int, checkpoint: str) -> Generation:
-        gen_dir = os.path.join(self.run_dir, f"gen-{number}")
-        os.makedirs(gen_dir, exist_ok=True)
-        now = self.clock()
-        env = dict(self.rank_env)
-        env.update(
-            {
-                "NEURON_WATCH_CHECKPOINT": checkpoint,
-                "NEURON_WATCH_RESTART_COUNT": str(number),
-                "NEURON_WATCH_GENERATION": str(number),
-            }
-        )
-        streams = RankStreams(self.node, gen_dir, self.echo)
-        streams.set_log_root(os.path.join(gen_dir, "torchrun"))
-        gen = Generation(number, checkpoint, gen_dir, now, streams, Judge(self.kb, self.settings, now))
-        gen.launcher_log = open(os.path.join(gen_dir, "launcher.log"), "a", encoding="utf-8")  # noqa: SIM115
-        cmd = self.launcher.command(gen_dir, checkpoint)
-        with open(os.path.join(gen_dir, "command.json"), "w", encoding="utf-8") as f:
-            json.dump({"argv": cmd, "checkpoint": checkpoint}, f)
-        self.launcher.start(gen_dir, checkpoint, env)
-        try:
-            gen.info = self.launcher.describe(gen_dir)
-        except Exception as exc:  # the launcher itself will report a bad argument; keep watching
-            log.warning("could not read the job's shape: %s", exc)
-            gen.info = LaunchInfo()
-        for w in gen.info.warnings:
-            log.warning("%s", w)
-        if gen.info.log_dir:
-            streams.set_log_root(gen.info.log_dir)
-        if gen.info.nnodes == 1:
-            streams.rank_offset = 0
-        if gen.info.nproc_per_node and gen.info.nnodes == 1:
-            gen.judge.expect((RankKey(self.node, r) for r in range(gen.info.nproc_per_node)), now)
-        return gen
+    def __init__(self) -> None:
+        self.received: int | None = None
 
-    def _tick(self, gen: Generation, now: float, final: bool = False) -> None:
-        wall = self.wall()
-        for text in self.launcher.read_output(final):
-            gen.launcher_log.write(text + "\n")
-            if self.echo is not None:
-                self.echo(f"[{self.launcher.name}] {text}")
-            self._parse_launcher_line(gen, text, now)
-        gen.launcher_log.flush()
-        if now - self._last_sample >= SAMPLE_EVERY or final:
-            self._last_sample = now
-            self._sample(gen, now)
-        lines = gen.streams.poll(now, wall, final)
-        if lines:
-            for _line, m in gen.judge.observe_lines(lines):
-                if m.signature.effect.value == "progress":
-                    gen.first_progress = gen.first_progress or now
-                    gen.last_progress, gen.last_progress_wall = now, wall
-                    if m.step is not None:
-                        gen.last_step = m.step if gen.last_step is None else max(gen.last_step, m.step)
-            if gen.last_progress is not None and (
-                gen.last_progress_event is None or now - gen.last_progress_event >= PROGRESS_EVENT_EVERY
-            ):
-                gen.last_progress_event = now
-                self.events.emit("progress", gen.number, step=gen.last_step)
-        if now - self._last_status >= STATUS_EVERY:
-            self._last_status = now
-            self._write_status(gen, now)
-
-    def _parse_launcher_line(self, gen: Generation, text: str, now: float) -> None:
-        m = _TR_RANK.match(text)
-        if m:
-            gen.pending_rank = int(m.group(1))
-            return
-        m = _TR_EXIT.match(text)
-        if m and gen.pending_rank is not None:
-            rank, code = gen.pending_rank, int(m.group(1))
-            gen.pending_rank = None
-            gen.exits[rank] = code
-            gen.judge.observe_exit(RankExit(RankKey(self.node, rank), code, now))
-
-    def _sample(self, gen: Generation, now: float) -> None:
-        pid = self.launcher.pid
-        if pid is None:
-            return
-        workers, compilers = self.sampler.sample(pid)
-        if workers and gen.streams.rank_offset is None:
-            w = workers[0]
-            gen.streams.rank_offset = w.rank - w.local_rank
-        gen.judge.observe_compilers(
-            [CompilerSample(RankKey(self.node, c.rank), c.pid, c.cpu_seconds, now) for c in compilers], now
-        )
-        gen.worker_pids = {w.rank: w.pid for w in workers}
-        if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
-            self._last_locks = now
-            gen.judge.observe_cache_locks(fresh_locks(self.cache_dir, self.wall() - (now - gen.started)), now)
-
-    def _write_status(self, gen: Generation, now: float) -> None:
-        ranks = gen.judge.rank_summaries(now)
-        for r in ranks:
-            r["pid"] = gen.worker_pids.get(int(str(r["rank"])))
-        status: dict[str, Any] = {
-            "job_id": self.job_id,
-            "generation": gen.number,
-            "restarts": self.policy.restarts,
-            "state": self.sm.state.value,
-            "label": gen.last_label.value if gen.last_label else None,
-            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall())),
-            "updated_unix": self.wall(),
-            "hang_timeout": gen.judge.hang_timeout(),
-            "ranks": ranks,
-        }
-        try:
-            write_json_atomic(os.path.join(self.run_dir, "status.json"), status)
-        except OSError as exc:
-            log.warning("cannot write status.json: %s", exc)
-
-    def _progress_fields(self, gen: Generation) -> dict[str, Any]:
-        return {
-            "last_progress": None if gen.last_progress_wall is None else iso_utc(gen.last_progress_wall),
-            "last_step": gen.last_step,
-        }
-
-    def _emit_verdict(self, gen: Generation, verdict: Verdict) -> None:
-        gen.last_label = verdict.label
-        self.events.emit("verdict", gen.number, **verdict.to_dict(), **self._progress_fields(gen))
-        if verdict.label is not Label.HEALTHY:
-            log.info("verdict: %s%s", verdict.label.value, f" ({verdict.reason})" if verdict.reason else "")
-
-    # -- incidents ------------------------------------------------------------------------------
-
-    def _capture(self, gen: Generation, verdict: Verdict) -> tuple[IncidentContext, Path | None]:
-        """Capture this node's evidence while every rank is still alive (bounded by --evidence-timeout)."""
-        self.incidents += 1
-        ctx = IncidentContext(
-            job_id=self.job_id,
-            generation=gen.number,
-            incident=self.incidents,
-            node=self.node,
-            run_dir=Path(self.run_dir),
-            rank_logs={r: Path(p) for r, p in gen.streams.rank_logs().items()},
-            rank_pids=dict(gen.worker_pids),
-            verdict=verdict.to_dict(),
-            env=self.rank_env,
-            core_dump_dir=Path(self.run_dir) / "core-dumps",
-            compile_cache_dir=Path(self.rank_env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")),
-            deadline_s=self.cfg.evidence_timeout,
-            work_dirs=[Path.cwd()],
-            artifacts_uri=self.cfg.artifacts or "",
-        )
-        t0 = self.clock()
-        try:
-            bundle = capture_node_bundle(ctx)
-            self._capture_info = {"capture_seconds": round(self.clock() - t0, 3), "missing_items": len(bundle.missing)}
-            return ctx, bundle.bundle_dir
-        except OSError as exc:  # the bundle dir itself failed: report it, never stop the recovery
-            log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
-            self._capture_info = {"capture_seconds": round(self.clock() - t0, 3), "capture_error": str(exc)}
-            return ctx, None
-
-    @staticmethod
-    def _culprit_from_stacks(verdict: Verdict, bundle_dir: Path | None) -> Verdict:
-        """A silent hang names no culprit in the logs; the rank outside every collective is it."""
-        if verdict.label is not Label.COLLECTIVE_HANG or verdict.culprit is not None or bundle_dir is None:
-            return verdict
-        dumps: dict[int, str] = {}
-        for f in sorted((bundle_dir / "stacks").glob("rank-*.txt")):
-            try:
-                dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
-            except (OSError, ValueError):
-                continue
-        culprits = hang_culprits(dumps)
-        if len(culprits) != 1:
-            return verdict
-        node = verdict.ranks[0].node if verdict.ranks else ""
-        return dataclasses.replace(
-            verdict,
-            culprit=RankKey(node, culprits[0]),
-            reason=f"{verdict.reason}; rank {culprits[0]} is the only one not waiting in a collective (stacks)",
-        )
-
-    def _emit_incident(self, gen: Generation, verdict: Verdict, ctx: IncidentContext) -> None:
-        culprit = None if verdict.culprit is None else {"node": verdict.culprit.node, "rank": verdict.culprit.rank}
-        self.events.emit(
-            "incident",
-            gen.number,
-            incident=ctx.incident,
-            label=verdict.label.value,
-            culprit=culprit,
-            artifacts=str(ctx.bundle_dir.parent),
-            **self._capture_info,
-        )
-
-    def _upload(self, gen: Generation, ctx: IncidentContext) -> None:
-        """Upload a captured bundle (after the stop, bounded); failures are reported and retried at exit."""
-        if self.storage is None:
-            return
-        key = incident_key(self.job_id, ctx.incident, self.node)
-        try:
-            tree = upload_tree(self.storage, ctx.bundle_dir, key, deadline_s=self.cfg.upload_timeout)
-        except Exception as exc:  # a storage bug must not block the restart; it is reported
-            log.error("upload of incident %d failed: %s", ctx.incident, exc)
-            self.events.emit("upload", gen.number, incident=ctx.incident, ok=False, error=str(exc))
-            return
-        self.pending_uploads.extend(tree.failed)
-        self.events.emit("upload", gen.number, incident=ctx.incident, uri=f"{self.cfg.artifacts}/{key}",
-                         ok=tree.ok, **tree.summary())
-
-    def _choose_checkpoint(self) -> str:
-        if not self.cfg.checkpoint_dir:
-            return ""
-        rule = CheckpointRule(glob=self.cfg.checkpoint_glob, marker=self.cfg.checkpoint_marker)
-        chosen = choose_checkpoint(scan_checkpoints(self.cfg.checkpoint_dir, rule.marker), rule)
-        return "" if chosen is None else chosen.path
-
-    def _finish_generation(self, gen: Generation) -> None:
-        self._tick(gen, self.clock(), final=True)
-        self.launcher.close()
-        gen.streams.close()
-        gen.launcher_log.close()
-
-    # -- the loop -------------------------------------------------------------------------------
-
-    def run(self) -> int:
-        checkpoint = self._choose_checkpoint()
-        self.events.emit(
-            "job_started",
-            0,
-            job_id=self.job_id,
-            node=self.node,
-            version=__version__,
-            command=self.launcher.command(os.path.join(self.run_dir, "gen-0"), checkpoint),
-            checkpoint=checkpoint or None,
-            config=self.cfg.redacted(),
-        )
-        number = 0
-        exit_code = 0
-        while True:
-            gen = self.gen = self._start_generation(number, checkpoint)
-            self.sm.move(JobState.RUNNING, self.clock())
-            outcome = self._watch(gen)
-            self._finish_generation(gen)
-            if outcome is None:  # finished
-                exit_code = 0
-                self.sm.move(JobState.FINISHED, self.clock())
-                break
-            kind, value = outcome
-            if kind == "signal":
-                exit_code = 128 + value
-                self.sm.move(JobState.INTERRUPTED, self.clock())
-                break
-            if kind == "give_up":
-                exit_code = value
-                self.sm.move(JobState.FAILED, self.clock())
-                break
-            number += 1
-            checkpoint = self._choose_checkpoint()
-            self.events.emit("restart", number, checkpoint=checkpoint or None, restarts=self.policy.restarts)
-            log.info("restarting as generation %d from %s", number, checkpoint or "the beginning (no checkpoint)")
-            self.sm.move(JobState.STARTING, self.clock())
-        if self.pending_uploads and self.storage is not None:
-            retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
-            self.pending_uploads = retried.failed
-            self.events.emit("upload", number, retry_at_exit=True, ok=retried.ok, **retried.summary())
-        fields: dict[str, Any] = {
-            "exit_code": exit_code,
-            "restarts": self.policy.restarts,
-            "state": self.sm.state.value,
-            "incidents": self.incidents,
-            "uploads_failed": len(self.pending_uploads),
-        }
-        if self.gen is not None:
-            fields.update(self._progress_fields(self.gen))
-        closing = {"time": iso_utc(self.wall()), "event": "job_finished", "generation": number, **fields}
-        try:
-            fields["goodput"] = compute_goodput([*self.events.history, closing])
-        except Exception as exc:  # figures are a report, never a reason to lose the final event
-            log.warning("goodput figures failed: %s", exc)
-        self.events.emit("job_finished", number, **fields)
-        if self.gen is not None:
-            self._write_status(self.gen, self.clock())
-        try:
-            write_timeline(Path(self.run_dir), self.kb)
-        except Exception as exc:
-            log.warning("timeline.json not written: %s", exc)
-        return exit_code
-
-    def _watch(self, gen: Generation) -> tuple[str, int] | None:
-        """Watch one generation. None = finished OK; ("restart", 0); ("give_up", code); ("signal", n)."""
-        while True:
-            now = self.clock()
-            self._tick(gen, now)
-            reap_children()
-            if self.stop_signal is not None:
-                sig = self.stop_signal
-                log.info("received %s: stopping the job", signal.Signals(sig).name)
-                self.launcher.stop(self.cfg.stop_timeout, first_signal=sig)
-                self._tick(gen, self.clock(), final=True)
-                return ("signal", sig)
-            code = self.launcher.poll()
-            if code is not None:
-                self._tick(gen, self.clock(), final=True)
-                if code == 0:
-                    verdict = gen.judge.verdict(self.clock())
-                    if verdict.label is not gen.last_label and verdict.label is not Label.HEALTHY:
-                        self._emit_verdict(gen, verdict)
-                    self.launcher.stop(self.cfg.stop_timeout)  # stray children of the job, if any
-                    return None
-                gen.judge.observe_exit(RankExit(RankKey(self.node, -1), code, self.clock()))
-                return self._fail(gen, gen.judge.verdict(self.clock()), launcher_code=code)
-            verdict = gen.judge.verdict(now)
-            if verdict.action is Action.WAIT:
-                gen.failure_seen = None
-                if verdict.label is not gen.last_label and not (
-                    gen.last_label is None and verdict.label is Label.HEALTHY
-                ):
-                    self._emit_verdict(gen, verdict)
-            elif verdict.label is Label.COLLECTIVE_HANG or (
-                gen.failure_seen is not None and now - gen.failure_seen >= SETTLE
-            ):
-                return self._fail(gen, verdict, launcher_code=None)
-            elif gen.failure_seen is None:
-                gen.failure_seen = now
-            time.sleep(TICK)
-
-    def _fail(self, gen: Generation, verdict: Verdict, launcher_code: int | None) -> tuple[str, int]:
-        self.sm.move(JobState.CAPTURING, self.clock())
-        if verdict.action is Action.WAIT:  # the launcher failed and no rank said why
-            verdict = Verdict(Label.OTHER_CRASH, Action.RESTART, reason=f"launcher exited with {launcher_code}",
-                              step=verdict.step)
-        ctx, bundle_dir = self._capture(gen, verdict)
-        verdict = self._culprit_from_stacks(verdict, bundle_dir)
-        self._emit_verdict(gen, verdict)
-        self._emit_incident(gen, verdict, ctx)
-        self.sm.move(JobState.STOPPING, self.clock())
-        result = self.launcher.stop(self.cfg.stop_timeout)
-        log.info("job stopped (%s, %.1fs)", result.rung, result.seconds)
-        self.events.emit("stopped", gen.number, rung=result.rung, seconds=round(result.seconds, 3),
-                         survivors=result.survivors)
-        self._upload(gen, ctx)
-        progressed = 0.0
-        if gen.first_progress is not None and gen.last_progress is not None:
-            progressed = gen.last_progress - gen.first_progress
-        outcome = self.policy.on_failure(verdict, progressed, launcher_code)
-        if outcome.decision is Decision.RESTART:
-            self.sm.move(JobState.RESTARTING, self.clock())
-            log.info("%s: %s", verdict.label.value, outcome.reason)
-            return ("restart", 0)
-        log.error("not restarting: %s", outcome.reason)
-        self.events.emit("gave_up", gen.number, reason=outcome.reason, label=verdict.label.value)
-        return ("give_up", outcome.exit_code)
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -532,6 +130,7 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         rank_env["PYTHONUNBUFFERED"] = "1"
         plan_lines.append("set          PYTHONUNBUFFERED=1  # rank output reaches the watchdog as it is printed")
     rank_env.update({"NEURON_WATCH_RUN_DIR": run_dir, MARKER_ENV: marker})
+    rank_env.pop("NEURON_WATCH_SECRET", None)  # the job's secret is ours, not the ranks'
 
     if config.dry_run:
         print("neuron-watch --dry-run: environment added for the ranks:")
@@ -543,65 +142,117 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         launcher.describe(os.path.join(run_dir, "gen-0"))  # lets torchrun's parser reject bad arguments
         return 0
 
+    default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
+    mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
+    storage = _artifact_storage(config, run_dir)
     os.makedirs(run_dir, exist_ok=True)
     print(f"neuron-watch {__version__}: job {job_id} on {node}, run dir {run_dir}", file=sys.stderr)
     for line in plan_lines:
         print(f"neuron-watch:   {line}", file=sys.stderr)
-    default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
-    mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
-    storage = _artifact_storage(config, run_dir)
     become_subreaper()
-    events = EventLog(os.path.join(run_dir, "events.jsonl"))
-    if mqtt_target is not None:
-        events.sinks.append(MqttSink(mqtt_target, job_id))
-    sup = Supervisor(config, launcher, job_id, run_dir, node, marker, rank_env, events)
-    sup.storage = storage
+    echo = None if config.quiet else console_echo
+    agent = NodeAgent(config, launcher, None, job_id=job_id, node=node, run_dir=run_dir, rank_env=rank_env,
+                      storage=storage, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
-    old = {s: signal.signal(s, sup._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    signals = _Signals()
+    old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    coord: Coordinator | None = None
+    code = int(ExitCode.JOB_FAILED)
     try:
-        code = sup.run()
+        agent.start()  # torchrun starts now; its shape (torchrun's own parser) decides the topology
+        info = agent.info
+        assert info is not None
+        multi = (info.nnodes or 1) > 1 or config.coordinator is not None
+        if multi:
+            secret = load_secret(env, config.secret_file)
+            address = config.coordinator or f"{info.coordinator_host or '127.0.0.1'}:{DEFAULT_COORDINATOR_PORT}"
+            if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
+                coord = _coordinator(config, f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret, run_dir, job_id,
+                                     info.nnodes)
+        else:
+            secret = secrets.token_bytes(32)
+            coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1)
+            address = coord.endpoint.replace("tcp://", "")
+        if coord is not None:
+            if mqtt_target is not None:
+                coord.events.sinks.append(MqttSink(mqtt_target, job_id))
+            coord.events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
+                              command=launcher.command(os.path.join(run_dir, "gen-0"), agent.gen.checkpoint
+                                                       if agent.gen else ""),
+                              checkpoint=(agent.gen.checkpoint if agent.gen else "") or None,
+                              config=config.redacted(), nodes=info.nnodes or 1)
+        agent.attach(AgentLink(address, secret, job=job_id, node=node, session=new_session(time.time())))
+        agent.introduce()
+        code = _loop(agent, coord, signals, address)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        launcher.stop(config.stop_timeout)
-        events.close()
+        agent.close(config.stop_timeout)
+        if agent._link is not None:
+            agent.link.close()
+        if coord is not None:
+            coord.close()
+            try:
+                write_timeline(Path(run_dir), default_knowledge_base(config.progress_regex))
+            except Exception as exc:  # a picture, never a reason to fail the run
+                log.warning("timeline.json not written: %s", exc)
         release(guardian, guardian_fd)
-    print(f"neuron-watch: job {job_id} finished with exit code {code}; events in {events.path}", file=sys.stderr)
+    where = f"; events in {os.path.join(run_dir, 'events.jsonl')}" if coord is not None else ""
+    print(f"neuron-watch: job {job_id} finished with exit code {code}{where}", file=sys.stderr)
     return code
 
 
-def compile_cache_dir(env: dict[str, str]) -> str | None:
-    """The local Neuron compile cache (``--cache_dir`` in NEURON_CC_FLAGS beats NEURON_COMPILE_CACHE_URL)."""
-    m = re.search(r"--cache_dir[= ](\S+)", env.get("NEURON_CC_FLAGS", ""))
-    url = m.group(1) if m else env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")
-    return None if "://" in url else url
+def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
+                 nodes: int | None) -> Coordinator:
+    settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
+                                   expected_nodes=nodes)
+    return Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
+                       judge_factory=default_judge_factory(config),
+                       pick_checkpoint=_checkpoint_chooser(config),
+                       policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
 
 
-def fresh_locks(cache_dir: str, since_wall: float) -> list[str]:
-    """``*.lock`` files in the cache's entries (``neuronxcc-*/MODULE_*/``) changed since ``since_wall``."""
-    out = []
-    for path in glob.glob(os.path.join(cache_dir, "*", "MODULE_*", "*.lock")):
-        try:
-            if os.path.getmtime(path) >= since_wall:
-                out.append(path)
-        except OSError:
-            continue
-    return out
+def _loop(agent: NodeAgent, coord: Coordinator | None, signals: _Signals, address: str) -> int:
+    """Run until the coordinator shuts this node down, a signal arrives, or the coordinator is lost."""
+    started = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if coord is not None:
+            coord.poll(0.02)
+            coord.tick(time.monotonic())
+        else:
+            time.sleep(0.02)
+        code = agent.tick()
+        if code is not None:
+            if coord is not None:  # keep serving briefly so every node receives the shutdown
+                end = time.monotonic() + SHUTDOWN_GRACE
+                while time.monotonic() < end and not all(v.status == "exited" for v in coord.nodes.values()):
+                    coord.poll(0.05)
+                    coord.tick(time.monotonic())
+            return code
+        if signals.received is not None:
+            sig = signals.received
+            if coord is not None:
+                if coord.sm.live and coord._interrupt is None:
+                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    coord.interrupt(sig, now)
+                continue  # the coordinator stops every node, then shuts us down with 128+sig
+            log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
+            agent.launcher.stop(agent.cfg.stop_timeout, first_signal=sig)
+            return 128 + sig
+        if coord is None:
+            silence = agent.link.coordinator_silence(now)
+            quiet_for = now - started if silence is None else silence
+            if quiet_for > COORDINATOR_SILENCE:
+                agent.launcher.stop(agent.cfg.stop_timeout)
+                raise _Unobserved(address, quiet_for)
 
 
-def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
-    """Where bundles are uploaded; None when they stay where they are captured (the default)."""
-    if not config.artifacts:
-        return None
-    if not config.artifacts.startswith("s3://") and os.path.abspath(config.artifacts) == os.path.join(
-        run_dir, "incidents"
-    ):
-        return None
-    return open_storage(config.artifacts, os.environ)
+class _Unobserved(UsageError):
+    exit_code = ExitCode.UNOBSERVED
 
-
-def events_path(run_dir: str) -> str:
-    return os.path.join(run_dir, "events.jsonl")
-
-
-_ = ExitCode  # re-exported for callers that map outcomes
+    def __init__(self, address: str, seconds: float) -> None:
+        super().__init__(
+            f"lost the coordinator at {address}: nothing heard for {seconds:.0f}s; this node's ranks were stopped",
+            "check that node 0's neuron-watch is running and reachable (firewall, --coordinator, NEURON_WATCH_SECRET)",
+        )

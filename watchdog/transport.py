@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 import zmq
+
 from neuron_watch.errors import TransportError
 from neuron_watch.protocol import MAX_FRAME_BYTES
 

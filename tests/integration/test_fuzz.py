@@ -19,6 +19,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
+
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.protocol import Header, Heartbeat, Kind, Lines, Msg, Stop, WireLine, encode

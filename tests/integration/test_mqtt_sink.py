@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 
+from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from tests.fixtures.mqtt import Mosquitto, pid_alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

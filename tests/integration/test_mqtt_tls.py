@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 
+from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from tests.conftest import require_binary
 from tests.fixtures.mqtt import Mosquitto, free_port, pid_alive
 

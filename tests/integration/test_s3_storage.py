@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from neuron_watch.storage import (
     S3Storage,
     Storage,
@@ -22,7 +23,6 @@ from neuron_watch.storage import (
     retry_pending,
     upload_tree,
 )
-
 from tests.fixtures.s3 import FaultProxy, RcloneServer, S3Endpoint, rclone_binary
 
 pytestmark = pytest.mark.integration

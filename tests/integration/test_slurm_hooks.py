@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from neuron_watch import drain
 
+from neuron_watch import drain
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration

@@ -289,12 +289,12 @@ def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Pa
         drive(lambda: all(len(n.calls) == 3 for n in nodes.values()) and coord.phase is Phase.RUNNING, hung_at)
         assert coord.last_verdict is not None and coord.last_verdict.label.value == "collective_hang"
         for node in nodes.values():
-            assert node.calls == [("capture", "collective_hang"), ("stop", 7.0), ("launch", 1, "/ckpt/step_3")]
+            assert node.calls == [("capture", "1"), ("stop", 7.0), ("launch", 1, "/ckpt/step_3")]
         assert coord.generation == 1 and all(link.generation == 1 for link in links)
         drive(lambda: all(v.status == "launched" for v in coord.nodes.values()), hung_at)
         events = [json.loads(x) for x in (tmp_path / "coord" / "events.jsonl").read_text().splitlines()]
         phases = [e["phase"] for e in events if e["event"] == "recovery_phase"]
-        assert phases == ["evidence", "stopping", "running"]
+        assert phases == ["running", "capturing", "stopping", "restarting", "starting", "running"]
         assert [e["checkpoint"] for e in events if e["event"] == "restart"] == ["/ckpt/step_3"]
     finally:
         for link in links:

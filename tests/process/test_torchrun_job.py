@@ -189,6 +189,7 @@ def test_signal_to_wrapper_leaves_no_rank_behind(tmp_path: Path, toy_env: dict[s
     run_dir = tmp_path / "run"
     argv = [
         NEURON_WATCH,
+        "--quiet",  # nobody reads the pipe until the end: rank output must not fill it
         "--run-dir",
         str(run_dir),
         "torchrun",

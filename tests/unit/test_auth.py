@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from neuron_watch.auth import AuthError, Signer, derive_keys, load_secret, write_secret_file
 from neuron_watch.errors import ConfigError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from neuron_watch.evidence import REDACTED, kernel_lines, merge_manifests, redact_env
 from neuron_watch.incident_report import render_incident_md
 

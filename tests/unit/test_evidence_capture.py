@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from neuron_watch.evidence import IncidentContext, capture_node_bundle
 
+from neuron_watch.evidence import IncidentContext, capture_node_bundle
 from tests.conftest import require_binary
 
 pytestmark = pytest.mark.process

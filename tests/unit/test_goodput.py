@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from neuron_watch.events import iso_utc
 from neuron_watch.goodput import checkpoint_step, compute_goodput, parse_time
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from neuron_watch.cli import main
 
+from neuron_watch.cli import main
 from tests.unit.test_goodput import hang_and_restart_run
 
 

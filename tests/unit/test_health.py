@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from neuron_watch import health
 from neuron_watch.health import FAIL, NA, OK, UNKNOWN, WARN, HostFacts
 

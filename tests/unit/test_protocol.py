@@ -8,6 +8,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+
 from neuron_watch import protocol as p
 from neuron_watch.protocol import (
     Ack,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from neuron_watch import slurmtext as st_
 from neuron_watch.errors import UsageError
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from neuron_watch.cli import main
 from neuron_watch.events import iso_utc
 from neuron_watch.status import assess

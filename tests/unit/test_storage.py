@@ -14,6 +14,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     ReadTimeoutError,
 )
+
 from neuron_watch.errors import UsageError
 from neuron_watch.storage import LocalStorage, S3Storage, incident_key, is_retryable, open_storage, upload_tree
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.timeline import RankLog, build_trace, parse_time, write_timeline
 

@@ -1,0 +1,327 @@
+"""The node agent: runs this node's share of the job and reports everything to the coordinator.
+
+One per node (every ``neuron-watch torchrun``). It starts the launcher (torchrun) as a child in a
+process group it owns, tails every rank's output, samples the process table for compilers, and
+streams it all over its :class:`~neuron_watch.agent_link.AgentLink`. It decides nothing about the
+job: it carries out the coordinator's commands (capture evidence, stop, launch generation G with
+checkpoint C, shut down) through the :class:`~neuron_watch.agent_link.NodeControl` methods below.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from neuron_watch.agent_link import AgentLink
+from neuron_watch.checkpoint_scan import scan_checkpoints
+from neuron_watch.checkpoints import CheckpointRule, choose_checkpoint
+from neuron_watch.config import WatchConfig
+from neuron_watch.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.launchers.base import Launcher, LaunchInfo
+from neuron_watch.procs import ProcessSampler, reap_children
+from neuron_watch.stacks import collective_states
+from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
+from neuron_watch.tail import RankStreams
+
+log = logging.getLogger("neuron_watch")
+
+SAMPLE_EVERY = 1.0  # seconds between process-table samples
+LOCKS_EVERY = 5.0  # seconds between compile-cache lock scans
+RETRY_AT_EXIT = 300.0  # bound on retrying failed uploads when the agent exits
+
+# torchrun's failure summary: "rank      : 1 (local_rank: 1)" then "exitcode  : 3 (pid: 1234)"
+_TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
+_TR_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+
+
+@dataclass
+class NodeGeneration:
+    """This node's processes of one generation."""
+
+    number: int
+    checkpoint: str
+    gen_dir: str
+    streams: RankStreams
+    launcher_log: IO[str]
+    started: float = 0.0  # monotonic
+    exit_code: int | None = None  # the launcher's, once it exited
+    pending_rank: int | None = None
+    worker_pids: dict[int, int] = field(default_factory=dict)
+
+
+def compile_cache_dir(env: dict[str, str]) -> str | None:
+    """The local Neuron compile cache (``--cache_dir`` in NEURON_CC_FLAGS beats NEURON_COMPILE_CACHE_URL)."""
+    m = re.search(r"--cache_dir[= ](\S+)", env.get("NEURON_CC_FLAGS", ""))
+    url = m.group(1) if m else env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")
+    return None if "://" in url else url
+
+
+def fresh_locks(cache_dir: str, since_wall: float) -> list[str]:
+    """``*.lock`` files in the cache's entries (``neuronxcc-*/MODULE_*/``) changed since ``since_wall``."""
+    out = []
+    for path in glob.glob(os.path.join(cache_dir, "*", "MODULE_*", "*.lock")):
+        try:
+            if os.path.getmtime(path) >= since_wall:
+                out.append(path)
+        except OSError:
+            continue
+    return out
+
+
+class NodeAgent:
+    """This node's part of the job. Call :meth:`tick` from one loop; it never blocks for long."""
+
+    def __init__(
+        self,
+        config: WatchConfig,
+        launcher: Launcher,
+        link: AgentLink | None,
+        *,
+        job_id: str,
+        node: str,
+        run_dir: str,
+        rank_env: dict[str, str],
+        storage: Storage | None = None,
+        echo: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = config
+        self.launcher = launcher
+        self._link = link
+        self.job_id = job_id
+        self.node = node
+        self.run_dir = run_dir
+        self.rank_env = rank_env
+        self.storage = storage
+        self.echo = echo
+        self.clock = clock
+        self.wall = wall
+        self.sampler = ProcessSampler()
+        self.info: LaunchInfo | None = None
+        self.gen: NodeGeneration | None = None
+        self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
+        self.incident_no = 0
+        self.pending_uploads: list[UploadResult] = []
+        self._last_sample = -1e18
+        self._last_locks = -1e18
+        self._locks: list[str] = []
+        self.cache_dir = compile_cache_dir(rank_env)
+
+    @property
+    def link(self) -> AgentLink:
+        if self._link is None:
+            raise RuntimeError("the agent has no coordinator link yet (attach() it first)")
+        return self._link
+
+    def attach(self, link: AgentLink) -> None:
+        """Connect to the coordinator once it is known (the job's shape decides where it is)."""
+        self._link = link
+        if self.gen is not None:
+            link.set_generation(self.gen.number)
+
+    # -- NodeControl (what the coordinator's commands do here) ----------------------------------
+
+    def launch(self, generation: int, checkpoint: str) -> None:
+        gen_dir = os.path.join(self.run_dir, f"gen-{generation}")
+        os.makedirs(gen_dir, exist_ok=True)
+        env = dict(self.rank_env)
+        env.update({"NEURON_WATCH_CHECKPOINT": checkpoint, "NEURON_WATCH_RESTART_COUNT": str(generation),
+                    "NEURON_WATCH_GENERATION": str(generation)})
+        streams = RankStreams(self.node, gen_dir, self.echo)
+        log_file = open(os.path.join(gen_dir, "launcher.log"), "a", encoding="utf-8")  # noqa: SIM115
+        self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock())
+        with open(os.path.join(gen_dir, "command.json"), "w", encoding="utf-8") as f:
+            json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
+        self.launcher.start(gen_dir, checkpoint, env)
+        if self.info is None:  # the job's shape does not change between generations: read it once
+            try:
+                self.info = self.launcher.describe(gen_dir)
+            except Exception as exc:  # the launcher itself reports a bad argument; keep watching
+                log.warning("could not read the job's shape: %s", exc)
+                self.info = LaunchInfo()
+            for w in self.info.warnings:
+                log.warning("%s", w)
+        # Our own --log-dir moves with the generation; a user's --log-dir stays where they put it.
+        ours = self.info.log_dir is None or os.path.basename(os.path.dirname(self.info.log_dir)).startswith("gen-")
+        streams.set_log_root(os.path.join(gen_dir, "torchrun") if ours else str(self.info.log_dir))
+        if self.info.nnodes == 1:
+            streams.rank_offset = 0
+        if self._link is not None:
+            self._link.set_generation(generation)
+        self._last_sample = -1e18
+
+    def capture(self, incident: str, reason: str) -> str:
+        """Capture this node's evidence while its ranks are alive; returns a JSON detail for the coordinator."""
+        gen = self.gen
+        if gen is None:
+            return json.dumps({"error": "nothing running"})
+        self.incident_no += 1
+        verdict: dict[str, Any] = {"incident": incident, "reason": reason}
+        ctx = IncidentContext(
+            job_id=self.job_id,
+            generation=gen.number,
+            incident=self.incident_no,
+            node=self.node,
+            run_dir=Path(self.run_dir),
+            rank_logs={r: Path(p) for r, p in gen.streams.rank_logs().items()},
+            rank_pids=dict(gen.worker_pids),
+            verdict=verdict,
+            env=self.rank_env,
+            core_dump_dir=Path(self.run_dir) / "core-dumps",
+            compile_cache_dir=Path(self.rank_env.get("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")),
+            deadline_s=self.cfg.evidence_timeout,
+            work_dirs=[Path.cwd()],
+            artifacts_uri=self.cfg.artifacts or "",
+        )
+        t0 = self.clock()
+        try:
+            bundle = capture_node_bundle(ctx)
+        except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
+            log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
+            return json.dumps({"error": str(exc), "seconds": round(self.clock() - t0, 3)})
+        self.bundles[incident] = bundle.bundle_dir
+        dumps = {}
+        for f in sorted((bundle.bundle_dir / "stacks").glob("rank-*.txt")):
+            try:
+                dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
+            except (OSError, ValueError):
+                continue
+        return json.dumps(
+            {
+                "bundle": str(bundle.bundle_dir),
+                "seconds": round(self.clock() - t0, 3),
+                "missing": len(bundle.missing),
+                "in_collective": {str(r): s for r, s in collective_states(dumps).items()},
+            }
+        )
+
+    def stop(self, deadline: float) -> str:
+        """Stop every process of the job on this node, then upload this node's bundles (bounded)."""
+        result = self.launcher.stop(deadline)
+        self._drain_output(final=True)
+        if self.gen is not None and self.gen.exit_code is None:
+            # We stopped it: its exit code is ours, not a failure to report.
+            self.gen.exit_code = self.launcher.poll() if self.launcher.poll() is not None else -15
+        detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
+                                  "survivors": result.survivors}
+        if self.storage is not None and self.bundles:
+            uploads = []
+            for incident, bundle_dir in list(self.bundles.items()):
+                n = int(bundle_dir.parent.name.rsplit("-", 1)[1])
+                key = incident_key(self.job_id, n, self.node)
+                try:
+                    tree = upload_tree(self.storage, bundle_dir, key, deadline_s=self.cfg.upload_timeout)
+                except Exception as exc:  # a storage bug must not block the restart; it is reported
+                    uploads.append({"incident": incident, "ok": False, "error": str(exc)})
+                    continue
+                self.pending_uploads.extend(tree.failed)
+                uploads.append({"incident": incident, "uri": f"{self.cfg.artifacts}/{key}", "ok": tree.ok,
+                                **tree.summary()})
+            self.bundles.clear()
+            detail["uploads"] = uploads
+        return json.dumps(detail)
+
+    def checkpoint(self) -> str:
+        """The newest complete checkpoint this node sees ('' if none)."""
+        if not self.cfg.checkpoint_dir:
+            return ""
+        rule = CheckpointRule(glob=self.cfg.checkpoint_glob, marker=self.cfg.checkpoint_marker)
+        chosen = choose_checkpoint(scan_checkpoints(self.cfg.checkpoint_dir, rule.marker), rule)
+        return "" if chosen is None else chosen.path
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Launch generation 0 from the newest complete checkpoint (before the link exists)."""
+        self.launch(0, self.checkpoint())
+
+    def introduce(self) -> None:
+        """Tell the coordinator who we are and that generation 0 runs."""
+        now, wall = self.clock(), self.wall()
+        self.link.hello(os.uname().nodename, os.getpid(), (), now, wall)
+        self.link.status("launched", now, wall, checkpoint=self.gen.checkpoint if self.gen else "")
+
+    def tick(self) -> int | None:
+        """One turn: forward output, samples and exits; carry out commands. Returns an exit code at shutdown."""
+        now, wall = self.clock(), self.wall()
+        self._drain_output(final=False)
+        gen = self.gen
+        if gen is not None and gen.exit_code is None:
+            code = self.launcher.poll()
+            if code is not None:
+                self._drain_output(final=True)
+                gen.exit_code = code
+                self.link.add_exits([(-1, code, self.clock())], now, wall)
+                self.link.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
+                                 checkpoint=self.checkpoint())
+        reap_children()
+        commands = self.link.tick(now, wall)
+        return self.link.dispatch(commands, self, now, wall) if commands else None
+
+    def _drain_output(self, final: bool) -> None:
+        gen = self.gen
+        if gen is None:
+            return
+        now, wall = self.clock(), self.wall()
+        for text in self.launcher.read_output(final):
+            gen.launcher_log.write(text + "\n")
+            if self.echo is not None:
+                self.echo(f"[{self.launcher.name}] {text}")
+            self._parse_launcher_line(gen, text, now, wall)
+        gen.launcher_log.flush()
+        if now - self._last_sample >= SAMPLE_EVERY or final:
+            self._last_sample = now
+            self._sample(gen, now, wall)
+        for ln in gen.streams.poll(now, wall, final):
+            self.link.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
+
+    def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
+        m = _TR_RANK.match(text)
+        if m:
+            gen.pending_rank = int(m.group(1))
+            return
+        m = _TR_EXIT.match(text)
+        if m and gen.pending_rank is not None:
+            rank, code = gen.pending_rank, int(m.group(1))
+            gen.pending_rank = None
+            self.link.add_exits([(rank, code, now)], now, wall)
+
+    def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
+        pid = self.launcher.pid
+        if pid is None or gen.exit_code is not None:
+            return
+        workers, compilers = self.sampler.sample(pid)
+        if workers and gen.streams.rank_offset is None:
+            w = workers[0]
+            gen.streams.rank_offset = w.rank - w.local_rank
+        gen.worker_pids = {w.rank: w.pid for w in workers}
+        if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
+            self._last_locks = now
+            self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
+        # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
+        self.link.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
+                                locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()))
+
+    def close(self, timeout: float) -> None:
+        """Stop what runs (one deadline), retry failed uploads (bounded), release everything."""
+        self.launcher.stop(timeout)
+        self._drain_output(final=True)
+        if self.pending_uploads and self.storage is not None:
+            retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
+            self.pending_uploads = retried.failed
+            if retried.failed:
+                log.error("%d artifact upload(s) failed for good; the files stay in %s",
+                          len(retried.failed), self.run_dir)
+        self.launcher.close()
+        if self.gen is not None:
+            self.gen.streams.close()
+            self.gen.launcher_log.close()
