@@ -111,6 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--no-neuron-env", _bool, False, "do not set the Neuron debugging environment", is_flag=True),
     Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
     Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
+    Option("--coordinator-silence", _seconds, 30.0,
+           "an agent that hears nothing from its coordinator this long stops its ranks and exits", "SECONDS"),
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
@@ -139,6 +141,7 @@ class WatchConfig:
     no_neuron_env: bool = False
     quiet: bool = False
     coordinator: str | None = None
+    coordinator_silence: float = 30.0
     secret_file: str | None = None
     mqtt: str | None = None
 

@@ -44,8 +44,6 @@ from neuron_watch.timeline import write_timeline
 log = logging.getLogger("neuron_watch")
 
 DEFAULT_COORDINATOR_PORT = 29510
-#: An agent that has not heard its coordinator for this long stops its ranks and exits (UNOBSERVED).
-COORDINATOR_SILENCE = 30.0
 #: How long the hosting node keeps serving after shutdown so every node receives it.
 SHUTDOWN_GRACE = 3.0
 
@@ -243,7 +241,7 @@ def _loop(agent: NodeAgent, coord: Coordinator | None, signals: _Signals, addres
         if coord is None:
             silence = agent.link.coordinator_silence(now)
             quiet_for = now - started if silence is None else silence
-            if quiet_for > COORDINATOR_SILENCE:
+            if quiet_for > agent.cfg.coordinator_silence:
                 agent.launcher.stop(agent.cfg.stop_timeout)
                 raise _Unobserved(address, quiet_for)
 

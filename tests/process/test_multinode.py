@@ -1,0 +1,139 @@
+"""Several nodes on one machine: one ``neuron-watch torchrun --nnodes N --node_rank I`` per node, a
+real torchrun each (static rendezvous on loopback), node 0 hosting the coordinator, the agents
+linked to it over ZeroMQ with the job's secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, TOY, force_cleanup, kill_group, pids_with_env, wait_until_gone
+
+pytestmark = pytest.mark.process
+
+NPROC = 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["event"] == name]
+
+
+@contextmanager
+def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: list[str] = (),
+        ) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+    """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all."""
+    master, coord = free_port(), free_port()
+    job_id = f"mn-{secrets.token_hex(3)}"
+    ckpt = tmp_path / "ckpt"  # shared storage, as /fsx is on a real cluster
+    nodes = []
+    with ExitStack() as stack:
+        for i in range(nnodes):
+            run_dir = tmp_path / f"node{i}"
+            node_env = dict(env, NEURON_WATCH_NODE=f"n{i}", NEURON_WATCH_SECRET="s" * 32)
+            argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir),
+                    "--checkpoint-dir", str(ckpt), "--coordinator", f"127.0.0.1:{coord}", *watch_args,
+                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(i), "--nproc_per_node", str(NPROC),
+                    "--master_addr", "127.0.0.1", "--master_port", str(master),
+                    TOY, "--checkpoint-dir", str(ckpt), *toy_args]
+            out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
+            stack.callback(out.close)
+            p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            stack.callback(force_cleanup, str(run_dir))
+            stack.callback(kill_group, p)
+            nodes.append((p, run_dir))
+        yield nodes
+
+
+def wait_all(nodes: list[tuple[subprocess.Popen[str], Path]], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    codes = []
+    for p, _ in nodes:
+        codes.append(p.wait(max(1.0, deadline - time.monotonic())))
+    return codes
+
+
+def out(tmp_path: Path, i: int) -> str:
+    return (tmp_path / f"node{i}.out").read_text()[-3000:]
+
+
+def test_two_nodes_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    with job(tmp_path, toy_env, 2, ["--steps", "8"]) as nodes:
+        codes = wait_all(nodes, 240)
+    assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
+    evs = events(nodes[0][1])
+    assert named(evs, "job_finished")[0]["exit_code"] == 0
+    assert {e["node"] for e in named(evs, "node_joined")} == {"n0", "n1"}
+    merged = (nodes[0][1] / "merged.log").read_text()
+    assert "n0/rank0 | step 8 loss" in merged and "n1/rank3 | step 8 loss" in merged
+    assert (nodes[1][1] / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
+
+
+def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    with job(tmp_path, toy_env, 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"],
+             ["--hang-timeout", "6"]) as nodes:
+        codes = wait_all(nodes, 300)
+    assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
+    evs = events(nodes[0][1])
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n1", "rank": 3}
+    restarts = named(evs, "restart")
+    assert len(restarts) == 1 and restarts[0]["checkpoint"].endswith("step_5")
+    for _p, run_dir in nodes:
+        gen1 = json.loads((run_dir / "gen-1" / "command.json").read_text())
+        assert gen1["checkpoint"] == restarts[0]["checkpoint"]
+    assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
+    stacks = nodes[1][1] / "incidents" / "incident-1" / "n1" / "stacks" / "rank-3.txt"
+    assert "MainThread" in stacks.read_text()  # node 1 captured its own ranks before the stop
+
+
+def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    with job(tmp_path, toy_env, 3, ["--steps", "6", "--compile-at", "3", "--compile-rank", "5",
+                                     "--compile-seconds", "20", "--rx-warn-every", "2"],
+             ["--hang-timeout", "6"]) as nodes:
+        codes = wait_all(nodes, 300)
+    assert codes == [0, 0, 0], out(tmp_path, 0)
+    evs = events(nodes[0][1])
+    assert not named(evs, "restart") and not named(evs, "incident")
+    compiling = [e for e in named(evs, "verdict") if e["label"] == "compiling"]
+    assert compiling and compiling[0]["culprit"] == {"node": "n2", "rank": 5}
+    assert "Timeout waiting for RX" in (nodes[0][1] / "gen-0" / "rank-0.log").read_text()
+
+
+def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--coordinator-silence", "5"]) as nodes:
+        (p0, run0), (p1, run1) = nodes
+        deadline = time.monotonic() + 120
+        while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < NPROC + 1:
+            assert time.monotonic() < deadline and p1.poll() is None, out(tmp_path, 1)
+            time.sleep(0.2)
+        os.killpg(p0.pid, signal.SIGKILL)  # the whole node 0 wrapper dies at once
+        p0.wait(30)
+        code = p1.wait(90)
+        assert code == 3, out(tmp_path, 1)  # ExitCode.UNOBSERVED
+        assert "lost the coordinator at 127.0.0.1" in out(tmp_path, 1)
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run1), 15) == []
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run0), 15) == []  # node 0's guardian
