@@ -26,8 +26,9 @@ How compilation is told from a hang (DESIGN.md §4):
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from neuron_watch.classify import Effect, KnowledgeBase, Match
@@ -232,6 +233,46 @@ class Judge:
             if m is not None:
                 out.append((line, m))
         return out
+
+    def observe_batch(
+        self,
+        ranks: Sequence[tuple[RankKey, float, float, str]],
+        matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+    ) -> None:
+        """Take a batch another process already classified with the same knowledge base.
+
+        ``ranks``: ``(key, first_mono, last_mono, last_text)`` for every rank with lines in the
+        batch, in the order each rank's first line appears (``last_mono`` is the newest line's
+        time, ``last_text`` the rank's last line). ``matches``: ``(line, signature id, step,
+        loss)`` for the lines the sender's knowledge base matched, in line order -- all of them,
+        or only those :func:`compact_matches` keeps. Leaves the judge in exactly the state
+        :meth:`observe_lines` leaves it in for the same lines (same per-rank state, step times,
+        hints, verdicts): a rank's plain lines only move its ``last_line``/``last_line_text``.
+        Work is O(ranks + matches), not O(lines).
+
+        Raises:
+            ValueError: a signature id this knowledge base does not know (nothing is changed;
+                the caller classifies the lines itself).
+        """
+        by_id = self.kb.by_id
+        resolved: list[tuple[LogLine, Match]] = []
+        for line, sig_id, step, loss in matches:
+            sig = by_id.get(sig_id)
+            if sig is None:
+                raise ValueError(f"unknown signature id {sig_id!r:.60} (another knowledge base?)")
+            resolved.append((line, Match(sig, step, loss)))
+        rank = self._rank
+        for key, first, _last, _text in ranks:
+            rank(key, first)  # ranks are created in the order their first line arrived, as line by line
+        apply = self._apply
+        for line, m in resolved:
+            apply(line, m)
+        states = self.ranks
+        for key, _first, last, text in ranks:
+            st = states[key]
+            if last > st.last_line:
+                st.last_line = last
+            st.last_line_text = text
 
     def _apply(self, line: LogLine, m: Match | None) -> Match | None:
         st = self._rank(line.key, line.mono)
@@ -593,3 +634,77 @@ class Judge:
                 }
             )
         return out
+
+
+#: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
+#: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
+BATCH_RULES = 1
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> int:
+    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns) and of the batch rules.
+
+    Two processes with equal fingerprints classify every line alike, so one may classify for the
+    other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
+    """
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"rules {BATCH_RULES}\n".encode())
+    for s in kb.signatures:
+        h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
+        h.update("\t".join(p.pattern for p in s.patterns).encode())
+        h.update("\t".join(s.keys).encode() + b"\n")
+    return (int.from_bytes(h.digest(), "big") >> 1) or 1
+
+
+_SUPERSEDED_BY_SAME = frozenset({Effect.COMM_WAIT, Effect.COMPILE_BEAT})
+
+
+def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
+    """Indices of the matches :meth:`Judge.observe_batch` must see; the rest change nothing.
+
+    ``matches``: ``(rank, match)`` in line order for one batch. Training logs are mostly
+    progress lines, so a batch can match almost every line; most of those matches are
+    overwritten before a verdict can look. A match is left out only when applying it provably
+    makes no difference to the judge's state after the whole batch (see :meth:`Judge._apply`):
+
+    * ``benign`` matches and ``info`` matches of a healthy category (no effect at all);
+    * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
+    * a progress match with a step that does not raise the batch's running maximum step (so
+      it cannot raise the job's), when the same rank's next match is also a progress match
+      with a step (which sets the same fields again, later);
+    * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
+      effect (only the latest time and line are kept by the judge).
+    """
+    n = len(matches)
+    keep = [True] * n
+    top: int | None = None
+    raises = [False] * n
+    seen_info: set[str] = set()
+    for i, (_rank, m) in enumerate(matches):
+        sig = m.signature
+        effect = sig.effect
+        if effect is Effect.PROGRESS:
+            if m.step is not None and (top is None or m.step > top):
+                top = m.step
+                raises[i] = True
+        elif effect is Effect.BENIGN:
+            keep[i] = False
+        elif effect is Effect.INFO:
+            if sig.category is Label.HEALTHY or sig.id in seen_info:
+                keep[i] = False
+            seen_info.add(sig.id)
+    following: dict[Hashable, Match] = {}
+    for i in range(n - 1, -1, -1):
+        rank, m = matches[i]
+        nxt = following.get(rank)
+        following[rank] = m
+        if nxt is None or not keep[i]:
+            continue
+        effect = m.signature.effect
+        if effect is Effect.PROGRESS:
+            if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
+                    and nxt.step is not None):
+                keep[i] = False
+        elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
+            keep[i] = False
+    return [i for i in range(n) if keep[i]]

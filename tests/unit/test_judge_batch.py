@@ -1,0 +1,143 @@
+"""Pre-classified batches (``Judge.observe_batch``) leave the judge exactly as line-by-line ingest does.
+
+The agents classify their own lines and send only the matches the judge needs
+(``compact_matches``); the coordinator applies them per batch. Both ways are fed the same lines
+here and compared field by field: every rank's state (in creation order), step times, hints,
+verdicts and rank summaries.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from neuron_watch.classify import Effect
+from neuron_watch.events import LogLine, RankKey
+from neuron_watch.judge import Judge, JudgeSettings, compact_matches, kb_fingerprint
+from neuron_watch.kb import default_knowledge_base
+
+from .scenario_lines import (
+    BASE,
+    Scenario,
+    compile_then_train,
+    crash_then_closed,
+    hardware_then_hangs,
+    log_lines,
+    mid_compile,
+    rx_nobody_compiling,
+    rx_while_other_compiles,
+)
+
+KB = default_knowledge_base()
+
+
+def batch_args(judge: Judge, lines: list[LogLine], compact: bool = True) -> tuple[
+        list[tuple[RankKey, float, float, str]], list[tuple[LogLine, str, int | None, float | None]]]:
+    """What an agent sends for ``lines`` (one batch), as the coordinator hands it to the judge."""
+    order: dict[RankKey, list[float | str]] = {}
+    for ln in lines:
+        r = order.get(ln.key)
+        if r is None:
+            order[ln.key] = [ln.mono, ln.mono, ln.text]
+        else:
+            r[1] = max(float(r[1]), ln.mono)
+            r[2] = ln.text
+    ranks = [(k, float(v[0]), float(v[1]), str(v[2])) for k, v in order.items()]
+    found = judge.kb.scan([ln.text for ln in lines])
+    keep = compact_matches([(lines[i].key, m) for i, m in found]) if compact else range(len(found))
+    matches = [(lines[found[j][0]], found[j][1].signature.id, found[j][1].step, found[j][1].loss) for j in keep]
+    return ranks, matches
+
+
+def assert_same(a: Judge, b: Judge, now: float) -> None:
+    assert list(a.ranks) == list(b.ranks)  # same ranks, created in the same order
+    for key in a.ranks:
+        assert a.ranks[key] == b.ranks[key], key
+    assert (a.step_times, a.max_step, a.hints) == (b.step_times, b.max_step, b.hints)
+    for t in (now, now + 60, now + 600, now + 4000):
+        assert a.verdict(t) == b.verdict(t)
+        assert a.rank_summaries(t) == b.rank_summaries(t)
+
+
+def feed_both(lines: list[LogLine], sizes: Callable[[], int], settings: JudgeSettings | None = None,
+              compact: bool = True) -> tuple[Judge, Judge]:
+    start = min(ln.mono for ln in lines)
+    a = Judge(KB, settings or JudgeSettings(), start)
+    b = Judge(KB, settings or JudgeSettings(), start)
+    i = 0
+    while i < len(lines):
+        batch = lines[i : i + sizes()]
+        i += len(batch)
+        a.observe_lines(batch)
+        b.observe_batch(*batch_args(b, batch, compact))
+        assert_same(a, b, batch[-1].mono)
+    return a, b
+
+
+SCENARIOS: list[Callable[[], Scenario]] = [compile_then_train, mid_compile, rx_while_other_compiles,
+                                           rx_nobody_compiling, hardware_then_hangs, crash_then_closed]
+
+
+@pytest.mark.parametrize("make", SCENARIOS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("size", [1, 3, 50])
+def test_scenarios_agree(make: Callable[[], Scenario], size: int) -> None:
+    feed_both(log_lines(make(), node="n0"), lambda: size)
+
+
+def _mixed(seed: int, n: int = 3000) -> list[LogLine]:
+    """Every example line of the table, progress lines with rising, repeated and missing steps,
+    and plain chatter, over 6 ranks on 2 nodes, interleaved at random."""
+    rng = random.Random(seed)
+    examples = [e for s in KB.signatures for e in s.examples]
+    out = []
+    t = BASE
+    step = 0
+    for i in range(n):
+        t += rng.choice((0.0, 0.0, 0.01, 0.5, 30.0))
+        key = RankKey(f"n{rng.randrange(2)}", rng.randrange(3))
+        k = rng.random()
+        if k < 0.45:
+            step += rng.choice((0, 0, 1, 1, -3))
+            text = f"step {step} loss 2.{rng.randrange(9999):04d} lr 1e-4"
+        elif k < 0.5:
+            text = f"step loss 2.{rng.randrange(9999):04d}"  # no step number: appends a step time
+        elif k < 0.8:
+            text = rng.choice(examples)
+        else:
+            text = f"chatter {i} nothing to see"
+        out.append(LogLine(key, text, t - rng.choice((0.0, 0.0, 0.2)), t, f"/logs/{key.rank}.log", i))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("compact", [True, False])
+def test_random_mixtures_agree(seed: int, compact: bool) -> None:
+    rng = random.Random(seed * 7 + 1)
+    a, _b = feed_both(_mixed(seed), lambda: rng.choice((1, 2, 7, 40, 300)), compact=compact)
+    assert a.ranks and a.step_times  # the mixture did exercise progress
+
+
+def test_compaction_drops_most_matches_of_a_training_log() -> None:
+    lines = [LogLine(RankKey("n0", r), f"step {s} loss 2.5 lr 1e-4", float(s), float(s), "", s)
+             for s in range(1, 17) for r in range(32)]
+    found = KB.scan([ln.text for ln in lines])
+    assert len(found) == len(lines) and all(m.signature.effect is Effect.PROGRESS for _, m in found)
+    kept = compact_matches([(lines[i].key, m) for i, m in found])
+    # each new step once (it raises the job's step) + each rank's last progress line
+    assert len(kept) <= 16 + 32
+
+
+def test_unknown_signature_changes_nothing() -> None:
+    j = Judge(KB, JudgeSettings(), 0.0)
+    line = LogLine(RankKey("n0", 0), "step 3 loss 1.0", 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"no\.such"):
+        j.observe_batch([(line.key, 1.0, 1.0, line.text)], [(line, "no.such.signature", 3, 1.0)])
+    assert j.ranks == {} and j.max_step is None
+
+
+def test_fingerprint_tells_knowledge_bases_apart() -> None:
+    assert kb_fingerprint(KB) == kb_fingerprint(default_knowledge_base())
+    assert kb_fingerprint(KB) != kb_fingerprint(default_knowledge_base(r"it=(?P<step>\d+)"))
+    assert 0 < kb_fingerprint(KB) < 1 << 63
