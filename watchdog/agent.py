@@ -201,6 +201,7 @@ class NodeAgent:
                 "seconds": round(self.clock() - t0, 3),
                 "missing": len(bundle.missing),
                 "in_collective": {str(r): s for r, s in collective_states(dumps).items()},
+                "manifest": bundle.manifest,
             }
         )
 

@@ -106,6 +106,9 @@ def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Pa
     assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
     stacks = nodes[1][1] / "incidents" / "incident-1" / "n1" / "stacks" / "rank-3.txt"
     assert "MainThread" in stacks.read_text()  # node 1 captured its own ranks before the stop
+    manifest = json.loads((nodes[0][1] / "incidents" / "incident-1" / "manifest.json").read_text())
+    assert sorted(manifest["nodes"]) == ["n0", "n1"] and manifest["missing_nodes"] == []
+    assert any(f["path"].startswith("stacks/rank-3") for f in manifest["nodes"]["n1"]["files"])
 
 
 def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
