@@ -25,6 +25,7 @@ from neuron_watch.checkpoint_scan import scan_checkpoints
 from neuron_watch.checkpoints import CheckpointRule, choose_checkpoint
 from neuron_watch.config import WatchConfig
 from neuron_watch.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, reap_children
 from neuron_watch.stacks import collective_states
@@ -125,6 +126,8 @@ class NodeAgent:
     def attach(self, link: AgentLink) -> None:
         """Connect to the coordinator once it is known (the job's shape decides where it is)."""
         self._link = link
+        # Lines are classified here, on this node's CPU, with the coordinator's table (it checks).
+        link.set_knowledge_base(default_knowledge_base(self.cfg.progress_regex))
         if self.gen is not None:
             link.set_generation(self.gen.number)
 

@@ -5,6 +5,7 @@ is ``time.time()``)::
 
     link = AgentLink(address, secret, job="1234", node="node1", session=new_session(time.time()))
     link.hello(hostname, pid, ranks, now, wall)
+    link.set_knowledge_base(kb)                                   # classify batches here (see below)
     link.add_line(rank, text, mono, wall, source, lineno)       # as lines are read
     link.add_compilers([...]); link.add_exits([...]); link.status("running", ...)
     for cmd in link.tick(now, wall):                              # every ~50 ms
@@ -18,6 +19,12 @@ sent again in order (go-back-N; the coordinator drops duplicates by sequence num
 outbox is bounded (``max_lines`` lines, ``max_msgs`` messages): beyond that the *oldest*
 messages are dropped and counted, and the counts travel in every heartbeat and status, so
 the coordinator learns what was lost when it comes back. Nothing is lost silently.
+
+Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
+the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
+:func:`neuron_watch.judge.compact_matches`): the node's own CPU classifies its lines, so the
+coordinator's work is per batch and rank, not per line. Without a knowledge base the batch goes
+unclassified and the coordinator classifies it.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ import dataclasses
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from neuron_watch import __version__
 from neuron_watch.auth import Signer
+from neuron_watch.classify import KnowledgeBase
+from neuron_watch.judge import compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
     Ack,
     Body,
@@ -42,16 +51,17 @@ from neuron_watch.protocol import (
     Heartbeat,
     Hello,
     Launch,
+    LineMatch,
     Lines,
     Msg,
     Procs,
     ProcSample,
     ProtocolError,
+    RankLines,
     SequenceTracker,
     Shutdown,
     Status,
     Stop,
-    WireLine,
     decode,
     encode_body,
     encode_header,
@@ -180,7 +190,7 @@ class AgentLink:
 
     def __init__(self, address: str, secret: bytes, *, job: str, node: str, session: int,
                  generation: int = 0, settings: LinkSettings | None = None,
-                 socket: AgentSocket | None = None) -> None:
+                 socket: AgentSocket | None = None, kb: KnowledgeBase | None = None) -> None:
         self.settings = settings or LinkSettings()
         self.job, self.node, self.session, self.generation = job, node, session, generation
         self.signer = Signer.for_agent(secret)
@@ -197,13 +207,23 @@ class AgentLink:
         self.last_heard: float | None = None  # last authenticated message from the coordinator
         self.coordinator_session: int | None = None
         self._hello: Hello | None = None
+        self._kb: KnowledgeBase | None = None
+        self._kb_fp = 0
+        if kb is not None:
+            self.set_knowledge_base(kb)
+
+    def set_knowledge_base(self, kb: KnowledgeBase | None) -> None:
+        """Classify batches with ``kb`` from now on (the coordinator's judge must use the same table
+        and ``--progress-regex``: it checks the fingerprint and classifies itself otherwise)."""
+        self._kb = kb
+        self._kb_fp = 0 if kb is None else kb_fingerprint(kb)
 
     # -- producing ---------------------------------------------------------------------------
 
     def _enqueue(self, body: Body, now: float, wall: float, rank: int = -1) -> None:
         h = Header(kind=kind_of(body), job=self.job, node=self.node, session=self.session,
                    generation=self.generation, seq=0, mono=now, wall=wall, rank=rank)
-        self.outbox.add(h, encode_body(body), len(body.lines) if isinstance(body, Lines) else 0)
+        self.outbox.add(h, encode_body(body), body.n_lines if isinstance(body, Lines) else 0)
 
     def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float) -> None:
         """Announce this agent session (sent again whenever a new coordinator session answers)."""
@@ -219,14 +239,43 @@ class AgentLink:
             self.flush_lines(mono, wall)
 
     def flush_lines(self, now: float, wall: float) -> None:
-        """Turn the pending lines into one ``lines`` message."""
+        """Turn the pending lines into one ``lines`` message (joined per rank, classified)."""
         if not self._pending:
             return
-        lines = tuple(WireLine(r, max(0.0, now - m), wall - w, t, s, n) for r, t, m, w, s, n in self._pending)
-        ranks = {ln.rank for ln in lines}
+        pending = self._pending
         self._pending = []
         self._pending_since = None
-        self._enqueue(Lines(lines), now, wall, rank=ranks.pop() if len(ranks) == 1 else -1)
+        body = self.batch(pending, now, wall)
+        self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
+
+    def batch(self, pending: list[tuple[int, str, float, float, str, int]], now: float, wall: float) -> Lines:
+        """The ``lines`` body for ``(rank, text, mono, wall, source, lineno)`` rows in read order."""
+        texts = [p[1] for p in pending]
+        if "\n".join(texts).count("\n") != len(texts) - 1:
+            # A line holding a newline would split in two on the other side: escape it, visibly.
+            texts = [t.replace("\n", "\\n") for t in texts]
+        groups: dict[int, list[Any]] = {}  # rank -> [chunk index, texts, first mono, newest mono, first wall]
+        chunk_of: list[int] = []
+        for (rank, _t, mono, w, _s, _n), text in zip(pending, texts, strict=True):
+            g = groups.get(rank)
+            if g is None:
+                g = groups[rank] = [len(groups), [], mono, mono, w]
+            elif mono > g[3]:
+                g[3] = mono
+            g[1].append(text)
+            chunk_of.append(g[0])
+        ranks = tuple(RankLines(rank, len(g[1]), max(0.0, now - g[2]), max(0.0, now - g[3]), wall - g[4],
+                                "\n".join(g[1])) for rank, g in groups.items())
+        if self._kb is None:
+            return Lines(ranks)
+        found = self._kb.scan(texts)
+        matches = []
+        for j in compact_matches([(chunk_of[i], m) for i, m in found]):
+            i, m = found[j]
+            _r, _t, mono, _w, source, lineno = pending[i]
+            matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
+                                     source, lineno))
+        return Lines(ranks, tuple(matches), self._kb_fp)
 
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,

@@ -129,6 +129,7 @@ class Counters:
     stale: int = 0
     send_failed: int = 0
     lines: int = 0
+    unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
 
     def bad_total(self) -> int:
         return sum(self.bad.values())
@@ -213,7 +214,10 @@ class Coordinator:
         self._progress_at: float | None = None
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
-        self.tails: dict[RankKey, collections.deque[LogLine]] = {}
+        # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
+        self.tails: dict[RankKey, _Tail] = {}
+        self._fp_kb: object = None
+        self._fp = 0
         self.merged: IO[str] = open(os.path.join(run_dir, "merged.log"), "a", encoding="utf-8")  # noqa: SIM115
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"))
         self.phase_since = now
@@ -258,6 +262,8 @@ class Coordinator:
             msg = decode(self.signer.verify(frames))
         except ProtocolError as exc:
             self._bad(exc.problem)
+            if exc.problem == "version" and self.counters.bad["version"] == 1:
+                log.warning("refusing a peer: %s", exc)  # once: an old agent keeps resending
             return
         h = msg.header
         if h.kind.is_command:
@@ -307,15 +313,7 @@ class Coordinator:
         # sender assembled the message, sent (sent - mono) later, is placed at now - both.
         lag = max(0.0, h.sent - h.mono)
         if isinstance(body, Lines):
-            keys = self._keys
-            t_mono = now - lag
-            lines = []
-            for w in body.lines:
-                key = keys.get((h.node, w.rank))
-                if key is None:
-                    key = keys[(h.node, w.rank)] = RankKey(h.node, w.rank)
-                lines.append(LogLine(key, w.text, t_mono - w.d_mono, h.wall - w.d_wall, w.source, w.lineno))
-            self._lines(view, lines)
+            self._lines(view, h, body, now - lag)
         elif isinstance(body, Hello):
             view.hostname, view.pid, view.ranks = body.hostname, body.pid, body.ranks
             self.events.emit("node_hello", self.generation, node=h.node, hostname=body.hostname,
@@ -350,19 +348,79 @@ class Coordinator:
                     self.judge.observe_exit(ex)
                 self.events.emit("rank_exit", h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
 
-    def _lines(self, view: NodeView, lines: list[LogLine]) -> None:
-        view.lines += len(lines)
-        self.counters.lines += len(lines)
-        stamp = self._stamp
-        self.merged.writelines(f"{stamp(ln.wall)} {ln.key} | {ln.text}\n" for ln in lines)
-        tails = self.tails
-        for ln in lines:
-            t = tails.get(ln.key)
+    def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
+        """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
+        never per line: the agent joined each rank's lines and classified them on its own CPU.
+
+        ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
+        """
+        node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
+        n = 0
+        parts: list[str] = []
+        ranks: list[tuple[RankKey, float, float, str]] = []
+        for c in body.ranks:
+            key = keys.get((node, c.rank))
+            if key is None:
+                key = keys[(node, c.rank)] = RankKey(node, c.rank)
+            # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
+            prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
+            text = c.text
+            parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
+            t = tails.get(key)
             if t is None:
-                t = tails[ln.key] = collections.deque(maxlen=self.settings.tail_lines)
-            t.append(ln)
-        if self.judge and view.generation == self.generation:
-            self.judge.observe_lines(lines)
+                t = tails[key] = _Tail(self.settings.tail_lines)
+            t.add(text, c.n_lines)
+            ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
+            n += c.n_lines
+        self.merged.write("".join(parts))
+        view.lines += n
+        self.counters.lines += n
+        judge = self.judge
+        if judge is None or view.generation != self.generation:
+            return
+        observe_batch = getattr(judge, "observe_batch", None)
+        if body.classified and observe_batch is not None and body.classified == self._kb_fingerprint(judge):
+            matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
+                        m.signature, m.step, m.loss) for m in body.matches]
+            try:
+                observe_batch(ranks, matches)
+                return
+            except ValueError as exc:  # a signature we do not know: classify here instead
+                log.debug("classifying a batch of %s here: %s", node, exc)
+        # Not classified by the agent (no knowledge base, another table, an older judge): do it
+        # here, per line. Line times inside a rank's batch are its first and newest line's (a
+        # batch spans at most the agent's batch age).
+        self.counters.unclassified_batches += 1
+        lines = []
+        for (key, first, last, _text), c in zip(ranks, body.ranks, strict=True):
+            wall = h.wall - c.d_wall
+            for i, text in enumerate(c.text.split("\n")):
+                lines.append(LogLine(key, text, first if i == 0 else last, wall))
+        judge.observe_lines(lines)
+
+    def _kb_fingerprint(self, judge: JudgeLike) -> int:
+        """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
+        kb = getattr(judge, "kb", None)
+        if kb is None:
+            return 0
+        if self._fp_kb is not kb:
+            from neuron_watch.judge import kb_fingerprint
+
+            self._fp_kb, self._fp = kb, kb_fingerprint(kb)
+        return self._fp
+
+    def tail(self, key: RankKey, n: int | None = None) -> list[str]:
+        """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first."""
+        t = self.tails.get(key)
+        want = self.settings.tail_lines if n is None else n
+        if t is None or want <= 0:
+            return []
+        lines: list[str] = []
+        for text, _n in reversed(t.texts):  # newest batch first; stop once enough lines are in hand
+            lines[:0] = text.split("\n")
+            if len(lines) >= want:
+                break
+        return lines[-want:]
 
     def _stamp(self, wall: float) -> str:
         """``iso_utc(wall)``, with the seconds part formatted once per second (hot path: every line)."""
@@ -645,6 +703,7 @@ class Coordinator:
                 "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
                             "stale_session": c.stale},
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
+                "unclassified_batches": c.unclassified_batches,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
 
     def write_status(self, now: float) -> None:
@@ -702,6 +761,24 @@ class Coordinator:
         self.sock.close()
         self.merged.close()
         self.events.close()
+
+
+class _Tail:
+    """A rank's last batches as joined texts: just enough of them to hold ``limit`` lines."""
+
+    __slots__ = ("count", "limit", "texts")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.texts: collections.deque[tuple[str, int]] = collections.deque()
+        self.count = 0
+
+    def add(self, text: str, n: int) -> None:
+        texts = self.texts
+        texts.append((text, n))
+        self.count += n
+        while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
+            self.count -= texts.popleft()[1]
 
 
 def _fields(body: Body) -> dict[str, Any]:

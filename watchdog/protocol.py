@@ -38,7 +38,9 @@ import msgpack
 from neuron_watch.errors import TransportError
 
 #: Bumped on any incompatible change of the header or a body layout.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
+# matches (the coordinator's work is per batch and rank, not per line).
 
 #: Upper bound for one frame; a bigger frame is refused before it is unpacked.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -100,12 +102,33 @@ class Header:
 
 
 @dataclass(frozen=True, slots=True)
-class WireLine:
-    """One log line: its rank, its age (sender mono/wall at send minus when it was read), text, origin."""
+class RankLines:
+    """One rank's lines of a batch, as one text: ``text`` is the lines joined by "\\n".
+
+    Ages are relative to the header's ``mono``/``wall``: ``d_first`` is the first line's (when it
+    was read), ``d_last`` the newest line's (the smallest age), ``d_wall`` the first line's on
+    the wall clock. No line contains "\\n" (the sender replaces it), so ``text`` holds exactly
+    ``n_lines - 1`` of them.
+    """
 
     rank: int
-    d_mono: float
+    n_lines: int
+    d_first: float
+    d_last: float
     d_wall: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LineMatch:
+    """A line the sender's knowledge base matched: which rank (index into ``Lines.ranks``),
+    which signature, the progress step/loss it read, the line's age, origin and text."""
+
+    chunk: int
+    signature: str
+    step: int | None
+    loss: float | None
+    d_mono: float
     text: str
     source: str = ""
     lineno: int = 0
@@ -123,9 +146,23 @@ class Hello:
 
 @dataclass(frozen=True, slots=True)
 class Lines:
-    """A batch of lines for one or several ranks of the sender's node, in the order they were read."""
+    """A batch of lines of the sender's node: per rank one joined text, plus what matched.
 
-    lines: tuple[WireLine, ...]
+    ``ranks``: one :class:`RankLines` per rank, in the order each rank's first line was read
+    (a rank's lines keep their order; lines of different ranks are grouped per rank).
+    ``matches``: the lines the sender's knowledge base matched, in the order they were read --
+    all of them, or the ones :func:`neuron_watch.judge.compact_matches` keeps. ``classified``
+    is :func:`neuron_watch.judge.kb_fingerprint` of that knowledge base; 0 = the sender did not
+    classify (the receiver classifies the text itself).
+    """
+
+    ranks: tuple[RankLines, ...]
+    matches: tuple[LineMatch, ...] = ()
+    classified: int = 0
+
+    @property
+    def n_lines(self) -> int:
+        return sum(r.n_lines for r in self.ranks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,13 +287,14 @@ def kind_of(body: Body) -> Kind:
 
 def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Lines):
-        # Paths repeat on every line of a file: send each once per batch, index it per line.
+        # Paths repeat on every match of a file: send each once per batch, index it per match.
         sources: dict[str, int] = {}
-        rows = []
-        for ln in body.lines:
-            idx = sources.setdefault(ln.source, len(sources))
-            rows.append([ln.rank, ln.d_mono, ln.d_wall, ln.text, idx, ln.lineno])
-        return [list(sources), rows]
+        matches = []
+        for m in body.matches:
+            idx = sources.setdefault(m.source, len(sources))
+            matches.append([m.chunk, m.signature, m.step, m.loss, m.d_mono, m.text, idx, m.lineno])
+        return [body.classified, list(sources),
+                [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches]
     if isinstance(body, Hello):
         return [body.hostname, body.pid, list(body.ranks), body.agent_version]
     if isinstance(body, Heartbeat):
@@ -381,25 +419,62 @@ def decode_header(frame: bytes) -> Header:
     )
 
 
+#: Upper bound on a lines body's ranks/matches (a batch is bounded by the sender's batch size).
+MAX_BATCH_ITEMS = 1_000_000
+
+
 def _decode_lines(b: list[Any]) -> Lines:
-    _list(b, 2, "lines body")
-    sources = [_str(s, "source") for s in _list(b[0], None, "sources")]
+    _list(b, 4, "lines body")
+    classified = _int(b[0], "classified")
+    if not 0 <= classified < 1 << 63:
+        raise ProtocolError("field", "classified must be a 63-bit fingerprint or 0")
+    sources = [_str(s, "source") for s in _list(b[1], None, "sources")]
     n_sources = len(sources)
-    out = []
-    # The hot path of the coordinator (every line of every rank): type checks inlined.
-    for row in _list(b[1], None, "lines"):
+    rows = _list(b[2], None, "ranks")
+    if not rows or len(rows) > MAX_BATCH_ITEMS:
+        raise ProtocolError("field", f"a lines body must name 1 to {MAX_BATCH_ITEMS} ranks, got {len(rows)}")
+    ranks = []
+    seen: set[int] = set()
+    # Per rank, not per line: the text of all of a rank's lines is one string, checked in C.
+    for row in rows:
         if type(row) is not list or len(row) != 6:
-            raise ProtocolError("field", "a line must be [rank, d_mono, d_wall, text, source, lineno]")
-        rank, dm, dw, text, si, ln = row
-        if not (type(rank) is int and type(text) is str and type(ln) is int and type(si) is int
-                and (type(dm) is float or type(dm) is int) and (type(dw) is float or type(dw) is int)):
-            raise ProtocolError("field", f"a line has a field of the wrong type: {row!r:.80}")
+            raise ProtocolError("field", "a rank's lines must be [rank, n_lines, d_first, d_last, d_wall, text]")
+        rank, n, d_first, d_last, d_wall, text = row
+        if not (type(rank) is int and type(n) is int and type(text) is str):
+            raise ProtocolError("field", f"a rank's lines have a field of the wrong type: {row!r:.80}")
+        if rank in seen:
+            raise ProtocolError("field", f"rank {rank} appears twice in one batch")
+        seen.add(rank)
+        if n < 1 or text.count("\n") != n - 1:
+            raise ProtocolError("field", f"rank {rank}: {n} lines announced, the text holds "
+                                         f"{text.count(chr(10)) + 1}")
+        d_first = _float(d_first, "d_first")
+        d_last = _float(d_last, "d_last")
+        if d_last > d_first:
+            raise ProtocolError("field", f"rank {rank}: the newest line is older than the first")
+        ranks.append(RankLines(rank, n, d_first, d_last, _float(d_wall, "d_wall"), text))
+    n_ranks = len(ranks)
+    rows = _list(b[3], None, "matches")
+    if len(rows) > MAX_BATCH_ITEMS:
+        raise ProtocolError("field", f"a lines body holds at most {MAX_BATCH_ITEMS} matches")
+    matches = []
+    for row in rows:
+        if type(row) is not list or len(row) != 8:
+            raise ProtocolError("field", "a match must be [rank index, signature, step, loss, d_mono, text, "
+                                         "source, lineno]")
+        chunk, sig, step, loss, d_mono, text, si, lineno = row
+        if not (type(chunk) is int and type(sig) is str and type(text) is str and type(si) is int
+                and type(lineno) is int and (step is None or type(step) is int)):
+            raise ProtocolError("field", f"a match has a field of the wrong type: {row!r:.80}")
+        if not 0 <= chunk < n_ranks:
+            raise ProtocolError("field", f"match rank index {chunk} out of range")
         if not 0 <= si < n_sources:
-            raise ProtocolError("field", f"line source index {si} out of range")
-        if dm - dm != 0 or dw - dw != 0:  # NaN or infinity
-            raise ProtocolError("field", "a line's time offset is not finite")
-        out.append(WireLine(rank, dm, dw, text, sources[si], ln))
-    return Lines(tuple(out))
+            raise ProtocolError("field", f"match source index {si} out of range")
+        if "\n" in text:
+            raise ProtocolError("field", "a matched line contains a newline")
+        matches.append(LineMatch(chunk, sig, step, None if loss is None else _float(loss, "loss"),
+                                 _float(d_mono, "d_mono"), text, sources[si], lineno))
+    return Lines(tuple(ranks), tuple(matches), classified)
 
 
 def _decode_body(kind: Kind, frame: bytes) -> Body:

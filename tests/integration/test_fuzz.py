@@ -22,7 +22,7 @@ import zmq
 
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import Signer
-from neuron_watch.protocol import Header, Heartbeat, Kind, Lines, Msg, Stop, WireLine, encode
+from neuron_watch.protocol import SCHEMA_VERSION, Header, Heartbeat, Kind, Lines, Msg, RankLines, Stop, encode
 from neuron_watch.transport import CoordinatorSocket
 
 pytestmark = pytest.mark.integration
@@ -36,12 +36,12 @@ def random_frames(rng: random.Random, agent_signer: Signer) -> list[bytes]:
     choice = rng.randrange(7)
     h = Header(kind=Kind.LINES, job=JOB, node=f"n{rng.randrange(4)}", session=rng.randrange(1 << 40),
                generation=0, seq=rng.randrange(100))
-    good = encode(Msg(h, Lines((WireLine(0, 0.0, 0.0, "step 1 loss 1.0"),))))
+    good = encode(Msg(h, Lines((RankLines(0, 1, 0.0, 0.0, 0.0, "step 1 loss 1.0"),))))
     if choice == 0:
         return [rng.randbytes(rng.randrange(0, 300)) for _ in range(rng.randrange(1, 5))]
     if choice == 1:
-        return [msgpack.packb([1, "lines", JOB, "n1", 1, 0, rng.randrange(9), 0, 0.0, 0.0, -1, 0, 0.0]),
-                msgpack.packb([[], [[0, 0.0, 0.0, "x", 0, 0]]]), rng.randbytes(32)]  # random MAC
+        return [msgpack.packb([SCHEMA_VERSION, "lines", JOB, "n1", 1, 0, rng.randrange(9), 0, 0.0, 0.0, -1, 0, 0.0]),
+                msgpack.packb([0, [], [[0, 1, 0.0, 0.0, 0.0, "x"]], []]), rng.randbytes(32)]  # random MAC
     if choice == 2:
         return Signer.for_agent(rng.randbytes(32)).sign(good)  # another secret
     if choice == 3:

@@ -17,6 +17,8 @@ from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.errors import TransportError
+from neuron_watch.events import RankKey
+from neuron_watch.judge import Judge
 from neuron_watch.protocol import Header, Kind, Msg, Stop, encode
 from neuron_watch.transport import CoordinatorSocket
 
@@ -53,6 +55,12 @@ def merged(run_dir: Path) -> list[str]:
     return [ln.split(" | ", 1)[1] for ln in (run_dir / "merged.log").read_text().splitlines()]
 
 
+def rank_lines(run_dir: Path, tag: str) -> list[str]:
+    """The texts merged.log holds for one ``node/rankN``, in file order."""
+    return [ln.split(" | ", 1)[1] for ln in (run_dir / "merged.log").read_text().splitlines()
+            if ln.split(" | ", 1)[0].endswith(" " + tag)]
+
+
 @pytest.fixture
 def coordinator(tmp_path: Path):  # type: ignore[no-untyped-def]
     c = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB)
@@ -72,11 +80,13 @@ def test_lines_arrive_in_order_acked_and_tagged(coordinator: Coordinator, tmp_pa
         pump([coordinator], [a, b], lambda: coordinator.counters.lines == 2000 and len(a.outbox) == 0
              and len(b.outbox) == 0)
         coordinator.tick(time.monotonic())
-        texts = merged(tmp_path / "coord")
-        assert [t for t in texts if t.startswith("step")] == [f"step {i}" for i in range(1000)]
-        assert [t for t in texts if t.startswith("b ")] == [f"b {i}" for i in range(1000)]
-        log = (tmp_path / "coord" / "merged.log").read_text()
-        assert " node1/rank1 | step 1\n" in log and " node2/rank2 | b 0\n" in log
+        # Each rank's lines in order (a batch groups a node's lines per rank).
+        assert rank_lines(tmp_path / "coord", "node1/rank0") == [f"step {i}" for i in range(0, 1000, 2)]
+        assert rank_lines(tmp_path / "coord", "node1/rank1") == [f"step {i}" for i in range(1, 1000, 2)]
+        assert rank_lines(tmp_path / "coord", "node2/rank2") == [f"b {i}" for i in range(1000)]
+        assert len(merged(tmp_path / "coord")) == 2000
+        assert coordinator.tail(RankKey("node1", 1), 3) == ["step 995", "step 997", "step 999"]
+        assert len(coordinator.tail(RankKey("node2", 2))) == coordinator.settings.tail_lines
         s = coordinator.summary(time.monotonic())
         assert s["nodes"]["node1"]["hostname"] == "host-a" and s["nodes"]["node1"]["ranks"] == [0, 1]
         assert s["nodes"]["node1"]["seq"]["lost"] == 0 and s["refused"]["bad"] == {}
@@ -341,4 +351,37 @@ def test_shutdown_ends_every_node_with_the_exit_code(tmp_path: Path) -> None:
     finally:
         for link in links:
             link.close()
+        coord.close()
+
+
+@pytest.mark.parametrize("agent_regex, classified", [(None, True), (r"it=(?P<step>\d+)", False), ("", False)])
+def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
+        tmp_path: Path, agent_regex: str | None, classified: bool) -> None:
+    """Same table: the coordinator takes the agent's matches. Another table (or none): it classifies."""
+    from neuron_watch.config import WatchConfig
+    from neuron_watch.coordinator import default_judge_factory
+    from neuron_watch.kb import default_knowledge_base
+
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
+                        settings=CoordinatorSettings(silence=1e6),
+                        judge_factory=default_judge_factory(WatchConfig(hang_timeout=30.0)))
+    link = make_link(coord.endpoint)
+    if agent_regex != "":
+        link.set_knowledge_base(default_knowledge_base(agent_regex))
+    try:
+        now, wall = time.monotonic(), time.time()
+        for step in range(1, 301):
+            for r in range(4):
+                link.add_line(r, f"step {step} loss 2.{step}", now, wall, f"/logs/{r}.log", step)
+        link.add_line(2, "CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying", now, wall)
+        link.flush_lines(now, wall)
+        pump([coord], [link], lambda: coord.counters.lines == 1201 and len(link.outbox) == 0)
+        assert (coord.counters.unclassified_batches == 0) is classified
+        judge = coord.judge
+        assert isinstance(judge, Judge)
+        assert judge.max_step == 300 and [st.step for st in judge.ranks.values()] == [300] * 4
+        assert judge.ranks[RankKey("node1", 2)].last_wait_line is not None
+        assert judge.ranks[RankKey("node1", 3)].last_progress_line.lineno == (300 if classified else 0)
+    finally:
+        link.close()
         coord.close()

@@ -9,6 +9,7 @@ namespaces. Every process it starts is in its own group, stopped with one deadli
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -31,8 +32,10 @@ COORD_IP, AGENT_IP = "10.214.44.1", "10.214.44.2"
 AGENT = r"""
 import sys, time
 from neuron_watch.agent_link import AgentLink, new_session
+from neuron_watch.kb import default_knowledge_base
 endpoint, secret, n = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
-link = AgentLink(endpoint, secret, job="ns-job", node="nsnode", session=new_session(time.time()))
+link = AgentLink(endpoint, secret, job="ns-job", node="nsnode", session=new_session(time.time()),
+                 kb=default_knowledge_base())
 link.hello("nsnode", 1, [0, 1], time.monotonic(), time.time())
 for i in range(n):
     link.add_line(i % 2, f"step {i} loss 1.0", time.monotonic(), time.time())
@@ -116,8 +119,16 @@ def test_agent_and_coordinator_in_separate_namespaces(two_hosts: tuple[str, str]
             assert time.monotonic() < end, "lines did not reach merged.log"
             time.sleep(0.1)
         lines = merged.read_text().splitlines()
-        assert [ln.split(" | ", 1)[1] for ln in lines] == [f"step {i} loss 1.0" for i in range(300)]
-        assert " nsnode/rank1 | step 1 loss 1.0" in lines[1]
+        for r in (0, 1):  # each rank's lines in order (a batch groups them per rank)
+            assert [ln.split(" | ", 1)[1] for ln in lines if f" nsnode/rank{r} | " in ln] == [
+                f"step {i} loss 1.0" for i in range(r, 300, 2)]
+        assert len(lines) == 300
+        # The agent classified its lines; the coordinator took its matches instead of classifying.
+        summary = run_dir / "coordinator.json"
+        while not summary.exists() or json.loads(summary.read_text())["lines"] < 300:
+            assert time.monotonic() < end, "the summary never counted the lines"
+            time.sleep(0.1)
+        assert json.loads(summary.read_text())["unclassified_batches"] == 0
     finally:
         if agent is not None and agent.poll() is None:
             _stop(agent)

@@ -21,29 +21,39 @@ from neuron_watch.protocol import (
     Hello,
     Kind,
     Launch,
+    LineMatch,
     Lines,
     Msg,
     Procs,
     ProcSample,
     ProtocolError,
+    RankLines,
     SequenceTracker,
     Shutdown,
     Status,
     Stop,
-    WireLine,
     decode,
     encode,
     kind_of,
 )
 
+V = p.SCHEMA_VERSION
+RX = "2026-Nov-21 13:05:01.0123 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying"
+
 BODIES = [
     Hello("trn1-node-3", 4242, (0, 1, 2, 3), "0.1.0"),
-    Lines((
-        WireLine(0, 0.25, 0.25, "step 12 loss 2.3401", "/logs/rank0.log", 88),
-        WireLine(3, 0.0, 0.0, "2026-Nov-21 13:05:01.0123 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying",
-                 "", 0),
-        WireLine(0, 0.1, 0.1, "ünïcødé ✓", "/logs/rank0.log", 89),
-    )),
+    Lines(
+        (
+            RankLines(0, 2, 0.25, 0.1, 0.25, "step 12 loss 2.3401\nünïcødé ✓"),
+            RankLines(3, 1, 0.0, 0.0, 0.0, RX),
+        ),
+        (
+            LineMatch(0, "progress.step", 12, 2.3401, 0.25, "step 12 loss 2.3401", "/logs/rank0.log", 88),
+            LineMatch(1, "ccom.rx_timeout", None, None, 0.0, RX, "", 0),
+        ),
+        (1 << 62) + 12345,
+    ),
+    Lines((RankLines(7, 3, 1.5, 0.0, -0.5, "\n\nlast"),)),  # empty lines; not classified
     Heartbeat(3, 120, 2),
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
@@ -73,9 +83,52 @@ def test_round_trip(body: p.Body) -> None:
 
 
 def test_lines_send_each_source_once() -> None:
-    lines = Lines(tuple(WireLine(0, 0.0, 0.0, f"step {i}", "/very/long/path/to/rank0.log", i) for i in range(50)))
+    text = "\n".join(f"step {i}" for i in range(50))
+    lines = Lines((RankLines(0, 50, 0.0, 0.0, 0.0, text),),
+                  tuple(LineMatch(0, "progress.step", i, None, 0.0, f"step {i}", "/very/long/path/to/rank0.log", i)
+                        for i in range(50)), 7)
     body = encode(Msg(_header(Kind.LINES), lines))[1]
     assert body.count(b"/very/long/path/to/rank0.log") == 1
+    assert decode(encode(Msg(_header(Kind.LINES), lines))).body == lines
+
+
+def _lines_body(ranks: list[list[object]], matches: list[list[object]] | None = None, sources: list[str] | None = None,
+                classified: int = 0) -> list[bytes]:
+    return [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
+            msgpack.packb([classified, sources or [""], ranks, matches or []])]
+
+
+@pytest.mark.parametrize("ranks, matches", [
+    ([[0, 2, 0.0, 0.0, 0.0, "one line only"]], None),  # announced 2 lines, holds 1
+    ([[0, 1, 0.0, 0.0, 0.0, "two\nlines"]], None),  # announced 1, holds 2
+    ([[0, 0, 0.0, 0.0, 0.0, ""]], None),  # zero lines
+    ([], None),  # no rank at all
+    ([[0, 1, 0.0, 0.0, 0.0, "a"], [0, 1, 0.0, 0.0, 0.0, "b"]], None),  # a rank twice
+    ([[0, 1, 0.0, 0.5, 0.0, "a"]], None),  # the newest line older than the first
+    ([[0, 1, float("nan"), 0.0, 0.0, "a"]], None),
+    ([[0, 1, 0.0, 0.0, 0.0, b"bytes, not text"]], None),
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[1, "progress.step", 1, None, 0.0, "a", 0, 0]]),  # no rank 1 in the batch
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a", 1, 0]]),  # no source 1
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, float("inf"), 0.0, "a", 0, 0]]),  # loss not finite
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1.5, None, 0.0, "a", 0, 0]]),  # step not an integer
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a\nb", 0, 0]]),  # newline in a match
+    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a", 0]]),  # a field short
+])
+def test_inconsistent_lines_bodies_are_refused(ranks: list[list[object]], matches: list[list[object]] | None) -> None:
+    with pytest.raises(ProtocolError) as ei:
+        decode(_lines_body(ranks, matches))
+    assert ei.value.problem == "field"
+
+
+def test_fingerprint_must_fit_63_bits() -> None:
+    assert decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=(1 << 63) - 1)).body.classified == (1 << 63) - 1
+    for bad in (-1, 1 << 63):
+        with pytest.raises(ProtocolError):
+            decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=bad))
+
+
+def test_lines_count() -> None:
+    assert BODIES[1].n_lines == 3 and BODIES[2].n_lines == 3
 
 
 def test_commands_and_agent_kinds_are_disjoint() -> None:
@@ -90,12 +143,16 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-def test_version_mismatch_names_both_versions() -> None:
-    frames = encode(Msg(_header(Kind.HEARTBEAT, version=2), Heartbeat()))
+@pytest.mark.parametrize("version", [1, p.SCHEMA_VERSION + 1])
+def test_version_mismatch_names_both_versions(version: int) -> None:
+    # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
+    assert p.SCHEMA_VERSION == 2
+    frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
     assert ei.value.problem == "version"
-    assert "2" in ei.value.message and str(p.SCHEMA_VERSION) in ei.value.message
+    assert f"peer speaks {version}" in ei.value.message and f"speaks {p.SCHEMA_VERSION}" in ei.value.message
+    assert "same neuron-watch version" in ei.value.hint
     # A future header of another shape is still reported as a version mismatch, not garbage.
     with pytest.raises(ProtocolError) as ei:
         decode([msgpack.packb([99, {"new": "layout"}]), frames[1]])
@@ -127,10 +184,10 @@ def test_truncated_frame_is_named_truncated() -> None:
     ([b"\xc1", b"\x90"], "garbage"),  # 0xc1 is never valid msgpack
     ([b"hello world", b"x"], "garbage"),
     ([msgpack.packb({"v": 1}), b"\x90"], "garbage"),  # a map, not the header array
-    ([msgpack.packb([1, "lines", "j"]), b"\x90"], "truncated"),  # too few header fields
-    ([msgpack.packb([1, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "kind"),
-    ([msgpack.packb([1, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "field"),
-    ([msgpack.packb([1, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "lines", "j"]), b"\x90"], "truncated"),  # too few header fields
+    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "kind"),
+    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0]), b"\x90"], "field"),
     ([b"a", b"b", b"c"], "garbage"),
 ])
 def test_garbage_is_refused_with_a_named_problem(frames: list[bytes], problem: str) -> None:
@@ -145,8 +202,8 @@ def test_trailing_bytes_and_bad_fields_are_refused() -> None:
         decode([header + b"\x00", payload])
     with pytest.raises(ProtocolError):
         decode([header, msgpack.packb(["three"])])
-    with pytest.raises(ProtocolError):  # source index out of range
-        decode([encode(Msg(_header(Kind.LINES), Lines(())))[0], msgpack.packb([[], [[0, 0.0, 0.0, "x", 3, 0]]])])
+    with pytest.raises(ProtocolError):  # a version-1 lines body (one row per line) is not a version-2 one
+        decode([encode(Msg(_header(Kind.LINES), BODIES[2]))[0], msgpack.packb([[], [[0, 0.0, 0.0, "x", 0, 0]]])])
     with pytest.raises(ProtocolError):  # msgpack ext types are never accepted
         decode([header, msgpack.packb([msgpack.ExtType(5, b"x")])])
 
