@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool]] = {
     "status": ("neuron_watch.status", "live table of a job's nodes and ranks", False),
     "report": ("neuron_watch.report", "goodput report of a run directory", False),
     "slurm": ("neuron_watch.slurm_hooks", "Slurm prolog/epilog health checks", False),
+    "agent": ("neuron_watch.srun_agent", "internal: per-node agent started by `neuron-watch srun`", False),
 }
 
 

@@ -116,6 +116,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
+    Option("--drain-state", str, None,
+           "srun: file on shared storage remembering the nodes neuron-watch drained (excluded by later jobs "
+           "until resumed); default: remembered only for this job", "FILE"),
+    Option("--drain-per-job", _count, 2, "srun: at most this many nodes drained per job (0 = never drain)", "N"),
+    Option("--drain-per-hour", _count, 4,
+           "srun: at most this many nodes drained per hour, cluster-wide as far as --drain-state reaches", "N"),
 )
 
 
@@ -144,6 +150,9 @@ class WatchConfig:
     coordinator_silence: float = 30.0
     secret_file: str | None = None
     mqtt: str | None = None
+    drain_state: str | None = None
+    drain_per_job: int = 2
+    drain_per_hour: int = 4
 
     def redacted(self) -> dict[str, Any]:
         """The config as a dict with credentials removed (for logs and events)."""

@@ -175,6 +175,11 @@ class Coordinator:
             default: the newest one any node reported in its status.
         policy: the restart policy (:class:`neuron_watch.policy.RestartPolicy`); default: one with
             ``max_restarts``.
+        relaunch: for launchers where a restart is a new set of agents (``neuron-watch srun``: a new
+            srun step): ``(generation, checkpoint, verdict) -> None`` once the old generation is
+            stopped; it starts the new agents (the old nodes are forgotten, the new ones join), or
+            returns ``(exit_code, reason)`` to end the job instead (requeued, given up). None: every
+            node is sent ``launch``.
     """
 
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
@@ -184,8 +189,10 @@ class Coordinator:
                  policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 announce: bool = True) -> None:
+                 announce: bool = True,
+                 relaunch: Callable[[int, str, Verdict], tuple[int, str] | None] | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
+        self.relaunch = relaunch
         self.job = job
         self.signer = Signer.for_coordinator(secret)
         self.clock = clock
@@ -626,7 +633,14 @@ class Coordinator:
                 for v in self.nodes.values():
                     v.launcher_code = None
                 self._reset_status()
-                self.broadcast(Launch(self.generation, checkpoint))
+                if self.relaunch is None:
+                    self.broadcast(Launch(self.generation, checkpoint))
+                else:
+                    ended = self.relaunch(self.generation, checkpoint, self._pending)
+                    if ended is not None:
+                        self._finish(ended[0], ended[1], now, JobState.FAILED)
+                        return
+                    self.nodes.clear()  # the new step's agents join afresh (new sessions)
                 self._move(JobState.STARTING, now)
             else:
                 self.events.emit("gave_up", self.generation, reason=outcome.reason,

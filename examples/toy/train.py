@@ -7,6 +7,8 @@ It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding th
 
 * ``--hang-at STEP --hang-rank R``: rank R never joins the step's collective (the others block in it);
 * ``--crash-at STEP --crash-rank R``: rank R exits with ``--crash-code``;
+* ``--hw-error-at STEP --hw-error-rank R``: rank R prints the runtime's uncorrectable HBM error
+  (``NRT_EXEC_HW_ERR_HBM_UE``, a hardware verdict: drain the node) and exits 1;
 * ``--compile-at STEP --compile-rank R --compile-seconds S``: rank R "recompiles a graph": it prints
   the real compiler-wrapper lines (notes/neuron.md §3) and runs a CPU-burning child whose argv is
   ``neuronx-cc compile ...`` (``examples/toy/neuronx-cc``), while the other ranks wait in the
@@ -56,6 +58,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--compile-seconds", type=float, default=30.0)
     p.add_argument("--rx-warn-every", type=float, default=120.0)
     p.add_argument("--nan-at", type=int, default=-1, help="report a NaN loss at this step (numerical error)")
+    p.add_argument("--hw-error-at", type=int, default=-1,
+                   help="at this step, rank --hw-error-rank prints the runtime's uncorrectable-HBM error and exits 1")
+    p.add_argument("--hw-error-rank", type=int, default=1)
     return p.parse_args()
 
 
@@ -159,6 +164,11 @@ def main() -> None:
             log(f"step {step}: injected hang: rank {rank} will not join the collective")
             while True:
                 time.sleep(3600)
+        if faults_on and rank == args.hw_error_rank and step == args.hw_error_at:
+            ts = datetime.datetime.now().strftime("%Y-%b-%d %H:%M:%S.%f")[:-2]
+            log(f"{ts} {os.getpid()}:{os.getpid()} ERROR   NRT:nrt_infodump                            "
+                "Failure: NRT_EXEC_HW_ERR_HBM_UE in nrt_execute()")
+            os._exit(1)
         if faults_on and rank == args.compile_rank and step == args.compile_at:
             emulate_compile(args.compile_seconds)
         opt.zero_grad()

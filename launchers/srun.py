@@ -1,0 +1,315 @@
+"""``neuron-watch [WATCH OPTIONS] srun [SRUN ARGS] CMD ...``: the batch side of a watched Slurm job.
+
+Run from an sbatch script on the batch host. It hosts the job's
+:class:`~neuron_watch.coordinator.Coordinator` (bound on ``0.0.0.0``, reached by the nodes at this
+host's address) and runs each generation as one srun step::
+
+    srun [SRUN ARGS] [--exclude=<bad nodes>] <python> -m neuron_watch.cli --coordinator ADDR \\
+        --run-dir D --job-id J [WATCH OPTIONS] agent --generation G -- CMD ...
+
+so every task runs a :mod:`neuron_watch.srun_agent` around CMD (one task per node, CMD a per-node
+script that runs torchrun). The job secret is made here and reaches the tasks only through the
+step's environment (``NEURON_WATCH_SECRET``; never printed or logged).
+
+Recovery is the coordinator's (judge, capture, stop, restart policy). A restart is a new srun
+step in the same allocation from the checkpoint the coordinator chose. A node with a hardware
+verdict (``drain_and_restart``) is drained (:class:`~neuron_watch.drain.Drainer`, caps respected)
+and excluded from the next step while enough nodes remain; otherwise the job is requeued
+(``ExcNodeList``, ``scontrol requeue``, ``StartTime=now``) and this process exits. Under HyperPod
+with ``--auto-resume=1`` the evidence is captured and the restart is left to HyperPod.
+``SLURM_RESTART_COUNT`` counts against ``--max-restarts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from neuron_watch import __version__, hyperpod, slurmtext, srunplan
+from neuron_watch.config import OPTIONS, WatchConfig
+from neuron_watch.coordinator import Coordinator, CoordinatorSettings, default_judge_factory
+from neuron_watch.drain import DrainCaps, Drainer
+from neuron_watch.errors import ExitCode, PlatformError, UsageError
+from neuron_watch.events import Action, Verdict
+from neuron_watch.kb import default_knowledge_base
+from neuron_watch.policy import JobState, RestartPolicy
+from neuron_watch.procs import MARKER_ENV, become_subreaper, stop_everything
+from neuron_watch.srun_agent import slurm_node
+
+log = logging.getLogger("neuron_watch")
+
+#: How long after the coordinator's shutdown the step may take to end by itself.
+STEP_END_GRACE = 10.0
+#: Watch options the batch side sets itself for the agents (the rest are passed on as given).
+_OWN = {"coordinator", "run_dir", "job_id", "secret_file", "dry_run", "mqtt", "drain_state", "drain_per_job",
+        "drain_per_hour"}
+
+
+def agent_options(config: WatchConfig) -> list[str]:
+    """The watch options the agents need, as flags (only those that differ from the defaults)."""
+    out: list[str] = []
+    for opt in OPTIONS:
+        if opt.dest in _OWN:
+            continue
+        value = getattr(config, opt.dest)
+        if value == opt.default or value is None:
+            continue
+        out.extend([opt.flag] if opt.is_flag else [opt.flag, str(value)])
+    return out
+
+
+def advertised_host(env: dict[str, str] | os._Environ[str]) -> str:
+    """This host's address as the nodes see it: SLURM_LAUNCH_NODE_IPADDR, else the resolved hostname."""
+    if env.get("SLURM_LAUNCH_NODE_IPADDR"):
+        return env["SLURM_LAUNCH_NODE_IPADDR"]
+    name = socket.gethostname()
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
+
+
+class _Signals:
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+
+
+class SrunJob:
+    """One watched Slurm job seen from the batch host: the coordinator and the current srun step."""
+
+    def __init__(self, config: WatchConfig, srun_args: list[str], cmd: list[str], env: dict[str, str]) -> None:
+        self.cfg = config
+        self.env = env
+        self.slurm_job = env.get("SLURM_JOB_ID", "")
+        if not self.slurm_job:
+            raise UsageError("`neuron-watch srun` runs inside a Slurm allocation (no SLURM_JOB_ID here)",
+                             "call it from an sbatch script, or inside `salloc`")
+        self.job_id = config.job_id or f"slurm-{self.slurm_job}"
+        self.run_dir = os.path.abspath(config.run_dir or os.path.join("neuron-watch-runs", self.job_id))
+        self.srun_args, self.user_exclude = srunplan.without_exclude(srun_args)
+        self.cmd = cmd
+        self.allocation = slurmtext.expand_nodelist(env.get("SLURM_JOB_NODELIST", env.get("SLURM_NODELIST", "")))
+        self.needed = srunplan.nodes_wanted(self.srun_args, len(self.allocation))
+        self.restart_count = int(env.get("SLURM_RESTART_COUNT", "0") or "0")
+        self.marker = f"{self.job_id}-batch-{secrets.token_hex(4)}"
+        self.secret = secrets.token_hex(32)
+        self.bad: list[str] = []  # nodes this job keeps out of its steps
+        self.drainer = Drainer(config.drain_state, DrainCaps(per_job=config.drain_per_job,
+                                                             per_hour=config.drain_per_hour), env=env)
+        owner = hyperpod.restart_owner(hyperpod.detect(), hyperpod.auto_resume_requested(srun_args, env))
+        self.owner = owner
+        self.step: subprocess.Popen[bytes] | None = None
+        self.step_log: Path = Path(self.run_dir) / "steps"
+        self.step_started: dict[int, float] = {}
+        self.coord: Coordinator | None = None
+        self.address = ""
+
+    # -- the steps -------------------------------------------------------------------------------
+
+    def step_argv(self, generation: int) -> list[str]:
+        exclude = [*self.user_exclude, *([slurmtext.join_nodelist(self.bad)] if self.bad else [])]
+        return ["srun", *self.srun_args, *([f"--exclude={','.join(exclude)}"] if exclude else []),
+                sys.executable, "-m", "neuron_watch.cli", "--coordinator", self.address, "--run-dir", self.run_dir,
+                "--job-id", self.job_id, *agent_options(self.cfg), "agent", "--generation", str(generation),
+                "--", *self.cmd]
+
+    def start_step(self, generation: int, checkpoint: str) -> None:
+        """Start generation ``generation`` as a new srun step (our child, its own process group)."""
+        argv = self.step_argv(generation)
+        env = dict(self.env)
+        env.update({"NEURON_WATCH_SECRET": self.secret, "NEURON_WATCH_CHECKPOINT": checkpoint,
+                    "NEURON_WATCH_RESTART_COUNT": str(generation), MARKER_ENV: self.marker})
+        self.step_log.mkdir(parents=True, exist_ok=True)
+        with open(self.step_log / f"gen-{generation}.log", "ab") as out:
+            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.step_started[generation] = time.monotonic()
+        assert self.coord is not None
+        self.coord.events.emit("srun_step", generation, argv=argv, pid=self.step.pid,
+                               exclude=list(self.bad), checkpoint=checkpoint or None)
+        print(f"neuron-watch: generation {generation}: srun step started"
+              + (f" without {', '.join(self.bad)}" if self.bad else ""), file=sys.stderr)
+
+    def end_step(self, grace: float) -> None:
+        """Let the step end by itself within ``grace`` (its agents were shut down), then SIGTERM,
+        deadline, SIGKILL, reap: srun and every local process carrying our marker."""
+        step = self.step
+        if step is None:
+            return
+        deadline = time.monotonic() + grace
+        while step.poll() is None and time.monotonic() < deadline:
+            if self.coord is not None:
+                self.coord.poll(0.05)
+            else:
+                time.sleep(0.05)
+        result = stop_everything(self.marker, step, self.cfg.stop_timeout)
+        if self.coord is not None:
+            self.coord.events.emit("srun_step_ended", self.coord.generation, exit_code=step.returncode,
+                                   rung=result.rung, survivors=result.survivors)
+        self.step = None
+
+    # -- the coordinator's relaunch hook ---------------------------------------------------------
+
+    def relaunch(self, generation: int, checkpoint: str, verdict: Verdict) -> tuple[int, str] | None:
+        """Old step stopped by the coordinator: end it, keep bad nodes out, start the next one (or requeue)."""
+        coord = self.coord
+        assert coord is not None
+        from neuron_watch.protocol import Shutdown
+
+        coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
+        self.end_step(STEP_END_GRACE)
+        if self.owner.leave_to_hyperpod:
+            coord.events.emit("left_to_hyperpod", generation, reason=self.owner.why)
+            return int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume"
+        if verdict.action is Action.DRAIN_AND_RESTART and verdict.culprit is not None:
+            node = slurm_node(verdict.culprit.node)
+            evidence = verdict.evidence[0].text if verdict.evidence else verdict.reason
+            outcome = self.drainer.drain(node, self.slurm_job, verdict.label.value, evidence)
+            coord.events.emit("drain", generation, node=node, drained=outcome.drained, reason=outcome.reason,
+                              message=outcome.message)
+            if node not in self.bad:
+                self.bad.append(node)
+        requeue_ok = self._requeue_allowed()
+        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, requeue_ok)
+        coord.events.emit("restart_plan", generation, how=plan.how, exclude=list(plan.exclude),
+                          usable=list(plan.usable), reason=plan.why)
+        if plan.how == "exclude":
+            self.start_step(generation, checkpoint)
+            return None
+        if plan.how == "requeue":
+            return self._requeue(plan, generation)
+        return int(ExitCode.NOT_RESTARTABLE), plan.why
+
+    def _requeue_allowed(self) -> bool:
+        try:
+            r = self.drainer._run("show", "job", self.slurm_job)
+        except PlatformError:
+            return False
+        jobs = slurmtext.parse_jobs(r.stdout)
+        return bool(jobs) and jobs[0].requeue
+
+    def _requeue(self, plan: srunplan.RestartPlan, generation: int) -> tuple[int, str]:
+        assert self.coord is not None
+        excluded = slurmtext.join_nodelist(plan.exclude)
+        steps = [("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
+                 ("requeue", self.slurm_job),
+                 ("update", f"jobid={self.slurm_job}", "StartTime=now")]
+        # Written before the requeue: Slurm ends this batch step right after it.
+        self.coord.events.emit("requeue", generation, exclude=list(plan.exclude), reason=plan.why)
+        for args in steps:
+            r = self.drainer._run(*args)
+            if r.returncode != 0:
+                msg = f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}"
+                self.coord.events.emit("requeue_failed", generation, error=msg)
+                return int(ExitCode.NOT_RESTARTABLE), msg
+        return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        os.makedirs(self.run_dir, exist_ok=True)
+        default_knowledge_base(self.cfg.progress_regex)
+        port = int(self.cfg.coordinator.rsplit(":", 1)[1]) if self.cfg.coordinator else 0
+        policy = RestartPolicy(max_restarts=self.cfg.max_restarts, can_exclude_nodes=True)
+        # Requeues of this job so far count against the budget (they were restarts too).
+        policy.restarts = policy.consecutive_failures = self.restart_count
+        from neuron_watch.supervisor import _checkpoint_chooser
+
+        settings = CoordinatorSettings(stop_timeout=self.cfg.stop_timeout, evidence_timeout=self.cfg.evidence_timeout,
+                                       expected_nodes=self.needed)
+        self.coord = coord = Coordinator(f"0.0.0.0:{port}", self.secret.encode(), self.run_dir, job=self.job_id,
+                                         settings=settings, judge_factory=default_judge_factory(self.cfg),
+                                         pick_checkpoint=_checkpoint_chooser(self.cfg), policy=policy,
+                                         announce=False, relaunch=self.relaunch)
+        self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
+        # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
+        # injected "in generation 0 only" stays in the first run).
+        coord.generation = self.restart_count
+        try:
+            remembered = [n for n in self.drainer.excluded_nodes() if n in self.allocation]
+        except PlatformError as exc:
+            remembered = []
+            log.warning("remembered drains not read: %s", exc)
+        self.bad.extend(n for n in remembered if n not in self.bad)
+        checkpoint = _checkpoint_chooser(self.cfg)({})
+        coord.events.emit("job_started", 0, job_id=self.job_id, node=socket.gethostname().split(".")[0],
+                          version=__version__, command=["srun", *self.srun_args, *self.cmd],
+                          checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
+                          slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
+                          allocation=self.allocation, restart_owner=self.owner.owner)
+        print(f"neuron-watch {__version__}: job {self.job_id}, coordinator on {self.address}, "
+              f"run dir {self.run_dir}", file=sys.stderr)
+        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, False)
+        if plan.how != "exclude":
+            coord.close()
+            raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
+                                       "allocate more nodes")
+        become_subreaper()
+        signals = _Signals()
+        old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        try:
+            self.start_step(self.restart_count, checkpoint)
+            return self._loop(coord, signals)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.end_step(0.0 if signals.received else STEP_END_GRACE)
+            coord.close()
+
+    def _loop(self, coord: Coordinator, signals: _Signals) -> int:
+        step_gone_at: float | None = None
+        while True:
+            coord.poll(0.05)
+            now = time.monotonic()
+            coord.tick(now)
+            if coord.exit_code is not None:
+                self.end_step(STEP_END_GRACE)
+                return coord.exit_code
+            if signals.received is not None and coord._interrupt is None and coord.sm.live:
+                log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
+                coord.interrupt(signals.received, now)
+            step = self.step
+            if step is not None and step.poll() is not None and coord.sm.live:
+                # The step ended without being told to (a task died, a node failed): give the
+                # coordinator a moment to judge what its agents last said, then stop.
+                step_gone_at = step_gone_at or now
+                if now - step_gone_at > max(5.0, coord.settings.settle + 2):
+                    coord.events.emit("srun_step_ended", coord.generation, exit_code=step.returncode,
+                                      unexpected=True)
+                    code = step.returncode if step.returncode not in (None, 0) else int(ExitCode.UNOBSERVED)
+                    # (FINISHED is the only end the state machine allows from a live step; the
+                    # exit code and the reason say it failed.)
+                    coord._finish(code, f"the srun step ended by itself (exit {step.returncode})", now,
+                                  JobState.FINISHED)
+            else:
+                step_gone_at = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command
+    """srun's arguments are passed through verbatim (see cli.SUBCOMMANDS)."""
+
+
+def run(args: argparse.Namespace, config: WatchConfig) -> int:
+    srun_args, cmd = srunplan.split_srun_args(list(args.launcher_args))
+    job = SrunJob(config, srun_args, cmd, dict(os.environ))
+    if config.dry_run:
+        job.address = "BATCH-HOST:PORT"
+        print("command of generation 0:")
+        print("  " + " ".join(job.step_argv(0)))
+        return 0
+    code = job.run()
+    print(f"neuron-watch: job {job.job_id} finished with exit code {code}; events in "
+          f"{os.path.join(job.run_dir, 'events.jsonl')}", file=sys.stderr)
+    return code

@@ -1,0 +1,218 @@
+"""``neuron-watch srun`` inside an sbatch script on a real Slurm (tests/fixtures/slurm.py).
+
+Each "node" of the fixture is a slurmd on this host (NodeAddr 127.0.0.1). The sbatch script runs
+``neuron-watch srun -N 2 --ntasks-per-node 1 run_node.sh``; the per-node script runs
+``torchrun --nnodes 2 --nproc_per_node 2 --node_rank $SLURM_NODEID ... examples/toy/train.py``
+in the Neuron pattern (one task per node, torchrun inside). Everything the job starts carries
+``SLURM_JOB_ID``, which is how the tests assert that nothing survives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.procs import TOY, pids_with_env, wait_until_gone
+from tests.fixtures.slurm import SlurmCluster
+
+pytestmark = pytest.mark.integration
+
+END_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
+RUN_NODE = """#!/bin/bash
+# The Neuron pattern: one task per node, torchrun inside (node rank from Slurm, fixed master).
+echo "node $SLURMD_NODENAME nodeid $SLURM_NODEID procid $SLURM_PROCID step $SLURM_STEP_ID"
+exec torchrun --nnodes 2 --nproc_per_node 2 --node_rank "$SLURM_NODEID" \\
+    --master_addr 127.0.0.1 --master_port "$MASTER_PORT" "$TOY" --checkpoint-dir "$CKPT" "$@"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["event"] == name]
+
+
+def kill_job_processes(job: str) -> list[int]:
+    """Last resort after a failed test: SIGKILL whatever still carries the job id (and say which)."""
+    left = pids_with_env("SLURM_JOB_ID", job)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+class SrunJob:
+    """One sbatch job running ``neuron-watch srun``; its files live in the test's tmp dir."""
+
+    def __init__(self, c: SlurmCluster, tmp_path: Path, nodes: int, toy_args: list[str],
+                 watch_args: list[str] = (), sbatch_args: list[str] = ()) -> None:
+        self.c, self.tmp = c, tmp_path
+        self.run_dir = tmp_path / "run"
+        self.ckpt = tmp_path / "ckpt"
+        self.out = tmp_path / "job.out"
+        node_script = tmp_path / "run_node.sh"
+        node_script.write_text(RUN_NODE)
+        node_script.chmod(0o755)
+        batch = tmp_path / "job.sbatch"
+        nw = [sys.executable, "-m", "neuron_watch.cli", "--quiet", "--run-dir", str(self.run_dir),
+              "--checkpoint-dir", str(self.ckpt), "--stop-timeout", "5", "--evidence-timeout", "10",
+              "--drain-state", str(tmp_path / "drains.json"), *watch_args,
+              "srun", "-N", "2", "--ntasks-per-node", "1", str(node_script), "--steps", "30",
+              "--step-time", "0.1", *toy_args]
+        batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
+        batch.chmod(0o755)
+        env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                   MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY)
+        r = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-D", str(tmp_path), "-o", str(self.out),
+                            "--open-mode=append", *sbatch_args, str(batch)],
+                           env=env, capture_output=True, text=True, timeout=30, check=True)
+        self.id = r.stdout.strip().split(";")[0]
+        self.t0 = time.monotonic()
+
+    def wait(self, timeout: float = 300) -> str:
+        state = self.c.wait_for(f"job {self.id} to end", lambda: (s := self.c.job_state(self.id)) in END_STATES and s,
+                                timeout=timeout, interval=0.5)
+        print(f"job {self.id} {state} in {time.monotonic() - self.t0:.1f}s")
+        return str(state)
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") if self.out.exists() else ""
+
+    def explain(self) -> str:
+        steps = "".join(p.read_text(errors="replace")[-3000:] for p in sorted((self.run_dir / "steps").glob("*.log")))
+        return f"--- job output\n{self.output()[-4000:]}\n--- steps\n{steps}"
+
+    def assert_nothing_survives(self) -> None:
+        left = wait_until_gone("SLURM_JOB_ID", self.id, 30)
+        assert left == [], f"processes of job {self.id} survived: {left}"
+
+
+@contextlib.contextmanager
+def submitted(*args: Any, **kwargs: Any) -> Any:
+    job = SrunJob(*args, **kwargs)
+    try:
+        yield job
+    finally:
+        job.c.run("scancel", job.id, check=False)
+        left = wait_until_gone("SLURM_JOB_ID", job.id, 20)
+        killed = kill_job_processes(job.id) if left else []
+        assert not killed, f"had to SIGKILL leftovers of job {job.id}: {killed}"
+
+
+def rank_lines(run_dir: Path, node: str, generation: int) -> str:
+    return "".join(p.read_text(errors="replace")
+                   for p in sorted((run_dir / "nodes" / node / f"gen-{generation}").glob("rank-*.log")))
+
+
+def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    with submitted(slurm_cluster, tmp_path, 2, []) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        evs = events(job.run_dir)
+        finished = named(evs, "job_finished")
+        assert finished and finished[-1]["exit_code"] == 0 and finished[-1]["restarts"] == 0
+        assert len(named(evs, "srun_step")) == 1
+        assert {e["node"] for e in named(evs, "node_joined")} == {"n1", "n2"}
+        # every rank's output reached the coordinator, named by node and global rank
+        merged = (job.run_dir / "merged.log").read_text()
+        for key in ("n1/rank0", "n1/rank1", "n2/rank2", "n2/rank3"):
+            assert f"{key} | step 30 loss" in merged, key
+        assert "training done at step 30" in rank_lines(job.run_dir, "n1", 0)
+        assert "NEURON_WATCH_SECRET" not in job.output() + (job.run_dir / "events.jsonl").read_text()
+        job.assert_nothing_survives()
+
+
+def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(slurm_cluster: SlurmCluster,
+                                                                     tmp_path: Path) -> None:
+    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
+                   ["--hang-timeout", "8"]) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        evs = events(job.run_dir)
+        verdicts = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
+        assert verdicts, [e["event"] for e in evs]
+        steps = named(evs, "srun_step")
+        assert [s["generation"] for s in steps] == [0, 1]
+        restart = named(evs, "restart")[0]
+        assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart
+        assert named(evs, "job_finished")[-1]["exit_code"] == 0
+        gen1 = rank_lines(job.run_dir, "n2", 1)
+        assert "resuming at step 11" in gen1 and "training done at step 30" in rank_lines(job.run_dir, "n1", 1)
+        first_progress = [e for e in named(evs, "progress") if e["generation"] == 1]
+        assert first_progress, "no progress in generation 1"
+        print(f"hang verdict -> generation 1 first progress: "
+              f"{_secs(verdicts[0]['time'], first_progress[0]['time']):.1f}s")
+        job.assert_nothing_survives()
+
+
+def _secs(a: str, b: str) -> float:
+    import datetime
+
+    def p(t: str) -> datetime.datetime:
+        return datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+    return (p(b) - p(a)).total_seconds()
+
+
+def _hw_args() -> list[str]:
+    return ["--hw-error-at", "12", "--hw-error-rank", "2"]  # rank 2 = node rank 1 (n2), local rank 0
+
+
+def test_hardware_error_drains_the_node_and_continues_on_the_spare(slurm_cluster: SlurmCluster,
+                                                                   tmp_path: Path) -> None:
+    with submitted(slurm_cluster, tmp_path, 3, _hw_args()) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        evs = events(job.run_dir)
+        drain = named(evs, "drain")
+        assert drain and drain[0]["node"] == "n2" and drain[0]["drained"], drain
+        plan = named(evs, "restart_plan")[0]
+        assert plan["how"] == "exclude" and plan["exclude"] == ["n2"], plan
+        steps = named(evs, "srun_step")
+        assert len(steps) == 2 and steps[1]["exclude"] == ["n2"]
+        assert "--exclude=n2" in steps[1]["argv"]
+        assert "training done at step 30" in rank_lines(job.run_dir, "n3", 1)
+        st, reason = slurm_cluster.node_states()["n2"]
+        assert st in ("drained", "draining") and reason.startswith("neuron-watch: hardware_error:"), (st, reason)
+        assert "NRT_EXEC_HW_ERR_HBM_UE" in slurm_cluster.scontrol("show", "node", "n2")
+        remembered = json.loads((tmp_path / "drains.json").read_text())["drains"]
+        assert [d["node"] for d in remembered] == ["n2"]
+        job.assert_nothing_survives()
+
+
+def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cluster: SlurmCluster,
+                                                                        tmp_path: Path) -> None:
+    with submitted(slurm_cluster, tmp_path, 2, _hw_args(), sbatch_args=["--requeue"]) as job:
+        state = job.wait(timeout=400)
+        assert state == "COMPLETED", job.explain()
+        info = slurm_cluster.scontrol("show", "job", job.id)
+        assert "Restarts=1" in info and "ExcNodeList=n2" in info, info
+        evs = events(job.run_dir)
+        assert named(evs, "requeue")[0]["exclude"] == ["n2"]
+        started = named(evs, "job_started")
+        assert [s["slurm_restart_count"] for s in started] == [0, 1]
+        assert sorted(started[1]["allocation"]) == ["n1", "n3"]
+        assert named(evs, "job_finished")[-1]["exit_code"] == 0
+        st, reason = slurm_cluster.node_states()["n2"]
+        assert st == "drained" and reason.startswith("neuron-watch: hardware_error:"), (st, reason)
+        assert "training done at step 30" in rank_lines(job.run_dir, "n3", 1)
+        job.assert_nothing_survives()

@@ -1,0 +1,108 @@
+"""``neuron-watch agent``: the per-task agent that ``neuron-watch srun`` starts in each srun step.
+
+    (internal) srun ... python -m neuron_watch.cli --coordinator HOST:PORT --run-dir D --job-id J \\
+        agent --generation G -- CMD ...
+
+One srun step is one generation: the agent launches CMD (:class:`~neuron_watch.launchers.command.CommandLauncher`)
+as generation G from ``$NEURON_WATCH_CHECKPOINT``, links to the batch host's coordinator with the
+job secret from ``$NEURON_WATCH_SECRET`` (never passed on to the command), streams everything, and
+carries out the coordinator's commands until it is told to shut down (or loses the coordinator).
+A restart is a new step, so this agent never launches a second generation itself.
+
+Its node name is ``$SLURMD_NODENAME`` (``<node>-t<localid>`` for a second task on a node); its
+run dir is ``<run dir>/nodes/<node>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import socket
+import sys
+import time
+
+from neuron_watch import __version__
+from neuron_watch.agent import NodeAgent
+from neuron_watch.agent_link import AgentLink, new_session
+from neuron_watch.auth import load_secret
+from neuron_watch.config import WatchConfig
+from neuron_watch.envpolicy import plan_environment
+from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.launchers.command import CommandLauncher
+from neuron_watch.procs import MARKER_ENV, become_subreaper
+from neuron_watch.tail import console_echo
+
+#: Not passed on to the node's command: the job's secret is ours.
+_PRIVATE = ("NEURON_WATCH_SECRET",)
+
+
+def node_name(env: os._Environ[str] | dict[str, str]) -> str:
+    """``SLURMD_NODENAME`` (``-t<localid>`` appended for a second task on the same node)."""
+    base = env.get("NEURON_WATCH_NODE") or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    local = env.get("SLURM_LOCALID", "0")
+    return base if local in ("", "0") else f"{base}-t{local}"
+
+
+def slurm_node(agent_node: str) -> str:
+    """The Slurm node name behind an agent's node name (``n2-t1`` -> ``n2``)."""
+    head, sep, tail = agent_node.rpartition("-t")
+    return head if sep and tail.isdigit() else agent_node
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--generation", type=int, default=0, metavar="G", help="the generation this step runs")
+    parser.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the per-node command")
+
+
+def run(args: argparse.Namespace, config: WatchConfig) -> int:
+    from neuron_watch.guardian import release, start_guardian
+    from neuron_watch.supervisor import _loop, _Signals, host_facts
+
+    cmd = list(args.node_command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("`neuron-watch agent` needs `-- CMD ...`", "it is started by `neuron-watch srun`")
+    if not config.coordinator or not config.run_dir or not config.job_id:
+        raise UsageError("`neuron-watch agent` needs --coordinator, --run-dir and --job-id",
+                         "it is started by `neuron-watch srun`, which passes them")
+    env = os.environ
+    secret = load_secret(env, config.secret_file)
+    node = node_name(env)
+    run_dir = os.path.join(os.path.abspath(config.run_dir), "nodes", node)
+    os.makedirs(run_dir, exist_ok=True)
+    marker = f"{config.job_id}-{node}-{secrets.token_hex(4)}"
+    rank_env = {k: v for k, v in env.items() if k not in _PRIVATE}
+    if not config.no_neuron_env:
+        plan = plan_environment(env, host_facts(), core_dump_dir=os.path.join(run_dir, "core-dumps"),
+                                s3_core_dump_prefix=None, ndet_dir=os.path.join(run_dir, "ndet"))
+        rank_env.update(plan.to_set())
+    rank_env.setdefault("PYTHONUNBUFFERED", "1")
+    rank_env.update({"NEURON_WATCH_RUN_DIR": run_dir, MARKER_ENV: marker})
+    launcher = CommandLauncher(cmd, marker)
+    print(f"neuron-watch {__version__}: agent for job {config.job_id} on {node}, generation {args.generation}, "
+          f"coordinator {config.coordinator}", file=sys.stderr)
+    become_subreaper()
+    agent = NodeAgent(config, launcher, None, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=rank_env,
+                      echo=None if config.quiet else console_echo)
+    guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
+    signals = _Signals()
+    import signal
+
+    old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    code = int(ExitCode.JOB_FAILED)
+    try:
+        agent.launch(args.generation, env.get("NEURON_WATCH_CHECKPOINT", ""))
+        agent.attach(AgentLink(config.coordinator, secret, job=config.job_id, node=node,
+                               session=new_session(time.time())))
+        agent.introduce()
+        code = _loop(agent, None, signals, config.coordinator)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        agent.close(config.stop_timeout)
+        if agent._link is not None:
+            agent.link.close()
+        release(guardian, guardian_fd)
+    return code
