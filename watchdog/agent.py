@@ -55,6 +55,7 @@ class NodeGeneration:
     started: float = 0.0  # monotonic
     exit_code: int | None = None  # the launcher's, once it exited
     pending_rank: int | None = None
+    finishing: bool = False  # some ranks have ended while the launcher runs
     worker_pids: dict[int, int] = field(default_factory=dict)
 
 
@@ -211,10 +212,11 @@ class NodeAgent:
     def stop(self, deadline: float) -> str:
         """Stop every process of the job on this node, then upload this node's bundles (bounded)."""
         result = self.launcher.stop(deadline)
-        self._drain_output(final=True)
         if self.gen is not None and self.gen.exit_code is None:
-            # We stopped it: its exit code is ours, not a failure to report.
-            self.gen.exit_code = self.launcher.poll() if self.launcher.poll() is not None else -15
+            # We stopped it: its exit code is ours, not a failure (or an end) to report.
+            code = self.launcher.poll()
+            self.gen.exit_code = code if code is not None else -15
+        self._drain_output(final=True)
         detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
                                   "survivors": result.survivors}
         if self.storage is not None and self.bundles:
@@ -307,7 +309,14 @@ class NodeAgent:
         if workers and gen.streams.rank_offset is None:
             w = workers[0]
             gen.streams.rank_offset = w.rank - w.local_rank
-        gen.worker_pids = {w.rank: w.pid for w in workers}
+        if len(workers) < len(gen.worker_pids) and not gen.finishing:
+            # Ranks are ending while the launcher still runs: it is about to report how the
+            # generation ended (a clean end of training, or a failure). Not a hang.
+            gen.finishing = True
+            ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
+            self.link.status("finishing", now, wall, detail=f"ranks ended: {ended}")
+        if workers or not gen.finishing:
+            gen.worker_pids = {w.rank: w.pid for w in workers}
         if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
             self._last_locks = now
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))

@@ -112,6 +112,7 @@ class NodeView:
     acked: int = -1
     need_ack: bool = False
     launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
+    status_since: float = 0.0  # when `status` was last set
     locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
     worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
 
@@ -144,6 +145,7 @@ class CoordinatorSettings:
     stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
     expected_nodes: int | None = None  # wait for this many nodes before judging
     settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
+    finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
     tail_lines: int = 200  # per-rank tail kept in memory for evidence
 
 
@@ -331,12 +333,15 @@ class Coordinator:
             if h.generation != self.generation and body.state in ("finished", "failed"):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = body.state, body.detail, h.generation
+            view.status_since = now
             if body.state in ("finished", "failed"):
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
             self._loss_report(view, body.dropped_lines, body.dropped_msgs)
-            self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=body.detail)
+            # Capture details carry the node's whole manifest: the event keeps a short form.
+            detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
+            self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=detail)
         elif isinstance(body, Procs):
             if body.workers:
                 view.worker_pids = dict(body.workers)
@@ -570,6 +575,11 @@ class Coordinator:
             # launcher's exit, the root-cause rank's exit code): peers report "connection closed"
             # before the launcher reports which rank died first.
             settled = self._all_status("finished", "failed")
+            if verdict.label is Label.COLLECTIVE_HANG and not settled and any(
+                v.status == "finishing" and now - v.status_since < self.settings.finishing_grace
+                for v in self.nodes.values()
+            ):
+                return  # ranks are ending (training done, or a crash the launcher is about to report)
             if verdict.label is not Label.COLLECTIVE_HANG and not settled:
                 if self._failure_seen is None:
                     self._failure_seen = now
@@ -597,6 +607,7 @@ class Coordinator:
                 artifacts: str | dict[str, str] = (
                     os.path.dirname(next(iter(bundles.values()))) if len(self.nodes) == 1 and bundles else bundles
                 )
+                self._write_incident_manifest(details)
                 self.events.emit(
                     "incident", self.generation, incident=self.incident_no, label=verdict.label.value,
                     culprit=culprit,
@@ -646,6 +657,19 @@ class Coordinator:
                 self.events.emit("gave_up", self.generation, reason=outcome.reason,
                                  label=self._pending.label.value)
                 self._finish(outcome.exit_code, outcome.reason, now, JobState.FAILED)
+
+    def _write_incident_manifest(self, details: dict[str, dict[str, Any]]) -> None:
+        """The job's manifest of this incident: every node's part, and the nodes that sent none."""
+        from neuron_watch.evidence import merge_manifests
+
+        per_node = {n: d.get("manifest") if isinstance(d.get("manifest"), dict) else None
+                    for n, d in details.items()}
+        path = os.path.join(self.run_dir, "incidents", f"incident-{self.incident_no}", "manifest.json")
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_json_atomic(path, merge_manifests(self.job, self.incident_no, per_node))
+        except OSError as exc:
+            log.warning("cannot write the incident manifest %s: %s", path, exc)
 
     def _culprit_from_stacks(self, verdict: Verdict) -> Verdict:
         """A silent hang names no culprit in the logs; the one rank outside every collective is it."""

@@ -127,7 +127,7 @@ def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env:
 
 
 def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 6.0
+    hang_timeout = 8.0
     code, out, run_dir, ckpt = watch(
         tmp_path,
         toy_env,
@@ -157,7 +157,7 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
 
 
 def test_compiling_rank_is_not_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 4.0
+    hang_timeout = 6.0
     code, out, run_dir, _ = watch(
         tmp_path,
         toy_env,
