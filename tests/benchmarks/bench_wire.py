@@ -1,21 +1,27 @@
 """Wire benchmark: coordinator ingest vs raw pyzmq, verdict latency, agent CPU. Prints figures only.
 
-    .venv/bin/python tests/benchmarks/bench_wire.py [--seconds 4] [--procs 4] [--trials 20] [--rate 100]
+    .venv/bin/python tests/benchmarks/bench_wire.py [--seconds 4] [--procs 4] [--trials 20] [--rates 100,1000]
 
 Simulated agents (no torch): 64 nodes x 32 ranks = 2,048 rank streams, spread over ``--procs``
 processes (16 nodes each with 4), each node its own :class:`AgentLink` (own DEALER socket,
-session, sequence, resend buffer) sending realistic lines (step lines, compiler lines, CCOM
-warnings) in batches of 500. The coordinator runs in this process with the real judge.
+session, sequence, resend buffer, the packaged knowledge base) sending realistic lines (every
+rank's step lines, compiler lines, CCOM warnings) in batches of 500: per rank one joined text
+plus the matches the agent's own classification kept. The coordinator runs in this process
+with the real judge.
 
 1. ingest: agents send as fast as they can for ``--seconds``; lines/s the coordinator took in
-   (authenticated, decoded, de-duplicated, written to merged.log; with and without the judge),
-   beside raw pyzmq PUSH/PULL with the same processes and the same batches (msgpack, one frame per
-   batch, decoded to a list of line bytes and counted). In this mode each node's batch body is
-   encoded once and re-sent with a fresh header/sequence/signature, so the agents' own Python
-   does not starve the coordinator of the 2 cores; agent cost is measured in 3.
-2. verdict latency: while every node streams ``--rate`` lines/s, one rank of one node prints the
-   runtime's "suspected hang in collectives" line at a known time; time to the verdict.
-3. agent CPU: one agent at 1,000 lines/s, CPU seconds / wall seconds.
+   (authenticated, decoded, de-duplicated, written to merged.log, tails; with and without the
+   judge), beside raw pyzmq PUSH/PULL with the same processes and the very same body frames
+   (one frame per 500-line batch, msgpack-decoded and counted), and beside the old raw baseline
+   (a list of 512 line strings per frame). In this mode each node's batches are built once by
+   the real agent path (``AgentLink.batch``: join + classify + compact) and re-sent with a fresh
+   header/sequence/signature, so the agents' Python does not starve the coordinator of the 2
+   cores; the agents' own cost is measured in 3.
+2. verdict latency: while every node streams ``--rates`` lines/s through the full agent path
+   (``add_line``, batching, classification), one rank of one node prints the runtime's
+   "suspected hang in collectives" line at a known time; time to the coordinator's verdict.
+3. agent CPU: one node's agent at 1,000 lines/s (full path), CPU seconds / wall seconds, with
+   classification and without (the difference is what classifying on the node costs).
 """
 
 from __future__ import annotations
@@ -27,13 +33,16 @@ import statistics
 import sys
 import tempfile
 import time
+from multiprocessing.synchronize import Barrier
 
 import msgpack
 import zmq
 
 from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings
-from neuron_watch.protocol import Header, Kind, Lines, WireLine, encode_body
+from neuron_watch.kb import default_knowledge_base
+from neuron_watch.policy import JobState
+from neuron_watch.protocol import Header, Kind, encode_body
 
 SECRET = b"benchmark secret 0123456789abcdef"
 JOB = "bench"
@@ -42,32 +51,52 @@ HANG_LINE = ("(FATAL-RT-UNDEFINED-STATE) missing collectives status on Neuron De
              "suspected hang in collectives operation 0 out of 100")
 
 
-def realistic_lines(node: int) -> list[tuple[int, str]]:
-    """A repeating mix: mostly step lines, some compiler lines and CCOM warnings (~110-140 bytes)."""
+def realistic_lines(node: int, rounds: int = 64) -> list[tuple[int, str]]:
+    """``rounds`` training steps of one node: every rank prints its step line (as a real job's
+    ranks do, same step number on every rank); every 8th step a few ranks print a CCOM RX warning,
+    every 16th a compiler line and its PASS line (~100-140 bytes a line)."""
     out = []
-    for i in range(RANKS * 4):
-        r = node * RANKS + i % RANKS
-        k = i % 16
-        if k == 0:
-            text = (f"2026-Nov-21 13:05:{i % 60:02d}.{i:06d} {os.getpid()}:{r} CCOM WARN Timeout waiting for RX "
-                    "(waited 120 sec) - retrying")
-        elif k == 1:
-            text = ("INFO:Neuron:Compiling function _mark_step with neuronx-cc --target=trn1 "
-                    f"--model-type=transformer -O1 --cache_dir=/var/tmp/neuron-compile-cache/{i}")
-        elif k == 2:
-            text = f"{time.strftime('%Y-%m-%d %H:%M:%S')}.000000: I neuronx_cc Compiler status PASS"
-        else:
-            text = f"step {1000 + i} loss 2.{i:04d} lr 1.0e-04 grad_norm 0.8813 throughput 123.4 seq/s rank {r}"
-        out.append((r, text))
+    for k in range(rounds):
+        step = 1000 + k
+        for i in range(RANKS):
+            r = node * RANKS + i
+            out.append((r, f"2026-11-21 13:05:{k % 60:02d}.{i:06d} INFO step {step} loss 2.{(k * 37 + i) % 9999:04d} "
+                           f"lr 1.0e-04 grad_norm 0.8813 throughput 123.4 seq/s rank {r}"))
+            if k % 8 == 3 and i % 8 == 0:
+                out.append((r, f"2026-Nov-21 13:05:{k % 60:02d}.{i:06d} {4000 + i}:{r} CCOM WARN Timeout waiting "
+                               "for RX (waited 120 sec) - retrying"))
+            if k % 16 == 5 and i % 16 == 0:
+                out.append((r, "INFO:Neuron:Compiling function _mark_step with neuronx-cc --target=trn1 "
+                               f"--model-type=transformer -O1 --cache_dir=/var/tmp/neuron-compile-cache/{k}"))
+                out.append((r, f"2026-11-21 13:05:{k % 60:02d}.000000: I neuronx_cc Compiler status PASS"))
     return out
 
 
-def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: float, go_at: float,
-               raw: bool, hang_at: list[float] | None, q: mp.Queue[tuple[float, ...]], period: float = 0.01) -> None:
+def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> list[bytes]:
+    """``n`` consecutive 500-line batches of ``pool`` as the real agent path builds them."""
+    now, wall = time.monotonic(), time.time()
+    out = []
+    for b in range(n):
+        rows = [(r, t, now, wall, f"/run/gen-0/rank-{r}.log", b * 500 + j)
+                for j, (r, t) in enumerate((pool * 2)[b * 500 % len(pool):][:500])]
+        out.append(encode_body(link.batch(rows, now, wall)))
+    return out
+
+
+LEAD = 0.5  # seconds between every process being ready and the measured window
+
+
+def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: float, ready: Barrier,
+               raw: str, hang_offsets: list[float] | None, q: mp.Queue[tuple[float, ...]], period: float = 0.01,
+               classify: bool = True) -> None:
     """``count`` nodes from ``first``; ``rate`` lines/s per node (0 = as fast as possible), one loop
-    turn (read new lines, tick every link) per ``period`` seconds."""
+    turn (read new lines, tick every link) per ``period`` seconds. ``raw``: "" (real links),
+    "body" (PUSH the real body frames) or "list" (PUSH a list of 512 line strings). Sending starts
+    ``LEAD`` seconds after every process passed ``ready``; hangs are injected ``hang_offsets``
+    seconds after that."""
     pool = {n: realistic_lines(n) for n in range(first, first + count)}
     sent = 0
+    kb = default_knowledge_base() if classify else None
     ctx = zmq.Context()
     if raw:
         socks = {}
@@ -76,16 +105,25 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             s.setsockopt(zmq.LINGER, 5000)
             s.connect(endpoint)
             socks[n] = s
-        batch = {n: [t.encode() for _r, t in pool[n]] * 4 for n in pool}  # 512 lines per message
-        seq = 0
+        if raw == "body":
+            scratch = AgentLink(endpoint, SECRET, job=JOB, node="scratch", session=1, kb=kb)
+            frames = {n: flood_bodies(scratch, pool[n]) for n in pool}
+            scratch.close()
+            per = 500
+        else:
+            frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in pool[n][:512]]])] for n in pool}
+            per = 512
+        k = 0
+        ready.wait()
+        go_at = time.time() + LEAD
         while time.time() < go_at:
             time.sleep(0.001)
         end = time.time() + seconds
         while time.time() < end:
             for n, s in socks.items():
-                s.send(msgpack.packb([n, seq, batch[n]]))
-                sent += len(batch[n])
-            seq += 1
+                s.send(frames[n][k % len(frames[n])])
+                sent += per
+            k += 1
         for s in socks.values():
             s.send(msgpack.packb(["END", sent]))
             s.close()
@@ -93,23 +131,25 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
         q.put((sent, 0.0, 0.0, 0.0))
         return
     links = {n: AgentLink(endpoint, SECRET, job=JOB, node=f"node{n:02d}", session=new_session(time.time()),
-                          settings=LinkSettings(batch_lines=500, batch_age=0.05)) for n in pool}
+                          settings=LinkSettings(batch_lines=500, batch_age=0.05), kb=kb) for n in pool}
     now, wall = time.monotonic(), time.time()
     for n, link in links.items():
         link.hello(f"host{n}", os.getpid(), range(n * RANKS, (n + 1) * RANKS), now, wall)
+    # Flood mode measures the coordinator, not the agents' Python: each node's batches are built
+    # once by the real agent path and re-queued (fresh header, sequence number and signature).
+    bodies = {n: flood_bodies(link, pool[n]) for n, link in links.items()} if rate == 0 else {}
+    ready.wait()
+    go_at = time.time() + LEAD
     while time.time() < go_at:
         for link in links.values():
             link.tick(time.monotonic(), time.time())
         time.sleep(0.005)
     t_end = time.time() + seconds
-    i = 0
+    pos = dict.fromkeys(pool, 0)
     start = time.monotonic()
     cpu0 = time.process_time()
-    hang_pending = list(hang_at or [])
-    # Flood mode measures the coordinator, not the agents' Python: each node's 500-line batch body
-    # is encoded once and re-queued (fresh header, sequence number and signature per message).
-    bodies = {n: encode_body(Lines(tuple(WireLine(r, 0.0, 0.0, t) for r, t in (pool[n] * 4)[:500])))
-              for n in pool}
+    hang_pending = [go_at + o for o in hang_offsets or []]
+    turn = 0
     while time.time() < t_end:
         now, wall = time.monotonic(), time.time()
         if rate == 0:
@@ -119,29 +159,31 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             for n, link in links.items():
                 if len(link.outbox) < 8:
                     link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session,
-                                           generation=0, seq=0, mono=now, wall=wall), bodies[n], 500)
+                                           generation=0, seq=0, mono=now, wall=wall),
+                                    bodies[n][turn % len(bodies[n])], 500)
                     sent += 500
                     added = True
                 link.tick(now, wall)
+            turn += 1
             if not added:
                 time.sleep(0.002)
             continue
+        due = int(rate * (now - start)) - sent // count
         for n, link in links.items():
-            lines = pool[n]
-            k = int(rate * (now - start)) - sent // count
-            for j in range(max(0, k)):
-                r, text = lines[(i + j) % len(lines)]
-                link.add_line(r, text, now, wall)
-            if k > 0:
-                sent += k
+            lines, p = pool[n], pos[n]
+            for _ in range(max(0, due)):
+                r, text = lines[p]
+                p = p + 1 if p + 1 < len(lines) else 0
+                link.add_line(r, text, now, wall, "", 0)
+            pos[n] = p
             if hang_pending and n == first and wall >= hang_pending[0]:
                 hang_pending.pop(0)
                 link.add_line(n * RANKS + 5, HANG_LINE, now, wall)
                 link.flush_lines(now, wall)
             link.tick(now, wall)
-        i += 500
-        if rate:
-            time.sleep(period)
+        if due > 0:
+            sent += due * count
+        time.sleep(period)
     cpu_window = time.process_time() - cpu0
     # Drain: keep ticking until every message is acknowledged (or a few seconds pass).
     end = time.monotonic() + 3
@@ -156,7 +198,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
     q.put((sent, float(dropped), float(unacked), cpu_window))
 
 
-def raw_pull(procs: int, seconds: float) -> dict[str, float]:
+def raw_pull(procs: int, seconds: float, mode: str) -> dict[str, float]:
     ctx = zmq.Context()
     r = ctx.socket(zmq.PULL)
     r.setsockopt(zmq.LINGER, 0)
@@ -164,11 +206,12 @@ def raw_pull(procs: int, seconds: float) -> dict[str, float]:
     ep = r.getsockopt(zmq.LAST_ENDPOINT).decode()
     q: mp.Queue[tuple[float, ...]] = mp.Queue()
     per = NODES // procs
-    go_at = time.time() + 1.0
-    ps = [mp.Process(target=agent_proc, args=(k * per, per, ep, seconds, 0, go_at, True, None, q))
+    ready = mp.Barrier(procs + 1)
+    ps = [mp.Process(target=agent_proc, args=(k * per, per, ep, seconds, 0, ready, mode, None, q))
           for k in range(procs)]
     for p in ps:
         p.start()
+    ready.wait()
     lines = ends = 0
     t0 = c0 = None
     while ends < NODES:
@@ -178,7 +221,7 @@ def raw_pull(procs: int, seconds: float) -> dict[str, float]:
             continue
         if t0 is None:
             t0, c0 = time.perf_counter(), time.process_time()
-        lines += len(obj[2])
+        lines += sum(x[1] for x in obj[2]) if mode == "body" else len(obj[2])
     wall, cpu = time.perf_counter() - (t0 or 0), time.process_time() - (c0 or 0)
     for p in ps:
         p.join()
@@ -203,11 +246,13 @@ def ingest(procs: int, seconds: float, judge: bool) -> dict[str, float]:
         c = coordinator(d, judge)
         q: mp.Queue[tuple[float, ...]] = mp.Queue()
         per = NODES // procs
-        go_at = time.time() + 1.5
-        ps = [mp.Process(target=agent_proc, args=(k * per, per, c.endpoint, seconds, 0, go_at, False, None, q))
+        ready = mp.Barrier(procs + 1)
+        ps = [mp.Process(target=agent_proc, args=(k * per, per, c.endpoint, seconds, 0, ready, "", None, q))
               for k in range(procs)]
         for p in ps:
             p.start()
+        ready.wait()
+        go_at = time.time() + LEAD
         t0 = c0 = t1 = c1 = 0.0
         lines0 = lines1 = 0
         while any(p.is_alive() for p in ps):
@@ -227,59 +272,72 @@ def ingest(procs: int, seconds: float, judge: bool) -> dict[str, float]:
         c.close()
         took = lines1 - lines0
         return {"lines_s": took / (t1 - t0), "cpu_us_line": (c1 - c0) / took * 1e6, "sent": sent,
-                "unacked": unacked,
+                "unacked": unacked, "unclassified": s["unclassified_batches"],
                 "ingested_total": s["lines"], "agent_dropped": dropped,
                 "seq_lost": sum(n["seq"]["lost"] for n in s["nodes"].values()), "nodes": len(s["nodes"])}
 
 
-def verdict_latency(procs: int, trials: int, rate: float) -> list[float]:
+def verdict_latency(procs: int, trials: int, rate: float) -> tuple[list[float], float]:
+    """Latencies (s) of ``trials`` injected hangs while 64 nodes stream ``rate`` lines/s each, and
+    the coordinator's CPU share over the run."""
     with tempfile.TemporaryDirectory() as d:
         c = coordinator(d)
+        factory = c.judge_factory
+        assert factory is not None
         q: mp.Queue[tuple[float, ...]] = mp.Queue()
         per = NODES // procs
-        go_at = time.time() + 1.5
-        hang_at = [go_at + 1.0 + 0.5 * k for k in range(trials)]
+        offsets = [1.0 + 0.5 * k for k in range(trials)]
         seconds = 1.0 + 0.5 * trials + 0.5
-        ps = [mp.Process(target=agent_proc, args=(k * per, per, c.endpoint, seconds, rate, go_at, False,
-                                                   hang_at if k == 0 else None, q)) for k in range(procs)]
+        ready = mp.Barrier(procs + 1)
+        ps = [mp.Process(target=agent_proc, args=(k * per, per, c.endpoint, seconds, rate, ready, "",
+                                                   offsets if k == 0 else None, q)) for k in range(procs)]
         for p in ps:
             p.start()
+        ready.wait()
+        hang_at = [time.time() + LEAD + o for o in offsets]
         lat: list[float] = []
         pending = list(hang_at)
+        w0, c0 = time.perf_counter(), time.process_time()
         while any(p.is_alive() for p in ps):
             c.poll(0.01)
             v = c.tick(time.monotonic())
             if v is not None and v.label.value == "collective_hang" and pending:
                 lat.append(time.time() - pending.pop(0))
                 # Start the next trial with a fresh judge; no recovery in the benchmark.
-                assert c.judge_factory is not None
-                c.judge = c.judge_factory(0, time.monotonic())
-                c.phase = type(c.phase).RUNNING
+                c.judge = factory(0, time.monotonic())
+                c.sm.state = JobState.RUNNING
+        share = (time.process_time() - c0) / (time.perf_counter() - w0)
         for _ in ps:
             q.get()
         for p in ps:
             p.join()
         c.close()
-        return lat
+        return lat, share
 
 
-def agent_cpu(seconds: float) -> float:
-    """CPU seconds per wall second of one node's agent at 1,000 lines/s, in its sending window."""
+def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
+    """CPU seconds per wall second of one node's agent at 1,000 lines/s in its sending window, and
+    the lines it sent."""
     with tempfile.TemporaryDirectory() as d:
         c = coordinator(d)
         q: mp.Queue[tuple[float, ...]] = mp.Queue()
         # A 50 ms loop, as the wrapper's tail loop: lines are batched per turn anyway.
-        p = mp.Process(target=agent_proc, args=(0, 1, c.endpoint, seconds, 1000.0, time.time() + 1.0, False,
-                                                 None, q, 0.05))
+        ready = mp.Barrier(2)
+        p = mp.Process(target=agent_proc, args=(0, 1, c.endpoint, seconds, 1000.0, ready, "",
+                                                 None, q, 0.05, classify))
         p.start()
+        ready.wait()
         while p.is_alive():
             c.poll(0.01)
             c.tick(time.monotonic())
         sent, _dropped, _unacked, cpu = q.get()
         p.join()
         c.close()
-        print(f"  (agent sent {sent:,.0f} lines in {seconds:.0f} s)", flush=True)
-        return cpu / seconds
+        return cpu / seconds, sent
+
+
+def _pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
 def main() -> int:
@@ -287,32 +345,44 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--rate", type=float, default=100.0, help="lines/s per node during the latency runs")
+    ap.add_argument("--rates", default="100,1000", help="lines/s per node during the latency runs")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
     a = ap.parse_args()
+    skip = set(a.skip.split(","))
     mp.set_start_method("fork")
     print(f"# {NODES} nodes x {RANKS} ranks = {NODES * RANKS} rank streams, {a.procs} agent processes, "
           f"{os.cpu_count()} cores, batches of 500 lines", flush=True)
-    raw = raw_pull(a.procs, a.seconds)
-    print(f"raw pyzmq PUSH/PULL (msgpack batch, decode only): {raw['lines_s']:,.0f} lines/s, "
-          f"receiver {raw['cpu_us_line']:.3f} us CPU/line", flush=True)
-    for judge in (False, True):
+    raw: dict[str, float] = {}
+    if "raw" not in skip:
+        raw = raw_pull(a.procs, a.seconds, "body")
+        print(f"raw pyzmq PUSH/PULL, the same body frames (msgpack decode only): {raw['lines_s']:,.0f} lines/s, "
+              f"receiver {raw['cpu_us_line']:.3f} us CPU/line", flush=True)
+        old = raw_pull(a.procs, a.seconds, "list")
+        print(f"raw pyzmq PUSH/PULL, a list of 512 line strings per frame (the old baseline): "
+              f"{old['lines_s']:,.0f} lines/s, receiver {old['cpu_us_line']:.3f} us CPU/line", flush=True)
+    for judge in ((False, True) if "ingest" not in skip else ()):
         ing = ingest(a.procs, a.seconds, judge)
-        what = "auth+decode+seq+merged.log+judge" if judge else "auth+decode+seq+merged.log, no judge"
-        print(f"coordinator ingest ({what}): {ing['lines_s']:,.0f} lines/s "
-              f"= {100 * ing['lines_s'] / raw['lines_s']:.1f}% of raw, {ing['cpu_us_line']:.2f} us CPU/line; "
+        what = "auth+decode+seq+merged.log+tails+judge" if judge else "auth+decode+seq+merged.log+tails, no judge"
+        vs = f" = {100 * ing['lines_s'] / raw['lines_s']:.0f}% of raw" if raw else ""
+        print(f"coordinator ingest ({what}): {ing['lines_s']:,.0f} lines/s{vs}, {ing['cpu_us_line']:.3f} us CPU/line; "
               f"nodes {ing['nodes']}, sent {ing['sent']:,}, ingested {ing['ingested_total']:,}, "
               f"agent-dropped {ing['agent_dropped']:,}, still buffered when the agents stopped {ing['unacked']:,}, "
-              f"sequence-lost msgs {ing['seq_lost']}", flush=True)
-    lat = verdict_latency(a.procs, a.trials, a.rate)
-    if lat:
-        qs = statistics.quantiles(lat, n=100) if len(lat) > 1 else lat * 99
-        print(f"verdict latency (hang line injected -> collective_hang verdict, 64 nodes at {a.rate:,.0f} "
-              f"lines/s each): n={len(lat)} p50 {1000 * statistics.median(lat):.1f} ms, p99 {1000 * qs[98]:.1f} ms, "
-              f"max {1000 * max(lat):.1f} ms", flush=True)
-    else:
-        print("verdict latency: no verdict observed", flush=True)
-    cpu = agent_cpu(5.0)
-    print(f"agent CPU at 1,000 lines/s (one node, 32 ranks): {100 * cpu:.2f}% of one core", flush=True)
+              f"sequence-lost msgs {ing['seq_lost']}, batches classified here {ing['unclassified']}", flush=True)
+    for rate in ([float(x) for x in a.rates.split(",")] if "latency" not in skip else []):
+        lat, share = verdict_latency(a.procs, a.trials, rate)
+        if lat:
+            print(f"verdict latency (hang line injected -> collective_hang verdict, 64 nodes at {rate:,.0f} "
+                  f"lines/s each = {64 * rate:,.0f} lines/s): n={len(lat)}/{a.trials} "
+                  f"p50 {1000 * statistics.median(lat):.0f} ms, p99 {1000 * _pct(lat, 99):.0f} ms, "
+                  f"max {1000 * max(lat):.0f} ms; coordinator CPU {100 * share:.0f}% of a core", flush=True)
+        else:
+            print(f"verdict latency at {rate:,.0f} lines/s per node: no verdict observed", flush=True)
+    if "agent" not in skip:
+        for classify in (True, False):
+            cpu, sent = agent_cpu(5.0, classify)
+            what = "with classification" if classify else "without classification (kb=None)"
+            print(f"agent CPU at 1,000 lines/s (one node, 32 ranks, full path {what}): {100 * cpu:.2f}% of one "
+                  f"core ({sent:,.0f} lines in 5 s)", flush=True)
     return 0
 
 

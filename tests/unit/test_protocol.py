@@ -292,3 +292,33 @@ def test_loose_mode_allows_gaps_but_not_replays() -> None:
     assert t.check("coordinator", 1, 9, 9) is Disposition.DUPLICATE
     assert t.check("coordinator", 1, 5, 5) is Disposition.DUPLICATE
     assert t.stats("coordinator").lost == 0  # type: ignore[union-attr]
+
+
+def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
+    """The coordinator's column-wise decode accepts exactly what the row-by-row one accepts, and
+    decodes it alike; bodies are mutated one field at a time into wrong values."""
+    rng = random.Random(77)
+    wrong = [None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x\ny", b"b", [], [1], {"k": 1}]
+    fast_only = slow_only = both = 0
+    for _ in range(3000):
+        n = rng.randrange(1, 5)
+        ranks = [[r, k, d + 0.5, d, -d, "\n".join(f"l{r}.{i}" for i in range(k))]
+                 for r, k, d in ((r, rng.randrange(1, 4), rng.random()) for r in range(n))]
+        matches = [[rng.randrange(n), "sig", rng.choice((None, 3)), rng.choice((None, 1.5)), 0.25, "t", 0, 9]
+                   for _ in range(rng.randrange(0, 4))]
+        body: list[object] = [rng.choice((0, 5)), ["/a"], ranks, matches]
+        if rng.random() < 0.9:
+            target: list[object] = rng.choice([body, *ranks, *matches])
+            target[rng.randrange(len(target))] = rng.choice(wrong)
+        fast = p._decode_lines_fast(body)  # type: ignore[arg-type]
+        try:
+            slow: Lines | None = p._decode_lines_checked(body)  # type: ignore[arg-type]
+        except ProtocolError:
+            slow = None
+        assert fast == slow or (fast is None and slow is not None)
+        fast_only += fast is not None and slow is None
+        slow_only += fast is None and slow is not None
+        both += fast is not None
+    assert fast_only == 0 and both > 300
+    # What the fast path passes on is decided by the checked one (integers where agents send floats).
+    assert slow_only < 300
