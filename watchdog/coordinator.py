@@ -381,7 +381,10 @@ class Coordinator:
             t = tails.get(key)
             if t is None:
                 t = tails[key] = _Tail(self.settings.tail_lines)
-            t.add(text, c.n_lines)
+            t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+            t.count += c.n_lines
+            if t.count - t.texts[0][1] >= t.limit:
+                t.trim()
             ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
             n += c.n_lines
         self.merged.write("".join(parts))
@@ -559,6 +562,9 @@ class Coordinator:
             if state is JobState.STARTING and self._enough_nodes():
                 self._move(JobState.RUNNING, now)
             if self._enough_nodes() and self._all_status("finished"):
+                if verdict is not None and verdict.action is not Action.WAIT and verdict.label is not self._last_label:
+                    # A failure was seen but the job ended by itself first: report it, keep its exit code.
+                    self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
                 self._finish(0, "every node finished", now)
                 return
             if verdict is None:
@@ -812,9 +818,13 @@ class _Tail:
         self.count = 0
 
     def add(self, text: str, n: int) -> None:
-        texts = self.texts
-        texts.append((text, n))
+        self.texts.append((text, n))
         self.count += n
+        self.trim()
+
+    def trim(self) -> None:
+        """Forget the oldest batches that the newer ones no longer need to hold ``limit`` lines."""
+        texts = self.texts
         while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
             self.count -= texts.popleft()[1]
 

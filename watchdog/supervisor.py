@@ -233,6 +233,7 @@ def _loop(agent: NodeAgent, coord: Coordinator | None, signals: _Signals, addres
             if coord is not None:
                 if coord.sm.live and coord._interrupt is None:
                     log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
                     coord.interrupt(sig, now)
                 continue  # the coordinator stops every node, then shuts us down with 128+sig
             log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)

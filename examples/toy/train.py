@@ -57,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--compile-rank", type=int, default=0)
     p.add_argument("--compile-seconds", type=float, default=30.0)
     p.add_argument("--rx-warn-every", type=float, default=120.0)
-    p.add_argument("--nan-at", type=int, default=-1, help="report a NaN loss at this step (numerical error)")
+    p.add_argument("--nan-at", type=int, default=-1, help="from this step on, report a NaN loss (numerical error)")
     p.add_argument("--hw-error-at", type=int, default=-1,
                    help="at this step, rank --hw-error-rank prints the runtime's uncorrectable-HBM error and exits 1")
     p.add_argument("--hw-error-rank", type=int, default=1)
@@ -181,7 +181,7 @@ def main() -> None:
         opt.step()
         time.sleep(args.step_time)
         mean = t.item() / world
-        if faults_on and step == args.nan_at:
+        if faults_on and 0 <= args.nan_at <= step:  # once NaN, it stays NaN (as in a real run)
             mean = float("nan")
         log(f"step {step} loss {mean:.6f} step_time {time.monotonic() - t0:.3f}s")
         if step % args.checkpoint_every == 0:

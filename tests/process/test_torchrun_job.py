@@ -260,3 +260,32 @@ def test_dry_run_rejects_bad_torchrun_arguments(tmp_path: Path, toy_env: dict[st
     )
     assert r.returncode == 2
     assert "torchrun rejects its arguments" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_numerical_error_is_not_restarted(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    code, out, run_dir, _ = watch(tmp_path, toy_env, "--steps", "200", "--nan-at", "4")
+    evs = events(run_dir)
+    assert code != 0, out[-3000:]
+    assert not named(evs, "restart")
+    verdict = next(e for e in named(evs, "verdict") if e["action"] != "wait")
+    assert verdict["label"] == "numerical_error" and verdict["action"] == "stop"
+    assert "not fixed by a restart" in named(evs, "gave_up")[0]["reason"]
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    code, out, run_dir, _ = watch(
+        tmp_path, toy_env, "--steps", "12", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "10",
+        "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "2", watch_args=("--hang-timeout", "6"),
+    )
+    assert code == 0, out[-3000:]
+    trace = json.loads((run_dir / "timeline.json").read_text())  # valid JSON, Chrome trace format
+    evs = trace["traceEvents"]
+    assert all(e["ph"] in ("X", "i", "M") for e in evs)
+    compile_spans = [e for e in evs if e["ph"] == "X" and e.get("cat") == "compile"]
+    assert len(compile_spans) == 1 and compile_spans[0]["dur"] >= 9e6  # ~10 s on rank 0's track
+    assert any(e["ph"] == "X" and e.get("cat") == "hang" for e in evs)
+    assert any(e["ph"] == "X" and e.get("cat") == "step" for e in evs)
+    markers = {e["name"] for e in evs if e["ph"] == "i"}
+    assert {"incident: collective_hang", "restart"} <= markers
+    assert [e["name"] for e in evs if e.get("cat") == "generation"] == ["generation 0", "generation 1"]
