@@ -262,14 +262,12 @@ class Judge:
                 raise ValueError(f"unknown signature id {sig_id!r:.60} (another knowledge base?)")
             resolved.append((line, Match(sig, step, loss)))
         rank = self._rank
-        for key, first, _last, _text in ranks:
-            rank(key, first)  # ranks are created in the order their first line arrived, as line by line
+        # ranks are created in the order their first line arrived, as line by line
+        states = [rank(key, first) for key, first, _last, _text in ranks]
         apply = self._apply
         for line, m in resolved:
             apply(line, m)
-        states = self.ranks
-        for key, _first, last, text in ranks:
-            st = states[key]
+        for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
             if last > st.last_line:
                 st.last_line = last
             st.last_line_text = text
