@@ -324,13 +324,18 @@ class NodeAgent:
         self.link.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
                                 locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()))
 
-    def close(self, timeout: float) -> None:
-        """Stop what runs (one deadline), retry failed uploads (bounded), release everything."""
+    def close(self, timeout: float) -> dict[str, Any] | None:
+        """Stop what runs (one deadline), retry failed uploads (bounded), release everything.
+
+        Returns the retry's summary when uploads had failed during the run, else None.
+        """
         self.launcher.stop(timeout)
         self._drain_output(final=True)
+        summary = None
         if self.pending_uploads and self.storage is not None:
             retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
             self.pending_uploads = retried.failed
+            summary = {"ok": retried.ok, **retried.summary()}
             if retried.failed:
                 log.error("%d artifact upload(s) failed for good; the files stay in %s",
                           len(retried.failed), self.run_dir)
@@ -338,3 +343,4 @@ class NodeAgent:
         if self.gen is not None:
             self.gen.streams.close()
             self.gen.launcher_log.close()
+        return summary

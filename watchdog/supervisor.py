@@ -185,7 +185,9 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        agent.close(config.stop_timeout)
+        retried = agent.close(config.stop_timeout)
+        if retried is not None and coord is not None:
+            coord.events.emit("upload", coord.generation, node=node, retry_at_exit=True, **retried)
         if agent._link is not None:
             agent.link.close()
         if coord is not None:
