@@ -22,7 +22,7 @@ import json, sys
 for line in open(sys.argv[1]):
     e = json.loads(line)
     extra = {k: e[k] for k in ("label", "culprit", "reason", "checkpoint", "exit_code", "restarts") if k in e}
-    if e["event"] != "progress":
+    if e["event"] in ("job_started", "verdict", "incident", "stopped", "restart", "gave_up", "job_finished"):
         print(f'{e["time"]}  gen {e["generation"]}  {e["event"]:13} {json.dumps(extra)}')
 PY
 echo
