@@ -175,7 +175,9 @@ class SrunJob:
             return int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume"
         if verdict.action is Action.DRAIN_AND_RESTART and verdict.culprit is not None:
             node = slurm_node(verdict.culprit.node)
-            evidence = verdict.evidence[0].text if verdict.evidence else verdict.reason
+            mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
+            evidence = (srunplan.short_evidence(mine[0].key.rank, mine[0].text) if mine
+                        else verdict.reason)
             outcome = self.drainer.drain(node, self.slurm_job, verdict.label.value, evidence)
             coord.events.emit("drain", generation, node=node, drained=outcome.drained, reason=outcome.reason,
                               message=outcome.message)
@@ -203,17 +205,21 @@ class SrunJob:
     def _requeue(self, plan: srunplan.RestartPlan, generation: int) -> tuple[int, str]:
         assert self.coord is not None
         excluded = slurmtext.join_nodelist(plan.exclude)
-        steps = [("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
-                 ("requeue", self.slurm_job),
-                 ("update", f"jobid={self.slurm_job}", "StartTime=now")]
-        # Written before the requeue: Slurm ends this batch step right after it.
+        # Written before the requeue: Slurm ends this batch step right after it (SIGTERM, KillWait, SIGKILL).
         self.coord.events.emit("requeue", generation, exclude=list(plan.exclude), reason=plan.why)
-        for args in steps:
+        r = self.drainer._run("requeue", self.slurm_job)
+        if r.returncode != 0:
+            msg = f"`scontrol requeue {self.slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
+            self.coord.events.emit("requeue_failed", generation, error=msg)
+            return int(ExitCode.NOT_RESTARTABLE), msg
+        # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
+        # node is not allocated anyway: the exclusion also covers a drain the caps refused.
+        for args in (("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
+                     ("update", f"jobid={self.slurm_job}", "StartTime=now")):
             r = self.drainer._run(*args)
             if r.returncode != 0:
-                msg = f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}"
-                self.coord.events.emit("requeue_failed", generation, error=msg)
-                return int(ExitCode.NOT_RESTARTABLE), msg
+                self.coord.events.emit("requeue_update_failed", generation,
+                                       error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
         return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"
 
     # -- the loop --------------------------------------------------------------------------------
@@ -244,8 +250,9 @@ class SrunJob:
             log.warning("remembered drains not read: %s", exc)
         self.bad.extend(n for n in remembered if n not in self.bad)
         checkpoint = _checkpoint_chooser(self.cfg)({})
-        coord.events.emit("job_started", 0, job_id=self.job_id, node=socket.gethostname().split(".")[0],
-                          version=__version__, command=["srun", *self.srun_args, *self.cmd],
+        coord.events.emit("job_started", self.restart_count, job_id=self.job_id,
+                          node=socket.gethostname().split(".")[0], version=__version__,
+                          command=["srun", *self.srun_args, *self.cmd],
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
                           slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
                           allocation=self.allocation, restart_owner=self.owner.owner)

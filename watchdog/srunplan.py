@@ -13,6 +13,7 @@ No I/O: the caller passes the allocation, the bad nodes and the environment valu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -151,3 +152,13 @@ def plan_restart(allocation: Sequence[str], bad: Sequence[str], needed: int, req
     return RestartPlan("give_up", excl, usable,
                        f"only {len(usable)} usable node(s) left of {len(allocation)} and {needed} needed, and the "
                        "job cannot be requeued (submit it with `sbatch --requeue`, or allocate a spare node)")
+
+
+_STAMP = re.compile(r"^\s*(?:\[?[\d\-/A-Za-z]+[ T])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+(?:\d+:\d+\s+)?")
+
+
+def short_evidence(rank: int | None, text: str) -> str:
+    """The evidence part of a drain reason: ``rank R: <line>`` without its timestamp and pid:tid
+    prefix (Slurm keeps a node's reason short; the incident bundle has the whole line)."""
+    line = _STAMP.sub("", text, count=1).strip()
+    return f"rank {rank}: {line}" if rank is not None else line

@@ -144,7 +144,7 @@ def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_pat
 def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(slurm_cluster: SlurmCluster,
                                                                      tmp_path: Path) -> None:
     with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   ["--hang-timeout", "8"]) as job:
+                   ["--hang-timeout", "20"]) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
         evs = events(job.run_dir)
