@@ -115,6 +115,9 @@ class NodeView:
     status_since: float = 0.0  # when `status` was last set
     locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
     worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
+    #: this incident's `evidence_done` detail (kept apart: a later `failed`/`finished` status of a
+    #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
+    evidence_detail: str | None = None
 
 
 @dataclass
@@ -333,6 +336,8 @@ class Coordinator:
             if h.generation != self.generation and body.state in ("finished", "failed"):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = body.state, body.detail, h.generation
+            if body.state == "evidence_done":
+                view.evidence_detail = body.detail
             view.status_since = now
             if body.state in ("finished", "failed"):
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
@@ -532,6 +537,7 @@ class Coordinator:
     def _reset_status(self) -> None:
         for v in self.nodes.values():
             v.status, v.status_detail = "", ""
+            v.evidence_detail = None
 
     def _progress_event(self, now: float) -> None:
         if self.sm.state is not JobState.RUNNING:
@@ -600,11 +606,12 @@ class Coordinator:
             self.broadcast(CaptureEvidence(self.incident, verdict.reason))
             self._move(JobState.CAPTURING, now)
         elif state is JobState.CAPTURING:
-            if self._all_status("evidence_done") or now - self.phase_since >= self.settings.evidence_timeout + 5:
+            answered = bool(self.nodes) and all(v.evidence_detail is not None for v in self.nodes.values())
+            if answered or now - self.phase_since >= self.settings.evidence_timeout + 5:
                 verdict = self._culprit_from_stacks(self._pending)
                 self._pending = verdict
                 self._last_label = verdict.label
-                details = {n: _json_detail(v.status_detail) for n, v in sorted(self.nodes.items())}
+                details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
                 self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
                 culprit = None if verdict.culprit is None else {"node": verdict.culprit.node,
                                                                 "rank": verdict.culprit.rank}
@@ -620,7 +627,7 @@ class Coordinator:
                     artifacts=artifacts,
                     capture_seconds=max((float(d.get("seconds", 0.0)) for d in details.values()), default=0.0),
                     missing_items=sum(int(d.get("missing", 0)) for d in details.values()),
-                    nodes_without_evidence=sorted(n for n, v in self.nodes.items() if v.status != "evidence_done"),
+                    nodes_without_evidence=sorted(n for n, v in self.nodes.items() if v.evidence_detail is None),
                 )
                 self._reset_status()
                 self.broadcast(Stop(self.incident, self.settings.stop_timeout))
@@ -683,7 +690,7 @@ class Coordinator:
             return verdict
         outside, inside = [], 0
         for n, v in self.nodes.items():
-            for rank, in_coll in _json_detail(v.status_detail).get("in_collective", {}).items():
+            for rank, in_coll in _json_detail(v.evidence_detail or "").get("in_collective", {}).items():
                 if in_coll:
                     inside += 1
                 else:
