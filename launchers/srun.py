@@ -288,6 +288,12 @@ class SrunJob:
                 log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
                 coord.interrupt(signals.received, now)
             step = self.step
+            if coord._interrupt is not None and coord.sm.live and (step is None or step.poll() is not None):
+                # scancel signals the step's tasks as well: once the step is gone there is nobody
+                # left to answer `stop`, and Slurm's KillWait is short.
+                sig = coord._interrupt[0]
+                coord._finish(128 + sig, f"stopped by signal {sig}", now, JobState.INTERRUPTED)
+                continue
             if step is not None and step.poll() is not None and coord.sm.live:
                 # The step ended without being told to (a task died, a node failed): give the
                 # coordinator a moment to judge what its agents last said, then stop.

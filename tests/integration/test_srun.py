@@ -216,3 +216,14 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cl
         assert st == "drained" and reason.startswith("neuron-watch: hardware_error:"), (st, reason)
         assert "training done at step 30" in rank_lines(job.run_dir, "n3", 1)
         job.assert_nothing_survives()
+
+
+def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    with submitted(slurm_cluster, tmp_path, 2, ["--steps", "100000"]) as job:
+        slurm_cluster.wait_for("progress", lambda: (job.run_dir / "events.jsonl").exists()
+                               and named(events(job.run_dir), "progress"), timeout=120, interval=0.5)
+        slurm_cluster.run("scancel", job.id)
+        assert job.wait(60) == "CANCELLED"
+        job.assert_nothing_survives()
+        finished = named(events(job.run_dir), "job_finished")
+        assert finished and finished[-1]["state"] == "interrupted", job.explain()
