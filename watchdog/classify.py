@@ -52,6 +52,10 @@ SEVERITIES = ("info", "warning", "error", "fatal")
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
+#: The byte every trigger-starting character becomes in the translated batch (and what a real
+#: one becomes, so it never poses as a marker).
+_MARK = b"\x00"
+_MARK_ESC = b"\x01"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class Signature:
     needles: tuple[str, ...] = ()
     anchor_start: bool = False
     generic: bool = False
+    requires: tuple[str, ...] = ()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -90,7 +95,7 @@ class Match:
 
 _REQUIRED = ("id", "category", "severity", "action", "effect", "patterns", "advice")
 _KNOWN = frozenset(
-    {*_REQUIRED, "needle", "needles", "anchor", "generic", "examples", "near_misses"}
+    {*_REQUIRED, "needle", "needles", "anchor", "generic", "examples", "near_misses", "requires"}
 )
 
 
@@ -129,6 +134,7 @@ def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
             needles=needles,
             anchor_start=anchor == "start",
             generic=bool(entry.get("generic", False)),
+            requires=_str_list(entry, "requires"),
         )
     except (ValueError, re.error, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}", "fix the entry in the signature table") from exc
@@ -136,6 +142,8 @@ def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
         raise ConfigError(f"{where}: severity {sig.severity!r} is not one of {', '.join(SEVERITIES)}")
     if not sig.patterns:
         raise ConfigError(f"{where}: no patterns")
+    if any(not r or r != r.lower() for r in sig.requires):
+        raise ConfigError(f"{where}: requires holds an empty or non-lowercase literal", "list lowercase literals")
     if any(not n or _NL in n for n in needles):
         raise ConfigError(f"{where}: a needle is empty or contains a newline", "needles are one-line literals")
     return sig
@@ -188,39 +196,33 @@ def _may_overlap(found: str, other: str) -> bool:
     return False
 
 
-#: Characters from rarest to commonest in training logs (by inspection of real logs: prose and
-#: paths are lowercase, timestamps digits and punctuation, levels INFO/WARN/ERROR). A trigger
-#: that starts with a rare character makes the regex engine stop at few positions.
-_RARITY = (
-    "`^~$&@#!?{};<>*%"  # almost never in healthy chatter
-    "QZXJKYUHGBVqzjxkvw|"  # rare letters; "|" frames compiler lines
-    "MPOLDCTSAWRENFI"  # uppercase, commonest last (INFO, WARN, ERROR, NCCL, TDRV)
-    "[]()=\"',+"
-)
-_RANK = {c: i for i, c in enumerate(_RARITY)}
-_COMMON = len(_RARITY)
+#: Characters that start a trigger. In the translated batch each becomes one marker byte, so the
+#: regex engine jumps from marker to marker at memchr speed and tries the trie only there (about
+#: ten a line in runtime chatter: levels, NCCL, NRT; each failed try costs ~10 ns, not a
+#: Python step). Uppercase and punctuation begin most needles; the rare lowercase letters serve
+#: the needles written in lowercase ("exitcode", "oom-kill event").
+_MARKERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ`^~$&@#!?{};<>*%|=()[]'\"+qzjxkvwy"
 
 
-def _rank(ch: str) -> int:
-    if ord(ch) > 127:
-        return 0  # non-ASCII (progress-bar blocks) is rare in chatter
-    return _RANK.get(ch, _COMMON)
+def _trigger(key: str) -> tuple[str, bool]:
+    """``key`` from the last marker of its first run of markers on ("NCCL error" -> "L error"), and
+    whether it is searched literally instead (then it is the whole key). The rest is long (few
+    false hits) and starts with a non-marker, so a try at a run of capitals ("INFO") fails at once.
 
-
-def _trigger(key: str) -> str:
-    """The rest of ``key`` from its rarest character (at least 3 chars where possible).
-
-    Not truncated: a short trigger would also hit look-alike lines ("NRT:nrt_init" for
-    "NRT:nrt_infodump"), each costing a per-line check.
+    A rest of mostly markers would hit any run of capitals ("%|", "SIGSEGV"): such a key, or one
+    without markers, is its own trigger, searched literally (a key holding another literal key
+    shares its search).
     """
-    want = min(3, len(key))
-    best = min(
-        (i for i in range(len(key) - want + 1)),
-        key=lambda i: (_rank(key[i]), -(len(key) - i)),
-    )
-    if _rank(key[best]) >= _COMMON:
-        return key  # searched literally; whole, so a key holding another common key can share its search
-    return key[best:]
+    for i, ch in enumerate(key):
+        if ch in _MARKERS:
+            while i + 1 < len(key) and key[i + 1] in _MARKERS:
+                i += 1
+            rest = key[i + 1 :]
+            plain = sum(c not in _MARKERS for c in rest)
+            if plain + (len(rest) - plain) / 8 >= 2.5:
+                return key[i:], False
+            break
+    return key, True
 
 
 class KnowledgeBase:
@@ -239,14 +241,21 @@ class KnowledgeBase:
             for k in s.keys:
                 by_key.setdefault(k, []).append(i)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
-        # Each key is found through a short *trigger* inside it that starts with a rare character.
-        # Rare triggers share one trie regex; the few keys made only of common characters ("loss",
-        # the dots' "\n.") get a literal search each, which the regex engine runs at memchr speed.
+        self._all_keys = tuple(sorted(by_key))
+        # Each key is found through a *trigger*: the rest of the key from its rarest character.
+        # Rare triggers are searched together in a translated copy of the batch where every
+        # trigger-starting character became one marker byte, so the regex engine skips to the next
+        # marker at memchr speed (a leading character class would cost ~4 ns per character).
+        # Keys made only of common characters ("loss", the dots' "\n.") get a literal search each.
         keys_of: dict[str, list[str]] = {}
-        for k in sorted(by_key):
-            keys_of.setdefault(_trigger(k), []).append(k)
-        rare = sorted(t for t in keys_of if _rank(t[0]) < _COMMON)
-        common = sorted((t for t in keys_of if _rank(t[0]) >= _COMMON), key=len)
+        literal: set[str] = set()
+        for k in self._all_keys:
+            t, lit = _trigger(k)
+            keys_of.setdefault(t, []).append(k)
+            if lit:
+                literal.add(t)
+        rare = sorted(t for t in keys_of if t not in literal)
+        common = sorted(literal, key=len)
         for t in list(common):  # a common trigger holding a shorter one is found through it
             inner = next((u for u in common if u != t and u in t), None)
             if inner is not None:
@@ -255,8 +264,19 @@ class KnowledgeBase:
         self._keys_of = {t: tuple(ks) for t, ks in keys_of.items()}
         self._common = tuple(common)
         self._common_res = tuple(re.compile(re.escape(t)) for t in common)
-        self._overlap = {t: tuple(o for o in rare if o != t and _may_overlap(t, o)) for t in rare}
-        self._prefilter = re.compile(_trie_regex(rare)) if rare else re.compile(r"(?!)")
+        self._table = bytes.maketrans(_MARKERS.encode("ascii") + _MARK, _MARK * len(_MARKERS) + _MARK_ESC)
+        # Translated trigger rests (several triggers may translate alike: they share the keys).
+        tkeys: dict[bytes, set[str]] = {}
+        for t in rare:
+            tkeys.setdefault(_encode(t[1:]).translate(self._table), set()).update(keys_of[t])
+        # The search tries every marker (a match consumes only the marker; the rest is a
+        # lookahead), and at each reports the longest rest: the triggers that are prefixes of it
+        # are found with it.
+        self._tcand: dict[bytes, tuple[str, ...]] = {
+            u: tuple(sorted({k for o, ks in tkeys.items() if u.startswith(o) for k in ks})) for u in tkeys
+        }
+        pattern = _trie_regex(u.decode("latin-1") for u in tkeys).encode("latin-1")
+        self._prefilter = re.compile(re.escape(_MARK) + b"(?=(" + pattern + b"))" if tkeys else rb"(?!)")
         self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
 
     @classmethod
@@ -300,17 +320,8 @@ class KnowledgeBase:
 
     # -- matching -------------------------------------------------------------------------------
 
-    def _candidates(self, text: str, found_rare: Iterable[str] | None = None) -> tuple[int, ...]:
-        """Indices (in table order) of the signatures whose needles occur in ``text`` ("\n" + line).
-
-        ``found_rare``: the rare triggers a search already found in ``text`` (None: search now).
-        """
-        found = set(self._prefilter.findall(text) if found_rare is None else found_rare)
-        if found:
-            hidden = {o for t in found for o in self._overlap[t]} - found
-            found.update(o for o in hidden if o in text)
-        found.update(t for t in self._common if t in text)
-        keys = frozenset(k for t in found for k in self._keys_of[t] if k == t or k in text)
+    def _candidates_of(self, keys: frozenset[str]) -> tuple[int, ...]:
+        """Indices (in table order) of the signatures having a needle in ``keys`` (plus keyless ones)."""
         idx = self._cand_cache.get(keys)
         if idx is None:
             by_key = self._by_key
@@ -321,8 +332,14 @@ class KnowledgeBase:
 
     def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
         sigs = self.signatures
+        low: str | None = None
         for i in candidates:
             sig = sigs[i]
+            if sig.requires:
+                if low is None:
+                    low = line.lower()
+                if not any(r in low for r in sig.requires):
+                    continue  # none of the patterns can match: skip them unsearched
             for pat in sig.patterns:
                 m = pat.search(line)
                 if m is None:
@@ -336,23 +353,33 @@ class KnowledgeBase:
                 return Match(sig)
         return None
 
-    def _hit(self, text: str) -> bool:
-        """Does ``text`` contain any trigger (so some signature may match)?"""
-        return self._prefilter.search(text) is not None or any(t in text for t in self._common)
-
     def classify(self, line: str) -> Match | None:
-        """The first signature matching ``line``, or None."""
+        """The first signature matching ``line``, or None (the same answer :meth:`scan` gives)."""
+        if _NL in line:
+            # Not a line of a batch: no trigger search, every key is looked for in it.
+            text = _NL + line
+            keys = frozenset(k for k in self._all_keys if k in text)
+            if not keys and not self._always:
+                return None
+            return self._match(line, self._candidates_of(keys))
         text = _NL + line
-        if not self._always and not self._hit(text):
+        cands: set[str] = set()
+        for m in self._prefilter.finditer(_encode(text).translate(self._table)):
+            cands.update(self._tcand[m.group(1)])
+        for t in self._common:
+            if t in text:
+                cands.update(self._keys_of[t])
+        keys = frozenset(k for k in cands if k in text)
+        if not keys and not self._always:
             return None
-        return self._match(line, self._candidates(text))
+        return self._match(line, self._candidates_of(keys))
 
     def scan(self, lines: Iterable[str]) -> list[tuple[int, Match]]:
         """Classify a batch; returns ``(index, match)`` for the lines that matched, in order.
 
         Same answers as :meth:`classify` on each line. The trigger searches run over the joined
-        batch (one regex pass, plus one literal pass per common trigger); only the lines they hit
-        are classified one by one.
+        batch (one regex pass over a translated copy, plus one literal pass per common trigger);
+        only the lines they hit are classified one by one.
         """
         batch = lines if isinstance(lines, list) else list(lines)
         if not batch:
@@ -361,39 +388,50 @@ class KnowledgeBase:
         if self._always or joined.count(_NL) != len(batch):
             # A user regex must see every line; a line holding "\n" would break the index mapping.
             return [(i, m) for i, line in enumerate(batch) if (m := self.classify(line)) is not None]
-        rare_hits = _triggers_by_line(self._prefilter, joined)
-        hits = set(rare_hits)
-        for rx in self._common_res:
-            hits.update(_lines_hit(rx, joined))
+        return self._scan_joined(batch, joined)
+
+    def _scan_joined(self, batch: list[str], joined: str) -> list[tuple[int, Match]]:
+        """The matches of ``batch`` (lines without "\n"), ``joined`` = "\n" + "\n".join(batch):
+        the engine behind both :meth:`scan` and :meth:`classify`."""
+        hits: dict[int, list[tuple[str, ...]]] = {}
+        get = hits.get
+        data = _encode(joined).translate(self._table)
+        count = data.count
+        tcand = self._tcand
+        q = cnt = 0  # cnt = number of "\n" in data[:q]; a match never holds one
+        for m in self._prefilter.finditer(data):
+            p = m.start()
+            cnt += count(b"\n", q, p)
+            q = p
+            found = get(cnt - 1)
+            if found is None:
+                hits[cnt - 1] = [tcand[m.group(1)]]
+            else:
+                found.append(tcand[m.group(1)])
+        for t, rx in zip(self._common, self._common_res, strict=True):
+            ks = self._keys_of[t]
+            for i in _lines_hit(rx, joined):
+                found = get(i)
+                if found is None:
+                    hits[i] = [ks]
+                else:
+                    found.append(ks)
         out: list[tuple[int, Match]] = []
-        no_rare: tuple[str, ...] = ()
         for i in sorted(hits):
             line = batch[i]
-            m = self._match(line, self._candidates(_NL + line, rare_hits.get(i, no_rare)))
-            if m is not None:
-                out.append((i, m))
+            text = _NL + line
+            keys = frozenset([k for ks in hits[i] for k in ks if k in text])
+            if keys:
+                match = self._match(line, self._candidates_of(keys))
+                if match is not None:
+                    out.append((i, match))
         return out
 
 
-def _triggers_by_line(rx: re.Pattern[str], joined: str) -> dict[int, list[str]]:
-    """For each line of ``joined`` where ``rx`` matches: the (non-overlapping) matches in it.
-
-    Same layout rules as :func:`_lines_hit`; every match of the batch is visited once, so the
-    per-line classification does not search the line again.
-    """
-    out: dict[int, list[str]] = {}
-    count = joined.count
-    q = cnt = 0
-    for m in rx.finditer(joined):
-        p = m.end() - 1
-        cnt += count(_NL, q, p)
-        q = p
-        found = out.get(cnt - 1)
-        if found is None:
-            out[cnt - 1] = [m.group()]
-        else:
-            found.append(m.group())
-    return out
+def _encode(text: str) -> bytes:
+    """UTF-8 bytes of any str (lone surrogates included): one byte per ASCII character, and a
+    newline byte exactly where the text has one, so newline counts map bytes to lines."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _lines_hit(rx: re.Pattern[str], joined: str) -> list[int]:

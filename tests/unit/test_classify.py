@@ -92,6 +92,24 @@ def test_trie_regex_matches_exactly_the_keys() -> None:
     assert not rx.fullmatch("los")
 
 
+def test_requires_skips_a_rule_whose_literals_are_absent() -> None:
+    """``requires`` is checked on the lowercased line before the patterns: absent -> next rule."""
+    table = TABLE.replace("patterns = ['BOOM now']", "patterns = ['BOOM']\nrequires = ['now', 'soon']")
+    kb = KnowledgeBase.from_toml(table)
+    assert kb.classify("BOOM NOW").signature.id == "a.first"  # type: ignore[union-attr]
+    assert kb.classify("xx BOOM Soon").signature.id == "a.first"  # type: ignore[union-attr]
+    assert kb.classify("xx BOOM later").signature.id == "b.second"  # type: ignore[union-attr]
+    assert kb.scan(["BOOM later", "BOOM now"]) == [(0, kb.classify("BOOM later")), (1, kb.classify("BOOM now"))]
+
+
+def test_rules_with_requires_match_their_examples_only_through_it() -> None:
+    """Every example of a rule with ``requires`` holds one of the literals (else the rule could
+    never have matched it: the table test would fail first, this names the cause)."""
+    for sig in KB.signatures:
+        for ex in sig.examples if sig.requires else ():
+            assert any(r in ex.lower() for r in sig.requires), (sig.id, ex)
+
+
 def test_user_progress_regex_goes_first_and_scans_every_line() -> None:
     kb = default_knowledge_base(r"it=(?P<step>\d+) l=(?P<loss>[\d.]+)")
     m = kb.classify("it=7 l=0.5 Timeout waiting for RX (waited 120 sec)")
@@ -114,6 +132,7 @@ def test_progress_with_nan_loss_is_never_progress() -> None:
         (TABLE.replace('needle = "OMNI"', 'needle = "OMNI"\nbogus = 1'), "unknown keys"),
         (TABLE.replace('anchor = "start"', 'anchor = "end"'), "anchor"),
         (TABLE + TABLE, "duplicate"),
+        (TABLE.replace('needle = "OMNI"', 'needle = "OMNI"\nrequires = ["NaN"]'), "lowercase"),
     ],
 )
 def test_malformed_tables_are_config_errors(text: str, needle: str) -> None:
@@ -135,6 +154,14 @@ CORPUS = [ex for s in KB.signatures for ex in (*s.examples, *s.near_misses)] + [
     "2024-04-12 07:13:06,123 - INFO - loading shard 3",
     "...done",
     "step 5 loss 1.0 and Timeout waiting for RX (waited 120 sec)",
+    # capital runs and markers next to needles (the translated marker search)
+    "2024-04-12 07:13:08.000296:  271334  INFO ||NEURON_CACHE||: Compile cache path: /var/tmp/neuron-compile-cache",
+    "NCCL INFO NCCL error NCCL_SOCKET NRT_TIMEOUT NRT_RESOURCE SIGSEGV DEREG_MR",
+    "xKilled\x00Killed \x01 NVRM: Xid (PCI:0000:00:1e): 79",
+    "Called Killed Filled",
+    "{'loss': nan, 'grad_norm': 1.0}",
+    "step 7 loss INF grad norm 1.0",
+    "%|%|██ 3/10 [00:01<00:02, 3.2it/s, loss=1.5]",
 ]
 
 
@@ -150,9 +177,17 @@ def test_scan_agrees_with_classify_on_the_corpus() -> None:
 
 _fragments = st.sampled_from(
     ["loss", " ", "nan", ".", "|", "||", "NRT_", "Timeout waiting for RX (waited 120 sec)", "step 3 ", "x", "\n",
-     "Killed", "%|", "err: 1200", "Inference completed with err: 5", "\u2588", "\r", "FATAL"]
+     "Killed", "%|", "err: 1200", "Inference completed with err: 5", "\u2588", "\r", "FATAL",
+     "NCCL error", "SIGSEGV", "NRT_TIMEOUT", "INFO", "{'loss': ", "exitcode", "\x00", "\x01", "NRT_", "(ms)",
+     "Connection closed by ", "remote peer", "NaN", "Xid", "NVRM: "]
 )
 _lines = st.lists(st.text(_fragments.map(str), max_size=0) | st.lists(_fragments, max_size=8).map("".join), max_size=30)
+
+
+def _brute_force(kb: KnowledgeBase, line: str) -> object:
+    """The answer without any trigger search: every rule with a needle in the line, in order."""
+    text = "\n" + line
+    return kb._match(line, [i for i, s in enumerate(kb.signatures) if not s.keys or any(k in text for k in s.keys)])
 
 
 @settings(max_examples=200, deadline=None)
@@ -160,6 +195,15 @@ _lines = st.lists(st.text(_fragments.map(str), max_size=0) | st.lists(_fragments
 def test_scan_agrees_with_classify_on_generated_lines(lines: list[str]) -> None:
     expected = [(i, m) for i, line in enumerate(lines) if (m := KB.classify(line)) is not None]
     assert KB.scan(lines) == expected
+    brute = [(i, m) for i, line in enumerate(lines) if (m := _brute_force(KB, line)) is not None]
+    assert expected == brute
+
+
+def test_trigger_searches_miss_no_needle_on_the_corpus() -> None:
+    """The marker search and the literal searches find every needle: same answers as trying every
+    rule whose needle the line holds."""
+    for line in CORPUS:
+        assert KB.classify(line) == _brute_force(KB, line), line
 
 
 def test_scan_of_a_large_batch_equals_per_line() -> None:
