@@ -160,6 +160,8 @@ def _float_or_none(text: str | None) -> float | None:
 
 def _int_or_none(text: str | None) -> int | None:
     """Steps print as ``12``, ``4512.0`` or ``3.2e+4`` (PTL's global_step)."""
+    if text is not None and text.isdecimal():
+        return int(text)  # the common case, without the float round trip
     value = _float_or_none(text)
     if value is None or not math.isfinite(value):
         return None
@@ -345,7 +347,10 @@ class KnowledgeBase:
             if sig.requires:
                 if low is None:
                     low = line.lower()
-                if not any(r in low for r in sig.requires):
+                for r in sig.requires:
+                    if r in low:
+                        break
+                else:
                     continue  # none of the patterns can match: skip them unsearched
             for pat in sig.patterns:
                 m = pat.search(line)
