@@ -168,11 +168,14 @@ class SrunJob:
         assert coord is not None
         from neuron_watch.protocol import Shutdown
 
-        coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
-        self.end_step(STEP_END_GRACE)
         if self.owner.leave_to_hyperpod:
+            # The step fails (its tasks exit 1): the restart is HyperPod's, not ours.
+            coord.broadcast(Shutdown("restart left to HyperPod auto-resume", int(ExitCode.JOB_FAILED)))
+            self.end_step(STEP_END_GRACE)
             coord.events.emit("left_to_hyperpod", generation, reason=self.owner.why)
             return int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume"
+        coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
+        self.end_step(STEP_END_GRACE)
         if verdict.action is Action.DRAIN_AND_RESTART and verdict.culprit is not None:
             node = slurm_node(verdict.culprit.node)
             mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
