@@ -217,12 +217,19 @@ class SrunJob:
             return int(ExitCode.NOT_RESTARTABLE), msg
         # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
         # node is not allocated anyway: the exclusion also covers a drain the caps refused.
-        for args in (("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
-                     ("update", f"jobid={self.slurm_job}", "StartTime=now")):
-            r = self.drainer._run(*args)
-            if r.returncode != 0:
-                self.coord.events.emit("requeue_update_failed", generation,
-                                       error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
+        # Slurm is SIGTERMing this batch step right now: these two calls ignore SIGTERM (an ignored
+        # signal stays ignored across exec) and are done long before KillWait's SIGKILL.
+        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            for args in (("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
+                         ("update", f"jobid={self.slurm_job}", "StartTime=now")):
+                r = self.drainer._run(*args)
+                if r.returncode != 0:
+                    self.coord.events.emit(
+                        "requeue_update_failed", generation,
+                        error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"
 
     # -- the loop --------------------------------------------------------------------------------

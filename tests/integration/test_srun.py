@@ -208,6 +208,7 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cl
         assert "Restarts=1" in info and "ExcNodeList=n2" in info, info
         evs = events(job.run_dir)
         assert named(evs, "requeue")[0]["exclude"] == ["n2"]
+        assert not named(evs, "requeue_update_failed"), named(evs, "requeue_update_failed")
         started = named(evs, "job_started")
         assert [s["slurm_restart_count"] for s in started] == [0, 1]
         assert sorted(started[1]["allocation"]) == ["n1", "n3"]
