@@ -43,6 +43,7 @@ from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import JobState, RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper, stop_everything
 from neuron_watch.srun_agent import slurm_node
+from neuron_watch.supervisor import SignalLatch
 
 log = logging.getLogger("neuron_watch")
 
@@ -75,15 +76,6 @@ def advertised_host(env: dict[str, str] | os._Environ[str]) -> str:
         return socket.gethostbyname(name)
     except OSError:
         return name
-
-
-class _Signals:
-    def __init__(self) -> None:
-        self.received: int | None = None
-
-    def __call__(self, signum: int, _frame: object) -> None:
-        if self.received is None:
-            self.received = signum
 
 
 class SrunJob:
@@ -241,13 +233,13 @@ class SrunJob:
         policy = RestartPolicy(max_restarts=self.cfg.max_restarts, can_exclude_nodes=True)
         # Requeues of this job so far count against the budget (they were restarts too).
         policy.restarts = policy.consecutive_failures = self.restart_count
-        from neuron_watch.supervisor import _checkpoint_chooser
+        from neuron_watch.supervisor import checkpoint_chooser
 
         settings = CoordinatorSettings(stop_timeout=self.cfg.stop_timeout, evidence_timeout=self.cfg.evidence_timeout,
                                        expected_nodes=self.needed)
         self.coord = coord = Coordinator(f"0.0.0.0:{port}", self.secret.encode(), self.run_dir, job=self.job_id,
                                          settings=settings, judge_factory=default_judge_factory(self.cfg),
-                                         pick_checkpoint=_checkpoint_chooser(self.cfg), policy=policy,
+                                         pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
                                          announce=False, relaunch=self.relaunch)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
         # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
@@ -259,7 +251,7 @@ class SrunJob:
             remembered = []
             log.warning("remembered drains not read: %s", exc)
         self.bad.extend(n for n in remembered if n not in self.bad)
-        checkpoint = _checkpoint_chooser(self.cfg)({})
+        checkpoint = checkpoint_chooser(self.cfg)({})
         coord.events.emit("job_started", self.restart_count, job_id=self.job_id,
                           node=socket.gethostname().split(".")[0], version=__version__,
                           command=["srun", *self.srun_args, *self.cmd],
@@ -274,7 +266,7 @@ class SrunJob:
             raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
                                        "allocate more nodes")
         become_subreaper()
-        signals = _Signals()
+        signals = SignalLatch()
         old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:
             self.start_step(self.restart_count, checkpoint)
@@ -285,7 +277,7 @@ class SrunJob:
             self.end_step(0.0 if signals.received else STEP_END_GRACE)
             coord.close()
 
-    def _loop(self, coord: Coordinator, signals: _Signals) -> int:
+    def _loop(self, coord: Coordinator, signals: SignalLatch) -> int:
         step_gone_at: float | None = None
         while True:
             coord.poll(0.05)

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
     from neuron_watch.guardian import release, start_guardian
-    from neuron_watch.supervisor import _loop, _Signals, host_facts
+    from neuron_watch.supervisor import SignalLatch, host_facts, run_node_loop
 
     cmd = list(args.node_command)
     if cmd and cmd[0] == "--":
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     agent = NodeAgent(config, launcher, None, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=rank_env,
                       echo=None if config.quiet else console_echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
-    signals = _Signals()
+    signals = SignalLatch()
     import signal
 
     old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         agent.attach(AgentLink(config.coordinator, secret, job=config.job_id, node=node,
                                session=new_session(time.time())))
         agent.introduce()
-        code = _loop(agent, None, signals, config.coordinator)
+        code = run_node_loop(agent, None, signals, config.coordinator)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -75,7 +75,7 @@ def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
     return open_storage(config.artifacts, os.environ)
 
 
-def _checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], str]:
+def checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], str]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
     as the coordinator sees it (shared storage), else the newest any node reported."""
 
@@ -90,7 +90,7 @@ def _checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], 
     return choose
 
 
-class _Signals:
+class SignalLatch:
     """Signal handlers only record; the loop acts."""
 
     def __init__(self) -> None:
@@ -152,7 +152,7 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     agent = NodeAgent(config, launcher, None, job_id=job_id, node=node, run_dir=run_dir, rank_env=rank_env,
                       storage=storage, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
-    signals = _Signals()
+    signals = SignalLatch()
     old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     coord: Coordinator | None = None
     code = int(ExitCode.JOB_FAILED)
@@ -181,7 +181,7 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
                               config=config.redacted(), nodes=info.nnodes or 1)
         agent.attach(AgentLink(address, secret, job=job_id, node=node, session=new_session(time.time())))
         agent.introduce()
-        code = _loop(agent, coord, signals, address)
+        code = run_node_loop(agent, coord, signals, address)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -208,11 +208,11 @@ def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, jo
                                    expected_nodes=nodes)
     return Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
                        judge_factory=default_judge_factory(config),
-                       pick_checkpoint=_checkpoint_chooser(config),
+                       pick_checkpoint=checkpoint_chooser(config),
                        policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
 
 
-def _loop(agent: NodeAgent, coord: Coordinator | None, signals: _Signals, address: str) -> int:
+def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
     """Run until the coordinator shuts this node down, a signal arrives, or the coordinator is lost."""
     started = time.monotonic()
     while True:
