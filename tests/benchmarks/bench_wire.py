@@ -5,7 +5,7 @@
 Simulated agents (no torch): 64 nodes x 32 ranks = 2,048 rank streams, spread over ``--procs``
 processes (16 nodes each with 4), each node its own :class:`AgentLink` (own DEALER socket,
 session, sequence, resend buffer, the packaged knowledge base) sending realistic lines (every
-rank's step lines, compiler lines, CCOM warnings) in batches of 500: per rank one joined text
+rank's step lines, compiler lines, CCOM warnings) in batches of 500 (``--batch``): per rank one joined text
 plus the matches the agent's own classification kept. The coordinator runs in this process
 with the real judge.
 
@@ -13,7 +13,7 @@ with the real judge.
    (authenticated, decoded, de-duplicated, written to merged.log, tails; with and without the
    judge), beside raw pyzmq PUSH/PULL with the same processes and the very same body frames
    (one frame per 500-line batch, msgpack-decoded and counted), and beside the old raw baseline
-   (a list of 512 line strings per frame). In this mode each node's batches are built once by
+   (a list of the batch's line strings per frame). In this mode each node's batches are built once by
    the real agent path (``AgentLink.batch``: join + classify + compact) and re-sent with a fresh
    header/sequence/signature, so the agents' Python does not starve the coordinator of the 2
    cores; the agents' own cost is measured in 3.
@@ -47,6 +47,7 @@ from neuron_watch.protocol import Header, Kind, encode_body
 SECRET = b"benchmark secret 0123456789abcdef"
 JOB = "bench"
 NODES, RANKS = 64, 32
+BATCH = 500  # lines per batch (--batch; set before the agent processes fork)
 HANG_LINE = ("(FATAL-RT-UNDEFINED-STATE) missing collectives status on Neuron Device 0 NC 0, model 0 - "
              "suspected hang in collectives operation 0 out of 100")
 
@@ -73,12 +74,13 @@ def realistic_lines(node: int, rounds: int = 64) -> list[tuple[int, str]]:
 
 
 def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> list[bytes]:
-    """``n`` consecutive 500-line batches of ``pool`` as the real agent path builds them."""
+    """``n`` consecutive ``BATCH``-line batches of ``pool`` as the real agent path builds them."""
     now, wall = time.monotonic(), time.time()
     out = []
+    reps = 2 + BATCH // len(pool)
     for b in range(n):
-        rows = [(r, t, now, wall, f"/run/gen-0/rank-{r}.log", b * 500 + j)
-                for j, (r, t) in enumerate((pool * 2)[b * 500 % len(pool):][:500])]
+        rows = [(r, t, now, wall, f"/run/gen-0/rank-{r}.log", b * BATCH + j)
+                for j, (r, t) in enumerate((pool * reps)[b * BATCH % len(pool):][:BATCH])]
         out.append(encode_body(link.batch(rows, now, wall)))
     return out
 
@@ -91,7 +93,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
                classify: bool = True) -> None:
     """``count`` nodes from ``first``; ``rate`` lines/s per node (0 = as fast as possible), one loop
     turn (read new lines, tick every link) per ``period`` seconds. ``raw``: "" (real links),
-    "body" (PUSH the real body frames) or "list" (PUSH a list of 512 line strings). Sending starts
+    "body" (PUSH the real body frames) or "list" (PUSH a list of BATCH line strings). Sending starts
     ``LEAD`` seconds after every process passed ``ready``; hangs are injected ``hang_offsets``
     seconds after that."""
     pool = {n: realistic_lines(n) for n in range(first, first + count)}
@@ -109,10 +111,10 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             scratch = AgentLink(endpoint, SECRET, job=JOB, node="scratch", session=1, kb=kb)
             frames = {n: flood_bodies(scratch, pool[n]) for n in pool}
             scratch.close()
-            per = 500
+            per = BATCH
         else:
-            frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in pool[n][:512]]])] for n in pool}
-            per = 512
+            frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in (pool[n] * 2)[:BATCH]]])] for n in pool}
+            per = BATCH
         k = 0
         ready.wait()
         go_at = time.time() + LEAD
@@ -131,7 +133,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
         q.put((sent, 0.0, 0.0, 0.0))
         return
     links = {n: AgentLink(endpoint, SECRET, job=JOB, node=f"node{n:02d}", session=new_session(time.time()),
-                          settings=LinkSettings(batch_lines=500, batch_age=0.05), kb=kb) for n in pool}
+                          settings=LinkSettings(batch_lines=BATCH, batch_age=0.05), kb=kb) for n in pool}
     now, wall = time.monotonic(), time.time()
     for n, link in links.items():
         link.hello(f"host{n}", os.getpid(), range(n * RANKS, (n + 1) * RANKS), now, wall)
@@ -160,8 +162,8 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
                 if len(link.outbox) < 8:
                     link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session,
                                            generation=0, seq=0, mono=now, wall=wall),
-                                    bodies[n][turn % len(bodies[n])], 500)
-                    sent += 500
+                                    bodies[n][turn % len(bodies[n])], BATCH)
+                    sent += BATCH
                     added = True
                 link.tick(now, wall)
             turn += 1
@@ -346,19 +348,22 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--rates", default="100,1000", help="lines/s per node during the latency runs")
+    ap.add_argument("--batch", type=int, default=500, help="lines per batch (agents and raw alike)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
+    global BATCH
+    BATCH = a.batch
     mp.set_start_method("fork")
     print(f"# {NODES} nodes x {RANKS} ranks = {NODES * RANKS} rank streams, {a.procs} agent processes, "
-          f"{os.cpu_count()} cores, batches of 500 lines", flush=True)
+          f"{os.cpu_count()} cores, batches of {BATCH} lines", flush=True)
     raw: dict[str, float] = {}
     if "raw" not in skip:
         raw = raw_pull(a.procs, a.seconds, "body")
         print(f"raw pyzmq PUSH/PULL, the same body frames (msgpack decode only): {raw['lines_s']:,.0f} lines/s, "
               f"receiver {raw['cpu_us_line']:.3f} us CPU/line", flush=True)
         old = raw_pull(a.procs, a.seconds, "list")
-        print(f"raw pyzmq PUSH/PULL, a list of 512 line strings per frame (the old baseline): "
+        print(f"raw pyzmq PUSH/PULL, a list of {BATCH} line strings per frame (the old baseline): "
               f"{old['lines_s']:,.0f} lines/s, receiver {old['cpu_us_line']:.3f} us CPU/line", flush=True)
     for judge in ((False, True) if "ingest" not in skip else ()):
         ing = ingest(a.procs, a.seconds, judge)
