@@ -287,6 +287,16 @@ class KnowledgeBase:
         guard = b"(?=[" + firsts + b"])" if all(tkeys) else b""
         self._prefilter = re.compile(re.escape(_MARK) + guard + b"(?=(" + pattern + b"))" if tkeys else rb"(?!)")
         self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
+        # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
+        self._plans = tuple(
+            (
+                s,
+                s.requires,
+                s.effect is Effect.PROGRESS,
+                tuple((p.search, "step" in p.groupindex, "loss" in p.groupindex) for p in s.patterns),
+            )
+            for s in self.signatures
+        )
 
     @classmethod
     def from_toml(cls, text: str, progress_regex: str | None = None) -> KnowledgeBase:
@@ -340,28 +350,27 @@ class KnowledgeBase:
         return idx
 
     def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
-        sigs = self.signatures
+        plans = self._plans
         low: str | None = None
         for i in candidates:
-            sig = sigs[i]
-            if sig.requires:
+            sig, requires, progress, searches = plans[i]
+            if requires:
                 if low is None:
                     low = line.lower()
-                for r in sig.requires:
+                for r in requires:
                     if r in low:
                         break
                 else:
                     continue  # none of the patterns can match: skip them unsearched
-            for pat in sig.patterns:
-                m = pat.search(line)
+            for search, has_step, has_loss in searches:
+                m = search(line)
                 if m is None:
                     continue
-                if sig.effect is Effect.PROGRESS:
-                    gd = m.groupdict()
-                    loss = _float_or_none(gd.get("loss"))
+                if progress:
+                    loss = _float_or_none(m.group("loss")) if has_loss else None
                     if loss is not None and not math.isfinite(loss):
                         continue  # the numerical rule ranks earlier; a custom table may not have one
-                    return Match(sig, _int_or_none(gd.get("step")), loss)
+                    return Match(sig, _int_or_none(m.group("step")) if has_step else None, loss)
                 return Match(sig)
         return None
 
