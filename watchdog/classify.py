@@ -459,19 +459,17 @@ def _lines_hit(rx: re.Pattern[str], joined: str) -> list[int]:
     """Indices of the lines of ``joined`` ("\n" + lines joined by "\n") in which ``rx`` matches.
 
     ``rx`` matches one-line literals that may begin with the line's leading "\n", so the last
-    character of a match always lies inside the line it belongs to.
+    character of a match always lies inside the line it belongs to. Each line is listed once.
     """
     out: list[int] = []
-    search, count, find = rx.search, joined.count, joined.find
+    count = joined.count
     q = cnt = 0  # cnt = number of "\n" in joined[:q]
-    m = search(joined)
-    while m is not None:
+    last = -1
+    for m in rx.finditer(joined):
         p = m.end() - 1
         cnt += count(_NL, q, p)
         q = p
-        out.append(cnt - 1)
-        nl = find(_NL, p)
-        if nl < 0:
-            break
-        m = search(joined, nl)
+        if cnt != last:
+            out.append(cnt - 1)
+            last = cnt
     return out

@@ -162,6 +162,9 @@ CORPUS = [ex for s in KB.signatures for ex in (*s.examples, *s.near_misses)] + [
     "{'loss': nan, 'grad_norm': 1.0}",
     "step 7 loss INF grad norm 1.0",
     "%|%|██ 3/10 [00:01<00:02, 3.2it/s, loss=1.5]",
+    "loss loss loss=1.0 step_loss {'loss': 2.0,",  # one literal several times in a line
+    ".....",
+    "a..... not at the start",
 ]
 
 
