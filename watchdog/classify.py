@@ -8,11 +8,14 @@ Pure: no I/O. :func:`neuron_watch.kb.default_knowledge_base` loads the packaged 
     <Effect.COMM_WAIT: 'comm_wait'>
 
 How it stays fast (a training log is mostly lines no rule cares about): every signature names
-literal *needles* that any line it matches must contain. One regular expression of all needles,
-factored into a trie so the engine's first-character skip does the work, is searched over a
-whole batch joined into one string; only the few lines it hits get the ordered rule table, and
-only the rules whose needles occur in that line. :meth:`KnowledgeBase.classify` (one line) and
-:meth:`KnowledgeBase.scan` (a batch) share that code, so they always agree.
+literal *needles* that any line it matches must contain, each found through a *trigger* that
+starts at a marker character (see ``_MARKERS``). A whole batch is joined into one string, encoded
+and translated so that every marker becomes one byte; one regular expression (that byte, then a
+trie of the translated trigger rests) is searched over it, so the engine skips from marker to
+marker at memchr speed. Needles without a usable marker get one literal search each. Only the
+lines these searches hit get the ordered rule table, and only the rules whose needles occur in
+that line. :meth:`KnowledgeBase.classify` (one line) and :meth:`KnowledgeBase.scan` (a batch)
+give the same answers: both find exactly the needles the line holds.
 """
 
 from __future__ import annotations
@@ -185,17 +188,6 @@ def _trie_regex(keys: Iterable[str]) -> str:
         return "(?:" + body + ")?" if "" in node else body  # a key ends here; longer keys go on
 
     return emit(trie)
-
-
-def _may_overlap(found: str, other: str) -> bool:
-    """Can ``other`` start inside an occurrence of ``found`` (so a non-overlapping search hides it)?"""
-    if other[0] not in found:
-        return False
-    for k in range(len(found)):
-        n = min(len(found) - k, len(other))
-        if found[k : k + n] == other[:n]:
-            return True
-    return False
 
 
 #: Characters that start a trigger. In the translated batch each becomes one marker byte, so the
