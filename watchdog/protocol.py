@@ -462,7 +462,8 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
             and list(map(str.count, text_c, itertools.repeat("\n"))) == [n - 1 for n in n_c]
             and not any(map(operator.gt, dl_c, df_c))):
         return None
-    ranks = tuple(map(RankLines._make, rows))
+    # tuple.__new__ through map: the named tuples are built in C (lengths were checked above).
+    ranks: tuple[RankLines, ...] = tuple(map(tuple.__new__, itertools.repeat(RankLines), rows))
     if not mrows:
         return Lines(ranks, (), classified)
     if set(map(type, mrows)) != _LIST or set(map(len, mrows)) != {8}:
@@ -477,8 +478,9 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
             and min(chunk_c) >= 0 and max(chunk_c) < len(ranks) and min(si_c) >= 0 and max(si_c) < len(sources)
             and "\n".join(mtext_c).count("\n") == len(mtext_c) - 1):
         return None
-    matches = tuple(map(LineMatch._make, zip(chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c,
-                                             map(sources.__getitem__, si_c), lineno_c, strict=True)))
+    matches: tuple[LineMatch, ...] = tuple(map(
+        tuple.__new__, itertools.repeat(LineMatch),
+        zip(chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c, map(sources.__getitem__, si_c), lineno_c, strict=True)))
     return Lines(ranks, matches, classified)
 
 

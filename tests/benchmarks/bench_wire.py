@@ -104,7 +104,10 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
         socks = {}
         for n in pool:
             s = ctx.socket(zmq.PUSH)
-            s.setsockopt(zmq.LINGER, 5000)
+            # A window of 8 batches per node, as the agents' (below): the senders wait for the
+            # receiver instead of queueing seconds of backlog that linger would then drop.
+            s.setsockopt(zmq.SNDHWM, 8)
+            s.setsockopt(zmq.LINGER, 30000)
             s.connect(endpoint)
             socks[n] = s
         if raw == "body":
@@ -116,7 +119,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in (pool[n] * 2)[:BATCH]]])] for n in pool}
             per = BATCH
         k = 0
-        ready.wait()
+        ready.wait(120)
         go_at = time.time() + LEAD
         while time.time() < go_at:
             time.sleep(0.001)
@@ -140,7 +143,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
     # Flood mode measures the coordinator, not the agents' Python: each node's batches are built
     # once by the real agent path and re-queued (fresh header, sequence number and signature).
     bodies = {n: flood_bodies(link, pool[n]) for n, link in links.items()} if rate == 0 else {}
-    ready.wait()
+    ready.wait(120)
     go_at = time.time() + LEAD
     while time.time() < go_at:
         for link in links.values():
@@ -213,10 +216,14 @@ def raw_pull(procs: int, seconds: float, mode: str) -> dict[str, float]:
           for k in range(procs)]
     for p in ps:
         p.start()
-    ready.wait()
+    ready.wait(120)
     lines = ends = 0
     t0 = c0 = None
     while ends < NODES:
+        if not r.poll(2000):
+            if not any(p.is_alive() for p in ps):
+                raise SystemExit("an agent process died before sending END (see its traceback above)")
+            continue
         obj = msgpack.unpackb(r.recv())
         if obj[0] == "END":
             ends += 1
@@ -253,7 +260,7 @@ def ingest(procs: int, seconds: float, judge: bool) -> dict[str, float]:
               for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait()
+        ready.wait(120)
         go_at = time.time() + LEAD
         t0 = c0 = t1 = c1 = 0.0
         lines0 = lines1 = 0
@@ -295,7 +302,7 @@ def verdict_latency(procs: int, trials: int, rate: float) -> tuple[list[float], 
                                                    offsets if k == 0 else None, q)) for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait()
+        ready.wait(120)
         hang_at = [time.time() + LEAD + o for o in offsets]
         lat: list[float] = []
         pending = list(hang_at)
@@ -328,7 +335,7 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
         p = mp.Process(target=agent_proc, args=(0, 1, c.endpoint, seconds, 1000.0, ready, "",
                                                  None, q, 0.05, classify))
         p.start()
-        ready.wait()
+        ready.wait(120)
         while p.is_alive():
             c.poll(0.01)
             c.tick(time.monotonic())
