@@ -97,7 +97,10 @@ def new_session(wall: float) -> int:
 class LinkSettings:
     """Batching, heartbeat and buffer bounds of an agent link."""
 
-    batch_lines: int = 500  # send a batch when this many lines are pending ...
+    # Send a batch when this many lines are pending (a flood; normally batch_age decides) ... The
+    # coordinator's cost is per batch and rank: 4,000 lines of 32 ranks is ~125 lines a rank
+    # (bench_wire.py: 2x the coordinator throughput of 500-line batches).
+    batch_lines: int = 4000
     batch_age: float = 0.05  # ... or when the oldest pending line is this old (seconds)
     heartbeat: float = 1.0  # seconds between heartbeats when nothing else is sent
     resend_after: float = 3.0  # no ack progress for this long -> resend everything unacknowledged

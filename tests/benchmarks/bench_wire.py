@@ -5,14 +5,15 @@
 Simulated agents (no torch): 64 nodes x 32 ranks = 2,048 rank streams, spread over ``--procs``
 processes (16 nodes each with 4), each node its own :class:`AgentLink` (own DEALER socket,
 session, sequence, resend buffer, the packaged knowledge base) sending realistic lines (every
-rank's step lines, compiler lines, CCOM warnings) in batches of 500 (``--batch``): per rank one joined text
+rank's step lines, compiler lines, CCOM warnings) in batches of 4,000 (the agents'
+default; ``--batch``): per rank one joined text
 plus the matches the agent's own classification kept. The coordinator runs in this process
 with the real judge.
 
 1. ingest: agents send as fast as they can for ``--seconds``; lines/s the coordinator took in
    (authenticated, decoded, de-duplicated, written to merged.log, tails; with and without the
    judge), beside raw pyzmq PUSH/PULL with the same processes and the very same body frames
-   (one frame per 500-line batch, msgpack-decoded and counted), and beside the old raw baseline
+   (one frame per batch, msgpack-decoded and counted), and beside the old raw baseline
    (a list of the batch's line strings per frame). In this mode each node's batches are built once by
    the real agent path (``AgentLink.batch``: join + classify + compact) and re-sent with a fresh
    header/sequence/signature, so the agents' Python does not starve the coordinator of the 2
@@ -47,7 +48,7 @@ from neuron_watch.protocol import Header, Kind, encode_body
 SECRET = b"benchmark secret 0123456789abcdef"
 JOB = "bench"
 NODES, RANKS = 64, 32
-BATCH = 500  # lines per batch (--batch; set before the agent processes fork)
+BATCH = LinkSettings().batch_lines  # lines per batch (--batch; set before the agent processes fork)
 HANG_LINE = ("(FATAL-RT-UNDEFINED-STATE) missing collectives status on Neuron Device 0 NC 0, model 0 - "
              "suspected hang in collectives operation 0 out of 100")
 
@@ -346,7 +347,7 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
 
 
 def _pct(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
 def main() -> int:
@@ -355,7 +356,7 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--rates", default="100,1000", help="lines/s per node during the latency runs")
-    ap.add_argument("--batch", type=int, default=500, help="lines per batch (agents and raw alike)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="lines per batch (agents and raw alike)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))

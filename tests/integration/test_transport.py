@@ -176,7 +176,7 @@ def test_reconnect_resends_everything_in_order(tmp_path: Path) -> None:
     run = tmp_path / "coord"
     first = Coordinator("127.0.0.1:0", SECRET, str(run), job=JOB)
     address = first.endpoint.removeprefix("tcp://")
-    link = make_link(first.endpoint, resend_after=0.3)
+    link = make_link(first.endpoint, resend_after=0.3, batch_lines=500)
     try:
         now, wall = time.monotonic(), time.time()
         for i in range(100):
