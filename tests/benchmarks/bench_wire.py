@@ -351,6 +351,7 @@ def _pct(values: list[float], q: int) -> float:
 
 
 def main() -> int:
+    global BATCH
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--procs", type=int, default=4)
@@ -360,7 +361,6 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
-    global BATCH
     BATCH = a.batch
     mp.set_start_method("fork")
     print(f"# {NODES} nodes x {RANKS} ranks = {NODES * RANKS} rank streams, {a.procs} agent processes, "
