@@ -31,6 +31,7 @@ import enum
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import time
@@ -40,7 +41,7 @@ from typing import IO, Any, Protocol
 
 from neuron_watch.auth import Signer, load_secret, write_secret_file
 from neuron_watch.config import WatchConfig
-from neuron_watch.errors import ExitCode
+from neuron_watch.errors import ExitCode, TransportError
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey, Verdict, iso_utc
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
@@ -53,6 +54,7 @@ from neuron_watch.protocol import (
     Header,
     Heartbeat,
     Hello,
+    Kind,
     Launch,
     Lines,
     Msg,
@@ -61,6 +63,8 @@ from neuron_watch.protocol import (
     SequenceTracker,
     Shutdown,
     Status,
+    StatusQuery,
+    StatusReply,
     Stop,
     decode,
     encode,
@@ -133,6 +137,7 @@ class Counters:
     stale: int = 0
     send_failed: int = 0
     lines: int = 0
+    status_queries: int = 0
     unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
 
     def bad_total(self) -> int:
@@ -278,6 +283,9 @@ class Coordinator:
                 log.warning("refusing a peer: %s", exc)  # once: an old agent keeps resending
             return
         h = msg.header
+        if isinstance(msg.body, StatusQuery):
+            self._answer_status(routing_id, h, msg.body)
+            return
         if h.kind.is_command:
             self.counters.not_agent_kind += 1
             return
@@ -757,8 +765,23 @@ class Coordinator:
                 "unclassified_batches": c.unclassified_batches,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
 
+    def _answer_status(self, routing_id: bytes, h: Header, query: StatusQuery) -> None:
+        """A read-only status query, authenticated by the job's secret: answer with the status document."""
+        self.counters.status_queries += 1
+        doc = json.dumps(self.status_doc(self.clock()), default=str)
+        reply = Header(kind=Kind.STATUS_REPLY, job=self.job, node=COORDINATOR_NODE, session=self.session,
+                       generation=self.generation, seq=0, target=h.session, mono=self.clock(), wall=time.time())
+        self.sock.send(routing_id, self.signer.sign(encode(Msg(reply, StatusReply(query.nonce, doc)))))
+
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
+        try:
+            write_json_atomic(os.path.join(self.run_dir, "status.json"), self.status_doc(now))
+        except OSError as exc:
+            log.warning("cannot write status.json: %s", exc)
+
+    def status_doc(self, now: float) -> dict[str, Any]:
+        """The job's state and every rank's (the ``status.json`` document)."""
         ranks: list[dict[str, Any]] = []
         summaries = getattr(self.judge, "rank_summaries", None)
         if callable(summaries):
@@ -784,10 +807,7 @@ class Coordinator:
                       for n, v in sorted(self.nodes.items())},
             "ranks": ranks,
         }
-        try:
-            write_json_atomic(os.path.join(self.run_dir, "status.json"), doc)
-        except OSError as exc:
-            log.warning("cannot write status.json: %s", exc)
+        return doc
 
     def write_summary(self, now: float) -> None:
         write_json_atomic(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
@@ -834,6 +854,46 @@ class _Tail:
         texts = self.texts
         while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
             self.count -= texts.popleft()[1]
+
+
+def query_status(address: str, secret: bytes, timeout: float = 5.0) -> dict[str, Any]:
+    """Ask the coordinator at ``address`` for the job's status document (``neuron-watch status``).
+
+    Raises:
+        TransportError: no authenticated answer within ``timeout`` (wrong address, secret or port).
+    """
+    from neuron_watch.transport import AgentSocket
+
+    signer = Signer.for_agent(secret)
+    sock = AgentSocket(address, linger_ms=0)
+    nonce = secrets.randbits(62)
+    session = (time.time_ns() // 1000) << 12
+    try:
+        h = Header(kind=Kind.STATUS_QUERY, job="", node="status-client", session=session, generation=0, seq=0,
+                   mono=time.monotonic(), wall=time.time())
+        deadline = time.monotonic() + timeout
+        sent = False
+        while time.monotonic() < deadline:
+            if not sent:
+                sent = sock.send(signer.sign(encode(Msg(h, StatusQuery(nonce)))))
+            frames = sock.recv()
+            if frames is None:
+                time.sleep(0.02)  # polling a socket with a deadline, not making time pass
+                continue
+            try:
+                msg = decode(signer.verify(frames))
+            except ProtocolError:
+                continue
+            if isinstance(msg.body, StatusReply) and msg.body.nonce == nonce and msg.header.target == session:
+                doc: dict[str, Any] = json.loads(msg.body.doc)
+                return doc
+    finally:
+        sock.close()
+    raise TransportError(
+        f"no answer from a coordinator at {address} within {timeout:.0f}s",
+        "check the address (node 0 of the job, default port 29510) and that NEURON_WATCH_SECRET or "
+        "--secret-file is the job's secret",
+    )
 
 
 def _fields(body: Body) -> dict[str, Any]:

@@ -70,13 +70,16 @@ class Kind(str, enum.Enum):
     STOP = "stop"
     LAUNCH = "launch"
     SHUTDOWN = "shutdown"
+    STATUS_QUERY = "status_query"  # an operator's `neuron-watch status --coordinator` (read-only)
+    STATUS_REPLY = "status_reply"
 
     @property
     def is_command(self) -> bool:
         return self in COMMAND_KINDS
 
 
-COMMAND_KINDS = frozenset({Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH, Kind.SHUTDOWN})
+COMMAND_KINDS = frozenset({Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH, Kind.SHUTDOWN,
+                           Kind.STATUS_REPLY})
 AGENT_KINDS = frozenset(Kind) - COMMAND_KINDS
 _KINDS = {k.value: k for k in Kind}
 
@@ -253,7 +256,23 @@ class Shutdown:
     exit_code: int = 0
 
 
-Body = Hello | Lines | Heartbeat | Procs | Exits | Status | Ack | CaptureEvidence | Stop | Launch | Shutdown
+@dataclass(frozen=True, slots=True)
+class StatusQuery:
+    """Operator -> coordinator: send me the job's status document (changes nothing)."""
+
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReply:
+    """Coordinator -> operator: the job's ``status.json`` document, as JSON text."""
+
+    nonce: int
+    doc: str
+
+
+Body = (Hello | Lines | Heartbeat | Procs | Exits | Status | Ack | CaptureEvidence | Stop | Launch | Shutdown
+        | StatusQuery | StatusReply)
 
 _BODY_KIND: dict[type, Kind] = {
     Hello: Kind.HELLO,
@@ -267,6 +286,8 @@ _BODY_KIND: dict[type, Kind] = {
     Stop: Kind.STOP,
     Launch: Kind.LAUNCH,
     Shutdown: Kind.SHUTDOWN,
+    StatusQuery: Kind.STATUS_QUERY,
+    StatusReply: Kind.STATUS_REPLY,
 }
 
 
@@ -315,6 +336,10 @@ def _body_to_wire(body: Body) -> list[Any]:
         return [body.reason, body.deadline]
     if isinstance(body, Launch):
         return [body.generation, body.checkpoint]
+    if isinstance(body, StatusQuery):
+        return [body.nonce]
+    if isinstance(body, StatusReply):
+        return [body.nonce, body.doc]
     return [body.reason, body.exit_code]  # Shutdown
 
 
@@ -594,6 +619,12 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
     if kind is Kind.LAUNCH:
         _list(b, 2, "launch body")
         return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))
+    if kind is Kind.STATUS_QUERY:
+        _list(b, 1, "status_query body")
+        return StatusQuery(_int(b[0], "nonce"))
+    if kind is Kind.STATUS_REPLY:
+        _list(b, 2, "status_reply body")
+        return StatusReply(_int(b[0], "nonce"), _str(b[1], "doc"))
     _list(b, 2, "shutdown body")
     return Shutdown(_str(b[0], "reason"), _int(b[1], "exit_code"))
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,23 +163,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
     """Show the table (live, or once); exit 0 when observed, 3 when not (``--once``/``--json``)."""
+    if args.interval <= 0 or args.stale_after <= 0:
+        raise UsageError("--interval and --stale-after must be positive", "e.g. --interval 1 --stale-after 5")
     if args.status_coordinator:
-        raise UsageError("status --coordinator is not available yet: the coordinator has no status query",
-                         "run `neuron-watch status RUN-DIR` on the coordinator's node (its run directory "
-                         "holds status.json)")
+        return _run_view(args, _coordinator_view(args.status_coordinator, config, args.stale_after))
     where = args.run_dir or config.run_dir
     if not where:
         raise UsageError("no run directory given", "run `neuron-watch status RUN-DIR` (or set --run-dir)")
     run_dir = Path(where)
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a directory", "give the run directory of a neuron-watch run")
-    if args.interval <= 0 or args.stale_after <= 0:
-        raise UsageError("--interval and --stale-after must be positive", "e.g. --interval 1 --stale-after 5")
 
     def view() -> dict[str, Any]:
         doc, problem = read_status(run_dir)
         return assess(doc, time.time(), args.stale_after, problem)
 
+    return _run_view(args, view)
+
+
+def _coordinator_view(address: str, config: WatchConfig, stale_after: float) -> Callable[[], dict[str, Any]]:
+    """A view that asks the job's coordinator (authenticated with the job's secret) each time."""
+    from neuron_watch.auth import load_secret
+    from neuron_watch.coordinator import query_status
+    from neuron_watch.errors import TransportError
+
+    secret = load_secret(os.environ, config.secret_file)
+
+    def view() -> dict[str, Any]:
+        try:
+            doc: dict[str, Any] | None = query_status(address, secret)
+            problem = ""
+        except TransportError as exc:
+            doc, problem = None, str(exc)
+        return assess(doc, time.time(), stale_after, problem)
+
+    return view
+
+
+def _run_view(args: argparse.Namespace, view: Callable[[], dict[str, Any]]) -> int:
     if args.json or args.once:
         v = view()
         if args.json:

@@ -133,7 +133,7 @@ def test_lines_count() -> None:
 
 def test_commands_and_agent_kinds_are_disjoint() -> None:
     assert {k for k in Kind if k.is_command} == {Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH,
-                                                 Kind.SHUTDOWN}
+                                                 Kind.SHUTDOWN, Kind.STATUS_REPLY}
     assert p.AGENT_KINDS.isdisjoint(p.COMMAND_KINDS)
 
 
