@@ -36,12 +36,17 @@ class Launcher(abc.ABC):
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
+        self.tag = ""  # the node's name: per-node paths inside a run dir nodes may share
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
 
     @abc.abstractmethod
     def command(self, gen_dir: str, checkpoint: str) -> list[str]:
         """The exact argv for one generation."""
+
+    def log_root(self, gen_dir: str) -> str:
+        """Where this node's per-rank files appear for a generation (torchrun's --log-dir)."""
+        return os.path.join(gen_dir, "torchrun", self.tag) if self.tag else os.path.join(gen_dir, "torchrun")
 
     @abc.abstractmethod
     def describe(self, gen_dir: str) -> LaunchInfo:

@@ -23,9 +23,9 @@ SHIM_DIR = "bin"
 PID_FILE = "torchrun.pid"
 
 
-def shim_text(real_torchrun: list[str], gen_dir: str) -> str:
+def shim_text(real_torchrun: list[str], gen_dir: str, log_dir: str | None = None) -> str:
     """The ``torchrun`` shim: record our pid, exec the real torchrun with our log dir first."""
-    log_dir = os.path.join(gen_dir, "torchrun")
+    log_dir = log_dir or os.path.join(gen_dir, "torchrun")
     return (
         "#!/bin/sh\n"
         "# neuron-watch: per-rank files for the watchdog, then the real torchrun (exec keeps this pid)\n"
@@ -62,7 +62,7 @@ class CommandLauncher(Launcher):
 
     def describe(self, gen_dir: str) -> LaunchInfo:
         # Shape unknown up front (the script decides); ranks are numbered from torchrun's workers.
-        return LaunchInfo(log_dir=os.path.join(gen_dir, "torchrun"))
+        return LaunchInfo(log_dir=self.log_root(gen_dir))
 
     def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
         self.gen_dir = gen_dir
@@ -73,7 +73,7 @@ class CommandLauncher(Launcher):
             os.makedirs(shim_dir, exist_ok=True)
             shim = os.path.join(shim_dir, "torchrun")
             with open(shim, "w", encoding="utf-8") as f:
-                f.write(shim_text(real, gen_dir))
+                f.write(shim_text(real, gen_dir, self.log_root(gen_dir)))
             os.chmod(shim, 0o755)
             child_env["PATH"] = shim_dir + os.pathsep + env.get("PATH", os.defpath)
         return super().start(gen_dir, checkpoint, child_env)

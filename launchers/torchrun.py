@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -71,7 +70,7 @@ class TorchrunLauncher(Launcher):
         self.prefix, self.python = torchrun_command()
 
     def our_args(self, gen_dir: str) -> list[str]:
-        return ["--log-dir", os.path.join(gen_dir, "torchrun"), "--redirects", "3"]
+        return ["--log-dir", self.log_root(gen_dir), "--redirects", "3"]
 
     def command(self, gen_dir: str, checkpoint: str) -> list[str]:
         return [*self.prefix, *self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]
@@ -102,7 +101,7 @@ class TorchrunLauncher(Launcher):
             nproc_per_node=int(str(nproc)) if str(nproc).isdigit() else None,
             nnodes=int(nnodes.split(":")[-1]) if nnodes.split(":")[-1].isdigit() else None,
             node_rank=int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None,
-            log_dir=str(a.get("log_dir") or os.path.join(gen_dir, "torchrun")),
+            log_dir=str(a.get("log_dir") or self.log_root(gen_dir)),
             coordinator_host=host.strip("[]") or None,
             warnings=tuple(warnings),
         )

@@ -108,6 +108,8 @@ class NodeAgent:
         self.clock = clock
         self.wall = wall
         self.sampler = ProcessSampler()
+        launcher.tag = node  # per-node file names inside a shared run dir
+        self._described_root: str | None = None
         self.info: LaunchInfo | None = None
         self.gen: NodeGeneration | None = None
         self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
@@ -141,12 +143,14 @@ class NodeAgent:
         env.update({"NEURON_WATCH_CHECKPOINT": checkpoint, "NEURON_WATCH_RESTART_COUNT": str(generation),
                     "NEURON_WATCH_GENERATION": str(generation)})
         streams = RankStreams(self.node, gen_dir, self.echo)
-        log_file = open(os.path.join(gen_dir, "launcher.log"), "a", encoding="utf-8")  # noqa: SIM115
+        # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
+        log_file = open(os.path.join(gen_dir, f"launcher-{self.node}.log"), "a", encoding="utf-8")  # noqa: SIM115
         self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock())
-        with open(os.path.join(gen_dir, "command.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(gen_dir, f"command-{self.node}.json"), "w", encoding="utf-8") as f:
             json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
         self.launcher.start(gen_dir, checkpoint, env)
         if self.info is None:  # the job's shape does not change between generations: read it once
+            self._described_root = self.launcher.log_root(gen_dir)
             try:
                 self.info = self.launcher.describe(gen_dir)
             except Exception as exc:  # the launcher itself reports a bad argument; keep watching
@@ -155,8 +159,8 @@ class NodeAgent:
             for w in self.info.warnings:
                 log.warning("%s", w)
         # Our own --log-dir moves with the generation; a user's --log-dir stays where they put it.
-        ours = self.info.log_dir is None or os.path.basename(os.path.dirname(self.info.log_dir)).startswith("gen-")
-        streams.set_log_root(os.path.join(gen_dir, "torchrun") if ours else str(self.info.log_dir))
+        ours = self.info.log_dir is None or self.info.log_dir == self._described_root
+        streams.set_log_root(self.launcher.log_root(gen_dir) if ours else str(self.info.log_dir))
         if self.info.nnodes == 1:
             streams.rank_offset = 0
         if self._link is not None:
@@ -275,7 +279,7 @@ class NodeAgent:
 
     def _drain_output(self, final: bool) -> None:
         gen = self.gen
-        if gen is None:
+        if gen is None or self._link is None:  # not linked yet: the files keep everything until we are
             return
         now, wall = self.clock(), self.wall()
         for text in self.launcher.read_output(final):
@@ -303,7 +307,7 @@ class NodeAgent:
 
     def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
         pid = self.launcher.pid
-        if pid is None or gen.exit_code is not None:
+        if pid is None or gen.exit_code is not None or self._link is None:
             return
         workers, compilers = self.sampler.sample(pid)
         if workers and gen.streams.rank_offset is None:

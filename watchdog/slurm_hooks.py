@@ -70,6 +70,9 @@ class HookConfig:
     per_hour: int = 4
     scontrol: str | None = None
     stop_timeout: float = 10.0
+    artifacts_dir: str | None = None  # where the epilog keeps evidence of failed jobs (None: not kept)
+    core_dump_dir: str = "/tmp/neuron-core-dump"  # the runtime's default (notes/neuron.md §4.8)
+    evidence_budget: float = 20.0  # seconds the epilog may spend collecting evidence
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,7 +80,8 @@ _KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "health": {"budget": (int, float), "root": str, "instance_type": str, "fqdn": str, "skip": list,
                "observe_only": bool},
     "drain": {"state_file": str, "per_job": int, "per_hour": int, "scontrol": str},
-    "epilog": {"stop_timeout": (int, float)},
+    "epilog": {"stop_timeout": (int, float), "artifacts_dir": str, "core_dump_dir": str,
+               "evidence_budget": (int, float)},
 }
 
 
@@ -269,6 +273,11 @@ def run_epilog(cfg: HookConfig, env: Mapping[str, str]) -> int:
     if not job:
         _say("epilog: no SLURM_JOB_ID in the environment; nothing to clean up")
         return 0
+    exit_code = env.get("SLURM_JOB_EXIT_CODE2") or env.get("SLURM_JOB_EXIT_CODE")
+    if exit_code and exit_code not in ("0", "0:0"):
+        # Evidence first (core dumps, kernel messages, device state), then the cleanup.
+        _say(f"epilog {node} job {job}: job ended with {exit_code}")
+        collect_failed_job(cfg, env, job, node or "node", exit_code)
     try:
         pids = job_leftovers(job, node)
     except OSError as exc:  # soft: report, never fail the epilog for it
@@ -283,10 +292,39 @@ def run_epilog(cfg: HookConfig, env: Mapping[str, str]) -> int:
     if survived:
         print(f"neuron-watch epilog on {node}: pid(s) {survived} of job {job} survived SIGKILL", file=sys.stderr)
         return 1
-    exit_code = env.get("SLURM_JOB_EXIT_CODE2") or env.get("SLURM_JOB_EXIT_CODE")
-    if exit_code and exit_code not in ("0", "0:0"):
-        _say(f"epilog {node} job {job}: job ended with {exit_code}")
     return 0
+
+
+def collect_failed_job(cfg: HookConfig, env: Mapping[str, str], job: str, node: str, exit_code: str) -> Path | None:
+    """Keep this node's evidence of a failed job (kernel messages, neuron-ls, ECC counters, runtime core
+    dumps, compiler logs, versions) under ``<artifacts_dir>/<job>/``; bounded, never raises.
+
+    Returns the bundle directory, or None when ``[epilog] artifacts_dir`` is not set or it failed.
+    """
+    if not cfg.artifacts_dir:
+        return None
+    from neuron_watch.evidence import IncidentContext, capture_node_bundle
+
+    restart = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
+    ctx = IncidentContext(
+        job_id=job,
+        generation=int(restart) if restart.isdigit() else 0,
+        incident=int(restart) if restart.isdigit() else 0,
+        node=node,
+        run_dir=Path(cfg.artifacts_dir) / job,
+        verdict={"label": "other_crash", "reason": f"Slurm job {job} ended with {exit_code} (epilog)"},
+        env=dict(env),
+        core_dump_dir=Path(cfg.core_dump_dir),
+        deadline_s=cfg.evidence_budget,
+        work_dirs=[Path(env["SLURM_JOB_WORK_DIR"])] if env.get("SLURM_JOB_WORK_DIR") else [],
+    )
+    try:
+        bundle = capture_node_bundle(ctx)
+    except Exception as exc:  # soft: an epilog failure would drain the node
+        _say(f"epilog {node} job {job}: evidence not kept: {exc}")
+        return None
+    _say(f"epilog {node} job {job}: evidence kept in {bundle.bundle_dir} ({len(bundle.missing)} item(s) missing)")
+    return bundle.bundle_dir
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:

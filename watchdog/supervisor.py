@@ -9,6 +9,7 @@ every node's agent connects to it. One loop; signal handlers only record the sig
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -106,7 +107,8 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     env = os.environ
     job_id = config.job_id or make_job_id(env)
     run_dir = os.path.abspath(config.run_dir or os.path.join("neuron-watch-runs", job_id))
-    node = env.get("NEURON_WATCH_NODE") or socket.gethostname().split(".")[0]
+    # Slurm's node name where there is one (unique in the job, even for several slurmd on one host)
+    node = env.get("NEURON_WATCH_NODE") or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     marker = f"{job_id}-{secrets.token_hex(4)}"
     launcher = make_launcher(marker)
 
@@ -164,6 +166,11 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         if multi:
             secret = load_secret(env, config.secret_file)
             address = config.coordinator or f"{info.coordinator_host or '127.0.0.1'}:{DEFAULT_COORDINATOR_PORT}"
+            if not config.job_id and not env.get("SLURM_JOB_ID"):
+                # Every node must speak of the same job; without --job-id or Slurm's, the one thing
+                # all nodes share is where the coordinator is.
+                job_id = "nw-" + hashlib.sha256(address.encode()).hexdigest()[:12]
+                agent.job_id = job_id
             if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
                 coord = _coordinator(config, f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret, run_dir, job_id,
                                      info.nnodes)

@@ -96,6 +96,11 @@ def main() -> int:
         # The torch_distributed runner would set these for EFA instances; we bypass it.
         env.setdefault("FI_PROVIDER", "efa")
         env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+    # Every host's agent names itself after its SageMaker host (algo-1, algo-2, ...): host names
+    # inside the containers need not be unique.
+    env.setdefault("NEURON_WATCH_NODE", env["SM_CURRENT_HOST"])
+    if env.get("TRAINING_JOB_NAME"):  # one job id on every host: the training job's name
+        env.setdefault("NEURON_WATCH_JOB_ID", env["TRAINING_JOB_NAME"])
     print("entry.py: exec " + " ".join(argv), flush=True)
     os.makedirs(argv[argv.index("--run-dir") + 1], exist_ok=True)
     os.execvpe(argv[0], argv, env)

@@ -13,6 +13,7 @@ neuron-watch in the container. Checkpoints go to ``/opt/ml/checkpoints``, synced
 from __future__ import annotations
 
 import argparse
+import secrets
 
 
 def main() -> None:
@@ -44,6 +45,8 @@ def main() -> None:
             "NEURON_COMPILE_CACHE_URL": f"s3://{a.bucket}/neuron-compile-cache",
             # neuron-watch uploads incident bundles here as soon as they are captured
             "NEURON_WATCH_ARTIFACTS": f"s3://{a.bucket}/neuron-watch/incidents",
+            # the job's secret: every host's neuron-watch links to the coordinator on algo-1 with it
+            "NEURON_WATCH_SECRET": secrets.token_hex(32),
         },
         max_run=24 * 3600,
     )

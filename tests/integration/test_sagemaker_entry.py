@@ -69,7 +69,8 @@ def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path) -> None:
     port = str(29000 + os.getpid() % 900)
     procs = []
     for host in ("algo-1", "algo-2"):
-        env = sm_env(tmp_path, ["algo-1", "algo-2"], host, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        env = sm_env(tmp_path, ["algo-1", "algo-2"], host, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                     NEURON_WATCH_SECRET="e" * 32)  # the estimator's environment (launch_estimator.py)
         log = open(tmp_path / f"{host}.log", "wb")  # noqa: SIM115 - closed below
         procs.append((subprocess.Popen([sys.executable, str(ENTRY), "--steps", "4", "--checkpoint-every", "2",
                                         "--step-time", "0.01"], env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -186,3 +186,24 @@ def test_prolog_json_mode_runs_without_path_or_home(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.splitlines()[0])
     assert doc["node"] == "n9" and {x["name"]: x["status"] for x in doc["checks"]}["devices"] == "ok"
+
+
+def test_epilog_keeps_the_evidence_of_a_failed_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    c = slurm_cluster
+    write_config(c, fake_trn1(tmp_path / "root"), fqdn="short.example")
+    artifacts, dumps = tmp_path / "artifacts", tmp_path / "core-dumps"
+    crash = dumps / "dt-20250917-194443-cid-0000000000000000"
+    crash.mkdir(parents=True)
+    (crash / "i-0b514eadc4fec7de6-nrt-pid-897.log").write_text("ERROR  NRT:nrt_infodump Failure: NRT_EXEC_OOB\n")
+    with c.hook_config.open("a") as f:
+        f.write(f'[epilog]\nartifacts_dir = "{artifacts}"\ncore_dump_dir = "{dumps}"\nevidence_budget = 15\n')
+    ok = c.run("sbatch", "-w", "n2", "-o", str(tmp_path / "ok.out"), "--wrap", "true").stdout.split()[-1]
+    bad = c.run("sbatch", "-w", "n2", "-o", str(tmp_path / "bad.out"), "--wrap", "exit 3").stdout.split()[-1]
+    for job in (ok, bad):
+        c.wait_for(f"job {job} finished", lambda job=job: c.job_state(job) in ("COMPLETED", "FAILED"))
+    manifest_path = artifacts / bad / "incidents" / "incident-0" / "n2" / "manifest.json"
+    c.wait_for("the epilog's bundle", manifest_path.exists, timeout=60)
+    manifest = json.loads(manifest_path.read_text())
+    assert any("nrt-pid-897" in f["path"] for f in manifest["files"])  # the runtime's core dump came along
+    assert not (artifacts / ok).exists()  # a job that succeeded leaves nothing behind
+    assert c.node_states()["n2"][0] == "idle"  # the epilog never drains for this

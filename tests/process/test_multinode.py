@@ -101,7 +101,8 @@ def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Pa
     restarts = named(evs, "restart")
     assert len(restarts) == 1 and restarts[0]["checkpoint"].endswith("step_5")
     for _p, run_dir in nodes:
-        gen1 = json.loads((run_dir / "gen-1" / "command.json").read_text())
+        node = run_dir.name.replace("node", "n")
+        gen1 = json.loads((run_dir / "gen-1" / f"command-{node}.json").read_text())
         assert gen1["checkpoint"] == restarts[0]["checkpoint"]
     assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
     stacks = nodes[1][1] / "incidents" / "incident-1" / "n1" / "stacks" / "rank-3.txt"
