@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.procs import TOY, pids_with_env, wait_until_gone
+from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration
@@ -35,20 +34,6 @@ echo "node $SLURMD_NODENAME nodeid $SLURM_NODEID procid $SLURM_PROCID step $SLUR
 exec torchrun --nnodes 2 --nproc_per_node 2 --node_rank "$SLURM_NODEID" \\
     --master_addr 127.0.0.1 --master_port "$MASTER_PORT" "$TOY" --checkpoint-dir "$CKPT" "$@"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == name]
 
 
 def kill_job_processes(job: str) -> list[int]:

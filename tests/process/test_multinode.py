@@ -8,35 +8,29 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, TOY, force_cleanup, kill_group, pids_with_env, wait_until_gone
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    TOY,
+    events,
+    force_cleanup,
+    free_port,
+    kill_group,
+    named,
+    pids_with_env,
+    wait_until_gone,
+)
 
 pytestmark = pytest.mark.process
 
 NPROC = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == name]
 
 
 @contextmanager

@@ -12,23 +12,23 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, TOY, force_cleanup, pids_with_env, started, wait_until_gone
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    TOY,
+    events,
+    force_cleanup,
+    named,
+    pids_with_env,
+    started,
+    wait_until_gone,
+)
 
 pytestmark = pytest.mark.process
 
 NPROC = "4"
-
-
-def events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def named(evs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == name]
 
 
 def watch(
