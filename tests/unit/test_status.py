@@ -107,10 +107,12 @@ def test_cli_once_table_and_missing_file(tmp_path: Path, capsys: pytest.CaptureF
 
 @pytest.mark.parametrize(
     ("argv", "problem"),
-    [(["status", "--coordinator", "h:1", "--once"], "not available yet"),
+    [(["status", "--coordinator", "h:1", "--once"], "no job secret"),
      (["status", "/nonexistent-run-dir", "--once"], "is not a directory"),
      (["status", "--once"], "no run directory given")],
 )
-def test_cli_usage_errors(argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_usage_errors(argv: list[str], problem: str, capsys: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEURON_WATCH_SECRET", raising=False)  # the coordinator query needs the job's secret
     code, _out, err = run_cli(argv, capsys)
     assert code == 2 and problem in err and "next step" in err
