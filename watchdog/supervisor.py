@@ -234,6 +234,7 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             if coord is not None:  # keep serving briefly so every node receives the shutdown
                 end = time.monotonic() + SHUTDOWN_GRACE
                 while time.monotonic() < end and not all(v.status == "exited" for v in coord.nodes.values()):
+                    agent.link.tick(time.monotonic(), time.time())  # our own "exited" must go out too
                     coord.poll(0.05)
                     coord.tick(time.monotonic())
             return code

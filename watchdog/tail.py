@@ -23,6 +23,8 @@ from neuron_watch.logtext import logical_lines, split_rank_prefix
 MAX_READ = 4 << 20
 #: A partial line longer than this is passed on as a line of its own (a megabyte-long line must not grow forever).
 MAX_PARTIAL = 1 << 20
+#: Seconds between looks for new rank files (torchrun creates them all at once when workers start).
+DISCOVER_EVERY = 1.0
 
 _PATH = re.compile(r"attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
 
@@ -73,6 +75,7 @@ class RankStreams:
         self._lineno: dict[int, int] = {}
         self._pending: list[tuple[int, str]] = []  # (local rank, text) until the offset is known
         self.lines_seen = 0
+        self._last_discover = -1e18
 
     def set_log_root(self, path: str) -> None:
         self.log_root = path
@@ -83,9 +86,12 @@ class RankStreams:
     def rank_logs(self) -> dict[int, str]:
         return {r: self.rank_log(r) for r in sorted(self._out)}
 
-    def discover(self) -> None:
-        if self.log_root is None:
+    def discover(self, mono: float = 0.0, force: bool = True) -> None:
+        """Find new per-rank files (unless ``force``: at most every :data:`DISCOVER_EVERY` seconds once
+        some exist)."""
+        if self.log_root is None or (not force and self._tails and mono - self._last_discover < DISCOVER_EVERY):
             return
+        self._last_discover = mono
         for path in glob.glob(os.path.join(self.log_root, "*", "attempt_*", "*", "std*.log")):
             if path not in self._tails:
                 m = _PATH.search(path)
@@ -94,7 +100,7 @@ class RankStreams:
 
     def poll(self, mono: float, wall: float, final: bool = False) -> list[LogLine]:
         """New lines from every rank since the last poll (``final``: flush partial lines too)."""
-        self.discover()
+        self.discover(mono, force=final)
         raw: list[tuple[int, str]] = list(self._pending) if self.rank_offset is not None else []
         if self.rank_offset is not None:
             self._pending.clear()
