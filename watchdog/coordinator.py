@@ -354,7 +354,8 @@ class Coordinator:
             self._loss_report(view, body.dropped_lines, body.dropped_msgs)
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
-            self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=detail)
+            if self.sm.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
+                self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=detail)
         elif isinstance(body, Procs):
             if body.workers:
                 view.worker_pids = dict(body.workers)
