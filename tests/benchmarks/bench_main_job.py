@@ -45,12 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.procs import pids_with_env
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 NEURON_WATCH = str(VENV_BIN / "neuron-watch")
 TORCHRUN = str(VENV_BIN / "torchrun")
 TOY = str(ROOT / "examples" / "toy" / "train.py")
 NPROC = "4"
+
 MARKER = "NW_BENCH_MARKER"  # in every process we start (and so in every rank): how leftovers are found
 RUN_DEADLINE = 240.0  # seconds one launch may take before it is stopped
 STOP_GRACE = 20.0  # SIGTERM -> SIGKILL
@@ -72,34 +75,19 @@ class Run:
     cpu: float = 0.0  # user+sys CPU seconds of the launch and every descendant reaped in its tree
 
 
-def pids_with(marker: str) -> list[int]:
-    """Live (non-zombie) pids whose environment carries ``MARKER=marker``."""
-    needle = f"{MARKER}={marker}".encode()
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            raw = Path(f"/proc/{d}/environ").read_bytes()
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X") and needle in raw.split(b"\0"):
-            out.append(int(d))
-    return out
 
 
 def sweep(marker: str, grace: float = 5.0) -> int:
     """Stop every process still carrying ``marker`` (SIGTERM, SIGKILL at the deadline); returns how many."""
-    left = pids_with(marker)
+    left = pids_with_env(MARKER, marker)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + grace
-        while pids_with(marker) and time.monotonic() < deadline:
+        while pids_with_env(MARKER, marker) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if not pids_with(marker):
+        if not pids_with_env(MARKER, marker):
             break
     return len(left)
 

@@ -6,7 +6,6 @@ serve a real agent afterwards; an agent must accept none of it as a command.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -24,6 +23,7 @@ from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.protocol import SCHEMA_VERSION, Header, Heartbeat, Kind, Lines, Msg, RankLines, Stop, encode
 from neuron_watch.transport import CoordinatorSocket
+from tests.fixtures.procs import kill_group
 
 pytestmark = pytest.mark.integration
 
@@ -68,15 +68,6 @@ def random_frames(rng: random.Random, agent_signer: Signer) -> list[bytes]:
     return agent_signer.sign(encode(Msg(hb, Heartbeat())))  # right secret, wrong job
 
 
-def _stop(proc: subprocess.Popen[str], deadline: float = 10.0) -> int:
-    """SIGTERM the process group, SIGKILL at the deadline, always reap."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        return proc.wait(deadline)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
 
 
 def test_random_frames_at_a_live_coordinator(tmp_path: Path) -> None:
@@ -134,7 +125,7 @@ def test_random_frames_at_a_live_coordinator(tmp_path: Path) -> None:
         assert (run_dir / "merged.log").read_text().splitlines()[-1].endswith("real/rank0 | real line")
     finally:
         ctx.term()
-        code = _stop(proc)
+        code = kill_group(proc)
     assert code == 128 + signal.SIGTERM
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)

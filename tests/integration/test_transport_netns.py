@@ -8,7 +8,6 @@ namespaces. Every process it starts is in its own group, stopped with one deadli
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_binary
+from tests.fixtures.procs import kill_group
 
 pytestmark = pytest.mark.integration
 
@@ -86,14 +86,6 @@ def two_hosts() -> Iterator[tuple[str, str]]:
     assert coord not in out and agent not in out
 
 
-def _stop(proc: subprocess.Popen[str], deadline: float = 10.0) -> int:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        return proc.wait(deadline)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
 
 
 def test_agent_and_coordinator_in_separate_namespaces(two_hosts: tuple[str, str], tmp_path: Path) -> None:
@@ -135,8 +127,8 @@ def test_agent_and_coordinator_in_separate_namespaces(two_hosts: tuple[str, str]
         assert json.loads(summary.read_text())["unclassified_batches"] == 0
     finally:
         if agent is not None and agent.poll() is None:
-            _stop(agent)
-        code = _stop(coord)
+            kill_group(agent)
+        code = kill_group(coord)
     assert code == 128 + signal.SIGTERM
     for p in (coord, agent):
         assert p is not None
