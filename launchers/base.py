@@ -20,6 +20,9 @@ class LaunchInfo:
     nproc_per_node: int | None = None
     nnodes: int | None = None
     node_rank: int | None = None
+    # Global rank of this node's local rank 0, when the launcher fixes it before start (torchrun's
+    # static rendezvous: node_rank * nproc_per_node); None when a rendezvous assigns it at run time.
+    rank_offset: int | None = None
     log_dir: str | None = None  # where per-rank output files appear
     coordinator_host: str | None = None  # where node 0 runs (MASTER_ADDR / rendezvous host)
     warnings: tuple[str, ...] = ()

@@ -98,12 +98,20 @@ class TorchrunLauncher(Launcher):
         endpoint = str(a.get("rdzv_endpoint") or "")
         if str(a.get("rdzv_backend", "static")) != "static" and endpoint:
             host = endpoint.rsplit(":", 1)[0] if ":" in endpoint else endpoint
-        nproc = a.get("nproc_per_node")
-        nnodes = str(a.get("nnodes", "1"))
+        nproc_text, nnodes_text = str(a.get("nproc_per_node")), str(a.get("nnodes", "1")).split(":")[-1]
+        nproc = int(nproc_text) if nproc_text.isdigit() else None
+        nnodes = int(nnodes_text) if nnodes_text.isdigit() else None
+        node_rank = int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None
+        # A static rendezvous makes node_rank the group rank, so the global ranks are known before
+        # start (the same --nproc_per_node on every node, as launch scripts pass it); any other
+        # rendezvous assigns them at run time and the agent reads them from the workers.
+        static = str(a.get("rdzv_backend", "static")) == "static" and not a.get("standalone")
+        offset = 0 if nnodes == 1 else (node_rank * nproc if static and nproc and node_rank is not None else None)
         return LaunchInfo(
-            nproc_per_node=int(str(nproc)) if str(nproc).isdigit() else None,
-            nnodes=int(nnodes.split(":")[-1]) if nnodes.split(":")[-1].isdigit() else None,
-            node_rank=int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None,
+            nproc_per_node=nproc,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            rank_offset=offset,
             log_dir=str(a.get("log_dir") or self.log_root(gen_dir)),
             coordinator_host=host.strip("[]") or None,
             warnings=tuple(warnings),

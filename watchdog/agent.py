@@ -161,8 +161,7 @@ class NodeAgent:
         # Our own --log-dir moves with the generation; a user's --log-dir stays where they put it.
         ours = self.info.log_dir is None or self.info.log_dir == self._described_root
         streams.set_log_root(self.launcher.log_root(gen_dir) if ours else str(self.info.log_dir))
-        if self.info.nnodes == 1:
-            streams.rank_offset = 0
+        streams.rank_offset = self.info.rank_offset  # None: learned from the workers' RANK (see _sample)
         if self._link is not None:
             self._link.set_generation(generation)
         self._last_sample = -1e18
@@ -310,9 +309,15 @@ class NodeAgent:
         if pid is None or gen.exit_code is not None or self._link is None:
             return
         workers, compilers = self.sampler.sample(pid)
-        if workers and gen.streams.rank_offset is None:
+        if workers:
             w = workers[0]
-            gen.streams.rank_offset = w.rank - w.local_rank
+            offset = w.rank - w.local_rank
+            if gen.streams.rank_offset is None:
+                gen.streams.rank_offset = offset
+            elif gen.streams.rank_offset != offset:  # nodes with different --nproc_per_node: the workers know
+                log.warning("ranks on this node start at %d, not %d as the launch arguments implied; "
+                            "lines from now on carry the workers' own ranks", offset, gen.streams.rank_offset)
+                gen.streams.rank_offset = offset
         if len(workers) < len(gen.worker_pids) and not gen.finishing:
             # Ranks are ending while the launcher still runs: it is about to report how the
             # generation ended (a clean end of training, or a failure). Not a hang.

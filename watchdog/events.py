@@ -47,7 +47,7 @@ class RankKey:
     rank: int
 
     def __str__(self) -> str:
-        return f"{self.node}/rank{self.rank}"
+        return f"{self.node}/rank{self.rank}" if self.rank >= 0 else f"{self.node}/rank?"
 
 
 @dataclass(frozen=True, slots=True)

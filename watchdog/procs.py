@@ -276,7 +276,7 @@ class ProcessSampler:
     """Finds the workers of a launcher (children carrying LOCAL_RANK) and compiler descendants."""
 
     def __init__(self) -> None:
-        self._env_cache: dict[int, tuple[int, int] | None] = {}
+        self._env_cache: dict[int, tuple[int, int]] = {}  # pid -> (local rank, rank)
 
     def sample(self, launcher_pid: int) -> tuple[list[WorkerProc], list[CompilerProc]]:
         stats: dict[int, ProcInfo] = {}
@@ -307,10 +307,15 @@ class ProcessSampler:
         return workers, compilers
 
     def _ranks(self, pid: int) -> tuple[int, int] | None:
-        if pid not in self._env_cache:
-            env = read_environ(pid)
-            try:
-                self._env_cache[pid] = (int(env["LOCAL_RANK"]), int(env["RANK"]))
-            except (KeyError, ValueError):
-                self._env_cache[pid] = None
-        return self._env_cache[pid]
+        cached = self._env_cache.get(pid)
+        if cached is not None:
+            return cached
+        env = read_environ(pid)
+        try:
+            ranks = int(env["LOCAL_RANK"]), int(env["RANK"])
+        except (KeyError, ValueError):
+            # Not cached: caught between fork and exec, a worker still shows the launcher's
+            # environment (no RANK yet); the same pid has it a moment later.
+            return None
+        self._env_cache[pid] = ranks
+        return ranks

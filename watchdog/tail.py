@@ -26,6 +26,9 @@ MAX_PARTIAL = 1 << 20
 #: Seconds between looks for new rank files (torchrun creates them all at once when workers start).
 DISCOVER_EVERY = 1.0
 
+#: The rank of lines whose global rank could not be learned (RankKey's "unknown").
+UNATTRIBUTED = -1
+
 _PATH = re.compile(r"attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
 
 
@@ -75,13 +78,15 @@ class RankStreams:
         self._lineno: dict[int, int] = {}
         self._pending: list[tuple[int, str]] = []  # (local rank, text) until the offset is known
         self.lines_seen = 0
+        self.unattributed_lines = 0  # lines sent without a global rank (see poll)
         self._last_discover = -1e18
 
     def set_log_root(self, path: str) -> None:
         self.log_root = path
 
     def rank_log(self, rank: int) -> str:
-        return os.path.join(self.gen_dir, f"rank-{rank}.log")
+        name = f"unattributed-{self.node}.log" if rank == UNATTRIBUTED else f"rank-{rank}.log"
+        return os.path.join(self.gen_dir, name)
 
     def rank_logs(self) -> dict[int, str]:
         return {r: self.rank_log(r) for r in sorted(self._out)}
@@ -107,13 +112,20 @@ class RankStreams:
         for tail, local_rank in self._tails.values():
             for text in tail.read_lines(final):
                 raw.append((local_rank, text))
-        if self.rank_offset is None:
+        if self.rank_offset is None and not final:
             self._pending.extend(raw)
             return []
+        if self.rank_offset is None:
+            # The generation ended before any worker told us its rank (it died at once): the lines
+            # still go out, marked with the local rank, on the node's unattributed stream.
+            raw = list(self._pending) + raw
+            self._pending.clear()
+            self.unattributed_lines += len(raw)
+            raw = [(UNATTRIBUTED, f"[local_rank {local_rank}] {text}") for local_rank, text in raw]
         out: list[LogLine] = []
         echo_lines: list[str] = []
         for local_rank, text in raw:
-            rank = local_rank + self.rank_offset
+            rank = UNATTRIBUTED if local_rank == UNATTRIBUTED else local_rank + (self.rank_offset or 0)
             f = self._out.get(rank)
             if f is None:
                 f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115

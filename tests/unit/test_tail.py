@@ -45,3 +45,19 @@ def test_rank_streams_map_local_to_global_rank_and_write_rank_logs(tmp_path: Pat
     assert (tmp_path / "rank-9.log").read_text() == "hello from 1\n"
     assert any(e.startswith("[rank8] hello from 0") for e in "\n".join(echoed).splitlines())
     s.close()
+
+
+def test_lines_of_a_generation_that_ended_before_its_ranks_were_known_still_go_out(tmp_path: Path) -> None:
+    root = tmp_path / "torchrun"
+    d = root / "job_abc" / "attempt_0" / "0"
+    d.mkdir(parents=True)
+    (d / "stdout.log").write_text("Failure: NRT_EXEC_HW_ERR_HBM_UE in nrt_execute()\n")
+    s = RankStreams("n2", str(tmp_path))
+    s.set_log_root(str(root))
+    assert s.poll(1.0, 1.0) == []
+    lines = s.poll(2.0, 2.0, final=True)  # the launcher exited; no worker ever told us its RANK
+    assert [(str(ln.key), ln.text) for ln in lines] == [
+        ("n2/rank?", "[local_rank 0] Failure: NRT_EXEC_HW_ERR_HBM_UE in nrt_execute()")]
+    assert s.unattributed_lines == 1
+    assert "NRT_EXEC_HW_ERR_HBM_UE" in (tmp_path / "unattributed-n2.log").read_text()
+    s.close()
