@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
 
+#: What changes in the ranks' environment from one generation to the next (nothing else may).
+PER_GENERATION_ENV = frozenset({"NEURON_WATCH_CHECKPOINT", "NEURON_WATCH_RESTART_COUNT", "NEURON_WATCH_GENERATION"})
+
 
 @dataclass(frozen=True)
 class LaunchInfo:
@@ -58,14 +61,25 @@ class Launcher(abc.ABC):
     def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
         """Start a generation; returns the child's pid."""
         argv = self.command(gen_dir, checkpoint)
-        self.proc = start_in_new_group(
+        return self._adopt(start_in_new_group(
             argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        ))
+
+    def _adopt(self, proc: subprocess.Popen[bytes]) -> int:
+        """Make ``proc`` (its output on a pipe) this generation's launcher process."""
+        self.proc = proc
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         self._buf = b""
-        return self.proc.pid
+        return proc.pid
+
+    def prewarm(self, env: Mapping[str, str]) -> None:  # noqa: B027 - optional for a launcher
+        """Get the next generation's start ready while this one runs (optional; see TorchrunLauncher)."""
+
+    def spare_pids(self) -> tuple[int, ...]:
+        """Processes :meth:`prewarm` started for the next generation (kept by a generation's stop)."""
+        return ()
 
     @property
     def pid(self) -> int | None:
@@ -101,9 +115,13 @@ class Launcher(abc.ABC):
         if self.proc is not None:
             forward_signal(self.proc, sig)
 
-    def stop(self, grace: float, first_signal: int = signal.SIGTERM) -> StopResult:
-        """Stop this generation everywhere on the node: one deadline, SIGKILL after it, reap."""
-        return stop_everything(self.marker, self.proc, grace, first_signal)
+    def stop(self, grace: float, first_signal: int = signal.SIGTERM, keep_spare: bool = False) -> StopResult:
+        """Stop this generation everywhere on the node: one deadline, SIGKILL after it, reap.
+
+        ``keep_spare``: a relaunch follows, so what :meth:`prewarm` started stays.
+        """
+        return stop_everything(self.marker, self.proc, grace, first_signal,
+                               spare=self.spare_pids() if keep_spare else ())
 
     def close(self) -> None:
         """Release the output pipe of a generation that has ended (read what is left first)."""

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import PlatformError, UsageError
-from neuron_watch.launchers.base import Launcher, LaunchInfo, replace_placeholder
+from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
+from neuron_watch.procs import StopResult, start_in_new_group, stop_group
+
+log = logging.getLogger(__name__)
 
 _PARSE_SNIPPET = r"""
 import json, sys
@@ -27,6 +33,31 @@ a = get_args_parser().parse_args(sys.argv[1:])
 print(json.dumps({k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
                   for k, v in vars(a).items()}))
 """
+
+
+#: A torchrun started ahead of the next generation: it imports torchrun's module (the slow part,
+#: ~1.5 CPU-s) while the job still runs, then waits for its go-ahead (one JSON line on stdin: the
+#: generation's arguments and environment) and runs exactly what ``torchrun ARGS`` runs. EOF: not
+#: needed, exit 0.
+_SPARE_SNIPPET = r"""
+import json, os, sys
+import torch.distributed.run as run
+line = sys.stdin.readline()
+if not line:
+    sys.exit(0)
+go = json.loads(line)
+os.environ.clear()
+os.environ.update(go["env"])
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+sys.argv = [go["argv0"], *go["args"]]
+sys.path[0] = go["path0"]
+sys.exit(run.main(go["args"]))
+"""
+
+#: The stock console script: a ``torchrun`` on PATH that is anything else is never pre-started.
+_CONSOLE_SCRIPT = b"from torch.distributed.run import main"
 
 
 def torchrun_command() -> tuple[list[str], str]:
@@ -69,6 +100,84 @@ class TorchrunLauncher(Launcher):
                              "e.g. neuron-watch torchrun --nproc_per_node 4 train.py")
         self.user_args = user_args
         self.prefix, self.python = torchrun_command()
+        self.spare: subprocess.Popen[bytes] | None = None
+        self._spare_env: dict[str, str] = {}
+        self._spare_broken = False  # a spare failed once: start the usual way from then on
+
+    # -- the spare: the next generation's torchrun, started ahead -------------------------------
+
+    def _spare_entry(self) -> tuple[str, str] | None:
+        """(argv0, sys.path[0]) a spare must present to run as our torchrun does, or None if it cannot."""
+        if self.prefix[1:3] == ["-m", "torch.distributed.run"]:
+            return "torch.distributed.run", os.getcwd()
+        if len(self.prefix) == 1:
+            try:
+                with open(self.prefix[0], "rb") as f:
+                    script = f.read(4096)
+            except OSError:
+                return None
+            if _CONSOLE_SCRIPT in script:
+                return self.prefix[0], os.path.dirname(self.prefix[0])
+        return None
+
+    def prewarm(self, env: Mapping[str, str]) -> None:
+        """Start the next generation's torchrun now, to wait for its arguments (no-op if one waits)."""
+        if self._spare_broken or (self.spare is not None and self.spare.poll() is None):
+            return
+        if self._spare_entry() is None:
+            self._spare_broken = True
+            return
+        self._discard_spare()
+        self._spare_env = dict(env)
+        self.spare = start_in_new_group([self.python, "-c", _SPARE_SNIPPET], env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def spare_pids(self) -> tuple[int, ...]:
+        return (self.spare.pid,) if self.spare is not None and self.spare.poll() is None else ()
+
+    def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
+        """Start a generation: hand it to the spare when one waits with the same environment."""
+        spare, self.spare = self.spare, None
+        entry = self._spare_entry()
+        if spare is not None and entry is not None and _same_but_generation(self._spare_env, env):
+            go = {"argv0": entry[0], "path0": entry[1], "env": dict(env),
+                  "args": [*self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]}
+            assert spare.stdin is not None
+            try:
+                spare.stdin.write(json.dumps(go).encode() + b"\n")
+                spare.stdin.close()
+            except OSError:  # it died: say why, then start the usual way
+                pass
+            else:
+                log.info("generation starts in the pre-started torchrun (pid %d)", spare.pid)
+                return self._adopt(spare)
+        if spare is not None:
+            self._give_up_on(spare)
+        return super().start(gen_dir, checkpoint, env)
+
+    def _give_up_on(self, spare: subprocess.Popen[bytes]) -> None:
+        code = stop_group(spare, 5.0) if spare.poll() is None else spare.returncode
+        if code not in (0, -15):
+            out = spare.stdout.read().decode("utf-8", "replace").strip() if spare.stdout else ""
+            last = out.splitlines()[-1] if out else "(no output)"
+            log.warning("the pre-started torchrun exited with %s (%s); torchrun starts the usual way from now on",
+                        code, last)
+            self._spare_broken = True
+        if spare.stdout is not None:
+            spare.stdout.close()
+
+    def _discard_spare(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            if spare.stdin is not None:
+                spare.stdin.close()
+            self._give_up_on(spare)
+
+    def stop(self, grace: float, first_signal: int = signal.SIGTERM, keep_spare: bool = False) -> StopResult:
+        result = super().stop(grace, first_signal, keep_spare)
+        if not keep_spare:
+            self._discard_spare()
+        return result
 
     def our_args(self, gen_dir: str) -> list[str]:
         return ["--log-dir", self.log_root(gen_dir), "--redirects", "3"]
@@ -126,3 +235,9 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     from neuron_watch.supervisor import run_supervised
 
     return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
+
+
+def _same_but_generation(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether two environments differ only in the per-generation variables."""
+    return ({k: v for k, v in a.items() if k not in PER_GENERATION_ENV}
+            == {k: v for k, v in b.items() if k not in PER_GENERATION_ENV})

@@ -57,6 +57,9 @@ class NodeGeneration:
     pending_rank: int | None = None
     finishing: bool = False  # some ranks have ended while the launcher runs
     worker_pids: dict[int, int] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # the ranks' environment
+    progress_mark: int = 0  # the link's progress-line count when this generation started
+    prewarmed: bool = False  # the next generation's launcher was asked to get ready
 
 
 def compile_cache_dir(env: dict[str, str]) -> str | None:
@@ -145,7 +148,8 @@ class NodeAgent:
         streams = RankStreams(self.node, gen_dir, self.echo)
         # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
         log_file = open(os.path.join(gen_dir, f"launcher-{self.node}.log"), "a", encoding="utf-8")  # noqa: SIM115
-        self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock())
+        self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock(), env=env,
+                                  progress_mark=self._link.progress_lines if self._link is not None else 0)
         with open(os.path.join(gen_dir, f"command-{self.node}.json"), "w", encoding="utf-8") as f:
             json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
         self.launcher.start(gen_dir, checkpoint, env)
@@ -214,7 +218,7 @@ class NodeAgent:
 
     def stop(self, deadline: float) -> str:
         """Stop every process of the job on this node, then upload this node's bundles (bounded)."""
-        result = self.launcher.stop(deadline)
+        result = self.launcher.stop(deadline, keep_spare=True)  # the next generation may start with it
         if self.gen is not None and self.gen.exit_code is None:
             # We stopped it: its exit code is ours, not a failure (or an end) to report.
             code = self.launcher.poll()
@@ -272,6 +276,13 @@ class NodeAgent:
                 self.link.add_exits([(-1, code, self.clock())], now, wall)
                 self.link.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
                                  checkpoint=self.checkpoint())
+        if (gen is not None and not gen.prewarmed and gen.exit_code is None
+                and self.link.progress_lines > gen.progress_mark):
+            # The ranks train (their start-up, which needs every core, is over): get the next
+            # generation's launcher ready, so that a restart does not wait for it.
+            gen.prewarmed = True
+            if not self.cfg.no_prewarm:
+                self.launcher.prewarm(gen.env)
         reap_children()
         commands = self.link.tick(now, wall)
         return self.link.dispatch(commands, self, now, wall) if commands else None

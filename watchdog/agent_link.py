@@ -212,6 +212,7 @@ class AgentLink:
         self._hello: Hello | None = None
         self._kb: KnowledgeBase | None = None
         self._kb_fp = 0
+        self.progress_lines = 0  # progress lines this node's knowledge base matched so far
         if kb is not None:
             self.set_knowledge_base(kb)
 
@@ -272,6 +273,7 @@ class AgentLink:
         if self._kb is None:
             return Lines(ranks)
         found = self._kb.scan(texts)
+        self.progress_lines += sum(1 for _i, m in found if m.step is not None)
         matches = []
         for j in compact_matches([(chunk_of[i], m) for i, m in found]):
             i, m = found[j]

@@ -193,14 +193,17 @@ def stop_everything(
     grace: float,
     first_signal: int = signal.SIGTERM,
     poll: float = 0.05,
+    spare: Iterable[int] = (),
 ) -> StopResult:
-    """SIGTERM the leader's group and every marked process, SIGKILL what remains at one deadline, reap.
+    """SIGTERM the leader's group and every marked process but ``spare``, SIGKILL what remains at one
+    deadline, reap.
 
     Tolerates only processes that are already gone. ``grace`` is the one deadline for the whole stop.
     """
     t0 = time.monotonic()
     deadline = t0 + grace
-    targets = set(marked_pids(marker))
+    spare = tuple(spare)
+    targets = set(marked_pids(marker, spare))
     leader_alive = leader is not None and leader.poll() is None
     if not targets and not leader_alive:
         reap_children()
@@ -214,22 +217,22 @@ def stop_everything(
         reap_children()
         if leader is not None:
             leader.poll()
-        if not marked_pids(marker) and (leader is None or leader.returncode is not None):
+        if not marked_pids(marker, spare) and (leader is None or leader.returncode is not None):
             break
         time.sleep(poll)
     else:
         rung = "sigkill"
         if leader is not None and leader.poll() is None:
             _signal_group(leader.pid, signal.SIGKILL)
-        for pid in marked_pids(marker):
+        for pid in marked_pids(marker, spare):
             _signal_pid(pid, signal.SIGKILL)
     # After SIGKILL the kernel needs a moment; wait (bounded) and reap.
     kill_deadline = time.monotonic() + 5.0
-    survivors = marked_pids(marker)
+    survivors = marked_pids(marker, spare)
     while survivors and time.monotonic() < kill_deadline:
         reap_children()
         time.sleep(poll)
-        survivors = marked_pids(marker)
+        survivors = marked_pids(marker, spare)
     if leader is not None:
         try:
             leader.wait(timeout=max(0.1, kill_deadline - time.monotonic()))
@@ -239,6 +242,18 @@ def stop_everything(
     if survivors:
         log.error("processes survived SIGKILL: %s", survivors)
     return StopResult(rung, time.monotonic() - t0, survivors)
+
+
+def stop_group(leader: subprocess.Popen[bytes], grace: float) -> int:
+    """SIGTERM one group we own, SIGKILL it at the deadline, reap the leader; returns its exit code."""
+    if leader.poll() is None:
+        _signal_group(leader.pid, signal.SIGTERM)
+        try:
+            leader.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(leader.pid, signal.SIGKILL)
+            leader.wait()
+    return int(leader.returncode)
 
 
 def forward_signal(leader: subprocess.Popen[bytes], sig: int) -> None:

@@ -124,6 +124,8 @@ def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env:
     gen1 = (run_dir / "gen-1" / "rank-0.log").read_text()
     assert "resuming at step 11" in gen1 and "step 16 loss" in gen1
     assert "step 1 loss" not in gen1  # did not start over from step 0
+    # generation 1 ran in the torchrun started ahead while generation 0 trained
+    assert out.count("generation starts in the pre-started torchrun") == 1, out[-3000:]
 
 
 def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
@@ -139,9 +141,10 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
         "2",
         "--checkpoint-every",
         "5",
-        watch_args=("--hang-timeout", str(hang_timeout)),
+        watch_args=("--hang-timeout", str(hang_timeout), "--no-prewarm"),
     )
     assert code == 0, out[-3000:]
+    assert "pre-started torchrun" not in out  # --no-prewarm: every generation starts the usual way
     evs = events(run_dir)
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
     assert len(hang) == 1 and hang[0]["generation"] == 0

@@ -1,0 +1,84 @@
+"""torchrun as our launcher: the job's shape by torchrun's own parser, and the spare started ahead."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.launchers.torchrun import TorchrunLauncher
+from neuron_watch.procs import MARKER_ENV, alive, marked_pids
+
+pytestmark = pytest.mark.process
+
+
+@pytest.mark.parametrize(
+    ("args", "offset"),
+    [
+        # static rendezvous (the default with --master_addr): node_rank fixes the global ranks
+        (["--nnodes", "3", "--nproc_per_node", "4", "--node_rank", "2", "--master_addr", "10.0.0.1"], 8),
+        (["--nproc_per_node", "4"], 0),  # one node
+        # a c10d rendezvous assigns group ranks at run time: learned from the workers instead
+        (["--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:29400"], None),
+    ],
+)
+def test_rank_offset_is_known_before_start_only_for_a_static_rendezvous(
+    tmp_path: Path, args: list[str], offset: int | None
+) -> None:
+    info = TorchrunLauncher([*args, "train.py"], marker="test").describe(str(tmp_path))
+    assert info.rank_offset == offset
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, MARKER_ENV: f"spare-test-{tmp_path.name}", **extra}
+
+
+def _started_script(tmp_path: Path) -> TorchrunLauncher:
+    script = tmp_path / "train.py"
+    script.write_text("import os\nprint('rank', os.environ['RANK'], 'gen', os.environ['NEURON_WATCH_GENERATION'])\n")
+    return TorchrunLauncher(["--nproc_per_node", "1", str(script)], marker="unused")
+
+
+def _finish(launcher: TorchrunLauncher) -> str:
+    assert launcher.proc is not None
+    launcher.proc.wait(120)
+    out = "\n".join(launcher.read_output(final=True))
+    launcher.stop(5)
+    return out
+
+
+def test_the_spare_runs_the_next_generation_with_that_generations_environment(tmp_path: Path) -> None:
+    launcher = _started_script(tmp_path)
+    launcher.prewarm(_env(tmp_path, NEURON_WATCH_GENERATION="0"))
+    spare = launcher.spare_pids()
+    assert len(spare) == 1
+    pid = launcher.start(str(tmp_path / "gen-1"), "", _env(tmp_path, NEURON_WATCH_GENERATION="1"))
+    assert (pid,) == spare
+    assert _finish(launcher) == ""  # torchrun itself says nothing; the rank wrote to its file
+    logs = list((tmp_path / "gen-1" / "torchrun").glob("*/attempt_0/0/stdout.log"))
+    assert [p.read_text() for p in logs] == ["rank 0 gen 1\n"]
+    assert launcher.spare_pids() == ()
+
+
+def test_a_spare_with_another_environment_is_not_used_and_nothing_of_it_survives(tmp_path: Path) -> None:
+    launcher = _started_script(tmp_path)
+    launcher.prewarm(_env(tmp_path, NEURON_WATCH_GENERATION="0", SOMETHING="old"))
+    (spare,) = launcher.spare_pids()
+    pid = launcher.start(str(tmp_path / "gen-1"), "", _env(tmp_path, NEURON_WATCH_GENERATION="1", SOMETHING="new"))
+    assert pid != spare and not alive(spare)
+    _finish(launcher)
+    assert marked_pids(f"spare-test-{tmp_path.name}") == []
+
+
+def test_a_generation_stop_keeps_the_spare_and_a_final_stop_ends_it(tmp_path: Path) -> None:
+    launcher = _started_script(tmp_path)
+    env = _env(tmp_path, NEURON_WATCH_GENERATION="0")
+    launcher.marker = env[MARKER_ENV]
+    launcher.start(str(tmp_path / "gen-0"), "", env)
+    launcher.prewarm(env)
+    (spare,) = launcher.spare_pids()
+    launcher.stop(5, keep_spare=True)
+    assert alive(spare) and marked_pids(launcher.marker) == [spare]
+    launcher.stop(5)
+    assert marked_pids(launcher.marker) == [] and launcher.spare_pids() == ()
