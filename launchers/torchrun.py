@@ -22,7 +22,7 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import PlatformError, UsageError
 from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
-from neuron_watch.procs import StopResult, start_in_new_group, stop_group
+from neuron_watch.procs import StopResult, can_raise_priority_to, start_in_new_group, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +36,20 @@ print(json.dumps({k: (v if isinstance(v, (int, float, str, bool, type(None))) el
 
 
 #: A torchrun started ahead of the next generation: it imports torchrun's module (the slow part,
-#: ~1.5 CPU-s) while the job still runs, then waits for its go-ahead (one JSON line on stdin: the
-#: generation's arguments and environment) and runs exactly what ``torchrun ARGS`` runs. EOF: not
-#: needed, exit 0.
+#: ~1.5 CPU-s) while the job still runs, at nice 19 when it may return to our priority, so that it
+#: takes only idle CPU from the ranks; then waits for its go-ahead (one JSON line on stdin: the
+#: generation's arguments, environment and priority) and runs exactly what ``torchrun ARGS`` runs.
+#: EOF: not needed, exit 0.
 _SPARE_SNIPPET = r"""
 import json, os, sys
+if sys.argv[1:] == ["idle"]:
+    os.nice(19)
 import torch.distributed.run as run
 line = sys.stdin.readline()
 if not line:
     sys.exit(0)
 go = json.loads(line)
+os.setpriority(os.PRIO_PROCESS, 0, go["nice"])
 os.environ.clear()
 os.environ.update(go["env"])
 null = os.open(os.devnull, os.O_RDONLY)
@@ -129,8 +133,10 @@ class TorchrunLauncher(Launcher):
             return
         self._discard_spare()
         self._spare_env = dict(env)
-        self.spare = start_in_new_group([self.python, "-c", _SPARE_SNIPPET], env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Without the right to return to our priority it imports at ours (~1.5 CPU-s per generation).
+        idle = can_raise_priority_to(os.getpriority(os.PRIO_PROCESS, 0))
+        self.spare = start_in_new_group([self.python, "-c", _SPARE_SNIPPET, *(["idle"] if idle else [])], env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def spare_pids(self) -> tuple[int, ...]:
         return (self.spare.pid,) if self.spare is not None and self.spare.poll() is None else ()
@@ -140,7 +146,7 @@ class TorchrunLauncher(Launcher):
         spare, self.spare = self.spare, None
         entry = self._spare_entry()
         if spare is not None and entry is not None and _same_but_generation(self._spare_env, env):
-            go = {"argv0": entry[0], "path0": entry[1], "env": dict(env),
+            go = {"argv0": entry[0], "path0": entry[1], "env": dict(env), "nice": os.getpriority(os.PRIO_PROCESS, 0),
                   "args": [*self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]}
             assert spare.stdin is not None
             try:

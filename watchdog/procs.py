@@ -13,6 +13,7 @@ import ctypes
 import errno
 import logging
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -24,6 +25,23 @@ log = logging.getLogger("neuron_watch")
 MARKER_ENV = "NEURON_WATCH_INSTANCE"
 _PR_SET_CHILD_SUBREAPER = 36
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+_CAP_SYS_NICE = 23
+
+
+def can_raise_priority_to(nice: int) -> bool:
+    """Whether a process of ours at nice 19 could set its nice value back to ``nice``
+    (CAP_SYS_NICE, or an RLIMIT_NICE that allows it: see setpriority(2))."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            cap = next((int(line.split()[1], 16) for line in f if line.startswith("CapEff:")), 0)
+    except (OSError, ValueError):
+        cap = 0
+    if cap >> _CAP_SYS_NICE & 1:
+        return True
+    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+    return soft == resource.RLIM_INFINITY or 20 - nice <= soft
 
 
 def become_subreaper() -> bool:

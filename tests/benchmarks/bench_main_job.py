@@ -151,9 +151,12 @@ def toy_args(ckpt: Path, steps: int, step_time: float, extra: list[str]) -> list
     return [TOY, "--steps", str(steps), "--step-time", str(step_time), "--checkpoint-dir", str(ckpt), *extra]
 
 
+NW_ARGS: list[str] = []  # --nw-args: extra neuron-watch options (e.g. --no-prewarm)
+
+
 def nw_argv(d: Path, toy: list[str], max_restarts: int) -> list[str]:
     return [NEURON_WATCH, "--run-dir", str(d / "run"), "--checkpoint-dir", str(d / "ckpt"),
-            "--max-restarts", str(max_restarts), "torchrun", "--nproc_per_node", NPROC, *toy]
+            "--max-restarts", str(max_restarts), *NW_ARGS, "torchrun", "--nproc_per_node", NPROC, *toy]
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:
@@ -315,9 +318,11 @@ def main() -> None:
     ap.add_argument("--crash-at", type=int, default=14)
     ap.add_argument("--checkpoint-every", type=int, default=5)
     ap.add_argument("--skip-wall", action="store_true")
+    ap.add_argument("--nw-args", default="", help="extra neuron-watch options, e.g. '--no-prewarm'")
     ap.add_argument("--skip-recovery", action="store_true")
     ap.add_argument("--keep", metavar="DIR", help="keep run dirs and stamped consoles (console.txt) under DIR")
     args = ap.parse_args()
+    NW_ARGS.extend(shlex.split(args.nw_args))
     # The first step after a relaunch must not be the step number a late line of the dead
     # generation can carry (k-1: every rank finished step k-1's all-reduce before rank 1 died).
     if (args.crash_at - 1) // args.checkpoint_every * args.checkpoint_every + 1 == args.crash_at - 1:
