@@ -39,6 +39,8 @@ class Launcher(abc.ABC):
     """
 
     name = "launcher"
+    #: The exit code a launcher that :meth:`reports_end` of a failed generation exits with.
+    gave_up_code = 1
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
@@ -73,6 +75,11 @@ class Launcher(abc.ABC):
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         self._buf = b""
         return proc.pid
+
+    def reports_end(self, text: str) -> bool:
+        """Whether this line of the launcher's own output completes its report that the generation
+        failed, after which it only exits (with :attr:`gave_up_code`). Called on every line, in order."""
+        return False
 
     def prewarm(self, env: Mapping[str, str]) -> None:  # noqa: B027 - optional for a launcher
         """Get the next generation's start ready while this one runs (optional; see TorchrunLauncher)."""

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,12 @@ sys.path[0] = go["path0"]
 sys.exit(run.main(go["args"]))
 """
 
+# torchrun's last words on a failure (ChildFailedError's report): "Root Cause (first observed
+# failure):", the failed rank, then a rule of "=". Its workers are gone by then; what is left is
+# half a second of interpreter teardown, and it exits with 1 (an uncaught exception).
+_ROOT_CAUSE = re.compile(r"^Root Cause \(first observed failure\):\s*$")
+_RULE = re.compile(r"^={20,}\s*$")
+
 #: The stock console script: a ``torchrun`` on PATH that is anything else is never pre-started.
 _CONSOLE_SCRIPT = b"from torch.distributed.run import main"
 
@@ -107,6 +114,13 @@ class TorchrunLauncher(Launcher):
         self.spare: subprocess.Popen[bytes] | None = None
         self._spare_env: dict[str, str] = {}
         self._spare_broken = False  # a spare failed once: start the usual way from then on
+        self._root_cause = False  # this generation's failure report has begun
+
+    def reports_end(self, text: str) -> bool:
+        if _ROOT_CAUSE.match(text):
+            self._root_cause = True
+            return False
+        return self._root_cause and bool(_RULE.match(text))
 
     # -- the spare: the next generation's torchrun, started ahead -------------------------------
 
@@ -143,6 +157,7 @@ class TorchrunLauncher(Launcher):
 
     def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
         """Start a generation: hand it to the spare when one waits with the same environment."""
+        self._root_cause = False
         spare, self.spare = self.spare, None
         entry = self._spare_entry()
         if spare is not None and entry is not None and _same_but_generation(self._spare_env, env):

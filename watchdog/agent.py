@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ class NodeGeneration:
     started: float = 0.0  # monotonic
     exit_code: int | None = None  # the launcher's, once it exited
     pending_rank: int | None = None
+    gave_up: bool = False  # the launcher reported the generation failed and is only exiting now
     finishing: bool = False  # some ranks have ended while the launcher runs
     worker_pids: dict[int, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the ranks' environment
@@ -218,7 +220,10 @@ class NodeAgent:
 
     def stop(self, deadline: float) -> str:
         """Stop every process of the job on this node, then upload this node's bundles (bounded)."""
-        result = self.launcher.stop(deadline, keep_spare=True)  # the next generation may start with it
+        # A launcher that reported its failure holds nothing but its own teardown (and, under a
+        # static rendezvous, the store's port the next generation needs): SIGKILL it at once.
+        first = signal.SIGKILL if self.gen is not None and self.gen.gave_up else signal.SIGTERM
+        result = self.launcher.stop(deadline, first_signal=first, keep_spare=True)  # the spare may start the next
         if self.gen is not None and self.gen.exit_code is None:
             # We stopped it: its exit code is ours, not a failure (or an end) to report.
             code = self.launcher.poll()
@@ -270,6 +275,9 @@ class NodeAgent:
         gen = self.gen
         if gen is not None and gen.exit_code is None:
             code = self.launcher.poll()
+            if code is None and gen.gave_up:
+                # Judged now, not after the launcher's teardown (the stop that follows cuts it short).
+                code = self.launcher.gave_up_code
             if code is not None:
                 self._drain_output(final=True)
                 gen.exit_code = code
@@ -305,6 +313,8 @@ class NodeAgent:
             self.link.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
+        if self.launcher.reports_end(text):
+            gen.gave_up = True
         m = _TR_RANK.match(text)
         if m:
             gen.pending_rank = int(m.group(1))

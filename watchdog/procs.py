@@ -230,7 +230,7 @@ def stop_everything(
         _signal_group(leader.pid, first_signal)
     for pid in targets:
         _signal_pid(pid, first_signal)
-    rung = "sigterm"
+    rung = signal.Signals(first_signal).name.lower()
     while time.monotonic() < deadline:
         reap_children()
         if leader is not None:
