@@ -61,6 +61,7 @@ class NodeGeneration:
     worker_pids: dict[int, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the ranks' environment
     progress_mark: int = 0  # the link's progress-line count when this generation started
+    trained_since: float | None = None  # when the first progress line of this generation was seen
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
 
 
@@ -284,13 +285,14 @@ class NodeAgent:
                 self.link.add_exits([(-1, code, self.clock())], now, wall)
                 self.link.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
                                  checkpoint=self.checkpoint())
-        if (gen is not None and not gen.prewarmed and gen.exit_code is None
-                and self.link.progress_lines > gen.progress_mark):
-            # The ranks train (their start-up, which needs every core, is over): get the next
-            # generation's launcher ready, so that a restart does not wait for it.
+        if gen is not None and gen.trained_since is None and self.link.progress_lines > gen.progress_mark:
+            gen.trained_since = now
+        if (gen is not None and not gen.prewarmed and gen.exit_code is None and gen.trained_since is not None
+                and now - gen.trained_since >= self.cfg.prewarm_after and not self.cfg.no_prewarm):
+            # The ranks have trained for a while (start-up, which needs every core, is long over):
+            # get the next generation's launcher ready, so that a restart does not wait for it.
             gen.prewarmed = True
-            if not self.cfg.no_prewarm:
-                self.launcher.prewarm(gen.env)
+            self.launcher.prewarm(gen.env)
         reap_children()
         commands = self.link.tick(now, wall)
         return self.link.dispatch(commands, self, now, wall) if commands else None

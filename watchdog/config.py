@@ -25,15 +25,19 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _seconds(text: str) -> float:
-    """A duration: ``90``, ``90s``, ``15m``, ``2h``."""
+def _seconds(text: str, allow_zero: bool = False) -> float:
+    """A duration: ``90``, ``90s``, ``15m``, ``2h`` (positive, or also 0 with ``allow_zero``)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", text)
     if not m:
         raise ValueError(f"not a duration: {text!r} (use e.g. 90, 90s, 15m, 2h)")
     value = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"duration must be positive: {text!r}")
     return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    return _seconds(text, allow_zero=True)
 
 
 def _count(text: str) -> int:
@@ -109,9 +113,10 @@ OPTIONS: tuple[Option, ...] = (
            "a regex matching your progress lines (named group 'step' read if present)", "REGEX"),
     Option("--dry-run", _bool, False, "print the environment and the exact command, then exit", is_flag=True),
     Option("--no-neuron-env", _bool, False, "do not set the Neuron debugging environment", is_flag=True),
-    Option("--no-prewarm", _bool, False,
-           "do not start the next generation's torchrun ahead while the job trains (it saves its start-up, "
-           "~1.5 CPU-s, from every restart, and holds ~200 MB while it waits)", is_flag=True),
+    Option("--prewarm-after", _seconds_or_zero, 60.0,
+           "once the ranks have trained this long, start the next generation's torchrun ahead, so that a "
+           "restart does not wait for its start-up (~1.5 CPU-s; ~200 MB while it waits)", "SECONDS"),
+    Option("--no-prewarm", _bool, False, "never start the next generation's torchrun ahead", is_flag=True),
     Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
     Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
     Option("--coordinator-silence", _seconds, 30.0,
@@ -148,6 +153,7 @@ class WatchConfig:
     progress_regex: str | None = None
     dry_run: bool = False
     no_neuron_env: bool = False
+    prewarm_after: float = 60.0
     no_prewarm: bool = False
     quiet: bool = False
     coordinator: str | None = None

@@ -107,7 +107,8 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
 
 def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
     code, out, run_dir, ckpt = watch(
-        tmp_path, toy_env, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", "--checkpoint-every", "5"
+        tmp_path, toy_env, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", "--checkpoint-every", "5",
+        watch_args=("--prewarm-after", "0"),
     )
     assert code == 0, out[-3000:]
     evs = events(run_dir)
@@ -124,7 +125,7 @@ def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env:
     gen1 = (run_dir / "gen-1" / "rank-0.log").read_text()
     assert "resuming at step 11" in gen1 and "step 16 loss" in gen1
     assert "step 1 loss" not in gen1  # did not start over from step 0
-    # generation 1 ran in the torchrun started ahead while generation 0 trained
+    # generation 1 ran in the torchrun started ahead as soon as generation 0 trained (--prewarm-after 0)
     assert out.count("generation starts in the pre-started torchrun") == 1, out[-3000:]
 
 

@@ -21,6 +21,7 @@ def test_cli_beats_env_beats_default() -> None:
     assert load_config({}, {"NEURON_WATCH_MAX_RESTARTS": "5"}).max_restarts == 5
     assert load_config({"max_restarts": "7"}, {"NEURON_WATCH_MAX_RESTARTS": "5"}).max_restarts == 7
     assert load_config({"hang_timeout": "15m"}, {}).hang_timeout == 900.0
+    assert load_config({"prewarm_after": "0"}, {}).prewarm_after == 0.0  # 0 is a value here: at once
 
 
 @pytest.mark.parametrize(
@@ -29,6 +30,8 @@ def test_cli_beats_env_beats_default() -> None:
         ({"hang_timeout": "soon"}, {}, "--hang-timeout"),
         ({}, {"NEURON_WATCH_MAX_RESTARTS": "-1"}, "NEURON_WATCH_MAX_RESTARTS"),
         ({"progress_regex": "(unclosed"}, {}, "--progress-regex"),
+        ({"hang_timeout": "0"}, {}, "--hang-timeout"),
+        ({}, {"NEURON_WATCH_PREWARM_AFTER": "-5"}, "NEURON_WATCH_PREWARM_AFTER"),
         ({}, {"NEURON_WATCH_HANG_TIMOUT": "5"}, "NEURON_WATCH_HANG_TIMOUT"),
     ],
 )
