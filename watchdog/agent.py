@@ -143,6 +143,9 @@ class NodeAgent:
     # -- NodeControl (what the coordinator's commands do here) ----------------------------------
 
     def launch(self, generation: int, checkpoint: str) -> None:
+        if self.gen is not None:  # the previous generation was stopped and drained: release its files
+            self.gen.streams.close()
+            self.gen.launcher_log.close()
         gen_dir = os.path.join(self.run_dir, f"gen-{generation}")
         os.makedirs(gen_dir, exist_ok=True)
         env = dict(self.rank_env)

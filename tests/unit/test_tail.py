@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from neuron_watch.tail import FileTail, RankStreams
@@ -13,6 +14,7 @@ def test_lines_split_across_reads_and_partial_lines_wait(tmp_path: Path) -> None
     with f.open("ab") as fh:
         fh.write(b"ss 0.4\r\n")
     assert t.read_lines() == ["step 2 loss 0.4"]
+    t.close()
 
 
 def test_dots_without_newline_are_passed_on_at_once(tmp_path: Path) -> None:
@@ -20,12 +22,26 @@ def test_dots_without_newline_are_passed_on_at_once(tmp_path: Path) -> None:
     f.write_bytes(b"Call compiler\n...")
     t = FileTail(str(f))
     assert t.read_lines() == ["Call compiler", "..."]
+    t.close()
 
 
 def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path) -> None:
     f = tmp_path / "stdout.log"
     f.write_bytes(b"bad \xff\xfe bytes\n")
-    assert FileTail(str(f)).read_lines() == ["bad \ufffd\ufffd bytes"]
+    t = FileTail(str(f))
+    assert t.read_lines() == ["bad \ufffd\ufffd bytes"]
+    t.close()
+
+
+def test_a_file_that_appears_later_is_read_from_its_start_and_released_on_close(tmp_path: Path) -> None:
+    f = tmp_path / "stdout.log"
+    t = FileTail(str(f))
+    assert t.read_lines() == []  # torchrun has not created it yet
+    f.write_bytes(b"first\n")
+    assert t.read_lines() == ["first"]
+    fds = len(os.listdir("/proc/self/fd"))
+    t.close()
+    assert len(os.listdir("/proc/self/fd")) == fds - 1
 
 
 def test_rank_streams_map_local_to_global_rank_and_write_rank_logs(tmp_path: Path) -> None:
