@@ -46,6 +46,8 @@ class Effect(str, enum.Enum):
     COMPILE_BEAT = "compile_beat"
     COMPILE_WAIT = "compile_wait"
     COMM_WAIT = "comm_wait"
+    SAVE_START = "save_start"
+    SAVE_END = "save_end"
     FATAL = "fatal"
     BENIGN = "benign"
     INFO = "info"

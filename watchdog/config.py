@@ -96,6 +96,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--startup-timeout", _seconds, 1800.0,
            "grace before the first progress line, compile time excluded", "SECONDS"),
     Option("--compile-timeout", _seconds, 7200.0, "longest a single graph compile may take", "SECONDS"),
+    Option("--save-timeout", _seconds, 3600.0,
+           "longest a synced checkpoint save (NxD: 'synced saving of checkpoint ... began') may hold the ranks",
+           "SECONDS"),
     Option("--max-restarts", _count, 3, "restarts before giving up (0 = never restart)", "N"),
     Option("--stop-timeout", _seconds, 15.0, "SIGTERM -> SIGKILL deadline when stopping the job", "SECONDS"),
     Option("--checkpoint-dir", str, None, "where the job writes checkpoints; restarts use the newest complete one",
@@ -142,6 +145,7 @@ class WatchConfig:
     hang_timeout: float | None = None
     startup_timeout: float = 1800.0
     compile_timeout: float = 7200.0
+    save_timeout: float = 3600.0
     max_restarts: int = 3
     stop_timeout: float = 15.0
     checkpoint_dir: str | None = None

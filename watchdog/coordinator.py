@@ -914,7 +914,7 @@ def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLi
 
     kb = default_knowledge_base(config.progress_regex)
     settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
-                             compile_timeout=config.compile_timeout)
+                             compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
 
     def make(generation: int, now: float) -> JudgeLike:
         return Judge(kb, settings, now)

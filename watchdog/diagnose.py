@@ -113,6 +113,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         hang_timeout=getattr(config, "hang_timeout", None),
         startup_timeout=getattr(config, "startup_timeout", JudgeSettings.startup_timeout),
         compile_timeout=getattr(config, "compile_timeout", JudgeSettings.compile_timeout),
+        save_timeout=getattr(config, "save_timeout", JudgeSettings.save_timeout),
     )
     diag = diagnose_paths(args.paths, settings=settings, progress_regex=getattr(config, "progress_regex", None))
     if args.json:

@@ -99,6 +99,8 @@ class JudgeSettings:
     hang_timeout: float | None = None
     startup_timeout: float = 1800.0
     compile_timeout: float = 7200.0
+    #: longest a synced checkpoint save may hold every rank before silence counts as a hang again
+    save_timeout: float = 3600.0
     #: a compiler process whose CPU time has not grown for this long is no longer evidence of work
     compiler_cpu_stall: float = 300.0
     calibration: HangCalibration = field(default_factory=HangCalibration)
@@ -115,6 +117,9 @@ class RankState:
     last_progress: float | None = None
     last_progress_line: Evidence | None = None
     step: int | None = None
+    save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
+    save_open_line: Evidence | None = None
+    last_save_end: float | None = None
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
     last_compile_beat: float | None = None
@@ -163,13 +168,15 @@ class RankState:
         )
 
     def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> str:
-        """progressing | compiling | waiting | silent | exited | starting | failed (for status displays)."""
+        """progressing | compiling | saving | waiting | silent | exited | starting | failed (for status displays)."""
         if self.exit_code is not None:
             return "exited"
         if self.failure is not None:
             return "failed"
         if self.compiling(now, settings, lock_holder_alive):
             return "compiling"
+        if self.save_open is not None and now - self.save_open <= settings.save_timeout:
+            return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
         if self.last_progress is not None and now - self.last_progress <= settings.calibration.floor:
@@ -302,6 +309,12 @@ class Judge:
             st.compile_open, st.compile_open_line = None, None
             st.first_lock_wait = None
             st.last_compile_end = line.mono
+        elif effect is Effect.SAVE_START:
+            if st.save_open is None:
+                st.save_open, st.save_open_line = line.mono, ev
+        elif effect is Effect.SAVE_END:
+            st.save_open, st.save_open_line = None, None
+            st.last_save_end = line.mono
         elif effect is Effect.COMPILE_BEAT:
             st.last_compile_beat = line.mono
         elif effect is Effect.COMPILE_WAIT:
@@ -556,13 +569,32 @@ class Judge:
     def _hang_or_healthy(self, now: float) -> Verdict:
         live = [st for st in self.ranks.values() if st.exit_code is None]
         progressed = [st.last_progress for st in self.ranks.values() if st.last_progress is not None]
-        compile_ends = [st.last_compile_end for st in self.ranks.values() if st.last_compile_end is not None]
+        # A finished compile or checkpoint save restarts the clock: the silence before it was work.
+        compile_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
+                        if t is not None]
         if progressed:
             reference, timeout, what = max(progressed + compile_ends), self.hang_timeout(), "hang timeout"
         else:
             reference, timeout, what = max([self.start, *compile_ends]), self.settings.startup_timeout, "startup"
         idle = now - reference
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
+        saving = [st for st in self.ranks.values()
+                  if st.save_open is not None and now - st.save_open <= self.settings.save_timeout]
+        if live and idle > timeout and saving:
+            saver = saving[0]
+            began = saver.save_open if saver.save_open is not None else now
+            return Verdict(
+                Label.HEALTHY,
+                Action.WAIT,
+                ranks=tuple(st.key for st in saving),
+                culprit=saver.key,
+                evidence=tuple(st.save_open_line for st in saving if st.save_open_line is not None)[:20],
+                reason=f"{_who(saver.key)} has been saving a checkpoint for {now - began:.0f}s (synced: every "
+                f"rank waits for it; silence counts as a hang again after {self.settings.save_timeout:.0f}s)",
+                advice="A synced checkpoint save is running; waiting is correct. Async saving keeps "
+                "training while it writes.",
+                step=self.max_step,
+            )
         if live and idle > timeout:
             culprit = self._hang_culprit(live)
             # the culprit's last sign of life first, then what each rank was doing

@@ -27,12 +27,14 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, UsageError
 
 #: Rank states, in the order the table sorts them by urgency (``starting`` comes from the judge).
-RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "compiling", "starting", "progressing")
+RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "compiling", "saving", "starting",
+               "progressing")
 #: Job states after which status.json stops being refreshed: an old file is then expected.
 FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted", "stopped"})
 STALE_AFTER = 5.0
 
-_STYLE = {"failed": "red", "progressing": "green", "compiling": "cyan", "starting": "cyan", "waiting": "yellow",
+_STYLE = {"failed": "red", "progressing": "green", "compiling": "cyan", "saving": "cyan", "starting": "cyan",
+          "waiting": "yellow",
           "silent": "red", "exited": "magenta", "unobserved": "bold red"}
 
 

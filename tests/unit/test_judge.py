@@ -77,6 +77,41 @@ def test_fixed_hang_timeout_overrides_calibration() -> None:
     assert j.verdict(42.5).label is Label.COLLECTIVE_HANG
 
 
+# -- checkpoint saves ---------------------------------------------------------------------------------
+
+SAVE_BEGAN = ("[2026-11-21 10:12:33,481.481: I neuronx_distributed/trainer/checkpoint.py:612] "
+              "synced saving of checkpoint step_1200 began")
+SAVE_DONE = ("[2026-11-21 10:19:02,117.117: I neuronx_distributed/trainer/checkpoint.py:426] "
+             "synced saving of checkpoint step_1200 completed")
+
+
+def test_an_open_synced_save_is_not_a_hang_until_its_budget() -> None:
+    j = judge(hang_timeout=60.0, save_timeout=1800.0)
+    step(j, 0.0, 1)
+    j.observe_line(ln(0, SAVE_BEGAN, 10.0))
+    v = j.verdict(600.0)  # ten minutes of silence while rank 0 writes
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT) and "saving a checkpoint" in v.reason
+    assert v.culprit == RankKey(N, 0) and v.evidence[0].text == SAVE_BEGAN
+    assert [r["state"] for r in j.rank_summaries(600.0)] == ["saving", "silent"]
+    assert j.verdict(1811.0).label is Label.COLLECTIVE_HANG  # a save that never completes
+
+
+def test_silence_after_a_completed_save_is_timed_from_its_end() -> None:
+    j = judge(hang_timeout=60.0)
+    step(j, 0.0, 1)
+    j.observe_line(ln(0, SAVE_BEGAN, 10.0))
+    j.observe_line(ln(0, SAVE_DONE, 500.0))
+    assert j.verdict(550.0).label is Label.HEALTHY
+    assert j.verdict(561.0).label is Label.COLLECTIVE_HANG
+
+
+def test_an_async_save_does_not_hold_off_a_hang() -> None:
+    j = judge(hang_timeout=60.0)
+    step(j, 0.0, 1)
+    j.observe_line(ln(0, SAVE_BEGAN.replace("synced", "async"), 10.0))  # training goes on meanwhile
+    assert j.verdict(61.0).label is Label.COLLECTIVE_HANG
+
+
 # -- compile evidence ---------------------------------------------------------------------------------
 
 
