@@ -13,7 +13,9 @@ It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding th
   the real compiler-wrapper lines (notes/neuron.md §3) and runs a CPU-burning child whose argv is
   ``neuronx-cc compile ...`` (``examples/toy/neuronx-cc``), while the other ranks wait in the
   collective and print the Neuron runtime's ``Timeout waiting for RX`` warning every
-  ``--rx-warn-every`` seconds, as real ranks do while a peer compiles.
+  ``--rx-warn-every`` seconds, as real ranks do while a peer compiles;
+* ``--slow-save-at STEP --save-seconds S``: the synced checkpoint save of that step takes S seconds
+  more on rank 0 (a slow shared filesystem) while every other rank waits in the save's barrier.
 
 Run it with torchrun (or ``neuron-watch torchrun``)::
 
@@ -61,6 +63,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--hw-error-at", type=int, default=-1,
                    help="at this step, rank --hw-error-rank prints the runtime's uncorrectable-HBM error and exits 1")
     p.add_argument("--hw-error-rank", type=int, default=1)
+    p.add_argument("--slow-save-at", type=int, default=-1, help="the checkpoint save of this step is slow")
+    p.add_argument("--save-seconds", type=float, default=30.0)
     return p.parse_args()
 
 
@@ -120,7 +124,8 @@ def emulate_compile(seconds: float) -> None:
         f"for model.{module}.hlo_module.pb")
 
 
-def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, rank: int) -> None:
+def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, rank: int,
+                    extra_seconds: float = 0.0) -> None:
     tag = os.path.join(ckdir, f"step_{step}")
     if rank == 0:
         log(f"synced saving of checkpoint step_{step} began")
@@ -128,6 +133,7 @@ def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.op
         with open(os.path.join(tag, "checkpoint"), "w") as f:
             f.write("1")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, os.path.join(tag, "state.pt"))
+        time.sleep(extra_seconds)  # a slow filesystem; the other ranks wait in the barrier, silent
     dist.barrier()
     if rank == 0:
         with open(os.path.join(tag, "done"), "w") as f:  # written last: the checkpoint is complete
@@ -185,7 +191,8 @@ def main() -> None:
             mean = float("nan")
         log(f"step {step} loss {mean:.6f} step_time {time.monotonic() - t0:.3f}s")
         if step % args.checkpoint_every == 0:
-            save_checkpoint(args.checkpoint_dir, step, model.module, opt, rank)
+            slow = faults_on and step == args.slow_save_at
+            save_checkpoint(args.checkpoint_dir, step, model.module, opt, rank, args.save_seconds if slow else 0.0)
     dist.barrier()
     log(f"training done at step {args.steps}")
     dist.destroy_process_group()

@@ -266,6 +266,25 @@ def test_dry_run_rejects_bad_torchrun_arguments(tmp_path: Path, toy_env: dict[st
     assert "torchrun rejects its arguments" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_synced_checkpoint_save_longer_than_the_hang_timeout_is_not_a_hang(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    # rank 0 spends 14 s in the save of step 10 while the others wait in its barrier, silent:
+    # with a 6 s hang timeout that silence would be a hang, but the save's "began" has no
+    # "completed" yet.
+    code, out, run_dir, ckpt = watch(
+        tmp_path, toy_env, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10",
+        "--save-seconds", "14", watch_args=("--hang-timeout", "6"),
+    )
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    assert not named(evs, "restart") and not named(evs, "incident"), [e["event"] for e in evs]
+    assert not [v for v in named(evs, "verdict") if v["label"] == "collective_hang"]
+    assert (ckpt / "step_10" / "done").exists()
+    log = (run_dir / "gen-0" / "rank-0.log").read_text()
+    assert "synced saving of checkpoint step_10 began" in log and "step 12 loss" in log
+
+
 def test_numerical_error_is_not_restarted(tmp_path: Path, toy_env: dict[str, str]) -> None:
     code, out, run_dir, _ = watch(tmp_path, toy_env, "--steps", "200", "--nan-at", "4")
     evs = events(run_dir)
