@@ -112,6 +112,7 @@ class TorchrunLauncher(Launcher):
         self.user_args = user_args
         self.prefix, self.python = torchrun_command()
         self.spare: subprocess.Popen[bytes] | None = None
+        self._spare_entry = _spare_entry(self.prefix)  # None: this torchrun is never pre-started
         self._spare_env: dict[str, str] = {}
         self._spare_broken = False  # a spare failed once: start the usual way from then on
         self._root_cause = False  # this generation's failure report has begun
@@ -124,26 +125,9 @@ class TorchrunLauncher(Launcher):
 
     # -- the spare: the next generation's torchrun, started ahead -------------------------------
 
-    def _spare_entry(self) -> tuple[str, str] | None:
-        """(argv0, sys.path[0]) a spare must present to run as our torchrun does, or None if it cannot."""
-        if self.prefix[1:3] == ["-m", "torch.distributed.run"]:
-            return "torch.distributed.run", os.getcwd()
-        if len(self.prefix) == 1:
-            try:
-                with open(self.prefix[0], "rb") as f:
-                    script = f.read(4096)
-            except OSError:
-                return None
-            if _CONSOLE_SCRIPT in script:
-                return self.prefix[0], os.path.dirname(self.prefix[0])
-        return None
-
     def prewarm(self, env: Mapping[str, str]) -> None:
         """Start the next generation's torchrun now, to wait for its arguments (no-op if one waits)."""
-        if self._spare_broken or (self.spare is not None and self.spare.poll() is None):
-            return
-        if self._spare_entry() is None:
-            self._spare_broken = True
+        if self._spare_entry is None or self._spare_broken or self.spare_pids():
             return
         self._discard_spare()
         self._spare_env = dict(env)
@@ -159,7 +143,7 @@ class TorchrunLauncher(Launcher):
         """Start a generation: hand it to the spare when one waits with the same environment."""
         self._root_cause = False
         spare, self.spare = self.spare, None
-        entry = self._spare_entry()
+        entry = self._spare_entry
         if spare is not None and entry is not None and _same_but_generation(self._spare_env, env):
             go = {"argv0": entry[0], "path0": entry[1], "env": dict(env), "nice": os.getpriority(os.PRIO_PROCESS, 0),
                   "args": [*self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]}
@@ -256,6 +240,21 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     from neuron_watch.supervisor import run_supervised
 
     return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
+
+
+def _spare_entry(prefix: list[str]) -> tuple[str, str] | None:
+    """(argv0, sys.path[0]) a spare must present to run as ``prefix`` does, or None if it cannot."""
+    if prefix[1:3] == ["-m", "torch.distributed.run"]:
+        return "torch.distributed.run", os.getcwd()
+    if len(prefix) == 1:
+        try:
+            with open(prefix[0], "rb") as f:
+                script = f.read(4096)
+        except OSError:
+            return None
+        if _CONSOLE_SCRIPT in script:
+            return prefix[0], os.path.dirname(prefix[0])
+    return None
 
 
 def _same_but_generation(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

@@ -288,17 +288,22 @@ class NodeAgent:
                 self.link.add_exits([(-1, code, self.clock())], now, wall)
                 self.link.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
                                  checkpoint=self.checkpoint())
-        if gen is not None and gen.trained_since is None and self.link.progress_lines > gen.progress_mark:
-            gen.trained_since = now
-        if (gen is not None and not gen.prewarmed and gen.exit_code is None and gen.trained_since is not None
-                and now - gen.trained_since >= self.cfg.prewarm_after and not self.cfg.no_prewarm):
-            # The ranks have trained for a while (start-up, which needs every core, is long over):
-            # get the next generation's launcher ready, so that a restart does not wait for it.
-            gen.prewarmed = True
-            self.launcher.prewarm(gen.env)
+        if gen is not None:
+            self._maybe_prewarm(gen, now)
         reap_children()
         commands = self.link.tick(now, wall)
         return self.link.dispatch(commands, self, now, wall) if commands else None
+
+    def _maybe_prewarm(self, gen: NodeGeneration, now: float) -> None:
+        """Once the ranks have trained ``--prewarm-after`` seconds (start-up, which needs every core,
+        is long over), get the next generation's launcher ready, so that a restart does not wait for it."""
+        if gen.trained_since is None and self.link.progress_lines > gen.progress_mark:
+            gen.trained_since = now
+        if (gen.prewarmed or gen.exit_code is not None or gen.trained_since is None or self.cfg.no_prewarm
+                or now - gen.trained_since < self.cfg.prewarm_after):
+            return
+        gen.prewarmed = True
+        self.launcher.prewarm(gen.env)
 
     def _drain_output(self, final: bool) -> None:
         gen = self.gen

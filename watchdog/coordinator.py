@@ -877,9 +877,8 @@ def query_status(address: str, secret: bytes, timeout: float = 5.0) -> dict[str,
         while time.monotonic() < deadline:
             if not sent:
                 sent = sock.send(signer.sign(encode(Msg(h, StatusQuery(nonce)))))
-            frames = sock.recv()
+            frames = sock.recv() if sock.poll(20) else None
             if frames is None:
-                time.sleep(0.02)  # polling a socket with a deadline, not making time pass
                 continue
             try:
                 msg = decode(signer.verify(frames))

@@ -167,6 +167,12 @@ class RankState:
             and now - self.first_lock_wait <= settings.compile_timeout
         )
 
+    def saving_since(self, now: float, settings: JudgeSettings) -> float | None:
+        """When the synced checkpoint save this rank has open began (None: none open within its budget)."""
+        if self.save_open is not None and now - self.save_open <= settings.save_timeout:
+            return self.save_open
+        return None
+
     def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> str:
         """progressing | compiling | saving | waiting | silent | exited | starting | failed (for status displays)."""
         if self.exit_code is not None:
@@ -175,7 +181,7 @@ class RankState:
             return "failed"
         if self.compiling(now, settings, lock_holder_alive):
             return "compiling"
-        if self.save_open is not None and now - self.save_open <= settings.save_timeout:
+        if self.saving_since(now, settings) is not None:
             return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
@@ -570,25 +576,24 @@ class Judge:
         live = [st for st in self.ranks.values() if st.exit_code is None]
         progressed = [st.last_progress for st in self.ranks.values() if st.last_progress is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
-        compile_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
-                        if t is not None]
+        work_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
+                     if t is not None]
         if progressed:
-            reference, timeout, what = max(progressed + compile_ends), self.hang_timeout(), "hang timeout"
+            reference, timeout, what = max(progressed + work_ends), self.hang_timeout(), "hang timeout"
         else:
-            reference, timeout, what = max([self.start, *compile_ends]), self.settings.startup_timeout, "startup"
+            reference, timeout, what = max([self.start, *work_ends]), self.settings.startup_timeout, "startup"
         idle = now - reference
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
-        saving = [st for st in self.ranks.values()
-                  if st.save_open is not None and now - st.save_open <= self.settings.save_timeout]
+        saving = [(st, began) for st in self.ranks.values()
+                  if (began := st.saving_since(now, self.settings)) is not None]
         if live and idle > timeout and saving:
-            saver = saving[0]
-            began = saver.save_open if saver.save_open is not None else now
+            saver, began = saving[0]
             return Verdict(
                 Label.HEALTHY,
                 Action.WAIT,
-                ranks=tuple(st.key for st in saving),
+                ranks=tuple(st.key for st, _ in saving),
                 culprit=saver.key,
-                evidence=tuple(st.save_open_line for st in saving if st.save_open_line is not None)[:20],
+                evidence=tuple(st.save_open_line for st, _ in saving if st.save_open_line is not None)[:20],
                 reason=f"{_who(saver.key)} has been saving a checkpoint for {now - began:.0f}s (synced: every "
                 f"rank waits for it; silence counts as a hang again after {self.settings.save_timeout:.0f}s)",
                 advice="A synced checkpoint save is running; waiting is correct. Async saving keeps "

@@ -34,8 +34,7 @@ FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted", "stopped"})
 STALE_AFTER = 5.0
 
 _STYLE = {"failed": "red", "progressing": "green", "compiling": "cyan", "saving": "cyan", "starting": "cyan",
-          "waiting": "yellow",
-          "silent": "red", "exited": "magenta", "unobserved": "bold red"}
+          "waiting": "yellow", "silent": "red", "exited": "magenta", "unobserved": "bold red"}
 
 
 def _num(x: Any) -> float | None:

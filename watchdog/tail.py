@@ -10,6 +10,7 @@ once: neuronx-cc prints its progress dots without a newline, and they are a comp
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import sys
@@ -18,6 +19,8 @@ from typing import IO
 
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.logtext import logical_lines, split_rank_prefix
+
+log = logging.getLogger(__name__)
 
 #: Bytes read from one file per poll; bounds memory when a rank floods its output.
 MAX_READ = 4 << 20
@@ -128,14 +131,17 @@ class RankStreams:
         if self.rank_offset is None:
             # The generation ended before any worker told us its rank (it died at once): the lines
             # still go out, marked with the local rank, on the node's unattributed stream.
-            raw = list(self._pending) + raw
-            self._pending.clear()
+            raw = self._pending + raw
+            self._pending = []
             self.unattributed_lines += len(raw)
-            raw = [(UNATTRIBUTED, f"[local_rank {local_rank}] {text}") for local_rank, text in raw]
+            log.warning("%d line(s) of node %s sent without their global rank (no worker was seen); "
+                        "they are marked [local_rank N] in %s", len(raw), self.node, self.rank_log(UNATTRIBUTED))
+            ranked = [(UNATTRIBUTED, f"[local_rank {local_rank}] {text}") for local_rank, text in raw]
+        else:
+            ranked = [(local_rank + self.rank_offset, text) for local_rank, text in raw]
         out: list[LogLine] = []
         echo_lines: list[str] = []
-        for local_rank, text in raw:
-            rank = UNATTRIBUTED if local_rank == UNATTRIBUTED else local_rank + (self.rank_offset or 0)
+        for rank, text in ranked:
             f = self._out.get(rank)
             if f is None:
                 f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
