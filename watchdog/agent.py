@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from neuron_watch.agent_link import AgentLink
-from neuron_watch.checkpoint_scan import scan_checkpoints
-from neuron_watch.checkpoints import CheckpointRule, choose_checkpoint
+from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.evidence import IncidentContext, capture_node_bundle
 from neuron_watch.kb import default_knowledge_base
@@ -146,6 +146,7 @@ class NodeAgent:
         if self.gen is not None:  # the previous generation was stopped and drained: release its files
             self.gen.streams.close()
             self.gen.launcher_log.close()
+        self._say_checkpoints(generation)
         gen_dir = os.path.join(self.run_dir, f"gen-{generation}")
         os.makedirs(gen_dir, exist_ok=True)
         env = dict(self.rank_env)
@@ -254,11 +255,25 @@ class NodeAgent:
 
     def checkpoint(self) -> str:
         """The newest complete checkpoint this node sees ('' if none)."""
+        found = self.find_checkpoint()
+        return "" if found is None or found.chosen is None else found.chosen.path
+
+    def find_checkpoint(self) -> Detection | None:
+        """What --checkpoint-dir holds (None without one): conventions, the newest complete checkpoint."""
         if not self.cfg.checkpoint_dir:
-            return ""
-        rule = CheckpointRule(glob=self.cfg.checkpoint_glob, marker=self.cfg.checkpoint_marker)
-        chosen = choose_checkpoint(scan_checkpoints(self.cfg.checkpoint_dir, rule.marker), rule)
-        return "" if chosen is None else chosen.path
+            return None
+        return find_checkpoint(self.cfg.checkpoint_dir, self.cfg.checkpoint_glob, self.cfg.checkpoint_marker)
+
+    def _say_checkpoints(self, generation: int) -> None:
+        """At start, say what --checkpoint-dir holds; at every launch, warn when nothing in it is complete."""
+        found = self.find_checkpoint()
+        if found is None:
+            return
+        warning = found.warning()
+        if warning is not None:
+            log.warning("generation %d: %s", generation, warning)
+        elif generation == 0:
+            log.info("%s", found.summary())
 
     # -- the loop -------------------------------------------------------------------------------
 

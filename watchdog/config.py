@@ -103,9 +103,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--stop-timeout", _seconds, 15.0, "SIGTERM -> SIGKILL deadline when stopping the job", "SECONDS"),
     Option("--checkpoint-dir", str, None, "where the job writes checkpoints; restarts use the newest complete one",
            "DIR"),
-    Option("--checkpoint-marker", str, "done",
-           "file inside a checkpoint directory that marks it complete (NxD: done); empty = any directory", "NAME"),
-    Option("--checkpoint-glob", str, "*", "which entries of --checkpoint-dir are checkpoints", "GLOB"),
+    Option("--checkpoint-marker", str, None,
+           "file inside a checkpoint directory that marks it complete (NxD: done); empty = every entry matching "
+           "--checkpoint-glob (default: recognise NxD, Hugging Face, Lightning, NeMo, DCP, DeepSpeed, Megatron)",
+           "NAME"),
+    Option("--checkpoint-glob", str, None,
+           "which entries of --checkpoint-dir are checkpoints (default: all; completeness recognised per "
+           "framework unless --checkpoint-marker is given)", "GLOB"),
     Option("--evidence-timeout", _seconds, 60.0, "bound on capturing an incident's evidence", "SECONDS"),
     Option("--upload-timeout", _seconds, 120.0,
            "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
@@ -149,8 +153,8 @@ class WatchConfig:
     max_restarts: int = 3
     stop_timeout: float = 15.0
     checkpoint_dir: str | None = None
-    checkpoint_marker: str = "done"
-    checkpoint_glob: str = "*"
+    checkpoint_marker: str | None = None  # None: not given (automatic detection), unlike "" (any entry)
+    checkpoint_glob: str | None = None
     evidence_timeout: float = 60.0
     upload_timeout: float = 120.0
     artifacts: str | None = None

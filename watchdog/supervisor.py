@@ -26,8 +26,7 @@ from neuron_watch import __version__
 from neuron_watch.agent import NodeAgent
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
-from neuron_watch.checkpoint_scan import scan_checkpoints
-from neuron_watch.checkpoints import CheckpointRule, choose_checkpoint
+from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.config import WatchConfig
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
@@ -82,9 +81,8 @@ def checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], s
 
     def choose(nodes: dict[str, NodeView]) -> str:
         if config.checkpoint_dir and os.path.isdir(config.checkpoint_dir):
-            rule = CheckpointRule(glob=config.checkpoint_glob, marker=config.checkpoint_marker)
-            chosen = choose_checkpoint(scan_checkpoints(config.checkpoint_dir, rule.marker), rule)
-            return "" if chosen is None else chosen.path
+            found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
+            return "" if found.chosen is None else found.chosen.path
         reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
         return reported[-1] if reported else ""
 
