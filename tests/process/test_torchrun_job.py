@@ -115,6 +115,8 @@ def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env:
     restarts = named(evs, "restart")
     assert len(restarts) == 1
     assert restarts[0]["checkpoint"] == str(ckpt / "step_10")
+    assert f"[neuron-watch] checkpoints: {ckpt} does not exist yet" in out  # said once, at start
+    assert "no complete checkpoint" not in out
     verdict = named(evs, "verdict")[-1]
     assert verdict["label"] in ("other_crash", "comm_error") and verdict["culprit"] == {
         "node": verdict["culprit"]["node"],
