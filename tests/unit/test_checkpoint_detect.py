@@ -358,3 +358,42 @@ def test_agent_says_the_convention_at_start_and_warns_at_every_launch(
 
 
 CONVENTIONS_HF = "Hugging Face Trainer (checkpoint-N/trainer_state.json)"
+
+
+def test_config_tells_not_given_from_empty() -> None:
+    from neuron_watch.config import load_config
+
+    cfg = load_config({}, {})
+    assert (cfg.checkpoint_marker, cfg.checkpoint_glob) == (None, None)  # automatic detection
+    assert load_config({"checkpoint_marker": ""}, {}).checkpoint_marker == ""  # every matching entry
+    assert load_config({}, {"NEURON_WATCH_CHECKPOINT_MARKER": "done"}).checkpoint_marker == "done"
+
+
+def test_the_coordinators_chooser_detects_too(tmp_path: Path) -> None:
+    from neuron_watch.config import WatchConfig
+    from neuron_watch.supervisor import checkpoint_chooser
+
+    deepspeed(tmp_path, [100, 200], latest=100)
+    assert checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({}) == str(tmp_path / "global_step100")
+    # the user's rule: directories holding mp_rank_00_model_states.pt, newest by step in the name
+    rule = WatchConfig(checkpoint_dir=str(tmp_path), checkpoint_marker="mp_rank_00_model_states.pt")
+    assert checkpoint_chooser(rule)({}) == str(tmp_path / "global_step200")
+
+
+def test_a_directory_entry_that_cannot_be_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root here, chmod 000 does not stop us: make os.scandir refuse one entry as NFS/Lustre would.
+    import neuron_watch.checkpoint_scan as scan
+
+    hf(tmp_path, 500)
+    hf(tmp_path, 1000, t=2000)
+    real = os.scandir
+
+    def refuse(path: str) -> object:
+        if str(path).endswith("checkpoint-1000"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(scan.os, "scandir", refuse)
+    found = find_checkpoint(str(tmp_path))
+    assert found.chosen is not None and found.chosen.path == str(tmp_path / "checkpoint-500")
+    assert "checkpoint-1000: unreadable: Permission denied" in found.summary()
