@@ -210,6 +210,18 @@ class Detection:
         return [c for c in self.candidates if not c.complete]
 
     @property
+    def newer_incomplete(self) -> list[Candidate]:
+        """Incomplete entries newer than the chosen checkpoint (the saves a restart passes over)."""
+        chosen = self.chosen
+        if chosen is None:
+            return self.incomplete
+        at = next((c for c in self.candidates if c.path == chosen.path), None)
+        if at is None:
+            return self.incomplete
+        return [c for c in self.incomplete
+                if (c.step > at.step if c.step is not None and at.step is not None else c.time > at.time)]
+
+    @property
     def stuck(self) -> bool:
         """Entries are there but none is a complete checkpoint: a restart would begin from scratch."""
         return self.chosen is None and (bool(self.candidates) or bool(self.unrecognised) or self.error is not None)
@@ -227,8 +239,8 @@ class Detection:
         c = self.chosen
         found = ", ".join(CONVENTIONS.get(n, n) for n in self.conventions)
         step = "" if c.step is None else f" (step {c.step})"
-        skipped = self.incomplete
-        tail = f"; {len(skipped)} incomplete ({_list(skipped)})" if skipped else ""
+        skipped = self.newer_incomplete
+        tail = f"; {len(skipped)} newer, incomplete ({_list(skipped)})" if skipped else ""
         return f"checkpoints: {found}; newest complete: {c.path}{step}{tail}"
 
     def warning(self) -> str | None:

@@ -181,7 +181,7 @@ def test_newest_incomplete_is_named_in_the_summary(tmp_path: Path) -> None:
     hf(tmp_path, 500)
     hf(tmp_path, 1000, state="cut")
     found = find_checkpoint(str(tmp_path))
-    assert "checkpoint-1000: trainer_state.json cut short" in found.summary()
+    assert "1 newer, incomplete (checkpoint-1000: trainer_state.json cut short)" in found.summary()
     assert [c.name for c in found.incomplete] == ["checkpoint-1000"]
 
 
@@ -397,3 +397,10 @@ def test_a_directory_entry_that_cannot_be_listed(tmp_path: Path, monkeypatch: py
     found = find_checkpoint(str(tmp_path))
     assert found.chosen is not None and found.chosen.path == str(tmp_path / "checkpoint-500")
     assert "checkpoint-1000: unreadable: Permission denied" in found.summary()
+
+
+def test_the_summary_names_only_the_saves_a_restart_passes_over(tmp_path: Path) -> None:
+    deepspeed(tmp_path, [100, 200, 300], latest=200)
+    found = find_checkpoint(str(tmp_path))
+    assert [c.name for c in found.newer_incomplete] == ["global_step300"]
+    assert "1 newer, incomplete (global_step300: 'latest' names global_step200)" in found.summary()
