@@ -25,13 +25,13 @@ from neuron_watch.agent_link import AgentLink
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
-from neuron_watch.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
-from neuron_watch.procs import ProcessSampler, reap_children
-from neuron_watch.stacks import collective_states
+from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
+from neuron_watch.stacks import collective_states, top_frame
 from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
-from neuron_watch.tail import RankStreams
+from neuron_watch.tail import UNATTRIBUTED, RankStreams
 
 log = logging.getLogger("neuron_watch")
 
@@ -65,6 +65,14 @@ class NodeGeneration:
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
 
 
+def _json_or_empty(doc: str) -> dict[str, Any]:
+    try:
+        value = json.loads(doc) if doc else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def compile_cache_dir(env: dict[str, str]) -> str | None:
     """The local Neuron compile cache (``--cache_dir`` in NEURON_CC_FLAGS beats NEURON_COMPILE_CACHE_URL)."""
     m = re.search(r"--cache_dir[= ](\S+)", env.get("NEURON_CC_FLAGS", ""))
@@ -81,6 +89,23 @@ def fresh_locks(cache_dir: str, since_wall: float) -> list[str]:
                 out.append(path)
         except OSError:
             continue
+    return out
+
+
+#: /proc states that explain a silent rank by themselves (proc(5)): stopped, traced, uninterruptible, zombie
+TELLING_STATES = {"T": "stopped", "t": "stopped by a tracer", "D": "in uninterruptible I/O", "Z": "a zombie"}
+
+
+def rank_process_states(worker_pids: dict[int, int]) -> dict[str, str]:
+    """Rank -> its process state when that state tells why it is silent (``T``, ``t``, ``D``, ``Z``)
+    or ``gone`` when its pid no longer exists; ranks that simply run or sleep are left out."""
+    out: dict[str, str] = {}
+    for rank, pid in sorted(worker_pids.items()):
+        info = read_stat(pid)
+        if info is None:
+            out[str(rank)] = "gone"
+        elif info.state in TELLING_STATES:
+            out[str(rank)] = info.state
     return out
 
 
@@ -125,6 +150,7 @@ class NodeAgent:
         self._last_locks = -1e18
         self._locks: list[str] = []
         self.cache_dir = compile_cache_dir(rank_env)
+        self._oom_kills = cgroup_memory_events()  # the kernel's OOM kills in our cgroup so far
 
     @property
     def link(self) -> AgentLink:
@@ -177,13 +203,17 @@ class NodeAgent:
             self._link.set_generation(generation)
         self._last_sample = -1e18
 
-    def capture(self, incident: str, reason: str) -> str:
-        """Capture this node's evidence while its ranks are alive; returns a JSON detail for the coordinator."""
+    def capture(self, incident: str, reason: str, verdict_doc: str = "") -> str:
+        """Capture this node's evidence while its ranks are alive; returns a JSON detail for the coordinator.
+
+        ``verdict_doc``: the coordinator's pending verdict (JSON); the bundle's ``verdict.json`` and
+        ``incident.md`` are completed with the final one when the stop comes (:meth:`stop`).
+        """
         gen = self.gen
         if gen is None:
             return json.dumps({"error": "nothing running"})
         self.incident_no += 1
-        verdict: dict[str, Any] = {"incident": incident, "reason": reason}
+        verdict: dict[str, Any] = {"incident": incident, "reason": reason, **_json_or_empty(verdict_doc)}
         ctx = IncidentContext(
             job_id=self.job_id,
             generation=gen.number,
@@ -219,12 +249,15 @@ class NodeAgent:
                 "seconds": round(self.clock() - t0, 3),
                 "missing": len(bundle.missing),
                 "in_collective": {str(r): s for r, s in collective_states(dumps).items()},
+                "stack_tops": {str(r): t for r, d in dumps.items() if (t := top_frame(d))},
+                "proc_states": rank_process_states(gen.worker_pids),
                 "manifest": bundle.manifest,
             }
         )
 
-    def stop(self, deadline: float) -> str:
-        """Stop every process of the job on this node, then upload this node's bundles (bounded)."""
+    def stop(self, deadline: float, verdict_doc: str = "") -> str:
+        """Stop every process of the job on this node, then complete this node's bundles with the final
+        verdict (``verdict_doc``, JSON) and upload them (bounded)."""
         # A launcher that reported its failure holds nothing but its own teardown (and, under a
         # static rendezvous, the store's port the next generation needs): SIGKILL it at once.
         first = signal.SIGKILL if self.gen is not None and self.gen.gave_up else signal.SIGTERM
@@ -235,7 +268,14 @@ class NodeAgent:
             self.gen.exit_code = code if code is not None else -15
         self._drain_output(final=True)
         detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
-                                  "survivors": result.survivors}
+                                  "survivors": result.survivors, "continued": result.continued}
+        final = _json_or_empty(verdict_doc)
+        if final:
+            for bundle_dir in self.bundles.values():
+                try:
+                    complete_bundle(bundle_dir, final, self.cfg.artifacts or "")
+                except OSError as exc:  # the capture-time files stay; say so, never block the stop
+                    log.error("could not complete %s with the final verdict: %s", bundle_dir, exc)
         if self.storage is not None and self.bundles:
             uploads = []
             for incident, bundle_dir in list(self.bundles.items()):
@@ -372,12 +412,26 @@ class NodeAgent:
             self.link.status("finishing", now, wall, detail=f"ranks ended: {ended}")
         if workers or not gen.finishing:
             gen.worker_pids = {w.rank: w.pid for w in workers}
+        self._check_oom_kills(now, wall)
         if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
             self._last_locks = now
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
         self.link.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
                                 locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()))
+
+    def _check_oom_kills(self, now: float, wall: float) -> None:
+        """Tell the judge when the kernel's OOM killer killed in our cgroup: a rank killed by SIGKILL
+        is labelled ``oom`` only with such evidence (the ranks live in the cgroup we were started in)."""
+        seen = cgroup_memory_events()
+        before = self._oom_kills
+        if seen is None or before is None or seen[0] != before[0]:
+            self._oom_kills = seen
+            return
+        if seen[1] > before[1]:
+            self.link.add_line(UNATTRIBUTED, f"neuron-watch: the kernel's OOM killer killed a process of this node's "
+                               f"job ({seen[0]}: oom_kill {before[1]} -> {seen[1]})", now, wall, seen[0], 0)
+        self._oom_kills = seen
 
     def close(self, timeout: float) -> dict[str, Any] | None:
         """Stop what runs (one deadline), retry failed uploads (bounded), release everything.

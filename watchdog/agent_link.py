@@ -75,11 +75,13 @@ COORDINATOR_SENDER = "coordinator"
 class NodeControl(Protocol):
     """What :meth:`AgentLink.dispatch` needs of a node's wrapper (the supervisor)."""
 
-    def capture(self, incident: str, reason: str) -> str:
-        """Capture this node's evidence for ``incident`` before anything is stopped; returns a detail."""
+    def capture(self, incident: str, reason: str, verdict: str = "") -> str:
+        """Capture this node's evidence for ``incident`` before anything is stopped; returns a detail.
+        ``verdict``: the pending verdict as JSON ('' when the coordinator sent none)."""
 
-    def stop(self, deadline: float) -> str:
-        """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); detail."""
+    def stop(self, deadline: float, verdict: str = "") -> str:
+        """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); detail.
+        ``verdict``: the incident's final verdict as JSON, to complete this node's bundle with."""
 
     def checkpoint(self) -> str:
         """The newest complete checkpoint this node sees ('' if none)."""
@@ -393,9 +395,10 @@ class AgentLink:
         for msg in commands:
             body = msg.body
             if isinstance(body, CaptureEvidence):
-                self.status("evidence_done", now, wall, detail=node.capture(body.incident, body.reason))
+                self.status("evidence_done", now, wall,
+                            detail=node.capture(body.incident, body.reason, body.verdict))
             elif isinstance(body, Stop):
-                detail = node.stop(body.deadline)
+                detail = node.stop(body.deadline, body.verdict)
                 self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
             elif isinstance(body, Launch):
                 self.set_generation(body.generation)

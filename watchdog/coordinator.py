@@ -70,6 +70,7 @@ from neuron_watch.protocol import (
     encode,
     kind_of,
 )
+from neuron_watch.stacks import stack_culprit
 from neuron_watch.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
@@ -612,12 +613,12 @@ class Coordinator:
             self.incident_no += 1
             self.incident = f"incident-{self.incident_no}"
             self._reset_status()
-            self.broadcast(CaptureEvidence(self.incident, verdict.reason))
+            self.broadcast(CaptureEvidence(self.incident, verdict.reason, self._verdict_doc(verdict)))
             self._move(JobState.CAPTURING, now)
         elif state is JobState.CAPTURING:
             answered = bool(self.nodes) and all(v.evidence_detail is not None for v in self.nodes.values())
             if answered or now - self.phase_since >= self.settings.evidence_timeout + 5:
-                verdict = self._culprit_from_stacks(self._pending)
+                verdict = self._culprit_from_evidence(self._pending)
                 self._pending = verdict
                 self._last_label = verdict.label
                 details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
@@ -639,7 +640,8 @@ class Coordinator:
                     nodes_without_evidence=sorted(n for n, v in self.nodes.items() if v.evidence_detail is None),
                 )
                 self._reset_status()
-                self.broadcast(Stop(self.incident, self.settings.stop_timeout))
+                # the final verdict (culprit included) completes every node's bundle before it uploads
+                self.broadcast(Stop(self.incident, self.settings.stop_timeout, self._verdict_doc(verdict)))
                 self._move(JobState.STOPPING, now)
         elif state is JobState.STOPPING and (
             self._all_status("stopped") or now - self.phase_since >= self.settings.stop_timeout + 10
@@ -680,6 +682,11 @@ class Coordinator:
                                  label=self._pending.label.value)
                 self._finish(outcome.exit_code, outcome.reason, now, JobState.FAILED)
 
+    def _verdict_doc(self, verdict: Verdict) -> str:
+        """The verdict as the bundles' ``verdict.json`` holds it."""
+        return json.dumps({"incident": self.incident_no, "job_id": self.job, "generation": self.generation,
+                           **verdict.to_dict()}, sort_keys=True)
+
     def _write_incident_manifest(self, details: dict[str, dict[str, Any]]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
         from neuron_watch.evidence import merge_manifests
@@ -693,23 +700,51 @@ class Coordinator:
         except OSError as exc:
             log.warning("cannot write the incident manifest %s: %s", path, exc)
 
-    def _culprit_from_stacks(self, verdict: Verdict) -> Verdict:
-        """A silent hang names no culprit in the logs; the one rank outside every collective is it."""
-        if verdict.label is not Label.COLLECTIVE_HANG or verdict.culprit is not None:
+    def _culprit_from_evidence(self, verdict: Verdict) -> Verdict:
+        """Name the culprit of a hang from what the nodes captured, strongest evidence first.
+
+        A rank's process state (stopped, in uninterruptible I/O, gone) explains its silence by
+        itself; then the one rank whose stack sets it apart from the others waiting in a collective
+        (:func:`stack_culprit`); the judge's own guess (the first rank to stop printing progress)
+        is kept only when neither tells. A culprit the judge found from a failure or the flight
+        recorder stays, unless a process state contradicts it.
+        """
+        if verdict.label is not Label.COLLECTIVE_HANG:
             return verdict
-        outside, inside = [], 0
-        for n, v in self.nodes.items():
-            for rank, in_coll in _json_detail(v.evidence_detail or "").get("in_collective", {}).items():
-                if in_coll:
-                    inside += 1
-                else:
-                    outside.append(RankKey(n, int(rank)))
-        if len(outside) != 1 or inside == 0:
+        details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
+        states = {RankKey(n, int(r)): str(s) for n, d in details.items()
+                  for r, s in (d.get("proc_states") or {}).items() if str(r).lstrip("-").isdigit()}
+        telling = [(k, s) for k, s in sorted(states.items(), key=lambda kv: kv[0].rank) if s != "Z"]
+        if telling:
+            what = {"T": "is stopped (state T)", "t": "is stopped by a tracer (state t)",
+                    "D": "is in uninterruptible I/O (state D)", "gone": "has no process any more"}
+            # a stopped rank is the strongest reason; uninterruptible I/O next; a vanished pid last
+            order = {"T": 0, "t": 0, "D": 1, "gone": 2}
+            key, state = min(telling, key=lambda kv: (order.get(kv[1], 3), kv[0].rank))
+            others = [k for k, s in telling if k != key and order.get(s, 3) == order.get(state, 3)]
+            clause = f"{key} {what.get(state, f'is in state {state}')}"
+            if others:
+                clause += f" (also: {', '.join(str(k) for k in others)})"
+            return dataclasses.replace(verdict, culprit=key, culprit_source="process_state",
+                                       reason=f"{verdict.reason}; {clause}")
+        if verdict.culprit is not None and verdict.culprit_source in ("failure", "flight_recorder"):
             return verdict
-        return dataclasses.replace(
-            verdict, culprit=outside[0],
-            reason=f"{verdict.reason}; {outside[0]} is the only rank not waiting in a collective (stacks)",
-        )
+        tops: dict[RankKey, str | None] = {}
+        waiting: dict[RankKey, bool | None] = {}
+        for n, d in details.items():
+            for r, t in (d.get("stack_tops") or {}).items():
+                tops[RankKey(n, int(r))] = str(t)
+            for r, w in (d.get("in_collective") or {}).items():
+                waiting[RankKey(n, int(r))] = bool(w)
+        found = stack_culprit(tops, waiting)
+        if found is not None:
+            key, clause = found
+            return dataclasses.replace(verdict, culprit=key, culprit_source="stacks",
+                                       reason=f"{verdict.reason}; {clause} (stacks)")
+        if verdict.culprit is not None and verdict.culprit_source == "progress":
+            return dataclasses.replace(verdict, reason=f"{verdict.reason}; {verdict.culprit} was the first to stop "
+                                       "printing progress (its stack does not tell more)")
+        return verdict
 
     def interrupt(self, signum: int, now: float) -> None:
         """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down."""

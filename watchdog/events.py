@@ -115,6 +115,9 @@ class Verdict:
     reason: str = ""
     advice: str = ""
     step: int | None = None  # last step the culprit (or the job) reached, for crash-loop detection
+    #: how the culprit was found: "failure" (its own error line or exit), "process_state" (/proc),
+    #: "flight_recorder", "stacks", "progress" (first to stop printing progress); None: no culprit
+    culprit_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,7 @@ class Verdict:
             "reason": self.reason,
             "advice": self.advice,
             "step": self.step,
+            "culprit_source": self.culprit_source,
         }
 
 

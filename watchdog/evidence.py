@@ -292,6 +292,22 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def _py_spy_failure(pid: int, rc: int, err: str) -> str:
+    """Why py-spy could not read ``pid``, in plain words (its stderr ends in a Rust backtrace)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = ""
+    if state in ("T", "t"):
+        return f"the process is stopped (state {state}); py-spy cannot read a stopped process"
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    # py-spy's own message ("Error: Failed to ...", "Permission denied") comes before any backtrace
+    first = next((ln for ln in lines if ln.startswith("Error") or "denied" in ln or "ptrace" in ln.lower()), None)
+    if first is None:
+        first = next((ln for ln in lines if not ln[:1].isdigit() and not ln.startswith("at ")), f"exit {rc}")
+    return first
+
+
 def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
     if not ctx.rank_pids:
         rec.miss("stacks", "no rank pids given")
@@ -330,7 +346,7 @@ def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
             if rc == 0 and out.strip():
                 rec.write(name, out)
             else:
-                why = "timed out" if timed_out else (err.strip().splitlines() or [f"exit {rc}"])[-1]
+                why = "timed out" if timed_out else _py_spy_failure(pid, rc, err)
                 rec.miss(name, f"py-spy dump --pid {pid}: {why}")
                 if out.strip():
                     rec.write(name, out)
@@ -607,3 +623,29 @@ def capture_node_bundle(
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
     os.replace(tmp, manifest_path)  # atomic: a manifest present means the bundle is complete
     return BundleResult(root, manifest_path, manifest, clock() - start)
+
+
+def complete_bundle(root: Path, verdict: Mapping[str, Any], artifacts_uri: str = "") -> None:
+    """Rewrite a captured bundle's ``verdict.json`` and ``incident.md`` with the final verdict.
+
+    A bundle is captured while the ranks are alive, before the coordinator has heard every node
+    (the culprit of a hang comes from all nodes' stacks), so its first ``verdict.json`` holds the
+    pending verdict. The manifest's entries for both files are updated and the manifest replaced
+    atomically, so the bundle stays whole and checkable.
+
+    Raises:
+        OSError: the bundle cannot be read or written.
+    """
+    manifest_path = root / "manifest.json"
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+    (root / "verdict.json").write_text(json.dumps(dict(verdict), indent=2, sort_keys=True, default=str))
+    (root / "incident.md").write_text(incident_report.render_incident_md(verdict, manifest, artifacts_uri))
+    entries = {f["path"]: f for f in manifest.get("files", []) if isinstance(f, dict)}
+    for name in ("verdict.json", "incident.md"):
+        p = root / name
+        entries[name] = {"path": name, "size": p.stat().st_size, "sha256": _sha256(p)}
+    manifest["files"] = sorted(entries.values(), key=lambda f: str(f["path"]))
+    manifest["verdict_final"] = True
+    tmp = root / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(tmp, manifest_path)

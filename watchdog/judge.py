@@ -57,6 +57,9 @@ def _who(key: RankKey) -> str:
     return str(key) if key.node else f"rank {key.rank}"
 
 KILLED_CODES = frozenset({-9, 137})
+#: The signature of "this process got SIGKILL" lines (torchrun's report, a shell's "Killed"): not OOM by itself.
+KILLED_SIGNATURE = "host.killed_sigkill"
+_NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
 
 @dataclass(frozen=True)
@@ -544,6 +547,11 @@ class Judge:
                 if len(quiet) == 1 and len(failed) >= 1:
                     culprit = quiet[0]
                     reason = f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} alone reported nothing"
+            if sig.id == KILLED_SIGNATURE:
+                oom = self._oom_evidence(st.key.node)
+                if oom is not None:  # the kernel says why it was killed
+                    return self._oom_verdict(st, oom, ranks, evidence)
+                reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
             return Verdict(
                 sig.category,
                 sig.action,
@@ -553,23 +561,56 @@ class Judge:
                 reason=reason,
                 advice=sig.advice,
                 step=st.step if st.step is not None else self.max_step,
+                culprit_source="failure",
             )
         code = st.exit_code
-        label = Label.OOM if code in KILLED_CODES else Label.OTHER_CRASH
-        advice = (
-            "The rank was killed with SIGKILL, most often by the host's out-of-memory killer; check dmesg."
-            if label is Label.OOM
-            else "The rank exited with an error; its log tail is in the incident bundle."
-        )
+        if code in KILLED_CODES:
+            oom = self._oom_evidence(st.key.node)
+            if oom is not None:
+                return self._oom_verdict(st, oom, ranks, evidence)
+            # SIGKILL says nothing of who sent it (the OOM killer, an operator, a scheduler's
+            # enforcement); without the kernel's word the verdict does not guess.
+            reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
+            advice = ("Something sent the rank SIGKILL. If the host ran out of memory, dmesg shows an oom-kill "
+                      "line for its pid; otherwise look for an operator, a scheduler limit or a health agent.")
+        else:
+            reason = f"{_who(st.key)} exited with {code}"
+            advice = "The rank exited with an error; its log tail is in the incident bundle."
         return Verdict(
-            label,
+            Label.OTHER_CRASH,
             Action.RESTART,
             ranks=ranks,
             culprit=st.key,
             evidence=tuple(evidence[:20]),
-            reason=f"{_who(st.key)} exited with {code}",
+            reason=reason,
             advice=advice,
             step=st.step if st.step is not None else self.max_step,
+            culprit_source="failure",
+        )
+
+    def _oom_evidence(self, node: str) -> Evidence | None:
+        """A line of this node (any rank, or the node's own stream) that says the kernel killed for memory."""
+        for st in self.ranks.values():
+            m = st.failure_match
+            if (st.key.node == node and m is not None and st.failure is not None
+                    and m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE):
+                return st.failure
+        return None
+
+    def _oom_verdict(self, st: RankState, oom: Evidence, ranks: tuple[RankKey, ...],
+                     evidence: list[Evidence]) -> Verdict:
+        sig = self.kb.by_id.get(oom.signature)
+        return Verdict(
+            Label.OOM,
+            Action.RESTART,
+            ranks=ranks,
+            culprit=st.key,
+            evidence=tuple([oom, *(e for e in evidence if e is not oom)][:20]),
+            reason=f"{_who(st.key)} was killed by signal 9 and the kernel reports an out-of-memory kill "
+            f"({oom.signature})",
+            advice=sig.advice if sig is not None else "The host ran out of memory.",
+            step=st.step if st.step is not None else self.max_step,
+            culprit_source="failure",
         )
 
     def _hang_or_healthy(self, now: float) -> Verdict:
@@ -602,6 +643,7 @@ class Judge:
             )
         if live and idle > timeout:
             culprit = self._hang_culprit(live)
+            found_by = None if culprit is None else "progress"
             # the culprit's last sign of life first, then what each rank was doing
             order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))
             evidence = tuple(
@@ -617,6 +659,7 @@ class Judge:
                 advice="The job is hung. Restarting from the last complete checkpoint; the stack dumps in "
                 "the incident bundle show where each rank was stuck.",
                 step=self.max_step,
+                culprit_source=found_by,
             )
         if waiting:
             return Verdict(
@@ -637,6 +680,10 @@ class Judge:
         def last(st: RankState) -> float:
             return st.last_progress if st.last_progress is not None else -math.inf
 
+        # Most jobs print progress on rank 0 only (HF Trainer, Lightning): a rank that never printed
+        # any did not "stop first", and the one that prints is not the culprit for printing.
+        if sum(st.last_progress is not None for st in live) < 2:
+            return None
         earliest = min(last(st) for st in live)
         # Ranks of one synchronous job print their step within a moment of each other.
         first = [st for st in live if last(st) - earliest < 1.0]

@@ -203,6 +203,8 @@ class StopResult:
     rung: str  # "already_gone" | "sigterm" | "sigkill"
     seconds: float
     survivors: list[int] = field(default_factory=list)
+    #: processes that were stopped (state T, e.g. SIGSTOP) and were sent SIGCONT so the signal could act
+    continued: list[int] = field(default_factory=list)
 
 
 def stop_everything(
@@ -230,6 +232,9 @@ def stop_everything(
         _signal_group(leader.pid, first_signal)
     for pid in targets:
         _signal_pid(pid, first_signal)
+    # A stopped process (SIGSTOP, a debugger) keeps the signal pending and never exits: continue
+    # it, so the stop takes as long as the process's own exit, not the whole deadline.
+    continued = _continue_stopped(targets | ({leader.pid} if leader is not None and leader_alive else set()))
     rung = signal.Signals(first_signal).name.lower()
     while time.monotonic() < deadline:
         reap_children()
@@ -259,7 +264,18 @@ def stop_everything(
     reap_children()
     if survivors:
         log.error("processes survived SIGKILL: %s", survivors)
-    return StopResult(rung, time.monotonic() - t0, survivors)
+    return StopResult(rung, time.monotonic() - t0, survivors, continued)
+
+
+def _continue_stopped(pids: Iterable[int]) -> list[int]:
+    """SIGCONT every process of ``pids`` in state T (stopped) or t (traced-stop); returns those pids."""
+    out = []
+    for pid in sorted(pids):
+        info = read_stat(pid)
+        if info is not None and info.state in ("T", "t"):
+            _signal_pid(pid, signal.SIGCONT)
+            out.append(pid)
+    return out
 
 
 def stop_group(leader: subprocess.Popen[bytes], grace: float) -> int:
@@ -352,3 +368,40 @@ class ProcessSampler:
             return None
         self._env_cache[pid] = ranks
         return ranks
+
+
+def cgroup_memory_events(pid: int | str = "self") -> tuple[str, int] | None:
+    """``(file, oom_kill count)`` of ``pid``'s memory cgroup; None where it cannot be read.
+
+    The kernel counts every process its OOM killer killed in the cgroup: cgroup v2's
+    ``memory.events`` and cgroup v1's ``memory.oom_control`` both have an ``oom_kill`` line
+    (Documentation/admin-guide/cgroup-v2.rst, cgroup-v1/memory.rst). A rank killed by SIGKILL is
+    ``oom`` only when this count rose (or the kernel log says so). In a container the hierarchy is
+    often mounted at the container's own cgroup, so the mount's root is tried after the full path.
+    """
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    candidates: list[str] = []
+    for line in lines:
+        _id, controllers, rel = [*line.split(":", 2), "", ""][:3]
+        rel = rel.lstrip("/")
+        if _id == "0" and controllers == "":
+            for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                candidates += [os.path.join(root, rel, "memory.events"), os.path.join(root, "memory.events")]
+        elif "memory" in controllers.split(","):
+            root = "/sys/fs/cgroup/memory"
+            candidates = [os.path.join(root, rel, "memory.oom_control"), os.path.join(root, "memory.oom_control"),
+                          *candidates]  # v1's memory controller is where the limits are
+    for path in dict.fromkeys(candidates):
+        try:
+            with open(path, encoding="utf-8") as f:
+                for entry in f:
+                    key, _, value = entry.partition(" ")
+                    if key == "oom_kill":
+                        return path, int(value)
+        except (OSError, ValueError):
+            continue
+    return None

@@ -234,12 +234,16 @@ class Ack:
 class CaptureEvidence:
     incident: str
     reason: str = ""
+    verdict: str = ""  # the pending verdict, JSON of Verdict.to_dict() ('' from an older coordinator)
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
     reason: str = ""
     deadline: float = 15.0  # seconds from SIGTERM to SIGKILL
+    #: the incident's final verdict (JSON of Verdict.to_dict()): nodes complete their bundle with it
+    #: before uploading; '' for a stop that is not an incident's (a signal, a shutdown)
+    verdict: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,9 +335,9 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Ack):
         return [body.seq]
     if isinstance(body, CaptureEvidence):
-        return [body.incident, body.reason]
+        return [body.incident, body.reason, body.verdict]
     if isinstance(body, Stop):
-        return [body.reason, body.deadline]
+        return [body.reason, body.deadline, body.verdict]
     if isinstance(body, Launch):
         return [body.generation, body.checkpoint]
     if isinstance(body, StatusQuery):
@@ -611,11 +615,13 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
         _list(b, 1, "ack body")
         return Ack(_int(b[0], "seq"))
     if kind is Kind.CAPTURE_EVIDENCE:
-        _list(b, 2, "capture_evidence body")
-        return CaptureEvidence(_str(b[0], "incident"), _str(b[1], "reason"))
+        # 2 fields from a coordinator of before the verdict field; 3 now (an addition within schema 2)
+        _list(b, 3 if len(_list(b, None, "capture_evidence body")) == 3 else 2, "capture_evidence body")
+        return CaptureEvidence(_str(b[0], "incident"), _str(b[1], "reason"),
+                               _str(b[2], "verdict") if len(b) == 3 else "")
     if kind is Kind.STOP:
-        _list(b, 2, "stop body")
-        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"))
+        _list(b, 3 if len(_list(b, None, "stop body")) == 3 else 2, "stop body")
+        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"), _str(b[2], "verdict") if len(b) == 3 else "")
     if kind is Kind.LAUNCH:
         _list(b, 2, "launch body")
         return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))

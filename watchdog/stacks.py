@@ -9,7 +9,11 @@ silent hang the stacks are the only evidence of who is to blame.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 #: Frames that mean "this thread is waiting for its peers".
 COLLECTIVE_FRAMES = re.compile(
@@ -56,3 +60,40 @@ def collective_states(dumps: Mapping[int, str]) -> dict[int, bool]:
         if s is not None:
             out[r] = s
     return out
+
+
+_FRAME = re.compile(r"^\s+(\S.*?) \(([^:()]+)(?::\d+)?\)\s*$", re.MULTILINE)
+
+
+def top_frame(dump: str) -> str | None:
+    """The main thread's innermost frame as ``function (file)`` without its line number, or None."""
+    m = _FRAME.search(main_thread(dump))
+    return f"{m.group(1)} ({m.group(2)})" if m else None
+
+
+def _function(frame: str) -> str:
+    return frame.split(" (", 1)[0]
+
+
+def stack_culprit(tops: Mapping[K, str | None], waiting: Mapping[K, bool | None]) -> tuple[K, str] | None:
+    """The one rank whose stack sets it apart in a hang, with the clause that says how; else None.
+
+    ``tops``: each rank's innermost main-thread frame (:func:`top_frame`); ``waiting``: whether it
+    waits in a collective (:func:`in_collective`). Ranks of a hung synchronous job wait at the same
+    place (DDP's backward, an ``all_reduce``, a ``barrier``); the rank that caused it is elsewhere.
+    A rank is *with the others* when its innermost frame is shared by another rank or is a
+    collective; exactly one rank not with the others, against at least two that are, is the culprit.
+    """
+    readable = {k: t for k, t in tops.items() if t}
+    counts = Counter(readable.values())
+    together = [k for k, t in readable.items() if counts[t] > 1 or waiting.get(k)]
+    apart = [k for k in readable if k not in together]
+    if len(apart) == 1 and len(together) >= 2:
+        shared = Counter(readable[k] for k in together).most_common(1)[0][0]
+        where = _function(shared)
+        return apart[0], (f"{apart[0]}'s stack differs from the {len(together)} others, which wait in {where} "
+                          f"(it is in {_function(readable[apart[0]])})")
+    outside = [k for k, s in waiting.items() if s is False]
+    if len(outside) == 1 and any(waiting.values()):
+        return outside[0], f"{outside[0]} is the only rank not waiting in a collective"
+    return None

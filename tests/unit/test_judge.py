@@ -208,7 +208,28 @@ def test_exit_codes_without_lines() -> None:
     j.observe_exit(RankExit(RankKey(N, 1), -9, 5.0))
     j.observe_exit(RankExit(RankKey(N, 0), -15, 4.0))  # terminated by the agent: not a cause
     v = j.verdict(6.0)
+    # SIGKILL alone says nothing of who sent it: not oom without the kernel's word
+    assert v.label is Label.OTHER_CRASH and v.culprit == RankKey(N, 1)
+    assert "signal 9" in v.reason and "unknown" in v.reason
+
+
+def test_sigkill_with_the_kernels_oom_kill_on_the_node_is_oom() -> None:
+    j = judge()
+    j.observe_exit(RankExit(RankKey(N, 1), -9, 5.0))
+    j.observe_line(ln(-1, "neuron-watch: the kernel's OOM killer killed a process of this node's job "
+                      "(/sys/fs/cgroup/job.scope/memory.events: oom_kill 0 -> 1)", 5.5))
+    v = j.verdict(6.0)
     assert v.label is Label.OOM and v.culprit == RankKey(N, 1)
+    assert v.evidence[0].signature == "host.oom_killed"
+
+
+def test_torchruns_sigkill_report_is_not_oom_by_itself() -> None:
+    j = judge()
+    j.observe_line(ln(1, "  traceback : Signal 9 (SIGKILL) received by PID 12345", 5.0))
+    v = j.verdict(6.0)
+    assert v.label is Label.OTHER_CRASH and v.culprit == RankKey(N, 1)
+    j.observe_line(ln(0, "[ 9123.456789] Out of memory: Killed process 12345 (python3) total-vm:1kB, anon-rss:1kB", 5.2))
+    assert j.verdict(6.0).label is Label.OOM
 
 
 def test_hang_culprit_is_the_rank_not_waiting() -> None:

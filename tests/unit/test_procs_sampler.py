@@ -29,12 +29,14 @@ def test_a_worker_seen_before_its_exec_is_recognised_after_it(tmp_path: Path) ->
     try:
         sampler = ProcessSampler()
         worker_pid = _wait_for_child(launcher.pid)
+        # the child first execs into the waiting program (under load this takes a moment), then, on
+        # "go", into the worker: wait for each exec by what the command line says, not by any change
+        _wait(lambda: b"execve" in _cmdline(worker_pid))
         assert sampler.sample(launcher.pid)[0] == []
-        before = _cmdline(worker_pid)
         assert launcher.stdin is not None
         launcher.stdin.write(b"go\n")
         launcher.stdin.flush()
-        _wait(lambda: _cmdline(worker_pid) != before)
+        _wait(lambda: b"execve" not in _cmdline(worker_pid))
         workers, _ = sampler.sample(launcher.pid)
         assert [(w.pid, w.local_rank, w.rank) for w in workers] == [(worker_pid, 1, 5)]
     finally:

@@ -61,6 +61,8 @@ BODIES = [
     Ack(41),
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
     Stop("g0-incident", 15.0),
+    CaptureEvidence("incident-2", "hang", '{"label": "collective_hang"}'),
+    Stop("incident-2", 15.0, '{"label": "collective_hang", "culprit": {"node": "n1", "rank": 3}}'),
     Launch(1, "/ckpt/step_1200"),
     Shutdown("config_error: not restartable", 4),
 ]
@@ -322,3 +324,13 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
     assert fast_only == 0 and both > 300
     # What the fast path passes on is decided by the checked one (integers where agents send floats).
     assert slow_only < 300
+
+
+def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_decode() -> None:
+    """The verdict field was added within schema 2: a 2-field body (an older coordinator) decodes."""
+    import msgpack
+
+    for kind, body, want in ((Kind.CAPTURE_EVIDENCE, ["incident-1", "hang"], CaptureEvidence("incident-1", "hang")),
+                             (Kind.STOP, ["incident-1", 15.0], Stop("incident-1", 15.0))):
+        header = p.encode(Msg(_header(kind), want))[0]
+        assert p.decode([header, msgpack.packb(body)]).body == want

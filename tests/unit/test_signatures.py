@@ -81,6 +81,7 @@ def test_issue_coverage_by_category() -> None:
         "gpu.cuda_oom": Label.OOM,
         "gpu.xid_hardware": Label.HARDWARE_ERROR,
         "host.oom_killed": Label.OOM,
+        "host.killed_sigkill": Label.OTHER_CRASH,
         "numerical.loss_not_finite": Label.NUMERICAL_ERROR,
     }
     for sig_id, label in want.items():

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from neuron_watch.stacks import hang_culprits, in_collective
+from neuron_watch.stacks import hang_culprits, in_collective, stack_culprit, top_frame
 
 WAITING = """Process 24170: python3 -u train.py
 Python v3.11.7
@@ -45,3 +45,36 @@ def test_stacks_that_do_not_tell() -> None:
     assert hang_culprits({0: WAITING, 1: ALL_REDUCE}) == []  # everyone waits: no one to blame
     assert hang_culprits({0: HUNG, 1: HUNG}) == []
     assert hang_culprits({0: "py-spy: Permission denied", 1: WAITING}) == []
+
+
+SLEEPING_IN_OWN_CODE = """Thread 31 (idle): "MainThread"
+    slow_step (train.py:88)
+    main (train.py:120)
+    <module> (train.py:140)
+"""
+
+
+def test_top_frame_has_no_line_number() -> None:
+    assert top_frame(WAITING) == "_engine_run_backward (torch/autograd/graph.py)"
+    assert top_frame("py-spy: Permission denied") is None
+
+
+def test_the_odd_stack_out_among_ranks_waiting_in_ddp_backward() -> None:
+    dumps = {0: WAITING, 1: WAITING, 2: SLEEPING_IN_OWN_CODE, 3: WAITING}
+    found = stack_culprit({r: top_frame(d) for r, d in dumps.items()}, {r: in_collective(d) for r, d in dumps.items()})
+    assert found is not None and found[0] == 2
+    assert "differs from the 3 others, which wait in _engine_run_backward" in found[1]
+
+
+def test_mixed_waits_still_single_out_the_rank_apart() -> None:
+    dumps = {0: WAITING, 1: ALL_REDUCE, 2: HUNG, 3: WAITING}
+    found = stack_culprit({r: top_frame(d) for r, d in dumps.items()}, {r: in_collective(d) for r, d in dumps.items()})
+    assert found is not None and found[0] == 2
+
+
+def test_no_culprit_when_stacks_do_not_set_one_rank_apart() -> None:
+    tops = {0: top_frame(WAITING), 1: top_frame(WAITING), 2: top_frame(WAITING)}
+    assert stack_culprit(tops, {0: True, 1: True, 2: True}) is None  # everyone waits
+    two = {0: top_frame(HUNG), 1: top_frame(SLEEPING_IN_OWN_CODE)}
+    assert stack_culprit(two, {0: False, 1: False}) is None  # two ranks apart: nothing to tell
+    assert stack_culprit({0: None, 1: top_frame(WAITING)}, {0: None, 1: True}) is None

@@ -1,0 +1,89 @@
+"""The culprit of a real hang, the stop of a stuck rank, and an incident that says what happened.
+
+Real torchrun jobs (the toy DDP job, gloo, 4 CPU ranks). A fault is made from outside, as it
+happens to real jobs: a rank SIGSTOPped (a debugger, a frozen container, a paused cgroup) while the
+others wait for it in a collective.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, started
+
+pytestmark = pytest.mark.process
+
+
+def _rank_pid(run_dir: Path, rank: int) -> int | None:
+    for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # the worker itself, not torchrun (torchrun has no RANK; its children carry it)
+        if f"RANK={rank}".encode() in env and b"LOCAL_RANK=" + str(rank).encode() in env:
+            return pid
+    return None
+
+
+def _wait_for(what: str, check: object, deadline: float, p: object) -> None:
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert p.poll() is None, f"neuron-watch ended while waiting for {what}"  # type: ignore[attr-defined]
+        time.sleep(0.1)
+
+
+def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_quick(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    stop_timeout = 60  # far longer than the stop may take: the rung says whether the deadline was needed
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
+            "--hang-timeout", "6", "--stop-timeout", str(stop_timeout), "--no-prewarm",
+            "torchrun", "--nproc_per_node", "4", TOY, "--steps", "30", "--step-time", "0.2",
+            "--checkpoint-every", "5", "--checkpoint-dir", str(ckpt)]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            deadline = time.monotonic() + 180
+            log2 = run_dir / "gen-0" / "rank-2.log"
+            _wait_for("rank 2's step 6", lambda: log2.exists() and "step 6 " in log2.read_text(), deadline, p)
+            pid = _rank_pid(run_dir, 2)
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            out, _ = p.communicate(timeout=240)
+            assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1
+        assert hang[0]["culprit"]["rank"] == 2 and hang[0]["culprit_source"] == "process_state"
+        assert "is stopped (state T)" in hang[0]["reason"]
+        stopped = named(evs, "stopped")[0]
+        # SIGTERM sufficed: the stopped rank was continued so it could take the signal (no SIGKILL at the deadline)
+        assert stopped["rung"] == "sigterm" and stopped["survivors"] == []
+        # the incident's files carry the final verdict, the same as events.jsonl
+        incident = named(evs, "incident")[0]
+        assert incident["label"] == "collective_hang" and incident["culprit"]["rank"] == 2
+        bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
+        verdict = json.loads((bundle / "verdict.json").read_text())
+        assert verdict["label"] == "collective_hang" and verdict["culprit"]["rank"] == 2
+        assert verdict["culprit_source"] == "process_state"
+        md = (bundle / "incident.md").read_text()
+        assert "**collective_hang**" in md and "rank 2 on node" in md
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        assert manifest["verdict_final"] is True
+        sizes = {f["path"]: f["size"] for f in manifest["files"]}
+        assert sizes["verdict.json"] == (bundle / "verdict.json").stat().st_size
+        # py-spy cannot read a stopped process: the bundle says so in plain words
+        missing = {m["item"]: m["reason"] for m in manifest["missing"]}
+        if "stacks/rank-2.txt" in missing:
+            assert "stopped" in missing["stacks/rank-2.txt"]
+        assert named(evs, "job_finished")[0]["exit_code"] == 0
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
