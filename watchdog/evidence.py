@@ -300,6 +300,8 @@ def _py_spy_failure(pid: int, rc: int, err: str) -> str:
         state = ""
     if state in ("T", "t"):
         return f"the process is stopped (state {state}); py-spy cannot read a stopped process"
+    if "Failed to find a python interpreter" in err:
+        return "py-spy found no running Python in the process (it is starting up or shutting down)"
     lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
     # py-spy's own message ("Error: Failed to ...", "Permission denied") comes before any backtrace
     first = next((ln for ln in lines if ln.startswith("Error") or "denied" in ln or "ptrace" in ln.lower()), None)

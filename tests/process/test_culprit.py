@@ -87,3 +87,82 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
+
+
+DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
+
+
+@pytest.mark.parametrize(("fault", "where"), [("sleep", "stuck_in_own_code"), ("spin", "spin_forever"),
+                                              ("loader", None)])
+def test_the_rank_stuck_outside_ddps_backward_is_named_from_the_stacks(
+    tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None
+) -> None:
+    """Three ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+            "--no-prewarm", "torchrun", "--nproc_per_node", "4", DDP_FAULTS, "--steps", "14", "--fault", fault,
+            "--at", "4", "--rank", "2"]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1, [e.get("label") for e in named(evs, "verdict")]
+        assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
+        assert hang[0]["culprit_source"] == "stacks"
+        assert "stack differs from the 3 others, which wait in _engine_run_backward" in hang[0]["reason"]
+        if where is not None:
+            assert f"(it is in {where})" in hang[0]["reason"]
+        bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
+        assert "rank 2 on node" in (bundle / "incident.md").read_text()
+        assert named(evs, "job_finished")[0]["exit_code"] == 0
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
+def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_stacks(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
+    import secrets
+    import subprocess
+    from contextlib import ExitStack
+
+    from tests.fixtures.procs import free_port, kill_group
+
+    master, coord = free_port(), free_port()
+    job_id = f"culprit-{secrets.token_hex(3)}"
+    procs: list[subprocess.Popen[str]] = []
+    with ExitStack() as stack:
+        for i in range(2):
+            run_dir = tmp_path / f"node{i}"
+            env = dict(toy_env, NEURON_WATCH_NODE=f"n{i}", NEURON_WATCH_SECRET="s" * 32)
+            argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir), "--coordinator",
+                    f"127.0.0.1:{coord}", "--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm",
+                    "torchrun", "--nnodes", "2", "--node_rank", str(i), "--nproc_per_node", "2",
+                    "--master_addr", "127.0.0.1", "--master_port", str(master),
+                    DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
+            out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
+            stack.callback(out.close)
+            p = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            stack.callback(force_cleanup, str(run_dir))
+            stack.callback(kill_group, p)
+            procs.append(p)
+        codes = [p.wait(300) for p in procs]
+        logs = "".join((tmp_path / f"node{i}.out").read_text()[-2000:] for i in range(2))
+        assert codes == [0, 0], logs
+        evs = events(tmp_path / "node0")
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1, logs
+        assert hang[0]["culprit"] == {"node": "n1", "rank": 3}, hang[0]["reason"]
+        assert hang[0]["culprit_source"] == "stacks"
+        # every node's bundle carries the job's final verdict
+        for i in range(2):
+            verdict = json.loads((tmp_path / f"node{i}" / "incidents" / "incident-1" / f"n{i}" / "verdict.json")
+                                 .read_text())
+            assert verdict["culprit"] == {"node": "n1", "rank": 3}
+        for i in range(2):
+            assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / f"node{i}")) == []

@@ -1,0 +1,81 @@
+"""A small DDP job (gloo, CPU) that gets stuck the ways real jobs do, for the culprit tests.
+
+Every rank prints ``step N loss X`` after each optimizer step. In generation 0 (neuron-watch's
+``NEURON_WATCH_GENERATION``), at ``--at`` the rank ``--rank`` gets stuck while the others go on into
+DDP's gradient all-reduce in ``backward`` and wait there:
+
+* ``sleep``: sleeps in its own code (a slow host call, a lock);
+* ``spin``: spins in a Python loop;
+* ``loader``: its data-loader worker process never delivers the next batch.
+
+Later generations run clean, so a restart finishes the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset
+
+
+class Batches(Dataset[torch.Tensor]):
+    def __init__(self, n: int, stuck_at: int) -> None:
+        self.n, self.stuck_at = n, stuck_at
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.stuck_at:
+            time.sleep(10_000)  # in the worker process: the rank's main thread waits for the batch
+        return torch.randn(32)
+
+
+def stuck_in_own_code() -> None:
+    time.sleep(10_000)
+
+
+def spin_forever() -> None:
+    x = 0
+    while True:
+        x = (x * 31 + 7) % 1_000_003
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader"], default="none")
+    p.add_argument("--at", type=int, default=5)
+    p.add_argument("--rank", type=int, default=1)
+    p.add_argument("--step-time", type=float, default=0.1)
+    a = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    faulty = a.fault != "none" and rank == a.rank and os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = Batches(a.steps, a.at if faulty and a.fault == "loader" else -1)
+    loader = DataLoader(data, batch_size=None, num_workers=1 if a.fault == "loader" else 0)
+    for step, x in enumerate(loader, start=1):
+        if faulty and step == a.at and a.fault == "sleep":
+            stuck_in_own_code()
+        if faulty and step == a.at and a.fault == "spin":
+            spin_forever()
+        loss = model(x).pow(2).mean()
+        loss.backward()  # DDP's all-reduce of the gradients: the other ranks wait here
+        opt.step()
+        opt.zero_grad()
+        time.sleep(a.step_time)
+        print(f"step {step} loss {loss.item():.4f}", flush=True)
+    print(f"training done at step {a.steps}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
