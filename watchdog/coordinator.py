@@ -649,7 +649,8 @@ class Coordinator:
             for n, v in sorted(self.nodes.items()):
                 d = _json_detail(v.status_detail)
                 self.events.emit("stopped", self.generation, node=n, rung=d.get("rung"), seconds=d.get("seconds"),
-                                 survivors=d.get("survivors", []), answered=v.status == "stopped")
+                                 survivors=d.get("survivors", []), continued=d.get("continued", []),
+                                 answered=v.status == "stopped")
                 for up in d.get("uploads", []):
                     self.events.emit("upload", self.generation, node=n, **up)
             codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]

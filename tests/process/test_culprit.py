@@ -65,7 +65,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         assert "is stopped (state T)" in hang[0]["reason"]
         stopped = named(evs, "stopped")[0]
         # SIGTERM sufficed: the stopped rank was continued so it could take the signal (no SIGKILL at the deadline)
-        assert stopped["rung"] == "sigterm" and stopped["survivors"] == []
+        assert stopped["rung"] == "sigterm" and stopped["survivors"] == [] and len(stopped["continued"]) == 1
         # the incident's files carry the final verdict, the same as events.jsonl
         incident = named(evs, "incident")[0]
         assert incident["label"] == "collective_hang" and incident["culprit"]["rank"] == 2
