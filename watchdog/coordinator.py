@@ -230,6 +230,8 @@ class Coordinator:
         self._last_label: Label | None = None
         self._progress_step: int | None = None
         self._progress_at: float | None = None
+        self._progress_line_wall: float | None = None
+        self._blind_said = False  # the "no progress recognised" warning of this generation was given
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
@@ -425,7 +427,7 @@ class Coordinator:
         for (key, first, last, _text), c in zip(ranks, body.ranks, strict=True):
             wall = h.wall - c.d_wall
             for i, text in enumerate(c.text.split("\n")):
-                lines.append(LogLine(key, text, first if i == 0 else last, wall))
+                lines.append(LogLine(key, text, first if i == 0 else last, wall if i == 0 else wall + last - first))
         judge.observe_lines(lines)
 
     def _kb_fingerprint(self, judge: JudgeLike) -> int:
@@ -517,6 +519,7 @@ class Coordinator:
             verdict = self.judge.verdict(now)
             self.last_verdict = verdict
             self._progress_event(now)
+            self._blind_check(now)
         if self._interrupt is not None:
             self._interrupting(now)
         else:
@@ -550,23 +553,56 @@ class Coordinator:
             v.evidence_detail = None
 
     def _progress_event(self, now: float) -> None:
+        """A ``progress`` event for a new step (or, for progress lines without a step such as the
+        HF Trainer's ``{'loss': ...}``, for newer progress), dated by the line that showed it:
+        the event may be sent up to PROGRESS_EVENT_EVERY later, and a batch may arrive late."""
         if self.sm.state is not JobState.RUNNING:
             return
         step = getattr(self.judge, "max_step", None)
-        if step is None or step == self._progress_step:
+        at = self._progress_wall()
+        if step is None and at is None:
+            return
+        if step is not None and step == self._progress_step:
+            return
+        if step is None and at == self._progress_line_wall:
             return
         if self._progress_at is not None and now - self._progress_at < PROGRESS_EVENT_EVERY:
             return
-        self._progress_step, self._progress_at = step, now
-        self.events.emit("progress", self.generation, step=step)
+        self._progress_step, self._progress_at, self._progress_line_wall = step, now, at
+        self.events.emit("progress", self.generation, at=at, step=step)
+
+    def _progress_wall(self) -> float | None:
+        """Wall time of the line that first showed the newest step (any progress line without steps)."""
+        if getattr(self.judge, "max_step", None) is not None:
+            wall: float | None = getattr(self.judge, "max_step_wall", None)
+        else:
+            wall = getattr(self.judge, "last_progress_wall", None)
+        return wall
 
     def _progress_fields(self) -> dict[str, Any]:
-        times = getattr(self.judge, "step_times", None) or []
-        last = times[-1] if times else None
+        at = self._progress_wall()
+        if at is None:  # a judge that does not keep line times: convert its monotonic time
+            times = getattr(self.judge, "step_times", None) or []
+            at = self.wall() - (self.clock() - times[-1]) if times else None
         return {
-            "last_progress": None if last is None else iso_utc(self.wall() - (self.clock() - last)),
+            "last_progress": None if at is None else iso_utc(at),
             "last_step": getattr(self.judge, "max_step", None),
         }
+
+    def _blind_check(self, now: float) -> None:
+        """Say once per generation when no progress line was recognised (the judge decides)."""
+        if self._blind_said or self.sm.state is not JobState.RUNNING:
+            return
+        blind = getattr(self.judge, "blind", None)
+        warning = blind(now) if callable(blind) else None
+        if warning is None:
+            return
+        self._blind_said = True
+        message = warning.message()
+        self.events.emit("warning", self.generation, kind="no_progress_recognised", message=message,
+                         seconds=warning.seconds, lines=list(warning.lines), ranks=warning.ranks)
+        # The console sink for events (eventlog) will print this; until it lands, log it here.
+        log.warning("%s", message)
 
     def _progressed_for(self) -> float:
         times = getattr(self.judge, "step_times", None) or []
@@ -665,7 +701,8 @@ class Coordinator:
                 if self.judge_factory:
                     self.judge = self.judge_factory(self.generation, now)
                 self._last_label = None
-                self._progress_step, self._progress_at = None, None
+                self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
+                self._blind_said = False
                 for v in self.nodes.values():
                     v.launcher_code = None
                 self._reset_status()
@@ -831,6 +868,13 @@ class Coordinator:
                 for r in ranks:
                     if r.get("node") == view.node:
                         r["state"] = "unobserved"
+        if not self.sm.live:  # the job is over: its ranks are what the job is, not what they last did
+            for r in ranks:
+                if r.get("state") != "failed":
+                    r["state"] = self.sm.state.value
+        timeout_in_force = getattr(self.judge, "timeout_in_force", None)
+        timeout, kind = timeout_in_force() if callable(timeout_in_force) else (
+            getattr(self.judge, "hang_timeout", lambda: None)(), None)
         doc = {
             "job_id": self.job,
             "generation": self.generation,
@@ -839,7 +883,8 @@ class Coordinator:
             "label": self.last_verdict.label.value if self.last_verdict else None,
             "updated": iso_utc(self.wall()),
             "updated_unix": self.wall(),
-            "hang_timeout": getattr(self.judge, "hang_timeout", lambda: None)(),
+            "hang_timeout": timeout,
+            "hang_timeout_kind": kind,
             "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
                       for n, v in sorted(self.nodes.items())},
             "ranks": ranks,

@@ -36,8 +36,10 @@ class EventLog:
         self.sink_failures = 0
         self.history: list[dict[str, Any]] = []
 
-    def emit(self, event: str, generation: int, **fields: Any) -> dict[str, Any]:
-        record = JobEvent(event, generation, self._wall(), fields).to_dict()
+    def emit(self, event: str, generation: int, at: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Append one event. ``at``: its wall time when it is not now (a ``progress`` event is
+        dated by the line that showed the step, however late it is sent)."""
+        record = JobEvent(event, generation, self._wall() if at is None else at, fields).to_dict()
         self._f.write(json.dumps(record, default=str) + "\n")
         self._f.flush()
         self.history.append(record)

@@ -6,16 +6,19 @@ Which events it reads (all share ``time`` (ISO UTC) and ``generation``; docs/liv
 
 * ``job_started``: wall time starts; generation 0 starts.
 * ``restart``: the next generation starts (at this event's time); ``checkpoint`` (a path whose
-  name holds ``step_<N>``) or ``checkpoint_step`` says where it resumes.
-* ``progress``: ``step``; the supervisor's samples of the job making progress (the first of each
-  generation, then throttled). ``verdict`` and ``job_finished`` may carry ``last_progress`` (time)
-  and ``last_step``: the newest progress the judge saw, which makes the figures exact.
+  name holds the step: ``step_<N>``, HF ``checkpoint-<N>``, Lightning ``step=<N>.ckpt``; null: from
+  scratch) or ``checkpoint_step`` says where it resumes.
+* ``progress``: ``step`` (null for progress lines without one); the supervisor's samples of the job
+  making progress (the first of each generation, then throttled), dated by the line that showed it.
+  ``verdict`` and ``job_finished`` may carry ``last_progress`` (time) and ``last_step``: the
+  newest progress the judge saw, which makes the figures exact.
 * ``verdict``: label ``compiling`` opens a compile interval that the next non-compiling event of
   the generation closes; another label with an action other than ``wait`` is the generation's failure.
 * ``compile_start`` / ``compile_end`` (optional, per ``node``/``rank``): explicit compile intervals.
 * ``checkpoint``: ``step`` of a complete checkpoint and when it was seen (for work lost).
 * ``incident``: evidence captured.
-* ``job_finished``: wall time ends. Any ``goodput`` field it carries is ignored.
+* ``job_finished``: wall time ends; ``exit_code``/``state`` say how (``outcome``). Any ``goodput``
+  field it carries is ignored. ``gave_up``: the policy gave up (restarts exhausted).
 
 Figures (seconds unless named otherwise; None when the events do not say):
 
@@ -26,7 +29,11 @@ Figures (seconds unless named otherwise; None when the events do not say):
   compile intervals), ``time_to_detect`` (last progress -> failure verdict), ``time_to_evidence``
   (verdict -> incident), ``time_to_relaunch`` (incident, else verdict -> the next generation's
   first progress), ``lost_steps``/``lost_seconds`` (last progress back to the checkpoint the next
-  generation resumed from; from step 0 / first progress without a checkpoint).
+  generation resumed from; from step 0 / first progress without a checkpoint) and
+  ``lost_steps_basis`` (``checkpoint``, ``scratch``, ``redone``: the checkpoint names no step, so
+  counted from the step the next generation printed first; ``unknown``: None, with a note).
+* ``finished`` is true only for a job that ended with exit 0; ``outcome`` is ``finished``,
+  ``interrupted``, ``gave_up``, ``failed`` or ``running`` (no ``job_finished`` yet), ``exit_code``.
 * ``causes``: failure labels counted, and ``failures`` one entry per failed generation.
 """
 
@@ -38,7 +45,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_STEP_IN_PATH = re.compile(r"(?:step|iter|global_step|checkpoint)[_\-]?(\d+)(?!.*\d)", re.IGNORECASE)
+# HF Trainer ``checkpoint-500``, Lightning ``epoch=1-step=128.ckpt``, ``step_10``, ``iter_0000100``
+# (Megatron). The step is the last number of the path, and must follow one of these words.
+_STEP_IN_PATH = re.compile(r"(?:step|iter|global_step|checkpoint)[_\-=]?(\d+)(?!.*\d)", re.IGNORECASE)
+
+#: ExitCode.RESTARTS_EXHAUSTED (errors.py; not imported: this module stays free of the CLI's imports)
+_GAVE_UP_CODE = 5
+#: interrupted: 128 + the signal (SIGINT 130, SIGTERM 143)
+_SIGNAL_BASE = 128
 
 
 def parse_time(value: Any) -> float | None:
@@ -112,6 +126,8 @@ class _Gen:
     failure_time: float | None = None
     incident_time: float | None = None
     resumed_step: int | None = None  # the checkpoint step this generation started from
+    restarted: bool = False  # begun by a `restart` event
+    resumed_checkpoint: str | None = None  # its checkpoint (None: from scratch)
 
     def close_compile(self, t: float) -> None:
         if self.open_compile is not None:
@@ -155,8 +171,10 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if started is None:
         notes.append("no job_started event: wall time starts at the first event")
         started = timed[0][0]
+    closing = next((ev for _t, ev in timed if ev.get("event") == "job_finished"), None)
     finished = next((t for t, ev in timed if ev.get("event") == "job_finished"), None)
     end = finished if finished is not None else max(t for t, _ev in timed)
+    outcome, exit_code = _job_outcome(closing, any(ev.get("event") == "gave_up" for _t, ev in timed))
 
     gens: dict[int, _Gen] = {}
     current: _Gen | None = None
@@ -181,6 +199,11 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 prev.end = t
             current = gen_for(next_number, t)
             current.resumed_step = checkpoint_step(ev)
+            current.restarted = True
+            ck = ev.get("checkpoint")
+            current.resumed_checkpoint = ck if isinstance(ck, str) and ck else None
+            if current.resumed_checkpoint is None and current.resumed_step is not None:
+                current.resumed_checkpoint = f"step {current.resumed_step}"
             continue
         if number is None:
             number = current.number if current is not None else 0
@@ -247,6 +270,7 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     progress_total = 0.0
     lost_total_s = 0.0
     lost_total_steps = 0
+    lost_unknown = 0  # failed generations whose lost steps cannot be told
     compile_total = 0.0
     for i, g in enumerate(order):
         nxt = order[i + 1] if i + 1 < len(order) else None
@@ -269,11 +293,12 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "first_step": first[1] if first else None,
             "last_step": last[1] if last else None,
             "resumed_from_step": g.resumed_step,
-            "outcome": "finished" if g.failure is None and nxt is None and finished is not None else None,
+            "outcome": outcome if g.failure is None and nxt is None and outcome != "running" else None,
             "time_to_detect": None,
             "time_to_evidence": None,
             "time_to_relaunch": None,
             "lost_steps": None,
+            "lost_steps_basis": None,
             "lost_seconds": None,
         }
         if g.failure is not None and g.failure_time is not None:
@@ -289,28 +314,14 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 since = g.incident_time if g.incident_time is not None else g.failure_time
                 if nfirst is not None:
                     row["time_to_relaunch"] = _r(nfirst[0] - since)
-                # Work lost: from the checkpoint the next generation resumed from up to the last progress.
-                if last is not None and last[1] is not None:
-                    ck = nxt.resumed_step
-                    ck_time: float | None = None
-                    if ck is None:
-                        ck = 0
-                        ck_time = first[0] if first else None
-                    else:
-                        seen = [t for t, s in known_checkpoints if s == ck]
-                        at_step = [t for gg in order[: i + 1] for t, s in gg.progress if s == ck]
-                        cands = seen or at_step
-                        ck_time = min(cands) if cands else None
-                        if ck_time is not None and ck_time < g.start:
-                            ck_time = g.start  # saved by an earlier generation: all of this one is lost
-                    row["lost_steps"] = max(0, last[1] - ck)
-                    lost_total_steps += row["lost_steps"]
-                    if ck_time is not None:
-                        row["lost_seconds"] = _r(max(0.0, last[0] - ck_time) -
-                                                 _union_length(g.compiles, ck_time, last[0]))
-                        lost_total_s += row["lost_seconds"] or 0.0
-                    else:
-                        notes.append(f"generation {g.number}: no time for checkpoint step {ck}; lost seconds unknown")
+                lost = _lost_work(g, nxt, first, last, known_checkpoints, order[: i + 1])
+                row["lost_steps"], row["lost_steps_basis"], row["lost_seconds"] = lost.steps, lost.basis, lost.seconds
+                notes.extend(f"generation {g.number}: {n}" for n in lost.notes)
+                if lost.steps is None:
+                    lost_unknown += 1
+                else:
+                    lost_total_steps += lost.steps
+                lost_total_s += lost.seconds or 0.0
             failures.append({"generation": g.number, "label": label, "culprit": g.failure.get("culprit"),
                              "action": g.failure.get("action"), "reason": g.failure.get("reason")})
         out_gens.append(row)
@@ -318,8 +329,12 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
             notes.append(f"generation {g.number}: no progress recorded")
 
     wall = end - started
+    if lost_unknown:
+        notes.append(f"work lost in steps is unknown for {lost_unknown} restart(s); the total counts the others")
     return {
-        "finished": finished is not None,
+        "finished": outcome == "finished",
+        "outcome": outcome,
+        "exit_code": exit_code,
         "wall_seconds": _r(wall),
         "progress_seconds": _r(progress_total),
         "effective_ratio": round(progress_total / wall, 4) if wall > 0 else None,
@@ -327,7 +342,7 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "useful_ratio": round(max(0.0, progress_total - lost_total_s) / wall, 4) if wall > 0 else None,
         "compile_seconds": _r(compile_total),
         "restarts": max(0, len(order) - 1),
-        "lost_steps": lost_total_steps,
+        "lost_steps": None if lost_unknown and not lost_total_steps else lost_total_steps,
         "lost_seconds": _r(lost_total_s),
         "causes": causes,
         "failures": failures,
@@ -335,3 +350,87 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "skipped_events": skipped,
         "notes": notes,
     }
+
+
+def _job_outcome(closing: dict[str, Any] | None, gave_up: bool) -> tuple[str, int | None]:
+    """``(outcome, exit code)`` of the job from its ``job_finished`` event (None: still running).
+
+    outcome: ``finished`` (exit 0), ``interrupted`` (stopped by a signal: state ``interrupted`` or
+    exit 128+N), ``gave_up`` (a ``gave_up`` event, or exit 5: restarts exhausted), ``failed``
+    (any other non-zero exit) or ``running`` (no ``job_finished``: measured up to the last event).
+    """
+    if closing is None:
+        return "running", None
+    code = _int(closing.get("exit_code"))
+    state = closing.get("state")
+    if code == 0 or (code is None and state == "finished"):
+        return "finished", code
+    if state == "interrupted" or (code is not None and code > _SIGNAL_BASE):
+        return "interrupted", code
+    if gave_up or code == _GAVE_UP_CODE:
+        return "gave_up", code
+    return "failed", code
+
+
+@dataclass
+class _Lost:
+    steps: int | None
+    basis: str  # checkpoint | scratch | redone | unknown
+    seconds: float | None
+    notes: list[str]
+
+
+def _lost_work(g: _Gen, nxt: _Gen, first: tuple[float, int | None] | None, last: tuple[float, int | None] | None,
+               known_checkpoints: list[tuple[float, int]], upto: Sequence[_Gen]) -> _Lost:
+    """Work of failed generation ``g`` redone by ``nxt``: from the step it resumed from to ``g``'s last progress.
+
+    The resume step is the checkpoint's (``restart``'s ``checkpoint_step``, else the number in its
+    name: HF ``checkpoint-500``, Lightning ``step=128.ckpt``), 0 when it started from scratch. A
+    checkpoint whose name holds no step (the DDP tutorial's ``snapshot.pt``) is resolved from what
+    the next generation printed first: the steps it printed again (``g``'s last step - ``nxt``'s
+    first) were redone (basis ``redone``; exact when the step is printed as it begins, as that
+    tutorial prints "Epoch N", and a lower bound by one logging interval otherwise). Without a
+    step in ``g``'s progress or in ``nxt``'s the steps lost are unknown, and said so in a note.
+    """
+    notes: list[str] = []
+    ck: int | None
+    ck_time: float | None = None
+    if nxt.restarted and nxt.resumed_checkpoint is None:
+        ck, basis = 0, "scratch"
+        ck_time = first[0] if first else None
+    elif nxt.resumed_step is not None:
+        ck, basis = nxt.resumed_step, "checkpoint"
+    else:
+        nfirst = nxt.first_progress()
+        ck = nfirst[1] if nfirst is not None else None
+        name = nxt.resumed_checkpoint or "the checkpoint"
+        if ck is not None:
+            basis = "redone"
+            notes.append(f"{name} names no step; work lost is counted from step {ck}, where the next "
+                         "generation's progress resumed")
+        else:
+            basis = "unknown"
+            notes.append(f"{name} names no step and the next generation printed none: work lost in steps "
+                         "unknown")
+    if ck is not None and ck_time is None:
+        seen = [t for t, s in known_checkpoints if s == ck]
+        at_step = [t for gg in upto for t, s in gg.progress if s == ck]
+        cands = seen or at_step
+        ck_time = min(cands) if cands else None
+        if ck_time is not None and ck_time < g.start:
+            ck_time = g.start  # saved by an earlier generation: all of this one is lost
+        if ck_time is None and basis == "redone" and first is not None and first[1] is not None and first[1] >= ck:
+            ck_time = first[0]  # every step of this generation was printed again
+    steps: int | None = None
+    if last is None or last[1] is None:
+        if basis != "unknown":
+            notes.append("its progress lines carry no step number: work lost in steps unknown")
+        basis = "unknown"
+    elif ck is not None:
+        steps = max(0, last[1] - ck)
+    seconds: float | None = None
+    if last is not None and ck_time is not None:
+        seconds = _r(max(0.0, last[0] - ck_time) - _union_length(g.compiles, ck_time, last[0]))
+    elif last is not None and basis != "unknown":
+        notes.append(f"no time for step {ck}: lost seconds unknown")
+    return _Lost(steps, basis, seconds, notes)

@@ -61,6 +61,35 @@ KILLED_CODES = frozenset({-9, 137})
 KILLED_SIGNATURE = "host.killed_sigkill"
 _NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
+#: A rank with no output for this long is ``silent`` in status displays, at the least (see
+#: :meth:`Judge.silent_after`): a few normal step intervals, never less than this.
+SILENT_FLOOR = 60.0
+#: ... and this many normal step intervals.
+SILENT_INTERVALS = 3.0
+#: No rank has shown progress by any signal although they printed for this long after their first
+#: line: the judge is probably blind to this job's progress lines (:meth:`Judge.blind`). A real
+#: HF/Lightning job prints its first step within seconds of its first line once the model is
+#: loaded; Neuron compiles are excluded (they are work, and have their own evidence).
+BLIND_AFTER = 180.0
+#: distinct recent lines kept to name what the ranks print in the blind warning
+BLIND_LINES = 4
+
+
+@dataclass(frozen=True)
+class BlindWarning:
+    """No progress recognised: for how long the ranks printed, and what they print (shortened)."""
+
+    seconds: float
+    lines: tuple[str, ...]
+    ranks: int
+
+    def message(self) -> str:
+        shown = "; ".join(repr(t) for t in self.lines) or "(nothing)"
+        return (f"no progress line recognised in {self.seconds:.0f}s of output from {self.ranks} rank(s): "
+                f"the hang detector only has the startup timeout to go by. The ranks print e.g. {shown}. "
+                "If one of these marks a training step, pass --progress-regex (e.g. --progress-regex "
+                "'Epoch (?P<step>\\d+)').")
+
 
 @dataclass(frozen=True)
 class HangCalibration:
@@ -117,6 +146,7 @@ class RankState:
     first_seen: float
     last_line: float
     last_line_text: str = ""
+    first_line: float | None = None  # when its first line was seen (None: expected, not heard yet)
     last_progress: float | None = None
     last_progress_line: Evidence | None = None
     step: int | None = None
@@ -176,8 +206,16 @@ class RankState:
             return self.save_open
         return None
 
-    def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> str:
-        """progressing | compiling | saving | waiting | silent | exited | starting | failed (for status displays)."""
+    def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True,
+                   silent_after: float = SILENT_FLOOR, grace: float = BLIND_AFTER) -> str:
+        """The rank's state for status displays.
+
+        exited | failed | compiling | saving | waiting (on a peer, since its last progress) |
+        starting (no line yet, within the startup timeout; or printing but no progress yet, within
+        ``grace`` of its first line) | silent (no output for ``silent_after``; see
+        :meth:`Judge.silent_after`) | progressing (output keeps coming and it has shown progress) |
+        printing (output keeps coming but no line of it was ever recognised as progress).
+        """
         if self.exit_code is not None:
             return "exited"
         if self.failure is not None:
@@ -188,11 +226,13 @@ class RankState:
             return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
-        if self.last_progress is not None and now - self.last_progress <= settings.calibration.floor:
+        if self.first_line is None:
+            return "starting" if now - self.first_seen <= settings.startup_timeout else "silent"
+        if now - self.last_line > silent_after:
+            return "silent"
+        if self.last_progress is not None:
             return "progressing"
-        if self.last_progress is None and now - self.first_seen <= settings.startup_timeout:
-            return "starting"
-        return "silent"
+        return "starting" if now - self.first_line <= grace else "printing"
 
 
 class Judge:
@@ -220,6 +260,12 @@ class Judge:
         self.locks: dict[str, float] = {}  # fresh compile-cache lock path -> first seen
         self.last_lock_seen: float | None = None
         self.hints: list[tuple[Evidence, Match]] = []
+        #: wall time of the line that first reached ``max_step``, and of the newest progress line
+        #: (any step or none): what ``progress`` events are dated by, whenever they are sent
+        self.max_step_wall: float | None = None
+        self.last_progress_wall: float | None = None
+        self.first_line: float | None = None  # the first line of any rank (mono)
+        self.recent_texts: list[str] = []  # a few distinct recent lines, for the blind warning
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -280,6 +326,9 @@ class Judge:
         rank = self._rank
         # ranks are created in the order their first line arrived, as line by line
         states = [rank(key, first) for key, first, _last, _text in ranks]
+        for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
+            if st.first_line is None:
+                self._first_line(st, first)
         apply = self._apply
         for line, m in resolved:
             apply(line, m)
@@ -287,11 +336,31 @@ class Judge:
             if last > st.last_line:
                 st.last_line = last
             st.last_line_text = text
+            self._remember(text)
+
+    def _first_line(self, st: RankState, mono: float) -> None:
+        """The rank's first line arrived at ``mono`` (the job's too, when it is the first of all)."""
+        st.first_line = mono
+        if self.first_line is None:
+            self.first_line = mono
+
+    def _remember(self, text: str) -> None:
+        """Keep ``text`` among the few distinct recent lines (only while no progress was seen)."""
+        recent = self.recent_texts
+        if self.step_times or not text.strip() or text in recent:
+            return
+        recent.append(text)
+        if len(recent) > BLIND_LINES:
+            del recent[0]
 
     def _apply(self, line: LogLine, m: Match | None) -> Match | None:
         st = self._rank(line.key, line.mono)
         st.last_line = max(st.last_line, line.mono)
         st.last_line_text = line.text
+        if st.first_line is None:
+            self._first_line(st, line.mono)
+        if not self.step_times:
+            self._remember(line.text)
         if m is None:
             return None
         ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
@@ -302,10 +371,13 @@ class Judge:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
                 st.failure = st.failure_match = st.failure_time = None
             st.first_lock_wait = None
+            if self.last_progress_wall is None or line.wall > self.last_progress_wall:
+                self.last_progress_wall = line.wall
             if m.step is not None:
                 st.step = m.step
                 if self.max_step is None or m.step > self.max_step:
                     self.max_step = m.step
+                    self.max_step_wall = line.wall
                     self.step_times.append(line.mono)
             else:
                 self.step_times.append(line.mono)
@@ -405,6 +477,41 @@ class Judge:
         if self.settings.hang_timeout is not None:
             return self.settings.hang_timeout
         return self.settings.calibration.timeout(self._intervals())
+
+    def timeout_in_force(self) -> tuple[float, str]:
+        """The silence limit that applies now and its kind: ``startup`` (no progress yet: the
+        startup timeout), ``fixed`` (--hang-timeout), ``calibrated`` (from step intervals) or
+        ``default`` (calibrating: the long grace of the first steps)."""
+        if not any(st.last_progress is not None for st in self.ranks.values()):
+            return self.settings.startup_timeout, "startup"
+        if self.settings.hang_timeout is not None:
+            return self.settings.hang_timeout, "fixed"
+        intervals = self._intervals()
+        kind = "calibrated" if self.settings.calibration.calibrated(intervals) else "default"
+        return self.settings.calibration.timeout(intervals), kind
+
+    def silent_after(self) -> float:
+        """No output for longer than this makes a rank ``silent``: :data:`SILENT_INTERVALS` x the
+        median of the last 20 step intervals (a normal one), at least :data:`SILENT_FLOOR`."""
+        recent = sorted(self._intervals()[-20:])
+        if not recent:
+            return SILENT_FLOOR
+        return max(SILENT_FLOOR, SILENT_INTERVALS * recent[len(recent) // 2])
+
+    def blind(self, now: float) -> BlindWarning | None:
+        """A warning when no rank has shown progress (nor compiled, nor saved) although they have
+        printed for :data:`BLIND_AFTER` seconds since the first line; None otherwise. Pure: the
+        caller decides how often to say it (once per generation)."""
+        if self.step_times or self.first_line is None or now - self.first_line < BLIND_AFTER:
+            return None
+        alive = self._lock_holder_alive(now)
+        for st in self.ranks.values():
+            if (st.compile_seconds or st.last_compile_end is not None or st.last_save_end is not None
+                    or st.compiling(now, self.settings, alive) or st.save_open is not None):
+                return None  # compiling or saving is work with its own evidence; not blindness
+        heard = [st for st in self.ranks.values() if st.first_line is not None]
+        lines = tuple(t.strip()[:120] for t in self.recent_texts)
+        return BlindWarning(round(now - self.first_line, 1), lines, len(heard))
 
     def _intervals(self) -> list[float]:
         return [b - a for a, b in zip(self.step_times[:-1], self.step_times[1:], strict=True)]
@@ -697,6 +804,7 @@ class Judge:
     def rank_summaries(self, now: float) -> list[dict[str, object]]:
         """Per-rank state for status displays (``status.json``)."""
         alive = self._lock_holder_alive(now)
+        silent_after = self.silent_after()
         out: list[dict[str, object]] = []
         for key in sorted(self.ranks, key=lambda k: (k.node, k.rank)):
             st = self.ranks[key]
@@ -709,7 +817,7 @@ class Judge:
                     "rank": key.rank,
                     "state": "unobserved"
                     if key.node in self.unobserved
-                    else st.state_name(now, self.settings, alive),
+                    else st.state_name(now, self.settings, alive, silent_after),
                     "last_step": st.step,
                     "last_line_age": round(now - st.last_line, 3),
                     "compile_seconds": round(st.compile_seconds + compiling_for, 3),

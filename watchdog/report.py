@@ -16,6 +16,7 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.goodput import compute_goodput
+from neuron_watch.status import text_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,33 +77,36 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def render(figures: dict[str, Any]) -> None:
-    """Print the report as two tables (totals, then one row per generation)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+def _finished(figures: dict[str, Any]) -> str:
+    if figures["finished"]:
+        return "yes"
+    outcome = figures.get("outcome")
+    if outcome and outcome != "running":
+        code = figures.get("exit_code")
+        return f"no: {outcome}" + ("" if code is None else f" (exit {code})")
+    return "no (measured up to the last event)"
 
-    console = Console()
-    totals = Table(title=f"goodput of {figures.get('run_dir', 'run')}", box=box.SIMPLE, show_header=False)
-    totals.add_column("figure")
-    totals.add_column("value", justify="right")
-    totals.add_row("finished", "yes" if figures["finished"] else "no (measured up to the last event)")
-    totals.add_row("wall time (s)", _s(figures["wall_seconds"]))
-    totals.add_row("making progress (s)", _s(figures.get("progress_seconds")))
-    totals.add_row("effective training time ratio", _pct(figures["effective_ratio"]))
-    totals.add_row("useful ratio (lost work taken off)", _pct(figures["useful_ratio"]))
-    totals.add_row("compile time paid (s)", _s(figures.get("compile_seconds")))
-    totals.add_row("restarts", _s(figures.get("restarts")))
-    totals.add_row("work lost (steps / s)", f"{_s(figures.get('lost_steps'))} / {_s(figures.get('lost_seconds'))}")
+
+def render(figures: dict[str, Any]) -> str:
+    """The report as plain text: totals, then one column per generation (readable in 80 columns)."""
+    lost = f"{_s(figures.get('lost_steps'))} / {_s(figures.get('lost_seconds'))}"
+    totals: list[tuple[str, str]] = [
+        ("finished", _finished(figures)),
+        ("wall time (s)", _s(figures["wall_seconds"])),
+        ("making progress (s)", _s(figures.get("progress_seconds"))),
+        ("effective training time ratio", _pct(figures["effective_ratio"])),
+        ("useful ratio (lost work taken off)", _pct(figures["useful_ratio"])),
+        ("compile time paid (s)", _s(figures.get("compile_seconds"))),
+        ("restarts", _s(figures.get("restarts"))),
+        ("work lost (steps / s)", lost),
+    ]
     causes = figures.get("causes") or {}
-    totals.add_row("causes", ", ".join(f"{k} x{v}" for k, v in sorted(causes.items())) or "none")
+    totals.append(("causes", ", ".join(f"{k} x{v}" for k, v in sorted(causes.items())) or "none"))
     if figures.get("skipped_events"):
-        totals.add_row("skipped event lines", str(figures["skipped_events"]))
-    console.print(totals)
+        totals.append(("skipped event lines", str(figures["skipped_events"])))
+    out = [f"goodput of {figures.get('run_dir', 'run')}", ""]
+    out += text_table([[k, v] for k, v in totals], right={1})
 
-    # One column per generation (rows are figures): stays readable in 80 columns.
-    gens = Table(title="per generation", box=box.SIMPLE)
-    gens.add_column("figure")
     rows: list[tuple[str, Any]] = [
         ("outcome", lambda g: g["outcome"] or "running/unknown"),
         ("steps", lambda g: f"{_s(g['first_step'])}..{_s(g['last_step'])}"),
@@ -116,13 +120,12 @@ def render(figures: dict[str, Any]) -> None:
         ("work lost (s)", lambda g: _s(g["lost_seconds"])),
     ]
     generations = figures.get("generations", [])
-    for g in generations:
-        gens.add_column(f"gen {g['generation']}", justify="right")
-    for name, get in rows:
-        gens.add_row(name, *(get(g) for g in generations))
-    console.print(gens)
-    for note in figures.get("notes", []):
-        console.print(f"note: {note}")
+    table = [["figure", *(f"gen {g['generation']}" for g in generations)]]
+    table += [[name, *(get(g) for g in generations)] for name, get in rows]
+    out += ["", "per generation", ""]
+    out += text_table(table, right=set(range(1, len(generations) + 1)))
+    out += [f"note: {note}" for note in figures.get("notes", [])]
+    return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
@@ -138,5 +141,5 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         json.dump(figures, sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        render(figures)
+        sys.stdout.write(render(figures))
     return int(ExitCode.OK)

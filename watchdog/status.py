@@ -2,8 +2,16 @@
 
 The supervisor writes ``<run-dir>/status.json`` atomically about once a second::
 
-    {"job_id", "generation", "restarts", "state", "updated" (ISO UTC), "updated_unix",
+    {"job_id", "generation", "restarts", "state", "label" (the last verdict's), "hang_timeout",
+     "hang_timeout_kind" (fixed | calibrated | default | startup), "updated" (ISO UTC), "updated_unix",
      "ranks": [{"node", "rank", "state", "last_step", "last_line_age", "compile_seconds", "pid"}]}
+
+Rank states (from the judge): ``progressing``; ``silent`` (no output for a few normal step
+intervals, at least a minute); ``waiting`` (on a peer); ``compiling``; ``saving``; ``exited``;
+``failed``; ``starting`` (no line yet, or no progress yet shortly after its first line);
+``printing`` (output keeps coming, but none of it was ever recognised as progress: see
+``--progress-regex``). Once the job is over every rank shows the job's state (``finished``,
+``failed``, ``interrupted``), except a rank that failed.
 
 This command reads it and shows one row per rank. Unknown is never shown as healthy: a file
 older than ``--stale-after`` seconds while the job is not finished (the supervisor died, hangs or
@@ -26,15 +34,15 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, UsageError
 
-#: Rank states, in the order the table sorts them by urgency (``starting`` comes from the judge).
-RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "compiling", "saving", "starting",
-               "progressing")
+#: Rank states, most urgent first (see the module doc).
+RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "printing", "compiling", "saving",
+               "starting", "progressing", "finished", "interrupted", "stopped")
 #: Job states after which status.json stops being refreshed: an old file is then expected.
 FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted", "stopped"})
 STALE_AFTER = 5.0
 
-_STYLE = {"failed": "red", "progressing": "green", "compiling": "cyan", "saving": "cyan", "starting": "cyan",
-          "waiting": "yellow", "silent": "red", "exited": "magenta", "unobserved": "bold red"}
+#: ANSI clear screen + cursor home: the live view redraws with it, only on a terminal.
+CLEAR = "\x1b[2J\x1b[H"
 
 
 def _num(x: Any) -> float | None:
@@ -46,7 +54,8 @@ def assess(doc: dict[str, Any] | None, now: float, stale_after: float = STALE_AF
     """What to show for ``doc`` (a parsed status.json, or None) at wall time ``now``. Pure.
 
     Returns ``{"job_id", "generation", "restarts", "state", "observed", "reason", "age",
-    "updated", "ranks": [...]}`` where each rank's ``last_line_age`` is brought forward to ``now``
+    "updated", "label", "hang_timeout", "hang_timeout_kind", "ranks": [...]}`` where each rank's
+    ``last_line_age`` is brought forward to ``now``
     and its ``state`` is one of :data:`RANK_STATES`. ``problem`` explains a missing ``doc``.
     """
     if doc is None:
@@ -64,6 +73,7 @@ def assess(doc: dict[str, Any] | None, now: float, stale_after: float = STALE_AF
         reason = (f"status.json is {age:.0f}s old and the job is not finished: the watchdog may have died "
                   f"or be stuck")
     ranks = []
+    timeout = _num(doc.get("hang_timeout"))
     raw_ranks = doc.get("ranks")
     for r in raw_ranks if isinstance(raw_ranks, list) else []:
         if not isinstance(r, dict):
@@ -73,6 +83,8 @@ def assess(doc: dict[str, Any] | None, now: float, stale_after: float = STALE_AF
             state = "unobserved"
         if not observed:
             state = "unobserved"
+        elif final and state != "failed":
+            state = job_state if job_state in RANK_STATES else "exited"  # an old file of an ended job
         line_age = _num(r.get("last_line_age"))
         if line_age is not None and age is not None and not final:
             line_age += age  # the file is `age` old; so is every age in it
@@ -95,6 +107,9 @@ def assess(doc: dict[str, Any] | None, now: float, stale_after: float = STALE_AF
         "reason": reason,
         "age": None if age is None else round(age, 1),
         "updated": doc.get("updated"),
+        "label": doc.get("label"),
+        "hang_timeout": timeout,
+        "hang_timeout_kind": doc.get("hang_timeout_kind"),
         "ranks": ranks,
     }
 
@@ -115,38 +130,43 @@ def read_status(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
     return doc, ""
 
 
-def table(view: dict[str, Any]) -> Any:
-    """A rich renderable of ``view`` (from :func:`assess`)."""
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
+def text_table(rows: list[list[str]], right: set[int], indent: str = "  ") -> list[str]:
+    """``rows`` (the first is the header) as aligned plain-text lines; columns in ``right`` are
+    right-aligned. Trailing spaces are trimmed."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    out = []
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        out.append((indent + "  ".join(cells)).rstrip())
+    return out
 
-    head = Text()
-    head.append(f"job {view['job_id'] or '?'}  ")
-    head.append(view["state"], style=_STYLE.get(view["state"], "bold"))
-    head.append(f"  generation {view['generation'] if view['generation'] is not None else '?'}"
-                f"  restarts {view['restarts'] if view['restarts'] is not None else '?'}")
+
+def table(view: dict[str, Any]) -> str:
+    """``view`` (from :func:`assess`) as plain text: a header line, one row per rank, the reason."""
+    head = (f"job {view['job_id'] or '?'}  {view['state']}"
+            f"  generation {view['generation'] if view['generation'] is not None else '?'}"
+            f"  restarts {view['restarts'] if view['restarts'] is not None else '?'}")
+    if view.get("label"):
+        head += f"  verdict {view['label']}"
+    if view.get("hang_timeout") is not None:
+        head += f"  hang timeout {view['hang_timeout']:.0f}s ({view.get('hang_timeout_kind') or '?'})"
     if view["age"] is not None:
-        head.append(f"  updated {view['age']:.0f}s ago")
-    t = Table(box=box.SIMPLE)
-    for col, just in (("node", "left"), ("rank", "right"), ("state", "left"), ("last step", "right"),
-                      ("last line", "right"), ("compile", "right"), ("pid", "right")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+        head += f"  updated {view['age']:.0f}s ago"
+    rows = [["node", "rank", "state", "last step", "last line", "compile", "pid"]]
     for r in view["ranks"]:
-        t.add_row(
+        rows.append([
             str(r["node"]),
             str(r["rank"]),
-            Text(r["state"], style=_STYLE.get(r["state"], "")),
+            r["state"],
             "-" if r["last_step"] is None else str(r["last_step"]),
             "-" if r["last_line_age"] is None else f"{r['last_line_age']:.0f}s ago",
             "-" if not r["compile_seconds"] else f"{r['compile_seconds']:.0f}s",
             "-" if r["pid"] is None else str(r["pid"]),
-        )
-    parts: list[Any] = [head, t]
+        ])
+    lines = [head, "", *text_table(rows, right={1, 3, 4, 5, 6})]
     if view["reason"]:
-        parts.append(Text(view["reason"], style="red"))
-    return Group(*parts)
+        lines += ["", view["reason"]]
+    return "\n".join(lines) + "\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,20 +228,16 @@ def _run_view(args: argparse.Namespace, view: Callable[[], dict[str, Any]]) -> i
             json.dump(v, sys.stdout, indent=1, sort_keys=True)
             sys.stdout.write("\n")
         else:
-            from rich.console import Console
-
-            Console().print(table(v))
+            sys.stdout.write(table(v))
         return int(ExitCode.OK if v["observed"] else ExitCode.UNOBSERVED)
 
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console()
-    with Live(table(view()), console=console, refresh_per_second=4, screen=False) as live:
-        try:
-            while True:
-                time.sleep(args.interval)  # a refresh period for a human, not a synchronisation
-                live.update(table(view()))
-        except KeyboardInterrupt:
-            pass
+    # On a terminal the table is redrawn in place; piped, each refresh is appended (a log).
+    redraw = CLEAR if sys.stdout.isatty() else ""
+    try:
+        while True:
+            sys.stdout.write(redraw + table(view()) + ("" if redraw else "\n"))
+            sys.stdout.flush()
+            time.sleep(args.interval)  # a refresh period for a human, not a synchronisation
+    except KeyboardInterrupt:
+        pass
     return int(ExitCode.OK)
