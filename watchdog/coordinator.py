@@ -239,7 +239,7 @@ class Coordinator:
         self._fp_kb: object = None
         self._fp = 0
         self.merged: IO[str] = open(os.path.join(run_dir, "merged.log"), "a", encoding="utf-8")  # noqa: SIM115
-        self.events = EventLog(os.path.join(run_dir, "events.jsonl"))
+        self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall)  # one wall clock for all times
         self.phase_since = now
         self.incident = ""
         self.last_verdict: Verdict | None = None

@@ -11,7 +11,7 @@ import pytest
 
 from neuron_watch.cli import main
 from neuron_watch.events import iso_utc
-from neuron_watch.status import assess
+from neuron_watch.status import assess, table
 
 NOW = 1_800_000_000.0
 
@@ -116,3 +116,34 @@ def test_cli_usage_errors(argv: list[str], problem: str, capsys: pytest.CaptureF
     monkeypatch.delenv("NEURON_WATCH_SECRET", raising=False)  # the coordinator query needs the job's secret
     code, _out, err = run_cli(argv, capsys)
     assert code == 2 and problem in err and "next step" in err
+
+
+def test_json_view_carries_the_verdict_and_the_timeout_in_force() -> None:
+    doc = status_doc(NOW - 1.0)
+    doc.update(label="compiling", hang_timeout=1800.0, hang_timeout_kind="startup")
+    v = assess(doc, NOW)
+    assert (v["label"], v["hang_timeout"], v["hang_timeout_kind"]) == ("compiling", 1800.0, "startup")
+    assert "hang timeout 1800s (startup)" in table(v) and "verdict compiling" in table(v)
+
+
+@pytest.mark.parametrize("job_state", ["finished", "interrupted", "failed"])
+def test_ranks_of_an_ended_job_show_the_job_state_not_progressing(job_state: str) -> None:
+    doc = status_doc(NOW - 3600, state=job_state)
+    doc["ranks"][1]["state"] = "failed"  # n0/rank0 stays marked: it is what failed
+    v = assess(doc, NOW)
+    assert [r["state"] for r in v["ranks"]] == ["failed", job_state, job_state, job_state]
+
+
+def test_printing_is_a_known_state() -> None:
+    doc = status_doc(NOW)
+    doc["ranks"][0]["state"] = "printing"
+    assert assess(doc, NOW)["ranks"][3]["state"] == "printing"
+
+
+def test_table_is_plain_aligned_text() -> None:
+    text = table(assess(status_doc(NOW - 1.0), NOW))
+    assert "\x1b" not in text
+    rows = [x for x in text.splitlines() if x.startswith(("  n0", "  n1"))]
+    assert len(rows) == 4 and len({len(x) for x in rows}) == 1  # pid is right-aligned in a fixed width
+    header = next(x for x in text.splitlines() if "last step" in x)
+    assert header.index("state") == rows[0].index("progressing")
