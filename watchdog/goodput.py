@@ -352,6 +352,16 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _interpolate(points: list[tuple[float, int | None]], step: int) -> float | None:
+    """When ``step`` was reached, from the (time, step) samples around it (progress events are
+    throttled, so the checkpoint's step is rarely one of them); None outside the samples."""
+    known = sorted((t, s) for t, s in points if s is not None)
+    for (t0, s0), (t1, s1) in zip(known, known[1:]):
+        if s0 <= step <= s1 and s1 > s0:
+            return t0 + (t1 - t0) * (step - s0) / (s1 - s0)
+    return None
+
+
 def _job_outcome(closing: dict[str, Any] | None, gave_up: bool) -> tuple[str, int | None]:
     """``(outcome, exit code)`` of the job from its ``job_finished`` event (None: still running).
 
@@ -391,17 +401,28 @@ def _lost_work(g: _Gen, nxt: _Gen, first: tuple[float, int | None] | None, last:
     first) were redone (basis ``redone``; exact when the step is printed as it begins, as that
     tutorial prints "Epoch N", and a lower bound by one logging interval otherwise). Without a
     step in ``g``'s progress or in ``nxt``'s the steps lost are unknown, and said so in a note.
+    A restart given no checkpoint is from scratch (step 0), unless the next generation's first
+    step is past ``g``'s first: then the job resumed by itself and that step counts (``redone``).
     """
     notes: list[str] = []
     ck: int | None
     ck_time: float | None = None
-    if nxt.restarted and nxt.resumed_checkpoint is None:
+    nfirst = nxt.first_progress()
+    resumed_by_itself = (nfirst is not None and nfirst[1] is not None and first is not None
+                         and first[1] is not None and nfirst[1] > first[1])
+    if nxt.restarted and nxt.resumed_checkpoint is None and resumed_by_itself:
+        # No checkpoint was handed over (no --checkpoint-dir), yet the job resumed on its own
+        # (the DDP tutorial reloads snapshot.pt from its working directory).
+        assert nfirst is not None
+        ck, basis = nfirst[1], "redone"
+        notes.append(f"the restart was given no checkpoint but the job resumed at step {ck} by itself; work "
+                     "lost is counted from there")
+    elif nxt.restarted and nxt.resumed_checkpoint is None:
         ck, basis = 0, "scratch"
         ck_time = first[0] if first else None
     elif nxt.resumed_step is not None:
         ck, basis = nxt.resumed_step, "checkpoint"
     else:
-        nfirst = nxt.first_progress()
         ck = nfirst[1] if nfirst is not None else None
         name = nxt.resumed_checkpoint or "the checkpoint"
         if ck is not None:
@@ -419,8 +440,12 @@ def _lost_work(g: _Gen, nxt: _Gen, first: tuple[float, int | None] | None, last:
         ck_time = min(cands) if cands else None
         if ck_time is not None and ck_time < g.start:
             ck_time = g.start  # saved by an earlier generation: all of this one is lost
-        if ck_time is None and basis == "redone" and first is not None and first[1] is not None and first[1] >= ck:
-            ck_time = first[0]  # every step of this generation was printed again
+        if ck_time is None and first is not None and first[1] is not None and first[1] >= ck:
+            ck_time = first[0]  # every step of this generation was done again
+        if ck_time is None:
+            ck_time = _interpolate(g.progress, ck)
+            if ck_time is not None:
+                notes.append(f"the time of step {ck} is interpolated between progress samples")
     steps: int | None = None
     if last is None or last[1] is None:
         if basis != "unknown":

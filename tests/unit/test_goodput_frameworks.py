@@ -138,3 +138,21 @@ def test_report_text_is_aligned_plain_text(tmp_path: Path, capsys: pytest.Captur
     assert finished.endswith("no: interrupted (exit 143)") and len(finished) == len(wall)  # right-aligned values
     per_gen = next(x for x in lines if x.strip().startswith("work lost (steps)") and "/" not in x)
     assert per_gen.split()[-2:] == ["1", "-"]
+
+
+def test_a_job_that_resumes_by_itself_without_a_checkpoint_from_us() -> None:
+    # no --checkpoint-dir: the restart names no checkpoint, but the DDP tutorial reloads snapshot.pt
+    epochs = [(10.0, 0), (60.0, 5), (70.0, 6)]
+    g = compute_goodput(run(None, epochs, (70, 6), [(430, 5), (500, 8)]))
+    gen0 = g["generations"][0]
+    assert (gen0["lost_steps"], gen0["lost_steps_basis"], gen0["lost_seconds"]) == (1, "redone", 10.0)
+    assert any("resumed at step 5 by itself" in n for n in g["notes"])
+
+
+def test_the_checkpoint_steps_time_is_interpolated_between_throttled_samples() -> None:
+    # progress events come at most every 30 s: step 128 (the checkpoint) is not one of them
+    ck = "/lightning_logs/version_0/checkpoints/epoch=1-step=128.ckpt"
+    g = compute_goodput(run(ck, [(100, 100), (160, 160)], (250, 250), [(470, 130)]))
+    gen0 = g["generations"][0]
+    assert (gen0["lost_steps"], gen0["lost_seconds"]) == (122, 250 - 128.0)  # step 128 at t=128
+    assert any("interpolated" in n for n in g["notes"])
