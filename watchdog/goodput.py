@@ -40,6 +40,7 @@ Figures (seconds unless named otherwise; None when the events do not say):
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -356,7 +357,7 @@ def _interpolate(points: list[tuple[float, int | None]], step: int) -> float | N
     """When ``step`` was reached, from the (time, step) samples around it (progress events are
     throttled, so the checkpoint's step is rarely one of them); None outside the samples."""
     known = sorted((t, s) for t, s in points if s is not None)
-    for (t0, s0), (t1, s1) in zip(known, known[1:]):
+    for (t0, s0), (t1, s1) in itertools.pairwise(known):
         if s0 <= step <= s1 and s1 > s0:
             return t0 + (t1 - t0) * (step - s0) / (s1 - s0)
     return None
