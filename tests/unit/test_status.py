@@ -147,3 +147,27 @@ def test_table_is_plain_aligned_text() -> None:
     assert len(rows) == 4 and len({len(x) for x in rows}) == 1  # pid is right-aligned in a fixed width
     header = next(x for x in text.splitlines() if "last step" in x)
     assert header.index("state") == rows[0].index("progressing")
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_live_view_redraws_with_ansi_only_on_a_terminal(tty: bool, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from neuron_watch import status as status_mod
+
+    class Out(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    def stop(_seconds: float) -> None:
+        raise KeyboardInterrupt  # Ctrl-C at the first refresh: the one way the live view ends
+
+    (tmp_path / "status.json").write_text(json.dumps(status_doc(time.time())))
+    out = Out()
+    monkeypatch.setattr(status_mod.sys, "stdout", out)
+    monkeypatch.setattr(status_mod.time, "sleep", stop)
+    assert main(["status", str(tmp_path), "--stale-after", "600"]) == 0
+    text = out.getvalue()
+    assert text.startswith(status_mod.CLEAR) is tty and text.count("\x1b") == (2 if tty else 0)
+    assert "compiling" in text and "4242" in text
