@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # HF Trainer ``checkpoint-500``, Lightning ``epoch=1-step=128.ckpt``, ``step_10``, ``iter_0000100``
-# (Megatron). The step is the last number of the path, and must follow one of these words.
-_STEP_IN_PATH = re.compile(r"(?:step|iter|global_step|checkpoint)[_\-=]?(\d+)(?!.*\d)", re.IGNORECASE)
+# (Megatron), DeepSpeed ``global_step100``, NeMo ``...-step=128-consumed_samples=2048.0.ckpt``: the
+# last number that follows one of these words (other numbers may come after it).
+_STEP_IN_PATH = re.compile(r"(?:step|iter|global_step|checkpoint)[_\-=]?(\d+)(?!\d)", re.IGNORECASE)
 
 #: ExitCode.RESTARTS_EXHAUSTED (errors.py; not imported: this module stays free of the CLI's imports)
 _GAVE_UP_CODE = 5
@@ -83,9 +84,9 @@ def checkpoint_step(event: dict[str, Any]) -> int | None:
         return raw
     path = event.get("checkpoint")
     if isinstance(path, str):
-        m = _STEP_IN_PATH.search(path.rstrip("/"))
-        if m:
-            return int(m.group(1))
+        found = _STEP_IN_PATH.findall(path.rstrip("/"))
+        if found:
+            return int(found[-1])
     return None
 
 

@@ -42,7 +42,9 @@ def run(checkpoint: str | None, gen0_progress: list[tuple[float, int | None]], l
     ("path", "step"),
     [("/out/checkpoint-500", 500), ("/out/checkpoint-500/", 500),
      ("/lightning_logs/version_0/checkpoints/epoch=1-step=128.ckpt", 128), ("ckpt/step_10", 10),
-     ("/ckpt/iter_0000100", 100), ("/run/snapshot.pt", None), ("/ckpt/last.ckpt", None)],
+     ("/ckpt/iter_0000100", 100), ("/run/snapshot.pt", None), ("/ckpt/last.ckpt", None),
+     ("/ds/global_step100", 100), ("/nemo/megatron_gpt--val_loss=1.23-step=128-consumed_samples=2048.0.ckpt", 128),
+     ("/exp2/run3/step_10", 10), ("/out/checkpoint-500/global_step500", 500)],
 )
 def test_the_step_in_checkpoint_names(path: str, step: int | None) -> None:
     assert checkpoint_step({"checkpoint": path}) == step
