@@ -91,7 +91,7 @@ class Signature:
 
 @dataclass(frozen=True)
 class Match:
-    """A line matched ``signature``; ``step``/``loss`` are set for progress lines."""
+    """A line matched ``signature``; ``step``/``loss`` are set for progress lines (see :data:`STEP_GROUPS`)."""
 
     signature: Signature
     step: int | None = None
@@ -171,6 +171,39 @@ def _int_or_none(text: str | None) -> int | None:
     if value is None or not math.isfinite(value):
         return None
     return int(value)
+
+
+#: Bumped when the meaning of a progress pattern's named groups changes (part of the KB fingerprint).
+STEP_RULES = 2
+
+#: The named groups a progress pattern may hold, and what :class:`Match` makes of them:
+#:
+#: * ``step``: the global step as printed (``12``, ``4512.0``); it wins over the groups below.
+#: * ``loss``: the loss; a non-finite loss is not progress (the numerical rule ranks earlier).
+#: * ``n``, ``epoch``, ``total``: a count, for lines that do not print the global step.
+#:   ``n`` = units done in the current epoch (or in the run, without ``epoch``), ``epoch`` = the
+#:   current epoch's index counted from 0 (= epochs completed), ``total`` = units per epoch.
+#:   The step is ``epoch * total + n``; ``n`` alone gives ``n``; ``epoch`` and ``total`` without
+#:   ``n`` give ``epoch * total`` (a line printed as an epoch starts); ``epoch`` without a
+#:   numeric ``total`` (``9/?``) gives no step (liveness only). A count of 0 (a bar at ``0/800``,
+#:   ``Epoch 0`` starting) reports nothing done: that pattern does not match the line.
+STEP_GROUPS = ("step", "loss", "n", "epoch", "total")
+
+
+def _counted(m: re.Match[str], has_epoch: bool, has_n: bool, has_total: bool) -> tuple[bool, int | None]:
+    """``(is progress, step)`` from the count groups of ``m`` (see :data:`STEP_GROUPS`)."""
+    n = m.group("n") if has_n else None
+    epoch = m.group("epoch") if has_epoch else None
+    total = m.group("total") if has_total else None
+    count = int(n) if n is not None and n.isdecimal() else None
+    if epoch is not None and epoch.isdecimal():
+        if total is not None and total.isdecimal():
+            count = int(epoch) * int(total) + (count or 0)
+        elif count is not None:
+            return count > 0, None  # the count within an epoch of unknown length: alive, no step
+    if count is None:
+        return True, None
+    return count > 0, count
 
 
 def _trie_regex(keys: Iterable[str]) -> str:
@@ -287,7 +320,17 @@ class KnowledgeBase:
                 s,
                 s.requires,
                 s.effect is Effect.PROGRESS,
-                tuple((p.search, "step" in p.groupindex, "loss" in p.groupindex) for p in s.patterns),
+                tuple(
+                    (
+                        p.search,
+                        "step" in p.groupindex,
+                        "loss" in p.groupindex,
+                        ("epoch" in p.groupindex, "n" in p.groupindex, "total" in p.groupindex)
+                        if {"epoch", "n", "total"} & set(p.groupindex)
+                        else None,
+                    )
+                    for p in s.patterns
+                ),
             )
             for s in self.signatures
         )
@@ -296,8 +339,8 @@ class KnowledgeBase:
     def from_toml(cls, text: str, progress_regex: str | None = None) -> KnowledgeBase:
         """Build from the TOML text of a signature table.
 
-        ``progress_regex`` (the user's ``--progress-regex``) is put first as a progress rule; a named
-        group ``step`` (and optionally ``loss``) is read when present.
+        ``progress_regex`` (the user's ``--progress-regex``) is put first as a progress rule; its named
+        groups are read as :data:`STEP_GROUPS` says (``step``, ``loss``, ``n``/``epoch``/``total``).
 
         Raises:
             ConfigError: the table or the regex is malformed; the message names the entry.
@@ -356,7 +399,7 @@ class KnowledgeBase:
                         break
                 else:
                     continue  # none of the patterns can match: skip them unsearched
-            for search, has_step, has_loss in searches:
+            for search, has_step, has_loss, counts in searches:
                 m = search(line)
                 if m is None:
                     continue
@@ -364,7 +407,12 @@ class KnowledgeBase:
                     loss = _float_or_none(m.group("loss")) if has_loss else None
                     if loss is not None and not math.isfinite(loss):
                         continue  # the numerical rule ranks earlier; a custom table may not have one
-                    return Match(sig, _int_or_none(m.group("step")) if has_step else None, loss)
+                    step = _int_or_none(m.group("step")) if has_step else None
+                    if step is None and counts is not None:
+                        alive, step = _counted(m, *counts)
+                        if not alive:
+                            continue  # a bar at 0 reports nothing done
+                    return Match(sig, step, loss)
                 return Match(sig)
         return None
 

@@ -31,7 +31,7 @@ import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from neuron_watch.classify import Effect, KnowledgeBase, Match
+from neuron_watch.classify import STEP_RULES, Effect, KnowledgeBase, Match
 from neuron_watch.events import (
     Action,
     CompilerSample,
@@ -832,13 +832,14 @@ BATCH_RULES = 1
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
-    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns) and of the batch rules.
+    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns), of the batch rules
+    and of the step rules (:data:`~neuron_watch.classify.STEP_RULES`).
 
     Two processes with equal fingerprints classify every line alike, so one may classify for the
     other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
     """
     h = hashlib.blake2b(digest_size=8)
-    h.update(f"rules {BATCH_RULES}\n".encode())
+    h.update(f"rules {BATCH_RULES} steps {STEP_RULES}\n".encode())
     for s in kb.signatures:
         h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
         h.update("\t".join(p.pattern for p in s.patterns).encode())

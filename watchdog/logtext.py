@@ -6,7 +6,8 @@ lines the classifier can read, and reads what a line says about itself (rank, ti
 * :class:`LineSplitter` splits a byte stream into lines with a length cap (a single line of many
   megabytes costs at most :data:`MAX_LINE` characters of memory) and decodes non-UTF-8 bytes with
   replacement characters. It counts what it cut (``truncated``): nothing is lost silently.
-* :func:`logical_lines` strips ANSI escapes, keeps the last state of ``\\r`` progress bars,
+* :func:`logical_lines` strips ANSI escapes, keeps the last state of ``\\r`` progress bars (a bar
+  drawn below another, e.g. an evaluation bar, is marked :data:`INNER_BAR`),
   splits compiler progress dots glued to the next record (``.....2024-04-12 07:13:06.000297: ...``)
   and splits ranks interleaved mid-line (``... [rank1]: step 3``).
 * :func:`split_rank_prefix` reads and removes ``[rank3]:``, ``[default3]:`` and ``3: `` prefixes;
@@ -94,13 +95,29 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
+#: A tqdm bar drawn below another (``position`` >= 1: Hugging Face's evaluation bar under the
+#: training bar, an inner loop's bar) ends each redraw by moving the cursor back up.
+_CURSOR_UP_END = re.compile(r"\x1b\[\d*A\s*$")
+#: What :func:`logical_lines` puts before such a bar: its count is an inner loop's, not the step.
+INNER_BAR = "[inner bar] "
+
+
+def _final_state(raw: str) -> str:
+    """What the terminal finally shows of a line redrawn with ``\\r``, escapes removed; a bar
+    drawn below another is marked :data:`INNER_BAR`."""
+    if "\r" in raw:
+        parts = [p for p in raw.split("\r") if strip_ansi(p).strip()]
+        raw = parts[-1] if parts else ""
+    text = strip_ansi(raw)
+    if "%|" in text and _CURSOR_UP_END.search(raw):
+        text = INNER_BAR + text.lstrip()
+    return text
+
+
 def logical_lines(raw: str) -> list[str]:
     """The records one physical line holds, cleaned (see the module docstring)."""
-    text = strip_ansi(raw).rstrip("\r\n")
-    if "\r" in text:
-        # a progress bar redrawn in place: what the terminal finally showed is the last segment
-        parts = [p for p in text.split("\r") if p.strip()]
-        text = parts[-1] if parts else ""
+    raw = raw.rstrip("\r\n")
+    text = _final_state(raw) if ("\r" in raw or "\x1b" in raw) else raw
     if "\x00" in text:
         text = text.replace("\x00", "")
     out: list[str] = []

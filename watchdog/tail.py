@@ -5,6 +5,9 @@ torchrun keeps one ``stdout.log`` and ``stderr.log`` per local rank under
 each, splits it into lines, writes every line to ``<gen-dir>/rank-<R>.log`` and hands
 :class:`LogLine` records to the supervisor. A partial line made only of dots is passed on at
 once: neuronx-cc prints its progress dots without a newline, and they are a compile heartbeat.
+A line redrawn with ``\\r`` (tqdm, Rich, Hugging Face, Lightning bars, which end a line only at
+the end of an epoch) is passed on as it moves: its newest state once per poll; the rank log and
+the console get a redraw every :data:`REDRAW_LOG_EVERY` seconds and the line's final state.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO
 
 from neuron_watch.events import LogLine, RankKey
-from neuron_watch.logtext import logical_lines, split_rank_prefix
+from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,9 @@ MAX_READ = 4 << 20
 MAX_PARTIAL = 1 << 20
 #: Seconds between looks for new rank files (torchrun creates them all at once when workers start).
 DISCOVER_EVERY = 1.0
+#: Seconds between redraws of a bar written to a rank log and the console (the judge gets the newest
+#: every poll; a reader wants the bar moving, not ten copies a second; its final state is always written).
+REDRAW_LOG_EVERY = 10.0
 
 #: The rank of lines whose global rank could not be learned (RankKey's "unknown").
 UNATTRIBUTED = -1
@@ -35,8 +42,53 @@ UNATTRIBUTED = -1
 _PATH = re.compile(r"attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
 
 
+@dataclass(frozen=True)
+class Record:
+    """One record of a rank's output: a line, or the newest state of a line redrawn with ``\\r``.
+
+    ``text`` is what the terminal would show: for a line holding ``\\r`` redraws, its last
+    non-blank segment (what :func:`~neuron_watch.logtext.logical_lines` keeps offline).
+    ``redraw``: an intermediate state of a line still being redrawn (a tqdm/Rich/Lightning bar);
+    at most one per file and poll, the newest. ``seen``: a line whose final state the reader
+    already got as a redraw (write it to the rank log; do not judge it twice).
+    """
+
+    text: str
+    redraw: bool = False
+    seen: bool = False
+
+
+def _blank(seg: bytes) -> bool:
+    """A segment that shows nothing (spaces, or only terminal escapes: tqdm's clearing writes)."""
+    s = seg.strip()
+    return not s or (b"\x1b" in s and not strip_ansi(s.decode("utf-8", "replace")).strip())
+
+
+def _last_nonblank(body: bytes) -> tuple[bytes | None, bool]:
+    """The last non-blank ``\\r`` segment of ``body``, and whether it is the first segment."""
+    end = len(body)
+    while True:
+        cr = body.rfind(b"\r", 0, end)
+        seg = body[cr + 1 : end]
+        if not _blank(seg):
+            return seg, cr < 0
+        if cr < 0:
+            return None, False
+        end = cr
+
+
+def _text(seg: bytes) -> str:
+    return seg.decode("utf-8", "replace")
+
+
 class FileTail:
-    """Reads complete lines appended to one file since the last call.
+    """Reads what was appended to one file since the last call, as :class:`Record` s.
+
+    A line ends at ``\\n``. Inside a line, ``\\r`` starts a redraw (tqdm writes ``"\\r" + bar``
+    and a newline only when the bar closes, which may be an epoch later): each call hands out
+    the newest non-blank state of such a line once (one record however many redraws were
+    read), and the line's final state when its ``\\n`` comes. Work per call is linear in the
+    bytes read, and memory holds one unfinished segment plus the newest finished one.
 
     The file stays open between calls (one ``pread`` per call: polling 64 rank files 50 times a
     second costs ~0.3% of a core this way, ~3% when each call opens the file); :meth:`close` it.
@@ -45,11 +97,20 @@ class FileTail:
     def __init__(self, path: str) -> None:
         self.path = path
         self.offset = 0
-        self.partial = b""
+        self.partial = b""  # the unfinished segment of the current line (plus a "\r" held back)
         self.bytes_read = 0
         self._fd: int | None = None
+        self._cr = False  # the current line has been redrawn (held a "\r")
+        self._last: bytes | None = None  # its newest finished non-blank segment
+        self._last_sent = False  # ... already handed out as a redraw
+        self._shown = -1  # length of the unfinished segment handed out as a redraw (-1: none)
 
     def read_lines(self, final: bool = False) -> list[str]:
+        """The texts of :meth:`read_records` the reader has not seen yet."""
+        return [r.text for r in self.read_records(final) if not r.seen]
+
+    def read_records(self, final: bool = False) -> list[Record]:
+        """New records since the last call (``final``: the file is complete; flush its last line)."""
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
@@ -59,12 +120,55 @@ class FileTail:
         self.offset += len(data)
         self.bytes_read += len(data)
         buf = self.partial + data
-        parts = buf.split(b"\n")
-        self.partial = parts.pop()
-        if self.partial and (final or len(self.partial) > MAX_PARTIAL or not self.partial.strip(b".")):
-            parts.append(self.partial)
+        out: list[Record] = []
+        pos = 0
+        while (nl := buf.find(b"\n", pos)) >= 0:
+            self._finish(buf[pos:nl], out)
+            pos = nl + 1
+        rest = buf[pos:]
+        hold = b""
+        if rest.endswith(b"\r") and not final:
+            rest, hold = rest[:-1], b"\r"  # maybe the first half of "\r\n": decide when more comes
+        cr = rest.rfind(b"\r")
+        if cr >= 0:
+            self._cr = True
+            seg, first = _last_nonblank(rest[:cr])
+            if seg is not None:
+                self._last, self._last_sent = seg, first and len(seg) == self._shown
+            rest = rest[cr + 1 :]
+            self._shown = -1
+        self.partial = rest + hold
+        if final:
+            if self.partial or self._last is not None:
+                self._finish(self.partial, out)
+                self.partial = b""
+        elif len(self.partial) > MAX_PARTIAL or (self.partial and not self.partial.strip(b".")):
+            # compiler dots are a heartbeat now; a megabyte-long line must not grow forever
+            self._finish(self.partial, out)
             self.partial = b""
-        return [p.rstrip(b"\r").decode("utf-8", "replace") for p in parts]
+        elif self._cr:
+            if not _blank(rest) and self._shown != len(rest):
+                # the newest redraw, though unfinished: a bar drawn before a 10-minute step must
+                # count now, not when the next redraw comes (a torn write is redrawn in full later)
+                out.append(Record(_text(rest), redraw=True))
+                self._shown = len(rest)
+                self._last_sent = True  # superseded: an older state is never sent after it
+            elif self._last is not None and not self._last_sent:
+                out.append(Record(_text(self._last), redraw=True))
+                self._last_sent = True
+        return out
+
+    def _finish(self, chunk: bytes, out: list[Record]) -> None:
+        """The current line ends with ``chunk`` (its bytes since the last finished segment)."""
+        body = chunk[:-1] if chunk.endswith(b"\r") else chunk
+        seg, first = _last_nonblank(body) if (self._cr or b"\r" in body) else (body, True)
+        if seg is not None:
+            out.append(Record(_text(seg), seen=first and len(seg) == self._shown))
+        elif self._last is not None:
+            out.append(Record(_text(self._last), seen=self._last_sent))
+        else:
+            out.append(Record(_text(body.rsplit(b"\r", 1)[-1])))  # a blank line, as it was
+        self._cr, self._last, self._last_sent, self._shown = False, None, False, -1
 
     def close(self) -> None:
         if self._fd is not None:
@@ -89,7 +193,8 @@ class RankStreams:
         self._tails: dict[str, tuple[FileTail, int]] = {}  # path -> (tail, local rank)
         self._out: dict[int, IO[str]] = {}
         self._lineno: dict[int, int] = {}
-        self._pending: list[tuple[int, str]] = []  # (local rank, text) until the offset is known
+        self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
+        self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
         self.lines_seen = 0
         self.unattributed_lines = 0  # lines sent without a global rank (see poll)
         self._last_discover = -1e18
@@ -119,12 +224,12 @@ class RankStreams:
     def poll(self, mono: float, wall: float, final: bool = False) -> list[LogLine]:
         """New lines from every rank since the last poll (``final``: flush partial lines too)."""
         self.discover(mono, force=final)
-        raw: list[tuple[int, str]] = list(self._pending) if self.rank_offset is not None else []
+        raw: list[tuple[int, Record]] = list(self._pending) if self.rank_offset is not None else []
         if self.rank_offset is not None:
             self._pending.clear()
         for tail, local_rank in self._tails.values():
-            for text in tail.read_lines(final):
-                raw.append((local_rank, text))
+            for rec in tail.read_records(final):
+                raw.append((local_rank, rec))
         if self.rank_offset is None and not final:
             self._pending.extend(raw)
             return []
@@ -136,24 +241,35 @@ class RankStreams:
             self.unattributed_lines += len(raw)
             log.warning("%d line(s) of node %s sent without their global rank (no worker was seen); "
                         "they are marked [local_rank N] in %s", len(raw), self.node, self.rank_log(UNATTRIBUTED))
-            ranked = [(UNATTRIBUTED, f"[local_rank {local_rank}] {text}") for local_rank, text in raw]
+            ranked = [(UNATTRIBUTED, f"[local_rank {local_rank}] {rec.text}", rec) for local_rank, rec in raw]
         else:
-            ranked = [(local_rank + self.rank_offset, text) for local_rank, text in raw]
+            ranked = [(local_rank + self.rank_offset, rec.text, rec) for local_rank, rec in raw]
         out: list[LogLine] = []
         echo_lines: list[str] = []
-        for rank, text in ranked:
+        for rank, text, rec in ranked:
             f = self._out.get(rank)
             if f is None:
                 f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
-            f.write(text + "\n")
-            n = self._lineno[rank] = self._lineno.get(rank, 0) + 1
+            # A bar's redraws reach the rank log and the console every REDRAW_LOG_EVERY seconds;
+            # lines (a bar's final state included) always. A redraw not written carries the number
+            # of the line written before it.
+            write = not rec.redraw or mono - self._redraw_logged.get(rank, -1e18) >= REDRAW_LOG_EVERY
+            if write:
+                if rec.redraw:
+                    self._redraw_logged[rank] = mono
+                f.write(text + "\n")
+                n = self._lineno[rank] = self._lineno.get(rank, 0) + 1
+                if self.echo is not None:
+                    echo_lines.append(f"[rank{rank}] {text}")
+            else:
+                n = self._lineno.get(rank, 0)
+            if rec.seen:
+                continue  # the judge had this state as a redraw already
             # The judge sees what `neuron-watch diagnose` sees: escapes and redrawn bars removed,
             # torch's own "[rankN]:" prefix dropped (the file already says which rank it is).
             for part in logical_lines(text):
                 out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
                                    self.rank_log(rank), n))
-            if self.echo is not None:
-                echo_lines.append(f"[rank{rank}] {text}")
         for f in self._out.values():
             f.flush()
         if echo_lines and self.echo is not None:
