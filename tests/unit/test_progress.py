@@ -203,7 +203,7 @@ def test_rank_log_and_console_get_the_final_state_and_a_redraw_every_few_seconds
         ("LOG Thu Aug  3 18:36:22 2023 - (0, 12) step_loss : 10.8750 learning_rate : 1.50e-04 throughput : 23.08 seq/s grad-norm : 3.17", 12),
         ("step 5 step_time 1.2s throughput 850.1 seq/s step loss 2.0417 grad norm 1.07", 5),
         ("Step 120/500 | lr 3.0e-04", 120),
-        ("iteration 40/1000", 40),
+        ("Global Step 7 | tokens/s 1234", 7),
     ],
 )
 def test_global_step(line: str, step: int) -> None:
