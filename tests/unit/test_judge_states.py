@@ -13,10 +13,10 @@ from neuron_watch.kb import default_knowledge_base
 KB = default_knowledge_base()
 N = "node-a"
 W0 = 1_800_000_000.0  # wall clock at mono 0
-# The DDP tutorial's lines (pytorch/examples distributed/ddp-tutorial-series/multigpu_torchrun.py):
-# nothing in them is a progress line of the built-in table.
-DDP_EPOCH = "[GPU0] Epoch 3 | Batchsize: 32 | Steps: 64"
-DDP_SAVED = "Epoch 3 | Training snapshot saved at snapshot.pt"
+# A custom trainer's lines that no built-in progress rule knows (the DDP tutorial's own "Epoch N |
+# Batchsize | Steps" line is known now, so this stands for any format of a user's own).
+DDP_EPOCH = "[train] it 120 | 0.53 s/it | lr 3.0e-04"
+DDP_SAVED = "Training snapshot saved at snapshot.pt"
 CC_START = "2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile --target=trn1 --framework=XLA /tmp/u/w/model.MODULE_1+d41d8cd9.hlo_module.pb --output /tmp/u/w/model.neff --verbose=35"
 RX = "2023-Aug-01 16:14:43.0241 332066:332494 [29] include/socket.h:579 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying"
 HF_LOG = "{'loss': 1.2345, 'grad_norm': 0.873, 'learning_rate': 4.9e-05, 'epoch': 0.02}"
