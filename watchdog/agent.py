@@ -29,6 +29,7 @@ from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
+from neuron_watch.rank_probe import RankProbe, make_probe_root, probe_env, remove_probe_dir
 from neuron_watch.stacks import collective_states, top_frame
 from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
 from neuron_watch.tail import UNATTRIBUTED, RankStreams
@@ -63,6 +64,8 @@ class NodeGeneration:
     progress_mark: int = 0  # the link's progress-line count when this generation started
     trained_since: float | None = None  # when the first progress line of this generation was seen
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
+    probe_dir: str | None = None  # the ranks' worker server sockets (None: --no-rank-probe)
+    probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
 
 
 def _json_or_empty(doc: str) -> dict[str, Any]:
@@ -151,6 +154,9 @@ class NodeAgent:
         self._locks: list[str] = []
         self.cache_dir = compile_cache_dir(rank_env)
         self._oom_kills = cgroup_memory_events()  # the kernel's OOM kills in our cgroup so far
+        # The ranks' flight recorders, read from a thread (a rank's server may be slow to answer).
+        self.probe = None if config.no_rank_probe else RankProbe()
+        self._probe_root: str | None = None
 
     @property
     def link(self) -> AgentLink:
@@ -178,11 +184,18 @@ class NodeAgent:
         env = dict(self.rank_env)
         env.update({"NEURON_WATCH_CHECKPOINT": checkpoint, "NEURON_WATCH_RESTART_COUNT": str(generation),
                     "NEURON_WATCH_GENERATION": str(generation)})
+        probe_dir = None
+        if self.probe is not None:
+            probe_dir = self._probe_dir(generation)
+            env.update(probe_env(env, probe_dir))
+        if generation == 0:
+            log.info("liveness: %s", self.liveness_plan())
         streams = RankStreams(self.node, gen_dir, self.echo)
         # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
         log_file = open(os.path.join(gen_dir, f"launcher-{self.node}.log"), "a", encoding="utf-8")  # noqa: SIM115
         self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock(), env=env,
-                                  progress_mark=self._link.progress_lines if self._link is not None else 0)
+                                  progress_mark=self._link.progress_lines if self._link is not None else 0,
+                                  probe_dir=probe_dir)
         with open(os.path.join(gen_dir, f"command-{self.node}.json"), "w", encoding="utf-8") as f:
             json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
         self.launcher.start(gen_dir, checkpoint, env)
@@ -202,6 +215,23 @@ class NodeAgent:
         if self._link is not None:
             self._link.set_generation(generation)
         self._last_sample = -1e18
+
+    def liveness_plan(self) -> str:
+        """Which liveness signals this node arranges for its ranks (for the start log and job_started)."""
+        if self.probe is None:
+            return "rank output only (flight recorder probe off: --no-rank-probe)"
+        return ("rank output, and the flight recorder of each rank that imports torch.distributed "
+                "(read from torch's worker server; a rank that answers is reported once)")
+
+    def _probe_dir(self, generation: int) -> str:
+        """A fresh socket directory per generation (a killed rank leaves its socket behind)."""
+        if self._probe_root is None:
+            self._probe_root = make_probe_root()
+        elif self.gen is not None and self.gen.probe_dir:
+            remove_probe_dir(self.gen.probe_dir)
+        path = os.path.join(self._probe_root, f"g{generation}")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
 
     def capture(self, incident: str, reason: str, verdict_doc: str = "") -> str:
         """Capture this node's evidence while its ranks are alive; returns a JSON detail for the coordinator.
@@ -416,9 +446,31 @@ class NodeAgent:
         if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
             self._last_locks = now
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
+        readings = self._read_probe(gen)
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
         self.link.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
-                                locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()))
+                                locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()),
+                                collectives=readings)
+
+    def _read_probe(self, gen: NodeGeneration) -> list[tuple[int, tuple[Any, ...], str, float]]:
+        """Hand the live ranks to the probe thread; take its new readings; log each rank's probe state
+        when it changes (``flight recorder on``, or why not)."""
+        if self.probe is None:
+            return []
+        self.probe.set_ranks(gen.probe_dir, gen.worker_pids)
+        out = []
+        for r in self.probe.take():
+            out.append((r.rank, r.groups, r.problem, r.mono))
+            said = "on" if not r.problem else r.problem.split(":", 1)[0]
+            if gen.probe_said.get(r.rank) != said:
+                gen.probe_said[r.rank] = said
+                if r.problem:
+                    log.info("rank %d: no flight recorder reading: %s", r.rank, r.problem)
+                else:
+                    on = sorted(k for k, v in gen.probe_said.items() if v == "on")
+                    log.info("liveness: flight recorder on %d of %d rank(s) of this node (rank %d answered)",
+                             len(on), len(gen.worker_pids), r.rank)
+        return out
 
     def _check_oom_kills(self, now: float, wall: float) -> None:
         """Tell the judge when the kernel's OOM killer killed in our cgroup: a rank killed by SIGKILL
@@ -449,6 +501,9 @@ class NodeAgent:
                 log.error("%d artifact upload(s) failed for good; the files stay in %s",
                           len(retried.failed), self.run_dir)
         self.launcher.close()
+        if self.probe is not None:
+            self.probe.close()
+            remove_probe_dir(self._probe_root)
         if self.gen is not None:
             self.gen.streams.close()
             self.gen.launcher_log.close()

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from neuron_watch import __version__
 from neuron_watch.auth import Signer
 from neuron_watch.classify import KnowledgeBase
+from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.judge import compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
     Ack,
@@ -57,6 +58,7 @@ from neuron_watch.protocol import (
     Procs,
     ProcSample,
     ProtocolError,
+    RankCollectives,
     RankLines,
     SequenceTracker,
     Shutdown,
@@ -286,15 +288,19 @@ class AgentLink:
 
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,
-                      workers: Iterable[tuple[int, int]] = ()) -> None:
+                      workers: Iterable[tuple[int, int]] = (),
+                      collectives: Iterable[tuple[int, tuple[GroupProgress, ...], str, float]] = ()) -> None:
         """``(rank, pid, cpu_seconds, mono)`` of *all* live compiler processes, and fresh cache locks.
 
         ``always``: send even when there is nothing (the coordinator learns that compilers ended).
+        ``collectives``: ``(rank, groups, problem, mono)`` flight recorder readings taken since the
+        last call (see :class:`~neuron_watch.protocol.RankCollectives`).
         """
         s = tuple(ProcSample(r, p, c, max(0.0, now - m)) for r, p, c, m in samples)
         lk, wk = tuple(locks), tuple(workers)
-        if s or lk or wk or always:
-            self._enqueue(Procs(s, lk, wk), now, wall)
+        fr = tuple(RankCollectives(r, g, why, max(0.0, now - m)) for r, g, why, m in collectives)
+        if s or lk or wk or fr or always:
+            self._enqueue(Procs(s, lk, wk, fr), now, wall)
 
     def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float) -> None:
         """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher)."""

@@ -124,6 +124,9 @@ OPTIONS: tuple[Option, ...] = (
            "once the ranks have trained this long, start the next generation's torchrun ahead, so that a "
            "restart does not wait for its start-up (~1.5 CPU-s; ~200 MB while it waits)", "SECONDS"),
     Option("--no-prewarm", _bool, False, "never start the next generation's torchrun ahead", is_flag=True),
+    Option("--no-rank-probe", _bool, False,
+           "do not start torch's worker server in the ranks (its flight recorder tells a rank whose collectives "
+           "still complete from a hung one, whatever it prints)", is_flag=True),
     Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
     Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
     Option("--coordinator-silence", _seconds, 30.0,
@@ -163,6 +166,7 @@ class WatchConfig:
     no_neuron_env: bool = False
     prewarm_after: float = 60.0
     no_prewarm: bool = False
+    no_rank_probe: bool = False
     quiet: bool = False
     coordinator: str | None = None
     coordinator_silence: float = 30.0
@@ -232,6 +236,7 @@ _RUNTIME_ENV = {
     "NEURON_WATCH_SECRET",
     "NEURON_WATCH_NODE",
     "NEURON_WATCH_GENERATION",
+    "NEURON_WATCH_PROBE_DIR",  # the ranks' rank-probe sockets (rank_bootstrap/sitecustomize.py)
     "NEURON_WATCH_DEBUG",
     "NEURON_WATCH_HOST_COORDINATOR",  # 0: this node never hosts the coordinator (a standalone one does)
     "NEURON_WATCH_BIN",  # slurm/prolog, slurm/epilog: which neuron-watch to run

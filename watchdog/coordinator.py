@@ -120,6 +120,7 @@ class NodeView:
     status_since: float = 0.0  # when `status` was last set
     locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
     worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
+    recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
     #: this incident's `evidence_done` detail (kept apart: a later `failed`/`finished` status of a
     #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
     evidence_detail: str | None = None
@@ -370,6 +371,12 @@ class Coordinator:
                 if callable(observe_locks):
                     view.locks = set(body.locks)
                     observe_locks(sorted(set().union(*(v.locks for v in self.nodes.values()))), now)
+                observe_fr = getattr(self.judge, "observe_collectives", None)
+                for c in body.collectives:
+                    if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
+                        view.recorder[c.rank] = c.problem or "on"
+                    if callable(observe_fr) and not c.problem:
+                        observe_fr(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
         elif isinstance(body, Exits):
             for e in body.exits:
                 ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
@@ -705,6 +712,7 @@ class Coordinator:
                 self._blind_said = False
                 for v in self.nodes.values():
                     v.launcher_code = None
+                    v.recorder.clear()  # the new ranks start their own servers
                 self._reset_status()
                 if self.relaunch is None:
                     self.broadcast(Launch(self.generation, checkpoint))
@@ -888,8 +896,17 @@ class Coordinator:
             "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
                       for n, v in sorted(self.nodes.items())},
             "ranks": ranks,
+            "liveness": self.liveness(),
         }
         return doc
+
+    def liveness(self) -> dict[str, Any]:
+        """Which liveness signals this generation has: ``flight_recorder`` = ranks whose recorder was
+        read, ``no_flight_recorder`` = ``{"node/rank": why}`` for the others that reported."""
+        on = sorted(f"{n}/{r}" for n, v in self.nodes.items() for r, why in v.recorder.items() if why == "on")
+        off = {f"{n}/{r}": why for n, v in sorted(self.nodes.items()) for r, why in sorted(v.recorder.items())
+               if why != "on"}
+        return {"output": True, "flight_recorder": len(on), "no_flight_recorder": off}
 
     def write_summary(self, now: float) -> None:
         write_json_atomic(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))

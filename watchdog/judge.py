@@ -42,6 +42,7 @@ from neuron_watch.events import (
     RankKey,
     Verdict,
 )
+from neuron_watch.flight_recorder import GroupProgress
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
 SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
@@ -169,6 +170,8 @@ class RankState:
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
+    last_collective: float | None = None  # a reading showed a newly completed collective (flight recorder)
+    collectives: dict[str, GroupProgress] = field(default_factory=dict)  # process group -> newest reading
 
     def compiler_active(self, now: float, stall: float) -> bool:
         return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
@@ -226,6 +229,8 @@ class RankState:
             return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
+        if self.last_collective is not None and now - self.last_collective <= silent_after:
+            return "progressing"  # its collectives complete (flight recorder), whatever it prints
         if self.first_line is None:
             return "starting" if now - self.first_seen <= settings.startup_timeout else "silent"
         if now - self.last_line > silent_after:
@@ -440,6 +445,25 @@ class Judge:
                 if pid not in seen.get(key, set()):
                     del st.compiler_cpu[pid]
                     st.last_compile_end = now
+
+    def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool:
+        """A flight recorder reading of one rank taken at ``now`` (its process groups' sequence ids).
+
+        A rank whose completed collective sequence id advanced in any group is alive: for hang
+        detection that counts like a progress line without a step (it restarts the hang clock,
+        it sets no training step). The first reading counts when it shows a completed
+        collective. Returns whether it advanced.
+        """
+        st = self._rank(key, now)
+        moved = False
+        for g in groups:
+            prev = st.collectives.get(g.group)
+            if g.completed > (prev.completed if prev is not None else -1):
+                moved = True
+            st.collectives[g.group] = g
+        if moved:
+            st.last_collective = now
+        return moved
 
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
         """The compile-cache ``*.lock`` files present at ``now`` that the caller considers fresh.
@@ -722,7 +746,8 @@ class Judge:
 
     def _hang_or_healthy(self, now: float) -> Verdict:
         live = [st for st in self.ranks.values() if st.exit_code is None]
-        progressed = [st.last_progress for st in self.ranks.values() if st.last_progress is not None]
+        progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
+                      if t is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
         work_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
                      if t is not None]
@@ -749,8 +774,12 @@ class Judge:
                 step=self.max_step,
             )
         if live and idle > timeout:
-            culprit = self._hang_culprit(live)
-            found_by = None if culprit is None else "progress"
+            laggard = self._collective_laggard(live)
+            if laggard is not None:
+                culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"
+            else:
+                culprit, how = self._hang_culprit(live), ""
+                found_by = None if culprit is None else "progress"
             # the culprit's last sign of life first, then what each rank was doing
             order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))
             evidence = tuple(
@@ -762,7 +791,7 @@ class Judge:
                 ranks=tuple(st.key for st in live),
                 culprit=culprit,
                 evidence=evidence[:20],
-                reason=f"no rank progressed and none compiled for {idle:.0f}s (> {what} {timeout:.0f}s)",
+                reason=f"no rank progressed and none compiled for {idle:.0f}s (> {what} {timeout:.0f}s){how}",
                 advice="The job is hung. Restarting from the last complete checkpoint; the stack dumps in "
                 "the incident bundle show where each rank was stuck.",
                 step=self.max_step,
@@ -779,6 +808,31 @@ class Judge:
                 step=self.max_step,
             )
         return Verdict(Label.HEALTHY, Action.WAIT, step=self.max_step)
+
+    @staticmethod
+    def _collective_laggard(live: Sequence[RankState]) -> tuple[RankKey, str] | None:
+        """The one rank whose newest collective (flight recorder) lags the others of its group.
+
+        Per process group, a rank's newest collective is the highest sequence id it enqueued
+        (or completed): a rank stuck outside the collective never enqueues the one its peers
+        wait in. Only a single laggard behind peers that all agree is named.
+        """
+        groups: dict[str, dict[RankKey, int]] = {}
+        for st in live:
+            for g, p in st.collectives.items():
+                groups.setdefault(g, {})[st.key] = max(p.enqueued, p.completed)
+        for g in sorted(groups, key=lambda x: (len(x), x)):
+            seqs = groups[g]
+            if len(seqs) < 2:
+                continue
+            top = max(seqs.values())
+            behind = [k for k, v in seqs.items() if v < top]
+            if len(behind) == 1 and len(seqs) - 1 == sum(1 for v in seqs.values() if v == top):
+                k = behind[0]
+                n = top - seqs[k]
+                return k, (f"{_who(k)} is {n} collective{'s' if n != 1 else ''} behind the other "
+                           f"{len(seqs) - 1} rank{'s' if len(seqs) > 2 else ''} of group {g} (flight recorder)")
+        return None
 
     @staticmethod
     def _hang_culprit(live: Sequence[RankState]) -> RankKey | None:

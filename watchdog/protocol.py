@@ -38,11 +38,13 @@ from typing import Any, NamedTuple
 import msgpack
 
 from neuron_watch.errors import TransportError
+from neuron_watch.flight_recorder import GroupProgress
 
 #: Bumped on any incompatible change of the header or a body layout.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
-# matches (the coordinator's work is per batch and rank, not per line).
+# matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
+# a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items).
 
 #: Upper bound for one frame; a bigger frame is refused before it is unpacked.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -196,6 +198,21 @@ class Procs:
     samples: tuple[ProcSample, ...]
     locks: tuple[str, ...] = ()
     workers: tuple[tuple[int, int], ...] = ()  # (rank, pid) of the node's rank processes
+    collectives: tuple[RankCollectives, ...] = ()  # flight recorder readings taken since the last procs
+
+
+@dataclass(frozen=True, slots=True)
+class RankCollectives:
+    """One rank's flight recorder reading, ``d_mono`` seconds old.
+
+    ``problem``: why there is no reading (``""``: ``groups`` is the reading; an empty ``groups``
+    with no problem means the recorder answered but no process group recorded a collective yet).
+    """
+
+    rank: int
+    groups: tuple[GroupProgress, ...]
+    problem: str = ""
+    d_mono: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +343,13 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Heartbeat):
         return [body.buffered, body.dropped_lines, body.dropped_msgs]
     if isinstance(body, Procs):
-        return [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
-                [[r, p] for r, p in body.workers]]
+        out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
+                          [[r, p] for r, p in body.workers]]
+        if body.collectives:  # only then: a body without readings stays readable by version 2's layout
+            out.append([[c.rank, c.d_mono, c.problem,
+                         [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall] for g in c.groups]]
+                        for c in body.collectives])
+        return out
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
     if isinstance(body, Status):
@@ -587,8 +609,8 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
         _list(b, 3, "heartbeat body")
         return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"))
     if kind is Kind.PROCS:
-        if not isinstance(b, list) or len(b) not in (1, 2, 3):
-            raise ProtocolError("field", "procs body must be a list of 1 to 3 items")
+        if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
+            raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
         samples = []
         for s in _list(b[0], None, "samples"):
             s = _list(s, 4, "sample")
@@ -596,10 +618,21 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
                                       _float(s[3], "d_mono")))
         locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
         workers = []
-        for w in _list(b[2], None, "workers") if len(b) == 3 else []:
+        for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
             w = _list(w, 2, "worker")
             workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
-        return Procs(tuple(samples), locks, tuple(workers))
+        readings = []
+        for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
+            c = _list(c, 4, "collectives reading")
+            groups = []
+            for g in _list(c[3], None, "groups"):
+                g = _list(g, 7, "group")
+                groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
+                                            _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
+                                            _float(g[6], "wall")))
+            readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
+                                            _float(c[1], "d_mono")))
+        return Procs(tuple(samples), locks, tuple(workers), tuple(readings))
     if kind is Kind.EXITS:
         _list(b, 1, "exits body")
         exits = []

@@ -183,7 +183,7 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
                               command=launcher.command(os.path.join(run_dir, "gen-0"), agent.gen.checkpoint
                                                        if agent.gen else ""),
                               checkpoint=(agent.gen.checkpoint if agent.gen else "") or None,
-                              config=config.redacted(), nodes=info.nnodes or 1)
+                              config=config.redacted(), nodes=info.nnodes or 1, liveness=agent.liveness_plan())
         agent.attach(AgentLink(address, secret, job=job_id, node=node, session=new_session(time.time())))
         agent.introduce()
         code = run_node_loop(agent, coord, signals, address)

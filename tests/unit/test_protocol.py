@@ -10,6 +10,7 @@ import msgpack
 import pytest
 
 from neuron_watch import protocol as p
+from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.protocol import (
     Ack,
     CaptureEvidence,
@@ -56,6 +57,10 @@ BODIES = [
     Lines((RankLines(7, 3, 1.5, 0.0, -0.5, "\n\nlast"),)),  # empty lines; not classified
     Heartbeat(3, 120, 2),
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
+    Procs((), (), ((0, 11), (1, 12)), (
+        p.RankCollectives(0, (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1795451782.4),)),
+        p.RankCollectives(1, (), "no recorder: TORCH_FR_BUFFER_SIZE=0", 1.5),
+    )),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
     Status("stopped", "rung=sigkill", "/ckpt/step_1200", 0, 0),
     Ack(41),
@@ -145,10 +150,11 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
-    assert p.SCHEMA_VERSION == 2
+    # 2: an agent from before the flight recorder readings in procs.
+    assert p.SCHEMA_VERSION == 3
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)

@@ -1,0 +1,47 @@
+"""A rank that prints only its first lines, then trains silently (gloo all_reduce every 0.2 s).
+
+    --quiet-for S   after "step 1 loss", S seconds of all_reduces that print nothing, then "done"
+    --sleep-for S   then every rank stops calling collectives and sleeps S seconds (a hang)
+
+Run under torchrun with neuron-watch; nothing here knows about neuron-watch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quiet-for", type=float, default=10.0)
+    ap.add_argument("--sleep-for", type=float, default=0.0)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    t = torch.ones(8)
+    dist.all_reduce(t)
+    print(f"step 1 loss {float(t[0]):.4f} step_time 0.010s", flush=True)
+    end = time.monotonic() + args.quiet_for
+    while time.monotonic() < end:
+        dist.all_reduce(t)
+        t.div_(dist.get_world_size())
+        time.sleep(0.2)
+    time.sleep(args.sleep_for)
+    dist.barrier()
+    if rank == 0:
+        print("training done", flush=True)
+    dist.destroy_process_group()
+    # torch's interpreter teardown takes tens of seconds on a busy 2-core machine and prints
+    # nothing (as examples/toy/train.py notes): leave at once, the exit is what is watched.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

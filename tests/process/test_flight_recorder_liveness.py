@@ -1,0 +1,64 @@
+"""Liveness from the ranks' own Flight Recorder, for real: torchrun (gloo, 2 CPU ranks) under neuron-watch.
+
+The rank program (tests/process/ranks/quiet_collectives.py) prints its first step, then only calls
+all_reduce: its output says nothing for longer than --hang-timeout while its collectives complete.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, started
+
+pytestmark = pytest.mark.process
+
+RANKS = str(Path(__file__).resolve().parent / "ranks" / "quiet_collectives.py")
+
+
+def watch(tmp_path: Path, env: dict[str, str], *rank_args: str, watch_args: tuple[str, ...] = (),
+          timeout: float = 240) -> tuple[int, str, Path]:
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", "8", "--startup-timeout", "120",
+            "--max-restarts", "1", "--no-prewarm", *watch_args,
+            "torchrun", "--nproc_per_node", "2", RANKS, *rank_args]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            out, _ = p.communicate(timeout=timeout)
+            code = p.returncode
+    finally:
+        force_cleanup(str(run_dir))
+    return code, out, run_dir
+
+
+def test_silent_ranks_whose_collectives_complete_are_not_restarted(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "25")
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    assert not named(evs, "restart") and not named(evs, "incident"), out[-3000:]
+    assert "liveness: flight recorder on" in out
+    started_ev = named(evs, "job_started")[0]
+    assert "flight recorder" in started_ev["liveness"]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["liveness"]["flight_recorder"] == 2, status["liveness"]
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def test_ranks_that_stop_calling_collectives_are_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    # Generation 0 hangs (every rank sleeps 600 s); generation 1 hangs too, then the budget is spent.
+    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "4", "--sleep-for", "600")
+    evs = events(run_dir)
+    verdicts = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
+    assert verdicts, out[-3000:]
+    assert named(evs, "restart"), out[-3000:]
+    assert code != 0
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def test_the_probe_is_off_with_one_flag(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "2", watch_args=("--no-rank-probe",))
+    assert code == 0, out[-3000:]
+    assert "Server listening to UNIX" not in out and "flight recorder on" not in out
+    assert "--no-rank-probe" in named(events(run_dir), "job_started")[0]["liveness"]

@@ -1,0 +1,110 @@
+"""PyTorch Flight Recorder documents -> a small per-process-group summary (pure).
+
+A rank's worker server answers ``POST /handler/fr_trace_json`` with a JSON document (torch 2.13,
+``"version": "2.10"``; the layout is the one ``torch/distributed/flight_recorder/components``
+parses)::
+
+    {"version": "2.10", "pg_config": {...}, "nccl_comm_state": {},
+     "pg_status": {"0": {"last_enqueued_collective": "4", "last_started_collective": "-1",
+                         "last_completed_collective": "4"}},
+     "entries": [{"pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 4,
+                  "profiling_name": "gloo:barrier", "state": "scheduled", "retired": true,
+                  "time_created_ns": 1795451782410578700, ...}]}
+
+``pg_status`` holds the per-group sequence ids (strings; ``-1`` = none yet) and survives the ring
+buffer wrapping; ``entries`` is the ring buffer, whose newest entry per group names the op. gloo
+never fills ``time_discovered_*`` and leaves ``state`` at ``scheduled`` (``retired`` tells
+completion there); NCCL moves ``state`` to ``started``/``completed``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class GroupProgress:
+    """One process group's collective progress on one rank.
+
+    ``completed``/``started``/``enqueued``: the newest collective sequence ids (-1: none).
+    ``op``/``state``: the newest recorded entry's ``profiling_name`` and ``state`` (``""`` if the
+    buffer holds none). ``wall``: that entry's creation time, epoch seconds (0.0 if unknown).
+    """
+
+    group: str
+    completed: int
+    started: int
+    enqueued: int
+    op: str = ""
+    state: str = ""
+    wall: float = 0.0
+
+
+class FlightRecorderError(ValueError):
+    """The document is not a Flight Recorder dump this code understands."""
+
+
+def _seq(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return -1
+
+
+def summarize(doc: Mapping[str, Any]) -> tuple[GroupProgress, ...]:
+    """The per-group progress in one ``fr_trace_json`` document, sorted by group id.
+
+    An empty tuple: the recorder is on but no process group recorded anything (yet), or it is
+    off (``TORCH_FR_BUFFER_SIZE=0`` answers with empty ``pg_status`` and ``entries``).
+
+    Raises:
+        FlightRecorderError: ``doc`` is not a mapping with mapping ``pg_status`` / list ``entries``.
+    """
+    if not isinstance(doc, Mapping):
+        raise FlightRecorderError("a flight recorder dump is a JSON object")
+    status = doc.get("pg_status", {}) or {}
+    entries = doc.get("entries", []) or []
+    if not isinstance(status, Mapping) or not isinstance(entries, list):
+        raise FlightRecorderError("pg_status must be an object and entries a list")
+    newest: dict[str, Mapping[str, Any]] = {}
+    for e in entries:
+        if not isinstance(e, Mapping) or e.get("is_p2p"):
+            continue
+        g = str(e.get("pg_id", ""))
+        if _seq(e.get("collective_seq_id")) >= _seq(newest.get(g, {}).get("collective_seq_id")):
+            newest[g] = e
+    groups: dict[str, GroupProgress] = {}
+    for g, st in status.items():
+        if not isinstance(st, Mapping):
+            continue
+        groups[str(g)] = GroupProgress(
+            str(g),
+            _seq(st.get("last_completed_collective")),
+            _seq(st.get("last_started_collective")),
+            _seq(st.get("last_enqueued_collective")),
+        )
+    for g, e in newest.items():
+        base = groups.get(g)
+        seq = _seq(e.get("collective_seq_id"))
+        state = str(e.get("state", ""))
+        if base is None:  # a dump without pg_status (older layouts): the entries alone
+            done = seq if state == "completed" or e.get("retired") else seq - 1
+            base = GroupProgress(g, done, seq if state in ("started", "completed") else -1, seq)
+        t = e.get("time_created_ns", 0)
+        wall = t / 1e9 if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else 0.0
+        groups[g] = GroupProgress(g, base.completed, base.started, base.enqueued,
+                                  str(e.get("profiling_name", "")), state, wall)
+    return tuple(sorted(groups.values(), key=lambda p: (len(p.group), p.group)))
+
+
+def advanced(before: tuple[GroupProgress, ...] | None, after: tuple[GroupProgress, ...]) -> bool:
+    """Did any group complete a collective between two summaries of one rank?
+
+    A group that appears for the first time with a completed collective counts (a new group, or
+    the first reading of this rank).
+    """
+    old = {p.group: p.completed for p in before or ()}
+    return any(p.completed > old.get(p.group, -1) for p in after)

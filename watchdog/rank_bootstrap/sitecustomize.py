@@ -1,0 +1,157 @@
+"""neuron-watch's rank probe: starts torch's own worker server in each rank, with no code change.
+
+neuron-watch prepends this directory to the ranks' ``PYTHONPATH``, so Python imports this file
+at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
+
+* runs the job's own ``sitecustomize`` (the next one on ``sys.path``), whatever happens here;
+* does nothing unless ``NEURON_WATCH_PROBE_DIR`` is set and this process is a rank (``RANK`` and
+  ``LOCAL_RANK`` set, as torchrun does for its workers; torchrun itself has neither);
+* imports nothing heavy: a meta-path hook waits until the job imports ``torch.distributed``, then
+  starts ``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` (the HTTP
+  server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
+  starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
+* never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
+  (``{"pid", "state": "armed" | "listening" | "failed", "error", "socket"}``) for the agent.
+
+The Flight Recorder's size is set by the agent in the rank environment (``TORCH_FR_BUFFER_SIZE``
+is read when a process group is created, so it must be in the environment before that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+_DIR_ENV = "NEURON_WATCH_PROBE_DIR"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TARGET = "torch.distributed"
+
+
+def _status(path: str, **fields: Any) -> None:
+    """Write the status file atomically (temp + rename); never raises."""
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"pid": os.getpid(), **fields}, f)
+        os.replace(tmp, path)
+    except Exception:
+        pass
+
+
+class _Probe:
+    def __init__(self, directory: str, rank: str) -> None:
+        self.socket = os.path.join(directory, f"r{rank}.sock")
+        self.status = os.path.join(directory, f"r{rank}.json")
+        self.server: Any = None
+        self.started = False
+
+    def start(self) -> None:
+        """Start the worker server (once). Called right after ``torch.distributed`` was imported."""
+        if self.started:
+            return
+        self.started = True
+        try:
+            from torch._C._distributed_c10d import _WorkerServer
+
+            if os.path.exists(self.socket):  # a killed previous process of this rank left it behind
+                os.unlink(self.socket)
+            self.server = _WorkerServer(self.socket)
+            import atexit
+
+            atexit.register(self.stop)
+            _status(self.status, state="listening", socket=self.socket, error="")
+        except BaseException as exc:
+            _status(self.status, state="failed", socket=self.socket, error=f"{type(exc).__name__}: {exc}")
+
+    def stop(self) -> None:
+        try:
+            if self.server is not None:
+                self.server.shutdown()
+                self.server = None
+            if os.path.exists(self.socket):
+                os.unlink(self.socket)
+        except BaseException:
+            pass
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader of ``torch.distributed``, then starts the probe."""
+
+    def __init__(self, real: importlib.abc.Loader, probe: _Probe) -> None:
+        self.real = real
+        self.probe = probe
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            self.real.exec_module(module)
+        finally:
+            # Also when the import failed part-way (start() reports what is missing).
+            self.probe.start()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Answers only for ``torch.distributed``: finds it with the other finders, wraps its loader."""
+
+    def __init__(self, probe: _Probe) -> None:
+        self.probe = probe
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _TARGET or self.probe.started:
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)  # once: the hook is not on the import path any more
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+            if spec is None or spec.loader is None:
+                return None
+            spec.loader = _Loader(spec.loader, self.probe)
+            return spec
+        except BaseException as exc:
+            _status(self.probe.status, state="failed", socket=self.probe.socket,
+                    error=f"hook: {type(exc).__name__}: {exc}")
+            return None
+
+
+def _arm() -> None:
+    directory = os.environ.get(_DIR_ENV, "")
+    rank = os.environ.get("RANK", "")
+    if not directory or not rank.isdigit() or "LOCAL_RANK" not in os.environ:
+        return  # not a rank of a watched job (torchrun itself, a compiler, a tool)
+    # Our variable, not the job's: processes this rank starts (data loader workers, compilers)
+    # must not start a second server on the same socket.
+    os.environ.pop(_DIR_ENV, None)
+    probe = _Probe(directory, rank)
+    _status(probe.status, state="armed", socket=probe.socket, error="")
+    sys.meta_path.insert(0, _Finder(probe))
+
+
+def _chain() -> None:
+    """Import the next ``sitecustomize`` on ``sys.path`` (the job's own), as if we were not here."""
+    for entry in sys.path:
+        try:
+            if not entry or os.path.abspath(entry) == _HERE:
+                continue
+            spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
+        except Exception:
+            continue
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)  # the job's own errors are the job's, as without us
+        return
+
+
+with contextlib.suppress(BaseException):  # never into the job
+    _arm()
+_chain()
