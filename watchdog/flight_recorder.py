@@ -65,8 +65,8 @@ def summarize(doc: Mapping[str, Any]) -> tuple[GroupProgress, ...]:
     """
     if not isinstance(doc, Mapping):
         raise FlightRecorderError("a flight recorder dump is a JSON object")
-    status = doc.get("pg_status", {}) or {}
-    entries = doc.get("entries", []) or []
+    status = doc.get("pg_status", {})
+    entries = doc.get("entries", [])
     if not isinstance(status, Mapping) or not isinstance(entries, list):
         raise FlightRecorderError("pg_status must be an object and entries a list")
     newest: dict[str, Mapping[str, Any]] = {}

@@ -1,0 +1,114 @@
+"""The rank bootstrap and torch's private worker server, for real (subprocesses of this venv's Python).
+
+Pins what neuron-watch relies on in the installed torch: ``_WorkerServer`` on a unix socket, the
+``fr_trace_json`` / ``dump_traceback`` / ``ping`` handlers, and the JSON shape of a gloo dump.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.flight_recorder import summarize
+from neuron_watch.rank_probe import BOOTSTRAP_DIR, DIR_ENV, probe_env, read_rank
+
+pytestmark = pytest.mark.process
+
+
+def run(code: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-c", code], env={**base, **env}, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, start_new_session=True, check=False)
+
+
+def test_probe_env_prepends_the_bootstrap_and_keeps_the_users_buffer_size() -> None:
+    e = probe_env({"PYTHONPATH": "/job/lib"}, "/tmp/nw-x/g0")
+    assert e["PYTHONPATH"] == f"{BOOTSTRAP_DIR}{os.pathsep}/job/lib" and e[DIR_ENV] == "/tmp/nw-x/g0"
+    assert e["TORCH_FR_BUFFER_SIZE"] == "64"
+    assert "TORCH_FR_BUFFER_SIZE" not in probe_env({"TORCH_FR_BUFFER_SIZE": "2000"}, "/d")
+    assert "TORCH_FR_BUFFER_SIZE" not in probe_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "100"}, "/d")
+    assert (Path(BOOTSTRAP_DIR) / "sitecustomize.py").is_file()
+
+
+def test_the_jobs_own_sitecustomize_still_runs_and_a_non_torch_rank_stays_inert(tmp_path: Path) -> None:
+    job = tmp_path / "joblib"
+    job.mkdir()
+    (job / "sitecustomize.py").write_text("import os\nos.environ['JOB_SITE_RAN'] = 'yes'\n")
+    probe = tmp_path / "p"
+    probe.mkdir()
+    env = {**probe_env({"PYTHONPATH": str(job)}, str(probe)), "RANK": "3", "LOCAL_RANK": "3"}
+    code = ("import os, sys; print(os.environ.get('JOB_SITE_RAN'), 'torch' in sys.modules, "
+            f"os.environ.get({DIR_ENV!r}))")
+    p = run(code, env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["yes", "False", "None"]  # chained; torch never imported; our variable taken
+    status = json.loads((probe / "r3.json").read_text())
+    assert status["state"] == "armed" and not (probe / "r3.sock").exists()
+    assert "not imported" in read_rank(str(probe), 3).problem
+
+
+def test_a_process_that_is_not_a_rank_does_nothing(tmp_path: Path) -> None:
+    probe = tmp_path / "p"
+    probe.mkdir()
+    p = run("import os; print(os.environ.get('NEURON_WATCH_PROBE_DIR') is not None)",
+            probe_env({}, str(probe)), tmp_path)  # torchrun itself: no RANK
+    assert p.returncode == 0 and p.stdout.strip() == "True", p.stderr
+    assert list(probe.iterdir()) == []
+
+
+RANK_WITH_GLOO = """
+import os, json, torch, torch.distributed as dist
+from neuron_watch.rank_probe import call_handler, read_rank
+dist.init_process_group("gloo", init_method="file://" + os.environ["INIT_FILE"], rank=0, world_size=1)
+t = torch.ones(2)
+for _ in range(3):
+    dist.all_reduce(t)
+sock = os.path.join(os.environ["PROBE"], "r0.sock")
+print(json.dumps({
+    "ping": call_handler(sock, "ping").decode(),
+    "traceback": "most recent call first" in call_handler(sock, "dump_traceback").decode(),
+    "fr": json.loads(call_handler(sock, "fr_trace_json")),
+    "problem": read_rank(os.environ["PROBE"], 0).problem,
+}))
+os._exit(0)
+"""
+
+
+def test_torchs_worker_server_in_a_gloo_rank_answers_what_we_rely_on(tmp_path: Path) -> None:
+    probe = tmp_path / "p"
+    probe.mkdir()
+    env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0", "PROBE": str(probe),
+           "INIT_FILE": str(tmp_path / "init")}
+    p = run(RANK_WITH_GLOO, env, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ping"] == "pong" and out["traceback"] and out["problem"] == ""
+    fr = out["fr"]
+    assert {"version", "pg_config", "pg_status", "entries"} <= set(fr)
+    e = fr["entries"][-1]
+    assert {"pg_id", "collective_seq_id", "profiling_name", "state", "retired", "time_created_ns"} <= set(e)
+    assert e["profiling_name"] == "gloo:all_reduce"
+    (group,) = summarize(fr)
+    assert group.enqueued == 3 and group.op == "gloo:all_reduce"
+    assert json.loads((probe / "r0.json").read_text())["state"] == "listening"
+
+
+def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:
+    # A torch without the private API: the job runs on, the status says why.
+    fake = tmp_path / "fake"
+    (fake / "torch" / "distributed").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("")
+    (fake / "torch" / "distributed" / "__init__.py").write_text("VALUE = 42\n")
+    probe = tmp_path / "p"
+    probe.mkdir()
+    env = {**probe_env({"PYTHONPATH": str(fake)}, str(probe)), "RANK": "1", "LOCAL_RANK": "1"}
+    p = run("import torch.distributed as d; print(d.VALUE)", env, tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "42", p.stderr
+    status = json.loads((probe / "r1.json").read_text())
+    assert status["state"] == "failed" and "torch._C" in status["error"]
+    assert read_rank(str(probe), 1).problem.startswith("no recorder: ")

@@ -1,0 +1,128 @@
+"""Flight Recorder dumps -> per-group progress, and what the judge makes of it.
+
+The dumps under data/flight_recorder/ are real ``fr_trace_json`` answers of torch 2.13's worker
+server (recorded by tests/fixtures/record_fr_dumps.py: 2 gloo ranks, ``TORCH_FR_BUFFER_SIZE=4``,
+5 all_reduces on the default group and 2 on a second group, then rank 0 enters an all_reduce rank 1
+never joins).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuron_watch.events import Action, Label, LogLine, RankKey
+from neuron_watch.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
+from neuron_watch.judge import Judge, JudgeSettings
+from neuron_watch.kb import default_knowledge_base
+
+DATA = Path(__file__).parent / "data" / "flight_recorder"
+KB = default_knowledge_base()
+N = "node-a"
+
+
+def dump(rank: int) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((DATA / f"gloo-rank{rank}.json").read_text())
+    return doc
+
+
+def test_a_real_gloo_dump_summarizes_per_process_group() -> None:
+    doc = dump(1)
+    assert doc["version"] == "2.10" and len(doc["entries"]) == 4  # the ring buffer kept the newest 4
+    s = summarize(doc)
+    assert [g.group for g in s] == ["0", "1"]
+    default, sub = s
+    # pg_status survives the buffer wrapping; the newest entry names the op
+    assert (default.completed, default.enqueued, default.started) == (4, 6, -1)
+    assert default.op == "gloo:barrier" and default.state == "scheduled"
+    assert default.wall == pytest.approx(1795453409.36, abs=1.0)
+    assert (sub.completed, sub.enqueued, sub.op) == (2, 2, "gloo:all_reduce")
+
+
+def test_the_rank_that_did_not_join_is_behind_on_what_it_entered() -> None:
+    r0, r1 = summarize(dump(0)), summarize(dump(1))
+    assert r0[0].enqueued == 7 and r1[0].enqueued == 6
+
+
+def test_a_recorder_that_is_off_or_empty_gives_no_groups() -> None:
+    # TORCH_FR_BUFFER_SIZE=0: the server answers, with nothing in it (seen with torch 2.13)
+    assert summarize({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": []}) == ()
+
+
+def test_entries_alone_still_summarize() -> None:
+    doc = dump(1)
+    del doc["pg_status"]
+    s = summarize(doc)
+    # the newest entry (the barrier, 6) is not retired yet: the one before it is the newest completed
+    assert s[0].enqueued == 6 and s[0].completed == 5
+
+
+@pytest.mark.parametrize("doc", [[], {"pg_status": [], "entries": []}, {"pg_status": {}, "entries": {}}])
+def test_what_is_not_a_dump_is_refused(doc: Any) -> None:
+    with pytest.raises(FlightRecorderError):
+        summarize(doc)
+
+
+def test_advanced_counts_a_newly_completed_collective_in_any_group() -> None:
+    a = (GroupProgress("0", 4, -1, 6), GroupProgress("1", 2, -1, 2))
+    assert advanced(None, a)
+    assert not advanced(a, a)
+    assert advanced(a, (GroupProgress("0", 4, -1, 6), GroupProgress("1", 3, -1, 3)))
+    assert not advanced(None, (GroupProgress("0", -1, -1, -1),))
+
+
+# -- the judge --------------------------------------------------------------------------------------
+
+
+def judge() -> Judge:
+    return Judge(KB, JudgeSettings(hang_timeout=30.0, startup_timeout=600.0), start=0.0)
+
+
+def g(completed: int, enqueued: int | None = None, group: str = "0") -> tuple[GroupProgress, ...]:
+    return (GroupProgress(group, completed, -1, completed if enqueued is None else enqueued, "gloo:all_reduce"),)
+
+
+def test_completing_collectives_keep_a_silent_job_alive() -> None:
+    j = judge()
+    for r in range(2):
+        j.observe_line(LogLine(RankKey(N, r), "step 1 loss 1.5 step_time 1s", 1.0, 1.0, f"rank-{r}.log", 1))
+    for i, t in enumerate(range(5, 200, 5)):
+        for r in range(2):
+            assert j.observe_collectives(RankKey(N, r), g(10 + i), float(t))
+        assert j.verdict(t + 1.0).label is Label.HEALTHY
+    assert j.max_step == 1  # a collective is not a training step
+    assert j.rank_summaries(196.0)[0]["state"] == "progressing"
+
+
+def test_collectives_that_stop_advancing_are_a_hang_after_the_timeout() -> None:
+    j = judge()
+    for t in (5.0, 10.0):
+        for r in range(2):
+            j.observe_collectives(RankKey(N, r), g(int(t)), t)
+    for r in range(2):  # the same readings again: nothing completed
+        assert not j.observe_collectives(RankKey(N, r), g(10), 20.0)
+    assert j.verdict(39.0).label is Label.HEALTHY
+    v = j.verdict(41.0)
+    assert v.label is Label.COLLECTIVE_HANG and v.action is Action.RESTART
+    assert "hang timeout" in v.reason  # collectives count like progress: the hang timeout, not startup
+
+
+def test_the_rank_behind_on_collectives_is_the_culprit() -> None:
+    j = judge()
+    for r in range(4):
+        j.observe_collectives(RankKey(N, r), g(40, 40 if r == 3 else 42), 10.0)
+    v = j.verdict(50.0)
+    assert v.label is Label.COLLECTIVE_HANG
+    assert v.culprit == RankKey(N, 3)
+    assert "node-a/rank3 is 2 collectives behind the other 3 ranks of group 0 (flight recorder)" in v.reason
+
+
+def test_no_culprit_when_the_ranks_disagree_among_themselves() -> None:
+    j = judge()
+    for r, seq in enumerate((40, 41, 42)):
+        j.observe_collectives(RankKey(N, r), g(seq), 10.0)
+    v = j.verdict(50.0)
+    assert v.label is Label.COLLECTIVE_HANG and "flight recorder" not in v.reason
