@@ -7,11 +7,13 @@ one background thread (short timeouts: a rank whose server does not answer costs
 most ``timeout`` seconds, never the agent's loop) and keeps the newest summary per rank for the
 agent to send (:meth:`RankProbe.take`).
 
-Cost: a dump is serialized by the rank (torch 2.13's default 2000-entry buffer takes ~0.3 s of
-rank CPU for ~1 MB of JSON, measured here), so the agent sets ``TORCH_FR_BUFFER_SIZE`` to
-:data:`DEFAULT_BUFFER` when the user set neither it nor ``TORCH_NCCL_TRACE_BUFFER_SIZE``
-(torch/distributed/distributed_c10d.py reads both, the first first), and a rank whose dump is
-slow is polled less often (:data:`MAX_SHARE`).
+Cost: a dump is serialized by the rank. torch 2.13 records gloo collectives with a 2000-entry
+buffer even when nothing is set, and such a dump costs the rank ~75 ms of CPU for ~1 MB of JSON
+(64 entries: ~2 ms; tests/benchmarks/bench_rank_probe.py). So the agent sets
+``TORCH_FR_BUFFER_SIZE`` to :data:`DEFAULT_BUFFER` when the user set neither it nor
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` (the C++ recorder reads both, the first first; see also
+torch/distributed/distributed_c10d.py), and a rank whose dump is slow is polled less often
+(:data:`MAX_SHARE`).
 """
 
 from __future__ import annotations
