@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
 
 #: What changes in the ranks' environment from one generation to the next (nothing else may).
-PER_GENERATION_ENV = frozenset({"NEURON_WATCH_CHECKPOINT", "NEURON_WATCH_RESTART_COUNT", "NEURON_WATCH_GENERATION"})
+# NEURON_WATCH_PROBE_DIR: each generation's ranks get fresh worker-server sockets (rank_probe.py).
+PER_GENERATION_ENV = frozenset({"NEURON_WATCH_CHECKPOINT", "NEURON_WATCH_RESTART_COUNT", "NEURON_WATCH_GENERATION",
+                                "NEURON_WATCH_PROBE_DIR"})
 
 
 @dataclass(frozen=True)
