@@ -775,6 +775,8 @@ class Judge:
             )
         if live and idle > timeout:
             laggard = self._collective_laggard(live)
+            culprit: RankKey | None
+            found_by: str | None
             if laggard is not None:
                 culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"
             else:

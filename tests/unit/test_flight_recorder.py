@@ -116,7 +116,7 @@ def test_the_rank_behind_on_collectives_is_the_culprit() -> None:
         j.observe_collectives(RankKey(N, r), g(40, 40 if r == 3 else 42), 10.0)
     v = j.verdict(50.0)
     assert v.label is Label.COLLECTIVE_HANG
-    assert v.culprit == RankKey(N, 3)
+    assert v.culprit == RankKey(N, 3) and v.culprit_source == "flight_recorder"
     assert "node-a/rank3 is 2 collectives behind the other 3 ranks of group 0 (flight recorder)" in v.reason
 
 
