@@ -112,3 +112,12 @@ def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:
     status = json.loads((probe / "r1.json").read_text())
     assert status["state"] == "failed" and "torch._C" in status["error"]
     assert read_rank(str(probe), 1).problem.startswith("no recorder: ")
+
+
+def test_a_pre_started_torchrun_still_takes_the_next_generation_with_its_own_probe_dir() -> None:
+    from neuron_watch.launchers.torchrun import _same_but_generation
+
+    base = {"PATH": "/usr/bin", "NEURON_WATCH_GENERATION": "0"}
+    g0 = {**base, **probe_env(base, "/tmp/nw-a/g0")}
+    g1 = {**base, **probe_env(base, "/tmp/nw-a/g1"), "NEURON_WATCH_GENERATION": "1"}
+    assert g0[DIR_ENV] != g1[DIR_ENV] and _same_but_generation(g0, g1)
