@@ -467,9 +467,10 @@ class NodeAgent:
                 if r.problem:
                     log.info("rank %d: no flight recorder reading: %s", r.rank, r.problem)
                 else:
-                    on = sorted(k for k, v in gen.probe_said.items() if v == "on")
-                    log.info("liveness: flight recorder on %d of %d rank(s) of this node (rank %d answered)",
-                             len(on), len(gen.worker_pids), r.rank)
+                    on = sum(1 for v in gen.probe_said.values() if v == "on")
+                    if on == len(gen.worker_pids) or on == 1:  # once at the first, once when all answer
+                        log.info("liveness: flight recorder on %d of %d rank(s) of this node", on,
+                                 len(gen.worker_pids))
         return out
 
     def _check_oom_kills(self, now: float, wall: float) -> None:
