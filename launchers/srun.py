@@ -35,6 +35,7 @@ from pathlib import Path
 
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
+from neuron_watch.console import attach_console, say
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, default_judge_factory
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
@@ -131,8 +132,6 @@ class SrunJob:
         assert self.coord is not None
         self.coord.events.emit("srun_step", generation, argv=argv, pid=self.step.pid,
                                exclude=list(self.bad), checkpoint=checkpoint or None)
-        print(f"neuron-watch: generation {generation}: srun step started"
-              + (f" without {', '.join(self.bad)}" if self.bad else ""), file=sys.stderr)
 
     def end_step(self, grace: float) -> None:
         """Let the step end by itself within ``grace`` (its agents were shut down), then SIGTERM,
@@ -241,6 +240,7 @@ class SrunJob:
                                          settings=settings, judge_factory=default_judge_factory(self.cfg),
                                          pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
                                          announce=False, relaunch=self.relaunch)
+        attach_console(coord.events, self.cfg)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
         # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
         # injected "in generation 0 only" stays in the first run).
@@ -258,8 +258,7 @@ class SrunJob:
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
                           slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
                           allocation=self.allocation, restart_owner=self.owner.owner)
-        print(f"neuron-watch {__version__}: job {self.job_id}, coordinator on {self.address}, "
-              f"run dir {self.run_dir}", file=sys.stderr)
+        say(f"coordinator on {self.address}; each generation's srun output: {self.step_log}/gen-<G>.log")
         plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, False)
         if plan.how != "exclude":
             coord.close()
@@ -325,6 +324,5 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         print("  " + " ".join(job.step_argv(0)))
         return 0
     code = job.run()
-    print(f"neuron-watch: job {job.job_id} finished with exit code {code}; events in "
-          f"{os.path.join(job.run_dir, 'events.jsonl')}", file=sys.stderr)
+    say(f"exit code {code}; events in {os.path.join(job.run_dir, 'events.jsonl')}")
     return code

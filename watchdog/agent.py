@@ -25,6 +25,7 @@ from neuron_watch.agent_link import AgentLink
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
+from neuron_watch.console import say
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
@@ -66,6 +67,9 @@ class NodeGeneration:
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
     probe_dir: str | None = None  # the ranks' worker server sockets (None: --no-rank-probe)
     probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
+    #: we are stopping the launcher: what it prints from now on (torchrun's SignalException
+    #: traceback, twice chained) is its teardown, not the job's crash: launcher log only
+    stopped_by_us: str = ""
 
 
 def _json_or_empty(doc: str) -> dict[str, Any]:
@@ -291,12 +295,16 @@ class NodeAgent:
         # A launcher that reported its failure holds nothing but its own teardown (and, under a
         # static rendezvous, the store's port the next generation needs): SIGKILL it at once.
         first = signal.SIGKILL if self.gen is not None and self.gen.gave_up else signal.SIGTERM
+        running = self.gen is not None and self.gen.exit_code is None
+        self.stopping("told to by the coordinator")
         result = self.launcher.stop(deadline, first_signal=first, keep_spare=True)  # the spare may start the next
         if self.gen is not None and self.gen.exit_code is None:
             # We stopped it: its exit code is ours, not a failure (or an end) to report.
             code = self.launcher.poll()
             self.gen.exit_code = code if code is not None else -15
         self._drain_output(final=True)
+        if running and self.gen is not None:
+            self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
         detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
                                   "survivors": result.survivors, "continued": result.continued}
         final = _json_or_empty(verdict_doc)
@@ -379,6 +387,15 @@ class NodeAgent:
         commands = self.link.tick(now, wall)
         return self.link.dispatch(commands, self, now, wall) if commands else None
 
+    def stopping(self, why: str) -> None:
+        """From now on the launcher's output is its teardown after our stop (or our forwarded signal)."""
+        if self.gen is not None and not self.gen.stopped_by_us:
+            self.gen.stopped_by_us = why
+
+    def _say_stopped(self, gen: NodeGeneration, how: str) -> None:
+        say(f"{self.launcher.name} on {self.node} stopped by neuron-watch ({gen.stopped_by_us}; {how}): "
+            f"its own output of the stop is in {gen.launcher_log.name}, not here")
+
     def _maybe_prewarm(self, gen: NodeGeneration, now: float) -> None:
         """Once the ranks have trained ``--prewarm-after`` seconds (start-up, which needs every core,
         is long over), get the next generation's launcher ready, so that a restart does not wait for it."""
@@ -397,7 +414,7 @@ class NodeAgent:
         now, wall = self.clock(), self.wall()
         for text in self.launcher.read_output(final):
             gen.launcher_log.write(text + "\n")
-            if self.echo is not None:
+            if self.echo is not None and not gen.stopped_by_us:
                 self.echo(f"[{self.launcher.name}] {text}")
             self._parse_launcher_line(gen, text, now, wall)
         gen.launcher_log.flush()
@@ -491,8 +508,13 @@ class NodeAgent:
 
         Returns the retry's summary when uploads had failed during the run, else None.
         """
-        self.launcher.stop(timeout)
+        running = self.gen is not None and self.gen.exit_code is None and self.launcher.poll() is None
+        if running:
+            self.stopping("neuron-watch is exiting")
+        result = self.launcher.stop(timeout)
         self._drain_output(final=True)
+        if running and self.gen is not None:
+            self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
         summary = None
         if self.pending_uploads and self.storage is not None:
             retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)

@@ -48,22 +48,68 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, f"run `{self.prog} --help`")
 
 
-def _command_word(argv: Sequence[str]) -> str | None:
-    """The first token after our own options (their values skipped), or None."""
+def _command_index(argv: Sequence[str]) -> int | None:
+    """Where the command word is: the first token after our own options (their values skipped)."""
     takes_value = {o.flag for o in OPTIONS if not o.is_flag}
     i = 0
     while i < len(argv):
         tok = argv[i]
         if not tok.startswith("-"):
-            return tok
+            return i
         i += 2 if tok in takes_value else 1
     return None
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The first token after our own options (their values skipped), or None."""
+    i = _command_index(argv)
+    return None if i is None else argv[i]
+
+
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """Our options and the command; for ``torchrun``/``srun`` everything after the word, untouched.
+
+    Drop-in means drop-in: the tokens after a launcher word reach the launcher byte-for-byte and
+    our parser never sees them (argparse would otherwise match ``--c`` in a training script's
+    arguments against our ``--compile-timeout``). Our own options are never abbreviated either
+    (``allow_abbrev=False``): an abbreviation that works today would change meaning, or break,
+    the day an option with the same prefix is added.
+
+    Raises:
+        UsageError: a bad option of ours (the message names it).
+    """
+    i = _command_index(argv)
+    _refuse_unknown_options(argv[: len(argv) if i is None else i])
+    word = None if i is None else argv[i]
+    parser = build_parser(word)
+    if i is not None and word in SUBCOMMANDS and SUBCOMMANDS[word][2]:
+        args = parser.parse_args(list(argv[: i + 1]))
+        args.launcher_args = list(argv[i + 1 :])
+        return args
+    return parser.parse_args(list(argv))
+
+
+def _refuse_unknown_options(ours: Sequence[str]) -> None:
+    """An option of ours that is misspelt or abbreviated is named (argparse would blame the word after it)."""
+    known = {o.flag for o in OPTIONS} | {"--version", "--help", "-h"}
+    takes_value = {o.flag for o in OPTIONS if not o.is_flag}
+    i = 0
+    while i < len(ours):
+        name = ours[i].split("=", 1)[0]
+        if name not in known:
+            like = sorted(f for f in known if f.startswith(name))
+            raise UsageError(
+                f"unrecognized option {name}" + (f" (did you mean {' or '.join(like)}? our options are never "
+                                                  "abbreviated)" if like else ""),
+                "run `neuron-watch --help`")
+        i += 2 if ours[i] in takes_value else 1
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported (keeps start-up fast)."""
     parser = _Parser(
         prog="neuron-watch",
+        allow_abbrev=False,
         description="Watch a torchrun/srun job: tell a slow compile from a hang, capture evidence, "
         "restart from the last complete checkpoint.",
         epilog="commands: " + "; ".join(f"{n}: {h}" for n, (_m, h, _v) in SUBCOMMANDS.items()),
@@ -76,9 +122,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
             p.add_argument("launcher_args", nargs=argparse.REMAINDER)
         elif name == command:
-            _load(name).add_arguments(sub.add_parser(name, help=help_text))
+            _load(name).add_arguments(sub.add_parser(name, help=help_text, allow_abbrev=False))
         else:
-            sub.add_parser(name, help=help_text)
+            sub.add_parser(name, help=help_text, allow_abbrev=False)
     return parser
 
 
@@ -101,12 +147,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        parser = build_parser(_command_word(argv))
-        args = parser.parse_args(argv)
+        args = parse_command_line(argv)
         if args.command is None:
-            parser.print_help()
+            build_parser().print_help()
             return int(ExitCode.USAGE)
         config = load_config(vars(args), os.environ)
+        if not os.environ.get("NEURON_WATCH_DEBUG"):
+            logging.getLogger().setLevel(logging.DEBUG if config.log_level == "debug" else logging.INFO)
         return int(_load(args.command).run(args, config))
     except NeuronWatchError as exc:
         print(f"neuron-watch: error: {exc}", file=sys.stderr)

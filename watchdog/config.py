@@ -61,6 +61,13 @@ def _regex(text: str) -> str:
     return text
 
 
+def _log_level(text: str) -> str:
+    t = text.strip().lower()
+    if t not in ("warning", "info", "debug"):
+        raise ValueError(f"not a log level: {text!r} (use warning, info or debug)")
+    return t
+
+
 def _host_port(text: str) -> str:
     if not re.fullmatch(r"[^:\s]+:\d{1,5}", text):
         raise ValueError(f"not HOST:PORT: {text!r}")
@@ -77,6 +84,7 @@ class Option:
     help: str
     metavar: str | None = None
     is_flag: bool = False  # a store_true switch
+    env_aliases: tuple[str, ...] = ()  # other variables read when NEURON_WATCH_<NAME> is not set
 
     @property
     def dest(self) -> str:
@@ -128,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
            "do not start torch's worker server in the ranks (its flight recorder tells a rank whose collectives "
            "still complete from a hung one, whatever it prints)", is_flag=True),
     Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
+    Option("--log-level", _log_level, "info",
+           "what neuron-watch says on stderr: warning (failures, give-up, end), info (every decision), "
+           "debug (every event); --quiet does not silence it", "LEVEL", env_aliases=("NEURON_WATCH_LOG",)),
     Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
     Option("--coordinator-silence", _seconds, 30.0,
            "an agent that hears nothing from its coordinator this long stops its ranks and exits", "SECONDS"),
@@ -168,6 +179,7 @@ class WatchConfig:
     no_prewarm: bool = False
     no_rank_probe: bool = False
     quiet: bool = False
+    log_level: str = "info"
     coordinator: str | None = None
     coordinator_silence: float = 30.0
     secret_file: str | None = None
@@ -175,10 +187,13 @@ class WatchConfig:
     drain_state: str | None = None
     drain_per_job: int = 2
     drain_per_hour: int = 4
+    #: where each option given came from (field -> flag or variable); not part of the config's value
+    origins: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def redacted(self) -> dict[str, Any]:
         """The config as a dict with credentials removed (for logs and events)."""
         out = dataclasses.asdict(self)
+        out.pop("origins", None)
         if self.mqtt:
             out["mqtt"] = re.sub(r"//[^@/]*@", "//***@", self.mqtt)
         return out
@@ -207,15 +222,18 @@ def load_config(cli_values: Mapping[str, str | None], env: Mapping[str, str]) ->
         ConfigError: a value does not parse; the message names the flag or variable.
     """
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     for opt in OPTIONS:
         raw, origin = cli_values.get(opt.dest), opt.flag
-        if raw is None and opt.env in env:
-            raw, origin = env[opt.env], opt.env
+        for name in (opt.env, *opt.env_aliases):
+            if raw is None and name in env:
+                raw, origin = env[name], name
         if raw is None:
             values[opt.dest] = opt.default
             continue
         try:
             values[opt.dest] = opt.parse(raw)
+            origins[opt.dest] = origin
         except (ValueError, re.error) as exc:
             raise ConfigError(f"{origin}: {exc}", f"see `neuron-watch --help` for {opt.flag}") from exc
     unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in _KNOWN_ENV)
@@ -224,7 +242,7 @@ def load_config(cli_values: Mapping[str, str | None], env: Mapping[str, str]) ->
             f"unknown variable(s): {', '.join(unknown)}",
             "known ones are " + ", ".join(sorted(_KNOWN_ENV)),
         )
-    return WatchConfig(**values)
+    return WatchConfig(**values, origins=origins)
 
 
 # Variables neuron-watch sets for the ranks or reads for itself without a flag.
@@ -241,4 +259,4 @@ _RUNTIME_ENV = {
     "NEURON_WATCH_HOST_COORDINATOR",  # 0: this node never hosts the coordinator (a standalone one does)
     "NEURON_WATCH_BIN",  # slurm/prolog, slurm/epilog: which neuron-watch to run
 }
-_KNOWN_ENV = {o.env for o in OPTIONS} | _RUNTIME_ENV
+_KNOWN_ENV = {o.env for o in OPTIONS} | {a for o in OPTIONS for a in o.env_aliases} | _RUNTIME_ENV

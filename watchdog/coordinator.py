@@ -725,7 +725,7 @@ class Coordinator:
                 self._move(JobState.STARTING, now)
             else:
                 self.events.emit("gave_up", self.generation, reason=outcome.reason,
-                                 label=self._pending.label.value)
+                                 label=self._pending.label.value, exit_code=outcome.exit_code)
                 self._finish(outcome.exit_code, outcome.reason, now, JobState.FAILED)
 
     def _verdict_doc(self, verdict: Verdict) -> str:
@@ -1049,14 +1049,22 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
                         judge_factory=default_judge_factory(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts))
+    from neuron_watch.console import attach_console
+
+    attach_console(coord.events, config)
     stopping: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         stopping.append(signum)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    from neuron_watch.console import hang_timeout_source, say
+
+    # The banner on stdout is read by scripts (the endpoint of port 0); the console line is for operators.
     print(f"neuron-watch coordinator for job {job} on {coord.endpoint} ({socket.gethostname()}), "
           f"run dir {run_dir}", flush=True)
+    say(f"start: coordinator for job {job} on {coord.endpoint}, waiting for {args.nodes or 'any number of'} "
+        f"node(s); hang timeout {hang_timeout_source(config, os.environ)}")
     try:
         code = coord.serve(lambda: bool(stopping))
     finally:

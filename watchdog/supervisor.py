@@ -16,7 +16,6 @@ import secrets
 import shlex
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.config import WatchConfig
+from neuron_watch.console import attach_console, say
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
@@ -144,9 +144,9 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
     storage = _artifact_storage(config, run_dir)
     os.makedirs(run_dir, exist_ok=True)
-    print(f"neuron-watch {__version__}: job {job_id} on {node}, run dir {run_dir}", file=sys.stderr)
+    say(f"neuron-watch {__version__}: job {job_id} on {node}, run dir {run_dir}")
     for line in plan_lines:
-        print(f"neuron-watch:   {line}", file=sys.stderr)
+        say(f"env: {line}")
     become_subreaper()
     echo = None if config.quiet else console_echo
     agent = NodeAgent(config, launcher, None, job_id=job_id, node=node, run_dir=run_dir, rank_env=rank_env,
@@ -202,8 +202,10 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
             except Exception as exc:  # a picture, never a reason to fail the run
                 log.warning("timeline.json not written: %s", exc)
         release(guardian, guardian_fd)
-    where = f"; events in {os.path.join(run_dir, 'events.jsonl')}" if coord is not None else ""
-    print(f"neuron-watch: job {job_id} finished with exit code {code}{where}", file=sys.stderr)
+    if coord is not None:
+        say(f"exit code {code}; events in {os.path.join(run_dir, 'events.jsonl')}")
+    else:
+        say(f"node {node} done: exit code {code} (the job's decisions are on the coordinator's console)")
     return code
 
 
@@ -211,10 +213,12 @@ def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, jo
                  nodes: int | None) -> Coordinator:
     settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
                                    expected_nodes=nodes)
-    return Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
-                       judge_factory=default_judge_factory(config),
-                       pick_checkpoint=checkpoint_chooser(config),
-                       policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
+    coord = Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
+                        judge_factory=default_judge_factory(config),
+                        pick_checkpoint=checkpoint_chooser(config),
+                        policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
+    attach_console(coord.events, config)
+    return coord
 
 
 def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
@@ -241,16 +245,19 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             if coord is not None:
                 if coord.sm.live and coord._interrupt is None:
                     log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
                     coord.interrupt(sig, now)
                 continue  # the coordinator stops every node, then shuts us down with 128+sig
             log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
+            agent.stopping(f"{signal.Signals(sig).name} forwarded")
             agent.launcher.stop(agent.cfg.stop_timeout, first_signal=sig)
             return 128 + sig
         if coord is None:
             silence = agent.link.coordinator_silence(now)
             quiet_for = now - started if silence is None else silence
             if quiet_for > agent.cfg.coordinator_silence:
+                agent.stopping("the coordinator was lost")
                 agent.launcher.stop(agent.cfg.stop_timeout)
                 raise _Unobserved(address, quiet_for)
 
