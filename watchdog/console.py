@@ -161,8 +161,9 @@ class ConsoleSink:
         culprit = _culprit(e.get("culprit"))
         head = f"verdict: {label}" + (f", culprit {culprit}" if culprit else "")
         tail = "" if action == "wait" else f" -> {_ACTIONS.get(action, action)}"
+        reason = _one_line(e.get("reason", "")) or ("ranks make progress" if label == "healthy" else "no reason given")
         level = INFO if action == "wait" else WARNING
-        return level, f"{head} ({_one_line(e.get('reason', ''))}){tail}"
+        return level, f"{head} ({reason}){tail}"
 
     def _command(self, e: dict[str, Any]) -> tuple[int, str] | None:
         if e.get("command") == "capture_evidence":

@@ -87,7 +87,7 @@ def test_compile_wait_is_a_line_when_it_begins_and_when_it_ends() -> None:
         {"event": "verdict", "generation": 0, "label": "healthy", "action": "wait", "culprit": None, "reason": ""},
     ])
     assert lines[0].startswith("[neuron-watch] verdict: compiling, culprit n1/rank0 (1 rank(s) compiling")
-    assert lines[1] == "[neuron-watch] verdict: healthy ()"
+    assert lines[1] == "[neuron-watch] verdict: healthy (ranks make progress)"
 
 
 def test_an_unknown_event_kind_still_prints_one_sensible_line() -> None:

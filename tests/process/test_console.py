@@ -1,0 +1,118 @@
+"""What the operator reads on the console of real runs: every decision as one ``[neuron-watch]``
+line, in order, and no torchrun teardown traceback after neuron-watch stopped torchrun.
+
+The first test runs the demo's own command (read from examples/toy/demo.sh) and checks that every
+``[neuron-watch]`` line the README shows appears, in order, in what the run really printed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, started
+
+pytestmark = pytest.mark.process
+
+
+def pattern(shown: str) -> re.Pattern[str]:
+    """A README line as a pattern: ``...`` stands for anything (paths, times, ids)."""
+    return re.compile(".*".join(re.escape(part) for part in shown.split("...")))
+
+
+def assert_in_order(console: str, expected: list[str]) -> list[int]:
+    """Each expected line (``...`` wildcards) matches a whole console line, in this order; their indices."""
+    lines = console.splitlines()
+    found, i = [], 0
+    for want in expected:
+        pat = pattern(want)
+        while i < len(lines) and not pat.fullmatch(lines[i]):
+            i += 1
+        assert i < len(lines), f"not found in order: {want!r}\n--- console:\n" + "\n".join(lines[-80:])
+        found.append(i)
+        i += 1
+    return found
+
+
+def assert_no_teardown_after_our_stop(console: str) -> None:
+    lines = console.splitlines()
+    stops = [i for i, ln in enumerate(lines) if "stopped by neuron-watch" in ln]
+    for i in stops:
+        after = lines[i + 1 :]
+        assert not [ln for ln in after if "Traceback" in ln or "SignalException" in ln], "\n".join(after[:60])
+
+
+def readme_console_lines() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("What you see in the demo", 1)[1].split("```", 2)[1]
+    return [ln for ln in block.splitlines() if ln.startswith("[neuron-watch]")]
+
+
+def demo_argv(tmp: Path) -> list[str]:
+    """The demo's neuron-watch command, as examples/toy/demo.sh runs it, with $D = ``tmp``."""
+    script = (ROOT / "examples" / "toy" / "demo.sh").read_text()
+    m = re.search(r"^neuron-watch .*?[^\\]$", script, re.MULTILINE | re.DOTALL)
+    assert m, "demo.sh runs no neuron-watch command"
+    text = m.group(0).replace("\\\n", " ").replace('"$D', f'"{tmp}')
+    argv = shlex.split(text)
+    return [NEURON_WATCH, *argv[1:]]
+
+
+def run(tmp_path: Path, env: dict[str, str], argv: list[str], run_dir: Path, timeout: float = 300) -> tuple[int, str]:
+    try:
+        with started(argv, str(ROOT), env) as p:
+            out, _ = p.communicate(timeout=timeout)
+    finally:
+        force_cleanup(str(run_dir))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return p.returncode, out
+
+
+def test_demo_console_shows_what_the_readme_shows(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    shown = readme_console_lines()
+    assert len(shown) >= 6  # start, capture, verdict, evidence, stop, restart, finish
+    code, out = run(tmp_path, toy_env, demo_argv(tmp_path), tmp_path / "run")
+    assert code == 0, out[-3000:]
+    assert_in_order(out, shown)
+    assert_no_teardown_after_our_stop(out)
+    assert "stopped by neuron-watch" in out
+
+
+def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
+    return [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--checkpoint-dir", str(tmp_path / "ckpt"), *watch,
+            "torchrun", "--nproc_per_node", "4", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
+
+
+def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    argv = _toy(tmp_path, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", watch=("--quiet",))
+    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+    assert code == 0, out[-3000:]
+    assert "[rank" not in out  # --quiet: no rank echo ...
+    assert_in_order(out, [  # ... but every decision
+        "[neuron-watch] start: job ... (1 node); watching torchrun --nproc_per_node 4 ...; hang timeout calibrated ...",
+        "[neuron-watch] failure seen: capturing evidence (incident-1) on 1 node(s) before anything is stopped",
+        "[neuron-watch] verdict: ..., culprit .../rank1 (...) -> restart",
+        "[neuron-watch] evidence captured: incident 1 in ...",
+        "[neuron-watch] job stopped on ... (...)",
+        f"[neuron-watch] restarting as generation 1 from {tmp_path}/ckpt/step_10; restart 1 of 3, 2 left",
+        "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 16 (every node finished)...",
+    ])
+    assert_no_teardown_after_our_stop(out)
+
+
+def test_compile_console_says_when_the_wait_begins_and_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    argv = _toy(tmp_path, "--steps", "8", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
+                "--rx-warn-every", "2", watch=("--hang-timeout", "5", "--quiet"))
+    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+    assert code == 0, out[-3000:]
+    assert_in_order(out, [
+        "[neuron-watch] start: ...; hang timeout 5s (--hang-timeout)...",
+        "[neuron-watch] verdict: compiling, culprit .../rank0 (...)",
+        "[neuron-watch] verdict: healthy (...)",
+        "[neuron-watch] job finished: exit code 0, 0 restart(s), 0 incident(s)...",
+    ])
+    # one line when the wait begins, one when it ends: not one per second
+    assert sum("verdict: compiling" in ln for ln in out.splitlines()) == 1, out
