@@ -7,7 +7,7 @@ import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
@@ -61,6 +61,12 @@ class Launcher(abc.ABC):
     @abc.abstractmethod
     def describe(self, gen_dir: str) -> LaunchInfo:
         """The job's shape as the launcher's own argument parser sees it (may be slow; called once)."""
+
+    def describe_later(self, gen_dir: str) -> Callable[[], LaunchInfo | None]:
+        """Start reading the job's shape without blocking; the returned poll gives None until it is
+        known, then the :class:`LaunchInfo` (or raises what :meth:`describe` raises). Default: at once."""
+        info = self.describe(gen_dir)
+        return lambda: info
 
     def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
         """Start a generation; returns the child's pid."""

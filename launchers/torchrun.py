@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from neuron_watch.config import WatchConfig
@@ -116,6 +116,7 @@ class TorchrunLauncher(Launcher):
         self._spare_env: dict[str, str] = {}
         self._spare_broken = False  # a spare failed once: start the usual way from then on
         self._root_cause = False  # this generation's failure report has begun
+        self._describing: subprocess.Popen[bytes] | None = None  # torchrun's parser, reading the job's shape
 
     def reports_end(self, text: str) -> bool:
         if _ROOT_CAUSE.match(text):
@@ -204,7 +205,39 @@ class TorchrunLauncher(Launcher):
         return parsed
 
     def describe(self, gen_dir: str) -> LaunchInfo:
-        a = self.parse(gen_dir)
+        return self._info(self.parse(gen_dir), gen_dir)
+
+    def describe_later(self, gen_dir: str) -> Callable[[], LaunchInfo | None]:
+        """torchrun's parser in a child of ours (nice 19, as :meth:`parse`), polled from the watch loop:
+        importing torch takes seconds under load, and rank output and exits are watched meanwhile."""
+        argv = [*self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
+        proc = start_in_new_group([self.python, "-c", _PARSE_SNIPPET, *argv], os.environ, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: os.nice(19))
+        self._describing = proc
+
+        def poll() -> LaunchInfo | None:
+            if proc.poll() is None:
+                return None
+            out, err = proc.communicate()
+            self._describing = None
+            if proc.returncode != 0:
+                last = (err.decode("utf-8", "replace").strip().splitlines() or ["(no output)"])[-1]
+                raise UsageError(f"torchrun rejects its arguments: {last}", "check the arguments after `torchrun`")
+            parsed: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+            return self._info(parsed, gen_dir)
+
+        return poll
+
+    def close(self) -> None:
+        proc, self._describing = self._describing, None
+        if proc is not None:  # the shape was never needed (we stop early): end and reap its reader
+            stop_group(proc, 2.0)
+            for f in (proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+        super().close()
+
+    def _info(self, a: dict[str, Any], gen_dir: str) -> LaunchInfo:
         warnings = []
         if str(a.get("redirects")) not in ("3", "Std.ALL"):
             warnings.append(f"--redirects {a.get('redirects')}: only redirected streams can be watched")

@@ -116,6 +116,41 @@ def rank_process_states(worker_pids: dict[int, int]) -> dict[str, str]:
     return out
 
 
+class EarlyObservations:
+    """What the agent saw before its link existed, in order, with the times it was seen.
+
+    The link waits for the job's shape (single node: a coordinator here; several: where node 0
+    is), which torchrun's own parser takes seconds to tell under load; nothing seen meanwhile is
+    lost or re-stamped late: it is replayed into the link (ages are computed from these times).
+    """
+
+    progress_lines = 0
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.procs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
+    def add_line(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("add_line", args, kwargs))
+
+    def add_exits(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("add_exits", args, kwargs))
+
+    def status(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("status", args, kwargs))
+
+    def add_compilers(self, *args: Any, **kwargs: Any) -> None:
+        self.procs = (args, kwargs)  # a snapshot of live processes: only the newest one counts
+
+    def replay(self, link: AgentLink) -> None:
+        calls, self.calls = self.calls, []
+        for name, args, kwargs in calls:
+            getattr(link, name)(*args, **kwargs)
+        if self.procs is not None:
+            link.add_compilers(*self.procs[0], **self.procs[1])
+            self.procs = None
+
+
 class NodeAgent:
     """This node's part of the job. Call :meth:`tick` from one loop; it never blocks for long."""
 
@@ -148,7 +183,9 @@ class NodeAgent:
         self.sampler = ProcessSampler()
         launcher.tag = node  # per-node file names inside a shared run dir
         self._described_root: str | None = None
+        self._describe: Callable[[], LaunchInfo | None] | None = None  # the shape, being read
         self.info: LaunchInfo | None = None
+        self._early = EarlyObservations()  # what was seen before the link existed, replayed at attach
         self.gen: NodeGeneration | None = None
         self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
         self.incident_no = 0
@@ -203,22 +240,55 @@ class NodeAgent:
         with open(os.path.join(gen_dir, f"command-{self.node}.json"), "w", encoding="utf-8") as f:
             json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
         self.launcher.start(gen_dir, checkpoint, env)
-        if self.info is None:  # the job's shape does not change between generations: read it once
+        if self.info is None and self._describe is None:
+            # The job's shape does not change between generations: read once, in the background
+            # (torchrun's own parser takes seconds under load; rank output and exits are watched meanwhile).
             self._described_root = self.launcher.log_root(gen_dir)
             try:
-                self.info = self.launcher.describe(gen_dir)
+                self._describe = self.launcher.describe_later(gen_dir)
             except Exception as exc:  # the launcher itself reports a bad argument; keep watching
-                log.warning("could not read the job's shape: %s", exc)
-                self.info = LaunchInfo()
-            for w in self.info.warnings:
-                log.warning("%s", w)
-        # Our own --log-dir moves with the generation; a user's --log-dir stays where they put it.
-        ours = self.info.log_dir is None or self.info.log_dir == self._described_root
-        streams.set_log_root(self.launcher.log_root(gen_dir) if ours else str(self.info.log_dir))
-        streams.rank_offset = self.info.rank_offset  # None: learned from the workers' RANK (see _sample)
+                self._shape_unknown(exc)
+        if self.info is None:  # until the shape is known: our own --log-dir, ranks from the workers' RANK
+            streams.set_log_root(self.launcher.log_root(gen_dir))
+            streams.rank_offset = None
+        else:
+            self._apply_shape(gen_dir)
         if self._link is not None:
             self._link.set_generation(generation)
         self._last_sample = -1e18
+        self.poll_shape()
+
+    def _shape_unknown(self, exc: Exception) -> None:
+        log.warning("could not read the job's shape: %s", exc)
+        self.info = LaunchInfo()
+        self._describe = None
+
+    def poll_shape(self) -> bool:
+        """Whether the job's shape is known (polls the background reader; never blocks)."""
+        if self.info is not None or self._describe is None:
+            return self.info is not None
+        try:
+            info = self._describe()
+        except Exception as exc:
+            self._shape_unknown(exc)
+        else:
+            if info is None:
+                return False
+            self.info, self._describe = info, None
+            for w in info.warnings:
+                log.warning("%s", w)
+        if self.gen is not None:
+            self._apply_shape(self.gen.gen_dir)
+        return True
+
+    def _apply_shape(self, gen_dir: str) -> None:
+        assert self.info is not None and self.gen is not None
+        streams = self.gen.streams
+        # Our own --log-dir moves with the generation; a user's --log-dir stays where they put it.
+        ours = self.info.log_dir is None or self.info.log_dir == self._described_root
+        streams.set_log_root(self.launcher.log_root(gen_dir) if ours else str(self.info.log_dir))
+        if self.info.rank_offset is not None or streams.rank_offset is None:
+            streams.rank_offset = self.info.rank_offset  # None: learned from the workers' RANK (see _sample)
 
     def liveness_plan(self) -> str:
         """Which liveness signals this node arranges for its ranks (for the start log and job_started)."""
@@ -364,28 +434,52 @@ class NodeAgent:
         now, wall = self.clock(), self.wall()
         self.link.hello(os.uname().nodename, os.getpid(), (), now, wall)
         self.link.status("launched", now, wall, checkpoint=self.gen.checkpoint if self.gen else "")
+        self._early.replay(self.link)
+
+    def _out(self) -> AgentLink | EarlyObservations:
+        """Where observations go: the link, or the record kept until it exists."""
+        return self._link if self._link is not None else self._early
+
+    def watch_early(self) -> bool:
+        """Before the link exists (the job's shape decides where the coordinator is): read rank and
+        launcher output, sample workers and notice the launcher's exit as they happen, stamped with
+        their real times and replayed to the coordinator at :meth:`introduce`. Returns whether the
+        job's shape is known."""
+        known = self.poll_shape()
+        self._drain_output(final=False)
+        if self.gen is not None:
+            self._check_exit(self.gen, self.clock(), self.wall())
+        reap_children()
+        return known
 
     def tick(self) -> int | None:
         """One turn: forward output, samples and exits; carry out commands. Returns an exit code at shutdown."""
         now, wall = self.clock(), self.wall()
+        self.poll_shape()
         self._drain_output(final=False)
         gen = self.gen
-        if gen is not None and gen.exit_code is None:
-            code = self.launcher.poll()
-            if code is None and gen.gave_up:
-                # Judged now, not after the launcher's teardown (the stop that follows cuts it short).
-                code = self.launcher.gave_up_code
-            if code is not None:
-                self._drain_output(final=True)
-                gen.exit_code = code
-                self.link.add_exits([(-1, code, self.clock())], now, wall)
-                self.link.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
-                                 checkpoint=self.checkpoint())
+        if gen is not None:
+            self._check_exit(gen, now, wall)
         if gen is not None:
             self._maybe_prewarm(gen, now)
         reap_children()
         commands = self.link.tick(now, wall)
         return self.link.dispatch(commands, self, now, wall) if commands else None
+
+    def _check_exit(self, gen: NodeGeneration, now: float, wall: float) -> None:
+        if gen.exit_code is not None:
+            return
+        code = self.launcher.poll()
+        if code is None and gen.gave_up:
+            # Judged now, not after the launcher's teardown (the stop that follows cuts it short).
+            code = self.launcher.gave_up_code
+        if code is not None:
+            self._drain_output(final=True)
+            gen.exit_code = code
+            out = self._out()
+            out.add_exits([(-1, code, self.clock())], now, wall)
+            out.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
+                       checkpoint=self.checkpoint())
 
     def stopping(self, why: str) -> None:
         """From now on the launcher's output is its teardown after our stop (or our forwarded signal)."""
@@ -409,8 +503,9 @@ class NodeAgent:
 
     def _drain_output(self, final: bool) -> None:
         gen = self.gen
-        if gen is None or self._link is None:  # not linked yet: the files keep everything until we are
+        if gen is None:
             return
+        out = self._out()
         now, wall = self.clock(), self.wall()
         for text in self.launcher.read_output(final):
             gen.launcher_log.write(text + "\n")
@@ -422,7 +517,7 @@ class NodeAgent:
             self._last_sample = now
             self._sample(gen, now, wall)
         for ln in gen.streams.poll(now, wall, final):
-            self.link.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
+            out.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
         if self.launcher.reports_end(text):
@@ -435,12 +530,13 @@ class NodeAgent:
         if m and gen.pending_rank is not None:
             rank, code = gen.pending_rank, int(m.group(1))
             gen.pending_rank = None
-            self.link.add_exits([(rank, code, now)], now, wall)
+            self._out().add_exits([(rank, code, now)], now, wall)
 
     def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
         pid = self.launcher.pid
-        if pid is None or gen.exit_code is not None or self._link is None:
+        if pid is None or gen.exit_code is not None:
             return
+        out = self._out()
         workers, compilers = self.sampler.sample(pid)
         if workers:
             w = workers[0]
@@ -456,7 +552,7 @@ class NodeAgent:
             # generation ended (a clean end of training, or a failure). Not a hang.
             gen.finishing = True
             ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
-            self.link.status("finishing", now, wall, detail=f"ranks ended: {ended}")
+            out.status("finishing", now, wall, detail=f"ranks ended: {ended}")
         if workers or not gen.finishing:
             gen.worker_pids = {w.rank: w.pid for w in workers}
         self._check_oom_kills(now, wall)
@@ -465,9 +561,9 @@ class NodeAgent:
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
         readings = self._read_probe(gen)
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
-        self.link.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
-                                locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()),
-                                collectives=readings)
+        out.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
+                          locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()),
+                          collectives=readings)
 
     def _read_probe(self, gen: NodeGeneration) -> list[tuple[int, tuple[Any, ...], str, float]]:
         """Hand the live ranks to the probe thread; take its new readings; log each rank's probe state
@@ -499,8 +595,8 @@ class NodeAgent:
             self._oom_kills = seen
             return
         if seen[1] > before[1]:
-            self.link.add_line(UNATTRIBUTED, f"neuron-watch: the kernel's OOM killer killed a process of this node's "
-                               f"job ({seen[0]}: oom_kill {before[1]} -> {seen[1]})", now, wall, seen[0], 0)
+            self._out().add_line(UNATTRIBUTED, f"neuron-watch: the kernel's OOM killer killed a process of this node's "
+                                 f"job ({seen[0]}: oom_kill {before[1]} -> {seen[1]})", now, wall, seen[0], 0)
         self._oom_kills = seen
 
     def close(self, timeout: float) -> dict[str, Any] | None:

@@ -158,6 +158,16 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     code = int(ExitCode.JOB_FAILED)
     try:
         agent.start()  # torchrun starts now; its shape (torchrun's own parser) decides the topology
+        # The shape is read in the background; meanwhile every rank line, exit and launcher line is
+        # watched as it happens and kept for the coordinator (never a blind start).
+        while not agent.watch_early():
+            if signals.received is not None:
+                sig = signals.received
+                agent.stopping(f"{signal.Signals(sig).name} forwarded")
+                agent.launcher.stop(config.stop_timeout, first_signal=sig)
+                code = 128 + sig
+                return code
+            time.sleep(0.02)
         info = agent.info
         assert info is not None
         multi = (info.nnodes or 1) > 1 or config.coordinator is not None

@@ -116,3 +116,46 @@ def test_compile_console_says_when_the_wait_begins_and_ends(tmp_path: Path, toy_
     ])
     # one line when the wait begins, one when it ends: not one per second
     assert sum("verdict: compiling" in ln for ln in out.splitlines()) == 1, out
+
+
+DIES_AT_ONCE = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+if rank == 1:
+    print("fatal: injected failure at start-up of rank 1", file=sys.stderr, flush=True)
+    sys.exit(3)
+time.sleep(120)
+"""
+
+
+def test_a_rank_dying_at_once_under_cpu_load_is_judged(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """torchrun's parser (the job's shape) is slow under load; rank exits are watched meanwhile."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.fixtures.procs import events, named
+
+    script = tmp_path / "dies.py"
+    script.write_text(DIES_AT_ONCE)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+               for _ in range(3)]
+    try:
+        argv = [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--max-restarts", "0", "--no-prewarm",
+                "torchrun", "--nproc_per_node", "2", str(script)]
+        code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+    finally:
+        for b in burners:
+            os.killpg(b.pid, signal.SIGKILL)
+            b.wait()
+    assert code != 0, out[-3000:]
+    evs = events(tmp_path / "run")
+    failures = [e for e in named(evs, "verdict") if e["action"] != "wait"]
+    assert failures, out[-3000:]
+    assert failures[-1]["culprit"]["rank"] == 1, failures[-1]
+    assert any(e["rank"] == 1 and e["exit_code"] == 3 for e in named(evs, "rank_exit")), evs
+    assert "injected failure at start-up" in out  # echoed as it happened, before the shape was known
+    assert_in_order(out, ["[neuron-watch] verdict: ..., culprit .../rank1 (...) -> ...",
+                          "[neuron-watch] giving up: ... exit code ...",
+                          "[neuron-watch] job failed: exit code ..."])
