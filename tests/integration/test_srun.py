@@ -213,3 +213,31 @@ def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp
         job.assert_nothing_survives()
         finished = named(events(job.run_dir), "job_finished")
         assert finished and finished[-1]["state"] == "interrupted", job.explain()
+
+
+def test_console_of_a_hang_says_every_decision_in_order(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """What the operator reads in slurm-<job>.out: one [neuron-watch] line per decision, in order."""
+    from tests.process.test_console import assert_in_order
+
+    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
+                   ["--hang-timeout", "20"]) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        out = job.output()
+        found = assert_in_order(out, [
+            f"[neuron-watch] start: job slurm-{job.id} on ... (2 nodes); watching srun -N 2 --ntasks-per-node 1 "
+            "...; hang timeout 20s (--hang-timeout), run dir ...",
+            "[neuron-watch] generation 0: srun step started (pid ...)",
+            "[neuron-watch] failure seen: capturing evidence (incident-1) on 2 node(s) before anything is stopped",
+            "[neuron-watch] verdict: collective_hang...(no rank progressed ...) -> restart",
+            "[neuron-watch] evidence captured: incident 1 in ... -> n1: ..., n2: ...",
+            "[neuron-watch] job stopped on n1 (...)",
+            "[neuron-watch] job stopped on n2 (...)",
+            f"[neuron-watch] restarting as generation 1 from {job.ckpt}/step_10; restart 1 of 3, 2 left",
+            "[neuron-watch] generation 1: srun step started (pid ...)",
+            "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 30 "
+            "(every node finished)...",
+        ])
+        after_stop = out.splitlines()[found[5]:]
+        assert not [ln for ln in after_stop if "Traceback" in ln or "SignalException" in ln], out[-4000:]
+        job.assert_nothing_survives()
