@@ -35,7 +35,7 @@ from pathlib import Path
 
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
-from neuron_watch.console import attach_console, say
+from neuron_watch.console import attach_console, say, status_line_for
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, default_judge_factory
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
@@ -52,7 +52,7 @@ log = logging.getLogger("neuron_watch")
 STEP_END_GRACE = 10.0
 #: Watch options the batch side sets itself for the agents (the rest are passed on as given).
 _OWN = {"coordinator", "run_dir", "job_id", "secret_file", "dry_run", "mqtt", "drain_state", "drain_per_job",
-        "drain_per_hour"}
+        "drain_per_hour", "progress"}
 
 
 def agent_options(config: WatchConfig) -> list[str]:
@@ -240,7 +240,10 @@ class SrunJob:
                                          settings=settings, judge_factory=default_judge_factory(self.cfg),
                                          pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
                                          announce=False, relaunch=self.relaunch)
-        attach_console(coord.events, self.cfg)
+        status_line = status_line_for(self.cfg)
+        attach_console(coord.events, self.cfg, status_line=status_line)
+        if status_line is not None:
+            coord.status_listeners.append(status_line.update)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
         # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
         # injected "in generation 0 only" stays in the first run).

@@ -136,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
            "do not start torch's worker server in the ranks (its flight recorder tells a rank whose collectives "
            "still complete from a hung one, whatever it prints)", is_flag=True),
     Option("--quiet", _bool, False, "do not echo rank output on the console (it is still logged)", is_flag=True),
+    Option("--progress", _bool, False,
+           "one status line redrawn on a terminal (generation, step, steps/s, state, silent ranks); "
+           "only when stderr is a terminal", is_flag=True),
     Option("--log-level", _log_level, "info",
            "what neuron-watch says on stderr: warning (failures, give-up, end), info (every decision), "
            "debug (every event); --quiet does not silence it", "LEVEL", env_aliases=("NEURON_WATCH_LOG",)),
@@ -179,6 +182,7 @@ class WatchConfig:
     no_prewarm: bool = False
     no_rank_probe: bool = False
     quiet: bool = False
+    progress: bool = False
     log_level: str = "info"
     coordinator: str | None = None
     coordinator_silence: float = 30.0

@@ -14,6 +14,7 @@ neuron-watch) still prints, generically, at ``info``.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -91,8 +92,9 @@ class ConsoleSink:
     """
 
     def __init__(self, level: str = "info", *, hang_timeout: str = "", max_restarts: int | None = None,
-                 stream: IO[str] | None = None) -> None:
+                 stream: IO[str] | None = None, status_line: StatusLine | None = None) -> None:
         self.threshold = LEVELS.get(level, INFO)
+        self.status_line = status_line
         self.hang_timeout = hang_timeout
         self.max_restarts = max_restarts
         self._stream = stream
@@ -118,6 +120,8 @@ class ConsoleSink:
 
     def write(self, text: str) -> None:
         stream = self._stream or sys.stderr
+        if self.status_line is not None:
+            self.status_line.clear()
         try:
             stream.write(f"{PREFIX} {text}\n")
             stream.flush()
@@ -250,14 +254,101 @@ class ConsoleSink:
 
 
 def attach_console(events: Any, config: WatchConfig, env: Mapping[str, str] | None = None,
-                   stream: IO[str] | None = None) -> ConsoleSink:
+                   stream: IO[str] | None = None, status_line: StatusLine | None = None) -> ConsoleSink:
     """Attach the one console sink to a job's event log (call once per coordinator)."""
     sink = ConsoleSink(config.log_level, hang_timeout=hang_timeout_source(config, os.environ if env is None else env),
-                       max_restarts=config.max_restarts, stream=stream)
+                       max_restarts=config.max_restarts, stream=stream, status_line=status_line)
     events.sinks.append(sink)
     return sink
 
 
+class StatusLine:
+    """``--progress``: one status line redrawn in place at the bottom of a terminal.
+
+    Fed the coordinator's status document once a second (:meth:`update`). Anything else printed on
+    the terminal (rank output, decision lines) first clears it (:meth:`clear`, :meth:`echo`); the
+    next update draws it again, so a flood of rank output costs one clear per line, never a redraw.
+    """
+
+    #: a rank with no output for this long counts as silent
+    SILENT_AFTER = 10.0
+    #: steps/s is measured over this many seconds
+    RATE_WINDOW = 10.0
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream
+        self.text = ""
+        self.shown = False
+        self._samples: collections.deque[tuple[float, int, int]] = collections.deque()
+
+    @property
+    def stream(self) -> IO[str]:
+        return self._stream or sys.stderr
+
+    def _put(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def clear(self) -> None:
+        if self.shown:
+            self._put("\r\x1b[K")
+            self.shown = False
+
+    def echo(self, text: str) -> None:
+        """Print a rank line on stdout without tearing the status line (the agent's echo)."""
+        self.clear()
+        from neuron_watch.tail import console_echo
+
+        console_echo(text)
+
+    def update(self, doc: Mapping[str, Any]) -> None:
+        self.text = self.render(doc)
+        self._put("\r\x1b[K" + self.text)
+        self.shown = True
+
+    def render(self, doc: Mapping[str, Any]) -> str:
+        """``[neuron-watch] gen 1 | step 23 | 4.2 steps/s | running (healthy) | silent 0/8 ranks``."""
+        ranks = [r for r in doc.get("ranks") or [] if isinstance(r, dict)]
+        steps = [r["last_step"] for r in ranks if isinstance(r.get("last_step"), int)]
+        step = max(steps) if steps else None
+        gen = doc.get("generation")
+        t = doc.get("updated_unix")
+        rate = "? steps/s"
+        if isinstance(t, (int, float)) and step is not None and isinstance(gen, int):
+            while self._samples and (self._samples[0][1] != gen or t - self._samples[0][0] > self.RATE_WINDOW):
+                self._samples.popleft()
+            self._samples.append((float(t), gen, step))
+            t0, _g, s0 = self._samples[0]
+            if t > t0:
+                rate = f"{(step - s0) / (t - t0):.1f} steps/s"
+        silent = sum(1 for r in ranks if isinstance(r.get("last_line_age"), (int, float))
+                     and r["last_line_age"] > self.SILENT_AFTER)
+        label = doc.get("label") or "-"
+        return (f"{PREFIX} gen {gen} | step {'-' if step is None else step} | {rate} | {doc.get('state')} "
+                f"({label}) | silent {silent}/{len(ranks)} ranks")
+
+
+def status_line_for(config: WatchConfig, stream: IO[str] | None = None) -> StatusLine | None:
+    """The ``--progress`` line when asked for and stderr is a terminal (never in a log file), else None."""
+    target = stream or sys.stderr
+    try:
+        tty = target.isatty()
+    except ValueError:
+        tty = False
+    if not (config.progress and tty):
+        return None
+    line = StatusLine(stream)
+    _TERMINAL.append(line)  # one terminal per process: say() clears it too
+    return line
+
+
+#: The --progress line of this process, if any (a terminal is one per process, like stderr itself).
+_TERMINAL: list[StatusLine] = []
+
+
 def say(text: str, stream: IO[str] | None = None) -> None:
     """One ``[neuron-watch]`` line from a part that has no event stream (an agent on a node)."""
-    ConsoleSink(stream=stream).write(text)
+    ConsoleSink(stream=stream, status_line=_TERMINAL[-1] if _TERMINAL else None).write(text)

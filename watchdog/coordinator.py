@@ -251,6 +251,8 @@ class Coordinator:
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
+        #: called with each status document written (once a second): the --progress line
+        self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
         if announce:
             self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
 
@@ -857,10 +859,13 @@ class Coordinator:
 
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
+        doc = self.status_doc(now)
         try:
-            write_json_atomic(os.path.join(self.run_dir, "status.json"), self.status_doc(now))
+            write_json_atomic(os.path.join(self.run_dir, "status.json"), doc)
         except OSError as exc:
             log.warning("cannot write status.json: %s", exc)
+        for listener in self.status_listeners:
+            listener(doc)
 
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's state and every rank's (the ``status.json`` document)."""
@@ -1049,9 +1054,12 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
                         judge_factory=default_judge_factory(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts))
-    from neuron_watch.console import attach_console
+    from neuron_watch.console import attach_console, status_line_for
 
-    attach_console(coord.events, config)
+    status_line = status_line_for(config)
+    attach_console(coord.events, config, status_line=status_line)
+    if status_line is not None:
+        coord.status_listeners.append(status_line.update)
     stopping: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -27,7 +27,7 @@ from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.config import WatchConfig
-from neuron_watch.console import attach_console, say
+from neuron_watch.console import StatusLine, attach_console, say, status_line_for
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
@@ -148,7 +148,8 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
     for line in plan_lines:
         say(f"env: {line}")
     become_subreaper()
-    echo = None if config.quiet else console_echo
+    status_line = status_line_for(config)
+    echo = None if config.quiet else status_line.echo if status_line is not None else console_echo
     agent = NodeAgent(config, launcher, None, job_id=job_id, node=node, run_dir=run_dir, rank_env=rank_env,
                       storage=storage, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
@@ -181,10 +182,10 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
                 agent.job_id = job_id
             if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
                 coord = _coordinator(config, f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret, run_dir, job_id,
-                                     info.nnodes)
+                                     info.nnodes, status_line)
         else:
             secret = secrets.token_bytes(32)
-            coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1)
+            coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1, status_line)
             address = coord.endpoint.replace("tcp://", "")
         if coord is not None:
             if mqtt_target is not None:
@@ -220,14 +221,16 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
 
 
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
-                 nodes: int | None) -> Coordinator:
+                 nodes: int | None, status_line: StatusLine | None = None) -> Coordinator:
     settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
                                    expected_nodes=nodes)
     coord = Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
                         judge_factory=default_judge_factory(config),
                         pick_checkpoint=checkpoint_chooser(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
-    attach_console(coord.events, config)
+    attach_console(coord.events, config, status_line=status_line)
+    if status_line is not None:
+        coord.status_listeners.append(status_line.update)
     return coord
 
 

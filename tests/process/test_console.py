@@ -159,3 +159,43 @@ def test_a_rank_dying_at_once_under_cpu_load_is_judged(tmp_path: Path, toy_env: 
     assert_in_order(out, ["[neuron-watch] verdict: ..., culprit .../rank1 (...) -> ...",
                           "[neuron-watch] giving up: ... exit code ...",
                           "[neuron-watch] job failed: exit code ..."])
+
+
+def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """--progress under a real terminal (tmux): one status line, redrawn in place, read with capture-pane."""
+    import shutil
+    import subprocess
+    import time
+
+    from tests.conftest import require_binary
+
+    tmux = shutil.which("tmux") or require_binary("tmux")
+    sock = f"nw-test-{tmp_path.name}"
+    done = tmp_path / "done"
+    argv = _toy(tmp_path, "--steps", "60", "--step-time", "0.2", watch=("--progress", "--quiet"))
+    shell = f"{shlex.join(argv)} ; echo $? > {shlex.quote(str(done))}; sleep 600"
+    tm = [tmux, "-L", sock, "-f", "/dev/null"]
+    env = {**toy_env, "TERM": "xterm"}
+    subprocess.run([*tm, "new-session", "-d", "-x", "200", "-y", "50", "-s", "nw", shell], env=env, check=True,
+                   timeout=30, cwd=str(ROOT))
+    screens: list[str] = []
+    try:
+        deadline = time.monotonic() + 240
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)  # polling a terminal's screen: nothing to wait on but the screen itself
+            screen = subprocess.run([*tm, "capture-pane", "-p", "-t", "nw"], capture_output=True, text=True,
+                                    timeout=30).stdout
+            if "steps/s" in screen:
+                screens.append(screen)
+        assert done.exists(), screens[-1:] or "no screen"
+        assert done.read_text().strip() == "0", screens[-1:]
+    finally:
+        subprocess.run([*tm, "kill-server"], capture_output=True, timeout=30)
+        force_cleanup(str(tmp_path / "run"))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / "run")) == []
+    running = [s for s in screens if re.search(r"gen 0 \| step \d+ \| [\d.]+ steps/s \| running", s)]
+    assert running, screens[-1:]
+    for s in screens:  # at any moment exactly one status line: redrawn in place, never scrolled
+        assert sum("steps/s" in ln for ln in s.splitlines()) == 1, s
+    steps = {int(m.group(1)) for s in running for m in [re.search(r"\| step (\d+) \|", s)] if m}
+    assert len(steps) > 1  # it moved

@@ -172,3 +172,22 @@ def test_dry_run_prints_the_training_arguments_byte_for_byte(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     command = r.stdout.split("command:\n", 1)[1].strip()
     assert shlex.split(command)[-len(user):] == user
+
+
+def test_status_line_is_one_line_redrawn_and_cleared_before_other_output() -> None:
+    from neuron_watch.console import StatusLine, status_line_for
+
+    out = io.StringIO()
+    line = StatusLine(out)
+    doc = {"generation": 1, "state": "running", "label": "healthy", "updated_unix": 100.0,
+           "ranks": [{"last_step": 10, "last_line_age": 0.5}, {"last_step": 9, "last_line_age": 12.0}]}
+    line.update(doc)
+    line.update({**doc, "updated_unix": 104.0, "ranks": [{"last_step": 30, "last_line_age": 0.1},
+                                                         {"last_step": 29, "last_line_age": 16.0}]})
+    assert line.text == "[neuron-watch] gen 1 | step 30 | 5.0 steps/s | running (healthy) | silent 1/2 ranks"
+    ConsoleSink(stream=out, status_line=line).write("verdict: x")
+    text = out.getvalue()
+    assert "\n" not in text.rsplit("\r\x1b[K", 2)[0]  # the status line itself never adds a line
+    assert text.endswith("\r\x1b[K[neuron-watch] verdict: x\n")  # cleared before a decision line
+    assert status_line_for(WatchConfig(progress=True), io.StringIO()) is None  # not a terminal: off
+    assert status_line_for(WatchConfig(), sys.stderr) is None  # not asked for: off
