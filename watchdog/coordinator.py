@@ -229,6 +229,7 @@ class Coordinator:
         self._pending: Verdict = Verdict(Label.HEALTHY, Action.WAIT)
         self._failure_seen: float | None = None
         self._last_label: Label | None = None
+        self._last_explained = False  # the last wait verdict sent was a healthy one naming a rank (a long save)
         self._progress_step: int | None = None
         self._progress_at: float | None = None
         self._progress_line_wall: float | None = None
@@ -632,10 +633,13 @@ class Coordinator:
                 return
             if verdict.action is Action.WAIT:
                 self._failure_seen = None
-                if verdict.label is not self._last_label and not (
-                    self._last_label is None and verdict.label is Label.HEALTHY
+                # A healthy verdict naming a rank is a wait the judge explains (a synced save longer
+                # than the hang timeout): the operator gets a line when it begins and when it ends.
+                explained = verdict.label is Label.HEALTHY and verdict.culprit is not None
+                if (verdict.label is not self._last_label or explained != self._last_explained) and not (
+                    self._last_label is None and verdict.label is Label.HEALTHY and not explained
                 ):
-                    self._last_label = verdict.label
+                    self._last_label, self._last_explained = verdict.label, explained
                     self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
                 return
             # A failure. Unless it is a hang, give the rest of the story a moment to arrive (the
@@ -709,7 +713,7 @@ class Coordinator:
                                  restarts=self.policy.restarts, reason=outcome.reason)
                 if self.judge_factory:
                     self.judge = self.judge_factory(self.generation, now)
-                self._last_label = None
+                self._last_label, self._last_explained = None, False
                 self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
                 self._blind_said = False
                 for v in self.nodes.values():

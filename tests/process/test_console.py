@@ -199,3 +199,16 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
         assert sum("steps/s" in ln for ln in s.splitlines()) == 1, s
     steps = {int(m.group(1)) for s in running for m in [re.search(r"\| step (\d+) \|", s)] if m}
     assert len(steps) > 1  # it moved
+
+
+def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    argv = _toy(tmp_path, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10", "--save-seconds", "14",
+                watch=("--hang-timeout", "6", "--quiet"))
+    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+    assert code == 0, out[-3000:]
+    assert_in_order(out, [
+        "[neuron-watch] verdict: healthy, culprit .../rank0 (.../rank0 has been saving a checkpoint for ...)",
+        "[neuron-watch] verdict: healthy (ranks make progress)",
+        "[neuron-watch] job finished: exit code 0, 0 restart(s), 0 incident(s)...",
+    ])
+    assert sum("has been saving" in ln for ln in out.splitlines()) == 1, out  # not one per second
