@@ -481,6 +481,17 @@ class NodeAgent:
             out.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
                        checkpoint=self.checkpoint())
 
+    def stop_early(self, sig: int, timeout: float) -> None:
+        """A signal before the link exists: stop this node's ranks now (its exit is ours, not the job's failure)."""
+        gen = self.gen
+        self.stopping(f"{signal.Signals(sig).name} forwarded")
+        result = self.launcher.stop(timeout, first_signal=sig, keep_spare=False)
+        if gen is not None and gen.exit_code is None:
+            code = self.launcher.poll()
+            gen.exit_code = code if code is not None else -sig
+            self._drain_output(final=True)
+            self._say_stopped(gen, f"{result.rung}, {result.seconds:.1f}s")
+
     def stopping(self, why: str) -> None:
         """From now on the launcher's output is its teardown after our stop (or our forwarded signal)."""
         if self.gen is not None and not self.gen.stopped_by_us:

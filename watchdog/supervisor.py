@@ -46,6 +46,9 @@ log = logging.getLogger("neuron_watch")
 DEFAULT_COORDINATOR_PORT = 29510
 #: How long the hosting node keeps serving after shutdown so every node receives it.
 SHUTDOWN_GRACE = 3.0
+#: After a signal that came before the job's shape was known: how long to wait for it, so that the
+#: run's events still end with `job_finished` (the ranks are stopped at once regardless).
+EARLY_SIGNAL_WAIT = 20.0
 
 
 def make_job_id(env: dict[str, str] | os._Environ[str]) -> str:
@@ -161,12 +164,15 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         agent.start()  # torchrun starts now; its shape (torchrun's own parser) decides the topology
         # The shape is read in the background; meanwhile every rank line, exit and launcher line is
         # watched as it happens and kept for the coordinator (never a blind start).
+        early_signal_at: float | None = None
         while not agent.watch_early():
-            if signals.received is not None:
-                sig = signals.received
-                agent.stopping(f"{signal.Signals(sig).name} forwarded")
-                agent.launcher.stop(config.stop_timeout, first_signal=sig)
-                code = 128 + sig
+            if signals.received is not None and early_signal_at is None:
+                # Stop the ranks at once; the job's end is still recorded the usual way (the
+                # coordinator, once the shape is known, finishes it as interrupted).
+                early_signal_at = time.monotonic()
+                agent.stop_early(signals.received, config.stop_timeout)
+            if early_signal_at is not None and time.monotonic() - early_signal_at > EARLY_SIGNAL_WAIT:
+                code = 128 + (signals.received or signal.SIGTERM)
                 return code
             time.sleep(0.02)
         info = agent.info
