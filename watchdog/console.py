@@ -105,7 +105,7 @@ class ConsoleSink:
             "job_finished": self._job_finished, "command": self._command, "node_unobserved": self._unobserved,
             "node_observed": self._observed, "agent_dropped": self._dropped, "srun_step": self._srun_step,
             "drain": self._drain, "restart_plan": self._restart_plan, "requeue": self._requeue,
-            "left_to_hyperpod": self._hyperpod,
+            "left_to_hyperpod": self._hyperpod, "warning": self._warning,
         }
 
     # -- the sink contract ----------------------------------------------------------------------
@@ -248,6 +248,11 @@ class ConsoleSink:
     def _requeue(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, _one_line(f"requeueing the Slurm job without {', '.join(e.get('exclude') or [])} "
                                   f"({e.get('reason')})")
+
+    def _warning(self, e: dict[str, Any]) -> tuple[int, str]:
+        # The coordinator also logs its warnings (one "[neuron-watch] ..." line on stderr already):
+        # the event's line is for --log-level debug only, so the console never says it twice.
+        return DEBUG, _one_line(f"warning: {e.get('message') or e.get('kind')}")
 
     def _hyperpod(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, _one_line(f"restart left to HyperPod auto-resume ({e.get('reason')})")

@@ -191,3 +191,11 @@ def test_status_line_is_one_line_redrawn_and_cleared_before_other_output() -> No
     assert text.endswith("\r\x1b[K[neuron-watch] verdict: x\n")  # cleared before a decision line
     assert status_line_for(WatchConfig(progress=True), io.StringIO()) is None  # not a terminal: off
     assert status_line_for(WatchConfig(), sys.stderr) is None  # not asked for: off
+
+
+def test_a_warning_event_is_its_message_on_one_line_at_debug() -> None:
+    # (at info the coordinator's own log line says it: never twice)
+    assert lines_of([{"event": "warning", "generation": 0, "message": "m"}], "info") == []
+    (line,) = lines_of([{"event": "warning", "generation": 0, "kind": "no_progress_recognised",
+                         "message": "no progress line recognised for 300s\n(use --progress-regex)"}], "debug")
+    assert line == "[neuron-watch] warning: no progress line recognised for 300s (use --progress-regex)"
