@@ -103,15 +103,16 @@ def main() -> None:
     a = p.parse_args()
 
     dist.init_process_group(backend="gloo")
-    try:
-        dataset, model, optimizer = load_train_objs(a.samples)
-        loader = DataLoader(dataset, batch_size=a.batch_size, shuffle=False, sampler=DistributedSampler(dataset))
-        os.makedirs(os.path.dirname(os.path.abspath(a.snapshot_path)), exist_ok=True)
-        Trainer(model, loader, optimizer, a.save_every, a.snapshot_path, a.epoch_seconds).train(a.total_epochs)
-        if int(os.environ["RANK"]) == 0:
-            print(f"training done after epoch {a.total_epochs - 1}")
-    finally:
-        dist.destroy_process_group()
+    dataset, model, optimizer = load_train_objs(a.samples)
+    loader = DataLoader(dataset, batch_size=a.batch_size, shuffle=False, sampler=DistributedSampler(dataset))
+    os.makedirs(os.path.dirname(os.path.abspath(a.snapshot_path)), exist_ok=True)
+    Trainer(model, loader, optimizer, a.save_every, a.snapshot_path, a.epoch_seconds).train(a.total_epochs)
+    if int(os.environ["RANK"]) == 0:
+        print(f"training done after epoch {a.total_epochs - 1}")
+    # Only after success: destroying the group while a peer has failed can block in its collectives.
+    # Not destroying it at all leaves gloo's threads racing the interpreter's exit (SIGABRT,
+    # "terminate called without an active exception": pytorch/pytorch#190489).
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

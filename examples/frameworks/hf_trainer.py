@@ -101,6 +101,11 @@ def main() -> None:
     trainer.train(resume_from_checkpoint=os.environ.get("NEURON_WATCH_CHECKPOINT") or None)
     if trainer.is_world_process_zero():
         print(f"training done at step {trainer.state.global_step}", flush=True)
+    # Destroys the process group (Accelerator.end_training). Without it gloo's worker threads race
+    # the interpreter's exit and a rank can die of SIGABRT after training ("terminate called without
+    # an active exception": pytorch/pytorch#190489). Lightning registers the same at exit
+    # (lightning/fabric/utilities/distributed.py, _destroy_dist_connection).
+    trainer.end()
 
 
 if __name__ == "__main__":

@@ -119,12 +119,15 @@ def _ddp_checkpoints(ckpt: Path) -> list[tuple[int, Path]]:
     return [(0, ckpt / "snapshot.pt")] if (ckpt / "snapshot.pt").exists() else []
 
 
+# a bar may share the line: "\rTraining: |          | 0/? [00:00<?, ?it/s]training began at global step 0"
+BEGAN = re.compile(r"training began at global step (\d+)$", re.M)
+
 JOB_HF = Job(
     "hf_trainer",
     lambda ckpt, n, s: [str(JOBS / "hf_trainer.py"), "--output-dir", str(ckpt), "--max-steps", str(n),
                         "--save-steps", "5", "--step-seconds", str(s)],
     _hf_checkpoints,
-    re.compile(r"^training began at global step (\d+)$", re.M),
+    BEGAN,
     "training done at step",
 )
 
@@ -135,7 +138,7 @@ def _lightning(bar: str) -> Job:
         lambda ckpt, n, s: [str(JOBS / "lightning_job.py"), "--ckpt-dir", str(ckpt), "--max-steps", str(n),
                             "--save-every", "5", "--bar", bar, "--step-seconds", str(s)],
         _lightning_checkpoints,
-        re.compile(r"^training began at global step (\d+)$", re.M),
+        BEGAN,
         "training done at step",
     )
 
