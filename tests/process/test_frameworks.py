@@ -15,14 +15,16 @@ Per job, two runs:
   checkpoint, then rank 1 gets SIGKILL; generation 1 resumes and trains for more than
   ``3 * HANG`` to the end. Exactly one restart, caused by the crash (no hang verdict): had
   neuron-watch not seen the steps' progress, the silence of more than ``HANG`` seconds inside a
-  generation would have been judged a hang and restarted it. For Lightning's Rich bar, which
+  generation would have been judged a hang and restarted it. A generation is on the long startup
+  timeout until its first progress, so the test also asserts that generation 1's first progress
+  was seen more than ``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which
   prints no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
   generation's start to its first progress); there generation 1 must outlast
   ``STARTUP_RICH + HANG`` (asserted from the events, else the run would prove nothing) with
   ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps
   it from being judged hung. The restart's checkpoint is the newest one the framework had
   written, and the job's own output says generation 1 began at its step.
-* ``test_*_stopped_rank_is_a_hang_and_restarts``: SIGSTOP of rank 1 after the first checkpoint:
+* ``test_stopped_rank_is_a_hang_and_restarts``: SIGSTOP of rank 1 after the first checkpoint:
   the other rank waits in an all-reduce, both fall silent -> ``collective_hang``, restart, finish.
   ``--stop-timeout 3``: a stopped rank takes SIGTERM only when continued, so it takes SIGKILL.
 
@@ -263,7 +265,7 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(tmp_path: Path, fw_
                                                                job: Job) -> None:
     # generation 1 trains > 3 * HANG after the first checkpoint (5 steps, 2 epochs); the Rich-bar
     # generation 1 outlasts STARTUP_RICH + HANG even when its imports are quick
-    length = {JOB_DDP: 26, JOB_RICH: 45}.get(job, 32)
+    length = {JOB_DDP: 30, JOB_RICH: 45}.get(job, 36)
     startup = STARTUP_RICH if job is JOB_RICH else STARTUP
     deadline = time.monotonic() + DEADLINE
     with watched(tmp_path, fw_env, job, length, STEP, startup=startup) as run:
@@ -296,10 +298,18 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(tmp_path: Path, fw_
         chosen_step = dict((p, n) for n, p in job.checkpoints(run.ckpt))[chosen]
         assert chosen_step >= newest_at_kill[0] >= step
         assert int(began.group(1)) == chosen_step  # generation 1 began where the checkpoint was
+    end = _t(named(evs, "job_finished")[0])
     if job is JOB_RICH:
         # proves something only if generation 1 lasted longer than the startup grace and a hang
         # timeout: a job whose liveness is never seen would have been restarted by then
-        assert _t(named(evs, "job_finished")[0]) - _t(restarts[0]) > STARTUP_RICH + HANG
+        assert end - _t(restarts[0]) > STARTUP_RICH + HANG
+    else:
+        # Until its first progress a generation is on the (long) startup timeout. Proves something
+        # only if progress was seen early: generation 1 then trained for more than 3 * HANG on the
+        # hang timeout, which any unseen stretch of steps longer than HANG would have fired.
+        seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 1]
+        assert seen, "no progress of generation 1 seen"
+        assert end - min(seen) > 3 * HANG, "generation 1's first progress was seen only near its end"
 
 
 
