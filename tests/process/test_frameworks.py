@@ -1,0 +1,335 @@
+"""Real framework jobs under ``neuron-watch torchrun``: Hugging Face Trainer, Lightning, plain DDP.
+
+The jobs are ``examples/frameworks/*.py`` (tiny CPU models, gloo, 2 ranks). Each is run the way a
+user runs it, with only ``--checkpoint-dir`` telling neuron-watch where its checkpoints are (no
+glob, no marker): neuron-watch must see the framework's own progress output (tqdm bars redrawn
+with ``\\r``, HF's log dicts, the DDP tutorial's epoch lines, and Lightning's Rich bar, which
+prints nothing while stdout is a file), find the framework's own checkpoints, and pass the newest
+in ``NEURON_WATCH_CHECKPOINT``, which the jobs hand to ``resume_from_checkpoint`` / ``ckpt_path``
+(the plain DDP job resumes from its ``snapshot.pt`` by itself).
+
+Per job, two runs:
+
+* ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: the healthy run and the crash in
+  one. Steps are ``STEP`` s apart with ``--hang-timeout HANG``. Generation 0 trains to its first
+  checkpoint, then rank 1 gets SIGKILL; generation 1 resumes and trains for more than
+  ``3 * HANG`` to the end. Exactly one restart, caused by the crash (no hang verdict): had
+  neuron-watch not seen the steps' progress, the silence of more than ``HANG`` seconds inside a
+  generation would have been judged a hang and restarted it. A generation is on the long startup
+  timeout until its first progress, so the test also asserts that generation 1's first progress
+  was seen more than ``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which
+  prints no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
+  generation's start to its first progress); there generation 1 must outlast
+  ``STARTUP_RICH + HANG`` (asserted from the events, else the run would prove nothing) with
+  ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps
+  it from being judged hung. The restart's checkpoint is the newest one the framework had
+  written, and the job's own output says generation 1 began at its step.
+* ``test_stopped_rank_is_a_hang_and_restarts``: SIGSTOP of rank 1 after the first checkpoint:
+  the other rank waits in an all-reduce, both fall silent -> ``collective_hang``, restart, finish.
+  ``--stop-timeout 3``: a stopped rank takes SIGTERM only when continued, so it takes SIGKILL.
+
+Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
+pass. No pid of the run survives either test.
+
+These tests need: the tail to split ``\\r``-redrawn bars and the progress rules for tqdm bars and
+``Epoch N | ...`` lines (branch ``progress``), the checkpoint conventions of HF / Lightning /
+``snapshot.pt`` (branch ``ckpt``), and for Lightning's Rich bar the Flight-Recorder liveness
+(branch ``fr``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, ROOT, events, force_cleanup, named, pids_with_env, started
+
+pytestmark = pytest.mark.process
+
+JOBS = ROOT / "examples" / "frameworks"
+STEP = 1.5  # seconds per training step (per epoch for the plain DDP job)
+# --hang-timeout: 8 steps of silence. The silence after the last step (final save, teardown) counts
+# too: 8 s was outlasted by HF's end on a loaded machine (a hang verdict as the job exited 0).
+HANG = 12.0
+# --startup-timeout: from a generation's start to its first progress, so it must cover the imports
+# (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13)
+STARTUP = 180.0
+STARTUP_RICH = 45.0  # small, so that a generation of the Rich-bar job outlasts it (see above)
+DEADLINE = 480.0  # for one whole run, on a busy 2-core machine
+
+
+# -- the jobs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """How to run one framework job, and how to read its checkpoints and its own words."""
+
+    name: str
+    argv: Callable[[Path, int, float], list[str]]  # (checkpoint dir, length, step seconds) -> args
+    checkpoints: Callable[[Path], list[tuple[int, Path]]]  # the complete checkpoints: (step, path)
+    began: re.Pattern[str]  # rank 0's line saying where training began (group 1: the step)
+    done: str  # rank 0's last line
+
+    def newest(self, ckpt: Path) -> tuple[int, Path] | None:
+        return max(self.checkpoints(ckpt), default=None)
+
+
+def _hf_checkpoints(ckpt: Path) -> list[tuple[int, Path]]:
+    # Trainer writes trainer_state.json last (transformers/trainer.py, Trainer._save_checkpoint)
+    found = []
+    for d in ckpt.glob("checkpoint-*"):
+        try:
+            found.append((int(json.loads((d / "trainer_state.json").read_text())["global_step"]), d))
+        except (OSError, ValueError, KeyError):
+            continue
+    return found
+
+
+def _lightning_checkpoints(ckpt: Path) -> list[tuple[int, Path]]:
+    found = []
+    for f in ckpt.glob("*.ckpt"):
+        m = re.search(r"step=(\d+)", f.name)
+        try:
+            # torch.save writes a zip; its central directory comes last: complete when it reads
+            with zipfile.ZipFile(f) as z:
+                whole = z.testzip() is None
+        except (OSError, zipfile.BadZipFile):
+            whole = False
+        if m and whole:
+            found.append((int(m.group(1)), f))
+    return found
+
+
+def _ddp_checkpoints(ckpt: Path) -> list[tuple[int, Path]]:
+    # the job renames a whole snapshot into place; its EPOCHS_RUN is read from the job's own log
+    # (the test process does not import torch)
+    return [(0, ckpt / "snapshot.pt")] if (ckpt / "snapshot.pt").exists() else []
+
+
+# a bar may share the line: "\rTraining: |          | 0/? [00:00<?, ?it/s]training began at global step 0"
+BEGAN = re.compile(r"training began at global step (\d+)$", re.M)
+
+JOB_HF = Job(
+    "hf_trainer",
+    lambda ckpt, n, s: [str(JOBS / "hf_trainer.py"), "--output-dir", str(ckpt), "--max-steps", str(n),
+                        "--save-steps", "5", "--step-seconds", str(s)],
+    _hf_checkpoints,
+    BEGAN,
+    "training done at step",
+)
+
+
+def _lightning(bar: str) -> Job:
+    return Job(
+        f"lightning_job-{bar}",
+        lambda ckpt, n, s: [str(JOBS / "lightning_job.py"), "--ckpt-dir", str(ckpt), "--max-steps", str(n),
+                            "--save-every", "5", "--bar", bar, "--step-seconds", str(s)],
+        _lightning_checkpoints,
+        BEGAN,
+        "training done at step",
+    )
+
+
+JOB_DDP = Job(
+    "ddp_plain",
+    lambda ckpt, n, s: [str(JOBS / "ddp_plain.py"), "--total-epochs", str(n), "--save-every", "2",
+                        "--snapshot-path", str(ckpt / "snapshot.pt"), "--epoch-seconds", str(s),
+                        "--samples", "256"],
+    _ddp_checkpoints,
+    re.compile(r"^Resuming training from snapshot at Epoch (\d+)$", re.M),
+    "training done after epoch",
+)
+
+JOB_RICH = _lightning("default")  # Lightning's own choice: RichProgressBar, rich being importable here
+JOBS_ALL = [JOB_HF, _lightning("tqdm"), JOB_RICH, JOB_DDP]
+
+
+# -- running one job under neuron-watch --------------------------------------------------------
+
+
+@dataclass
+class Run:
+    proc: subprocess.Popen[str]
+    run_dir: Path
+    ckpt: Path
+    out: list[str] = field(default_factory=list)
+
+    def output(self) -> str:
+        return "".join(self.out)[-4000:]
+
+    def rank_pid(self, rank: int, generation: int) -> int | None:
+        """The pid of ``rank`` of ``generation``: the process carrying our run dir and that RANK."""
+        want = {b"RANK=%d" % rank, b"NEURON_WATCH_GENERATION=%d" % generation}
+        for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(self.run_dir)):
+            try:
+                env = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+            except OSError:
+                continue
+            if want <= env:
+                return pid
+        return None
+
+    def rank_log(self, rank: int, generation: int) -> str:
+        try:
+            return (self.run_dir / f"gen-{generation}" / f"rank-{rank}.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_for(self, what: str, cond: Callable[[], Any], deadline: float) -> Any:
+        """Poll ``cond`` until it returns something true; fail at ``deadline`` or if the run ends."""
+        while True:
+            got = cond()
+            if got:
+                return got
+            assert self.proc.poll() is None, f"neuron-watch exited while waiting for {what}:\n{self.output()}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.output()}"
+            time.sleep(0.2)
+
+
+
+@contextlib.contextmanager
+def watched(tmp_path: Path, env: dict[str, str], job: Job, length: int, step: float,
+            watch_args: tuple[str, ...] = (), startup: float = STARTUP) -> Iterator[Run]:
+    """``neuron-watch torchrun --nproc_per_node 2 <job>`` running; stopped, reaped and checked on exit."""
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
+            "--hang-timeout", str(HANG), "--startup-timeout", str(startup), *watch_args,
+            "torchrun", "--nproc_per_node", "2", *job.argv(ckpt, length, step)]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            run = Run(p, run_dir, ckpt)
+            # drained as it comes: rank output echoed on the console must never fill the pipe
+            reader = threading.Thread(target=lambda: run.out.extend(iter(p.stdout.readline, "")) if p.stdout else None,
+                                      daemon=True)
+            reader.start()
+            yield run
+            reader.join(30)
+    finally:
+        force_cleanup(str(run_dir))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def finish(run: Run, deadline: float) -> int:
+    """Wait for neuron-watch to exit by ``deadline``; its exit code."""
+    try:
+        return run.proc.wait(max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the run did not finish in time:\n{run.output()}")
+
+
+def first_checkpoint(run: Run, job: Job, deadline: float) -> tuple[int, Path]:
+    """Wait for generation 0's first complete checkpoint (for the DDP job: its first snapshot line)."""
+    if job is JOB_DDP:
+        line = run.wait_for("the first snapshot", lambda: re.search(r"^Epoch (\d+) \| Training snapshot saved",
+                                                                     run.rank_log(0, 0), re.M), deadline)
+        return int(line.group(1)) + 1, run.ckpt / "snapshot.pt"
+    got: tuple[int, Path] = run.wait_for("the first checkpoint", lambda: job.newest(run.ckpt), deadline)
+    return got
+
+
+def saved_epochs(log: str) -> int:
+    """The DDP job's EPOCHS_RUN in its newest snapshot, from its own log (epochs completed)."""
+    return max(int(m) + 1 for m in re.findall(r"^Epoch (\d+) \| Training snapshot saved", log, re.M))
+
+
+def _t(event: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture
+def fw_env(toy_env: dict[str, str]) -> dict[str, str]:
+    """The toy jobs' environment, plus: nothing downloads, nobody phones home."""
+    env = dict(toy_env)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"})
+    return env
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+@pytest.mark.parametrize("job", JOBS_ALL, ids=[j.name for j in JOBS_ALL])
+def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(tmp_path: Path, fw_env: dict[str, str],
+                                                               job: Job) -> None:
+    # generation 1 trains > 3 * HANG after the first checkpoint (5 steps, 2 epochs); the Rich-bar
+    # generation 1 outlasts STARTUP_RICH + HANG even when its imports are quick
+    length = {JOB_DDP: 30, JOB_RICH: 45}.get(job, 36)
+    startup = STARTUP_RICH if job is JOB_RICH else STARTUP
+    deadline = time.monotonic() + DEADLINE
+    with watched(tmp_path, fw_env, job, length, STEP, startup=startup) as run:
+        step, _ = first_checkpoint(run, job, deadline)
+        newest_at_kill = job.newest(run.ckpt)
+        victim = run.wait_for("rank 1 of generation 0", lambda: run.rank_pid(1, 0), deadline)
+        os.kill(victim, signal.SIGKILL)
+        code = finish(run, deadline)
+        out = run.output()
+    assert code == 0, out
+    evs = events(run.run_dir)
+    restarts = named(evs, "restart")
+    assert len(restarts) == 1, [e["event"] for e in evs]
+    verdicts = [v for v in named(evs, "verdict") if v["action"] != "wait"]
+    # SIGKILL reads as the OOM killer's; the survivor may be judged first, by its gloo error
+    assert len(verdicts) == 1 and verdicts[0]["label"] in ("oom", "other_crash", "comm_error"), verdicts
+    assert verdicts[0]["culprit"]["rank"] == 1
+    assert not [v for v in named(evs, "verdict") if v["label"] == "collective_hang"]
+    gen1 = run.rank_log(0, 1)
+    assert job.done in gen1, gen1[-2000:]
+    began = job.began.search(gen1)
+    assert began, gen1[-2000:]
+    if job is JOB_DDP:
+        assert restarts[0]["checkpoint"] == str(run.ckpt / "snapshot.pt")
+        assert int(began.group(1)) == saved_epochs(run.rank_log(0, 0)) >= step
+    else:
+        # the framework's newest checkpoint, found with --checkpoint-dir alone
+        assert newest_at_kill is not None
+        chosen = Path(restarts[0]["checkpoint"])
+        chosen_step = dict((p, n) for n, p in job.checkpoints(run.ckpt))[chosen]
+        assert chosen_step >= newest_at_kill[0] >= step
+        assert int(began.group(1)) == chosen_step  # generation 1 began where the checkpoint was
+    end = _t(named(evs, "job_finished")[0])
+    if job is JOB_RICH:
+        # proves something only if generation 1 lasted longer than the startup grace and a hang
+        # timeout: a job whose liveness is never seen would have been restarted by then
+        assert end - _t(restarts[0]) > STARTUP_RICH + HANG
+    else:
+        # Until its first progress a generation is on the (long) startup timeout. Proves something
+        # only if progress was seen early: generation 1 then trained for more than 3 * HANG on the
+        # hang timeout, which any unseen stretch of steps longer than HANG would have fired.
+        seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 1]
+        assert seen, "no progress of generation 1 seen"
+        assert end - min(seen) > 3 * HANG, "generation 1's first progress was seen only near its end"
+
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+@pytest.mark.parametrize("job", JOBS_ALL, ids=[j.name for j in JOBS_ALL])
+def test_stopped_rank_is_a_hang_and_restarts(tmp_path: Path, fw_env: dict[str, str], job: Job) -> None:
+    length = 16 if job is not JOB_DDP else 8
+    step = 0.5
+    deadline = time.monotonic() + DEADLINE
+    startup = STARTUP_RICH if job is JOB_RICH else STARTUP  # the Rich bar: no progress line at all
+    with watched(tmp_path, fw_env, job, length, step, watch_args=("--stop-timeout", "3"), startup=startup) as run:
+        first_checkpoint(run, job, deadline)
+        victim = run.wait_for("rank 1 of generation 0", lambda: run.rank_pid(1, 0), deadline)
+        os.kill(victim, signal.SIGSTOP)
+        code = finish(run, deadline)
+        out = run.output()
+    assert code == 0, out
+    evs = events(run.run_dir)
+    hangs = [v for v in named(evs, "verdict") if v["label"] == "collective_hang"]
+    assert len(hangs) == 1 and hangs[0]["generation"] == 0, named(evs, "verdict")
+    assert len(named(evs, "restart")) == 1
+    assert named(evs, "job_finished")[0]["restarts"] == 1
+    assert job.done in run.rank_log(0, 1)
