@@ -15,6 +15,7 @@ neuron-watch) still prints, generically, at ``info``.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -347,7 +348,22 @@ def status_line_for(config: WatchConfig, stream: IO[str] | None = None) -> Statu
         return None
     line = StatusLine(stream)
     _TERMINAL.append(line)  # one terminal per process: say() clears it too
+    # ... and so does every log record (the agent's own notes, a warning), whoever logs it
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ClearFirst(line))
     return line
+
+
+class _ClearFirst(logging.Filter):
+    """Clears the status line before a log record reaches the terminal (never drops the record)."""
+
+    def __init__(self, line: StatusLine) -> None:
+        super().__init__()
+        self.line = line
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.line.clear()
+        return True
 
 
 #: The --progress line of this process, if any (a terminal is one per process, like stderr itself).

@@ -249,11 +249,11 @@ class RecordingNode:
         self.calls: list[tuple[object, ...]] = []
         self._checkpoint = checkpoint
 
-    def capture(self, incident: str, reason: str) -> str:
+    def capture(self, incident: str, reason: str, verdict: str = "") -> str:
         self.calls.append(("capture", incident.split("-")[-1]))
         return "bundle ok"
 
-    def stop(self, deadline: float) -> str:
+    def stop(self, deadline: float, verdict: str = "") -> str:
         self.calls.append(("stop", deadline))
         return "rung=sigterm"
 

@@ -92,16 +92,20 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
 DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
 
 
-@pytest.mark.parametrize(("fault", "where"), [("sleep", "stuck_in_own_code"), ("spin", "spin_forever"),
-                                              ("loader", None)])
-def test_the_rank_stuck_outside_ddps_backward_is_named_from_the_stacks(
-    tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None
+@pytest.mark.parametrize(("fault", "where", "probe"), [
+    ("sleep", "stuck_in_own_code", True),  # the ranks' flight recorder names it; the stacks agree
+    ("sleep", "stuck_in_own_code", False),  # no recorder (--no-rank-probe): the stacks alone
+    ("spin", "spin_forever", False),
+    ("loader", None, False),
+])
+def test_the_rank_stuck_outside_ddps_backward_is_named(
+    tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None, probe: bool
 ) -> None:
     """Three ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", "torchrun", "--nproc_per_node", "4", DDP_FAULTS, "--steps", "14", "--fault", fault,
-            "--at", "4", "--rank", "2"]
+            "--no-prewarm", *(() if probe else ("--no-rank-probe",)), "torchrun", "--nproc_per_node", "4",
+            DDP_FAULTS, "--steps", "14", "--fault", fault, "--at", "4", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
@@ -110,10 +114,14 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_from_the_stacks(
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, [e.get("label") for e in named(evs, "verdict")]
         assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
-        assert hang[0]["culprit_source"] == "stacks"
-        assert "stack differs from the 3 others, which wait in _engine_run_backward" in hang[0]["reason"]
-        if where is not None:
-            assert f"(it is in {where})" in hang[0]["reason"]
+        if probe:
+            assert hang[0]["culprit_source"] == "flight_recorder"
+            assert "behind the other 3 ranks of group" in hang[0]["reason"], hang[0]["reason"]
+        else:
+            assert hang[0]["culprit_source"] == "stacks"
+            assert "stack differs from the 3 others, which wait in _engine_run_backward" in hang[0]["reason"]
+            if where is not None:
+                assert f"(it is in {where})" in hang[0]["reason"]
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
         assert "rank 2 on node" in (bundle / "incident.md").read_text()
         assert named(evs, "job_finished")[0]["exit_code"] == 0
@@ -158,7 +166,9 @@ def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, logs
         assert hang[0]["culprit"] == {"node": "n1", "rank": 3}, hang[0]["reason"]
-        assert hang[0]["culprit_source"] == "stacks"
+        # the coordinator aligns both nodes' flight recorders: rank 3 lags the 3 others of the group
+        assert hang[0]["culprit_source"] == "flight_recorder", hang[0]["reason"]
+        assert "behind the other 3 ranks of group" in hang[0]["reason"]
         # every node's bundle carries the job's final verdict
         for i in range(2):
             verdict = json.loads((tmp_path / f"node{i}" / "incidents" / "incident-1" / f"n{i}" / "verdict.json")
