@@ -843,6 +843,8 @@ class Judge:
         def last(st: RankState) -> float:
             return st.last_progress if st.last_progress is not None else -math.inf
 
+        # The node's own stream (rank -1: a new checkpoint, the kernel's word) is not a rank to blame.
+        live = [st for st in live if st.key.rank >= 0]
         # Most jobs print progress on rank 0 only (HF Trainer, Lightning): a rank that never printed
         # any did not "stop first", and the one that prints is not the culprit for printing.
         if sum(st.last_progress is not None for st in live) < 2:

@@ -62,3 +62,18 @@ def test_the_probe_is_off_with_one_flag(tmp_path: Path, toy_env: dict[str, str])
     assert code == 0, out[-3000:]
     assert "Server listening to UNIX" not in out and "flight recorder on" not in out
     assert "--no-rank-probe" in named(events(run_dir), "job_started")[0]["liveness"]
+
+
+def test_a_silent_job_that_keeps_saving_checkpoints_is_not_restarted_without_a_recorder(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """No flight recorder (--no-rank-probe) and no output for 3x the hang timeout, but rank 0 writes a
+    complete checkpoint every 3 s: a new checkpoint in --checkpoint-dir is a sign of life."""
+    ckpt = tmp_path / "ckpt"
+    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "26", "--save-to", str(ckpt), "--save-every", "3",
+                               watch_args=("--no-rank-probe", "--checkpoint-dir", str(ckpt)))
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    assert not named(evs, "restart") and not named(evs, "incident")
+    assert "a new complete checkpoint appeared" in (run_dir / "merged.log").read_text()
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []

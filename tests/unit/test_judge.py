@@ -284,3 +284,15 @@ def test_when_every_report_is_a_peer_timeout_the_silent_rank_is_the_culprit() ->
     v = j.verdict(610.0)
     assert v.label is Label.COLLECTIVE_HANG and v.culprit == RankKey(N, 1)
     assert "alone reported nothing" in v.reason
+
+
+def test_a_new_checkpoint_is_a_sign_of_life_and_its_stream_is_never_the_culprit() -> None:
+    """The agent reports a new complete checkpoint as a line of the node's own stream (rank -1)."""
+    j = judge(hang_timeout=10.0)
+    step(j, 1.0, 1)
+    j.observe_line(ln(-1, "neuron-watch: a new complete checkpoint appeared: /ck/checkpoint-40 (step 40)", 9.0))
+    assert j.verdict(15.0).label is Label.HEALTHY  # 14 s after the last step line, 6 s after the checkpoint
+    assert j.max_step == 40
+    v = j.verdict(30.0)
+    assert v.label is Label.COLLECTIVE_HANG
+    assert v.culprit is None or v.culprit.rank >= 0

@@ -2,6 +2,8 @@
 
     --quiet-for S   after "step 1 loss", S seconds of all_reduces that print nothing, then "done"
     --sleep-for S   then every rank stops calling collectives and sleeps S seconds (a hang)
+    --save-to DIR   rank 0 writes an NxD-style checkpoint (DIR/step_N/ with a `done` file written
+                    last) every --save-every seconds of the quiet part, printing nothing
 
 Run under torchrun with neuron-watch; nothing here knows about neuron-watch.
 """
@@ -21,6 +23,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quiet-for", type=float, default=10.0)
     ap.add_argument("--sleep-for", type=float, default=0.0)
+    ap.add_argument("--save-to", default="")
+    ap.add_argument("--save-every", type=float, default=4.0)
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -28,10 +32,18 @@ def main() -> None:
     dist.all_reduce(t)
     print(f"step 1 loss {float(t[0]):.4f} step_time 0.010s", flush=True)
     end = time.monotonic() + args.quiet_for
+    step, next_save = 1, time.monotonic() + args.save_every
     while time.monotonic() < end:
         dist.all_reduce(t)
         t.div_(dist.get_world_size())
         time.sleep(0.2)
+        step += 1
+        if args.save_to and rank == 0 and time.monotonic() >= next_save:
+            next_save += args.save_every
+            tag = os.path.join(args.save_to, f"step_{step}")
+            os.makedirs(tag, exist_ok=True)
+            torch.save({"t": t, "step": step}, os.path.join(tag, "state.pt"))
+            open(os.path.join(tag, "done"), "w").close()  # NxD writes its marker last
     time.sleep(args.sleep_for)
     dist.barrier()
     if rank == 0:
