@@ -130,35 +130,16 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
         force_cleanup(str(run_dir))
 
 
-def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_stacks(
+def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_recorders(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
     """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
-    import secrets
-    import subprocess
-    from contextlib import ExitStack
+    from tests.process.test_multinode import job
 
-    from tests.fixtures.procs import free_port, kill_group
-
-    master, coord = free_port(), free_port()
-    job_id = f"culprit-{secrets.token_hex(3)}"
-    procs: list[subprocess.Popen[str]] = []
-    with ExitStack() as stack:
-        for i in range(2):
-            run_dir = tmp_path / f"node{i}"
-            env = dict(toy_env, NEURON_WATCH_NODE=f"n{i}", NEURON_WATCH_SECRET="s" * 32)
-            argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir), "--coordinator",
-                    f"127.0.0.1:{coord}", "--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm",
-                    "torchrun", "--nnodes", "2", "--node_rank", str(i), "--nproc_per_node", "2",
-                    "--master_addr", "127.0.0.1", "--master_port", str(master),
-                    DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
-            out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
-            stack.callback(out.close)
-            p = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
-            stack.callback(force_cleanup, str(run_dir))
-            stack.callback(kill_group, p)
-            procs.append(p)
+    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm"]
+    rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
+    with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
+        procs = [p for p, _ in nodes]
         codes = [p.wait(300) for p in procs]
         logs = "".join((tmp_path / f"node{i}.out").read_text()[-2000:] for i in range(2))
         assert codes == [0, 0], logs

@@ -10,7 +10,7 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -34,9 +34,12 @@ NPROC = 2
 
 
 @contextmanager
-def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: list[str] = (),
-        ) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
-    """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all."""
+def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: Sequence[str] = (),
+        rank_cmd: Sequence[str] | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+    """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all.
+
+    The ranks run the toy job with ``toy_args``, or ``rank_cmd`` (a script and its arguments).
+    """
     master, coord = free_port(), free_port()
     job_id = f"mn-{secrets.token_hex(3)}"
     ckpt = tmp_path / "ckpt"  # shared storage, as /fsx is on a real cluster
@@ -49,7 +52,7 @@ def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], w
                     "--checkpoint-dir", str(ckpt), "--coordinator", f"127.0.0.1:{coord}", *watch_args,
                     "torchrun", "--nnodes", str(nnodes), "--node_rank", str(i), "--nproc_per_node", str(NPROC),
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
-                    TOY, "--checkpoint-dir", str(ckpt), *toy_args]
+                    *(rank_cmd if rank_cmd is not None else (TOY, "--checkpoint-dir", str(ckpt), *toy_args))]
             out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
             stack.callback(out.close)
             p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
