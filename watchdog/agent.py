@@ -381,12 +381,13 @@ class NodeAgent:
         detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
                                   "survivors": result.survivors, "continued": result.continued}
         final = _json_or_empty(verdict_doc)
-        if final:
-            for bundle_dir in self.bundles.values():
-                try:
-                    complete_bundle(bundle_dir, final, self.cfg.artifacts or "")
-                except OSError as exc:  # the capture-time files stay; say so, never block the stop
-                    log.error("could not complete %s with the final verdict: %s", bundle_dir, exc)
+        # only this incident's bundle: without storage, earlier incidents' bundles stay in self.bundles
+        current = self.bundles.get(f"incident-{final.get('incident')}") if final else None
+        if current is not None:
+            try:
+                complete_bundle(current, final, self.cfg.artifacts or "")
+            except OSError as exc:  # the capture-time files stay; say so, never block the stop
+                log.error("could not complete %s with the final verdict: %s", current, exc)
         if self.storage is not None and self.bundles:
             uploads = []
             for incident, bundle_dir in list(self.bundles.items()):
