@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, started
+from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, run_to_end
 
 pytestmark = pytest.mark.process
 
@@ -62,13 +62,9 @@ def demo_argv(tmp: Path) -> list[str]:
 
 
 def run(tmp_path: Path, env: dict[str, str], argv: list[str], run_dir: Path, timeout: float = 300) -> tuple[int, str]:
-    try:
-        with started(argv, str(ROOT), env) as p:
-            out, _ = p.communicate(timeout=timeout)
-    finally:
-        force_cleanup(str(run_dir))
+    code, out = run_to_end(argv, str(ROOT), env, run_dir, timeout)
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    return p.returncode, out
+    return code, out
 
 
 def test_demo_console_shows_what_the_readme_shows(tmp_path: Path, toy_env: dict[str, str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, started
+from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end
 
 pytestmark = pytest.mark.process
 
@@ -24,12 +24,7 @@ def watch(tmp_path: Path, env: dict[str, str], *rank_args: str, watch_args: tupl
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", "8", "--startup-timeout", "120",
             "--max-restarts", "1", "--no-prewarm", *watch_args,
             "torchrun", "--nproc_per_node", "2", RANKS, *rank_args]
-    try:
-        with started(argv, str(tmp_path), env) as p:
-            out, _ = p.communicate(timeout=timeout)
-            code = p.returncode
-    finally:
-        force_cleanup(str(run_dir))
+    code, out = run_to_end(argv, str(tmp_path), env, run_dir, timeout)
     return code, out, run_dir
 
 

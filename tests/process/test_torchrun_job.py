@@ -22,6 +22,7 @@ from tests.fixtures.procs import (
     force_cleanup,
     named,
     pids_with_env,
+    run_to_end,
     started,
     wait_until_gone,
 )
@@ -50,12 +51,7 @@ def watch(
         str(ckpt),
         *toy_args,
     ]
-    try:
-        with started(argv, str(tmp_path), env) as p:
-            out, _ = p.communicate(timeout=timeout)
-            code = p.returncode
-    finally:
-        force_cleanup(str(run_dir))
+    code, out = run_to_end(argv, str(tmp_path), env, run_dir, timeout)
     return code, out, run_dir, ckpt
 
 
