@@ -142,14 +142,6 @@ def test_no_line_lost_or_doubled_across_polls_whatever_the_pieces(tmp_path: Path
     assert all(w in got for w in finals)
 
 
-def test_dots_still_pass_at_once_and_a_huge_partial_line_is_not_awaited(tmp_path: Path) -> None:
-    f = tmp_path / "stdout.log"
-    f.write_bytes(b"Compiler status PASS\n....")
-    t = FileTail(str(f))
-    assert t.read_lines() == ["Compiler status PASS", "...."]
-    t.close()
-
-
 def test_rank_log_and_console_get_the_final_state_and_a_redraw_every_few_seconds(tmp_path: Path) -> None:
     root = tmp_path / "torchrun"
     d = root / "job" / "attempt_0" / "0"
