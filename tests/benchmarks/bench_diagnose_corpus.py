@@ -1,0 +1,88 @@
+"""``diagnose`` on the real-log corpus (prints figures; no pass/fail).
+
+    .venv/bin/python tests/benchmarks/bench_diagnose_corpus.py [--wrong] [--label L] [--platform P]
+
+Each excerpt of ``tests/data/real-logs/`` (see its README) is diagnosed alone, the way a user
+runs ``neuron-watch diagnose excerpt.log``. Printed: the accuracy over the corpus and per label,
+the confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said), and every
+failure called ``healthy`` (the worst mistake: a broken job left alone). ``--wrong`` also lists
+every other wrong answer with the signature that decided it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from neuron_watch.diagnose import diagnose_paths
+from neuron_watch.events import Label
+from tests.fixtures.real_logs import load_corpus
+
+LABELS = [label.value for label in Label]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--wrong", action="store_true", help="list every wrong answer")
+    parser.add_argument("--label", help="only excerpts with this label")
+    parser.add_argument("--platform", choices=("neuron", "gpu", "cpu"), help="only this platform")
+    args = parser.parse_args()
+
+    excerpts = [
+        ex for ex in load_corpus()
+        if (args.label is None or ex.label.value == args.label)
+        and (args.platform is None or ex.platform == args.platform)
+    ]
+    confusion: dict[str, Counter[str]] = defaultdict(Counter)
+    called_healthy: list[str] = []
+    wrong: list[str] = []
+    started = time.process_time()
+    for ex in excerpts:
+        verdict = diagnose_paths([str(ex.log)]).verdict
+        said = verdict.label.value
+        confusion[ex.label.value][said] += 1
+        if said != ex.label.value:
+            sig = next((e.signature for e in verdict.evidence), "-")
+            line = f"  {ex.name:<58} said {said:<22} [{sig}]  {ex.source}"
+            if said == "healthy":
+                called_healthy.append(line)
+            else:
+                wrong.append(line)
+    cpu = time.process_time() - started
+
+    right = sum(confusion[label][label] for label in confusion)
+    total = len(excerpts)
+    print(f"excerpts: {total}  right: {right}  accuracy: {100.0 * right / max(total, 1):.1f}%  "
+          f"failures called healthy: {len(called_healthy)}  cpu: {cpu:.2f}s")
+    print()
+    print(f"{'label':<24}{'n':>5}{'right':>7}{'acc':>8}")
+    for label in LABELS:
+        n = sum(confusion[label].values())
+        if n:
+            print(f"{label:<24}{n:>5}{confusion[label][label]:>7}{100.0 * confusion[label][label] / n:>7.1f}%")
+    print()
+    shown = [label for label in LABELS if sum(confusion[label].values())
+             or any(confusion[row][label] for row in confusion)]
+    short = {label: label[:7] for label in shown}
+    print("confusion (rows: expected, columns: diagnosed)")
+    print(f"{'':<24}" + "".join(f"{short[c]:>8}" for c in shown))
+    for row in shown:
+        if sum(confusion[row].values()):
+            print(f"{row:<24}" + "".join(f"{confusion[row][c] or '.':>8}" for c in shown))
+    print()
+    print(f"failures called healthy ({len(called_healthy)}):")
+    print("\n".join(called_healthy) if called_healthy else "  none")
+    if args.wrong:
+        print()
+        print(f"other wrong answers ({len(wrong)}):")
+        print("\n".join(wrong) if wrong else "  none")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
