@@ -30,7 +30,7 @@ from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
-from neuron_watch.rank_probe import RankProbe, make_probe_root, probe_env, remove_probe_dir
+from neuron_watch.rank_probe import RankProbe, make_probe_root, probe_env, rank_socket, remove_probe_dir
 from neuron_watch.stacks import collective_states, top_frame
 from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
 from neuron_watch.tail import UNATTRIBUTED, RankStreams
@@ -336,6 +336,9 @@ class NodeAgent:
             deadline_s=self.cfg.evidence_timeout,
             work_dirs=[Path.cwd()],
             artifacts_uri=self.cfg.artifacts or "",
+            tool_path=self.cfg.tool_path,
+            probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in gen.worker_pids}
+                           if gen.probe_dir else {}),
         )
         t0 = self.clock()
         try:

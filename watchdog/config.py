@@ -119,6 +119,8 @@ OPTIONS: tuple[Option, ...] = (
            "which entries of --checkpoint-dir are checkpoints (default: all; completeness recognised per "
            "framework unless --checkpoint-marker is given)", "GLOB"),
     Option("--evidence-timeout", _seconds, 60.0, "bound on capturing an incident's evidence", "SECONDS"),
+    Option("--tool-path", str, None, "directories (PATH syntax) where py-spy, neuron-ls, neuron-det and dmesg are "
+           "looked up for evidence (default: PATH, then neuron-watch's own Python's bin)", "DIRS"),
     Option("--upload-timeout", _seconds, 120.0,
            "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
            "SECONDS"),
@@ -173,6 +175,7 @@ class WatchConfig:
     checkpoint_marker: str | None = None  # None: not given (automatic detection), unlike "" (any entry)
     checkpoint_glob: str | None = None
     evidence_timeout: float = 60.0
+    tool_path: str | None = None
     upload_timeout: float = 120.0
     artifacts: str | None = None
     progress_regex: str | None = None

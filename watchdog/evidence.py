@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import glob
 import hashlib
+import http.client
 import json
 import os
 import platform
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_watch import incident_report
+from neuron_watch.rank_probe import call_handler
 
 #: Seconds one py-spy / neuron-ls / dmesg call may take at most (less when the deadline is nearer).
 TOOL_TIMEOUT_S = 10.0
@@ -147,6 +149,8 @@ class IncidentContext:
     #: Where tools (py-spy, neuron-ls, neuron-det, dmesg) are looked up; None: PATH, then this
     #: Python's bin directory (py-spy installed as the ``stacks`` extra lands there).
     tool_path: str | None = None
+    #: rank -> its worker server's unix socket (the rank probe; empty with --no-rank-probe)
+    probe_sockets: Mapping[int, str] = field(default_factory=dict)
 
     def which(self, name: str) -> str | None:
         if self.tool_path is not None:
@@ -310,13 +314,29 @@ def _py_spy_failure(pid: int, rc: int, err: str) -> str:
     return first
 
 
+def _worker_server_stack(sock: str, budget: float) -> tuple[str, str]:
+    """The rank's stacks from its own worker server (``dump_traceback``: Python's faulthandler,
+    no ptrace needed), or ``("", why)``."""
+    try:
+        text = call_handler(sock, "dump_traceback", timeout=budget).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as exc:
+        return "", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return (text, "") if text.strip() else ("", "empty answer")
+
+
 def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
+    """Every rank's stacks, all ranks at once (the bound is one tool timeout, not one per rank).
+
+    The rank's own worker server first (``dump_traceback``: no ptrace, so it works in containers
+    without ``CAP_SYS_PTRACE`` such as EKS and SageMaker); ``py-spy dump`` where the rank has no
+    server or it does not answer (a rank stuck while holding the GIL, a stopped process).
+    """
     if not ctx.rank_pids:
         rec.miss("stacks", "no rank pids given")
         return
     exe = ctx.which("py-spy")
-    if exe is None:
-        rec.miss("stacks", "py-spy not installed (pip install 'neuron-watch[stacks]')")
+    if exe is None and not ctx.probe_sockets:
+        rec.miss("stacks", "py-spy not installed (pip install 'neuron-watch[stacks]') and no rank worker server")
         return
     budget = min(TOOL_TIMEOUT_S, rec.remaining())
     if budget <= 0:
@@ -325,33 +345,41 @@ def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
         return
     taken: dict[str, Any] = {}
 
-    def one(rank: int, pid: int) -> tuple[int, int, bool, tuple[int, str, str, bool] | None, float]:
-        alive = _pid_alive(pid)
-        wall = time.time()
-        if not alive:
-            return rank, pid, False, None, wall
-        return rank, pid, True, run_bounded([exe, "dump", "--pid", str(pid)], budget), wall
+    def one(rank: int, pid: int) -> tuple[int, int, dict[str, Any], str, list[str]]:
+        """(rank, pid, what was tried, the dump or '', why each way failed)."""
+        note: dict[str, Any] = {"pid": pid, "taken_at": time.time()}
+        if not _pid_alive(pid):
+            return rank, pid, note, "", [f"pid {pid} had already exited"]
+        why: list[str] = []
+        sock = ctx.probe_sockets.get(rank)
+        if sock is not None and os.path.exists(sock):
+            # Half the budget: a server that cannot answer still leaves py-spy its turn.
+            text, failure = _worker_server_stack(sock, budget / 2 if exe else budget)
+            if text:
+                note["via"] = "worker_server"
+                return rank, pid, note, text, []
+            why.append(f"worker server dump_traceback: {failure}")
+        if exe is None:
+            why.append("py-spy not installed (pip install 'neuron-watch[stacks]')")
+            return rank, pid, note, "", why
+        rc, out, err, timed_out = run_bounded([exe, "dump", "--pid", str(pid)], budget)
+        note.update(via="py-spy", returncode=rc, timed_out=timed_out)
+        if rc == 0 and out.strip():
+            return rank, pid, note, out, []
+        why.append(f"py-spy dump --pid {pid}: " + ("timed out" if timed_out else _py_spy_failure(pid, rc, err)))
+        return rank, pid, note, out, why
 
-    # All ranks at once: the bound is one py-spy timeout, not one per rank.
     workers = max(1, min(16, len(ctx.rank_pids)))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="py-spy") as pool:
-        for rank, pid, alive, res, wall in pool.map(lambda kv: one(*kv), sorted(ctx.rank_pids.items())):
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stacks") as pool:
+        for rank, _pid, note, text, why in pool.map(lambda kv: one(*kv), sorted(ctx.rank_pids.items())):
             name = f"stacks/rank-{rank}.txt"
-            if not alive:
-                rec.miss(name, f"pid {pid} had already exited")
-                continue
-            assert res is not None
-            rc, out, err, timed_out = res
-            taken[str(rank)] = {"pid": pid, "taken_at": wall, "returncode": rc, "timed_out": timed_out}
-            if timed_out:
+            taken[str(rank)] = note
+            if note.get("timed_out"):
                 rec.timed_out.append(name)
-            if rc == 0 and out.strip():
-                rec.write(name, out)
-            else:
-                why = "timed out" if timed_out else _py_spy_failure(pid, rc, err)
-                rec.miss(name, f"py-spy dump --pid {pid}: {why}")
-                if out.strip():
-                    rec.write(name, out)
+            if text.strip():
+                rec.write(name, text)
+            if why:
+                rec.miss(name, "; ".join(why))
     rec.notes["stacks"] = taken
 
 

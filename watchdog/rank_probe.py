@@ -45,6 +45,11 @@ TIMEOUT = 2.0  # connect + read bound for one rank's answer
 MAX_SHARE = 0.01
 
 
+def rank_socket(probe_dir: str, rank: int) -> str:
+    """Where rank ``rank``'s worker server listens (the bootstrap's ``r<RANK>.sock``)."""
+    return os.path.join(probe_dir, f"r{rank}.sock")
+
+
 def probe_env(env: dict[str, str], probe_dir: str) -> dict[str, str]:
     """The variables to add to the ranks' environment ``env`` (which it does not change).
 
@@ -128,7 +133,7 @@ def read_rank(probe_dir: str, rank: int, clock: Callable[[], float] = time.monot
     if state != "listening":
         return Reading(rank, (), "torch.distributed not imported (yet)", t0)
     try:
-        raw = call_handler(os.path.join(probe_dir, f"r{rank}.sock"), "fr_trace_json", timeout)
+        raw = call_handler(rank_socket(probe_dir, rank), "fr_trace_json", timeout)
         groups = summarize(json.loads(raw))
     except (OSError, http.client.HTTPException, ValueError, FlightRecorderError) as exc:
         return Reading(rank, (), f"no answer: {type(exc).__name__}: {exc}"[:300], t0, clock() - t0)

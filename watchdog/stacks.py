@@ -1,4 +1,4 @@
-"""Read py-spy stack dumps to name the culprit of a hang. Pure: texts in, decision out.
+"""Read stack dumps (py-spy's, or faulthandler's from the ranks' worker server) to name the culprit of a hang. Pure.
 
 In a synchronous job every healthy rank of a hung step sits inside a collective (DDP's backward
 all-reduce, ``all_reduce``, ``barrier``, XLA's ``mark_step`` waiting on the device); the rank that
@@ -23,10 +23,37 @@ COLLECTIVE_FRAMES = re.compile(
 )
 
 
+#: A thread of Python's ``faulthandler`` text (what torch's worker server answers to
+#: ``dump_traceback``): ``Thread 0x00007f... (most recent call first):`` or ``Current thread ...``,
+#: then ``  File "path", line N in function`` lines, innermost first.
+_FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):\n((?:[ \t]+.*\n?)*)",
+                        re.MULTILINE)
+_FH_FRAME = re.compile(r'^[ \t]+File "([^"]*)", line (\d+) in (.+?)\s*$', re.MULTILINE)
+
+
 def main_thread(dump: str) -> str:
-    """The main thread's frames of one ``py-spy dump`` text ('' if none is found)."""
+    """The main thread's frames of one stack dump ('' if none is found), one frame per line as
+    ``function (file:line)``, innermost first.
+
+    Two formats: ``py-spy dump`` (the main thread is named) and Python's ``faulthandler`` (torch's
+    worker server's ``dump_traceback``), which names no thread: there the main thread is the one
+    that was not started by ``threading`` (its outermost frame is not ``threading.py``'s
+    ``_bootstrap``); faulthandler lists the newest thread first, so the last such thread is the
+    main one when several qualify.
+    """
     m = re.search(r'^Thread \d+ \([^)]*\): "MainThread"\n((?:[ \t]+.*\n?)*)', dump, re.MULTILINE)
-    return m.group(1) if m else ""
+    if m:
+        return m.group(1)
+    main = ""
+    for block in _FH_THREAD.finditer(dump):
+        frames = _FH_FRAME.findall(block.group(1))
+        if not frames:
+            continue  # "<no Python frame>": the worker server's own thread
+        outermost_file, _, outermost_fn = frames[-1]
+        if outermost_fn == "_bootstrap" and outermost_file.endswith("threading.py"):
+            continue
+        main = "".join(f"    {fn} ({path}:{line})\n" for path, line, fn in frames)
+    return main
 
 
 def in_collective(dump: str) -> bool | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from neuron_watch.stacks import in_collective, stack_culprit, top_frame
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, started
 
 pytestmark = pytest.mark.process
@@ -125,6 +126,35 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
         assert "rank 2 on node" in (bundle / "incident.md").read_text()
         assert named(evs, "job_finished")[0]["exit_code"] == 0
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
+def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """A container without ptrace (EKS, SageMaker) cannot run py-spy: the ranks' worker server
+    (``dump_traceback``) gives every rank's stack, and the stacks name the same rank as the recorder."""
+    run_dir = tmp_path / "run"
+    env = {**toy_env, "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+            "--no-prewarm", "torchrun", "--nproc_per_node", "4",
+            DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-3000:]
+        hang = [e for e in named(events(run_dir), "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
+        bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        assert {r: n.get("via") for r, n in manifest["notes"]["stacks"].items()} == {
+            str(r): "worker_server" for r in range(4)}, manifest["notes"]["stacks"]
+        dumps = {r: (bundle / "stacks" / f"rank-{r}.txt").read_text() for r in range(4)}
+        found = stack_culprit({r: top_frame(d) for r, d in dumps.items()},
+                              {r: in_collective(d) for r, d in dumps.items()})
+        assert found is not None and found[0] == 2, {r: top_frame(d) for r, d in dumps.items()}
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))

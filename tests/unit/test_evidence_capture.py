@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.stacks import top_frame
 from tests.conftest import require_binary
 
 pytestmark = pytest.mark.process
@@ -156,7 +157,50 @@ def test_py_spy_absent_is_said_in_the_manifest(tmp_path: Path, hung_rank: subpro
     res = capture_node_bundle(IncidentContext(job_id="j", generation=0, incident=1, node="n", run_dir=run,
                                               rank_pids={0: hung_rank.pid}, deadline_s=30,
                                               tool_path=str(tmp_path / "empty-bin")))
-    assert {"item": "stacks", "reason": "py-spy not installed (pip install 'neuron-watch[stacks]')"} in res.missing
+    reason = "py-spy not installed (pip install 'neuron-watch[stacks]') and no rank worker server"
+    assert {"item": "stacks", "reason": reason} in res.missing
+
+
+#: A rank with torch's worker server (what the rank probe starts in every rank), stuck in its own code.
+SERVED = """
+import os, sys, time
+from torch._C._distributed_c10d import _WorkerServer
+server = _WorkerServer(sys.argv[1])
+def wait_for_a_peer_that_never_comes():
+    time.sleep(600)
+print("ready", flush=True)
+wait_for_a_peer_that_never_comes()
+"""
+
+
+def test_without_py_spy_the_stacks_come_from_the_ranks_worker_server(tmp_path: Path) -> None:
+    sock = str(tmp_path / "r0.sock")
+    p = subprocess.Popen([sys.executable, "-c", SERVED, sock], stdout=subprocess.PIPE, text=True,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        res = capture_node_bundle(IncidentContext(
+            job_id="j", generation=0, incident=1, node="n", run_dir=tmp_path / "run", rank_pids={0: p.pid},
+            deadline_s=30, tool_path=str(tmp_path / "empty-bin"), probe_sockets={0: sock}))
+        stack = (res.bundle_dir / "stacks" / "rank-0.txt").read_text()
+        assert res.manifest["notes"]["stacks"]["0"]["via"] == "worker_server"
+        assert top_frame(stack) is not None and top_frame(stack).startswith("wait_for_a_peer_that_never_comes")
+        assert not [m for m in res.missing if m["item"].startswith("stacks")]
+    finally:
+        stop_group(p)
+    assert p.poll() is not None
+
+
+def test_a_worker_server_that_does_not_answer_and_no_py_spy_are_both_said(
+    tmp_path: Path, hung_rank: subprocess.Popen[str]
+) -> None:
+    dead = tmp_path / "r0.sock"
+    dead.write_text("")  # a socket path nobody listens on (a rank whose server failed to start)
+    res = capture_node_bundle(IncidentContext(
+        job_id="j", generation=0, incident=1, node="n", run_dir=tmp_path / "run", rank_pids={0: hung_rank.pid},
+        deadline_s=30, tool_path=str(tmp_path / "empty-bin"), probe_sockets={0: str(dead)}))
+    reason = next(m["reason"] for m in res.missing if m["item"] == "stacks/rank-0.txt")
+    assert "worker server dump_traceback: " in reason and "py-spy not installed" in reason, reason
 
 
 def test_a_tool_that_hangs_is_killed_at_the_deadline_and_recorded(tmp_path: Path,

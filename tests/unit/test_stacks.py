@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from neuron_watch.stacks import hang_culprits, in_collective, stack_culprit, top_frame
+from pathlib import Path
+
+from neuron_watch.stacks import hang_culprits, in_collective, main_thread, stack_culprit, top_frame
 
 WAITING = """Process 24170: python3 -u train.py
 Python v3.11.7
@@ -78,3 +80,43 @@ def test_no_culprit_when_stacks_do_not_set_one_rank_apart() -> None:
     two = {0: top_frame(HUNG), 1: top_frame(SLEEPING_IN_OWN_CODE)}
     assert stack_culprit(two, {0: False, 1: False}) is None  # two ranks apart: nothing to tell
     assert stack_culprit({0: None, 1: top_frame(WAITING)}, {0: None, 1: True}) is None
+
+
+# Python's faulthandler format, as torch's worker server answers ``dump_traceback`` (no ptrace).
+# Real dumps of the 4 ranks of tests/process/ranks/ddp_faults.py --fault sleep --rank 2 (paths made
+# neutral): three wait in DDP's backward, rank 2 sleeps in its own code.
+FAULTHANDLER = Path(__file__).resolve().parent / "data" / "stacks"
+
+
+def test_faulthandler_dumps_of_a_real_ddp_hang_name_the_rank_outside_backward() -> None:
+    dumps = {r: (FAULTHANDLER / f"faulthandler-ddp-backward-rank-{r}.txt").read_text() for r in range(4)}
+    tops = {r: top_frame(d) for r, d in dumps.items()}
+    assert tops[0] is not None and tops[0].startswith("_engine_run_backward (")
+    assert tops[2] is not None and tops[2].startswith("stuck_in_own_code (")
+    waiting = {r: in_collective(d) for r, d in dumps.items()}
+    assert waiting == {0: True, 1: True, 2: False, 3: True}
+    found = stack_culprit(tops, waiting)
+    assert found is not None and found[0] == 2
+    assert "which wait in _engine_run_backward (it is in stuck_in_own_code)" in found[1]
+
+
+def test_faulthandler_main_thread_is_the_one_threading_did_not_start() -> None:
+    # the worker server's own thread has no Python frame; a threading.Thread is listed first
+    dump = """Current thread 0x00007fc0165136c0 (most recent call first):
+  <no Python frame>
+
+Thread 0x00007fc00dffb6c0 (most recent call first):
+  File "/usr/lib/python3.11/http/client.py", line 1009 in send
+  File "/home/user/job.py", line 11 in <lambda>
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+  File "/usr/lib/python3.11/threading.py", line 1045 in _bootstrap_inner
+  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Thread 0x00007fc038bc4b80 (most recent call first):
+  File "/home/user/job.py", line 8 in inner_sleep
+  File "/home/user/job.py", line 13 in <module>
+"""
+    assert main_thread(dump).splitlines() == ["    inner_sleep (/home/user/job.py:8)",
+                                              "    <module> (/home/user/job.py:13)"]
+    assert top_frame(dump) == "inner_sleep (/home/user/job.py)"
+    assert in_collective(dump) is False
