@@ -48,6 +48,7 @@ class Effect(str, enum.Enum):
     COMM_WAIT = "comm_wait"
     SAVE_START = "save_start"
     SAVE_END = "save_end"
+    TRAIN_END = "train_end"
     FATAL = "fatal"
     BENIGN = "benign"
     INFO = "info"

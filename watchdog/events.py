@@ -118,8 +118,12 @@ class Verdict:
     #: how the culprit was found: "failure" (its own error line or exit), "process_state" (/proc),
     #: "flight_recorder", "stacks", "progress" (first to stop printing progress); None: no culprit
     culprit_source: str | None = None
+    #: the failure (or the silence) came after the job said its training had finished: shutting
+    #: down, not training; it is not restarted (a restart would redo finished work)
+    after_training: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"after_training": True} if self.after_training else {}
         return {
             "label": self.label.value,
             "action": self.action.value,
@@ -130,6 +134,7 @@ class Verdict:
             "advice": self.advice,
             "step": self.step,
             "culprit_source": self.culprit_source,
+            **extra,
         }
 
 

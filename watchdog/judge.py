@@ -154,6 +154,8 @@ class RankState:
     save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
+    train_end: float | None = None  # the framework said training finished (no progress since)
+    train_end_line: Evidence | None = None
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
     last_compile_beat: float | None = None
@@ -372,6 +374,7 @@ class Judge:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
+            st.train_end = st.train_end_line = None  # progress after it: that was not the end
             if st.failure_match is not None and st.failure_match.signature.generic:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
                 st.failure = st.failure_match = st.failure_time = None
@@ -401,6 +404,8 @@ class Judge:
         elif effect is Effect.SAVE_END:
             st.save_open, st.save_open_line = None, None
             st.last_save_end = line.mono
+        elif effect is Effect.TRAIN_END:
+            st.train_end, st.train_end_line = line.mono, ev
         elif effect is Effect.COMPILE_BEAT:
             st.last_compile_beat = line.mono
         elif effect is Effect.COMPILE_WAIT:
@@ -559,7 +564,7 @@ class Judge:
         """The job's verdict at ``now``. Never ``healthy`` for what could not be observed."""
         failed = self._failure_verdict()
         if failed is not None:
-            return self._with_hints(failed)
+            return self._with_hints(self._after_training(failed))
         if self.unobserved:
             nodes = sorted(self.unobserved)
             return Verdict(
@@ -629,6 +634,33 @@ class Judge:
         evidence = (*v.evidence, *(e for e, _ in self.hints))[: max(20, len(v.evidence))]
         extra = " ".join(f"Also seen: {m.signature.advice}" for _, m in self.hints[:3])
         return replace(v, evidence=evidence, advice=f"{v.advice} {extra}".strip())
+
+    def training_finished(self) -> Evidence | None:
+        """The newest "training finished" line (HF's final metrics, Lightning's ``Trainer.fit`
+        stopped``, ...) of a rank that made no progress after it; None while training goes on."""
+        ends = [st.train_end_line for st in self.ranks.values() if st.train_end_line is not None]
+        return max(ends, key=lambda e: e.mono) if ends else None
+
+    def _after_training(self, v: Verdict) -> Verdict:
+        """A failure that came after the job said its training had finished happened while shutting
+        down (an abort at interpreter exit, a teardown error): the work is done, so it is reported
+        and not restarted (a restart would redo finished work, and a trainer may save again)."""
+        end = self.training_finished()
+        if end is None:
+            return v
+        times = [t for st in self.ranks.values() if st.key in v.ranks
+                 for t in (st.failure_time if st.failure is not None else st.exit_time,) if t is not None]
+        if not times and self.launcher_exit is None:
+            return v
+        if times and min(times) < end.mono:
+            return v  # it failed before the end was declared: a failure of the training
+        return replace(
+            v, action=Action.STOP, after_training=True,
+            reason=f"after training finished (step {self.max_step}; {_who(end.key)}: {end.text.strip()[:80]!r}): "
+            f"{v.reason}; not restarted, the training is done",
+            advice=f"{v.advice} The training had finished: check that the final checkpoint/model was written; "
+            "the failure happened while shutting down.".strip(),
+        )
 
     def _failure_verdict(self) -> Verdict | None:
         failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
@@ -772,6 +804,36 @@ class Judge:
                 advice="A synced checkpoint save is running; waiting is correct. Async saving keeps "
                 "training while it writes.",
                 step=self.max_step,
+            )
+        end = self.training_finished()
+        if live and idle > timeout and end is not None:
+            since = now - end.mono
+            if since <= self.settings.save_timeout:
+                return Verdict(
+                    Label.HEALTHY,
+                    Action.WAIT,
+                    ranks=tuple(st.key for st in live),
+                    culprit=end.key,
+                    evidence=(end,),
+                    reason=f"training finished {since:.0f}s ago ({_who(end.key)}: {end.text.strip()[:80]!r}); "
+                    f"{len(live)} rank(s) still shutting down (final save, teardown; a hang after "
+                    f"{self.settings.save_timeout:.0f}s)",
+                    advice="The training has finished; the ranks are writing their last files and exiting.",
+                    step=self.max_step,
+                )
+            return Verdict(
+                Label.COLLECTIVE_HANG,
+                Action.STOP,
+                ranks=tuple(st.key for st in live),
+                culprit=end.key,
+                evidence=(end,),
+                reason=f"training finished {since:.0f}s ago but {len(live)} rank(s) have not exited "
+                f"(> save timeout {self.settings.save_timeout:.0f}s); stopping them, not restarting: "
+                "the training is done",
+                advice="The job hangs while shutting down (a final save or a collective in teardown). "
+                "Check that the final checkpoint/model is complete.",
+                step=self.max_step,
+                after_training=True,
             )
         if live and idle > timeout:
             laggard = self._collective_laggard(live)

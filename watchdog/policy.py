@@ -110,6 +110,14 @@ class RestartPolicy:
         same_as_last = bool(self.failures) and self.failures[-1] == key and verdict.step is not None
         self.failures.append(key)
         fail_code = job_exit_code if job_exit_code not in (None, 0) else int(ExitCode.JOB_FAILED)
+        if verdict.after_training:
+            # The job's own failure code when it exited by itself (something did fail, and a
+            # scheduler should see it); 4 when we had to stop a shutdown that hung.
+            return Outcome(
+                Decision.GIVE_UP,
+                f"training had finished; {verdict.label.value} while shutting down is not restarted",
+                int(ExitCode.NOT_RESTARTABLE) if job_exit_code is None else fail_code,
+            )
         if verdict.label in NEVER_RESTART or verdict.action is Action.STOP:
             return Outcome(
                 Decision.GIVE_UP,

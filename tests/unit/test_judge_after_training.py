@@ -1,0 +1,82 @@
+"""After the job says its training finished (the frameworks' own last words, real lines): silence
+is the final save and teardown, and a failure is a failure of the shutdown, which is not restarted.
+On a fake clock (``now`` is an argument)."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, Verdict
+from neuron_watch.judge import Judge, JudgeSettings
+from neuron_watch.kb import default_knowledge_base
+from neuron_watch.policy import Decision, RestartPolicy
+
+KB = default_knowledge_base()
+N = "node-a"
+# real last lines of the frameworks' jobs (tests/unit/data/frameworks/, captured from real runs)
+HF_END = ("{'train_runtime': '4.715', 'train_samples_per_second': '67.86', 'train_steps_per_second': '4.241', "
+          "'train_loss': '4.55', 'epoch': '1.25'}")
+LIGHTNING_END = "`Trainer.fit` stopped: `max_steps=40` reached."
+OWN_END = "training done at step 14"
+
+
+def ln(rank: int, text: str, t: float) -> LogLine:
+    return LogLine(RankKey(N, rank), text, t, 1_800_000_000.0 + t, f"rank-{rank}.log", int(t))
+
+
+def trained(end_line: str | None, steps: int = 10, hang_timeout: float = 12.0, save_timeout: float = 600.0) -> Judge:
+    """Two ranks, a step a second; rank 0 then says training finished at t = steps + 0.5."""
+    j = Judge(KB, JudgeSettings(hang_timeout=hang_timeout, save_timeout=save_timeout), start=0.0)
+    for n in range(1, steps + 1):
+        for r in range(2):
+            j.observe_line(ln(r, f"step {n} loss 1.5", float(n)))
+    if end_line is not None:
+        j.observe_line(ln(0, end_line, steps + 0.5))
+    return j
+
+
+@pytest.mark.parametrize("end_line", [HF_END, LIGHTNING_END, OWN_END])
+def test_silence_after_training_finished_is_shutting_down_not_a_hang(end_line: str) -> None:
+    j = trained(end_line)
+    v = j.verdict(10.0 + 100.0)  # far beyond the 12 s hang timeout, within the 600 s save timeout
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    assert "training finished" in v.reason and "shutting down" in v.reason
+    assert trained(None).verdict(10.0 + 100.0).label is Label.COLLECTIVE_HANG  # the same silence without it
+
+
+def test_a_shutdown_that_never_ends_is_stopped_not_restarted() -> None:
+    j = trained(OWN_END)
+    v = j.verdict(10.5 + 601.0)
+    assert (v.label, v.action, v.after_training) == (Label.COLLECTIVE_HANG, Action.STOP, True), v.reason
+    assert "not restarting" in v.reason
+    assert v.to_dict()["after_training"] is True
+    out = RestartPolicy(max_restarts=3).on_failure(v, progressed_for=10.0, job_exit_code=None)
+    assert out.decision is Decision.GIVE_UP and out.exit_code == 4, out
+
+
+def test_a_rank_that_aborts_after_training_finished_is_not_restarted_and_the_jobs_code_stands() -> None:
+    j = trained(HF_END)
+    j.observe_exit(RankExit(RankKey(N, 1), -6, 11.0))  # "terminate called without an active exception"
+    v = j.verdict(11.5)
+    assert v.action is Action.STOP and v.after_training, v
+    assert v.reason.startswith("after training finished (step 10;") and "exited with -6" in v.reason
+    out = RestartPolicy(max_restarts=3).on_failure(v, progressed_for=10.0, job_exit_code=1)
+    assert (out.decision, out.exit_code) == (Decision.GIVE_UP, 1), out
+    assert "training had finished" in out.reason
+
+
+def test_a_failure_before_the_end_was_said_is_a_failure_of_the_training() -> None:
+    j = trained(None)
+    j.observe_exit(RankExit(RankKey(N, 1), -6, 10.2))
+    j.observe_line(ln(0, OWN_END, 10.5))  # rank 0 says it is done after rank 1 had died
+    v = j.verdict(11.0)
+    assert (v.action, v.after_training) == (Action.RESTART, False), v
+
+
+def test_progress_after_the_end_line_cancels_it() -> None:
+    j = trained(LIGHTNING_END)  # a first fit() ends ...
+    for r in range(2):
+        j.observe_line(ln(r, "step 11 loss 1.4", 12.0))  # ... and a second one trains on
+    assert j.training_finished() is None
+    v: Verdict = j.verdict(12.0 + 100.0)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART)
