@@ -639,7 +639,22 @@ class Judge:
         """The newest "training finished" line (HF's final metrics, Lightning's ``Trainer.fit`
         stopped``, ...) of a rank that made no progress after it; None while training goes on."""
         ends = [st.train_end_line for st in self.ranks.values() if st.train_end_line is not None]
-        return max(ends, key=lambda e: e.mono) if ends else None
+        if not ends:
+            return None
+        # Every rank that printed progress must have said it (or exited cleanly): one rank that
+        # ran out of data early and said "done" while the others wait for it is a hang.
+        if any(st.last_progress is not None and st.train_end_line is None and st.exit_code != 0
+               for st in self.ranks.values()):
+            return None
+        return max(ends, key=lambda e: e.mono)
+
+    def _left_early(self) -> list[RankState]:
+        """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
+        in a synchronous job, the others are left waiting in a collective they never joined."""
+        if self.training_finished() is not None:
+            return []
+        return [st for st in self.ranks.values()
+                if st.key.rank >= 0 and st.failure is None and (st.exit_code == 0 or st.train_end is not None)]
 
     def _after_training(self, v: Verdict) -> Verdict:
         """A failure that came after the job said its training had finished happened while shutting
@@ -707,9 +722,14 @@ class Judge:
                 quiet = [
                     k for k, r in self.ranks.items() if k not in failed and k.rank >= 0 and r.exit_code in (None, 0)
                 ]
+                left = [r.key for r in self._left_early() if r.key in quiet]
                 if len(quiet) == 1 and len(failed) >= 1:
                     culprit = quiet[0]
                     reason = f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} alone reported nothing"
+                elif len(left) == 1:
+                    culprit = left[0]
+                    reason = (f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} had said it was done (or "
+                              "exited cleanly) while they were in a collective with it: it left early")
             if sig.id == KILLED_SIGNATURE:
                 oom = self._oom_evidence(st.key.node)
                 if oom is not None:  # the kernel says why it was killed
@@ -839,8 +859,15 @@ class Judge:
             laggard = self._collective_laggard(live)
             culprit: RankKey | None
             found_by: str | None
+            left = self._left_early()
             if laggard is not None:
                 culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"
+            elif len(left) == 1:
+                # It left while its peers wait in a collective it never joined (uneven inputs, a
+                # rank-dependent branch around a collective).
+                culprit, found_by = left[0].key, "process_state"
+                how = (f"; {_who(culprit)} said it was done or exited cleanly while the others wait: it left "
+                       "without a collective they are in (uneven data, a skipped collective)")
             else:
                 culprit, how = self._hang_culprit(live), ""
                 found_by = None if culprit is None else "progress"

@@ -131,6 +131,32 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
         force_cleanup(str(run_dir))
 
 
+def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """DDP's uneven inputs: rank 2 has one batch fewer, skips the last step's all-reduce, says it
+    is done and exits cleanly; the others wait for it in ``backward``. Not "training finished":
+    the ranks that print progress did not all say so."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+            "--no-prewarm", "torchrun", "--nproc_per_node", "4",
+            DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "2"]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        # gloo: when rank 2 closes its connections its peers fail with "Connection closed by peer"
+        # (comm_error); NCCL would leave them hung (collective_hang): the culprit is rank 2 either way
+        failed = [e for e in named(evs, "verdict") if e["action"] == "restart"]
+        assert len(failed) == 1, [(e.get("label"), e.get("reason")) for e in named(evs, "verdict")]
+        assert failed[0]["label"] in ("comm_error", "collective_hang"), failed[0]
+        assert failed[0]["culprit"]["rank"] == 2, failed[0]["reason"]
+        assert "said it was done" in failed[0]["reason"], failed[0]["reason"]
+        assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 has even data
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
 def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:

@@ -24,14 +24,17 @@ def ln(rank: int, text: str, t: float) -> LogLine:
     return LogLine(RankKey(N, rank), text, t, 1_800_000_000.0 + t, f"rank-{rank}.log", int(t))
 
 
-def trained(end_line: str | None, steps: int = 10, hang_timeout: float = 12.0, save_timeout: float = 600.0) -> Judge:
-    """Two ranks, a step a second; rank 0 then says training finished at t = steps + 0.5."""
-    j = Judge(KB, JudgeSettings(hang_timeout=hang_timeout, save_timeout=save_timeout), start=0.0)
+def trained(end_line: str | None, printing: tuple[int, ...] = (0,), steps: int = 10) -> Judge:
+    """Two ranks, a step a second printed by the ``printing`` ranks (HF and Lightning print on rank 0
+    only); each of them then says training finished at t = steps + 0.5."""
+    j = Judge(KB, JudgeSettings(hang_timeout=12.0, save_timeout=600.0), start=0.0)
+    j.expect([RankKey(N, 0), RankKey(N, 1)], 0.0)
     for n in range(1, steps + 1):
-        for r in range(2):
+        for r in printing:
             j.observe_line(ln(r, f"step {n} loss 1.5", float(n)))
     if end_line is not None:
-        j.observe_line(ln(0, end_line, steps + 0.5))
+        for r in printing:
+            j.observe_line(ln(r, end_line, steps + 0.5))
     return j
 
 
@@ -45,7 +48,7 @@ def test_silence_after_training_finished_is_shutting_down_not_a_hang(end_line: s
 
 
 def test_a_shutdown_that_never_ends_is_stopped_not_restarted() -> None:
-    j = trained(OWN_END)
+    j = trained(OWN_END, printing=(0, 1))  # our toy job: every rank prints its steps and its end
     v = j.verdict(10.5 + 601.0)
     assert (v.label, v.action, v.after_training) == (Label.COLLECTIVE_HANG, Action.STOP, True), v.reason
     assert "not restarting" in v.reason
@@ -75,8 +78,38 @@ def test_a_failure_before_the_end_was_said_is_a_failure_of_the_training() -> Non
 
 def test_progress_after_the_end_line_cancels_it() -> None:
     j = trained(LIGHTNING_END)  # a first fit() ends ...
-    for r in range(2):
-        j.observe_line(ln(r, "step 11 loss 1.4", 12.0))  # ... and a second one trains on
+    j.observe_line(ln(0, "step 11 loss 1.4", 12.0))  # ... and a second one trains on
     assert j.training_finished() is None
     v: Verdict = j.verdict(12.0 + 100.0)
     assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART)
+
+
+def test_one_rank_that_says_done_and_exits_while_the_others_wait_is_a_hang_and_the_culprit() -> None:
+    """DDP's uneven inputs: rank 1 had one batch fewer, said "training done" and exited cleanly;
+    rank 0 waits for it in the last step's all-reduce and never says it is done."""
+    j = trained(None, printing=(0, 1))
+    j.observe_line(ln(1, "training done at step 10", 10.5))
+    j.observe_exit(RankExit(RankKey(N, 1), 0, 10.6))
+    assert j.training_finished() is None
+    v = j.verdict(10.0 + 13.0)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+    assert v.culprit == RankKey(N, 1) and v.culprit_source == "process_state"
+    assert "exited cleanly while the others wait" in v.reason
+
+
+def test_peers_that_report_the_closed_connection_of_the_rank_that_left_early_name_it() -> None:
+    """gloo: when the rank that left early closes its connections, its peers fail with "Connection
+    closed by peer" (real line of the run of tests/process/ranks/ddp_faults.py --fault uneven)."""
+    closed = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+              "closed by peer [127.0.0.1]:8621. This is typically caused by a remote worker crashing. Check the "
+              "logs of the remote worker before reporting an error. GLHF! 🏖️")
+    j = Judge(KB, JudgeSettings(hang_timeout=12.0), start=0.0)
+    for n in range(1, 8):
+        for r in range(4):
+            j.observe_line(ln(r, f"step {n} loss 1.5", float(n)))
+    j.observe_line(ln(2, "training done at step 7", 7.5))  # its shard had one batch fewer
+    for r in (1, 3):
+        j.observe_line(ln(r, closed, 8.0))
+    v = j.verdict(8.5)
+    assert v.culprit == RankKey(N, 2), v.reason
+    assert "rank 2 had said it was done" in v.reason or "2 had said it was done" in v.reason, v.reason

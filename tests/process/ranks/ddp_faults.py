@@ -6,7 +6,10 @@ DDP's gradient all-reduce in ``backward`` and wait there:
 
 * ``sleep``: sleeps in its own code (a slow host call, a lock);
 * ``spin``: spins in a Python loop;
-* ``loader``: its data-loader worker process never delivers the next batch.
+* ``loader``: its data-loader worker process never delivers the next batch;
+* ``uneven``: its data shard has one batch fewer (DDP's classic uneven-inputs bug): it skips the
+  last step's collectives, says it is done and exits cleanly while the others wait for it in
+  ``backward``.
 
 Later generations run clean, so a restart finishes the job.
 """
@@ -49,7 +52,7 @@ def spin_forever() -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader"], default="none")
+    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader", "uneven"], default="none")
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
@@ -60,7 +63,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = Batches(a.steps, a.at if faulty and a.fault == "loader" else -1)
+    steps = a.steps - 1 if faulty and a.fault == "uneven" else a.steps
+    data = Batches(steps, a.at if faulty and a.fault == "loader" else -1)
     loader = DataLoader(data, batch_size=None, num_workers=1 if a.fault == "loader" else 0)
     for step, x in enumerate(loader, start=1):
         if faulty and step == a.at and a.fault == "sleep":
@@ -73,7 +77,7 @@ def main() -> None:
         opt.zero_grad()
         time.sleep(a.step_time)
         print(f"step {step} loss {loss.item():.4f}", flush=True)
-    print(f"training done at step {a.steps}", flush=True)
+    print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
 
 
