@@ -126,3 +126,46 @@ def test_no_culprit_when_the_ranks_disagree_among_themselves() -> None:
         j.observe_collectives(RankKey(N, r), g(seq), 10.0)
     v = j.verdict(50.0)
     assert v.label is Label.COLLECTIVE_HANG and "flight recorder" not in v.reason
+
+
+# -- NCCL's layout ----------------------------------------------------------------------------------
+# What ProcessGroupNCCL's recorder dumps (torch/csrc/distributed/c10d/FlightRecorder*.{hpp,cpp};
+# the entry fields of torch's own test/distributed/flight_recorder/test_fr_analysis.py): the same
+# document as gloo's, but NCCL moves ``state`` from "scheduled" to "started" to "completed" as the
+# CUDA events fire, fills ``time_discovered_*_ns``, and pg_status follows the same ids.
+
+
+def nccl_dump(rank: int, enqueued: int, completed: int) -> dict[str, Any]:
+    def entry(seq: int, state: str) -> dict[str, Any]:
+        return {
+            "record_id": seq, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": str(seq),
+            "p2p_seq_id": "0", "op_id": seq, "profiling_name": "nccl:all_reduce",
+            "time_created_ns": 1_795_451_782_410_578_700 + seq,
+            "input_sizes": [[2177]], "input_dtypes": ["Float"], "output_sizes": [[2177]], "output_dtypes": ["Float"],
+            "state": state, "time_discovered_started_ns": 1 if state != "scheduled" else None,
+            "time_discovered_completed_ns": 2 if state == "completed" else None, "retired": state == "completed",
+            "timeout_ms": 600000, "is_p2p": False, "frames": [],
+        }
+    entries = [entry(s, "completed") for s in range(max(0, completed - 3), completed + 1)]
+    if enqueued > completed:
+        entries.append(entry(enqueued, "started"))  # in flight: waiting for the peer that never came
+    return {
+        "version": "2.10", "rank": rank,
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+        "pg_status": {"0": {"last_enqueued_collective": str(enqueued), "last_started_collective": str(enqueued),
+                            "last_completed_collective": str(completed)}},
+        "nccl_comm_state": {}, "entries": entries,
+    }
+
+
+def test_an_nccl_dump_names_the_rank_that_never_entered_the_collective_the_others_are_in() -> None:
+    j = judge()
+    for r in range(4):  # ranks 0, 1, 3 started all-reduce 42 and wait in it; rank 2 is still at 41
+        doc = nccl_dump(r, 41 if r == 2 else 42, 41)
+        (p,) = summarize(doc)
+        assert (p.completed, p.enqueued, p.op) == (41, 41 if r == 2 else 42, "nccl:all_reduce")
+        assert p.state == ("completed" if r == 2 else "started")
+        j.observe_collectives(RankKey(N, r), (p,), 10.0)
+    v = j.verdict(50.0)
+    assert v.culprit == RankKey(N, 2) and v.culprit_source == "flight_recorder", v.reason
+    assert "rank2 is 1 collective behind the other 3 ranks of group 0" in v.reason
