@@ -157,6 +157,32 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
         force_cleanup(str(run_dir))
 
 
+def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restarted(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """Every rank trained to the end and said so; rank 1 then aborts while exiting (SIGABRT). The
+    failure is reported with its cause, the job is not restarted (the training is done), and the
+    exit code is the job's own (torchrun's 1: something did fail)."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "30", "--no-prewarm",
+            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--steps", "6", "--fault", "abort_at_exit", "--rank", "1"]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            out, _ = p.communicate(timeout=300)
+        evs = events(run_dir)
+        assert p.returncode == 1, out[-3000:]
+        failed = [e for e in named(evs, "verdict") if e["action"] != "wait"]
+        assert len(failed) == 1 and failed[0]["after_training"] is True, failed
+        assert failed[0]["action"] == "stop" and failed[0]["culprit"]["rank"] == 1, failed[0]
+        assert "after training finished (step 6" in failed[0]["reason"]
+        assert named(evs, "restart") == []
+        done = named(evs, "job_finished")[0]
+        assert done["exit_code"] == 1 and "training had finished" in done["reason"], done
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
 def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:

@@ -9,7 +9,9 @@ DDP's gradient all-reduce in ``backward`` and wait there:
 * ``loader``: its data-loader worker process never delivers the next batch;
 * ``uneven``: its data shard has one batch fewer (DDP's classic uneven-inputs bug): it skips the
   last step's collectives, says it is done and exits cleanly while the others wait for it in
-  ``backward``.
+  ``backward``;
+* ``abort_at_exit``: trains to the end, says so, then aborts while exiting (SIGABRT, as a C++
+  thread left joinable at interpreter exit does: "terminate called without an active exception").
 
 Later generations run clean, so a restart finishes the job.
 """
@@ -52,7 +54,7 @@ def spin_forever() -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader", "uneven"], default="none")
+    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader", "uneven", "abort_at_exit"], default="none")
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
@@ -79,6 +81,8 @@ def main() -> None:
         print(f"step {step} loss {loss.item():.4f}", flush=True)
     print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
+    if faulty and a.fault == "abort_at_exit":
+        os.abort()
 
 
 if __name__ == "__main__":
