@@ -49,6 +49,7 @@ class Effect(str, enum.Enum):
     SAVE_START = "save_start"
     SAVE_END = "save_end"
     TRAIN_END = "train_end"
+    RECOMPILE = "recompile"
     FATAL = "fatal"
     BENIGN = "benign"
     INFO = "info"

@@ -234,6 +234,7 @@ class Coordinator:
         self._progress_at: float | None = None
         self._progress_line_wall: float | None = None
         self._blind_said = False  # the "no progress recognised" warning of this generation was given
+        self._storms_said: set[RankKey] = set()  # ranks whose recompile storm was reported this generation
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
@@ -530,6 +531,7 @@ class Coordinator:
             self.last_verdict = verdict
             self._progress_event(now)
             self._blind_check(now)
+            self._storm_check()
         if self._interrupt is not None:
             self._interrupting(now)
         else:
@@ -613,6 +615,21 @@ class Coordinator:
                          seconds=warning.seconds, lines=list(warning.lines), ranks=warning.ranks)
         # The console sink for events (eventlog) will print this; until it lands, log it here.
         log.warning("%s", message)
+
+    def _storm_check(self) -> None:
+        """Report once per rank and generation a rank that recompiles again and again (the judge
+        decides): slow, not hung, and not to be left unsaid."""
+        storms = getattr(self.judge, "recompile_storms", None)
+        for key, count, line in storms() if callable(storms) else []:
+            if key in self._storms_said:
+                continue
+            self._storms_said.add(key)
+            message = (f"{key} recompiled its graph {count} time(s) this generation (torch.compile): each new "
+                       f"input shape or code path pays a compile while the other ranks wait. Last: "
+                       f"{line.text.strip()[:200]}")
+            self.events.emit("warning", self.generation, kind="recompile_storm", message=message,
+                             node=key.node, rank=key.rank, recompiles=count, line=line.text.strip()[:500])
+            log.warning("%s", message)
 
     def _progressed_for(self) -> float:
         times = getattr(self.judge, "step_times", None) or []
@@ -716,6 +733,7 @@ class Coordinator:
                 self._last_label, self._last_explained = None, False
                 self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
                 self._blind_said = False
+                self._storms_said = set()
                 for v in self.nodes.values():
                     v.launcher_code = None
                     v.recorder.clear()  # the new ranks start their own servers

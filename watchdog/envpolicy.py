@@ -8,6 +8,7 @@ Rules (DESIGN.md §7, notes/neuron.md §4.7, §4.8, §1.4):
 * Runtime core dumps under the run dir with ``%d-%c`` (datetime, cluster id), so every rank of one
   failing collective writes into the same directory; an S3 prefix too when artifacts go to S3.
 * ``FI_EFA_FORK_SAFE=1`` on kernels older than 5.15 (libfabric needs it there; harmless after).
+* ``TORCH_LOGS=recompiles`` (unless ``TORCH_LOGS`` is set): torch.compile's recompiles, with reasons.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def plan_environment(
                 f"kernel {facts.kernel_release} < 5.15: libfabric disables multi-node EFA without it",
             )
         )
+    # dynamo prints each recompile and the guard that failed (torch/_dynamo/guards.py): a rank that
+    # recompiles is told from a hung one by its own words (output only; nothing else changes)
+    wanted.append(("TORCH_LOGS", "recompiles", "torch.compile says when a rank recompiles and why"))
     settings = []
     for name, value, why in wanted:
         if name in user_env:

@@ -49,6 +49,9 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
+#: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
+#: function, torch/_dynamo/config.py recompile_limit)
+RECOMPILE_STORM = 5
 
 SIGTERM_CODES = frozenset({-15, 143})
 
@@ -155,6 +158,9 @@ class RankState:
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
     train_end: float | None = None  # the framework said training finished (no progress since)
+    recompiles: int = 0  # graph recompiles this rank announced (torch.compile)
+    last_recompile_line: Evidence | None = None
+    recompile_limit_hit: bool = False  # dynamo gave up recompiling (a storm by its own word)
     train_end_line: Evidence | None = None
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
@@ -404,6 +410,11 @@ class Judge:
         elif effect is Effect.SAVE_END:
             st.save_open, st.save_open_line = None, None
             st.last_save_end = line.mono
+        elif effect is Effect.RECOMPILE:
+            st.last_compile_beat = line.mono  # compile evidence for COMPILE_BEAT_WINDOW, like dots
+            st.recompiles += 1
+            st.last_recompile_line = ev
+            st.recompile_limit_hit = st.recompile_limit_hit or m.signature.severity == "warning"
         elif effect is Effect.TRAIN_END:
             st.train_end, st.train_end_line = line.mono, ev
         elif effect is Effect.COMPILE_BEAT:
@@ -634,6 +645,13 @@ class Judge:
         evidence = (*v.evidence, *(e for e, _ in self.hints))[: max(20, len(v.evidence))]
         extra = " ".join(f"Also seen: {m.signature.advice}" for _, m in self.hints[:3])
         return replace(v, evidence=evidence, advice=f"{v.advice} {extra}".strip())
+
+    def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]:
+        """Ranks that recompile again and again (:data:`RECOMPILE_STORM` recompiles in this
+        generation, or dynamo's own recompile limit hit): a performance finding, never a hang."""
+        return [(st.key, st.recompiles, st.last_recompile_line) for st in self.ranks.values()
+                if st.last_recompile_line is not None
+                and (st.recompiles >= RECOMPILE_STORM or st.recompile_limit_hit)]
 
     def training_finished(self) -> Evidence | None:
         """The newest "training finished" line (HF's final metrics, Lightning's ``Trainer.fit`

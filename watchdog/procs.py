@@ -13,6 +13,7 @@ import ctypes
 import errno
 import logging
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -315,10 +316,33 @@ class CompilerProc:
     cpu_seconds: float
 
 
+#: Programs a graph compiler runs under a rank: the system C/C++ compiler and its passes
+#: (inductor's C++ kernels on CPU, ``torch.utils.cpp_extension``), and NVIDIA's (Triton's and
+#: inductor's GPU kernels: ``ptxas``, ``nvcc`` and its ``cicc``).
+NATIVE_COMPILERS = frozenset({
+    "cc", "c++", "gcc", "g++", "clang", "clang++", "cc1", "cc1plus", "as", "ld", "collect2",
+    "nvcc", "cicc", "ptxas", "nvlink", "fatbinary",
+})
+#: inductor's compile worker pool (torch/_inductor/compile_worker/__main__.py): Python processes
+#: that compile Triton kernels (and run the native compilers above as their children)
+_INDUCTOR_WORKER = "torch._inductor.compile_worker"
+
+
 def is_compiler(argv: Sequence[str]) -> bool:
-    """``neuronx-cc compile ...`` (a console script: argv is ``python .../neuronx-cc compile ...``)."""
+    """A process that compiles the job's graphs: ``neuronx-cc compile ...`` (a console script: argv
+    is ``python .../neuronx-cc compile ...``), a native compiler (:data:`NATIVE_COMPILERS`), or
+    inductor's compile worker. Only descendants of a rank are asked, and only CPU time that keeps
+    growing counts as compiling (the judge), so an idle worker pool is not a compile."""
+    if not argv:
+        return False
     names = [os.path.basename(a) for a in argv[:3]]
-    return "neuronx-cc" in names and "compile" in argv[1:4]
+    if "neuronx-cc" in names and "compile" in argv[1:4]:
+        return True
+    # x86_64-linux-gnu-g++-12: the target prefix and the version suffix are not the program
+    program = re.sub(r"-\d+(?:\.\d+)*$", "", names[0]).rsplit("-", 1)[-1]
+    if names[0] in NATIVE_COMPILERS or program in NATIVE_COMPILERS:
+        return True
+    return any(a == _INDUCTOR_WORKER or _INDUCTOR_WORKER.replace(".", "/") in a for a in argv[:4])
 
 
 class ProcessSampler:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from neuron_watch.procs import ProcessSampler
+from neuron_watch.procs import ProcessSampler, is_compiler
 from tests.fixtures.procs import kill_group
 
 
@@ -55,3 +55,54 @@ def _wait(cond: Callable[[], bool]) -> None:
     while not cond():
         assert time.monotonic() < deadline, "timed out waiting on the child process"
         time.sleep(0.01)
+
+
+# Real command lines (inductor's C++ kernel build as torch 2.13 runs it on CPU, a distribution's
+# prefixed compiler, NVIDIA's assembler, inductor's compile worker, neuronx-cc's console script).
+COMPILERS = [
+    ["g++", "/tmp/torchinductor_u/4d/c4dphjjxkweid7unlczxrrsvx2bnlszsmgxq47w4lr23x5cixt6d.main.cpp", "-D",
+     "TORCH_INDUCTOR_CPP_WRAPPER", "-O3", "-DNDEBUG", "-shared", "-fPIC", "-o", "/tmp/torchinductor_u/4d/x.so"],
+    ["/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus", "-quiet", "-D_GNU_SOURCE", "/tmp/torchinductor_u/4d/x.main.cpp"],
+    ["/usr/bin/x86_64-linux-gnu-g++-12", "-c", "kernel.cpp"],
+    ["ptxas", "-lineinfo", "-v", "--gpu-name=sm_90a", "/tmp/tmpk1.ptx", "-o", "/tmp/tmpk1.ptx.o"],
+    ["/opt/venv/bin/python", "/opt/venv/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py",
+     "--pickler=torch._inductor.compile_worker.subproc_pool.SubprocPickler", "--workers=8"],
+    ["/opt/venv/bin/python3", "/opt/venv/bin/neuronx-cc", "compile", "--framework=XLA", "model.hlo_module.pb"],
+]
+NOT_COMPILERS = [
+    ["/opt/venv/bin/python3", "-u", "train.py", "--compile"],
+    ["gcc-ar", "rcs", "lib.a"],
+    ["/bin/bash", "-c", "g++ --version"],  # a shell that may run one: its child is what counts
+    ["/opt/venv/bin/python3", "/opt/venv/bin/neuronx-cc", "--version"],
+    [],
+]
+
+
+def test_compilers_are_recognised_by_their_command_line() -> None:
+    assert [is_compiler(a) for a in COMPILERS] == [True] * len(COMPILERS)
+    assert [is_compiler(a) for a in NOT_COMPILERS] == [False] * len(NOT_COMPILERS)
+
+
+def test_a_real_gxx_under_a_rank_is_that_ranks_compiler(tmp_path: Path) -> None:
+    """A launcher's worker (RANK=3) runs the system C++ compiler, which waits for its source on
+    stdin: the sampler names g++ and its cc1plus pass as rank 3's compilers."""
+    worker = ("import os, subprocess, sys; "
+              "p = subprocess.Popen(['g++', '-x', 'c++', '-O2', '-c', '-', '-o', os.devnull], stdin=subprocess.PIPE); "
+              "sys.stdin.readline(); p.stdin.close(); p.wait()")
+    env = dict(os.environ, LOCAL_RANK="1", RANK="3")
+    launcher = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                                 f"{worker!r}])"], stdin=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        sampler = ProcessSampler()
+        found: list[tuple[int, str]] = []
+
+        def compilers_seen() -> bool:
+            _, compilers = sampler.sample(launcher.pid)
+            found[:] = [(c.rank, os.path.basename(_cmdline(c.pid).split(b"\0")[0].decode())) for c in compilers]
+            return any(name == "cc1plus" for _, name in found)
+
+        _wait(compilers_seen)
+        assert {rank for rank, _ in found} == {3}
+        assert {"g++", "cc1plus"} <= {name for _, name in found}, found
+    finally:
+        kill_group(launcher)

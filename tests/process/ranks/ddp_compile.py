@@ -1,0 +1,65 @@
+"""A DDP job (gloo, CPU) whose model is ``torch.compile``d, for the compile tests.
+
+Every rank prints ``step N loss X`` after each step. In generation 0, at ``--at`` the rank
+``--rank`` gets a batch of another shape: dynamo's guard on the input size fails and that rank
+alone recompiles (inductor writes C++ and runs the system compiler) while the others wait for it
+in DDP's gradient all-reduce. ``--storm``: every step of that rank has a new shape (a recompile on
+every step until dynamo's recompile limit). Inductor's caches are off (``TORCHINDUCTOR_FORCE_DISABLE_CACHES``)
+so the recompile is real every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def model(width: int, depth: int) -> torch.nn.Module:
+    """``depth`` blocks of different widths: each block's fused kernels differ, so the compile
+    grows with the depth (identical blocks would share one kernel)."""
+    layers: list[torch.nn.Module] = []
+    for i in range(depth):
+        w_in, w_out = width + i, width + i + 1
+        layers += [torch.nn.Linear(w_in, w_out), torch.nn.GELU(), torch.nn.LayerNorm(w_out)]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width + depth, 1))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--at", type=int, default=4)
+    p.add_argument("--rank", type=int, default=1)
+    p.add_argument("--depth", type=int, default=24)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--storm", action="store_true")
+    p.add_argument("--step-time", type=float, default=0.1)
+    a = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    faulty = rank == a.rank and os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
+    torch.manual_seed(0)
+    # the model compiled inside DDP (DDP's hooks stay eager); static shapes: a new shape is a whole
+    # new compile, as on Neuron
+    compiled = DDP(torch.compile(model(a.width, a.depth), dynamic=False))
+    opt = torch.optim.SGD(compiled.parameters(), lr=0.01)
+    for step in range(1, a.steps + 1):
+        batch = 8
+        if faulty and (step == a.at or (a.storm and step >= a.at)):
+            batch = 8 + step  # a shape dynamo has not seen: this rank alone recompiles
+        loss = compiled(torch.randn(batch, a.width)).pow(2).mean()
+        loss.backward()  # DDP's all-reduce: the other ranks wait here while it compiles
+        opt.step()
+        opt.zero_grad()
+        time.sleep(a.step_time)
+        print(f"step {step} loss {loss.item():.4f}", flush=True)
+    print(f"training done at step {a.steps}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
