@@ -1,0 +1,133 @@
+"""A real torch.compile recompile on one rank is a compile, not a hang (issue: real compiles).
+
+A DDP job (gloo, 2 CPU ranks) runs a ``torch.compile``d model (tests/process/ranks/ddp_compile.py).
+At step 4 rank 1 alone gets a batch of a new shape: dynamo's guard fails and inductor recompiles
+the model's forward and backward, writing C++ and running the system compiler, while rank 0 waits
+for it in DDP's gradient all-reduce. The hang timeout is set far below the compile's length. Caches
+are off so that the compile is real on every run. The figures (how long the recompile took, when
+the verdicts came) are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.procs import all_pids, is_compiler, read_cmdline, read_stat
+from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, started
+
+pytestmark = pytest.mark.process
+
+RANKS = str(Path(__file__).resolve().parent / "ranks" / "ddp_compile.py")
+HANG_TIMEOUT = "4"  # the recompile takes several times this on any machine
+
+
+def _env(toy_env: dict[str, str]) -> dict[str, str]:
+    return {**toy_env, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+
+
+def _argv(run_dir: Path, *extra: str) -> list[str]:
+    return [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT,
+            "--stop-timeout", "10", "--no-prewarm", "torchrun", "--nproc_per_node", "2", RANKS,
+            "--steps", "6", "--at", "4", "--rank", "1", "--depth", "6", *extra]
+
+
+def _rank_pid(run_dir: Path, rank: int) -> int | None:
+    for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env and f"LOCAL_RANK={rank}".encode() in env:
+            return pid
+    return None
+
+
+def _compilers_under(pid: int) -> list[int]:
+    """Compiler processes (procs.is_compiler) that descend from ``pid``."""
+    parent = {q: info.ppid for q in all_pids() if (info := read_stat(q)) is not None}
+
+    def descends(q: int) -> bool:
+        while q in parent and q != pid:
+            q = parent[q]
+        return q == pid
+
+    return [q for q in parent if q != pid and descends(q) and is_compiler(read_cmdline(q))]
+
+
+def test_one_rank_recompiling_for_many_hang_timeouts_is_compiling_and_the_job_finishes(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "run"
+    try:
+        with started(_argv(run_dir), str(tmp_path), _env(toy_env)) as p:
+            out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        verdicts = [e for e in named(evs, "verdict") if e["generation"] == 0]
+        assert [e for e in verdicts if e["label"] == "collective_hang"] == [], verdicts
+        compiling = [e for e in verdicts if e["label"] == "compiling"]
+        assert any(e["culprit"] == {"node": e["culprit"]["node"], "rank": 1} for e in compiling if e["culprit"]), \
+            [(e["label"], e.get("culprit"), e.get("reason")) for e in verdicts]
+        assert named(evs, "restart") == []
+        assert named(evs, "job_finished")[0]["exit_code"] == 0
+        log1 = (run_dir / "gen-0" / "rank-1.log").read_text()
+        assert "Recompiling function" in log1 and "size mismatch" in log1  # dynamo said it, with the reason
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
+def test_the_same_rank_stopped_mid_compile_is_a_hang_with_that_rank_the_culprit(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """Rank 1 is SIGSTOPped while its compiler runs: the compiler finishes, the rank never comes
+    back. That is a hang (after the compile ended and the hang timeout passed), culprit rank 1."""
+    run_dir = tmp_path / "run"
+    try:
+        with started(_argv(run_dir), str(tmp_path), _env(toy_env)) as p:
+            deadline = time.monotonic() + 600
+            stopped = False
+            while not stopped:
+                assert time.monotonic() < deadline and p.poll() is None, "no recompile was seen"
+                log1 = run_dir / "gen-0" / "rank-1.log"
+                rank1 = _rank_pid(run_dir, 1)
+                if rank1 and log1.exists() and "Recompiling function" in log1.read_text() and _compilers_under(rank1):
+                    os.kill(rank1, signal.SIGSTOP)
+                    stopped = True
+                time.sleep(0.05)
+            out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 1, [(e["label"], e.get("reason")) for e in hang]
+        assert hang[0]["culprit_source"] == "process_state", hang[0]["reason"]
+        assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 does not change shape
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
+def test_a_rank_that_recompiles_on_every_step_is_reported_as_a_recompile_storm(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "run"
+    try:
+        argv = _argv(run_dir, "--storm", "--depth", "2", "--steps", "10", "--at", "2")  # a new shape every step
+        with started(argv, str(tmp_path), _env(toy_env)) as p:
+            out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        storms = [e for e in named(evs, "warning") if e.get("kind") == "recompile_storm"]
+        assert len(storms) == 1 and storms[0]["rank"] == 1 and storms[0]["recompiles"] >= 5, storms
+        assert "recompiled its graph" in out  # said on the console, once
+        assert out.count("recompiled its graph") == 1
+        assert [e for e in named(evs, "verdict") if e["label"] == "collective_hang"] == []
+        assert named(evs, "restart") == []
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
