@@ -169,10 +169,13 @@ def test_a_console_nobody_reads_does_not_stall_the_watchdog(tmp_path: Path, toy_
     """The wrapper's stdout and stderr are a pipe that nobody reads (a stalled ssh, Ctrl-S) while it
     echoes every rank line: the job still finishes and the wrapper exits; the console lines that
     did not fit are counted (a ``console_dropped`` warning), not waited for."""
-    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-    argv = [NEURON_WATCH, "--job-id", "stuckpipe", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
-            "torchrun", "--nproc_per_node", str(NPROC), TOY, "--checkpoint-dir", str(ckpt), "--steps", "15000",
-            "--step-time", "0", "--checkpoint-every", "5000"]  # 30,000 echoed lines: more than pipe and queue hold
+    run_dir = tmp_path / "run"
+    script = tmp_path / "chatty.py"  # a rank that prints 2 MB fast (more than a pipe and our queue hold)
+    script.write_text("import os\nr = os.environ['RANK']\n"
+                      "for i in range(20000):\n    print(f'step {i} loss 0.5 rank {r} ' + 'x' * 40)\n"
+                      "print('training done', flush=True)\n")
+    argv = [NEURON_WATCH, "--job-id", "stuckpipe", "--run-dir", str(run_dir),
+            "torchrun", "--nproc_per_node", str(NPROC), str(script)]
     p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True)
     try:
