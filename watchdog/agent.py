@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -198,6 +199,12 @@ class NodeAgent:
         self._oom_kills = cgroup_memory_events()  # the kernel's OOM kills in our cgroup so far
         self._last_checkpoint_scan = -1e18
         self._newest_checkpoint: str | None = None  # the newest complete checkpoint seen so far
+        self._stop_thread: threading.Thread | None = None  # a stop running in the background (begin_stop)
+        # This node's own signs of work (monotonic), for the lost-coordinator policy (lostlink.py).
+        self._last_line_at: float | None = None
+        self._last_compiler_at: float | None = None
+        self._progress_seen = 0  # the link's progress-line count when last looked at
+        self._last_progress_at: float | None = None
         # The ranks' flight recorders, read from a thread (a rank's server may be slow to answer).
         self.probe = None if config.no_rank_probe else RankProbe()
         self._probe_root: str | None = None
@@ -367,23 +374,69 @@ class NodeAgent:
 
     def stop(self, deadline: float, verdict_doc: str = "") -> str:
         """Stop every process of the job on this node, then complete this node's bundles with the final
-        verdict (``verdict_doc``, JSON) and upload them (bounded)."""
+        verdict (``verdict_doc``, JSON) and upload them (bounded). Blocks; the loop uses :meth:`begin_stop`."""
+        poll = self.begin_stop(deadline, verdict_doc)
+        while (detail := poll()) is None:
+            time.sleep(0.02)
+        return detail
+
+    def begin_stop(self, deadline: float, verdict_doc: str = "") -> Callable[[], str | None]:
+        """Start :meth:`stop` in a thread and return its poll (the stop's JSON detail once done, else None).
+
+        The blocking parts -- the SIGTERM deadline (a SIGSTOPped rank holds it to the end), completing
+        the bundle on a slow disk, uploads to a slow or absent S3 (``--upload-timeout``) -- run in the
+        thread; the loop keeps reading output, writing status and keeping the link alive meanwhile.
+        What touches the link (the final drain, the detail) happens in the poll, on the loop's thread.
+        """
         # A launcher that reported its failure holds nothing but its own teardown (and, under a
         # static rendezvous, the store's port the next generation needs): SIGKILL it at once.
         first = signal.SIGKILL if self.gen is not None and self.gen.gave_up else signal.SIGTERM
         running = self.gen is not None and self.gen.exit_code is None
         self.stopping("told to by the coordinator")
-        result = self.launcher.stop(deadline, first_signal=first, keep_spare=True)  # the spare may start the next
-        if self.gen is not None and self.gen.exit_code is None:
-            # We stopped it: its exit code is ours, not a failure (or an end) to report.
-            code = self.launcher.poll()
-            self.gen.exit_code = code if code is not None else -15
-        self._drain_output(final=True)
-        if running and self.gen is not None:
-            self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
-        detail: dict[str, Any] = {"rung": result.rung, "seconds": round(result.seconds, 3),
-                                  "survivors": result.survivors, "continued": result.continued}
         final = _json_or_empty(verdict_doc)
+        out: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                # the spare (prewarmed launcher) may start the next generation: kept
+                result = self.launcher.stop(deadline, first_signal=first, keep_spare=True)
+                out["result"] = result
+                out["uploads"] = self._finish_bundles(final)
+            except Exception as exc:  # reported in the detail; the loop must learn that the stop ended
+                log.exception("stopping this node's job failed")
+                out["error"] = str(exc)
+
+        thread = threading.Thread(target=work, name="neuron-watch-stop", daemon=True)
+        self._stop_thread = thread
+        thread.start()
+
+        def poll() -> str | None:
+            if thread.is_alive():
+                return None
+            self._stop_thread = None
+            if self.gen is not None and self.gen.exit_code is None:
+                # We stopped it: its exit code is ours, not a failure (or an end) to report.
+                code = self.launcher.poll()
+                self.gen.exit_code = code if code is not None else -15
+            self._drain_output(final=True)
+            result = out.get("result")
+            detail: dict[str, Any] = {}
+            if result is not None:
+                if running and self.gen is not None:
+                    self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
+                detail = {"rung": result.rung, "seconds": round(result.seconds, 3),
+                          "survivors": result.survivors, "continued": result.continued}
+            if "error" in out:
+                detail["error"] = out["error"]
+            if out.get("uploads") is not None:
+                detail["uploads"] = out["uploads"]
+            return json.dumps(detail)
+
+        return poll
+
+    def _finish_bundles(self, final: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Complete this incident's bundle with the final verdict; upload every bundle (bounded).
+        Runs in the stop's thread (nothing else touches the bundles while a stop runs)."""
         # only this incident's bundle: without storage, earlier incidents' bundles stay in self.bundles
         current = self.bundles.get(f"incident-{final.get('incident')}") if final else None
         if current is not None:
@@ -391,22 +444,22 @@ class NodeAgent:
                 complete_bundle(current, final, self.cfg.artifacts or "")
             except OSError as exc:  # the capture-time files stay; say so, never block the stop
                 log.error("could not complete %s with the final verdict: %s", current, exc)
-        if self.storage is not None and self.bundles:
-            uploads = []
-            for incident, bundle_dir in list(self.bundles.items()):
-                n = int(bundle_dir.parent.name.rsplit("-", 1)[1])
-                key = incident_key(self.job_id, n, self.node)
-                try:
-                    tree = upload_tree(self.storage, bundle_dir, key, deadline_s=self.cfg.upload_timeout)
-                except Exception as exc:  # a storage bug must not block the restart; it is reported
-                    uploads.append({"incident": incident, "ok": False, "error": str(exc)})
-                    continue
-                self.pending_uploads.extend(tree.failed)
-                uploads.append({"incident": incident, "uri": f"{self.cfg.artifacts}/{key}", "ok": tree.ok,
-                                **tree.summary()})
-            self.bundles.clear()
-            detail["uploads"] = uploads
-        return json.dumps(detail)
+        if self.storage is None or not self.bundles:
+            return None
+        uploads: list[dict[str, Any]] = []
+        for incident, bundle_dir in list(self.bundles.items()):
+            n = int(bundle_dir.parent.name.rsplit("-", 1)[1])
+            key = incident_key(self.job_id, n, self.node)
+            try:
+                tree = upload_tree(self.storage, bundle_dir, key, deadline_s=self.cfg.upload_timeout)
+            except Exception as exc:  # a storage bug must not block the restart; it is reported
+                uploads.append({"incident": incident, "ok": False, "error": str(exc)})
+                continue
+            self.pending_uploads.extend(tree.failed)
+            uploads.append({"incident": incident, "uri": f"{self.cfg.artifacts}/{key}", "ok": tree.ok,
+                            **tree.summary()})
+        self.bundles.clear()
+        return uploads
 
     def checkpoint(self) -> str:
         """The newest complete checkpoint this node sees ('' if none)."""
@@ -465,13 +518,42 @@ class NodeAgent:
         self.poll_shape()
         self._drain_output(final=False)
         gen = self.gen
-        if gen is not None:
+        stopping = self.link.stop_running  # the stop's thread owns the launcher's end meanwhile
+        if gen is not None and not stopping:
             self._check_exit(gen, now, wall)
-        if gen is not None:
+        if gen is not None and not stopping:
             self._maybe_prewarm(gen, now)
         reap_children()
         commands = self.link.tick(now, wall)
-        return self.link.dispatch(commands, self, now, wall) if commands else None
+        return self.link.dispatch(commands, self, now, wall) if commands or stopping else None
+
+    def activity_ago(self, now: float) -> float | None:
+        """Seconds since this node's ranks last showed work (None: no generation runs here).
+
+        Work is a progress line (once the generation has shown one), any rank output before that
+        (start-up, loading), or a live compiler process. What the lost-coordinator policy judges by.
+        """
+        gen = self.gen
+        if gen is None or gen.exit_code is not None:
+            return None
+        if self._link is not None and self._link.progress_lines > self._progress_seen:
+            self._progress_seen = self._link.progress_lines
+            self._last_progress_at = now
+        signs = [gen.started, self._last_compiler_at]
+        progressed = self._last_progress_at is not None and self._last_progress_at >= gen.started
+        signs.append(self._last_progress_at if progressed else self._last_line_at)
+        return now - max(t for t in signs if t is not None)
+
+    def rebase(self, gap: float) -> None:
+        """Our loop was paused ``gap`` seconds: shift the clocks that measure silence (ours and the link's)."""
+        for name in ("_last_line_at", "_last_compiler_at", "_last_progress_at"):
+            t = getattr(self, name)
+            if t is not None:
+                setattr(self, name, t + gap)
+        if self.gen is not None:
+            self.gen.started += gap
+        if self._link is not None:
+            self._link.rebase(gap)
 
     def _check_exit(self, gen: NodeGeneration, now: float, wall: float) -> None:
         if gen.exit_code is not None:
@@ -536,6 +618,7 @@ class NodeAgent:
             self._sample(gen, now, wall)
         for ln in gen.streams.poll(now, wall, final):
             out.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
+            self._last_line_at = now
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
         if self.launcher.reports_end(text):
@@ -578,6 +661,8 @@ class NodeAgent:
         if self.cache_dir and now - self._last_locks >= LOCKS_EVERY:
             self._last_locks = now
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
+        if compilers:
+            self._last_compiler_at = now
         readings = self._read_probe(gen)
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
         out.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
@@ -643,6 +728,8 @@ class NodeAgent:
 
         Returns the retry's summary when uploads had failed during the run, else None.
         """
+        if self._stop_thread is not None:  # a stop of ours runs: let it end (it is bounded) before the last one
+            self._stop_thread.join(timeout + self.cfg.upload_timeout + 5)
         running = self.gen is not None and self.gen.exit_code is None and self.launcher.poll() is None
         if running:
             self.stopping("neuron-watch is exiting")

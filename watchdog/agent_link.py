@@ -32,7 +32,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,6 +90,13 @@ class NodeControl(Protocol):
 
     def launch(self, generation: int, checkpoint: str) -> None:
         """Start this node's processes as ``generation`` from ``checkpoint`` ('' = from scratch)."""
+
+
+class StopsInBackground(Protocol):
+    """A :class:`NodeControl` whose stop runs without blocking the loop (see :meth:`AgentLink.dispatch`)."""
+
+    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], str | None]:
+        """Start stopping; returns a poll that gives the stop's detail once it is done (None until then)."""
 
 
 def new_session(wall: float) -> int:
@@ -217,6 +224,9 @@ class AgentLink:
         self._kb: KnowledgeBase | None = None
         self._kb_fp = 0
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
+        #: a stop running in the background: its poll; commands received meanwhile wait in _deferred
+        self._stopping: Callable[[], str | None] | None = None
+        self._deferred: list[Msg] = []
         if kb is not None:
             self.set_knowledge_base(kb)
 
@@ -397,13 +407,34 @@ class AgentLink:
         the newest complete checkpoint this node sees; launch -> ``node.launch(generation,
         checkpoint)``, then ``launched``; shutdown -> returns its exit code (the caller stops and
         exits with it). Returns None while the job goes on.
+
+        A ``node`` with ``begin_stop`` (:class:`StopsInBackground`) stops without blocking: the
+        stop (its SIGTERM deadline, its uploads) runs while the caller's loop keeps turning
+        (heartbeats, status, console), ``stopped`` is reported once it is done, and the commands
+        received meanwhile are carried out after it, in order. Call this every loop turn (with no
+        commands too) while :attr:`stop_running`.
         """
-        for msg in commands:
+        if self._stopping is not None:
+            self._deferred.extend(commands)
+            detail = self._stopping()
+            if detail is None:
+                return None
+            self._stopping = None
+            self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
+        if self._deferred:
+            commands, self._deferred = [*self._deferred, *commands], []
+        commands = list(commands)
+        for i, msg in enumerate(commands):
             body = msg.body
             if isinstance(body, CaptureEvidence):
                 self.status("evidence_done", now, wall,
                             detail=node.capture(body.incident, body.reason, body.verdict))
             elif isinstance(body, Stop):
+                begin = getattr(node, "begin_stop", None)
+                if callable(begin):
+                    self._stopping = begin(body.deadline, body.verdict)
+                    self._deferred = commands[i + 1:]
+                    return None
                 detail = node.stop(body.deadline, body.verdict)
                 self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
             elif isinstance(body, Launch):
@@ -414,6 +445,18 @@ class AgentLink:
                 self.status("exited", now, wall, detail=body.reason)
                 return body.exit_code
         return None
+
+    @property
+    def stop_running(self) -> bool:
+        """A stop runs in the background (see :meth:`dispatch`)."""
+        return self._stopping is not None
+
+    def rebase(self, gap: float) -> None:
+        """Our own loop was away ``gap`` seconds (paused): that time is not the coordinator's silence."""
+        if self.last_heard is not None:
+            self.last_heard += gap
+        if self._last_progress is not None:
+            self._last_progress += gap
 
     def coordinator_silence(self, now: float) -> float | None:
         """Seconds since the coordinator was last heard (None: never heard)."""

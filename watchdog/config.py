@@ -146,7 +146,12 @@ OPTIONS: tuple[Option, ...] = (
            "debug (every event); --quiet does not silence it", "LEVEL", env_aliases=("NEURON_WATCH_LOG",)),
     Option("--coordinator", _host_port, None, "HOST:PORT of the job's coordinator (multi-node)", "HOST:PORT"),
     Option("--coordinator-silence", _seconds, 30.0,
-           "an agent that hears nothing from its coordinator this long stops its ranks and exits", "SECONDS"),
+           "an agent that hears nothing from its coordinator this long says it is lost (its ranks keep running "
+           "while they progress; docs/multinode.md)", "SECONDS"),
+    Option("--coordinator-loss-timeout", _seconds, 600.0,
+           "an agent whose coordinator is lost this long, and whose own ranks are silent past the hang timeout "
+           "(or ended), stops them and exits 3; on the coordinator: how long it waits for a lost node before "
+           "ending the job instead of relaunching onto it", "SECONDS"),
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
@@ -189,6 +194,7 @@ class WatchConfig:
     log_level: str = "info"
     coordinator: str | None = None
     coordinator_silence: float = 30.0
+    coordinator_loss_timeout: float = 600.0
     secret_file: str | None = None
     mqtt: str | None = None
     drain_state: str | None = None

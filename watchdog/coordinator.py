@@ -76,6 +76,9 @@ from neuron_watch.transport import CoordinatorSocket
 log = logging.getLogger("neuron_watch")
 
 COORDINATOR_NODE = "coordinator"
+#: A loop turn this much later than the previous one means this process was paused (SIGSTOP, a
+#: suspended VM): the gap is our own absence, not silence of the job or of its nodes.
+PAUSE_JUMP = 5.0
 
 
 class JudgeLike(Protocol):
@@ -157,6 +160,16 @@ class CoordinatorSettings:
     settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
     finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
     tail_lines: int = 200  # per-rank tail kept in memory for evidence
+    #: a tick this much later than the previous one means the coordinator itself was paused (SIGSTOP,
+    #: a stuck console): the gap is not the nodes' silence, and verdicts wait ``pause_grace`` seconds
+    #: for what the nodes buffered meanwhile (an agent resends within its ``resend_after``, 3 s).
+    #: None: off (a caller that drives ``tick`` with a fast-forwarded clock); the wrappers set it.
+    pause_jump: float | None = None
+    pause_grace: float = 6.0
+    upload_timeout: float = 0.0  # the nodes upload their bundles within their stop: wait that much longer
+    #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
+    #: this long for it to answer the stop, then end the job (exit 3) instead
+    lost_node_wait: float = 600.0
 
 
 #: The recovery steps are the job states of :mod:`neuron_watch.policy` (one state machine for all).
@@ -253,6 +266,11 @@ class Coordinator:
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
+        self._last_tick: float | None = None
+        self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
+        self.pauses: list[float] = []  # our own pauses seen (seconds), for the summary
+        self._lost_since: float | None = None  # a restart waits for lost nodes since
+        self._lost_said = -1e18
         #: called with each status document written (once a second): the --progress line
         self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
         if announce:
@@ -506,6 +524,10 @@ class Coordinator:
 
     def tick(self, now: float) -> Verdict | None:
         """Acks, silence, verdict and recovery steps due at ``now``; returns the verdict if judged."""
+        jump = self.settings.pause_jump
+        if jump is not None and self._last_tick is not None and now - self._last_tick > jump:
+            self._paused(now - self._last_tick, now)
+        self._last_tick = now
         if now - self._last_ack >= self.settings.ack_interval:
             self._last_ack = now
             for view in self.nodes.values():
@@ -522,7 +544,7 @@ class Coordinator:
                 self.events.emit("node_unobserved", self.generation, node=view.node,
                                  silent_for=round(now - view.last_heard, 3))
         verdict = None
-        if (self.judge is not None and self._enough_nodes()
+        if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
                 and now - self._last_verdict_at >= self.settings.verdict_interval):
             # A verdict walks every rank (2,048 on 64 nodes): often enough for sub-second
             # latency, not on every loop turn.
@@ -541,6 +563,50 @@ class Coordinator:
             self._last_status = now
             self.write_status(now)
         return verdict
+
+    def _paused(self, gap: float, now: float) -> None:
+        """We did not run for ``gap`` seconds (SIGSTOP of the wrapper, a console pipe nobody read):
+        re-baseline. The nodes were not silent, we were deaf: their last-heard times move by the
+        gap; and no verdict is given until what they buffered meanwhile has arrived (a verdict on
+        stale clocks would call a healthy job hung)."""
+        self.pauses.append(round(gap, 3))
+        for view in self.nodes.values():
+            view.last_heard = min(now, view.last_heard + gap)
+        self._hold_verdicts_until = now + self.settings.pause_grace
+        self._last_verdict_at = now
+        message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
+                   f"{self.settings.pause_grace:.0f}s while the nodes' buffered output arrives")
+        self.events.emit("warning", self.generation, kind="coordinator_paused", message=message,
+                         seconds=round(gap, 3))
+        log.warning("%s", message)
+
+    def _waiting_for_lost_nodes(self, now: float) -> bool:
+        """At a restart: nodes silent for longer than ``silence`` that did not answer the stop are not
+        relaunched onto (a killed wrapper, a dead host). Wait for them, bounded, saying so; then end
+        the job with exit 3. True while waiting."""
+        lost = sorted(n for n, v in self.nodes.items()
+                      if v.status != "stopped" and v.state is NodeState.UNOBSERVED)
+        if not lost or self.relaunch is not None:
+            if self._lost_since is not None:
+                log.info("every node answers again: the restart goes ahead")
+            self._lost_since = None
+            return False
+        if self._lost_since is None:
+            self._lost_since = now
+        waited = now - self._lost_since
+        left = self.settings.lost_node_wait - waited
+        if left <= 0:
+            return False
+        if now - self._lost_said >= 60.0:
+            self._lost_said = now
+            silent = ", ".join(f"{n} ({now - self.nodes[n].last_heard:.0f}s)" for n in lost)
+            message = (f"not relaunching generation {self.generation + 1}: node(s) {silent} silent and did not "
+                       f"answer the stop (wrapper killed or host down?); waiting {left:.0f}s more for them, "
+                       "then the job ends with exit 3")
+            self.events.emit("warning", self.generation, kind="node_lost", message=message, nodes=lost,
+                             waited=round(waited, 3))
+            log.warning("%s", message)
+        return True
 
     def _enough_nodes(self) -> bool:
         want = self.settings.expected_nodes
@@ -682,7 +748,9 @@ class Coordinator:
             self.broadcast(CaptureEvidence(self.incident, verdict.reason, self._verdict_doc(verdict)))
             self._move(JobState.CAPTURING, now)
         elif state is JobState.CAPTURING:
-            answered = bool(self.nodes) and all(v.evidence_detail is not None for v in self.nodes.values())
+            # a node silent past `silence` cannot answer in time: its evidence is missing, not awaited
+            answered = bool(self.nodes) and all(v.evidence_detail is not None or v.state is NodeState.UNOBSERVED
+                                                for v in self.nodes.values())
             if answered or now - self.phase_since >= self.settings.evidence_timeout + 5:
                 verdict = self._culprit_from_evidence(self._pending)
                 self._pending = verdict
@@ -710,8 +778,13 @@ class Coordinator:
                 self.broadcast(Stop(self.incident, self.settings.stop_timeout, self._verdict_doc(verdict)))
                 self._move(JobState.STOPPING, now)
         elif state is JobState.STOPPING and (
-            self._all_status("stopped") or now - self.phase_since >= self.settings.stop_timeout + 10
+            self._all_status("stopped")
+            or all(v.status == "stopped" or v.state is NodeState.UNOBSERVED for v in self.nodes.values())
+            or now - self.phase_since >= self.settings.stop_timeout + self.settings.upload_timeout + 10
         ):
+            if self._waiting_for_lost_nodes(now):
+                return
+            lost = sorted(n for n, v in self.nodes.items() if v.status != "stopped" and v.state is NodeState.UNOBSERVED)
             for n, v in sorted(self.nodes.items()):
                 d = _json_detail(v.status_detail)
                 self.events.emit("stopped", self.generation, node=n, rung=d.get("rung"), seconds=d.get("seconds"),
@@ -719,6 +792,13 @@ class Coordinator:
                                  answered=v.status == "stopped")
                 for up in d.get("uploads", []):
                     self.events.emit("upload", self.generation, node=n, **up)
+            if lost and self.relaunch is None:
+                reason = (f"node(s) {', '.join(lost)} lost (silent, no answer to the stop for "
+                          f"{self.settings.lost_node_wait:.0f}s): not relaunching onto them")
+                self.events.emit("gave_up", self.generation, reason=reason, label=self._pending.label.value,
+                                 exit_code=int(ExitCode.UNOBSERVED))
+                self._finish(int(ExitCode.UNOBSERVED), reason, now, JobState.FAILED)
+                return
             codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]
             outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None)
             self.restarts = self.policy.restarts
@@ -868,7 +948,7 @@ class Coordinator:
                 "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
                             "stale_session": c.stale},
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
-                "unclassified_batches": c.unclassified_batches,
+                "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
 
     def _answer_status(self, routing_id: bytes, h: Header, query: StatusQuery) -> None:
@@ -1072,7 +1152,9 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
     run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)
     settings = CoordinatorSettings(silence=args.silence, stop_timeout=config.stop_timeout,
-                                   expected_nodes=args.nodes)
+                                   expected_nodes=args.nodes, lost_node_wait=config.coordinator_loss_timeout,
+                                   pause_jump=PAUSE_JUMP,
+                                   upload_timeout=config.upload_timeout if config.artifacts else 0.0)
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
                         judge_factory=default_judge_factory(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts))
@@ -1095,8 +1177,11 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
           f"run dir {run_dir}", flush=True)
     say(f"start: coordinator for job {job} on {coord.endpoint}, waiting for {args.nodes or 'any number of'} "
         f"node(s); hang timeout {hang_timeout_source(config, os.environ)}")
+    from neuron_watch.nbconsole import nonblocking_console
+
     try:
-        code = coord.serve(lambda: bool(stopping))
+        with nonblocking_console():  # a stalled console must not stall the coordinator (nbconsole.py)
+            code = coord.serve(lambda: bool(stopping))
     finally:
         coord.close()
         for s, h in old.items():

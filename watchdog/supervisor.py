@@ -28,13 +28,16 @@ from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import StatusLine, attach_console, say, status_line_for
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeView, default_judge_factory
+from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.guardian import release, start_guardian
+from neuron_watch.judge import HangCalibration
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
+from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.mqtt import MqttSink, parse_mqtt_url
+from neuron_watch.nbconsole import console_dropped, nonblocking_console
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper
 from neuron_watch.storage import Storage, open_storage
@@ -104,7 +107,16 @@ class SignalLatch:
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
-    """Entry point for ``neuron-watch torchrun``: set up, run, and always clean up."""
+    """Entry point for ``neuron-watch torchrun``: set up, run, and always clean up.
+
+    The console (stdout, stderr) is written by a thread from here on: a stalled reader (Ctrl-S, a
+    stuck ssh) costs dropped, counted console lines, never a stalled watchdog (nbconsole.py).
+    """
+    with nonblocking_console(enabled=not config.dry_run):
+        return _run_supervised(config, make_launcher)
+
+
+def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
     env = os.environ
     job_id = config.job_id or make_job_id(env)
     run_dir = os.path.abspath(config.run_dir or os.path.join("neuron-watch-runs", job_id))
@@ -213,6 +225,9 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
         if agent._link is not None:
             agent.link.close()
         if coord is not None:
+            if console_dropped():
+                coord.events.emit("warning", coord.generation, kind="console_dropped", lines=console_dropped(),
+                                  message=f"{console_dropped()} console line(s) dropped: the console was not read")
             coord.close()
             try:
                 write_timeline(Path(run_dir), default_knowledge_base(config.progress_regex))
@@ -229,7 +244,9 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
                  nodes: int | None, status_line: StatusLine | None = None) -> Coordinator:
     settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
-                                   expected_nodes=nodes)
+                                   expected_nodes=nodes, lost_node_wait=config.coordinator_loss_timeout,
+                                   pause_jump=PAUSE_JUMP,
+                                   upload_timeout=config.upload_timeout if config.artifacts else 0.0)
     coord = Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
                         judge_factory=default_judge_factory(config),
                         pick_checkpoint=checkpoint_chooser(config),
@@ -241,10 +258,22 @@ def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, jo
 
 
 def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
-    """Run until the coordinator shuts this node down, a signal arrives, or the coordinator is lost."""
+    """Run until the coordinator shuts this node down, a signal arrives, or the coordinator is lost
+    for good (the policy of :mod:`neuron_watch.lostlink`: never while this node's ranks work)."""
     started = time.monotonic()
+    cfg = agent.cfg
+    loss = CoordinatorLoss(LossSettings(silence=cfg.coordinator_silence, loss_timeout=cfg.coordinator_loss_timeout,
+                                        hang_window=cfg.hang_timeout or HangCalibration().default), address)
+    last_turn: float | None = None
     while True:
         now = time.monotonic()
+        gap = loop_jump(last_turn, now, PAUSE_JUMP)
+        last_turn = now
+        if gap:
+            started += gap
+            agent.rebase(gap)
+            say(f"neuron-watch on {agent.node} was not running for {gap:.0f}s (paused?): that time is not "
+                "counted as silence of the ranks or of the coordinator")
         if coord is not None:
             coord.poll(0.02)
             coord.tick(time.monotonic())
@@ -273,9 +302,19 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             agent.launcher.stop(agent.cfg.stop_timeout, first_signal=sig)
             return 128 + sig
         if coord is None:
+            now = time.monotonic()
             silence = agent.link.coordinator_silence(now)
             quiet_for = now - started if silence is None else silence
-            if quiet_for > agent.cfg.coordinator_silence:
+            gen = agent.gen
+            ended = gen is not None and gen.exit_code is not None
+            facts = LocalFacts(active_ago=agent.activity_ago(now), ended=ended,
+                               buffered_lines=agent.link.outbox.lines,
+                               dropped_lines=agent.link.outbox.dropped_lines)
+            action, message = loss.step(now, quiet_for, facts)
+            if action is LossAction.SAY:
+                say(message)
+            elif action is LossAction.GIVE_UP:
+                log.error("%s", message)
                 agent.stopping("the coordinator was lost")
                 agent.launcher.stop(agent.cfg.stop_timeout)
                 raise _Unobserved(address, quiet_for)
@@ -286,6 +325,7 @@ class _Unobserved(UsageError):
 
     def __init__(self, address: str, seconds: float) -> None:
         super().__init__(
-            f"lost the coordinator at {address}: nothing heard for {seconds:.0f}s; this node's ranks were stopped",
+            f"lost the coordinator at {address}: nothing heard for {seconds:.0f}s and this node's ranks "
+            "showed no work (or ended); they were stopped",
             "check that node 0's neuron-watch is running and reachable (firewall, --coordinator, NEURON_WATCH_SECRET)",
         )

@@ -127,7 +127,11 @@ def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
 
 
 def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--coordinator-silence", "5"]) as nodes:
+    # node 1's ranks hang in their next collective (silent); its agent keeps them while the
+    # coordinator might come back, and stops them (exit 3) once the coordinator has been silent
+    # for --coordinator-loss-timeout and its ranks for longer than the hang timeout (docs/multinode.md)
+    with job(tmp_path, toy_env, 2, ["--steps", "100000"],
+             ["--coordinator-silence", "5", "--coordinator-loss-timeout", "10", "--hang-timeout", "5"]) as nodes:
         (p0, run0), (p1, run1) = nodes
         deadline = time.monotonic() + 120
         while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < NPROC + 1:

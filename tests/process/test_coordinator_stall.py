@@ -1,0 +1,195 @@
+"""A stalled or lost coordinator, a slow stop, a lost node (issue 16 finding 3, issue 11 non-blocking stop).
+
+Real 2-node torchrun jobs (one wrapper per node on this machine, node 0 hosting the coordinator):
+a coordinator paused with SIGSTOP for longer than ``--coordinator-silence`` does not cost a
+healthy job anything; a stop whose upload goes to an S3 endpoint that is down does not freeze the
+loop (status.json keeps being rewritten); a node whose wrapper is killed is not relaunched onto.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, named, started, wait_until_gone
+from tests.fixtures.s3 import RcloneServer, rclone_binary
+from tests.process.test_multinode import NPROC, job, out, wait_all
+
+pytestmark = pytest.mark.process
+
+
+def _wait_for(what: str, check, timeout: float, p: subprocess.Popen[str] | None = None):  # type: ignore[no-untyped-def]
+    """Poll ``check()`` until it returns something truthy (returned); fails after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert p is None or p.poll() is None, f"process ended while waiting for {what}"
+        time.sleep(0.1)
+
+
+def _last_step(log: Path) -> int:
+    try:
+        steps = re.findall(r"step (\d+) loss", log.read_text(errors="replace"))
+    except OSError:
+        return -1
+    return int(steps[-1]) if steps else -1
+
+
+def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    # --coordinator-silence 3 stands for the old 30 s limit: the pause below outlasts it (node 1 says
+    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s).
+    with job(tmp_path, toy_env, 2, ["--steps", "500", "--step-time", "0.05"],
+             ["--coordinator-silence", "3", "--hang-timeout", "8"]) as nodes:
+        (p0, run0), (p1, run1) = nodes
+        rank2 = run1 / "gen-0" / "rank-2.log"
+        _wait_for("node 1's ranks to train", lambda: _last_step(rank2) >= 20, 180, p1)
+        os.kill(p0.pid, signal.SIGSTOP)  # node 0's wrapper: the coordinator and node 0's agent
+        try:
+            _wait_for("node 1 to say the coordinator is lost",
+                      lambda: "lost the coordinator" in out(tmp_path, 1), 60, p1)
+            paused_at = _last_step(rank2)
+            # the job trains on while its coordinator is away (node 1's ranks, and node 0's, whose
+            # output goes to files the paused wrapper reads later)
+            _wait_for("node 1's ranks to train on", lambda: _last_step(rank2) >= paused_at + 60, 120, p1)
+            assert p1.poll() is None, out(tmp_path, 1)
+        finally:
+            os.kill(p0.pid, signal.SIGCONT)
+        codes = wait_all(nodes, 300)
+    assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
+    evs = events(run0)
+    assert not named(evs, "restart") and not named(evs, "incident")
+    assert named(evs, "job_finished")[0]["exit_code"] == 0
+    paused = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_paused"]
+    assert paused, "the coordinator did not notice its own pause"
+    assert "answers again" in out(tmp_path, 1)
+    assert "was not running for" in out(tmp_path, 0)  # node 0's agent re-baselined too
+    for run_dir in (run0, run1):
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 15) == []
+
+
+def test_a_node_whose_wrapper_is_killed_is_not_relaunched_onto(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    with job(tmp_path, toy_env, 2, ["--steps", "100000", "--pg-timeout", "20"],
+             ["--coordinator-loss-timeout", "15"]) as nodes:
+        (p0, run0), (p1, run1) = nodes
+        _wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-2.log") >= 5, 180, p1)
+        os.kill(p1.pid, signal.SIGKILL)  # node 1's wrapper only: its guardian stops its ranks
+        p1.wait(30)
+        code = p0.wait(240)
+    console = out(tmp_path, 0)
+    assert code == 3, console  # ExitCode.UNOBSERVED: the job ends, it does not wait on a dead node
+    assert "not relaunching generation 1: node(s) n1" in console
+    evs = events(run0)
+    assert not named(evs, "restart")
+    (gave_up,) = named(evs, "gave_up")
+    assert "n1" in gave_up["reason"] and gave_up["exit_code"] == 3
+    assert named(evs, "job_finished")[0]["exit_code"] == 3
+    lost = [e for e in named(evs, "warning") if e.get("kind") == "node_lost"]
+    assert lost and lost[0]["nodes"] == ["n1"]
+    for run_dir in (run0, run1):
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 15) == []
+
+
+def _unix(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _status_stamp(run_dir: Path) -> float | None:
+    try:
+        return float(json.loads((run_dir / "status.json").read_text())["updated_unix"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def test_a_stop_whose_upload_hangs_on_a_dead_s3_does_not_freeze_the_loop(tmp_path: Path,
+                                                                         toy_env: dict[str, str]) -> None:
+    """S3 is down (nothing listens) while the stop uploads the bundle: the stop runs beside the loop,
+    which keeps rewriting status.json; S3 comes back before the end and the retry at exit lands it."""
+    server = RcloneServer(rclone_binary(), tmp_path / "s3data", port=free_port())
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    env = dict(toy_env, **server.endpoint.env(), NEURON_WATCH_NODE="trn-a")
+    argv = [NEURON_WATCH, "--quiet", "--job-id", "s3down", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
+            "--hang-timeout", "5", "--upload-timeout", "15", "--artifacts", "s3://incidents/t",
+            "torchrun", "--nproc_per_node", str(NPROC), TOY, "--checkpoint-dir", str(ckpt), "--steps", "12",
+            "--hang-at", "7", "--hang-rank", "1"]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            def stop_sent() -> bool:
+                evs = events(run_dir) if (run_dir / "events.jsonl").exists() else []
+                return any(e.get("command") == "stop" for e in named(evs, "command"))
+
+            _wait_for("the stop command", stop_sent, 240, p)
+            stamps: set[float] = set()
+
+            def stopped() -> list[dict[str, object]]:
+                stamp = _status_stamp(run_dir)  # read first: a stamp taken before the stop ended
+                if stamp is not None:
+                    stamps.add(stamp)
+                return named(events(run_dir), "stopped")
+
+            (ended,) = _wait_for("the stop to end (its upload bounded by --upload-timeout)", stopped, 120, p)
+            (stop_cmd,) = [e for e in named(events(run_dir), "command") if e.get("command") == "stop"]
+            # the ranks were stopped `seconds` after the command; the upload ran from then on
+            upload_began = _unix(stop_cmd["time"]) + float(ended["seconds"])
+            during_upload = [t for t in stamps if t > upload_began + 1.0]
+            assert during_upload, f"status.json not rewritten during the upload: {sorted(stamps)}, {upload_began}"
+            (tmp_path / "s3data" / "incidents").mkdir(parents=True)
+            server.start()  # S3 is back: what failed is retried at exit
+            try:
+                output, _ = p.communicate(timeout=400)
+            finally:
+                server.stop()
+    finally:
+        force_cleanup(str(run_dir))
+    assert p.returncode == 0, output[-3000:]
+    evs = events(run_dir)
+    (stopped,) = named(evs, "stopped")
+    assert stopped["answered"] is True
+    uploads = named(evs, "upload")
+    assert uploads[0]["ok"] is False  # during the stop: the endpoint was down
+    assert uploads[-1].get("retry_at_exit") and uploads[-1]["ok"] is True, uploads
+    assert len(named(evs, "restart")) == 1 and named(evs, "job_finished")[0]["exit_code"] == 0
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 15) == []
+    with contextlib.suppress(ProcessLookupError):
+        assert server.proc is None or server.proc.poll() is not None
+
+
+def test_a_console_nobody_reads_does_not_stall_the_watchdog(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """The wrapper's stdout and stderr are a pipe that nobody reads (a stalled ssh, Ctrl-S) while it
+    echoes every rank line: the job still finishes and the wrapper exits; the console lines that
+    did not fit are counted (a ``console_dropped`` warning), not waited for."""
+    run_dir = tmp_path / "run"
+    script = tmp_path / "chatty.py"  # a rank that prints 2 MB fast (more than a pipe and our queue hold)
+    script.write_text("import os\nr = os.environ['RANK']\n"
+                      "for i in range(20000):\n    print(f'step {i} loss 0.5 rank {r} ' + 'x' * 40)\n"
+                      "print('training done', flush=True)\n")
+    argv = [NEURON_WATCH, "--job-id", "stuckpipe", "--run-dir", str(run_dir),
+            "torchrun", "--nproc_per_node", str(NPROC), str(script)]
+    p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    try:
+        code = p.wait(300)  # nobody reads p.stdout until the wrapper has exited
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        assert p.stdout is not None
+        p.stdout.close()
+        force_cleanup(str(run_dir))
+    assert code == 0
+    evs = events(run_dir)
+    assert named(evs, "job_finished")[0]["exit_code"] == 0 and not named(evs, "restart")
+    (dropped,) = [e for e in named(evs, "warning") if e.get("kind") == "console_dropped"]
+    assert dropped["lines"] > 0
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 15) == []
