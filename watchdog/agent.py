@@ -473,6 +473,14 @@ class NodeAgent:
         elif generation == 0:
             log.info("%s", found.summary())
 
+    def tell_io_fault(self, kind: str, fields: dict[str, Any]) -> None:
+        """An :class:`~neuron_watch.iofaults.IOHealth` listener for a node without the coordinator in
+        its process: the fault (or recovery) of this node's files reaches the job's merged log."""
+        what = "degraded" if kind == "watchdog_degraded" else "recovered"
+        now, wall = self.clock(), self.wall()
+        self._out().add_line(UNATTRIBUTED, f"neuron-watch: watchdog {what} on {self.node}: {fields.get('path')}: "
+                             f"{fields.get('error')}", now, wall, str(fields.get("path") or ""), 0)
+
     # -- the loop -------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -204,6 +204,8 @@ def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]
             secret = secrets.token_bytes(32)
             coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1, status_line, health)
             address = coord.endpoint.replace("tcp://", "")
+        if coord is None:  # this node's file faults reach the coordinator as lines of the node
+            health.listeners.append(agent.tell_io_fault)
         if coord is not None:
             if mqtt_target is not None:
                 coord.events.sinks.append(MqttSink(mqtt_target, job_id))

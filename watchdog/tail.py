@@ -122,9 +122,9 @@ class FileTail:
         self.skipped_bytes = 0
         self._cut_counted = False  # a skip ended inside the current line and counted it already
 
-    def read_lines(self, final: bool = False) -> list[str]:
+    def read_lines(self, final: bool = False, to_eof: bool = False) -> list[str]:
         """The texts of :meth:`read_records` the reader has not seen yet."""
-        return [r.text for r in self.read_records(final) if not r.seen]
+        return [r.text for r in self.read_records(final, to_eof) if not r.seen]
 
     def read_records(self, final: bool = False, to_eof: bool = False) -> list[Record]:
         """New records since the last call: up to :data:`MAX_READ` bytes, or to the end of the file

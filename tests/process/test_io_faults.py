@@ -189,7 +189,8 @@ def test_run_dir_refusing_new_files_at_a_restart_the_restart_goes_on(
     assert evs[-1]["event"] == "job_finished" and evs[-1]["exit_code"] == 0
     assert len(named(evs, "restart")) == 1
     degraded = named(evs, "watchdog_degraded")
-    assert any(e["path"] == str(run_dir / "gen-1") and "Operation not permitted" in e["error"] for e in degraded), degraded
+    assert any(e["path"] == str(run_dir / "gen-1") and "Operation not permitted" in e["error"]
+               for e in degraded), degraded
     assert evs[-1]["watchdog_io"]["faults"] >= 1
     # generation 1's logs went to a temp dir the console named; its ranks finished there
     fallback = next(Path(x.split(" go to ", 1)[1].split(" ", 1)[0]) for x in out.splitlines()
@@ -290,8 +291,8 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 280)
     assert code == 0, out[-3000:]
     evs = events(run_dir)
-    end = evs[-1]
-    assert end["event"] == "job_finished" and end["exit_code"] == 0
+    end = named(evs, "job_finished")[0]  # (an agent_dropped may follow it: issue 16, finding 10)
+    assert end["exit_code"] == 0
     files = torchrun_files(next((run_dir / "gen-0" / "torchrun").iterdir()))
     skipped_total = 0
     for local_rank, path in files.items():
