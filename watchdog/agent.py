@@ -15,12 +15,13 @@ import logging
 import os
 import re
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from neuron_watch.agent_link import AgentLink
 from neuron_watch.checkpoint_scan import find_checkpoint
@@ -28,6 +29,7 @@ from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
+from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
@@ -56,7 +58,7 @@ class NodeGeneration:
     checkpoint: str
     gen_dir: str
     streams: RankStreams
-    launcher_log: IO[str]
+    launcher_log: AppendFile
     started: float = 0.0  # monotonic
     exit_code: int | None = None  # the launcher's, once it exited
     pending_rank: int | None = None
@@ -170,8 +172,12 @@ class NodeAgent:
         echo: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        health: IOHealth | None = None,
     ) -> None:
         self.cfg = config
+        #: faults of this node's own files (run dir full or read-only, checkpoint dir unreadable):
+        #: counted and reported, never a reason to stop the job
+        self.health = health or IOHealth(node)
         self.launcher = launcher
         self._link = link
         self.job_id = job_id
@@ -205,6 +211,7 @@ class NodeAgent:
         self._last_compiler_at: float | None = None
         self._progress_seen = 0  # the link's progress-line count when last looked at
         self._last_progress_at: float | None = None
+        self._skipped_told = 0  # flood lines skipped unread, already added to the link's drop count
         # The ranks' flight recorders, read from a thread (a rank's server may be slow to answer).
         self.probe = None if config.no_rank_probe else RankProbe()
         self._probe_root: str | None = None
@@ -230,8 +237,7 @@ class NodeAgent:
             self.gen.streams.close()
             self.gen.launcher_log.close()
         self._say_checkpoints(generation)
-        gen_dir = os.path.join(self.run_dir, f"gen-{generation}")
-        os.makedirs(gen_dir, exist_ok=True)
+        gen_dir = self._gen_dir(generation)
         env = dict(self.rank_env)
         env.update({"NEURON_WATCH_CHECKPOINT": checkpoint, "NEURON_WATCH_RESTART_COUNT": str(generation),
                     "NEURON_WATCH_GENERATION": str(generation)})
@@ -241,14 +247,18 @@ class NodeAgent:
             env.update(probe_env(env, probe_dir))
         if generation == 0:
             log.info("liveness: %s", self.liveness_plan())
-        streams = RankStreams(self.node, gen_dir, self.echo)
+        streams = RankStreams(self.node, gen_dir, self.echo, health=self.health)
         # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
-        log_file = open(os.path.join(gen_dir, f"launcher-{self.node}.log"), "a", encoding="utf-8")  # noqa: SIM115
+        log_file = AppendFile(os.path.join(gen_dir, f"launcher-{self.node}.log"), self.health)
         self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock(), env=env,
                                   progress_mark=self._link.progress_lines if self._link is not None else 0,
                                   probe_dir=probe_dir)
-        with open(os.path.join(gen_dir, f"command-{self.node}.json"), "w", encoding="utf-8") as f:
-            json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
+        command_file = os.path.join(gen_dir, f"command-{self.node}.json")
+        try:
+            with open(command_file, "w", encoding="utf-8") as f:
+                json.dump({"argv": self.launcher.command(gen_dir, checkpoint), "checkpoint": checkpoint}, f)
+        except OSError as exc:  # a record for the operator, never a reason not to launch
+            self.health.failed("write", command_file, exc)
         self.launcher.start(gen_dir, checkpoint, env)
         if self.info is None and self._describe is None:
             # The job's shape does not change between generations: read once, in the background
@@ -267,6 +277,20 @@ class NodeAgent:
             self._link.set_generation(generation)
         self._last_sample = -1e18
         self.poll_shape()
+
+    def _gen_dir(self, generation: int) -> str:
+        """``<run-dir>/gen-<G>``; when the run dir refuses it (turned read-only, full, gone), a directory
+        under the system's temp dir instead: the restart goes on, the fault is reported."""
+        gen_dir = os.path.join(self.run_dir, f"gen-{generation}")
+        try:
+            os.makedirs(gen_dir, exist_ok=True)
+            return gen_dir
+        except OSError as exc:
+            self.health.failed("create", gen_dir, exc)
+        fallback = os.path.join(tempfile.gettempdir(), f"neuron-watch-{self.job_id}-{self.node}", f"gen-{generation}")
+        os.makedirs(fallback, exist_ok=True)
+        log.warning("generation %d: its logs go to %s (the run dir refused %s)", generation, fallback, gen_dir)
+        return fallback
 
     def _shape_unknown(self, exc: Exception) -> None:
         log.warning("could not read the job's shape: %s", exc)
@@ -326,6 +350,9 @@ class NodeAgent:
         gen = self.gen
         if gen is None:
             return json.dumps({"error": "nothing running"})
+        # Everything the ranks printed so far is in their logs before they are copied (a root-cause
+        # line written just before a burst ended must be in the bundle).
+        self._drain_output(final=False, to_eof=True)
         self.incident_no += 1
         verdict: dict[str, Any] = {"incident": incident, "reason": reason, **_json_or_empty(verdict_doc)}
         ctx = IncidentContext(
@@ -352,6 +379,7 @@ class NodeAgent:
             bundle = capture_node_bundle(ctx)
         except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
             log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
+            self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
             return json.dumps({"error": str(exc), "seconds": round(self.clock() - t0, 3)})
         self.bundles[incident] = bundle.bundle_dir
         dumps = {}
@@ -462,15 +490,30 @@ class NodeAgent:
         return uploads
 
     def checkpoint(self) -> str:
-        """The newest complete checkpoint this node sees ('' if none)."""
+        """The newest complete checkpoint this node sees ('' if none). When --checkpoint-dir cannot be
+        read now (ESTALE/EIO on a network file system, a symlink loop), the newest one seen before:
+        a restart must not silently start from scratch over a transient fault."""
         found = self.find_checkpoint()
-        return "" if found is None or found.chosen is None else found.chosen.path
+        if found is not None and found.error is not None:
+            known = self._newest_checkpoint or (self.gen.checkpoint if self.gen is not None else "")
+            log.warning("cannot read %s (%s): the newest complete checkpoint seen before is %s", found.directory,
+                        found.error, known or "none")
+            return known
+        chosen = "" if found is None or found.chosen is None else found.chosen.path
+        if chosen:
+            self._newest_checkpoint = chosen
+        return chosen
 
     def find_checkpoint(self) -> Detection | None:
         """What --checkpoint-dir holds (None without one): conventions, the newest complete checkpoint."""
         if not self.cfg.checkpoint_dir:
             return None
-        return find_checkpoint(self.cfg.checkpoint_dir, self.cfg.checkpoint_glob, self.cfg.checkpoint_marker)
+        found = find_checkpoint(self.cfg.checkpoint_dir, self.cfg.checkpoint_glob, self.cfg.checkpoint_marker)
+        if found.error is not None:
+            self.health.failed("read the checkpoint directory", self.cfg.checkpoint_dir, found.error)
+        else:
+            self.health.ok(self.cfg.checkpoint_dir)
+        return found
 
     def _say_checkpoints(self, generation: int) -> None:
         """At start, say what --checkpoint-dir holds; at every launch, warn when nothing in it is complete."""
@@ -482,6 +525,14 @@ class NodeAgent:
             log.warning("generation %d: %s", generation, warning)
         elif generation == 0:
             log.info("%s", found.summary())
+
+    def tell_io_fault(self, kind: str, fields: dict[str, Any]) -> None:
+        """An :class:`~neuron_watch.iofaults.IOHealth` listener for a node without the coordinator in
+        its process: the fault (or recovery) of this node's files reaches the job's merged log."""
+        what = "degraded" if kind == "watchdog_degraded" else "recovered"
+        now, wall = self.clock(), self.wall()
+        self._out().add_line(UNATTRIBUTED, f"neuron-watch: watchdog {what} on {self.node}: {fields.get('path')}: "
+                             f"{fields.get('error')}", now, wall, str(fields.get("path") or ""), 0)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -601,11 +652,12 @@ class NodeAgent:
         gen.prewarmed = True
         self.launcher.prewarm(gen.env)
 
-    def _drain_output(self, final: bool) -> None:
+    def _drain_output(self, final: bool, to_eof: bool = False) -> None:
+        """Launcher and rank output since the last call (``final`` or ``to_eof``: every rank file
+        to its end, so that a rank's last lines reach the coordinator before its exit does)."""
         gen = self.gen
         if gen is None:
             return
-        out = self._out()
         now, wall = self.clock(), self.wall()
         for text in self.launcher.read_output(final):
             gen.launcher_log.write(text + "\n")
@@ -616,9 +668,19 @@ class NodeAgent:
         if now - self._last_sample >= SAMPLE_EVERY or final:
             self._last_sample = now
             self._sample(gen, now, wall)
-        for ln in gen.streams.poll(now, wall, final):
+        self._drain_ranks(gen, final, to_eof or final)
+
+    def _drain_ranks(self, gen: NodeGeneration, final: bool = False, to_eof: bool = False) -> None:
+        out = self._out()
+        now, wall = self.clock(), self.wall()
+        for ln in gen.streams.poll(now, wall, final, to_eof):
             out.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
             self._last_line_at = now
+        skipped = gen.streams.skipped_lines
+        if skipped > self._skipped_told and self._link is not None:
+            # lines of a flood never read are lost lines of this node: they travel in its drop count
+            self._link.count_lost(skipped - self._skipped_told)
+            self._skipped_told = skipped
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
         if self.launcher.reports_end(text):
@@ -631,6 +693,8 @@ class NodeAgent:
         if m and gen.pending_rank is not None:
             rank, code = gen.pending_rank, int(m.group(1))
             gen.pending_rank = None
+            # the rank is gone: its files are complete; its last lines (the root cause) go first
+            self._drain_ranks(gen, to_eof=True)
             self._out().add_exits([(rank, code, now)], now, wall)
 
     def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
@@ -652,6 +716,7 @@ class NodeAgent:
             # Ranks are ending while the launcher still runs: it is about to report how the
             # generation ended (a clean end of training, or a failure). Not a hang.
             gen.finishing = True
+            self._drain_ranks(gen, to_eof=True)  # what the ended ranks printed last is judged before their end
             ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
             out.status("finishing", now, wall, detail=f"ranks ended: {ended}")
         if workers or not gen.finishing:

@@ -471,6 +471,11 @@ class AgentLink:
                 "send_refused": c.send_refused, "bad_frames": c.bad_frames, "bad_by_problem": dict(c.bad_by_problem),
                 "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq}
 
+    def count_lost(self, lines: int) -> None:
+        """Lines this node lost before they reached the link (a flood's skipped backlog): reported
+        with the outbox's own drops, in every heartbeat and status."""
+        self.outbox.dropped_lines += lines
+
     def set_generation(self, generation: int) -> None:
         """Messages from now on belong to ``generation`` (after a Launch command)."""
         self.generation = generation

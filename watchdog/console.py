@@ -231,8 +231,8 @@ class ConsoleSink:
         return INFO, f"node {e.get('node')} heard again"
 
     def _dropped(self, e: dict[str, Any]) -> tuple[int, str]:
-        return WARNING, (f"node {e.get('node')} could not buffer {e.get('lines')} line(s) / "
-                         f"{e.get('messages')} message(s) (lost)")
+        return WARNING, (f"node {e.get('node')} lost {e.get('lines')} line(s) / {e.get('messages')} message(s) "
+                         "(a flood skipped unread, or more than it could buffer; the ranks' own files have them)")
 
     def _srun_step(self, e: dict[str, Any]) -> tuple[int, str]:
         excl = e.get("exclude") or []

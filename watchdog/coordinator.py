@@ -37,13 +37,14 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from neuron_watch.auth import Signer, load_secret, write_secret_file
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, TransportError
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey, Verdict, iso_utc
+from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
     Ack,
@@ -215,7 +216,8 @@ class Coordinator:
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  announce: bool = True,
-                 relaunch: Callable[[int, str, Verdict], tuple[int, str] | None] | None = None) -> None:
+                 relaunch: Callable[[int, str, Verdict], tuple[int, str] | None] | None = None,
+                 health: IOHealth | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
         self.relaunch = relaunch
         self.job = job
@@ -254,8 +256,14 @@ class Coordinator:
         self.tails: dict[RankKey, _Tail] = {}
         self._fp_kb: object = None
         self._fp = 0
-        self.merged: IO[str] = open(os.path.join(run_dir, "merged.log"), "a", encoding="utf-8")  # noqa: SIM115
-        self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall)  # one wall clock for all times
+        # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
+        # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
+        self.health = health or IOHealth()
+        self.merged = AppendFile(os.path.join(run_dir, "merged.log"), self.health, gap=self._merged_gap)
+        self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
+                               health=self.health)
+        self.health.listeners.append(self._io_fault)
+        self._io_told = False  # faults seen before this coordinator existed are told at the first tick
         self.phase_since = now
         self.incident = ""
         self.last_verdict: Verdict | None = None
@@ -275,6 +283,15 @@ class Coordinator:
         self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
         if announce:
             self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
+
+    def _merged_gap(self, lines: int, nbytes: int, error: str) -> str:
+        return (f"{iso_utc(self.wall())} {COORDINATOR_NODE} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
+                f"job's output are missing here: {error} (each rank's own log still has them)")
+
+    def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
+        """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
+        even when events.jsonl is the file that fails)."""
+        self.events.emit(kind, self.generation, **fields)
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -528,6 +545,11 @@ class Coordinator:
         if jump is not None and self._last_tick is not None and now - self._last_tick > jump:
             self._paused(now - self._last_tick, now)
         self._last_tick = now
+        if not self._io_told:  # after job_started, the first event of a job
+            self._io_told = True
+            for path, error in sorted(self.health.degraded.items()):
+                self.events.emit("watchdog_degraded", self.generation, node=self.health.node, path=path,
+                                 operation="write", error=error, faults=self.health.faults)
         if now - self._last_ack >= self.settings.ack_interval:
             self._last_ack = now
             for view in self.nodes.values():
@@ -559,6 +581,7 @@ class Coordinator:
         else:
             self._recovery(verdict, now)
         self.merged.flush()
+        self.events.flush()  # events kept while the disk was full go out once it takes writes
         if now - self._last_status >= 1.0:
             self._last_status = now
             self.write_status(now)
@@ -848,7 +871,7 @@ class Coordinator:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_json_atomic(path, merge_manifests(self.job, self.incident_no, per_node))
         except OSError as exc:
-            log.warning("cannot write the incident manifest %s: %s", path, exc)
+            self.health.failed("write the incident manifest", path, exc)
 
     def _culprit_from_evidence(self, verdict: Verdict) -> Verdict:
         """Name the culprit of a hang from what the nodes captured, strongest evidence first.
@@ -917,7 +940,9 @@ class Coordinator:
         self.broadcast(Shutdown(reason, code))
         self._move(state, now)
         fields: dict[str, Any] = {"exit_code": code, "restarts": self.policy.restarts, "state": state.value,
-                                  "incidents": self.incident_no, "reason": reason, **self._progress_fields()}
+                                  "incidents": self.incident_no, "reason": reason, **self._progress_fields(),
+                                  "dropped_lines": sum(v.reported_dropped_lines for v in self.nodes.values()),
+                                  "watchdog_io": self.health.summary()}
         closing = {"time": iso_utc(self.wall()), "event": "job_finished", "generation": self.generation, **fields}
         try:
             from neuron_watch.goodput import compute_goodput
@@ -949,7 +974,8 @@ class Coordinator:
                             "stale_session": c.stale},
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
-                "verdict": self.last_verdict.to_dict() if self.last_verdict else None}
+                "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
+                "watchdog_io": self.health.summary()}
 
     def _answer_status(self, routing_id: bytes, h: Header, query: StatusQuery) -> None:
         """A read-only status query, authenticated by the job's secret: answer with the status document."""
@@ -962,10 +988,7 @@ class Coordinator:
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
         doc = self.status_doc(now)
-        try:
-            write_json_atomic(os.path.join(self.run_dir, "status.json"), doc)
-        except OSError as exc:
-            log.warning("cannot write status.json: %s", exc)
+        self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
         for listener in self.status_listeners:
             listener(doc)
 
@@ -1004,6 +1027,7 @@ class Coordinator:
                       for n, v in sorted(self.nodes.items())},
             "ranks": ranks,
             "liveness": self.liveness(),
+            "watchdog_io": self.health.summary(),
         }
         return doc
 
@@ -1016,7 +1040,7 @@ class Coordinator:
         return {"output": True, "flight_recorder": len(on), "no_flight_recorder": off}
 
     def write_summary(self, now: float) -> None:
-        write_json_atomic(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
+        self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
 
     def serve(self, stop: Callable[[], bool], interval: float = 0.05) -> int:
         """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code."""
@@ -1151,6 +1175,9 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     secret = load_secret(os.environ, config.secret_file)
     job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
     run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)
+    from neuron_watch.iofaults import check_run_dir
+
+    check_run_dir(run_dir)
     settings = CoordinatorSettings(silence=args.silence, stop_timeout=config.stop_timeout,
                                    expected_nodes=args.nodes, lost_node_wait=config.coordinator_loss_timeout,
                                    pause_jump=PAUSE_JUMP,

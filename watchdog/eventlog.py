@@ -1,19 +1,23 @@
 """The job's event stream: ``events.jsonl`` (the public contract, README "Events") plus other sinks.
 
 ``EventLog.emit`` appends one JSON object per line and flushes it, then hands the same dict to
-every extra sink (MQTT, ...). A failing sink is counted and reported, never allowed to stop the job.
+every extra sink (MQTT, ...). A failing sink is counted and reported, never allowed to stop the job;
+so is a failing disk (:class:`~neuron_watch.iofaults.AppendFile`: the events are kept and written
+when it takes writes again, and the sinks get them at once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from neuron_watch.events import JobEvent
+from neuron_watch.iofaults import AppendFile, IOHealth
 
 log = logging.getLogger("neuron_watch")
 
@@ -27,10 +31,11 @@ class EventSink(Protocol):
 class EventLog:
     """Writes events to ``path`` (JSONL) and to extra sinks."""
 
-    def __init__(self, path: str, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str, wall: Callable[[], float] = time.time, health: IOHealth | None = None) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
-        self._f: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.health = health or IOHealth()
+        self._f = AppendFile(path, self.health)
         self._wall = wall
         self.sinks: list[EventSink] = []
         self.sink_failures = 0
@@ -40,9 +45,9 @@ class EventLog:
         """Append one event. ``at``: its wall time when it is not now (a ``progress`` event is
         dated by the line that showed the step, however late it is sent)."""
         record = JobEvent(event, generation, self._wall() if at is None else at, fields).to_dict()
+        self.history.append(record)
         self._f.write(json.dumps(record, default=str) + "\n")
         self._f.flush()
-        self.history.append(record)
         for sink in self.sinks:
             try:
                 sink.emit(record)
@@ -50,6 +55,10 @@ class EventLog:
                 self.sink_failures += 1
                 log.warning("event sink %s failed: %s", type(sink).__name__, exc)
         return record
+
+    def flush(self) -> None:
+        """Retry events the disk refused (no-op when none wait; at most every few seconds otherwise)."""
+        self._f.flush()
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -64,7 +73,12 @@ class EventLog:
 def write_json_atomic(path: str, data: Any) -> None:
     """Write JSON to ``path`` via a temp file and rename (readers never see half a file)."""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk must not also keep half a temp file
+            os.unlink(tmp)
+        raise

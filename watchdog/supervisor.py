@@ -32,6 +32,7 @@ from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSetting
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.guardian import release, start_guardian
+from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.judge import HangCalibration
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
@@ -81,14 +82,21 @@ def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
     return open_storage(config.artifacts, os.environ)
 
 
-def checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], str]:
+def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[[dict[str, NodeView]], str]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
-    as the coordinator sees it (shared storage), else the newest any node reported."""
+    as the coordinator sees it (shared storage), else the newest any node reported (also when the
+    directory cannot be read now: each node reports the newest it saw before, never 'from scratch'
+    because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported)."""
 
     def choose(nodes: dict[str, NodeView]) -> str:
-        if config.checkpoint_dir and os.path.isdir(config.checkpoint_dir):
+        if config.checkpoint_dir:
             found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
-            return "" if found.chosen is None else found.chosen.path
+            if found.error is None and not found.missing:
+                if health is not None:
+                    health.ok(config.checkpoint_dir)
+                return "" if found.chosen is None else found.chosen.path
+            if found.error is not None and health is not None:
+                health.failed("read the checkpoint directory", config.checkpoint_dir, found.error)
         reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
         return reported[-1] if reported else ""
 
@@ -158,15 +166,18 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
     mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
     storage = _artifact_storage(config, run_dir)
-    os.makedirs(run_dir, exist_ok=True)
+    check_run_dir(run_dir)  # unusable (read-only, full, a file): a usage error now, not a traceback later
+    if config.checkpoint_dir:
+        check_checkpoint_dir(config.checkpoint_dir)
     say(f"neuron-watch {__version__}: job {job_id} on {node}, run dir {run_dir}")
     for line in plan_lines:
         say(f"env: {line}")
     become_subreaper()
     status_line = status_line_for(config)
     echo = None if config.quiet else status_line.echo if status_line is not None else console_echo
+    health = IOHealth(node)  # the watchdog's own file faults, shared by this node's agent and coordinator
     agent = NodeAgent(config, launcher, None, job_id=job_id, node=node, run_dir=run_dir, rank_env=rank_env,
-                      storage=storage, echo=echo)
+                      storage=storage, echo=echo, health=health)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
     old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
@@ -200,11 +211,13 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 agent.job_id = job_id
             if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
                 coord = _coordinator(config, f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret, run_dir, job_id,
-                                     info.nnodes, status_line)
+                                     info.nnodes, status_line, health)
         else:
             secret = secrets.token_bytes(32)
-            coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1, status_line)
+            coord = _coordinator(config, "127.0.0.1:0", secret, run_dir, job_id, 1, status_line, health)
             address = coord.endpoint.replace("tcp://", "")
+        if coord is None:  # this node's file faults reach the coordinator as lines of the node
+            health.listeners.append(agent.tell_io_fault)
         if coord is not None:
             if mqtt_target is not None:
                 coord.events.sinks.append(MqttSink(mqtt_target, job_id))
@@ -242,15 +255,16 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
 
 
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
-                 nodes: int | None, status_line: StatusLine | None = None) -> Coordinator:
+                 nodes: int | None, status_line: StatusLine | None = None,
+                 health: IOHealth | None = None) -> Coordinator:
     settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
                                    expected_nodes=nodes, lost_node_wait=config.coordinator_loss_timeout,
                                    pause_jump=PAUSE_JUMP,
                                    upload_timeout=config.upload_timeout if config.artifacts else 0.0)
     coord = Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
                         judge_factory=default_judge_factory(config),
-                        pick_checkpoint=checkpoint_chooser(config),
-                        policy=RestartPolicy(max_restarts=config.max_restarts), announce=False)
+                        pick_checkpoint=checkpoint_chooser(config, health),
+                        policy=RestartPolicy(max_restarts=config.max_restarts), announce=False, health=health)
     attach_console(coord.events, config, status_line=status_line)
     if status_line is not None:
         coord.status_listeners.append(status_line.update)

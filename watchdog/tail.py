@@ -8,6 +8,14 @@ once: neuronx-cc prints its progress dots without a newline, and they are a comp
 A line redrawn with ``\\r`` (tqdm, Rich, Hugging Face, Lightning bars, which end a line only at
 the end of an epoch) is passed on as it moves: its newest state once per poll; the rank log and
 the console get a redraw every :data:`REDRAW_LOG_EVERY` seconds and the line's final state.
+
+No output is lost uncounted (issue 16, finding 6): a file's last read (``final``, or ``to_eof``
+when a rank exited) goes to its end; a rank that prints faster than the watchdog reads has its
+backlog beyond :data:`BACKLOG_MAX` skipped down to the newest :data:`BACKLOG_KEEP` bytes (the
+watchdog stays current, and a process's last lines are always read), and what was skipped is
+counted, line by line, and said in the rank's log, the merged log and the agent's drop count.
+The rank logs are :class:`~neuron_watch.iofaults.AppendFile` s: a full disk degrades them, never
+the job.
 """
 
 from __future__ import annotations
@@ -19,9 +27,9 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
 
 from neuron_watch.events import LogLine, RankKey
+from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi
 
 log = logging.getLogger(__name__)
@@ -30,6 +38,11 @@ log = logging.getLogger(__name__)
 MAX_READ = 4 << 20
 #: A partial line longer than this is passed on as a line of its own (a megabyte-long line must not grow forever).
 MAX_PARTIAL = 1 << 20
+#: Unread bytes of one file beyond which the backlog is skipped (counted) down to BACKLOG_KEEP: a rank that
+#: floods its output must not leave the judge minutes behind (35 M lines printed, 1.2 M read, in issue 16).
+BACKLOG_MAX = 32 << 20
+#: The newest bytes of a skipped backlog that are still read (a process's last lines are its root cause).
+BACKLOG_KEEP = 4 << 20
 #: Seconds between looks for new rank files (torchrun creates them all at once when workers start).
 DISCOVER_EVERY = 1.0
 #: Seconds between redraws of a bar written to a rank log and the console (the judge gets the newest
@@ -104,23 +117,72 @@ class FileTail:
         self._last: bytes | None = None  # its newest finished non-blank segment
         self._last_sent = False  # ... already handed out as a redraw
         self._shown = -1  # length of the unfinished segment handed out as a redraw (-1: none)
+        self.behind = False  # the last read filled MAX_READ: there is probably more
+        self.skipped_lines = 0  # lines of a flood not read (counted: see _skip_backlog)
+        self.skipped_bytes = 0
+        self._cut_counted = False  # a skip ended inside the current line and counted it already
 
-    def read_lines(self, final: bool = False) -> list[str]:
+    def read_lines(self, final: bool = False, to_eof: bool = False) -> list[str]:
         """The texts of :meth:`read_records` the reader has not seen yet."""
-        return [r.text for r in self.read_records(final) if not r.seen]
+        return [r.text for r in self.read_records(final, to_eof) if not r.seen]
 
-    def read_records(self, final: bool = False) -> list[Record]:
-        """New records since the last call (``final``: the file is complete; flush its last line)."""
+    def read_records(self, final: bool = False, to_eof: bool = False) -> list[Record]:
+        """New records since the last call: up to :data:`MAX_READ` bytes, or to the end of the file
+        with ``to_eof`` or ``final`` (``final``: the file is complete; flush its last line). A backlog
+        beyond :data:`BACKLOG_MAX` is skipped first (a record says how many lines)."""
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 return []
-        data = os.pread(self._fd, MAX_READ, self.offset)
+        out: list[Record] = []
+        while True:
+            if self.behind or final or to_eof:
+                self._skip_backlog(out)
+            data = os.pread(self._fd, MAX_READ, self.offset)
+            self.behind = len(data) == MAX_READ
+            more = self.behind and (final or to_eof)
+            self._consume(data, final and not more, out)
+            if not more:
+                return out
+
+    def _skip_backlog(self, out: list[Record]) -> None:
+        """Skip what lies beyond BACKLOG_MAX unread bytes, to the first line start of the newest
+        BACKLOG_KEEP bytes; count its lines (reading it, in MAX_READ chunks: no line uncounted)."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size - self.offset <= BACKLOG_MAX:
+            return
+        start, target = self.offset, size - BACKLOG_KEEP
+        # Lines counted: each one ending in the skipped bytes, and the one the skip ends inside (each
+        # line once, however many skips it takes to pass a 200 MB line).
+        lines = 1 - self._cut_counted
+        pos = start
+        while pos < target:
+            chunk = os.pread(self._fd, min(MAX_READ, target - pos), pos)
+            if not chunk:
+                break
+            lines += chunk.count(b"\n")
+            pos += len(chunk)
+        head = os.pread(self._fd, BACKLOG_KEEP, pos)
+        nl = head.find(b"\n")
+        self._cut_counted = nl < 0
+        if nl >= 0:  # resume at a line start
+            pos += nl + 1
+        self.offset = pos
+        self.skipped_lines += lines
+        self.skipped_bytes += pos - start + len(self.partial)
+        # the current line's state is gone with its bytes
+        self.partial, self._cr, self._last, self._last_sent, self._shown = b"", False, None, False, -1
+        what = f"{lines} line(s)" if lines else "more of one long line"
+        out.append(Record(f"neuron-watch: {what} ({pos - start} bytes) of this output skipped unread: written "
+                          f"faster than the watchdog reads; all of it is in {self.path}"))
+
+    def _consume(self, data: bytes, final: bool, out: list[Record]) -> None:
+        """Split ``data`` (the bytes after the last read) into records."""
         self.offset += len(data)
         self.bytes_read += len(data)
         buf = self.partial + data
-        out: list[Record] = []
         pos = 0
         while (nl := buf.find(b"\n", pos)) >= 0:
             self._finish(buf[pos:nl], out)
@@ -156,7 +218,6 @@ class FileTail:
             elif self._last is not None and not self._last_sent:
                 out.append(Record(_text(self._last), redraw=True))
                 self._last_sent = True
-        return out
 
     def _finish(self, chunk: bytes, out: list[Record]) -> None:
         """The current line ends with ``chunk`` (its bytes since the last finished segment)."""
@@ -184,14 +245,16 @@ class RankStreams:
         node: str,
         gen_dir: str,
         echo: Callable[[str], None] | None = None,
+        health: IOHealth | None = None,
     ) -> None:
         self.node = node
+        self.health = health or IOHealth(node)
         self.gen_dir = gen_dir
         self.echo = echo
         self.log_root: str | None = None
         self.rank_offset: int | None = None  # global rank = local rank + offset (torchrun: contiguous)
         self._tails: dict[str, tuple[FileTail, int]] = {}  # path -> (tail, local rank)
-        self._out: dict[int, IO[str]] = {}
+        self._out: dict[int, AppendFile] = {}
         self._lineno: dict[int, int] = {}
         self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
         self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
@@ -221,14 +284,25 @@ class RankStreams:
                 if m:
                     self._tails[path] = (FileTail(path), int(m.group(2)))
 
-    def poll(self, mono: float, wall: float, final: bool = False) -> list[LogLine]:
-        """New lines from every rank since the last poll (``final``: flush partial lines too)."""
-        self.discover(mono, force=final)
+    @property
+    def skipped_lines(self) -> int:
+        """Lines of a flood that were skipped, never read (see :meth:`FileTail._skip_backlog`)."""
+        return sum(t.skipped_lines for t, _r in self._tails.values())
+
+    @property
+    def behind(self) -> bool:
+        """Some file had more to read than one poll takes."""
+        return any(t.behind for t, _r in self._tails.values())
+
+    def poll(self, mono: float, wall: float, final: bool = False, to_eof: bool = False) -> list[LogLine]:
+        """New lines from every rank since the last poll (``final``: flush partial lines too; ``final``
+        or ``to_eof``: read every file to its end)."""
+        self.discover(mono, force=final or to_eof)
         raw: list[tuple[int, Record]] = list(self._pending) if self.rank_offset is not None else []
         if self.rank_offset is not None:
             self._pending.clear()
         for tail, local_rank in self._tails.values():
-            for rec in tail.read_records(final):
+            for rec in tail.read_records(final, to_eof):
                 raw.append((local_rank, rec))
         if self.rank_offset is None and not final:
             self._pending.extend(raw)
@@ -249,7 +323,7 @@ class RankStreams:
         for rank, text, rec in ranked:
             f = self._out.get(rank)
             if f is None:
-                f = self._out[rank] = open(self.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
+                f = self._out[rank] = AppendFile(self.rank_log(rank), self.health, gap=_rank_log_gap)
             # A bar's redraws reach the rank log and the console every REDRAW_LOG_EVERY seconds;
             # lines (a bar's final state included) always. A redraw not written carries the number
             # of the line written before it.
@@ -283,6 +357,11 @@ class RankStreams:
         self._out.clear()
         for tail, _local_rank in self._tails.values():
             tail.close()
+
+
+def _rank_log_gap(lines: int, nbytes: int, error: str) -> str:
+    return (f"neuron-watch: {lines} line(s) ({nbytes} bytes) are missing here: {error} "
+            "(torchrun's own file of this rank, under gen-<G>/torchrun/, has them)")
 
 
 def console_echo(text: str) -> None:
