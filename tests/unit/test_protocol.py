@@ -140,7 +140,7 @@ def test_lines_count() -> None:
 
 def test_commands_and_agent_kinds_are_disjoint() -> None:
     assert {k for k in Kind if k.is_command} == {Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH,
-                                                 Kind.SHUTDOWN, Kind.STATUS_REPLY}
+                                                 Kind.SHUTDOWN, Kind.REFUSED, Kind.STATUS_REPLY}
     assert p.AGENT_KINDS.isdisjoint(p.COMMAND_KINDS)
 
 
@@ -150,11 +150,12 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
-    assert p.SCHEMA_VERSION == 3
+    # 3: an agent from before the echoed session, the frame limit and the job-bound keys.
+    assert p.SCHEMA_VERSION == 4
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -193,9 +194,10 @@ def test_truncated_frame_is_named_truncated() -> None:
     ([b"hello world", b"x"], "garbage"),
     ([msgpack.packb({"v": 1}), b"\x90"], "garbage"),  # a map, not the header array
     ([msgpack.packb([V, "lines", "j"]), b"\x90"], "truncated"),  # too few header fields
-    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "kind"),
-    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "field"),
-    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "kind"),
+    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, "echo"]), b"\x90"], "field"),
     ([b"a", b"b", b"c"], "garbage"),
 ])
 def test_garbage_is_refused_with_a_named_problem(frames: list[bytes], problem: str) -> None:
