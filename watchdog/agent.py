@@ -563,7 +563,8 @@ class NodeAgent:
     def _refused(self, exc: JobRefused) -> None:
         """Another job's coordinator refused us: say so, and record it in this node's events (this
         job's own coordinator, if it runs at all, is not the one we reach)."""
-        say(f"{exc.message}; next step: {exc.hint}")
+        say(f"refused by the coordinator of job {exc.coordinator_job} (this node: job {exc.agent_job}): "
+            "stopping this node's ranks")
         try:
             events = EventLog(os.path.join(self.run_dir, "events.jsonl"))
             try:
