@@ -1,4 +1,4 @@
-"""Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
+"""The wire with real jobs (issue 16). Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
 exported in a shell profile): issue 16, finding 5. Before, both derived the same job id from the
 coordinator address; job B's node joined job A (``node_rejoined``) and job A's coordinator
 relaunched it from job A's checkpoint. Now the job id includes torchrun's rendezvous and is bound
@@ -24,12 +24,14 @@ from tests.fixtures.procs import (
     kill_group,
     named,
     pids_with_env,
+    run_to_end,
     wait_until_gone,
 )
 
 pytestmark = pytest.mark.process
 
 SECRET = "one secret in a shell profile, 32+"
+RANK_SCRIPT = Path(__file__).parent / "ranks" / "megabyte_lines.py"
 
 
 @contextmanager
@@ -100,3 +102,38 @@ def test_two_jobs_sharing_a_port_and_a_secret_are_refused_by_name(tmp_path: Path
     for _p, run_dir in job_a + job_b:
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 15) == []
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+RANKS = 16
+LINES = 6
+# Just under the tail's 1 MiB partial-line bound (tail.MAX_PARTIAL), so that a line cut by a read
+# boundary is never passed on in two pieces: this test is about the wire, not the tail.
+SIZE = (1 << 20) - 64
+
+
+def test_sixteen_ranks_printing_megabyte_lines_finish_with_every_line(tmp_path: Path,
+                                                                       toy_env: dict[str, str]) -> None:
+    """Issue 16, finding 1: 16 ranks printing 1 MiB lines made a batch over the 64 MiB frame limit,
+    and the link wedged (an empty merged.log, a finished job still "running", or judged hung)."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", str(RANKS),
+            str(RANK_SCRIPT), "--lines", str(LINES), "--size", str(SIZE)]
+    code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 300)
+    assert code == 0, out[-3000:]
+    evs = events(run_dir)
+    assert named(evs, "job_finished")[0]["exit_code"] == 0
+    assert not named(evs, "agent_dropped") and not named(evs, "restart") and not named(evs, "incident")
+    counts: dict[str, int] = {}
+    done = set()
+    with open(run_dir / "merged.log", encoding="utf-8") as f:
+        for line in f:
+            tag, text = line.rstrip("\n").split(" | ", 1)
+            if text.startswith("rank "):
+                prefix, filler = text.rsplit(" ", 1)
+                assert filler == "m" * SIZE, prefix  # the line whole
+                counts[tag.rsplit(" ", 1)[1]] = counts.get(tag.rsplit(" ", 1)[1], 0) + 1
+            elif text.startswith("training done rank "):
+                done.add(int(text.rsplit(" ", 1)[1]))
+    assert done == set(range(RANKS))  # the last line of every rank arrived
+    assert sum(counts.values()) == RANKS * LINES, counts
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
