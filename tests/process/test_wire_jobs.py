@@ -1,9 +1,13 @@
-"""The wire with real jobs (issue 16). Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
-exported in a shell profile): issue 16, finding 5. Before, both derived the same job id from the
-coordinator address; job B's node joined job A (``node_rejoined``) and job A's coordinator
-relaunched it from job A's checkpoint. Now the job id includes torchrun's rendezvous and is bound
-into the signing keys: job A's coordinator refuses job B's node by name, both sides say so, and
-job A finishes untouched."""
+"""The wire with real jobs (issue 16, findings 1 and 5).
+
+Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
+exported in a shell profile): before, both derived the same job id from the coordinator address;
+job B's node joined job A (``node_rejoined``) and job A's coordinator relaunched it from job A's
+checkpoint. Now the job id includes torchrun's rendezvous and is bound into the signing keys: job
+A's coordinator refuses job B's node by name, both sides say so, and job A finishes untouched.
+
+16 ranks printing megabyte lines: before, a batch over the 64 MiB frame limit wedged the link
+(an empty merged.log, the finished job still "running"). Now every line arrives."""
 
 from __future__ import annotations
 
