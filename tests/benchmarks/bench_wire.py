@@ -86,6 +86,9 @@ def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> li
     return out
 
 
+#: seconds every process may take to build its batches before the measured window (--ready-timeout:
+#: on a machine shared with other work, classifying the pools takes minutes)
+READY_TIMEOUT = 120.0
 LEAD = 0.5  # seconds between every process being ready and the measured window
 
 
@@ -120,7 +123,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in (pool[n] * 2)[:BATCH]]])] for n in pool}
             per = BATCH
         k = 0
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         go_at = time.time() + LEAD
         while time.time() < go_at:
             time.sleep(0.001)
@@ -144,7 +147,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
     # Flood mode measures the coordinator, not the agents' Python: each node's batches are built
     # once by the real agent path and re-queued (fresh header, sequence number and signature).
     bodies = {n: flood_bodies(link, pool[n]) for n, link in links.items()} if rate == 0 else {}
-    ready.wait(120)
+    ready.wait(READY_TIMEOUT)
     go_at = time.time() + LEAD
     while time.time() < go_at:
         for link in links.values():
@@ -217,7 +220,7 @@ def raw_pull(procs: int, seconds: float, mode: str) -> dict[str, float]:
           for k in range(procs)]
     for p in ps:
         p.start()
-    ready.wait(120)
+    ready.wait(READY_TIMEOUT)
     lines = ends = 0
     t0 = c0 = None
     while ends < NODES:
@@ -261,7 +264,7 @@ def ingest(procs: int, seconds: float, judge: bool) -> dict[str, float]:
               for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         go_at = time.time() + LEAD
         t0 = c0 = t1 = c1 = 0.0
         lines0 = lines1 = 0
@@ -303,7 +306,7 @@ def verdict_latency(procs: int, trials: int, rate: float) -> tuple[list[float], 
                                                    offsets if k == 0 else None, q)) for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         hang_at = [time.time() + LEAD + o for o in offsets]
         lat: list[float] = []
         pending = list(hang_at)
@@ -336,7 +339,7 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
         p = mp.Process(target=agent_proc, args=(0, 1, c.endpoint, seconds, 1000.0, ready, "",
                                                  None, q, 0.05, classify))
         p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         while p.is_alive():
             c.poll(0.01)
             c.tick(time.monotonic())
@@ -351,17 +354,20 @@ def _pct(values: list[float], q: int) -> float:
 
 
 def main() -> int:
-    global BATCH
+    global BATCH, READY_TIMEOUT
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--rates", default="100,1000", help="lines/s per node during the latency runs")
     ap.add_argument("--batch", type=int, default=BATCH, help="lines per batch (agents and raw alike)")
+    ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
+                    help="seconds the agent processes may take to get ready")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     BATCH = a.batch
+    READY_TIMEOUT = a.ready_timeout
     mp.set_start_method("fork")
     print(f"# {NODES} nodes x {RANKS} ranks = {NODES * RANKS} rank streams, {a.procs} agent processes, "
           f"{os.cpu_count()} cores, batches of {BATCH} lines", flush=True)

@@ -237,3 +237,36 @@ def test_frames_of_an_earlier_coordinator_session_are_refused(coord: Coordinator
         second.close()
         attacker.close()
         ctx.term()
+
+
+def test_an_agent_of_the_previous_schema_is_refused_by_version_not_as_a_bad_signature(coord: Coordinator) -> None:
+    """Schema 3 signed with keys of no job: its signature cannot verify here, yet the refusal (counted
+    and logged once) names the version, so the operator upgrades instead of hunting a secret."""
+    import hashlib
+    import hmac
+
+    import msgpack
+
+    old_key = hmac.new(SECRET, b"neuron-watch/wire/v1/agent", hashlib.sha256).digest()
+    header = msgpack.packb([3, "heartbeat", JOB, "old-node", 1, 0, 0, 0, 1.0, 1.0, -1, 0, 1.0])
+    body = msgpack.packb([0, 0, 0])
+    mac = hmac.new(old_key, digestmod=hashlib.sha256)
+    for f in (header, body):
+        mac.update(len(f).to_bytes(8, "big"))
+        mac.update(f)
+    ctx = zmq.Context()
+    old = ctx.socket(zmq.DEALER)
+    old.setsockopt(zmq.LINGER, 0)
+    old.connect(coord.endpoint)
+    try:
+        for _ in range(3):
+            old.send_multipart([header, body, mac.digest()])
+        end = time.monotonic() + 20
+        while coord.counters.bad.get("version", 0) < 3:
+            assert time.monotonic() < end, coord.counters
+            coord.poll(0.01)
+        assert coord.counters.bad == {"version": 3} and coord.nodes == {}
+        assert old.poll(200) == 0  # nothing is answered to what cannot be trusted
+    finally:
+        old.close()
+        ctx.term()
