@@ -231,7 +231,9 @@ class Coordinator:
         self._challenged: dict[bytes, float] = {}  # routing id -> when last challenged (rate limit)
         self._refused: dict[tuple[str, str, int], float] = {}  # (job, node, session) -> when last refused
         self.clock = clock
-        self.session = session if session is not None else (time.time_ns() // 1000) << 12
+        # Grows with the start time (agents tell a restarted coordinator by a larger session), with
+        # 12 random low bits: agents echo it, so a frame captured in another session is refused.
+        self.session = session if session is not None else ((time.time_ns() // 1000) << 12) | secrets.randbelow(4096)
         os.makedirs(run_dir, exist_ok=True)
         self.run_dir = run_dir
         self.sock = CoordinatorSocket(bind)
