@@ -443,6 +443,10 @@ class AgentLink:
         while (p := self.outbox.unsent()) is not None:
             if self.outbox.in_flight and self.outbox.in_flight + len(p.body) > window:
                 return  # the rest goes as acks come back (or at the next resend round)
+            if not echo and self.outbox.in_flight:
+                # Until the coordinator told us its session it ingests nothing we send: one message
+                # asks for the challenge, the rest waits (no megabytes sent twice).
+                return
             h = dataclasses.replace(p.header, base=self.outbox.base, sent=now, echo=echo)
             if not self.sock.send(self.signer.sign([encode_header(h), p.body])):
                 self.counters.send_refused += 1

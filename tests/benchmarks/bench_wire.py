@@ -23,6 +23,7 @@ with the real judge.
    "suspected hang in collectives" line at a known time; time to the coordinator's verdict.
 3. agent CPU: one node's agent at 1,000 lines/s (full path), CPU seconds / wall seconds, with
    classification and without (the difference is what classifying on the node costs).
+4. huge lines: 16 ranks x 8 lines of 1 MiB through one link (batches split under the frame limit).
 """
 
 from __future__ import annotations
@@ -349,6 +350,36 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
         return cpu / seconds, sent
 
 
+def huge_lines(rounds: int = 8, ranks: int = 16, limit: float = 120.0) -> dict[str, float]:
+    """One node's link and the coordinator in this process: ``ranks`` ranks each print ``rounds``
+    lines of 1 MiB (issue 16: 16 ranks of such lines made batches over the 64 MiB frame limit and
+    wedged the link). MiB/s until every line was ingested; ``done`` 0 when not within ``limit`` s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        coord = Coordinator("127.0.0.1:0", SECRET, tmp, job=JOB)
+        link = AgentLink(coord.endpoint, SECRET, job=JOB, node="n0", session=new_session(time.time()))
+        mib = "m" * ((1 << 20) - 32)
+        want = rounds * ranks
+        start = time.monotonic()
+        cpu = time.process_time()
+        try:
+            for i in range(rounds):
+                now, wall = time.monotonic(), time.time()
+                for r in range(ranks):
+                    link.add_line(r, f"r{r} l{i} {mib}", now, wall)
+            link.flush_lines(time.monotonic(), time.time())
+            while coord.counters.lines < want and time.monotonic() - start < limit:
+                link.tick(time.monotonic(), time.time())
+                coord.poll(0.005)
+                coord.tick(time.monotonic())
+        finally:
+            link.close()
+            coord.close()
+        took = time.monotonic() - start
+        got = coord.counters.lines
+        return {"mib_s": got / took, "done": float(got == want), "seconds": took, "lines": got, "want": want,
+                "cpu_s": time.process_time() - cpu}
+
+
 def _pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -363,7 +394,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=BATCH, help="lines per batch (agents and raw alike)")
     ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
                     help="seconds the agent processes may take to get ready")
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,huge,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     BATCH = a.batch
@@ -396,6 +427,11 @@ def main() -> int:
                   f"max {1000 * max(lat):.0f} ms; coordinator CPU {100 * share:.0f}% of a core", flush=True)
         else:
             print(f"verdict latency at {rate:,.0f} lines/s per node: no verdict observed", flush=True)
+    if "huge" not in skip:
+        h = huge_lines()
+        state = "all arrived" if h["done"] else f"WEDGED: {h['lines']:.0f} of {h['want']:.0f} lines after"
+        print(f"16 ranks x 8 lines of 1 MiB (one 128 MiB flush, frame limit 64 MiB): {state} "
+              f"{h['seconds']:.1f} s, {h['mib_s']:.0f} MiB/s, {h['cpu_s']:.1f} CPU-s (link + coordinator)", flush=True)
     if "agent" not in skip:
         for classify in (True, False):
             cpu, sent = agent_cpu(5.0, classify)
