@@ -30,6 +30,9 @@ class LaunchInfo:
     rank_offset: int | None = None
     log_dir: str | None = None  # where per-rank output files appear
     coordinator_host: str | None = None  # where node 0 runs (MASTER_ADDR / rendezvous host)
+    #: what names this job's rendezvous on every node alike (torchrun: backend, endpoint or master
+    #: address and port, rdzv id); two jobs running at once cannot share it. "" = unknown.
+    rendezvous: str = ""
     warnings: tuple[str, ...] = ()
 
 

@@ -261,6 +261,8 @@ class TorchrunLauncher(Launcher):
             rank_offset=offset,
             log_dir=str(a.get("log_dir") or self.log_root(gen_dir)),
             coordinator_host=host.strip("[]") or None,
+            rendezvous=" ".join(f"{k}={a.get(k)}" for k in ("rdzv_backend", "rdzv_endpoint", "rdzv_id",
+                                                             "master_addr", "master_port")),
             warnings=tuple(warnings),
         )
 

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuron_watch.agent_link import AgentLink
+from neuron_watch.agent_link import AgentLink, JobRefused
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
+from neuron_watch.eventlog import EventLog
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
@@ -576,7 +577,11 @@ class NodeAgent:
             self._maybe_prewarm(gen, now)
         reap_children()
         commands = self.link.tick(now, wall)
-        return self.link.dispatch(commands, self, now, wall) if commands or stopping else None
+        try:
+            return self.link.dispatch(commands, self, now, wall) if commands or stopping else None
+        except JobRefused as exc:
+            self._refused(exc)
+            raise
 
     def activity_ago(self, now: float) -> float | None:
         """Seconds since this node's ranks last showed work (None: no generation runs here).
@@ -605,6 +610,22 @@ class NodeAgent:
             self.gen.started += gap
         if self._link is not None:
             self._link.rebase(gap)
+
+    def _refused(self, exc: JobRefused) -> None:
+        """Another job's coordinator refused us: say so, and record it in this node's events (this
+        job's own coordinator, if it runs at all, is not the one we reach)."""
+        say(f"refused by the coordinator of job {exc.coordinator_job} (this node: job {exc.agent_job}): "
+            "stopping this node's ranks")
+        try:
+            events = EventLog(os.path.join(self.run_dir, "events.jsonl"))
+            try:
+                events.emit("job_refused", self.gen.number if self.gen else 0, job=exc.agent_job,
+                            other_job=exc.coordinator_job, node=self.node, address=self.link.address,
+                            reason="refused by the coordinator of another job with the same secret")
+            finally:
+                events.close()
+        except OSError as err:  # the console line above stands; the run dir is not usable
+            log.warning("cannot record the refusal in %s: %s", self.run_dir, err)
 
     def _check_exit(self, gen: NodeGeneration, now: float, wall: float) -> None:
         if gen.exit_code is not None:

@@ -18,7 +18,21 @@ answers again, or when no ack came for ``resend_after`` seconds, everything unac
 sent again in order (go-back-N; the coordinator drops duplicates by sequence number). The
 outbox is bounded (``max_lines`` lines, ``max_msgs`` messages): beyond that the *oldest*
 messages are dropped and counted, and the counts travel in every heartbeat and status, so
-the coordinator learns what was lost when it comes back. Nothing is lost silently.
+the coordinator learns what was lost when it comes back. Nothing is lost silently. The outbox
+is bounded in bytes too (``max_bytes``), and at most ``window_bytes`` of it are in flight
+unacknowledged (libzmq would otherwise copy a flood of megabyte batches into its own queue).
+
+Size: every frame stays under the schema's :data:`~neuron_watch.protocol.MAX_FRAME_BYTES` (a
+bigger one is refused by the coordinator, and would be resent forever): a line longer than
+:data:`~neuron_watch.protocol.MAX_LINE_BYTES` is cut, marked and counted (``truncated_lines``,
+reported in every heartbeat and status), and a batch whose text would exceed
+:data:`~neuron_watch.protocol.MAX_BODY_BYTES` is split into several messages.
+
+Replay protection: every message echoes the coordinator session last heard from (0 before the
+first answer); the coordinator ignores messages that do not echo its own session and answers them
+with a challenge (``ack`` -1 from its session), upon which everything unacknowledged is resent.
+A coordinator of another job with the same secret answers ``refused``: :meth:`AgentLink.dispatch`
+raises :class:`JobRefused` naming both jobs.
 
 Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
 the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
@@ -39,9 +53,12 @@ from typing import Any, Protocol
 from neuron_watch import __version__
 from neuron_watch.auth import Signer
 from neuron_watch.classify import KnowledgeBase
+from neuron_watch.errors import ConfigError
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.judge import compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
+    MAX_BODY_BYTES,
+    MAX_LINE_BYTES,
     Ack,
     Body,
     CaptureEvidence,
@@ -60,18 +77,38 @@ from neuron_watch.protocol import (
     ProtocolError,
     RankCollectives,
     RankLines,
+    Refused,
     SequenceTracker,
     Shutdown,
     Status,
     Stop,
+    cut_line,
     decode,
     encode_body,
     encode_header,
     kind_of,
+    utf8_sizes,
 )
 from neuron_watch.transport import AgentSocket
 
 COORDINATOR_SENDER = "coordinator"
+#: Weight of one line in a lines body beyond its text: the "\n" that joins it, and a match row
+#: (a matched line travels twice: in its rank's text and as the match's text).
+_LINE_OVERHEAD = 64
+
+
+class JobRefused(ConfigError):
+    """The coordinator at the address belongs to another job with the same secret: it refused us."""
+
+    def __init__(self, coordinator_job: str, agent_job: str, address: str = "") -> None:
+        at = f" at {address}" if address else ""
+        super().__init__(
+            f"the coordinator{at} runs job {coordinator_job!r}, this node belongs to job {agent_job!r}: refused "
+            "(two jobs share a coordinator port and a secret)",
+            "give each job its own --job-id and coordinator port (--coordinator HOST:PORT), or its own secret",
+        )
+        self.coordinator_job = coordinator_job
+        self.agent_job = agent_job
 
 
 class NodeControl(Protocol):
@@ -117,6 +154,8 @@ class LinkSettings:
     resend_after: float = 3.0  # no ack progress for this long -> resend everything unacknowledged
     max_lines: int = 200_000  # outbox bound, in lines
     max_msgs: int = 20_000  # outbox bound, in messages
+    max_bytes: int = 512 << 20  # outbox bound, in encoded bytes (a flood of megabyte lines)
+    window_bytes: int = 128 << 20  # at most this much sent and not yet acknowledged
 
 
 @dataclass
@@ -129,13 +168,16 @@ class _Pending:
 class Outbox:
     """Sequence numbers, the bounded unacknowledged buffer, and the go-back-N cursor. No I/O."""
 
-    def __init__(self, max_lines: int, max_msgs: int) -> None:
+    def __init__(self, max_lines: int, max_msgs: int, max_bytes: int = 1 << 62) -> None:
         self.max_lines = max_lines
         self.max_msgs = max_msgs
+        self.max_bytes = max_bytes
         self.next_seq = 0
         self._q: collections.deque[_Pending] = collections.deque()
         self._lines = 0
+        self._bytes = 0
         self._cursor = 0  # index in _q of the next message to (re)send
+        self.in_flight = 0  # bytes of the messages before the cursor (sent, not acknowledged)
         self.dropped_lines = 0
         self.dropped_msgs = 0
 
@@ -145,13 +187,22 @@ class Outbox:
         self.next_seq += 1
         self._q.append(_Pending(header, body, lines))
         self._lines += lines
-        while len(self._q) > 1 and (len(self._q) > self.max_msgs or self._lines > self.max_lines):
-            old = self._q.popleft()
-            self._lines -= old.lines
-            self.dropped_msgs += 1
-            self.dropped_lines += old.lines
-            self._cursor = max(0, self._cursor - 1)
+        self._bytes += len(body)
+        while len(self._q) > 1 and (len(self._q) > self.max_msgs or self._lines > self.max_lines
+                                    or self._bytes > self.max_bytes):
+            self.drop_oldest()
         return header
+
+    def drop_oldest(self) -> None:
+        """Give up the oldest message (counted)."""
+        old = self._q.popleft()
+        self._lines -= old.lines
+        self._bytes -= len(old.body)
+        self.dropped_msgs += 1
+        self.dropped_lines += old.lines
+        if self._cursor > 0:
+            self._cursor -= 1
+            self.in_flight -= len(old.body)
 
     @property
     def base(self) -> int:
@@ -162,19 +213,27 @@ class Outbox:
         """Forget messages up to ``seq``; returns how many were released."""
         n = 0
         while self._q and self._q[0].header.seq <= seq:
-            self._lines -= self._q.popleft().lines
+            old = self._q.popleft()
+            self._lines -= old.lines
+            self._bytes -= len(old.body)
+            if n < self._cursor:
+                self.in_flight -= len(old.body)
             n += 1
         self._cursor = max(0, self._cursor - n)
+        if self._cursor == 0:
+            self.in_flight = 0
         return n
 
     def rewind(self) -> None:
         """Go back: the next :meth:`unsent` starts at the oldest unacknowledged message."""
         self._cursor = 0
+        self.in_flight = 0
 
     def unsent(self) -> _Pending | None:
         return self._q[self._cursor] if self._cursor < len(self._q) else None
 
     def mark_sent(self) -> None:
+        self.in_flight += len(self._q[self._cursor].body)
         self._cursor += 1
 
     def __len__(self) -> int:
@@ -197,6 +256,11 @@ class LinkCounters:
     bad_by_problem: dict[str, int] = dataclasses.field(default_factory=dict)
     wrong_target: int = 0  # commands for another agent session or job, dropped
     replayed: int = 0  # duplicate or stale-session commands, dropped
+    challenges: int = 0  # the coordinator asked for a resend with its session echoed
+    truncated_lines: int = 0  # lines cut to MAX_LINE_BYTES (each marked in its text)
+    truncated_bytes: int = 0
+    split_batches: int = 0  # batches sent as several messages to stay under the frame limit
+    oversize_dropped: int = 0  # messages that could not be made to fit (never expected; counted as dropped)
 
 
 class AgentLink:
@@ -207,9 +271,10 @@ class AgentLink:
                  socket: AgentSocket | None = None, kb: KnowledgeBase | None = None) -> None:
         self.settings = settings or LinkSettings()
         self.job, self.node, self.session, self.generation = job, node, session, generation
-        self.signer = Signer.for_agent(secret)
+        self.signer = Signer.for_agent(secret, job)
+        self.address = address
         self.sock = socket or AgentSocket(address)
-        self.outbox = Outbox(self.settings.max_lines, self.settings.max_msgs)
+        self.outbox = Outbox(self.settings.max_lines, self.settings.max_msgs, self.settings.max_bytes)
         self.counters = LinkCounters()
         self._commands = SequenceTracker(in_order=False)
         self._pending: list[tuple[int, str, float, float, str, int]] = []
@@ -241,7 +306,14 @@ class AgentLink:
     def _enqueue(self, body: Body, now: float, wall: float, rank: int = -1) -> None:
         h = Header(kind=kind_of(body), job=self.job, node=self.node, session=self.session,
                    generation=self.generation, seq=0, mono=now, wall=wall, rank=rank)
-        self.outbox.add(h, encode_body(body), body.n_lines if isinstance(body, Lines) else 0)
+        data = encode_body(body)
+        lines = body.n_lines if isinstance(body, Lines) else 0
+        if len(data) > MAX_BODY_BYTES:  # batches are split and lines cut before: not expected, but never resent forever
+            self.counters.oversize_dropped += 1
+            self.outbox.dropped_msgs += 1
+            self.outbox.dropped_lines += lines
+            return
+        self.outbox.add(h, data, lines)
 
     def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float) -> None:
         """Announce this agent session (sent again whenever a new coordinator session answers)."""
@@ -249,7 +321,13 @@ class AgentLink:
         self._enqueue(self._hello, now, wall)
 
     def add_line(self, rank: int, text: str, mono: float, wall: float, source: str = "", lineno: int = 0) -> None:
-        """Queue one line for the next batch (sent by :meth:`tick` or when the batch is full)."""
+        """Queue one line for the next batch (sent by :meth:`tick` or when the batch is full).
+        A line longer than MAX_LINE_BYTES is cut (marked in its text) and counted."""
+        if len(text) > _CUT_CHECK:
+            text, cut = cut_line(text)
+            if cut:
+                self.counters.truncated_lines += 1
+                self.counters.truncated_bytes += cut
         if not self._pending:
             self._pending_since = mono
         self._pending.append((rank, text, mono, wall, source, lineno))
@@ -263,8 +341,11 @@ class AgentLink:
         pending = self._pending
         self._pending = []
         self._pending_since = None
-        body = self.batch(pending, now, wall)
-        self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
+        for part in _split_by_size(pending):
+            body = self.batch(part, now, wall)
+            self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
+            if part is not pending:
+                self.counters.split_batches += 1
 
     def batch(self, pending: list[tuple[int, str, float, float, str, int]], now: float, wall: float) -> Lines:
         """The ``lines`` body for ``(rank, text, mono, wall, source, lineno)`` rows in read order."""
@@ -322,8 +403,8 @@ class AgentLink:
     def status(self, state: str, now: float, wall: float, detail: str = "", checkpoint: str = "") -> None:
         """Report the node's state (``running``, ``evidence_done``, ``stopped``, ``launched``, ``exited``)."""
         self.flush_lines(now, wall)
-        self._enqueue(Status(state, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs),
-                      now, wall)
+        self._enqueue(Status(state, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs,
+                             self.counters.truncated_lines), now, wall)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -338,12 +419,16 @@ class AgentLink:
         if self._pending_since is not None and now - self._pending_since >= s.batch_age:
             self.flush_lines(now, wall)
         if len(self.outbox) == 0 and now - self._last_sent >= s.heartbeat:
-            self._enqueue(Heartbeat(len(self.outbox), self.outbox.dropped_lines, self.outbox.dropped_msgs),
-                          now, wall)
+            self._enqueue(Heartbeat(len(self.outbox), self.outbox.dropped_lines, self.outbox.dropped_msgs,
+                                    self.counters.truncated_lines), now, wall)
         if len(self.outbox) == 0 or self._last_progress is None:
             self._last_progress = now
         elif now - self._last_progress >= s.resend_after and now - self._last_rewind >= s.resend_after:
             self._rewind(now)
+            # Something new after the resends: the coordinator takes a new route (a reconnect) only
+            # from a message it has not seen (a replayed copy must not move it), and acks it.
+            self._enqueue(Heartbeat(len(self.outbox), self.outbox.dropped_lines, self.outbox.dropped_msgs,
+                                    self.counters.truncated_lines), now, wall)
         self._send_due(now)
         return commands
 
@@ -353,8 +438,16 @@ class AgentLink:
         self.counters.resend_rounds += 1
 
     def _send_due(self, now: float) -> None:
+        window = self.settings.window_bytes
+        echo = self.coordinator_session or 0
         while (p := self.outbox.unsent()) is not None:
-            h = dataclasses.replace(p.header, base=self.outbox.base, sent=now)
+            if self.outbox.in_flight and self.outbox.in_flight + len(p.body) > window:
+                return  # the rest goes as acks come back (or at the next resend round)
+            if not echo and self.outbox.in_flight:
+                # Until the coordinator told us its session it ingests nothing we send: one message
+                # asks for the challenge, the rest waits (no megabytes sent twice).
+                return
+            h = dataclasses.replace(p.header, base=self.outbox.base, sent=now, echo=echo)
             if not self.sock.send(self.signer.sign([encode_header(h), p.body])):
                 self.counters.send_refused += 1
                 return
@@ -386,13 +479,14 @@ class AgentLink:
             if self.coordinator_session != h.session:
                 new_coordinator = self.coordinator_session is not None
                 self.coordinator_session = h.session
-                if new_coordinator:
-                    # A restarted coordinator knows nothing of us: introduce ourselves again and
-                    # resend what it has not acknowledged.
-                    if self._hello is not None:
-                        self._enqueue(self._hello, now, wall)
-                    self._rewind(now)
+                # The coordinator ignored what we sent without its session echoed: resend it all.
+                self._rewind(now)
+                if new_coordinator and self._hello is not None:
+                    # A restarted coordinator knows nothing of us: introduce ourselves again.
+                    self._enqueue(self._hello, now, wall)
             if isinstance(msg.body, Ack):
+                if msg.body.seq < 0:
+                    self.counters.challenges += 1
                 if self.outbox.ack(msg.body.seq):
                     self._last_progress = now
                 continue
@@ -444,6 +538,8 @@ class AgentLink:
             elif isinstance(body, Shutdown):
                 self.status("exited", now, wall, detail=body.reason)
                 return body.exit_code
+            elif isinstance(body, Refused):
+                raise JobRefused(body.job, self.job, self.address)
         return None
 
     @property
@@ -469,7 +565,10 @@ class AgentLink:
                 "dropped_msgs": self.outbox.dropped_msgs, "dropped_lines": self.outbox.dropped_lines,
                 "sent": c.sent, "resent": c.resent, "resend_rounds": c.resend_rounds,
                 "send_refused": c.send_refused, "bad_frames": c.bad_frames, "bad_by_problem": dict(c.bad_by_problem),
-                "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq}
+                "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq,
+                "challenges": c.challenges, "truncated_lines": c.truncated_lines,
+                "truncated_bytes": c.truncated_bytes, "split_batches": c.split_batches,
+                "oversize_dropped": c.oversize_dropped}
 
     def count_lost(self, lines: int) -> None:
         """Lines this node lost before they reached the link (a flood's skipped backlog): reported
@@ -482,3 +581,26 @@ class AgentLink:
 
     def close(self) -> None:
         self.sock.close()
+
+
+#: Lines up to this many characters cannot exceed MAX_LINE_BYTES (4 bytes a character at most).
+_CUT_CHECK = MAX_LINE_BYTES // 4
+
+
+def _split_by_size(pending: list[tuple[int, str, float, float, str, int]]
+                   ) -> list[list[tuple[int, str, float, float, str, int]]]:
+    """``pending`` in consecutive parts whose lines body stays under MAX_BODY_BYTES (``[pending]``
+    itself when it surely does: the usual case, decided on character counts alone)."""
+    texts = [p[1] for p in pending]
+    if 8 * sum(map(len, texts)) + _LINE_OVERHEAD * len(texts) <= MAX_BODY_BYTES:
+        return [pending]
+    parts: list[list[tuple[int, str, float, float, str, int]]] = [[]]
+    weight = 0
+    for row, size in zip(pending, utf8_sizes(texts), strict=True):
+        w = 2 * size + _LINE_OVERHEAD  # a matched line travels twice
+        if parts[-1] and weight + w > MAX_BODY_BYTES:
+            parts.append([])
+            weight = 0
+        parts[-1].append(row)
+        weight += w
+    return parts

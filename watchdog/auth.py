@@ -5,9 +5,15 @@ boundaries are signed too). The header inside the signed frames names the sender
 and sequence number, so a signed message cannot be altered, re-attributed or silently replayed
 (:class:`neuron_watch.protocol.SequenceTracker` refuses repeats).
 
-Two keys are derived from the job secret, one per direction, so an agent's message can never be
-reflected back to an agent as a command: ``agent`` signs agent -> coordinator traffic,
-``coordinator`` signs commands. Why HMAC and not CURVE: see docs/multinode.md ("Security").
+Two keys are derived from the job secret *and the job id*, one per direction, so an agent's message
+can never be reflected back to an agent as a command: ``agent`` signs agent -> coordinator traffic,
+``coordinator`` signs commands. Binding the job id into the keys means two jobs that share a secret
+(one exported in a shell profile) can never merge: a message of one job does not verify with the
+other's keys, whatever its header says. The coordinator can still tell such a neighbour from a
+stranger (it holds the secret: :meth:`Signer.other_job` derives the other job's keys) and refuses
+it by name. A third key, bound to no job, signs the operator's read-only status queries and their
+replies (the operator need not know the job id). Why HMAC and not CURVE: see docs/multinode.md
+("Security").
 
 The secret comes from ``NEURON_WATCH_SECRET`` or from a file readable by its owner only
 (mode 0600, typically on the cluster's shared storage, written once per job).
@@ -99,18 +105,28 @@ def write_secret_file(path: str) -> None:
 
 @dataclass(frozen=True)
 class Keys:
-    """The two signing keys of a job, derived from its secret."""
+    """The two signing keys of a job, derived from its secret and its id."""
 
     agent: bytes
     coordinator: bytes
 
 
-def derive_keys(secret: bytes) -> Keys:
-    """Per-direction keys: HMAC-SHA256(secret, label) -- the secret itself never signs anything."""
-    def sub(label: bytes) -> bytes:
-        return hmac.new(secret, b"neuron-watch/wire/v1/" + label, hashlib.sha256).digest()
+def _sub(secret: bytes, label: bytes, job: str) -> bytes:
+    # Length-prefixed job id: no two (label, job) pairs give the same input.
+    j = job.encode("utf-8")
+    return hmac.new(secret, b"neuron-watch/wire/v4/" + label + b"/" + len(j).to_bytes(4, "big") + j,
+                    hashlib.sha256).digest()
 
-    return Keys(agent=sub(b"agent"), coordinator=sub(b"coordinator"))
+
+def derive_keys(secret: bytes, job: str) -> Keys:
+    """Per-direction keys of ``job``: HMAC-SHA256(secret, label + job) -- the secret itself never
+    signs anything, and another job's keys differ even with the same secret."""
+    return Keys(agent=_sub(secret, b"agent", job), coordinator=_sub(secret, b"coordinator", job))
+
+
+def status_key(secret: bytes) -> bytes:
+    """The key of status queries and replies (read-only; bound to no job)."""
+    return _sub(secret, b"status", "")
 
 
 def _mac(key: bytes, frames: Sequence[bytes]) -> bytes:
@@ -124,19 +140,39 @@ def _mac(key: bytes, frames: Sequence[bytes]) -> bytes:
 class Signer:
     """Signs outgoing frames with one key and checks incoming frames against another."""
 
-    def __init__(self, send_key: bytes, recv_key: bytes) -> None:
+    def __init__(self, send_key: bytes, recv_key: bytes, secret: bytes = b"") -> None:
         self._send_key = send_key
         self._recv_key = recv_key
+        self._secret = secret  # kept by a coordinator's signer only (other_job)
+        self._others: dict[str, Signer] = {}
 
     @classmethod
-    def for_coordinator(cls, secret: bytes) -> Signer:
-        k = derive_keys(secret)
-        return cls(send_key=k.coordinator, recv_key=k.agent)
+    def for_coordinator(cls, secret: bytes, job: str) -> Signer:
+        k = derive_keys(secret, job)
+        return cls(send_key=k.coordinator, recv_key=k.agent, secret=secret)
 
     @classmethod
-    def for_agent(cls, secret: bytes) -> Signer:
-        k = derive_keys(secret)
+    def for_agent(cls, secret: bytes, job: str) -> Signer:
+        k = derive_keys(secret, job)
         return cls(send_key=k.agent, recv_key=k.coordinator)
+
+    @classmethod
+    def for_status(cls, secret: bytes) -> Signer:
+        """Both ends of a status query (query and reply are told apart by their kind)."""
+        k = status_key(secret)
+        return cls(send_key=k, recv_key=k)
+
+    def other_job(self, job: str) -> Signer | None:
+        """A coordinator's signer for another ``job`` with the same secret (to verify and answer a
+        neighbour it refuses); None for a signer made without the secret. At most 64 are kept."""
+        if not self._secret:
+            return None
+        s = self._others.get(job)
+        if s is None:
+            if len(self._others) >= 64:
+                self._others.pop(next(iter(self._others)))
+            s = self._others[job] = Signer.for_coordinator(self._secret, job)
+        return s
 
     def sign(self, frames: Sequence[bytes]) -> list[bytes]:
         """``frames`` plus a last frame holding their MAC."""

@@ -106,7 +106,8 @@ class ConsoleSink:
             "job_finished": self._job_finished, "command": self._command, "node_unobserved": self._unobserved,
             "node_observed": self._observed, "agent_dropped": self._dropped, "srun_step": self._srun_step,
             "drain": self._drain, "restart_plan": self._restart_plan, "requeue": self._requeue,
-            "left_to_hyperpod": self._hyperpod, "warning": self._warning,
+            "left_to_hyperpod": self._hyperpod, "warning": self._warning, "job_refused": self._job_refused,
+            "lines_truncated": self._truncated,
         }
 
     # -- the sink contract ----------------------------------------------------------------------
@@ -254,6 +255,14 @@ class ConsoleSink:
         # The coordinator also logs its warnings (one "[neuron-watch] ..." line on stderr already):
         # the event's line is for --log-level debug only, so the console never says it twice.
         return DEBUG, _one_line(f"warning: {e.get('message') or e.get('kind')}")
+
+    def _job_refused(self, e: dict[str, Any]) -> tuple[int, str]:
+        return WARNING, _one_line(f"refused node {e.get('node')} of job {e.get('other_job')}: this coordinator "
+                                  f"runs job {e.get('job')} ({e.get('reason')})")
+
+    def _truncated(self, e: dict[str, Any]) -> tuple[int, str]:
+        return WARNING, (f"node {e.get('node')} cut {e.get('lines')} line(s) longer than {e.get('limit_bytes')} "
+                         "bytes (marked in the text; the rank logs keep them whole)")
 
     def _hyperpod(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, _one_line(f"restart left to HyperPod auto-resume ({e.get('reason')})")

@@ -47,6 +47,7 @@ from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
+    MAX_LINE_BYTES,
     Ack,
     Body,
     CaptureEvidence,
@@ -61,6 +62,7 @@ from neuron_watch.protocol import (
     Msg,
     Procs,
     ProtocolError,
+    Refused,
     SequenceTracker,
     Shutdown,
     Status,
@@ -68,6 +70,8 @@ from neuron_watch.protocol import (
     StatusReply,
     Stop,
     decode,
+    decode_body,
+    decode_header,
     encode,
     kind_of,
 )
@@ -118,6 +122,7 @@ class NodeView:
     lines: int = 0
     reported_dropped_lines: int = 0  # the agent's own count (buffer overflow while we were away)
     reported_dropped_msgs: int = 0
+    reported_truncated_lines: int = 0  # lines the agent cut to the wire's line limit (marked in their text)
     acked: int = -1
     need_ack: bool = False
     launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
@@ -136,8 +141,10 @@ class Counters:
 
     frames: int = 0
     bad: dict[str, int] = field(default_factory=dict)  # problem -> count (auth, garbage, version, ...)
-    wrong_job: int = 0
+    wrong_job: int = 0  # signed with this secret for another job (refused by name)
     not_agent_kind: int = 0  # validly signed but a command kind: never acted on
+    unechoed: int = 0  # not echoing this coordinator's session: a replay, or an agent not yet challenged
+    challenges: int = 0  # challenges sent (ack -1: "resend, echoing my session")
     duplicates: int = 0
     early: int = 0
     stale: int = 0
@@ -221,9 +228,14 @@ class Coordinator:
         self.settings = settings or CoordinatorSettings()
         self.relaunch = relaunch
         self.job = job
-        self.signer = Signer.for_coordinator(secret)
+        self.signer = Signer.for_coordinator(secret, job)
+        self._status_signer = Signer.for_status(secret)
+        self._challenged: dict[bytes, float] = {}  # routing id -> when last challenged (rate limit)
+        self._refused: dict[tuple[str, str, int], float] = {}  # (job, node, session) -> when last refused
         self.clock = clock
-        self.session = session if session is not None else (time.time_ns() // 1000) << 12
+        # Grows with the start time (agents tell a restarted coordinator by a larger session), with
+        # 12 random low bits: agents echo it, so a frame captured in another session is refused.
+        self.session = session if session is not None else ((time.time_ns() // 1000) << 12) | secrets.randbelow(4096)
         os.makedirs(run_dir, exist_ok=True)
         self.run_dir = run_dir
         self.sock = CoordinatorSocket(bind)
@@ -316,18 +328,35 @@ class Coordinator:
         self.counters.bad[problem] = self.counters.bad.get(problem, 0) + 1
 
     def handle(self, routing_id: bytes, frames: list[bytes], now: float) -> None:
-        """Authenticate, decode, de-duplicate and ingest one message; anything doubtful is counted."""
+        """Authenticate, decode, de-duplicate and ingest one message; anything doubtful is counted.
+
+        Nothing about a node changes (its route, ``last_heard``, its session) before the message
+        is proven fresh: signed with this job's key, echoing this coordinator's session, and the
+        next one of its sender's sequence. A captured frame replayed from elsewhere is a
+        duplicate (or does not echo this session) and moves nothing (issue 16, finding 4).
+        """
         self.counters.frames += 1
         try:
-            msg = decode(self.signer.verify(frames))
+            if len(frames) != 3:
+                self.signer.verify(frames)  # an unsigned message is refused as such
+                raise ProtocolError("truncated" if len(frames) < 3 else "garbage",
+                                    f"a message has 3 frames (header, body, signature), got {len(frames)}")
+            # The header is read before the signature: a peer of another schema signs with other keys,
+            # and its refusal must name the version, not "bad signature". Nothing acts on it unsigned.
+            h = decode_header(bytes(frames[0]))
+            if h.kind is Kind.STATUS_QUERY:
+                body = decode_body(h.kind, self._status_signer.verify(frames)[1])
+                assert isinstance(body, StatusQuery)
+                self._answer_status(routing_id, h, body)
+                return
+            if h.job != self.job and not h.kind.is_command:
+                self._foreign(routing_id, frames, h, now)
+                return
+            body = decode_body(h.kind, self.signer.verify(frames)[1])
         except ProtocolError as exc:
             self._bad(exc.problem)
             if exc.problem == "version" and self.counters.bad["version"] == 1:
                 log.warning("refusing a peer: %s", exc)  # once: an old agent keeps resending
-            return
-        h = msg.header
-        if isinstance(msg.body, StatusQuery):
-            self._answer_status(routing_id, h, msg.body)
             return
         if h.kind.is_command:
             self.counters.not_agent_kind += 1
@@ -335,15 +364,32 @@ class Coordinator:
         if h.job != self.job:
             self.counters.wrong_job += 1
             return
-        disp = self.tracker.check(h.node, h.session, h.seq, h.base)
         view = self.nodes.get(h.node)
+        if h.echo != self.session:
+            self.counters.unechoed += 1
+            st = self.tracker.stats(h.node)
+            # Challenge only a session we have not taken in yet (a new agent, or one of a previous
+            # coordinator): one whose messages we accepted already knows our session, so its
+            # unechoed frame is a replay and gets nothing.
+            if (view is None or view.session != h.session) and (st is None or h.session > st.session):
+                self._challenge(routing_id, h, now)
+            return
+        disp = self.tracker.check(h.node, h.session, h.seq, h.base)
         if disp is Disposition.STALE_SESSION:
             self.counters.stale += 1
             return
+        if disp is Disposition.DUPLICATE:
+            self.counters.duplicates += 1
+            if view is not None and view.session == h.session and view.routing_id == routing_id:
+                view.need_ack = True  # a resend on the node's own connection: our ack was lost
+            return
+        if disp is Disposition.EARLY:
+            self.counters.early += 1  # the sender resends what is missing first; it proves nothing yet
+            return
         if view is None or view.session != h.session:
             view = self._new_session(h, routing_id, now)
-        # Any authenticated message from the current session proves the node is alive and tells
-        # us where to reach it (a reconnect gets a new routing id).
+        # A fresh message of the current session proves the node is alive and tells us where to
+        # reach it (a reconnect gets a new routing id).
         view.routing_id = routing_id
         view.last_heard = now
         view.need_ack = True
@@ -352,13 +398,53 @@ class Coordinator:
             if self.judge:
                 self.judge.mark_observed(h.node)
             self.events.emit("node_observed", self.generation, node=h.node)
-        if disp is Disposition.DUPLICATE:
-            self.counters.duplicates += 1
+        self._ingest(view, Msg(h, body), now)
+
+    def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
+        """Tell an agent session our session (an ack of nothing, -1): it resends, echoing it.
+        At most one every half second per connection."""
+        last = self._challenged.get(routing_id)
+        if last is not None and now - last < 0.5:
             return
-        if disp is Disposition.EARLY:
-            self.counters.early += 1
+        if len(self._challenged) >= 4096:
+            self._challenged.clear()
+        self._challenged[routing_id] = now
+        self.counters.challenges += 1
+        self._send_to(routing_id, h.session, Ack(-1))
+
+    def _foreign(self, routing_id: bytes, frames: list[bytes], h: Header, now: float) -> None:
+        """A message naming another job. Signed with that job's keys and our secret: a job sharing
+        our secret and port (issue 16, finding 5) -- refused by name, on both sides. Otherwise it is
+        a stranger's (counted as a bad signature)."""
+        other = self.signer.other_job(h.job)
+        if other is None:
+            raise ProtocolError("auth", "a message of another job")
+        other.verify(frames)  # raises AuthError: not our secret
+        self.counters.wrong_job += 1
+        key = (h.job, h.node, h.session)
+        last = self._refused.get(key)
+        if last is not None and now - last < 1.0:
             return
-        self._ingest(view, msg, now)
+        if len(self._refused) >= 1024:
+            self._refused.clear()
+        self._refused[key] = now
+        hdr = Header(kind=Kind.REFUSED, job=h.job, node=COORDINATOR_NODE, session=self.session,
+                     generation=self.generation, seq=self._cmd_seq, target=h.session, mono=self.clock(),
+                     wall=time.time())
+        self._cmd_seq += 1
+        reason = f"this coordinator runs job {self.job}"
+        if not self.sock.send(routing_id, other.sign(encode(Msg(hdr, Refused(self.job, h.job, reason))))):
+            self.counters.send_failed += 1
+        if last is None:
+            self.events.emit("job_refused", self.generation, job=self.job, other_job=h.job, node=h.node,
+                             reason="the same secret and coordinator port: each job needs its own "
+                                    "--job-id and port (or secret)")
+
+    def _send_to(self, routing_id: bytes, target: int, body: Body) -> bool:
+        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
+                   generation=self.generation, seq=self._cmd_seq, target=target, mono=self.clock(), wall=time.time())
+        self._cmd_seq += 1
+        return self.sock.send(routing_id, self.signer.sign(encode(Msg(h, body))))
 
     def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
         old = self.nodes.get(h.node)
@@ -382,7 +468,7 @@ class Coordinator:
             self.events.emit("node_hello", self.generation, node=h.node, hostname=body.hostname,
                              ranks=list(body.ranks), agent_version=body.agent_version)
         elif isinstance(body, Heartbeat):
-            self._loss_report(view, body.dropped_lines, body.dropped_msgs)
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
         elif isinstance(body, Status):
             if h.generation != self.generation and body.state in ("finished", "failed"):
                 return  # a late word about a generation already replaced
@@ -394,7 +480,7 @@ class Coordinator:
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
-            self._loss_report(view, body.dropped_lines, body.dropped_msgs)
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
             if self.sm.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
@@ -507,11 +593,15 @@ class Coordinator:
             self._stamp_sec, self._stamp_prefix = sec, iso_utc(sec)[:-5]  # drop ".000Z"
         return f"{self._stamp_prefix}.{int((wall - sec) * 1000):03d}Z"
 
-    def _loss_report(self, view: NodeView, lines: int, msgs: int) -> None:
+    def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
             self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
         view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
         view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
+        if truncated > view.reported_truncated_lines:
+            self.events.emit("lines_truncated", self.generation, node=view.node, lines=truncated,
+                             limit_bytes=MAX_LINE_BYTES)
+            view.reported_truncated_lines = truncated
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -965,13 +1055,14 @@ class Coordinator:
                 "state": v.state.value, "last_heard_ago": round(now - v.last_heard, 3), "hostname": v.hostname,
                 "ranks": list(v.ranks), "status": v.status, "generation": v.generation, "lines": v.lines,
                 "seq": st.to_dict() if st else {}, "agent_dropped_lines": v.reported_dropped_lines,
-                "agent_dropped_msgs": v.reported_dropped_msgs,
+                "agent_dropped_msgs": v.reported_dropped_msgs, "agent_truncated_lines": v.reported_truncated_lines,
             }
         c = self.counters
         return {"job": self.job, "endpoint": self.endpoint, "generation": self.generation, "phase": self.phase.value,
                 "restarts": self.restarts, "nodes": nodes, "lines": c.lines, "frames": c.frames,
                 "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
-                            "stale_session": c.stale},
+                            "stale_session": c.stale, "unechoed": c.unechoed},
+                "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
@@ -983,7 +1074,7 @@ class Coordinator:
         doc = json.dumps(self.status_doc(self.clock()), default=str)
         reply = Header(kind=Kind.STATUS_REPLY, job=self.job, node=COORDINATOR_NODE, session=self.session,
                        generation=self.generation, seq=0, target=h.session, mono=self.clock(), wall=time.time())
-        self.sock.send(routing_id, self.signer.sign(encode(Msg(reply, StatusReply(query.nonce, doc)))))
+        self.sock.send(routing_id, self._status_signer.sign(encode(Msg(reply, StatusReply(query.nonce, doc)))))
 
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
@@ -1094,7 +1185,7 @@ def query_status(address: str, secret: bytes, timeout: float = 5.0) -> dict[str,
     """
     from neuron_watch.transport import AgentSocket
 
-    signer = Signer.for_agent(secret)
+    signer = Signer.for_status(secret)
     sock = AgentSocket(address, linger_ms=0)
     nonce = secrets.randbits(62)
     session = (time.time_ns() // 1000) << 12

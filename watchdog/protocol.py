@@ -3,7 +3,7 @@
 A message is two msgpack frames, ``[header, body]`` (never pickle); :mod:`neuron_watch.auth`
 appends a third, the HMAC signature, and :mod:`neuron_watch.transport` moves the frames.
 
-    header = [version, kind, job, node, session, generation, seq, base, mono, wall, rank, target, sent]
+    header = [version, kind, job, node, session, generation, seq, base, mono, wall, rank, target, sent, echo]
 
 * ``version`` is checked first, so a future header layout still reports "version mismatch".
 * ``node`` + ``session`` name the sender: ``session`` is a per-process integer that starts with
@@ -17,9 +17,19 @@ appends a third, the HMAC signature, and :mod:`neuron_watch.transport` moves the
   clock as ``receive time - (sent - mono) - age`` without comparing clocks across hosts.
 * ``rank`` is -1 when the message is about the whole node; ``target`` is the agent session a
   command is addressed to (0 on agent messages).
+* ``echo`` (agent messages): the coordinator session the agent last heard from (0: none yet). A
+  coordinator acts only on messages that echo its own session, so a frame captured before it
+  started (another coordinator session, or an agent's first messages) changes nothing when
+  replayed; it answers such a frame with a *challenge* (an ``ack`` of seq -1 that tells its
+  session) and the agent resends. Within a session, ``seq`` refuses replays.
+
+Size: no frame exceeds :data:`MAX_FRAME_BYTES` (a constant of this schema, so both sides know it).
+An agent cuts a line longer than :data:`MAX_LINE_BYTES` (and counts it: ``truncated_lines`` of
+heartbeat and status) and splits its batches so that a lines body stays under
+:data:`MAX_BODY_BYTES`.
 
 Agent -> coordinator kinds: hello, lines, heartbeat, procs, exits, status.
-Coordinator -> agent kinds (commands): ack, capture_evidence, stop, launch, shutdown.
+Coordinator -> agent kinds (commands): ack, capture_evidence, stop, launch, shutdown, refused.
 
 :func:`decode` raises :class:`ProtocolError` naming the problem for any frame it cannot trust
 (wrong version, truncated, garbage, wrong types); it never returns half a message.
@@ -41,13 +51,23 @@ from neuron_watch.errors import TransportError
 from neuron_watch.flight_recorder import GroupProgress
 
 #: Bumped on any incompatible change of the header or a body layout.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
 # matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
-# a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items).
+# a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
+# header's ``echo`` (replay protection across sessions), ``truncated_lines`` in heartbeat and
+# status, the ``refused`` command, frames bounded by MAX_FRAME_BYTES on both sides, and signing
+# keys bound to the job id (auth.py): a version-3 peer's frames fail the signature check, so the
+# version is read before it (the refusal names the version, not "bad signature").
 
-#: Upper bound for one frame; a bigger frame is refused before it is unpacked.
+#: Upper bound for one frame, known to both sides (a constant of this schema): a bigger frame is
+#: refused before it is unpacked (and libzmq drops the connection of a peer sending one: MAXMSGSIZE).
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: An agent's lines body stays below this (it splits batches; the rest is room for the header).
+MAX_BODY_BYTES = MAX_FRAME_BYTES - (1 << 20)
+#: A longer line (UTF-8 bytes) is cut by the agent to this length, marked and counted as truncated.
+#: Even a batch of one such line stays far below MAX_BODY_BYTES when it is also a match (sent twice).
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 class ProtocolError(TransportError):
@@ -72,6 +92,7 @@ class Kind(str, enum.Enum):
     STOP = "stop"
     LAUNCH = "launch"
     SHUTDOWN = "shutdown"
+    REFUSED = "refused"  # coordinator -> an agent of another job that holds the same secret
     STATUS_QUERY = "status_query"  # an operator's `neuron-watch status --coordinator` (read-only)
     STATUS_REPLY = "status_reply"
 
@@ -81,7 +102,7 @@ class Kind(str, enum.Enum):
 
 
 COMMAND_KINDS = frozenset({Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH, Kind.SHUTDOWN,
-                           Kind.STATUS_REPLY})
+                           Kind.REFUSED, Kind.STATUS_REPLY})
 AGENT_KINDS = frozenset(Kind) - COMMAND_KINDS
 _KINDS = {k.value: k for k in Kind}
 
@@ -102,6 +123,7 @@ class Header:
     rank: int = -1
     target: int = 0
     sent: float = 0.0
+    echo: int = 0
     version: int = SCHEMA_VERSION
 
 
@@ -178,6 +200,7 @@ class Heartbeat:
     buffered: int = 0
     dropped_lines: int = 0
     dropped_msgs: int = 0
+    truncated_lines: int = 0  # lines the agent cut to MAX_LINE_BYTES so far (their text is marked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +261,7 @@ class Status:
     checkpoint: str = ""
     dropped_lines: int = 0
     dropped_msgs: int = 0
+    truncated_lines: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +302,16 @@ class Shutdown:
 
 
 @dataclass(frozen=True, slots=True)
+class Refused:
+    """Coordinator -> an agent whose messages are signed with the same secret but name another job:
+    the agent is not taken in. ``job`` is the coordinator's job, ``agent_job`` the agent's."""
+
+    job: str
+    agent_job: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StatusQuery:
     """Operator -> coordinator: send me the job's status document (changes nothing)."""
 
@@ -293,7 +327,7 @@ class StatusReply:
 
 
 Body = (Hello | Lines | Heartbeat | Procs | Exits | Status | Ack | CaptureEvidence | Stop | Launch | Shutdown
-        | StatusQuery | StatusReply)
+        | Refused | StatusQuery | StatusReply)
 
 _BODY_KIND: dict[type, Kind] = {
     Hello: Kind.HELLO,
@@ -307,6 +341,7 @@ _BODY_KIND: dict[type, Kind] = {
     Stop: Kind.STOP,
     Launch: Kind.LAUNCH,
     Shutdown: Kind.SHUTDOWN,
+    Refused: Kind.REFUSED,
     StatusQuery: Kind.STATUS_QUERY,
     StatusReply: Kind.STATUS_REPLY,
 }
@@ -341,7 +376,7 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Hello):
         return [body.hostname, body.pid, list(body.ranks), body.agent_version]
     if isinstance(body, Heartbeat):
-        return [body.buffered, body.dropped_lines, body.dropped_msgs]
+        return [body.buffered, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
     if isinstance(body, Procs):
         out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
                           [[r, p] for r, p in body.workers]]
@@ -353,7 +388,7 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
     if isinstance(body, Status):
-        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs]
+        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
     if isinstance(body, Ack):
         return [body.seq]
     if isinstance(body, CaptureEvidence):
@@ -362,6 +397,8 @@ def _body_to_wire(body: Body) -> list[Any]:
         return [body.reason, body.deadline, body.verdict]
     if isinstance(body, Launch):
         return [body.generation, body.checkpoint]
+    if isinstance(body, Refused):
+        return [body.job, body.agent_job, body.reason]
     if isinstance(body, StatusQuery):
         return [body.nonce]
     if isinstance(body, StatusReply):
@@ -372,7 +409,7 @@ def _body_to_wire(body: Body) -> list[Any]:
 def encode_header(h: Header) -> bytes:
     """The header frame alone (an agent re-encodes only the header when it resends)."""
     out: bytes = msgpack.packb([h.version, h.kind.value, h.job, h.node, h.session, h.generation, h.seq, h.base,
-                          h.mono, h.wall, h.rank, h.target, h.sent], use_bin_type=True)
+                          h.mono, h.wall, h.rank, h.target, h.sent, h.echo], use_bin_type=True)
     return out
 
 
@@ -451,7 +488,7 @@ def decode_header(frame: bytes) -> Header:
             "version",
             f"schema version mismatch: peer speaks {raw[0]!r:.20}, this neuron-watch speaks {SCHEMA_VERSION}",
         )
-    _list(raw, 13, "header")
+    _list(raw, 14, "header")
     kind = _KINDS.get(raw[1]) if type(raw[1]) is str else None
     if kind is None:
         raise ProtocolError("kind", f"unknown message kind {raw[1]!r:.40}")
@@ -468,6 +505,7 @@ def decode_header(frame: bytes) -> Header:
         rank=_int(raw[10], "rank"),
         target=_int(raw[11], "target"),
         sent=_float(raw[12], "sent"),
+        echo=_int(raw[13], "echo"),
     )
 
 
@@ -595,7 +633,9 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
     return Lines(tuple(ranks), tuple(matches), classified)
 
 
-def _decode_body(kind: Kind, frame: bytes) -> Body:
+def decode_body(kind: Kind, frame: bytes) -> Body:
+    """Decode and validate a body frame of ``kind`` (after its header was decoded and the message's
+    signature checked). Raises :class:`ProtocolError` like :func:`decode`."""
     b = _unpack(frame, "body")
     if type(b) is not list:
         raise ProtocolError("garbage", f"{kind.value} body is not an array")
@@ -606,8 +646,9 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
         return Hello(_str(b[0], "hostname"), _int(b[1], "pid"),
                      tuple(_int(r, "rank") for r in _list(b[2], None, "ranks")), _str(b[3], "agent_version"))
     if kind is Kind.HEARTBEAT:
-        _list(b, 3, "heartbeat body")
-        return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"))
+        _list(b, 4, "heartbeat body")
+        return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"),
+                         _int(b[3], "truncated_lines"))
     if kind is Kind.PROCS:
         if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
             raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
@@ -641,9 +682,9 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
             exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono")))
         return Exits(tuple(exits))
     if kind is Kind.STATUS:
-        _list(b, 5, "status body")
+        _list(b, 6, "status body")
         return Status(_str(b[0], "state"), _str(b[1], "detail"), _str(b[2], "checkpoint"),
-                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"))
+                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"))
     if kind is Kind.ACK:
         _list(b, 1, "ack body")
         return Ack(_int(b[0], "seq"))
@@ -658,6 +699,9 @@ def _decode_body(kind: Kind, frame: bytes) -> Body:
     if kind is Kind.LAUNCH:
         _list(b, 2, "launch body")
         return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))
+    if kind is Kind.REFUSED:
+        _list(b, 3, "refused body")
+        return Refused(_str(b[0], "job"), _str(b[1], "agent_job"), _str(b[2], "reason"))
     if kind is Kind.STATUS_QUERY:
         _list(b, 1, "status_query body")
         return StatusQuery(_int(b[0], "nonce"))
@@ -678,7 +722,25 @@ def decode(frames: Sequence[bytes]) -> Msg:
         problem = "truncated" if len(frames) < 2 else "garbage"
         raise ProtocolError(problem, f"a message has 2 frames (header, body), got {len(frames)}")
     header = decode_header(bytes(frames[0]))
-    return Msg(header, _decode_body(header.kind, bytes(frames[1])))
+    return Msg(header, decode_body(header.kind, bytes(frames[1])))
+
+
+def cut_line(text: str) -> tuple[str, int]:
+    """``text`` cut to at most :data:`MAX_LINE_BYTES` UTF-8 bytes, visibly marked, and how many
+    bytes were cut (0: ``text`` unchanged). The cut falls on a character boundary."""
+    if len(text) <= MAX_LINE_BYTES // 4:  # a character is at most 4 bytes: surely short enough
+        return text, 0
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_LINE_BYTES:
+        return text, 0
+    kept = data[:MAX_LINE_BYTES - 200].decode("utf-8", "ignore")
+    cut = len(data) - len(kept.encode("utf-8"))
+    return f"{kept} [neuron-watch: line cut, {cut} of {len(data)} bytes not sent]", cut
+
+
+def utf8_sizes(texts: Sequence[str]) -> list[int]:
+    """The UTF-8 size of each text (what it weighs in a frame)."""
+    return [len(t.encode("utf-8", "replace")) for t in texts]
 
 
 # ---- replay / loss tracking -----------------------------------------------------------------

@@ -205,9 +205,10 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             secret = load_secret(env, config.secret_file)
             address = config.coordinator or f"{info.coordinator_host or '127.0.0.1'}:{DEFAULT_COORDINATOR_PORT}"
             if not config.job_id and not env.get("SLURM_JOB_ID"):
-                # Every node must speak of the same job; without --job-id or Slurm's, the one thing
-                # all nodes share is where the coordinator is.
-                job_id = "nw-" + hashlib.sha256(address.encode()).hexdigest()[:12]
+                # Every node must speak of the same job; without --job-id or Slurm's, what all nodes
+                # share is where the coordinator is and the launcher's rendezvous (two jobs running at
+                # once cannot share that: the coordinator address alone merged two jobs, issue 16).
+                job_id = "nw-" + hashlib.sha256(f"{address}\0{info.rendezvous}".encode()).hexdigest()[:12]
                 agent.job_id = job_id
             if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
                 coord = _coordinator(config, f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret, run_dir, job_id,

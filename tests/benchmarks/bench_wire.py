@@ -23,6 +23,7 @@ with the real judge.
    "suspected hang in collectives" line at a known time; time to the coordinator's verdict.
 3. agent CPU: one node's agent at 1,000 lines/s (full path), CPU seconds / wall seconds, with
    classification and without (the difference is what classifying on the node costs).
+4. huge lines: 16 ranks x 8 lines of 1 MiB through one link (batches split under the frame limit).
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> li
     return out
 
 
+#: seconds every process may take to build its batches before the measured window (--ready-timeout:
+#: on a machine shared with other work, classifying the pools takes minutes)
+READY_TIMEOUT = 120.0
 LEAD = 0.5  # seconds between every process being ready and the measured window
 
 
@@ -120,7 +124,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             frames = {n: [msgpack.packb([n, 0, [t.encode() for _r, t in (pool[n] * 2)[:BATCH]]])] for n in pool}
             per = BATCH
         k = 0
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         go_at = time.time() + LEAD
         while time.time() < go_at:
             time.sleep(0.001)
@@ -144,7 +148,7 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
     # Flood mode measures the coordinator, not the agents' Python: each node's batches are built
     # once by the real agent path and re-queued (fresh header, sequence number and signature).
     bodies = {n: flood_bodies(link, pool[n]) for n, link in links.items()} if rate == 0 else {}
-    ready.wait(120)
+    ready.wait(READY_TIMEOUT)
     go_at = time.time() + LEAD
     while time.time() < go_at:
         for link in links.values():
@@ -217,7 +221,7 @@ def raw_pull(procs: int, seconds: float, mode: str) -> dict[str, float]:
           for k in range(procs)]
     for p in ps:
         p.start()
-    ready.wait(120)
+    ready.wait(READY_TIMEOUT)
     lines = ends = 0
     t0 = c0 = None
     while ends < NODES:
@@ -261,7 +265,7 @@ def ingest(procs: int, seconds: float, judge: bool) -> dict[str, float]:
               for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         go_at = time.time() + LEAD
         t0 = c0 = t1 = c1 = 0.0
         lines0 = lines1 = 0
@@ -303,7 +307,7 @@ def verdict_latency(procs: int, trials: int, rate: float) -> tuple[list[float], 
                                                    offsets if k == 0 else None, q)) for k in range(procs)]
         for p in ps:
             p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         hang_at = [time.time() + LEAD + o for o in offsets]
         lat: list[float] = []
         pending = list(hang_at)
@@ -336,7 +340,7 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
         p = mp.Process(target=agent_proc, args=(0, 1, c.endpoint, seconds, 1000.0, ready, "",
                                                  None, q, 0.05, classify))
         p.start()
-        ready.wait(120)
+        ready.wait(READY_TIMEOUT)
         while p.is_alive():
             c.poll(0.01)
             c.tick(time.monotonic())
@@ -346,22 +350,55 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
         return cpu / seconds, sent
 
 
+def huge_lines(rounds: int = 8, ranks: int = 16, limit: float = 120.0) -> dict[str, float]:
+    """One node's link and the coordinator in this process: ``ranks`` ranks each print ``rounds``
+    lines of 1 MiB (issue 16: 16 ranks of such lines made batches over the 64 MiB frame limit and
+    wedged the link). MiB/s until every line was ingested; ``done`` 0 when not within ``limit`` s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        coord = Coordinator("127.0.0.1:0", SECRET, tmp, job=JOB)
+        link = AgentLink(coord.endpoint, SECRET, job=JOB, node="n0", session=new_session(time.time()))
+        mib = "m" * ((1 << 20) - 32)
+        want = rounds * ranks
+        start = time.monotonic()
+        cpu = time.process_time()
+        try:
+            for i in range(rounds):
+                now, wall = time.monotonic(), time.time()
+                for r in range(ranks):
+                    link.add_line(r, f"r{r} l{i} {mib}", now, wall)
+            link.flush_lines(time.monotonic(), time.time())
+            while coord.counters.lines < want and time.monotonic() - start < limit:
+                link.tick(time.monotonic(), time.time())
+                coord.poll(0.005)
+                coord.tick(time.monotonic())
+        finally:
+            link.close()
+            coord.close()
+        took = time.monotonic() - start
+        got = coord.counters.lines
+        return {"mib_s": got / took, "done": float(got == want), "seconds": took, "lines": got, "want": want,
+                "cpu_s": time.process_time() - cpu}
+
+
 def _pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
 def main() -> int:
-    global BATCH
+    global BATCH, READY_TIMEOUT
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--rates", default="100,1000", help="lines/s per node during the latency runs")
     ap.add_argument("--batch", type=int, default=BATCH, help="lines per batch (agents and raw alike)")
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,agent")
+    ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
+                    help="seconds the agent processes may take to get ready")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: raw,ingest,latency,huge,agent")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     BATCH = a.batch
+    READY_TIMEOUT = a.ready_timeout
     mp.set_start_method("fork")
     print(f"# {NODES} nodes x {RANKS} ranks = {NODES * RANKS} rank streams, {a.procs} agent processes, "
           f"{os.cpu_count()} cores, batches of {BATCH} lines", flush=True)
@@ -390,6 +427,11 @@ def main() -> int:
                   f"max {1000 * max(lat):.0f} ms; coordinator CPU {100 * share:.0f}% of a core", flush=True)
         else:
             print(f"verdict latency at {rate:,.0f} lines/s per node: no verdict observed", flush=True)
+    if "huge" not in skip:
+        h = huge_lines()
+        state = "all arrived" if h["done"] else f"WEDGED: {h['lines']:.0f} of {h['want']:.0f} lines after"
+        print(f"16 ranks x 8 lines of 1 MiB (one 128 MiB flush, frame limit 64 MiB): {state} "
+              f"{h['seconds']:.1f} s, {h['mib_s']:.0f} MiB/s, {h['cpu_s']:.1f} CPU-s (link + coordinator)", flush=True)
     if "agent" not in skip:
         for classify in (True, False):
             cpu, sent = agent_cpu(5.0, classify)

@@ -33,17 +33,17 @@ JOB = "fuzz-1"
 
 def random_frames(rng: random.Random, agent_signer: Signer) -> list[bytes]:
     """One hostile message: random bytes, plausible msgpack, forged or mangled signatures, commands."""
-    choice = rng.randrange(7)
+    choice = rng.randrange(8)
     h = Header(kind=Kind.LINES, job=JOB, node=f"n{rng.randrange(4)}", session=rng.randrange(1 << 40),
                generation=0, seq=rng.randrange(100))
     good = encode(Msg(h, Lines((RankLines(0, 1, 0.0, 0.0, 0.0, "step 1 loss 1.0"),))))
     if choice == 0:
         return [rng.randbytes(rng.randrange(0, 300)) for _ in range(rng.randrange(1, 5))]
     if choice == 1:
-        return [msgpack.packb([SCHEMA_VERSION, "lines", JOB, "n1", 1, 0, rng.randrange(9), 0, 0.0, 0.0, -1, 0, 0.0]),
+        return [msgpack.packb([SCHEMA_VERSION, "lines", JOB, "n1", 1, 0, rng.randrange(9), 0, 0.0, 0.0, -1, 0, 0.0, 0]),
                 msgpack.packb([0, [], [[0, 1, 0.0, 0.0, 0.0, "x"]], []]), rng.randbytes(32)]  # random MAC
     if choice == 2:
-        return Signer.for_agent(rng.randbytes(32)).sign(good)  # another secret
+        return Signer.for_agent(rng.randbytes(32), JOB).sign(good)  # another secret
     if choice == 3:
         signed = agent_signer.sign(good)
         i = rng.randrange(len(signed))
@@ -62,10 +62,13 @@ def random_frames(rng: random.Random, agent_signer: Signer) -> list[bytes]:
         # The coordinator never takes commands, whoever signs them (an agent's key: counted as
         # not_agent_kind; the coordinator's: auth). An agent takes none addressed to session 1.
         hs = Header(kind=Kind.STOP, job=JOB, node="n1", session=1, generation=0, seq=rng.randrange(100), target=1)
-        signer = agent_signer if rng.random() < 0.5 else Signer.for_coordinator(SECRET.encode())
+        signer = agent_signer if rng.random() < 0.5 else Signer.for_coordinator(SECRET.encode(), JOB)
         return signer.sign(encode(Msg(hs, Stop("fuzz"))))
     hb = Header(kind=Kind.HEARTBEAT, job="other-job", node="n1", session=1, generation=0, seq=rng.randrange(100))
-    return agent_signer.sign(encode(Msg(hb, Heartbeat())))  # right secret, wrong job
+    if choice == 6:
+        return agent_signer.sign(encode(Msg(hb, Heartbeat())))  # this job's key, another job's name: auth
+    # the same secret, another job's keys: refused by name (wrong_job)
+    return Signer.for_agent(SECRET.encode(), "other-job").sign(encode(Msg(hb, Heartbeat())))
 
 
 
@@ -85,7 +88,7 @@ def test_random_frames_at_a_live_coordinator(tmp_path: Path) -> None:
         endpoint = banner.split(" on ", 1)[1].split(" ", 1)[0]
         assert endpoint.startswith("tcp://127.0.0.1:"), banner
         rng = random.Random(4)
-        agent_signer = Signer.for_agent(SECRET.encode())
+        agent_signer = Signer.for_agent(SECRET.encode(), JOB)
         socks = [ctx.socket(zmq.DEALER) for _ in range(4)]
         for s in socks:
             s.setsockopt(zmq.LINGER, 2000)
@@ -121,7 +124,7 @@ def test_random_frames_at_a_live_coordinator(tmp_path: Path) -> None:
         assert s["lines"] == 1 and list(s["nodes"]) == ["real"]
         refused = s["refused"]
         assert sum(refused["bad"].values()) + refused["wrong_job"] + refused["not_agent_kind"] == n
-        assert refused["not_agent_kind"] > 0 and refused["bad"].get("auth", 0) > 0
+        assert refused["not_agent_kind"] > 0 and refused["bad"].get("auth", 0) > 0 and refused["wrong_job"] > 0
         assert (run_dir / "merged.log").read_text().splitlines()[-1].endswith("real/rank0 | real line")
     finally:
         ctx.term()
@@ -143,7 +146,7 @@ def test_random_frames_at_an_agent_are_never_commands(tmp_path: Path) -> None:
             fake.poll(10)
         routing_id = item[0]
         rng = random.Random(5)
-        agent_signer = Signer.for_agent(SECRET.encode())
+        agent_signer = Signer.for_agent(SECRET.encode(), JOB)
         n = 3000
         for _ in range(n):
             assert fake.send(routing_id, random_frames(rng, agent_signer) or [b""])

@@ -123,10 +123,10 @@ def test_agent_takes_commands_only_from_the_coordinator(coordinator: Coordinator
             return signer.sign(encode(Msg(h, Stop("forged", 0.0))))
 
         sends = [
-            forged(Signer.for_coordinator(b"another secret, also 32 bytes!!"), 10_000, view.session),  # no secret
-            forged(Signer.for_agent(SECRET), 10_001, view.session),  # agent key: reflection
-            forged(Signer.for_coordinator(SECRET), 10_002, view.session + 1),  # another agent session
-            forged(Signer.for_coordinator(SECRET), 10_003, view.session, job="other-job"),  # another job
+            forged(Signer.for_coordinator(b"another secret, also 32 bytes!!", JOB), 10_000, view.session),  # no secret
+            forged(Signer.for_agent(SECRET, JOB), 10_001, view.session),  # agent key: reflection
+            forged(Signer.for_coordinator(SECRET, JOB), 10_002, view.session + 1),  # another agent session
+            forged(Signer.for_coordinator(SECRET, JOB), 10_003, view.session, job="other-job"),  # another job
             [b"\x00garbage"],
         ]
         for frames in sends:

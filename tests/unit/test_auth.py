@@ -54,24 +54,27 @@ def test_missing_file_names_it(tmp_path: Path) -> None:
         load_secret({}, str(tmp_path / "nope"))
 
 
+JOB = "job-a"
+
+
 def test_sign_verify_and_direction() -> None:
-    agent, coord = Signer.for_agent(SECRET), Signer.for_coordinator(SECRET)
+    agent, coord = Signer.for_agent(SECRET, JOB), Signer.for_coordinator(SECRET, JOB)
     frames = [b"header", b"body"]
     assert coord.verify(agent.sign(frames)) == frames
     assert agent.verify(coord.sign(frames)) == frames
     # An agent's own message reflected back to an agent is not a command.
     with pytest.raises(AuthError):
         agent.verify(agent.sign(frames))
-    k = derive_keys(SECRET)
+    k = derive_keys(SECRET, JOB)
     assert len({k.agent, k.coordinator, SECRET}) == 3
 
 
 def test_wrong_secret_altered_or_reframed_messages_fail() -> None:
-    agent = Signer.for_agent(SECRET)
-    coord = Signer.for_coordinator(SECRET)
+    agent = Signer.for_agent(SECRET, JOB)
+    coord = Signer.for_coordinator(SECRET, JOB)
     signed = agent.sign([b"header", b"body"])
     with pytest.raises(AuthError, match="bad signature"):
-        Signer.for_coordinator(b"another secret of 32 bytes......").verify(signed)
+        Signer.for_coordinator(b"another secret of 32 bytes......", JOB).verify(signed)
     with pytest.raises(AuthError):
         coord.verify([b"header", b"bodY", signed[2]])
     with pytest.raises(AuthError):  # moving the frame boundary changes the MAC
@@ -81,3 +84,29 @@ def test_wrong_secret_altered_or_reframed_messages_fail() -> None:
     with pytest.raises(AuthError) as ei:
         coord.verify([b"x"])
     assert ei.value.problem == "auth"
+
+
+def test_the_job_id_is_bound_into_the_keys() -> None:
+    """Two jobs with one secret (exported in a shell profile) never verify each other's messages
+    (issue 16, finding 5); the coordinator, holding the secret, can still tell such a neighbour."""
+    a, b = derive_keys(SECRET, "job-a"), derive_keys(SECRET, "job-b")
+    assert len({a.agent, a.coordinator, b.agent, b.coordinator}) == 4
+    # the job id is length-prefixed: no (label, job) pair runs into another
+    assert derive_keys(SECRET, "") != derive_keys(SECRET, "\x00")
+    signed_b = Signer.for_agent(SECRET, "job-b").sign([b"header", b"body"])
+    coord_a = Signer.for_coordinator(SECRET, "job-a")
+    with pytest.raises(AuthError, match="bad signature"):
+        coord_a.verify(signed_b)
+    other = coord_a.other_job("job-b")
+    assert other is not None and other.verify(signed_b) == [b"header", b"body"]
+    # ... and answers it with job b's coordinator key, which b's agent accepts
+    assert Signer.for_agent(SECRET, "job-b").verify(other.sign([b"h", b"refused"])) == [b"h", b"refused"]
+    assert Signer.for_agent(SECRET, "job-b").other_job("job-a") is None  # agents hold no secret for that
+
+
+def test_status_queries_use_a_key_of_no_job() -> None:
+    status = Signer.for_status(SECRET)
+    signed = status.sign([b"q", b"b"])
+    assert Signer.for_status(SECRET).verify(signed) == [b"q", b"b"]
+    with pytest.raises(AuthError):
+        Signer.for_coordinator(SECRET, "").verify(signed)

@@ -14,7 +14,7 @@ import pytest
 from neuron_watch.config import WatchConfig
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState, default_judge_factory
 from neuron_watch.protocol import Heartbeat
-from tests.unit.test_coordinator_progress import JOB, SECRET, STEP, Agent, Clock
+from tests.unit.test_coordinator_progress import COORDINATOR_SESSION, JOB, SECRET, STEP, Agent, Clock
 
 
 def make(tmp_path: Path, clock: Clock, pause_jump: float | None) -> Coordinator:
@@ -22,7 +22,7 @@ def make(tmp_path: Path, clock: Clock, pause_jump: float | None) -> Coordinator:
                        settings=CoordinatorSettings(expected_nodes=1, silence=10.0, pause_jump=pause_jump,
                                                     pause_grace=6.0),
                        judge_factory=default_judge_factory(WatchConfig(hang_timeout=5.0)), clock=clock.mono,
-                       wall=clock.wall, announce=False)
+                       wall=clock.wall, announce=False, session=COORDINATOR_SESSION)  # the session Agent echoes
 
 
 def named(coord: Coordinator, name: str) -> list[dict[str, Any]]:

@@ -28,6 +28,9 @@ W0 = 1_800_000_000.0  # wall time at mono 0: the agent's and the coordinator's c
 STEP = "step {} loss 0.5 step_time 0.1s"
 
 
+COORDINATOR_SESSION = 99  # the agent echoes it (it learnt it from the coordinator's challenge)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -43,12 +46,12 @@ class Agent:
     """Builds the signed messages one node's agent would send."""
 
     def __init__(self) -> None:
-        self.signer = Signer.for_agent(SECRET)
+        self.signer = Signer.for_agent(SECRET, JOB)
         self.seq = 0
 
     def frames(self, body: Any, sent_at: float) -> list[bytes]:
         h = Header(kind=kind_of(body), job=JOB, node=NODE, session=7, generation=0, seq=self.seq, base=self.seq,
-                   mono=sent_at, wall=W0 + sent_at, sent=sent_at)
+                   mono=sent_at, wall=W0 + sent_at, sent=sent_at, echo=COORDINATOR_SESSION)
         self.seq += 1
         return self.signer.sign(encode(Msg(h, body)))
 
@@ -74,7 +77,7 @@ def coord(tmp_path: Path, clock: Clock) -> Iterator[Coordinator]:
     c = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
                     settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
                     judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
-                    announce=False)
+                    announce=False, session=COORDINATOR_SESSION)
     try:
         yield c
     finally:

@@ -56,6 +56,7 @@ BODIES = [
     ),
     Lines((RankLines(7, 3, 1.5, 0.0, -0.5, "\n\nlast"),)),  # empty lines; not classified
     Heartbeat(3, 120, 2),
+    Heartbeat(0, 0, 0, 7),  # 7 lines cut to the wire's line limit so far
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
     Procs((), (), ((0, 11), (1, 12)), (
         p.RankCollectives(0, (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1795451782.4),)),
@@ -63,6 +64,8 @@ BODIES = [
     )),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
     Status("stopped", "rung=sigkill", "/ckpt/step_1200", 0, 0),
+    Status("running", "", "", 1, 2, 3),
+    p.Refused("job-a", "job-b", "this coordinator runs job job-a"),
     Ack(41),
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
     Stop("g0-incident", 15.0),
@@ -140,7 +143,7 @@ def test_lines_count() -> None:
 
 def test_commands_and_agent_kinds_are_disjoint() -> None:
     assert {k for k in Kind if k.is_command} == {Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH,
-                                                 Kind.SHUTDOWN, Kind.STATUS_REPLY}
+                                                 Kind.SHUTDOWN, Kind.REFUSED, Kind.STATUS_REPLY}
     assert p.AGENT_KINDS.isdisjoint(p.COMMAND_KINDS)
 
 
@@ -150,11 +153,12 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
-    assert p.SCHEMA_VERSION == 3
+    # 3: an agent from before the echoed session, the frame limit and the job-bound keys.
+    assert p.SCHEMA_VERSION == 4
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -193,9 +197,10 @@ def test_truncated_frame_is_named_truncated() -> None:
     ([b"hello world", b"x"], "garbage"),
     ([msgpack.packb({"v": 1}), b"\x90"], "garbage"),  # a map, not the header array
     ([msgpack.packb([V, "lines", "j"]), b"\x90"], "truncated"),  # too few header fields
-    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "kind"),
-    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0]), b"\x90"], "field"),
-    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "kind"),
+    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, "echo"]), b"\x90"], "field"),
     ([b"a", b"b", b"c"], "garbage"),
 ])
 def test_garbage_is_refused_with_a_named_problem(frames: list[bytes], problem: str) -> None:
@@ -340,3 +345,46 @@ def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_dec
                              (Kind.STOP, ["incident-1", 15.0], Stop("incident-1", 15.0))):
         header = p.encode(Msg(_header(kind), want))[0]
         assert p.decode([header, msgpack.packb(body)]).body == want
+
+
+def test_the_echoed_coordinator_session_round_trips() -> None:
+    h = _header(Kind.HEARTBEAT, echo=(1763730000 << 12) | 99)
+    assert decode(encode(Msg(h, Heartbeat()))).header.echo == (1763730000 << 12) | 99
+    assert decode(encode(Msg(_header(Kind.HEARTBEAT), Heartbeat()))).header.echo == 0
+
+
+def test_frame_limits_are_consistent() -> None:
+    """A batch of one longest line, sent twice (its rank's text and its match), fits a body; a
+    body plus its header fits a frame."""
+    assert 2 * p.MAX_LINE_BYTES + (1 << 16) < p.MAX_BODY_BYTES < p.MAX_FRAME_BYTES
+
+
+def test_a_short_line_is_never_cut() -> None:
+    text = "step 1 loss 2.0 " * 1000
+    assert p.cut_line(text) == (text, 0)
+    wide = "\u00e9" * (p.MAX_LINE_BYTES // 2)  # 2 bytes a character: exactly the limit
+    assert p.cut_line(wide) == (wide, 0)
+
+
+@pytest.mark.parametrize("char", ["x", "\u00e9", "\u2713", "\U0001f600"])
+def test_an_oversized_line_is_cut_on_a_character_boundary_and_marked(char: str) -> None:
+    n = (p.MAX_LINE_BYTES * 3) // len(char.encode())
+    text = "head " + char * n
+    cut, dropped = p.cut_line(text)
+    size = len(text.encode())
+    assert dropped > 0 and len(cut.encode()) <= p.MAX_LINE_BYTES
+    assert cut.startswith("head " + char * 10)
+    assert cut.endswith(f"[neuron-watch: line cut, {dropped} of {size} bytes not sent]")
+    kept = cut[: cut.rindex(" [neuron-watch: line cut")]
+    assert len(kept.encode()) + dropped == size and set(kept[5:]) == {char}  # no half character
+
+
+def test_utf8_sizes() -> None:
+    assert p.utf8_sizes(["", "abc", "\u00e9", "\U0001f600"]) == [0, 3, 2, 4]
+
+
+def test_an_oversized_frame_is_refused_before_it_is_unpacked() -> None:
+    header = encode(Msg(_header(Kind.HEARTBEAT), Heartbeat()))[0]
+    with pytest.raises(ProtocolError) as ei:
+        decode([header, b"\x90" + b" " * p.MAX_FRAME_BYTES])
+    assert ei.value.problem == "oversize"

@@ -1,0 +1,53 @@
+"""The agent's outbox and batch splitting, without sockets (issue 16, finding 1)."""
+
+from __future__ import annotations
+
+from neuron_watch.agent_link import Outbox, _split_by_size
+from neuron_watch.protocol import MAX_BODY_BYTES, Header, Kind
+
+
+def _h() -> Header:
+    return Header(kind=Kind.LINES, job="j", node="n", session=1, generation=0, seq=0)
+
+
+def test_in_flight_bytes_follow_sends_acks_rewinds_and_drops() -> None:
+    box = Outbox(max_lines=1000, max_msgs=1000, max_bytes=1000)
+    for size in (100, 200, 300):
+        box.add(_h(), b"x" * size, 1)
+    assert box.in_flight == 0
+    box.mark_sent()
+    box.mark_sent()
+    assert box.in_flight == 300
+    assert box.ack(0) == 1 and box.in_flight == 200  # the first one, sent, acknowledged
+    box.rewind()
+    assert box.in_flight == 0 and box.unsent() is not None and box.unsent().header.seq == 1  # type: ignore[union-attr]
+    box.mark_sent()
+    box.add(_h(), b"x" * 600, 1)  # 200 + 300 + 600 > 1000 bytes: the oldest (sent) one goes, counted
+    assert box.dropped_msgs == 1 and box.dropped_lines == 1 and box.in_flight == 0
+    assert [p.header.seq for p in box._q] == [2, 3]
+
+
+def test_the_byte_bound_keeps_at_least_the_newest_message() -> None:
+    box = Outbox(max_lines=1000, max_msgs=1000, max_bytes=10)
+    box.add(_h(), b"x" * 50, 3)
+    assert len(box) == 1 and box.dropped_msgs == 0
+    box.add(_h(), b"y" * 50, 2)
+    assert len(box) == 1 and box.dropped_lines == 3 and box.lines == 2
+
+
+def _rows(texts: list[str]) -> list[tuple[int, str, float, float, str, int]]:
+    return [(i % 16, t, 0.0, 0.0, "", i) for i, t in enumerate(texts)]
+
+
+def test_a_usual_batch_is_not_split() -> None:
+    rows = _rows([f"step {i} loss 1.0" for i in range(4000)])
+    assert _split_by_size(rows) == [rows]
+
+
+def test_a_batch_of_megabyte_lines_is_split_in_order_under_the_body_limit() -> None:
+    mib = "m" * (1 << 20)
+    rows = _rows([f"{i} {mib}" for i in range(80)]) + _rows(["\u00e9" * (4 << 20)])  # 8 MiB of UTF-8
+    parts = _split_by_size(rows)
+    assert len(parts) >= 3 and [r for p in parts for r in p] == rows
+    for part in parts:
+        assert sum(2 * len(r[1].encode()) + 64 for r in part) <= MAX_BODY_BYTES
