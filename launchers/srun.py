@@ -43,6 +43,7 @@ from neuron_watch.events import Action, Verdict
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import JobState, RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper, stop_everything
+from neuron_watch.redact import mask_value
 from neuron_watch.srun_agent import slurm_node
 from neuron_watch.supervisor import SignalLatch
 
@@ -257,7 +258,7 @@ class SrunJob:
         checkpoint = checkpoint_chooser(self.cfg)({})
         coord.events.emit("job_started", self.restart_count, job_id=self.job_id,
                           node=socket.gethostname().split(".")[0], version=__version__,
-                          command=["srun", *self.srun_args, *self.cmd],
+                          command=mask_value(["srun", *self.srun_args, *self.cmd]),
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
                           slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
                           allocation=self.allocation, restart_owner=self.owner.owner)

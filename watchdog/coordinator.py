@@ -1148,6 +1148,10 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         return 0
     if not args.bind:
         raise UsageError("--bind HOST:PORT is required", "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400`")
+    _host, _, port = args.bind.rpartition(":")
+    if not _host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--bind {args.bind!r} is not HOST:PORT with a port in 0..65535",
+                         "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400` (port 0: any free port)")
     secret = load_secret(os.environ, config.secret_file)
     job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
     run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)

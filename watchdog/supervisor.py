@@ -40,6 +40,7 @@ from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped, nonblocking_console
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper
+from neuron_watch.redact import mask_value
 from neuron_watch.storage import Storage, open_storage
 from neuron_watch.tail import console_echo
 from neuron_watch.timeline import write_timeline
@@ -209,8 +210,8 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             if mqtt_target is not None:
                 coord.events.sinks.append(MqttSink(mqtt_target, job_id))
             coord.events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
-                              command=launcher.command(os.path.join(run_dir, "gen-0"), agent.gen.checkpoint
-                                                       if agent.gen else ""),
+                              command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"),
+                                                                  agent.gen.checkpoint if agent.gen else "")),
                               checkpoint=(agent.gen.checkpoint if agent.gen else "") or None,
                               config=config.redacted(), nodes=info.nnodes or 1, liveness=agent.liveness_plan())
         agent.attach(AgentLink(address, secret, job=job_id, node=node, session=new_session(time.time())))
