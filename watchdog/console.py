@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from neuron_watch.config import WatchConfig
+from neuron_watch.logtext import visible
 
 PREFIX = "[neuron-watch]"
 LEVELS = {"warning": 30, "info": 20, "debug": 10}
@@ -124,7 +125,8 @@ class ConsoleSink:
         if self.status_line is not None:
             self.status_line.clear()
         try:
-            stream.write(f"{PREFIX} {text}\n")
+            # a rank's text quoted in a reason (a fatal line) may carry escapes: shown, not obeyed
+            stream.write(f"{PREFIX} {visible(text)}\n")
             stream.flush()
         except (BrokenPipeError, ValueError):  # a closed console must not stop the job
             pass
