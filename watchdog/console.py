@@ -128,8 +128,10 @@ class ConsoleSink:
             # a rank's text quoted in a reason (a fatal line) may carry escapes: shown, not obeyed
             stream.write(f"{PREFIX} {visible(text)}\n")
             stream.flush()
-        except (BrokenPipeError, ValueError):  # a closed console must not stop the job
+        except ValueError:  # a closed stream object must not stop the job
             pass
+        except OSError:  # nor a closed console: EPIPE (`| head`), EIO (the terminal was closed)
+            console_gone(stream)
 
     # -- formatting -----------------------------------------------------------------------------
 
@@ -261,6 +263,28 @@ class ConsoleSink:
         return WARNING, _one_line(f"restart left to HyperPod auto-resume ({e.get('reason')})")
 
 
+def console_gone(stream: IO[str]) -> None:
+    """A write to our stdout/stderr failed (EIO: the terminal was closed; EPIPE: its reader left).
+
+    From now on that descriptor is /dev/null, so no later write fails: ours, the logging module's,
+    or Python's own flush at exit (which would turn the exit code into 120). The run dir keeps
+    everything the console would have shown. A hang-up of the terminal also sends SIGHUP, which
+    ends the job the usual way (issue 16, finding 8); only the console is lost.
+    """
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return  # not a real descriptor (a test's StringIO)
+    if fd not in (1, 2):
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def attach_console(events: Any, config: WatchConfig, env: Mapping[str, str] | None = None,
                    stream: IO[str] | None = None, status_line: StatusLine | None = None) -> ConsoleSink:
     """Attach the one console sink to a job's event log (call once per coordinator)."""
@@ -297,8 +321,10 @@ class StatusLine:
         try:
             self.stream.write(text)
             self.stream.flush()
-        except (BrokenPipeError, ValueError):
+        except ValueError:
             pass
+        except OSError:
+            console_gone(self.stream)
 
     def clear(self) -> None:
         if self.shown:

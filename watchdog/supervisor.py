@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from neuron_watch import __version__
 from neuron_watch.agent import NodeAgent
@@ -31,6 +32,7 @@ from neuron_watch.console import StatusLine, attach_console, say, status_line_fo
 from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.eventlog import EventLog
 from neuron_watch.guardian import release, start_guardian
 from neuron_watch.judge import HangCalibration
 from neuron_watch.kb import default_knowledge_base
@@ -52,7 +54,11 @@ DEFAULT_COORDINATOR_PORT = 29510
 SHUTDOWN_GRACE = 3.0
 #: After a signal that came before the job's shape was known: how long to wait for it, so that the
 #: run's events still end with `job_finished` (the ranks are stopped at once regardless).
-EARLY_SIGNAL_WAIT = 20.0
+#: Short: torchrun's parser runs at nice 19 and took 15-25 s on a loaded node, so a SIGTERM during
+#: start-up took as long (issue 16, finding 8); past this the end is recorded without the shape.
+EARLY_SIGNAL_WAIT = 3.0
+#: After a signal, how long the hosting node waits for its own agent to join before stopping "every node".
+JOIN_WAIT = 5.0
 
 
 def make_job_id(env: dict[str, str] | os._Environ[str]) -> str:
@@ -101,10 +107,26 @@ class SignalLatch:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.at: float | None = None  # time.monotonic() of the first signal
 
     def __call__(self, signum: int, _frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
+            self.at = time.monotonic()
+
+    def install(self) -> dict[int, Any]:
+        """Catch SIGTERM, SIGINT and SIGHUP; returns the previous handlers (to restore at the end).
+
+        A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
+        and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
+        would let the hang-up stop the job (issue 16, finding 8).
+        """
+        old: dict[int, Any] = {}
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if s != signal.SIGTERM and signal.getsignal(s) is signal.SIG_IGN:
+                continue
+            old[s] = signal.signal(s, self)
+        return old
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -170,7 +192,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                       storage=storage, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
-    old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    old = signals.install()
     coord: Coordinator | None = None
     code = int(ExitCode.JOB_FAILED)
     try:
@@ -186,6 +208,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 agent.stop_early(signals.received, config.stop_timeout)
             if early_signal_at is not None and time.monotonic() - early_signal_at > EARLY_SIGNAL_WAIT:
                 code = 128 + (signals.received or signal.SIGTERM)
+                _record_end_before_shape(config, run_dir, job_id, node, launcher, code, signals.received)
                 return code
             time.sleep(0.02)
         info = agent.info
@@ -242,6 +265,29 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     return code
 
 
+def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, node: str, launcher: Launcher,
+                             code: int, signum: int | None) -> None:
+    """A signal stopped the ranks before the job's shape (and so its coordinator) was known: record
+    the run's start and end in this node's events.jsonl, so that its events still end with
+    ``job_finished`` (state ``interrupted``), and stop reading the shape."""
+    name = signal.Signals(signum).name if signum else "a signal"
+    try:
+        events = EventLog(os.path.join(run_dir, "events.jsonl"))
+    except OSError as exc:
+        log.warning("events.jsonl not written (%s): the job was stopped by %s during start-up", exc, name)
+        return
+    attach_console(events, config)
+    try:
+        events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
+                    command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
+                    config=config.redacted(), nodes=None)
+        events.emit("job_finished", 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
+                    reason=f"stopped by {name} during start-up, before the job's shape was known",
+                    last_progress=None, last_step=None)
+    finally:
+        events.close()
+
+
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
                  nodes: int | None, status_line: StatusLine | None = None) -> Coordinator:
     settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
@@ -292,6 +338,11 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
         if signals.received is not None:
             sig = signals.received
             if coord is not None:
+                # A signal during start-up (before our own hello reached the coordinator): a stop
+                # broadcast now would reach no node, and the job would end only at the stop's
+                # deadline + 10 s (25 s, issue 16 finding 8). Our hello is on loopback: wait for it, briefly.
+                if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
+                    continue
                 if coord.sm.live and coord._interrupt is None:
                     log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")

@@ -292,5 +292,7 @@ def console_echo(text: str) -> None:
     try:
         sys.stdout.write(shown + "\n")
         sys.stdout.flush()
-    except BrokenPipeError:  # `neuron-watch ... | head` must not kill the job
-        pass
+    except OSError:  # `neuron-watch ... | head` (EPIPE) or a closed terminal (EIO) must not kill the job
+        from neuron_watch.console import console_gone
+
+        console_gone(sys.stdout)
