@@ -492,7 +492,11 @@ class Coordinator:
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
-            self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+            if self.sm.live:
+                self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+            else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
+                log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
+                            view.node, lines, msgs)
         view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
         view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
 

@@ -6,6 +6,7 @@ every extra sink (MQTT, ...). A failing sink is counted and reported, never allo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ class EventLog:
         """Append one event. ``at``: its wall time when it is not now (a ``progress`` event is
         dated by the line that showed the step, however late it is sent)."""
         record = JobEvent(event, generation, self._wall() if at is None else at, fields).to_dict()
+        self._reopen_if_moved()
         self._f.write(json.dumps(record, default=str) + "\n")
         self._f.flush()
         self.history.append(record)
@@ -50,6 +52,28 @@ class EventLog:
                 self.sink_failures += 1
                 log.warning("event sink %s failed: %s", type(sink).__name__, exc)
         return record
+
+    def _reopen_if_moved(self) -> None:
+        """Write to the file now at ``path``: deleted or rotated away (logrotate's rename, an
+        operator's ``rm``), the old descriptor would swallow every later event (issue 16, #10)."""
+        try:
+            now = os.stat(self.path)
+            ours = os.fstat(self._f.fileno())
+            if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):
+                return
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return  # cannot tell: keep the descriptor we have
+        try:
+            fresh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as exc:  # the run dir itself is gone: keep writing where we were
+            log.warning("events.jsonl was moved or deleted and cannot be made again (%s)", exc)
+            return
+        old, self._f = self._f, fresh
+        with contextlib.suppress(OSError):
+            old.close()
+        log.warning("events.jsonl was moved or deleted; continuing in a new %s", self.path)
 
     def close(self) -> None:
         for sink in self.sinks:
