@@ -210,7 +210,7 @@ class Coordinator:
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
                  settings: CoordinatorSettings | None = None,
                  judge_factory: Callable[[int, float], JudgeLike] | None = None,
-                 pick_checkpoint: Callable[[dict[str, NodeView]], str] | None = None,
+                 pick_checkpoint: Callable[..., str] | None = None,
                  policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -234,6 +234,10 @@ class Coordinator:
         now = clock()
         self.judge: JudgeLike | None = judge_factory(0, now) if judge_factory else None
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
+        #: the checkpoint the current generation started from, and those a generation could not
+        #: start from (failed before its first step): never chosen again (issue 16, finding 10)
+        self.launched_from = ""
+        self.avoid_checkpoints: set[str] = set()
         self.policy = policy or RestartPolicy(max_restarts=max_restarts)
         self.restarts = 0
         self.wall = wall
@@ -377,6 +381,8 @@ class Coordinator:
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
+                if body.state == "launched" and h.generation == 0 == self.generation and not self.launched_from:
+                    self.launched_from = body.checkpoint  # generation 0: each node's own choice at start
             self._loss_report(view, body.dropped_lines, body.dropped_msgs)
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
@@ -804,14 +810,28 @@ class Coordinator:
                 self._finish(int(ExitCode.UNOBSERVED), reason, now, JobState.FAILED)
                 return
             codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]
-            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None)
+            # A generation that started from checkpoint C and failed before its first step may
+            # have failed *because of* C (truncated, written by another version): the next one
+            # starts from the previous complete checkpoint, once; the same failure again is a loop.
+            suspect = (self.launched_from if self._pending.step is None and self.launched_from
+                       and not self.avoid_checkpoints else "")
+            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None,
+                                             fallback=bool(suspect))
             self.restarts = self.policy.restarts
             if outcome.decision is Decision.RESTART:
                 self._move(JobState.RESTARTING, now)
-                checkpoint = self.pick_checkpoint(self.nodes)
+                reason = outcome.reason
+                if suspect:
+                    self.avoid_checkpoints.add(suspect)
+                    reason += (f"; generation {self.generation} failed before its first step from {suspect}: "
+                               "falling back to the previous complete checkpoint")
+                checkpoint = (self.pick_checkpoint(self.nodes, avoid=frozenset(self.avoid_checkpoints))
+                              if self.avoid_checkpoints else self.pick_checkpoint(self.nodes))
+                self.launched_from = checkpoint
                 self.generation += 1
                 self.events.emit("restart", self.generation, checkpoint=checkpoint or None,
-                                 restarts=self.policy.restarts, reason=outcome.reason)
+                                 restarts=self.policy.restarts, reason=reason,
+                                 avoided=sorted(self.avoid_checkpoints) or None)
                 if self.judge_factory:
                     self.judge = self.judge_factory(self.generation, now)
                 self._last_label, self._last_explained = None, False
@@ -1109,9 +1129,9 @@ def _fields(body: Body) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
 
 
-def _newest_reported_checkpoint(nodes: dict[str, NodeView]) -> str:
+def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
     """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
-    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
     return reported[-1] if reported else ""
 
 

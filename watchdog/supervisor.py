@@ -27,6 +27,7 @@ from neuron_watch.agent import NodeAgent
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import StatusLine, attach_console, say, status_line_for
 from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSettings, NodeView, default_judge_factory
@@ -88,15 +89,17 @@ def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
     return open_storage(config.artifacts, os.environ)
 
 
-def checkpoint_chooser(config: WatchConfig) -> Callable[[dict[str, NodeView]], str]:
+def checkpoint_chooser(config: WatchConfig) -> Callable[..., str]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
-    as the coordinator sees it (shared storage), else the newest any node reported."""
+    as the coordinator sees it (shared storage), else the newest any node reported; never one in
+    ``avoid`` (checkpoints a generation could not start from)."""
 
-    def choose(nodes: dict[str, NodeView]) -> str:
+    def choose(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
         if config.checkpoint_dir and os.path.isdir(config.checkpoint_dir):
             found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
-            return "" if found.chosen is None else found.chosen.path
-        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+            chosen = newest_complete(found, avoid)
+            return "" if chosen is None else chosen.path
+        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
         return reported[-1] if reported else ""
 
     return choose
