@@ -42,7 +42,8 @@ from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.events import Action, Verdict
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import JobState, RestartPolicy
-from neuron_watch.procs import MARKER_ENV, become_subreaper, stop_everything
+from neuron_watch.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
+from neuron_watch.redact import mask_value
 from neuron_watch.srun_agent import slurm_node
 from neuron_watch.supervisor import SignalLatch
 
@@ -127,7 +128,8 @@ class SrunJob:
         self.step_log.mkdir(parents=True, exist_ok=True)
         with open(self.step_log / f"gen-{generation}.log", "ab") as out:
             self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=lifeline())  # srun cancels the step on SIGTERM
         self.step_started[generation] = time.monotonic()
         assert self.coord is not None
         self.coord.events.emit("srun_step", generation, argv=argv, pid=self.step.pid,
@@ -257,7 +259,7 @@ class SrunJob:
         checkpoint = checkpoint_chooser(self.cfg)({})
         coord.events.emit("job_started", self.restart_count, job_id=self.job_id,
                           node=socket.gethostname().split(".")[0], version=__version__,
-                          command=["srun", *self.srun_args, *self.cmd],
+                          command=mask_value(["srun", *self.srun_args, *self.cmd]),
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
                           slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
                           allocation=self.allocation, restart_owner=self.owner.owner)
@@ -269,7 +271,7 @@ class SrunJob:
                                        "allocate more nodes")
         become_subreaper()
         signals = SignalLatch()
-        old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        old = signals.install()
         try:
             self.start_step(self.restart_count, checkpoint)
             return self._loop(coord, signals)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 _NUMBER = re.compile(r"(\d+)")
@@ -391,6 +391,19 @@ def _newest(cands: Sequence[Candidate]) -> Candidate:
     if all(c.step is not None for c in cands):
         return max(cands, key=lambda c: (c.step or 0, c.time, c.name))
     return max(cands, key=lambda c: (c.time, c.step if c.step is not None else -1, c.name))
+
+
+def newest_complete(found: Detection, avoid: Collection[str] = ()) -> Checkpoint | None:
+    """The checkpoint to resume from: ``found.chosen``, or, when that one is in ``avoid`` (a
+    generation started from it failed before its first step: it may not load), the newest
+    complete candidate not in ``avoid`` (None: from scratch). Pure."""
+    if found.chosen is None or found.chosen.path not in avoid:
+        return found.chosen
+    rest = [c for c in found.candidates if c.complete and c.path not in avoid]
+    if not rest:
+        return None
+    best = _newest(rest)
+    return Checkpoint(best.path, best.convention, best.step)
 
 
 def detect(snap: CheckpointDir, glob: str | None = None, marker: str | None = None) -> Detection:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_watch.errors import ConfigError
+from neuron_watch.redact import mask_value
 
 ENV_PREFIX = "NEURON_WATCH_"
 
@@ -71,6 +72,9 @@ def _log_level(text: str) -> str:
 def _host_port(text: str) -> str:
     if not re.fullmatch(r"[^:\s]+:\d{1,5}", text):
         raise ValueError(f"not HOST:PORT: {text!r}")
+    # five digits also match 65536..99999, which no socket can bind or reach
+    if not 1 <= int(text.rsplit(":", 1)[1]) <= 65535:
+        raise ValueError(f"port out of range in {text!r} (use 1..65535)")
     return text
 
 
@@ -207,9 +211,8 @@ class WatchConfig:
         """The config as a dict with credentials removed (for logs and events)."""
         out = dataclasses.asdict(self)
         out.pop("origins", None)
-        if self.mqtt:
-            out["mqtt"] = re.sub(r"//[^@/]*@", "//***@", self.mqtt)
-        return out
+        # every URL's user info, by structure (a password may hold a raw '@'; redact.py)
+        return {k: mask_value(v) for k, v in out.items()}
 
 
 def add_watch_options(parser: argparse.ArgumentParser) -> None:

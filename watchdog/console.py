@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from neuron_watch.config import WatchConfig
+from neuron_watch.logtext import visible
 
 PREFIX = "[neuron-watch]"
 LEVELS = {"warning": 30, "info": 20, "debug": 10}
@@ -125,10 +126,13 @@ class ConsoleSink:
         if self.status_line is not None:
             self.status_line.clear()
         try:
-            stream.write(f"{PREFIX} {text}\n")
+            # a rank's text quoted in a reason (a fatal line) may carry escapes: shown, not obeyed
+            stream.write(f"{PREFIX} {visible(text)}\n")
             stream.flush()
-        except (BrokenPipeError, ValueError):  # a closed console must not stop the job
+        except ValueError:  # a closed stream object must not stop the job
             pass
+        except OSError:  # nor a closed console: EPIPE (`| head`), EIO (the terminal was closed)
+            console_gone(stream)
 
     # -- formatting -----------------------------------------------------------------------------
 
@@ -268,6 +272,28 @@ class ConsoleSink:
         return WARNING, _one_line(f"restart left to HyperPod auto-resume ({e.get('reason')})")
 
 
+def console_gone(stream: IO[str]) -> None:
+    """A write to our stdout/stderr failed (EIO: the terminal was closed; EPIPE: its reader left).
+
+    From now on that descriptor is /dev/null, so no later write fails: ours, the logging module's,
+    or Python's own flush at exit (which would turn the exit code into 120). The run dir keeps
+    everything the console would have shown. A hang-up of the terminal also sends SIGHUP, which
+    ends the job the usual way (issue 16, finding 8); only the console is lost.
+    """
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return  # not a real descriptor (a test's StringIO)
+    if fd not in (1, 2):
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def attach_console(events: Any, config: WatchConfig, env: Mapping[str, str] | None = None,
                    stream: IO[str] | None = None, status_line: StatusLine | None = None) -> ConsoleSink:
     """Attach the one console sink to a job's event log (call once per coordinator)."""
@@ -304,8 +330,10 @@ class StatusLine:
         try:
             self.stream.write(text)
             self.stream.flush()
-        except (BrokenPipeError, ValueError):
+        except ValueError:
             pass
+        except OSError:
+            console_gone(self.stream)
 
     def clear(self) -> None:
         if self.shown:

@@ -218,7 +218,7 @@ class Coordinator:
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
                  settings: CoordinatorSettings | None = None,
                  judge_factory: Callable[[int, float], JudgeLike] | None = None,
-                 pick_checkpoint: Callable[[dict[str, NodeView]], str] | None = None,
+                 pick_checkpoint: Callable[..., str] | None = None,
                  policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -248,6 +248,10 @@ class Coordinator:
         now = clock()
         self.judge: JudgeLike | None = judge_factory(0, now) if judge_factory else None
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
+        #: the checkpoint the current generation started from, and those a generation could not
+        #: start from (failed before its first step): never chosen again (issue 16, finding 10)
+        self.launched_from = ""
+        self.avoid_checkpoints: set[str] = set()
         self.policy = policy or RestartPolicy(max_restarts=max_restarts)
         self.restarts = 0
         self.wall = wall
@@ -480,6 +484,8 @@ class Coordinator:
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
+                if body.state == "launched" and h.generation == 0 == self.generation and not self.launched_from:
+                    self.launched_from = body.checkpoint  # generation 0: each node's own choice at start
             self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
@@ -595,7 +601,11 @@ class Coordinator:
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
-            self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+            if self.sm.live:
+                self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+            else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
+                log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
+                            view.node, lines, msgs)
         view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
         view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
         if truncated > view.reported_truncated_lines:
@@ -913,14 +923,28 @@ class Coordinator:
                 self._finish(int(ExitCode.UNOBSERVED), reason, now, JobState.FAILED)
                 return
             codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]
-            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None)
+            # A generation that started from checkpoint C and failed before its first step may
+            # have failed *because of* C (truncated, written by another version): the next one
+            # starts from the previous complete checkpoint, once; the same failure again is a loop.
+            suspect = (self.launched_from if self._pending.step is None and self.launched_from
+                       and not self.avoid_checkpoints else "")
+            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None,
+                                             fallback=bool(suspect))
             self.restarts = self.policy.restarts
             if outcome.decision is Decision.RESTART:
                 self._move(JobState.RESTARTING, now)
-                checkpoint = self.pick_checkpoint(self.nodes)
+                reason = outcome.reason
+                if suspect:
+                    self.avoid_checkpoints.add(suspect)
+                    reason += (f"; generation {self.generation} failed before its first step from {suspect}: "
+                               "falling back to the previous complete checkpoint")
+                checkpoint = (self.pick_checkpoint(self.nodes, avoid=frozenset(self.avoid_checkpoints))
+                              if self.avoid_checkpoints else self.pick_checkpoint(self.nodes))
+                self.launched_from = checkpoint
                 self.generation += 1
                 self.events.emit("restart", self.generation, checkpoint=checkpoint or None,
-                                 restarts=self.policy.restarts, reason=outcome.reason)
+                                 restarts=self.policy.restarts, reason=reason,
+                                 avoided=sorted(self.avoid_checkpoints) or None)
                 if self.judge_factory:
                     self.judge = self.judge_factory(self.generation, now)
                 self._last_label, self._last_explained = None, False
@@ -1220,9 +1244,9 @@ def _fields(body: Body) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
 
 
-def _newest_reported_checkpoint(nodes: dict[str, NodeView]) -> str:
+def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
     """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
-    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
     return reported[-1] if reported else ""
 
 
@@ -1263,6 +1287,10 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         return 0
     if not args.bind:
         raise UsageError("--bind HOST:PORT is required", "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400`")
+    _host, _, port = args.bind.rpartition(":")
+    if not _host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--bind {args.bind!r} is not HOST:PORT with a port in 0..65535",
+                         "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400` (port 0: any free port)")
     secret = load_secret(os.environ, config.secret_file)
     job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
     run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)

@@ -35,7 +35,7 @@ class EventLog:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
         self.health = health or IOHealth()
-        self._f = AppendFile(path, self.health)
+        self._f = AppendFile(path, self.health, reopen_if_moved=True)
         self._wall = wall
         self.sinks: list[EventSink] = []
         self.sink_failures = 0

@@ -42,6 +42,7 @@ from typing import Any
 
 from neuron_watch import incident_report
 from neuron_watch.rank_probe import call_handler
+from neuron_watch.redact import mask_urls
 
 #: Seconds one py-spy / neuron-ls / dmesg call may take at most (less when the deadline is nearer).
 TOOL_TIMEOUT_S = 10.0
@@ -60,7 +61,6 @@ PACKAGES = (
 )
 
 _SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|KEY|AUTH|SESSION", re.IGNORECASE)
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]+:[^/@\s]*@")
 _AWS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
 REDACTED = "***redacted***"
 
@@ -69,8 +69,8 @@ REDACTED = "***redacted***"
 # pure helpers
 # ---------------------------------------------------------------------------------------------
 def redact_value(value: str) -> str:
-    """``value`` with ``user:pass@`` in URLs and AWS access key ids masked. Pure."""
-    value = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***:***@", value)
+    """``value`` with the user info of URLs (``user:pass@``, ``token@``) and AWS access key ids masked. Pure."""
+    value = mask_urls(value)
     return _AWS_KEY_ID.sub("AKIA" + "*" * 16, value)
 
 

@@ -132,8 +132,10 @@ class AppendFile:
     """
 
     def __init__(self, path: str, health: IOHealth, *, gap: Callable[[int, int, str], str] | None = None,
-                 max_pending: int = MAX_PENDING, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_pending: int = MAX_PENDING, clock: Callable[[], float] = time.monotonic,
+                 reopen_if_moved: bool = False) -> None:
         self.name = path
+        self.reopen_if_moved = reopen_if_moved
         self.health = health
         self.gap = gap
         self.max_pending = max_pending
@@ -169,6 +171,8 @@ class AppendFile:
         if self._failing and now < self._retry_at:
             return False
         try:
+            if self._fd is not None and self.reopen_if_moved and self._moved():
+                self._close_fd()
             if self._fd is None:
                 self._fd = os.open(self.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self._write_buf()
@@ -192,6 +196,21 @@ class AppendFile:
             self._failing = False
             self.health.ok(self.name, *lost)
         return True
+
+    def _moved(self) -> bool:
+        """Is the file at ``name`` no longer the one we write (deleted, or rotated away by
+        logrotate's rename, an operator's ``rm``)? Then every later write would be lost unseen."""
+        assert self._fd is not None
+        try:
+            now, ours = os.stat(self.name), os.fstat(self._fd)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False  # cannot tell: keep the descriptor we have
+        moved = (now.st_dev, now.st_ino) != (ours.st_dev, ours.st_ino)
+        if moved:
+            log.warning("%s was moved or deleted; continuing in a new one", self.name)
+        return moved
 
     def _write_buf(self) -> None:
         assert self._fd is not None

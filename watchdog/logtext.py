@@ -90,6 +90,40 @@ class LineSplitter:
         return text
 
 
+#: Colour/style only (SGR, ``ESC [ ... m``): it cannot move the cursor or erase, so the console
+#: drops it rather than print ``^[[32m`` all over a coloured logger's lines.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+#: Characters that reorder what follows (bidi overrides/isolates) or end a line in some viewers.
+_INVISIBLE = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on an operator's terminal: every control character shown, none obeyed.
+
+    A rank that prints ``\\r\\x1b[2K[neuron-watch] verdict: healthy`` must not erase its own
+    ``[rankN]`` prefix and pass for a watchdog line (issue 16, finding 9), nor set the terminal's
+    title, clear the screen or hide text. C0 controls and DEL are shown in caret notation
+    (``ESC`` -> ``^[``, ``CR`` -> ``^M``, ``DEL`` -> ``^?``), C1 controls and bidi/line-separator
+    characters as ``<U+XXXX>``; tabs stay; SGR colour sequences are dropped (they only style text).
+    """
+    if text.isprintable():
+        return text
+    if "\x1b[" in text:
+        text = _SGR.sub("", text)
+    out: list[str] = []
+    for c in text:
+        o = ord(c)
+        if o < 0x20 and c != "\t":
+            out.append("^" + chr(o + 0x40))
+        elif o == 0x7F:
+            out.append("^?")
+        elif 0x80 <= o < 0xA0 or c in _INVISIBLE:
+            out.append(f"<U+{o:04X}>")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def strip_ansi(text: str) -> str:
     """``text`` without terminal escape sequences (colours, cursor moves, titles)."""
     return _ANSI.sub("", text) if "\x1b" in text else text

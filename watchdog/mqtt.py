@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from neuron_watch.errors import UsageError
+from neuron_watch.redact import mask_urls
 
 log = logging.getLogger("neuron_watch.mqtt")
 
@@ -67,13 +68,9 @@ class MqttTarget:
 
 def redact_url(url: str) -> str:
     """``url`` with any ``user:pass@`` replaced by ``***@`` (for error messages)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    if "://" not in url:
         return "<not a URL>"
-    netloc, slash, path = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    return f"{scheme}://{netloc}{slash}{path}"
+    return mask_urls(url)
 
 
 def parse_mqtt_url(url: str) -> MqttTarget:

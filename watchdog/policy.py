@@ -94,14 +94,20 @@ class RestartPolicy:
     consecutive_failures: int = 0
     restarts: int = 0
     failures: list[tuple[str, int | None]] = field(default_factory=list)  # (label, step) per failure
+    #: the last failure when it came before the generation's first step: (label, first signature)
+    last_before_progress: tuple[str, str] | None = None
 
-    def on_failure(self, verdict: Verdict, progressed_for: float, job_exit_code: int | None) -> Outcome:
+    def on_failure(self, verdict: Verdict, progressed_for: float, job_exit_code: int | None,
+                   fallback: bool = False) -> Outcome:
         """Record a failed generation and decide what to do.
 
         Args:
-            verdict: why the generation failed.
+            verdict: why the generation failed; ``verdict.step`` None means it failed before its
+                first step (no progress in this generation).
             progressed_for: seconds this generation spent making progress (resets the budget when long).
             job_exit_code: the launcher's own exit code if it exited by itself, else None (we stopped it).
+            fallback: the next generation starts from another (older) checkpoint than this one did,
+                so a repeat of the same early failure is not yet a loop: the checkpoint may be why.
         """
         if progressed_for >= self.stable_seconds:
             self.consecutive_failures = 0
@@ -109,6 +115,13 @@ class RestartPolicy:
         key = (verdict.label.value, verdict.step)
         same_as_last = bool(self.failures) and self.failures[-1] == key and verdict.step is not None
         self.failures.append(key)
+        # Before the first step a failure has no step to compare (a missing script, an unloadable
+        # checkpoint: every generation dies in seconds and the budget was spent in a minute, exit 1;
+        # issue 16, finding 10). The same label and root-cause signature, again before any progress,
+        # in consecutive generations, is the loop.
+        early = (verdict.label.value, next((e.signature for e in verdict.evidence if e.signature), ""))
+        early_again = verdict.step is None and self.last_before_progress == early and not fallback
+        self.last_before_progress = early if verdict.step is None else None
         fail_code = job_exit_code if job_exit_code not in (None, 0) else int(ExitCode.JOB_FAILED)
         if verdict.after_training:
             # The job's own failure code when it exited by itself (something did fail, and a
@@ -137,6 +150,13 @@ class RestartPolicy:
                 Decision.GIVE_UP,
                 f"crash loop: {verdict.label.value} at step {verdict.step} twice in a row",
                 fail_code,
+            )
+        if early_again:
+            return Outcome(
+                Decision.GIVE_UP,
+                f"crash loop: {verdict.label.value} before the first step, twice in a row "
+                "(nothing a restart changes: check the command, its files and the checkpoint it loads)",
+                int(ExitCode.NOT_RESTARTABLE),
             )
         if self.consecutive_failures > self.max_restarts:
             return Outcome(

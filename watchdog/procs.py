@@ -18,7 +18,7 @@ import resource
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 log = logging.getLogger("neuron_watch")
@@ -54,12 +54,48 @@ def become_subreaper() -> bool:
         return False
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def lifeline(then: Callable[[], object] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``).
+
+    The guardian cleans up after a wrapper killed alone; killed *together* (``kill -9`` of both, an
+    OOM kill of the cgroup's biggest, ``pkill -9 -f neuron-watch``) torchrun and its workers were left
+    running (issue 16, finding 8). With the lifeline the kernel itself sends torchrun SIGTERM, and
+    torchrun stops its workers (torch/distributed/elastic/multiprocessing/api.py: its SIGTERM handler
+    raises SignalException, ``close()`` sends SIGTERM to every worker and SIGKILL after 30 s).
+    The signal fires when the *thread* that forked the child ends: every launch happens on the
+    main thread (the agent has no threads), which ends only with the process. If we died between
+    fork and prctl (the parent already changed), the child stops itself at once. Linux only: where
+    prctl is missing the lifeline is skipped and the guardian remains the only cleanup.
+    """
+    parent = os.getpid()
+    try:
+        prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+        if then is not None:
+            then()
+
+    return preexec
+
+
 def start_in_new_group(
     argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None, **kwargs: object
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as the leader of a new session/process group that we own."""
+    """Start ``argv`` as the leader of a new session/process group that we own, on a
+    :func:`lifeline` to this process (a ``preexec_fn`` given runs after it)."""
+    then = kwargs.pop("preexec_fn", None)
     proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
-        list(argv), env=dict(env), cwd=cwd, start_new_session=True, **kwargs
+        list(argv), env=dict(env), cwd=cwd, start_new_session=True,
+        preexec_fn=lifeline(then if callable(then) else None), **kwargs
     )
     protect(proc.pid)
     return proc

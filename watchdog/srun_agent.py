@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     signals = SignalLatch()
     import signal
 
-    old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    old = signals.install()
     code = int(ExitCode.JOB_FAILED)
     try:
         agent.launch(args.generation, env.get("NEURON_WATCH_CHECKPOINT", ""))

@@ -20,17 +20,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from neuron_watch import __version__
 from neuron_watch.agent import NodeAgent
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import StatusLine, attach_console, say, status_line_for
 from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSettings, NodeView, default_judge_factory
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.eventlog import EventLog
 from neuron_watch.guardian import release, start_guardian
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.judge import HangCalibration
@@ -41,6 +44,7 @@ from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped, nonblocking_console
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper
+from neuron_watch.redact import mask_value
 from neuron_watch.storage import Storage, open_storage
 from neuron_watch.tail import console_echo
 from neuron_watch.timeline import write_timeline
@@ -52,7 +56,11 @@ DEFAULT_COORDINATOR_PORT = 29510
 SHUTDOWN_GRACE = 3.0
 #: After a signal that came before the job's shape was known: how long to wait for it, so that the
 #: run's events still end with `job_finished` (the ranks are stopped at once regardless).
-EARLY_SIGNAL_WAIT = 20.0
+#: Short: torchrun's parser runs at nice 19 and took 15-25 s on a loaded node, so a SIGTERM during
+#: start-up took as long (issue 16, finding 8); past this the end is recorded without the shape.
+EARLY_SIGNAL_WAIT = 3.0
+#: After a signal, how long the hosting node waits for its own agent to join before stopping "every node".
+JOIN_WAIT = 5.0
 
 
 def make_job_id(env: dict[str, str] | os._Environ[str]) -> str:
@@ -82,22 +90,24 @@ def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
     return open_storage(config.artifacts, os.environ)
 
 
-def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[[dict[str, NodeView]], str]:
+def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., str]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
     as the coordinator sees it (shared storage), else the newest any node reported (also when the
     directory cannot be read now: each node reports the newest it saw before, never 'from scratch'
-    because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported)."""
+    because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported); never one in
+    ``avoid`` (checkpoints a generation could not start from)."""
 
-    def choose(nodes: dict[str, NodeView]) -> str:
+    def choose(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
         if config.checkpoint_dir:
             found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
             if found.error is None and not found.missing:
                 if health is not None:
                     health.ok(config.checkpoint_dir)
-                return "" if found.chosen is None else found.chosen.path
+                chosen = newest_complete(found, avoid)
+                return "" if chosen is None else chosen.path
             if found.error is not None and health is not None:
                 health.failed("read the checkpoint directory", config.checkpoint_dir, found.error)
-        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint})
+        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
         return reported[-1] if reported else ""
 
     return choose
@@ -108,10 +118,26 @@ class SignalLatch:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.at: float | None = None  # time.monotonic() of the first signal
 
     def __call__(self, signum: int, _frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
+            self.at = time.monotonic()
+
+    def install(self) -> dict[int, Any]:
+        """Catch SIGTERM, SIGINT and SIGHUP; returns the previous handlers (to restore at the end).
+
+        A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
+        and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
+        would let the hang-up stop the job (issue 16, finding 8).
+        """
+        old: dict[int, Any] = {}
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if s != signal.SIGTERM and signal.getsignal(s) is signal.SIG_IGN:
+                continue
+            old[s] = signal.signal(s, self)
+        return old
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -180,7 +206,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                       storage=storage, echo=echo, health=health)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
-    old = {s: signal.signal(s, signals) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    old = signals.install()
     coord: Coordinator | None = None
     code = int(ExitCode.JOB_FAILED)
     try:
@@ -196,6 +222,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 agent.stop_early(signals.received, config.stop_timeout)
             if early_signal_at is not None and time.monotonic() - early_signal_at > EARLY_SIGNAL_WAIT:
                 code = 128 + (signals.received or signal.SIGTERM)
+                _record_end_before_shape(config, run_dir, job_id, node, launcher, code, signals.received)
                 return code
             time.sleep(0.02)
         info = agent.info
@@ -223,8 +250,8 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             if mqtt_target is not None:
                 coord.events.sinks.append(MqttSink(mqtt_target, job_id))
             coord.events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
-                              command=launcher.command(os.path.join(run_dir, "gen-0"), agent.gen.checkpoint
-                                                       if agent.gen else ""),
+                              command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"),
+                                                                  agent.gen.checkpoint if agent.gen else "")),
                               checkpoint=(agent.gen.checkpoint if agent.gen else "") or None,
                               config=config.redacted(), nodes=info.nnodes or 1, liveness=agent.liveness_plan())
         agent.attach(AgentLink(address, secret, job=job_id, node=node, session=new_session(time.time())))
@@ -253,6 +280,29 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     else:
         say(f"node {node} done: exit code {code} (the job's decisions are on the coordinator's console)")
     return code
+
+
+def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, node: str, launcher: Launcher,
+                             code: int, signum: int | None) -> None:
+    """A signal stopped the ranks before the job's shape (and so its coordinator) was known: record
+    the run's start and end in this node's events.jsonl, so that its events still end with
+    ``job_finished`` (state ``interrupted``), and stop reading the shape."""
+    name = signal.Signals(signum).name if signum else "a signal"
+    try:
+        events = EventLog(os.path.join(run_dir, "events.jsonl"))
+    except OSError as exc:
+        log.warning("events.jsonl not written (%s): the job was stopped by %s during start-up", exc, name)
+        return
+    attach_console(events, config)
+    try:
+        events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
+                    command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
+                    config=config.redacted(), nodes=None)
+        events.emit("job_finished", 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
+                    reason=f"stopped by {name} during start-up, before the job's shape was known",
+                    last_progress=None, last_step=None)
+    finally:
+        events.close()
 
 
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
@@ -306,6 +356,11 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
         if signals.received is not None:
             sig = signals.received
             if coord is not None:
+                # A signal during start-up (before our own hello reached the coordinator): a stop
+                # broadcast now would reach no node, and the job would end only at the stop's
+                # deadline + 10 s (25 s, issue 16 finding 8). Our hello is on loopback: wait for it, briefly.
+                if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
+                    continue
                 if coord.sm.live and coord._interrupt is None:
                     log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")

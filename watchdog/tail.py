@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.iofaults import AppendFile, IOHealth
-from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi
+from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi, visible
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +365,13 @@ def _rank_log_gap(lines: int, nbytes: int, error: str) -> str:
 
 
 def console_echo(text: str) -> None:
-    """Print rank lines on our stdout (the user's console)."""
+    """Print rank lines on our stdout (the user's console), their control characters made visible
+    (:func:`neuron_watch.logtext.visible`: a rank's escape sequences are shown, never obeyed)."""
+    shown = "\n".join(visible(line) for line in text.split("\n")) if not text.isprintable() else text
     try:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(shown + "\n")
         sys.stdout.flush()
-    except BrokenPipeError:  # `neuron-watch ... | head` must not kill the job
-        pass
+    except OSError:  # `neuron-watch ... | head` (EPIPE) or a closed terminal (EIO) must not kill the job
+        from neuron_watch.console import console_gone
+
+        console_gone(sys.stdout)

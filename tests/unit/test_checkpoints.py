@@ -51,3 +51,16 @@ def test_scan_reads_markers_from_disk(tmp_path: Path) -> None:
     chosen = choose_checkpoint(scan_checkpoints(str(tmp_path), "done"), CheckpointRule())
     assert chosen is not None and chosen.path == str(tmp_path / "step_5")
     assert scan_checkpoints(str(tmp_path / "missing"), "done") == []
+
+
+def test_newest_complete_skips_a_checkpoint_that_would_not_load() -> None:
+    """Issue 16 finding 10: the fallback takes the previous complete checkpoint, never an incomplete one."""
+    from neuron_watch.checkpoints import Candidate, Checkpoint, Detection, newest_complete
+
+    cands = (Candidate("step_5", "/c/step_5", "nxd", 5, 1.0, True),
+             Candidate("step_8", "/c/step_8", "nxd", 8, 2.0, False),
+             Candidate("step_10", "/c/step_10", "nxd", 10, 3.0, True))
+    found = Detection("/c", Checkpoint("/c/step_10", "nxd", 10), cands)
+    assert newest_complete(found) == Checkpoint("/c/step_10", "nxd", 10)
+    assert newest_complete(found, {"/c/step_10"}) == Checkpoint("/c/step_5", "nxd", 5)
+    assert newest_complete(found, {"/c/step_10", "/c/step_5"}) is None

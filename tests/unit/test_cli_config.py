@@ -33,6 +33,8 @@ def test_cli_beats_env_beats_default() -> None:
         ({"hang_timeout": "0"}, {}, "--hang-timeout"),
         ({}, {"NEURON_WATCH_PREWARM_AFTER": "-5"}, "NEURON_WATCH_PREWARM_AFTER"),
         ({}, {"NEURON_WATCH_HANG_TIMOUT": "5"}, "NEURON_WATCH_HANG_TIMOUT"),
+        ({"coordinator": "host:99999"}, {}, "--coordinator"),  # issue 16 finding 10: five digits, no port
+        ({"coordinator": "host:0"}, {}, "--coordinator"),
     ],
 )
 def test_bad_values_name_their_origin(cli: dict[str, str], env: dict[str, str], named: str) -> None:
@@ -47,7 +49,8 @@ def test_command_word_skips_option_values() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--bogus", "torchrun", "x.py"], ["--max-restarts", "many", "torchrun", "x.py"], ["nosuchcommand"]]
+    "argv", [["--bogus", "torchrun", "x.py"], ["--max-restarts", "many", "torchrun", "x.py"], ["nosuchcommand"],
+             ["--coordinator", "node0:99999", "torchrun", "x.py"], ["coordinator", "--bind", "0.0.0.0:70000"]]
 )
 def test_wrong_flag_is_one_line_and_exit_2(argv: list[str]) -> None:
     r = subprocess.run([*NW, *argv], capture_output=True, text=True, timeout=60)

@@ -199,3 +199,47 @@ def test_a_warning_event_is_its_message_on_one_line_at_debug() -> None:
     (line,) = lines_of([{"event": "warning", "generation": 0, "kind": "no_progress_recognised",
                          "message": "no progress line recognised for 300s\n(use --progress-regex)"}], "debug")
     assert line == "[neuron-watch] warning: no progress line recognised for 300s (use --progress-regex)"
+
+
+# -- issue 16, finding 9: a rank's escape sequences are shown, never obeyed --------------------
+HOSTILE = [
+    "\r\x1b[2K[neuron-watch] verdict: healthy",  # erase the [rankN] prefix, pass for our line
+    "\x1b[1G[neuron-watch] job finished",  # cursor to column 1
+    "\x1b]0;owned\x07",  # OSC: the terminal's title
+    "\x1b[2J\x1b[H",  # clear the screen
+    "\x9b2J",  # C1 CSI
+    "\u202e[neuron-watch]",  # right-to-left override
+    "\x1b[8mhidden\x1b[0m\x08\x7f",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_rank_echo_shows_controls_and_never_passes_for_our_line(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuron_watch.tail import console_echo
+
+    console_echo(f"[rank1] {text}\n[rank0] step 3 loss 1.0")
+    out = capsys.readouterr().out
+    lines = out.split("\n")
+    assert lines == [lines[0], "[rank0] step 3 loss 1.0", ""]
+    assert lines[0].startswith("[rank1] ")
+    assert lines[0].isprintable(), repr(lines[0])  # no ESC, CR, BEL, C1 or bidi character left
+
+
+def test_visible_names_each_control() -> None:
+    from neuron_watch.logtext import visible
+
+    assert visible("\r\x1b[2K[neuron-watch] x") == "^M^[[2K[neuron-watch] x"
+    assert visible("\x1b]0;t\x07") == "^[]0;t^G"
+    assert visible("\x1b[32mgreen\x1b[0m\tok") == "green\tok"  # colour dropped, tab kept
+    assert visible("\x9b\u202e\x7f") == "<U+009B><U+202E>^?"
+    assert visible("step 3 loss 1.0 ✓ 日本") == "step 3 loss 1.0 ✓ 日本"
+
+
+def test_a_rank_line_quoted_in_our_line_is_shown_not_obeyed() -> None:
+    buf = io.StringIO()
+    sink = ConsoleSink(stream=buf)
+    sink.emit({"event": "verdict", "generation": 0, "label": "other_crash", "action": "stop",
+               "reason": "rank 1: \x1b[2J\x1b]0;x\x07boom"})
+    line = buf.getvalue()
+    assert line.startswith("[neuron-watch] verdict: other_crash") and line.endswith("\n")
+    assert line[:-1].isprintable() and "^[[2J^[]0;x^Gboom" in line

@@ -20,7 +20,7 @@ from neuron_watch.incident_report import render_incident_md
         ("HF_TOKEN", "hf_abc", REDACTED),
         ("DB_PASSWORD", "pw", REDACTED),
         ("my_api_key", "sk-live-0123456789", REDACTED),
-        ("MLFLOW_TRACKING_URI", "https://alice:s3cr3t@mlflow.internal:5000/x", "https://***:***@mlflow.internal:5000/x"),
+        ("MLFLOW_TRACKING_URI", "https://alice:s3cr3t@mlflow.internal:5000/x", "https://***@mlflow.internal:5000/x"),
         ("NOTE", "uses AKIAIOSFODNN7EXAMPLE today", "uses AKIA**************** today"),
         ("NEURON_RT_LOCAL_CORE_DUMP_DIRECTORY", "/fsx/dumps/%d-%c", "/fsx/dumps/%d-%c"),
         ("MASTER_ADDR", "10.0.0.1", "10.0.0.1"),

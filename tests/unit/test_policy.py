@@ -62,3 +62,36 @@ def test_faulty_node_without_exclusion_stops_and_names_the_node() -> None:
         .decision
         is Decision.RESTART
     )
+
+
+# -- issue 16, finding 10: crash loops before the first step ----------------------------------
+def _early(label: Label = Label.OTHER_CRASH, signature: str = "python_cannot_open_file") -> Verdict:
+    from neuron_watch.events import Evidence
+
+    ev = Evidence(RankKey("n1", 0), "python: can't open file '/x/train.py': [Errno 2] No such file or directory",
+                  signature, "/r/gen-0/rank-0.log", 1)
+    return Verdict(label, Action.RESTART, culprit=RankKey("n1", 0), evidence=(ev,), step=None)
+
+
+def test_the_same_failure_before_any_step_twice_is_a_crash_loop_exit_4() -> None:
+    p = RestartPolicy(max_restarts=5)
+    assert p.on_failure(_early(), 0, 2).decision is Decision.RESTART
+    out = p.on_failure(_early(), 0, 2)
+    assert out.decision is Decision.GIVE_UP and "crash loop" in out.reason and "before the first step" in out.reason
+    assert out.exit_code == ExitCode.NOT_RESTARTABLE
+
+
+def test_early_failures_that_differ_or_make_progress_in_between_are_no_loop() -> None:
+    p = RestartPolicy(max_restarts=5)
+    assert p.on_failure(_early(signature="a"), 0, 1).decision is Decision.RESTART
+    assert p.on_failure(_early(signature="b"), 0, 1).decision is Decision.RESTART  # another failure
+    assert p.on_failure(v(Label.OTHER_CRASH, step=4), 0, 1).decision is Decision.RESTART  # progress
+    assert p.on_failure(_early(signature="b"), 0, 1).decision is Decision.RESTART
+
+
+def test_a_checkpoint_fallback_gets_one_more_generation_then_the_loop_is_called() -> None:
+    p = RestartPolicy(max_restarts=5)
+    assert p.on_failure(_early(), 0, 1).decision is Decision.RESTART
+    assert p.on_failure(_early(), 0, 1, fallback=True).decision is Decision.RESTART  # from an older checkpoint
+    out = p.on_failure(_early(), 0, 1)
+    assert out.decision is Decision.GIVE_UP and out.exit_code == ExitCode.NOT_RESTARTABLE

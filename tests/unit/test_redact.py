@@ -1,0 +1,50 @@
+"""URL user info is masked by structure (issue 16, finding 7): a raw '@' in a password, token-only
+URLs, several URLs in one value; and the config and env.json writers use it."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuron_watch.config import load_config
+from neuron_watch.evidence import redact_env
+from neuron_watch.mqtt import parse_mqtt_url
+from neuron_watch.redact import mask_urls, mask_value
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ("mqtt://alice:p@ss@broker:1883/nw", "mqtt://***@broker:1883/nw"),
+    ("mqtts://TOKEN123@broker/nw", "mqtts://***@broker/nw"),
+    ("mqtt://a:b@c@d@broker", "mqtt://***@broker"),
+    ("https://u:pw@h/p?email=x@y.z", "https://***@h/p?email=x@y.z"),  # '@' after the authority stays
+    ("x https://u:pw@h/a y mqtt://t@b", "x https://***@h/a y mqtt://***@b"),
+    ("http://h/p@x", "http://h/p@x"),
+    ("no url here", "no url here"),
+    ("host:1883", "host:1883"),
+    ("", ""),
+])
+def test_mask_urls(text: str, masked: str) -> None:
+    assert mask_urls(text) == masked
+
+
+def test_the_host_is_the_one_urlsplit_authenticates_to() -> None:
+    url = "mqtt://alice:Xq7@tail-SECRET@127.0.0.1:1883/nw"
+    t = parse_mqtt_url(url)
+    assert (t.host, t.password) == ("127.0.0.1", "Xq7@tail-SECRET")
+    assert mask_urls(url) == "mqtt://***@127.0.0.1:1883/nw"
+
+
+def test_mask_value_walks_containers() -> None:
+    assert mask_value({"a": ["mqtt://u:p@h", 3], "b": ("x://t@y",)}) == {"a": ["mqtt://***@h", 3], "b": ["x://***@y"]}
+
+
+def test_config_redacted_masks_a_raw_at_password() -> None:
+    cfg = load_config({"mqtt": "mqtt://alice:Xq7@tail-SECRET@broker:1883/nw"}, {})
+    red = cfg.redacted()
+    assert red["mqtt"] == "mqtt://***@broker:1883/nw"
+    assert "tail-SECRET" not in repr(red) and "Xq7" not in repr(red)
+
+
+def test_env_json_masks_a_token_only_mqtt_url() -> None:
+    red = redact_env({"NEURON_WATCH_MQTT": "mqtt://tok-SECRET@broker/nw",
+                      "HTTP_PROXY": "http://u:p@ss-SECRET@proxy:3128"})
+    assert red == {"HTTP_PROXY": "http://***@proxy:3128", "NEURON_WATCH_MQTT": "mqtt://***@broker/nw"}
