@@ -267,7 +267,7 @@ def diagnose_lines(
     if batch:
         judge.observe_lines(batch)
     judge.start = first
-    return judge.verdict(last), count
+    return judge.verdict(last, final=True), count
 
 
 def diagnose_paths(
