@@ -787,7 +787,8 @@ class Coordinator:
         few of a generation): while the ranks go on it is not a failure, but the operator should know."""
         seen = getattr(self.judge, "unexplained", None) or []
         for ev in seen[self._unexplained_said:]:
-            message = f"{ev.key}: an error line no signature recognises (not acted on while the job goes on): {ev.text[:300]}"
+            message = (f"{ev.key}: an error line no signature recognises (not acted on while the job goes on): "
+                       f"{ev.text[:300]}")
             self.events.emit("warning", self.generation, kind="unrecognised_error", message=message,
                              node=ev.key.node, rank=ev.key.rank, line=ev.text[:300], file=ev.source, lineno=ev.lineno)
             log.warning("%s", message)
