@@ -652,7 +652,8 @@ class Judge:
             ranks=(ev.key,),
             culprit=ev.key,
             evidence=(ev, *others),
-            reason=f"{_who(ev.key)} printed an error no signature recognises{exited}, and nothing after it "
+            reason=f"{_who(ev.key) if ev.key.rank >= 0 else 'a line of no known rank'} printed an error no "
+            f"signature recognises{exited}, and nothing after it "
             f"shows it went on: cause not recognised ({ev.text.strip()[:160]})",
             advice="The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
             "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.",
@@ -918,7 +919,9 @@ class Judge:
         )
 
     def _hang_or_healthy(self, now: float) -> Verdict:
-        live = [st for st in self.ranks.values() if st.exit_code is None]
+        # torchrun exits 0 only once every worker it started has exited 0: none is live after it
+        finished = self.launcher_exit is not None and self.launcher_exit.exit_code == 0
+        live = [] if finished else [st for st in self.ranks.values() if st.exit_code is None]
         progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
                       if t is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.

@@ -182,10 +182,16 @@ class TimeParser:
     backwards by more than 12 hours: midnight passed).
     """
 
-    def __init__(self) -> None:
-        self.last: float | None = None
-        self._year = 1970
-        self._day0 = 0.0  # epoch seconds of the current day, for bare times of day
+    def __init__(self, year: int = 1970, start: float | None = None) -> None:
+        """``year``: the year of stamps that carry none (glog's ``W1123 15:00:49``) until a full stamp
+        says it; ``start``: the time of lines before the first stamp (None: unknown). A reader
+        that knows them (the first full stamp of the file, the file's date) passes them, so that
+        stamps of one file never mix the epoch with real dates."""
+        self.last: float | None = start
+        self._year = year
+        self.year_seen: int | None = None  # the year of the last full stamp read
+        # epoch seconds of the current day, for bare times of day
+        self._day0 = start - start % 86400.0 if start is not None else 0.0
         self._days: dict[tuple[int, int, int], float] = {}
         self._last_stamp = ""
 
@@ -230,7 +236,7 @@ class TimeParser:
             raise ValueError("not a time")
         day = self._day(y, mo, d)
         if not keep_year:
-            self._year = y
+            self._year = self.year_seen = y
         self._day0 = day
         return day + h * 3600 + mi * 60 + s + _frac(frac)
 
