@@ -31,6 +31,10 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|
 #: Compiler dots glued to what follows: only when a new record starts there (a timestamp, a
 #: bracket, a capital), so "...done" stays one line.
 _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
+#: What a shell prints when a job dies by a signal (bash's job status: "Killed", "Segmentation fault
+#: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
+_SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
+_GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
 _MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:)")
 _RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
 _PATH_RANK = (
@@ -125,6 +129,9 @@ def logical_lines(raw: str) -> list[str]:
     if m:
         out.append(m.group(1))
         text = text[m.end() :]
+    if text.endswith(_SHELL_ENDS) and (g := _GLUED_SHELL.search(text)) is not None:
+        # the shell's report of a killed job lands on the line its last redraw left unterminated
+        return [*logical_lines(text[: g.start()]), g.group(1)]
     if "]:" in text and _MIDLINE_RANK.search(text):
         out.extend(p for p in _MIDLINE_RANK.split(text) if p)
     else:
