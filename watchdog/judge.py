@@ -208,6 +208,8 @@ class RankState:
     failure_time: float | None = None  # when this rank first failed (generic or not)
     #: the first error line no rule explains since this rank's last progress (Effect.UNEXPLAINED)
     unexplained: Evidence | None = None
+    #: the first such line after a generic failure (a traceback header): the exception it names
+    failure_detail: Evidence | None = None
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
@@ -419,7 +421,7 @@ class Judge:
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
             st.train_end = st.train_end_line = None  # progress after it: that was not the end
-            st.unexplained = None  # an error line the rank went on from was not fatal
+            st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
             if st.failure_match is not None and st.failure_match.signature.generic:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
                 st.failure = st.failure_match = st.failure_time = None
@@ -467,6 +469,8 @@ class Judge:
         elif effect is Effect.UNEXPLAINED:
             if st.unexplained is None:
                 st.unexplained = ev
+            if st.failure is not None and st.failure_detail is None:
+                st.failure_detail = ev
             if len(self.unexplained) < self.MAX_UNEXPLAINED:
                 self.unexplained.append(ev)
         elif effect is Effect.FATAL:
@@ -852,9 +856,9 @@ class Judge:
                     "parallel jobs (neuron_parallel_compile --num_parallel, NEURON_CC_FLAGS), on a host with more "
                     "memory, or with fewer ranks compiling at once; then restart.",
                     step=st.step if st.step is not None else self.max_step, culprit_source="failure")
-            elif sig.generic and st.unexplained is not None:
+            elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
                 # a traceback header or an exit report, and the rank's own error line no rule knows
-                return self._unexplained_verdict(st.unexplained, st.exit_code)
+                return self._unexplained_verdict(detail, st.exit_code)
             return Verdict(
                 sig.category,
                 sig.action,
@@ -1099,7 +1103,7 @@ class Judge:
 
 #: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
 #: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
-BATCH_RULES = 1
+BATCH_RULES = 2
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:

@@ -147,3 +147,12 @@ def test_a_compiler_exit_70_stays_a_compile_error() -> None:
     t = feed(j, 0, 0.0, "RuntimeError: neuronx-cc compilation failed with 70. Check compiler logs.")
     v = j.verdict(t)
     assert v.label is Label.COMPILE_ERROR and v.action is Action.STOP
+
+
+def test_the_exception_under_the_traceback_is_the_evidence_not_an_older_error_line() -> None:
+    j = judge()
+    t = feed(j, 0, 0.0, "ip-10-0-1-12:2251:2390 [0] NCCL WARN NET/Plugin: something harmless at start",
+             "Traceback (most recent call last):", '  File "/job/train.py", line 9, in <module>',
+             "KeyError: 'labels'")
+    v = j.verdict(t)
+    assert v.label is Label.OTHER_CRASH and v.evidence[0].text == "KeyError: 'labels'"
