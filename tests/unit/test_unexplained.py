@@ -139,7 +139,7 @@ def test_a_compiler_killed_by_sigkill_is_host_oom(line: str) -> None:
     j = judge()
     t = feed(j, 0, 0.0, line)
     v = j.verdict(t)
-    assert v.label is Label.OOM and "SIGKILL" in v.reason
+    assert v.label is Label.OOM  # the action is the signature's (neuron.compile.killed_oom: stop)
 
 
 def test_a_compiler_exit_70_stays_a_compile_error() -> None:
