@@ -236,7 +236,9 @@ def _clock_hints(head: bytes, mtime: float | None) -> tuple[int, float | None]:
     for text in lines:
         t = clock.parse(text)
         if t is not None:
-            return year, t
+            # just before it: the lines above the first stamp were printed before that line (each
+            # untimed line adds a microsecond to the time of the line before it)
+            return year, t - 0.5
     return year, mtime
 
 
