@@ -264,7 +264,7 @@ class RankStreams:
         self._lineno: dict[int, int] = {}
         self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
         self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
-        self._times: dict[int, IO[str]] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
+        self._times: dict[int, AppendFile] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
         self._timed: dict[int, float] = {}  # rank -> wall time of its last index entry
         self._untimed: dict[int, tuple[int, float]] = {}  # rank -> (lines, wall) not yet in its index
         self.lines_seen = 0
@@ -371,8 +371,7 @@ class RankStreams:
             if final or wall - self._timed.get(rank, -1e18) >= TIME_INDEX_EVERY:
                 f = self._times.get(rank)
                 if f is None:
-                    f = self._times[rank] = open(self.rank_log(rank)[: -len(".log")] + ".times", "a",  # noqa: SIM115
-                                                 encoding="utf-8")
+                    f = self._times[rank] = AppendFile(self.rank_log(rank)[: -len(".log")] + ".times", self.health)
                 f.write(f"{n} {at:.3f}\n")
                 f.flush()
                 self._timed[rank] = wall
