@@ -51,6 +51,9 @@ class Effect(str, enum.Enum):
     TRAIN_END = "train_end"
     RECOMPILE = "recompile"
     FATAL = "fatal"
+    #: an error line no other rule explains: a warning while the job progresses, a failure of
+    #: unknown cause when nothing follows it (see :meth:`neuron_watch.judge.Judge.verdict`)
+    UNEXPLAINED = "unexplained"
     BENIGN = "benign"
     INFO = "info"
 

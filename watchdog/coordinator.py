@@ -266,6 +266,7 @@ class Coordinator:
         self._progress_line_wall: float | None = None
         self._blind_said = False  # the "no progress recognised" warning of this generation was given
         self._storms_said: set[RankKey] = set()  # ranks whose recompile storm was reported this generation
+        self._unexplained_said = 0  # the judge's unexplained error lines of this generation warned about
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
@@ -676,6 +677,7 @@ class Coordinator:
             self._progress_event(now)
             self._blind_check(now)
             self._storm_check()
+            self._unexplained_check()
         if self._interrupt is not None:
             self._interrupting(now)
         else:
@@ -789,6 +791,18 @@ class Coordinator:
             "last_progress": None if at is None else iso_utc(at),
             "last_step": getattr(self.judge, "max_step", None),
         }
+
+    def _unexplained_check(self) -> None:
+        """A ``warning`` event for each error line no signature explains (the judge keeps the first
+        few of a generation): while the ranks go on it is not a failure, but the operator should know."""
+        seen = getattr(self.judge, "unexplained", None) or []
+        for ev in seen[self._unexplained_said:]:
+            message = (f"{ev.key}: an error line no signature recognises (not acted on while the job goes on): "
+                       f"{ev.text[:300]}")
+            self.events.emit("warning", self.generation, kind="unrecognised_error", message=message,
+                             node=ev.key.node, rank=ev.key.rank, line=ev.text[:300], file=ev.source, lineno=ev.lineno)
+            log.warning("%s", message)
+        self._unexplained_said = len(seen)
 
     def _blind_check(self, now: float) -> None:
         """Say once per generation when no progress line was recognised (the judge decides)."""
@@ -951,6 +965,7 @@ class Coordinator:
                 self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
                 self._blind_said = False
                 self._storms_said = set()
+                self._unexplained_said = 0
                 for v in self.nodes.values():
                     v.launcher_code = None
                     v.recorder.clear()  # the new ranks start their own servers

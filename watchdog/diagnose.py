@@ -14,17 +14,19 @@ Exit status: 0 whenever a diagnosis was made (whatever the label); 2 when the in
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from neuron_watch.config import WatchConfig
+from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.errors import UsageError
-from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
+from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
 from neuron_watch.judge import Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.logtext import (
@@ -45,6 +47,12 @@ _TR_BLOCK_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)")
 #: torchrun's agent line: "failed (exitcode: -9) local_rank: 3 (pid: 1234) of binary: ..."
 _TR_LOCAL_RANK = re.compile(r"\blocal_rank: (\d+) \(pid: \d+\)")
 _TR_BLOCK_LINES = 4
+#: what neuron-watch writes per rank in a generation directory (README "Run directory")
+_OUR_RANK_LOG = re.compile(r"^(?:rank-\d+|unattributed-[^/]+)\.log$")
+#: bytes of a log's head read to learn its clock before it is judged
+_HEAD = 256 * 1024
+#: the watchdog options that mean something offline
+DIAGNOSE_OPTIONS = ("--hang-timeout", "--startup-timeout", "--compile-timeout", "--save-timeout", "--progress-regex")
 
 
 @dataclass
@@ -55,6 +63,10 @@ class Source:
     path: str | None  # None = stdin
     rank: int | None = None
     timed: bool = False  # set once a line with a timestamp was read
+    year: int = 1970  # the year of stamps without one (glog) until a full stamp says it
+    start: float | None = None  # the time of lines before the first stamp
+    #: neuron-watch's time index of a rank log (``rank-R.times``): (lines written, wall time), in order
+    times: list[tuple[int, float]] | None = None
 
 
 @dataclass
@@ -105,6 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paths", nargs="+", metavar="PATH", help="log file, run dir, directory of rank logs, or - for stdin"
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    # The judge's options also work after the word (`diagnose --hang-timeout 30 PATH`), as users
+    # type them; given here they override the same options given before the word.
+    for opt in OPTIONS:
+        if opt.flag in DIAGNOSE_OPTIONS:
+            parser.add_argument(opt.flag, dest=opt.dest, metavar=opt.metavar, default=argparse.SUPPRESS,
+                                help=f"{opt.help} [{opt.env}]")
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
@@ -132,7 +150,7 @@ def resolve_sources(paths: Iterable[str]) -> tuple[list[Source], list[str]]:
     notes: list[str] = []
     for p in paths:
         if p == "-":
-            out.append(Source("<stdin>", None))
+            out.append(Source("<stdin>", None, year=time.gmtime().tm_year))
         elif os.path.isdir(p):
             found, note = _dir_sources(p)
             if not found:
@@ -142,7 +160,7 @@ def resolve_sources(paths: Iterable[str]) -> tuple[list[Source], list[str]]:
             if note:
                 notes.append(note)
         elif os.path.isfile(p):
-            out.append(Source(p, p, rank_from_path(p)))
+            out.append(_file_source(p))
         elif os.path.exists(p):
             raise UsageError(f"{p}: not a regular file or directory", "pass log files, directories or -")
         else:
@@ -160,11 +178,68 @@ def _dir_sources(root: str) -> tuple[list[Source], str]:
     if gens:
         number, root = gens[-1]
         note = f"run directory: judged generation {number} (of {len(gens)})"
+    ours = sorted((e.name for e in os.scandir(root) if e.is_file() and _OUR_RANK_LOG.match(e.name)),
+                  key=lambda n: (rank_from_path(n) is None, rank_from_path(n) or 0, n))
+    if ours:
+        # neuron-watch's own generation directory: the rank logs hold every line once; torchrun's
+        # attempt_*/R/stdout.log copies and the launcher's log (not judged live either) are not read
+        return [_rank_log_source(os.path.join(root, n)) for n in ours], note
     files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         files.extend(os.path.join(dirpath, f) for f in sorted(filenames) if _LOG_NAMES.search(f))
-    return [Source(f, f, rank_from_path(f)) for f in files], note
+    return [_file_source(f) for f in files], note
+
+
+def _rank_log_source(path: str) -> Source:
+    """A rank log of neuron-watch's run directory, dated by its time index when there is one."""
+    src = _file_source(path)
+    index = path[: -len(".log")] + ".times"
+    try:
+        with open(index, encoding="utf-8") as f:
+            times = [(int(n), float(t)) for n, t in (ln.split() for ln in f if ln.strip())]
+    except (OSError, ValueError):
+        return src
+    src.times = times
+    return src
+
+
+def _file_source(path: str) -> Source:
+    """A log file, with what its head says about its clock (see :func:`_clock_hints`)."""
+    src = Source(path, path, rank_from_path(path))
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return src  # reported when it is read
+    src.year, src.start = _clock_hints(head, mtime)
+    return src
+
+
+def _clock_hints(head: bytes, mtime: float | None) -> tuple[int, float | None]:
+    """(year, start) for a log whose first bytes are ``head``: the year of its first full stamp
+    (else the file's), and its first stamp's time (else the file's modification time: the lines of
+    a log without stamps are known only to have been written by then; None for stdin)."""
+    lines = head.decode("utf-8", errors="replace").splitlines()
+    if len(head) >= _HEAD:
+        lines = lines[:-1]  # cut mid-line
+    probe = TimeParser()
+    year = None
+    for text in lines:
+        if probe.parse(text) is not None and probe.year_seen is not None:
+            year = probe.year_seen
+            break
+    if year is None:
+        year = time.gmtime(mtime).tm_year if mtime is not None else time.gmtime().tm_year
+    clock = TimeParser(year=year)
+    for text in lines:
+        t = clock.parse(text)
+        if t is not None:
+            # just before it: the lines above the first stamp were printed before that line (each
+            # untimed line adds a microsecond to the time of the line before it)
+            return year, t - 0.5
+    return year, mtime
 
 
 # -- reading -----------------------------------------------------------------------------------------
@@ -185,7 +260,9 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
     Lines without a timestamp take the last one seen in this source (plus a microsecond per line,
     to keep their order); a source with no timestamps at all counts from 0.
     """
-    clock = TimeParser()
+    clock = TimeParser(year=src.year, start=src.start)
+    times = src.times
+    at = 0  # index into times: the first entry covering the line
     lineno = 0
     seq = 0
     default_rank = src.rank if src.rank is not None else -1
@@ -194,11 +271,17 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
     block_rank, block_left = -1, 0  # inside torchrun's "Root Cause" block: the rank it names
 
     def emit(batch: list[tuple[int, str]]) -> Iterator[LogLine]:
-        nonlocal seq, block_rank, block_left
+        nonlocal seq, block_rank, block_left, at
         for n, raw in unwrap_numbered(batch):
             for piece in logical_lines(raw):
                 rank, text = split_rank_prefix(piece)
-                t = clock.parse(text)
+                if times is not None:
+                    # neuron-watch's time index: when the rank's n-th line was written (wall clock)
+                    while at < len(times) - 1 and times[at][0] < n:
+                        at += 1
+                    t = times[at][1] if times else None
+                else:
+                    t = clock.parse(text)
                 if t is not None:
                     src.timed = True
                 seq += 1
@@ -238,12 +321,63 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
 # -- judging -----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run directory's ``events.jsonl`` says of one generation: when it began and ended
+    (wall seconds) and the ranks' exits -- what the live judge knew besides the lines."""
+
+    generation: int
+    began: float
+    ended: float
+    exits: tuple[tuple[int, int, float], ...]  # (rank, exit code, when)
+
+
+def _wall(iso: object) -> float | None:
+    if not isinstance(iso, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def read_run_record(run_dir: str, generation: int) -> RunRecord | None:
+    """The generation's record from ``run_dir/events.jsonl`` (None: no such file or no event of it)."""
+    try:
+        f = open(os.path.join(run_dir, "events.jsonl"), encoding="utf-8")  # noqa: SIM115
+    except OSError:
+        return None
+    times: list[float] = []
+    exits: list[tuple[int, int, float]] = []
+    with f:
+        for raw in f:
+            try:
+                ev = json.loads(raw)
+            except ValueError:
+                continue  # a line torn by a crash of the watchdog
+            if not isinstance(ev, dict) or ev.get("generation") != generation:
+                continue
+            t = _wall(ev.get("time"))
+            if t is None:
+                continue
+            times.append(t)
+            rank, code = ev.get("rank"), ev.get("exit_code")
+            if ev.get("event") == "rank_exit" and isinstance(rank, int) and isinstance(code, int):
+                exits.append((rank, code, t))
+    if not times:
+        return None
+    return RunRecord(generation, min(times), max(times), tuple(exits))
+
+
 def diagnose_lines(
-    lines: Iterable[LogLine], settings: JudgeSettings | None = None, progress_regex: str | None = None
+    lines: Iterable[LogLine], settings: JudgeSettings | None = None, progress_regex: str | None = None,
+    record: RunRecord | None = None,
 ) -> tuple[Verdict, int]:
     """The verdict for these lines, judged at the time of the last of them; and how many there were.
 
-    This is the live judge fed in batches, exactly as the supervisor feeds it.
+    This is the live judge fed in batches, exactly as the supervisor feeds it. ``record``: what the
+    run's events say of the generation (its ranks' exits; it is judged at its end, not at its last
+    line: a hung job's last line is long before the watchdog stopped it).
     """
     judge: Judge | None = None
     first = last = None
@@ -267,7 +401,12 @@ def diagnose_lines(
     if batch:
         judge.observe_lines(batch)
     judge.start = first
-    return judge.verdict(last), count
+    if record is not None:
+        judge.start = min(first, record.began)
+        last = max(last, record.ended)
+        for rank, code, t in record.exits:
+            judge.observe_exit(RankExit(RankKey("", rank), code, t))
+    return judge.verdict(last, final=True), count
 
 
 def diagnose_paths(
@@ -278,7 +417,12 @@ def diagnose_paths(
     Raises:
         UsageError: a path does not exist or cannot be read (exit 2).
     """
+    paths = list(paths)
     sources, notes = resolve_sources(paths)
+    record = _run_record(paths, sources)
+    if record is not None:
+        notes.append(f"events.jsonl: generation {record.generation} ran {record.ended - record.began:.0f}s, "
+                     f"{len(record.exits)} rank exit(s)")
     splitters: list[LineSplitter] = []
 
     def all_lines() -> Iterator[LogLine]:
@@ -292,7 +436,7 @@ def diagnose_paths(
                 if src.path is not None:
                     stream.close()
 
-    verdict, count = diagnose_lines(all_lines(), settings, progress_regex)
+    verdict, count = diagnose_lines(all_lines(), settings, progress_regex, record)
     untimed = [s.display for s in sources if not s.timed]
     if untimed and len(untimed) < len(sources):
         notes.append(
@@ -303,6 +447,19 @@ def diagnose_paths(
     if truncated:
         notes.append(f"{truncated} over-long line(s) were cut to their first 64 KiB")
     return Diagnosis(verdict, [s.display for s in sources], count, truncated, notes)
+
+
+def _run_record(paths: list[str], sources: list[Source]) -> RunRecord | None:
+    """The events of the generation judged, when the input is one neuron-watch generation directory."""
+    dirs = {os.path.dirname(s.path) for s in sources if s.path is not None}
+    if len(paths) != 1 or len(dirs) != 1 or not all(s.path and _OUR_RANK_LOG.match(os.path.basename(s.path))
+                                                     for s in sources):
+        return None
+    gen_dir = dirs.pop()
+    m = _GEN_DIR.match(os.path.basename(gen_dir))
+    if m is None:
+        return None
+    return read_run_record(os.path.dirname(gen_dir) or ".", int(m.group(1)))
 
 
 def render_text(diag: Diagnosis) -> str:

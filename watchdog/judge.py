@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,6 +55,36 @@ COMPILE_BEAT_WINDOW = 120.0
 RECOMPILE_STORM = 5
 
 SIGTERM_CODES = frozenset({-15, 143})
+
+
+#: a graph compiler killed by SIGKILL, as the Neuron wrappers and Python's subprocess say it
+#: (CPython Lib/subprocess.py CalledProcessError.__str__: "died with <Signals.SIGKILL: 9>.")
+_COMPILER_SIGKILL = re.compile(r"(?:failed with|exit status) -9\b|died with <Signals\.SIGKILL: 9>|signal 9\b|SIGKILL")
+
+
+#: Linux signal numbers (x86/arm64: include/uapi/asm-generic/signal.h; the ``signal`` module is a
+#: system interface a pure module does not import)
+_LINUX_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+                  8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+                  14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+
+def _exit_meaning(code: int | None) -> str:
+    """What an exit code says: ``-N`` is a death by signal N as Python's subprocess and torchrun
+    report it (torch/distributed/elastic/multiprocessing/errors/__init__.py formats "Signal N (NAME)
+    received by PID"); 128+N is the same as a shell reports it (bash: "128+n" for a fatal signal n);
+    anything else is the program's own status."""
+    if code is None:
+        return "no exit code"
+    n = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if n is None:
+        return f"the program's own status {code}"
+    name = _LINUX_SIGNALS.get(n)
+    if name is None:
+        return f"killed by signal {n}"
+    what = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGKILL": "killed",
+            "SIGBUS": "bus error", "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction"}
+    return f"killed by signal {n}, {name}" + (f": {what[name]}" if name in what else "")
 
 
 def _who(key: RankKey) -> str:
@@ -175,6 +206,10 @@ class RankState:
     failure: Evidence | None = None  # the failure that explains this rank (see _apply)
     failure_match: Match | None = None
     failure_time: float | None = None  # when this rank first failed (generic or not)
+    #: the first error line no rule explains since this rank's last progress (Effect.UNEXPLAINED)
+    unexplained: Evidence | None = None
+    #: the first such line after a generic failure (a traceback header): the exception it names
+    failure_detail: Evidence | None = None
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
@@ -258,6 +293,8 @@ class Judge:
 
     #: hints kept (info signatures such as "EFA not enabled"), first seen first
     MAX_HINTS = 10
+    #: unexplained error lines kept for warnings (:attr:`unexplained`)
+    MAX_UNEXPLAINED = 20
 
     def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, start: float) -> None:
         self.kb = kb
@@ -279,6 +316,9 @@ class Judge:
         self.last_progress_wall: float | None = None
         self.first_line: float | None = None  # the first line of any rank (mono)
         self.recent_texts: list[str] = []  # a few distinct recent lines, for the blind warning
+        #: error lines no rule explains, first seen first (at most MAX_UNEXPLAINED): the live
+        #: path says them as warnings; they fail a job only as described in :meth:`verdict`
+        self.unexplained: list[Evidence] = []
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -381,6 +421,7 @@ class Judge:
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
             st.train_end = st.train_end_line = None  # progress after it: that was not the end
+            st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
             if st.failure_match is not None and st.failure_match.signature.generic:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
                 st.failure = st.failure_match = st.failure_time = None
@@ -425,6 +466,13 @@ class Judge:
             st.last_lock_wait, st.last_lock_wait_line = line.mono, ev
         elif effect is Effect.COMM_WAIT:
             st.last_wait, st.last_wait_line = line.mono, ev
+        elif effect is Effect.UNEXPLAINED:
+            if st.unexplained is None:
+                st.unexplained = ev
+            if st.failure is not None and st.failure_detail is None:
+                st.failure_detail = ev
+            if len(self.unexplained) < self.MAX_UNEXPLAINED:
+                self.unexplained.append(ev)
         elif effect is Effect.FATAL:
             if st.failure is None:
                 st.failure, st.failure_match, st.failure_time = ev, m, line.mono
@@ -571,8 +619,53 @@ class Judge:
             self._lock_holder_alive(now) or now - first <= self.settings.compiler_cpu_stall
         )
 
-    def verdict(self, now: float) -> Verdict:
-        """The job's verdict at ``now``. Never ``healthy`` for what could not be observed."""
+    def verdict(self, now: float, final: bool = False) -> Verdict:
+        """The job's verdict at ``now``. Never ``healthy`` for what could not be observed.
+
+        ``final``: nothing more will come (``neuron-watch diagnose`` at the end of its input). An
+        error line no rule explains (:attr:`unexplained`) never fails a running job by itself --
+        real healthy runs print them, and the ranks' progress after it shows it was survived: live,
+        it is a warning. At the end of the input, a rank whose last word is such a line, with no
+        progress of any rank after it, is not healthy: ``other_crash``, cause not recognised.
+        A rank that fails otherwise (a traceback header, an exit code) carries the line as its
+        evidence.
+        """
+        v = self._verdict(now)
+        if final and v.label in (Label.HEALTHY, Label.COMM_TIMEOUT_TRANSIENT) and v.culprit is None:
+            open_error = self._unexplained_at_end()
+            if open_error is not None:
+                return self._with_hints(self._unexplained_verdict(open_error))
+        return v
+
+    def _unexplained_at_end(self) -> Evidence | None:
+        """The first error line no rule explains that no progress (of any rank) came after."""
+        progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
+                      if t is not None]
+        latest = max(progressed, default=-math.inf)
+        open_errors = [st.unexplained for st in self.ranks.values()
+                       if st.unexplained is not None and st.unexplained.mono >= latest]
+        return min(open_errors, key=lambda e: (e.mono, e.key.rank)) if open_errors else None
+
+    def _unexplained_verdict(self, ev: Evidence, code: int | None = None) -> Verdict:
+        st = self.ranks.get(ev.key)
+        others = [e for e in self.unexplained if e is not ev][:19]
+        exited = f" and exited with {code} ({_exit_meaning(code)})" if code is not None else ""
+        return Verdict(
+            Label.OTHER_CRASH,
+            Action.RESTART,
+            ranks=(ev.key,),
+            culprit=ev.key,
+            evidence=(ev, *others),
+            reason=f"{_who(ev.key) if ev.key.rank >= 0 else 'a line of no known rank'} printed an error no "
+            f"signature recognises{exited}, and nothing after it "
+            f"shows it went on: cause not recognised ({ev.text.strip()[:160]})",
+            advice="The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
+            "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.",
+            step=st.step if st is not None and st.step is not None else self.max_step,
+            culprit_source="failure",
+        )
+
+    def _verdict(self, now: float) -> Verdict:
         failed = self._failure_verdict()
         if failed is not None:
             return self._with_hints(self._after_training(failed))
@@ -753,6 +846,19 @@ class Judge:
                 if oom is not None:  # the kernel says why it was killed
                     return self._oom_verdict(st, oom, ranks, evidence)
                 reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
+            elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
+                # A compiler does not fail with SIGKILL: the host's OOM killer ends the biggest
+                # process, and a compile of a large graph is it (neuronx-cc needs tens of GB).
+                return Verdict(
+                    Label.OOM, Action.RESTART, ranks=ranks, culprit=culprit, evidence=tuple(evidence[:20]),
+                    reason=f"{_who(st.key)}: the graph compiler was killed by signal 9 (SIGKILL): host out of memory",
+                    advice="The compiler was killed, almost always by the host's OOM killer. Compile with fewer "
+                    "parallel jobs (neuron_parallel_compile --num_parallel, NEURON_CC_FLAGS), on a host with more "
+                    "memory, or with fewer ranks compiling at once; then restart.",
+                    step=st.step if st.step is not None else self.max_step, culprit_source="failure")
+            elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
+                # a traceback header or an exit report, and the rank's own error line no rule knows
+                return self._unexplained_verdict(detail, st.exit_code)
             return Verdict(
                 sig.category,
                 sig.action,
@@ -774,8 +880,10 @@ class Judge:
             reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
             advice = ("Something sent the rank SIGKILL. If the host ran out of memory, dmesg shows an oom-kill "
                       "line for its pid; otherwise look for an operator, a scheduler limit or a health agent.")
+        elif st.unexplained is not None and code is not None:
+            return self._unexplained_verdict(st.unexplained, code)
         else:
-            reason = f"{_who(st.key)} exited with {code}"
+            reason = f"{_who(st.key)} exited with {code} ({_exit_meaning(code)})"
             advice = "The rank exited with an error; its log tail is in the incident bundle."
         return Verdict(
             Label.OTHER_CRASH,
@@ -815,7 +923,9 @@ class Judge:
         )
 
     def _hang_or_healthy(self, now: float) -> Verdict:
-        live = [st for st in self.ranks.values() if st.exit_code is None]
+        # torchrun exits 0 only once every worker it started has exited 0: none is live after it
+        finished = self.launcher_exit is not None and self.launcher_exit.exit_code == 0
+        live = [] if finished else [st for st in self.ranks.values() if st.exit_code is None]
         progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
                       if t is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
@@ -993,7 +1103,7 @@ class Judge:
 
 #: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
 #: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
-BATCH_RULES = 1
+BATCH_RULES = 2
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:

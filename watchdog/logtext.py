@@ -31,6 +31,10 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|
 #: Compiler dots glued to what follows: only when a new record starts there (a timestamp, a
 #: bracket, a capital), so "...done" stays one line.
 _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
+#: What a shell prints when a job dies by a signal (bash's job status: "Killed", "Segmentation fault
+#: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
+_SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
+_GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
 _MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:)")
 _RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
 _PATH_RANK = (
@@ -159,6 +163,9 @@ def logical_lines(raw: str) -> list[str]:
     if m:
         out.append(m.group(1))
         text = text[m.end() :]
+    if text.endswith(_SHELL_ENDS) and (g := _GLUED_SHELL.search(text)) is not None:
+        # the shell's report of a killed job lands on the line its last redraw left unterminated
+        return [*logical_lines(text[: g.start()]), g.group(1)]
     if "]:" in text and _MIDLINE_RANK.search(text):
         out.extend(p for p in _MIDLINE_RANK.split(text) if p)
     else:
@@ -216,10 +223,16 @@ class TimeParser:
     backwards by more than 12 hours: midnight passed).
     """
 
-    def __init__(self) -> None:
-        self.last: float | None = None
-        self._year = 1970
-        self._day0 = 0.0  # epoch seconds of the current day, for bare times of day
+    def __init__(self, year: int = 1970, start: float | None = None) -> None:
+        """``year``: the year of stamps that carry none (glog's ``W1123 15:00:49``) until a full stamp
+        says it; ``start``: the time of lines before the first stamp (None: unknown). A reader
+        that knows them (the first full stamp of the file, the file's date) passes them, so that
+        stamps of one file never mix the epoch with real dates."""
+        self.last: float | None = start
+        self._year = year
+        self.year_seen: int | None = None  # the year of the last full stamp read
+        # epoch seconds of the current day, for bare times of day
+        self._day0 = start - start % 86400.0 if start is not None else 0.0
         self._days: dict[tuple[int, int, int], float] = {}
         self._last_stamp = ""
 
@@ -264,7 +277,7 @@ class TimeParser:
             raise ValueError("not a time")
         day = self._day(y, mo, d)
         if not keep_year:
-            self._year = y
+            self._year = self.year_seen = y
         self._day0 = day
         return day + h * 3600 + mi * 60 + s + _frac(frac)
 

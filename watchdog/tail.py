@@ -237,6 +237,12 @@ class FileTail:
             self._fd = None
 
 
+#: ``rank-R.log`` gets a time index ``rank-R.times``: one ``N WALL`` line (N lines of the log were
+#: written by wall time WALL, seconds since the epoch) at most this often, and the last at close.
+#: ``neuron-watch diagnose`` dates the rank's lines by it (rank output rarely carries its own stamps).
+TIME_INDEX_EVERY = 1.0
+
+
 class RankStreams:
     """All rank output of one generation on one node."""
 
@@ -258,6 +264,9 @@ class RankStreams:
         self._lineno: dict[int, int] = {}
         self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
         self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
+        self._times: dict[int, AppendFile] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
+        self._timed: dict[int, float] = {}  # rank -> wall time of its last index entry
+        self._untimed: dict[int, tuple[int, float]] = {}  # rank -> (lines, wall) not yet in its index
         self.lines_seen = 0
         self.unattributed_lines = 0  # lines sent without a global rank (see poll)
         self._last_discover = -1e18
@@ -344,6 +353,7 @@ class RankStreams:
             for part in logical_lines(text):
                 out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
                                    self.rank_log(rank), n))
+        self._index(ranked, wall)
         for f in self._out.values():
             f.flush()
         if echo_lines and self.echo is not None:
@@ -351,7 +361,27 @@ class RankStreams:
         self.lines_seen += len(out)
         return out
 
+    def _index(self, ranked: list[tuple[int, str, Record]], wall: float, final: bool = False) -> None:
+        """Note in each rank's time index how many lines its log holds at ``wall`` (at most every
+        TIME_INDEX_EVERY seconds; an entry not written yet keeps the time its lines were written)."""
+        for rank in {r for r, _t, _rec in ranked}:
+            if rank in self._lineno:
+                self._untimed[rank] = (self._lineno[rank], wall)
+        for rank, (n, at) in list(self._untimed.items()):
+            if final or wall - self._timed.get(rank, -1e18) >= TIME_INDEX_EVERY:
+                f = self._times.get(rank)
+                if f is None:
+                    f = self._times[rank] = AppendFile(self.rank_log(rank)[: -len(".log")] + ".times", self.health)
+                f.write(f"{n} {at:.3f}\n")
+                f.flush()
+                self._timed[rank] = wall
+                del self._untimed[rank]
+
     def close(self) -> None:
+        self._index([], 0.0, final=True)
+        for f in self._times.values():
+            f.close()
+        self._times.clear()
         for f in self._out.values():
             f.close()
         self._out.clear()

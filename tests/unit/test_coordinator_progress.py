@@ -152,3 +152,17 @@ def test_status_doc_says_which_timeout_applies_and_ranks_end_with_the_job(coord:
     deliver(coord, clock, agent.frames(Status("finished", "0"), 1004.0), 1004.0)
     doc = coord.status_doc(1005.0)
     assert doc["state"] == "finished" and [r["state"] for r in doc["ranks"]] == ["finished"]
+
+
+@pytest.mark.parametrize("classified", [True, False], ids=["classified-by-agent", "classified-here"])
+def test_an_unrecognised_error_while_the_job_progresses_is_a_warning_not_a_failure(
+        coord: Coordinator, clock: Clock, classified: bool) -> None:
+    agent = Agent()
+    unknown = "RuntimeError: the metrics exporter lost its socket"  # no rule explains it
+    deliver(coord, clock, agent.lines(0, STEP.format(1), 1000.0, 1000.0, classified), 1000.0)
+    deliver(coord, clock, agent.lines(1, unknown, 1001.0, 1001.0, classified), 1001.0)
+    deliver(coord, clock, agent.lines(0, STEP.format(2), 1002.0, 1002.0, classified), 1002.0)
+    warnings = [e for e in events(coord, "warning") if e["kind"] == "unrecognised_error"]
+    assert [(w["rank"], w["line"]) for w in warnings] == [(1, unknown)]  # said once
+    assert coord.last_verdict is not None and coord.last_verdict.label.value == "healthy"
+    assert not events(coord, "incident") and coord.incident_no == 0

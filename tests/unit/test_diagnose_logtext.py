@@ -123,3 +123,12 @@ def test_unwrap_leaves_natural_logs_alone() -> None:
     # longer lines exist: the width cannot be a wrap
     mixed = ["w" * 80] * 5 + ["v" * 90]
     assert unwrap(mixed) == mixed
+
+
+def test_a_shells_kill_report_glued_to_a_progress_bar_is_its_own_record() -> None:
+    # real: simsg issue 3, a tqdm bar's last redraw, then bash's job status on the same line
+    bar = "  6%|██████                                 | 3787/62565 [04:47<1:10:53, 13.82it/s]"
+    assert logical_lines(bar + "Killed") == [bar, "Killed"]
+    assert logical_lines("100%|██| 9/9 [00:01<00:00]Segmentation fault (core dumped)")[-1] == "Segmentation fault (core dumped)"
+    assert logical_lines("Segmentation fault (core dumped)") == ["Segmentation fault (core dumped)"]
+    assert logical_lines("INFO: worker pool Killed") == ["INFO: worker pool Killed"]

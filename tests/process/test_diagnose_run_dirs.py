@@ -1,0 +1,71 @@
+"""``neuron-watch diagnose`` of a run directory says what the watchdog said live (issue 12 item 5).
+
+Real torchrun jobs (the toy DDP job, 2 CPU ranks, gloo) under neuron-watch, one per kind of
+generation the process tests make: a clean run, a crash, a hang, a compile. Then ``diagnose`` reads
+the generation's directory (the rank logs once, dated by their time index; the ranks' exits and
+the generation's end from events.jsonl) and its label is compared with the run's own verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, pids_with_env, run_to_end
+
+pytestmark = pytest.mark.process
+
+HANG_TIMEOUT = "6"
+SCENARIOS: dict[str, tuple[list[str], list[str]]] = {  # name -> (toy args, watch args)
+    "clean": (["--steps", "6"], []),
+    "crash": (["--steps", "6", "--crash-at", "3", "--crash-rank", "1"], ["--max-restarts", "0"]),
+    "hang": (["--steps", "8", "--hang-at", "4", "--hang-rank", "1"], ["--max-restarts", "0"]),
+    "compile": (["--steps", "6", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
+                 "--rx-warn-every", "2"], []),
+}
+EXPECTED = {"clean": "healthy", "crash": "other_crash", "hang": "collective_hang", "compile": "healthy"}
+
+
+def own_verdict(evs: list[dict[str, Any]], generation: int) -> str:
+    """The run's verdict on a generation: its last verdict event; healthy if it finished without one."""
+    verdicts = [e for e in named(evs, "verdict") if e["generation"] == generation]
+    if verdicts:
+        return str(verdicts[-1]["label"])
+    finished = named(evs, "job_finished")
+    assert finished and finished[0]["exit_code"] == 0
+    return "healthy"
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_diagnose_of_a_run_dir_matches_the_live_verdict(tmp_path: Path, toy_env: dict[str, str],
+                                                        scenario: str) -> None:
+    toy_args, watch_args = SCENARIOS[scenario]
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT, *watch_args,
+            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), *toy_args]
+    code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
+    assert (code == 0) == (scenario in ("clean", "compile")), out[-3000:]
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    live = own_verdict(events(run_dir), 0)
+    assert live == EXPECTED[scenario], out[-3000:]
+    if scenario == "compile":
+        assert "compiling" in [e["label"] for e in named(events(run_dir), "verdict")], out[-3000:]
+    assert (run_dir / "gen-0" / "rank-0.times").is_file()  # the rank logs' time index
+    # options after the subcommand word; the generation dir and, for one generation, the run dir
+    for path in (run_dir / "gen-0", run_dir):
+        if path == run_dir and len(list(run_dir.glob("gen-*"))) != 1:
+            continue
+        res = subprocess.run([NEURON_WATCH, "diagnose", "--json", "--hang-timeout", HANG_TIMEOUT, str(path)],
+                             capture_output=True, text=True, timeout=60, env=toy_env)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["label"] == live, (doc["reason"], out[-2000:])
+        # the rank logs once: no torchrun attempt_*/ copies, no launcher log
+        assert sorted(Path(s).name for s in doc["sources"]) == ["rank-0.log", "rank-1.log"], doc["sources"]
+        # silence is never measured from the epoch: every figure of the reason is a real duration
+        assert all(not w.endswith("s") or not w[:-1].isdigit() or int(w[:-1]) < 3600
+                   for w in doc["reason"].replace("(", " ").split()), doc["reason"]
