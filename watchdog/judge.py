@@ -53,6 +53,9 @@ COMPILE_BEAT_WINDOW = 120.0
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
 #: function, torch/_dynamo/config.py recompile_limit)
 RECOMPILE_STORM = 5
+#: Flight recorder readings with a newly completed collective after which collectives count as the
+#: job's progress (the probe reads every 5 s: 15 s of collectives completing, a training loop's)
+STEADY_COLLECTIVES = 3
 
 SIGTERM_CODES = frozenset({-15, 143})
 
@@ -215,6 +218,7 @@ class RankState:
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
     last_collective: float | None = None  # a reading showed a newly completed collective (flight recorder)
     collectives: dict[str, GroupProgress] = field(default_factory=dict)  # process group -> newest reading
+    collective_advances: int = 0  # readings in which a collective completed
 
     def compiler_active(self, now: float, stall: float) -> bool:
         return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
@@ -527,6 +531,7 @@ class Judge:
             st.collectives[g.group] = g
         if moved:
             st.last_collective = now
+            st.collective_advances += 1
         return moved
 
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
@@ -566,11 +571,21 @@ class Judge:
             return self.settings.hang_timeout
         return self.settings.calibration.timeout(self._intervals())
 
+    def _started(self) -> bool:
+        """Has the job shown progress (a progress line, or collectives that keep completing)?
+
+        Collectives are progress once they keep completing (a training loop's); the few of
+        start-up (DDP's parameter broadcast, a barrier) only restart the startup clock: the first
+        compile after them (torch.compile, XLA) is still start-up, however short --hang-timeout is.
+        """
+        return any(st.last_progress is not None or st.collective_advances >= STEADY_COLLECTIVES
+                   for st in self.ranks.values())
+
     def timeout_in_force(self) -> tuple[float, str]:
         """The silence limit that applies now and its kind: ``startup`` (no progress yet: the
         startup timeout), ``fixed`` (--hang-timeout), ``calibrated`` (from step intervals) or
         ``default`` (calibrating: the long grace of the first steps)."""
-        if not any(st.last_progress is not None for st in self.ranks.values()):
+        if not self._started():
             return self.settings.startup_timeout, "startup"
         if self.settings.hang_timeout is not None:
             return self.settings.hang_timeout, "fixed"
@@ -926,15 +941,17 @@ class Judge:
         # torchrun exits 0 only once every worker it started has exited 0: none is live after it
         finished = self.launcher_exit is not None and self.launcher_exit.exit_code == 0
         live = [] if finished else [st for st in self.ranks.values() if st.exit_code is None]
+        started = self._started()
         progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
                       if t is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
         work_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
                      if t is not None]
-        if progressed:
+        if started:
             reference, timeout, what = max(progressed + work_ends), self.hang_timeout(), "hang timeout"
         else:
-            reference, timeout, what = max([self.start, *work_ends]), self.settings.startup_timeout, "startup"
+            reference, timeout, what = (max([self.start, *progressed, *work_ends]), self.settings.startup_timeout,
+                                        "startup")
         idle = now - reference
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
         saving = [(st, began) for st in self.ranks.values()

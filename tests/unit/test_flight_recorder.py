@@ -16,7 +16,7 @@ import pytest
 
 from neuron_watch.events import Action, Label, LogLine, RankKey
 from neuron_watch.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
-from neuron_watch.judge import Judge, JudgeSettings
+from neuron_watch.judge import STEADY_COLLECTIVES, Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 
 DATA = Path(__file__).parent / "data" / "flight_recorder"
@@ -97,9 +97,16 @@ def test_completing_collectives_keep_a_silent_job_alive() -> None:
     assert j.rank_summaries(196.0)[0]["state"] == "progressing"
 
 
+def steady(j: Judge, ranks: int, upto: int = 30) -> None:
+    """A training loop's collectives: completing in STEADY_COLLECTIVES readings of every rank."""
+    for i in range(STEADY_COLLECTIVES):
+        for r in range(ranks):
+            j.observe_collectives(RankKey(N, r), g(upto - STEADY_COLLECTIVES + i), 1.0 + i)
+
+
 def test_collectives_that_stop_advancing_are_a_hang_after_the_timeout() -> None:
     j = judge()
-    for t in (5.0, 10.0):
+    for t in (5.0, 8.0, 10.0):
         for r in range(2):
             j.observe_collectives(RankKey(N, r), g(int(t)), t)
     for r in range(2):  # the same readings again: nothing completed
@@ -112,6 +119,7 @@ def test_collectives_that_stop_advancing_are_a_hang_after_the_timeout() -> None:
 
 def test_the_rank_behind_on_collectives_is_the_culprit() -> None:
     j = judge()
+    steady(j, 4)
     for r in range(4):
         j.observe_collectives(RankKey(N, r), g(40, 40 if r == 3 else 42), 10.0)
     v = j.verdict(50.0)
@@ -122,6 +130,7 @@ def test_the_rank_behind_on_collectives_is_the_culprit() -> None:
 
 def test_no_culprit_when_the_ranks_disagree_among_themselves() -> None:
     j = judge()
+    steady(j, 3)
     for r, seq in enumerate((40, 41, 42)):
         j.observe_collectives(RankKey(N, r), g(seq), 10.0)
     v = j.verdict(50.0)
@@ -160,6 +169,7 @@ def nccl_dump(rank: int, enqueued: int, completed: int) -> dict[str, Any]:
 
 def test_an_nccl_dump_names_the_rank_that_never_entered_the_collective_the_others_are_in() -> None:
     j = judge()
+    steady(j, 4)
     for r in range(4):  # ranks 0, 1, 3 started all-reduce 42 and wait in it; rank 2 is still at 41
         doc = nccl_dump(r, 41 if r == 2 else 42, 41)
         (p,) = summarize(doc)
@@ -169,3 +179,15 @@ def test_an_nccl_dump_names_the_rank_that_never_entered_the_collective_the_other
     v = j.verdict(50.0)
     assert v.culprit == RankKey(N, 2) and v.culprit_source == "flight_recorder", v.reason
     assert "rank2 is 1 collective behind the other 3 ranks of group 0" in v.reason
+
+
+def test_the_collectives_of_start_up_do_not_end_start_up() -> None:
+    """DDP broadcasts its parameters at construction; the first torch.compile / XLA compile comes
+    after it and before any step: that silence is start-up (the startup timeout), not a hang."""
+    j = judge()  # hang timeout 30 s, startup 600 s
+    for r in range(2):
+        j.observe_collectives(RankKey(N, r), g(1), 5.0)  # the broadcast completed
+    assert j.timeout_in_force() == (600.0, "startup")
+    assert j.verdict(5.0 + 300.0).label is Label.HEALTHY  # compiling in-process for 5 minutes
+    v = j.verdict(5.0 + 601.0)
+    assert v.label is Label.COLLECTIVE_HANG and "startup" in v.reason
