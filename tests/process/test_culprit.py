@@ -16,21 +16,9 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.stacks import in_collective, stack_culprit, top_frame
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, started
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, rank_pid, started
 
 pytestmark = pytest.mark.process
-
-
-def _rank_pid(run_dir: Path, rank: int) -> int | None:
-    for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        # the worker itself, not torchrun (torchrun has no RANK; its children carry it)
-        if f"RANK={rank}".encode() in env and b"LOCAL_RANK=" + str(rank).encode() in env:
-            return pid
-    return None
 
 
 def _wait_for(what: str, check: object, deadline: float, p: object) -> None:
@@ -54,7 +42,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
             deadline = time.monotonic() + 180
             log2 = run_dir / "gen-0" / "rank-2.log"
             _wait_for("rank 2's step 6", lambda: log2.exists() and "step 6 " in log2.read_text(), deadline, p)
-            pid = _rank_pid(run_dir, 2)
+            pid = rank_pid(run_dir, 2)
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
             out, _ = p.communicate(timeout=240)

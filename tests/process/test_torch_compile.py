@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.procs import all_pids, is_compiler, read_cmdline, read_stat
-from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, started
+from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, rank_pid, started
 
 pytestmark = pytest.mark.process
 
@@ -34,17 +34,6 @@ def _argv(run_dir: Path, *extra: str) -> list[str]:
     return [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT,
             "--stop-timeout", "10", "--no-prewarm", "torchrun", "--nproc_per_node", "2", RANKS,
             "--steps", "6", "--at", "4", "--rank", "1", "--depth", "6", *extra]
-
-
-def _rank_pid(run_dir: Path, rank: int) -> int | None:
-    for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"RANK={rank}".encode() in env and f"LOCAL_RANK={rank}".encode() in env:
-            return pid
-    return None
 
 
 def _compilers_under(pid: int) -> list[int]:
@@ -95,7 +84,7 @@ def test_the_same_rank_stopped_mid_compile_is_a_hang_with_that_rank_the_culprit(
             while not stopped:
                 assert time.monotonic() < deadline and p.poll() is None, "no recompile was seen"
                 log1 = run_dir / "gen-0" / "rank-1.log"
-                rank1 = _rank_pid(run_dir, 1)
+                rank1 = rank_pid(run_dir, 1)
                 if rank1 and log1.exists() and "Recompiling function" in log1.read_text() and _compilers_under(rank1):
                     os.kill(rank1, signal.SIGSTOP)
                     stopped = True
