@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_readings_reach_the_judge_and_name_the_rank_behind(tmp_path: Path) -> None:
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
                         settings=CoordinatorSettings(silence=1e6),
-                        judge_factory=default_judge_factory(WatchConfig(hang_timeout=30.0)))
+                        judge_factory=default_judge_factory(WatchConfig(hang_timeout=30.0, startup_timeout=60.0)))
     link = make_link(coord.endpoint, "node1")
     try:
         t0, wall = time.monotonic(), time.time()
@@ -40,7 +40,7 @@ def test_readings_reach_the_judge_and_name_the_rank_behind(tmp_path: Path) -> No
         assert coord.status_doc(time.monotonic())["liveness"] == {
             "output": True, "flight_recorder": 4,
             "no_flight_recorder": {"node1/4": "no recorder: ModuleNotFoundError: No module named 'torch._C'"}}
-        v = judge.verdict(time.monotonic() + 100)
+        v = judge.verdict(time.monotonic() + 100)  # one reading: start-up's collectives, the startup timeout
         assert v.label is Label.COLLECTIVE_HANG and v.culprit == RankKey("node1", 3)
         assert v.culprit_source == "flight_recorder" and "2 collectives behind" in v.reason
     finally:
