@@ -132,10 +132,12 @@ class RestartPolicy:
                 int(ExitCode.NOT_RESTARTABLE) if job_exit_code is None else fail_code,
             )
         if verdict.label in NEVER_RESTART or verdict.action is Action.STOP:
+            # 4 (README): "not fixed by a restart", whoever ended the generation first (the
+            # watchdog's verdict or the launcher's own exit): the operator's script can rely on it.
             return Outcome(
                 Decision.GIVE_UP,
                 f"{verdict.label.value} is not fixed by a restart",
-                int(ExitCode.NOT_RESTARTABLE) if job_exit_code is None else fail_code,
+                int(ExitCode.NOT_RESTARTABLE),
             )
         if verdict.action is Action.DRAIN_AND_RESTART and not self.can_exclude_nodes:
             node = verdict.culprit.node if verdict.culprit else "unknown"
@@ -149,7 +151,7 @@ class RestartPolicy:
             return Outcome(
                 Decision.GIVE_UP,
                 f"crash loop: {verdict.label.value} at step {verdict.step} twice in a row",
-                fail_code,
+                int(ExitCode.NOT_RESTARTABLE),  # README: a crash loop is not fixed by a restart
             )
         if early_again:
             return Outcome(

@@ -138,7 +138,10 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
         assert len(failed) == 1, [(e.get("label"), e.get("reason")) for e in named(evs, "verdict")]
         assert failed[0]["label"] in ("comm_error", "collective_hang"), failed[0]
         assert failed[0]["culprit"]["rank"] == 2, failed[0]["reason"]
-        assert "said it was done" in failed[0]["reason"], failed[0]["reason"]
+        # named as the rank that left, or (when every peer reported the closed connection before the
+        # verdict) as the only rank that reported nothing: the same rank either way
+        assert ("said it was done" in failed[0]["reason"]
+                or "vm/rank2 alone reported nothing" in failed[0]["reason"]), failed[0]["reason"]
         assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 has even data
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:

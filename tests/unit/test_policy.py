@@ -40,8 +40,10 @@ def test_stable_run_resets_the_budget() -> None:
 
 @pytest.mark.parametrize("label", [Label.CONFIG_ERROR, Label.NUMERICAL_ERROR, Label.COMPILE_ERROR])
 def test_never_restart_config_numerical_compile(label: Label) -> None:
+    # 4 (README) whether torchrun exited by itself (here with 1) or the watchdog stopped it
     out = RestartPolicy(max_restarts=5).on_failure(v(label, Action.STOP), 0, 1)
-    assert out.decision is Decision.GIVE_UP and out.exit_code == 1
+    assert out.decision is Decision.GIVE_UP and out.exit_code == 4
+    assert RestartPolicy(max_restarts=5).on_failure(v(label, Action.STOP), 0, None).exit_code == 4
 
 
 def test_crash_loop_same_failure_same_step_stops() -> None:
