@@ -31,7 +31,7 @@ def test_a_missing_script_is_a_crash_loop_exit_4(tmp_path: Path, toy_env: dict[s
     # exit is judged; otherwise the second generation's identical failure is the loop
     assert len(named(evs, "restart")) <= 1
     (gave_up,) = named(evs, "gave_up")
-    assert ("crash loop" in gave_up["reason"] and "before the first step" in gave_up["reason"]
+    assert (("crash loop" in gave_up["reason"] and "before the first step" in gave_up["reason"])
             or gave_up["label"] == "config_error"), gave_up
     assert gave_up["exit_code"] == 4 and evs[-1]["event"] == "job_finished" and evs[-1]["exit_code"] == 4
 
