@@ -359,16 +359,15 @@ NATIVE_COMPILERS = frozenset({
     "cc", "c++", "gcc", "g++", "clang", "clang++", "cc1", "cc1plus", "as", "ld", "collect2",
     "nvcc", "cicc", "ptxas", "nvlink", "fatbinary",
 })
-#: inductor's compile worker pool (torch/_inductor/compile_worker/__main__.py): Python processes
-#: that compile Triton kernels (and run the native compilers above as their children)
-_INDUCTOR_WORKER = "torch._inductor.compile_worker"
-
-
 def is_compiler(argv: Sequence[str]) -> bool:
     """A process that compiles the job's graphs: ``neuronx-cc compile ...`` (a console script: argv
-    is ``python .../neuronx-cc compile ...``), a native compiler (:data:`NATIVE_COMPILERS`), or
-    inductor's compile worker. Only descendants of a rank are asked, and only CPU time that keeps
-    growing counts as compiling (the judge), so an idle worker pool is not a compile."""
+    is ``python .../neuronx-cc compile ...``) or a native compiler (:data:`NATIVE_COMPILERS`). Only
+    descendants of a rank are asked, and only CPU time that keeps growing counts (the judge).
+
+    Not inductor's compile workers (torch/_inductor/compile_worker): they live as long as the rank,
+    so their last CPU growth would keep a stopped rank "compiling" for the whole CPU-stall window;
+    the compilers they run (g++, ptxas) are their children and are seen, and dynamo's
+    ``Recompiling function`` line covers the in-process part."""
     if not argv:
         return False
     names = [os.path.basename(a) for a in argv[:3]]
@@ -376,9 +375,7 @@ def is_compiler(argv: Sequence[str]) -> bool:
         return True
     # x86_64-linux-gnu-g++-12: the target prefix and the version suffix are not the program
     program = re.sub(r"-\d+(?:\.\d+)*$", "", names[0]).rsplit("-", 1)[-1]
-    if names[0] in NATIVE_COMPILERS or program in NATIVE_COMPILERS:
-        return True
-    return any(a == _INDUCTOR_WORKER or _INDUCTOR_WORKER.replace(".", "/") in a for a in argv[:4])
+    return names[0] in NATIVE_COMPILERS or program in NATIVE_COMPILERS
 
 
 class ProcessSampler:

@@ -58,15 +58,13 @@ def _wait(cond: Callable[[], bool]) -> None:
 
 
 # Real command lines (inductor's C++ kernel build as torch 2.13 runs it on CPU, a distribution's
-# prefixed compiler, NVIDIA's assembler, inductor's compile worker, neuronx-cc's console script).
+# prefixed compiler, NVIDIA's assembler, neuronx-cc's console script).
 COMPILERS = [
     ["g++", "/tmp/torchinductor_u/4d/c4dphjjxkweid7unlczxrrsvx2bnlszsmgxq47w4lr23x5cixt6d.main.cpp", "-D",
      "TORCH_INDUCTOR_CPP_WRAPPER", "-O3", "-DNDEBUG", "-shared", "-fPIC", "-o", "/tmp/torchinductor_u/4d/x.so"],
     ["/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus", "-quiet", "-D_GNU_SOURCE", "/tmp/torchinductor_u/4d/x.main.cpp"],
     ["/usr/bin/x86_64-linux-gnu-g++-12", "-c", "kernel.cpp"],
     ["ptxas", "-lineinfo", "-v", "--gpu-name=sm_90a", "/tmp/tmpk1.ptx", "-o", "/tmp/tmpk1.ptx.o"],
-    ["/opt/venv/bin/python", "/opt/venv/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py",
-     "--pickler=torch._inductor.compile_worker.subproc_pool.SubprocPickler", "--workers=8"],
     ["/opt/venv/bin/python3", "/opt/venv/bin/neuronx-cc", "compile", "--framework=XLA", "model.hlo_module.pb"],
 ]
 NOT_COMPILERS = [
@@ -74,6 +72,9 @@ NOT_COMPILERS = [
     ["gcc-ar", "rcs", "lib.a"],
     ["/bin/bash", "-c", "g++ --version"],  # a shell that may run one: its child is what counts
     ["/opt/venv/bin/python3", "/opt/venv/bin/neuronx-cc", "--version"],
+    # inductor's worker pool lives as long as the rank: its children (g++, ptxas) are the compiles
+    ["/opt/venv/bin/python", "/opt/venv/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py",
+     "--pickler=torch._inductor.compile_worker.subproc_pool.SubprocPickler", "--workers=8"],
     [],
 ]
 
