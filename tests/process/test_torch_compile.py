@@ -20,7 +20,7 @@ import pytest
 from neuron_watch.procs import all_pids, is_compiler, read_cmdline, read_stat
 from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, rank_pid, started
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.timeout(900)]  # real compiles, caches off
 
 RANKS = str(Path(__file__).resolve().parent / "ranks" / "ddp_compile.py")
 HANG_TIMEOUT = "4"  # the recompile takes several times this on any machine
@@ -75,7 +75,8 @@ def test_the_same_rank_stopped_mid_compile_is_a_hang_with_that_rank_the_culprit(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
     """Rank 1 is SIGSTOPped while its compiler runs: the compiler finishes, the rank never comes
-    back. That is a hang (after the compile ended and the hang timeout passed), culprit rank 1."""
+    back. That is a hang (after the compile ended and the hang timeout passed), culprit rank 1.
+    The test ends at that verdict (the restart would only compile the model again)."""
     run_dir = tmp_path / "run"
     try:
         with started(_argv(run_dir), str(tmp_path), _env(toy_env)) as p:
@@ -89,13 +90,15 @@ def test_the_same_rank_stopped_mid_compile_is_a_hang_with_that_rank_the_culprit(
                     os.kill(rank1, signal.SIGSTOP)
                     stopped = True
                 time.sleep(0.05)
-            out, _ = p.communicate(timeout=900)
-        assert p.returncode == 0, out[-3000:]
-        evs = events(run_dir)
-        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 1, [(e["label"], e.get("reason")) for e in hang]
-        assert hang[0]["culprit_source"] == "process_state", hang[0]["reason"]
-        assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 does not change shape
+            hang: list[dict[str, object]] = []
+            while not hang:
+                assert time.monotonic() < deadline and p.poll() is None, "no hang verdict"
+                hang = [e for e in named(events(run_dir), "verdict") if e["label"] == "collective_hang"]
+                time.sleep(0.2)
+        culprit = hang[0]["culprit"]
+        assert isinstance(culprit, dict) and culprit["rank"] == 1, hang[0]
+        assert hang[0]["culprit_source"] in ("process_state", "stacks"), hang[0]["reason"]
+        assert [e for e in named(events(run_dir), "verdict") if e["label"] == "compiling"]  # before the stop
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
