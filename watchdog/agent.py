@@ -34,6 +34,7 @@ from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
+from neuron_watch.protocol import WorkerActivity
 from neuron_watch.rank_probe import RankProbe, make_probe_root, probe_env, rank_socket, remove_probe_dir
 from neuron_watch.stacks import collective_states, top_frame
 from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
@@ -753,7 +754,8 @@ class NodeAgent:
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
         out.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
                           locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()),
-                          collectives=readings)
+                          collectives=readings,
+                          activity=[WorkerActivity(w.rank, w.tree_cpu_seconds, w.state) for w in workers])
 
     def _read_probe(self, gen: NodeGeneration) -> list[tuple[int, tuple[Any, ...], str, float]]:
         """Hand the live ranks to the probe thread; take its new readings; log each rank's probe state

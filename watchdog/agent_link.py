@@ -82,6 +82,7 @@ from neuron_watch.protocol import (
     Shutdown,
     Status,
     Stop,
+    WorkerActivity,
     cut_line,
     decode,
     encode_body,
@@ -380,18 +381,20 @@ class AgentLink:
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,
                       workers: Iterable[tuple[int, int]] = (),
-                      collectives: Iterable[tuple[int, tuple[GroupProgress, ...], str, float]] = ()) -> None:
+                      collectives: Iterable[tuple[int, tuple[GroupProgress, ...], str, float]] = (),
+                      activity: Iterable[WorkerActivity] = ()) -> None:
         """``(rank, pid, cpu_seconds, mono)`` of *all* live compiler processes, and fresh cache locks.
 
         ``always``: send even when there is nothing (the coordinator learns that compilers ended).
         ``collectives``: ``(rank, groups, problem, mono)`` flight recorder readings taken since the
-        last call (see :class:`~neuron_watch.protocol.RankCollectives`).
+        last call (see :class:`~neuron_watch.protocol.RankCollectives`). ``activity``: each rank
+        process's CPU (its whole tree) and state.
         """
         s = tuple(ProcSample(r, p, c, max(0.0, now - m)) for r, p, c, m in samples)
         lk, wk = tuple(locks), tuple(workers)
         fr = tuple(RankCollectives(r, g, why, max(0.0, now - m)) for r, g, why, m in collectives)
         if s or lk or wk or fr or always:
-            self._enqueue(Procs(s, lk, wk, fr), now, wall)
+            self._enqueue(Procs(s, lk, wk, fr, tuple(activity)), now, wall)
 
     def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float) -> None:
         """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher)."""

@@ -50,6 +50,7 @@ class Effect(str, enum.Enum):
     SAVE_END = "save_end"
     TRAIN_END = "train_end"
     RECOMPILE = "recompile"
+    RECOMPILE_REASON = "recompile_reason"  # why the recompile before it happened (a failed guard)
     FATAL = "fatal"
     #: an error line no other rule explains: a warning while the job progresses, a failure of
     #: unknown cause when nothing follows it (see :meth:`neuron_watch.judge.Judge.verdict`)

@@ -108,7 +108,7 @@ class ConsoleSink:
             "node_observed": self._observed, "agent_dropped": self._dropped, "srun_step": self._srun_step,
             "drain": self._drain, "restart_plan": self._restart_plan, "requeue": self._requeue,
             "left_to_hyperpod": self._hyperpod, "warning": self._warning, "job_refused": self._job_refused,
-            "lines_truncated": self._truncated,
+            "lines_truncated": self._truncated, "recompile": self._recompile,
         }
 
     # -- the sink contract ----------------------------------------------------------------------
@@ -259,6 +259,14 @@ class ConsoleSink:
         # The coordinator also logs its warnings (one "[neuron-watch] ..." line on stderr already):
         # the event's line is for --log-level debug only, so the console never says it twice.
         return DEBUG, _one_line(f"warning: {e.get('message') or e.get('kind')}")
+
+    def _recompile(self, e: dict[str, Any]) -> tuple[int, str]:
+        where = str(e.get("where") or "")
+        where = f" ({where.rsplit('/', 1)[-1]})" if where else ""
+        why = e.get("reason") or "reason not printed"
+        return INFO, _one_line(f"recompile: {e.get('node')}/rank{e.get('rank')} recompiles "
+                               f"{e.get('function') or 'a graph'}{where}: {why}; the other ranks wait for it "
+                               "(torch.compile)")
 
     def _job_refused(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, _one_line(f"refused node {e.get('node')} of job {e.get('other_job')}: this coordinator "

@@ -31,6 +31,7 @@ import enum
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
@@ -43,7 +44,17 @@ from neuron_watch.auth import Signer, load_secret, write_secret_file
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, TransportError
 from neuron_watch.eventlog import EventLog, write_json_atomic
-from neuron_watch.events import Action, CompilerSample, Label, LogLine, RankExit, RankKey, Verdict, iso_utc
+from neuron_watch.events import (
+    Action,
+    CompilerSample,
+    Label,
+    LogLine,
+    RankExit,
+    RankKey,
+    Verdict,
+    WorkerSample,
+    iso_utc,
+)
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
@@ -84,6 +95,9 @@ COORDINATOR_NODE = "coordinator"
 #: A loop turn this much later than the previous one means this process was paused (SIGSTOP, a
 #: suspended VM): the gap is our own absence, not silence of the job or of its nodes.
 PAUSE_JUMP = 5.0
+#: How long a recompile's console line waits for the failed guard that follows its announcement.
+RECOMPILE_REASON_WAIT = 2.0
+_RECOMPILED_FUNCTION = re.compile(r"Recompiling function (\S+) in (\S+)")
 
 
 class JudgeLike(Protocol):
@@ -267,6 +281,7 @@ class Coordinator:
         self._blind_said = False  # the "no progress recognised" warning of this generation was given
         self._storms_said: set[RankKey] = set()  # ranks whose recompile storm was reported this generation
         self._unexplained_said = 0  # the judge's unexplained error lines of this generation warned about
+        self._recompiles_said = 0  # the judge's recompile notes of this generation said on the console
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
@@ -499,6 +514,10 @@ class Coordinator:
                 self.judge.observe_compilers(
                     [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
                      for s in body.samples], now, node=h.node)
+                observe_workers = getattr(self.judge, "observe_workers", None)
+                if callable(observe_workers) and body.activity:
+                    observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds, a.state == "T",
+                                                  now - lag) for a in body.activity], now)
                 observe_locks = getattr(self.judge, "observe_cache_locks", None)
                 if callable(observe_locks):
                     view.locks = set(body.locks)
@@ -677,6 +696,7 @@ class Coordinator:
             self._progress_event(now)
             self._blind_check(now)
             self._storm_check()
+            self._recompile_check(now)
             self._unexplained_check()
         if self._interrupt is not None:
             self._interrupting(now)
@@ -827,12 +847,28 @@ class Coordinator:
             if key in self._storms_said:
                 continue
             self._storms_said.add(key)
-            message = (f"{key} recompiled its graph {count} time(s) this generation (torch.compile): each new "
+            by = "torch.compile" if line.signature.startswith("torch.") else "a graph compiler, after the first step"
+            message = (f"{key} recompiled its graph {count} time(s) this generation ({by}): each new "
                        f"input shape or code path pays a compile while the other ranks wait. Last: "
                        f"{line.text.strip()[:200]}")
             self.events.emit("warning", self.generation, kind="recompile_storm", message=message,
                              node=key.node, rank=key.rank, recompiles=count, line=line.text.strip()[:500])
             log.warning("%s", message)
+
+    def _recompile_check(self, now: float) -> None:
+        """A ``recompile`` event (a console line) for each recompile a rank announced, with the guard
+        that failed. The reason comes on the lines after the announcement: a note still without one
+        waits a moment (the rest of dynamo's message is on its way), then goes out without it."""
+        notes = getattr(self.judge, "recompile_notes", None) or []
+        for note in notes[self._recompiles_said:]:
+            if note.reason is None and now - note.announced.mono < RECOMPILE_REASON_WAIT:
+                break
+            ev = note.announced
+            found = _RECOMPILED_FUNCTION.search(ev.text)
+            self.events.emit("recompile", self.generation, node=ev.key.node, rank=ev.key.rank,
+                             function=found.group(1) if found else "", where=found.group(2) if found else "",
+                             reason=note.reason or "", line=ev.text.strip()[:500])
+            self._recompiles_said += 1
 
     def _progressed_for(self) -> float:
         times = getattr(self.judge, "step_times", None) or []
@@ -965,6 +1001,7 @@ class Coordinator:
                 self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
                 self._blind_said = False
                 self._storms_said = set()
+                self._recompiles_said = 0
                 self._unexplained_said = 0
                 for v in self.nodes.values():
                     v.launcher_code = None

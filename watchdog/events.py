@@ -73,6 +73,17 @@ class CompilerSample:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerSample:
+    """A rank process seen in the process table: CPU seconds of it and everything under it (its
+    compile workers, the compilers they run), and whether a signal stopped it (state ``T``)."""
+
+    key: RankKey
+    tree_cpu_seconds: float
+    stopped: bool
+    mono: float
+
+
+@dataclass(frozen=True, slots=True)
 class RankExit:
     """A rank process (or the whole launcher on a node, rank=-1) exited."""
 

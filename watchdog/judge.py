@@ -42,6 +42,7 @@ from neuron_watch.events import (
     RankExit,
     RankKey,
     Verdict,
+    WorkerSample,
 )
 from neuron_watch.flight_recorder import GroupProgress
 
@@ -50,6 +51,12 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
+#: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
+#: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
+#: this long and the compile is over (or stuck). Readings come every second or so.
+IN_PROCESS_COMPILE_STALL = 30.0
+#: the failed guard in dynamo's recompile message (signature torch.dynamo.recompile_reason)
+_GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
 #: function, torch/_dynamo/config.py recompile_limit)
 RECOMPILE_STORM = 5
@@ -177,6 +184,14 @@ class JudgeSettings:
 
 
 @dataclass
+class RecompileNote:
+    """A recompile a rank announced (torch.compile), with the first guard failure that caused it."""
+
+    announced: Evidence
+    reason: str | None = None
+
+
+@dataclass
 class RankState:
     """What the judge knows about one rank. Times are monotonic seconds."""
 
@@ -195,6 +210,14 @@ class RankState:
     recompiles: int = 0  # graph recompiles this rank announced (torch.compile)
     last_recompile_line: Evidence | None = None
     recompile_limit_hit: bool = False  # dynamo gave up recompiling (a storm by its own word)
+    #: a recompile announced (dynamo's "Recompiling function") that neither this rank's progress nor
+    #: a later step of the job has closed yet, and the job's step when it was announced
+    recompile_open: float | None = None
+    recompile_step: int | None = None
+    tree_cpu: float | None = None  # CPU seconds of the rank's process tree (process sampling)
+    tree_cpu_grew: float | None = None  # when that last grew (None: the rank's processes are not seen)
+    stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
+    last_recompile_note: RecompileNote | None = None  # its newest recompile still to get its reason
     train_end_line: Evidence | None = None
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
@@ -229,11 +252,13 @@ class RankState:
         ``lock_holder_alive``: may a compile-cache lock this rank waits on still be held by a
         working compiler (the judge decides it job-wide)?
         """
-        if self.exit_code is not None:
-            return False
+        if self.exit_code is not None or self.stopped:
+            return False  # a stopped rank compiles nothing: its compilers' output waits on it
         if self.compiler_active(now, settings.compiler_cpu_stall):
             return True
         if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
+            return True
+        if self.recompiling_until(now, settings) is not None:
             return True
         if (
             self.last_compile_beat is not None
@@ -249,6 +274,28 @@ class RankState:
             and now - self.last_lock_wait <= COMPILE_BEAT_WINDOW * 5  # the wrapper repeats it every minute
             and now - self.first_lock_wait <= settings.compile_timeout
         )
+
+    def recompiling_until(self, now: float, settings: JudgeSettings) -> float | None:
+        """The newest evidence (monotonic time) that an announced, unclosed recompile still runs at
+        ``now``; None if there is none.
+
+        Where the rank's processes are seen, the evidence is its process tree still using the CPU
+        (:data:`IN_PROCESS_COMPILE_STALL`): a recompile is Python work in the rank between the
+        compilers it runs, and a rank that trains on after it is closed by the job's next step.
+        Without process readings (offline, no sampling), the announcement alone counts for
+        :data:`COMPILE_BEAT_WINDOW`, until a compiler process ends after it."""
+        if self.recompile_open is None or self.stopped or now - self.recompile_open > settings.compile_timeout:
+            return None
+        if self.tree_cpu_grew is not None:
+            if self.tree_cpu_grew >= self.recompile_open and now - self.tree_cpu_grew <= IN_PROCESS_COMPILE_STALL:
+                return self.tree_cpu_grew
+            # the announcement itself is evidence until the next reading can say otherwise
+            return self.recompile_open if now - self.recompile_open <= IN_PROCESS_COMPILE_STALL else None
+        if now - self.recompile_open <= COMPILE_BEAT_WINDOW and (
+            self.last_compile_end is None or self.recompile_open > self.last_compile_end
+        ):
+            return self.recompile_open
+        return None
 
     def saving_since(self, now: float, settings: JudgeSettings) -> float | None:
         """When the synced checkpoint save this rank has open began (None: none open within its budget)."""
@@ -323,6 +370,9 @@ class Judge:
         #: error lines no rule explains, first seen first (at most MAX_UNEXPLAINED): the live
         #: path says them as warnings; they fail a job only as described in :meth:`verdict`
         self.unexplained: list[Evidence] = []
+        self.open_recompiles: set[RankKey] = set()  # ranks whose announced recompile is not closed
+        #: recompiles to say one by one (fewer than RECOMPILE_STORM per rank), oldest first
+        self.recompile_notes: list[RecompileNote] = []
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -430,6 +480,7 @@ class Judge:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
                 st.failure = st.failure_match = st.failure_time = None
             st.first_lock_wait = None
+            st.recompile_open = None  # its own progress after it: that recompile is over
             if self.last_progress_wall is None or line.wall > self.last_progress_wall:
                 self.last_progress_wall = line.wall
             if m.step is not None:
@@ -438,11 +489,17 @@ class Judge:
                     self.max_step = m.step
                     self.max_step_wall = line.wall
                     self.step_times.append(line.mono)
+                    self._close_recompiles(m.step)
             else:
                 self.step_times.append(line.mono)
         elif effect is Effect.COMPILE_START:
             if st.compile_open is None:
                 st.compile_open, st.compile_open_line = line.mono, ev
+                if self.step_times:
+                    # a graph compiled after training began (the warm-up's graphs are compiled before
+                    # the first step): Neuron's recompile-every-step pattern counts toward a storm
+                    st.recompiles += 1
+                    st.last_recompile_line = ev
         elif effect is Effect.COMPILE_END:
             if st.compile_open is not None:
                 st.compile_seconds += line.mono - st.compile_open
@@ -456,10 +513,22 @@ class Judge:
             st.save_open, st.save_open_line = None, None
             st.last_save_end = line.mono
         elif effect is Effect.RECOMPILE:
-            st.last_compile_beat = line.mono  # compile evidence for COMPILE_BEAT_WINDOW, like dots
+            st.recompile_open, st.recompile_step = line.mono, self.max_step  # see RankState.recompiling_until
+            self.open_recompiles.add(st.key)
             st.recompiles += 1
             st.last_recompile_line = ev
             st.recompile_limit_hit = st.recompile_limit_hit or m.signature.severity == "warning"
+            # said one by one up to a storm; a storm is said once, as a storm (Judge.recompile_storms)
+            if m.signature.severity == "info" and st.recompiles < RECOMPILE_STORM:
+                st.last_recompile_note = RecompileNote(ev)
+                self.recompile_notes.append(st.last_recompile_note)
+            else:
+                st.last_recompile_note = None
+        elif effect is Effect.RECOMPILE_REASON:
+            note = st.last_recompile_note
+            if note is not None and note.reason is None:
+                found = _GUARD_FAILURE.search(line.text)
+                note.reason = (found.group(1) if found else line.text).strip()[:300]
         elif effect is Effect.TRAIN_END:
             st.train_end, st.train_end_line = line.mono, ev
         elif effect is Effect.COMPILE_BEAT:
@@ -513,6 +582,27 @@ class Judge:
                 if pid not in seen.get(key, set()):
                     del st.compiler_cpu[pid]
                     st.last_compile_end = now
+
+    def _close_recompiles(self, step: int) -> None:
+        """The job reached ``step``: a recompile announced at an earlier step is over (every rank
+        of a data-parallel step takes part in it). Progress of the step already under way when a
+        recompile was announced does not close it: ranks print that step's line at slightly
+        different times."""
+        for key in list(self.open_recompiles):
+            st = self.ranks.get(key)
+            if st is None or st.recompile_open is None:
+                self.open_recompiles.discard(key)
+            elif st.recompile_step is None or step > st.recompile_step + 1:
+                st.recompile_open = None
+                self.open_recompiles.discard(key)
+
+    def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None:
+        """Rank processes seen at ``now``: their process tree's CPU time and whether they are stopped."""
+        for s in samples:
+            st = self._rank(s.key, now)
+            st.stopped = s.stopped
+            if st.tree_cpu is None or s.tree_cpu_seconds > st.tree_cpu:
+                st.tree_cpu, st.tree_cpu_grew = s.tree_cpu_seconds, s.mono
 
     def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool:
         """A flight recorder reading of one rank taken at ``now`` (its process groups' sequence ids).
@@ -756,7 +846,9 @@ class Judge:
 
     def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]:
         """Ranks that recompile again and again (:data:`RECOMPILE_STORM` recompiles in this
-        generation, or dynamo's own recompile limit hit): a performance finding, never a hang."""
+        generation: torch.compile's announced recompiles, or graph compiles such as neuronx-cc's
+        after the job's first step; or dynamo's own recompile limit hit): a performance finding,
+        never a hang."""
         return [(st.key, st.recompiles, st.last_recompile_line) for st in self.ranks.values()
                 if st.last_recompile_line is not None
                 and (st.recompiles >= RECOMPILE_STORM or st.recompile_limit_hit)]
@@ -945,7 +1037,10 @@ class Judge:
         progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
                       if t is not None]
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
-        work_ends = [t for st in self.ranks.values() for t in (st.last_compile_end, st.last_save_end)
+        # So does the end of a recompile inside a rank: its process tree's last CPU growth.
+        work_ends = [t for st in self.ranks.values()
+                     for t in (st.last_compile_end, st.last_save_end,
+                               st.tree_cpu_grew if st.recompile_open is not None else None)
                      if t is not None]
         if started:
             reference, timeout, what = max(progressed + work_ends), self.hang_timeout(), "hang timeout"

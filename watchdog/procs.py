@@ -122,6 +122,7 @@ class ProcInfo:
     pgid: int
     state: str
     cpu_seconds: float
+    children_cpu_seconds: float = 0.0  # of its children it has reaped (cutime + cstime)
 
 
 def read_stat(pid: int) -> ProcInfo | None:
@@ -135,10 +136,10 @@ def read_stat(pid: int) -> ProcInfo | None:
     rest = raw[raw.rfind(")") + 2 :].split()
     try:
         state, ppid, pgid = rest[0], int(rest[1]), int(rest[2])
-        utime, stime = int(rest[11]), int(rest[12])
+        utime, stime, cutime, cstime = int(rest[11]), int(rest[12]), int(rest[13]), int(rest[14])
     except (IndexError, ValueError):
         return None
-    return ProcInfo(pid, ppid, pgid, state, (utime + stime) / _CLK_TCK)
+    return ProcInfo(pid, ppid, pgid, state, (utime + stime) / _CLK_TCK, (cutime + cstime) / _CLK_TCK)
 
 
 def alive(pid: int) -> bool:
@@ -343,6 +344,10 @@ class WorkerProc:
     local_rank: int
     rank: int
     cpu_seconds: float
+    #: CPU seconds of the rank and everything under it, live or reaped (inductor's compile workers
+    #: and the compilers they run): grows while the rank computes or compiles anything
+    tree_cpu_seconds: float = 0.0
+    state: str = "R"  # /proc state: "T" is stopped by a signal (SIGSTOP, Ctrl-Z)
 
 
 @dataclass(frozen=True)
@@ -388,25 +393,29 @@ class ProcessSampler:
         stats: dict[int, ProcInfo] = {}
         for pid in all_pids():
             info = read_stat(pid)
-            if info is not None and info.state not in ("Z", "X"):
-                stats[pid] = info
+            if info is not None and info.state != "X":
+                stats[pid] = info  # zombies too: their CPU time counts until their parent reaps it
         children: dict[int, list[int]] = {}
         for info in stats.values():
             children.setdefault(info.ppid, []).append(info.pid)
         workers: list[WorkerProc] = []
         compilers: list[CompilerProc] = []
         for wpid in children.get(launcher_pid, []):
+            if stats[wpid].state == "Z":
+                continue  # a rank that ended (its launcher has not reaped it yet) is no worker
             ranks = self._ranks(wpid)
             if ranks is None:
                 continue
             local_rank, rank = ranks
-            workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds))
+            tree_cpu = stats[wpid].cpu_seconds + stats[wpid].children_cpu_seconds
             stack = list(children.get(wpid, []))
             while stack:
                 pid = stack.pop()
                 stack.extend(children.get(pid, []))
-                if is_compiler(read_cmdline(pid)):
+                tree_cpu += stats[pid].cpu_seconds + stats[pid].children_cpu_seconds
+                if stats[pid].state != "Z" and is_compiler(read_cmdline(pid)):
                     compilers.append(CompilerProc(pid, rank, stats[pid].cpu_seconds))
+            workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds, tree_cpu, stats[wpid].state))
         live = set(stats)
         for pid in [p for p in self._env_cache if p not in live]:
             del self._env_cache[pid]

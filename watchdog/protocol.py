@@ -222,6 +222,17 @@ class Procs:
     locks: tuple[str, ...] = ()
     workers: tuple[tuple[int, int], ...] = ()  # (rank, pid) of the node's rank processes
     collectives: tuple[RankCollectives, ...] = ()  # flight recorder readings taken since the last procs
+    activity: tuple[WorkerActivity, ...] = ()  # what each rank process was doing (same order as workers)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerActivity:
+    """A rank process seen in the process table: CPU seconds of it and everything under it, and
+    its /proc state (``T``: stopped by a signal)."""
+
+    rank: int
+    tree_cpu_seconds: float
+    state: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,8 +389,10 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Heartbeat):
         return [body.buffered, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
     if isinstance(body, Procs):
+        active = {a.rank: a for a in body.activity}
         out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
-                          [[r, p] for r, p in body.workers]]
+                          [[r, p, active[r].tree_cpu_seconds, active[r].state] if r in active else [r, p]
+                           for r, p in body.workers]]
         if body.collectives:  # only then: a body without readings stays readable by version 2's layout
             out.append([[c.rank, c.d_mono, c.problem,
                          [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall] for g in c.groups]]
@@ -658,10 +671,15 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
             samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
                                       _float(s[3], "d_mono")))
         locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
-        workers = []
+        workers, activity = [], []
         for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
-            w = _list(w, 2, "worker")
+            w = _list(w, None, "worker")
+            if len(w) not in (2, 4):
+                raise ProtocolError("field", "worker must be [rank, pid] or [rank, pid, tree_cpu_seconds, state]")
             workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
+            if len(w) == 4:
+                activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
+                                               _str(w[3], "state")[:1]))
         readings = []
         for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
             c = _list(c, 4, "collectives reading")
@@ -673,7 +691,7 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
                                             _float(g[6], "wall")))
             readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
                                             _float(c[1], "d_mono")))
-        return Procs(tuple(samples), locks, tuple(workers), tuple(readings))
+        return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))
     if kind is Kind.EXITS:
         _list(b, 1, "exits body")
         exits = []

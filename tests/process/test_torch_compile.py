@@ -10,6 +10,7 @@ the verdicts came) are printed.
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import time
@@ -36,6 +37,10 @@ def _argv(run_dir: Path, *extra: str) -> list[str]:
             "--steps", "6", "--at", "4", "--rank", "1", "--depth", "6", *extra]
 
 
+def _unix(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
 def _compilers_under(pid: int) -> list[int]:
     """Compiler processes (procs.is_compiler) that descend from ``pid``."""
     parent = {q: info.ppid for q in all_pids() if (info := read_stat(q)) is not None}
@@ -59,13 +64,32 @@ def test_one_rank_recompiling_for_many_hang_timeouts_is_compiling_and_the_job_fi
         evs = events(run_dir)
         verdicts = [e for e in named(evs, "verdict") if e["generation"] == 0]
         assert [e for e in verdicts if e["label"] == "collective_hang"] == [], verdicts
-        compiling = [e for e in verdicts if e["label"] == "compiling"]
-        assert any(e["culprit"] == {"node": e["culprit"]["node"], "rank": 1} for e in compiling if e["culprit"]), \
-            [(e["label"], e.get("culprit"), e.get("reason")) for e in verdicts]
+        # Rank 1's recompile is at step 4: until it is over the job's step stays 3. Every verdict in
+        # force from its announcement until then is "compiling" (verdict events come when the label
+        # changes: the one in force at the announcement may be the first compile's).
+        (recompile,) = named(evs, "recompile")
+        assert recompile["rank"] == 1 and "size mismatch" in recompile["reason"], recompile
+        before = [e for e in verdicts if e["time"] <= recompile["time"]]
+        in_force = before[-1:] + [e for e in verdicts if e["time"] > recompile["time"]]
+        during = [e for e in in_force if e["step"] is None or e["step"] <= 3]
+        assert during and all(e["label"] == "compiling" for e in during), \
+            [(e["time"], e["label"], e.get("step"), e.get("reason")) for e in in_force]
+        ended = next((e for e in in_force if e["step"] is not None and e["step"] > 3), None)
+        assert ended is not None, in_force  # the job went on after it (it finished)
+        recompile_seconds = _unix(ended["time"]) - _unix(recompile["time"])
+        # goodput counts what the job paid for compiles, this recompile included
+        compile_seconds = named(evs, "job_finished")[0]["goodput"]["generations"][0]["compile_seconds"]
+        assert compile_seconds >= recompile_seconds, (compile_seconds, recompile_seconds)
+        print(f"\nrecompile announced {recompile['time']}, over by {ended['time']} ({recompile_seconds:.1f}s, "
+              f"{recompile_seconds / float(HANG_TIMEOUT):.1f} x the hang timeout of {HANG_TIMEOUT}s); goodput "
+              f"compile seconds of the generation: {compile_seconds:.1f}")
         assert named(evs, "restart") == []
         assert named(evs, "job_finished")[0]["exit_code"] == 0
         log1 = (run_dir / "gen-0" / "rank-1.log").read_text()
         assert "Recompiling function" in log1 and "size mismatch" in log1  # dynamo said it, with the reason
+        # and the console says it once, with the reason (the events carry it too)
+        said = [ln for ln in out.splitlines() if ln.startswith("[neuron-watch] recompile: ")]
+        assert len(said) == 1 and "/rank1 recompiles" in said[0] and "size mismatch" in said[0], said
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
@@ -92,7 +116,9 @@ def test_the_same_rank_stopped_mid_compile_is_a_hang_with_that_rank_the_culprit(
                 time.sleep(0.05)
             hang: list[dict[str, object]] = []
             while not hang:
-                assert time.monotonic() < deadline and p.poll() is None, "no hang verdict"
+                ended = p.poll() is not None and p.stdout is not None
+                assert time.monotonic() < deadline and not ended, \
+                    f"no hang verdict; exit {p.poll()}: {p.stdout.read()[-3000:] if ended and p.stdout else ''}"
                 hang = [e for e in named(events(run_dir), "verdict") if e["label"] == "collective_hang"]
                 time.sleep(0.2)
         culprit = hang[0]["culprit"]

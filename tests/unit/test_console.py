@@ -90,6 +90,14 @@ def test_compile_wait_is_a_line_when_it_begins_and_when_it_ends() -> None:
     assert lines[1] == "[neuron-watch] verdict: healthy (ranks make progress)"
 
 
+def test_each_recompile_is_one_line_with_the_guard_that_failed() -> None:
+    (line,) = lines_of([{"event": "recompile", "generation": 0, "node": "n1", "rank": 1, "function": "inner",
+                         "where": "/v/lib/python3.11/site-packages/torch/_dynamo/external_utils.py:67",
+                         "reason": "tensor 'args[0]' size mismatch at index 0. expected 8, actual 12"}])
+    assert line == ("[neuron-watch] recompile: n1/rank1 recompiles inner (external_utils.py:67): tensor 'args[0]' "
+                    "size mismatch at index 0. expected 8, actual 12; the other ranks wait for it (torch.compile)")
+
+
 def test_an_unknown_event_kind_still_prints_one_sensible_line() -> None:
     (line,) = lines_of([{"event": "blind", "generation": 0, "time": "x", "node": "n1",
                          "why": "no rank files\nyet " + "x" * 1000}])

@@ -4,8 +4,8 @@ clock (``now`` is an argument)."""
 
 from __future__ import annotations
 
-from neuron_watch.events import CompilerSample, Label, LogLine, RankKey
-from neuron_watch.judge import RECOMPILE_STORM, Judge, JudgeSettings
+from neuron_watch.events import CompilerSample, Label, LogLine, RankKey, WorkerSample
+from neuron_watch.judge import IN_PROCESS_COMPILE_STALL, RECOMPILE_STORM, Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
@@ -50,6 +50,83 @@ def test_the_recompile_line_alone_is_compile_evidence_for_a_while_then_not() -> 
     assert j.verdict(5.5 + 121.0).label is Label.COLLECTIVE_HANG
 
 
+def working(j: Judge, t: float, cpu: float, stopped: bool = False) -> None:
+    """Process readings at ``t``: rank 0 idle in the all-reduce, rank 1's process tree at ``cpu``."""
+    j.observe_workers([WorkerSample(RankKey(N, 0), 3.0, False, t), WorkerSample(RankKey(N, 1), cpu, stopped, t)], t)
+
+
+def test_a_recompile_between_its_compiler_runs_is_compiling_while_the_ranks_tree_computes() -> None:
+    """Inductor runs g++ for one kernel, then lowers the next graph in Python (seconds to minutes on
+    a loaded machine) before the next g++: the end of one compiler is not the end of the recompile
+    while the rank's process tree keeps using the CPU (seen on CI: a false hang 4 s after g++ ended)."""
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    for t in range(6, 20):
+        working(j, float(t), float(t))
+        j.observe_compilers([CompilerSample(RankKey(N, 1), 4242, float(t), float(t))], float(t))
+    j.observe_compilers([], 20.0)  # g++ ended
+    for t in range(20, 61):  # the rank itself goes on lowering the backward graph
+        working(j, float(t), float(t))
+        v = j.verdict(float(t))
+        assert v.label is Label.COMPILING and v.culprit == RankKey(N, 1), (t, v.reason)
+    for t in range(61, 90):  # its tree stops using the CPU: the compile is over, or stuck
+        working(j, float(t), 60.0)
+    assert j.verdict(60.0 + IN_PROCESS_COMPILE_STALL - 1).label is Label.COMPILING
+    v = j.verdict(60.0 + IN_PROCESS_COMPILE_STALL + 1)  # the clock ran from its last CPU growth
+    assert v.label is Label.COLLECTIVE_HANG, v.reason
+
+
+def test_a_stopped_rank_is_not_compiling_even_with_its_compiler_alive() -> None:
+    """SIGSTOP mid-compile: its g++ blocks on the pipe to the stopped rank (no CPU growth, but the
+    compiler window is minutes). A stopped rank compiles nothing: the hang comes one hang timeout
+    after its last work, not after the compiler's CPU-stall window."""
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    for t in range(6, 12):
+        working(j, float(t), float(t))
+        j.observe_compilers([CompilerSample(RankKey(N, 1), 4242, float(t), float(t))], float(t))
+    assert j.verdict(12.0).label is Label.COMPILING
+    for t in range(12, 25):
+        working(j, float(t), 11.0, stopped=True)
+        j.observe_compilers([CompilerSample(RankKey(N, 1), 4242, 11.0, float(t))], float(t))
+    v = j.verdict(22.0)
+    assert v.label is Label.COLLECTIVE_HANG and RankKey(N, 1) in v.ranks, v.reason
+    working(j, 25.0, 12.0)  # SIGCONT: it computes again, its recompile is still open
+    assert j.verdict(25.0).label is Label.COMPILING
+
+
+def test_a_recompile_is_closed_by_the_jobs_next_step_not_by_the_step_under_way() -> None:
+    """Only rank 0 prints steps. Both finish step 5's all-reduce; rank 1 starts step 6 and
+    announces its recompile a moment before rank 0's "step 5" line arrives: that line does not close
+    the recompile; "step 6" does (it needed rank 1's gradients, so the compile was over)."""
+    j = Judge(KB, JudgeSettings(hang_timeout=10.0), start=0.0)
+    for n in range(1, 5):
+        j.observe_line(ln(0, f"step {n} loss 1.5", float(n)))
+    j.observe_line(ln(1, RECOMPILING, 5.1))
+    j.observe_line(ln(0, "step 5 loss 1.5", 5.2))  # the step under way, printed late
+    working(j, 30.0, 30.0)
+    assert j.verdict(30.0).label is Label.COMPILING
+    j.observe_line(ln(0, "step 6 loss 1.5", 40.0))
+    working(j, 41.0, 41.0)  # rank 1 trains on (CPU grows): that is not a compile any more
+    assert j.verdict(45.0).label is Label.HEALTHY
+    for t in range(46, 60):
+        working(j, float(t), float(t))
+    assert j.verdict(55.0).label is Label.COLLECTIVE_HANG  # 15 s without a step: its CPU proves nothing
+
+
+def test_each_recompile_is_noted_with_its_failed_guard_until_it_is_a_storm() -> None:
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    j.observe_line(ln(1, REASON, 5.5))
+    j.observe_line(ln(1, REASON.replace("0/0", "0/1"), 5.5))  # a second guard: the first one is said
+    (note,) = j.recompile_notes
+    assert note.announced.key == RankKey(N, 1) and "Recompiling function forward" in note.announced.text
+    assert note.reason == "tensor 'args[0]' size mismatch at index 0. expected 8, actual 12"
+    for i in range(RECOMPILE_STORM + 3):
+        j.observe_line(ln(1, RECOMPILING, 6.0 + i))
+    assert len(j.recompile_notes) == RECOMPILE_STORM - 1  # then a storm, said once (recompile_storms)
+
+
 def test_one_recompile_is_not_a_storm_many_are() -> None:
     j = stepped()
     j.observe_line(ln(1, RECOMPILING, 5.5))
@@ -65,3 +142,42 @@ def test_dynamos_own_recompile_limit_is_a_storm_by_itself() -> None:
     j.observe_line(ln(1, LIMIT, 5.5))  # the user set their own TORCH_LOGS: no per-recompile lines
     ((key, count, line),) = j.recompile_storms()
     assert key == RankKey(N, 1) and count == 1 and "recompile_limit (8)" in line.text
+
+
+# neuronx-cc through torch-neuronx's wrapper (notes/neuron.md): a graph compiled, then its PASS line
+CC_START = ("2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc "
+            "compile --target=trn1 --framework=XLA /tmp/u/w/model.MODULE_{n}+d41d8cd9.hlo_module.pb --output "
+            "/tmp/u/w/model.neff --verbose=35")
+CC_PASS = "Compiler status PASS"
+
+
+def test_neuron_graphs_compiled_step_after_step_are_a_storm_the_warm_ups_are_not() -> None:
+    j = Judge(KB, JudgeSettings(hang_timeout=10.0), start=0.0)
+    for n in range(8):  # warm-up: eight graphs before the first step
+        j.observe_line(ln(0, CC_START.format(n=n), 1.0 + n))
+        j.observe_line(ln(0, CC_PASS, 1.5 + n))
+    j.observe_line(ln(0, "step 1 loss 2.5", 10.0))
+    assert j.recompile_storms() == []
+    for n in range(RECOMPILE_STORM):  # then a new graph on every step: a shape that keeps changing
+        j.observe_line(ln(0, CC_START.format(n=100 + n), 11.0 + n))
+        j.observe_line(ln(0, CC_PASS, 11.5 + n))
+        j.observe_line(ln(0, f"step {n + 2} loss 2.5", 11.9 + n))
+    ((key, count, line),) = j.recompile_storms()
+    assert key == RankKey(N, 0) and count == RECOMPILE_STORM and "MODULE_104" in line.text
+    assert j.verdict(17.0).label is Label.HEALTHY  # slow, not hung
+
+
+def test_torch_xla_compilation_analysis_is_a_compile_from_cause_to_post_analysis() -> None:
+    """PT_XLA_DEBUG_LEVEL=1 (torch_xla/csrc/debug_util.cpp): the analysis before a compile opens it,
+    the post-compilation analysis closes it; the hang clock restarts there."""
+    j = stepped()
+    for text in ("", "Compilation Analysis: " + "=" * 80, "Compilation Analysis: Compilation Cause",
+                 "Compilation Analysis:   mark_step in parallel loader at step end",
+                 "Compilation Analysis: Graph Info: ",
+                 "Compilation Analysis:   Graph Hash: 34e57f4718105340ccc7ef14b17c8910"):
+        j.observe_line(ln(0, text, 6.0))
+    assert j.verdict(100.0).label is Label.COMPILING
+    j.observe_line(ln(0, "Post Compilation Analysis: Graph input size: 1.509470 GB", 100.0))
+    j.observe_line(ln(0, "Post Compilation Analysis: Compiled program size: 0.002369 GB", 100.0))
+    assert j.verdict(105.0).label is Label.HEALTHY
+    assert j.verdict(111.0).label is Label.COLLECTIVE_HANG

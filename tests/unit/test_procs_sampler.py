@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -105,5 +106,32 @@ def test_a_real_gxx_under_a_rank_is_that_ranks_compiler(tmp_path: Path) -> None:
         _wait(compilers_seen)
         assert {rank for rank, _ in found} == {3}
         assert {"g++", "cc1plus"} <= {name for _, name in found}, found
+    finally:
+        kill_group(launcher)
+
+
+def test_a_workers_tree_cpu_counts_what_its_children_burn_and_a_stopped_worker_says_so() -> None:
+    """The worker itself waits; a child of it (an inductor compile worker, say) burns the CPU: the
+    worker's tree CPU grows while its own does not. SIGSTOP shows as state T."""
+    burner = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+              "sys.stdin.readline()")
+    worker = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burner!r}])"
+    env = dict(os.environ, LOCAL_RANK="0", RANK="2")
+    launcher = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                                 f"{worker!r}])"], stdin=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        sampler = ProcessSampler()
+        seen: list[tuple[float, float, str]] = []
+
+        def burned() -> bool:
+            workers, _ = sampler.sample(launcher.pid)
+            seen[:] = [(w.cpu_seconds, w.tree_cpu_seconds, w.state) for w in workers]
+            return bool(seen) and seen[0][1] - seen[0][0] >= 0.3
+
+        _wait(burned)
+        (own, tree, state), = seen
+        assert tree >= own + 0.3 and state != "T", seen
+        os.kill(_wait_for_child(launcher.pid), signal.SIGSTOP)
+        _wait(lambda: sampler.sample(launcher.pid)[0][0].state == "T")
     finally:
         kill_group(launcher)

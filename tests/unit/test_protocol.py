@@ -62,6 +62,8 @@ BODIES = [
         p.RankCollectives(0, (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1795451782.4),)),
         p.RankCollectives(1, (), "no recorder: TORCH_FR_BUFFER_SIZE=0", 1.5),
     )),
+    # what each rank process does: its tree's CPU, stopped or not (rank 1 stopped)
+    Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(0, 812.25, "R"), p.WorkerActivity(1, 3.5, "T"))),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
     Status("stopped", "rung=sigkill", "/ckpt/step_1200", 0, 0),
     Status("running", "", "", 1, 2, 3),
@@ -90,6 +92,16 @@ def test_round_trip(body: p.Body) -> None:
     frames = encode(msg)
     assert len(frames) == 2 and all(isinstance(f, bytes) for f in frames)
     assert decode(frames) == msg
+
+
+def test_a_procs_body_of_an_agent_that_sends_no_activity_still_decodes() -> None:
+    body = Procs((), (), ((0, 11),), (), (p.WorkerActivity(0, 9.0, "S"),))
+    head, raw = encode(Msg(_header(Kind.PROCS), body))
+    older = msgpack.packb([[], [], [[0, 11]]])  # workers as [rank, pid] only
+    assert decode([head, older]).body == Procs((), (), ((0, 11),))
+    with pytest.raises(ProtocolError, match="worker must be"):
+        decode([head, msgpack.packb([[], [], [[0, 11, 9.0]]])])
+    assert decode([head, raw]).body == body
 
 
 def test_lines_send_each_source_once() -> None:
