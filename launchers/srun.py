@@ -36,7 +36,7 @@ from pathlib import Path
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.console import attach_console, say, status_line_for
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings, default_judge_factory
+from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.events import Action, Verdict
@@ -236,8 +236,7 @@ class SrunJob:
         policy.restarts = policy.consecutive_failures = self.restart_count
         from neuron_watch.supervisor import checkpoint_chooser
 
-        settings = CoordinatorSettings(stop_timeout=self.cfg.stop_timeout, evidence_timeout=self.cfg.evidence_timeout,
-                                       expected_nodes=self.needed)
+        settings = coordinator_settings(self.cfg, self.needed)
         self.coord = coord = Coordinator(f"0.0.0.0:{port}", self.secret.encode(), self.run_dir, job=self.job_id,
                                          settings=settings, judge_factory=default_judge_factory(self.cfg),
                                          pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,

@@ -194,6 +194,17 @@ class CoordinatorSettings:
     lost_node_wait: float = 600.0
 
 
+def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **overrides: Any) -> CoordinatorSettings:
+    """The coordinator's settings from the one configuration: the same for every entry point (the
+    wrapper of ``torchrun``, the ``srun`` launcher, the standalone coordinator), so that a setting
+    added here reaches all of them. ``overrides``: what only one entry point decides (the standalone
+    coordinator's ``--silence``)."""
+    return CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
+                               expected_nodes=expected_nodes, lost_node_wait=config.coordinator_loss_timeout,
+                               pause_jump=PAUSE_JUMP,
+                               upload_timeout=config.upload_timeout if config.artifacts else 0.0, **overrides)
+
+
 #: The recovery steps are the job states of :mod:`neuron_watch.policy` (one state machine for all).
 Phase = JobState
 
@@ -1349,10 +1360,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     from neuron_watch.iofaults import check_run_dir
 
     check_run_dir(run_dir)
-    settings = CoordinatorSettings(silence=args.silence, stop_timeout=config.stop_timeout,
-                                   expected_nodes=args.nodes, lost_node_wait=config.coordinator_loss_timeout,
-                                   pause_jump=PAUSE_JUMP,
-                                   upload_timeout=config.upload_timeout if config.artifacts else 0.0)
+    settings = coordinator_settings(config, args.nodes, silence=args.silence)
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
                         judge_factory=default_judge_factory(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts))

@@ -30,7 +30,13 @@ from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import StatusLine, attach_console, say, status_line_for
-from neuron_watch.coordinator import PAUSE_JUMP, Coordinator, CoordinatorSettings, NodeView, default_judge_factory
+from neuron_watch.coordinator import (
+    PAUSE_JUMP,
+    Coordinator,
+    NodeView,
+    coordinator_settings,
+    default_judge_factory,
+)
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.eventlog import EventLog
@@ -308,10 +314,7 @@ def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, nod
 def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, job_id: str,
                  nodes: int | None, status_line: StatusLine | None = None,
                  health: IOHealth | None = None) -> Coordinator:
-    settings = CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
-                                   expected_nodes=nodes, lost_node_wait=config.coordinator_loss_timeout,
-                                   pause_jump=PAUSE_JUMP,
-                                   upload_timeout=config.upload_timeout if config.artifacts else 0.0)
+    settings = coordinator_settings(config, nodes)
     coord = Coordinator(bind, secret, run_dir, job=job_id, settings=settings,
                         judge_factory=default_judge_factory(config),
                         pick_checkpoint=checkpoint_chooser(config, health),

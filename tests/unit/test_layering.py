@@ -44,3 +44,21 @@ def test_pure_module_imports_no_io(module: str) -> None:
     siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.") and n.count(".") >= 1}
     impure = sorted(s for s in siblings if s not in PURE)
     assert not impure, f"neuron_watch.{module} is pure but imports impure sibling(s) {impure}"
+
+
+def test_every_entry_point_takes_its_coordinator_settings_from_one_place() -> None:
+    """The wrapper of torchrun, the srun launcher and the standalone coordinator build their
+    coordinator's settings with ``coordinator.coordinator_settings`` (one config, one place): a
+    setting added there reaches all of them (the srun launcher once missed the pause detection)."""
+    built = {}
+    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                        built.setdefault(call.func.id, set()).add(f"{path.stem}.{node.name}")
+    # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
+    assert built["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
+    assert {"supervisor._coordinator", "srun.run", "coordinator.run"} <= built["coordinator_settings"], \
+        built["coordinator_settings"]
