@@ -163,6 +163,43 @@ def test_full_run_dir_degrades_the_watchdog_and_the_job_finishes(
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
+def test_a_full_disk_under_the_ranks_own_output_files_does_not_kill_them(
+    tmp_path: Path, small_disk: Path, toy_env: dict[str, str]
+) -> None:
+    """The default layout: torchrun's per-rank stdout files live in the run dir (neuron-watch asks
+    for them there). Filled to ENOSPC mid-job, a rank's ``print`` would raise and the rank die (the
+    soak benchmark saw two restarts from it); on a terminal it never would. The rank bootstrap keeps
+    those writes from raising: the job finishes, no restart, and the rank's file says what it lost."""
+    run_dir = small_disk / "run"
+    # 2 kB a line, 10 lines a second: every rank needs new pages of the disk while it is full
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", RANKS,
+            "steady", "30", "--pad", "2000"]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            console = Console(p)
+            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
+            filler = fill(small_disk)
+            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"), 60)
+            files = torchrun_files(run_dir / "gen-0" / "torchrun")
+            size = {r: f.stat().st_size for r, f in files.items()}
+            assert p.poll() is None, console.read()[-3000:]
+            filler.unlink()
+            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"), 60)
+            p.wait(180)
+            out = console.rest()
+    finally:
+        force_cleanup(str(run_dir))
+    assert p.returncode == 0, out[-3000:]
+    evs = events(run_dir)
+    assert named(evs, "restart") == [] and evs[-1]["event"] == "job_finished" and evs[-1]["exit_code"] == 0
+    texts = {r: f.read_text() for r, f in files.items()}
+    assert all(t.splitlines()[-1] == "training done" for t in texts.values()), {r: t[-300:] for r, t in texts.items()}
+    lost = [line for t in texts.values() for line in t.splitlines() if "bytes of this rank's output were lost" in line]
+    assert lost and all("ENOSPC" in line for line in lost), lost
+    assert all(f.stat().st_size > size[r] for r, f in files.items())
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
 def test_run_dir_refusing_new_files_at_a_restart_the_restart_goes_on(
     tmp_path: Path, small_disk: Path, toy_env: dict[str, str]
 ) -> None:

@@ -11,7 +11,8 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
   server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
   starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
 * never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
-  (``{"pid", "state": "armed" | "listening" | "failed", "error", "socket"}``) for the agent.
+  (``{"pid", "state": "armed" | "listening" | "failed", "error", "socket"}``) for the agent;
+* keeps a full disk under the rank's output files from killing the rank (:func:`_guard_output`).
 
 The Flight Recorder's size is set by the agent in the rank environment (``TORCH_FR_BUFFER_SIZE``
 is read when a process group is created, so it must be in the environment before that).
@@ -20,11 +21,14 @@ is read when a process group is created, so it must be in the environment before
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import io
 import json
 import os
+import stat
 import sys
 from types import ModuleType
 from typing import Any
@@ -133,6 +137,64 @@ def _arm() -> None:
     probe = _Probe(directory, rank)
     _status(probe.status, state="armed", socket=probe.socket, error="")
     sys.meta_path.insert(0, _Finder(probe))
+    _guard_output()
+
+
+#: what a disk says when it cannot take a write: the disk's problem, not the rank's
+_REFUSED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+class _GuardedFile(io.RawIOBase):
+    """fd 1 or 2 of a rank, when it is a file: neuron-watch's launcher sends the ranks' output to
+    files in its run dir (``torchrun --redirects``). A write that disk refuses (full, quota, I/O
+    error) would raise into the job's ``print`` and kill the rank, which writing to a terminal never
+    does: the bytes are dropped and counted instead, and the first write that succeeds afterwards
+    says how many were lost (the tailing agent sees that line)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+        self.lost_bytes = 0
+        self.refused_with = ""  # the error of the first refused write since the last note
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        try:
+            if self.lost_bytes:
+                note = (f"[neuron-watch] {self.lost_bytes} bytes of this rank's output were lost: the disk of its "
+                        f"log file refused them ({self.refused_with})\n").encode()
+                os.write(self.fd, note)
+                self.lost_bytes, self.refused_with = 0, ""
+            return os.write(self.fd, data)
+        except OSError as exc:
+            if exc.errno not in _REFUSED:
+                raise
+            self.lost_bytes += n
+            self.refused_with = self.refused_with or errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            return n
+
+
+def _guard_output() -> None:
+    """Replace ``sys.stdout``/``sys.stderr`` of a rank whose fd 1/2 is a regular file by the same
+    kind of stream over :class:`_GuardedFile` (same encoding, buffering and fd: nothing else changes)."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        try:
+            if old is None or old.fileno() != fd or not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue  # a terminal or a pipe never refuses for lack of space: leave it
+            old.flush()
+            raw = _GuardedFile(fd)
+            binary: Any = raw if old.write_through else io.BufferedWriter(raw)
+            setattr(sys, name, io.TextIOWrapper(binary, encoding=old.encoding, errors=old.errors,
+                                                line_buffering=old.line_buffering, write_through=old.write_through))
+        except (OSError, ValueError, AttributeError):
+            continue  # as it was
 
 
 def _chain() -> None:

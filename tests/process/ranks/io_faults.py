@@ -1,7 +1,7 @@
 """Rank programs for the watchdog's I/O-fault and lost-output tests (no torch: fast to start).
 
-    steady SECONDS [--crash-on FILE] [--save-to DIR]
-        prints ``step N loss X`` every 0.1 s for SECONDS, then ``training done``; in generation 0
+    steady SECONDS [--crash-on FILE] [--save-to DIR] [--pad N]
+        prints ``step N loss X`` (then N dots) every 0.1 s for SECONDS, then ``training done``; in generation 0
         (``NEURON_WATCH_GENERATION``) rank 1 exits 3 as soon as FILE exists (the test's trigger);
         rank 0 of generation 0 saves an NxD-style checkpoint DIR/step_5 (``done`` written last)
         at step 5. Every rank prints the checkpoint it was started from first.
@@ -19,7 +19,7 @@ import sys
 import time
 
 
-def steady(seconds: float, crash_on: str, save_to: str) -> None:
+def steady(seconds: float, crash_on: str, save_to: str, pad: int = 0) -> None:
     rank = int(os.environ.get("RANK", "0"))
     gen0 = os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
     print(f"resuming from {os.environ.get('NEURON_WATCH_CHECKPOINT', '')!r}", flush=True)
@@ -27,7 +27,7 @@ def steady(seconds: float, crash_on: str, save_to: str) -> None:
     n = 0
     while time.monotonic() - t0 < seconds:
         n += 1
-        print(f"step {n} loss {1.0 / n:.4f}", flush=True)
+        print(f"step {n} loss {1.0 / n:.4f}" + ("  " + "." * pad if pad else ""), flush=True)
         if save_to and gen0 and rank == 0 and n == 5:
             d = os.path.join(save_to, "step_5")
             os.makedirs(d, exist_ok=True)
@@ -45,7 +45,7 @@ def main() -> None:
     opts = dict(zip(sys.argv[3::2], sys.argv[4::2], strict=False))
     rank = int(os.environ.get("RANK", "0"))
     if mode == "steady":
-        steady(float(arg), opts.get("--crash-on", ""), opts.get("--save-to", ""))
+        steady(float(arg), opts.get("--crash-on", ""), opts.get("--save-to", ""), int(opts.get("--pad", "0")))
     elif mode == "bigline":
         for n in range(1, 6):
             print(f"step {n} loss {1.0 / n:.4f}", flush=True)
