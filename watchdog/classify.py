@@ -51,6 +51,7 @@ class Effect(str, enum.Enum):
     TRAIN_END = "train_end"
     RECOMPILE = "recompile"
     RECOMPILE_REASON = "recompile_reason"  # why the recompile before it happened (a failed guard)
+    COMPILE_METRIC = "compile_metric"  # a compiler's own account of its compile time (torch-xla's metrics)
     FATAL = "fatal"
     #: an error line no other rule explains: a warning while the job progresses, a failure of
     #: unknown cause when nothing follows it (see :meth:`neuron_watch.judge.Judge.verdict`)

@@ -31,7 +31,7 @@ WARNING, INFO, DEBUG = LEVELS["warning"], LEVELS["info"], LEVELS["debug"]
 #: Events that say how the coordinator got somewhere (the README's second list): debug only.
 _DEBUG_KINDS = frozenset({
     "node_joined", "node_rejoined", "node_hello", "node_status", "recovery_phase", "rank_exit", "progress",
-    "coordinator_started", "coordinator_stopped", "srun_step_ended",
+    "coordinator_started", "coordinator_stopped", "srun_step_ended", "compile_report",
 })
 _ACTIONS = {"wait": "waiting", "restart": "restart", "drain_and_restart": "drain the node and restart",
             "stop": "stop, no restart"}

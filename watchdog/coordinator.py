@@ -293,6 +293,7 @@ class Coordinator:
         self._storms_said: set[RankKey] = set()  # ranks whose recompile storm was reported this generation
         self._unexplained_said = 0  # the judge's unexplained error lines of this generation warned about
         self._recompiles_said = 0  # the judge's recompile notes of this generation said on the console
+        self._compile_reports_said = 0  # the judge's compile-time reports of this generation sent as events
         self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
@@ -708,6 +709,7 @@ class Coordinator:
             self._blind_check(now)
             self._storm_check()
             self._recompile_check(now)
+            self._compile_report_check()
             self._unexplained_check()
         if self._interrupt is not None:
             self._interrupting(now)
@@ -881,6 +883,15 @@ class Coordinator:
                              reason=note.reason or "", line=ev.text.strip()[:500])
             self._recompiles_said += 1
 
+    def _compile_report_check(self) -> None:
+        """A ``compile_report`` event for each compile-time figure a rank printed by the compiler's
+        own account (torch-xla's metrics report): goodput takes the newest of each generation."""
+        reports = getattr(self.judge, "compile_reports", None) or []
+        for key, compiles, seconds in reports[self._compile_reports_said:]:
+            self.events.emit("compile_report", self.generation, node=key.node, rank=key.rank, compiles=compiles,
+                             seconds=round(seconds, 3), source="torch_xla metrics")
+        self._compile_reports_said = len(reports)
+
     def _progressed_for(self) -> float:
         times = getattr(self.judge, "step_times", None) or []
         return times[-1] - times[0] if len(times) > 1 else 0.0
@@ -1013,6 +1024,7 @@ class Coordinator:
                 self._blind_said = False
                 self._storms_said = set()
                 self._recompiles_said = 0
+                self._compile_reports_said = 0
                 self._unexplained_said = 0
                 for v in self.nodes.values():
                     v.launcher_code = None

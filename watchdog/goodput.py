@@ -15,6 +15,8 @@ Which events it reads (all share ``time`` (ISO UTC) and ``generation``; docs/liv
 * ``verdict``: label ``compiling`` opens a compile interval that the next non-compiling event of
   the generation closes; another label with an action other than ``wait`` is the generation's failure.
 * ``compile_start`` / ``compile_end`` (optional, per ``node``/``rank``): explicit compile intervals.
+* ``compile_report`` (per ``node``/``rank``): ``seconds`` a rank's compiler says it spent so far
+  (torch-xla's ``CompileTime`` metric, the process's own total): the newest per rank counts.
 * ``checkpoint``: ``step`` of a complete checkpoint and when it was seen (for work lost).
 * ``incident``: evidence captured.
 * ``job_finished``: wall time ends; ``exit_code``/``state`` say how (``outcome``). Any ``goodput``
@@ -26,7 +28,8 @@ Figures (seconds unless named otherwise; None when the events do not say):
   first progress .. last progress, less compile intervals inside that span.
 * ``useful_ratio``: the same with the work lost to failures (redone after restarts) taken off.
 * per generation: ``startup_seconds`` (start -> first progress), ``compile_seconds`` (union of
-  compile intervals), ``time_to_detect`` (last progress -> failure verdict), ``time_to_evidence``
+  compile intervals), ``reported_compile_seconds`` (the most any rank's compiler said it spent:
+  ``compile_report``; None without one), ``time_to_detect`` (last progress -> failure verdict), ``time_to_evidence``
   (verdict -> incident), ``time_to_relaunch`` (incident, else verdict -> the next generation's
   first progress), ``lost_steps``/``lost_seconds`` (last progress back to the checkpoint the next
   generation resumed from; from step 0 / first progress without a checkpoint) and
@@ -123,6 +126,7 @@ class _Gen:
     compiles: list[tuple[float, float]] = field(default_factory=list)
     open_compile: float | None = None  # a "compiling" verdict not yet followed by another state
     open_rank_compiles: dict[tuple[str, int], float] = field(default_factory=dict)
+    reported_compiles: dict[tuple[str, int], float] = field(default_factory=dict)  # rank -> its own total
     checkpoints: list[tuple[float, int]] = field(default_factory=list)  # (time seen, step)
     failure: dict[str, Any] | None = None
     failure_time: float | None = None
@@ -243,6 +247,8 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 g.compiles.append((g.open_rank_compiles.pop(k), t))
             elif isinstance(ev.get("seconds"), (int, float)):
                 g.compiles.append((t - float(ev["seconds"]), t))
+        elif name == "compile_report" and isinstance(ev.get("seconds"), (int, float)):
+            g.reported_compiles[(str(ev.get("node")), _int(ev.get("rank")) or 0)] = float(ev["seconds"])
         elif name == "checkpoint":
             step = _int(ev.get("step"))
             if step is None:
@@ -291,6 +297,9 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "end_unix": g.end,
             "startup_seconds": _r(first[0] - g.start) if first else None,
             "compile_seconds": _r(compile_s),
+            # the compiler's own account where a rank printed one (torch-xla's metrics): the rank
+            # that compiled longest; None when no rank did
+            "reported_compile_seconds": _r(max(g.reported_compiles.values())) if g.reported_compiles else None,
             "progress_seconds": _r(prog),
             "first_step": first[1] if first else None,
             "last_step": last[1] if last else None,

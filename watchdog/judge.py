@@ -55,6 +55,20 @@ COMPILE_BEAT_WINDOW = 120.0
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
 IN_PROCESS_COMPILE_STALL = 30.0
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def xla_duration(text: str) -> float | None:
+    """Seconds of a torch-xla metrics duration (``06m09s401ms746.001us``, ``074.840us``); None if
+    ``text`` is not one."""
+    text = text.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
 #: the failed guard in dynamo's recompile message (signature torch.dynamo.recompile_reason)
 _GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
@@ -218,6 +232,11 @@ class RankState:
     tree_cpu_grew: float | None = None  # when that last grew (None: the rank's processes are not seen)
     stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
     last_recompile_note: RecompileNote | None = None  # its newest recompile still to get its reason
+    #: torch-xla's metrics report: after "Metric: CompileTime", the graphs it counted; then its total
+    compile_metric_samples: int | None = None
+    in_compile_metric: bool = False
+    #: (graphs compiled, seconds) by this rank's own account, newest report (goodput, events)
+    reported_compile: tuple[int, float] | None = None
     train_end_line: Evidence | None = None
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
@@ -373,6 +392,8 @@ class Judge:
         self.open_recompiles: set[RankKey] = set()  # ranks whose announced recompile is not closed
         #: recompiles to say one by one (fewer than RECOMPILE_STORM per rank), oldest first
         self.recompile_notes: list[RecompileNote] = []
+        #: compile time by the compiler's own account, as reported: (rank, graphs, seconds), oldest first
+        self.compile_reports: list[tuple[RankKey, int, float]] = []
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -524,6 +545,8 @@ class Judge:
                 self.recompile_notes.append(st.last_recompile_note)
             else:
                 st.last_recompile_note = None
+        elif effect is Effect.COMPILE_METRIC:
+            self._compile_metric(st, line.text)
         elif effect is Effect.RECOMPILE_REASON:
             note = st.last_recompile_note
             if note is not None and note.reason is None:
@@ -582,6 +605,22 @@ class Judge:
                 if pid not in seen.get(key, set()):
                     del st.compiler_cpu[pid]
                     st.last_compile_end = now
+
+    def _compile_metric(self, st: RankState, text: str) -> None:
+        """The lines of torch-xla's ``CompileTime`` metric, in the report's order: its header, its
+        ``TotalSamples``, its ``Accumulator`` (any other metric's fields come without that header)."""
+        if "Metric: CompileTime" in text:
+            st.in_compile_metric, st.compile_metric_samples = True, None
+        elif not st.in_compile_metric:
+            return
+        elif "TotalSamples:" in text:
+            st.compile_metric_samples = int(text.split(":", 1)[1])
+        else:
+            st.in_compile_metric = False
+            seconds = xla_duration(text.split(":", 1)[1])
+            if seconds is not None and st.compile_metric_samples is not None:
+                st.reported_compile = (st.compile_metric_samples, seconds)
+                self.compile_reports.append((st.key, st.compile_metric_samples, seconds))
 
     def _close_recompiles(self, step: int) -> None:
         """The job reached ``step``: a recompile announced at an earlier step is over (every rank

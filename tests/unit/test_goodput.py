@@ -86,6 +86,24 @@ def test_a_recompile_mid_training_is_not_progress() -> None:
     assert g["effective_ratio"] == 0.6
 
 
+def test_a_compilers_own_account_is_reported_beside_the_measured_compile_time() -> None:
+    """torch-xla's CompileTime metric, printed by the ranks (compile_report): per generation, the
+    newest report of each rank, the most any rank spent; absent where no rank reported."""
+    events = [
+        ev(0, "job_started", 0),
+        ev(10, "progress", 0, step=1),
+        ev(20, "compile_report", 0, node="n1", rank=0, compiles=3, seconds=4.5),
+        ev(30, "compile_report", 0, node="n1", rank=0, compiles=5, seconds=7.25),  # its newest total
+        ev(31, "compile_report", 0, node="n1", rank=1, compiles=5, seconds=6.0),
+        ev(40, "verdict", 0, label="collective_hang", action="restart"),
+        ev(41, "restart", 1, checkpoint=None, restarts=1),
+        ev(60, "progress", 1, step=1),
+        ev(100, "job_finished", 1, exit_code=0, restarts=1),
+    ]
+    gens = compute_goodput(events)["generations"]
+    assert [g["reported_compile_seconds"] for g in gens] == [7.25, None]
+
+
 def test_crash_without_a_checkpoint_loses_everything_and_explicit_compile_events() -> None:
     events = [
         ev(0, "job_started", 0),

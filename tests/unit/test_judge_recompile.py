@@ -4,8 +4,10 @@ clock (``now`` is an argument)."""
 
 from __future__ import annotations
 
+import pytest
+
 from neuron_watch.events import CompilerSample, Label, LogLine, RankKey, WorkerSample
-from neuron_watch.judge import IN_PROCESS_COMPILE_STALL, RECOMPILE_STORM, Judge, JudgeSettings
+from neuron_watch.judge import IN_PROCESS_COMPILE_STALL, RECOMPILE_STORM, Judge, JudgeSettings, xla_duration
 from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
@@ -181,3 +183,36 @@ def test_torch_xla_compilation_analysis_is_a_compile_from_cause_to_post_analysis
     j.observe_line(ln(0, "Post Compilation Analysis: Compiled program size: 0.002369 GB", 100.0))
     assert j.verdict(105.0).label is Label.HEALTHY
     assert j.verdict(111.0).label is Label.COLLECTIVE_HANG
+
+
+# torch_xla.debug.metrics.metrics_report() as a torch-xla 2.8 run printed it (a public test's copy)
+XLA_REPORT = """Metric: DeviceLockWait
+  TotalSamples: 42
+  Accumulator: 074.840us
+  ValueRate: 318.111us / second
+  Percentiles: 1%=000.140us; 5%=000.140us; 50%=001.840us
+Metric: CompileTime
+  TotalSamples: 14
+  Accumulator: 01m41s970ms754.699us
+  ValueRate: 01s008ms052.059us / second
+  Rate: 0.344467 / second
+Metric: ExecuteTime
+  TotalSamples: 4
+  Accumulator: 132ms617.599us
+Counter: UncachedCompile
+  Value: 1"""
+
+
+def test_torch_xlas_compile_time_metric_is_the_ranks_own_account_of_its_compiles() -> None:
+    j = stepped()
+    for i, text in enumerate(XLA_REPORT.splitlines()):
+        j.observe_line(ln(0, text, 6.0 + i / 100))
+    assert j.compile_reports == [(RankKey(N, 0), 14, pytest.approx(101.970754699))]
+    assert j.ranks[RankKey(N, 0)].reported_compile == (14, pytest.approx(101.970754699))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("06m09s401ms746.001us", 369.401746001), ("074.840us", 74.84e-6),
+                                                ("01h00m00s", 3600.0), ("41s970ms754.699us", 41.970754699),
+                                                ("12 apples", None), ("", None), ("5s / second", None)])
+def test_xla_durations(text: str, seconds: float | None) -> None:
+    assert xla_duration(text) == (None if seconds is None else pytest.approx(seconds))
