@@ -35,7 +35,7 @@ from pathlib import Path
 
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
-from neuron_watch.console import attach_console, say, status_line_for
+from neuron_watch.console import say, status_line_for
 from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
@@ -46,6 +46,7 @@ from neuron_watch.procs import MARKER_ENV, become_subreaper, lifeline, stop_ever
 from neuron_watch.redact import mask_value
 from neuron_watch.srun_agent import slurm_node
 from neuron_watch.supervisor import SignalLatch
+from neuron_watch.wiring import attach_sinks
 
 log = logging.getLogger("neuron_watch")
 
@@ -242,7 +243,7 @@ class SrunJob:
                                          pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
                                          announce=False, relaunch=self.relaunch)
         status_line = status_line_for(self.cfg)
-        attach_console(coord.events, self.cfg, status_line=status_line)
+        attach_sinks(coord.events, self.cfg, self.job_id, status_line)
         if status_line is not None:
             coord.status_listeners.append(status_line.update)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"

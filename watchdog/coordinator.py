@@ -1376,10 +1376,11 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
                         judge_factory=default_judge_factory(config),
                         policy=RestartPolicy(max_restarts=config.max_restarts))
-    from neuron_watch.console import attach_console, status_line_for
+    from neuron_watch.console import status_line_for
+    from neuron_watch.wiring import attach_sinks
 
     status_line = status_line_for(config)
-    attach_console(coord.events, config, status_line=status_line)
+    attach_sinks(coord.events, config, job, status_line)
     if status_line is not None:
         coord.status_listeners.append(status_line.update)
     stopping: list[int] = []

@@ -32,6 +32,7 @@ from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.launchers.command import CommandLauncher
 from neuron_watch.procs import MARKER_ENV, become_subreaper
 from neuron_watch.tail import console_echo
+from neuron_watch.wiring import artifact_storage, s3_core_dump_prefix
 
 #: Not passed on to the node's command: the job's secret is ours.
 _PRIVATE = ("NEURON_WATCH_SECRET",)
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     rank_env = {k: v for k, v in env.items() if k not in _PRIVATE}
     if not config.no_neuron_env:
         plan = plan_environment(env, host_facts(), core_dump_dir=os.path.join(run_dir, "core-dumps"),
-                                s3_core_dump_prefix=None, ndet_dir=os.path.join(run_dir, "ndet"))
+                                s3_core_dump_prefix=s3_core_dump_prefix(config, config.job_id),
+                                ndet_dir=os.path.join(run_dir, "ndet"))
         rank_env.update(plan.to_set())
     rank_env.setdefault("PYTHONUNBUFFERED", "1")
     rank_env.update({"NEURON_WATCH_RUN_DIR": run_dir, MARKER_ENV: marker})
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
           f"coordinator {config.coordinator}", file=sys.stderr)
     become_subreaper()
     agent = NodeAgent(config, launcher, None, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=rank_env,
-                      echo=None if config.quiet else console_echo)
+                      storage=artifact_storage(config, run_dir), echo=None if config.quiet else console_echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
     import signal

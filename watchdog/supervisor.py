@@ -29,7 +29,7 @@ from neuron_watch.auth import load_secret
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
-from neuron_watch.console import StatusLine, attach_console, say, status_line_for
+from neuron_watch.console import StatusLine, say, status_line_for
 from neuron_watch.coordinator import (
     PAUSE_JUMP,
     Coordinator,
@@ -46,14 +46,14 @@ from neuron_watch.judge import HangCalibration
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
+from neuron_watch.mqtt import parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped, nonblocking_console
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper
 from neuron_watch.redact import mask_value
-from neuron_watch.storage import Storage, open_storage
 from neuron_watch.tail import console_echo
 from neuron_watch.timeline import write_timeline
+from neuron_watch.wiring import artifact_storage, attach_sinks, s3_core_dump_prefix
 
 log = logging.getLogger("neuron_watch")
 
@@ -83,17 +83,6 @@ def host_facts() -> HostFacts:
         has_neuron_det=shutil.which("neuron-det") is not None,
         has_neuron_device=os.path.exists("/dev/neuron0"),
     )
-
-
-def _artifact_storage(config: WatchConfig, run_dir: str) -> Storage | None:
-    """Where bundles are uploaded; None when they stay where they are captured (the default)."""
-    if not config.artifacts:
-        return None
-    if not config.artifacts.startswith("s3://") and os.path.abspath(config.artifacts) == os.path.join(
-        run_dir, "incidents"
-    ):
-        return None
-    return open_storage(config.artifacts, os.environ)
 
 
 def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., str]:
@@ -172,9 +161,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             env,
             host_facts(),
             core_dump_dir=os.path.join(run_dir, "core-dumps"),
-            s3_core_dump_prefix=(config.artifacts.rstrip("/") + f"/{job_id}/core-dumps")
-            if config.artifacts and config.artifacts.startswith("s3://")
-            else None,
+            s3_core_dump_prefix=s3_core_dump_prefix(config, job_id),
             ndet_dir=os.path.join(run_dir, "ndet"),
         )
         rank_env.update(plan.to_set())
@@ -196,8 +183,9 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         return 0
 
     default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
-    mqtt_target = parse_mqtt_url(config.mqtt) if config.mqtt else None  # a bad URL exits 2 before anything starts
-    storage = _artifact_storage(config, run_dir)
+    if config.mqtt:
+        parse_mqtt_url(config.mqtt)  # a bad URL exits 2 before anything starts
+    storage = artifact_storage(config, run_dir)
     check_run_dir(run_dir)  # unusable (read-only, full, a file): a usage error now, not a traceback later
     if config.checkpoint_dir:
         check_checkpoint_dir(config.checkpoint_dir)
@@ -253,8 +241,6 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         if coord is None:  # this node's file faults reach the coordinator as lines of the node
             health.listeners.append(agent.tell_io_fault)
         if coord is not None:
-            if mqtt_target is not None:
-                coord.events.sinks.append(MqttSink(mqtt_target, job_id))
             coord.events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
                               command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"),
                                                                   agent.gen.checkpoint if agent.gen else "")),
@@ -299,7 +285,7 @@ def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, nod
     except OSError as exc:
         log.warning("events.jsonl not written (%s): the job was stopped by %s during start-up", exc, name)
         return
-    attach_console(events, config)
+    attach_sinks(events, config, job_id)
     try:
         events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
                     command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
@@ -319,7 +305,7 @@ def _coordinator(config: WatchConfig, bind: str, secret: bytes, run_dir: str, jo
                         judge_factory=default_judge_factory(config),
                         pick_checkpoint=checkpoint_chooser(config, health),
                         policy=RestartPolicy(max_restarts=config.max_restarts), announce=False, health=health)
-    attach_console(coord.events, config, status_line=status_line)
+    attach_sinks(coord.events, config, job_id, status_line)
     if status_line is not None:
         coord.status_listeners.append(status_line.update)
     return coord

@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.mqtt import Mosquitto
 from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
+from tests.fixtures.s3 import S3Endpoint
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration
@@ -49,7 +51,7 @@ class SrunJob:
     """One sbatch job running ``neuron-watch srun``; its files live in the test's tmp dir."""
 
     def __init__(self, c: SlurmCluster, tmp_path: Path, nodes: int, toy_args: list[str],
-                 watch_args: list[str] = (), sbatch_args: list[str] = ()) -> None:
+                 watch_args: list[str] = (), sbatch_args: list[str] = (), env: dict[str, str] | None = None) -> None:
         self.c, self.tmp = c, tmp_path
         self.run_dir = tmp_path / "run"
         self.ckpt = tmp_path / "ckpt"
@@ -66,7 +68,7 @@ class SrunJob:
         batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
         batch.chmod(0o755)
         env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                   MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY)
+                   MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY, **(env or {}))
         r = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-D", str(tmp_path), "-o", str(self.out),
                             "--open-mode=append", *sbatch_args, str(batch)],
                            env=env, capture_output=True, text=True, timeout=30, check=True)
@@ -146,6 +148,42 @@ def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(slurm_clust
         assert first_progress, "no progress in generation 1"
         print(f"hang verdict -> generation 1 first progress: "
               f"{_secs(verdicts[0]['time'], first_progress[0]['time']):.1f}s")
+        job.assert_nothing_survives()
+
+
+def test_srun_publishes_every_event_to_mqtt_and_each_node_uploads_its_bundle(
+        slurm_cluster: SlurmCluster, tmp_path: Path, mqtt_broker: Mosquitto, mqtt_recorder: Any,
+        s3_moto: S3Endpoint) -> None:
+    """--mqtt and --artifacts under srun, as under torchrun (they once reached nothing, silently):
+    every event of events.jsonl on the broker in order, and the incident bundle of each node of a
+    hang in S3."""
+    rec = mqtt_recorder(mqtt_broker, "nwsrun/#")
+    s3 = s3_moto.client()
+    s3.create_bucket(Bucket="srun-art")
+    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwsrun"
+    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
+                   ["--hang-timeout", "20", "--mqtt", url, "--artifacts", "s3://srun-art/pre"],
+                   env=s3_moto.env()) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        evs = events(job.run_dir)
+        assert named(evs, "job_finished")[-1]["exit_code"] == 0 and named(evs, "restart"), [e["event"] for e in evs]
+        job_id = evs[0]["job_id"]
+        prefix = f"nwsrun/{job_id}/"
+        assert rec.wait_for(lambda m: any(t == prefix + "job_finished" for t, _p, _r in m), timeout=30), \
+            sorted({t for t, _p, _r in rec.snapshot()})
+        seen: set[bytes] = set()
+        published = []
+        for topic, payload, _retain in rec.snapshot():
+            if topic.startswith(prefix) and not topic.endswith("/state") and payload not in seen:
+                seen.add(payload)
+                published.append(json.loads(payload)["event"])
+        assert published == [e["event"] for e in evs]
+        uploads = named(evs, "upload")
+        assert {u["node"] for u in uploads} == {"n1", "n2"} and all(u["ok"] for u in uploads), uploads
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="srun-art", Prefix="pre/").get("Contents", [])]
+        for node in ("n1", "n2"):
+            assert any(f"/{node}/" in k and k.endswith("/env.json") for k in keys), (node, keys)
         job.assert_nothing_survives()
 
 

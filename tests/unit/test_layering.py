@@ -62,3 +62,23 @@ def test_every_entry_point_takes_its_coordinator_settings_from_one_place() -> No
     assert built["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
     assert {"supervisor._coordinator", "srun.run", "coordinator.run"} <= built["coordinator_settings"], \
         built["coordinator_settings"]
+
+
+def test_every_entry_point_attaches_its_event_sinks_and_storage_from_one_place() -> None:
+    """The console and the MQTT broker (``wiring.attach_sinks``), the artifact storage
+    (``wiring.artifact_storage``): ``neuron-watch srun`` once published nothing to ``--mqtt`` and its
+    nodes uploaded nothing to ``--artifacts``, and nothing said so."""
+    called: dict[str, set[str]] = {}
+    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute)):
+                        name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+                        called.setdefault(name, set()).add(f"{path.stem}.{node.name}")
+    assert called["attach_console"] == {"wiring.attach_sinks"}
+    assert called["MqttSink"] == {"wiring.attach_sinks"}
+    assert called["open_storage"] >= {"wiring.artifact_storage"}
+    assert {"supervisor._coordinator", "srun.run", "coordinator.run"} <= called["attach_sinks"]
+    assert {"supervisor._run_supervised", "srun_agent.run"} <= called["artifact_storage"], called["artifact_storage"]
