@@ -95,6 +95,8 @@ COORDINATOR_NODE = "coordinator"
 #: A loop turn this much later than the previous one means this process was paused (SIGSTOP, a
 #: suspended VM): the gap is our own absence, not silence of the job or of its nodes.
 PAUSE_JUMP = 5.0
+#: A standalone coordinator serves this long after the job's end for every node to say it exited.
+NODES_EXIT_GRACE = 10.0
 #: How long a recompile's console line waits for the failed guard that follows its announcement.
 RECOMPILE_REASON_WAIT = 2.0
 _RECOMPILED_FUNCTION = re.compile(r"Recompiling function (\S+) in (\S+)")
@@ -1242,8 +1244,19 @@ class Coordinator:
             if now - last_summary >= 1.0:
                 last_summary = now
                 self.write_summary(now)
+        if self.exit_code is not None:
+            self.linger_for_nodes(NODES_EXIT_GRACE, interval)
         self.write_summary(self.clock())
         return self.exit_code or 0
+
+    def linger_for_nodes(self, grace: float, interval: float = 0.05) -> None:
+        """After the job's end, serve until every node said it exited or ``grace`` passed: the
+        shutdown must reach the nodes (and be resent if lost) before this process leaves; a node
+        that never hears it waits for a coordinator that is gone."""
+        end = self.clock() + grace
+        while self.clock() < end and not all(v.status == "exited" for v in self.nodes.values()):
+            self.poll(interval)
+            self.tick(self.clock())
 
     def close(self) -> None:
         if self.announce:

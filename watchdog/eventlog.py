@@ -56,6 +56,17 @@ class EventLog:
                 log.warning("event sink %s failed: %s", type(sink).__name__, exc)
         return record
 
+    def attach(self, sink: EventSink) -> None:
+        """Add a sink that gets every event of the job: those emitted before it was attached first
+        (a coordinator announces itself as it is built, before its sinks are)."""
+        for record in self.history:
+            try:
+                sink.emit(record)
+            except Exception as exc:
+                self.sink_failures += 1
+                log.warning("event sink %s failed: %s", type(sink).__name__, exc)
+        self.sinks.append(sink)
+
     def flush(self) -> None:
         """Retry events the disk refused (no-op when none wait; at most every few seconds otherwise)."""
         self._f.flush()

@@ -22,7 +22,7 @@ def attach_sinks(events: EventLog, config: WatchConfig, job_id: str, status_line
     """The coordinator's event sinks: the console, and the broker of ``--mqtt``."""
     attach_console(events, config, status_line=status_line)
     if config.mqtt:
-        events.sinks.append(MqttSink(parse_mqtt_url(config.mqtt), job_id))
+        events.attach(MqttSink(parse_mqtt_url(config.mqtt), job_id))  # every event, also those before it
 
 
 def artifact_storage(config: WatchConfig, run_dir: str, env: Mapping[str, str] = os.environ) -> Storage | None:

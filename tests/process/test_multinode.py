@@ -13,10 +13,12 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from neuron_watch.stacks import main_thread
+from tests.fixtures.mqtt import Mosquitto
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
@@ -36,13 +38,14 @@ NPROC = 2
 
 @contextmanager
 def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: Sequence[str] = (),
-        rank_cmd: Sequence[str] | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+        rank_cmd: Sequence[str] | None = None, coord_port: int | None = None,
+        job_id: str | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all.
 
     The ranks run the toy job with ``toy_args``, or ``rank_cmd`` (a script and its arguments).
     """
-    master, coord = free_port(), free_port()
-    job_id = f"mn-{secrets.token_hex(3)}"
+    master, coord = free_port(), coord_port or free_port()
+    job_id = job_id or f"mn-{secrets.token_hex(3)}"
     ckpt = tmp_path / "ckpt"  # shared storage, as /fsx is on a real cluster
     nodes = []
     with ExitStack() as stack:
@@ -86,6 +89,43 @@ def test_two_nodes_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
     merged = (nodes[0][1] / "merged.log").read_text()
     assert "n0/rank0 | step 8 loss" in merged and "n1/rank3 | step 8 loss" in merged
     assert (nodes[1][1] / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
+
+
+def test_a_standalone_coordinator_publishes_every_event_to_mqtt(
+        tmp_path: Path, toy_env: dict[str, str], mqtt_broker: Mosquitto, mqtt_recorder: Any) -> None:
+    """`neuron-watch coordinator --mqtt ...` with two wrappers that leave it the job: every event of
+    its events.jsonl reaches the broker, in order (it once attached no MQTT sink)."""
+    rec = mqtt_recorder(mqtt_broker, "nwstand/#")
+    port, job_id = free_port(), f"st-{secrets.token_hex(3)}"
+    run_dir = tmp_path / "coordinator"
+    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwstand"
+    coord_env = dict(toy_env, NEURON_WATCH_SECRET="s" * 32)
+    with open(tmp_path / "coordinator.out", "w") as log:
+        coord = subprocess.Popen([NEURON_WATCH, "--job-id", job_id, "--run-dir", str(run_dir), "--mqtt", url,
+                                  "coordinator", "--bind", f"127.0.0.1:{port}", "--nodes", "2"],
+                                 env=coord_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            node_env = dict(toy_env, NEURON_WATCH_HOST_COORDINATOR="0")
+            with job(tmp_path, node_env, 2, ["--steps", "8"], coord_port=port, job_id=job_id) as nodes:
+                codes = wait_all(nodes, 240)
+            assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
+            coord.wait(60)
+        finally:
+            kill_group(coord)
+    assert coord.returncode == 0, (tmp_path / "coordinator.out").read_text()[-3000:]
+    evs = events(run_dir)
+    assert named(evs, "job_finished")[0]["exit_code"] == 0
+    prefix = f"nwstand/{job_id}/"
+    assert rec.wait_for(lambda m: any(t == prefix + "job_finished" for t, _p, _r in m), timeout=30), \
+        sorted({t for t, _p, _r in rec.snapshot()})
+    seen: set[bytes] = set()
+    published = []
+    for topic, payload, _retain in rec.snapshot():
+        if topic.startswith(prefix) and not topic.endswith("/state") and payload not in seen:
+            seen.add(payload)
+            published.append(json.loads(payload)["event"])
+    assert published == [e["event"] for e in evs]
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / "node0")) == []
 
 
 def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
