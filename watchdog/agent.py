@@ -139,6 +139,11 @@ class EarlyObservations:
     def add_line(self, *args: Any, **kwargs: Any) -> None:
         self.calls.append(("add_line", args, kwargs))
 
+    def count_lost(self, lines: int) -> None:
+        # in order with the rest: a status replayed after it carries it (a flood that ended before
+        # the link existed once reached job_finished without its skipped lines)
+        self.calls.append(("count_lost", (lines,), {}))
+
     def add_exits(self, *args: Any, **kwargs: Any) -> None:
         self.calls.append(("add_exits", args, kwargs))
 
@@ -699,9 +704,10 @@ class NodeAgent:
             out.add_line(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno)
             self._last_line_at = now
         skipped = gen.streams.skipped_lines
-        if skipped > self._skipped_told and self._link is not None:
+        if skipped > self._skipped_told:
             # lines of a flood never read are lost lines of this node: they travel in its drop count
-            self._link.count_lost(skipped - self._skipped_told)
+            # (before the link exists too, in order with what the node reports next)
+            out.count_lost(skipped - self._skipped_told)
             self._skipped_told = skipped
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
