@@ -24,8 +24,10 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {  # name -> (toy args, watc
     "clean": (["--steps", "6"], []),
     "crash": (["--steps", "6", "--crash-at", "3", "--crash-rank", "1"], ["--max-restarts", "0"]),
     "hang": (["--steps", "8", "--hang-at", "4", "--hang-rank", "1"], ["--max-restarts", "0"]),
+    # the steps after the compile take seconds: the run's own verdict sees the compile end (process
+    # samples and verdicts come every second) before the job does (at 0.05 s a step it once did not)
     "compile": (["--steps", "6", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
-                 "--rx-warn-every", "2"], []),
+                 "--rx-warn-every", "2", "--step-time", "1.5"], []),
 }
 EXPECTED = {"clean": "healthy", "crash": "other_crash", "hang": "collective_hang", "compile": "healthy"}
 
