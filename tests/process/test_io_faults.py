@@ -120,6 +120,29 @@ def ours(text: str) -> list[str]:
     return [x for x in text.splitlines() if not x.startswith("neuron-watch: ")]
 
 
+def run_through_a_full_disk(argv: list[str], tmp_path: Path, env: dict[str, str], run_dir: Path,
+                            disk: Path) -> tuple[int, str, dict[int, int]]:
+    """Run ``argv`` (a job whose run dir is on ``disk``); once it progresses, fill ``disk`` until the
+    console says the watchdog is degraded, check the job runs on, free it, wait for "recovered" and
+    the end. Returns the exit code, the console, and the size of torchrun's per-rank stdout files
+    while the disk was full (by local rank)."""
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            console = Console(p)
+            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
+            filler = fill(disk)
+            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"), 60)
+            size = {r: f.stat().st_size for r, f in torchrun_files(run_dir / "gen-0" / "torchrun").items()}
+            assert p.poll() is None, console.read()[-3000:]  # the job runs on
+            filler.unlink()
+            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"), 60)
+            p.wait(180)
+            out = console.rest()
+    finally:
+        force_cleanup(str(run_dir))
+    return p.returncode, out, size
+
+
 def test_full_run_dir_degrades_the_watchdog_and_the_job_finishes(
     tmp_path: Path, small_disk: Path, toy_env: dict[str, str]
 ) -> None:
@@ -128,20 +151,8 @@ def test_full_run_dir_degrades_the_watchdog_and_the_job_finishes(
     # their prints; this test is about the watchdog's files (merged.log, events, rank logs, status)
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--log-dir", str(tr_logs),
             "--nproc_per_node", "2", RANKS, "steady", "30"]
-    try:
-        with started(argv, str(tmp_path), toy_env) as p:
-            console = Console(p)
-            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
-            filler = fill(small_disk)
-            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"), 60)
-            assert p.poll() is None, console.read()[-3000:]  # the job runs on
-            filler.unlink()
-            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"), 60)
-            p.wait(180)
-            out = console.rest()
-    finally:
-        force_cleanup(str(run_dir))
-    assert p.returncode == 0, out[-3000:]
+    code, out, _ = run_through_a_full_disk(argv, tmp_path, toy_env, run_dir, small_disk)
+    assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert evs[0]["event"] == "job_started" and evs[-1]["event"] == "job_finished", out[-3000:]
     end = evs[-1]
@@ -174,22 +185,9 @@ def test_a_full_disk_under_the_ranks_own_output_files_does_not_kill_them(
     # 2 kB a line, 10 lines a second: every rank needs new pages of the disk while it is full
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", RANKS,
             "steady", "30", "--pad", "2000"]
-    try:
-        with started(argv, str(tmp_path), toy_env) as p:
-            console = Console(p)
-            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
-            filler = fill(small_disk)
-            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"), 60)
-            files = torchrun_files(run_dir / "gen-0" / "torchrun")
-            size = {r: f.stat().st_size for r, f in files.items()}
-            assert p.poll() is None, console.read()[-3000:]
-            filler.unlink()
-            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"), 60)
-            p.wait(180)
-            out = console.rest()
-    finally:
-        force_cleanup(str(run_dir))
-    assert p.returncode == 0, out[-3000:]
+    code, out, size = run_through_a_full_disk(argv, tmp_path, toy_env, run_dir, small_disk)
+    assert code == 0, out[-3000:]
+    files = torchrun_files(run_dir / "gen-0" / "torchrun")
     evs = events(run_dir)
     assert named(evs, "restart") == [] and evs[-1]["event"] == "job_finished" and evs[-1]["exit_code"] == 0
     texts = {r: f.read_text() for r, f in files.items()}
