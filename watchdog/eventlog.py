@@ -49,22 +49,21 @@ class EventLog:
         self._f.write(json.dumps(record, default=str) + "\n")
         self._f.flush()
         for sink in self.sinks:
-            try:
-                sink.emit(record)
-            except Exception as exc:  # a sink's bug must not kill the watchdog; it is counted
-                self.sink_failures += 1
-                log.warning("event sink %s failed: %s", type(sink).__name__, exc)
+            self._send(sink, record)
         return record
+
+    def _send(self, sink: EventSink, record: dict[str, Any]) -> None:
+        try:
+            sink.emit(record)
+        except Exception as exc:  # a sink's bug must not kill the watchdog; it is counted
+            self.sink_failures += 1
+            log.warning("event sink %s failed: %s", type(sink).__name__, exc)
 
     def attach(self, sink: EventSink) -> None:
         """Add a sink that gets every event of the job: those emitted before it was attached first
         (a coordinator announces itself as it is built, before its sinks are)."""
         for record in self.history:
-            try:
-                sink.emit(record)
-            except Exception as exc:
-                self.sink_failures += 1
-                log.warning("event sink %s failed: %s", type(sink).__name__, exc)
+            self._send(sink, record)
         self.sinks.append(sink)
 
     def flush(self) -> None:
