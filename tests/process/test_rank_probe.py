@@ -6,16 +6,19 @@ Pins what neuron-watch relies on in the installed torch: ``_WorkerServer`` on a 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from neuron_watch.flight_recorder import summarize
-from neuron_watch.rank_probe import BOOTSTRAP_DIR, DIR_ENV, probe_env, read_rank
+from neuron_watch.rank_probe import BOOTSTRAP_DIR, DIR_ENV, call_handler, probe_env, read_rank
 
 pytestmark = pytest.mark.process
 
@@ -96,6 +99,52 @@ def test_torchs_worker_server_in_a_gloo_rank_answers_what_we_rely_on(tmp_path: P
     (group,) = summarize(fr)
     assert group.enqueued == 3 and group.op == "gloo:all_reduce"
     assert json.loads((probe / "r0.json").read_text())["state"] == "listening"
+
+
+RANK_THAT_EXITS = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://" + os.environ["INIT_FILE"], rank=0, world_size=1)
+t = torch.ones(1000)
+for _ in range(200):
+    dist.all_reduce(t)
+print("done", flush=True)
+"""
+
+
+def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -> None:
+    # torch's _WorkerServer.shutdown() holds the GIL while it joins the server's threads, and the
+    # dump_traceback handler needs the GIL: a shutdown at exit during a stack dump hung the rank for
+    # ever after "Server shutting down" (7 of 10 rank exits, found while chasing issue 11's abort at
+    # exit). Asked without a pause, each of these ranks exits while a request is in flight or near.
+    for attempt in range(5):
+        probe = tmp_path / f"p{attempt}"
+        probe.mkdir()
+        env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0",
+               "INIT_FILE": str(tmp_path / f"init{attempt}")}
+        base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
+        rank = subprocess.Popen([sys.executable, "-c", RANK_THAT_EXITS], env={**base, **env}, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        asked = 0
+        give_up = time.monotonic() + 90  # a hang's bound, not a speed limit: the rank needs ~2 s
+        try:
+            sock = str(probe / "r0.sock")
+            while rank.poll() is None and time.monotonic() < give_up:
+                try:
+                    call_handler(sock, "dump_traceback", timeout=5)
+                    asked += 1
+                except (OSError, http.client.HTTPException):
+                    pass  # not listening yet, or gone
+            out = rank.communicate(timeout=max(1.0, give_up - time.monotonic()))[0]
+        except subprocess.TimeoutExpired:
+            out = "(still running: hung at exit)"
+        finally:
+            if rank.poll() is None:
+                os.killpg(rank.pid, signal.SIGKILL)
+                rank.wait()
+        assert rank.returncode == 0 and "done" in out, (attempt, rank.returncode, out[-2000:])
+        assert "terminate called" not in out
+        assert asked > 0  # the stacks were really asked while the rank ran
+        assert not (probe / "r0.sock").exists()
 
 
 def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:

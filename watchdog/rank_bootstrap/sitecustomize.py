@@ -36,6 +36,9 @@ from typing import Any
 _DIR_ENV = "NEURON_WATCH_PROBE_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGET = "torch.distributed"
+#: how long requests already accepted get to finish at exit (a stack dump takes milliseconds once
+#: it has the GIL; the exit of each rank is this much longer)
+_DRAIN_SECONDS = 0.25
 
 
 def _status(path: str, **fields: Any) -> None:
@@ -75,12 +78,23 @@ class _Probe:
             _status(self.status, state="failed", socket=self.socket, error=f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
+        """At interpreter exit (atexit): stop the server without deadlocking the exit.
+
+        torch's ``_WorkerServer.shutdown()`` joins the server's threads while holding the GIL (the
+        binding does not release it), and a ``dump_traceback`` request in flight needs the GIL
+        (``py::gil_scoped_acquire`` in its handler): shutting down during one hangs the rank at
+        exit for ever after "Server shutting down" (reproduced: tests/process/test_rank_probe.py).
+        So: unlink the socket first (no new request finds the server), give the requests already
+        accepted a moment with the GIL released (``time.sleep``) to finish, then shut down."""
         try:
-            if self.server is not None:
-                self.server.shutdown()
-                self.server = None
             if os.path.exists(self.socket):
                 os.unlink(self.socket)
+            server, self.server = self.server, None
+            if server is not None:
+                import time
+
+                time.sleep(_DRAIN_SECONDS)
+                server.shutdown()
         except BaseException:
             pass
 
