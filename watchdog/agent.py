@@ -18,7 +18,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,15 @@ from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.procs import ProcessSampler, cgroup_memory_events, read_stat, reap_children
 from neuron_watch.protocol import WorkerActivity
-from neuron_watch.rank_probe import RankProbe, make_probe_root, probe_env, rank_socket, remove_probe_dir
+from neuron_watch.rank_probe import (
+    RankProbe,
+    make_probe_root,
+    probe_env,
+    rank_socket,
+    read_rank,
+    read_status,
+    remove_probe_dir,
+)
 from neuron_watch.stacks import collective_states, top_frame
 from neuron_watch.storage import Storage, UploadResult, incident_key, retry_pending, upload_tree
 from neuron_watch.tail import UNATTRIBUTED, RankStreams
@@ -73,6 +81,10 @@ class NodeGeneration:
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
     probe_dir: str | None = None  # the ranks' worker server sockets (None: --no-rank-probe)
     probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
+    last_words: set[int] = field(default_factory=set)  # ranks whose exit-time recorder dump was sent
+    #: the compilers of the newest sample, (rank, pid, cpu seconds, mono): a message sent between
+    #: two samples carries them again, as the coordinator reads every such message as the whole set
+    compilers_seen: list[tuple[int, int, float, float]] = field(default_factory=list)
     #: we are stopping the launcher: what it prints from now on (torchrun's SignalException
     #: traceback, twice chained) is its teardown, not the job's crash: launcher log only
     stopped_by_us: str = ""
@@ -723,6 +735,9 @@ class NodeAgent:
             gen.pending_rank = None
             # the rank is gone: its files are complete; its last lines (the root cause) go first
             self._drain_ranks(gen, to_eof=True)
+            words = self._last_words(gen, [rank])
+            if words:  # where it was in its collectives, before its exit is judged
+                self._out().add_compilers(gen.compilers_seen, now, wall, collectives=words)
             self._out().add_exits([(rank, code, now)], now, wall)
 
     def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
@@ -747,6 +762,7 @@ class NodeAgent:
             self._drain_ranks(gen, to_eof=True)  # what the ended ranks printed last is judged before their end
             ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
             out.status("finishing", now, wall, detail=f"ranks ended: {ended}")
+        ended_now = sorted(set(gen.worker_pids) - {w.rank for w in workers})
         if workers or not gen.finishing:
             gen.worker_pids = {w.rank: w.pid for w in workers}
         self._check_oom_kills(now, wall)
@@ -756,12 +772,30 @@ class NodeAgent:
             self._locks = fresh_locks(self.cache_dir, wall - (now - gen.started))
         if compilers:
             self._last_compiler_at = now
-        readings = self._read_probe(gen)
+        readings = self._read_probe(gen) + self._last_words(gen, ended_now)
+        gen.compilers_seen = [(c.rank, c.pid, c.cpu_seconds, now) for c in compilers]
         # Sent even when empty: an absent compiler is how the coordinator learns a compile ended.
-        out.add_compilers([(c.rank, c.pid, c.cpu_seconds, now) for c in compilers], now, wall,
+        out.add_compilers(gen.compilers_seen, now, wall,
                           locks=self._locks, always=True, workers=sorted(gen.worker_pids.items()),
                           collectives=readings,
                           activity=[WorkerActivity(w.rank, w.tree_cpu_seconds, w.state) for w in workers])
+
+    def _last_words(self, gen: NodeGeneration, ranks: Iterable[int]) -> list[tuple[int, tuple[Any, ...], str, float]]:
+        """The Flight Recorder each of ``ranks`` left as it exited (the bootstrap's ``r<RANK>.fr.json``),
+        once per rank: read at once, not at the poller's next turn, so that it reaches the judge
+        before the rank's exit does (a rank that ran a different collective from its peers is
+        told by it; the job breaks within milliseconds of such a divergence)."""
+        if self.probe is None or not gen.probe_dir:
+            return []
+        out: list[tuple[int, tuple[Any, ...], str, float]] = []
+        for rank in ranks:
+            if rank in gen.last_words or read_status(gen.probe_dir, rank).get("state") != "exited":
+                continue
+            gen.last_words.add(rank)
+            r = read_rank(gen.probe_dir, rank)
+            if not r.problem:
+                out.append((r.rank, r.groups, r.problem, r.mono))
+        return out
 
     def _read_probe(self, gen: NodeGeneration) -> list[tuple[int, tuple[Any, ...], str, float]]:
         """Hand the live ranks to the probe thread; take its new readings; log each rank's probe state

@@ -32,6 +32,10 @@ class GroupProgress:
     ``completed``/``started``/``enqueued``: the newest collective sequence ids (-1: none).
     ``op``/``state``: the newest recorded entry's ``profiling_name`` and ``state`` (``""`` if the
     buffer holds none). ``wall``: that entry's creation time, epoch seconds (0.0 if unknown).
+    ``seq``/``shape``: that entry's ``collective_seq_id`` (-1: none) and its input sizes and dtypes
+    (``"[[2177]] Float"``): at one sequence id every rank of a group must run the same collective on
+    the same shapes, so two ranks that differ there diverged (what torch's own
+    ``torch/distributed/flight_recorder`` analysis reports as a mismatch).
     """
 
     group: str
@@ -41,6 +45,17 @@ class GroupProgress:
     op: str = ""
     state: str = ""
     wall: float = 0.0
+    seq: int = -1
+    shape: str = ""
+
+
+def _shape(e: Mapping[str, Any]) -> str:
+    """``input_sizes`` and ``input_dtypes`` of one entry, compact (``"[[2177]] Float"``)."""
+    sizes = e.get("input_sizes", [])
+    dtypes = e.get("input_dtypes", [])
+    sizes_text = "[" + ",".join("[" + ",".join(str(d) for d in s) + "]" if isinstance(s, list) else str(s)
+                                for s in (sizes if isinstance(sizes, list) else [])) + "]"
+    return f"{sizes_text} {','.join(str(d) for d in dtypes) if isinstance(dtypes, list) else ''}".strip()[:200]
 
 
 class FlightRecorderError(ValueError):
@@ -96,7 +111,7 @@ def summarize(doc: Mapping[str, Any]) -> tuple[GroupProgress, ...]:
         t = e.get("time_created_ns", 0)
         wall = t / 1e9 if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else 0.0
         groups[g] = GroupProgress(g, base.completed, base.started, base.enqueued,
-                                  str(e.get("profiling_name", "")), state, wall)
+                                  str(e.get("profiling_name", "")), state, wall, seq, _shape(e))
     return tuple(sorted(groups.values(), key=lambda p: (len(p.group), p.group)))
 
 

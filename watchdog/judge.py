@@ -26,6 +26,7 @@ How compilation is told from a hang (DESIGN.md §4):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -115,6 +116,13 @@ def _who(key: RankKey) -> str:
     """A rank for messages: ``node/rank3``, or ``rank 3`` when the node is unknown (offline)."""
     return str(key) if key.node else f"rank {key.rank}"
 
+#: collectives whose input is the same shape on every rank (all_gather's list, scatter's and
+#: all_to_all's splits may differ): only for these does a differing shape mean a mismatch
+_SAME_SHAPE_OPS = frozenset({"all_reduce", "allreduce", "broadcast", "barrier", "all_reduce_coalesced",
+                             "allreduce_coalesced", "_allgather_base", "all_gather_into_tensor",
+                             "_reduce_scatter_base", "reduce_scatter_tensor"})
+#: a rank's report that the ranks called different collectives (it is the one that noticed)
+MISMATCH_SIGNATURE = "torch.c10d.collective_mismatch"
 KILLED_CODES = frozenset({-9, 137})
 #: The signature of "this process got SIGKILL" lines (torchrun's report, a shell's "Killed"): not OOM by itself.
 KILLED_SIGNATURE = "host.killed_sigkill"
@@ -938,9 +946,14 @@ class Judge:
         failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
         for st in self.ranks.values():
             if st.failure is not None and st.failure_match is not None:
-                cat = st.failure_match.signature.category
+                sig = st.failure_match.signature
                 t = st.failure_time if st.failure_time is not None else st.failure.mono
-                failures.append((cat in SECONDARY, t, st))
+                # A traceback header with no error line of its own yet (still printing, or a
+                # pasted log cut there) and no exit says nothing of a cause: it yields to any
+                # failure that does, like a peer's report.
+                unfinished = (sig.generic and st.failure_detail is None and st.unexplained is None
+                              and st.exit_code in (None, 0))
+                failures.append((sig.category in SECONDARY or unfinished, t, st))
             elif st.exit_code not in (None, 0) and st.exit_code not in SIGTERM_CODES:
                 failures.append((False, st.exit_time or 0.0, st))
         if not failures:
@@ -1004,8 +1017,8 @@ class Judge:
                     step=st.step if st.step is not None else self.max_step, culprit_source="failure")
             elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
                 # a traceback header or an exit report, and the rank's own error line no rule knows
-                return self._unexplained_verdict(detail, st.exit_code)
-            return Verdict(
+                return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
+            return self._out_of_step(Verdict(
                 sig.category,
                 sig.action,
                 ranks=ranks,
@@ -1015,7 +1028,7 @@ class Judge:
                 advice=sig.advice,
                 step=st.step if st.step is not None else self.max_step,
                 culprit_source="failure",
-            )
+            ))
         code = st.exit_code
         if code in KILLED_CODES:
             oom = self._oom_evidence(st.key.node)
@@ -1027,11 +1040,11 @@ class Judge:
             advice = ("Something sent the rank SIGKILL. If the host ran out of memory, dmesg shows an oom-kill "
                       "line for its pid; otherwise look for an operator, a scheduler limit or a health agent.")
         elif st.unexplained is not None and code is not None:
-            return self._unexplained_verdict(st.unexplained, code)
+            return self._out_of_step(self._unexplained_verdict(st.unexplained, code))
         else:
             reason = f"{_who(st.key)} exited with {code} ({_exit_meaning(code)})"
             advice = "The rank exited with an error; its log tail is in the incident bundle."
-        return Verdict(
+        return self._out_of_step(Verdict(
             Label.OTHER_CRASH,
             Action.RESTART,
             ranks=ranks,
@@ -1041,7 +1054,25 @@ class Judge:
             advice=advice,
             step=st.step if st.step is not None else self.max_step,
             culprit_source="failure",
-        )
+        ))
+
+    def _out_of_step(self, verdict: Verdict) -> Verdict:
+        """A crash whose ranks' recorders show one rank out of step with the others (a skipped or
+        different collective) names that rank: the divergence is the cause, the abort or closed
+        connection that followed on a peer only its consequence (:meth:`_collective_mismatch`)."""
+        mismatch = self._collective_mismatch()
+        if mismatch is None:
+            noticed = verdict.culprit is not None and verdict.reason.startswith(
+                f"{_who(verdict.culprit)}: {MISMATCH_SIGNATURE}")
+            if noticed:
+                # the rank that says so received what a peer out of step sent: it is not the cause
+                return dataclasses.replace(verdict, culprit=None, culprit_source=None, reason=(
+                    f"{verdict.reason}; a rank is out of step with its peers; their flight recorders do not show "
+                    "which (a rank's recorder is read every few seconds and as it exits normally)"))
+            return verdict
+        key, how = mismatch
+        return dataclasses.replace(verdict, culprit=key, culprit_source="flight_recorder",
+                                   reason=f"{verdict.reason}; {how}")
 
     def _oom_evidence(self, node: str) -> Evidence | None:
         """A line of this node (any rank, or the node's own stream) that says the kernel killed for memory."""
@@ -1139,7 +1170,10 @@ class Judge:
             culprit: RankKey | None
             found_by: str | None
             left = self._left_early()
-            if laggard is not None:
+            mismatch = self._collective_mismatch()
+            if mismatch is not None:
+                culprit, found_by, how = mismatch[0], "flight_recorder", f"; {mismatch[1]}"
+            elif laggard is not None:
                 culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"
             elif len(left) == 1:
                 # It left while its peers wait in a collective it never joined (uneven inputs, a
@@ -1178,6 +1212,43 @@ class Judge:
                 step=self.max_step,
             )
         return Verdict(Label.HEALTHY, Action.WAIT, step=self.max_step)
+
+    def _collective_mismatch(self) -> tuple[RankKey, str] | None:
+        """The one rank that ran a different collective from its peers at the same sequence id.
+
+        At one sequence id of a process group every rank must run the same collective (and, for
+        the collectives whose inputs are the same on every rank, on the same shapes): a rank that
+        skipped one or called another is out of step with the rest, whatever broke next (gloo's
+        "collective mismatch" abort on a neighbour, a peer's closed connection, a hang). Compared
+        on each rank's newest recorded entry, live or as it left (its exit-time dump); named only
+        when one rank differs from at least two that agree, as torch's own
+        ``torch/distributed/flight_recorder`` analysis reports a mismatch.
+        """
+        calls: dict[tuple[str, int], dict[RankKey, tuple[str, str]]] = {}
+        for st in self.ranks.values():
+            if st.key.rank < 0:
+                continue
+            for g, p in st.collectives.items():
+                if p.seq >= 0 and p.op:
+                    shape = p.shape if p.op.rsplit(":", 1)[-1] in _SAME_SHAPE_OPS else ""
+                    calls.setdefault((g, p.seq), {})[st.key] = (p.op, shape)
+        for (g, seq), by_rank in sorted(calls.items(), key=lambda kv: (len(kv[0][0]), kv[0])):
+            kinds: dict[tuple[str, str], list[RankKey]] = {}
+            for k, call in by_rank.items():
+                kinds.setdefault(call, []).append(k)
+            if len(kinds) != 2:
+                continue
+            (odd_call, odd), (call, agree) = sorted(kinds.items(), key=lambda kv: len(kv[1]))
+            if len(odd) != 1 or len(agree) < 2:
+                continue
+
+            def said(c: tuple[str, str]) -> str:
+                return f"{c[0]} of {c[1]}" if c[1] else c[0]
+
+            return odd[0], (f"{_who(odd[0])} ran {said(odd_call)} as collective {seq} of group {g} where the "
+                            f"other {len(agree)} ranks with a record of it ran {said(call)}: it is out of step "
+                            "with them (flight recorder)")
+        return None
 
     @staticmethod
     def _collective_laggard(live: Sequence[RankState]) -> tuple[RankKey, str] | None:

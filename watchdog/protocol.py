@@ -395,7 +395,8 @@ def _body_to_wire(body: Body) -> list[Any]:
                            for r, p in body.workers]]
         if body.collectives:  # only then: a body without readings stays readable by version 2's layout
             out.append([[c.rank, c.d_mono, c.problem,
-                         [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall] for g in c.groups]]
+                         [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall, g.seq, g.shape]
+                          for g in c.groups]]
                         for c in body.collectives])
         return out
     if isinstance(body, Exits):
@@ -685,10 +686,13 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
             c = _list(c, 4, "collectives reading")
             groups = []
             for g in _list(c[3], None, "groups"):
-                g = _list(g, 7, "group")
+                g = _list(g, None, "group")
+                if len(g) not in (7, 9):  # 7: before the newest entry's seq and shape travelled
+                    raise ProtocolError("field", "group must have 7 or 9 fields")
                 groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
                                             _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
-                                            _float(g[6], "wall")))
+                                            _float(g[6], "wall"), *((_int(g[7], "seq"), _str(g[8], "shape"))
+                                                                    if len(g) == 9 else ())))
             readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
                                             _float(c[1], "d_mono")))
         return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))

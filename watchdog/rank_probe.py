@@ -130,6 +130,12 @@ def read_rank(probe_dir: str, rank: int, clock: Callable[[], float] = time.monot
                        "or PYTHONPATH replaced)", t0)
     if state == "failed":
         return Reading(rank, (), f"no recorder: {status.get('error', '')}", t0)
+    if state == "exited":  # its last words: the recorder as the rank left it (the bootstrap's atexit)
+        try:
+            with open(os.path.join(probe_dir, f"r{rank}.fr.json"), "rb") as f:
+                return Reading(rank, summarize(json.loads(f.read())), "", t0, clock() - t0)
+        except (OSError, ValueError, FlightRecorderError) as exc:
+            return Reading(rank, (), f"exited; its last recorder dump is unreadable: {exc}"[:300], t0)
     if state != "listening":
         return Reading(rank, (), "torch.distributed not imported (yet)", t0)
     try:

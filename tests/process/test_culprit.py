@@ -7,11 +7,14 @@ others wait for it in a collective.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +84,26 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
 DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
 
 
+@contextlib.contextmanager
+def ddp_fault_job(tmp_path: Path, env: dict[str, str], fault_args: list[str],
+                  watch_args: tuple[str, ...] = ()) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
+    """``neuron-watch torchrun --nproc_per_node 4 ddp_faults.py <fault_args>`` run to its end (it must
+    exit 0: generation 1 runs clean); yields the run dir and its events; no pid of it survives."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+            "--no-prewarm", *watch_args, "torchrun", "--nproc_per_node", "4", DDP_FAULTS, *fault_args]
+    try:
+        with started(argv, str(tmp_path), env) as p:
+            out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-3000:]
+        evs = events(run_dir)
+        yield run_dir, evs
+        assert named(evs, "job_finished")[0]["exit_code"] == 0
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        force_cleanup(str(run_dir))
+
+
 @pytest.mark.parametrize(("fault", "where", "probe"), [
     ("sleep", "stuck_in_own_code", True),  # the ranks' flight recorder names it; the stacks agree
     ("sleep", "stuck_in_own_code", False),  # no recorder (--no-rank-probe): the stacks alone
@@ -148,6 +171,28 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
         force_cleanup(str(run_dir))
 
 
+def test_a_skipped_all_reduce_is_a_collective_mismatch_and_the_rank_that_noticed_is_not_blamed(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """Rank 2 skips the explicit loss all_reduce at step 4 and goes on into the next backward. gloo
+    sees the mismatch on a neighbour (rank 1 receives the 2177-float gradient bucket where it
+    expects the 1-float loss) and aborts it; torchrun then SIGTERMs the rest within 0.1 s. The rank
+    that noticed is the victim: the culprit is rank 2 when the ranks' recorders show it out of step
+    (their exit-time dumps), and nobody otherwise, said in plain words; never rank 1."""
+    fault = ["--steps", "8", "--fault", "skip_allreduce", "--at", "4", "--rank", "2"]
+    with ddp_fault_job(tmp_path, toy_env, fault) as (run_dir, evs):
+        failed = [e for e in named(evs, "verdict") if e["action"] == "restart"]
+        assert len(failed) == 1, [(e.get("label"), e.get("reason")) for e in named(evs, "verdict")]
+        v = failed[0]
+        assert v["label"] == "other_crash" and "torch.c10d.collective_mismatch" in v["reason"], v
+        if v.get("culprit") is not None:
+            assert v["culprit"]["rank"] == 2 and v["culprit_source"] == "flight_recorder", v["reason"]
+            assert "vm/rank2 ran gloo:all_reduce of [[2177]] Float as collective" in v["reason"], v["reason"]
+        else:
+            assert "a rank is out of step with its peers; their flight recorders do not show which" in v["reason"]
+        md = (run_dir / "incidents" / "incident-1").glob("*/incident.md")
+        assert any("collective_mismatch" in f.read_text() for f in md)
+
+
 def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restarted(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
@@ -179,16 +224,10 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
 ) -> None:
     """A container without ptrace (EKS, SageMaker) cannot run py-spy: the ranks' worker server
     (``dump_traceback``) gives every rank's stack, and the stacks name the same rank as the recorder."""
-    run_dir = tmp_path / "run"
     env = {**toy_env, "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", "torchrun", "--nproc_per_node", "4",
-            DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]
-    try:
-        with started(argv, str(tmp_path), env) as p:
-            out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out[-3000:]
-        hang = [e for e in named(events(run_dir), "verdict") if e["label"] == "collective_hang"]
+    fault = ["--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]
+    with ddp_fault_job(tmp_path, env, fault) as (run_dir, evs):
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
         manifest = json.loads((bundle / "manifest.json").read_text())
@@ -198,9 +237,6 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
         found = stack_culprit({r: top_frame(d) for r, d in dumps.items()},
                               {r: in_collective(d) for r, d in dumps.items()})
         assert found is not None and found[0] == 2, {r: top_frame(d) for r, d in dumps.items()}
-        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    finally:
-        force_cleanup(str(run_dir))
 
 
 def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_recorders(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.events import Action, Label, LogLine, RankKey
+from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey
 from neuron_watch.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
 from neuron_watch.judge import STEADY_COLLECTIVES, Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
@@ -191,3 +191,79 @@ def test_the_collectives_of_start_up_do_not_end_start_up() -> None:
     assert j.verdict(5.0 + 300.0).label is Label.HEALTHY  # compiling in-process for 5 minutes
     v = j.verdict(5.0 + 601.0)
     assert v.label is Label.COLLECTIVE_HANG and "startup" in v.reason
+
+
+# -- a rank out of step: a different collective at the same sequence id ----------------------------
+# Recorded from a real run (torch 2.13, gloo, 4 ranks, DDP): every rank averages its loss with an
+# explicit all_reduce after backward; rank 2 skipped it at step 4 and went on into the next step's
+# gradient all_reduce. gloo aborted rank 1 ("Received data size doesn't match expected size. Is there
+# a distributed collective mismatch in your code?"); ranks 0, 2 and 3 dumped their recorders.
+
+
+def mismatch_dump(rank: int) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((DATA / f"gloo-mismatch-rank{rank}.json").read_text())
+    return doc
+
+
+def test_a_real_mismatch_dump_keeps_the_newest_collectives_shape() -> None:
+    (p0,) = summarize(mismatch_dump(0))
+    (p2,) = summarize(mismatch_dump(2))
+    assert (p0.seq, p0.op, p0.shape) == (13, "gloo:all_reduce", "[[]] Float")  # the loss: a 0-d tensor
+    assert (p2.seq, p2.op, p2.shape) == (13, "gloo:all_reduce", "[[2177]] Float")  # DDP's gradient bucket
+
+
+def crash_of_rank1(j: Judge) -> None:
+    line = ("[rank1]   what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+            "op.preamble.length <= op.nbytes. 1092 vs 4. Received data size doesn't match expected size. "
+            "Is there a distributed collective mismatch in your code?")
+    j.observe_line(LogLine(RankKey(N, 1), line, 11.0, 11.0, "rank-1.log", 9))
+    j.observe_exit(RankExit(RankKey(N, 1), -6, 11.5))
+
+
+def test_the_rank_out_of_step_is_the_culprit_of_the_crash_it_caused_on_a_peer() -> None:
+    j = judge()
+    steady(j, 4)
+    for r in (0, 2, 3):
+        j.observe_collectives(RankKey(N, r), summarize(mismatch_dump(r)), 11.2)
+    crash_of_rank1(j)
+    v = j.verdict(12.0)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
+    assert v.culprit == RankKey(N, 2) and v.culprit_source == "flight_recorder", v.reason
+    assert ("node-a/rank2 ran gloo:all_reduce of [[2177]] Float as collective 13 of group 0 where the other 2 "
+            "ranks with a record of it ran gloo:all_reduce of [[]] Float") in v.reason
+
+
+def test_without_the_recorders_the_rank_that_reported_the_mismatch_is_not_blamed_for_it() -> None:
+    # only rank 0 left its recorder: one rank's word tells nobody out of step
+    j = judge()
+    steady(j, 4)
+    j.observe_collectives(RankKey(N, 0), summarize(mismatch_dump(0)), 11.2)
+    crash_of_rank1(j)
+    v = j.verdict(12.0)
+    assert v.label is Label.OTHER_CRASH and v.culprit is None, v.reason
+    assert "node-a/rank1: torch.c10d.collective_mismatch" in v.reason
+    assert "a rank is out of step with its peers; their flight recorders do not show which" in v.reason
+
+
+def test_ranks_that_agree_on_the_op_but_not_on_a_list_collectives_shapes_are_not_a_mismatch() -> None:
+    j = judge()
+    steady(j, 3)
+    for r in range(3):  # all_to_all's splits differ between ranks by design
+        j.observe_collectives(RankKey(N, r), (GroupProgress("0", 40, -1, 41, "gloo:all_to_all", "scheduled", 0.0, 41,
+                                                            f"[[{r + 1}]] Float"),), 10.0)
+    v = j.verdict(50.0)
+    assert "out of step" not in v.reason
+
+
+def test_a_hang_after_a_different_collective_names_the_rank_out_of_step() -> None:
+    j = judge()
+    steady(j, 4)
+    for r in range(4):  # NCCL: rank 3 entered a broadcast where the others entered all_reduce 41
+        op = "nccl:broadcast" if r == 3 else "nccl:all_reduce"
+        j.observe_collectives(RankKey(N, r), (GroupProgress("0", 40, 41, 41, op, "started", 0.0, 41,
+                                                            "[[1024]] Float"),), 10.0)
+    v = j.verdict(50.0)
+    assert v.label is Label.COLLECTIVE_HANG
+    assert v.culprit == RankKey(N, 3) and v.culprit_source == "flight_recorder"
+    assert ("node-a/rank3 ran nccl:broadcast of [[1024]] Float as collective 41 of group 0 where the other 3 ranks "
+            "with a record of it ran nccl:all_reduce of [[1024]] Float: it is out of step") in v.reason

@@ -296,3 +296,20 @@ def test_a_new_checkpoint_is_a_sign_of_life_and_its_stream_is_never_the_culprit(
     v = j.verdict(30.0)
     assert v.label is Label.COLLECTIVE_HANG
     assert v.culprit is None or v.culprit.rank >= 0
+
+
+def test_a_traceback_header_without_its_error_yields_to_a_peers_recognised_failure() -> None:
+    # NVIDIA/nccl#1928, as pasted: rank 3's ncclRemoteError in full, then rank 2's traceback cut
+    # before its error line. The header alone names no cause: the network error is the verdict.
+    j = judge()
+    step(j, 1.0, 1, range(4))
+    j.observe_line(ln(3, "[rank3]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3763, remote process exited or there was a network error, NCCL version 2.28.8", 5.0))
+    j.observe_line(ln(3, "[rank3]: NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 (UNDELIVERABLE). Completed length: 0", 5.0))
+    j.observe_line(ln(2, "[rank2]: Traceback (most recent call last):", 5.1))
+    j.observe_line(ln(2, '[rank2]:   File "/lus/scratch/builder/pytorch_dist_resnet_benchmark.py", line 301, in <module>', 5.1))
+    v = j.verdict(6.0)
+    assert v.label is Label.COMM_ERROR, v.reason
+    # once rank 2 prints an error of its own that nobody knows, it is a crash of unknown cause again
+    j.observe_line(ln(2, "[rank2]: ZeroDivisionError: division by zero", 5.2))
+    j.observe_exit(RankExit(RankKey(N, 2), 1, 5.3))
+    assert j.verdict(7.0).label is Label.OTHER_CRASH

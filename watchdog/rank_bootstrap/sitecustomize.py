@@ -11,7 +11,8 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
   server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
   starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
 * never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
-  (``{"pid", "state": "armed" | "listening" | "failed", "error", "socket"}``) for the agent;
+  (``{"pid", "state": "armed" | "listening" | "failed" | "exited", "error", "socket"}``) for the
+  agent; at exit, the Flight Recorder as the rank leaves it goes to ``<probe dir>/r<RANK>.fr.json``;
 * keeps a full disk under the rank's output files from killing the rank (:func:`_guard_output`).
 
 The Flight Recorder's size is set by the agent in the rank environment (``TORCH_FR_BUFFER_SIZE``
@@ -86,6 +87,8 @@ class _Probe:
         exit for ever after "Server shutting down" (reproduced: tests/process/test_rank_probe.py).
         So: unlink the socket first (no new request finds the server), give the requests already
         accepted a moment with the GIL released (``time.sleep``) to finish, then shut down."""
+        with contextlib.suppress(BaseException):
+            self._last_words()
         try:
             if os.path.exists(self.socket):
                 os.unlink(self.socket)
@@ -97,6 +100,26 @@ class _Probe:
                 server.shutdown()
         except BaseException:
             pass
+
+
+    def _last_words(self) -> None:
+        """Leave the Flight Recorder as this rank exits in ``r<RANK>.fr.json`` (status ``exited``).
+
+        A rank that exits stops answering, and which collective each rank was in when a job broke
+        is how a rank that diverged from its peers is told (a skipped ``all_reduce`` ends in a
+        crash within milliseconds, between two readings). Only when the server runs (the job used
+        torch.distributed); costs one dump of a small ring buffer at exit."""
+        if self.server is None:
+            return
+        import torch._C._distributed_c10d as c10d
+
+        doc = c10d._dump_fr_trace_json(True, False)  # type: ignore[attr-defined]  # not in torch's stubs
+        path = self.status[: -len(".json")] + ".fr.json"
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(doc if isinstance(doc, bytes) else str(doc).encode())
+        os.replace(tmp, path)
+        _status(self.status, state="exited", socket=self.socket, error="", fr=path)
 
 
 class _Loader(importlib.abc.Loader):

@@ -10,6 +10,9 @@ DDP's gradient all-reduce in ``backward`` and wait there:
 * ``uneven``: its data shard has one batch fewer (DDP's classic uneven-inputs bug): it skips the
   last step's collectives, says it is done and exits cleanly while the others wait for it in
   ``backward``;
+* ``skip_allreduce``: every rank averages its loss for the log with an explicit
+  ``dist.all_reduce`` after each step (the common pattern); at ``--at`` the rank skips it and goes
+  on into the next step's backward, so its collectives no longer match the others';
 * ``abort_at_exit``: trains to the end, says so, then aborts while exiting (SIGABRT, as a C++
   thread left joinable at interpreter exit does: "terminate called without an active exception").
 
@@ -54,7 +57,8 @@ def spin_forever() -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--fault", choices=["none", "sleep", "spin", "loader", "uneven", "abort_at_exit"], default="none")
+    p.add_argument("--fault", default="none",
+                   choices=["none", "sleep", "spin", "loader", "uneven", "skip_allreduce", "abort_at_exit"])
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
@@ -77,8 +81,12 @@ def main() -> None:
         loss.backward()  # DDP's all-reduce of the gradients: the other ranks wait here
         opt.step()
         opt.zero_grad()
+        mean_loss = loss.detach().clone()
+        if not (faulty and step == a.at and a.fault == "skip_allreduce"):
+            dist.all_reduce(mean_loss)  # the loss averaged over the ranks, for the log
+        mean_loss /= dist.get_world_size()
         time.sleep(a.step_time)
-        print(f"step {step} loss {loss.item():.4f}", flush=True)
+        print(f"step {step} loss {mean_loss.item():.4f}", flush=True)
     print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
     if faulty and a.fault == "abort_at_exit":
