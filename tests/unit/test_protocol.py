@@ -61,6 +61,9 @@ BODIES = [
     Procs((), (), ((0, 11), (1, 12)), (
         p.RankCollectives(0, (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1795451782.4),)),
         p.RankCollectives(1, (), "no recorder: TORCH_FR_BUFFER_SIZE=0", 1.5),
+        # the newest entry's sequence id and shapes (a rank out of step is told by them)
+        p.RankCollectives(2, (GroupProgress("0", 13, -1, 13, "gloo:all_reduce", "scheduled", 1.5, 13,
+                                            "[[2177]] Float"),)),
     )),
     # what each rank process does: its tree's CPU, stopped or not (rank 1 stopped)
     Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(0, 812.25, "R"), p.WorkerActivity(1, 3.5, "T"))),
@@ -102,6 +105,17 @@ def test_a_procs_body_of_an_agent_that_sends_no_activity_still_decodes() -> None
     with pytest.raises(ProtocolError, match="worker must be"):
         decode([head, msgpack.packb([[], [], [[0, 11, 9.0]]])])
     assert decode([head, raw]).body == body
+
+
+def test_a_collectives_reading_without_the_newest_entrys_shape_still_decodes() -> None:
+    head, _ = encode(Msg(_header(Kind.PROCS), Procs((), (), ((0, 11),))))
+    group = ["0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5]  # an agent of before seq and shape
+    older = msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [group]]]])
+    (reading,) = decode([head, older]).body.collectives  # type: ignore[union-attr]
+    assert reading.groups == (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5),)
+    assert reading.groups[0].seq == -1 and reading.groups[0].shape == ""
+    with pytest.raises(ProtocolError, match="group must have 7 or 9 fields"):
+        decode([head, msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [[*group, 13]]]]])])
 
 
 def test_lines_send_each_source_once() -> None:
