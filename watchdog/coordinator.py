@@ -86,7 +86,7 @@ from neuron_watch.protocol import (
     encode,
     kind_of,
 )
-from neuron_watch.stacks import stack_culprit
+from neuron_watch.stacks import odd_one_out, stack_culprit
 from neuron_watch.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
@@ -1073,9 +1073,18 @@ class Coordinator:
         is kept only when neither tells. A culprit the judge found from a failure or the flight
         recorder stays, unless a process state contradicts it.
         """
-        if verdict.label is not Label.COLLECTIVE_HANG:
-            return verdict
         details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
+        if verdict.label is not Label.COLLECTIVE_HANG:
+            if verdict.culprit is not None or verdict.action is Action.WAIT:
+                return verdict
+            # a failure whose culprit the judge could not tell (a collective mismatch seen by a
+            # peer): the one rank that ended somewhere else than all the others
+            ended = odd_one_out({RankKey(n, int(r)): str(t) for n, d in details.items()
+                                 for r, t in (d.get("stack_tops") or {}).items() if str(r).lstrip("-").isdigit()})
+            if ended is None:
+                return verdict
+            return dataclasses.replace(verdict, culprit=ended[0], culprit_source="stacks",
+                                       reason=f"{verdict.reason}; {ended[1]} (stacks)")
         states = {RankKey(n, int(r)): str(s) for n, d in details.items()
                   for r, s in (d.get("proc_states") or {}).items() if str(r).lstrip("-").isdigit()}
         telling = [(k, s) for k, s in sorted(states.items(), key=lambda kv: kv[0].rank) if s != "Z"]

@@ -324,6 +324,16 @@ def _worker_server_stack(sock: str, budget: float) -> tuple[str, str]:
     return (text, "") if text.strip() else ("", "empty answer")
 
 
+def _death_stack(sock: str) -> str:
+    """The stacks an ended rank left beside its worker server's socket (``r<RANK>.death.txt``: its
+    unhandled exception, or faulthandler's dump at SIGTERM), or ''."""
+    try:
+        with open(sock.removesuffix(".sock") + ".death.txt", encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return ""
+
+
 def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
     """Every rank's stacks, all ranks at once (the bound is one tool timeout, not one per rank).
 
@@ -348,10 +358,15 @@ def _collect_stacks(ctx: IncidentContext, rec: _Recorder) -> None:
     def one(rank: int, pid: int) -> tuple[int, int, dict[str, Any], str, list[str]]:
         """(rank, pid, what was tried, the dump or '', why each way failed)."""
         note: dict[str, Any] = {"pid": pid, "taken_at": time.time()}
+        sock = ctx.probe_sockets.get(rank)
         if not _pid_alive(pid):
+            # where it was when it ended (the rank bootstrap's record of its exception or SIGTERM)
+            text = _death_stack(sock) if sock is not None else ""
+            if text:
+                note["via"] = "at_exit"
+                return rank, pid, note, text, []
             return rank, pid, note, "", [f"pid {pid} had already exited"]
         why: list[str] = []
-        sock = ctx.probe_sockets.get(rank)
         if sock is not None and os.path.exists(sock):
             # Half the budget: a server that cannot answer still leaves py-spy its turn.
             text, failure = _worker_server_stack(sock, budget / 2 if exe else budget)

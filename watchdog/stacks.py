@@ -124,3 +124,24 @@ def stack_culprit(tops: Mapping[K, str | None], waiting: Mapping[K, bool | None]
     if len(outside) == 1 and any(waiting.values()):
         return outside[0], f"{outside[0]} is the only rank not waiting in a collective"
     return None
+
+
+def odd_one_out(tops: Mapping[K, str | None]) -> tuple[K, str] | None:
+    """The one rank whose innermost frame differs from the one frame all the others share (at
+    least two), with the clause that says so; else None.
+
+    For the stacks ranks leave as a failed job ends (an exception, or torchrun's SIGTERM): ranks in
+    step end in the same collective call; one that ran a different collective (a skipped
+    ``all_reduce``: it is already in the next step's backward) ends elsewhere.
+    """
+    readable = {k: t for k, t in tops.items() if t}
+    counts = Counter(readable.values())
+    if len(counts) != 2:
+        return None
+    (shared, n), (odd_top, one) = counts.most_common()
+    if one != 1 or n < 2:
+        return None
+    odd = next(k for k, t in readable.items() if t == odd_top)
+    return odd, (f"{odd}'s stack as the ranks ended differs from the {n} others, which were in "
+                 f"{_function(shared)} (it was in {_function(odd_top)})")
+

@@ -147,6 +147,54 @@ def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -
         assert not (probe / "r0.sock").exists()
 
 
+RANK_STUCK = """
+import os, signal, sys, time, torch.distributed as dist
+r, w = os.pipe()
+child = os.fork()
+if child == 0:  # a data-loader worker: its SIGTERM is not the rank's death
+    os.write(w, b"x")
+    time.sleep(60)
+    os._exit(0)
+os.read(r, 1)  # the child is past fork
+os.kill(child, signal.SIGTERM)
+os.waitpid(child, 0)
+if sys.argv[1] == "own":
+    signal.signal(signal.SIGTERM, lambda *a: (print("job's own handler", flush=True), os._exit(7)))
+print("ready", flush=True)
+def stuck_in_the_job():
+    time.sleep(60)
+stuck_in_the_job()
+"""
+
+
+@pytest.mark.parametrize("handler", ["default", "own"])
+def test_sigterm_ends_a_rank_as_before_and_leaves_where_it_was(tmp_path: Path, handler: str) -> None:
+    # torchrun SIGTERMs the rest of a failed job within 0.1 s: faulthandler's C handler writes the
+    # stack, then the signal goes on to SIG_DFL (killed by SIGTERM, as without neuron-watch). A job
+    # with its own handler keeps it.
+    probe = tmp_path / "p"
+    probe.mkdir()
+    env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0"}
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
+    rank = subprocess.Popen([sys.executable, "-c", RANK_STUCK, handler], env={**base, **env}, cwd=tmp_path,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert rank.stdout is not None and rank.stdout.readline().strip() == "ready"
+        rank.send_signal(signal.SIGTERM)
+        out = rank.communicate(timeout=60)[0]
+    finally:
+        if rank.poll() is None:
+            os.killpg(rank.pid, signal.SIGKILL)
+            rank.wait()
+    death = (probe / "r0.death.txt").read_text() if (probe / "r0.death.txt").exists() else ""
+    if handler == "default":
+        assert rank.returncode == -signal.SIGTERM
+        assert "in stuck_in_the_job" in death and death.count("most recent call first") == 1, death
+    else:
+        assert rank.returncode == 7 and "job's own handler" in out
+        assert death == ""
+
+
 def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:
     # A torch without the private API: the job runs on, the status says why.
     fake = tmp_path / "fake"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neuron_watch.stacks import hang_culprits, in_collective, main_thread, stack_culprit, top_frame
+from neuron_watch.stacks import hang_culprits, in_collective, main_thread, odd_one_out, stack_culprit, top_frame
 
 WAITING = """Process 24170: python3 -u train.py
 Python v3.11.7
@@ -120,3 +120,17 @@ Thread 0x00007fc038bc4b80 (most recent call first):
                                               "    <module> (/home/user/job.py:13)"]
     assert top_frame(dump) == "inner_sleep (/home/user/job.py)"
     assert in_collective(dump) is False
+
+
+def test_the_one_rank_that_ended_elsewhere_is_the_odd_one_out() -> None:
+    # a skipped all_reduce: two ranks end in the loss all_reduce, the one out of step in backward
+    tops = {0: "all_reduce (/t/distributed_c10d.py)", 2: "_engine_run_backward (/t/autograd/graph.py)",
+            3: "all_reduce (/t/distributed_c10d.py)", 1: None}
+    found = odd_one_out(tops)
+    assert found is not None and found[0] == 2
+    assert "2's stack as the ranks ended differs from the 2 others, which were in all_reduce" in found[1]
+    assert "(it was in _engine_run_backward)" in found[1]
+    assert odd_one_out({0: "a (f)", 1: "b (f)"}) is None  # two ranks: neither is the odd one
+    assert odd_one_out({0: "a (f)", 1: "b (f)", 2: "c (f)"}) is None  # no two agree
+    assert odd_one_out({0: "a (f)", 1: "a (f)", 2: "b (f)", 3: "b (f)"}) is None  # two camps
+    assert odd_one_out({0: "a (f)", 1: "a (f)", 2: "a (f)"}) is None  # all alike

@@ -12,7 +12,8 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
   starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
 * never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
   (``{"pid", "state": "armed" | "listening" | "failed" | "exited", "error", "socket"}``) for the
-  agent; at exit, the Flight Recorder as the rank leaves it goes to ``<probe dir>/r<RANK>.fr.json``;
+  agent; at exit, the Flight Recorder as the rank leaves it goes to ``<probe dir>/r<RANK>.fr.json``,
+  and where it was when an exception or SIGTERM ended it to ``r<RANK>.death.txt``;
 * keeps a full disk under the rank's output files from killing the rank (:func:`_guard_output`).
 
 The Flight Recorder's size is set by the agent in the rank environment (``TORCH_FR_BUFFER_SIZE``
@@ -37,9 +38,10 @@ from typing import Any
 _DIR_ENV = "NEURON_WATCH_PROBE_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGET = "torch.distributed"
-#: how long requests already accepted get to finish at exit (a stack dump takes milliseconds once
-#: it has the GIL; the exit of each rank is this much longer)
-_DRAIN_SECONDS = 0.25
+#: how long requests already accepted get to finish at exit: a stack dump waiting for the GIL gets
+#: it within Python's switch interval (5 ms) and is done in milliseconds; the exit of each rank is
+#: this much longer
+_DRAIN_SECONDS = 0.05
 
 
 def _status(path: str, **fields: Any) -> None:
@@ -59,6 +61,8 @@ class _Probe:
         self.status = os.path.join(directory, f"r{rank}.json")
         self.server: Any = None
         self.started = False
+        self.death = self.status[: -len(".json")] + ".death.txt"
+        self.death_file: Any = None
 
     def start(self) -> None:
         """Start the worker server (once). Called right after ``torch.distributed`` was imported."""
@@ -75,6 +79,8 @@ class _Probe:
 
             atexit.register(self.stop)
             _status(self.status, state="listening", socket=self.socket, error="")
+            with contextlib.suppress(BaseException):
+                self._record_death()
         except BaseException as exc:
             _status(self.status, state="failed", socket=self.socket, error=f"{type(exc).__name__}: {exc}")
 
@@ -87,6 +93,8 @@ class _Probe:
         exit for ever after "Server shutting down" (reproduced: tests/process/test_rank_probe.py).
         So: unlink the socket first (no new request finds the server), give the requests already
         accepted a moment with the GIL released (``time.sleep``) to finish, then shut down."""
+        with contextlib.suppress(BaseException):
+            self._death_by_exception()
         with contextlib.suppress(BaseException):
             self._last_words()
         try:
@@ -101,6 +109,40 @@ class _Probe:
         except BaseException:
             pass
 
+
+    def _record_death(self) -> None:
+        """Where this rank is when it is ended by SIGTERM (torchrun ending the rest of a failed job
+        within 0.1 s, before they can say anything; a stop): Python's faulthandler writes every
+        thread's stack to ``r<RANK>.death.txt`` from its C signal handler (no GIL needed), then hands
+        the signal on to what it did before (``chain``): SIG_DFL ends the process by SIGTERM exactly
+        as without us. Only while SIGTERM is SIG_DFL (a job's own handler is left alone; one it sets
+        later replaces this); not in processes the rank forks (data-loader workers)."""
+        import faulthandler
+        import signal
+
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        self.death_file = open(self.death, "w", encoding="utf-8")  # noqa: SIM115  # open for the rank's life
+        faulthandler.register(signal.SIGTERM, file=self.death_file, all_threads=True, chain=True)
+        os.register_at_fork(after_in_child=lambda: faulthandler.unregister(signal.SIGTERM))
+
+    def _death_by_exception(self) -> None:
+        """An exception that ends the rank: its traceback, innermost first, in faulthandler's format
+        (``sys.last_traceback`` is set before atexit runs)."""
+        tb = getattr(sys, "last_traceback", None)
+        if tb is None or self.death_file is None:
+            return
+        import traceback
+
+        frames = traceback.extract_tb(tb)
+        text = "".join(f'  File "{f.filename}", line {f.lineno} in {f.name}\n' for f in reversed(frames))
+        self.death_file.write(f"Current thread 0x{0:016x} (most recent call first):\n{text}")
+        self.death_file.flush()
+        import faulthandler
+        import signal
+
+        # recorded: a SIGTERM during the rest of the exit would only add our own exit frames
+        faulthandler.unregister(signal.SIGTERM)
 
     def _last_words(self) -> None:
         """Leave the Flight Recorder as this rank exits in ``r<RANK>.fr.json`` (status ``exited``).
