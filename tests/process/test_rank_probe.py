@@ -162,26 +162,30 @@ if sys.argv[1] == "own":
     signal.signal(signal.SIGTERM, lambda *a: (print("job's own handler", flush=True), os._exit(7)))
 print("ready", flush=True)
 def stuck_in_the_job():
+    if sys.argv[1] == "raise":
+        raise ValueError("the job's own error")
     time.sleep(60)
 stuck_in_the_job()
 """
 
 
-@pytest.mark.parametrize("handler", ["default", "own"])
+@pytest.mark.parametrize("handler", ["default", "own", "raise"])
 def test_sigterm_ends_a_rank_as_before_and_leaves_where_it_was(tmp_path: Path, handler: str) -> None:
     # torchrun SIGTERMs the rest of a failed job within 0.1 s: faulthandler's C handler writes the
     # stack, then the signal goes on to SIG_DFL (killed by SIGTERM, as without neuron-watch). A job
-    # with its own handler keeps it.
+    # with its own handler keeps it. A rank ended by its own exception leaves that traceback, and
+    # Python still reports it and exits 1.
     probe = tmp_path / "p"
     probe.mkdir()
     env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0"}
     base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
     rank = subprocess.Popen([sys.executable, "-c", RANK_STUCK, handler], env={**base, **env}, cwd=tmp_path,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert rank.stdout is not None and rank.stdout.readline().strip() == "ready"
-        rank.send_signal(signal.SIGTERM)
-        out = rank.communicate(timeout=60)[0]
+        if handler != "raise":
+            rank.send_signal(signal.SIGTERM)
+        out, err = rank.communicate(timeout=60)
     finally:
         if rank.poll() is None:
             os.killpg(rank.pid, signal.SIGKILL)
@@ -190,9 +194,12 @@ def test_sigterm_ends_a_rank_as_before_and_leaves_where_it_was(tmp_path: Path, h
     if handler == "default":
         assert rank.returncode == -signal.SIGTERM
         assert "in stuck_in_the_job" in death and death.count("most recent call first") == 1, death
-    else:
+    elif handler == "own":
         assert rank.returncode == 7 and "job's own handler" in out
         assert death == ""
+    else:
+        assert rank.returncode == 1 and "ValueError: the job's own error" in err  # reported as before
+        assert "in stuck_in_the_job" in death and death.count("most recent call first") == 1, death
 
 
 def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ class _Probe:
         self.started = False
         self.death = self.status[: -len(".json")] + ".death.txt"
         self.death_file: Any = None
+        self.death_recorded = False
 
     def start(self) -> None:
         """Start the worker server (once). Called right after ``torch.distributed`` was imported."""
@@ -94,7 +95,7 @@ class _Probe:
         So: unlink the socket first (no new request finds the server), give the requests already
         accepted a moment with the GIL released (``time.sleep``) to finish, then shut down."""
         with contextlib.suppress(BaseException):
-            self._death_by_exception()
+            self._death_by_exception(getattr(sys, "last_traceback", None))
         with contextlib.suppress(BaseException):
             self._last_words()
         try:
@@ -108,7 +109,6 @@ class _Probe:
                 server.shutdown()
         except BaseException:
             pass
-
 
     def _record_death(self) -> None:
         """Where this rank is when it is ended by SIGTERM (torchrun ending the rest of a failed job
@@ -126,23 +126,33 @@ class _Probe:
         faulthandler.register(signal.SIGTERM, file=self.death_file, all_threads=True, chain=True)
         os.register_at_fork(after_in_child=lambda: faulthandler.unregister(signal.SIGTERM))
 
-    def _death_by_exception(self) -> None:
-        """An exception that ends the rank: its traceback, innermost first, in faulthandler's format
-        (``sys.last_traceback`` is set before atexit runs)."""
-        tb = getattr(sys, "last_traceback", None)
-        if tb is None or self.death_file is None:
+        if sys.excepthook is sys.__excepthook__:  # a job's own hook is left alone (atexit still records)
+            default_hook = sys.excepthook
+
+            def record_then_report(kind: Any, value: Any, tb: Any) -> None:
+                with contextlib.suppress(BaseException):
+                    self._death_by_exception(tb)
+                default_hook(kind, value, tb)
+
+            sys.excepthook = record_then_report
+
+    def _death_by_exception(self, tb: Any) -> None:
+        """An exception that ends the rank: its traceback, innermost first, in faulthandler's format.
+        Recorded when Python reports it (``sys.excepthook``, before any atexit handler runs), else
+        at our atexit (``sys.last_traceback``). Once only; the SIGTERM dump is switched off first: a
+        SIGTERM during the rest of the exit would only show the exit's own frames."""
+        if tb is None or self.death_file is None or self.death_recorded:
             return
+        self.death_recorded = True
+        import faulthandler
+        import signal
         import traceback
 
+        faulthandler.unregister(signal.SIGTERM)
         frames = traceback.extract_tb(tb)
         text = "".join(f'  File "{f.filename}", line {f.lineno} in {f.name}\n' for f in reversed(frames))
         self.death_file.write(f"Current thread 0x{0:016x} (most recent call first):\n{text}")
         self.death_file.flush()
-        import faulthandler
-        import signal
-
-        # recorded: a SIGTERM during the rest of the exit would only add our own exit frames
-        faulthandler.unregister(signal.SIGTERM)
 
     def _last_words(self) -> None:
         """Leave the Flight Recorder as this rank exits in ``r<RANK>.fr.json`` (status ``exited``).
