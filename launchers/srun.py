@@ -30,8 +30,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
@@ -39,10 +41,13 @@ from neuron_watch.console import say, status_line_for
 from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
-from neuron_watch.events import Action, Verdict
+from neuron_watch.eventlog import EventLog
+from neuron_watch.events import EventKind, Verdict
 from neuron_watch.kb import default_knowledge_base
-from neuron_watch.policy import JobState, RestartPolicy
+from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
+from neuron_watch.protocol import Shutdown
+from neuron_watch.recovery import Relaunched, RelaunchEnded, RelaunchOutcome
 from neuron_watch.redact import mask_value
 from neuron_watch.srun_agent import slurm_node
 from neuron_watch.supervisor import SignalLatch
@@ -110,6 +115,8 @@ class SrunJob:
         self.step_started: dict[int, float] = {}
         self.coord: Coordinator | None = None
         self.address = ""
+        #: a relaunch under way: (generation, checkpoint, the thread ending the old step, its result)
+        self._relaunch: tuple[int, str, threading.Thread, dict[str, Any]] | None = None
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -133,63 +140,100 @@ class SrunJob:
                                          preexec_fn=lifeline())  # srun cancels the step on SIGTERM
         self.step_started[generation] = time.monotonic()
         assert self.coord is not None
-        self.coord.events.emit("srun_step", generation, argv=argv, pid=self.step.pid,
+        self.coord.events.emit(EventKind.SRUN_STEP, generation, argv=argv, pid=self.step.pid,
                                exclude=list(self.bad), checkpoint=checkpoint or None)
 
-    def end_step(self, grace: float) -> None:
+    def end_step(self, grace: float) -> dict[str, Any] | None:
         """Let the step end by itself within ``grace`` (its agents were shut down), then SIGTERM,
-        deadline, SIGKILL, reap: srun and every local process carrying our marker."""
+        deadline, SIGKILL, reap: srun and every local process carrying our marker. Blocks; returns
+        the fields of its ``srun_step_ended`` event (None: no step)."""
         step = self.step
         if step is None:
-            return
+            return None
         deadline = time.monotonic() + grace
         while step.poll() is None and time.monotonic() < deadline:
-            if self.coord is not None:
-                self.coord.poll(0.05)
-            else:
-                time.sleep(0.05)
+            time.sleep(0.05)
         result = stop_everything(self.marker, step, self.cfg.stop_timeout)
-        if self.coord is not None:
-            self.coord.events.emit("srun_step_ended", self.coord.generation, exit_code=step.returncode,
-                                   rung=result.rung, survivors=result.survivors)
         self.step = None
+        return {"exit_code": step.returncode, "rung": result.rung, "survivors": result.survivors}
 
-    # -- the coordinator's relaunch hook ---------------------------------------------------------
+    def _end_step_now(self, grace: float) -> None:
+        """:meth:`end_step` on the loop's thread (the job is over), its event emitted."""
+        ended = self.end_step(grace)
+        if ended is not None and self.coord is not None:
+            self.coord.events.emit(EventKind.SRUN_STEP_ENDED, self.coord.generation, **ended)
 
-    def relaunch(self, generation: int, checkpoint: str, verdict: Verdict) -> tuple[int, str] | None:
-        """Old step stopped by the coordinator: end it, keep bad nodes out, start the next one (or requeue)."""
+    # -- the coordinator's relauncher ------------------------------------------------------------
+
+    replaces_agents = True  # a generation is a new srun step: new agents join
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
+        """The old step's ranks are stopped: tell its agents to shut down and end the step in a
+        thread (its grace and stop deadline), while the coordinator's loop keeps serving; then
+        :meth:`poll` starts the next step (or requeues) on the loop's thread."""
         coord = self.coord
         assert coord is not None
-        from neuron_watch.protocol import Shutdown
-
         if self.owner.leave_to_hyperpod:
             # The step fails (its tasks exit 1): the restart is HyperPod's, not ours.
             coord.broadcast(Shutdown("restart left to HyperPod auto-resume", int(ExitCode.JOB_FAILED)))
-            self.end_step(STEP_END_GRACE)
-            coord.events.emit("left_to_hyperpod", generation, reason=self.owner.why)
-            return int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume"
-        coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
-        self.end_step(STEP_END_GRACE)
-        if verdict.action is Action.DRAIN_AND_RESTART and verdict.culprit is not None:
-            node = slurm_node(verdict.culprit.node)
-            mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
-            evidence = (srunplan.short_evidence(mine[0].key.rank, mine[0].text) if mine
-                        else verdict.reason)
-            outcome = self.drainer.drain(node, self.slurm_job, verdict.label.value, evidence)
-            coord.events.emit("drain", generation, node=node, drained=outcome.drained, reason=outcome.reason,
-                              message=outcome.message)
-            if node not in self.bad:
-                self.bad.append(node)
-        requeue_ok = self._requeue_allowed()
-        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, requeue_ok)
-        coord.events.emit("restart_plan", generation, how=plan.how, exclude=list(plan.exclude),
+        else:
+            coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
+        ending: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                ending["ended"] = self.end_step(STEP_END_GRACE)
+            except Exception as exc:  # said at the poll; the relaunch must not wait forever
+                log.exception("ending the srun step failed")
+                ending["error"] = str(exc)
+
+        thread = threading.Thread(target=work, name="neuron-watch-end-step", daemon=True)
+        thread.start()
+        self._relaunch = (generation, checkpoint, thread, ending)
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        """Once the old step has ended: start the next one in the same allocation (bad nodes
+        excluded), or requeue the job, or end it (HyperPod's, too few nodes)."""
+        if self._relaunch is None or self._relaunch[2].is_alive():
+            return None
+        generation, checkpoint, _thread, ending = self._relaunch
+        self._relaunch = None
+        coord = self.coord
+        assert coord is not None
+        if ending.get("ended"):
+            coord.events.emit(EventKind.SRUN_STEP_ENDED, generation, **ending["ended"])
+        if "error" in ending:
+            return RelaunchEnded(int(ExitCode.JOB_FAILED), f"ending the srun step failed: {ending['error']}")
+        if self.owner.leave_to_hyperpod:
+            coord.events.emit(EventKind.LEFT_TO_HYPERPOD, generation, reason=self.owner.why)
+            return RelaunchEnded(int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume")
+        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, self._requeue_allowed())
+        coord.events.emit(EventKind.RESTART_PLAN, generation, how=plan.how, exclude=list(plan.exclude),
                           usable=list(plan.usable), reason=plan.why)
         if plan.how == "exclude":
             self.start_step(generation, checkpoint)
-            return None
+            return Relaunched(fresh_agents=True)
         if plan.how == "requeue":
-            return self._requeue(plan, generation)
-        return int(ExitCode.NOT_RESTARTABLE), plan.why
+            return RelaunchEnded(*self._requeue(plan, generation))
+        return RelaunchEnded(int(ExitCode.NOT_RESTARTABLE), plan.why)
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Drain the Slurm node behind a faulty agent (caps respected); keep it out of the next steps."""
+        slurm = slurm_node(node)
+        mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
+        evidence = srunplan.short_evidence(mine[0].key.rank, mine[0].text) if mine else verdict.reason
+        outcome = self.drainer.drain(slurm, self.slurm_job, verdict.label.value, evidence)
+        events.emit(EventKind.DRAIN, self.coord.generation if self.coord else 0, node=slurm,
+                    drained=outcome.drained, reason=outcome.reason, message=outcome.message)
+        if slurm not in self.bad:
+            self.bad.append(slurm)
+
+    def gone(self) -> int | None:
+        """The step's exit code when it ended without being told to (None while it runs or is being ended)."""
+        step = self.step
+        if step is None or self._relaunch is not None:
+            return None
+        return step.poll()
 
     def _requeue_allowed(self) -> bool:
         try:
@@ -203,11 +247,11 @@ class SrunJob:
         assert self.coord is not None
         excluded = slurmtext.join_nodelist(plan.exclude)
         # Written before the requeue: Slurm ends this batch step right after it (SIGTERM, KillWait, SIGKILL).
-        self.coord.events.emit("requeue", generation, exclude=list(plan.exclude), reason=plan.why)
+        self.coord.events.emit(EventKind.REQUEUE, generation, exclude=list(plan.exclude), reason=plan.why)
         r = self.drainer._run("requeue", self.slurm_job)
         if r.returncode != 0:
             msg = f"`scontrol requeue {self.slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
-            self.coord.events.emit("requeue_failed", generation, error=msg)
+            self.coord.events.emit(EventKind.REQUEUE_FAILED, generation, error=msg)
             return int(ExitCode.NOT_RESTARTABLE), msg
         # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
         # node is not allocated anyway: the exclusion also covers a drain the caps refused.
@@ -220,7 +264,7 @@ class SrunJob:
                 r = self.drainer._run(*args)
                 if r.returncode != 0:
                     self.coord.events.emit(
-                        "requeue_update_failed", generation,
+                        EventKind.REQUEUE_UPDATE_FAILED, generation,
                         error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -238,18 +282,17 @@ class SrunJob:
         from neuron_watch.supervisor import checkpoint_chooser
 
         settings = coordinator_settings(self.cfg, self.needed)
+        # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
+        # injected "in generation 0 only" stays in the first run).
         self.coord = coord = Coordinator(f"0.0.0.0:{port}", self.secret.encode(), self.run_dir, job=self.job_id,
                                          settings=settings, judge_factory=default_judge_factory(self.cfg),
                                          pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
-                                         announce=False, relaunch=self.relaunch)
+                                         announce=False, relauncher=self, generation=self.restart_count)
         status_line = status_line_for(self.cfg)
         attach_sinks(coord.events, self.cfg, self.job_id, status_line)
         if status_line is not None:
             coord.status_listeners.append(status_line.update)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
-        # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
-        # injected "in generation 0 only" stays in the first run).
-        coord.generation = self.restart_count
         try:
             remembered = [n for n in self.drainer.excluded_nodes() if n in self.allocation]
         except PlatformError as exc:
@@ -257,7 +300,7 @@ class SrunJob:
             log.warning("remembered drains not read: %s", exc)
         self.bad.extend(n for n in remembered if n not in self.bad)
         checkpoint = checkpoint_chooser(self.cfg)({})
-        coord.events.emit("job_started", self.restart_count, job_id=self.job_id,
+        coord.events.emit(EventKind.JOB_STARTED, self.restart_count, job_id=self.job_id,
                           node=socket.gethostname().split(".")[0], version=__version__,
                           command=mask_value(["srun", *self.srun_args, *self.cmd]),
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
@@ -278,42 +321,23 @@ class SrunJob:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-            self.end_step(0.0 if signals.received else STEP_END_GRACE)
+            self._end_step_now(0.0 if signals.received else STEP_END_GRACE)
             coord.close()
 
     def _loop(self, coord: Coordinator, signals: SignalLatch) -> int:
-        step_gone_at: float | None = None
+        """Serve the coordinator until the job is over. Recovery (:mod:`neuron_watch.recovery`)
+        decides everything, this step included: a step that ended by itself (:meth:`gone`), a
+        signal (stop every node; the step gone means nobody is left to answer)."""
         while True:
             coord.poll(0.05)
             now = time.monotonic()
-            coord.tick(now)
-            if coord.exit_code is not None:
-                self.end_step(STEP_END_GRACE)
-                return coord.exit_code
-            if signals.received is not None and coord._interrupt is None and coord.sm.live:
+            if signals.received is not None and not coord.interrupted:
                 log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
                 coord.interrupt(signals.received, now)
-            step = self.step
-            if coord._interrupt is not None and coord.sm.live and (step is None or step.poll() is not None):
-                # scancel signals the step's tasks as well: once the step is gone there is nobody
-                # left to answer `stop`, and Slurm's KillWait is short.
-                sig = coord._interrupt[0]
-                coord._finish(128 + sig, f"stopped by signal {sig}", now, JobState.INTERRUPTED)
-                continue
-            if step is not None and step.poll() is not None and coord.sm.live:
-                # The step ended without being told to (a task died, a node failed): give the
-                # coordinator a moment to judge what its agents last said, then stop.
-                step_gone_at = step_gone_at or now
-                if now - step_gone_at > max(5.0, coord.settings.settle + 2):
-                    coord.events.emit("srun_step_ended", coord.generation, exit_code=step.returncode,
-                                      unexpected=True)
-                    code = step.returncode if step.returncode not in (None, 0) else int(ExitCode.UNOBSERVED)
-                    # (FINISHED is the only end the state machine allows from a live step; the
-                    # exit code and the reason say it failed.)
-                    coord._finish(code, f"the srun step ended by itself (exit {step.returncode})", now,
-                                  JobState.FINISHED)
-            else:
-                step_gone_at = None
+            coord.tick(now)
+            if coord.exit_code is not None:
+                self._end_step_now(STEP_END_GRACE)
+                return coord.exit_code
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command

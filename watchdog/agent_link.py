@@ -7,7 +7,7 @@ is ``time.time()``)::
     link.hello(hostname, pid, ranks, now, wall)
     link.set_knowledge_base(kb)                                   # classify batches here (see below)
     link.add_line(rank, text, mono, wall, source, lineno)       # as lines are read
-    link.add_compilers([...]); link.add_exits([...]); link.status("running", ...)
+    link.add_compilers([...]); link.add_exits([...]); link.status("launched", ...)
     for cmd in link.tick(now, wall):                              # every ~50 ms
         ...  # Stop / Launch / CaptureEvidence / Shutdown, already authenticated
 

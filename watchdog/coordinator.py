@@ -36,7 +36,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,10 +45,11 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, TransportError
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import (
-    Action,
     CompilerSample,
+    EventKind,
     Label,
     LogLine,
+    NodeStatus,
     RankExit,
     RankKey,
     Verdict,
@@ -56,7 +57,7 @@ from neuron_watch.events import (
     iso_utc,
 )
 from neuron_watch.iofaults import AppendFile, IOHealth
-from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
+from neuron_watch.policy import JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
     MAX_LINE_BYTES,
     Ack,
@@ -86,7 +87,23 @@ from neuron_watch.protocol import (
     encode,
     kind_of,
 )
-from neuron_watch.stacks import odd_one_out, stack_culprit
+from neuron_watch.recovery import (
+    Capture,
+    ChooseCheckpoint,
+    Command,
+    Drain,
+    Emit,
+    Facts,
+    Finish,
+    Progress,
+    RecordIncident,
+    Recovery,
+    RecoverySettings,
+    Relaunch,
+    Relaunched,
+    RelaunchOutcome,
+    StopJob,
+)
 from neuron_watch.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
@@ -131,7 +148,7 @@ class NodeView:
     hostname: str = ""
     pid: int = 0
     ranks: tuple[int, ...] = ()
-    status: str = ""
+    status: NodeStatus = NodeStatus.NONE
     status_detail: str = ""
     checkpoint: str = ""
     generation: int = 0
@@ -146,9 +163,20 @@ class NodeView:
     locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
     worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
     recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
-    #: this incident's `evidence_done` detail (kept apart: a later `failed`/`finished` status of a
+    #: its last evidence report and when it came (kept apart: a later `failed`/`finished` status of a
     #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
-    evidence_detail: str | None = None
+    evidence: dict[str, Any] | None = None
+    evidence_heard: int | None = None
+    status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
+
+    @property
+    def observed(self) -> bool:
+        return self.state is NodeState.CONNECTED
+
+    @property
+    def stop_report(self) -> dict[str, Any]:
+        """Its answer to the last stop (the ``stopped`` status's detail)."""
+        return _json_detail(self.status_detail) if self.status is NodeStatus.STOPPED else {}
 
 
 @dataclass
@@ -196,6 +224,54 @@ class CoordinatorSettings:
     lost_node_wait: float = 600.0
 
 
+class Relauncher(Protocol):
+    """How a new generation of the job starts, once recovery has stopped the old one.
+
+    The coordinator calls :meth:`begin` when recovery says relaunch, then :meth:`poll` on each turn
+    of its loop (its sockets keep being served meanwhile) until it answers. ``replaces_agents``:
+    a relaunch starts new agents (a new srun step), so nodes silent at a restart are not waited for.
+    """
+
+    replaces_agents: bool
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None: ...
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        """The relaunch's outcome once known, else None."""
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Keep ``node`` out of the next generation (recovery asked: a faulty node)."""
+
+    def gone(self) -> int | None:
+        """The launcher's exit code when it ended by itself (the srun step), else None."""
+
+
+class LaunchOnNodes:
+    """The default relaunch: every node's agent starts the next generation itself (``launch``)."""
+
+    replaces_agents = False
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._coordinator = coordinator
+        self._started = False
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
+        self._coordinator.broadcast(Launch(generation, checkpoint))
+        self._started = True
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        if not self._started:
+            return None
+        self._started = False
+        return Relaunched()
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Nodes cannot be excluded here: the policy gives up on a faulty node (exit 4) instead."""
+
+    def gone(self) -> int | None:
+        return None
+
+
 def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **overrides: Any) -> CoordinatorSettings:
     """The coordinator's settings from the one configuration: the same for every entry point (the
     wrapper of ``torchrun``, the ``srun`` launcher, the standalone coordinator), so that a setting
@@ -235,11 +311,9 @@ class Coordinator:
             default: the newest one any node reported in its status.
         policy: the restart policy (:class:`neuron_watch.policy.RestartPolicy`); default: one with
             ``max_restarts``.
-        relaunch: for launchers where a restart is a new set of agents (``neuron-watch srun``: a new
-            srun step): ``(generation, checkpoint, verdict) -> None`` once the old generation is
-            stopped; it starts the new agents (the old nodes are forgotten, the new ones join), or
-            returns ``(exit_code, reason)`` to end the job instead (requeued, given up). None: every
-            node is sent ``launch``.
+        relauncher: how a new generation starts (:class:`Relauncher`); default: every node is sent
+            ``launch`` (:class:`LaunchOnNodes`). ``neuron-watch srun`` starts a new srun step instead.
+        generation: the first generation (a requeued Slurm job goes on counting).
     """
 
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
@@ -250,10 +324,12 @@ class Coordinator:
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  announce: bool = True,
-                 relaunch: Callable[[int, str, Verdict], tuple[int, str] | None] | None = None,
+                 relauncher: Relauncher | None = None,
+                 generation: int = 0,
                  health: IOHealth | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
-        self.relaunch = relaunch
+        self.relauncher: Relauncher = relauncher or LaunchOnNodes(self)
+        self._relaunching = False
         self.job = job
         self.signer = Signer.for_coordinator(secret, job)
         self._status_signer = Signer.for_status(secret)
@@ -270,24 +346,21 @@ class Coordinator:
         self.nodes: dict[str, NodeView] = {}
         self.tracker = SequenceTracker(in_order=True)
         self.counters = Counters()
-        self.generation = 0
+        self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
         self.judge_factory = judge_factory
         now = clock()
-        self.judge: JudgeLike | None = judge_factory(0, now) if judge_factory else None
+        self.judge: JudgeLike | None = judge_factory(generation, now) if judge_factory else None
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
-        #: the checkpoint the current generation started from, and those a generation could not
-        #: start from (failed before its first step): never chosen again (issue 16, finding 10)
-        self.launched_from = ""
-        self.avoid_checkpoints: set[str] = set()
-        self.policy = policy or RestartPolicy(max_restarts=max_restarts)
-        self.restarts = 0
+        st = self.settings
+        #: every step from a verdict to the next generation (pure: it only returns commands)
+        self.recovery = Recovery(
+            RecoverySettings(evidence_timeout=st.evidence_timeout, stop_timeout=st.stop_timeout,
+                             upload_timeout=st.upload_timeout, settle=st.settle,
+                             finishing_grace=st.finishing_grace, lost_node_wait=st.lost_node_wait),
+            policy or RestartPolicy(max_restarts=max_restarts),
+            fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
+            phase_since=now)
         self.wall = wall
-        self.sm = JobStateMachine()
-        self.incident_no = 0
-        self._pending: Verdict = Verdict(Label.HEALTHY, Action.WAIT)
-        self._failure_seen: float | None = None
-        self._last_label: Label | None = None
-        self._last_explained = False  # the last wait verdict sent was a healthy one naming a rank (a long save)
         self._progress_step: int | None = None
         self._progress_at: float | None = None
         self._progress_line_wall: float | None = None
@@ -296,7 +369,6 @@ class Coordinator:
         self._unexplained_said = 0  # the judge's unexplained error lines of this generation warned about
         self._recompiles_said = 0  # the judge's recompile notes of this generation said on the console
         self._compile_reports_said = 0  # the judge's compile-time reports of this generation sent as events
-        self._interrupt: tuple[int, float] | None = None
         self._last_status = -1e18
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
         self.tails: dict[RankKey, _Tail] = {}
@@ -310,8 +382,6 @@ class Coordinator:
                                health=self.health)
         self.health.listeners.append(self._io_fault)
         self._io_told = False  # faults seen before this coordinator existed are told at the first tick
-        self.phase_since = now
-        self.incident = ""
         self.last_verdict: Verdict | None = None
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
         self._cmd_seq = 0
@@ -323,8 +393,6 @@ class Coordinator:
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
         self.pauses: list[float] = []  # our own pauses seen (seconds), for the summary
-        self._lost_since: float | None = None  # a restart waits for lost nodes since
-        self._lost_said = -1e18
         #: called with each status document written (once a second): the --progress line
         self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
         if announce:
@@ -492,6 +560,7 @@ class Coordinator:
 
     def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
         h, body = msg.header, msg.body
+        self.heard += 1
         # The sender's clock is never compared with ours: an item `age` seconds old when the
         # sender assembled the message, sent (sent - mono) later, is placed at now - both.
         lag = max(0.0, h.sent - h.mono)
@@ -504,22 +573,26 @@ class Coordinator:
         elif isinstance(body, Heartbeat):
             self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
         elif isinstance(body, Status):
-            if h.generation != self.generation and body.state in ("finished", "failed"):
+            state = NodeStatus.parse(body.state)
+            if state is None:
+                log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
+                state = NodeStatus.NONE
+            if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 return  # a late word about a generation already replaced
-            view.status, view.status_detail, view.generation = body.state, body.detail, h.generation
-            if body.state == "evidence_done":
-                view.evidence_detail = body.detail
-            view.status_since = now
-            if body.state in ("finished", "failed"):
+            view.status, view.status_detail, view.generation = state, body.detail, h.generation
+            if state is NodeStatus.EVIDENCE_DONE:
+                view.evidence, view.evidence_heard = _json_detail(body.detail), self.heard
+            view.status_since, view.status_heard = now, self.heard
+            if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
-                if body.state == "launched" and h.generation == 0 == self.generation and not self.launched_from:
-                    self.launched_from = body.checkpoint  # generation 0: each node's own choice at start
+                if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
+                    self.recovery.started(body.checkpoint)  # generation 0: each node's own choice at start
             self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
-            if self.sm.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
+            if self.recovery.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
                 self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=detail)
         elif isinstance(body, Procs):
             if body.workers:
@@ -635,7 +708,7 @@ class Coordinator:
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
-            if self.sm.live:
+            if self.recovery.live:
                 self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
             else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
                 log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
@@ -713,10 +786,10 @@ class Coordinator:
             self._recompile_check(now)
             self._compile_report_check()
             self._unexplained_check()
-        if self._interrupt is not None:
-            self._interrupting(now)
+        if self._relaunching:
+            self._relaunch_done(now)
         else:
-            self._recovery(verdict, now)
+            self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if now - self._last_status >= 1.0:
@@ -740,61 +813,35 @@ class Coordinator:
                          seconds=round(gap, 3))
         log.warning("%s", message)
 
-    def _waiting_for_lost_nodes(self, now: float) -> bool:
-        """At a restart: nodes silent for longer than ``silence`` that did not answer the stop are not
-        relaunched onto (a killed wrapper, a dead host). Wait for them, bounded, saying so; then end
-        the job with exit 3. True while waiting."""
-        lost = sorted(n for n, v in self.nodes.items()
-                      if v.status != "stopped" and v.state is NodeState.UNOBSERVED)
-        if not lost or self.relaunch is not None:
-            if self._lost_since is not None:
-                log.info("every node answers again: the restart goes ahead")
-            self._lost_since = None
-            return False
-        if self._lost_since is None:
-            self._lost_since = now
-        waited = now - self._lost_since
-        left = self.settings.lost_node_wait - waited
-        if left <= 0:
-            return False
-        if now - self._lost_said >= 60.0:
-            self._lost_said = now
-            silent = ", ".join(f"{n} ({now - self.nodes[n].last_heard:.0f}s)" for n in lost)
-            message = (f"not relaunching generation {self.generation + 1}: node(s) {silent} silent and did not "
-                       f"answer the stop (wrapper killed or host down?); waiting {left:.0f}s more for them, "
-                       "then the job ends with exit 3")
-            self.events.emit("warning", self.generation, kind="node_lost", message=message, nodes=lost,
-                             waited=round(waited, 3))
-            log.warning("%s", message)
-        return True
-
     def _enough_nodes(self) -> bool:
         want = self.settings.expected_nodes
         return want is None or len(self.nodes) >= want
 
-    def _move(self, state: JobState, now: float) -> None:
-        previous = self.sm.state
-        self.sm.move(state, now)
-        self.phase_since = now
-        self.events.emit("recovery_phase", self.generation, phase=state.value, previous=previous.value)
-
     @property
     def phase(self) -> JobState:
-        return self.sm.state
+        return self.recovery.state
 
-    def _all_status(self, *states: str) -> bool:
-        return bool(self.nodes) and all(v.status in states for v in self.nodes.values())
+    @property
+    def generation(self) -> int:
+        return self.recovery.generation
 
-    def _reset_status(self) -> None:
-        for v in self.nodes.values():
-            v.status, v.status_detail = "", ""
-            v.evidence_detail = None
+    @property
+    def sm(self) -> JobStateMachine:
+        return self.recovery.sm
+
+    @property
+    def policy(self) -> RestartPolicy:
+        return self.recovery.policy
+
+    @property
+    def restarts(self) -> int:
+        return self.recovery.policy.restarts
 
     def _progress_event(self, now: float) -> None:
         """A ``progress`` event for a new step (or, for progress lines without a step such as the
         HF Trainer's ``{'loss': ...}``, for newer progress), dated by the line that showed it:
         the event may be sent up to PROGRESS_EVENT_EVERY later, and a batch may arrive late."""
-        if self.sm.state is not JobState.RUNNING:
+        if self.recovery.state is not JobState.RUNNING:
             return
         step = getattr(self.judge, "max_step", None)
         at = self._progress_wall()
@@ -841,7 +888,7 @@ class Coordinator:
 
     def _blind_check(self, now: float) -> None:
         """Say once per generation when no progress line was recognised (the judge decides)."""
-        if self._blind_said or self.sm.state is not JobState.RUNNING:
+        if self._blind_said or self.recovery.state is not JobState.RUNNING:
             return
         blind = getattr(self.judge, "blind", None)
         warning = blind(now) if callable(blind) else None
@@ -898,261 +945,113 @@ class Coordinator:
         times = getattr(self.judge, "step_times", None) or []
         return times[-1] - times[0] if len(times) > 1 else 0.0
 
-    def _recovery(self, verdict: Verdict | None, now: float) -> None:
-        state = self.sm.state
-        if state in (JobState.STARTING, JobState.RUNNING):
-            if state is JobState.STARTING and self._enough_nodes():
-                self._move(JobState.RUNNING, now)
-            if self._enough_nodes() and self._all_status("finished"):
-                if verdict is not None and verdict.action is not Action.WAIT and verdict.label is not self._last_label:
-                    # A failure was seen but the job ended by itself first: report it, keep its exit code.
-                    self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
-                self._finish(0, "every node finished", now)
-                return
-            if verdict is None:
-                return
-            if verdict.action is Action.WAIT:
-                self._failure_seen = None
-                # A healthy verdict naming a rank is a wait the judge explains (a synced save longer
-                # than the hang timeout): the operator gets a line when it begins and when it ends.
-                explained = verdict.label is Label.HEALTHY and verdict.culprit is not None
-                if (verdict.label is not self._last_label or explained != self._last_explained) and not (
-                    self._last_label is None and verdict.label is Label.HEALTHY and not explained
-                ):
-                    self._last_label, self._last_explained = verdict.label, explained
-                    self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
-                return
-            # A failure. Unless it is a hang, give the rest of the story a moment to arrive (the
-            # launcher's exit, the root-cause rank's exit code): peers report "connection closed"
-            # before the launcher reports which rank died first.
-            settled = self._all_status("finished", "failed")
-            if verdict.label is Label.COLLECTIVE_HANG and not settled and any(
-                v.status == "finishing" and now - v.status_since < self.settings.finishing_grace
-                for v in self.nodes.values()
-            ):
-                return  # ranks are ending (training done, or a crash the launcher is about to report)
-            if verdict.label is not Label.COLLECTIVE_HANG and not settled:
-                if self._failure_seen is None:
-                    self._failure_seen = now
-                    return
-                if now - self._failure_seen < self.settings.settle:
-                    return
-            self._failure_seen = None
-            self._pending = verdict
-            self.incident_no += 1
-            self.incident = f"incident-{self.incident_no}"
-            self._reset_status()
-            self.broadcast(CaptureEvidence(self.incident, verdict.reason, self._verdict_doc(verdict)))
-            self._move(JobState.CAPTURING, now)
-        elif state is JobState.CAPTURING:
-            # a node silent past `silence` cannot answer in time: its evidence is missing, not awaited
-            answered = bool(self.nodes) and all(v.evidence_detail is not None or v.state is NodeState.UNOBSERVED
-                                                for v in self.nodes.values())
-            if answered or now - self.phase_since >= self.settings.evidence_timeout + 5:
-                verdict = self._culprit_from_evidence(self._pending)
-                self._pending = verdict
-                self._last_label = verdict.label
-                details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
-                self.events.emit("verdict", self.generation, **verdict.to_dict(), **self._progress_fields())
-                culprit = None if verdict.culprit is None else {"node": verdict.culprit.node,
-                                                                "rank": verdict.culprit.rank}
-                bundles = {n: str(d["bundle"]) for n, d in details.items() if d.get("bundle")}
-                # one node: the incident directory; several: where each node's part is
-                artifacts: str | dict[str, str] = (
-                    os.path.dirname(next(iter(bundles.values()))) if len(self.nodes) == 1 and bundles else bundles
-                )
-                self._write_incident_manifest(details)
-                self.events.emit(
-                    "incident", self.generation, incident=self.incident_no, label=verdict.label.value,
-                    culprit=culprit,
-                    artifacts=artifacts,
-                    capture_seconds=max((float(d.get("seconds", 0.0)) for d in details.values()), default=0.0),
-                    missing_items=sum(int(d.get("missing", 0)) for d in details.values()),
-                    nodes_without_evidence=sorted(n for n, v in self.nodes.items() if v.evidence_detail is None),
-                )
-                self._reset_status()
-                # the final verdict (culprit included) completes every node's bundle before it uploads
-                self.broadcast(Stop(self.incident, self.settings.stop_timeout, self._verdict_doc(verdict)))
-                self._move(JobState.STOPPING, now)
-        elif state is JobState.STOPPING and (
-            self._all_status("stopped")
-            or all(v.status == "stopped" or v.state is NodeState.UNOBSERVED for v in self.nodes.values())
-            or now - self.phase_since >= self.settings.stop_timeout + self.settings.upload_timeout + 10
-        ):
-            if self._waiting_for_lost_nodes(now):
-                return
-            lost = sorted(n for n, v in self.nodes.items() if v.status != "stopped" and v.state is NodeState.UNOBSERVED)
-            for n, v in sorted(self.nodes.items()):
-                d = _json_detail(v.status_detail)
-                self.events.emit("stopped", self.generation, node=n, rung=d.get("rung"), seconds=d.get("seconds"),
-                                 survivors=d.get("survivors", []), continued=d.get("continued", []),
-                                 answered=v.status == "stopped")
-                for up in d.get("uploads", []):
-                    self.events.emit("upload", self.generation, node=n, **up)
-            if lost and self.relaunch is None:
-                reason = (f"node(s) {', '.join(lost)} lost (silent, no answer to the stop for "
-                          f"{self.settings.lost_node_wait:.0f}s): not relaunching onto them")
-                self.events.emit("gave_up", self.generation, reason=reason, label=self._pending.label.value,
-                                 exit_code=int(ExitCode.UNOBSERVED))
-                self._finish(int(ExitCode.UNOBSERVED), reason, now, JobState.FAILED)
-                return
-            codes = [v.launcher_code for v in self.nodes.values() if v.launcher_code not in (None, 0)]
-            # A generation that started from checkpoint C and failed before its first step may
-            # have failed *because of* C (truncated, written by another version): the next one
-            # starts from the previous complete checkpoint, once; the same failure again is a loop.
-            suspect = (self.launched_from if self._pending.step is None and self.launched_from
-                       and not self.avoid_checkpoints else "")
-            outcome = self.policy.on_failure(self._pending, self._progressed_for(), codes[0] if codes else None,
-                                             fallback=bool(suspect))
-            self.restarts = self.policy.restarts
-            if outcome.decision is Decision.RESTART:
-                self._move(JobState.RESTARTING, now)
-                reason = outcome.reason
-                if suspect:
-                    self.avoid_checkpoints.add(suspect)
-                    reason += (f"; generation {self.generation} failed before its first step from {suspect}: "
-                               "falling back to the previous complete checkpoint")
-                checkpoint = (self.pick_checkpoint(self.nodes, avoid=frozenset(self.avoid_checkpoints))
-                              if self.avoid_checkpoints else self.pick_checkpoint(self.nodes))
-                self.launched_from = checkpoint
-                self.generation += 1
-                self.events.emit("restart", self.generation, checkpoint=checkpoint or None,
-                                 restarts=self.policy.restarts, reason=reason,
-                                 avoided=sorted(self.avoid_checkpoints) or None)
-                if self.judge_factory:
-                    self.judge = self.judge_factory(self.generation, now)
-                self._last_label, self._last_explained = None, False
-                self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
-                self._blind_said = False
-                self._storms_said = set()
-                self._recompiles_said = 0
-                self._compile_reports_said = 0
-                self._unexplained_said = 0
-                for v in self.nodes.values():
-                    v.launcher_code = None
-                    v.recorder.clear()  # the new ranks start their own servers
-                self._reset_status()
-                if self.relaunch is None:
-                    self.broadcast(Launch(self.generation, checkpoint))
-                else:
-                    ended = self.relaunch(self.generation, checkpoint, self._pending)
-                    if ended is not None:
-                        self._finish(ended[0], ended[1], now, JobState.FAILED)
-                        return
-                    self.nodes.clear()  # the new step's agents join afresh (new sessions)
-                self._move(JobState.STARTING, now)
-            else:
-                self.events.emit("gave_up", self.generation, reason=outcome.reason,
-                                 label=self._pending.label.value, exit_code=outcome.exit_code)
-                self._finish(outcome.exit_code, outcome.reason, now, JobState.FAILED)
-
-    def _verdict_doc(self, verdict: Verdict) -> str:
+    def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
         """The verdict as the bundles' ``verdict.json`` holds it."""
-        return json.dumps({"incident": self.incident_no, "job_id": self.job, "generation": self.generation,
+        return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
                            **verdict.to_dict()}, sort_keys=True)
 
-    def _write_incident_manifest(self, details: dict[str, dict[str, Any]]) -> None:
+    def _write_incident_manifest(self, incident: int, reports: Mapping[str, Mapping[str, Any] | None]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
         from neuron_watch.evidence import merge_manifests
 
-        per_node = {n: d.get("manifest") if isinstance(d.get("manifest"), dict) else None
-                    for n, d in details.items()}
-        path = os.path.join(self.run_dir, "incidents", f"incident-{self.incident_no}", "manifest.json")
+        per_node = {n: r.get("manifest") if r is not None and isinstance(r.get("manifest"), dict) else None
+                    for n, r in reports.items()}
+        path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_json_atomic(path, merge_manifests(self.job, self.incident_no, per_node))
+            write_json_atomic(path, merge_manifests(self.job, incident, per_node))
         except OSError as exc:
             self.health.failed("write the incident manifest", path, exc)
 
-    def _culprit_from_evidence(self, verdict: Verdict) -> Verdict:
-        """Name the culprit of a hang from what the nodes captured, strongest evidence first.
+    # -- carrying out recovery's commands ------------------------------------------------------
 
-        A rank's process state (stopped, in uninterruptible I/O, gone) explains its silence by
-        itself; then the one rank whose stack sets it apart from the others waiting in a collective
-        (:func:`stack_culprit`); the judge's own guess (the first rank to stop printing progress)
-        is kept only when neither tells. A culprit the judge found from a failure or the flight
-        recorder stays, unless a process state contradicts it.
-        """
-        details = {n: _json_detail(v.evidence_detail or "") for n, v in sorted(self.nodes.items())}
-        if verdict.label is not Label.COLLECTIVE_HANG:
-            if verdict.culprit is not None or verdict.action is Action.WAIT:
-                return verdict
-            # a failure whose culprit the judge could not tell (a collective mismatch seen by a
-            # peer): the one rank that ended somewhere else than all the others
-            ended = odd_one_out({RankKey(n, int(r)): str(t) for n, d in details.items()
-                                 for r, t in (d.get("stack_tops") or {}).items() if str(r).lstrip("-").isdigit()})
-            if ended is None:
-                return verdict
-            return dataclasses.replace(verdict, culprit=ended[0], culprit_source="stacks",
-                                       reason=f"{verdict.reason}; {ended[1]} (stacks)")
-        states = {RankKey(n, int(r)): str(s) for n, d in details.items()
-                  for r, s in (d.get("proc_states") or {}).items() if str(r).lstrip("-").isdigit()}
-        telling = [(k, s) for k, s in sorted(states.items(), key=lambda kv: kv[0].rank) if s != "Z"]
-        if telling:
-            what = {"T": "is stopped (state T)", "t": "is stopped by a tracer (state t)",
-                    "D": "is in uninterruptible I/O (state D)", "gone": "has no process any more"}
-            # a stopped rank is the strongest reason; uninterruptible I/O next; a vanished pid last
-            order = {"T": 0, "t": 0, "D": 1, "gone": 2}
-            key, state = min(telling, key=lambda kv: (order.get(kv[1], 3), kv[0].rank))
-            others = [k for k, s in telling if k != key and order.get(s, 3) == order.get(state, 3)]
-            clause = f"{key} {what.get(state, f'is in state {state}')}"
-            if others:
-                clause += f" (also: {', '.join(str(k) for k in others)})"
-            return dataclasses.replace(verdict, culprit=key, culprit_source="process_state",
-                                       reason=f"{verdict.reason}; {clause}")
-        if verdict.culprit is not None and verdict.culprit_source in ("failure", "flight_recorder"):
-            return verdict
-        tops: dict[RankKey, str | None] = {}
-        waiting: dict[RankKey, bool | None] = {}
-        for n, d in details.items():
-            for r, t in (d.get("stack_tops") or {}).items():
-                tops[RankKey(n, int(r))] = str(t)
-            for r, w in (d.get("in_collective") or {}).items():
-                waiting[RankKey(n, int(r))] = bool(w)
-        found = stack_culprit(tops, waiting)
-        if found is not None:
-            key, clause = found
-            return dataclasses.replace(verdict, culprit=key, culprit_source="stacks",
-                                       reason=f"{verdict.reason}; {clause} (stacks)")
-        if verdict.culprit is not None and verdict.culprit_source == "progress":
-            return dataclasses.replace(verdict, reason=f"{verdict.reason}; {verdict.culprit} was the first to stop "
-                                       "printing progress (its stack does not tell more)")
-        return verdict
+    def _facts(self, verdict: Verdict | None) -> Facts:
+        return Facts(nodes=self.nodes, heard=self.heard, verdict=verdict, enough_nodes=self._enough_nodes(),
+                     progress=Progress(**self._progress_fields(), progressed_for=self._progressed_for()),
+                     launcher_gone=self.relauncher.gone())
+
+    def _execute(self, commands: list[Command], now: float) -> None:
+        """Carry out recovery's commands in order; what an execution answers goes back to it at once."""
+        queue = collections.deque(commands)
+        while queue:
+            cmd = queue.popleft()
+            if isinstance(cmd, Emit):
+                self.events.emit(cmd.kind, cmd.generation, **cmd.fields)
+                if cmd.kind is EventKind.WARNING:
+                    log.warning("%s", cmd.fields.get("message", ""))
+            elif isinstance(cmd, Capture):
+                self.broadcast(CaptureEvidence(f"incident-{cmd.incident}", cmd.verdict.reason,
+                                               self._verdict_doc(cmd.verdict, cmd.incident)))
+            elif isinstance(cmd, RecordIncident):
+                self._write_incident_manifest(cmd.incident, cmd.reports)
+            elif isinstance(cmd, StopJob):
+                final = cmd.verdict
+                doc = "" if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
+                self.broadcast(Stop(cmd.reason, cmd.timeout, doc))
+            elif isinstance(cmd, Drain):
+                self.relauncher.drain(cmd.node, cmd.verdict, self.events)
+            elif isinstance(cmd, ChooseCheckpoint):
+                chosen = (self.pick_checkpoint(self.nodes, avoid=cmd.avoid) if cmd.avoid
+                          else self.pick_checkpoint(self.nodes))
+                queue.extendleft(reversed(self.recovery.checkpoint_chosen(chosen, now, self.heard)))
+            elif isinstance(cmd, Relaunch):
+                self._new_generation(cmd.generation, now)
+                self.relauncher.begin(cmd.generation, cmd.checkpoint, cmd.verdict)
+                self._relaunching = True
+            elif isinstance(cmd, Finish):
+                self._finish(cmd, now)
+
+    def _relaunch_done(self, now: float) -> None:
+        """While a relaunch is under way: its answer, once it has one."""
+        outcome = self.relauncher.poll(now)
+        if outcome is None:
+            return
+        self._relaunching = False
+        if isinstance(outcome, Relaunched) and outcome.fresh_agents:
+            self.nodes.clear()  # the new step's agents join afresh (new sessions)
+        self._execute(self.recovery.relaunched(outcome, now), now)
+
+    def _new_generation(self, generation: int, now: float) -> None:
+        """What the coordinator keeps per generation starts afresh: the judge, what was reported."""
+        if self.judge_factory:
+            self.judge = self.judge_factory(generation, now)
+        self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
+        self._blind_said = False
+        self._storms_said = set()
+        self._recompiles_said = 0
+        self._compile_reports_said = 0
+        self._unexplained_said = 0
+        for v in self.nodes.values():
+            v.launcher_code = None
+            v.recorder.clear()  # the new ranks start their own servers
 
     def interrupt(self, signum: int, now: float) -> None:
-        """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down."""
-        if self._interrupt is not None or not self.sm.live:
-            return
-        self._interrupt = (signum, now)
-        self._reset_status()
-        self.broadcast(Stop(f"signal {signum}", self.settings.stop_timeout))
+        """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down.
+        Once is enough: a second signal, or one after the end, changes nothing."""
+        self._execute(self.recovery.interrupt(signum, now, self.heard), now)
 
-    def _interrupting(self, now: float) -> None:
-        assert self._interrupt is not None
-        signum, since = self._interrupt
-        if self.sm.live and (self._all_status("stopped") or now - since >= self.settings.stop_timeout + 10):
-            self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
+    @property
+    def interrupted(self) -> bool:
+        return self.recovery.interrupted
 
-    def _finish(self, code: int, reason: str, now: float, state: JobState = JobState.FINISHED) -> None:
-        if state is JobState.FINISHED and self.sm.state is JobState.STARTING:
-            self._move(JobState.RUNNING, now)
-        self.exit_code = code
-        self.broadcast(Shutdown(reason, code))
-        self._move(state, now)
-        fields: dict[str, Any] = {"exit_code": code, "restarts": self.policy.restarts, "state": state.value,
-                                  "incidents": self.incident_no, "reason": reason, **self._progress_fields(),
+    def _finish(self, cmd: Finish, now: float) -> None:
+        self.exit_code = cmd.code
+        self.broadcast(Shutdown(cmd.reason, cmd.code))
+        fields: dict[str, Any] = {"exit_code": cmd.code, "restarts": self.recovery.policy.restarts,
+                                  "state": cmd.state.value, "incidents": self.recovery.incident,
+                                  "reason": cmd.reason, **self._progress_fields(),
                                   "dropped_lines": sum(v.reported_dropped_lines for v in self.nodes.values()),
                                   "watchdog_io": self.health.summary()}
-        closing = {"time": iso_utc(self.wall()), "event": "job_finished", "generation": self.generation, **fields}
+        closing = {"time": iso_utc(self.wall()), "event": EventKind.JOB_FINISHED.value,
+                   "generation": self.generation, **fields}
         try:
             from neuron_watch.goodput import compute_goodput
 
             fields["goodput"] = compute_goodput([*self.events.history, closing])
         except Exception as exc:  # figures are a report, never a reason to lose the final event
             log.warning("goodput figures failed: %s", exc)
-        self.events.emit("job_finished", self.generation, **fields)
+        self.events.emit(EventKind.JOB_FINISHED, self.generation, **fields)
         self.write_status(now)
-
 
     # -- reporting ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from neuron_watch.events import JobEvent
+from neuron_watch.events import EventKind, JobEvent
 from neuron_watch.iofaults import AppendFile, IOHealth
 
 log = logging.getLogger("neuron_watch")
@@ -41,10 +41,11 @@ class EventLog:
         self.sink_failures = 0
         self.history: list[dict[str, Any]] = []
 
-    def emit(self, event: str, generation: int, at: float | None = None, **fields: Any) -> dict[str, Any]:
+    def emit(self, event: EventKind | str, generation: int, at: float | None = None, **fields: Any) -> dict[str, Any]:
         """Append one event. ``at``: its wall time when it is not now (a ``progress`` event is
         dated by the line that showed the step, however late it is sent)."""
-        record = JobEvent(event, generation, self._wall() if at is None else at, fields).to_dict()
+        name = event.value if isinstance(event, EventKind) else event  # the plain word, everywhere downstream
+        record = JobEvent(name, generation, self._wall() if at is None else at, fields).to_dict()
         self.history.append(record)
         self._f.write(json.dumps(record, default=str) + "\n")
         self._f.flush()

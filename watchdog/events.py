@@ -39,6 +39,71 @@ class Action(str, enum.Enum):
     STOP = "stop"  # stop, do not restart (configuration, numerical, compile errors)
 
 
+class EventKind(str, enum.Enum):
+    """Every kind of event the job's stream holds (README "Events": a public contract)."""
+
+    JOB_STARTED = "job_started"
+    PROGRESS = "progress"
+    VERDICT = "verdict"
+    INCIDENT = "incident"
+    STOPPED = "stopped"
+    UPLOAD = "upload"
+    RESTART = "restart"
+    GAVE_UP = "gave_up"
+    WARNING = "warning"
+    RECOMPILE = "recompile"
+    COMPILE_REPORT = "compile_report"
+    JOB_FINISHED = "job_finished"
+    WATCHDOG_DEGRADED = "watchdog_degraded"
+    WATCHDOG_RECOVERED = "watchdog_recovered"
+    # how the coordinator got there (for operators and tests)
+    COORDINATOR_STARTED = "coordinator_started"
+    COORDINATOR_STOPPED = "coordinator_stopped"
+    NODE_JOINED = "node_joined"
+    NODE_REJOINED = "node_rejoined"
+    NODE_REFUSED = "node_refused"
+    NODE_HELLO = "node_hello"
+    NODE_STATUS = "node_status"
+    NODE_UNOBSERVED = "node_unobserved"
+    NODE_OBSERVED = "node_observed"
+    AGENT_DROPPED = "agent_dropped"
+    LINES_TRUNCATED = "lines_truncated"
+    RANK_EXIT = "rank_exit"
+    COMMAND = "command"
+    RECOVERY_PHASE = "recovery_phase"
+    JOB_REFUSED = "job_refused"
+    # neuron-watch srun
+    SRUN_STEP = "srun_step"
+    SRUN_STEP_ENDED = "srun_step_ended"
+    DRAIN = "drain"
+    RESTART_PLAN = "restart_plan"
+    REQUEUE = "requeue"
+    REQUEUE_FAILED = "requeue_failed"
+    REQUEUE_UPDATE_FAILED = "requeue_update_failed"
+    LEFT_TO_HYPERPOD = "left_to_hyperpod"
+
+
+class NodeStatus(str, enum.Enum):
+    """A node's state as its agent reports it (the wire's ``Status.state``)."""
+
+    NONE = ""  # nothing said yet (or nothing since the coordinator last asked)
+    LAUNCHED = "launched"  # this generation's ranks were started
+    FINISHING = "finishing"  # some ranks ended, the launcher has not yet
+    FINISHED = "finished"  # the launcher exited 0
+    FAILED = "failed"  # the launcher exited with an error
+    EVIDENCE_DONE = "evidence_done"  # the evidence of the incident asked for is captured
+    STOPPED = "stopped"  # the node stopped its ranks as told
+    EXITED = "exited"  # the agent shut down as told
+
+    @classmethod
+    def parse(cls, text: str) -> NodeStatus | None:
+        """The status named ``text``; None for a word this version does not know."""
+        try:
+            return cls(text)
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class RankKey:
     """A rank as the watchdog knows it: the node it runs on and its global rank (-1 if unknown)."""

@@ -5,7 +5,10 @@ States of a watched job::
     STARTING -> RUNNING -> CAPTURING -> STOPPING -> RESTARTING -> STARTING ...
                    |           |           |
                    +-> FINISHED (exit 0)   +-> FAILED (not restartable, budget used up, crash loop)
-    any live state -> INTERRUPTED (SIGINT/SIGTERM to the wrapper)
+    any live state -> INTERRUPTED (SIGINT/SIGTERM to the wrapper), FAILED (the launcher gone)
+
+The moves are made by :class:`neuron_watch.recovery.Recovery`; this module holds the table and the
+decision after a failed generation.
 
 The budget counts *consecutive* failed generations and is reset by a generation that made progress
 for ``stable_seconds`` (a long healthy run should not be one crash away from giving up).
@@ -33,10 +36,13 @@ class JobState(str, enum.Enum):
 
 _LIVE = (JobState.STARTING, JobState.RUNNING, JobState.CAPTURING, JobState.STOPPING, JobState.RESTARTING)
 
+#: FAILED from every live state: the launcher gone (the srun step ended by itself) ends the job
+#: wherever recovery was.
 ALLOWED: dict[JobState, frozenset[JobState]] = {
-    JobState.STARTING: frozenset({JobState.RUNNING, JobState.CAPTURING, JobState.FINISHED, JobState.INTERRUPTED}),
-    JobState.RUNNING: frozenset({JobState.CAPTURING, JobState.FINISHED, JobState.INTERRUPTED}),
-    JobState.CAPTURING: frozenset({JobState.STOPPING, JobState.INTERRUPTED}),
+    JobState.STARTING: frozenset({JobState.RUNNING, JobState.CAPTURING, JobState.FINISHED, JobState.FAILED,
+                                  JobState.INTERRUPTED}),
+    JobState.RUNNING: frozenset({JobState.CAPTURING, JobState.FINISHED, JobState.FAILED, JobState.INTERRUPTED}),
+    JobState.CAPTURING: frozenset({JobState.STOPPING, JobState.FAILED, JobState.INTERRUPTED}),
     JobState.STOPPING: frozenset({JobState.RESTARTING, JobState.FAILED, JobState.INTERRUPTED}),
     JobState.RESTARTING: frozenset({JobState.STARTING, JobState.FAILED, JobState.INTERRUPTED}),
     JobState.FINISHED: frozenset(),

@@ -350,7 +350,7 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
                 # deadline + 10 s (25 s, issue 16 finding 8). Our hello is on loopback: wait for it, briefly.
                 if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
-                if coord.sm.live and coord._interrupt is None:
+                if coord.recovery.live and not coord.interrupted:
                     log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded

@@ -25,10 +25,11 @@ def test_no_agent_dropped_after_job_finished(tmp_path: Path) -> None:
     try:
         link.hello("h", 1, [0], time.monotonic(), time.time())
         pump([coord], [link], lambda: "node1" in coord.nodes)
-        coord._finish(0, "all ranks finished", time.monotonic())  # the job's end, as the policy decides it
+        link.status("finished", time.monotonic(), time.time(), detail="0")  # the job's end, as recovery decides it
+        pump([coord], [link], lambda: coord.exit_code == 0)
         for i in range(300):  # 200 lines overflow the agent's buffer after the end
             link.add_line(0, f"late {i}", time.monotonic(), time.time())
-        link.status("finished", time.monotonic(), time.time(), detail="0")
+        link.status("exited", time.monotonic(), time.time())
         pump([coord], [link], lambda: coord.nodes["node1"].reported_dropped_lines == 200)
         names = [e["event"] for e in _events(tmp_path / "coord" / "events.jsonl")]
         assert names[-1] == "job_finished" and "agent_dropped" not in names, names

@@ -101,9 +101,9 @@ def test_sixteen_ranks_of_megabyte_lines_arrive_whole_split_and_counted(coord: C
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 1 and len(link.outbox) == 0)
         # The link is not wedged: what comes later arrives too, and the loss report is heard.
         link.add_line(3, "after the flood", time.monotonic(), time.time())
-        link.status("running", time.monotonic(), time.time())
+        link.status("launched", time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 2 and len(link.outbox) == 0
-             and coord.nodes["node1"].status == "running")
+             and coord.nodes["node1"].status == "launched")
         coord.tick(time.monotonic())
         by_rank = merged_by_rank(tmp_path / "coord")
         for r in range(16):
@@ -137,7 +137,7 @@ def test_an_unsplittable_message_is_dropped_and_counted_never_resent_forever(coo
         assert link.counters.oversize_dropped == 1 and link.outbox.dropped_msgs == 1
         link.add_line(0, "still flowing", now, wall)
         pump(coord, [link], lambda: coord.counters.lines == 1 and len(link.outbox) == 0)
-        link.status("running", time.monotonic(), time.time())
+        link.status("launched", time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.nodes["node1"].reported_dropped_msgs == 1)
     finally:
         link.close()

@@ -165,4 +165,4 @@ def test_an_unrecognised_error_while_the_job_progresses_is_a_warning_not_a_failu
     warnings = [e for e in events(coord, "warning") if e["kind"] == "unrecognised_error"]
     assert [(w["rank"], w["line"]) for w in warnings] == [(1, unknown)]  # said once
     assert coord.last_verdict is not None and coord.last_verdict.label.value == "healthy"
-    assert not events(coord, "incident") and coord.incident_no == 0
+    assert not events(coord, "incident") and coord.recovery.incident == 0

@@ -37,7 +37,8 @@ def test_a_worker_seen_before_its_exec_is_recognised_after_it(tmp_path: Path) ->
         assert launcher.stdin is not None
         launcher.stdin.write(b"go\n")
         launcher.stdin.flush()
-        _wait(lambda: b"execve" not in _cmdline(worker_pid))
+        # (mid-exec, /proc/<pid>/cmdline reads empty for a moment: that is not the new program yet)
+        _wait(lambda: _cmdline(worker_pid) not in (b"",) and b"execve" not in _cmdline(worker_pid))
         workers, _ = sampler.sample(launcher.pid)
         assert [(w.pid, w.local_rank, w.rank) for w in workers] == [(worker_pid, 1, 5)]
     finally:
