@@ -38,7 +38,7 @@ from typing import Any
 from neuron_watch import __version__, hyperpod, slurmtext, srunplan
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.console import say, status_line_for
-from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
+from neuron_watch.coordinator import Coordinator
 from neuron_watch.drain import DrainCaps, Drainer
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.eventlog import EventLog
@@ -49,9 +49,14 @@ from neuron_watch.procs import MARKER_ENV, become_subreaper, lifeline, stop_ever
 from neuron_watch.protocol import Shutdown
 from neuron_watch.recovery import Relaunched, RelaunchEnded, RelaunchOutcome
 from neuron_watch.redact import mask_value
+from neuron_watch.runtime import (
+    SignalLatch,
+    build_coordinator,
+    checkpoint_chooser,
+    resolve_job_id,
+    resolve_run_dir,
+)
 from neuron_watch.srun_agent import slurm_node
-from neuron_watch.supervisor import SignalLatch
-from neuron_watch.wiring import attach_sinks
 
 log = logging.getLogger("neuron_watch")
 
@@ -96,8 +101,8 @@ class SrunJob:
         if not self.slurm_job:
             raise UsageError("`neuron-watch srun` runs inside a Slurm allocation (no SLURM_JOB_ID here)",
                              "call it from an sbatch script, or inside `salloc`")
-        self.job_id = config.job_id or f"slurm-{self.slurm_job}"
-        self.run_dir = os.path.abspath(config.run_dir or os.path.join("neuron-watch-runs", self.job_id))
+        self.job_id = resolve_job_id(config, env)
+        self.run_dir = resolve_run_dir(config, self.job_id)
         self.srun_args, self.user_exclude = srunplan.without_exclude(srun_args)
         self.cmd = cmd
         self.allocation = slurmtext.expand_nodelist(env.get("SLURM_JOB_NODELIST", env.get("SLURM_NODELIST", "")))
@@ -279,19 +284,12 @@ class SrunJob:
         policy = RestartPolicy(max_restarts=self.cfg.max_restarts, can_exclude_nodes=True)
         # Requeues of this job so far count against the budget (they were restarts too).
         policy.restarts = policy.consecutive_failures = self.restart_count
-        from neuron_watch.supervisor import checkpoint_chooser
-
-        settings = coordinator_settings(self.cfg, self.needed)
         # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
         # injected "in generation 0 only" stays in the first run).
-        self.coord = coord = Coordinator(f"0.0.0.0:{port}", self.secret.encode(), self.run_dir, job=self.job_id,
-                                         settings=settings, judge_factory=default_judge_factory(self.cfg),
-                                         pick_checkpoint=checkpoint_chooser(self.cfg), policy=policy,
-                                         announce=False, relauncher=self, generation=self.restart_count)
-        status_line = status_line_for(self.cfg)
-        attach_sinks(coord.events, self.cfg, self.job_id, status_line)
-        if status_line is not None:
-            coord.status_listeners.append(status_line.update)
+        self.coord = coord = build_coordinator(
+            self.cfg, bind=f"0.0.0.0:{port}", secret=self.secret.encode(), run_dir=self.run_dir, job_id=self.job_id,
+            nodes=self.needed, status_line=status_line_for(self.cfg), relauncher=self,
+            generation=self.restart_count, policy=policy)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
         try:
             remembered = [n for n in self.drainer.excluded_nodes() if n in self.allocation]

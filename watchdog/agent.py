@@ -29,6 +29,7 @@ from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.eventlog import EventLog
+from neuron_watch.events import EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
@@ -121,16 +122,16 @@ def fresh_locks(cache_dir: str, since_wall: float) -> list[str]:
 TELLING_STATES = {"T": "stopped", "t": "stopped by a tracer", "D": "in uninterruptible I/O", "Z": "a zombie"}
 
 
-def rank_process_states(worker_pids: dict[int, int]) -> dict[str, str]:
+def rank_process_states(worker_pids: dict[int, int]) -> dict[int, str]:
     """Rank -> its process state when that state tells why it is silent (``T``, ``t``, ``D``, ``Z``)
     or ``gone`` when its pid no longer exists; ranks that simply run or sleep are left out."""
-    out: dict[str, str] = {}
+    out: dict[int, str] = {}
     for rank, pid in sorted(worker_pids.items()):
         info = read_stat(pid)
         if info is None:
-            out[str(rank)] = "gone"
+            out[rank] = "gone"
         elif info.state in TELLING_STATES:
-            out[str(rank)] = info.state
+            out[rank] = info.state
     return out
 
 
@@ -192,6 +193,7 @@ class NodeAgent:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         health: IOHealth | None = None,
+        place: int = -1,
     ) -> None:
         self.cfg = config
         #: faults of this node's own files (run dir full or read-only, checkpoint dir unreadable):
@@ -201,6 +203,7 @@ class NodeAgent:
         self._link = link
         self.job_id = job_id
         self.node = node
+        self.place = place  # this node's place in the job (node_rank, SLURM_PROCID, host index; -1 unknown)
         self.run_dir = run_dir
         self.rank_env = rank_env
         self.storage = storage
@@ -240,6 +243,13 @@ class NodeAgent:
         if self._link is None:
             raise RuntimeError("the agent has no coordinator link yet (attach() it first)")
         return self._link
+
+    def identify(self, node: NodeIdentity) -> None:
+        """This node's place in the job, once the job's shape tells it, and its name from then on
+        (files of generation 0 opened before keep the name they were opened with)."""
+        self.node, self.place = node.name, node.place
+        self.launcher.tag = node.name
+        self.health.node = node.name
 
     def attach(self, link: AgentLink) -> None:
         """Connect to the coordinator once it is known (the job's shape decides where it is)."""
@@ -360,15 +370,15 @@ class NodeAgent:
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
-    def capture(self, incident: str, reason: str, verdict_doc: str = "") -> str:
-        """Capture this node's evidence while its ranks are alive; returns a JSON detail for the coordinator.
+    def capture(self, incident: str, reason: str, verdict_doc: str = "") -> EvidenceReport:
+        """Capture this node's evidence while its ranks are alive; returns its report for the coordinator.
 
         ``verdict_doc``: the coordinator's pending verdict (JSON); the bundle's ``verdict.json`` and
         ``incident.md`` are completed with the final one when the stop comes (:meth:`stop`).
         """
         gen = self.gen
         if gen is None:
-            return json.dumps({"error": "nothing running"})
+            return EvidenceReport(error="nothing running")
         # Everything the ranks printed so far is in their logs before they are copied (a root-cause
         # line written just before a burst ended must be in the bundle).
         self._drain_output(final=False, to_eof=True)
@@ -399,7 +409,7 @@ class NodeAgent:
         except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
             log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
             self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
-            return json.dumps({"error": str(exc), "seconds": round(self.clock() - t0, 3)})
+            return EvidenceReport(error=str(exc), seconds=round(self.clock() - t0, 3))
         self.bundles[incident] = bundle.bundle_dir
         dumps = {}
         for f in sorted((bundle.bundle_dir / "stacks").glob("rank-*.txt")):
@@ -407,28 +417,26 @@ class NodeAgent:
                 dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
             except (OSError, ValueError):
                 continue
-        return json.dumps(
-            {
-                "bundle": str(bundle.bundle_dir),
-                "seconds": round(self.clock() - t0, 3),
-                "missing": len(bundle.missing),
-                "in_collective": {str(r): s for r, s in collective_states(dumps).items()},
-                "stack_tops": {str(r): t for r, d in dumps.items() if (t := top_frame(d))},
-                "proc_states": rank_process_states(gen.worker_pids),
-                "manifest": bundle.manifest,
-            }
+        return EvidenceReport(
+            bundle=str(bundle.bundle_dir),
+            seconds=round(self.clock() - t0, 3),
+            missing=len(bundle.missing),
+            in_collective=collective_states(dumps),
+            stack_tops={r: t for r, d in dumps.items() if (t := top_frame(d))},
+            proc_states=rank_process_states(gen.worker_pids),
+            manifest=bundle.manifest,
         )
 
-    def stop(self, deadline: float, verdict_doc: str = "") -> str:
+    def stop(self, deadline: float, verdict_doc: str = "") -> StopReport:
         """Stop every process of the job on this node, then complete this node's bundles with the final
         verdict (``verdict_doc``, JSON) and upload them (bounded). Blocks; the loop uses :meth:`begin_stop`."""
         poll = self.begin_stop(deadline, verdict_doc)
-        while (detail := poll()) is None:
+        while (report := poll()) is None:
             time.sleep(0.02)
-        return detail
+        return report
 
-    def begin_stop(self, deadline: float, verdict_doc: str = "") -> Callable[[], str | None]:
-        """Start :meth:`stop` in a thread and return its poll (the stop's JSON detail once done, else None).
+    def begin_stop(self, deadline: float, verdict_doc: str = "") -> Callable[[], StopReport | None]:
+        """Start :meth:`stop` in a thread and return its poll (the stop's report once done, else None).
 
         The blocking parts -- the SIGTERM deadline (a SIGSTOPped rank holds it to the end), completing
         the bundle on a slow disk, uploads to a slow or absent S3 (``--upload-timeout``) -- run in the
@@ -457,7 +465,7 @@ class NodeAgent:
         self._stop_thread = thread
         thread.start()
 
-        def poll() -> str | None:
+        def poll() -> StopReport | None:
             if thread.is_alive():
                 return None
             self._stop_thread = None
@@ -467,17 +475,15 @@ class NodeAgent:
                 self.gen.exit_code = code if code is not None else -15
             self._drain_output(final=True)
             result = out.get("result")
-            detail: dict[str, Any] = {}
-            if result is not None:
-                if running and self.gen is not None:
-                    self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
-                detail = {"rung": result.rung, "seconds": round(result.seconds, 3),
-                          "survivors": result.survivors, "continued": result.continued}
-            if "error" in out:
-                detail["error"] = out["error"]
-            if out.get("uploads") is not None:
-                detail["uploads"] = out["uploads"]
-            return json.dumps(detail)
+            if result is not None and running and self.gen is not None:
+                self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
+            uploads = out.get("uploads")
+            return StopReport(
+                rung=None if result is None else result.rung,
+                seconds=None if result is None else round(result.seconds, 3),
+                survivors=() if result is None else tuple(result.survivors),
+                continued=() if result is None else tuple(result.continued),
+                uploads=None if uploads is None else tuple(uploads), error=str(out.get("error") or ""))
 
         return poll
 
@@ -562,8 +568,8 @@ class NodeAgent:
     def introduce(self) -> None:
         """Tell the coordinator who we are and that generation 0 runs."""
         now, wall = self.clock(), self.wall()
-        self.link.hello(os.uname().nodename, os.getpid(), (), now, wall)
-        self.link.status("launched", now, wall, checkpoint=self.gen.checkpoint if self.gen else "")
+        self.link.hello(os.uname().nodename, os.getpid(), (), now, wall, place=self.place)
+        self.link.status(NodeStatus.LAUNCHED, now, wall, checkpoint=self.gen.checkpoint if self.gen else "")
         self._early.replay(self.link)
 
     def _out(self) -> AgentLink | EarlyObservations:
@@ -630,16 +636,21 @@ class NodeAgent:
             self._link.rebase(gap)
 
     def _refused(self, exc: JobRefused) -> None:
-        """Another job's coordinator refused us: say so, and record it in this node's events (this
-        job's own coordinator, if it runs at all, is not the one we reach)."""
-        say(f"refused by the coordinator of job {exc.coordinator_job} (this node: job {exc.agent_job}): "
-            "stopping this node's ranks")
+        """The coordinator refused us (another job's, or ours because another live agent holds this
+        node's name or place): say so, and record it in this node's events (the coordinator we reach
+        does not take them)."""
+        if exc.same_job:
+            say(f"refused by the job's coordinator: {exc.reason}; stopping this node's ranks")
+        else:
+            say(f"refused by the coordinator of job {exc.coordinator_job} (this node: job {exc.agent_job}): "
+                "stopping this node's ranks")
         try:
             events = EventLog(os.path.join(self.run_dir, "events.jsonl"))
             try:
                 events.emit("job_refused", self.gen.number if self.gen else 0, job=exc.agent_job,
                             other_job=exc.coordinator_job, node=self.node, address=self.link.address,
-                            reason="refused by the coordinator of another job with the same secret")
+                            reason=exc.reason if exc.same_job else
+                            "refused by the coordinator of another job with the same secret")
             finally:
                 events.close()
         except OSError as err:  # the console line above stands; the run dir is not usable
@@ -657,8 +668,8 @@ class NodeAgent:
             gen.exit_code = code
             out = self._out()
             out.add_exits([(-1, code, self.clock())], now, wall)
-            out.status("finished" if code == 0 else "failed", now, wall, detail=str(code),
-                       checkpoint=self.checkpoint())
+            out.status(NodeStatus.FINISHED if code == 0 else NodeStatus.FAILED, now, wall, detail=f"exit code {code}",
+                       checkpoint=self.checkpoint(), report=LauncherExit(code))
 
     def stop_early(self, sig: int, timeout: float) -> None:
         """A signal before the link exists: stop this node's ranks now (its exit is ours, not the job's failure)."""
@@ -761,7 +772,7 @@ class NodeAgent:
             gen.finishing = True
             self._drain_ranks(gen, to_eof=True)  # what the ended ranks printed last is judged before their end
             ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
-            out.status("finishing", now, wall, detail=f"ranks ended: {ended}")
+            out.status(NodeStatus.FINISHING, now, wall, detail=f"ranks ended: {ended}")
         ended_now = sorted(set(gen.worker_pids) - {w.rank for w in workers})
         if workers or not gen.finishing:
             gen.worker_pids = {w.rank: w.pid for w in workers}

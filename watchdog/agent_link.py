@@ -54,6 +54,7 @@ from neuron_watch import __version__
 from neuron_watch.auth import Signer
 from neuron_watch.classify import KnowledgeBase
 from neuron_watch.errors import ConfigError
+from neuron_watch.events import EvidenceReport, LauncherExit, NodeStatus, StopReport
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.judge import compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
@@ -99,28 +100,35 @@ _LINE_OVERHEAD = 64
 
 
 class JobRefused(ConfigError):
-    """The coordinator at the address belongs to another job with the same secret: it refused us."""
+    """The coordinator refused us: it belongs to another job with the same secret, or another live
+    agent of this job already holds this node's name or place (``reason`` says which, naming both)."""
 
-    def __init__(self, coordinator_job: str, agent_job: str, address: str = "") -> None:
+    def __init__(self, coordinator_job: str, agent_job: str, address: str = "", reason: str = "") -> None:
         at = f" at {address}" if address else ""
-        super().__init__(
-            f"the coordinator{at} runs job {coordinator_job!r}, this node belongs to job {agent_job!r}: refused "
-            "(two jobs share a coordinator port and a secret)",
-            "give each job its own --job-id and coordinator port (--coordinator HOST:PORT), or its own secret",
-        )
+        self.same_job = coordinator_job == agent_job
+        if self.same_job:
+            super().__init__(f"the coordinator{at} refused this node: {reason}",
+                             "give every node of the job its own --node_rank (and NEURON_WATCH_NODE, if set)")
+        else:
+            super().__init__(
+                f"the coordinator{at} runs job {coordinator_job!r}, this node belongs to job {agent_job!r}: refused "
+                "(two jobs share a coordinator port and a secret)",
+                "give each job its own --job-id and coordinator port (--coordinator HOST:PORT), or its own secret",
+            )
         self.coordinator_job = coordinator_job
         self.agent_job = agent_job
+        self.reason = reason
 
 
 class NodeControl(Protocol):
     """What :meth:`AgentLink.dispatch` needs of a node's wrapper (the supervisor)."""
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> str:
-        """Capture this node's evidence for ``incident`` before anything is stopped; returns a detail.
+    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
+        """Capture this node's evidence for ``incident`` before anything is stopped; returns its report.
         ``verdict``: the pending verdict as JSON ('' when the coordinator sent none)."""
 
-    def stop(self, deadline: float, verdict: str = "") -> str:
-        """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); detail.
+    def stop(self, deadline: float, verdict: str = "") -> StopReport:
+        """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); its report.
         ``verdict``: the incident's final verdict as JSON, to complete this node's bundle with."""
 
     def checkpoint(self) -> str:
@@ -133,8 +141,16 @@ class NodeControl(Protocol):
 class StopsInBackground(Protocol):
     """A :class:`NodeControl` whose stop runs without blocking the loop (see :meth:`AgentLink.dispatch`)."""
 
-    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], str | None]:
-        """Start stopping; returns a poll that gives the stop's detail once it is done (None until then)."""
+    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], StopReport | None]:
+        """Start stopping; returns a poll that gives the stop's report once it is done (None until then)."""
+
+
+def _stop_words(report: StopReport) -> str:
+    """A stop's report in a few words (the ``stopped`` status's detail, for people)."""
+    if report.error:
+        return f"stop failed: {report.error}"
+    return f"{report.rung or 'stopped'}, {report.seconds or 0.0:.1f}s" + (
+        f", {len(report.survivors)} survivor(s)" if report.survivors else "")
 
 
 def new_session(wall: float) -> int:
@@ -291,7 +307,7 @@ class AgentLink:
         self._kb_fp = 0
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
         #: a stop running in the background: its poll; commands received meanwhile wait in _deferred
-        self._stopping: Callable[[], str | None] | None = None
+        self._stopping: Callable[[], StopReport | None] | None = None
         self._deferred: list[Msg] = []
         if kb is not None:
             self.set_knowledge_base(kb)
@@ -316,9 +332,10 @@ class AgentLink:
             return
         self.outbox.add(h, data, lines)
 
-    def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float) -> None:
-        """Announce this agent session (sent again whenever a new coordinator session answers)."""
-        self._hello = Hello(hostname, pid, tuple(ranks), __version__)
+    def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float, place: int = -1) -> None:
+        """Announce this agent session and its place in the job (sent again whenever a new
+        coordinator session answers)."""
+        self._hello = Hello(hostname, pid, tuple(ranks), __version__, place)
         self._enqueue(self._hello, now, wall)
 
     def add_line(self, rank: int, text: str, mono: float, wall: float, source: str = "", lineno: int = 0) -> None:
@@ -403,11 +420,12 @@ class AgentLink:
             self.flush_lines(now, wall)  # lines printed before an exit must arrive before it
             self._enqueue(Exits(e), now, wall)
 
-    def status(self, state: str, now: float, wall: float, detail: str = "", checkpoint: str = "") -> None:
-        """Report the node's state (``running``, ``evidence_done``, ``stopped``, ``launched``, ``exited``)."""
+    def status(self, state: NodeStatus, now: float, wall: float, detail: str = "", checkpoint: str = "",
+               report: EvidenceReport | StopReport | LauncherExit | None = None) -> None:
+        """Report the node's state, with the typed report of ``evidence_done`` and ``stopped``."""
         self.flush_lines(now, wall)
-        self._enqueue(Status(state, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs,
-                             self.counters.truncated_lines), now, wall)
+        self._enqueue(Status(state.value, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs,
+                             self.counters.truncated_lines, {} if report is None else report.to_wire()), now, wall)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -513,36 +531,39 @@ class AgentLink:
         """
         if self._stopping is not None:
             self._deferred.extend(commands)
-            detail = self._stopping()
-            if detail is None:
+            stopped = self._stopping()
+            if stopped is None:
                 return None
             self._stopping = None
-            self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
+            self.status(NodeStatus.STOPPED, now, wall, detail=_stop_words(stopped), checkpoint=node.checkpoint(),
+                        report=stopped)
         if self._deferred:
             commands, self._deferred = [*self._deferred, *commands], []
         commands = list(commands)
         for i, msg in enumerate(commands):
             body = msg.body
             if isinstance(body, CaptureEvidence):
-                self.status("evidence_done", now, wall,
-                            detail=node.capture(body.incident, body.reason, body.verdict))
+                evidence = node.capture(body.incident, body.reason, body.verdict)
+                self.status(NodeStatus.EVIDENCE_DONE, now, wall, detail=evidence.bundle or evidence.error,
+                            report=evidence)
             elif isinstance(body, Stop):
                 begin = getattr(node, "begin_stop", None)
                 if callable(begin):
                     self._stopping = begin(body.deadline, body.verdict)
                     self._deferred = commands[i + 1:]
                     return None
-                detail = node.stop(body.deadline, body.verdict)
-                self.status("stopped", now, wall, detail=detail, checkpoint=node.checkpoint())
+                stopped = node.stop(body.deadline, body.verdict)
+                self.status(NodeStatus.STOPPED, now, wall, detail=_stop_words(stopped), checkpoint=node.checkpoint(),
+                            report=stopped)
             elif isinstance(body, Launch):
                 self.set_generation(body.generation)
                 node.launch(body.generation, body.checkpoint)
-                self.status("launched", now, wall, checkpoint=body.checkpoint)
+                self.status(NodeStatus.LAUNCHED, now, wall, checkpoint=body.checkpoint)
             elif isinstance(body, Shutdown):
-                self.status("exited", now, wall, detail=body.reason)
+                self.status(NodeStatus.EXITED, now, wall, detail=body.reason)
                 return body.exit_code
             elif isinstance(body, Refused):
-                raise JobRefused(body.job, self.job, self.address)
+                raise JobRefused(body.job, self.job, self.address, body.reason)
         return None
 
     @property

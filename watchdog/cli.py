@@ -33,7 +33,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool]] = {
     "srun": ("neuron_watch.launchers.srun", "run srun under the watchdog (in place of srun)", True),
     "diagnose": ("neuron_watch.diagnose", "diagnose saved logs offline", False),
     "dump": ("neuron_watch.dump", "neuron-dump hook: save a runtime core dump and upload it", False),
-    "coordinator": ("neuron_watch.coordinator", "run a job's coordinator standalone", False),
+    "coordinator": ("neuron_watch.standalone", "run a job's coordinator standalone", False),
     "status": ("neuron_watch.status", "live table of a job's nodes and ranks", False),
     "report": ("neuron_watch.report", "goodput report of a run directory", False),
     "slurm": ("neuron_watch.slurm_hooks", "Slurm prolog/epilog health checks", False),

@@ -24,7 +24,6 @@ checkpoint is chosen once, here, and every node is told to launch generation G+1
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import enum
@@ -33,25 +32,25 @@ import logging
 import os
 import re
 import secrets
-import signal
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from neuron_watch.auth import Signer, load_secret, write_secret_file
+from neuron_watch.auth import Signer
 from neuron_watch.config import WatchConfig
-from neuron_watch.errors import ExitCode, TransportError
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import (
     CompilerSample,
     EventKind,
+    EvidenceReport,
     Label,
+    LauncherExit,
     LogLine,
     NodeStatus,
     RankExit,
     RankKey,
+    StopReport,
     Verdict,
     WorkerSample,
     iso_utc,
@@ -81,7 +80,6 @@ from neuron_watch.protocol import (
     StatusQuery,
     StatusReply,
     Stop,
-    decode,
     decode_body,
     decode_header,
     encode,
@@ -165,18 +163,16 @@ class NodeView:
     recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
     #: its last evidence report and when it came (kept apart: a later `failed`/`finished` status of a
     #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
-    evidence: dict[str, Any] | None = None
+    evidence: EvidenceReport | None = None
     evidence_heard: int | None = None
+    stop_report: StopReport | None = None  # its answer to the last stop
+    place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
     status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
 
     @property
     def observed(self) -> bool:
         return self.state is NodeState.CONNECTED
 
-    @property
-    def stop_report(self) -> dict[str, Any]:
-        """Its answer to the last stop (the ``stopped`` status's detail)."""
-        return _json_detail(self.status_detail) if self.status is NodeStatus.STOPPED else {}
 
 
 @dataclass
@@ -287,15 +283,6 @@ def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **over
 Phase = JobState
 
 PROGRESS_EVENT_EVERY = 30.0  # seconds between `progress` events (the first of a generation at once)
-
-
-def _json_detail(detail: str) -> dict[str, Any]:
-    """An agent's status detail: JSON from a node agent, plain text from older or simpler agents."""
-    try:
-        d = json.loads(detail) if detail.startswith("{") else {}
-    except ValueError:
-        d = {}
-    return d if isinstance(d, dict) else {}
 
 
 class Coordinator:
@@ -476,6 +463,8 @@ class Coordinator:
             if (view is None or view.session != h.session) and (st is None or h.session > st.session):
                 self._challenge(routing_id, h, now)
             return
+        if (view is None or view.session != h.session) and self._claim_refused(routing_id, h, body, now):
+            return  # another live agent holds this node's name or place: the newcomer is refused
         disp = self.tracker.check(h.node, h.session, h.seq, h.base)
         if disp is Disposition.STALE_SESSION:
             self.counters.stale += 1
@@ -548,6 +537,38 @@ class Coordinator:
         self._cmd_seq += 1
         return self.sock.send(routing_id, self.signer.sign(encode(Msg(h, body))))
 
+    def _claim_refused(self, routing_id: bytes, h: Header, body: Body, now: float) -> bool:
+        """A new agent session claims node ``h.node`` (and, in its hello, a place in the job). Nodes
+        are known by their place; the name is for people, and bundles and S3 keys carry it. While
+        another agent session holding that name or that place is alive (heard within ``silence``,
+        not exited), the newcomer is refused, with a message naming both hosts; once the holder is
+        silent or gone, the newcomer takes over (an agent that restarted: a new session)."""
+        place = body.place if isinstance(body, Hello) else -1
+        holder = self.nodes.get(h.node)
+        by_name = holder is not None and holder.session != h.session
+        if not by_name and place >= 0:
+            holder = next((v for v in self.nodes.values() if v.place == place and v.node != h.node), None)
+        if holder is None or not holder.observed or holder.status is NodeStatus.EXITED:
+            return False
+        if now - holder.last_heard > self.settings.silence:
+            return False
+        host = f"{body.hostname} (pid {body.pid})" if isinstance(body, Hello) else "another agent"
+        what = f"node {h.node!r}" if by_name else f"place {place} in the job (node_rank / SLURM_PROCID)"
+        reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
+                  f"place {holder.place}); refused {h.node!r} on {host}, place {place}: give every node its own "
+                  "--node_rank (torchrun) and, if you name nodes, its own NEURON_WATCH_NODE")
+        key = (h.job, h.node, h.session)
+        last = self._refused.get(key)
+        if last is not None and now - last < 1.0:
+            return True
+        self._refused[key] = now
+        self._send_to(routing_id, h.session, Refused(self.job, h.job, reason))
+        if last is None:
+            self.events.emit(EventKind.NODE_REFUSED, self.generation, node=h.node, place=place, holder=holder.node,
+                             reason=reason)
+            log.warning("%s", reason)
+        return True
+
     def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
         old = self.nodes.get(h.node)
         view = NodeView(node=h.node, session=h.session, routing_id=routing_id, first_heard=now, last_heard=now,
@@ -567,9 +588,9 @@ class Coordinator:
         if isinstance(body, Lines):
             self._lines(view, h, body, now - lag)
         elif isinstance(body, Hello):
-            view.hostname, view.pid, view.ranks = body.hostname, body.pid, body.ranks
-            self.events.emit("node_hello", self.generation, node=h.node, hostname=body.hostname,
-                             ranks=list(body.ranks), agent_version=body.agent_version)
+            view.hostname, view.pid, view.ranks, view.place = body.hostname, body.pid, body.ranks, body.place
+            self.events.emit(EventKind.NODE_HELLO, self.generation, node=h.node, hostname=body.hostname,
+                             ranks=list(body.ranks), agent_version=body.agent_version, place=body.place)
         elif isinstance(body, Heartbeat):
             self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
         elif isinstance(body, Status):
@@ -581,10 +602,13 @@ class Coordinator:
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = state, body.detail, h.generation
             if state is NodeStatus.EVIDENCE_DONE:
-                view.evidence, view.evidence_heard = _json_detail(body.detail), self.heard
+                view.evidence, view.evidence_heard = EvidenceReport.from_wire(body.report), self.heard
+            elif state is NodeStatus.STOPPED:
+                view.stop_report = StopReport.from_wire(body.report)
             view.status_since, view.status_heard = now, self.heard
             if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                view.launcher_code = int(body.detail) if body.detail.lstrip("-").isdigit() else None
+                ended = LauncherExit.from_wire(body.report)
+                view.launcher_code = None if ended is None else ended.code
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
                 if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
@@ -950,12 +974,11 @@ class Coordinator:
         return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
                            **verdict.to_dict()}, sort_keys=True)
 
-    def _write_incident_manifest(self, incident: int, reports: Mapping[str, Mapping[str, Any] | None]) -> None:
+    def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
         from neuron_watch.evidence import merge_manifests
 
-        per_node = {n: r.get("manifest") if r is not None and isinstance(r.get("manifest"), dict) else None
-                    for n, r in reports.items()}
+        per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
         path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -1197,45 +1220,6 @@ class _Tail:
             self.count -= texts.popleft()[1]
 
 
-def query_status(address: str, secret: bytes, timeout: float = 5.0) -> dict[str, Any]:
-    """Ask the coordinator at ``address`` for the job's status document (``neuron-watch status``).
-
-    Raises:
-        TransportError: no authenticated answer within ``timeout`` (wrong address, secret or port).
-    """
-    from neuron_watch.transport import AgentSocket
-
-    signer = Signer.for_status(secret)
-    sock = AgentSocket(address, linger_ms=0)
-    nonce = secrets.randbits(62)
-    session = (time.time_ns() // 1000) << 12
-    try:
-        h = Header(kind=Kind.STATUS_QUERY, job="", node="status-client", session=session, generation=0, seq=0,
-                   mono=time.monotonic(), wall=time.time())
-        deadline = time.monotonic() + timeout
-        sent = False
-        while time.monotonic() < deadline:
-            if not sent:
-                sent = sock.send(signer.sign(encode(Msg(h, StatusQuery(nonce)))))
-            frames = sock.recv() if sock.poll(20) else None
-            if frames is None:
-                continue
-            try:
-                msg = decode(signer.verify(frames))
-            except ProtocolError:
-                continue
-            if isinstance(msg.body, StatusReply) and msg.body.nonce == nonce and msg.header.target == session:
-                doc: dict[str, Any] = json.loads(msg.body.doc)
-                return doc
-    finally:
-        sock.close()
-    raise TransportError(
-        f"no answer from a coordinator at {address} within {timeout:.0f}s",
-        "check the address (node 0 of the job, default port 29510) and that NEURON_WATCH_SECRET or "
-        "--secret-file is the job's secret",
-    )
-
-
 def _fields(body: Body) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
 
@@ -1244,91 +1228,6 @@ def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str
     """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
     reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
     return reported[-1] if reported else ""
-
-
-def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLike]:
-    """A :class:`neuron_watch.judge.Judge` per generation, from the watch options."""
-    from neuron_watch.judge import Judge, JudgeSettings
-    from neuron_watch.kb import default_knowledge_base
-
-    kb = default_knowledge_base(config.progress_regex)
-    settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
-                             compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
-
-    def make(generation: int, now: float) -> JudgeLike:
-        return Judge(kb, settings, now)
-
-    return make
-
-
-# -- the command --------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bind", metavar="HOST:PORT", help="address to listen on (port 0: any free port)")
-    parser.add_argument("--nodes", type=int, default=None, metavar="N", help="judge only once N nodes joined")
-    parser.add_argument("--silence", type=float, default=10.0, metavar="SECONDS",
-                        help="a node silent this long is `unobserved` (default 10)")
-    parser.add_argument("--new-secret", metavar="FILE",
-                        help="write a fresh job secret to FILE (mode 0600) and exit")
-
-
-def run(args: argparse.Namespace, config: WatchConfig) -> int:
-    """``neuron-watch coordinator``: serve until SIGTERM/SIGINT or until the job is over."""
-    from neuron_watch.errors import UsageError
-
-    if args.new_secret:
-        write_secret_file(args.new_secret)
-        print(f"wrote a new job secret to {args.new_secret} (mode 0600)")
-        return 0
-    if not args.bind:
-        raise UsageError("--bind HOST:PORT is required", "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400`")
-    _host, _, port = args.bind.rpartition(":")
-    if not _host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--bind {args.bind!r} is not HOST:PORT with a port in 0..65535",
-                         "e.g. `neuron-watch coordinator --bind 0.0.0.0:29400` (port 0: any free port)")
-    secret = load_secret(os.environ, config.secret_file)
-    job = config.job_id or os.environ.get("SLURM_JOB_ID") or time.strftime("job-%Y%m%d-%H%M%S")
-    run_dir = config.run_dir or os.path.join("neuron-watch-runs", job)
-    from neuron_watch.iofaults import check_run_dir
-
-    check_run_dir(run_dir)
-    settings = coordinator_settings(config, args.nodes, silence=args.silence)
-    coord = Coordinator(args.bind, secret, run_dir, job=job, settings=settings,
-                        judge_factory=default_judge_factory(config),
-                        policy=RestartPolicy(max_restarts=config.max_restarts))
-    from neuron_watch.console import status_line_for
-    from neuron_watch.wiring import attach_sinks
-
-    status_line = status_line_for(config)
-    attach_sinks(coord.events, config, job, status_line)
-    if status_line is not None:
-        coord.status_listeners.append(status_line.update)
-    stopping: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stopping.append(signum)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    from neuron_watch.console import hang_timeout_source, say
-
-    # The banner on stdout is read by scripts (the endpoint of port 0); the console line is for operators.
-    print(f"neuron-watch coordinator for job {job} on {coord.endpoint} ({socket.gethostname()}), "
-          f"run dir {run_dir}", flush=True)
-    say(f"start: coordinator for job {job} on {coord.endpoint}, waiting for {args.nodes or 'any number of'} "
-        f"node(s); hang timeout {hang_timeout_source(config, os.environ)}")
-    from neuron_watch.nbconsole import nonblocking_console
-
-    try:
-        with nonblocking_console():  # a stalled console must not stall the coordinator (nbconsole.py)
-            code = coord.serve(lambda: bool(stopping))
-    finally:
-        coord.close()
-        for s, h in old.items():
-            signal.signal(s, h)
-    if stopping:
-        return int(ExitCode.SIGNAL_BASE) + stopping[0]
-    return code
 
 
 __all__ = ["Coordinator", "CoordinatorSettings", "JudgeLike", "Label", "NodeState", "NodeView", "Phase"]

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from neuron_watch.events import Action, Label, RankKey, Verdict
+from neuron_watch.events import Action, EvidenceReport, Label, RankKey, Verdict
 from neuron_watch.stacks import odd_one_out, stack_culprit
 
 #: How a process state explains a rank's silence, in words; a stopped rank is the strongest reason,
@@ -23,13 +23,12 @@ _STATE_WORDS = {"T": "is stopped (state T)", "t": "is stopped by a tracer (state
 _STATE_ORDER = {"T": 0, "t": 0, "D": 1, "gone": 2}
 
 
-def _per_rank(reports: Mapping[str, Mapping[str, Any]], field: str) -> dict[RankKey, Any]:
-    """``{RankKey: value}`` of one per-rank field of every node's report (ranks that are numbers)."""
-    return {RankKey(node, int(r)): v for node, d in reports.items()
-            for r, v in (d.get(field) or {}).items() if str(r).lstrip("-").isdigit()}
+def _per_rank(reports: Mapping[str, EvidenceReport], field: str) -> dict[RankKey, Any]:
+    """``{RankKey: value}`` of one per-rank field of every node's report."""
+    return {RankKey(node, r): v for node, report in reports.items() for r, v in getattr(report, field).items()}
 
 
-def culprit_from_evidence(verdict: Verdict, reports: Mapping[str, Mapping[str, Any]]) -> Verdict:
+def culprit_from_evidence(verdict: Verdict, reports: Mapping[str, EvidenceReport]) -> Verdict:
     """Name the culprit of ``verdict`` from every node's evidence report, strongest evidence first.
 
     A hang: a rank's process state (stopped, in uninterruptible I/O, gone) explains its silence by
@@ -42,7 +41,7 @@ def culprit_from_evidence(verdict: Verdict, reports: Mapping[str, Mapping[str, A
 
     Args:
         verdict: the judge's verdict when the capture was asked for.
-        reports: node -> its evidence report ({} for a node that sent none).
+        reports: node -> its evidence report (nodes that sent none are left out).
     """
     if verdict.label is not Label.COLLECTIVE_HANG:
         if verdict.culprit is not None or verdict.action is Action.WAIT:

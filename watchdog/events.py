@@ -104,6 +104,103 @@ class NodeStatus(str, enum.Enum):
             return None
 
 
+def _ranks(value: Any, convert: Any) -> dict[int, Any]:
+    """``{rank: value}`` from a wire map keyed by rank numbers as text (msgpack maps take text keys)."""
+    if not isinstance(value, dict):
+        return {}
+    return {int(r): convert(v) for r, v in value.items() if str(r).lstrip("-").isdigit()}
+
+
+@dataclass(frozen=True)
+class EvidenceReport:
+    """A node's answer to ``capture_evidence`` (status ``evidence_done``): where its bundle is and,
+    per rank, what tells who held the job up -- its process state in ``/proc`` when that explains a
+    silence (``T``, ``t``, ``D``, ``Z`` or ``gone``), the top frame of its stack, whether that stack
+    waits in a collective. ``manifest`` is the node's bundle manifest; ``error`` why there is none."""
+
+    bundle: str = ""
+    seconds: float = 0.0
+    missing: int = 0
+    proc_states: dict[int, str] = field(default_factory=dict)
+    stack_tops: dict[int, str] = field(default_factory=dict)
+    in_collective: dict[int, bool] = field(default_factory=dict)
+    manifest: dict[str, Any] | None = None
+    error: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"bundle": self.bundle, "seconds": self.seconds, "missing": self.missing,
+                "proc_states": {str(r): s for r, s in self.proc_states.items()},
+                "stack_tops": {str(r): t for r, t in self.stack_tops.items()},
+                "in_collective": {str(r): w for r, w in self.in_collective.items()},
+                "manifest": self.manifest, "error": self.error}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> EvidenceReport:
+        """The report a node sent (fields it did not send take their defaults)."""
+        manifest = d.get("manifest")
+        return cls(bundle=str(d.get("bundle") or ""), seconds=float(d.get("seconds") or 0.0),
+                   missing=int(d.get("missing") or 0), proc_states=_ranks(d.get("proc_states"), str),
+                   stack_tops=_ranks(d.get("stack_tops"), str), in_collective=_ranks(d.get("in_collective"), bool),
+                   manifest=manifest if isinstance(manifest, dict) else None, error=str(d.get("error") or ""))
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """A node's answer to ``stop`` (status ``stopped``): the rung of the ladder its stop reached
+    (``already_gone``, ``sigterm``, ``sigint``, ``sigkill``), how long it took, the pids that
+    survived it, the stopped (state ``T``) pids it continued, the uploads of its bundles (None:
+    nothing to upload), ``error`` when the stop itself failed."""
+
+    rung: str | None = None
+    seconds: float | None = None
+    survivors: tuple[int, ...] = ()
+    continued: tuple[int, ...] = ()
+    uploads: tuple[dict[str, Any], ...] | None = None
+    error: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"rung": self.rung, "seconds": self.seconds, "survivors": list(self.survivors),
+                "continued": list(self.continued), "uploads": None if self.uploads is None else list(self.uploads),
+                "error": self.error}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> StopReport:
+        uploads = d.get("uploads")
+        return cls(rung=None if d.get("rung") is None else str(d["rung"]),
+                   seconds=None if d.get("seconds") is None else float(d["seconds"]),
+                   survivors=tuple(int(p) for p in d.get("survivors") or ()),
+                   continued=tuple(int(p) for p in d.get("continued") or ()),
+                   uploads=None if uploads is None else tuple(u for u in uploads if isinstance(u, dict)),
+                   error=str(d.get("error") or ""))
+
+
+@dataclass(frozen=True)
+class LauncherExit:
+    """A node's launcher exited by itself (status ``finished`` or ``failed``) with ``code``."""
+
+    code: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"exit_code": self.code}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> LauncherExit | None:
+        code = d.get("exit_code")
+        return cls(code) if isinstance(code, int) else None
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """A node (an agent) as the job knows it: its ``place`` -- torchrun's ``node_rank``, Slurm's
+    ``SLURM_PROCID``, SageMaker's host index (-1: not known) -- and a ``name`` for people, unique in
+    the job (bundle paths and S3 keys carry it). ``hostname`` is the machine's, which need not be
+    unique (containers, several nodes of one job on one host)."""
+
+    place: int
+    name: str
+    hostname: str
+
+
 @dataclass(frozen=True, slots=True)
 class RankKey:
     """A rank as the watchdog knows it: the node it runs on and its global rank (-1 if unknown)."""

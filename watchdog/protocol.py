@@ -42,7 +42,7 @@ import itertools
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgpack
@@ -50,8 +50,9 @@ import msgpack
 from neuron_watch.errors import TransportError
 from neuron_watch.flight_recorder import GroupProgress
 
-#: Bumped on any incompatible change of the header or a body layout.
-SCHEMA_VERSION = 4
+#: Bumped on any incompatible change of the header or a body layout (5: a hello says the node's
+#: place in the job; a status carries its report as a map, no longer as JSON inside a string).
+SCHEMA_VERSION = 5
 # History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
 # matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
 # a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
@@ -164,12 +165,15 @@ class LineMatch(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """First message of an agent session: what it runs."""
+    """First message of an agent session: what it runs, and its ``place`` in the job (torchrun's
+    ``node_rank``, Slurm's ``SLURM_PROCID``, SageMaker's host index; -1: not known). The
+    coordinator knows nodes by their place: two agents claiming one are refused."""
 
     hostname: str
     pid: int
     ranks: tuple[int, ...] = ()
     agent_version: str = ""
+    place: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +269,10 @@ class Exits:
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """The node's state as its agent sees it (running, evidence_done, stopped, launched, exited...)."""
+    """The node's state as its agent sees it (:class:`~neuron_watch.events.NodeStatus`'s words),
+    ``detail`` for people (an exit code, a reason), ``report`` the state's typed report as a map
+    (``evidence_done``: :class:`~neuron_watch.events.EvidenceReport`; ``stopped``:
+    :class:`~neuron_watch.events.StopReport`; {} otherwise)."""
 
     state: str
     detail: str = ""
@@ -273,6 +280,7 @@ class Status:
     dropped_lines: int = 0
     dropped_msgs: int = 0
     truncated_lines: int = 0
+    report: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +393,7 @@ def _body_to_wire(body: Body) -> list[Any]:
         return [body.classified, list(sources),
                 [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches]
     if isinstance(body, Hello):
-        return [body.hostname, body.pid, list(body.ranks), body.agent_version]
+        return [body.hostname, body.pid, list(body.ranks), body.agent_version, body.place]
     if isinstance(body, Heartbeat):
         return [body.buffered, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
     if isinstance(body, Procs):
@@ -402,7 +410,8 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
     if isinstance(body, Status):
-        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
+        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines,
+                body.report]
     if isinstance(body, Ack):
         return [body.seq]
     if isinstance(body, CaptureEvidence):
@@ -480,6 +489,12 @@ def _float(v: Any, what: str) -> float:
 def _str(v: Any, what: str) -> str:
     if type(v) is not str:
         raise ProtocolError("field", f"{what} must be a string, got {type(v).__name__}")
+    return v
+
+
+def _map(v: Any, what: str) -> dict[str, Any]:
+    if type(v) is not dict or any(type(k) is not str for k in v):
+        raise ProtocolError("field", f"{what} must be a map with text keys, got {type(v).__name__}")
     return v
 
 
@@ -656,9 +671,10 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
     if kind is Kind.LINES:
         return _decode_lines(b)
     if kind is Kind.HELLO:
-        _list(b, 4, "hello body")
+        _list(b, 5, "hello body")
         return Hello(_str(b[0], "hostname"), _int(b[1], "pid"),
-                     tuple(_int(r, "rank") for r in _list(b[2], None, "ranks")), _str(b[3], "agent_version"))
+                     tuple(_int(r, "rank") for r in _list(b[2], None, "ranks")), _str(b[3], "agent_version"),
+                     _int(b[4], "place"))
     if kind is Kind.HEARTBEAT:
         _list(b, 4, "heartbeat body")
         return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"),
@@ -704,9 +720,10 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
             exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono")))
         return Exits(tuple(exits))
     if kind is Kind.STATUS:
-        _list(b, 6, "status body")
+        _list(b, 7, "status body")
         return Status(_str(b[0], "state"), _str(b[1], "detail"), _str(b[2], "checkpoint"),
-                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"))
+                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"),
+                      _map(b[6], "report"))
     if kind is Kind.ACK:
         _list(b, 1, "ack body")
         return Ack(_int(b[0], "seq"))

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from neuron_watch.culprit import culprit_from_evidence
 from neuron_watch.errors import ExitCode
-from neuron_watch.events import Action, EventKind, Label, NodeStatus, Verdict
+from neuron_watch.events import Action, EventKind, EvidenceReport, Label, NodeStatus, StopReport, Verdict
 from neuron_watch.policy import Decision, JobState, JobStateMachine, RestartPolicy
 
 
@@ -63,11 +63,11 @@ class NodeFacts(Protocol):
     @property
     def launcher_code(self) -> int | None: ...  # its launcher's exit code in this generation, once it exited
     @property
-    def evidence(self) -> Mapping[str, Any] | None: ...  # its last evidence report (None: none yet)
+    def evidence(self) -> EvidenceReport | None: ...  # its last evidence report (None: none yet)
     @property
     def evidence_heard(self) -> int | None: ...  # the coordinator's message count when that report came
     @property
-    def stop_report(self) -> Mapping[str, Any]: ...  # its answer to the stop ({} before)
+    def stop_report(self) -> StopReport | None: ...  # its answer to the last stop (None: none yet)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class RecordIncident:
     """Write the job's manifest of ``incident`` from every node's evidence report."""
 
     incident: int
-    reports: dict[str, Mapping[str, Any] | None]
+    reports: dict[str, EvidenceReport | None]
 
 
 @dataclass(frozen=True)
@@ -341,19 +341,19 @@ class Recovery:
                                              for name, n in facts.nodes.items())
         if not answered and now - self.phase_since < self.settings.evidence_timeout + 5:
             return []
-        verdict = culprit_from_evidence(self.pending, {k: v or {} for k, v in reports.items()})
+        verdict = culprit_from_evidence(self.pending, {k: v for k, v in reports.items() if v is not None})
         self.pending = verdict
         self._last_label = verdict.label
         culprit = None if verdict.culprit is None else {"node": verdict.culprit.node, "rank": verdict.culprit.rank}
-        bundles = {n: str(r["bundle"]) for n, r in reports.items() if r and r.get("bundle")}
+        bundles = {n: r.bundle for n, r in reports.items() if r is not None and r.bundle}
         # one node: the incident directory; several: where each node's part is
         artifacts: str | dict[str, str] = (_parent(next(iter(bundles.values())))
                                            if len(facts.nodes) == 1 and bundles else bundles)
         incident = self._emit(
             EventKind.INCIDENT, incident=self.incident, label=verdict.label.value, culprit=culprit,
             artifacts=artifacts,
-            capture_seconds=max((float(r.get("seconds", 0.0)) for r in reports.values() if r), default=0.0),
-            missing_items=sum(int(r.get("missing", 0)) for r in reports.values() if r),
+            capture_seconds=max((r.seconds for r in reports.values() if r is not None), default=0.0),
+            missing_items=sum(r.missing for r in reports.values() if r is not None),
             nodes_without_evidence=sorted(n for n, r in reports.items() if r is None))
         self._asked = facts.heard
         # the final verdict (culprit included) completes every node's bundle before it uploads
@@ -378,11 +378,11 @@ class Recovery:
         elif self._lost_since is not None:
             self._lost_since = None
         for name, n in sorted(nodes.items()):
-            report = n.stop_report if name in stopped else {}
-            out.append(self._emit(EventKind.STOPPED, node=name, rung=report.get("rung"),
-                                  seconds=report.get("seconds"), survivors=report.get("survivors", []),
-                                  continued=report.get("continued", []), answered=name in stopped))
-            out += [self._emit(EventKind.UPLOAD, node=name, **up) for up in report.get("uploads", [])]
+            report = (n.stop_report if name in stopped else None) or StopReport()
+            out.append(self._emit(EventKind.STOPPED, node=name, rung=report.rung, seconds=report.seconds,
+                                  survivors=list(report.survivors), continued=list(report.continued),
+                                  answered=name in stopped))
+            out += [self._emit(EventKind.UPLOAD, node=name, **up) for up in report.uploads or ()]
         if lost and not self.fresh_agents_per_generation:
             reason = (f"node(s) {', '.join(lost)} lost (silent, no answer to the stop for "
                       f"{s.lost_node_wait:.0f}s): not relaunching onto them")
@@ -483,7 +483,7 @@ class Recovery:
     def _all(self, facts: Facts, *states: NodeStatus) -> bool:
         return bool(facts.nodes) and all(self._has(n, *states) for n in facts.nodes.values())
 
-    def _evidence(self, n: NodeFacts) -> Mapping[str, Any] | None:
+    def _evidence(self, n: NodeFacts) -> EvidenceReport | None:
         """The node's evidence report of the current incident (None: it did not answer yet)."""
         heard = n.evidence_heard
         return n.evidence if heard is not None and heard > self._asked else None

@@ -9,8 +9,9 @@ job secret from ``$NEURON_WATCH_SECRET`` (never passed on to the command), strea
 carries out the coordinator's commands until it is told to shut down (or loses the coordinator).
 A restart is a new step, so this agent never launches a second generation itself.
 
-Its node name is ``$SLURMD_NODENAME`` (``<node>-t<localid>`` for a second task on a node); its
-run dir is ``<run dir>/nodes/<node>``.
+Its place in the job is ``$SLURM_PROCID``; its name ``$SLURMD_NODENAME`` (``<node>-t<localid>``
+for a second task on a node: :func:`~neuron_watch.runtime.slurm_task_node`); its run dir is
+``<run dir>/nodes/<name>``. Everything else is wired by :mod:`neuron_watch.runtime`.
 """
 
 from __future__ import annotations
@@ -18,31 +19,19 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import socket
+import signal
 import sys
 import time
 
 from neuron_watch import __version__
-from neuron_watch.agent import NodeAgent
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.config import WatchConfig
-from neuron_watch.envpolicy import plan_environment
 from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.guardian import release, start_guardian
 from neuron_watch.launchers.command import CommandLauncher
-from neuron_watch.procs import MARKER_ENV, become_subreaper
-from neuron_watch.tail import console_echo
-from neuron_watch.wiring import artifact_storage, s3_core_dump_prefix
-
-#: Not passed on to the node's command: the job's secret is ours.
-_PRIVATE = ("NEURON_WATCH_SECRET",)
-
-
-def node_name(env: os._Environ[str] | dict[str, str]) -> str:
-    """``SLURMD_NODENAME`` (``-t<localid>`` appended for a second task on the same node)."""
-    base = env.get("NEURON_WATCH_NODE") or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    local = env.get("SLURM_LOCALID", "0")
-    return base if local in ("", "0") else f"{base}-t{local}"
+from neuron_watch.procs import become_subreaper
+from neuron_watch.runtime import SignalLatch, build_agent, rank_environment, run_node_loop, slurm_task_node
 
 
 def slurm_node(agent_node: str) -> str:
@@ -57,9 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
-    from neuron_watch.guardian import release, start_guardian
-    from neuron_watch.supervisor import SignalLatch, host_facts, run_node_loop
-
     cmd = list(args.node_command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -70,33 +56,23 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
                          "it is started by `neuron-watch srun`, which passes them")
     env = os.environ
     secret = load_secret(env, config.secret_file)
-    node = node_name(env)
-    run_dir = os.path.join(os.path.abspath(config.run_dir), "nodes", node)
+    node = slurm_task_node(env)
+    run_dir = os.path.join(os.path.abspath(config.run_dir), "nodes", node.name)
     os.makedirs(run_dir, exist_ok=True)
-    marker = f"{config.job_id}-{node}-{secrets.token_hex(4)}"
-    rank_env = {k: v for k, v in env.items() if k not in _PRIVATE}
-    if not config.no_neuron_env:
-        plan = plan_environment(env, host_facts(), core_dump_dir=os.path.join(run_dir, "core-dumps"),
-                                s3_core_dump_prefix=s3_core_dump_prefix(config, config.job_id),
-                                ndet_dir=os.path.join(run_dir, "ndet"))
-        rank_env.update(plan.to_set())
-    rank_env.setdefault("PYTHONUNBUFFERED", "1")
-    rank_env.update({"NEURON_WATCH_RUN_DIR": run_dir, MARKER_ENV: marker})
+    marker = f"{config.job_id}-{node.name}-{secrets.token_hex(4)}"
+    ranks = rank_environment(config, env, run_dir, config.job_id, marker)
     launcher = CommandLauncher(cmd, marker)
-    print(f"neuron-watch {__version__}: agent for job {config.job_id} on {node}, generation {args.generation}, "
-          f"coordinator {config.coordinator}", file=sys.stderr)
+    print(f"neuron-watch {__version__}: agent for job {config.job_id} on {node.name} (task {node.place}), "
+          f"generation {args.generation}, coordinator {config.coordinator}", file=sys.stderr)
     become_subreaper()
-    agent = NodeAgent(config, launcher, None, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=rank_env,
-                      storage=artifact_storage(config, run_dir), echo=None if config.quiet else console_echo)
+    agent = build_agent(config, launcher, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=ranks.env)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
-    import signal
-
     old = signals.install()
     code = int(ExitCode.JOB_FAILED)
     try:
         agent.launch(args.generation, env.get("NEURON_WATCH_CHECKPOINT", ""))
-        agent.attach(AgentLink(config.coordinator, secret, job=config.job_id, node=node,
+        agent.attach(AgentLink(config.coordinator, secret, job=config.job_id, node=node.name,
                                session=new_session(time.time())))
         agent.introduce()
         code = run_node_loop(agent, None, signals, config.coordinator)

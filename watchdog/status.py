@@ -25,14 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from neuron_watch.auth import Signer
 from neuron_watch.config import WatchConfig
-from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.errors import ExitCode, TransportError, UsageError
+from neuron_watch.protocol import Header, Kind, Msg, ProtocolError, StatusQuery, StatusReply, decode, encode
 
 #: Rank states, most urgent first (see the module doc).
 RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "printing", "compiling", "saving",
@@ -205,7 +208,6 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
 def _coordinator_view(address: str, config: WatchConfig, stale_after: float) -> Callable[[], dict[str, Any]]:
     """A view that asks the job's coordinator (authenticated with the job's secret) each time."""
     from neuron_watch.auth import load_secret
-    from neuron_watch.coordinator import query_status
     from neuron_watch.errors import TransportError
 
     secret = load_secret(os.environ, config.secret_file)
@@ -241,3 +243,42 @@ def _run_view(args: argparse.Namespace, view: Callable[[], dict[str, Any]]) -> i
     except KeyboardInterrupt:
         pass
     return int(ExitCode.OK)
+
+
+def query_status(address: str, secret: bytes, timeout: float = 5.0) -> dict[str, Any]:
+    """Ask the coordinator at ``address`` for the job's status document (``neuron-watch status``).
+
+    Raises:
+        TransportError: no authenticated answer within ``timeout`` (wrong address, secret or port).
+    """
+    from neuron_watch.transport import AgentSocket
+
+    signer = Signer.for_status(secret)
+    sock = AgentSocket(address, linger_ms=0)
+    nonce = secrets.randbits(62)
+    session = (time.time_ns() // 1000) << 12
+    try:
+        h = Header(kind=Kind.STATUS_QUERY, job="", node="status-client", session=session, generation=0, seq=0,
+                   mono=time.monotonic(), wall=time.time())
+        deadline = time.monotonic() + timeout
+        sent = False
+        while time.monotonic() < deadline:
+            if not sent:
+                sent = sock.send(signer.sign(encode(Msg(h, StatusQuery(nonce)))))
+            frames = sock.recv() if sock.poll(20) else None
+            if frames is None:
+                continue
+            try:
+                msg = decode(signer.verify(frames))
+            except ProtocolError:
+                continue
+            if isinstance(msg.body, StatusReply) and msg.body.nonce == nonce and msg.header.target == session:
+                doc: dict[str, Any] = json.loads(msg.body.doc)
+                return doc
+    finally:
+        sock.close()
+    raise TransportError(
+        f"no answer from a coordinator at {address} within {timeout:.0f}s",
+        "check the address (node 0 of the job, default port 29510) and that NEURON_WATCH_SECRET or "
+        "--secret-file is the job's secret",
+    )

@@ -246,7 +246,7 @@ def raw_pull(procs: int, seconds: float, mode: str) -> dict[str, float]:
 
 def coordinator(run_dir: str, judge: bool = True) -> Coordinator:
     from neuron_watch.config import WatchConfig
-    from neuron_watch.coordinator import default_judge_factory
+    from neuron_watch.runtime import default_judge_factory
 
     factory = default_judge_factory(WatchConfig(hang_timeout=3600.0)) if judge else None
     if factory:

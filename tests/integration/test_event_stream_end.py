@@ -12,6 +12,7 @@ from pathlib import Path
 
 from neuron_watch.coordinator import Coordinator
 from neuron_watch.eventlog import EventLog
+from neuron_watch.events import LauncherExit, NodeStatus
 from tests.integration.test_transport import JOB, SECRET, make_link, pump
 
 
@@ -25,11 +26,11 @@ def test_no_agent_dropped_after_job_finished(tmp_path: Path) -> None:
     try:
         link.hello("h", 1, [0], time.monotonic(), time.time())
         pump([coord], [link], lambda: "node1" in coord.nodes)
-        link.status("finished", time.monotonic(), time.time(), detail="0")  # the job's end, as recovery decides it
+        link.status(NodeStatus.FINISHED, time.monotonic(), time.time(), report=LauncherExit(0))  # the job's end
         pump([coord], [link], lambda: coord.exit_code == 0)
         for i in range(300):  # 200 lines overflow the agent's buffer after the end
             link.add_line(0, f"late {i}", time.monotonic(), time.time())
-        link.status("exited", time.monotonic(), time.time())
+        link.status(NodeStatus.EXITED, time.monotonic(), time.time())
         pump([coord], [link], lambda: coord.nodes["node1"].reported_dropped_lines == 200)
         names = [e["event"] for e in _events(tmp_path / "coord" / "events.jsonl")]
         assert names[-1] == "job_finished" and "agent_dropped" not in names, names

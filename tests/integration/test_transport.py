@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.agent_link import AgentLink, JobRefused, LinkSettings, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.errors import TransportError
-from neuron_watch.events import RankKey
+from neuron_watch.events import EvidenceReport, RankKey, StopReport
 from neuron_watch.judge import Judge
-from neuron_watch.protocol import Header, Kind, Msg, Stop, encode
+from neuron_watch.protocol import Header, Kind, Msg, Refused, Stop, encode
 from neuron_watch.transport import CoordinatorSocket
 
 pytestmark = pytest.mark.integration
@@ -249,13 +249,13 @@ class RecordingNode:
         self.calls: list[tuple[object, ...]] = []
         self._checkpoint = checkpoint
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> str:
+    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
         self.calls.append(("capture", incident.split("-")[-1]))
-        return "bundle ok"
+        return EvidenceReport(bundle=f"/bundles/{incident}")
 
-    def stop(self, deadline: float, verdict: str = "") -> str:
+    def stop(self, deadline: float, verdict: str = "") -> StopReport:
         self.calls.append(("stop", deadline))
-        return "rung=sigterm"
+        return StopReport(rung="sigterm", seconds=0.1)
 
     def checkpoint(self) -> str:
         return self._checkpoint
@@ -266,7 +266,8 @@ class RecordingNode:
 
 def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Path) -> None:
     from neuron_watch.config import WatchConfig
-    from neuron_watch.coordinator import Phase, default_judge_factory
+    from neuron_watch.coordinator import Phase
+    from neuron_watch.runtime import default_judge_factory
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
                         settings=CoordinatorSettings(expected_nodes=2, silence=1e6, stop_timeout=7.0),
@@ -359,8 +360,8 @@ def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
         tmp_path: Path, agent_regex: str | None, classified: bool) -> None:
     """Same table: the coordinator takes the agent's matches. Another table (or none): it classifies."""
     from neuron_watch.config import WatchConfig
-    from neuron_watch.coordinator import default_judge_factory
     from neuron_watch.kb import default_knowledge_base
+    from neuron_watch.runtime import default_judge_factory
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
                         settings=CoordinatorSettings(silence=1e6),
@@ -384,4 +385,70 @@ def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
         assert judge.ranks[RankKey("node1", 3)].last_progress_line.lineno == (300 if classified else 0)
     finally:
         link.close()
+        coord.close()
+
+
+def _refusal(link: AgentLink, coordinator: Coordinator) -> JobRefused:
+    """Drive ``link`` until the coordinator's refusal reaches it; the refusal it raises."""
+    got: list[Msg] = []
+    pump([coordinator], [link], lambda: any(isinstance(m.body, Refused) for m in got), commands=got)
+    with pytest.raises(JobRefused) as ei:
+        link.dispatch(got, RecordingNode(""), time.monotonic(), time.time())
+    return ei.value
+
+
+def test_a_second_live_agent_claiming_a_nodes_name_is_refused_naming_both_hosts(coordinator: Coordinator) -> None:
+    """Nodes are known by their place; two live agents with one name (two nodes that share a host
+    name, given the same NEURON_WATCH_NODE) were merged into one node, and a hang of that job was
+    never judged. The newcomer is refused, the holder goes on."""
+    first, second = make_link(coordinator.endpoint, "trn-a"), make_link(coordinator.endpoint, "trn-a")
+    try:
+        first.hello("host-a", 101, [0, 1], time.monotonic(), time.time(), place=0)
+        pump([coordinator], [first], lambda: coordinator.nodes.get("trn-a") is not None
+             and coordinator.nodes["trn-a"].place == 0)
+        second.hello("host-b", 202, [2, 3], time.monotonic(), time.time(), place=1)
+        refused = _refusal(second, coordinator)
+        assert refused.same_job and "host-a (pid 101" in refused.reason and "host-b (pid 202)" in refused.reason
+        first.add_line(0, "step 5 loss 1.0", time.monotonic(), time.time())
+        pump([coordinator], [first], lambda: coordinator.counters.lines == 1)
+        view = coordinator.nodes["trn-a"]
+        assert (view.session, view.hostname, view.place) == (first.session, "host-a", 0)
+        names = [e["event"] for e in coordinator.events.history]
+        assert names.count("node_refused") == 1 and "node_rejoined" not in names
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_second_live_agent_claiming_a_nodes_place_is_refused(coordinator: Coordinator) -> None:
+    first, second = make_link(coordinator.endpoint, "trn-a"), make_link(coordinator.endpoint, "trn-b")
+    try:
+        first.hello("host-a", 101, [2, 3], time.monotonic(), time.time(), place=1)
+        pump([coordinator], [first], lambda: "trn-a" in coordinator.nodes and coordinator.nodes["trn-a"].place == 1)
+        second.hello("host-b", 202, [2, 3], time.monotonic(), time.time(), place=1)
+        refused = _refusal(second, coordinator)
+        assert "place 1" in refused.reason and "'trn-a' on host-a" in refused.reason
+        assert "trn-b" not in coordinator.nodes
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_agent_that_really_restarted_takes_its_place_once_the_old_session_is_silent(tmp_path: Path) -> None:
+    """A restarted agent is told apart by its session: its predecessor fell silent."""
+    skew = [0.0]
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
+                        settings=CoordinatorSettings(silence=5.0), clock=lambda: time.monotonic() + skew[0])
+    old, new = make_link(coord.endpoint, "trn-a"), make_link(coord.endpoint, "trn-a")
+    try:
+        old.hello("host-a", 101, [0], time.monotonic(), time.time(), place=0)
+        pump([coord], [old], lambda: "trn-a" in coord.nodes and coord.nodes["trn-a"].place == 0)
+        old.close()
+        skew[0] = 30.0  # the old agent has been silent for 30 s > silence (the clock is an argument)
+        new.hello("host-a", 303, [0], time.monotonic(), time.time(), place=0)
+        pump([coord], [new], lambda: coord.nodes["trn-a"].session == new.session and coord.nodes["trn-a"].pid == 303)
+        names = [e["event"] for e in coord.events.history]
+        assert "node_rejoined" in names and "node_refused" not in names
+    finally:
+        new.close()
         coord.close()

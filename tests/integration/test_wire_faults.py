@@ -25,6 +25,7 @@ import zmq
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import Signer
 from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
+from neuron_watch.events import NodeStatus
 from neuron_watch.protocol import MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_LINE_BYTES, Ack, Msg, Stop, decode
 
 pytestmark = pytest.mark.integration
@@ -101,7 +102,7 @@ def test_sixteen_ranks_of_megabyte_lines_arrive_whole_split_and_counted(coord: C
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 1 and len(link.outbox) == 0)
         # The link is not wedged: what comes later arrives too, and the loss report is heard.
         link.add_line(3, "after the flood", time.monotonic(), time.time())
-        link.status("launched", time.monotonic(), time.time())
+        link.status(NodeStatus.LAUNCHED, time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 2 and len(link.outbox) == 0
              and coord.nodes["node1"].status == "launched")
         coord.tick(time.monotonic())
@@ -133,11 +134,11 @@ def test_an_unsplittable_message_is_dropped_and_counted_never_resent_forever(coo
     link = link_to(coord)
     try:
         now, wall = time.monotonic(), time.time()
-        link.status("running", now, wall, detail="z" * MAX_FRAME_BYTES)  # e.g. a monstrous capture detail
+        link.status(NodeStatus.LAUNCHED, now, wall, detail="z" * MAX_FRAME_BYTES)  # e.g. a monstrous capture detail
         assert link.counters.oversize_dropped == 1 and link.outbox.dropped_msgs == 1
         link.add_line(0, "still flowing", now, wall)
         pump(coord, [link], lambda: coord.counters.lines == 1 and len(link.outbox) == 0)
-        link.status("launched", time.monotonic(), time.time())
+        link.status(NodeStatus.LAUNCHED, time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.nodes["node1"].reported_dropped_msgs == 1)
     finally:
         link.close()

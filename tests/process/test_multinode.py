@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -39,22 +40,28 @@ NPROC = 2
 @contextmanager
 def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: Sequence[str] = (),
         rank_cmd: Sequence[str] | None = None, coord_port: int | None = None,
-        job_id: str | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+        job_id: str | None = None, named: bool = True,
+        node_ranks: Sequence[int] | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all.
 
     The ranks run the toy job with ``toy_args``, or ``rank_cmd`` (a script and its arguments).
+    ``named``: each node gets ``NEURON_WATCH_NODE=n<i>``; else its name comes from the host name,
+    which all of them share here. ``node_ranks``: one wrapper per entry (default ``range(nnodes)``).
     """
     master, coord = free_port(), coord_port or free_port()
     job_id = job_id or f"mn-{secrets.token_hex(3)}"
     ckpt = tmp_path / "ckpt"  # shared storage, as /fsx is on a real cluster
     nodes = []
     with ExitStack() as stack:
-        for i in range(nnodes):
+        for i, node_rank in enumerate(range(nnodes) if node_ranks is None else node_ranks):
             run_dir = tmp_path / f"node{i}"
-            node_env = dict(env, NEURON_WATCH_NODE=f"n{i}", NEURON_WATCH_SECRET="s" * 32)
+            node_env = dict(env, NEURON_WATCH_SECRET="s" * 32)
+            node_env.pop("NEURON_WATCH_NODE", None)
+            if named:
+                node_env["NEURON_WATCH_NODE"] = f"n{i}"
             argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir),
                     "--checkpoint-dir", str(ckpt), "--coordinator", f"127.0.0.1:{coord}", *watch_args,
-                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(i), "--nproc_per_node", str(NPROC),
+                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(node_rank), "--nproc_per_node", str(NPROC),
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
                     *(rank_cmd if rank_cmd is not None else (TOY, "--checkpoint-dir", str(ckpt), *toy_args))]
             out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
@@ -140,6 +147,59 @@ def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Pa
     manifest = json.loads((nodes[0][1] / "incidents" / "incident-1" / "manifest.json").read_text())
     assert sorted(manifest["nodes"]) == ["n0", "n1"] and manifest["missing_nodes"] == []
     assert any(f["path"].startswith("stacks/rank-3") for f in manifest["nodes"]["n1"]["files"])
+
+
+def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_both_restart(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """Two nodes of one job on one host (containers with one host name): each is known by its
+    node_rank and named after it; they were once merged into one node and the hang never judged."""
+    host = socket.gethostname().split(".")[0]
+    with job(tmp_path, toy_env, 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"], ["--hang-timeout", "6"],
+             named=False) as nodes:
+        codes = wait_all(nodes, 300)
+    assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
+    evs = events(nodes[0][1])
+    assert sorted(e["node"] for e in named(evs, "node_joined")) == [f"{host}-n0", f"{host}-n1"]
+    assert [(e["node"], e["place"]) for e in sorted(named(evs, "node_hello"), key=lambda e: e["place"])] == [
+        (f"{host}-n0", 0), (f"{host}-n1", 1)]
+    assert not named(evs, "node_rejoined") and not named(evs, "node_refused")
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": f"{host}-n1", "rank": 3}
+    assert len(named(evs, "restart")) == 1
+    assert {e["node"] for e in named(evs, "stopped") if e["answered"]} == {f"{host}-n0", f"{host}-n1"}
+    assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
+
+
+def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    with job(tmp_path, toy_env, 2, ["--steps", "400"], ["--hang-timeout", "60"], named=False,
+             node_ranks=[0, 1, 1]) as nodes:
+        evs: list[dict[str, Any]] = []
+
+        def refused() -> bool:
+            evs[:] = events(nodes[0][1]) if (nodes[0][1] / "events.jsonl").exists() else []
+            return bool(named(evs, "node_refused"))
+
+        deadline = time.monotonic() + 180
+        while not refused():
+            assert time.monotonic() < deadline, out(tmp_path, 0)
+            time.sleep(0.2)
+        # the refused wrapper stops its ranks and exits with the reason
+        while not any(nodes[i][0].poll() not in (None, 0) for i in (1, 2)):
+            assert time.monotonic() < deadline + 60, out(tmp_path, 1) + out(tmp_path, 2)
+            time.sleep(0.2)
+        loser = next(i for i in (1, 2) if nodes[i][0].poll() not in (None, 0))
+        for p, _ in nodes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        wait_all(nodes, 120)
+    host = socket.gethostname().split(".")[0]
+    refusal = named(evs, "node_refused")
+    assert len(refusal) == 1 and refusal[0]["node"] == f"{host}-n1" and refusal[0]["place"] == 1
+    said = out(tmp_path, loser)
+    assert "refused by the job's coordinator" in said and "already held by" in said and said.count("(pid ") >= 2
+    for _p, run_dir in nodes:
+        assert not wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30)
 
 
 def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from neuron_watch.agent_link import AgentLink
+from neuron_watch.events import EvidenceReport, StopReport
 from neuron_watch.protocol import Body, Header, Launch, Msg, Status, Stop, decode, encode_header, kind_of
 
 
@@ -36,16 +37,16 @@ class Node:
         self.calls: list[str] = []
         self.stop_done = False
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> str:
+    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
         self.calls.append("capture")
-        return "{}"
+        return EvidenceReport()
 
-    def stop(self, deadline: float, verdict: str = "") -> str:
+    def stop(self, deadline: float, verdict: str = "") -> StopReport:
         raise AssertionError("the blocking stop must not be used")
 
-    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], str | None]:
+    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], StopReport | None]:
         self.calls.append("begin_stop")
-        return lambda: '{"rung": "sigterm"}' if self.stop_done else None
+        return lambda: StopReport(rung="sigterm") if self.stop_done else None
 
     def checkpoint(self) -> str:
         return "/ckpt/step_5"

@@ -371,7 +371,7 @@ def test_config_tells_not_given_from_empty() -> None:
 
 def test_the_coordinators_chooser_detects_too(tmp_path: Path) -> None:
     from neuron_watch.config import WatchConfig
-    from neuron_watch.supervisor import checkpoint_chooser
+    from neuron_watch.runtime import checkpoint_chooser
 
     deepspeed(tmp_path, [100, 200], latest=100)
     assert checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({}) == str(tmp_path / "global_step100")

@@ -47,28 +47,8 @@ def test_pure_module_imports_no_io(module: str) -> None:
     assert not impure, f"neuron_watch.{module} is pure but imports impure sibling(s) {impure}"
 
 
-def test_every_entry_point_takes_its_coordinator_settings_from_one_place() -> None:
-    """The wrapper of torchrun, the srun launcher and the standalone coordinator build their
-    coordinator's settings with ``coordinator.coordinator_settings`` (one config, one place): a
-    setting added there reaches all of them (the srun launcher once missed the pause detection)."""
-    built = {}
-    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                for call in ast.walk(node):
-                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-                        built.setdefault(call.func.id, set()).add(f"{path.stem}.{node.name}")
-    # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
-    assert built["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
-    assert {"supervisor._coordinator", "srun.run", "coordinator.run"} <= built["coordinator_settings"], \
-        built["coordinator_settings"]
-
-
-def test_every_entry_point_attaches_its_event_sinks_and_storage_from_one_place() -> None:
-    """The console and the MQTT broker (``wiring.attach_sinks``), the artifact storage
-    (``wiring.artifact_storage``): ``neuron-watch srun`` once published nothing to ``--mqtt`` and its
-    nodes uploaded nothing to ``--artifacts``, and nothing said so."""
+def _calls() -> dict[str, set[str]]:
+    """Every name called in watchdog/ and launchers/ -> the ``module.function`` that call it."""
     called: dict[str, set[str]] = {}
     for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -78,8 +58,28 @@ def test_every_entry_point_attaches_its_event_sinks_and_storage_from_one_place()
                     if isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute)):
                         name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
                         called.setdefault(name, set()).add(f"{path.stem}.{node.name}")
+    return called
+
+
+def test_one_composition_root_builds_every_entry_points_parts() -> None:
+    """The coordinator, the agent, their settings, event sinks and artifact storage are built in
+    runtime.py only, and every entry point -- ``neuron-watch torchrun`` (supervisor), ``neuron-watch
+    srun`` (its batch side and its per-task agent), the standalone coordinator -- takes them from
+    there: a feature added once reaches all of them (``--mqtt`` and ``--artifacts`` once reached only
+    torchrun; the standalone coordinator once named its job differently from its agents)."""
+    called = _calls()
+    assert called["Coordinator"] == {"runtime.build_coordinator"}
+    assert called["NodeAgent"] == {"runtime.build_agent"}
+    # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
+    assert called["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
+    assert called["coordinator_settings"] == {"runtime.build_coordinator"}
     assert called["attach_console"] == {"wiring.attach_sinks"}
     assert called["MqttSink"] == {"wiring.attach_sinks"}
     assert called["open_storage"] >= {"wiring.artifact_storage"}
-    assert {"supervisor._coordinator", "srun.run", "coordinator.run"} <= called["attach_sinks"]
-    assert {"supervisor._run_supervised", "srun_agent.run"} <= called["artifact_storage"], called["artifact_storage"]
+    # the node before the job's shape (a signal during start-up) records its end with the same sinks
+    assert called["attach_sinks"] == {"runtime.build_coordinator", "supervisor._record_end_before_shape"}
+    assert called["artifact_storage"] == {"runtime.build_agent"}
+    assert called["build_coordinator"] == {"supervisor._run_supervised", "srun.run", "standalone.run"}
+    assert called["build_agent"] == {"supervisor._run_supervised", "srun_agent.run"}
+    assert {"supervisor._run_supervised", "srun.__init__", "standalone.run"} <= called["resolve_job_id"]
+    assert called["rank_environment"] == {"supervisor._run_supervised", "srun_agent.run"}

@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import random
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 
 from neuron_watch import protocol as p
+from neuron_watch.events import EvidenceReport, LauncherExit, StopReport
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.protocol import (
     Ack,
@@ -68,8 +70,13 @@ BODIES = [
     # what each rank process does: its tree's CPU, stopped or not (rank 1 stopped)
     Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(0, 812.25, "R"), p.WorkerActivity(1, 3.5, "T"))),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
-    Status("stopped", "rung=sigkill", "/ckpt/step_1200", 0, 0),
-    Status("running", "", "", 1, 2, 3),
+    Status("stopped", "sigkill, 15.0s", "/ckpt/step_1200", 0, 0,
+           report=StopReport(rung="sigkill", seconds=15.0, survivors=(77,), uploads=({"ok": True},)).to_wire()),
+    Status("evidence_done", "/run/incidents/incident-1/n0", "", 1, 2, 3,
+           report=EvidenceReport(bundle="/b", proc_states={3: "T"}, in_collective={0: True},
+                                 manifest={"items": [{"path": "logs/rank-0.log"}]}).to_wire()),
+    Status("finished", "exit code 0", "", report=LauncherExit(0).to_wire()),
+    Hello("trn-7", 4242, (4, 5, 6, 7), "0.1.0", place=1),
     p.Refused("job-a", "job-b", "this coordinator runs job job-a"),
     Ack(41),
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
@@ -179,12 +186,13 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
     # 3: an agent from before the echoed session, the frame limit and the job-bound keys.
-    assert p.SCHEMA_VERSION == 4
+    # 4: an agent from before its place in the hello and typed status reports.
+    assert p.SCHEMA_VERSION == 5
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -414,3 +422,29 @@ def test_an_oversized_frame_is_refused_before_it_is_unpacked() -> None:
     with pytest.raises(ProtocolError) as ei:
         decode([header, b"\x90" + b" " * p.MAX_FRAME_BYTES])
     assert ei.value.problem == "oversize"
+
+
+def test_typed_reports_survive_the_wire_and_an_unknown_field_is_ignored() -> None:
+    """A status report travels as a map (schema 5), never JSON inside a string; each report type
+    has one constructor from the wire that tolerates fields it does not know."""
+    ev = EvidenceReport(bundle="/b", seconds=1.5, missing=2, proc_states={3: "T", 1: "gone"},
+                        stack_tops={0: "wait (distributed_c10d.py)"}, in_collective={0: True, 3: False},
+                        manifest={"items": []}, error="")
+    st = StopReport(rung="sigterm", seconds=0.4, survivors=(), continued=(1234,), uploads=({"ok": True},))
+    for report, typ in ((ev, EvidenceReport), (st, StopReport)):
+        msg = Msg(_header(Kind.STATUS), Status("x", report=report.to_wire()))
+        body = decode(encode(msg)).body
+        assert isinstance(body, Status)
+        assert typ.from_wire({**body.report, "from_a_newer_agent": 1}) == report
+    assert LauncherExit.from_wire(LauncherExit(-9).to_wire()) == LauncherExit(-9)
+    assert LauncherExit.from_wire({}) is None
+
+
+@pytest.mark.parametrize("report", [{1: "rank keys must be text"}, ["not", "a", "map"]])
+def test_a_status_report_that_is_not_a_text_keyed_map_is_refused(report: Any) -> None:
+    frames = encode(Msg(_header(Kind.STATUS), Status("stopped")))
+    raw = msgpack.unpackb(frames[1], strict_map_key=False)
+    raw[6] = report
+    with pytest.raises(ProtocolError) as ei:
+        decode([frames[0], msgpack.packb(raw, use_bin_type=True)])
+    assert ei.value.problem in ("field", "garbage")

@@ -3,13 +3,22 @@ from a verdict to the next generation or the end, with no socket, process or rea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from neuron_watch.events import Action, EventKind, Evidence, Label, NodeStatus, RankKey, Verdict
+from neuron_watch.events import (
+    Action,
+    EventKind,
+    Evidence,
+    EvidenceReport,
+    Label,
+    NodeStatus,
+    RankKey,
+    StopReport,
+    Verdict,
+)
 from neuron_watch.policy import IllegalTransition, JobState, RestartPolicy
 from neuron_watch.recovery import (
     Capture,
@@ -48,9 +57,9 @@ class Node:
     status_heard: int = 0
     observed: bool = True
     launcher_code: int | None = None
-    evidence: Mapping[str, Any] | None = None
+    evidence: EvidenceReport | None = None
     evidence_heard: int | None = None
-    stop_report: Mapping[str, Any] = field(default_factory=dict)
+    stop_report: StopReport | None = None
 
 
 class Job:
@@ -71,11 +80,12 @@ class Job:
         self.heard += 1
         n = self.nodes[node]
         n.status, n.status_since, n.status_heard = status, self.now, self.heard
+        # the reports as they come off the wire
         if status is NodeStatus.EVIDENCE_DONE:
-            n.evidence, n.evidence_heard = fields.get("report", {"bundle": f"/run/incidents/incident-1/{node}"}), \
-                self.heard
+            report = fields.get("report", {"bundle": f"/run/incidents/incident-1/{node}"})
+            n.evidence, n.evidence_heard = EvidenceReport.from_wire(report), self.heard
         if status is NodeStatus.STOPPED:
-            n.stop_report = fields.get("report", {"rung": "sigterm", "seconds": 0.4})
+            n.stop_report = StopReport.from_wire(fields.get("report", {"rung": "sigterm", "seconds": 0.4}))
         if status in (NodeStatus.FINISHED, NodeStatus.FAILED):
             n.launcher_code = fields.get("code", 0 if status is NodeStatus.FINISHED else 1)
 

@@ -1,0 +1,374 @@
+"""The composition root: every way a job starts is wired here, once.
+
+    neuron-watch torchrun ...      supervisor.py: one node's agent (+ the coordinator on node_rank 0)
+    neuron-watch srun ...          launchers/srun.py: the coordinator and a relauncher of srun steps;
+                                   srun_agent.py: an agent per task
+    neuron-watch coordinator       the job's coordinator alone (:func:`serve_coordinator`)
+    SageMaker                      examples/sagemaker/entry.py execs ``neuron-watch torchrun``
+
+Each of those modules knows how it launches ranks; everything else comes from here:
+
+* the job's **identity**, resolved in one place: its id (:func:`resolve_job_id`), its run dir
+  (:func:`resolve_run_dir`), the node's **place in the job** and its name
+  (:class:`NodeIdentity`: torchrun's ``node_rank``, Slurm's ``SLURM_PROCID``, SageMaker's host
+  index -- the coordinator refuses two agents claiming one place or one name);
+* what the ranks get (:func:`rank_environment`);
+* the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
+  (events.jsonl, MQTT, console) and status line (:func:`build_coordinator`);
+* the **agent** with its artifact storage (:func:`build_agent`);
+* the loops (:func:`run_node_loop`, :func:`serve_coordinator`) and the signal latch.
+
+A feature added here reaches every entry point (``--mqtt`` and ``--artifacts`` once reached only
+``neuron-watch torchrun``; a standalone coordinator once named its job differently from its agents).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from neuron_watch.agent import NodeAgent
+from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.checkpoints import newest_complete
+from neuron_watch.config import WatchConfig
+from neuron_watch.console import StatusLine, say
+from neuron_watch.coordinator import (
+    PAUSE_JUMP,
+    Coordinator,
+    JudgeLike,
+    NodeView,
+    Relauncher,
+    coordinator_settings,
+)
+from neuron_watch.envpolicy import HostFacts, plan_environment
+from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.events import NodeIdentity
+from neuron_watch.iofaults import IOHealth
+from neuron_watch.judge import HangCalibration
+from neuron_watch.launchers.base import Launcher
+from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
+from neuron_watch.policy import RestartPolicy
+from neuron_watch.procs import MARKER_ENV
+from neuron_watch.tail import console_echo
+from neuron_watch.wiring import artifact_storage, attach_sinks, s3_core_dump_prefix
+
+log = logging.getLogger("neuron_watch")
+
+#: How long the hosting node keeps serving after shutdown so every node receives it.
+SHUTDOWN_GRACE = 3.0
+#: After a signal, how long the hosting node waits for its own agent to join before stopping "every node".
+JOIN_WAIT = 5.0
+#: Environment variables that are ours, never the ranks' (the job's secret).
+PRIVATE_ENV = ("NEURON_WATCH_SECRET",)
+
+
+# -- identity ------------------------------------------------------------------------------------
+
+
+def resolve_job_id(config: WatchConfig, env: Mapping[str, str], *, address: str | None = None,
+                   rendezvous: str | None = None) -> str:
+    """The job's id, the same on every node and for every entry point: ``--job-id``; else
+    ``slurm-<SLURM_JOB_ID>``; else, for a multi-node job (``address`` and ``rendezvous`` given),
+    one derived from what every node shares -- where the coordinator is and the launcher's
+    rendezvous (two jobs running at once cannot share both; the address alone once merged two
+    jobs); else a new time-based one."""
+    if config.job_id:
+        return config.job_id
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm-{env['SLURM_JOB_ID']}"
+    if address is not None and rendezvous is not None:
+        return "nw-" + hashlib.sha256(f"{address}\0{rendezvous}".encode()).hexdigest()[:12]
+    return time.strftime("nw-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(2)
+
+
+def resolve_run_dir(config: WatchConfig, job_id: str) -> str:
+    """``--run-dir``, else ``./neuron-watch-runs/<job id>`` (absolute)."""
+    return os.path.abspath(config.run_dir or os.path.join("neuron-watch-runs", job_id))
+
+
+def host_name() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def base_node_name(env: Mapping[str, str]) -> tuple[str, bool]:
+    """This node's name before its place is known, and whether that name is unique by itself:
+    ``NEURON_WATCH_NODE`` (the operator's or the SageMaker entry's: taken as unique), Slurm's
+    ``SLURMD_NODENAME`` (unique in a cluster), else the host name (not necessarily unique)."""
+    if env.get("NEURON_WATCH_NODE"):
+        return env["NEURON_WATCH_NODE"], True
+    if env.get("SLURMD_NODENAME"):
+        return env["SLURMD_NODENAME"], True
+    return host_name(), False
+
+
+def torchrun_node(env: Mapping[str, str], node_rank: int | None, multi_node: bool) -> NodeIdentity:
+    """A ``neuron-watch torchrun`` node: its place is torchrun's ``node_rank``. In a multi-node job
+    whose name is only the host name, the place is part of the name (``<host>-n<node_rank>``): two
+    nodes of one job may share a host name (containers; several nodes on one machine), and their
+    bundles must not overwrite each other."""
+    name, unique = base_node_name(env)
+    place = node_rank if node_rank is not None else (0 if not multi_node else -1)
+    if multi_node and not unique and place >= 0:
+        name = f"{name}-n{place}"
+    return NodeIdentity(place, name, host_name())
+
+
+def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:
+    """A ``neuron-watch srun`` task's agent: its place is ``SLURM_PROCID`` (the task's rank in the
+    step); its name the Slurm node's, ``-t<SLURM_LOCALID>`` for a second task on the same node."""
+    name, _ = base_node_name(env)
+    local = env.get("SLURM_LOCALID", "0")
+    if local not in ("", "0"):
+        name = f"{name}-t{local}"
+    procid = env.get("SLURM_PROCID", "")
+    return NodeIdentity(int(procid) if procid.isdigit() else -1, name, host_name())
+
+
+# -- what the ranks get ----------------------------------------------------------------------------
+
+
+def host_facts() -> HostFacts:
+    return HostFacts(
+        kernel_release=os.uname().release,
+        has_neuron_det=shutil.which("neuron-det") is not None,
+        has_neuron_device=os.path.exists("/dev/neuron0"),
+    )
+
+
+@dataclass(frozen=True)
+class RankEnvironment:
+    """The ranks' environment and the lines that say what was set and why (printed at start)."""
+
+    env: dict[str, str]
+    said: list[str]
+
+
+def rank_environment(config: WatchConfig, env: Mapping[str, str], run_dir: str, job_id: str,
+                     marker: str) -> RankEnvironment:
+    """The ranks' environment: ours plus the Neuron debugging environment (never overwriting what
+    the user set; off with ``--no-neuron-env``), ``PYTHONUNBUFFERED=1`` so output arrives as it is
+    printed, where the run dir is, and our marker; never the job's secret."""
+    rank_env = {k: v for k, v in env.items() if k not in PRIVATE_ENV}
+    said: list[str] = []
+    if not config.no_neuron_env:
+        plan = plan_environment(env, host_facts(), core_dump_dir=os.path.join(run_dir, "core-dumps"),
+                                s3_core_dump_prefix=s3_core_dump_prefix(config, job_id),
+                                ndet_dir=os.path.join(run_dir, "ndet"))
+        rank_env.update(plan.to_set())
+        said = plan.describe()
+    if "PYTHONUNBUFFERED" not in env:
+        rank_env["PYTHONUNBUFFERED"] = "1"
+        said.append("set          PYTHONUNBUFFERED=1  # rank output reaches the watchdog as it is printed")
+    rank_env.update({"NEURON_WATCH_RUN_DIR": run_dir, MARKER_ENV: marker})
+    return RankEnvironment(rank_env, said)
+
+
+# -- the parts --------------------------------------------------------------------------------------
+
+
+def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., str]:
+    """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
+    as the coordinator sees it (shared storage), else the newest any node reported (also when the
+    directory cannot be read now: each node reports the newest it saw before, never 'from scratch'
+    because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported); never one in
+    ``avoid`` (checkpoints a generation could not start from)."""
+
+    def choose(nodes: Mapping[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
+        if config.checkpoint_dir:
+            found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
+            if found.error is None and not found.missing:
+                if health is not None:
+                    health.ok(config.checkpoint_dir)
+                chosen = newest_complete(found, avoid)
+                return "" if chosen is None else chosen.path
+            if found.error is not None and health is not None:
+                health.failed("read the checkpoint directory", config.checkpoint_dir, found.error)
+        reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
+        return reported[-1] if reported else ""
+
+    return choose
+
+
+def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLike]:
+    """A :class:`neuron_watch.judge.Judge` per generation, from the watch options."""
+    from neuron_watch.judge import Judge, JudgeSettings
+    from neuron_watch.kb import default_knowledge_base
+
+    kb = default_knowledge_base(config.progress_regex)
+    settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
+                             compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
+
+    def make(generation: int, now: float) -> JudgeLike:
+        return Judge(kb, settings, now)
+
+    return make
+
+
+def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir: str, job_id: str,
+                      nodes: int | None, health: IOHealth | None = None, status_line: StatusLine | None = None,
+                      relauncher: Relauncher | None = None, generation: int = 0,
+                      policy: RestartPolicy | None = None, announce: bool = False,
+                      **settings: Any) -> Coordinator:
+    """The job's coordinator, the same for every entry point: its settings from the config
+    (``settings``: what one entry point decides itself, e.g. the standalone ``--silence``), a judge
+    per generation, the checkpoint chooser, the restart policy, the event sinks (the console, MQTT)
+    and the ``--progress`` line."""
+    coord = Coordinator(bind, secret, run_dir, job=job_id, settings=coordinator_settings(config, nodes, **settings),
+                        judge_factory=default_judge_factory(config),
+                        pick_checkpoint=checkpoint_chooser(config, health),
+                        policy=policy or RestartPolicy(max_restarts=config.max_restarts), announce=announce,
+                        relauncher=relauncher, generation=generation, health=health)
+    attach_sinks(coord.events, config, job_id, status_line)
+    if status_line is not None:
+        coord.status_listeners.append(status_line.update)
+    return coord
+
+
+def build_agent(config: WatchConfig, launcher: Launcher, *, job_id: str, node: NodeIdentity, run_dir: str,
+                rank_env: dict[str, str], health: IOHealth | None = None,
+                echo: Callable[[str], None] | None = None) -> NodeAgent:
+    """A node's agent, the same for every entry point: its artifact storage (``--artifacts``), the
+    echo of rank output on the console (off with ``--quiet``)."""
+    if echo is None and not config.quiet:
+        echo = console_echo
+    return NodeAgent(config, launcher, None, job_id=job_id, node=node.name, run_dir=run_dir, rank_env=rank_env,
+                     storage=artifact_storage(config, run_dir), echo=echo, health=health, place=node.place)
+
+
+# -- the loops -----------------------------------------------------------------------------------------
+
+
+class SignalLatch:
+    """Signal handlers only record; the loop acts."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.at: float | None = None  # time.monotonic() of the first signal
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+            self.at = time.monotonic()
+
+    def install(self) -> dict[int, Any]:
+        """Catch SIGTERM, SIGINT and SIGHUP; returns the previous handlers (to restore at the end).
+
+        A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
+        and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
+        would let the hang-up stop the job (issue 16, finding 8).
+        """
+        old: dict[int, Any] = {}
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if s != signal.SIGTERM and signal.getsignal(s) is signal.SIG_IGN:
+                continue
+            old[s] = signal.signal(s, self)
+        return old
+
+
+def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
+    """One node's loop, for every entry point with an agent: its agent, and the job's coordinator
+    where this node hosts it. Runs until the coordinator shuts this node down, a signal arrives, or
+    the coordinator is lost for good (the policy of :mod:`neuron_watch.lostlink`: never while this
+    node's ranks work)."""
+    started = time.monotonic()
+    cfg = agent.cfg
+    loss = CoordinatorLoss(LossSettings(silence=cfg.coordinator_silence, loss_timeout=cfg.coordinator_loss_timeout,
+                                        hang_window=cfg.hang_timeout or HangCalibration().default), address)
+    last_turn: float | None = None
+    while True:
+        now = time.monotonic()
+        gap = loop_jump(last_turn, now, PAUSE_JUMP)
+        last_turn = now
+        if gap:
+            started += gap
+            agent.rebase(gap)
+            say(f"neuron-watch on {agent.node} was not running for {gap:.0f}s (paused?): that time is not "
+                "counted as silence of the ranks or of the coordinator")
+        if coord is not None:
+            coord.poll(0.02)
+            coord.tick(time.monotonic())
+        else:
+            time.sleep(0.02)
+        code = agent.tick()
+        if code is not None:
+            if coord is not None:  # keep serving briefly so every node receives the shutdown
+                end = time.monotonic() + SHUTDOWN_GRACE
+                while time.monotonic() < end and not all(v.status == "exited" for v in coord.nodes.values()):
+                    agent.link.tick(time.monotonic(), time.time())  # our own "exited" must go out too
+                    coord.poll(0.05)
+                    coord.tick(time.monotonic())
+            return code
+        if signals.received is not None:
+            sig = signals.received
+            if coord is not None:
+                # A signal during start-up (before our own hello reached the coordinator): a stop
+                # broadcast now would reach no node, and the job would end only at the stop's
+                # deadline + 10 s (25 s, issue 16 finding 8). Our hello is on loopback: wait for it, briefly.
+                if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
+                    continue
+                if coord.recovery.live and not coord.interrupted:
+                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    agent.stopping(f"{signal.Signals(sig).name} forwarded")
+                    agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
+                    coord.interrupt(sig, now)
+                continue  # the coordinator stops every node, then shuts us down with 128+sig
+            log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
+            agent.stopping(f"{signal.Signals(sig).name} forwarded")
+            agent.launcher.stop(agent.cfg.stop_timeout, first_signal=sig)
+            return 128 + sig
+        if coord is None:
+            now = time.monotonic()
+            silence = agent.link.coordinator_silence(now)
+            quiet_for = now - started if silence is None else silence
+            gen = agent.gen
+            ended = gen is not None and gen.exit_code is not None
+            facts = LocalFacts(active_ago=agent.activity_ago(now), ended=ended,
+                               buffered_lines=agent.link.outbox.lines,
+                               dropped_lines=agent.link.outbox.dropped_lines)
+            action, message = loss.step(now, quiet_for, facts)
+            if action is LossAction.SAY:
+                say(message)
+            elif action is LossAction.GIVE_UP:
+                log.error("%s", message)
+                agent.stopping("the coordinator was lost")
+                agent.launcher.stop(agent.cfg.stop_timeout)
+                raise CoordinatorLost(address, quiet_for)
+
+
+class CoordinatorLost(UsageError):
+    exit_code = ExitCode.UNOBSERVED
+
+    def __init__(self, address: str, seconds: float) -> None:
+        super().__init__(
+            f"lost the coordinator at {address}: nothing heard for {seconds:.0f}s and this node's ranks "
+            "showed no work (or ended); they were stopped",
+            "check that node 0's neuron-watch is running and reachable (firewall, --coordinator, NEURON_WATCH_SECRET)",
+        )
+
+
+def serve_coordinator(coord: Coordinator, signals: SignalLatch, *, stop_job_on_signal: bool) -> int:
+    """A coordinator without an agent of its own: serve until the job is over. A signal either stops
+    every node first and ends the job with 128+signal (``stop_job_on_signal``: the ``srun`` batch
+    side, whose step the job is), or only ends this process (the standalone coordinator: its agents
+    keep their ranks running while they work, as when any coordinator is lost)."""
+    if not stop_job_on_signal:
+        code = coord.serve(lambda: signals.received is not None)
+        return 128 + signals.received if signals.received is not None else code
+
+    def forward() -> bool:
+        if signals.received is not None and not coord.interrupted:
+            log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
+            coord.interrupt(signals.received, time.monotonic())
+        return False
+
+    return coord.serve(forward)
