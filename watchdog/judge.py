@@ -570,6 +570,13 @@ class Judge:
             st.last_lock_wait, st.last_lock_wait_line = line.mono, ev
         elif effect is Effect.COMM_WAIT:
             st.last_wait, st.last_wait_line = line.mono, ev
+            # The rank retries the operation an error line it printed was about: NCCL warns of a
+            # failed connect, then retries it (nccl src/misc/socket.cc, NVIDIA/nccl#1618: "NCCL WARN
+            # socketPollConnect poll() failed ... Connection timed out", then "NCCL INFO
+            # socketPollConnect: connect returned Connection timed out, retrying (1/34)"). That error
+            # is the attempt being retried: a transient communication problem while the retry goes
+            # on, not the rank's last word. An error after the retries, or a failure, still counts.
+            st.unexplained = None
         elif effect is Effect.UNEXPLAINED:
             if st.unexplained is None:
                 st.unexplained = ev

@@ -156,3 +156,34 @@ def test_the_exception_under_the_traceback_is_the_evidence_not_an_older_error_li
              "KeyError: 'labels'")
     v = j.verdict(t)
     assert v.label is Label.OTHER_CRASH and v.evidence[0].text == "KeyError: 'labels'"
+
+
+#: NVIDIA/nccl#1618 (corpus comm_timeout_transient/nccl-1618-poll-connect-retrying): a WARN no rule
+#: explains, then the same rank's INFO that it retries that connect
+POLL_FAILED = "[03/16][2025-02-25 15:46:48,389] [misc/socket.cc:602] [s11gn1268:pid=3987720] NCCL WARN socketPollConnect poll() failed, ret 1, error Connection timed out, revents 8, connect to 172.16.30.229:39953"
+RETRYING = "[03/16][2025-02-25 15:46:48,390] [misc/socket.cc:551] [s11gn1268:pid=3987720] NCCL INFO socketPollConnect: connect returned Connection timed out, retrying (1/34) after sleep for 100 msec"
+
+
+def test_an_error_the_rank_retries_is_a_transient_problem_while_the_retry_goes_on() -> None:
+    assert KB.classify(POLL_FAILED).signature.id == "host.unrecognised_error"  # the premise
+    j = judge()
+    t = feed(j, 0, 0.0, POLL_FAILED, RETRYING)
+    v = j.verdict(t, final=True)
+    assert v.label is Label.COMM_TIMEOUT_TRANSIENT and v.action is Action.WAIT
+    assert [e.text for e in j.unexplained] == [POLL_FAILED]  # kept as a warning
+
+
+def test_an_error_after_the_retries_is_still_the_ranks_last_word() -> None:
+    j = judge()
+    gave_up = "h1:1:2 [0] NCCL WARN socketPollConnect: peer 172.16.30.229:39953 gave up after 34 retries"
+    t = feed(j, 0, 0.0, POLL_FAILED, RETRYING, gave_up)
+    v = j.verdict(t, final=True)
+    assert v.label is Label.OTHER_CRASH and v.evidence[0].text == gave_up
+
+
+def test_another_rank_retrying_does_not_clear_this_ranks_error() -> None:
+    j = judge()
+    t = feed(j, 0, 0.0, POLL_FAILED)
+    t = feed(j, 1, t, RETRYING)
+    v = j.verdict(t, final=True)
+    assert v.label is Label.OTHER_CRASH and v.culprit == RankKey(N, 0)
