@@ -115,6 +115,11 @@ NODES_EXIT_GRACE = 10.0
 #: How long a recompile's console line waits for the failed guard that follows its announcement.
 RECOMPILE_REASON_WAIT = 2.0
 _RECOMPILED_FUNCTION = re.compile(r"Recompiling function (\S+) in (\S+)")
+#: Shares of the loop's time a verdict and a status document may take at most: each waits this
+#: many times its own last cost (a verdict over 65,536 compiling ranks takes ~0.3 s, a status
+#: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
+VERDICT_SHARE = 0.25
+STATUS_SHARE = 0.1
 
 
 class JudgeLike(Protocol):
@@ -357,6 +362,8 @@ class Coordinator:
         self._recompiles_said = 0  # the judge's recompile notes of this generation said on the console
         self._compile_reports_said = 0  # the judge's compile-time reports of this generation sent as events
         self._last_status = -1e18
+        self._status_every = 1.0
+        self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
         self.tails: dict[RankKey, _Tail] = {}
         self._fp_kb: object = None
@@ -374,6 +381,7 @@ class Coordinator:
         self._cmd_seq = 0
         self._last_ack = -1e18
         self._last_verdict_at = -1e18
+        self._verdict_every = self.settings.verdict_interval
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
@@ -630,9 +638,13 @@ class Coordinator:
                     observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds, a.state == "T",
                                                   now - lag) for a in body.activity], now)
                 observe_locks = getattr(self.judge, "observe_cache_locks", None)
-                if callable(observe_locks):
+                if callable(observe_locks) and (body.locks or view.locks or self._lock_nodes):
+                    # (the job's locks are the nodes' with locks: not a union over every node for
+                    # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
                     view.locks = set(body.locks)
-                    observe_locks(sorted(set().union(*(v.locks for v in self.nodes.values()))), now)
+                    (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
+                    observe_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
+                                                       if n in self.nodes))), now)
                 observe_fr = getattr(self.judge, "observe_collectives", None)
                 for c in body.collectives:
                     if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
@@ -798,10 +810,10 @@ class Coordinator:
                                  silent_for=round(now - view.last_heard, 3))
         verdict = None
         if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
-                and now - self._last_verdict_at >= self.settings.verdict_interval):
-            # A verdict walks every rank (2,048 on 64 nodes): often enough for sub-second
-            # latency, not on every loop turn.
+                and now - self._last_verdict_at >= self._verdict_every):
+            # Often enough for sub-second latency, not on every loop turn.
             self._last_verdict_at = now
+            spent = time.perf_counter()
             verdict = self.judge.verdict(now)
             self.last_verdict = verdict
             self._progress_event(now)
@@ -810,15 +822,18 @@ class Coordinator:
             self._recompile_check(now)
             self._compile_report_check()
             self._unexplained_check()
+            self._verdict_every = max(self.settings.verdict_interval, (time.perf_counter() - spent) / VERDICT_SHARE)
         if self._relaunching:
             self._relaunch_done(now)
         else:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
-        if now - self._last_status >= 1.0:
+        if now - self._last_status >= self._status_every:
             self._last_status = now
+            spent = time.perf_counter()
             self.write_status(now)
+            self._status_every = max(1.0, (time.perf_counter() - spent) / STATUS_SHARE)
         return verdict
 
     def _paused(self, gap: float, now: float) -> None:
@@ -1124,11 +1139,11 @@ class Coordinator:
         for r in ranks:
             view = self.nodes.get(str(r.get("node")))
             r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
-        for view in self.nodes.values():
-            if view.state is NodeState.UNOBSERVED:
-                for r in ranks:
-                    if r.get("node") == view.node:
-                        r["state"] = "unobserved"
+        unobserved = {n for n, v in self.nodes.items() if v.state is NodeState.UNOBSERVED}
+        if unobserved:
+            for r in ranks:
+                if r.get("node") in unobserved:
+                    r["state"] = "unobserved"
         if not self.sm.live:  # the job is over: its ranks are what the job is, not what they last did
             for r in ranks:
                 if r.get("state") != "failed":
@@ -1157,10 +1172,10 @@ class Coordinator:
     def liveness(self) -> dict[str, Any]:
         """Which liveness signals this generation has: ``flight_recorder`` = ranks whose recorder was
         read, ``no_flight_recorder`` = ``{"node/rank": why}`` for the others that reported."""
-        on = sorted(f"{n}/{r}" for n, v in self.nodes.items() for r, why in v.recorder.items() if why == "on")
+        on = sum(why == "on" for v in self.nodes.values() for why in v.recorder.values())
         off = {f"{n}/{r}": why for n, v in sorted(self.nodes.items()) for r, why in sorted(v.recorder.items())
                if why != "on"}
-        return {"output": True, "flight_recorder": len(on), "no_flight_recorder": off}
+        return {"output": True, "flight_recorder": on, "no_flight_recorder": off}
 
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))

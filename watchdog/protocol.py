@@ -662,6 +662,98 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
     return Lines(tuple(ranks), tuple(matches), classified)
 
 
+def _decode_procs_fast(b: list[Any]) -> Procs | None:
+    """A procs body as every agent sends it (workers with their activity; groups with the newest
+    entry's seq and shape; floats where floats go), checked column by column in C: every node sends
+    one a second, with every rank's worker and flight recorder reading (1,024 a second on 1,024
+    nodes: tests/benchmarks/bench_scale.py). ``None`` when anything is off or of another shape:
+    :func:`_decode_procs_checked` then decides, and names the problem."""
+    if not 3 <= len(b) <= 4:
+        return None
+    srows, locks, wrows = b[0], b[1], b[2]
+    crows = b[3] if len(b) == 4 else []
+    if not (type(srows) is list and type(locks) is list and type(wrows) is list and type(crows) is list
+            and set(map(type, locks)) <= _STR):
+        return None
+    samples: tuple[ProcSample, ...] = ()
+    if srows:
+        if set(map(type, srows)) != _LIST or set(map(len, srows)) != {4}:
+            return None
+        rank_c, pid_c, cpu_c, age_c = zip(*srows, strict=True)
+        if not (set(map(type, rank_c)) == _INT == set(map(type, pid_c)) and set(map(type, cpu_c)) == _FLOAT
+                == set(map(type, age_c)) and _finite_numbers(cpu_c) and _finite_numbers(age_c)):
+            return None
+        samples = tuple(map(ProcSample, rank_c, pid_c, cpu_c, age_c))
+    workers: tuple[tuple[int, int], ...] = ()
+    activity: tuple[WorkerActivity, ...] = ()
+    if wrows:
+        if set(map(type, wrows)) != _LIST or set(map(len, wrows)) != {4}:
+            return None
+        rank_c, pid_c, tree_c, state_c = zip(*wrows, strict=True)
+        if not (set(map(type, rank_c)) == _INT == set(map(type, pid_c)) and set(map(type, tree_c)) == _FLOAT
+                and set(map(type, state_c)) == _STR and _finite_numbers(tree_c)):
+            return None
+        workers = tuple(zip(rank_c, pid_c, strict=True))
+        activity = tuple(map(WorkerActivity, rank_c, tree_c, (x[:1] for x in state_c)))
+    readings: tuple[RankCollectives, ...] = ()
+    if crows:
+        if set(map(type, crows)) != _LIST or set(map(len, crows)) != {4}:
+            return None
+        rank_c, age_c, problem_c, groups_c = zip(*crows, strict=True)
+        if not (set(map(type, rank_c)) == _INT and set(map(type, age_c)) == _FLOAT and _finite_numbers(age_c)
+                and set(map(type, problem_c)) == _STR and set(map(type, groups_c)) == _LIST):
+            return None
+        rows = [g for gs in groups_c for g in gs]
+        if rows:
+            if set(map(type, rows)) != _LIST or set(map(len, rows)) != {9}:
+                return None
+            group_c, done_c, started_c, queued_c, op_c, state_c, wall_c, seq_c, shape_c = zip(*rows, strict=True)
+            if not (set(map(type, group_c)) == _STR == set(map(type, op_c)) == set(map(type, state_c))
+                    == set(map(type, shape_c)) and set(map(type, done_c)) == _INT == set(map(type, started_c))
+                    == set(map(type, queued_c)) == set(map(type, seq_c)) and set(map(type, wall_c)) == _FLOAT
+                    and _finite_numbers(wall_c)):
+                return None
+        readings = tuple(RankCollectives(r, tuple(GroupProgress(*g) for g in gs), problem, age)
+                         for r, age, problem, gs in zip(rank_c, age_c, problem_c, groups_c, strict=True))
+    return Procs(samples, tuple(locks), workers, readings, activity)
+
+
+def _decode_procs_checked(b: list[Any]) -> Procs:
+    """Item by item, naming the first problem (the slow path; the authority on what is valid)."""
+    if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
+        raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
+    samples = []
+    for s in _list(b[0], None, "samples"):
+        s = _list(s, 4, "sample")
+        samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
+                                  _float(s[3], "d_mono")))
+    locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
+    workers, activity = [], []
+    for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
+        w = _list(w, None, "worker")
+        if len(w) not in (2, 4):
+            raise ProtocolError("field", "worker must be [rank, pid] or [rank, pid, tree_cpu_seconds, state]")
+        workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
+        if len(w) == 4:
+            activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
+                                           _str(w[3], "state")[:1]))
+    readings = []
+    for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
+        c = _list(c, 4, "collectives reading")
+        groups = []
+        for g in _list(c[3], None, "groups"):
+            g = _list(g, None, "group")
+            if len(g) not in (7, 9):  # 7: before the newest entry's seq and shape travelled
+                raise ProtocolError("field", "group must have 7 or 9 fields")
+            groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
+                                        _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
+                                        _float(g[6], "wall"), *((_int(g[7], "seq"), _str(g[8], "shape"))
+                                                                if len(g) == 9 else ())))
+        readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
+                                        _float(c[1], "d_mono")))
+    return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))
+
+
 def decode_body(kind: Kind, frame: bytes) -> Body:
     """Decode and validate a body frame of ``kind`` (after its header was decoded and the message's
     signature checked). Raises :class:`ProtocolError` like :func:`decode`."""
@@ -680,38 +772,8 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
         return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"),
                          _int(b[3], "truncated_lines"))
     if kind is Kind.PROCS:
-        if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
-            raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
-        samples = []
-        for s in _list(b[0], None, "samples"):
-            s = _list(s, 4, "sample")
-            samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
-                                      _float(s[3], "d_mono")))
-        locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
-        workers, activity = [], []
-        for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
-            w = _list(w, None, "worker")
-            if len(w) not in (2, 4):
-                raise ProtocolError("field", "worker must be [rank, pid] or [rank, pid, tree_cpu_seconds, state]")
-            workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
-            if len(w) == 4:
-                activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
-                                               _str(w[3], "state")[:1]))
-        readings = []
-        for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
-            c = _list(c, 4, "collectives reading")
-            groups = []
-            for g in _list(c[3], None, "groups"):
-                g = _list(g, None, "group")
-                if len(g) not in (7, 9):  # 7: before the newest entry's seq and shape travelled
-                    raise ProtocolError("field", "group must have 7 or 9 fields")
-                groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
-                                            _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
-                                            _float(g[6], "wall"), *((_int(g[7], "seq"), _str(g[8], "shape"))
-                                                                    if len(g) == 9 else ())))
-            readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
-                                            _float(c[1], "d_mono")))
-        return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))
+        fast = _decode_procs_fast(b)
+        return fast if fast is not None else _decode_procs_checked(b)
     if kind is Kind.EXITS:
         _list(b, 1, "exits body")
         exits = []

@@ -55,23 +55,30 @@ HANG_LINE = ("(FATAL-RT-UNDEFINED-STATE) missing collectives status on Neuron De
 
 
 def realistic_lines(node: int, rounds: int = 64) -> list[tuple[int, str]]:
-    """``rounds`` training steps of one node: every rank prints its step line (as a real job's
-    ranks do, same step number on every rank); every 8th step a few ranks print a CCOM RX warning,
-    every 16th a compiler line and its PASS line (~100-140 bytes a line)."""
+    """``rounds`` training steps of one node (see :func:`round_lines`)."""
+    return [line for k in range(rounds) for line in round_lines(k, node * RANKS, RANKS)]
+
+
+def round_lines(k: int, first: int, ranks: int, local: bool = False) -> list[tuple[int, str]]:
+    """Training step ``k`` of the node whose ranks are ``first`` .. ``first + ranks - 1``: every rank
+    prints its step line (as a real job's ranks do, same step number on every rank); every 8th step a
+    few ranks print a CCOM RX warning, every 16th a compiler line and its PASS line (~100-140 bytes a
+    line). ``local``: the texts name the rank's place on its node, not its global rank (so every
+    node's lines classify alike: bench_scale.py)."""
     out = []
-    for k in range(rounds):
-        step = 1000 + k
-        for i in range(RANKS):
-            r = node * RANKS + i
-            out.append((r, f"2026-11-21 13:05:{k % 60:02d}.{i:06d} INFO step {step} loss 2.{(k * 37 + i) % 9999:04d} "
-                           f"lr 1.0e-04 grad_norm 0.8813 throughput 123.4 seq/s rank {r}"))
-            if k % 8 == 3 and i % 8 == 0:
-                out.append((r, f"2026-Nov-21 13:05:{k % 60:02d}.{i:06d} {4000 + i}:{r} CCOM WARN Timeout waiting "
-                               "for RX (waited 120 sec) - retrying"))
-            if k % 16 == 5 and i % 16 == 0:
-                out.append((r, "INFO:Neuron:Compiling function _mark_step with neuronx-cc --target=trn1 "
-                               f"--model-type=transformer -O1 --cache_dir=/var/tmp/neuron-compile-cache/{k}"))
-                out.append((r, f"2026-11-21 13:05:{k % 60:02d}.000000: I neuronx_cc Compiler status PASS"))
+    step = 1000 + k
+    for i in range(ranks):
+        r = first + i
+        who = i if local else r
+        out.append((r, f"2026-11-21 13:05:{k % 60:02d}.{i:06d} INFO step {step} loss 2.{(k * 37 + i) % 9999:04d} "
+                       f"lr 1.0e-04 grad_norm 0.8813 throughput 123.4 seq/s rank {who}"))
+        if k % 8 == 3 and i % 8 == 0:
+            out.append((r, f"2026-Nov-21 13:05:{k % 60:02d}.{i:06d} {4000 + i}:{who} CCOM WARN Timeout waiting "
+                           "for RX (waited 120 sec) - retrying"))
+        if k % 16 == 5 and i % 16 == 0:
+            out.append((r, "INFO:Neuron:Compiling function _mark_step with neuronx-cc --target=trn1 "
+                           f"--model-type=transformer -O1 --cache_dir=/var/tmp/neuron-compile-cache/{k}"))
+            out.append((r, f"2026-11-21 13:05:{k % 60:02d}.000000: I neuronx_cc Compiler status PASS"))
     return out
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import random
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -341,12 +343,25 @@ def test_loose_mode_allows_gaps_but_not_replays() -> None:
     assert t.stats("coordinator").lost == 0  # type: ignore[union-attr]
 
 
+def _agree(fast: object, checked: Callable[[list[Any]], object], body: list[Any], tally: Counter[str]) -> None:
+    """A fast decode (None: declined) against the checked one on the same body: the fast path never
+    accepts what the checked one refuses, and decodes what it accepts alike."""
+    try:
+        slow = checked(body)
+    except ProtocolError:
+        slow = None
+    assert fast == slow or (fast is None and slow is not None)
+    tally["fast_only"] += fast is not None and slow is None
+    tally["slow_only"] += fast is None and slow is not None
+    tally["both"] += fast is not None
+
+
 def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
     """The coordinator's column-wise decode accepts exactly what the row-by-row one accepts, and
     decodes it alike; bodies are mutated one field at a time into wrong values."""
     rng = random.Random(77)
     wrong = [None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x\ny", b"b", [], [1], {"k": 1}]
-    fast_only = slow_only = both = 0
+    tally: Counter[str] = Counter()
     for _ in range(3000):
         n = rng.randrange(1, 5)
         ranks = [[r, k, d + 0.5, d, -d, "\n".join(f"l{r}.{i}" for i in range(k))]
@@ -357,18 +372,42 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
         if rng.random() < 0.9:
             target: list[object] = rng.choice([body, *ranks, *matches])
             target[rng.randrange(len(target))] = rng.choice(wrong)
-        fast = p._decode_lines_fast(body)  # type: ignore[arg-type]
-        try:
-            slow: Lines | None = p._decode_lines_checked(body)  # type: ignore[arg-type]
-        except ProtocolError:
-            slow = None
-        assert fast == slow or (fast is None and slow is not None)
-        fast_only += fast is not None and slow is None
-        slow_only += fast is None and slow is not None
-        both += fast is not None
-    assert fast_only == 0 and both > 300
+        _agree(p._decode_lines_fast(body), p._decode_lines_checked, body, tally)
+    assert tally["fast_only"] == 0 and tally["both"] > 300
     # What the fast path passes on is decided by the checked one (integers where agents send floats).
-    assert slow_only < 300
+    assert tally["slow_only"] < 300
+
+
+def test_fast_procs_decode_agrees_with_the_checked_one() -> None:
+    """Every node's procs body (its workers, their activity, the flight recorder readings) is decoded
+    column by column; it accepts exactly what the item-by-item decode accepts, and decodes it alike.
+    Bodies as agents send them, and older shapes, mutated one field at a time into wrong values."""
+    rng = random.Random(78)
+    wrong = [None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x", b"b", [], [1], {"k": 1}]
+    tally: Counter[str] = Counter()
+    for _ in range(3000):
+        n = rng.randrange(0, 4)
+        samples = [[r, 900 + r, rng.random() * 50, rng.random()] for r in range(rng.randrange(0, 3))]
+        workers = [[r, 100 + r, rng.random() * 900, rng.choice(("R", "S", "T"))] if rng.random() < 0.95
+                   else [r, 100 + r] for r in range(n)]
+        groups = [[str(g), 40, 40, 41, "gloo:all_reduce", "scheduled", 1795451782.4, 41, "[[4]] Float"][
+            : 9 if rng.random() < 0.95 else 7] for g in range(rng.randrange(0, 3))]
+        readings = [[r, rng.random(), rng.choice(("", "no recorder")), [list(g) for g in groups]] for r in range(n)]
+        body: list[object] = [samples, ["/cache/a.lock"], workers, readings][: rng.choice((3, 4, 4, 4))]
+        if rng.random() < 0.9:
+            targets: list[list[object]] = [body, *samples, *workers, *readings,
+                                           *(g for r in readings for g in r[3])]  # type: ignore[misc]
+            target = rng.choice(targets)
+            if target:
+                target[rng.randrange(len(target))] = rng.choice(wrong)
+        try:
+            fast = p._decode_procs_fast(body)  # type: ignore[arg-type]
+        except Exception as exc:  # the fast path refuses by returning None, never by raising
+            raise AssertionError(f"the fast path raised {exc!r} on {body!r:.200}") from exc
+        _agree(fast, p._decode_procs_checked, body, tally)
+    assert tally["fast_only"] == 0 and tally["both"] > 300
+    # older shapes and integers where agents send floats: the checked path decides
+    assert tally["slow_only"] < 600
 
 
 def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_decode() -> None:

@@ -1,0 +1,657 @@
+"""Scale benchmark: one coordinator judging 1,024 simulated nodes x 64 ranks. Prints figures only.
+
+    .venv/bin/python tests/benchmarks/bench_scale.py [--rates 1,10] [--seconds 20] [--trials 5]
+        [--nodes 1024] [--ranks 64] [--procs 2] [--batch-age 0.05] [--profile N] [--skip replay|realtime]
+                                                                   # ~4 min with the defaults
+
+65,536 rank streams at a steady ``--rates`` lines/s per rank (1 and 10: 65,536 and 655,360
+lines/s in all), for ``--seconds`` after ``--warmup``; the coordinator's CPU (cores: CPU s / wall
+s), its RSS (peak, end), ingest offered vs achieved and the backlog, the verdict latency of hangs
+injected at known times, and what one full verdict over every rank costs.
+
+What is real:
+
+* the coordinator, in this process, configured as ``neuron-watch coordinator`` configures it
+  (:func:`~neuron_watch.coordinator.coordinator_settings` of the default options) and driven by the
+  same loop as :meth:`Coordinator.serve` (``poll(0.05)``, ``tick``, ``coordinator.json`` every
+  second): its ROUTER socket, the HMAC check, decoding, sequence tracking, acks, challenges,
+  ``merged.log``, the per-rank tails, ``status.json`` and ``events.jsonl``, and the real judge with
+  the packaged knowledge base;
+* every simulated node's :class:`~neuron_watch.agent_link.AgentLink`: its own DEALER socket and
+  TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
+  handshake, acks, resends after 3 s without an ack, heartbeats when idle;
+* the batches: built by the real agent path (:meth:`AgentLink.batch`: joined per rank, classified
+  with the packaged knowledge base, :func:`~neuron_watch.judge.compact_matches`), once, for one
+  node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
+  with its global ranks (which the agent would build from the same lines: checked at start-up).
+
+What is simulated:
+
+* the ranks' lines: every rank prints ``rate`` lines/s, each one a training step line (every line a
+  match: the coordinator's worst case), and every 8th round a CCOM RX warning on every 8th rank,
+  every 16th round a compiler line and its PASS on every 16th rank (the mix of ``bench_wire``);
+  the lines of ``--cycle`` rounds are pre-built and sent again and again with a fresh header,
+  sequence number and signature (the step numbers repeat after a cycle);
+* the agents' timing: a node sends a batch every ``period`` seconds, the agents' batch age (50 ms)
+  as their 20 ms loop sees it, nodes spread evenly over the period; the ``procs`` message every
+  second (the agents' sampling interval) with the node's 64 rank processes and their CPU, and the
+  flight recorder readings of the ranks read since the last one (each rank every 5 s, two process
+  groups), packed directly in the wire layout (checked equal to ``encode_body`` at start-up);
+* the hang: one rank of one node prints the Neuron runtime's "suspected hang in collectives" line at
+  a known time; it goes in that node's next batch, built through the real agent path. After each
+  verdict the judge is replaced by a fresh one and the job set back to running (no recovery here).
+
+``--procs`` processes run ``--nodes / --procs`` nodes each (one zmq context each, nice 10); the
+machine has 2 cores shared with other work, so the simulated nodes and the coordinator compete for
+them: the node processes' CPU, how far they fell behind their schedule and the load average are
+printed with the figures. The replay (first, in this process) needs no real time: it hands every
+node's frames of a few simulated seconds to the coordinator and measures its CPU per simulated
+second, i.e. the cores a coordinator needs for the job's traffic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import heapq
+import io
+import math
+import multiprocessing as mp
+import os
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Barrier
+from multiprocessing.synchronize import Event as EventType
+from typing import Any
+
+import msgpack
+import zmq
+from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchmarks is on sys.path: run as a script
+
+from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.config import WatchConfig
+from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
+from neuron_watch.events import Label, RankKey
+from neuron_watch.flight_recorder import GroupProgress
+from neuron_watch.kb import default_knowledge_base
+from neuron_watch.policy import JobState
+from neuron_watch.protocol import Header, Kind, Lines, Procs, RankCollectives, WorkerActivity, encode_body
+from neuron_watch.transport import AgentSocket
+
+#: the agents' loop turn (supervisor.py: poll/sleep 0.02 s) that checks the batch age
+AGENT_LOOP = 0.02
+SAMPLE_EVERY = 1.0  # agent.py SAMPLE_EVERY: a procs message per node per second
+PROBE_EVERY = 5.0  # rank_probe.py POLL_EVERY: each rank's flight recorder read every 5 s
+READY_TIMEOUT = 300.0
+Row = tuple[int, str, float, float, str, int]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run's shape, the same in every process."""
+
+    nodes: int
+    ranks: int
+    rate: float  # lines/s per rank
+    period: float  # seconds between two batches of one node
+    cycle: int  # rounds of lines pre-built per node (one line per rank a round)
+    warmup: float
+    seconds: float
+    drain: float
+    hangs: tuple[tuple[float, int, int], ...]  # (seconds after go, node, local rank)
+    collectives: bool = True
+
+
+def batch_period(rate: float, ranks: int, batch_age: float) -> float:
+    """Seconds between two batches of a node whose ranks print ``rate`` lines/s each: the agent's
+    20 ms loop flushes at its first turn where the oldest pending line is ``batch_age`` old, and
+    that line came one inter-arrival time after the previous flush."""
+    return AGENT_LOOP * math.ceil((batch_age + 1.0 / (rate * ranks)) / AGENT_LOOP - 1e-9)
+
+
+def node_name(n: int) -> str:
+    return f"node{n:04d}"
+
+
+def template_rows(plan: Plan) -> list[list[tuple[int, str, float]]]:
+    """The pre-built cycle cut into batches: per batch ``(local rank, text, age at the flush)``.
+
+    Rank ``i`` prints its line of round ``k`` at ``(k + i / ranks) / rate`` seconds (ranks spread
+    evenly over a round); a batch holds what was printed during one period."""
+    timed = []
+    for k in range(plan.cycle):
+        for i, text in round_lines(k, 0, plan.ranks, local=True):
+            timed.append(((k + i / plan.ranks) / plan.rate, i, text))
+    span = plan.cycle / plan.rate
+    n = max(1, round(span / plan.period))
+    batches: list[list[tuple[int, str, float]]] = [[] for _ in range(n)]
+    for t, i, text in timed:
+        b = min(n - 1, int(t / span * n))
+        flush = (b + 1) * span / n
+        batches[b].append((i, text, flush - t))
+    return [b for b in batches if b]
+
+
+def shifted(body: Lines, offset: int) -> Lines:
+    """``body`` of node 0's ranks as another node's: the same lines, ranks + ``offset``."""
+    return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified)
+
+
+def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[Row]:
+    return [(offset + i, text, now - age, wall - age, "", 0) for i, text, age in batch]
+
+
+def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool) -> list[Any]:
+    """Node ``n``'s procs body in the wire layout (protocol._body_to_wire of a Procs): its rank
+    processes and their CPU, and the flight recorder readings of the ranks read this second."""
+    base = n * ranks
+    workers = [[base + i, 10_000 + i, round(t * 0.9 + i, 2), "R"] for i in range(ranks)]
+    if not collectives:
+        return [[], [], workers]
+    seq = 1000 + int(t * 4)  # two collectives a step; every rank agrees on op and shape per sequence id
+    readings = [[base + i, 0.1, "", [["0", seq, seq, seq, "nccl:all_reduce", "completed", 1.8e9 + t, seq,
+                                      "[[2177]] Float"],
+                                     ["1", seq // 2, seq // 2, seq // 2, "nccl:all_gather", "completed", 1.8e9 + t,
+                                      seq // 2, "[[512]] Float"]]]
+                for i in range(ranks) if (i + turn) % int(PROBE_EVERY) == 0]
+    return [[], [], workers, readings]
+
+
+def check_procs_layout() -> None:
+    """The directly packed procs body is what ``encode_body`` makes of the same Procs."""
+    wire = procs_wire(3, 8, 12.5, 0, True)
+    groups = [tuple(GroupProgress(*g) for g in r[3]) for r in wire[3]]
+    body = Procs((), (), tuple((w[0], w[1]) for w in wire[2]),
+                 tuple(RankCollectives(r[0], g, r[2], r[1]) for r, g in zip(wire[3], groups, strict=True)),
+                 tuple(WorkerActivity(w[0], w[2], w[3]) for w in wire[2]))
+    if msgpack.packb(wire, use_bin_type=True) != encode_body(body):
+        raise SystemExit("the simulated procs body differs from encode_body's: update procs_wire")
+
+
+@dataclass
+class FarmReport:
+    lines_at_end: int = 0  # lines queued up to the end of the window
+    msgs_at_end: int = 0
+    window_lines: int = 0
+    window_msgs: int = 0
+    sent: int = 0
+    resent: int = 0
+    resend_rounds: int = 0
+    dropped_lines: int = 0
+    unacked_at_end: int = 0  # lines not acknowledged when the window closed
+    unacked_after: int = 0  # ... and after the drain
+    cpu: float = 0.0  # CPU seconds of this process in the window
+    late: float = 0.0  # how far behind its schedule the process fell (seconds, worst)
+    hangs: list[float] = field(default_factory=list)  # when each hang line was handed to the link
+
+
+def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: Synchronized[float],
+         q: mp.Queue[tuple[str, Any]], leave: EventType) -> None:
+    """Nodes ``first`` .. ``first + count - 1``: one AgentLink each, sending the pre-built batches
+    on schedule from ``go`` (wall time, set by the coordinator's process) until the window ends.
+    At a lower priority than the coordinator (nice 10): on a cluster the agents run on other hosts."""
+    os.nice(10)
+    kb = default_knowledge_base()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    ctx.setsockopt(zmq.LINGER, 0)
+    ctx.set(zmq.MAX_SOCKETS, count + 64)
+    settings = LinkSettings()
+    # Only the first node's link classifies (it builds every batch: the templates and the hang's);
+    # the others send pre-built bodies (a knowledge base's fingerprint per link costs ~5 ms).
+    links = {n: AgentLink(endpoint, SECRET, job=JOB, node=node_name(n), session=new_session(time.time()),
+                          settings=settings, socket=AgentSocket(endpoint, ctx=ctx), kb=kb if n == first else None)
+             for n in range(first, first + count)}
+    batches = template_rows(plan)
+    now, wall = time.monotonic(), time.time()
+    scratch = links[first]
+    base_bodies = [scratch.batch(rows_of(b, 0, now, wall), now, wall) for b in batches]
+    # The agent builds another node's batch from the same lines as node 0's body with its ranks:
+    for n in (first, first + count - 1):
+        real = scratch.batch(rows_of(batches[0], n * plan.ranks, now, wall), now, wall)
+        if encode_body(real) != encode_body(shifted(base_bodies[0], n * plan.ranks)):
+            raise SystemExit(f"node {n}'s batch differs from node 0's with shifted ranks: update the simulation")
+    bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base_bodies] for n in links}
+    n_lines = [b.n_lines for b in base_bodies]
+    for n, link in links.items():
+        link.hello(f"host{n}", 40_000 + n, range(n * plan.ranks, (n + 1) * plan.ranks), now, wall)
+    # The handshake: hello, challenge, resend echoing the coordinator's session, ack.
+    end = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < end and any(x.coordinator_session is None or len(x.outbox) for x in links.values()):
+        for link in links.values():
+            link.tick(time.monotonic(), time.time())
+        time.sleep(0.01)
+    ready.wait(READY_TIMEOUT)
+    while go.value == 0.0:
+        time.sleep(0.001)
+    t0 = go.value
+    window = (t0 + plan.warmup, t0 + plan.warmup + plan.seconds)
+    rep = FarmReport()
+    hangs = sorted((t0 + off, node, rank) for off, node, rank in plan.hangs if node in links)
+    pending_hang: dict[int, int] = {}
+    # (due wall time, kind 0 = batch / 1 = procs, node, turn)
+    heap = [(t0 + plan.period * (n / plan.nodes), 0, n, 0) for n in links]
+    heap += [(t0 + SAMPLE_EVERY * (n / plan.nodes), 1, n, 0) for n in links]
+    heapq.heapify(heap)
+    cpu0 = mark = 0.0
+    msgs_mark = 0
+    in_window = False
+    while heap:
+        due, kind, n, turn = heap[0]
+        wall = time.time()
+        if not in_window and wall >= window[0]:
+            in_window, cpu0, mark = True, time.process_time(), float(rep.lines_at_end)
+            msgs_mark = rep.msgs_at_end
+        if wall >= window[1]:
+            break
+        while hangs and hangs[0][0] <= wall:
+            _at, node, rank = hangs.pop(0)
+            pending_hang[node] = rank
+            rep.hangs.append(wall)
+        if due > wall:
+            time.sleep(min(due - wall, 0.005))
+            continue
+        heapq.heappop(heap)
+        link = links[n]
+        now = time.monotonic()
+        rep.late = max(rep.late, wall - due)
+        if kind == 0:
+            k = turn % len(bodies[n])
+            body, lines = bodies[n][k], n_lines[k]
+            if n in pending_hang:
+                rows = rows_of(batches[k], n * plan.ranks, now, wall)
+                rows.append((n * plan.ranks + pending_hang.pop(n), HANG_LINE, now, wall, "", 0))
+                body, lines = encode_body(scratch.batch(rows, now, wall)), lines + 1
+            link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
+                                   seq=0, mono=now, wall=wall), body, lines)
+            rep.lines_at_end += lines
+            heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
+        else:
+            body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives), use_bin_type=True)
+            link.outbox.add(Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
+                                   seq=0, mono=now, wall=wall), body, 0)
+            heapq.heappush(heap, (due + SAMPLE_EVERY, 1, n, turn + 1))
+        rep.msgs_at_end += 1
+        link.tick(now, wall)  # sends what is due, takes acks and challenges, resends after 3 s
+    rep.cpu = time.process_time() - cpu0
+    rep.window_lines, rep.window_msgs = rep.lines_at_end - int(mark), rep.msgs_at_end - msgs_mark
+    rep.unacked_at_end = sum(x.outbox.lines for x in links.values())
+    q.put(("end", rep.lines_at_end))
+    # Drain: keep ticking (acks, resends) until everything is acknowledged or the drain time passed.
+    end = time.monotonic() + plan.drain
+    while time.monotonic() < end and any(len(x.outbox) for x in links.values()):
+        for link in links.values():
+            link.tick(time.monotonic(), time.time())
+        time.sleep(0.02)
+    for x in links.values():
+        s = x.summary()
+        rep.sent += int(str(s["sent"]))
+        rep.resent += int(str(s["resent"]))
+        rep.resend_rounds += int(str(s["resend_rounds"]))
+        rep.dropped_lines += x.outbox.dropped_lines
+        rep.unacked_after += x.outbox.lines
+    q.put(("done", rep))
+    # The connections stay up until the coordinator has closed: a thousand peers leaving at once
+    # while it still sends acks aborted the coordinator once in libzmq 4.3.5 (see docs/multinode.md).
+    leave.wait(READY_TIMEOUT)
+    for x in links.values():
+        x.close()
+    ctx.term()
+
+
+class _Captured:
+    """A link's socket that keeps what it sends, for the replay (nothing is received)."""
+
+    def __init__(self, out: list[tuple[bytes, list[bytes]]], routing_id: bytes) -> None:
+        self.out, self.routing_id = out, routing_id
+
+    def send(self, frames: list[bytes]) -> bool:
+        self.out.append((self.routing_id, frames))
+        return True
+
+    def recv(self) -> list[bytes] | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
+    """What the coordinator's CPU must do for ``seconds`` of the whole job's traffic, in this
+    process, without sockets or real time: every node's AgentLink sends into a list, the frames
+    go to :meth:`Coordinator.handle` in the order of their simulated send times, and
+    :meth:`Coordinator.tick` runs every 50 ms of simulated time (acks: signed, encoded and handed
+    to the ROUTER, which knows no such peer; verdicts; status.json). The first simulated second
+    only fills the judge. CPU seconds per simulated second = the cores a coordinator needs, however
+    busy the machine (the real-time run's simulated nodes compete with it for 2 shared cores)."""
+    config = WatchConfig()
+    kb = default_knowledge_base()
+    batches = template_rows(plan)
+    with tempfile.TemporaryDirectory() as d:
+        rss0 = rss_mb()
+        c = Coordinator("127.0.0.1:0", SECRET, d, job=JOB, judge_factory=default_judge_factory(config),
+                        settings=coordinator_settings(config, None))
+        out: list[tuple[bytes, list[bytes]]] = []
+        t0, wall0 = time.monotonic(), time.time()
+        links = {n: AgentLink(c.endpoint, SECRET, job=JOB, node=node_name(n), session=new_session(wall0),
+                              socket=_Captured(out, b"n%d" % n))  # type: ignore[arg-type]
+                 for n in range(plan.nodes)}
+        scratch = AgentLink(c.endpoint, SECRET, job=JOB, node="template", session=1,
+                            socket=_Captured([], b""), kb=kb)  # type: ignore[arg-type]
+        base = [scratch.batch(rows_of(b, 0, t0, wall0), t0, wall0) for b in batches]
+        bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base] for n in links}
+        n_lines = [b.n_lines for b in base]
+        for n, link in links.items():  # as after the handshake: the agents echo the coordinator's session
+            link.coordinator_session = c.session
+            link.hello(f"host{n}", 40_000 + n, range(n * plan.ranks, (n + 1) * plan.ranks), t0, wall0)
+            link.tick(t0, wall0)
+        for rid, frames in out:
+            c.handle(rid, frames, t0)
+        out.clear()
+        cpu = {"lines": 0.0, "procs": 0.0, "tick": 0.0}
+        msgs = {"lines": 0, "procs": 0}
+        nbytes = {"lines": 0, "procs": 0}  # on the wire: the three frames (header, body, signature)
+        lines = 0
+        next_tick = t0
+        for second in range(seconds + 1):
+            # node n's j-th batch at period * (n / nodes + j), its procs at n / nodes + second
+            sends = [(t0 + plan.period * (n / plan.nodes + j), 0, n, j) for n in links
+                     for j in range(math.ceil(second / plan.period - n / plan.nodes),
+                                    math.ceil((second + 1) / plan.period - n / plan.nodes))]
+            sends += [(t0 + second + n / plan.nodes, 1, n, second) for n in links]
+            sends.sort()
+            stamps = []
+            for t, kind, n, k in sends:  # what every link sends this second (not measured)
+                link = links[n]
+                w = wall0 + t - t0
+                if kind == 0:
+                    body, count = bodies[n][k % len(base)], n_lines[k % len(base)]
+                    h = Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0, seq=0,
+                               mono=t, wall=w)
+                else:
+                    body = msgpack.packb(procs_wire(n, plan.ranks, t - t0, k, plan.collectives), use_bin_type=True)
+                    h, count = Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
+                                      seq=0, mono=t, wall=w), 0
+                link.outbox.add(h, body, count)
+                link.tick(t, w)
+                link.outbox.ack(link.outbox.next_seq - 1)  # the coordinator's ack (its own cost is in tick)
+                link.tick(t, w)  # the link sees its outbox empty: no resend round after 3 s without acks
+                stamps.append((t, "lines" if kind == 0 else "procs", count))
+            measured = second > 0
+            for (t, what, count), (rid, frames) in zip(stamps, out, strict=True):
+                while next_tick <= t:
+                    c0 = time.process_time()
+                    c.tick(next_tick)
+                    if measured:
+                        cpu["tick"] += time.process_time() - c0
+                    next_tick += 0.05
+                c0 = time.process_time()
+                c.handle(rid, frames, t)
+                if measured:
+                    cpu[what] += time.process_time() - c0
+                    msgs[what] += 1
+                    nbytes[what] += sum(map(len, frames))
+                    lines += count
+            out.clear()
+        judge = c.judge
+        assert judge is not None
+        figures = full_verdict(c, next_tick)
+        figures.update({"cpu": cpu, "msgs": msgs, "bytes": nbytes, "lines": lines, "seconds": seconds,
+                        "rss_mb": rss_mb() - rss0, "ingested": c.counters.lines, "nodes": plan.nodes,
+                        "unclassified": c.counters.unclassified_batches,
+                        "refused": c.counters.bad_total() + c.counters.duplicates + c.counters.early})
+        c.close()
+    return figures
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
+    """One rate: the coordinator here, ``procs`` farms of simulated nodes; returns the figures."""
+    config = WatchConfig()
+    factory = default_judge_factory(config)
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as d:
+        c = Coordinator("127.0.0.1:0", SECRET, d, job=JOB, judge_factory=factory,
+                        settings=coordinator_settings(config, None))
+        q: mp.Queue[tuple[str, Any]] = mp.Queue()
+        ready = mp.Barrier(procs + 1)
+        go: Synchronized[float] = mp.Value("d", 0.0)  # type: ignore[assignment]
+        leave = mp.Event()
+        per = -(-plan.nodes // procs)
+        ps = [mp.Process(target=farm, args=(k * per, min(per, plan.nodes - k * per), plan, c.endpoint, ready, go, q,
+                                           leave))
+              for k in range(procs) if k * per < plan.nodes]
+        for p in ps:
+            p.start()
+        # Serve while the nodes build their batches and shake hands (challenges, acks).
+        t_build = time.monotonic()
+        arrived = 0
+        while arrived < len(ps):
+            c.poll(0.05)
+            c.tick(time.monotonic())
+            if ready.n_waiting == len(ps):
+                ready.wait(READY_TIMEOUT)
+                arrived = len(ps)
+            elif time.monotonic() - t_build > READY_TIMEOUT or not all(p.is_alive() for p in ps):
+                raise SystemExit("the node processes did not get ready (see their tracebacks above)")
+        build_s = time.monotonic() - t_build
+        print(f"# {len(c.nodes)} nodes joined in {build_s:.0f} s; sending", flush=True)
+        t0 = time.time() + 1.0
+        go.value = t0
+        window = (t0 + plan.warmup, t0 + plan.warmup + plan.seconds)
+        pending = {RankKey(node_name(node), node * plan.ranks + rank): t0 + off for off, node, rank in plan.hangs}
+        lat: list[float] = []
+        ticks: list[float] = []
+        lines0 = cpu0 = w0 = 0.0
+        figures: dict[str, Any] = {"build_s": build_s, "nodes_joined": len(c.nodes)}
+        peak_rss = rss_mb()
+        ends: list[int] = []
+        reports: list[FarmReport] = []
+        prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: the machine is shared
+        last_summary = -1e18
+        state = "before"
+        unobserved_events = 0
+        while len(reports) < len(ps):
+            c.poll(0.05)
+            now = time.monotonic()
+            t_tick = time.perf_counter()
+            v = c.tick(now)
+            ticks.append(time.perf_counter() - t_tick)
+            if now - last_summary >= 1.0:
+                last_summary = now
+                c.write_summary(now)
+                peak_rss = max(peak_rss, rss_mb())
+            wall = time.time()
+            if v is not None and v.label is Label.COLLECTIVE_HANG and v.culprit in pending:
+                lat.append(wall - pending.pop(v.culprit))
+                c.judge = factory(c.generation, now)  # the next trial with a fresh judge; no recovery here
+                c.sm.state = JobState.RUNNING
+            if state == "before" and wall >= window[0]:
+                state, lines0, cpu0, w0 = "window", c.counters.lines, time.process_time(), time.perf_counter()
+                ticks.clear()
+                if prof:
+                    prof.enable()
+            if state == "window" and wall >= window[1]:
+                if prof:
+                    prof.disable()
+                state = "drain"
+                figures["cpu_cores"] = (time.process_time() - cpu0) / (time.perf_counter() - w0)
+                figures["ingested_window"] = c.counters.lines - lines0
+                figures["coord_lines_at_end"] = c.counters.lines
+                figures["tick_p99"] = _pct(ticks, 99) if ticks else 0.0
+                figures["tick_max"] = max(ticks, default=0.0)
+                figures["rss_end_window"] = rss_mb()
+                figures.update(full_verdict(c, now))
+                t_drain = time.monotonic()
+                print(f"# window closed; {figures['ingested_window'] / plan.seconds:,.0f} lines/s ingested in it; "
+                      "draining", flush=True)
+            while not q.empty():
+                what, value = q.get()
+                if what == "end":
+                    ends.append(int(value))
+                else:
+                    reports.append(value)
+            if len(reports) < len(ps) and q.empty() and any(p.exitcode not in (0, None) for p in ps):
+                raise SystemExit("a node process died (see its traceback above)")
+        figures["drain_s"] = time.monotonic() - t_drain
+        figures["coord_lines_total"] = c.counters.lines
+        s = c.summary(time.monotonic())
+        unobserved_events = sum(1 for e in c.events.history if e.get("event") == "node_unobserved")
+        figures.update({
+            "lat": lat, "rss_peak": max(peak_rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3),
+            "rss_end": rss_mb(), "queued_at_end": sum(ends), "reports": reports,
+            "seq_lost": sum(n["seq"]["lost"] for n in s["nodes"].values()), "duplicates": s["duplicates"],
+            "unclassified": s["unclassified_batches"], "unobserved_events": unobserved_events,
+            "load": (load0, os.getloadavg()[0]), "tails": tails_size(c),
+        })
+        c.close()
+        leave.set()
+        for p in ps:
+            p.join()
+    if prof:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(profile)
+        figures["profile"] = out.getvalue()
+    return figures
+
+
+def full_verdict(c: Coordinator, now: float) -> dict[str, Any]:
+    """What one full verdict over every rank the judge holds costs, and one status document."""
+    judge = c.judge
+    assert judge is not None
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        judge.verdict(now)
+        times.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    c.status_doc(now)
+    status_s = time.perf_counter() - t
+    return {"verdict_s": statistics.median(times), "judge_ranks": len(getattr(judge, "ranks", {})),
+            "status_s": status_s}
+
+
+def tails_size(c: Coordinator) -> tuple[int, int]:
+    """(texts, characters) held in the coordinator's per-rank tails."""
+    n = chars = 0
+    for t in c.tails.values():
+        n += len(t.texts)
+        chars += sum(len(x) for x, _n in t.texts)
+    return n, chars
+
+
+def print_replay(r: dict[str, Any], streams: int) -> None:
+    cpu, msgs, secs = r["cpu"], r["msgs"], r["seconds"]
+    total = sum(cpu.values()) / secs
+    per_line = cpu["lines"] / max(r["lines"], 1) * 1e6
+    print(f"replay (in this process, no sockets, {secs} simulated s after 1 s to fill the judge): the coordinator "
+          f"needs {total:.2f} cores: {msgs['lines'] / secs:,.0f} lines messages/s x "
+          f"{cpu['lines'] / max(msgs['lines'], 1) * 1e6:.0f} us ({per_line:.1f} us a line), "
+          f"{msgs['procs'] / secs:,.0f} procs messages/s x {cpu['procs'] / max(msgs['procs'], 1) * 1e6:.0f} us, "
+          f"ticks (acks, verdicts, status.json) {cpu['tick'] / secs * 1000:.0f} ms/s; "
+          f"{r['lines'] / secs:,.0f} lines/s ingested, {r['refused']} refused/duplicate/early, "
+          f"{r['unclassified']} batches classified here")
+    print(f"replay: on the wire {(r['bytes']['lines'] + r['bytes']['procs']) / secs / 1e6:,.1f} MB/s (lines "
+          f"{r['bytes']['lines'] / max(r['lines'], 1):.0f} B a line, procs "
+          f"{r['bytes']['procs'] / max(msgs['procs'], 1):,.0f}"
+          f" B a message); one core serves about {r['nodes'] / max(total, 1e-9):,.0f} such nodes")
+    print(f"replay: one full verdict over {r['judge_ranks']:,} of {streams:,} ranks {1000 * r['verdict_s']:.1f} ms; "
+          f"one status document {1000 * r['status_s']:.0f} ms; the coordinator's state grew RSS by "
+          f"{r['rss_mb']:,.0f} MB", flush=True)
+
+
+def main() -> int:
+    global READY_TIMEOUT
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--rates", default="1,10", help="lines/s per rank, one run each")
+    ap.add_argument("--seconds", type=float, default=20.0, help="measured window per rate")
+    ap.add_argument("--warmup", type=float, default=5.0, help="seconds of sending before the window")
+    ap.add_argument("--trials", type=int, default=5, help="hangs injected per rate, spread over the window")
+    ap.add_argument("--procs", type=int, default=2, help="processes simulating the nodes")
+    ap.add_argument("--batch-age", type=float, default=LinkSettings().batch_age,
+                    help="the agents' batch age (seconds): sets how often a node sends")
+    ap.add_argument("--cycle", type=int, default=0, help="rounds of lines pre-built per node (0: 2 s of lines)")
+    ap.add_argument("--no-collectives", action="store_true", help="procs messages without flight recorder readings")
+    ap.add_argument("--drain", type=float, default=20.0, help="seconds the nodes may take to get everything acked")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile the coordinator in the window (cProfile) and print its top N functions")
+    ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT)
+    ap.add_argument("--replay-seconds", type=int, default=2, help="simulated seconds of the in-process replay")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: replay,realtime")
+    a = ap.parse_args()
+    READY_TIMEOUT = a.ready_timeout
+    skip = set(a.skip.split(","))
+    mp.set_start_method("fork")
+    check_procs_layout()
+    streams = a.nodes * a.ranks
+    print(f"# {a.nodes} nodes x {a.ranks} ranks = {streams:,} rank streams; {a.procs} node processes; "
+          f"{os.cpu_count()} cores; window {a.seconds:.0f} s after {a.warmup:.0f} s", flush=True)
+    for rate in (float(x) for x in a.rates.split(",")):
+        period = batch_period(rate, a.ranks, a.batch_age)
+        cycle = a.cycle or max(1, round(2 * rate))
+        # in the first 80% of the window: the judge replaced after the last one holds every rank again at the end
+        hangs = tuple((a.warmup + 0.8 * a.seconds * (k + 0.5) / a.trials, (k * 389 + 17) % a.nodes,
+                       (k * 7 + 5) % a.ranks) for k in range(a.trials))
+        plan = Plan(a.nodes, a.ranks, rate, period, cycle, a.warmup, a.seconds, a.drain, hangs,
+                    not a.no_collectives)
+        print(f"\n## {rate:g} lines/s per rank = {rate * streams:,.0f} lines/s; a batch every {period * 1000:.0f} ms "
+              f"per node (batch age {a.batch_age * 1000:.0f} ms, 20 ms agent loop), a procs message every second",
+              flush=True)
+        if "replay" not in skip:
+            print_replay(capacity(plan, a.replay_seconds), a.nodes * a.ranks)
+        if "realtime" in skip:
+            continue
+        f = run(plan, a.procs, a.profile)
+        reps: list[FarmReport] = f["reports"]
+        offered = sum(r.window_lines for r in reps) / a.seconds
+        msgs = sum(r.window_msgs for r in reps) / a.seconds
+        took = f["ingested_window"] / a.seconds
+        backlog = f["queued_at_end"] - f["coord_lines_at_end"]
+        print(f"real time: offered {offered:,.0f} lines/s in {msgs:,.0f} messages/s ({offered / max(msgs, 1):.1f} "
+              f"lines a message, the procs messages counted); batches built and {f['nodes_joined']} nodes joined in "
+              f"{f['build_s']:.0f} s", flush=True)
+        print(f"coordinator: {f['cpu_cores']:.2f} cores (CPU s / wall s over the window); RSS peak "
+              f"{f['rss_peak']:,.0f} MB, {f['rss_end_window']:,.0f} MB at the window's end, {f['rss_end']:,.0f} MB "
+              f"at the end; loop turn p99 {f['tick_p99'] * 1000:.0f} ms, max {f['tick_max'] * 1000:.0f} ms")
+        # keeping up: at most a batch and half a second behind, and what is left drained at once
+        keeps = "keeps up" if backlog <= offered * (period + 0.5) and f["drain_s"] < 5 else "FALLS BEHIND"
+        print(f"ingest: achieved {took:,.0f} of {offered:,.0f} lines/s offered ({100 * took / max(offered, 1):.0f}%): "
+              f"{keeps}; backlog at the window's end {backlog:,} lines "
+              f"({backlog / max(offered, 1):.1f} s of offered load), "
+              f"unacknowledged at the nodes {sum(r.unacked_at_end for r in reps):,} lines, drained in "
+              f"{f['drain_s']:.1f} s; resent {sum(r.resent for r in reps):,} messages "
+              f"({sum(r.resend_rounds for r in reps):,} resend rounds), dropped by the nodes "
+              f"{sum(r.dropped_lines for r in reps):,} lines, still unacknowledged after the drain "
+              f"{sum(r.unacked_after for r in reps):,}; sequence-lost {f['seq_lost']}, duplicates {f['duplicates']}, "
+              f"unobserved-node events {f['unobserved_events']}, batches classified here {f['unclassified']}")
+        lat = f["lat"]
+        if lat:
+            print(f"verdict latency (hang line printed -> collective_hang verdict naming its rank): n={len(lat)}/"
+                  f"{a.trials} p50 {1000 * statistics.median(lat):.0f} ms, p99 {1000 * _pct(lat, 99):.0f} ms, "
+                  f"max {1000 * max(lat):.0f} ms")
+        else:
+            print(f"verdict latency: no verdict observed in {a.trials} trials")
+        n_tails, tail_chars = f["tails"]
+        print(f"one full verdict over {f['judge_ranks']:,} ranks: {1000 * f['verdict_s']:.0f} ms; one status "
+              f"document: {1000 * f['status_s']:.0f} ms; tails hold {n_tails:,} texts, {tail_chars / 1e6:,.0f} M "
+              f"characters")
+        print(f"node processes: {sum(r.cpu for r in reps) / a.seconds:.2f} cores, worst lag behind schedule "
+              f"{max(r.late for r in reps):.2f} s; load average {f['load'][0]:.1f} -> {f['load'][1]:.1f}", flush=True)
+        if a.profile:
+            print(f["profile"], flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
