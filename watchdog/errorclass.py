@@ -11,6 +11,7 @@ a cause whatever the message says:
   the table against the installed packages);
 * an absl/XLA status code at the head of the message (``RESOURCE_EXHAUSTED: Out of memory ...``,
   tsl/platform/status.h's codes as XLA and PJRT print them);
+* argparse's usage error (``prog: error: unrecognized arguments: ...``, Lib/argparse.py);
 * where NCCL's WARN comes from: NCCL prints ``<file>:<line> NCCL WARN`` (src/include/debug.h
   ``WARN``), and its source tree says which subsystem failed: ``transport/``, ``misc/socket.cc``,
   ``proxy.cc``, ``bootstrap.cc`` move data between ranks (the network), ``graph/`` reads the host's
@@ -115,6 +116,12 @@ _EXCEPTION_LINE = re.compile(
 _BACKEND_RAISED = re.compile(r"\bbackend='[\w.]+' raised:")
 #: absl status codes at the head of an XLA/PJRT message (tsl/platform/status.h)
 _STATUS_OOM = re.compile(r"(?:^|[\s:(])RESOURCE_EXHAUSTED: ")
+#: argparse's error (CPython Lib/argparse.py ArgumentParser.error: "%(prog)s: error: %(message)s",
+#: then exit 2) with the messages its parser raises (parse_args, _parse_known_args, _get_values):
+#: the command line is wrong, quoted or bare (yangjianxin1/Firefly#154: "`error: unrecognized
+#: arguments: --local_rank=0`", one per rank)
+_ARGPARSE = re.compile(r"(?:^|[\s`>|*])(?:[\w./-]+: )?error: (?:unrecognized arguments: |the following arguments "
+                       r"are required: |argument [-\w/, ]+: (?:invalid|expected|not allowed)|ambiguous option: )")
 #: "<file>:<line> NCCL WARN" (nccl src/include/debug.h) and the subsystem directory of <file>
 _NCCL_WARN = re.compile(r"(?:^|\s)((?:[\w.]+/)*[\w.]+\.(?:cc|cu|c|h|cpp)):\d+ NCCL WARN\b")
 #: NCCL subsystems by source path (nccl src/ layout): the transports, sockets, proxy and bootstrap
@@ -154,6 +161,8 @@ def read_error(text: str) -> Reading | None:
             if pattern.search(path):
                 return _reading(family, f"an NCCL WARN of {path}")
         return None
+    if _ARGPARSE.search(text):
+        return _reading(_CONFIG, "argparse's usage error")
     if _STATUS_OOM.search(text):
         return _reading(_OOM, "an XLA status RESOURCE_EXHAUSTED")
     if _BACKEND_RAISED.search(text):

@@ -30,6 +30,11 @@ READS = [
     ("ConnectionRefusedError: [Errno 111] Connection refused", Label.COMM_ERROR),
     ("(RayTrainWorker pid=954, ip=10.67.132.202) torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", Label.COMM_ERROR),
     ("FloatingPointError: Minimum loss scale reached (0.0001).", Label.NUMERICAL_ERROR),
+    # argparse's usage error (Lib/argparse.py)
+    ("`error: unrecognized arguments: --local_rank=0`", Label.CONFIG_ERROR),  # yangjianxin1/Firefly#154
+    ("fine-tune.py: error: unrecognized arguments: --local_rank=1 --deepspeed llms/flan-t5-fp16-z3.json", Label.CONFIG_ERROR),
+    ("train.py: error: the following arguments are required: --model_name_or_path", Label.CONFIG_ERROR),
+    ("main.py: error: argument --lr: invalid float value: 'x'", Label.CONFIG_ERROR),
     # an XLA status code
     ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.7 GB", Label.OOM),
 ]
@@ -44,6 +49,8 @@ SAYS_NOTHING = [
     # a class that names a family only inside its message is not that family
     "KeyError: 'ConnectionError'",
     "2024-04-12 07:13:06,123 - ERROR - trainer - could not write the metrics file",
+    "gcc: error: unrecognized command-line option '-mavx512'",
+    "Error: the metrics server refused the upload: unrecognized arguments in the payload",
     # RendezvousClosedError is the job finishing, not a broken connection (torch/distributed/elastic/rendezvous/api.py)
     "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
 ]
