@@ -847,42 +847,26 @@ class Judge:
         who = _who(ev.key) if ev.key.rank >= 0 else "a line of no known rank"
         step = st.step if st is not None and st.step is not None else self.max_step
         reading = read_error(ev.text)
+        sig = self.kb.by_id.get(ev.signature)
+        line = ev.text.strip()[:160]
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
-            return Verdict(
-                reading.label,
-                reading.action,
-                ranks=(ev.key,),
-                culprit=ev.key,
-                evidence=(ev, *others),
-                reason=f"{who} printed an error no signature recognises{exited}, and nothing after it shows it "
-                f"went on; its form ({reading.form}) says {reading.label.value} ({ev.text.strip()[:160]})",
-                advice=reading.advice,
-                step=step,
-                culprit_source="failure",
-            )
-        sig = self.kb.by_id.get(ev.signature)
-        if sig is not None and ev.signature != UNRECOGNISED_SIGNATURE:
+            label, action, advice = reading.label, reading.action, reading.advice
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it shows it "
+                      f"went on; its form ({reading.form}) says {label.value} ({line})")
+        elif sig is not None and ev.signature != UNRECOGNISED_SIGNATURE:
             # a line a rule knows as a symptom of unknown cause (an application-class Xid):
             # its rule's words say what is known
-            return Verdict(
-                sig.category, sig.action, ranks=(ev.key,), culprit=ev.key, evidence=(ev, *others),
-                reason=f"{who}: {sig.id}{exited}, and nothing after it shows it went on ({ev.text.strip()[:160]})",
-                advice=sig.advice, step=step, culprit_source="failure")
-        return Verdict(
-            Label.OTHER_CRASH,
-            Action.RESTART,
-            ranks=(ev.key,),
-            culprit=ev.key,
-            evidence=(ev, *others),
-            reason=f"{who} printed an error no "
-            f"signature recognises{exited}, and nothing after it "
-            f"shows it went on: cause not recognised ({ev.text.strip()[:160]})",
-            advice="The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
-            "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.",
-            step=step,
-            culprit_source="failure",
-        )
+            label, action, advice = sig.category, sig.action, sig.advice
+            reason = f"{who}: {sig.id}{exited}, and nothing after it shows it went on ({line})"
+        else:
+            label, action = Label.OTHER_CRASH, Action.RESTART
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
+                      f"shows it went on: cause not recognised ({line})")
+            advice = ("The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
+                      "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.")
+        return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(ev, *others), reason=reason,
+                       advice=advice, step=step, culprit_source="failure")
 
     def _verdict(self, now: float) -> Verdict:
         failed = self._failure_verdict()
