@@ -35,6 +35,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from neuron_watch.classify import STEP_RULES, Effect, KnowledgeBase, Match
+from neuron_watch.errorclass import read_error
 from neuron_watch.events import (
     Action,
     CompilerSample,
@@ -113,6 +114,18 @@ def _exit_meaning(code: int | None) -> str:
     return f"killed by signal {n}, {name}" + (f": {what[name]}" if name in what else "")
 
 
+#: NCCL's line prefix "<host>:<pid>:<tid> [<dev>]" (nccl src/debug.cc ncclDebugLog)
+_NCCL_PROCESS = re.compile(r"([\w.-]+:\d+):\d+ \[\d+\]")
+
+
+def _same_process(error: str, going_on: str) -> bool:
+    """Did one process print both NCCL lines? A stream of many processes (a pasted log, one node's
+    ranks in one file) shows one process's setup going on after another's error: that says nothing
+    of the process that failed. A line without NCCL's prefix is nobody's."""
+    a, b = _NCCL_PROCESS.search(error), _NCCL_PROCESS.search(going_on)
+    return a is not None and b is not None and a.group(1) == b.group(1)
+
+
 def _who(key: RankKey) -> str:
     """A rank for messages: ``node/rank3``, or ``rank 3`` when the node is unknown (offline)."""
     return str(key) if key.node else f"rank {key.rank}"
@@ -127,6 +140,14 @@ MISMATCH_SIGNATURE = "torch.c10d.collective_mismatch"
 KILLED_CODES = frozenset({-9, 137})
 #: The signature of "this process got SIGKILL" lines (torchrun's report, a shell's "Killed"): not OOM by itself.
 KILLED_SIGNATURE = "host.killed_sigkill"
+#: The last rule of the table: an error line nothing above explains (signatures.toml).
+UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
+#: Lines that show a rank's setup going on after an error it printed (NCCL connecting its channels
+#: and rings, or picking another network, after a failed probe: nccl src/init.cc, transport.cc;
+#: NVIDIA/nccl#229's "include/net.h:24 -> 2" followed by every ring built). Like progress, they
+#: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
+#: are not progress (a hang is still measured from the last step).
+GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
 _NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
 #: A rank with no output for this long is ``silent`` in status displays, at the least (see
@@ -410,6 +431,11 @@ class Judge:
         #: error lines no rule explains, first seen first (at most MAX_UNEXPLAINED): the live
         #: path says them as warnings; they fail a job only as described in :meth:`verdict`
         self.unexplained: list[Evidence] = []
+        #: the first line per node that says memory ran out (the kernel's or the scheduler's
+        #: oom-kill, an allocator's OOM), whether or not it is the failure of its rank: a SIGKILL
+        #: on that node is explained by it whichever came first (slurmstepd reports the cgroup's
+        #: oom_kill after the shell's "Killed", ArjunaCluster/ArjunaUsers#52)
+        self.oom_lines: dict[str, Evidence] = {}
         self.open_recompiles: set[RankKey] = set()  # ranks whose announced recompile is not closed
         #: recompiles to say one by one (fewer than RECOMPILE_STORM per rank), oldest first
         self.recompile_notes: list[RecompileNote] = []
@@ -671,6 +697,13 @@ class Judge:
             # on, not the rank's last word. An error after the retries, or a failure, still counts.
             st.unexplained = None
             self._waiters[st.key] = st
+        elif effect is Effect.BENIGN and m.signature.id in GOING_ON_SIGNATURES:
+            # the process that printed an error went on setting up: that error was not its last word
+            if st.unexplained is not None and _same_process(st.unexplained.text, line.text):
+                st.unexplained = st.failure_detail = None
+            if (st.failure is not None and st.failure_match is not None and st.failure_match.signature.generic
+                    and _same_process(st.failure.text, line.text)):
+                st.failure = st.failure_match = st.failure_time = st.failure_detail = None
         elif effect is Effect.UNEXPLAINED:
             if st.unexplained is None:
                 st.unexplained = ev
@@ -680,6 +713,8 @@ class Judge:
                 self.unexplained.append(ev)
         elif effect is Effect.FATAL:
             self._may_fail[st.key] = st
+            if m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE:
+                self.oom_lines.setdefault(line.key.node, ev)
             if st.failure is None:
                 st.failure, st.failure_match, st.failure_time = ev, m, line.mono
             elif st.failure_match is not None and st.failure_match.signature.generic and not m.signature.generic:
@@ -918,20 +953,29 @@ class Judge:
         st = self.ranks.get(ev.key)
         others = [e for e in self.unexplained if e is not ev][:19]
         exited = f" and exited with {code} ({_exit_meaning(code)})" if code is not None else ""
-        return Verdict(
-            Label.OTHER_CRASH,
-            Action.RESTART,
-            ranks=(ev.key,),
-            culprit=ev.key,
-            evidence=(ev, *others),
-            reason=f"{_who(ev.key) if ev.key.rank >= 0 else 'a line of no known rank'} printed an error no "
-            f"signature recognises{exited}, and nothing after it "
-            f"shows it went on: cause not recognised ({ev.text.strip()[:160]})",
-            advice="The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
-            "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.",
-            step=st.step if st is not None and st.step is not None else self.max_step,
-            culprit_source="failure",
-        )
+        who = _who(ev.key) if ev.key.rank >= 0 else "a line of no known rank"
+        step = st.step if st is not None and st.step is not None else self.max_step
+        reading = read_error(ev.text)
+        sig = self.kb.by_id.get(ev.signature)
+        line = ev.text.strip()[:160]
+        if reading is not None:
+            # no rule knows the words, but the error's form says the cause (errorclass.py)
+            label, action, advice = reading.label, reading.action, reading.advice
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it shows it "
+                      f"went on; its form ({reading.form}) says {label.value} ({line})")
+        elif sig is not None and ev.signature != UNRECOGNISED_SIGNATURE:
+            # a line a rule knows as a symptom of unknown cause (an application-class Xid):
+            # its rule's words say what is known
+            label, action, advice = sig.category, sig.action, sig.advice
+            reason = f"{who}: {sig.id}{exited}, and nothing after it shows it went on ({line})"
+        else:
+            label, action = Label.OTHER_CRASH, Action.RESTART
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
+                      f"shows it went on: cause not recognised ({line})")
+            advice = ("The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
+                      "log tail. If it is a known failure, a signature (watchdog/signatures.toml) makes it recognised.")
+        return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(ev, *others), reason=reason,
+                       advice=advice, step=step, culprit_source="failure")
 
     def _verdict(self, now: float) -> Verdict:
         if now < self._asked_at:
@@ -1136,17 +1180,13 @@ class Judge:
                 oom = self._oom_evidence(st.key.node)
                 if oom is not None:  # the kernel says why it was killed
                     return self._oom_verdict(st, oom, ranks, evidence)
+                if self._killed_compiling(st):
+                    return self._compile_killed_verdict(st, ranks, evidence, "was killed by signal 9 (SIGKILL) "
+                                                        "while it generated or compiled a graph")
                 reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
             elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
-                # A compiler does not fail with SIGKILL: the host's OOM killer ends the biggest
-                # process, and a compile of a large graph is it (neuronx-cc needs tens of GB).
-                return Verdict(
-                    Label.OOM, Action.RESTART, ranks=ranks, culprit=culprit, evidence=tuple(evidence[:20]),
-                    reason=f"{_who(st.key)}: the graph compiler was killed by signal 9 (SIGKILL): host out of memory",
-                    advice="The compiler was killed, almost always by the host's OOM killer. Compile with fewer "
-                    "parallel jobs (neuron_parallel_compile --num_parallel, NEURON_CC_FLAGS), on a host with more "
-                    "memory, or with fewer ranks compiling at once; then restart.",
-                    step=st.step if st.step is not None else self.max_step, culprit_source="failure")
+                return self._compile_killed_verdict(st, ranks, evidence,
+                                                    "the graph compiler was killed by signal 9 (SIGKILL)")
             elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
                 # a traceback header or an exit report, and the rank's own error line no rule knows
                 return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
@@ -1166,6 +1206,9 @@ class Judge:
             oom = self._oom_evidence(st.key.node)
             if oom is not None:
                 return self._oom_verdict(st, oom, ranks, evidence)
+            if self._killed_compiling(st):
+                return self._compile_killed_verdict(st, ranks, evidence, f"exited with {code} (SIGKILL) while it "
+                                                    "generated or compiled a graph")
             # SIGKILL says nothing of who sent it (the OOM killer, an operator, a scheduler's
             # enforcement); without the kernel's word the verdict does not guess.
             reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
@@ -1206,6 +1249,35 @@ class Judge:
         return dataclasses.replace(verdict, culprit=key, culprit_source="flight_recorder",
                                    reason=f"{verdict.reason}; {how}")
 
+    @staticmethod
+    def _killed_compiling(st: RankState) -> bool:
+        """Was ``st`` in a graph compile (open, or its compiler still beating) when it got SIGKILL?"""
+        t = st.failure_time if st.failure is not None else st.exit_time
+        if t is None:
+            return False
+        if st.compile_open is not None and st.compile_open <= t:
+            return True
+        beat = st.last_compile_beat
+        return (beat is not None and beat <= t and t - beat <= COMPILE_BEAT_WINDOW
+                and (st.last_compile_end is None or beat > st.last_compile_end))
+
+    def _compile_killed_verdict(self, st: RankState, ranks: tuple[RankKey, ...], evidence: list[Evidence],
+                                what: str) -> Verdict:
+        """A graph compile killed by SIGKILL (issue 12 item 4: a compiler killed by signal 9 is host
+        OOM). Nothing else kills a compile: the host's OOM killer ends the biggest process, and the
+        compile of a large graph -- neuronx-cc, or the framework tracing the model into HLO for it,
+        which holds the whole model on the host (aws-neuron/nki-samples#87, aws-neuron-sdk#1222: an
+        8B model on a 32 GB trn1.2xlarge) -- is it."""
+        if st.compile_open_line is not None and st.compile_open_line not in evidence:
+            evidence = [*evidence, st.compile_open_line]
+        return Verdict(
+            Label.OOM, Action.RESTART, ranks=ranks, culprit=st.key, evidence=tuple(evidence[:20]),
+            reason=f"{_who(st.key)}: {what}: host out of memory",
+            advice="The compile was killed, almost always by the host's OOM killer. Compile with fewer "
+            "parallel jobs (neuron_parallel_compile --num_parallel, NEURON_CC_FLAGS), on a host with more "
+            "memory, or with fewer ranks compiling at once; then restart.",
+            step=st.step if st.step is not None else self.max_step, culprit_source="failure")
+
     def _oom_evidence(self, node: str) -> Evidence | None:
         """A line of this node (any rank, or the node's own stream) that says the kernel killed for memory."""
         for st in self.ranks.values():
@@ -1213,7 +1285,7 @@ class Judge:
             if (st.key.node == node and m is not None and st.failure is not None
                     and m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE):
                 return st.failure
-        return None
+        return self.oom_lines.get(node)
 
     def _oom_verdict(self, st: RankState, oom: Evidence, ranks: tuple[RankKey, ...],
                      evidence: list[Evidence]) -> Verdict:
@@ -1491,7 +1563,8 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
     overwritten before a verdict can look. A match is left out only when applying it provably
     makes no difference to the judge's state after the whole batch (see :meth:`Judge._apply`):
 
-    * ``benign`` matches and ``info`` matches of a healthy category (no effect at all);
+    * ``benign`` matches (but :data:`GOING_ON_SIGNATURES`') and ``info`` matches of a healthy
+      category (no effect at all);
     * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
     * a progress match with a step that does not raise the batch's running maximum step (so
       it cannot raise the job's), when the same rank's next match is also a progress match
@@ -1512,7 +1585,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
                 top = m.step
                 raises[i] = True
         elif effect is Effect.BENIGN:
-            keep[i] = False
+            keep[i] = sig.id in GOING_ON_SIGNATURES
         elif effect is Effect.INFO:
             if sig.category is Label.HEALTHY or sig.id in seen_info:
                 keep[i] = False

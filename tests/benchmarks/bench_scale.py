@@ -76,12 +76,13 @@ from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchm
 
 from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, coordinator_settings, default_judge_factory
+from neuron_watch.coordinator import Coordinator, coordinator_settings
 from neuron_watch.events import Label, RankKey
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import JobState
 from neuron_watch.protocol import Header, Kind, Lines, Procs, RankCollectives, WorkerActivity, encode_body
+from neuron_watch.runtime import default_judge_factory
 from neuron_watch.transport import AgentSocket
 
 #: the agents' loop turn (supervisor.py: poll/sleep 0.02 s) that checks the batch age
