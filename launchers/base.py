@@ -103,6 +103,12 @@ class Launcher(abc.ABC):
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
+    @property
+    def own_rank(self) -> int | None:
+        """The rank this launcher's own process is (a task that is a rank), else None: its ranks
+        are its children (torchrun's workers)."""
+        return None
+
     def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 

@@ -107,6 +107,11 @@ class SrunJob:
         self.cmd = cmd
         self.allocation = slurmtext.expand_nodelist(env.get("SLURM_JOB_NODELIST", env.get("SLURM_NODELIST", "")))
         self.needed = srunplan.nodes_wanted(self.srun_args, len(self.allocation))
+        #: each task is a rank (``srun --ntasks-per-node 8 python train.py``): one agent per task,
+        #: its rank SLURM_PROCID; else one agent per node around a launcher (torchrun inside)
+        tasks = srunplan.tasks_wanted(self.srun_args, self.needed)
+        self.task_ranks = srunplan.tasks_are_ranks(cmd, tasks, self.needed)
+        self.agents = tasks if self.task_ranks else self.needed
         self.restart_count = int(env.get("SLURM_RESTART_COUNT", "0") or "0")
         self.marker = f"{self.job_id}-batch-{secrets.token_hex(4)}"
         self.secret = secrets.token_hex(32)
@@ -130,7 +135,7 @@ class SrunJob:
         return ["srun", *self.srun_args, *([f"--exclude={','.join(exclude)}"] if exclude else []),
                 sys.executable, "-m", "neuron_watch.cli", "--coordinator", self.address, "--run-dir", self.run_dir,
                 "--job-id", self.job_id, *agent_options(self.cfg), "agent", "--generation", str(generation),
-                "--", *self.cmd]
+                *(["--task-is-rank"] if self.task_ranks else []), "--", *self.cmd]
 
     def start_step(self, generation: int, checkpoint: str) -> None:
         """Start generation ``generation`` as a new srun step (our child, its own process group)."""
@@ -288,7 +293,7 @@ class SrunJob:
         # injected "in generation 0 only" stays in the first run).
         self.coord = coord = build_coordinator(
             self.cfg, bind=f"0.0.0.0:{port}", secret=self.secret.encode(), run_dir=self.run_dir, job_id=self.job_id,
-            nodes=self.needed, status_line=status_line_for(self.cfg), relauncher=self,
+            nodes=self.agents, status_line=status_line_for(self.cfg), relauncher=self,
             generation=self.restart_count, policy=policy)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
         try:
@@ -302,6 +307,7 @@ class SrunJob:
                           node=socket.gethostname().split(".")[0], version=__version__,
                           command=mask_value(["srun", *self.srun_args, *self.cmd]),
                           checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
+                          agents=self.agents, tasks_are_ranks=self.task_ranks,
                           slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
                           allocation=self.allocation, restart_owner=self.owner.owner)
         say(f"coordinator on {self.address}; each generation's srun output: {self.step_log}/gen-<G>.log")

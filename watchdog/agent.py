@@ -667,7 +667,9 @@ class NodeAgent:
             self._drain_output(final=True)
             gen.exit_code = code
             out = self._out()
-            out.add_exits([(-1, code, self.clock())], now, wall)
+            own = self.launcher.own_rank  # a task that is a rank: its exit is that rank's too
+            out.add_exits([*([(own, code, self.clock())] if own is not None else []), (-1, code, self.clock())],
+                          now, wall)
             out.status(NodeStatus.FINISHED if code == 0 else NodeStatus.FAILED, now, wall, detail=f"exit code {code}",
                        checkpoint=self.checkpoint(), report=LauncherExit(code))
 

@@ -427,7 +427,9 @@ class ProcessSampler:
             return cached
         env = read_environ(pid)
         try:
-            ranks = int(env["LOCAL_RANK"]), int(env["RANK"])
+            # a task that is one rank (launchers/task.py) is told by us, whatever its own RANK says
+            own = env.get("NEURON_WATCH_RANK")
+            ranks = (0, int(own)) if own is not None else (int(env["LOCAL_RANK"]), int(env["RANK"]))
         except (KeyError, ValueError):
             # Not cached: caught between fork and exec, a worker still shows the launcher's
             # environment (no RANK yet); the same pid has it a moment later.

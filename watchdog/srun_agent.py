@@ -7,7 +7,10 @@ One srun step is one generation: the agent launches CMD (:class:`~neuron_watch.l
 as generation G from ``$NEURON_WATCH_CHECKPOINT``, links to the batch host's coordinator with the
 job secret from ``$NEURON_WATCH_SECRET`` (never passed on to the command), streams everything, and
 carries out the coordinator's commands until it is told to shut down (or loses the coordinator).
-A restart is a new step, so this agent never launches a second generation itself.
+A restart is a new step, so this agent never launches a second generation itself. When each task
+is a rank (``--task-is-rank``: ``srun --ntasks-per-node 8 python train.py``), CMD is that rank
+(:class:`~neuron_watch.launchers.task.TaskLauncher`): its output, process and exit are rank
+``SLURM_PROCID``'s, judged like torchrun's ranks.
 
 Its place in the job is ``$SLURM_PROCID``; its name ``$SLURMD_NODENAME`` (``<node>-t<localid>``
 for a second task on a node: :func:`~neuron_watch.runtime.slurm_task_node`); its run dir is
@@ -29,7 +32,9 @@ from neuron_watch.auth import load_secret
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.guardian import release, start_guardian
+from neuron_watch.launchers.base import Launcher
 from neuron_watch.launchers.command import CommandLauncher
+from neuron_watch.launchers.task import TaskLauncher
 from neuron_watch.procs import become_subreaper
 from neuron_watch.runtime import SignalLatch, build_agent, rank_environment, run_node_loop, slurm_task_node
 
@@ -42,6 +47,8 @@ def slurm_node(agent_node: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generation", type=int, default=0, metavar="G", help="the generation this step runs")
+    parser.add_argument("--task-is-rank", action="store_true",
+                        help="the command is one rank (its rank SLURM_PROCID), not a per-node launcher")
     parser.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the per-node command")
 
 
@@ -61,7 +68,8 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     os.makedirs(run_dir, exist_ok=True)
     marker = f"{config.job_id}-{node.name}-{secrets.token_hex(4)}"
     ranks = rank_environment(config, env, run_dir, config.job_id, marker)
-    launcher = CommandLauncher(cmd, marker)
+    launcher: Launcher = (TaskLauncher(cmd, marker, node.place) if args.task_is_rank and node.place >= 0
+                          else CommandLauncher(cmd, marker))
     print(f"neuron-watch {__version__}: agent for job {config.job_id} on {node.name} (task {node.place}), "
           f"generation {args.generation}, coordinator {config.coordinator}", file=sys.stderr)
     become_subreaper()

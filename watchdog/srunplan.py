@@ -7,6 +7,8 @@ No I/O: the caller passes the allocation, the bad nodes and the environment valu
   ends srun's options explicitly (use it, or ``--opt=value``, for options this table lacks).
 * :func:`nodes_wanted`: how many nodes a step needs (``-N``/``--nodes`` among the srun args,
   else the allocation's size).
+* :func:`tasks_wanted` and :func:`tasks_are_ranks`: whether each srun task is itself a rank (the
+  Megatron/NeMo way) or a per-node launcher running torchrun (the Neuron way).
 * :func:`plan_restart`: exclude the bad nodes from the next step when enough others remain
   in the allocation, otherwise requeue the job (when it may be requeued) with them excluded.
 """
@@ -95,6 +97,47 @@ def nodes_wanted(srun_args: Sequence[str], allocation_size: int) -> int:
     if not first.isdigit() or int(first) < 1:
         raise UsageError(f"srun -N {raw!r} is not a node count", "use e.g. -N 2")
     return int(first)
+
+
+def tasks_wanted(srun_args: Sequence[str], nodes: int) -> int:
+    """Tasks one step runs: ``-n``/``--ntasks``, else ``--ntasks-per-node`` x ``nodes``, else one per
+    node (srun's default when only ``-N`` is given).
+
+    Raises:
+        UsageError: a task count that is not a positive number.
+    """
+    for short, long, per_node in (("-n", "--ntasks", False), (None, "--ntasks-per-node", True)):
+        raw = option_value(srun_args, short, long)
+        if raw is None:
+            continue
+        if not raw.isdigit() or int(raw) < 1:
+            raise UsageError(f"srun {long} {raw!r} is not a task count", f"use e.g. {long} 8")
+        return int(raw) * nodes if per_node else int(raw)
+    return nodes
+
+
+#: Interpreters whose script is the rank itself (``python3.11 train.py``)
+_PYTHON = re.compile(r"^python(?:\d+(?:\.\d+)*)?$")
+#: torch's launchers: a task that runs one is a per-node launcher, whatever else holds
+_LAUNCHER_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
+
+
+def tasks_are_ranks(cmd: Sequence[str], tasks: int, nodes: int) -> bool:
+    """Whether each srun task is one rank of the job (``SLURM_PROCID`` its rank), or a per-node
+    launcher whose ranks are torchrun's workers.
+
+    torchrun needs one task per node, so more tasks than nodes means each task is a rank
+    (``srun --ntasks-per-node 8 python train.py``, Megatron-LM and NeMo on Slurm). With one task per
+    node, the command tells: a Python interpreter running a script is the rank itself; torchrun (or
+    ``python -m torch.distributed.run``) and anything else (a per-node shell script that runs
+    torchrun) is a launcher.
+    """
+    program = cmd[0].rsplit("/", 1)[-1] if cmd else ""
+    if program == "torchrun" or any(a in _LAUNCHER_MODULES for a in cmd[1:3]):
+        return False
+    if tasks > nodes:
+        return True
+    return bool(_PYTHON.match(program))
 
 
 def without_exclude(srun_args: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -20,6 +20,10 @@ It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding th
 Run it with torchrun (or ``neuron-watch torchrun``)::
 
     torchrun --nproc_per_node 4 examples/toy/train.py --steps 40 --checkpoint-dir /tmp/ckpt
+
+or one process per rank under srun (or ``neuron-watch srun``), the rank from ``SLURM_PROCID``::
+
+    MASTER_ADDR=$(hostname) MASTER_PORT=29500 srun -N 2 --ntasks-per-node 2 python examples/toy/train.py
 """
 
 from __future__ import annotations
@@ -145,7 +149,14 @@ def main() -> None:
     args = parse_args()
     generation = int(os.environ.get("NEURON_WATCH_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     faults_on = args.fault_generation < 0 or generation == args.fault_generation
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
+    timeout = datetime.timedelta(seconds=args.pg_timeout)
+    if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+        # One process per rank started by srun itself (the Megatron-LM/NeMo way on Slurm): the rank
+        # and world come from Slurm, MASTER_ADDR/MASTER_PORT from the batch script.
+        dist.init_process_group("gloo", rank=int(os.environ["SLURM_PROCID"]),
+                                world_size=int(os.environ["SLURM_NTASKS"]), timeout=timeout)
+    else:  # torchrun's environment
+        dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)))

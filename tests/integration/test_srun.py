@@ -51,7 +51,10 @@ class SrunJob:
     """One sbatch job running ``neuron-watch srun``; its files live in the test's tmp dir."""
 
     def __init__(self, c: SlurmCluster, tmp_path: Path, nodes: int, toy_args: list[str],
-                 watch_args: list[str] = (), sbatch_args: list[str] = (), env: dict[str, str] | None = None) -> None:
+                 watch_args: list[str] = (), sbatch_args: list[str] = (), env: dict[str, str] | None = None,
+                 tasks_as_ranks: bool = False) -> None:
+        """``tasks_as_ranks``: ``srun -N 2 --ntasks-per-node 2 python train.py`` (each task a rank,
+        its rank SLURM_PROCID: the Megatron/NeMo way) instead of one task per node running torchrun."""
         self.c, self.tmp = c, tmp_path
         self.run_dir = tmp_path / "run"
         self.ckpt = tmp_path / "ckpt"
@@ -63,12 +66,13 @@ class SrunJob:
         nw = [sys.executable, "-m", "neuron_watch.cli", "--quiet", "--run-dir", str(self.run_dir),
               "--checkpoint-dir", str(self.ckpt), "--stop-timeout", "5", "--evidence-timeout", "10",
               "--drain-state", str(tmp_path / "drains.json"), *watch_args,
-              "srun", "-N", "2", "--ntasks-per-node", "1", str(node_script), "--steps", "30",
-              "--step-time", "0.1", *toy_args]
+              "srun", "-N", "2", *(["--ntasks-per-node", "2", sys.executable, TOY, "--checkpoint-dir", str(self.ckpt)]
+                                   if tasks_as_ranks else ["--ntasks-per-node", "1", str(node_script)]),
+              "--steps", "30", "--step-time", "0.1", *toy_args]
         batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
         batch.chmod(0o755)
         env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                   MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY, **(env or {}))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY, **(env or {}))
         r = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-D", str(tmp_path), "-o", str(self.out),
                             "--open-mode=append", *sbatch_args, str(batch)],
                            env=env, capture_output=True, text=True, timeout=30, check=True)
@@ -148,6 +152,34 @@ def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(slurm_clust
         assert first_progress, "no progress in generation 1"
         print(f"hang verdict -> generation 1 first progress: "
               f"{_secs(verdicts[0]['time'], first_progress[0]['time']):.1f}s")
+        job.assert_nothing_survives()
+
+
+def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the_step_restarted(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """``srun -N 2 --ntasks-per-node 2 python train.py``: four tasks, each one rank (SLURM_PROCID),
+    each with its own agent. Task 3 (the second task on n2) hangs out of a collective; the others
+    wait in it. The hang is judged, task 3 named, the step restarted from the checkpoint."""
+    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"], ["--hang-timeout", "20"],
+                   ["--ntasks-per-node", "2"], tasks_as_ranks=True) as job:
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        evs = events(job.run_dir)
+        started = named(evs, "job_started")[0]
+        assert started["tasks_are_ranks"] is True and started["agents"] == 4
+        hellos = {e["node"]: e["place"] for e in named(evs, "node_hello") if e["generation"] == 0}
+        assert hellos == {"n1": 0, "n1-t1": 1, "n2": 2, "n2-t1": 3}
+        hang = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
+        assert hang and hang[0]["culprit"] == {"node": "n2-t1", "rank": 3}, hang
+        assert hang[0]["culprit_source"] in ("flight_recorder", "stacks", "process_state"), hang[0]
+        restart = named(evs, "restart")[0]
+        assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart
+        assert [s["generation"] for s in named(evs, "srun_step")] == [0, 1]
+        assert named(evs, "job_finished")[-1]["exit_code"] == 0
+        # each task's output is its rank's log, as torchrun's ranks' are
+        assert "resuming at step 11" in rank_lines(job.run_dir, "n2-t1", 1)
+        assert "training done at step 30" in rank_lines(job.run_dir, "n1", 1)
+        assert (job.run_dir / "nodes" / "n1-t1" / "gen-0" / "rank-1.log").exists()
         job.assert_nothing_survives()
 
 

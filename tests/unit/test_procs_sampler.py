@@ -136,3 +136,17 @@ def test_a_workers_tree_cpu_counts_what_its_children_burn_and_a_stopped_worker_s
         _wait(lambda: sampler.sample(launcher.pid)[0][0].state == "T")
     finally:
         kill_group(launcher)
+
+
+def test_a_task_that_is_a_rank_is_known_by_the_rank_we_gave_it_not_its_own_rank_variables() -> None:
+    # An srun task that is one rank (launchers/task.py) may set RANK/LOCAL_RANK itself from Slurm's
+    # variables; its file is local rank 0 of global rank NEURON_WATCH_RANK, so that is what counts.
+    env = dict(os.environ, NEURON_WATCH_RANK="5", RANK="9", LOCAL_RANK="1")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE,
+                             env=env, start_new_session=True)
+    try:
+        _wait(lambda: b"readline" in _cmdline(child.pid))
+        workers, _ = ProcessSampler().sample(os.getpid())
+        assert [(w.pid, w.local_rank, w.rank) for w in workers if w.pid == child.pid] == [(child.pid, 0, 5)]
+    finally:
+        kill_group(child)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch import srunplan
 from neuron_watch.errors import UsageError
 from neuron_watch.srunplan import (
     nodes_wanted,
@@ -71,3 +72,30 @@ def test_short_evidence_drops_timestamp_and_pid() -> None:
             "Failure: NRT_EXEC_HW_ERR_HBM_UE in nrt_execute()")
     assert short_evidence(2, line).startswith("rank 2: ERROR")
     assert short_evidence(None, "plain line") == "plain line"
+
+
+@pytest.mark.parametrize(("args", "nodes", "tasks"), [
+    ([], 2, 2), (["--ntasks-per-node", "8"], 2, 16), (["--ntasks-per-node=4"], 3, 12), (["-n", "6"], 2, 6),
+    (["--ntasks", "5", "--ntasks-per-node", "4"], 2, 5),
+])
+def test_tasks_a_step_runs(args: list[str], nodes: int, tasks: int) -> None:
+    assert srunplan.tasks_wanted(args, nodes) == tasks
+
+
+@pytest.mark.parametrize(("cmd", "tasks", "nodes", "ranks"), [
+    (["python", "train.py"], 16, 2, True),  # Megatron/NeMo: srun --ntasks-per-node 8 python train.py
+    (["python3.11", "pretrain_gpt.py"], 2, 2, True),  # one rank per node, started by srun
+    (["/opt/venv/bin/python", "train.py"], 2, 2, True),
+    (["bash", "-c", "python train.py"], 16, 2, True),  # more tasks than nodes: each is a rank
+    (["./run_node.sh"], 2, 2, False),  # the Neuron pattern: a per-node script running torchrun
+    (["torchrun", "--nproc_per_node", "8", "train.py"], 2, 2, False),
+    (["python", "-m", "torch.distributed.run", "train.py"], 2, 2, False),
+    (["torchrun", "train.py"], 4, 2, False),  # torchrun is a launcher whatever the count
+])
+def test_whether_each_task_is_a_rank(cmd: list[str], tasks: int, nodes: int, ranks: bool) -> None:
+    assert srunplan.tasks_are_ranks(cmd, tasks, nodes) is ranks
+
+
+def test_a_task_count_that_is_not_one_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--ntasks-per-node"):
+        srunplan.tasks_wanted(["--ntasks-per-node", "x"], 2)

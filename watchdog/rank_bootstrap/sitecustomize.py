@@ -5,7 +5,8 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
 
 * runs the job's own ``sitecustomize`` (the next one on ``sys.path``), whatever happens here;
 * does nothing unless ``NEURON_WATCH_PROBE_DIR`` is set and this process is a rank (``RANK`` and
-  ``LOCAL_RANK`` set, as torchrun does for its workers; torchrun itself has neither);
+  ``LOCAL_RANK`` set, as torchrun does for its workers; torchrun itself has neither; or
+  ``NEURON_WATCH_RANK``, which the agent gives an srun task that is one rank);
 * imports nothing heavy: a meta-path hook waits until the job imports ``torch.distributed``, then
   starts ``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` (the HTTP
   server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
@@ -217,12 +218,15 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def _arm() -> None:
     directory = os.environ.get(_DIR_ENV, "")
-    rank = os.environ.get("RANK", "")
-    if not directory or not rank.isdigit() or "LOCAL_RANK" not in os.environ:
+    # an srun task that is one rank is told its rank by the agent (launchers/task.py); a torchrun
+    # worker has RANK and LOCAL_RANK (torchrun itself has neither)
+    rank = os.environ.get("NEURON_WATCH_RANK") or (os.environ.get("RANK", "") if "LOCAL_RANK" in os.environ else "")
+    if not directory or not rank.isdigit():
         return  # not a rank of a watched job (torchrun itself, a compiler, a tool)
     # Our variable, not the job's: processes this rank starts (data loader workers, compilers)
     # must not start a second server on the same socket.
     os.environ.pop(_DIR_ENV, None)
+    os.environ.pop("NEURON_WATCH_RANK", None)
     probe = _Probe(directory, rank)
     _status(probe.status, state="armed", socket=probe.socket, error="")
     sys.meta_path.insert(0, _Finder(probe))
