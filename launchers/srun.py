@@ -53,6 +53,7 @@ from neuron_watch.runtime import (
     SignalLatch,
     build_coordinator,
     checkpoint_chooser,
+    close_coordinator,
     resolve_job_id,
     resolve_run_dir,
 )
@@ -326,7 +327,7 @@ class SrunJob:
             for s, h in old.items():
                 signal.signal(s, h)
             self._end_step_now(0.0 if signals.received else STEP_END_GRACE)
-            coord.close()
+            close_coordinator(coord, self.cfg)
 
     def _loop(self, coord: Coordinator, signals: SignalLatch) -> int:
         """Serve the coordinator until the job is over. Recovery (:mod:`neuron_watch.recovery`)

@@ -34,6 +34,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -52,14 +53,17 @@ from neuron_watch.coordinator import (
 )
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
-from neuron_watch.events import NodeIdentity
+from neuron_watch.events import EventKind, NodeIdentity
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.judge import HangCalibration
+from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
+from neuron_watch.nbconsole import console_dropped
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV
 from neuron_watch.tail import console_echo
+from neuron_watch.timeline import write_timeline
 from neuron_watch.wiring import artifact_storage, attach_sinks, s3_core_dump_prefix
 
 log = logging.getLogger("neuron_watch")
@@ -243,6 +247,20 @@ def build_agent(config: WatchConfig, launcher: Launcher, *, job_id: str, node: N
         echo = console_echo
     return NodeAgent(config, launcher, None, job_id=job_id, node=node.name, run_dir=run_dir, rank_env=rank_env,
                      storage=artifact_storage(config, run_dir), echo=echo, health=health, place=node.place)
+
+
+def close_coordinator(coord: Coordinator, config: WatchConfig) -> None:
+    """The end of a coordinator, the same for every entry point: a last word on console lines that
+    were dropped, its files closed, and the run's ``timeline.json`` (Chrome trace) written."""
+    dropped = console_dropped()
+    if dropped:
+        coord.events.emit(EventKind.WARNING, coord.generation, kind="console_dropped", lines=dropped,
+                          message=f"{dropped} console line(s) dropped: the console was not read")
+    coord.close()
+    try:
+        write_timeline(Path(coord.run_dir), default_knowledge_base(config.progress_regex))
+    except Exception as exc:  # a picture, never a reason to fail the run
+        log.warning("timeline.json not written: %s", exc)
 
 
 # -- the loops -----------------------------------------------------------------------------------------

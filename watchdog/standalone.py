@@ -18,13 +18,22 @@ import os
 import signal
 import socket
 
+from neuron_watch import __version__
 from neuron_watch.auth import load_secret, write_secret_file
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import hang_timeout_source, say, status_line_for
 from neuron_watch.errors import UsageError
+from neuron_watch.events import EventKind
 from neuron_watch.iofaults import check_run_dir
 from neuron_watch.nbconsole import nonblocking_console
-from neuron_watch.runtime import SignalLatch, build_coordinator, resolve_job_id, resolve_run_dir, serve_coordinator
+from neuron_watch.runtime import (
+    SignalLatch,
+    build_coordinator,
+    close_coordinator,
+    resolve_job_id,
+    resolve_run_dir,
+    serve_coordinator,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +63,10 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     check_run_dir(run_dir)
     coord = build_coordinator(config, bind=args.bind, secret=secret, run_dir=run_dir, job_id=job, nodes=args.nodes,
                               status_line=status_line_for(config), announce=True, silence=args.silence)
+    # the job's first event, as every entry point writes it (its nodes start their own commands)
+    coord.events.emit(EventKind.JOB_STARTED, 0, job_id=job, node=socket.gethostname().split(".")[0],
+                      version=__version__, command=None, checkpoint=None, config=config.redacted(),
+                      nodes=args.nodes)
     signals = SignalLatch()
     old = signals.install()
     # The banner on stdout is read by scripts (the endpoint of port 0); the console line is for operators.
@@ -65,6 +78,6 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         with nonblocking_console():  # a stalled console must not stall the coordinator (nbconsole.py)
             return serve_coordinator(coord, signals, stop_job_on_signal=False)
     finally:
-        coord.close()
+        close_coordinator(coord, config)
         for s, h in old.items():
             signal.signal(s, h)

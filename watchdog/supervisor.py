@@ -16,7 +16,6 @@ import shlex
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from neuron_watch import __version__
 from neuron_watch.agent_link import AgentLink, new_session
@@ -32,7 +31,7 @@ from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.mqtt import parse_mqtt_url
-from neuron_watch.nbconsole import console_dropped, nonblocking_console
+from neuron_watch.nbconsole import nonblocking_console
 from neuron_watch.procs import become_subreaper
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (
@@ -40,6 +39,7 @@ from neuron_watch.runtime import (
     base_node_name,
     build_agent,
     build_coordinator,
+    close_coordinator,
     host_name,
     rank_environment,
     resolve_job_id,
@@ -48,7 +48,6 @@ from neuron_watch.runtime import (
     torchrun_node,
 )
 from neuron_watch.tail import console_echo
-from neuron_watch.timeline import write_timeline
 from neuron_watch.wiring import attach_sinks
 
 log = logging.getLogger("neuron_watch")
@@ -166,15 +165,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         if agent._link is not None:
             agent.link.close()
         if coord is not None:
-            if console_dropped():
-                coord.events.emit(EventKind.WARNING, coord.generation, kind="console_dropped",
-                                  lines=console_dropped(),
-                                  message=f"{console_dropped()} console line(s) dropped: the console was not read")
-            coord.close()
-            try:
-                write_timeline(Path(run_dir), default_knowledge_base(config.progress_regex))
-            except Exception as exc:  # a picture, never a reason to fail the run
-                log.warning("timeline.json not written: %s", exc)
+            close_coordinator(coord, config)
         release(guardian, guardian_fd)
     if coord is not None:
         say(f"exit code {code}; events in {os.path.join(run_dir, 'events.jsonl')}")
