@@ -29,7 +29,7 @@ from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.eventlog import EventLog
-from neuron_watch.events import EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
+from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
@@ -647,7 +647,7 @@ class NodeAgent:
         try:
             events = EventLog(os.path.join(self.run_dir, "events.jsonl"))
             try:
-                events.emit("job_refused", self.gen.number if self.gen else 0, job=exc.agent_job,
+                events.emit(EventKind.JOB_REFUSED, self.gen.number if self.gen else 0, job=exc.agent_job,
                             other_job=exc.coordinator_job, node=self.node, address=self.link.address,
                             reason=exc.reason if exc.same_job else
                             "refused by the coordinator of another job with the same secret")

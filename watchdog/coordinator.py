@@ -33,16 +33,18 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from neuron_watch.auth import Signer
+from neuron_watch.classify import KnowledgeBase
 from neuron_watch.config import WatchConfig
 from neuron_watch.eventlog import EventLog, write_json_atomic
 from neuron_watch.events import (
     CompilerSample,
     EventKind,
+    Evidence,
     EvidenceReport,
     Label,
     LauncherExit,
@@ -55,7 +57,9 @@ from neuron_watch.events import (
     WorkerSample,
     iso_utc,
 )
+from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.iofaults import AppendFile, IOHealth
+from neuron_watch.judge import BlindWarning, RecompileNote
 from neuron_watch.policy import JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
     MAX_LINE_BYTES,
@@ -123,14 +127,42 @@ STATUS_SHARE = 0.1
 
 
 class JudgeLike(Protocol):
-    """What the coordinator needs of :class:`neuron_watch.judge.Judge`."""
+    """Everything the coordinator uses of its judge (:class:`neuron_watch.judge.Judge` is the one
+    implementation; a test's stand-in subclasses it). What the judge is fed, what it answers, and
+    what it keeps for the job's events and status."""
 
-    def observe_lines(self, lines: Any) -> Any: ...
-    def observe_compilers(self, samples: Any, now: float, node: str | None = None) -> None: ...
+    @property
+    def kb(self) -> KnowledgeBase | None: ...  # its table: an agent's batch classified with the same one is taken as is
+    @property
+    def max_step(self) -> int | None: ...  # the newest step any rank reached
+    @property
+    def max_step_wall(self) -> float | None: ...  # wall time of the line that first showed it
+    @property
+    def last_progress_wall(self) -> float | None: ...  # wall time of the newest progress line (steps or not)
+    @property
+    def step_times(self) -> list[float]: ...  # monotonic time each new job-level step was first seen
+    @property
+    def unexplained(self) -> list[Evidence]: ...  # error lines no signature explains (the first of a generation)
+    @property
+    def recompile_notes(self) -> list[RecompileNote]: ...
+    @property
+    def compile_reports(self) -> list[tuple[RankKey, int, float]]: ...  # (rank, compiles, seconds) as a compiler said
+
+    def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
+    def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
+                      matches: Sequence[tuple[LogLine, str, int | None, float | None]]) -> None: ...
+    def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
+    def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
+    def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
+    def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool: ...
     def observe_exit(self, ex: RankExit) -> None: ...
     def mark_unobserved(self, node: str, now: float) -> None: ...
     def mark_observed(self, node: str) -> None: ...
-    def verdict(self, now: float) -> Verdict: ...
+    def verdict(self, now: float, final: bool = False) -> Verdict: ...
+    def blind(self, now: float) -> BlindWarning | None: ...
+    def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]: ...
+    def rank_summaries(self, now: float) -> list[dict[str, object]]: ...
+    def timeout_in_force(self) -> tuple[float, str]: ...
 
 
 class NodeState(str, enum.Enum):
@@ -391,7 +423,7 @@ class Coordinator:
         #: called with each status document written (once a second): the --progress line
         self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
         if announce:
-            self.events.emit("coordinator_started", 0, endpoint=self.endpoint, job=job)
+            self.events.emit(EventKind.COORDINATOR_STARTED, 0, endpoint=self.endpoint, job=job)
 
     def _merged_gap(self, lines: int, nbytes: int, error: str) -> str:
         return (f"{iso_utc(self.wall())} {COORDINATOR_NODE} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
@@ -496,7 +528,7 @@ class Coordinator:
             view.state = NodeState.CONNECTED
             if self.judge:
                 self.judge.mark_observed(h.node)
-            self.events.emit("node_observed", self.generation, node=h.node)
+            self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=h.node)
         self._ingest(view, Msg(h, body), now)
 
     def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
@@ -535,7 +567,7 @@ class Coordinator:
         if not self.sock.send(routing_id, other.sign(encode(Msg(hdr, Refused(self.job, h.job, reason))))):
             self.counters.send_failed += 1
         if last is None:
-            self.events.emit("job_refused", self.generation, job=self.job, other_job=h.job, node=h.node,
+            self.events.emit(EventKind.JOB_REFUSED, self.generation, job=self.job, other_job=h.job, node=h.node,
                              reason="the same secret and coordinator port: each job needs its own "
                                     "--job-id and port (or secret)")
 
@@ -584,7 +616,7 @@ class Coordinator:
         if old is not None:
             view.lines = old.lines
         self.nodes[h.node] = view
-        self.events.emit("node_joined" if old is None else "node_rejoined", self.generation, node=h.node)
+        self.events.emit(EventKind.NODE_JOINED if old is None else "node_rejoined", self.generation, node=h.node)
         return view
 
     def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
@@ -625,7 +657,7 @@ class Coordinator:
             # Capture details carry the node's whole manifest: the event keeps a short form.
             detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
             if self.recovery.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
-                self.events.emit("node_status", h.generation, node=h.node, state=body.state, detail=detail)
+                self.events.emit(EventKind.NODE_STATUS, h.generation, node=h.node, state=body.state, detail=detail)
         elif isinstance(body, Procs):
             if body.workers:
                 view.worker_pids = dict(body.workers)
@@ -633,30 +665,27 @@ class Coordinator:
                 self.judge.observe_compilers(
                     [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
                      for s in body.samples], now, node=h.node)
-                observe_workers = getattr(self.judge, "observe_workers", None)
-                if callable(observe_workers) and body.activity:
-                    observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds, a.state == "T",
-                                                  now - lag) for a in body.activity], now)
-                observe_locks = getattr(self.judge, "observe_cache_locks", None)
-                if callable(observe_locks) and (body.locks or view.locks or self._lock_nodes):
+                if body.activity:
+                    self.judge.observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds,
+                                                             a.state == "T", now - lag) for a in body.activity], now)
+                if body.locks or view.locks or self._lock_nodes:
                     # (the job's locks are the nodes' with locks: not a union over every node for
                     # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
                     view.locks = set(body.locks)
                     (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
-                    observe_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
+                    self.judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
                                                        if n in self.nodes))), now)
-                observe_fr = getattr(self.judge, "observe_collectives", None)
                 for c in body.collectives:
                     if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
                         view.recorder[c.rank] = c.problem or "on"
-                    if callable(observe_fr) and not c.problem:
-                        observe_fr(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
+                    if not c.problem:
+                        self.judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
         elif isinstance(body, Exits):
             for e in body.exits:
                 ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
                 if self.judge and h.generation == self.generation:
                     self.judge.observe_exit(ex)
-                self.events.emit("rank_exit", h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
+                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
 
     def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
         """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
@@ -691,12 +720,11 @@ class Coordinator:
         judge = self.judge
         if judge is None or view.generation != self.generation:
             return
-        observe_batch = getattr(judge, "observe_batch", None)
-        if body.classified and observe_batch is not None and body.classified == self._kb_fingerprint(judge):
+        if body.classified and body.classified == self._kb_fingerprint(judge):
             matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
                         m.signature, m.step, m.loss) for m in body.matches]
             try:
-                observe_batch(ranks, matches)
+                judge.observe_batch(ranks, matches)
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", node, exc)
@@ -713,7 +741,7 @@ class Coordinator:
 
     def _kb_fingerprint(self, judge: JudgeLike) -> int:
         """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
-        kb = getattr(judge, "kb", None)
+        kb = judge.kb
         if kb is None:
             return 0
         if self._fp_kb is not kb:
@@ -745,14 +773,14 @@ class Coordinator:
     def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
             if self.recovery.live:
-                self.events.emit("agent_dropped", self.generation, node=view.node, lines=lines, messages=msgs)
+                self.events.emit(EventKind.AGENT_DROPPED, self.generation, node=view.node, lines=lines, messages=msgs)
             else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
                 log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
                             view.node, lines, msgs)
         view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
         view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
         if truncated > view.reported_truncated_lines:
-            self.events.emit("lines_truncated", self.generation, node=view.node, lines=truncated,
+            self.events.emit(EventKind.LINES_TRUNCATED, self.generation, node=view.node, lines=truncated,
                              limit_bytes=MAX_LINE_BYTES)
             view.reported_truncated_lines = truncated
 
@@ -776,7 +804,7 @@ class Coordinator:
     def broadcast(self, body: Body) -> list[str]:
         """Send ``body`` to every known node; returns the nodes it could not be handed to."""
         if not isinstance(body, Ack):
-            self.events.emit("command", self.generation, command=kind_of(body).value, nodes=sorted(self.nodes),
+            self.events.emit(EventKind.COMMAND, self.generation, command=kind_of(body).value, nodes=sorted(self.nodes),
                              **_fields(body))
         return [n for n in sorted(self.nodes) if not self.send(n, body)]
 
@@ -791,7 +819,7 @@ class Coordinator:
         if not self._io_told:  # after job_started, the first event of a job
             self._io_told = True
             for path, error in sorted(self.health.degraded.items()):
-                self.events.emit("watchdog_degraded", self.generation, node=self.health.node, path=path,
+                self.events.emit(EventKind.WATCHDOG_DEGRADED, self.generation, node=self.health.node, path=path,
                                  operation="write", error=error, faults=self.health.faults)
         if now - self._last_ack >= self.settings.ack_interval:
             self._last_ack = now
@@ -806,7 +834,7 @@ class Coordinator:
                 view.state = NodeState.UNOBSERVED
                 if self.judge:
                     self.judge.mark_unobserved(view.node, now)
-                self.events.emit("node_unobserved", self.generation, node=view.node,
+                self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
                                  silent_for=round(now - view.last_heard, 3))
         verdict = None
         if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
@@ -848,7 +876,7 @@ class Coordinator:
         self._last_verdict_at = now
         message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
                    f"{self.settings.pause_grace:.0f}s while the nodes' buffered output arrives")
-        self.events.emit("warning", self.generation, kind="coordinator_paused", message=message,
+        self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
 
@@ -882,7 +910,7 @@ class Coordinator:
         the event may be sent up to PROGRESS_EVENT_EVERY later, and a batch may arrive late."""
         if self.recovery.state is not JobState.RUNNING:
             return
-        step = getattr(self.judge, "max_step", None)
+        step = self.judge.max_step if self.judge is not None else None
         at = self._progress_wall()
         if step is None and at is None:
             return
@@ -893,34 +921,33 @@ class Coordinator:
         if self._progress_at is not None and now - self._progress_at < PROGRESS_EVENT_EVERY:
             return
         self._progress_step, self._progress_at, self._progress_line_wall = step, now, at
-        self.events.emit("progress", self.generation, at=at, step=step)
+        self.events.emit(EventKind.PROGRESS, self.generation, at=at, step=step)
 
     def _progress_wall(self) -> float | None:
         """Wall time of the line that first showed the newest step (any progress line without steps)."""
-        if getattr(self.judge, "max_step", None) is not None:
-            wall: float | None = getattr(self.judge, "max_step_wall", None)
-        else:
-            wall = getattr(self.judge, "last_progress_wall", None)
+        if self.judge is None:
+            return None
+        wall = self.judge.max_step_wall if self.judge.max_step is not None else self.judge.last_progress_wall
         return wall
 
     def _progress_fields(self) -> dict[str, Any]:
         at = self._progress_wall()
         if at is None:  # a judge that does not keep line times: convert its monotonic time
-            times = getattr(self.judge, "step_times", None) or []
+            times = self.judge.step_times if self.judge is not None else []
             at = self.wall() - (self.clock() - times[-1]) if times else None
         return {
             "last_progress": None if at is None else iso_utc(at),
-            "last_step": getattr(self.judge, "max_step", None),
+            "last_step": None if self.judge is None else self.judge.max_step,
         }
 
     def _unexplained_check(self) -> None:
         """A ``warning`` event for each error line no signature explains (the judge keeps the first
         few of a generation): while the ranks go on it is not a failure, but the operator should know."""
-        seen = getattr(self.judge, "unexplained", None) or []
+        seen = self.judge.unexplained if self.judge is not None else []
         for ev in seen[self._unexplained_said:]:
             message = (f"{ev.key}: an error line no signature recognises (not acted on while the job goes on): "
                        f"{ev.text[:300]}")
-            self.events.emit("warning", self.generation, kind="unrecognised_error", message=message,
+            self.events.emit(EventKind.WARNING, self.generation, kind="unrecognised_error", message=message,
                              node=ev.key.node, rank=ev.key.rank, line=ev.text[:300], file=ev.source, lineno=ev.lineno)
             log.warning("%s", message)
         self._unexplained_said = len(seen)
@@ -929,13 +956,12 @@ class Coordinator:
         """Say once per generation when no progress line was recognised (the judge decides)."""
         if self._blind_said or self.recovery.state is not JobState.RUNNING:
             return
-        blind = getattr(self.judge, "blind", None)
-        warning = blind(now) if callable(blind) else None
+        warning = self.judge.blind(now) if self.judge is not None else None
         if warning is None:
             return
         self._blind_said = True
         message = warning.message()
-        self.events.emit("warning", self.generation, kind="no_progress_recognised", message=message,
+        self.events.emit(EventKind.WARNING, self.generation, kind="no_progress_recognised", message=message,
                          seconds=warning.seconds, lines=list(warning.lines), ranks=warning.ranks)
         # The console sink for events (eventlog) will print this; until it lands, log it here.
         log.warning("%s", message)
@@ -943,8 +969,7 @@ class Coordinator:
     def _storm_check(self) -> None:
         """Report once per rank and generation a rank that recompiles again and again (the judge
         decides): slow, not hung, and not to be left unsaid."""
-        storms = getattr(self.judge, "recompile_storms", None)
-        for key, count, line in storms() if callable(storms) else []:
+        for key, count, line in self.judge.recompile_storms() if self.judge is not None else []:
             if key in self._storms_said:
                 continue
             self._storms_said.add(key)
@@ -952,7 +977,7 @@ class Coordinator:
             message = (f"{key} recompiled its graph {count} time(s) this generation ({by}): each new "
                        f"input shape or code path pays a compile while the other ranks wait. Last: "
                        f"{line.text.strip()[:200]}")
-            self.events.emit("warning", self.generation, kind="recompile_storm", message=message,
+            self.events.emit(EventKind.WARNING, self.generation, kind="recompile_storm", message=message,
                              node=key.node, rank=key.rank, recompiles=count, line=line.text.strip()[:500])
             log.warning("%s", message)
 
@@ -960,13 +985,13 @@ class Coordinator:
         """A ``recompile`` event (a console line) for each recompile a rank announced, with the guard
         that failed. The reason comes on the lines after the announcement: a note still without one
         waits a moment (the rest of dynamo's message is on its way), then goes out without it."""
-        notes = getattr(self.judge, "recompile_notes", None) or []
+        notes = self.judge.recompile_notes if self.judge is not None else []
         for note in notes[self._recompiles_said:]:
             if note.reason is None and now - note.announced.mono < RECOMPILE_REASON_WAIT:
                 break
             ev = note.announced
             found = _RECOMPILED_FUNCTION.search(ev.text)
-            self.events.emit("recompile", self.generation, node=ev.key.node, rank=ev.key.rank,
+            self.events.emit(EventKind.RECOMPILE, self.generation, node=ev.key.node, rank=ev.key.rank,
                              function=found.group(1) if found else "", where=found.group(2) if found else "",
                              reason=note.reason or "", line=ev.text.strip()[:500])
             self._recompiles_said += 1
@@ -974,14 +999,14 @@ class Coordinator:
     def _compile_report_check(self) -> None:
         """A ``compile_report`` event for each compile-time figure a rank printed by the compiler's
         own account (torch-xla's metrics report): goodput takes the newest of each generation."""
-        reports = getattr(self.judge, "compile_reports", None) or []
+        reports = self.judge.compile_reports if self.judge is not None else []
         for key, compiles, seconds in reports[self._compile_reports_said:]:
-            self.events.emit("compile_report", self.generation, node=key.node, rank=key.rank, compiles=compiles,
+            self.events.emit(EventKind.COMPILE_REPORT, self.generation, node=key.node, rank=key.rank, compiles=compiles,
                              seconds=round(seconds, 3), source="torch_xla metrics")
         self._compile_reports_said = len(reports)
 
     def _progressed_for(self) -> float:
-        times = getattr(self.judge, "step_times", None) or []
+        times = self.judge.step_times if self.judge is not None else []
         return times[-1] - times[0] if len(times) > 1 else 0.0
 
     def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
@@ -1132,10 +1157,7 @@ class Coordinator:
 
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's state and every rank's (the ``status.json`` document)."""
-        ranks: list[dict[str, Any]] = []
-        summaries = getattr(self.judge, "rank_summaries", None)
-        if callable(summaries):
-            ranks = list(summaries(now))
+        ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
         for r in ranks:
             view = self.nodes.get(str(r.get("node")))
             r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
@@ -1148,9 +1170,7 @@ class Coordinator:
             for r in ranks:
                 if r.get("state") != "failed":
                     r["state"] = self.sm.state.value
-        timeout_in_force = getattr(self.judge, "timeout_in_force", None)
-        timeout, kind = timeout_in_force() if callable(timeout_in_force) else (
-            getattr(self.judge, "hang_timeout", lambda: None)(), None)
+        timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
         doc = {
             "job_id": self.job,
             "generation": self.generation,
@@ -1206,7 +1226,7 @@ class Coordinator:
 
     def close(self) -> None:
         if self.announce:
-            self.events.emit("coordinator_stopped", self.generation, lines=self.counters.lines,
+            self.events.emit(EventKind.COORDINATOR_STOPPED, self.generation, lines=self.counters.lines,
                              refused=self.counters.bad_total())
         self.sock.close()
         self.merged.close()

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from neuron_watch.events import EventKind
+
 log = logging.getLogger("neuron_watch")
 
 #: Seconds between attempts to write a file that failed (a full disk is not asked 50 times a second).
@@ -72,7 +74,7 @@ class IOHealth:
         self.degraded[path] = error
         log.warning("watchdog degraded: cannot %s %s: %s; the job goes on (what cannot be written is kept in "
                     "memory and counted, retried every %.0fs)", what, path, error, RETRY_EVERY)
-        self._notify("watchdog_degraded", {"node": self.node, "path": path, "operation": what, "error": error,
+        self._notify(EventKind.WATCHDOG_DEGRADED, {"node": self.node, "path": path, "operation": what, "error": error,
                                            "faults": self.faults})
 
     def ok(self, path: str, lost_lines: int = 0, lost_bytes: int = 0) -> None:
@@ -83,7 +85,7 @@ class IOHealth:
         log.warning("watchdog recovered: %s is written again (it failed with: %s)%s", path, error,
                     f"; {lost_lines} line(s), {lost_bytes} byte(s) could not be kept and are missing there"
                     if lost_bytes else "; nothing lost")
-        self._notify("watchdog_recovered", {"node": self.node, "path": path, "error": error,
+        self._notify(EventKind.WATCHDOG_RECOVERED, {"node": self.node, "path": path, "error": error,
                                             "lost_lines": lost_lines, "lost_bytes": lost_bytes})
 
     def lost(self, lines: int, nbytes: int) -> None:

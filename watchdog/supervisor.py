@@ -187,10 +187,10 @@ def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, nod
         return
     attach_sinks(events, config, job_id)
     try:
-        events.emit("job_started", 0, job_id=job_id, node=node, version=__version__,
+        events.emit(EventKind.JOB_STARTED, 0, job_id=job_id, node=node, version=__version__,
                     command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
                     config=config.redacted(), nodes=None)
-        events.emit("job_finished", 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
+        events.emit(EventKind.JOB_FINISHED, 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
                     reason=f"stopped by {name} during start-up, before the job's shape was known",
                     last_progress=None, last_step=None)
     finally:

@@ -315,22 +315,18 @@ def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Pa
 
 def test_shutdown_ends_every_node_with_the_exit_code(tmp_path: Path) -> None:
     from neuron_watch.events import Action, Label, Verdict
+    from neuron_watch.judge import JudgeSettings
+    from neuron_watch.kb import default_knowledge_base
 
-    class StopJudge:
+    class StopJudge(Judge):
         """A verdict that must not be restarted (a configuration error on node1)."""
 
-        def observe_lines(self, lines: object) -> None: ...
-        def observe_compilers(self, samples: object, now: float) -> None: ...
-        def observe_exit(self, ex: object) -> None: ...
-        def mark_unobserved(self, node: str, now: float) -> None: ...
-        def mark_observed(self, node: str) -> None: ...
-
-        def verdict(self, now: float) -> Verdict:
+        def verdict(self, now: float, final: bool = False) -> Verdict:
             return Verdict(Label.CONFIG_ERROR, Action.STOP, reason="EFA is off on node1")
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
                         settings=CoordinatorSettings(expected_nodes=2, silence=1e6),
-                        judge_factory=lambda g, now: StopJudge())
+                        judge_factory=lambda g, now: StopJudge(default_knowledge_base(), JudgeSettings(), now))
     links = [make_link(coord.endpoint, "node0"), make_link(coord.endpoint, "node1")]
     nodes = {"node0": RecordingNode(""), "node1": RecordingNode("")}
     codes: dict[str, int] = {}

@@ -83,3 +83,16 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     assert called["build_agent"] == {"supervisor._run_supervised", "srun_agent.run"}
     assert {"supervisor._run_supervised", "srun.__init__", "standalone.run"} <= called["resolve_job_id"]
     assert called["rank_environment"] == {"supervisor._run_supervised", "srun_agent.run"}
+
+
+def test_event_kinds_are_a_type_never_string_literals() -> None:
+    """Every event written by watchdog/ and launchers/ names its kind as an ``EventKind`` (one list
+    of kinds, README's contract): a string literal in a call of ``emit`` is a kind nobody declared."""
+    literal: list[str] = []
+    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for call in ast.walk(tree):
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "emit"
+                    and call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+                literal.append(f"{path.name}:{call.lineno} {call.args[0].value}")
+    assert literal == []
