@@ -7,15 +7,18 @@ Pure: no I/O. :func:`neuron_watch.kb.default_knowledge_base` loads the packaged 
     >>> m.signature.effect
     <Effect.COMM_WAIT: 'comm_wait'>
 
-How it stays fast (a training log is mostly lines no rule cares about): every signature names
-literal *needles* that any line it matches must contain. A batch is searched once for all
-needles, not line by line (:class:`_KeyFinder`): a regular expression over the batch's bytes,
-translated so that each *marker* character (see ``_MARKERS``) is one byte, finds every needle
-that has a trigger (the needle from one of its markers on); the few needles without one get a
-literal search each. Only the lines the search hits get the ordered rule table, and only the
-rules whose needles occur in that line. :meth:`KnowledgeBase.classify` (one line),
-:meth:`KnowledgeBase.scan` (a batch) and the plain reference :meth:`KnowledgeBase.classify_plain`
-give the same answers.
+How it stays fast (a training log is mostly lines no rule cares about, printed by a few log
+statements over and over with other numbers): every signature names literal *needles* that any
+line it matches must contain. A batch is searched once for all needles, not line by line
+(:class:`_KeyFinder`): one regular expression over the batch's bytes, translated so that each
+*marker* character (see ``_MARKERS``) is one byte, finds every needle that has a trigger (the
+needle from one of its markers on); the few needles without one get a literal search each. When
+the batch repeats itself, that search runs over its distinct *line templates* (each line without
+its digits): a needle without its digits is in the template of any line holding it, so the lines
+of a template without any needle hold none and cost a dictionary look-up. Only the lines the
+search hits get the ordered rule table, and only the rules whose needles occur in that line.
+:meth:`KnowledgeBase.classify` (one line), :meth:`KnowledgeBase.scan` (a batch) and the plain
+reference :meth:`KnowledgeBase.classify_plain` give the same answers.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sys
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, count, repeat
 from operator import add
 from typing import Any
 
@@ -259,6 +262,13 @@ _MARKERS = "ACEFGHKMNQSTUXYZ[(!\"#$&*;@^`~jvwx"
 #: short rest with nothing checked before it would send chatter lines to be looked at.
 _REST_WORTH = 2.5
 _CHECKED_BEFORE = 3
+#: What a line template leaves out (see :meth:`KnowledgeBase.scan`): the characters that change
+#: from line to line of one log statement (steps, losses, pids, times).
+_DIGITS = b"0123456789"
+#: Batches shorter than this are searched line by line, not by template; a longer batch is split
+#: into templates only if its first this many bytes repeat templates.
+_TEMPLATES_FROM = 8
+_TEMPLATE_SAMPLE = 8192
 
 
 def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
@@ -451,6 +461,14 @@ class KnowledgeBase:
         for k in by_key:
             exact.setdefault(_ascii(k), set()).add(k)
         self._finder = _KeyFinder({b: tuple(sorted(ks)) for b, ks in exact.items()})
+        # The same keys with digits left out, to search line templates (see scan). A key that is
+        # nothing but digits would be in every template: then templates are not searched.
+        templ: dict[bytes, set[str]] = {}
+        for b, ks in exact.items():
+            templ.setdefault(b.translate(None, _DIGITS), set()).update(ks)
+        self._template_finder = (
+            _KeyFinder({t: tuple(sorted(ks)) for t, ks in templ.items()}) if not ({b"", b"\n"} & set(templ)) else None
+        )
         self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
         self._bare = tuple(Match(s) for s in self.signatures)  # matches are immutable: one per rule
         # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
@@ -573,7 +591,10 @@ class KnowledgeBase:
 
         Same answers as :meth:`classify` and :meth:`classify_plain` on each line. Only the lines
         in which the batch searches found a key are classified one by one (every line, if a rule
-        has no needle).
+        has no needle). When lines repeat a few log statements with other numbers (the usual
+        log), the searches run once per *line template* (the line without its digits): a key in a
+        line is, without its digits, in the line's template, so a template without any is a line
+        without any.
         """
         batch = lines if isinstance(lines, list) else list(lines)
         return self._scan(batch) if batch else []
@@ -589,7 +610,9 @@ class KnowledgeBase:
     def _scan(self, batch: list[str]) -> list[tuple[int, Match]]:
         """:meth:`scan` of a non-empty list of str."""
         data = _ascii(_NL + _NL.join(batch))
-        hits = self._finder.hits(data, map(len, batch))
+        hits = self._template_hits(batch, data)
+        if hits is None:
+            hits = self._finder.hits(data, map(len, batch))
         out: list[tuple[int, Match]] = []
         match_found = self._match_found
         for i in range(len(batch)) if self._always else sorted(hits):
@@ -610,3 +633,27 @@ class KnowledgeBase:
         if not keys and not self._always:
             return None
         return self._match(line, self._candidates_of(keys))
+
+    def _template_hits(self, batch: list[str], data: bytes) -> dict[int, list[tuple[str, ...]]] | None:
+        """The hits of :meth:`_scan` found through line templates, or None when the batch does not
+        repeat itself enough for that to pay (then every line is searched).
+
+        ``data`` is the batch as :meth:`_scan` joined it. A template holds every key of its lines
+        with the key's digits left out, so the templates without such a key are lines without a
+        key; the others' lines get the candidate keys of their template (checked on the line)."""
+        finder = self._template_finder
+        if finder is None or len(batch) < _TEMPLATES_FROM:
+            return None
+        if len(data) > _TEMPLATE_SAMPLE:
+            sample = data[:_TEMPLATE_SAMPLE].translate(None, _DIGITS).split(b"\n")
+            if 2 * len(set(sample)) > len(sample):
+                return None  # its first lines do not repeat: the whole batch is not split up
+        templates = data.translate(None, _DIGITS).split(b"\n")  # [b"", line 0, line 1, ...]
+        if len(templates) != len(batch) + 1:
+            return None  # a line holds "\n"
+        distinct = list(dict.fromkeys(templates))
+        if 2 * len(distinct) > len(batch):
+            return None
+        found = finder.hits(b"\n" + b"\n".join(distinct), map(len, distinct))
+        hot = {distinct[i]: ks for i, ks in found.items()}
+        return {i: hot[templates[i + 1]] for i in compress(count(-1), map(hot.__contains__, templates))}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_watch.classify import Effect, KnowledgeBase, Match, Signature, _trie_regex
+from neuron_watch.classify import Effect, KnowledgeBase, Match, Signature, _ascii, _trie_regex
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
 from neuron_watch.kb import default_knowledge_base
@@ -210,24 +210,29 @@ def test_scan_of_a_large_batch_equals_per_line() -> None:
 
 # -- the fast paths against the plain reference --------------------------------------------------
 #
-# scan() searches a batch once; classify() searches one line. For every line each must give the
+# scan() searches a batch once: by line template when the batch repeats itself (the usual log),
+# line by line when it does not; classify() searches one line. For every line each must give the
 # answer of classify_plain(): the first rule in table order whose needle the line holds and whose
 # patterns match, found without any search.
 
 REAL_LOGS = sorted((Path(__file__).resolve().parents[1] / "data" / "real-logs").glob("**/*.log"))
 _SHIFT = str.maketrans("0123456789", "1234567890")
-_LETTERS = str.maketrans("0123456789", "bdfhklmprt")
 
 
 def _plain(kb: KnowledgeBase, lines: list[str]) -> list[tuple[int, Match]]:
     return [(i, m) for i, line in enumerate(lines) if (m := kb.classify_plain(line)) is not None]
 
 
+def _by_template(kb: KnowledgeBase, lines: list[str]) -> bool:
+    """Whether scan(lines) searches line templates (else every line)."""
+    return kb._template_hits(lines, _ascii("\n" + "\n".join(lines))) is not None
+
+
 def _repeated(lines: list[str]) -> list[str]:
-    """``lines`` three times, the 2nd and 3rd with every digit changed: the same templates, other
-    lines (a log repeats its statements with other numbers)."""
+    """Each of ``lines`` three times, the 2nd and 3rd with every digit changed: the same templates,
+    other lines (a log repeats its statements with other numbers)."""
     once = [line.translate(_SHIFT) for line in lines]
-    return [*lines, *once, *(line.translate(_SHIFT) for line in once)]
+    return [x for triple in zip(lines, once, [line.translate(_SHIFT) for line in once], strict=True) for x in triple]
 
 
 def _agree(kb: KnowledgeBase, lines: list[str]) -> None:
@@ -238,7 +243,8 @@ def _agree(kb: KnowledgeBase, lines: list[str]) -> None:
 
 def test_fast_paths_equal_the_plain_reference_on_every_real_log_line() -> None:
     """Every line of every real excerpt, verbatim (ANSI codes, non-ASCII bars, lone surrogates of
-    undecodable bytes): as the excerpt and as a log repeating its lines with other numbers."""
+    undecodable bytes): as the excerpt (searched line by line: excerpts rarely repeat) and as a
+    log repeating its lines with other numbers (searched by template)."""
     assert len(REAL_LOGS) > 200
     every: list[str] = []
     for path in REAL_LOGS:
@@ -246,14 +252,17 @@ def test_fast_paths_equal_the_plain_reference_on_every_real_log_line() -> None:
         _agree(KB, lines)
         _agree(KB, _repeated(lines))
         every += lines
+    assert not _by_template(KB, every) and _by_template(KB, _repeated(every))
     assert sum(1 for line in every if KB.classify_plain(line) is not None) > 800  # the table is exercised
 
 
 def test_fast_paths_equal_the_plain_reference_on_the_benchmark_lines() -> None:
     for base in (bench_classify.TYPICAL, bench_classify.DENSE):
         lines = bench_classify._log(base, 3000)
+        assert _by_template(KB, lines)
         _agree(KB, lines)
-        unique = [f"{line} {str(i).translate(_LETTERS)}{line[::-1]}" for i, line in enumerate(lines)]  # no repeats
+        unique = bench_classify._unique(lines)
+        assert not _by_template(KB, unique)
         _agree(KB, unique)
 
 
