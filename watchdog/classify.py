@@ -626,10 +626,10 @@ class KnowledgeBase:
         """The match of ``line`` (``text`` = "\\n" + line) given what the searches ``found`` in it:
         the keys it may hold; those it holds select the rules tried, in table order (with the rules
         without needles)."""
-        if len(found) == 1 and len(found[0]) == 1 and not self._always:  # the common case
-            key = found[0][0]
-            return self._match(line, self._by_key[key]) if key in text else None
-        keys = frozenset([k for ks in found for k in ks if k in text])
+        held = [k for ks in found for k in ks if k in text]
+        if len(held) == 1 and not self._always:  # the common case: one needle, its rules
+            return self._match(line, self._by_key[held[0]])
+        keys = frozenset(held)
         if not keys and not self._always:
             return None
         return self._match(line, self._candidates_of(keys))
