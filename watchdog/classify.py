@@ -626,9 +626,15 @@ class KnowledgeBase:
         """The match of ``line`` (``text`` = "\\n" + line) given what the searches ``found`` in it:
         the keys it may hold; those it holds select the rules tried, in table order (with the rules
         without needles)."""
-        held = [k for ks in found for k in ks if k in text]
-        if len(held) == 1 and not self._always:  # the common case: one needle, its rules
-            return self._match(line, self._by_key[held[0]])
+        if self._always:
+            held = [k for ks in found for k in ks if k in text]
+        elif len(found) == 1 and len(found[0]) == 1:  # the commonest case: one candidate needle
+            key = found[0][0]
+            return self._match(line, self._by_key[key]) if key in text else None
+        else:
+            held = [k for ks in found for k in ks if k in text]
+            if len(held) == 1:  # one needle held: its rules
+                return self._match(line, self._by_key[held[0]])
         keys = frozenset(held)
         if not keys and not self._always:
             return None
