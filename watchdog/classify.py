@@ -7,15 +7,18 @@ Pure: no I/O. :func:`neuron_watch.kb.default_knowledge_base` loads the packaged 
     >>> m.signature.effect
     <Effect.COMM_WAIT: 'comm_wait'>
 
-How it stays fast (a training log is mostly lines no rule cares about): every signature names
-literal *needles* that any line it matches must contain, each found through a *trigger* that
-starts at a marker character (see ``_MARKERS``). A whole batch is joined into one string, encoded
-and translated so that every marker becomes one byte; one regular expression (that byte, then a
-trie of the translated trigger rests) is searched over it, so the engine skips from marker to
-marker at memchr speed. Needles without a usable marker get one literal search each. Only the
-lines these searches hit get the ordered rule table, and only the rules whose needles occur in
-that line. :meth:`KnowledgeBase.classify` (one line) and :meth:`KnowledgeBase.scan` (a batch)
-give the same answers: both find exactly the needles the line holds.
+How it stays fast (a training log is mostly lines no rule cares about, printed by a few log
+statements over and over with other numbers): every signature names literal *needles* that any
+line it matches must contain. A batch is searched once for all needles, not line by line
+(:class:`_KeyFinder`): one regular expression over the batch's bytes, translated so that each
+*marker* character (see ``_MARKERS``) is one byte, finds every needle that has a trigger (the
+needle from one of its markers on); the few needles without one get a literal search each. When
+the batch repeats itself, that search runs over its distinct *line templates* (each line without
+its digits): a needle without its digits is in the template of any line holding it, so the lines
+of a template without any needle hold none and cost a dictionary look-up. Only the lines the
+search hits get the ordered rule table, and only the rules whose needles occur in that line.
+:meth:`KnowledgeBase.classify` (one line), :meth:`KnowledgeBase.scan` (a batch) and the plain
+reference :meth:`KnowledgeBase.classify_plain` give the same answers.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ import enum
 import math
 import re
 import sys
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress, count, repeat
+from operator import add
 from typing import Any
 
 from neuron_watch.errors import ConfigError
@@ -64,9 +70,11 @@ SEVERITIES = ("info", "warning", "error", "fatal")
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
-#: The byte every trigger-starting character becomes in the translated batch (and what a real
-#: one becomes, so it never poses as a marker).
+#: The byte every trigger-starting character becomes in the translated batch, the byte each rare
+#: one of the second set becomes (see :class:`_KeyFinder`), and what a real one of those becomes,
+#: so it never poses as a marker.
 _MARK = b"\x00"
+_MARK2 = b"\x02"
 _MARK_ESC = b"\x01"
 
 
@@ -213,55 +221,224 @@ def _counted(m: re.Match[str], has_epoch: bool, has_n: bool, has_total: bool) ->
     return count > 0, count
 
 
-def _trie_regex(keys: Iterable[str]) -> str:
-    """An alternation of ``keys`` factored into a trie (one branch per first character)."""
+def _trie_regex(keys: Iterable[str], leaves: dict[str, str] | None = None) -> str:
+    """An alternation of ``keys`` factored into a trie (one branch per first character).
+
+    ``leaves`` may give a key a condition (a regex, e.g. a lookbehind) checked where the key ends:
+    the key matches only if it holds; a longer key through the same node is tried first."""
     trie: dict[str, Any] = {}
     for key in keys:
         node = trie
         for ch in key:
             node = node.setdefault(ch, {})
         node[""] = {}
+    cond = leaves or {}
 
-    def emit(node: dict[str, Any]) -> str:
-        alts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+    def emit(node: dict[str, Any], path: str) -> str:
+        alts = [re.escape(ch) + emit(child, path + ch) for ch, child in sorted(node.items()) if ch]
+        if "" not in node:
+            return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        leaf = cond.get(path, "")
         if not alts:
-            return ""
-        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        return "(?:" + body + ")?" if "" in node else body  # a key ends here; longer keys go on
+            return leaf
+        body = alts[0] if len(alts) == 1 else "|".join(alts)
+        if leaf:
+            return "(?:" + body + "|" + leaf + ")"
+        return "(?:" + body + ")?"  # a key ends here; longer keys go on
 
-    return emit(trie)
+    return emit(trie, "")
 
 
 #: Characters that start a trigger. In the translated batch each becomes one marker byte, so the
-#: regex engine jumps from marker to marker at memchr speed and tries the trie only there; each
-#: try that fails costs tens of ns inside the engine, so the set is what needles need minus what
-#: chatter is full of. Chosen greedily on runtime/NCCL/Python chatter and progress lines (total
-#: cost = tries per line + one literal pass per needle left without a marker): "I", "O", "R",
-#: "L", "P", "D", "W", "|", "=", "'", ")", "]", "k", "y", "q", "z" went (INFO, NRT, NCCL, TDRV,
-#: WARN, compiler frames, seq/s, size). About eight tries a line remain, and five literal passes
-#: ("loss", the dots, "%|", "Instance ID:", "suspected hang in collectives").
+#: regex engine jumps from marker to marker and tries the trie only there; each try costs tens of
+#: ns inside the engine, so the set is what needles need minus what chatter is full of. Chosen
+#: greedily on runtime/NCCL/Python chatter and progress lines: "I", "O", "R", "L", "P", "D", "W",
+#: "|", "=", "'", ")", "]", "k", "y", "q", "z" went (INFO, NRT, NCCL, TDRV, WARN, compiler frames,
+#: seq/s, size); about seven tries a line remain on the runtime's chatter, five on real logs. The set
+#: is about log text, not about any rule: a needle without a usable marker is searched literally.
 _MARKERS = "ACEFGHKMNQSTUXYZ[(!\"#$&*;@^`~jvwx"
+#: A trigger's rest (after its marker) must be worth this much (a plain character 1, a marker 1/8)
+#: unless a lookbehind checks at least :data:`_CHECKED_BEFORE` characters of the key before it: a
+#: short rest with nothing checked before it would send chatter lines to be looked at.
+_REST_WORTH = 2.5
+_CHECKED_BEFORE = 3
+#: What a line template leaves out (see :meth:`KnowledgeBase.scan`): the characters that change
+#: from line to line of one log statement (steps, losses, pids, times).
+_DIGITS = b"0123456789"
+#: Batches shorter than this are searched line by line, not by template; a longer batch is split
+#: into templates only if its first this many bytes repeat templates.
+_TEMPLATES_FROM = 8
+_TEMPLATE_SAMPLE = 8192
 
 
-def _trigger(key: str) -> tuple[str, bool]:
-    """``key`` from the last marker of its first run of markers on ("NCCL error" -> "L error"), and
-    whether it is searched literally instead (then it is the whole key). The rest is long (few
-    false hits) and starts with a non-marker, so a try at a run of capitals ("INFO") fails at once.
-
-    A rest of mostly markers would hit any run of capitals ("%|", "SIGSEGV"): such a key, or one
-    without markers, is its own trigger, searched literally (a key holding another literal key
-    shares its search).
-    """
-    for i, ch in enumerate(key):
-        if ch in _MARKERS:
-            while i + 1 < len(key) and key[i + 1] in _MARKERS:
-                i += 1
+def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
+    """Where the trigger of ``key`` (ASCII bytes) starts: a marker that ends a run of ``markers``
+    ("NCCL error" -> the second "C": its rest "L error" starts with a non-marker, so a try inside
+    a run of capitals fails at once), the one with the most worthwhile rest. None: no such
+    marker."""
+    best, worth = None, 0.0
+    for i, c in enumerate(key):
+        if c in markers and i + 1 < len(key) and key[i + 1] not in markers:
             rest = key[i + 1 :]
-            plain = sum(c not in _MARKERS for c in rest)
-            if plain + (len(rest) - plain) / 8 >= 2.5:
-                return key[i:], False
-            break
-    return key, True
+            plain = sum(c not in markers for c in rest)
+            w = plain + (len(rest) - plain) / 8
+            if (w >= _REST_WORTH or i >= _CHECKED_BEFORE) and w > worth:
+                best, worth = i, w
+    return best
+
+
+_MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
+#: Printable characters that occur less than 0.7 times a line in logs, rarest first (measured over
+#: the lines of tests/data/real-logs; "e" occurs 5.7 times a line, " " 16): a needle without a
+#: trigger at :data:`_MARKERS` gets one at the rarest of these it holds, through a second marker
+#: byte. A marker costs a try wherever it occurs, about what a literal search costs per line at
+#: 0.7 occurrences a line; the commoner characters are left to literal searches.
+_RARE = "$Q~@Y?;J&#!ZjqX{}%\\HK+`Vz^<WB>GMUPDSx\"I|A)Tw(FLvO'*E[]R=Nk"
+_RARE_BYTES = bytes(c for c in _RARE.encode("ascii") if c not in _MARKER_BYTES)
+
+
+def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
+    """The literals to search for ``keys`` (the ones without a trigger), each with the keys found
+    through it: a key holding another key is found through it."""
+    groups: dict[bytes, list[bytes]] = {}
+    for k in sorted(set(keys), key=lambda k: (len(k), k)):
+        inner = next((f for f in groups if f in k), None)
+        groups.setdefault(inner if inner is not None else k, []).append(k)
+    return groups
+
+
+class _KeyFinder:
+    """Finds, in a batch of lines, where literals occur: regex passes over the batch for the
+    literals that have a trigger, one literal search for each of the few others.
+
+    Built from ``{literal: payload}``; :meth:`hits` gives, for each line in which something was
+    found, the payloads of the literals found there, plus payloads of literals that may not be
+    there (a superset: the caller checks the payload's keys on the line). Literals are ASCII
+    bytes; a literal starting with "\\n" is anchored at a line start.
+
+    The trigger of a literal is the literal from one of its markers on: a character of
+    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds; this second set
+    depends on the literals). The batch is translated so that the markers of each set are one
+    byte; for each set the regex engine skips from marker to marker at C speed and tries a trie of
+    the translated trigger rests at each. Where a rest ends, a lookbehind checks the translated
+    part of its literal before the marker ("terminate called after thro" before "wing"), so
+    chatter ("Saving") costs one failed check, not a line to look at.
+    """
+
+    def __init__(self, literals: dict[bytes, tuple[str, ...]]) -> None:
+        usable = [lit for lit in sorted(literals) if not {*_MARK, *_MARK_ESC, *_MARK2} & set(lit)]
+        first = {lit: at for lit in usable if (at := _trigger_start(lit, _MARKER_BYTES)) is not None}
+        rare: set[int] = set()  # for each literal left, the rarest character it holds
+        for lit in usable:
+            if lit not in first:
+                rare.update(next(([c] for c in _RARE_BYTES if c in lit), []))
+        second = {
+            lit: at for lit in usable if lit not in first and (at := _trigger_start(lit, frozenset(rare))) is not None
+        }
+        marks = _MARKERS.encode("ascii") + bytes(sorted(rare))
+        self._table = bytes.maketrans(
+            marks + _MARK + _MARK2, _MARK * len(_MARKERS) + _MARK2 * len(rare) + _MARK_ESC + _MARK_ESC
+        )
+        self._regexes = tuple(
+            search
+            for mark, starts in ((_MARK, first), (_MARK2, second))
+            if (search := self._trigger_search(mark, starts, literals)) is not None
+        )
+        plain = [lit for lit in literals if lit not in first and lit not in second]
+        self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
+            (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
+            for f, ls in sorted(_literal_searches(plain).items())
+        )
+        self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
+
+    def _trigger_search(
+        self, mark: bytes, starts: dict[bytes, int], literals: dict[bytes, tuple[str, ...]]
+    ) -> tuple[re.Pattern[bytes], dict[bytes, tuple[str, ...]]] | None:
+        """The regex finding the literals of ``starts`` (literal -> where its trigger starts) at
+        the ``mark`` byte, and the payloads of what it reports."""
+        if not starts:
+            return None
+        rests: dict[bytes, list[bytes]] = {}  # translated rest -> the literals whose trigger it ends
+        before: dict[bytes, set[bytes]] = {}  # translated rest -> its literals, translated (b"": none to check)
+        for lit, at in starts.items():
+            t = lit.translate(self._table)
+            rests.setdefault(t[at + 1 :], []).append(lit)
+            before.setdefault(t[at + 1 :], set()).add(t if at else b"")
+        # At each marker the longest rest whose literal is there is reported; the literals whose
+        # rests are prefixes of it may be there too (their payloads come with it).
+        payload = {
+            u: tuple(sorted({p for o, ls in rests.items() if u.startswith(o) for lit in ls for p in literals[lit]}))
+            for u in rests
+        }
+        leaves = {}
+        for u, ts in before.items():
+            checks = [] if b"" in ts else ["(?<=" + re.escape(t.decode("latin-1")) + ")" for t in sorted(ts)]
+            leaves[u.decode("latin-1")] = "(?:" + "|".join(checks) + ")" if checks else ""
+        pattern = _trie_regex((u.decode("latin-1") for u in rests), leaves).encode("latin-1")
+        # Most tries fail on the byte after the marker (inside "INFO" it is another marker): one
+        # class test rejects them before the trie's alternation walks its first-level branches.
+        firsts = b"".join(re.escape(bytes([c])) for c in sorted({u[0] for u in rests}))
+        return re.compile(re.escape(mark) + b"(?=[" + firsts + b"])(?=(" + pattern + b"))"), payload
+
+    def in_line(self, text: str) -> list[tuple[str, ...]]:
+        """:meth:`hits` of one line: ``text`` = "\\n" + the line."""
+        data = _ascii(text)
+        found = []
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                search = regex.search
+                m = search(translated)
+                while m is not None:
+                    found.append(payload[m.group(1)])
+                    m = search(translated, m.start() + 1)
+        if not text.isascii():
+            text = data.decode("ascii")
+        found.extend([ps for lit, ps in self._plain_text if lit in text])  # str search: no buffer set-up
+        return found
+
+    def hits(self, data: bytes, lengths: Iterable[int]) -> dict[int, list[tuple[str, ...]]]:
+        """``data`` = b"\\n" + b"\\n".join(lines), ``lengths`` = the lines' lengths: for each line
+        in which a literal was found, the payloads (see the class). Positions map to lines by the
+        lengths, so a line holding "\\n" still maps right."""
+        hits: dict[int, list[tuple[str, ...]]] = {}
+        get = hits.get
+        starts: list[int] | None = None  # starts[i] = position of the "\n" before line i
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                for m in regex.finditer(translated):
+                    if starts is None:
+                        starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+                    i = bisect_left(starts, m.start()) - 1  # the marker is a byte of line i
+                    found = get(i)
+                    if found is None:
+                        hits[i] = [payload[m.group(1)]]
+                    else:
+                        found.append(payload[m.group(1)])
+        find = data.find
+        for lit, ps in self._plain:
+            p = find(lit)
+            if p < 0:
+                continue
+            if starts is None:
+                starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+            last = len(lit) - 1  # a literal may start with the line's "\n"; it ends inside the line
+            while p >= 0:
+                i = bisect_left(starts, p + last) - 1
+                found = get(i)
+                if found is None:
+                    hits[i] = [ps]
+                else:
+                    found.append(ps)
+                p = find(lit, starts[i + 1])  # one hit per line is enough
+        return hits
+
+
+def _ascii(text: str) -> bytes:
+    """One byte per character ("?" for any non-ASCII one): byte and character positions agree, and
+    a literal found in ``text`` is found (as a superset) in the bytes."""
+    return text.encode("ascii", "replace")
 
 
 class KnowledgeBase:
@@ -280,47 +457,20 @@ class KnowledgeBase:
             for k in s.keys:
                 by_key.setdefault(k, []).append(i)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
-        self._all_keys = tuple(sorted(by_key))
-        # Each key is found through a *trigger*: the rest of the key from its rarest character.
-        # Rare triggers are searched together in a translated copy of the batch where every
-        # trigger-starting character became one marker byte, so the regex engine skips to the next
-        # marker at memchr speed (a leading character class would cost ~4 ns per character).
-        # Keys made only of common characters ("loss", the dots' "\n.") get a literal search each.
-        keys_of: dict[str, list[str]] = {}
-        literal: set[str] = set()
-        for k in self._all_keys:
-            t, lit = _trigger(k)
-            keys_of.setdefault(t, []).append(k)
-            if lit:
-                literal.add(t)
-        rare = sorted(t for t in keys_of if t not in literal)
-        common = sorted(literal, key=len)
-        for t in list(common):  # a common trigger holding a shorter one is found through it
-            inner = next((u for u in common if u != t and u in t), None)
-            if inner is not None:
-                keys_of[inner].extend(keys_of.pop(t))
-                common.remove(t)
-        self._keys_of = {t: tuple(ks) for t, ks in keys_of.items()}
-        self._common = tuple(common)
-        self._common_res = tuple(re.compile(re.escape(t)) for t in common)
-        self._table = bytes.maketrans(_MARKERS.encode("ascii") + _MARK, _MARK * len(_MARKERS) + _MARK_ESC)
-        # Translated trigger rests (several triggers may translate alike: they share the keys).
-        tkeys: dict[bytes, set[str]] = {}
-        for t in rare:
-            tkeys.setdefault(_encode(t[1:]).translate(self._table), set()).update(keys_of[t])
-        # The search tries every marker (a match consumes only the marker; the rest is a
-        # lookahead), and at each reports the longest rest: the triggers that are prefixes of it
-        # are found with it.
-        self._tcand: dict[bytes, tuple[str, ...]] = {
-            u: tuple(sorted({k for o, ks in tkeys.items() if u.startswith(o) for k in ks})) for u in tkeys
-        }
-        pattern = _trie_regex(u.decode("latin-1") for u in tkeys).encode("latin-1")
-        # Most tries fail on the byte after the marker (inside "INFO" it is another marker): one
-        # class test rejects them before the trie's alternation walks its first-level branches.
-        firsts = b"".join(re.escape(bytes([c])) for c in sorted({u[0] for u in tkeys if u}))
-        guard = b"(?=[" + firsts + b"])" if all(tkeys) else b""
-        self._prefilter = re.compile(re.escape(_MARK) + guard + b"(?=(" + pattern + b"))" if tkeys else rb"(?!)")
+        exact: dict[bytes, set[str]] = {}
+        for k in by_key:
+            exact.setdefault(_ascii(k), set()).add(k)
+        self._finder = _KeyFinder({b: tuple(sorted(ks)) for b, ks in exact.items()})
+        # The same keys with digits left out, to search line templates (see scan). A key that is
+        # nothing but digits would be in every template: then templates are not searched.
+        templ: dict[bytes, set[str]] = {}
+        for b, ks in exact.items():
+            templ.setdefault(b.translate(None, _DIGITS), set()).update(ks)
+        self._template_finder = (
+            _KeyFinder({t: tuple(sorted(ks)) for t, ks in templ.items()}) if not ({b"", b"\n"} & set(templ)) else None
+        )
         self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
+        self._bare = tuple(Match(s) for s in self.signatures)  # matches are immutable: one per rule
         # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
         self._plans = tuple(
             (
@@ -410,115 +560,106 @@ class KnowledgeBase:
                 m = search(line)
                 if m is None:
                     continue
-                if progress:
-                    loss = _float_or_none(m.group("loss")) if has_loss else None
-                    if loss is not None and not math.isfinite(loss):
-                        continue  # the numerical rule ranks earlier; a custom table may not have one
-                    step = _int_or_none(m.group("step")) if has_step else None
-                    if step is None and counts is not None:
-                        alive, step = _counted(m, *counts)
-                        if not alive:
-                            continue  # a bar at 0 reports nothing done
-                    return Match(sig, step, loss)
-                return Match(sig)
+                if not progress:
+                    return self._bare[i]
+                # _float_or_none and _int_or_none, inlined: this runs on every progress line
+                loss = None
+                if has_loss and (text := m.group("loss")) is not None:
+                    try:
+                        loss = float(text)
+                    except ValueError:
+                        pass
+                    else:
+                        if not math.isfinite(loss):
+                            continue  # the numerical rule ranks earlier; a custom table may not have one
+                text = m.group("step") if has_step else None
+                step = None if text is None else int(text) if text.isdecimal() else _int_or_none(text)
+                if step is None and counts is not None:
+                    alive, step = _counted(m, *counts)
+                    if not alive:
+                        continue  # a bar at 0 reports nothing done
+                return Match(sig, step, loss)
         return None
 
     def classify(self, line: str) -> Match | None:
         """The first signature matching ``line``, or None (the same answer :meth:`scan` gives)."""
-        if _NL in line:
-            # Not a line of a batch: no trigger search, every key is looked for in it.
-            text = _NL + line
-            keys = frozenset(k for k in self._all_keys if k in text)
-            if not keys and not self._always:
-                return None
-            return self._match(line, self._candidates_of(keys))
         text = _NL + line
-        cands: set[str] = set()
-        for m in self._prefilter.finditer(_encode(text).translate(self._table)):
-            cands.update(self._tcand[m.group(1)])
-        for t in self._common:
-            if t in text:
-                cands.update(self._keys_of[t])
-        keys = frozenset(k for k in cands if k in text)
-        if not keys and not self._always:
-            return None
-        return self._match(line, self._candidates_of(keys))
+        return self._match_found(line, text, self._finder.in_line(text))
 
     def scan(self, lines: Iterable[str]) -> list[tuple[int, Match]]:
         """Classify a batch; returns ``(index, match)`` for the lines that matched, in order.
 
-        Same answers as :meth:`classify` on each line. The trigger searches run over the joined
-        batch (one regex pass over a translated copy, plus one literal pass per common trigger);
-        only the lines they hit are classified one by one.
+        Same answers as :meth:`classify` and :meth:`classify_plain` on each line. Only the lines
+        in which the batch searches found a key are classified one by one (every line, if a rule
+        has no needle). When lines repeat a few log statements with other numbers (the usual
+        log), the searches run once per *line template* (the line without its digits): a key in a
+        line is, without its digits, in the line's template, so a template without any is a line
+        without any.
         """
         batch = lines if isinstance(lines, list) else list(lines)
-        if not batch:
-            return []
-        joined = _NL + _NL.join(batch)
-        if self._always or joined.count(_NL) != len(batch):
-            # A user regex must see every line; a line holding "\n" would break the index mapping.
-            return [(i, m) for i, line in enumerate(batch) if (m := self.classify(line)) is not None]
-        return self._scan_joined(batch, joined)
+        return self._scan(batch) if batch else []
 
-    def _scan_joined(self, batch: list[str], joined: str) -> list[tuple[int, Match]]:
-        """The matches of ``batch`` (lines without "\n"), ``joined`` = "\n" + "\n".join(batch):
-        the engine behind both :meth:`scan` and :meth:`classify`."""
-        hits: dict[int, list[tuple[str, ...]]] = {}
-        get = hits.get
-        data = _encode(joined).translate(self._table)
-        count = data.count
-        tcand = self._tcand
-        q = cnt = 0  # cnt = number of "\n" in data[:q]; a match never holds one
-        for m in self._prefilter.finditer(data):
-            p = m.start()
-            cnt += count(b"\n", q, p)
-            q = p
-            found = get(cnt - 1)
-            if found is None:
-                hits[cnt - 1] = [tcand[m.group(1)]]
-            else:
-                found.append(tcand[m.group(1)])
-        for t, rx in zip(self._common, self._common_res, strict=True):
-            ks = self._keys_of[t]
-            for i in _lines_hit(rx, joined):
-                found = get(i)
-                if found is None:
-                    hits[i] = [ks]
-                else:
-                    found.append(ks)
+    def classify_plain(self, line: str) -> Match | None:
+        """The reference answer, without any batch search: the first rule in table order whose
+        needle ``"\\n" + line`` holds (anchored needles carry the newline) and whose patterns match.
+        Slow (every key is looked for); tests hold :meth:`scan` and :meth:`classify` to it."""
+        text = _NL + line
+        rules = [i for i, s in enumerate(self.signatures) if not s.keys or any(k in text for k in s.keys)]
+        return self._match(line, rules)
+
+    def _scan(self, batch: list[str]) -> list[tuple[int, Match]]:
+        """:meth:`scan` of a non-empty list of str."""
+        data = _ascii(_NL + _NL.join(batch))
+        hits = self._template_hits(batch, data)
+        if hits is None:
+            hits = self._finder.hits(data, map(len, batch))
         out: list[tuple[int, Match]] = []
-        for i in sorted(hits):
+        match_found = self._match_found
+        for i in range(len(batch)) if self._always else sorted(hits):
             line = batch[i]
-            text = _NL + line
-            keys = frozenset([k for ks in hits[i] for k in ks if k in text])
-            if keys:
-                match = self._match(line, self._candidates_of(keys))
-                if match is not None:
-                    out.append((i, match))
+            m = match_found(line, _NL + line, hits.get(i, ()))
+            if m is not None:
+                out.append((i, m))
         return out
 
+    def _match_found(self, line: str, text: str, found: Sequence[tuple[str, ...]]) -> Match | None:
+        """The match of ``line`` (``text`` = "\\n" + line) given what the searches ``found`` in it:
+        the keys it may hold; those it holds select the rules tried, in table order (with the rules
+        without needles)."""
+        if self._always:
+            held = [k for ks in found for k in ks if k in text]
+        elif len(found) == 1 and len(found[0]) == 1:  # the commonest case: one candidate needle
+            key = found[0][0]
+            return self._match(line, self._by_key[key]) if key in text else None
+        else:
+            held = [k for ks in found for k in ks if k in text]
+            if len(held) == 1:  # one needle held: its rules
+                return self._match(line, self._by_key[held[0]])
+        keys = frozenset(held)
+        if not keys and not self._always:
+            return None
+        return self._match(line, self._candidates_of(keys))
 
-def _encode(text: str) -> bytes:
-    """UTF-8 bytes of any str (lone surrogates included): one byte per ASCII character, and a
-    newline byte exactly where the text has one, so newline counts map bytes to lines."""
-    return text.encode("utf-8", "surrogatepass")
+    def _template_hits(self, batch: list[str], data: bytes) -> dict[int, list[tuple[str, ...]]] | None:
+        """The hits of :meth:`_scan` found through line templates, or None when the batch does not
+        repeat itself enough for that to pay (then every line is searched).
 
-
-def _lines_hit(rx: re.Pattern[str], joined: str) -> list[int]:
-    """Indices of the lines of ``joined`` ("\n" + lines joined by "\n") in which ``rx`` matches.
-
-    ``rx`` matches one-line literals that may begin with the line's leading "\n", so the last
-    character of a match always lies inside the line it belongs to. Each line is listed once.
-    """
-    out: list[int] = []
-    count = joined.count
-    q = cnt = 0  # cnt = number of "\n" in joined[:q]
-    last = -1
-    for m in rx.finditer(joined):
-        p = m.end() - 1
-        cnt += count(_NL, q, p)
-        q = p
-        if cnt != last:
-            out.append(cnt - 1)
-            last = cnt
-    return out
+        ``data`` is the batch as :meth:`_scan` joined it. A template holds every key of its lines
+        with the key's digits left out, so the templates without such a key are lines without a
+        key; the others' lines get the candidate keys of their template (checked on the line)."""
+        finder = self._template_finder
+        if finder is None or len(batch) < _TEMPLATES_FROM:
+            return None
+        if len(data) > _TEMPLATE_SAMPLE:
+            sample = data[:_TEMPLATE_SAMPLE].translate(None, _DIGITS).split(b"\n")
+            if 2 * len(set(sample)) > len(sample):
+                return None  # its first lines do not repeat: the whole batch is not split up
+        templates = data.translate(None, _DIGITS).split(b"\n")  # [b"", line 0, line 1, ...]
+        if len(templates) != len(batch) + 1:
+            return None  # a line holds "\n"
+        distinct = list(dict.fromkeys(templates))
+        if 2 * len(distinct) > len(batch):
+            return None
+        found = finder.hits(b"\n" + b"\n".join(distinct), map(len, distinct))
+        hot = {distinct[i]: ks for i, ks in found.items()}
+        return {i: hot[templates[i + 1]] for i in compress(count(-1), map(hot.__contains__, templates))}

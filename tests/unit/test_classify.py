@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_watch.classify import Effect, KnowledgeBase, _trie_regex
+from neuron_watch.classify import Effect, KnowledgeBase, Match, Signature, _ascii, _trie_regex
 from neuron_watch.errors import ConfigError
+from neuron_watch.events import Action, Label
 from neuron_watch.kb import default_knowledge_base
+from tests.benchmarks import bench_classify
 
 KB = default_knowledge_base()
 
@@ -82,8 +86,6 @@ def test_anchored_needle_only_at_line_start() -> None:
 
 
 def test_trie_regex_matches_exactly_the_keys() -> None:
-    import re
-
     keys = ["loss", "lo", "step_loss", "|", "||X"]
     rx = re.compile(_trie_regex(keys))
     for k in keys:
@@ -186,28 +188,124 @@ _fragments = st.sampled_from(
 _lines = st.lists(st.text(_fragments.map(str), max_size=0) | st.lists(_fragments, max_size=8).map("".join), max_size=30)
 
 
-def _brute_force(kb: KnowledgeBase, line: str) -> object:
-    """The answer without any trigger search: every rule with a needle in the line, in order."""
-    text = "\n" + line
-    return kb._match(line, [i for i, s in enumerate(kb.signatures) if not s.keys or any(k in text for k in s.keys)])
-
-
 @settings(max_examples=200, deadline=None)
 @given(_lines)
 def test_scan_agrees_with_classify_on_generated_lines(lines: list[str]) -> None:
     expected = [(i, m) for i, line in enumerate(lines) if (m := KB.classify(line)) is not None]
     assert KB.scan(lines) == expected
-    brute = [(i, m) for i, line in enumerate(lines) if (m := _brute_force(KB, line)) is not None]
-    assert expected == brute
+    assert expected == _plain(KB, lines)
 
 
 def test_trigger_searches_miss_no_needle_on_the_corpus() -> None:
     """The marker search and the literal searches find every needle: same answers as trying every
     rule whose needle the line holds."""
     for line in CORPUS:
-        assert KB.classify(line) == _brute_force(KB, line), line
+        assert KB.classify(line) == KB.classify_plain(line), line
 
 
 def test_scan_of_a_large_batch_equals_per_line() -> None:
     lines = list(itertools.islice(itertools.cycle(CORPUS), 5000))
     assert KB.scan(lines) == [(i, m) for i, line in enumerate(lines) if (m := KB.classify(line)) is not None]
+
+
+# -- the fast paths against the plain reference --------------------------------------------------
+#
+# scan() searches a batch once: by line template when the batch repeats itself (the usual log),
+# line by line when it does not; classify() searches one line. For every line each must give the
+# answer of classify_plain(): the first rule in table order whose needle the line holds and whose
+# patterns match, found without any search.
+
+REAL_LOGS = sorted((Path(__file__).resolve().parents[1] / "data" / "real-logs").glob("**/*.log"))
+_SHIFT = str.maketrans("0123456789", "1234567890")
+
+
+def _plain(kb: KnowledgeBase, lines: list[str]) -> list[tuple[int, Match]]:
+    return [(i, m) for i, line in enumerate(lines) if (m := kb.classify_plain(line)) is not None]
+
+
+def _by_template(kb: KnowledgeBase, lines: list[str]) -> bool:
+    """Whether scan(lines) searches line templates (else every line)."""
+    return kb._template_hits(lines, _ascii("\n" + "\n".join(lines))) is not None
+
+
+def _repeated(lines: list[str]) -> list[str]:
+    """Each of ``lines`` three times, the 2nd and 3rd with every digit changed: the same templates,
+    other lines (a log repeats its statements with other numbers)."""
+    once = [line.translate(_SHIFT) for line in lines]
+    return [x for triple in zip(lines, once, [line.translate(_SHIFT) for line in once], strict=True) for x in triple]
+
+
+def _agree(kb: KnowledgeBase, lines: list[str]) -> None:
+    plain = _plain(kb, lines)
+    assert kb.scan(lines) == plain
+    assert [(i, m) for i, line in enumerate(lines) if (m := kb.classify(line)) is not None] == plain
+
+
+def test_fast_paths_equal_the_plain_reference_on_every_real_log_line() -> None:
+    """Every line of every real excerpt, verbatim (ANSI codes, non-ASCII bars, lone surrogates of
+    undecodable bytes): as the excerpt (searched line by line: excerpts rarely repeat) and as a
+    log repeating its lines with other numbers (searched by template)."""
+    assert len(REAL_LOGS) > 200
+    every: list[str] = []
+    for path in REAL_LOGS:
+        lines = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+        _agree(KB, lines)
+        _agree(KB, _repeated(lines))
+        every += lines
+    assert not _by_template(KB, every) and _by_template(KB, _repeated(every))
+    assert sum(1 for line in every if KB.classify_plain(line) is not None) > 800  # the table is exercised
+
+
+def test_fast_paths_equal_the_plain_reference_on_the_benchmark_lines() -> None:
+    for base in (bench_classify.TYPICAL, bench_classify.DENSE):
+        lines = bench_classify._log(base, 3000)
+        assert _by_template(KB, lines)
+        _agree(KB, lines)
+        unique = bench_classify._unique(lines)
+        assert not _by_template(KB, unique)
+        _agree(KB, unique)
+
+
+_pieces = st.sampled_from(
+    ["loss", " ", "nan", ".", "|", "%|", "NRT_", "status=1002", "status=12", "EOOM00", "code -9", "-9", "7", "42",
+     "Killed", "FATAL", "\u2588", "\u00e9", "?", "\r", "\n", "\x00", "\x01", "\ud800", "Timeout waiting for RX",
+     "step 3 ", "{'loss': ", "NCCL error", "Traceback (most recent call last):", "Out of memory", "error: ", "x",
+     "NaN", "Connection closed by ", "remote peer", "UserWarning: ", "terminate called after throwing", "Saving"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_pieces, max_size=8).map("".join), min_size=1, max_size=40))
+def test_fast_paths_equal_the_plain_reference_on_generated_lines(lines: list[str]) -> None:
+    _agree(KB, lines)
+    _agree(KB, _repeated(lines))
+
+
+_needle_chars = "ACNRTloes_:-=?19 \u00e9"
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> KnowledgeBase:
+    """Any table: needles of markers, plain characters, digits only, non-ASCII, none at all;
+    anchored or not; a pattern that is the needle or one that matches anything."""
+    sigs = []
+    for n in range(draw(st.integers(1, 6))):
+        needles = tuple(draw(st.lists(st.text(_needle_chars, min_size=1, max_size=7), max_size=2)))
+        pattern = re.escape(needles[0]) if needles and draw(st.booleans()) else "."
+        sigs.append(
+            Signature(
+                id=f"r{n}", category=Label.OTHER_CRASH, severity="error", action=Action.RESTART,
+                effect=Effect.FATAL, needle=needles[0] if needles else "", needles=needles,
+                anchor_start=draw(st.booleans()), patterns=(re.compile(pattern),), advice="",
+            )
+        )
+    return KnowledgeBase(sigs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tables(), st.lists(st.text(_needle_chars + "\nxyz", max_size=20), min_size=1, max_size=30))
+def test_fast_paths_equal_the_plain_reference_for_any_table(kb: KnowledgeBase, lines: list[str]) -> None:
+    """The table another engineer extends tomorrow: the searches are built from whatever needles it
+    holds (a rule without needles sees every line), not from a list of rules."""
+    _agree(kb, lines)
+    _agree(kb, _repeated(lines))
