@@ -229,6 +229,7 @@ class RankState:
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
     train_end: float | None = None  # the framework said training finished (no progress since)
+    train_end_step: int | None = None  # the rank's step when it said so
     recompiles: int = 0  # graph recompiles this rank announced (torch.compile)
     last_recompile_line: Evidence | None = None
     recompile_limit_hit: bool = False  # dynamo gave up recompiling (a storm by its own word)
@@ -503,7 +504,14 @@ class Judge:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
-            st.train_end = st.train_end_line = None  # progress after it: that was not the end
+            # Progress after the end: that was not the end (a second fit()), unless it shows no
+            # step beyond the end's: tqdm redraws a bar as it closes it, and transformers'
+            # ProgressCallback closes the training bar after the final metrics ("{'train_runtime':
+            # ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" on a real HF Trainer
+            # run). A second run from step 0 is noticed once it passes the first one's last step.
+            end_step = st.train_end_step
+            if m.step is None or end_step is None or m.step > end_step:
+                st.train_end = st.train_end_line = st.train_end_step = None
             st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
             if st.failure_match is not None and st.failure_match.signature.generic:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
@@ -561,7 +569,7 @@ class Judge:
                 found = _GUARD_FAILURE.search(line.text)
                 note.reason = (found.group(1) if found else line.text).strip()[:300]
         elif effect is Effect.TRAIN_END:
-            st.train_end, st.train_end_line = line.mono, ev
+            st.train_end, st.train_end_line, st.train_end_step = line.mono, ev, st.step
         elif effect is Effect.COMPILE_BEAT:
             st.last_compile_beat = line.mono
         elif effect is Effect.COMPILE_WAIT:
@@ -1325,7 +1333,7 @@ class Judge:
 
 #: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
 #: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
-BATCH_RULES = 2
+BATCH_RULES = 3
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
@@ -1359,7 +1367,8 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
     * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
     * a progress match with a step that does not raise the batch's running maximum step (so
       it cannot raise the job's), when the same rank's next match is also a progress match
-      with a step (which sets the same fields again, later);
+      with a step at least as high (which sets the same fields again, later, and ends a
+      "training finished" whenever this one would);
     * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
       effect (only the latest time and line are kept by the judge).
     """
@@ -1391,7 +1400,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
-                    and nxt.step is not None):
+                    and nxt.step is not None and nxt.step >= m.step):
                 keep[i] = False
         elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
             keep[i] = False

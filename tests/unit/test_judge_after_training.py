@@ -84,6 +84,31 @@ def test_progress_after_the_end_line_cancels_it() -> None:
     assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART)
 
 
+def test_the_training_bar_closed_after_the_end_line_does_not_cancel_it() -> None:
+    """A real HF Trainer run's rank 0 (4 ranks, --max-steps 6): the final metrics, then tqdm's last
+    redraw of the finished bar as transformers closes it. Ranks 1 and 2 then hung in torch's
+    teardown: judged a hang of the training at the hang timeout and restarted, because the redraw
+    had cancelled the end."""
+    j = Judge(KB, JudgeSettings(hang_timeout=12.0, save_timeout=600.0), start=0.0)
+    j.expect([RankKey(N, r) for r in range(4)], 0.0)
+    for n in range(1, 7):
+        j.observe_line(ln(0, f"{n * 100 // 6}%|#####     | {n}/6 [00:0{n}<00:00, 14.40it/s]", float(n)))
+    j.observe_line(ln(0, "{'train_runtime': '0.4124', 'train_samples_per_second': '465.6', 'train_steps_per_second': "
+                         "'14.55', 'train_loss': '4.557', 'epoch': '0.75'}", 6.2))
+    j.observe_line(ln(0, "100%|##########| 6/6 [00:00<00:00, 14.40it/s]", 6.3))
+    assert j.training_finished() is not None
+    for r in (0, 3):
+        j.observe_exit(RankExit(RankKey(N, r), 0, 7.0))
+    v = j.verdict(7.0 + 100.0)  # ranks 1 and 2 still in their teardown, far past the hang timeout
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    v = j.verdict(6.2 + 601.0)  # past the save timeout: stopped, not restarted
+    assert (v.action, v.after_training) == (Action.STOP, True), v.reason
+    j.observe_line(ln(0, "  0%|          | 0/12 [00:00<?, ?it/s]", 700.0))  # a second train() from 0 ...
+    assert j.training_finished() is not None
+    j.observe_line(ln(0, " 58%|#####     | 7/12 [00:07<00:05, 1.0it/s]", 707.0))  # ... past the first's end
+    assert j.training_finished() is None
+
+
 def test_one_rank_that_says_done_and_exits_while_the_others_wait_is_a_hang_and_the_culprit() -> None:
     """DDP's uneven inputs: rank 1 had one batch fewer, said "training done" and exited cleanly;
     rank 0 waits for it in the last step's all-reduce and never says it is done."""
