@@ -1159,11 +1159,15 @@ class Judge:
                     advice="The training has finished; the ranks are writing their last files and exiting.",
                     step=self.max_step,
                 )
+            # the rank that said training finished is not the culprit: the one still running is,
+            # when there is one (a real HF run: two of four ranks hung in torch's teardown)
+            stuck = live[0].key if len(live) == 1 else None
             return Verdict(
                 Label.COLLECTIVE_HANG,
                 Action.STOP,
                 ranks=tuple(st.key for st in live),
-                culprit=end.key,
+                culprit=stuck,
+                culprit_source="process_state" if stuck is not None else None,
                 evidence=(end,),
                 reason=f"training finished {since:.0f}s ago but {len(live)} rank(s) have not exited "
                 f"(> save timeout {self.settings.save_timeout:.0f}s); stopping them, not restarting: "

@@ -103,6 +103,10 @@ def test_the_training_bar_closed_after_the_end_line_does_not_cancel_it() -> None
     assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
     v = j.verdict(6.2 + 601.0)  # past the save timeout: stopped, not restarted
     assert (v.action, v.after_training) == (Action.STOP, True), v.reason
+    assert v.culprit is None and set(v.ranks) == {RankKey(N, 1), RankKey(N, 2)}  # not rank 0, which said it
+    j.observe_exit(RankExit(RankKey(N, 2), 0, 610.0))
+    v = j.verdict(611.0)
+    assert (v.culprit, v.culprit_source) == (RankKey(N, 1), "process_state"), v
     j.observe_line(ln(0, "  0%|          | 0/12 [00:00<?, ?it/s]", 700.0))  # a second train() from 0 ...
     assert j.training_finished() is not None
     j.observe_line(ln(0, " 58%|#####     | 7/12 [00:07<00:05, 1.0it/s]", 707.0))  # ... past the first's end
