@@ -75,6 +75,9 @@ class NodeGeneration:
     gave_up: bool = False  # the launcher reported the generation failed and is only exiting now
     finishing: bool = False  # some ranks have ended while the launcher runs
     worker_pids: dict[int, int] = field(default_factory=dict)
+    #: ranks of this generation that have ended, with their last pid: their stacks as they ended
+    #: (the rank bootstrap's death record) are evidence too
+    ended_pids: dict[int, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the ranks' environment
     progress_mark: int = 0  # the link's progress-line count when this generation started
     trained_since: float | None = None  # when the first progress line of this generation was seen
@@ -381,7 +384,9 @@ class NodeAgent:
             node=self.node,
             run_dir=Path(self.run_dir),
             rank_logs={r: Path(p) for r, p in gen.streams.rank_logs().items()},
-            rank_pids=dict(gen.worker_pids),
+            # ended ranks too: a rank that failed, or that torchrun ended, before the capture left
+            # where it was (a skipped all_reduce: all but one rank were gone when it began)
+            rank_pids={**gen.ended_pids, **gen.worker_pids},
             verdict=verdict,
             env=self.rank_env,
             core_dump_dir=Path(self.run_dir) / "core-dumps",
@@ -390,7 +395,7 @@ class NodeAgent:
             work_dirs=[Path.cwd()],
             artifacts_uri=self.cfg.artifacts or "",
             tool_path=self.cfg.tool_path,
-            probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in gen.worker_pids}
+            probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in {**gen.ended_pids, **gen.worker_pids}}
                            if gen.probe_dir else {}),
         )
         t0 = self.clock()
@@ -764,6 +769,7 @@ class NodeAgent:
             out.status("finishing", now, wall, detail=f"ranks ended: {ended}")
         ended_now = sorted(set(gen.worker_pids) - {w.rank for w in workers})
         if workers or not gen.finishing:
+            gen.ended_pids.update((r, p) for r, p in gen.worker_pids.items() if r in ended_now)
             gen.worker_pids = {w.rank: w.pid for w in workers}
         self._check_oom_kills(now, wall)
         self._check_new_checkpoint(gen, now, wall)
