@@ -477,7 +477,8 @@ class NodeAgent:
                 if running and self.gen is not None:
                     self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
                 detail = {"rung": result.rung, "seconds": round(result.seconds, 3),
-                          "survivors": result.survivors, "continued": result.continued}
+                          "survivors": result.survivors, "continued": result.continued,
+                          "killed_stopped": result.killed_stopped}
             if "error" in out:
                 detail["error"] = out["error"]
             if out.get("uploads") is not None:

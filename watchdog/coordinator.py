@@ -986,7 +986,7 @@ class Coordinator:
                 d = _json_detail(v.status_detail)
                 self.events.emit("stopped", self.generation, node=n, rung=d.get("rung"), seconds=d.get("seconds"),
                                  survivors=d.get("survivors", []), continued=d.get("continued", []),
-                                 answered=v.status == "stopped")
+                                 killed_stopped=d.get("killed_stopped", []), answered=v.status == "stopped")
                 for up in d.get("uploads", []):
                     self.events.emit("upload", self.generation, node=n, **up)
             if lost and self.relaunch is None:

@@ -26,7 +26,7 @@ Per job, two runs:
   written, and the job's own output says generation 1 began at its step.
 * ``test_stopped_rank_is_a_hang_and_restarts``: SIGSTOP of rank 1 after the first checkpoint:
   the other rank waits in an all-reduce, both fall silent -> ``collective_hang``, restart, finish.
-  ``--stop-timeout 3``: a stopped rank takes SIGTERM only when continued, so it takes SIGKILL.
+  ``--stop-timeout 3``: a stopped rank takes SIGKILL at once, the others SIGTERM.
 
 Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
 pass. No pid of the run survives either test.
