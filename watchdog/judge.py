@@ -75,6 +75,9 @@ _GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
 #: function, torch/_dynamo/config.py recompile_limit)
 RECOMPILE_STORM = 5
+#: how long after a "training finished" line a progress line may be a bar's closing redraw rather
+#: than more training (transformers closes its bar milliseconds after the final metrics)
+END_REDRAW_SECONDS = 5.0
 #: Flight recorder readings with a newly completed collective after which collectives count as the
 #: job's progress (the probe reads every 5 s: 15 s of collectives completing, a training loop's)
 STEADY_COLLECTIVES = 3
@@ -504,13 +507,17 @@ class Judge:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             st.last_progress, st.last_progress_line = line.mono, ev
-            # Progress after the end: that was not the end (a second fit()), unless it shows no
-            # step beyond the end's: tqdm redraws a bar as it closes it, and transformers'
-            # ProgressCallback closes the training bar after the final metrics ("{'train_runtime':
-            # ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" on a real HF Trainer
-            # run). A second run from step 0 is noticed once it passes the first one's last step.
-            end_step = st.train_end_step
-            if m.step is None or end_step is None or m.step > end_step:
+            # Progress after the end: that was not the end (a second fit()), unless it is the
+            # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
+            # ProgressCallback closes the training bar right after the final metrics
+            # ("{'train_runtime': ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" and
+            # the save's "Writing model shards: 100%|##########| 1/1" on a real HF Trainer run,
+            # where no step was seen before the end). So within END_REDRAW_SECONDS of the end a
+            # line cancels it only with a step beyond the rank's step at the end; after, any does.
+            end = st.train_end
+            redraw = (end is not None and line.mono - end <= END_REDRAW_SECONDS
+                      and (m.step is None or st.train_end_step is None or m.step <= st.train_end_step))
+            if not redraw:
                 st.train_end = st.train_end_line = st.train_end_step = None
             st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
             if st.failure_match is not None and st.failure_match.signature.generic:
@@ -1372,7 +1379,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
     * a progress match with a step that does not raise the batch's running maximum step (so
       it cannot raise the job's), when the same rank's next match is also a progress match
       with a step at least as high (which sets the same fields again, later, and ends a
-      "training finished" whenever this one would);
+      "training finished" whenever this one would: it is later, and its step is no lower);
     * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
       effect (only the latest time and line are kept by the judge).
     """
