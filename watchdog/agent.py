@@ -76,6 +76,9 @@ class NodeGeneration:
     gave_up: bool = False  # the launcher reported the generation failed and is only exiting now
     finishing: bool = False  # some ranks have ended while the launcher runs
     worker_pids: dict[int, int] = field(default_factory=dict)
+    #: ranks of this generation that have ended, with their last pid: their stacks as they ended
+    #: (the rank bootstrap's death record) are evidence too
+    ended_pids: dict[int, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the ranks' environment
     progress_mark: int = 0  # the link's progress-line count when this generation started
     trained_since: float | None = None  # when the first progress line of this generation was seen
@@ -391,7 +394,9 @@ class NodeAgent:
             node=self.node,
             run_dir=Path(self.run_dir),
             rank_logs={r: Path(p) for r, p in gen.streams.rank_logs().items()},
-            rank_pids=dict(gen.worker_pids),
+            # ended ranks too: a rank that failed, or that torchrun ended, before the capture left
+            # where it was (a skipped all_reduce: all but one rank were gone when it began)
+            rank_pids={**gen.ended_pids, **gen.worker_pids},
             verdict=verdict,
             env=self.rank_env,
             core_dump_dir=Path(self.run_dir) / "core-dumps",
@@ -400,7 +405,7 @@ class NodeAgent:
             work_dirs=[Path.cwd()],
             artifacts_uri=self.cfg.artifacts or "",
             tool_path=self.cfg.tool_path,
-            probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in gen.worker_pids}
+            probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in {**gen.ended_pids, **gen.worker_pids}}
                            if gen.probe_dir else {}),
         )
         t0 = self.clock()
@@ -483,6 +488,7 @@ class NodeAgent:
                 seconds=None if result is None else round(result.seconds, 3),
                 survivors=() if result is None else tuple(result.survivors),
                 continued=() if result is None else tuple(result.continued),
+                killed_stopped=() if result is None else tuple(result.killed_stopped),
                 uploads=None if uploads is None else tuple(uploads), error=str(out.get("error") or ""))
 
         return poll
@@ -777,6 +783,7 @@ class NodeAgent:
             out.status(NodeStatus.FINISHING, now, wall, detail=f"ranks ended: {ended}")
         ended_now = sorted(set(gen.worker_pids) - {w.rank for w in workers})
         if workers or not gen.finishing:
+            gen.ended_pids.update((r, p) for r, p in gen.worker_pids.items() if r in ended_now)
             gen.worker_pids = {w.rank: w.pid for w in workers}
         self._check_oom_kills(now, wall)
         self._check_new_checkpoint(gen, now, wall)

@@ -155,12 +155,14 @@ class StopReport:
     seconds: float | None = None
     survivors: tuple[int, ...] = ()
     continued: tuple[int, ...] = ()
+    killed_stopped: tuple[int, ...] = ()  # stopped (state T) pids killed at once (SIGTERM waits for nothing)
     uploads: tuple[dict[str, Any], ...] | None = None
     error: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         return {"rung": self.rung, "seconds": self.seconds, "survivors": list(self.survivors),
-                "continued": list(self.continued), "uploads": None if self.uploads is None else list(self.uploads),
+                "continued": list(self.continued), "killed_stopped": list(self.killed_stopped),
+                "uploads": None if self.uploads is None else list(self.uploads),
                 "error": self.error}
 
     @classmethod
@@ -170,6 +172,7 @@ class StopReport:
                    seconds=None if d.get("seconds") is None else float(d["seconds"]),
                    survivors=tuple(int(p) for p in d.get("survivors") or ()),
                    continued=tuple(int(p) for p in d.get("continued") or ()),
+                   killed_stopped=tuple(int(p) for p in d.get("killed_stopped") or ()),
                    uploads=None if uploads is None else tuple(u for u in uploads if isinstance(u, dict)),
                    error=str(d.get("error") or ""))
 

@@ -13,10 +13,22 @@ from typing import Any
 MAX_EVIDENCE = 12
 
 
+#: how the judge found the culprit (``Verdict.culprit_source``), in words
+_FOUND_BY = {
+    "failure": "its own error line or exit",
+    "process_state": "its process state (/proc)",
+    "flight_recorder": "the ranks' Flight Recorders (collective sequence ids)",
+    "stacks": "the ranks' stacks (the odd one out)",
+    "progress": "the first rank to stop printing progress",
+}
+
+
 def _culprit(verdict: Mapping[str, Any]) -> str:
     c = verdict.get("culprit")
     if isinstance(c, Mapping):
-        return f"rank {c.get('rank', '?')} on node {c.get('node', '?')}"
+        source = verdict.get("culprit_source")
+        how = f"; found by {_FOUND_BY.get(str(source), str(source))}" if source else ""
+        return f"rank {c.get('rank', '?')} on node {c.get('node', '?')}{how}"
     return "not identified (see the evidence below)"
 
 

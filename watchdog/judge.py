@@ -77,6 +77,9 @@ _GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
 #: function, torch/_dynamo/config.py recompile_limit)
 RECOMPILE_STORM = 5
+#: how long after a "training finished" line a progress line may be a bar's closing redraw rather
+#: than more training (transformers closes its bar milliseconds after the final metrics)
+END_REDRAW_SECONDS = 5.0
 #: Flight recorder readings with a newly completed collective after which collectives count as the
 #: job's progress (the probe reads every 5 s: 15 s of collectives completing, a training loop's)
 STEADY_COLLECTIVES = 3
@@ -255,6 +258,7 @@ class RankState:
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
     train_end: float | None = None  # the framework said training finished (no progress since)
+    train_end_step: int | None = None  # the rank's step when it said so
     recompiles: int = 0  # graph recompiles this rank announced (torch.compile)
     last_recompile_line: Evidence | None = None
     recompile_limit_hit: bool = False  # dynamo gave up recompiling (a storm by its own word)
@@ -615,7 +619,18 @@ class Judge:
             self._worked(st.last_progress, line.mono)
             self._progress_seen = True
             st.last_progress, st.last_progress_line = line.mono, ev
-            st.train_end = st.train_end_line = None  # progress after it: that was not the end
+            # Progress after the end: that was not the end (a second fit()), unless it is the
+            # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
+            # ProgressCallback closes the training bar right after the final metrics
+            # ("{'train_runtime': ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" and
+            # the save's "Writing model shards: 100%|##########| 1/1" on a real HF Trainer run,
+            # where no step was seen before the end). So within END_REDRAW_SECONDS of the end a
+            # line cancels it only with a step beyond the rank's step at the end; after, any does.
+            end = st.train_end
+            redraw = (end is not None and line.mono - end <= END_REDRAW_SECONDS
+                      and (m.step is None or st.train_end_step is None or m.step <= st.train_end_step))
+            if not redraw:
+                st.train_end = st.train_end_line = st.train_end_step = None
             st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
             if st.failure_match is not None and st.failure_match.signature.generic:
                 # a traceback (or exit report) the rank survived: it was handled, not fatal
@@ -678,7 +693,7 @@ class Judge:
                 found = _GUARD_FAILURE.search(line.text)
                 note.reason = (found.group(1) if found else line.text).strip()[:300]
         elif effect is Effect.TRAIN_END:
-            st.train_end, st.train_end_line = line.mono, ev
+            st.train_end, st.train_end_line, st.train_end_step = line.mono, ev, st.step
         elif effect is Effect.COMPILE_BEAT:
             st.last_compile_beat = line.mono
             self._may_compile[st.key] = st
@@ -1356,11 +1371,15 @@ class Judge:
                     advice="The training has finished; the ranks are writing their last files and exiting.",
                     step=self.max_step,
                 )
+            # the rank that said training finished is not the culprit: the one still running is,
+            # when there is one (a real HF run: two of four ranks hung in torch's teardown)
+            stuck = live[0].key if len(live) == 1 else None
             return Verdict(
                 Label.COLLECTIVE_HANG,
                 Action.STOP,
                 ranks=tuple(st.key for st in live),
-                culprit=end.key,
+                culprit=stuck,
+                culprit_source="process_state" if stuck is not None else None,
                 evidence=(end,),
                 reason=f"training finished {since:.0f}s ago but {len(live)} rank(s) have not exited "
                 f"(> save timeout {self.settings.save_timeout:.0f}s); stopping them, not restarting: "
@@ -1533,7 +1552,7 @@ class Judge:
 
 #: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
 #: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
-BATCH_RULES = 2
+BATCH_RULES = 3
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
@@ -1568,7 +1587,8 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
     * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
     * a progress match with a step that does not raise the batch's running maximum step (so
       it cannot raise the job's), when the same rank's next match is also a progress match
-      with a step (which sets the same fields again, later);
+      with a step at least as high (which sets the same fields again, later, and ends a
+      "training finished" whenever this one would: it is later, and its step is no lower);
     * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
       effect (only the latest time and line are kept by the judge).
     """
@@ -1600,7 +1620,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
         effect = m.signature.effect
         if effect is Effect.PROGRESS:
             if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
-                    and nxt.step is not None):
+                    and nxt.step is not None and nxt.step >= m.step):
                 keep[i] = False
         elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
             keep[i] = False

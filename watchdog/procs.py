@@ -241,8 +241,10 @@ class StopResult:
     rung: str  # "already_gone" | "sigterm" | "sigkill"
     seconds: float
     survivors: list[int] = field(default_factory=list)
-    #: processes that were stopped (state T, e.g. SIGSTOP) and were sent SIGCONT so the signal could act
+    #: launchers that were stopped (state T, e.g. SIGSTOP) and were sent SIGCONT so the signal could act
     continued: list[int] = field(default_factory=list)
+    #: job processes (ranks, their children) that were stopped and were sent SIGKILL at once
+    killed_stopped: list[int] = field(default_factory=list)
 
 
 def stop_everything(
@@ -266,13 +268,21 @@ def stop_everything(
     if not targets and not leader_alive:
         reap_children()
         return StopResult("already_gone", 0.0)
+    # A stopped process (SIGSTOP, a frozen container, a debugger) keeps a signal pending and never
+    # exits. A stopped rank gets SIGKILL at once: continued, it would go on training until its
+    # job's own SIGTERM handler let it end (Lightning's: the whole --stop-timeout, 3.1 s of 3 s in
+    # tests/process/test_frameworks.py, where SIGCONT-then-SIGTERM took 0.7-1.8 s for HF and DDP),
+    # and a job already judged hung has nothing to save from it. Its peers, waiting for it in a
+    # collective, get the first signal and see it gone. The launcher is continued instead: it
+    # must forward the signal and reap its workers.
+    killed_stopped = _stopped(targets)
+    for pid in killed_stopped:
+        _signal_pid(pid, signal.SIGKILL)
     if leader is not None and leader_alive:
         _signal_group(leader.pid, first_signal)
-    for pid in targets:
+    for pid in targets.difference(killed_stopped):
         _signal_pid(pid, first_signal)
-    # A stopped process (SIGSTOP, a debugger) keeps the signal pending and never exits: continue
-    # it, so the stop takes as long as the process's own exit, not the whole deadline.
-    continued = _continue_stopped(targets | ({leader.pid} if leader is not None and leader_alive else set()))
+    continued = _continue_stopped({leader.pid} if leader is not None and leader_alive else set())
     rung = signal.Signals(first_signal).name.lower()
     while time.monotonic() < deadline:
         reap_children()
@@ -302,17 +312,19 @@ def stop_everything(
     reap_children()
     if survivors:
         log.error("processes survived SIGKILL: %s", survivors)
-    return StopResult(rung, time.monotonic() - t0, survivors, continued)
+    return StopResult(rung, time.monotonic() - t0, survivors, continued, killed_stopped)
+
+
+def _stopped(pids: Iterable[int]) -> list[int]:
+    """The processes of ``pids`` in state T (stopped) or t (traced-stop)."""
+    return [pid for pid in sorted(pids) if (info := read_stat(pid)) is not None and info.state in ("T", "t")]
 
 
 def _continue_stopped(pids: Iterable[int]) -> list[int]:
     """SIGCONT every process of ``pids`` in state T (stopped) or t (traced-stop); returns those pids."""
-    out = []
-    for pid in sorted(pids):
-        info = read_stat(pid)
-        if info is not None and info.state in ("T", "t"):
-            _signal_pid(pid, signal.SIGCONT)
-            out.append(pid)
+    out = _stopped(pids)
+    for pid in out:
+        _signal_pid(pid, signal.SIGCONT)
     return out
 
 

@@ -109,9 +109,8 @@ def main() -> None:
     Trainer(model, loader, optimizer, a.save_every, a.snapshot_path, a.epoch_seconds).train(a.total_epochs)
     if int(os.environ["RANK"]) == 0:
         print(f"training done after epoch {a.total_epochs - 1}")
-    # Only after success: destroying the group while a peer has failed can block in its collectives.
-    # Not destroying it at all leaves gloo's threads racing the interpreter's exit (SIGABRT,
-    # "terminate called without an active exception": pytorch/pytorch#190489).
+    # As the tutorial's main() ends (pytorch/examples, distributed/ddp-tutorial-series/
+    # multigpu_torchrun.py). Only after success, as there: an exception skips it.
     dist.destroy_process_group()
 
 

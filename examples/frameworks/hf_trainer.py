@@ -101,9 +101,10 @@ def main() -> None:
     trainer.train(resume_from_checkpoint=os.environ.get("NEURON_WATCH_CHECKPOINT") or None)
     if trainer.is_world_process_zero():
         print(f"training done at step {trainer.state.global_step}", flush=True)
-    # No trainer.end() (Accelerator.end_training, destroy_process_group), as in most users' scripts:
-    # with it, rank 1 hung at exit after "training done" in 2 of 2 generations under neuron-watch
-    # (py-spy: MainThread idle at module level, one native thread left) and was judged hung.
+    # No trainer.end() (Accelerator.end_training: destroy_process_group), as users' scripts end.
+    # With it, torch itself can hang the exit: plain torchrun, 4 ranks, hung in 4 of 5 runs (the
+    # DDP reducer frees the group, ~ProcessGroupGloo joins a gloo worker that waits for the GIL to
+    # drop the last all_gather's tensors; gdb); neuron-watch then stops it as a hang after training.
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ others wait for it in a collective.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -24,11 +25,32 @@ from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named
 pytestmark = pytest.mark.process
 
 
+def _t(event: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+
+
 def _wait_for(what: str, check: object, deadline: float, p: object) -> None:
     while not check():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         assert p.poll() is None, f"neuron-watch ended while waiting for {what}"  # type: ignore[attr-defined]
         time.sleep(0.1)
+
+
+def assert_incident_says(bundle: Path, verdict: dict[str, Any]) -> str:
+    """The bundle's incident.md names the label, the action and the culprit of ``verdict`` (the
+    event in events.jsonl), and its verdict.json is that verdict; returns the page."""
+    md = (bundle / "incident.md").read_text()
+    assert f"Verdict: **{verdict['label']}**; action: **{verdict['action']}**" in md, md[:1500]
+    culprit = md.split("## Culprit", 1)[1].split("##", 1)[0].strip()
+    c = verdict["culprit"]
+    if c is None:
+        assert culprit.startswith("not identified"), culprit
+    else:
+        assert culprit.startswith(f"rank {c['rank']} on node {c['node']}; found by "), culprit
+    on_disk = json.loads((bundle / "verdict.json").read_text())
+    assert {k: on_disk.get(k) for k in ("label", "action", "culprit", "culprit_source", "reason")} == {
+        k: verdict.get(k) for k in ("label", "action", "culprit", "culprit_source", "reason")}
+    return md
 
 
 def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_quick(
@@ -56,17 +78,18 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         assert hang[0]["culprit"]["rank"] == 2 and hang[0]["culprit_source"] == "process_state"
         assert "is stopped (state T)" in hang[0]["reason"]
         stopped = named(evs, "stopped")[0]
-        # SIGTERM sufficed: the stopped rank was continued so it could take the signal (no SIGKILL at the deadline)
-        assert stopped["rung"] == "sigterm" and stopped["survivors"] == [] and len(stopped["continued"]) == 1
+        # the stopped rank got SIGKILL at once, the others SIGTERM, which sufficed (no SIGKILL at the deadline)
+        assert stopped["rung"] == "sigterm" and stopped["survivors"] == [] and stopped["continued"] == []
+        assert stopped["killed_stopped"] == [pid]
+        stop_cmd = next(e for e in named(evs, "command") if e["command"] == "stop")
+        # the figure (issue 11: within 2 s of the stop command), printed, not asserted
+        print(f"\nstop of a job with a SIGSTOPped rank: 'stopped' after {stopped['seconds']:.2f} s "
+              f"(rung {stopped['rung']}); {_t(stopped) - _t(stop_cmd):.2f} s from the stop command")
         # the incident's files carry the final verdict, the same as events.jsonl
         incident = named(evs, "incident")[0]
         assert incident["label"] == "collective_hang" and incident["culprit"]["rank"] == 2
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
-        verdict = json.loads((bundle / "verdict.json").read_text())
-        assert verdict["label"] == "collective_hang" and verdict["culprit"]["rank"] == 2
-        assert verdict["culprit_source"] == "process_state"
-        md = (bundle / "incident.md").read_text()
-        assert "**collective_hang**" in md and "rank 2 on node" in md
+        assert_incident_says(bundle, hang[0])
         manifest = json.loads((bundle / "manifest.json").read_text())
         assert manifest["verdict_final"] is True
         sizes = {f["path"]: f["size"] for f in manifest["files"]}
@@ -134,8 +157,7 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
             assert "stack differs from the 3 others, which wait in _engine_run_backward" in hang[0]["reason"]
             if where is not None:
                 assert f"(it is in {where})" in hang[0]["reason"]
-        bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
-        assert "rank 2 on node" in (bundle / "incident.md").read_text()
+        assert_incident_says(run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"], hang[0])
         assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
@@ -165,6 +187,7 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
         # verdict) as the only rank that reported nothing: the same rank either way
         assert ("said it was done" in failed[0]["reason"]
                 or "vm/rank2 alone reported nothing" in failed[0]["reason"]), failed[0]["reason"]
+        assert_incident_says(run_dir / "incidents" / "incident-1" / "vm", failed[0])
         assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 has even data
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
@@ -192,9 +215,8 @@ def test_a_skipped_all_reduce_is_a_collective_mismatch_and_the_rank_that_noticed
             assert v["culprit_source"] == "stacks", v
             assert ("vm/rank2's stack as the ranks ended differs from the 2 others, which were in all_reduce "
                     "(it was in _engine_run_backward)") in v["reason"], v["reason"]
-        (md,) = (run_dir / "incidents" / "incident-1").glob("*/incident.md")
-        text = md.read_text()
-        assert "collective_mismatch" in text and "rank 2 on node" in text, text[:2000]
+        text = assert_incident_says(run_dir / "incidents" / "incident-1" / "vm", v)
+        assert "collective_mismatch" in text, text[:2000]
 
 
 def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restarted(
@@ -234,6 +256,7 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
+        assert_incident_says(bundle, hang[0])
         manifest = json.loads((bundle / "manifest.json").read_text())
         assert {r: n.get("via") for r, n in manifest["notes"]["stacks"].items()} == {
             str(r): "worker_server" for r in range(4)}, manifest["notes"]["stacks"]
@@ -265,8 +288,6 @@ def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_
         assert "behind the other 3 ranks of group" in hang[0]["reason"]
         # every node's bundle carries the job's final verdict
         for i in range(2):
-            verdict = json.loads((tmp_path / f"node{i}" / "incidents" / "incident-1" / f"n{i}" / "verdict.json")
-                                 .read_text())
-            assert verdict["culprit"] == {"node": "n1", "rank": 3}
+            assert_incident_says(tmp_path / f"node{i}" / "incidents" / "incident-1" / f"n{i}", hang[0])
         for i in range(2):
             assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / f"node{i}")) == []

@@ -95,7 +95,7 @@ def test_a_bundle_is_completed_with_the_final_verdict(tmp_path: Path) -> None:
     complete_bundle(res.bundle_dir, final, "s3://b/p")
     assert json.loads((res.bundle_dir / "verdict.json").read_text())["culprit"] == {"node": "n1", "rank": 3}
     md = (res.bundle_dir / "incident.md").read_text()
-    assert "rank 3 on node n1" in md and "is stopped (state T)" in md
+    assert "rank 3 on node n1; found by its process state (/proc)" in md and "is stopped (state T)" in md
     manifest = json.loads((res.bundle_dir / "manifest.json").read_text())
     assert manifest["verdict_final"] is True
     for f in manifest["files"]:

@@ -181,6 +181,23 @@ def test_an_nccl_dump_names_the_rank_that_never_entered_the_collective_the_other
     assert "rank2 is 1 collective behind the other 3 ranks of group 0" in v.reason
 
 
+def test_torchs_own_flight_recorder_analysis_reads_these_nccl_dumps_and_names_the_same_rank() -> None:
+    """The NCCL-layout dumps above are what torch's own analysis (``torch.distributed.flight_recorder``,
+    the ``torchfrtrace`` tool's ``build_db``) accepts, and it names rank 2 as the missing rank of the
+    collective the others are in: the rule agrees with torch's on torch's own reading."""
+    import argparse
+
+    from torch.distributed.flight_recorder.components.builder import build_db
+
+    details = {f"rank{r}": nccl_dump(r, 41 if r == 2 else 42, 41) for r in range(4)}
+    args = argparse.Namespace(verbose=False, just_print_entries=False, allow_incomplete_ranks=False,
+                              mismatch_cap=10, selected_ranks=None, pg_filters=None, print_stack_trace=False,
+                              best_effort=False)
+    db = build_db(details, args, "2.10")
+    missing = {int(c.collective_seq_id): c.missing_ranks for c in db.collectives if c.missing_ranks}
+    assert missing == {42: {2}}, db.collectives
+
+
 def test_the_collectives_of_start_up_do_not_end_start_up() -> None:
     """DDP broadcasts its parameters at construction; the first torch.compile / XLA compile comes
     after it and before any step: that silence is start-up (the startup timeout), not a hang."""

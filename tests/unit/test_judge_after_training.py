@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, Verdict
-from neuron_watch.judge import Judge, JudgeSettings
+from neuron_watch.judge import END_REDRAW_SECONDS, Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import Decision, RestartPolicy
 
@@ -82,6 +82,52 @@ def test_progress_after_the_end_line_cancels_it() -> None:
     assert j.training_finished() is None
     v: Verdict = j.verdict(12.0 + 100.0)
     assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART)
+
+
+# rank 0 of a real HF Trainer run (4 ranks, --max-steps 6), in the order its log got them: the bar's
+# redraws were too quick for tqdm to print, the log dicts carry no step, then the final metrics and
+# the closing redraws of the training bar and of the final save's bar
+HF_RANK0 = ["{'loss': '4.559', 'grad_norm': '0.5647', 'learning_rate': '0.0001667', 'epoch': '0.75'}",
+            "{'train_runtime': '0.3675', 'train_samples_per_second': '522.5', 'train_steps_per_second': '16.33', "
+            "'train_loss': '4.557', 'epoch': '0.75'}",
+            "training done at step 6",
+            "100%|##########| 6/6 [00:00<00:00, 20.55it/s]",
+            "Writing model shards: 100%|##########| 1/1 [00:00<00:00, 410.60it/s]",
+            "100%|##########| 6/6 [00:00<00:00, 16.20it/s]"]
+
+
+@pytest.mark.parametrize("bar_before", [False, True])
+def test_the_bars_closed_after_the_end_line_do_not_cancel_it(bar_before: bool) -> None:
+    """Ranks 1 and 2 then hung in torch's teardown: judged a hang of the training at the hang
+    timeout and restarted, because the closing redraws had cancelled the end. With or without the
+    bar's steps printed before the end."""
+    j = Judge(KB, JudgeSettings(hang_timeout=12.0, save_timeout=600.0), start=0.0)
+    j.expect([RankKey(N, r) for r in range(4)], 0.0)
+    if bar_before:
+        for n in range(1, 7):
+            j.observe_line(ln(0, f"{n * 100 // 6}%|#####     | {n}/6 [00:0{n}<00:00, 14.40it/s]", float(n)))
+    for i, text in enumerate(HF_RANK0):
+        j.observe_line(ln(0, text, 6.0 + 0.01 * i))
+    assert j.training_finished() is not None
+    for r in (0, 3):
+        j.observe_exit(RankExit(RankKey(N, r), 0, 7.0))
+    v = j.verdict(7.0 + 100.0)  # ranks 1 and 2 still in their teardown, far past the hang timeout
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    v = j.verdict(6.2 + 601.0)  # past the save timeout: stopped, not restarted
+    assert (v.action, v.after_training) == (Action.STOP, True), v.reason
+    assert v.culprit is None and set(v.ranks) == {RankKey(N, 1), RankKey(N, 2)}  # not rank 0, which said it
+    j.observe_exit(RankExit(RankKey(N, 2), 0, 610.0))
+    v = j.verdict(611.0)
+    assert (v.culprit, v.culprit_source) == (RankKey(N, 1), "process_state"), v
+
+
+def test_a_bar_beyond_the_ends_step_or_later_progress_cancels_the_end() -> None:
+    j = trained(OWN_END)  # steps 1..10, the end said at 10.5
+    j.observe_line(ln(0, "step 11 loss 1.4", 11.0))  # within the redraw window, but a step beyond
+    assert j.training_finished() is None
+    j = trained(OWN_END)
+    j.observe_line(ln(0, "step 3 loss 1.4", 10.5 + END_REDRAW_SECONDS + 1))  # a second run, after the window
+    assert j.training_finished() is None
 
 
 def test_one_rank_that_says_done_and_exits_while_the_others_wait_is_a_hang_and_the_culprit() -> None:

@@ -39,10 +39,14 @@ from typing import Any
 _DIR_ENV = "NEURON_WATCH_PROBE_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGET = "torch.distributed"
-#: how long requests already accepted get to finish at exit: a stack dump waiting for the GIL gets
-#: it within Python's switch interval (5 ms) and is done in milliseconds; the exit of each rank is
-#: this much longer
-_DRAIN_SECONDS = 0.05
+#: at exit, the longest wait for the worker server's open connections to close (their requests
+#: finishing with the GIL released); a stack dump takes milliseconds, this is a bound, not a pause
+_DRAIN_SECONDS = 2.0
+#: at exit, the shortest and the longest moment the GIL is left to torch's gloo threads (see
+#: :func:`_let_gloo_threads_finish`)
+_GLOO_MIN_SECONDS = 0.01
+_GLOO_MAX_SECONDS = 0.2
+_SLICE = 0.002
 
 
 def _status(path: str, **fields: Any) -> None:
@@ -87,14 +91,19 @@ class _Probe:
             _status(self.status, state="failed", socket=self.socket, error=f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
-        """At interpreter exit (atexit): stop the server without deadlocking the exit.
+        """At interpreter exit (atexit; registered first, so it runs last): stop the server without
+        deadlocking the exit, then leave the interpreter's teardown nothing that needs the GIL.
 
         torch's ``_WorkerServer.shutdown()`` joins the server's threads while holding the GIL (the
-        binding does not release it), and a ``dump_traceback`` request in flight needs the GIL
-        (``py::gil_scoped_acquire`` in its handler): shutting down during one hangs the rank at
-        exit for ever after "Server shutting down" (reproduced: tests/process/test_rank_probe.py).
-        So: unlink the socket first (no new request finds the server), give the requests already
-        accepted a moment with the GIL released (``time.sleep``) to finish, then shut down."""
+        binding does not release it), and a ``dump_traceback`` request being handled needs the GIL
+        (``py::gil_scoped_acquire`` in its handler): a shutdown while one is handled hangs the rank
+        at exit for ever after "Server shutting down" (tests/process/test_rank_probe.py). A request
+        on a connection accepted before the stop can still arrive after any fixed pause (and a
+        loaded machine can keep a handler off the CPU past one). So: unlink the socket (no new
+        connection), shut the read side of every connection the server holds (no request not yet
+        read can start a handler), wait with the GIL released until the server has closed them all
+        (a handler in flight gets the GIL and finishes), only then shut down: nothing left to join
+        needs the GIL."""
         with contextlib.suppress(BaseException):
             self._death_by_exception(getattr(sys, "last_traceback", None))
         with contextlib.suppress(BaseException):
@@ -104,12 +113,12 @@ class _Probe:
                 os.unlink(self.socket)
             server, self.server = self.server, None
             if server is not None:
-                import time
-
-                time.sleep(_DRAIN_SECONDS)
+                _drain_connections(self.socket, _DRAIN_SECONDS)
                 server.shutdown()
         except BaseException:
             pass
+        with contextlib.suppress(BaseException):
+            _let_gloo_threads_finish()
 
     def _record_death(self) -> None:
         """Where this rank is when it is ended by SIGTERM (torchrun ending the rest of a failed job
@@ -173,6 +182,99 @@ class _Probe:
             f.write(doc if isinstance(doc, bytes) else str(doc).encode())
         os.replace(tmp, path)
         _status(self.status, state="exited", socket=self.socket, error="", fr=path)
+
+
+
+def _server_connections(path: str) -> list[str]:
+    """The inodes of the connections to the unix-socket server bound to ``path`` that the kernel
+    knows of (``/proc/net/unix``: accepted ones, and ones still waiting in the listen backlog, inode
+    0, carry the listener's name; the listener is the one flagged to accept, ``__SO_ACCEPTCON``).
+    Only this process's server has this path."""
+    found = []
+    with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+        next(f, None)  # Num RefCount Protocol Flags Type St Inode Path
+        for line in f:
+            cols = line.split(None, 7)
+            if len(cols) == 8 and cols[7].rstrip("\n") == path and not int(cols[3], 16) & 0x10000:
+                found.append(cols[6])
+    return found
+
+
+def _shut_reading(inodes: set[str]) -> None:
+    """Shut the read side of this process's sockets with these inodes (through a duplicate of the
+    descriptor: the server's own is left to the server)."""
+    import socket
+
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+            if not (link.startswith("socket:[") and link[8:-1] in inodes):
+                continue
+            with socket.socket(fileno=os.dup(int(name))) as s:
+                s.shutdown(socket.SHUT_RD)
+        except (OSError, ValueError):
+            continue  # closed meanwhile
+
+
+def _drain_connections(path: str, bound: float) -> None:
+    """Shut the read side of each connection the server holds, and wait (``time.sleep``: the GIL is
+    free for their handlers) until the server has closed them all, at most ``bound`` seconds. A
+    request already read is still answered; one still to come reads end-of-file and starts no
+    handler. A connection still in the listen backlog is shut once the server accepts it: the
+    wait ends when none is left at all (the socket file is gone, so no new one can come)."""
+    import time
+
+    deadline = time.monotonic() + bound
+    shut: set[str] = set()
+    while time.monotonic() < deadline:
+        conns = set(_server_connections(path))
+        if not conns:
+            return
+        fresh = conns - shut - {"0"}
+        if fresh:
+            _shut_reading(fresh)
+            shut |= fresh
+        time.sleep(_SLICE)
+
+
+def _gloo_threads_runnable() -> bool:
+    """Whether a gloo worker thread of this process (``pt_gloo_runloop``, named by torch's
+    ProcessGroupGloo) is running or waiting for a CPU (state ``R``)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, _, rest = stat.partition("(")[2].rpartition(")")
+        if name.startswith("pt_gloo_runloop") and rest.split()[:1] == ["R"]:
+            return True
+    return False
+
+
+def _let_gloo_threads_finish() -> None:
+    """Leave the GIL to torch's gloo worker threads for a moment before the interpreter's teardown.
+
+    A gloo worker drops its reference to a finished collective's work after the rank's
+    ``wait()`` has returned, and dropping a tensor Python also holds takes the GIL
+    (``TensorImpl::decref_pyobject``). Once Python has begun finalizing, a thread taking the GIL is
+    ended by ``pthread_exit``, whose unwinding through that noexcept destructor is
+    ``std::terminate``: "terminate called without an active exception", SIGABRT, after a job that
+    never destroyed its process group finished (a core of one: ``~AsyncAllreduceWork`` ->
+    ``decref_pyobject`` -> ``take_gil`` -> ``PyThread_exit_thread``; pytorch/pytorch#190489). A rank
+    that exits right after its last collective, without neuron-watch, dies so in about a third of
+    runs (tests/benchmarks/bench_exit_abort.py: 11 of 18). This is the last atexit handler: sleeping here hands
+    the GIL to a waiting worker, which drops its work while dropping is still allowed. At least
+    ``_GLOO_MIN_SECONDS``, then until no gloo worker is runnable, at most ``_GLOO_MAX_SECONDS``
+    (a rank that left a collective running does not wait for it)."""
+    import time
+
+    start = time.monotonic()
+    while True:
+        time.sleep(_SLICE)
+        waited = time.monotonic() - start
+        if waited >= _GLOO_MAX_SECONDS or (waited >= _GLOO_MIN_SECONDS and not _gloo_threads_runnable()):
+            return
 
 
 class _Loader(importlib.abc.Loader):
