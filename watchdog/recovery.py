@@ -381,7 +381,7 @@ class Recovery:
             report = (n.stop_report if name in stopped else None) or StopReport()
             out.append(self._emit(EventKind.STOPPED, node=name, rung=report.rung, seconds=report.seconds,
                                   survivors=list(report.survivors), continued=list(report.continued),
-                                  answered=name in stopped))
+                                  killed_stopped=list(report.killed_stopped), answered=name in stopped))
             out += [self._emit(EventKind.UPLOAD, node=name, **up) for up in report.uploads or ()]
         if lost and not self.fresh_agents_per_generation:
             reason = (f"node(s) {', '.join(lost)} lost (silent, no answer to the stop for "

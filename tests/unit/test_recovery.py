@@ -539,3 +539,15 @@ def test_a_late_answer_to_a_relaunch_or_checkpoint_changes_nothing() -> None:
     job.to_running()
     assert job.rec.checkpoint_chosen("/x", 1.0, job.heard) == []
     assert job.rec.relaunched(Relaunched(), 1.0) == [] and job.rec.state is JobState.RUNNING
+
+
+def test_each_nodes_stop_report_is_its_stopped_event() -> None:
+    job = Job(nodes=1)
+    job.to_running()
+    job.fail_and_capture()
+    job.say("n0", NodeStatus.STOPPED, report={"rung": "sigterm", "seconds": 0.6, "killed_stopped": [77],
+                                              "continued": [12], "survivors": []})
+    job.tick(at=1)
+    (stopped,) = job.events(EventKind.STOPPED)
+    assert {k: stopped.fields[k] for k in ("rung", "seconds", "killed_stopped", "continued", "answered")} == {
+        "rung": "sigterm", "seconds": 0.6, "killed_stopped": [77], "continued": [12], "answered": True}
