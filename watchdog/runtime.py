@@ -42,7 +42,7 @@ from neuron_watch.agent import NodeAgent
 from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
-from neuron_watch.console import StatusLine, say
+from neuron_watch.console import StatusLine, attach_console, say
 from neuron_watch.coordinator import (
     PAUSE_JUMP,
     Coordinator,
@@ -53,18 +53,20 @@ from neuron_watch.coordinator import (
 )
 from neuron_watch.envpolicy import HostFacts, plan_environment
 from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, NodeIdentity
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.judge import HangCalibration
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
+from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV
+from neuron_watch.storage import Storage, open_storage
 from neuron_watch.tail import console_echo
 from neuron_watch.timeline import write_timeline
-from neuron_watch.wiring import artifact_storage, attach_sinks, s3_core_dump_prefix
 
 log = logging.getLogger("neuron_watch")
 
@@ -136,6 +138,34 @@ def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:
         name = f"{name}-t{local}"
     procid = env.get("SLURM_PROCID", "")
     return NodeIdentity(int(procid) if procid.isdigit() else -1, name, host_name())
+
+
+# -- where events and artifacts go ------------------------------------------------------------
+
+
+def attach_sinks(events: EventLog, config: WatchConfig, job_id: str, status_line: StatusLine | None = None) -> None:
+    """The coordinator's event sinks: the console, and the broker of ``--mqtt``."""
+    attach_console(events, config, status_line=status_line)
+    if config.mqtt:
+        events.attach(MqttSink(parse_mqtt_url(config.mqtt), job_id))  # every event, also those before it
+
+
+def artifact_storage(config: WatchConfig, run_dir: str, env: Mapping[str, str] = os.environ) -> Storage | None:
+    """Where a node uploads its bundles; None when they stay where they are captured (the default)."""
+    if not config.artifacts:
+        return None
+    if not config.artifacts.startswith("s3://") and os.path.abspath(config.artifacts) == os.path.join(
+        run_dir, "incidents"
+    ):
+        return None
+    return open_storage(config.artifacts, env)
+
+
+def s3_core_dump_prefix(config: WatchConfig, job_id: str) -> str | None:
+    """Where the Neuron runtime uploads core dumps itself (``--artifacts s3://...``), else None."""
+    if config.artifacts and config.artifacts.startswith("s3://"):
+        return config.artifacts.rstrip("/") + f"/{job_id}/core-dumps"
+    return None
 
 
 # -- what the ranks get ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from neuron_watch.procs import become_subreaper
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (
     SignalLatch,
+    attach_sinks,
     base_node_name,
     build_agent,
     build_coordinator,
@@ -48,7 +49,6 @@ from neuron_watch.runtime import (
     torchrun_node,
 )
 from neuron_watch.tail import console_echo
-from neuron_watch.wiring import attach_sinks
 
 log = logging.getLogger("neuron_watch")
 

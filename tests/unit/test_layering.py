@@ -73,9 +73,9 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
     assert called["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
     assert called["coordinator_settings"] == {"runtime.build_coordinator"}
-    assert called["attach_console"] == {"wiring.attach_sinks"}
-    assert called["MqttSink"] == {"wiring.attach_sinks"}
-    assert called["open_storage"] >= {"wiring.artifact_storage"}
+    assert called["attach_console"] == {"runtime.attach_sinks"}
+    assert called["MqttSink"] == {"runtime.attach_sinks"}
+    assert called["open_storage"] >= {"runtime.artifact_storage"}
     # the node before the job's shape (a signal during start-up) records its end with the same sinks
     assert called["attach_sinks"] == {"runtime.build_coordinator", "supervisor._record_end_before_shape"}
     assert called["artifact_storage"] == {"runtime.build_agent"}
