@@ -30,7 +30,6 @@ import enum
 import json
 import logging
 import os
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,6 +58,7 @@ from neuron_watch.events import (
 )
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.iofaults import AppendFile, IOHealth
+from neuron_watch.jobreport import JobReport, progressed_for
 from neuron_watch.judge import BlindWarning, RecompileNote
 from neuron_watch.policy import JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
@@ -116,9 +116,6 @@ COORDINATOR_NODE = "coordinator"
 PAUSE_JUMP = 5.0
 #: A standalone coordinator serves this long after the job's end for every node to say it exited.
 NODES_EXIT_GRACE = 10.0
-#: How long a recompile's console line waits for the failed guard that follows its announcement.
-RECOMPILE_REASON_WAIT = 2.0
-_RECOMPILED_FUNCTION = re.compile(r"Recompiling function (\S+) in (\S+)")
 #: Shares of the loop's time a verdict and a status document may take at most: each waits this
 #: many times its own last cost (a verdict over 65,536 compiling ranks takes ~0.3 s, a status
 #: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
@@ -319,7 +316,6 @@ def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **over
 #: The recovery steps are the job states of :mod:`neuron_watch.policy` (one state machine for all).
 Phase = JobState
 
-PROGRESS_EVENT_EVERY = 30.0  # seconds between `progress` events (the first of a generation at once)
 
 
 class Coordinator:
@@ -385,14 +381,6 @@ class Coordinator:
             fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
             phase_since=now)
         self.wall = wall
-        self._progress_step: int | None = None
-        self._progress_at: float | None = None
-        self._progress_line_wall: float | None = None
-        self._blind_said = False  # the "no progress recognised" warning of this generation was given
-        self._storms_said: set[RankKey] = set()  # ranks whose recompile storm was reported this generation
-        self._unexplained_said = 0  # the judge's unexplained error lines of this generation warned about
-        self._recompiles_said = 0  # the judge's recompile notes of this generation said on the console
-        self._compile_reports_said = 0  # the judge's compile-time reports of this generation sent as events
         self._last_status = -1e18
         self._status_every = 1.0
         self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
@@ -407,6 +395,8 @@ class Coordinator:
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
         self.health.listeners.append(self._io_fault)
+        #: what the judge found that the operator must hear while the job runs (progress, warnings)
+        self.report = JobReport(self.events, clock, wall)
         self._io_told = False  # faults seen before this coordinator existed are told at the first tick
         self.last_verdict: Verdict | None = None
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
@@ -844,12 +834,7 @@ class Coordinator:
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
             self.last_verdict = verdict
-            self._progress_event(now)
-            self._blind_check(now)
-            self._storm_check()
-            self._recompile_check(now)
-            self._compile_report_check()
-            self._unexplained_check()
+            self.report.after_verdict(self.judge, self.generation, self.recovery.state is JobState.RUNNING, now)
             self._verdict_every = max(self.settings.verdict_interval, (time.perf_counter() - spent) / VERDICT_SHARE)
         if self._relaunching:
             self._relaunch_done(now)
@@ -904,111 +889,6 @@ class Coordinator:
     def restarts(self) -> int:
         return self.recovery.policy.restarts
 
-    def _progress_event(self, now: float) -> None:
-        """A ``progress`` event for a new step (or, for progress lines without a step such as the
-        HF Trainer's ``{'loss': ...}``, for newer progress), dated by the line that showed it:
-        the event may be sent up to PROGRESS_EVENT_EVERY later, and a batch may arrive late."""
-        if self.recovery.state is not JobState.RUNNING:
-            return
-        step = self.judge.max_step if self.judge is not None else None
-        at = self._progress_wall()
-        if step is None and at is None:
-            return
-        if step is not None and step == self._progress_step:
-            return
-        if step is None and at == self._progress_line_wall:
-            return
-        if self._progress_at is not None and now - self._progress_at < PROGRESS_EVENT_EVERY:
-            return
-        self._progress_step, self._progress_at, self._progress_line_wall = step, now, at
-        self.events.emit(EventKind.PROGRESS, self.generation, at=at, step=step)
-
-    def _progress_wall(self) -> float | None:
-        """Wall time of the line that first showed the newest step (any progress line without steps)."""
-        if self.judge is None:
-            return None
-        wall = self.judge.max_step_wall if self.judge.max_step is not None else self.judge.last_progress_wall
-        return wall
-
-    def _progress_fields(self) -> dict[str, Any]:
-        at = self._progress_wall()
-        if at is None:  # a judge that does not keep line times: convert its monotonic time
-            times = self.judge.step_times if self.judge is not None else []
-            at = self.wall() - (self.clock() - times[-1]) if times else None
-        return {
-            "last_progress": None if at is None else iso_utc(at),
-            "last_step": None if self.judge is None else self.judge.max_step,
-        }
-
-    def _unexplained_check(self) -> None:
-        """A ``warning`` event for each error line no signature explains (the judge keeps the first
-        few of a generation): while the ranks go on it is not a failure, but the operator should know."""
-        seen = self.judge.unexplained if self.judge is not None else []
-        for ev in seen[self._unexplained_said:]:
-            message = (f"{ev.key}: an error line no signature recognises (not acted on while the job goes on): "
-                       f"{ev.text[:300]}")
-            self.events.emit(EventKind.WARNING, self.generation, kind="unrecognised_error", message=message,
-                             node=ev.key.node, rank=ev.key.rank, line=ev.text[:300], file=ev.source, lineno=ev.lineno)
-            log.warning("%s", message)
-        self._unexplained_said = len(seen)
-
-    def _blind_check(self, now: float) -> None:
-        """Say once per generation when no progress line was recognised (the judge decides)."""
-        if self._blind_said or self.recovery.state is not JobState.RUNNING:
-            return
-        warning = self.judge.blind(now) if self.judge is not None else None
-        if warning is None:
-            return
-        self._blind_said = True
-        message = warning.message()
-        self.events.emit(EventKind.WARNING, self.generation, kind="no_progress_recognised", message=message,
-                         seconds=warning.seconds, lines=list(warning.lines), ranks=warning.ranks)
-        # The console sink for events (eventlog) will print this; until it lands, log it here.
-        log.warning("%s", message)
-
-    def _storm_check(self) -> None:
-        """Report once per rank and generation a rank that recompiles again and again (the judge
-        decides): slow, not hung, and not to be left unsaid."""
-        for key, count, line in self.judge.recompile_storms() if self.judge is not None else []:
-            if key in self._storms_said:
-                continue
-            self._storms_said.add(key)
-            by = "torch.compile" if line.signature.startswith("torch.") else "a graph compiler, after the first step"
-            message = (f"{key} recompiled its graph {count} time(s) this generation ({by}): each new "
-                       f"input shape or code path pays a compile while the other ranks wait. Last: "
-                       f"{line.text.strip()[:200]}")
-            self.events.emit(EventKind.WARNING, self.generation, kind="recompile_storm", message=message,
-                             node=key.node, rank=key.rank, recompiles=count, line=line.text.strip()[:500])
-            log.warning("%s", message)
-
-    def _recompile_check(self, now: float) -> None:
-        """A ``recompile`` event (a console line) for each recompile a rank announced, with the guard
-        that failed. The reason comes on the lines after the announcement: a note still without one
-        waits a moment (the rest of dynamo's message is on its way), then goes out without it."""
-        notes = self.judge.recompile_notes if self.judge is not None else []
-        for note in notes[self._recompiles_said:]:
-            if note.reason is None and now - note.announced.mono < RECOMPILE_REASON_WAIT:
-                break
-            ev = note.announced
-            found = _RECOMPILED_FUNCTION.search(ev.text)
-            self.events.emit(EventKind.RECOMPILE, self.generation, node=ev.key.node, rank=ev.key.rank,
-                             function=found.group(1) if found else "", where=found.group(2) if found else "",
-                             reason=note.reason or "", line=ev.text.strip()[:500])
-            self._recompiles_said += 1
-
-    def _compile_report_check(self) -> None:
-        """A ``compile_report`` event for each compile-time figure a rank printed by the compiler's
-        own account (torch-xla's metrics report): goodput takes the newest of each generation."""
-        reports = self.judge.compile_reports if self.judge is not None else []
-        for key, compiles, seconds in reports[self._compile_reports_said:]:
-            self.events.emit(EventKind.COMPILE_REPORT, self.generation, node=key.node, rank=key.rank, compiles=compiles,
-                             seconds=round(seconds, 3), source="torch_xla metrics")
-        self._compile_reports_said = len(reports)
-
-    def _progressed_for(self) -> float:
-        times = self.judge.step_times if self.judge is not None else []
-        return times[-1] - times[0] if len(times) > 1 else 0.0
-
     def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
         """The verdict as the bundles' ``verdict.json`` holds it."""
         return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
@@ -1030,7 +910,8 @@ class Coordinator:
 
     def _facts(self, verdict: Verdict | None) -> Facts:
         return Facts(nodes=self.nodes, heard=self.heard, verdict=verdict, enough_nodes=self._enough_nodes(),
-                     progress=Progress(**self._progress_fields(), progressed_for=self._progressed_for()),
+                     progress=Progress(**self.report.progress_fields(self.judge),
+                                       progressed_for=progressed_for(self.judge)),
                      launcher_gone=self.relauncher.gone())
 
     def _execute(self, commands: list[Command], now: float) -> None:
@@ -1078,12 +959,7 @@ class Coordinator:
         """What the coordinator keeps per generation starts afresh: the judge, what was reported."""
         if self.judge_factory:
             self.judge = self.judge_factory(generation, now)
-        self._progress_step, self._progress_at, self._progress_line_wall = None, None, None
-        self._blind_said = False
-        self._storms_said = set()
-        self._recompiles_said = 0
-        self._compile_reports_said = 0
-        self._unexplained_said = 0
+        self.report = JobReport(self.events, self.clock, self.wall)
         for v in self.nodes.values():
             v.launcher_code = None
             v.recorder.clear()  # the new ranks start their own servers
@@ -1102,7 +978,7 @@ class Coordinator:
         self.broadcast(Shutdown(cmd.reason, cmd.code))
         fields: dict[str, Any] = {"exit_code": cmd.code, "restarts": self.recovery.policy.restarts,
                                   "state": cmd.state.value, "incidents": self.recovery.incident,
-                                  "reason": cmd.reason, **self._progress_fields(),
+                                  "reason": cmd.reason, **self.report.progress_fields(self.judge),
                                   "dropped_lines": sum(v.reported_dropped_lines for v in self.nodes.values()),
                                   "watchdog_io": self.health.summary()}
         closing = {"time": iso_utc(self.wall()), "event": EventKind.JOB_FINISHED.value,

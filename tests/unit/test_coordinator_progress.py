@@ -108,7 +108,7 @@ def test_progress_events_carry_the_lines_time_not_the_arrival(coord: Coordinator
     deliver(coord, clock, agent.lines(1, STEP.format(2), 1006.0, 1080.0, classified), 1080.0)
     got = [(e["step"], e["time"]) for e in events(coord, "progress")]
     assert got == [(1, iso_utc(W0 + 1000.0)), (2, iso_utc(W0 + 1005.0))]
-    fields = coord._progress_fields()
+    fields = coord.report.progress_fields(coord.judge)
     assert fields == {"last_progress": iso_utc(W0 + 1005.0), "last_step": 2}
 
 
