@@ -102,8 +102,9 @@ def test_two_hosts_hang_on_the_second_restarts_both_from_one_checkpoint(
         assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 3
         restart = [e for e in evs if e["event"] == "restart"]
         assert len(restart) == 1
+        node_of_host = {host: node for node, host in hellos.items()}  # the name each agent announced
         for _p, run_dir, name in nodes:
-            gen1 = json.loads((run_dir / "gen-1" / f"command-{name}.json").read_text())
+            gen1 = json.loads((run_dir / "gen-1" / f"command-{node_of_host[name]}.json").read_text())
             assert gen1["checkpoint"] == restart[0]["checkpoint"] and gen1["checkpoint"].endswith("step_5")
         for _p, run_dir, _n in nodes:
             assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []

@@ -64,14 +64,16 @@ def test_one_rank_recompiling_for_many_hang_timeouts_is_compiling_and_the_job_fi
         evs = events(run_dir)
         verdicts = [e for e in named(evs, "verdict") if e["generation"] == 0]
         assert [e for e in verdicts if e["label"] == "collective_hang"] == [], verdicts
-        # Rank 1's recompile is at step 4: until it is over the job's step stays 3. Every verdict in
-        # force from its announcement until then is "compiling" (verdict events come when the label
-        # changes: the one in force at the announcement may be the first compile's).
+        # Rank 1's recompile is at step 4: until it is over the job's step stays 3. Every verdict
+        # given after its announcement until then is "compiling". Verdict events come when the label
+        # changes, so the one in force at the announcement is healthy or the first compile's.
         (recompile,) = named(evs, "recompile")
         assert recompile["rank"] == 1 and "size mismatch" in recompile["reason"], recompile
         before = [e for e in verdicts if e["time"] <= recompile["time"]]
-        in_force = before[-1:] + [e for e in verdicts if e["time"] > recompile["time"]]
-        during = [e for e in in_force if e["step"] is None or e["step"] <= 3]
+        after = [e for e in verdicts if e["time"] > recompile["time"]]
+        assert before and before[-1]["label"] in ("healthy", "compiling"), before
+        in_force = before[-1:] + after
+        during = [e for e in after if e["step"] is None or e["step"] <= 3]
         assert during and all(e["label"] == "compiling" for e in during), \
             [(e["time"], e["label"], e.get("step"), e.get("reason")) for e in in_force]
         ended = next((e for e in in_force if e["step"] is not None and e["step"] > 3), None)
