@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neuron_watch.procs import ProcessSampler, is_compiler
-from tests.fixtures.procs import kill_group
+from tests.fixtures.procs import kill_group, pids_in_group
 
 
 def _cmdline(pid: int) -> bytes:
@@ -136,6 +136,7 @@ def test_a_workers_tree_cpu_counts_what_its_children_burn_and_a_stopped_worker_s
         _wait(lambda: sampler.sample(launcher.pid)[0][0].state == "T")
     finally:
         kill_group(launcher)
+    _wait(lambda: pids_in_group(launcher.pid) == [])  # the stopped worker and its child too
 
 
 def test_a_task_that_is_a_rank_is_known_by_the_rank_we_gave_it_not_its_own_rank_variables() -> None:
