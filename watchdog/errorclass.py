@@ -14,9 +14,13 @@ a cause whatever the message says:
 * argparse's usage error (``prog: error: unrecognized arguments: ...``, Lib/argparse.py);
 * where NCCL's WARN comes from: NCCL prints ``<file>:<line> NCCL WARN`` (src/include/debug.h
   ``WARN``), and its source tree says which subsystem failed: ``transport/``, ``misc/socket.cc``,
-  ``proxy.cc``, ``bootstrap.cc`` move data between ranks (the network), ``graph/`` reads the host's
+  ``proxy.cc``, ``bootstrap.cc`` move data between ranks (the network; ``misc/ibvwrap.cc`` is its
+  libibverbs wrapper, a failed ``ibv_*`` call is the InfiniBand transport), ``graph/`` reads the host's
   PCI/NVLink topology from /sys (a host that cannot show it will not run NCCL, whatever the retry),
-  ``misc/argcheck.cc`` checks the caller's arguments.
+  ``misc/argcheck.cc`` checks the caller's arguments;
+* an exception whose message says a file, path or directory does not exist (``ValueError: File
+  data/mllm_dome.json not found.``): a missing script or data path, whatever class the program raised
+  (issue 12 item 4).
 
 A form that says nothing of a cause (``RuntimeError``, ``ValueError``, a WARN of ``init.cc``) reads
 as None: the failure stays "cause not recognised".
@@ -127,13 +131,23 @@ _NCCL_WARN = re.compile(r"(?:^|\s)((?:[\w.]+/)*[\w.]+\.(?:cc|cu|c|h|cpp)):\d+ NC
 #: NCCL subsystems by source path (nccl src/ layout): the transports, sockets, proxy and bootstrap
 #: carry data between ranks; graph/ reads the host's topology; misc/argcheck.cc checks arguments.
 _NCCL_SUBSYSTEMS: tuple[tuple[re.Pattern[str], tuple[str, str]], ...] = (
+    # misc/ibvwrap.cc wraps libibverbs (NCCL's own; the rdma-sharp plugin builds it as ibvwrap.c):
+    # "Call to ibv_modify_qp failed with 110 Connection timed out" (NVIDIA/nccl#2013)
     (re.compile(r"(?:^|/)(?:transport/|net_ib|net_socket|ib_plugin|p2p_plugin|socket\.cc|proxy\.cc|bootstrap\.cc"
-                r"|net\.cc|nccl_ofi|net_ofi)"), _COMM),
+                r"|net\.cc|nccl_ofi|net_ofi|ibvwrap\.)"), _COMM),
     (re.compile(r"(?:^|/)graph/"), ("config_error", "NCCL could not read this host's GPU/PCI topology from /sys "
                                     "(a container or VM that hides it, e.g. WSL): restarting repeats it. Expose /sys "
                                     "to the job, or give NCCL a topology file (NCCL_TOPO_FILE).")),
     (re.compile(r"(?:^|/)argcheck\.cc"), _CONFIG),
 )
+
+
+#: the message of an exception that names a missing file or directory, in the words programs use
+#: besides FileNotFoundError's own: "File data/mllm_dome.json not found." (LlamaFactory's data loader,
+#: hiyouga/LlamaFactory#6191), "path ... does not exist", "No such file or directory" under another class
+_MISSING_PATH = re.compile(
+    r"\b(?:[Ff]ile|[Pp]ath|[Dd]irectory|[Dd]ir|[Ff]older)\b[^:]{0,200}?\b(?:not found|does not exist|doesn't exist|"
+    r"cannot be found|could not be found)|No such file or directory")
 
 
 def family_of(name: str) -> tuple[str, str] | None:
@@ -172,4 +186,6 @@ def read_error(text: str) -> Reading | None:
         known = family_of(found.group(1))
         if known is not None:
             return _reading(known, found.group(1))
+        if _MISSING_PATH.search(text, found.end()):
+            return _reading(_CONFIG, f"{found.group(1)} naming a missing file")
     return None

@@ -19,6 +19,8 @@ READS = [
     ("gpu5:35917:35994 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129", Label.COMM_ERROR),  # NVIDIA/nccl-tests#24
     ("[2026-05-04 19:55:27] GPU-606:534134:535429 [1] transport/net_ib/p2p_resiliency.cc:325 NCCL WARN NET/IB: ncclIbResiliencyHandleDeviceFailure: Device 0 marked as failed. Initiating recovery? Yes (send comm=0x7f03e8086000, outstandingRecovery=0)", Label.COMM_ERROR),
     ("user:16901:16967 [2] misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3", Label.COMM_ERROR),
+    ("[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR, local GID index 3, local GID ::ffff:xxx.xx.xx.xx, remote GID ::ffff:xxx.xx.xxx.xx", Label.COMM_ERROR),  # NVIDIA/nccl#2013
+    ("container-e275-1553839402050-12124-01-000057:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to ibv_get_async_event failed", Label.COMM_ERROR),  # NVIDIA/nccl#230
     ("9306dc444753:248281:248306 [1] misc/argcheck.cc:39 NCCL WARN AllReduce : invalid root 4 (root should be in the 0..4 range)", Label.CONFIG_ERROR),
     # a Python exception's class
     ("CompilationError: at 8:11:", Label.COMPILE_ERROR),  # kijai/ComfyUI-WanVideoWrapper#252 (triton)
@@ -30,6 +32,10 @@ READS = [
     ("ConnectionRefusedError: [Errno 111] Connection refused", Label.COMM_ERROR),
     ("(RayTrainWorker pid=954, ip=10.67.132.202) torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", Label.COMM_ERROR),
     ("FloatingPointError: Minimum loss scale reached (0.0001).", Label.NUMERICAL_ERROR),
+    # a message that names a missing file, under a class that says nothing
+    ("[rank3]: ValueError: File data/mllm_dome.json not found.", Label.CONFIG_ERROR),  # hiyouga/LlamaFactory#6191
+    ("AssertionError: checkpoint path /ckpt/step_100 does not exist", Label.CONFIG_ERROR),
+    ("OSError: [Errno 2] No such file or directory: 'configs/train.yaml'", Label.CONFIG_ERROR),
     # argparse's usage error (Lib/argparse.py)
     ("`error: unrecognized arguments: --local_rank=0`", Label.CONFIG_ERROR),  # yangjianxin1/Firefly#154
     ("fine-tune.py: error: unrecognized arguments: --local_rank=1 --deepspeed llms/flan-t5-fp16-z3.json", Label.CONFIG_ERROR),
@@ -53,6 +59,9 @@ SAYS_NOTHING = [
     "Error: the metrics server refused the upload: unrecognized arguments in the payload",
     # RendezvousClosedError is the job finishing, not a broken connection (torch/distributed/elastic/rendezvous/api.py)
     "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+    # "not found" about something that is not a file
+    "KeyError: 'dense_wh_mask' not found in batch",
+    "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported.",
 ]
 
 
