@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.procs import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "examples" / "sagemaker" / "entry.py"
 TOY = REPO / "examples" / "toy" / "train.py"
@@ -67,10 +69,13 @@ def test_bad_environment_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path) -> None:
     port = str(29000 + os.getpid() % 900)
+    coordinator_port = free_port()
     procs = []
     for host in ("algo-1", "algo-2"):
         env = sm_env(tmp_path, ["algo-1", "algo-2"], host, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                     NEURON_WATCH_SECRET="e" * 32)  # the estimator's environment (launch_estimator.py)
+                     NEURON_WATCH_SECRET="e" * 32,  # the estimator's environment (launch_estimator.py)
+                     # not this host's default port 29510, which a test running at the same time may hold
+                     NEURON_WATCH_COORDINATOR=f"127.0.0.1:{coordinator_port}")
         log = open(tmp_path / f"{host}.log", "wb")  # noqa: SIM115 - closed below
         procs.append((subprocess.Popen([sys.executable, str(ENTRY), "--steps", "4", "--checkpoint-every", "2",
                                         "--step-time", "0.01"], env=env, stdout=log, stderr=subprocess.STDOUT,

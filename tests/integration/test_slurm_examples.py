@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.procs import free_port
 from tests.fixtures.slurm import REPO, SlurmCluster
 
 pytestmark = pytest.mark.integration
@@ -24,6 +25,9 @@ def run_job(c: SlurmCluster, tmp_path: Path, script: str, train_args: list[str],
     out = tmp_path / f"{script}.out"
     job_env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                    NPROC_PER_NODE="1", MASTER_PORT=str(29400 + os.getpid() % 500),
+                   # node 0's coordinator would take this host's default port 29510, which another test
+                   # running at the same time (tests/run runs two pytest-xdist workers) may hold
+                   NEURON_WATCH_COORDINATOR=f"127.0.0.1:{free_port()}",
                    CHECKPOINT_DIR=str(tmp_path / "ckpt"), RUN_DIR=str(tmp_path / "runs"), **env)
     import subprocess
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -17,8 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(d),
-                    str(ROOT)], check=True, timeout=300)
+    # One build of the tree at a time: two pytest-xdist workers (tests/run) may each build it for
+    # this module, and a build writes the tree's own build/ directory.
+    with open(Path(tempfile.gettempdir()) / "neuron-watch-wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(d),
+                        str(ROOT)], check=True, timeout=300)
     wheel = next(d.glob("neuron_watch-*.whl"))
     venv = d / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
