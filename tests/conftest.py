@@ -36,3 +36,55 @@ def require_binary(name: str) -> str:
     if IN_CI:
         pytest.fail(f"{name} is missing in CI: tests/run installs it; check its apt-get step")
     pytest.skip(f"{name} not installed (tests/run installs it)")
+
+
+# --- Scheduling: the longest tests first --------------------------------------------------------
+# tests/run hands tests to its xdist workers one at a time in collection order; a slow process
+# test collected last leaves the other worker idle while it runs, so the suite is ordered by each
+# test's last measured seconds (tests/durations.json, rewritten by `tests/run --record-durations`),
+# longest first. A test not yet measured is placed by its tier: real processes and real services
+# cost seconds, unit tests milliseconds.
+DURATIONS = ROOT / "tests" / "durations.json"
+_TIER_SECONDS = {"process": 20.0, "integration": 8.0}
+
+
+def _load_durations() -> dict[str, float]:
+    import json
+
+    try:
+        data = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    known = _load_durations()
+
+    def cost(item: pytest.Item) -> float:
+        if item.nodeid in known:
+            return known[item.nodeid]
+        return max((s for m, s in _TIER_SECONDS.items() if item.get_closest_marker(m)), default=0.05)
+
+    items.sort(key=cost, reverse=True)  # stable: ties keep their collected order
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Runs in the controller for every worker's report: set-up and teardown of a test's fixtures
+    # count towards it, since they are what a worker spends on it.
+    if os.environ.get("NW_RECORD_DURATIONS"):
+        _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not os.environ.get("NW_RECORD_DURATIONS") or hasattr(session.config, "workerinput") or not _measured:
+        return
+    import json
+
+    # Only tests that take a noticeable time are kept; the rest are placed by their tier.
+    merged = {k: v for k, v in _load_durations().items() if k not in _measured}
+    merged.update({k: round(v, 1) for k, v in _measured.items() if v >= 0.5})
+    DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
