@@ -8,8 +8,9 @@ the confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said
 failure called ``healthy`` (the worst mistake: a broken job left alone). ``--wrong`` also lists
 every other wrong answer with the signature that decided it. ``--batch B`` keeps the excerpts
 collected together as batch ``B`` (their ``batch`` key): ``issue12-heldout``, ``issue12-heldout-2``,
-``issue12-heldout-3``, ``issue12-heldout-4`` and ``issue23-heldout-5`` were each labelled and measured before any signature was
-written from them, so the figure at the commit that added each estimates blind accuracy.
+``issue12-heldout-3``, ``issue12-heldout-4`` and ``issue23-heldout-5`` were each labelled and
+measured before any signature was written from them, so the figure at the commit that added each
+estimates blind accuracy.
 """
 
 from __future__ import annotations
