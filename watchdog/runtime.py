@@ -129,6 +129,42 @@ def torchrun_node(env: Mapping[str, str], node_rank: int | None, multi_node: boo
     return NodeIdentity(place, name, host_name())
 
 
+def elastic_torchrun_node(env: Mapping[str, str], group_rank: int | None, pid: int) -> NodeIdentity:
+    """A ``neuron-watch torchrun`` node of an elastic rendezvous (c10d, etcd): its place is the
+    ``GROUP_RANK`` the rendezvous gave its first generation's workers (``node_rank`` means nothing
+    to torchrun there, and every wrapper's parser says 0). A name that is only the host name gets
+    the place (``<host>-n<place>``); where the rendezvous placed nobody (torchrun ended before it),
+    the wrapper's pid (``<host>-p<pid>``): two wrappers on one host share the host name. The name
+    stays for the whole run, though a later generation's rendezvous may number the nodes anew."""
+    name, unique = base_node_name(env)
+    place = -1 if group_rank is None else group_rank
+    if not unique:
+        name = f"{name}-n{place}" if place >= 0 else f"{name}-p{pid}"
+    return NodeIdentity(place, name, host_name())
+
+
+def on_this_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine: loopback, or an address a socket
+    can be bound to here (only this host's own addresses can; a network namespace has its own)."""
+    if host in ("", "localhost"):
+        return True
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    for family, _type, _proto, _name, sockaddr in found:
+        address = str(sockaddr[0])
+        if address.startswith("127.") or address == "::1":
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((address, 0))
+        except OSError:
+            continue
+        return True
+    return False
+
+
 def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:
     """A ``neuron-watch srun`` task's agent: its place is ``SLURM_PROCID`` (the task's rank in the
     step); its name the Slurm node's, ``-t<SLURM_LOCALID>`` for a second task on the same node."""

@@ -1,0 +1,152 @@
+"""Elastic multi-node launches on one machine: two ``neuron-watch torchrun --nnodes 2 --rdzv_backend
+c10d --rdzv_endpoint HOST:PORT --rdzv_id X`` with no ``--node_rank`` (torchrun's recommended form),
+a real torchrun each, sharing one host name. torchrun's parser says node_rank 0 in both; the
+wrappers must agree on one coordinator without a race and take their places from the rendezvous."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    TOY,
+    events,
+    force_cleanup,
+    free_port,
+    kill_group,
+    named,
+    pids_with_env,
+    wait_until_gone,
+)
+
+pytestmark = pytest.mark.process
+
+Node = tuple[subprocess.Popen[str], Path]
+
+
+@contextmanager
+def elastic_job(tmp_path: Path, env: dict[str, str], toy_args: list[str], watch_args: list[str],
+                coordinator: str) -> Iterator[list[Node]]:
+    """Two wrappers of one elastic job (no --node_rank, no NEURON_WATCH_NODE); stopped and reaped."""
+    rdzv, rdzv_id = f"127.0.0.1:{free_port()}", f"el-{secrets.token_hex(3)}"
+    ckpt = tmp_path / "ckpt"
+    nodes: list[Node] = []
+    with ExitStack() as stack:
+        for i in range(2):
+            run_dir = tmp_path / f"node{i}"
+            node_env = dict(env, NEURON_WATCH_SECRET="e" * 32)
+            argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
+                    "--coordinator", coordinator, *watch_args,
+                    "torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", rdzv, "--rdzv_id", rdzv_id,
+                    TOY, "--checkpoint-dir", str(ckpt), *toy_args]
+            out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
+            stack.callback(out.close)
+            p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            stack.callback(force_cleanup, str(run_dir))
+            stack.callback(kill_group, p)
+            nodes.append((p, run_dir))
+        yield nodes
+
+
+def wait_all(nodes: list[Node], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    return [p.wait(max(1.0, deadline - time.monotonic())) for p, _ in nodes]
+
+
+def outputs(tmp_path: Path) -> str:
+    return "".join(f"--- node{i}\n" + (tmp_path / f"node{i}.out").read_text()[-3000:] for i in range(2))
+
+
+def the_coordinators(nodes: list[Node]) -> Path:
+    """The run dir of the one wrapper that hosted the coordinator (the job's events)."""
+    hosts = [d for _p, d in nodes if (d / "events.jsonl").exists() and named(events(d), "job_started")]
+    assert len(hosts) == 1, f"{len(hosts)} coordinators"
+    return hosts[0]
+
+
+def node_of(run_dir: Path) -> str:
+    """The name a wrapper took: its generation-1 command file carries it (generation 0's files are
+    opened before the rendezvous places the node, under the host name)."""
+    (command,) = (run_dir / "gen-1").glob("command-*.json")
+    return command.stem.removeprefix("command-")
+
+
+def test_two_elastic_nodes_on_one_host_agree_on_one_coordinator_a_hang_is_judged_and_both_restart(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    host = socket.gethostname().split(".")[0]
+    with elastic_job(tmp_path, toy_env, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"],
+                     ["--hang-timeout", "6"], f"127.0.0.1:{free_port()}") as nodes:
+        codes = wait_all(nodes, 360)
+    assert codes == [0, 0], outputs(tmp_path)
+    coord = the_coordinators(nodes)
+    evs = events(coord)
+    # each node's place is the GROUP_RANK the rendezvous gave it, and its name carries it
+    hellos = sorted((e["node"], e["place"]) for e in named(evs, "node_hello"))
+    assert hellos == [(f"{host}-n0", 0), (f"{host}-n1", 1)]
+    assert sorted(node_of(d) for _p, d in nodes) == [f"{host}-n0", f"{host}-n1"]
+    assert not named(evs, "node_refused") and not named(evs, "job_refused")
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": f"{host}-n1", "rank": 3}
+    restarts = named(evs, "restart")
+    assert len(restarts) == 1 and restarts[0]["checkpoint"].endswith("step_5")
+    assert {e["node"] for e in named(evs, "stopped") if e["answered"]} == {f"{host}-n0", f"{host}-n1"}
+    assert named(evs, "job_finished")[-1]["exit_code"] == 0
+    # both nodes ran generation 1 from the one checkpoint (the rendezvous may place them anew)
+    for _p, run_dir in nodes:
+        gen1 = json.loads((run_dir / "gen-1" / f"command-{node_of(run_dir)}.json").read_text())
+        assert gen1["checkpoint"] == restarts[0]["checkpoint"]
+    resumed = "".join(f.read_text() for _p, d in nodes for f in (d / "gen-1").glob("rank-*.log"))
+    assert resumed.count("resuming at step 6") == 4, resumed[-2000:]
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+
+
+def test_an_elastic_job_whose_coordinator_port_another_job_holds_is_told_so(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """The port is held by another job's coordinator (same secret, another job id): neither node
+    hosts, both are refused by that coordinator, and each says the port is another job's."""
+    port = free_port()
+    other_dir = tmp_path / "other"
+    env = dict(toy_env, NEURON_WATCH_SECRET="e" * 32)
+    with open(tmp_path / "other.out", "w") as log:
+        other = subprocess.Popen([NEURON_WATCH, "--job-id", "other-job", "--run-dir", str(other_dir), "coordinator",
+                                  "--bind", f"127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not _listening(port):  # polls the other coordinator's start
+                assert other.poll() is None and time.monotonic() < deadline, (tmp_path / "other.out").read_text()
+                time.sleep(0.05)
+            with elastic_job(tmp_path, toy_env, ["--steps", "400"], ["--hang-timeout", "60"],
+                             f"127.0.0.1:{port}") as nodes:
+                codes = wait_all(nodes, 240)
+            text = outputs(tmp_path)
+            assert codes == [2, 2], text
+            for i in range(2):
+                said = (tmp_path / f"node{i}.out").read_text()
+                assert f"the coordinator port 127.0.0.1:{port} is held by job other-job" in said, said[-2000:]
+                assert "pick a free port" not in said
+            refused = [e for _p, d in nodes for e in named(events(d), "job_refused")]
+            assert len(refused) == 2 and {e["other_job"] for e in refused} == {"other-job"}
+            for _p, run_dir in nodes:
+                assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+        finally:
+            kill_group(other)
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(other_dir)) == []
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
