@@ -212,6 +212,10 @@ class Recovery:
     _last_label: Label | None = None  # the label of the last verdict emitted
     _last_explained = False  # ... and whether it was a healthy wait naming a rank (a long save)
     _interrupt: tuple[int, float] | None = None  # (signal, when)
+    #: a signal came while the nodes captured an incident: its verdict and incident are still owed
+    #: to the record (recorded once the nodes' evidence is in, or at the end of the stop)
+    _owed_incident = False
+    _capture_asked = -1  # the message count when the nodes were asked for the incident's evidence
     _lost_since: float | None = None
     _lost_said: float = -1e18
     _gone_since: float | None = None
@@ -247,6 +251,9 @@ class Recovery:
         if self._interrupt is not None or not self.live:
             return []
         self._interrupt = (signum, now)
+        # The nodes carry out the capture before the stop (their commands run in order), so their
+        # evidence still comes: the incident it belongs to is recorded with it, not forgotten.
+        self._owed_incident = self.sm.state is JobState.CAPTURING
         self._asked = heard
         return [StopJob(f"signal {signum}", self.settings.stop_timeout)]
 
@@ -331,16 +338,29 @@ class Recovery:
         self._failure_seen = None
         self.pending = verdict
         self.incident += 1
-        self._asked = facts.heard
+        self._asked = self._capture_asked = facts.heard
         return [*out, Capture(self.incident, verdict), *self._move(JobState.CAPTURING, now)]
 
     def _capturing(self, now: float, facts: Facts) -> list[Command]:
         # a node silent past the silence bound cannot answer in time: its evidence is missing, not awaited
-        reports = {name: self._evidence(n) for name, n in sorted(facts.nodes.items())}
+        reports = self._reports(facts)
         answered = bool(facts.nodes) and all(reports[name] is not None or not n.observed
                                              for name, n in facts.nodes.items())
         if not answered and now - self.phase_since < self.settings.evidence_timeout + 5:
             return []
+        out = self._record_incident(reports, facts)
+        # the final verdict (culprit included) completes every node's bundle before it uploads
+        return [*out, StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, self.pending),
+                *self._move(JobState.STOPPING, now)]
+
+    def _reports(self, facts: Facts) -> dict[str, EvidenceReport | None]:
+        """Each node's evidence report of the current incident (None: not given)."""
+        return {name: self._evidence(n) for name, n in sorted(facts.nodes.items())}
+
+    def _record_incident(self, reports: Mapping[str, EvidenceReport | None], facts: Facts,
+                         interrupted_by: int | None = None) -> list[Command]:
+        """The incident's final verdict (its culprit refined by the evidence), its manifest and its
+        ``incident`` event. ``interrupted_by``: the signal that cut the capture short."""
         verdict = culprit_from_evidence(self.pending, {k: v for k, v in reports.items() if v is not None})
         self.pending = verdict
         self._last_label = verdict.label
@@ -354,12 +374,10 @@ class Recovery:
             artifacts=artifacts,
             capture_seconds=max((r.seconds for r in reports.values() if r is not None), default=0.0),
             missing_items=sum(r.missing for r in reports.values() if r is not None),
-            nodes_without_evidence=sorted(n for n, r in reports.items() if r is None))
+            nodes_without_evidence=sorted(n for n, r in reports.items() if r is None),
+            **({} if interrupted_by is None else {"interrupted_by": interrupted_by}))
         self._asked = facts.heard
-        # the final verdict (culprit included) completes every node's bundle before it uploads
-        return [self._verdict_event(verdict, facts), RecordIncident(self.incident, reports), incident,
-                StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, verdict),
-                *self._move(JobState.STOPPING, now)]
+        return [self._verdict_event(verdict, facts), RecordIncident(self.incident, dict(reports)), incident]
 
     def _stopping(self, now: float, facts: Facts) -> list[Command]:
         s = self.settings
@@ -434,9 +452,23 @@ class Recovery:
         signum, since = self._interrupt
         stopped = self._all(facts, NodeStatus.STOPPED)
         # the srun step is gone: nobody is left to answer the stop (scancel signalled its tasks too)
-        if stopped or facts.launcher_gone is not None or now - since >= self.settings.stop_timeout + 10:
-            return self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
-        return []
+        over = stopped or facts.launcher_gone is not None or now - since >= self.settings.stop_timeout + 10
+        out: list[Command] = []
+        if self._owed_incident:
+            # Each node answers the capture before the stop, so a node that stopped (or is silent)
+            # has nothing more to give; the rest are awaited until the stop's own bound.
+            asked, self._asked = self._asked, self._capture_asked
+            reports = self._reports(facts)
+            self._asked = asked
+            given = all(reports[name] is not None or not n.observed or self._has(n, NodeStatus.STOPPED)
+                        for name, n in facts.nodes.items())
+            if given or over:
+                self._owed_incident = False
+                out = self._record_incident(reports, facts, interrupted_by=signum)
+                self._asked = asked
+        if over:
+            return out + self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
+        return out
 
     def _launcher_gone(self, now: float, facts: Facts) -> list[Command] | None:
         """``neuron-watch srun``: the step ended without being told to (a task died, a node failed).
