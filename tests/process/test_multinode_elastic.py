@@ -24,7 +24,7 @@ from tests.fixtures.procs import (
     free_port,
     kill_group,
     named,
-    pids_with_env,
+    pids_in_group,
     wait_until_gone,
 )
 
@@ -112,41 +112,66 @@ def test_two_elastic_nodes_on_one_host_agree_on_one_coordinator_a_hang_is_judged
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
 
 
+@contextmanager
+def standalone(tmp_path: Path, env: dict[str, str], job_id: str, port: int,
+               extra: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """``neuron-watch coordinator`` for ``job_id`` on loopback ``port``, listening when yielded;
+    stopped (one deadline) and reaped afterwards."""
+    run_dir = tmp_path / "coordinator"
+    with open(tmp_path / "coordinator.out", "w") as log:
+        p = subprocess.Popen([NEURON_WATCH, "--job-id", job_id, "--run-dir", str(run_dir), "coordinator",
+                              "--bind", f"127.0.0.1:{port}", *extra], env=dict(env, NEURON_WATCH_SECRET="e" * 32),
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not _listening(port):  # polls the coordinator's start
+                assert p.poll() is None and time.monotonic() < deadline, (tmp_path / "coordinator.out").read_text()
+                time.sleep(0.05)
+            yield p
+        finally:
+            kill_group(p)
+    assert pids_in_group(p.pid) == []
+
+
+def test_elastic_nodes_that_leave_the_job_to_a_standalone_coordinator_take_their_places_from_the_rendezvous(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    host = socket.gethostname().split(".")[0]
+    port, job_id = free_port(), f"els-{secrets.token_hex(3)}"
+    with standalone(tmp_path, toy_env, job_id, port, ["--nodes", "2"]) as coord:
+        node_env = dict(toy_env, NEURON_WATCH_HOST_COORDINATOR="0")
+        with elastic_job(tmp_path, node_env, ["--steps", "8"], ["--job-id", job_id], f"127.0.0.1:{port}") as nodes:
+            codes = wait_all(nodes, 240)
+        assert codes == [0, 0], outputs(tmp_path)
+        assert coord.wait(60) == 0, (tmp_path / "coordinator.out").read_text()[-3000:]
+    evs = events(tmp_path / "coordinator")
+    assert sorted((e["node"], e["place"]) for e in named(evs, "node_hello")) == [(f"{host}-n0", 0), (f"{host}-n1", 1)]
+    assert not named(evs, "node_refused")
+    assert named(evs, "job_finished")[-1]["exit_code"] == 0
+    assert not any((d / "events.jsonl").exists() for _p, d in nodes)  # no wrapper hosted a coordinator
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+
+
 def test_an_elastic_job_whose_coordinator_port_another_job_holds_is_told_so(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
     """The port is held by another job's coordinator (same secret, another job id): neither node
     hosts, both are refused by that coordinator, and each says the port is another job's."""
     port = free_port()
-    other_dir = tmp_path / "other"
-    env = dict(toy_env, NEURON_WATCH_SECRET="e" * 32)
-    with open(tmp_path / "other.out", "w") as log:
-        other = subprocess.Popen([NEURON_WATCH, "--job-id", "other-job", "--run-dir", str(other_dir), "coordinator",
-                                  "--bind", f"127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while not _listening(port):  # polls the other coordinator's start
-                assert other.poll() is None and time.monotonic() < deadline, (tmp_path / "other.out").read_text()
-                time.sleep(0.05)
-            with elastic_job(tmp_path, toy_env, ["--steps", "400"], ["--hang-timeout", "60"],
-                             f"127.0.0.1:{port}") as nodes:
-                codes = wait_all(nodes, 240)
-            text = outputs(tmp_path)
-            assert codes == [2, 2], text
-            for i in range(2):
-                said = (tmp_path / f"node{i}.out").read_text()
-                assert f"the coordinator port 127.0.0.1:{port} is held by job other-job" in said, said[-2000:]
-                assert "pick a free port" not in said
-            refused = [e for _p, d in nodes for e in named(events(d), "job_refused")]
-            assert len(refused) == 2 and {e["other_job"] for e in refused} == {"other-job"}
-            for _p, run_dir in nodes:
-                assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
-        finally:
-            kill_group(other)
-    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(other_dir)) == []
+    with standalone(tmp_path, toy_env, "other-job", port, []):
+        with elastic_job(tmp_path, toy_env, ["--steps", "400"], ["--hang-timeout", "60"],
+                         f"127.0.0.1:{port}") as nodes:
+            codes = wait_all(nodes, 240)
+        assert codes == [2, 2], outputs(tmp_path)
+        for i in range(2):
+            said = (tmp_path / f"node{i}.out").read_text()
+            assert f"the coordinator port 127.0.0.1:{port} is held by job other-job" in said, said[-2000:]
+            assert "pick a free port" not in said
+        refused = [e for _p, d in nodes for e in named(events(d), "job_refused")]
+        assert len(refused) == 2 and {e["other_job"] for e in refused} == {"other-job"}
+        for _p, run_dir in nodes:
+            assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
 
 
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
-
