@@ -10,8 +10,9 @@ Each of those modules knows how it launches ranks; everything else comes from he
 
 * the job's **identity**, resolved in one place: its id (:func:`resolve_job_id`), its run dir
   (:func:`resolve_run_dir`), the node's **place in the job** and its name
-  (:class:`NodeIdentity`: torchrun's ``node_rank``, Slurm's ``SLURM_PROCID``, SageMaker's host
-  index -- the coordinator refuses two agents claiming one place or one name);
+  (:class:`NodeIdentity`: torchrun's ``node_rank`` or, elastic, its rendezvous's ``GROUP_RANK``,
+  Slurm's ``SLURM_PROCID``, SageMaker's host index -- the coordinator refuses two agents claiming
+  one place or one name);
 * what the ranks get (:func:`rank_environment`);
 * the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
   (events.jsonl, MQTT, console) and status line (:func:`build_coordinator`);

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, kill_group, named, pids_with_env
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, pids_with_env, start_node
 from tests.integration.test_multinode_netns import in_host, two_hosts  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration
@@ -36,12 +35,8 @@ def test_two_hosts_elastic_without_node_rank_hang_judged_both_restart(
                     "--rdzv_endpoint", f"{ip0}:29400", "--rdzv_id", rdzv_id,
                     TOY, "--checkpoint-dir", str(ckpt), "--steps", "14", "--hang-at", "8", "--hang-rank", "3"]
             env = dict(toy_env, NEURON_WATCH_SECRET="n" * 32, GLOO_SOCKET_IFNAME="eth0")
-            out = open(tmp_path / f"{name}.out", "w")  # noqa: SIM115 - closed by the stack
-            stack.callback(out.close)
-            p = subprocess.Popen(in_host(name, tmp_path, argv), cwd=tmp_path, env=env, stdout=out,
-                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-            stack.callback(force_cleanup, str(run_dir))
-            stack.callback(kill_group, p)
+            p = start_node(stack, in_host(name, tmp_path, argv), cwd=tmp_path, env=env,
+                           out=tmp_path / f"{name}.out", run_dir=run_dir)
             nodes.append((p, run_dir, name))
         deadline = time.monotonic() + 300
         codes = [p.wait(max(1.0, deadline - time.monotonic())) for p, _, _ in nodes]

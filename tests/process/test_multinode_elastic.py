@@ -20,11 +20,11 @@ from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
     events,
-    force_cleanup,
     free_port,
     kill_group,
     named,
     pids_in_group,
+    start_node,
     wait_until_gone,
 )
 
@@ -49,12 +49,7 @@ def elastic_job(tmp_path: Path, env: dict[str, str], toy_args: list[str], watch_
                     "torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
                     "--rdzv_endpoint", rdzv, "--rdzv_id", rdzv_id,
                     TOY, "--checkpoint-dir", str(ckpt), *toy_args]
-            out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
-            stack.callback(out.close)
-            p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
-            stack.callback(force_cleanup, str(run_dir))
-            stack.callback(kill_group, p)
+            p = start_node(stack, argv, cwd=tmp_path, env=node_env, out=tmp_path / f"node{i}.out", run_dir=run_dir)
             nodes.append((p, run_dir))
         yield nodes
 
