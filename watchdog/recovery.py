@@ -45,6 +45,10 @@ class RecoverySettings:
     finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
     lost_node_wait: float = 600.0  # a node silent at a restart: wait this long for it, then end the job
     launcher_gone_grace: float = 5.0  # the srun step ended by itself: judge what its agents last said
+    #: every node that joined has a failed launcher while others never joined: wait this long for
+    #: them (a wrapper reads its job's shape for up to ~25 s on a loaded node before it joins, and
+    #: with every node the judge can name the failure), then end the job without them
+    absent_grace: float = 60.0
     #: how often the wait for lost nodes is said again
     lost_said_every: float = 60.0
 
@@ -209,6 +213,7 @@ class Recovery:
     launched_from: str = ""  # the checkpoint the current generation started from
     avoid: set[str] = field(default_factory=set)  # checkpoints a generation could not start from
     _failure_seen: float | None = None  # a failure that is not a hang, waiting for its root cause
+    _ended_alone: float | None = None  # every node that joined ended, failing, before the rest joined
     _last_label: Label | None = None  # the label of the last verdict emitted
     _last_explained = False  # ... and whether it was a healthy wait naming a rank (a long save)
     _interrupt: tuple[int, float] | None = None  # (signal, when)
@@ -301,6 +306,8 @@ class Recovery:
         out: list[Command] = []
         if self.sm.state is JobState.STARTING and facts.enough_nodes:
             out += self._move(JobState.RUNNING, now)
+        if not facts.enough_nodes:
+            return self._ended_before_all_joined(now, facts)
         verdict = facts.verdict
         if facts.enough_nodes and self._all(facts, NodeStatus.FINISHED):
             if verdict is not None and verdict.action is not Action.WAIT and verdict.label is not self._last_label:
@@ -340,6 +347,32 @@ class Recovery:
         self.incident += 1
         self._asked = self._capture_asked = facts.heard
         return [*out, Capture(self.incident, verdict), *self._move(JobState.CAPTURING, now)]
+
+    def _ended_before_all_joined(self, now: float, facts: Facts) -> list[Command]:
+        """The job's nodes have not all joined, and the launcher of every node that did has ended,
+        one failing (torchrun's rendezvous timed out waiting for the others, or it died at start):
+        no verdict can come (the judge waits for every node) and nothing is left running to wait
+        for, so the job ends with that launcher's code, saying why, rather than wait on silently.
+        (A relaunch that starts new agents, srun's, reports its step's end itself.)"""
+        codes = [n.launcher_code for n in facts.nodes.values()]
+        ended = bool(facts.nodes) and all(self._has(n, NodeStatus.FINISHED, NodeStatus.FAILED) for n in
+                                          facts.nodes.values())
+        failed = [c for c in codes if c not in (None, 0)]
+        if self.fresh_agents_per_generation or not ended or not failed:
+            self._ended_alone = None
+            return []
+        joined = ", ".join(sorted(facts.nodes))
+        reason = (f"the launcher ended (exit {failed[0]}) on {joined} before every node of the job joined: "
+                  "the job cannot start without them (a rendezvous that timed out waiting for them?)")
+        if self._ended_alone is None:
+            self._ended_alone = now
+            wait = self.settings.absent_grace
+            return [self._emit(EventKind.WARNING, kind="nodes_missing", nodes=sorted(facts.nodes),
+                               message=f"{reason}; waiting {wait:.0f}s for the others to join, then the job ends "
+                                       f"with exit {failed[0]}")]
+        if now - self._ended_alone < self.settings.absent_grace:
+            return []  # a node that joins now still lets the judge name the failure
+        return self._finish(failed[0], reason, now, JobState.FAILED)
 
     def _capturing(self, now: float, facts: Facts) -> list[Command]:
         # a node silent past the silence bound cannot answer in time: its evidence is missing, not awaited

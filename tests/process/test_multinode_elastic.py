@@ -170,3 +170,29 @@ def test_an_elastic_job_whose_coordinator_port_another_job_holds_is_told_so(
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_an_elastic_node_whose_rendezvous_times_out_alone_ends_with_torchruns_code(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """One node of two comes; torchrun's rendezvous gives up (``join_timeout=5``) and exits 1. The
+    rendezvous placed nobody: the node is named by the wrapper's pid, hosts the coordinator, and
+    the job ends with torchrun's code and why, instead of waiting on, silent, for the other node."""
+    host = socket.gethostname().split(".")[0]
+    run_dir = tmp_path / "node0"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--coordinator", f"127.0.0.1:{free_port()}",
+            "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"alone-{secrets.token_hex(3)}",
+            "--rdzv_conf", "join_timeout=5", TOY, "--steps", "5"]
+    with ExitStack() as stack:
+        p = start_node(stack, argv, cwd=tmp_path, env=dict(toy_env, NEURON_WATCH_SECRET="e" * 32),
+                       out=tmp_path / "node0.out", run_dir=run_dir)
+        code = p.wait(240)
+    said = (tmp_path / "node0.out").read_text()
+    assert code == 1, said[-3000:]
+    evs = events(run_dir)
+    (warning,) = [e for e in named(evs, "warning") if e["kind"] == "nodes_missing"]
+    assert warning["nodes"] == [f"{host}-p{p.pid}"] and "before every node of the job joined" in warning["message"]
+    finished = named(evs, "job_finished")[-1]
+    assert finished["state"] == "failed" and finished["exit_code"] == 1
+    assert "before every node of the job joined" in said
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []

@@ -4,10 +4,12 @@ event -- with the evidence the nodes give before they stop."""
 
 from __future__ import annotations
 
+import pytest
+
 from neuron_watch.events import EventKind, NodeStatus
 from neuron_watch.policy import JobState
-from neuron_watch.recovery import Finish, RecordIncident, StopJob
-from tests.unit.test_recovery import HANG, Job
+from neuron_watch.recovery import Capture, Finish, RecordIncident, StopJob
+from tests.unit.test_recovery import CONFIG, HANG, Job, Node
 
 
 def capturing() -> Job:
@@ -71,3 +73,46 @@ def test_a_signal_outside_a_capture_records_no_incident() -> None:
     job.everyone(NodeStatus.STOPPED)
     job.tick(at=2)
     assert job.events(EventKind.INCIDENT) == [] and job.events(EventKind.VERDICT) == []
+
+
+# -- a job whose nodes never all joined ---------------------------------------------------------------
+
+
+def test_a_launcher_that_failed_before_every_node_joined_ends_the_job_with_its_code() -> None:
+    """torchrun's rendezvous timed out waiting for the other node (RendezvousTimeoutError, exit 1):
+    the judge never runs with a node missing, so without this the wrapper waited on, silent."""
+    job = Job(nodes=1)
+    job.tick(enough=False)
+    job.say("n0", NodeStatus.FAILED, code=1)
+    assert len(job.tick(at=1.0, enough=False)) == 1  # said at once, then a wait for the others to join
+    warning = job.events(EventKind.WARNING)[0].fields
+    assert warning["kind"] == "nodes_missing" and warning["nodes"] == ["n0"]
+    assert "exit 1" in warning["message"] and "waiting 60s" in warning["message"]
+    assert job.tick(at=60.9, enough=False) == []
+    out = job.tick(at=61.0, enough=False)
+    assert isinstance(out[-1], Finish) and (out[-1].code, out[-1].state) == (1, JobState.FAILED)
+    assert "before every node of the job joined" in out[-1].reason
+
+
+def test_a_node_that_joins_within_the_grace_lets_the_judge_decide() -> None:
+    job = Job(nodes=1)
+    job.say("n0", NodeStatus.FAILED, code=1)
+    job.tick(at=1.0, enough=False)
+    job.nodes["n1"] = Node(status=NodeStatus.FAILED, status_heard=job.heard + 1, launcher_code=1)
+    job.heard += 1
+    # the other node joined: the judge names the failure (a configuration error), and recovery acts on it
+    out = job.tick(CONFIG, at=30.0, enough=True)
+    assert any(isinstance(c, Capture) for c in out) and job.rec.live
+
+
+@pytest.mark.parametrize("status", [NodeStatus.LAUNCHED, NodeStatus.FINISHED])
+def test_a_node_still_running_or_done_waits_for_the_others(status: NodeStatus) -> None:
+    job = Job(nodes=1)
+    job.say("n0", status)
+    assert job.tick(at=100.0, enough=False) == [] and job.rec.live
+
+
+def test_srun_steps_end_by_their_own_report_not_by_this_rule() -> None:
+    job = Job(nodes=1, fresh_agents=True)
+    job.say("n0", NodeStatus.FAILED, code=1)
+    assert job.tick(at=100.0, enough=False) == []
