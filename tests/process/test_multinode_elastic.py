@@ -6,7 +6,9 @@ wrappers must agree on one coordinator without a race and take their places from
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import socket
 import subprocess
 import time
@@ -196,3 +198,58 @@ def test_an_elastic_node_whose_rendezvous_times_out_alone_ends_with_torchruns_co
     assert finished["state"] == "failed" and finished["exit_code"] == 1
     assert "before every node of the job joined" in said
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+
+
+def test_a_signal_while_an_elastic_node_waits_for_its_place_stops_it_and_records_the_end(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """SIGTERM to a wrapper whose torchrun waits in the rendezvous for a node that never comes (the
+    job's shape is known, its place is not): its torchrun is stopped, it exits 143, and its events
+    end with ``job_finished`` (interrupted)."""
+    run_dir = tmp_path / "node0"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--coordinator", f"127.0.0.1:{free_port()}",
+            "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"wait-{secrets.token_hex(3)}",
+            TOY, "--steps", "5"]
+    with ExitStack() as stack:
+        p = start_node(stack, argv, cwd=tmp_path, env=dict(toy_env, NEURON_WATCH_SECRET="e" * 32),
+                       out=tmp_path / "node0.out", run_dir=run_dir)
+        # the shape is known once torchrun's parser (a child of the wrapper) has come and gone
+        seen, deadline = False, time.monotonic() + 180
+        while True:  # polls the wrapper's children
+            parsing = any(b"get_args_parser" in _cmdline(c) for c in _children(p.pid))
+            seen = seen or parsing
+            if seen and not parsing:
+                break
+            assert p.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.out").read_text()[-3000:]
+            time.sleep(0.05)
+        torchrun = [c for c in _children(p.pid) if b"torch" in _cmdline(c)]
+        assert torchrun, "torchrun is not running"
+        os.kill(p.pid, signal.SIGTERM)
+        code = p.wait(120)
+    assert code == 143, (tmp_path / "node0.out").read_text()[-3000:]
+    finished = named(events(run_dir), "job_finished")
+    assert len(finished) == 1 and finished[0]["state"] == "interrupted" and finished[0]["exit_code"] == 143
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+    assert not any(_alive(pid) for pid in torchrun)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].split()[0] not in ("Z", "X")
