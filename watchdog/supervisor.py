@@ -165,7 +165,8 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                     # coordinator, this node joins it), or another job (its coordinator refuses this
                     # node, naming both jobs).
                     say(f"node {agent.node}: the coordinator port {address} is taken on this host: joining "
-                        "whoever holds it (another node of this job hosts the coordinator)")
+                        "whoever holds it as an agent (another node of this job; another job's coordinator "
+                        "would refuse this node, and that is said)")
         else:
             secret = secrets.token_bytes(32)
             coord = build_coordinator(config, bind="127.0.0.1:0", secret=secret, run_dir=run_dir, job_id=job_id,
