@@ -206,11 +206,14 @@ def _placed(agent: NodeAgent) -> bool:
 
     An elastic rendezvous gives the place at run time: the workers carry it (``GROUP_RANK``), so
     the node waits for them, or for its launcher's end (a rendezvous that failed places nobody).
-    Two wrappers on one host share the host name; the place tells them apart from the start."""
+    Workers that do not say it (a launcher that sets no ``GROUP_RANK``) end the wait too: the node
+    is then named by its wrapper's pid, never left unwatched. Two wrappers on one host share the
+    host name; the place tells them apart from the start."""
     if not agent.watch_early():
         return False
     info = agent.info
-    return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended
+    workers = agent.gen is not None and bool(agent.gen.worker_pids)
+    return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended or workers
 
 
 def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:

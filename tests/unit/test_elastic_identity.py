@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from neuron_watch.launchers.base import LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher, _is_host
 from neuron_watch.procs import ProcessSampler
 from neuron_watch.runtime import elastic_torchrun_node, host_name, on_this_host
-from neuron_watch.supervisor import _may_host
+from neuron_watch.supervisor import _may_host, _placed
 from neuron_watch.transport import CoordinatorSocket, PortInUse
 from tests.fixtures.procs import kill_group
 
@@ -109,3 +110,28 @@ def test_the_sampler_reads_the_group_rank_the_rendezvous_gave() -> None:
         assert [(w.rank, w.group_rank) for w in workers] == [(2, 1)]
     finally:
         kill_group(launcher)  # type: ignore[arg-type]
+
+
+class FakeAgent:
+    """What the placement wait reads of a node's agent."""
+
+    def __init__(self, info: LaunchInfo | None, group_rank: int | None = None, ended: bool = False,
+                 workers: dict[int, int] | None = None) -> None:
+        self.info, self.group_rank, self.launcher_ended = info, group_rank, ended
+        self.gen = SimpleNamespace(worker_pids=workers or {})
+
+    def watch_early(self) -> bool:
+        return self.info is not None
+
+
+@pytest.mark.parametrize(("agent", "placed"), [
+    (FakeAgent(None), False),  # the shape is not known yet
+    (FakeAgent(info_of()), True),  # static: node_rank says it
+    (FakeAgent(info_of(rdzv_backend="c10d", rdzv_endpoint="h:1")), False),  # waiting in the rendezvous
+    (FakeAgent(info_of(rdzv_backend="c10d", rdzv_endpoint="h:1"), group_rank=1, workers={2: 10}), True),
+    (FakeAgent(info_of(rdzv_backend="c10d", rdzv_endpoint="h:1"), ended=True), True),  # placed by nobody
+    # workers that carry no GROUP_RANK end the wait: never a job left unwatched
+    (FakeAgent(info_of(rdzv_backend="c10d", rdzv_endpoint="h:1"), workers={0: 10}), True),
+])
+def test_an_elastic_node_waits_for_its_place_and_only_for_it(agent: FakeAgent, placed: bool) -> None:
+    assert _placed(agent) is placed  # type: ignore[arg-type]
