@@ -21,6 +21,7 @@ import pytest
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
+    alive,
     events,
     free_port,
     kill_group,
@@ -230,7 +231,7 @@ def test_a_signal_while_an_elastic_node_waits_for_its_place_stops_it_and_records
     finished = named(events(run_dir), "job_finished")
     assert len(finished) == 1 and finished[0]["state"] == "interrupted" and finished[0]["exit_code"] == 143
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
-    assert not any(_alive(pid) for pid in torchrun)
+    assert not any(alive(pid) for pid in torchrun)
 
 
 def _children(pid: int) -> list[int]:
@@ -245,11 +246,3 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:].split()[0] not in ("Z", "X")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, run_to_end, started, wait_until_gone
+from tests.fixtures.procs import NEURON_WATCH, TOY, alive, events, named, run_to_end, started, wait_until_gone
 
 pytestmark = pytest.mark.process
 
@@ -63,12 +63,4 @@ def test_ctrl_c_during_a_capture_keeps_the_hang_in_the_record(tmp_path: Path, to
     assert manifest["nodes"], manifest
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
     reader = int(marker.read_text())
-    assert not _alive(reader), f"the slow dmesg (pid {reader}) survived"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:].split()[0] not in ("Z", "X")
+    assert not alive(reader), f"the slow dmesg (pid {reader}) survived"
