@@ -33,6 +33,12 @@ class LaunchInfo:
     #: what names this job's rendezvous on every node alike (torchrun: backend, endpoint or master
     #: address and port, rdzv id); two jobs running at once cannot share it. "" = unknown.
     rendezvous: str = ""
+    #: the rendezvous gives each node its place at run time (torchrun's c10d, etcd: ``node_rank``
+    #: means nothing to them); False when the launch arguments fix it (a static rendezvous)
+    elastic: bool = False
+    #: the launcher was told whether this node hosts its rendezvous (torchrun's ``--rdzv_conf
+    #: is_host=``); None: not told
+    rendezvous_host: bool | None = None
     warnings: tuple[str, ...] = ()
 
 

@@ -255,6 +255,8 @@ class TorchrunLauncher(Launcher):
         static = str(a.get("rdzv_backend", "static")) == "static" and not a.get("standalone")
         offset = 0 if nnodes == 1 else (node_rank * nproc if static and nproc and node_rank is not None else None)
         return LaunchInfo(
+            elastic=not static and (nnodes or 1) > 1,
+            rendezvous_host=_is_host(str(a.get("rdzv_conf") or "")),
             nproc_per_node=nproc,
             nnodes=nnodes,
             node_rank=node_rank,
@@ -296,3 +298,17 @@ def _same_but_generation(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     """Whether two environments differ only in the per-generation variables."""
     return ({k: v for k, v in a.items() if k not in PER_GENERATION_ENV}
             == {k: v for k, v in b.items() if k not in PER_GENERATION_ENV})
+
+
+def _is_host(rdzv_conf: str) -> bool | None:
+    """torchrun's ``--rdzv_conf ... is_host=<bool>`` (the operator saying whether this node hosts the
+    rendezvous store, where the host-name match fails: secondary NICs, CNAMEs); None if not given."""
+    for item in rdzv_conf.split(","):
+        key, _, value = item.partition("=")
+        if key.strip() == "is_host":
+            text = value.strip().lower()
+            if text in ("1", "true", "t", "yes", "y", "on"):
+                return True
+            if text in ("0", "false", "f", "no", "n", "off"):
+                return False
+    return None

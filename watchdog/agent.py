@@ -207,6 +207,9 @@ class NodeAgent:
         self.job_id = job_id
         self.node = node
         self.place = place  # this node's place in the job (node_rank, SLURM_PROCID, host index; -1 unknown)
+        #: the place an elastic rendezvous gave this node in its first generation (the workers'
+        #: GROUP_RANK); None until the workers tell it
+        self.group_rank: int | None = None
         self.run_dir = run_dir
         self.rank_env = rank_env
         self.storage = storage
@@ -594,6 +597,11 @@ class NodeAgent:
         reap_children()
         return known
 
+    @property
+    def launcher_ended(self) -> bool:
+        """This generation's launcher has exited (before the link exists too)."""
+        return self.gen is not None and self.gen.exit_code is not None
+
     def tick(self) -> int | None:
         """One turn: forward output, samples and exits; carry out commands. Returns an exit code at shutdown."""
         now, wall = self.clock(), self.wall()
@@ -648,8 +656,8 @@ class NodeAgent:
         if exc.same_job:
             say(f"refused by the job's coordinator: {exc.reason}; stopping this node's ranks")
         else:
-            say(f"refused by the coordinator of job {exc.coordinator_job} (this node: job {exc.agent_job}): "
-                "stopping this node's ranks")
+            say(f"the coordinator port {self.link.address} is held by job {exc.coordinator_job}, not this node's job "
+                f"{exc.agent_job} (refused): stopping this node's ranks; give this job its own coordinator port")
         try:
             events = EventLog(os.path.join(self.run_dir, "events.jsonl"))
             try:
@@ -767,6 +775,8 @@ class NodeAgent:
         workers, compilers = self.sampler.sample(pid)
         if workers:
             w = workers[0]
+            if self.group_rank is None and w.group_rank is not None:
+                self.group_rank = w.group_rank
             offset = w.rank - w.local_rank
             if gen.streams.rank_offset is None:
                 gen.streams.rank_offset = offset

@@ -108,7 +108,8 @@ class JobRefused(ConfigError):
         self.same_job = coordinator_job == agent_job
         if self.same_job:
             super().__init__(f"the coordinator{at} refused this node: {reason}",
-                             "give every node of the job its own --node_rank (and NEURON_WATCH_NODE, if set)")
+                             "give every node of the job its own --node_rank (a static rendezvous) and its own "
+                             "NEURON_WATCH_NODE, if set")
         else:
             super().__init__(
                 f"the coordinator{at} runs job {coordinator_job!r}, this node belongs to job {agent_job!r}: refused "

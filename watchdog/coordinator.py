@@ -833,7 +833,10 @@ class Coordinator:
             self._last_verdict_at = now
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
-            self.last_verdict = verdict
+            if self.recovery.state in (JobState.STARTING, JobState.RUNNING) and not self.recovery.interrupted:
+                # Once an incident or a signal stops the ranks, what the judge makes of their end
+                # (exits, "other_crash") is not what the job is: the status keeps the verdict in force.
+                self.last_verdict = verdict
             self.report.after_verdict(self.judge, self.generation, self.recovery.state is JobState.RUNNING, now)
             self._verdict_every = max(self.settings.verdict_interval, (time.perf_counter() - spent) / VERDICT_SHARE)
         if self._relaunching:
@@ -927,6 +930,7 @@ class Coordinator:
                 self.broadcast(CaptureEvidence(f"incident-{cmd.incident}", cmd.verdict.reason,
                                                self._verdict_doc(cmd.verdict, cmd.incident)))
             elif isinstance(cmd, RecordIncident):
+                self.last_verdict = self.recovery.pending  # the incident's final verdict
                 self._write_incident_manifest(cmd.incident, cmd.reports)
             elif isinstance(cmd, StopJob):
                 final = cmd.verdict

@@ -360,6 +360,8 @@ class WorkerProc:
     #: and the compilers they run): grows while the rank computes or compiles anything
     tree_cpu_seconds: float = 0.0
     state: str = "R"  # /proc state: "T" is stopped by a signal (SIGSTOP, Ctrl-Z)
+    #: the node's place its launcher's rendezvous gave it (torchrun's ``GROUP_RANK``); None: not told
+    group_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -399,7 +401,7 @@ class ProcessSampler:
     """Finds the workers of a launcher (children carrying LOCAL_RANK) and compiler descendants."""
 
     def __init__(self) -> None:
-        self._env_cache: dict[int, tuple[int, int]] = {}  # pid -> (local rank, rank)
+        self._env_cache: dict[int, tuple[int, int, int | None]] = {}  # pid -> (local rank, rank, group rank)
 
     def sample(self, launcher_pid: int) -> tuple[list[WorkerProc], list[CompilerProc]]:
         stats: dict[int, ProcInfo] = {}
@@ -418,7 +420,7 @@ class ProcessSampler:
             ranks = self._ranks(wpid)
             if ranks is None:
                 continue
-            local_rank, rank = ranks
+            local_rank, rank, group_rank = ranks
             tree_cpu = stats[wpid].cpu_seconds + stats[wpid].children_cpu_seconds
             stack = list(children.get(wpid, []))
             while stack:
@@ -427,13 +429,14 @@ class ProcessSampler:
                 tree_cpu += stats[pid].cpu_seconds + stats[pid].children_cpu_seconds
                 if stats[pid].state != "Z" and is_compiler(read_cmdline(pid)):
                     compilers.append(CompilerProc(pid, rank, stats[pid].cpu_seconds))
-            workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds, tree_cpu, stats[wpid].state))
+            workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds, tree_cpu, stats[wpid].state,
+                                      group_rank))
         live = set(stats)
         for pid in [p for p in self._env_cache if p not in live]:
             del self._env_cache[pid]
         return workers, compilers
 
-    def _ranks(self, pid: int) -> tuple[int, int] | None:
+    def _ranks(self, pid: int) -> tuple[int, int, int | None] | None:
         cached = self._env_cache.get(pid)
         if cached is not None:
             return cached
@@ -441,7 +444,9 @@ class ProcessSampler:
         try:
             # a task that is one rank (launchers/task.py) is told by us, whatever its own RANK says
             own = env.get("NEURON_WATCH_RANK")
-            ranks = (0, int(own)) if own is not None else (int(env["LOCAL_RANK"]), int(env["RANK"]))
+            group = env.get("GROUP_RANK", "")
+            group_rank = int(group) if group.isdigit() and own is None else None
+            ranks = (0, int(own), None) if own is not None else (int(env["LOCAL_RANK"]), int(env["RANK"]), group_rank)
         except (KeyError, ValueError):
             # Not cached: caught between fork and exec, a worker still shows the launcher's
             # environment (no RANK yet); the same pid has it a moment later.

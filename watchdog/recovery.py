@@ -45,6 +45,10 @@ class RecoverySettings:
     finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
     lost_node_wait: float = 600.0  # a node silent at a restart: wait this long for it, then end the job
     launcher_gone_grace: float = 5.0  # the srun step ended by itself: judge what its agents last said
+    #: every node that joined has a failed launcher while others never joined: wait this long for
+    #: them (a wrapper reads its job's shape for up to ~25 s on a loaded node before it joins, and
+    #: with every node the judge can name the failure), then end the job without them
+    absent_grace: float = 60.0
     #: how often the wait for lost nodes is said again
     lost_said_every: float = 60.0
 
@@ -209,9 +213,14 @@ class Recovery:
     launched_from: str = ""  # the checkpoint the current generation started from
     avoid: set[str] = field(default_factory=set)  # checkpoints a generation could not start from
     _failure_seen: float | None = None  # a failure that is not a hang, waiting for its root cause
+    _ended_alone: float | None = None  # every node that joined ended, failing, before the rest joined
     _last_label: Label | None = None  # the label of the last verdict emitted
     _last_explained = False  # ... and whether it was a healthy wait naming a rank (a long save)
     _interrupt: tuple[int, float] | None = None  # (signal, when)
+    #: a signal came while the nodes captured an incident: its verdict and incident are still owed
+    #: to the record (recorded once the nodes' evidence is in, or at the end of the stop)
+    _owed_incident = False
+    _capture_asked = -1  # the message count when the nodes were asked for the incident's evidence
     _lost_since: float | None = None
     _lost_said: float = -1e18
     _gone_since: float | None = None
@@ -247,6 +256,9 @@ class Recovery:
         if self._interrupt is not None or not self.live:
             return []
         self._interrupt = (signum, now)
+        # The nodes carry out the capture before the stop (their commands run in order), so their
+        # evidence still comes: the incident it belongs to is recorded with it, not forgotten.
+        self._owed_incident = self.sm.state is JobState.CAPTURING
         self._asked = heard
         return [StopJob(f"signal {signum}", self.settings.stop_timeout)]
 
@@ -294,6 +306,8 @@ class Recovery:
         out: list[Command] = []
         if self.sm.state is JobState.STARTING and facts.enough_nodes:
             out += self._move(JobState.RUNNING, now)
+        if not facts.enough_nodes:
+            return self._ended_before_all_joined(now, facts)
         verdict = facts.verdict
         if facts.enough_nodes and self._all(facts, NodeStatus.FINISHED):
             if verdict is not None and verdict.action is not Action.WAIT and verdict.label is not self._last_label:
@@ -331,16 +345,55 @@ class Recovery:
         self._failure_seen = None
         self.pending = verdict
         self.incident += 1
-        self._asked = facts.heard
+        self._asked = self._capture_asked = facts.heard
         return [*out, Capture(self.incident, verdict), *self._move(JobState.CAPTURING, now)]
+
+    def _ended_before_all_joined(self, now: float, facts: Facts) -> list[Command]:
+        """The job's nodes have not all joined, and the launcher of every node that did has ended,
+        one failing (torchrun's rendezvous timed out waiting for the others, or it died at start):
+        no verdict can come (the judge waits for every node) and nothing is left running to wait
+        for, so the job ends with that launcher's code, saying why, rather than wait on silently.
+        (A relaunch that starts new agents, srun's, reports its step's end itself.)"""
+        codes = [n.launcher_code for n in facts.nodes.values()]
+        ended = bool(facts.nodes) and all(self._has(n, NodeStatus.FINISHED, NodeStatus.FAILED) for n in
+                                          facts.nodes.values())
+        failed = [c for c in codes if c not in (None, 0)]
+        if self.fresh_agents_per_generation or not ended or not failed:
+            self._ended_alone = None
+            return []
+        joined = ", ".join(sorted(facts.nodes))
+        reason = (f"the launcher ended (exit {failed[0]}) on {joined} before every node of the job joined: "
+                  "the job cannot start without them (a rendezvous that timed out waiting for them?)")
+        if self._ended_alone is None:
+            self._ended_alone = now
+            wait = self.settings.absent_grace
+            return [self._emit(EventKind.WARNING, kind="nodes_missing", nodes=sorted(facts.nodes),
+                               message=f"{reason}; waiting {wait:.0f}s for the others to join, then the job ends "
+                                       f"with exit {failed[0]}")]
+        if now - self._ended_alone < self.settings.absent_grace:
+            return []  # a node that joins now still lets the judge name the failure
+        return self._finish(failed[0], reason, now, JobState.FAILED)
 
     def _capturing(self, now: float, facts: Facts) -> list[Command]:
         # a node silent past the silence bound cannot answer in time: its evidence is missing, not awaited
-        reports = {name: self._evidence(n) for name, n in sorted(facts.nodes.items())}
+        reports = self._reports(facts)
         answered = bool(facts.nodes) and all(reports[name] is not None or not n.observed
                                              for name, n in facts.nodes.items())
         if not answered and now - self.phase_since < self.settings.evidence_timeout + 5:
             return []
+        out = self._record_incident(reports, facts)
+        # the final verdict (culprit included) completes every node's bundle before it uploads
+        return [*out, StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, self.pending),
+                *self._move(JobState.STOPPING, now)]
+
+    def _reports(self, facts: Facts) -> dict[str, EvidenceReport | None]:
+        """Each node's evidence report of the current incident (None: not given)."""
+        return {name: self._evidence(n) for name, n in sorted(facts.nodes.items())}
+
+    def _record_incident(self, reports: Mapping[str, EvidenceReport | None], facts: Facts,
+                         interrupted_by: int | None = None) -> list[Command]:
+        """The incident's final verdict (its culprit refined by the evidence), its manifest and its
+        ``incident`` event. ``interrupted_by``: the signal that cut the capture short."""
         verdict = culprit_from_evidence(self.pending, {k: v for k, v in reports.items() if v is not None})
         self.pending = verdict
         self._last_label = verdict.label
@@ -354,12 +407,10 @@ class Recovery:
             artifacts=artifacts,
             capture_seconds=max((r.seconds for r in reports.values() if r is not None), default=0.0),
             missing_items=sum(r.missing for r in reports.values() if r is not None),
-            nodes_without_evidence=sorted(n for n, r in reports.items() if r is None))
+            nodes_without_evidence=sorted(n for n, r in reports.items() if r is None),
+            **({} if interrupted_by is None else {"interrupted_by": interrupted_by}))
         self._asked = facts.heard
-        # the final verdict (culprit included) completes every node's bundle before it uploads
-        return [self._verdict_event(verdict, facts), RecordIncident(self.incident, reports), incident,
-                StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, verdict),
-                *self._move(JobState.STOPPING, now)]
+        return [self._verdict_event(verdict, facts), RecordIncident(self.incident, dict(reports)), incident]
 
     def _stopping(self, now: float, facts: Facts) -> list[Command]:
         s = self.settings
@@ -434,9 +485,23 @@ class Recovery:
         signum, since = self._interrupt
         stopped = self._all(facts, NodeStatus.STOPPED)
         # the srun step is gone: nobody is left to answer the stop (scancel signalled its tasks too)
-        if stopped or facts.launcher_gone is not None or now - since >= self.settings.stop_timeout + 10:
-            return self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
-        return []
+        over = stopped or facts.launcher_gone is not None or now - since >= self.settings.stop_timeout + 10
+        out: list[Command] = []
+        if self._owed_incident:
+            # Each node answers the capture before the stop, so a node that stopped (or is silent)
+            # has nothing more to give; the rest are awaited until the stop's own bound.
+            asked, self._asked = self._asked, self._capture_asked
+            reports = self._reports(facts)
+            self._asked = asked
+            given = all(reports[name] is not None or not n.observed or self._has(n, NodeStatus.STOPPED)
+                        for name, n in facts.nodes.items())
+            if given or over:
+                self._owed_incident = False
+                out = self._record_incident(reports, facts, interrupted_by=signum)
+                self._asked = asked
+        if over:
+            return out + self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
+        return out
 
     def _launcher_gone(self, now: float, facts: Facts) -> list[Command] | None:
         """``neuron-watch srun``: the step ended without being told to (a task died, a node failed).

@@ -10,8 +10,9 @@ Each of those modules knows how it launches ranks; everything else comes from he
 
 * the job's **identity**, resolved in one place: its id (:func:`resolve_job_id`), its run dir
   (:func:`resolve_run_dir`), the node's **place in the job** and its name
-  (:class:`NodeIdentity`: torchrun's ``node_rank``, Slurm's ``SLURM_PROCID``, SageMaker's host
-  index -- the coordinator refuses two agents claiming one place or one name);
+  (:class:`NodeIdentity`: torchrun's ``node_rank`` or, elastic, its rendezvous's ``GROUP_RANK``,
+  Slurm's ``SLURM_PROCID``, SageMaker's host index -- the coordinator refuses two agents claiming
+  one place or one name);
 * what the ranks get (:func:`rank_environment`);
 * the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
   (events.jsonl, MQTT, console) and status line (:func:`build_coordinator`);
@@ -127,6 +128,42 @@ def torchrun_node(env: Mapping[str, str], node_rank: int | None, multi_node: boo
     if multi_node and not unique and place >= 0:
         name = f"{name}-n{place}"
     return NodeIdentity(place, name, host_name())
+
+
+def elastic_torchrun_node(env: Mapping[str, str], group_rank: int | None, pid: int) -> NodeIdentity:
+    """A ``neuron-watch torchrun`` node of an elastic rendezvous (c10d, etcd): its place is the
+    ``GROUP_RANK`` the rendezvous gave its first generation's workers (``node_rank`` means nothing
+    to torchrun there, and every wrapper's parser says 0). A name that is only the host name gets
+    the place (``<host>-n<place>``); where the rendezvous placed nobody (torchrun ended before it),
+    the wrapper's pid (``<host>-p<pid>``): two wrappers on one host share the host name. The name
+    stays for the whole run, though a later generation's rendezvous may number the nodes anew."""
+    name, unique = base_node_name(env)
+    place = -1 if group_rank is None else group_rank
+    if not unique:
+        name = f"{name}-n{place}" if place >= 0 else f"{name}-p{pid}"
+    return NodeIdentity(place, name, host_name())
+
+
+def on_this_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine: loopback, or an address a socket
+    can be bound to here (only this host's own addresses can; a network namespace has its own)."""
+    if host in ("", "localhost"):
+        return True
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    for family, _type, _proto, _name, sockaddr in found:
+        address = str(sockaddr[0])
+        if address.startswith("127.") or address == "::1":
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((address, 0))
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:

@@ -2,9 +2,18 @@
 
 Every node runs a :class:`~neuron_watch.agent.NodeAgent` (launch, tail, sample, capture, stop).
 The job's brain is one :class:`~neuron_watch.coordinator.Coordinator` (judge, restart policy,
-events): for a single-node job it runs in this process on loopback; for a multi-node job the node
-with ``node_rank`` 0 hosts it (``--coordinator HOST:PORT``, default ``<MASTER_ADDR>:29510``) and
-every node's agent connects to it. One loop; signal handlers only record the signal.
+events): for a single-node job it runs in this process on loopback; for a multi-node job it listens
+at ``--coordinator HOST:PORT`` (default ``<MASTER_ADDR or rendezvous host>:29510``) and every
+node's agent connects to it. Who hosts it:
+
+* a static rendezvous: the node with ``node_rank`` 0 (its place is fixed by the arguments);
+* an elastic one (c10d, etcd: torchrun ignores ``node_rank`` and gives each node its place at the
+  rendezvous): the first wrapper on the coordinator's host to bind its port -- the bind is the
+  lock, so two wrappers on one host never both host it, and neither waits on the other (torchrun
+  elects the host of its own c10d store the same way). A node takes its place and name from the
+  ``GROUP_RANK`` the rendezvous gives its workers, before it introduces itself.
+
+One loop; signal handlers only record the signal.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from neuron_watch import __version__
+from neuron_watch.agent import NodeAgent
 from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.auth import load_secret
 from neuron_watch.config import WatchConfig
@@ -29,7 +39,7 @@ from neuron_watch.events import EventKind, NodeIdentity
 from neuron_watch.guardian import release, start_guardian
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.kb import default_knowledge_base
-from neuron_watch.launchers.base import Launcher
+from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.mqtt import parse_mqtt_url
 from neuron_watch.nbconsole import nonblocking_console
 from neuron_watch.procs import become_subreaper
@@ -41,7 +51,9 @@ from neuron_watch.runtime import (
     build_agent,
     build_coordinator,
     close_coordinator,
+    elastic_torchrun_node,
     host_name,
+    on_this_host,
     rank_environment,
     resolve_job_id,
     resolve_run_dir,
@@ -49,6 +61,7 @@ from neuron_watch.runtime import (
     torchrun_node,
 )
 from neuron_watch.tail import console_echo
+from neuron_watch.transport import PortInUse
 
 log = logging.getLogger("neuron_watch")
 
@@ -116,7 +129,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         # The shape is read in the background; meanwhile every rank line, exit and launcher line is
         # watched as it happens and kept for the coordinator (never a blind start).
         early_signal_at: float | None = None
-        while not agent.watch_early():
+        while not _placed(agent):
             if signals.received is not None and early_signal_at is None:
                 # Stop the ranks at once; the job's end is still recorded the usual way (the
                 # coordinator, once the shape is known, finishes it as interrupted).
@@ -124,22 +137,36 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 agent.stop_early(signals.received, config.stop_timeout)
             if early_signal_at is not None and time.monotonic() - early_signal_at > EARLY_SIGNAL_WAIT:
                 code = 128 + (signals.received or signal.SIGTERM)
-                _record_end_before_shape(config, run_dir, job_id, name, launcher, code, signals.received)
+                _record_end_before_shape(config, run_dir, job_id, name, launcher, code, signals.received,
+                                         agent.info is not None)
                 return code
             time.sleep(0.02)
         info = agent.info
         assert info is not None
         multi = (info.nnodes or 1) > 1 or config.coordinator is not None
-        agent.identify(torchrun_node(env, info.node_rank, multi))  # its place in the job: node_rank
+        if info.elastic:  # its place: what the rendezvous gave it
+            agent.identify(elastic_torchrun_node(env, agent.group_rank, os.getpid()))
+        else:  # its place in the job: node_rank
+            agent.identify(torchrun_node(env, info.node_rank, multi))
         if multi:
             secret = load_secret(env, config.secret_file)
             address = config.coordinator or f"{info.coordinator_host or '127.0.0.1'}:{DEFAULT_COORDINATOR_PORT}"
             job_id = resolve_job_id(config, env, address=address, rendezvous=info.rendezvous)
             agent.job_id = job_id
-            if info.node_rank == 0 and env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0":
-                coord = build_coordinator(config, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret=secret,
-                                          run_dir=run_dir, job_id=job_id, nodes=info.nnodes, health=health,
-                                          status_line=status_line)
+            if env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0" and _may_host(config, info, address):
+                try:
+                    coord = build_coordinator(config, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret=secret,
+                                              run_dir=run_dir, job_id=job_id, nodes=info.nnodes, health=health,
+                                              status_line=status_line)
+                except PortInUse:
+                    if not info.elastic:
+                        raise  # node_rank 0 hosts it: a port held by anything else is the operator's to free
+                    # Another wrapper on this host bound it first: a node of this job (it hosts the
+                    # coordinator, this node joins it), or another job (its coordinator refuses this
+                    # node, naming both jobs).
+                    say(f"node {agent.node}: the coordinator port {address} is taken on this host: joining "
+                        "whoever holds it as an agent (another node of this job; another job's coordinator "
+                        "would refuse this node, and that is said)")
         else:
             secret = secrets.token_bytes(32)
             coord = build_coordinator(config, bind="127.0.0.1:0", secret=secret, run_dir=run_dir, job_id=job_id,
@@ -174,12 +201,40 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     return code
 
 
+def _placed(agent: NodeAgent) -> bool:
+    """Whether this node knows the job's shape and its place in it (watching the ranks meanwhile).
+
+    An elastic rendezvous gives the place at run time: the workers carry it (``GROUP_RANK``), so
+    the node waits for them, or for its launcher's end (a rendezvous that failed places nobody).
+    Workers that do not say it (a launcher that sets no ``GROUP_RANK``) end the wait too: the node
+    is then named by its wrapper's pid, never left unwatched. Two wrappers on one host share the
+    host name; the place tells them apart from the start."""
+    if not agent.watch_early():
+        return False
+    info = agent.info
+    workers = agent.gen is not None and bool(agent.gen.worker_pids)
+    return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended or workers
+
+
+def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:
+    """Whether this node may host the coordinator: ``node_rank`` 0 of a static rendezvous; in an
+    elastic one, a node on the coordinator's host (``--rdzv_conf is_host=`` decides for the
+    rendezvous host, as it does for torchrun's store), which hosts it if it binds the port first."""
+    if not info.elastic:
+        return info.node_rank == 0
+    if config.coordinator is None and info.rendezvous_host is not None:
+        return info.rendezvous_host
+    return on_this_host(address.rsplit(":", 1)[0].strip("[]"))
+
+
 def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, node: str, launcher: Launcher,
-                             code: int, signum: int | None) -> None:
-    """A signal stopped the ranks before the job's shape (and so its coordinator) was known: record
-    the run's start and end in this node's events.jsonl, so that its events still end with
-    ``job_finished`` (state ``interrupted``), and stop reading the shape."""
+                             code: int, signum: int | None, shape_known: bool = False) -> None:
+    """A signal stopped the ranks before the job's shape (and so its coordinator) was known, or
+    before an elastic rendezvous placed this node: record the run's start and end in this node's
+    events.jsonl, so that its events still end with ``job_finished`` (state ``interrupted``), and
+    stop reading the shape."""
     name = signal.Signals(signum).name if signum else "a signal"
+    before = "the rendezvous placed this node" if shape_known else "the job's shape was known"
     try:
         events = EventLog(os.path.join(run_dir, "events.jsonl"))
     except OSError as exc:
@@ -191,7 +246,7 @@ def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, nod
                     command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
                     config=config.redacted(), nodes=None)
         events.emit(EventKind.JOB_FINISHED, 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
-                    reason=f"stopped by {name} during start-up, before the job's shape was known",
+                    reason=f"stopped by {name} during start-up, before {before}",
                     last_progress=None, last_step=None)
     finally:
         events.close()

@@ -18,6 +18,7 @@ Every option that decides whether data can be lost or a process can hang is set 
 
 from __future__ import annotations
 
+import errno
 import re
 
 import zmq
@@ -54,6 +55,17 @@ def _common(sock: zmq.Socket[bytes], linger_ms: int, hwm: int) -> None:
     sock.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
 
 
+class PortInUse(TransportError):
+    """The coordinator's port is held by another process of this host: another job's coordinator, a
+    coordinator of this job that another node of it started first, or another program."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(f"cannot bind the coordinator to {endpoint}: the port is already in use on this host "
+                         "(another job's coordinator, or another program, holds it)",
+                         "give this job its own coordinator port on every node: --coordinator HOST:PORT")
+        self.endpoint = endpoint
+
+
 class CoordinatorSocket:
     """The coordinator's bound ROUTER. ``endpoint`` is the address actually bound (LAST_ENDPOINT)."""
 
@@ -69,6 +81,8 @@ class CoordinatorSocket:
             self.sock.bind(ep)
         except zmq.ZMQError as exc:
             self.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(ep) from exc
             raise TransportError(f"cannot bind the coordinator to {ep}: {exc.strerror}",
                                  "pick a free port (HOST:0 picks one) and an address of this host") from exc
         last = self.sock.getsockopt(zmq.LAST_ENDPOINT)
