@@ -159,6 +159,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
+    Option("--metrics", _host_port, None,
+           "serve the job's metrics for Prometheus at http://HOST:PORT/metrics (where the coordinator runs)",
+           "HOST:PORT"),
     Option("--drain-state", str, None,
            "srun: file on shared storage remembering the nodes neuron-watch drained (excluded by later jobs "
            "until resumed); default: remembered only for this job", "FILE"),
@@ -201,6 +204,7 @@ class WatchConfig:
     coordinator_loss_timeout: float = 600.0
     secret_file: str | None = None
     mqtt: str | None = None
+    metrics: str | None = None
     drain_state: str | None = None
     drain_per_job: int = 2
     drain_per_hour: int = 4
