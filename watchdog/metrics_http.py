@@ -34,7 +34,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from neuron_watch.goodput import compute_goodput
-from neuron_watch.metrics import Family, JobMetrics
+from neuron_watch.metrics import Family, JobMetrics, fold_ranks
 from neuron_watch.status import RANK_STATES
 
 log = logging.getLogger("neuron_watch")
@@ -112,6 +112,12 @@ class MetricsSink:
                 figures = None
             with self._lock:
                 self._metrics.set_goodput(figures)
+        with self._lock:
+            ranks = self._metrics.pending_ranks()
+        if ranks is not None:  # the per-rank pass runs outside the lock: the loop never waits on it
+            folded = fold_ranks(ranks)
+            with self._lock:
+                self._metrics.set_rank_figures(ranks, folded)
         with self._lock:
             return self._metrics.families(now)
 

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from neuron_watch.events import iso_utc
 from neuron_watch.goodput import compute_goodput
-from neuron_watch.metrics import PREFIX, Family, JobMetrics, badput_seconds
+from neuron_watch.metrics import PREFIX, Family, JobMetrics, badput_seconds, fold_ranks
 from neuron_watch.metrics_http import to_prometheus
 from neuron_watch.status import RANK_STATES
 from tests.unit.test_layering import FORBIDDEN, PURE, WATCHDOG, _imports
@@ -229,3 +229,15 @@ def test_docs_name_every_metric() -> None:
     m, _ = hang_restart_finish()
     missing = [f.name for f in m.families(T0) if f"`{f.name}`" not in readme]
     assert not missing, f"README's metrics table lacks {missing}"
+
+
+def test_ranks_are_counted_from_the_newest_document_only() -> None:
+    m = JobMetrics("j", RANK_STATES)
+    m.status(doc(1, 0, [1, 1], ["progressing", "progressing"]))
+    old = m.pending_ranks()
+    assert old is not None and len(old) == 2
+    m.status(doc(2, 0, [1, 1], ["silent", "silent"]))
+    m.set_rank_figures(old, fold_ranks(old))  # folded outside the lock while a newer document came
+    ranks = by_name(m.families(T0 + 2))[PREFIX + "ranks"]
+    assert (ranks.value("silent"), ranks.value("progressing")) == (2, 0)
+    assert m.pending_ranks() is None  # folded once per document
