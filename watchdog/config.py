@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_watch.errors import ConfigError
+from neuron_watch.notify import parse_notify_url, shown_url
 from neuron_watch.redact import mask_value
 
 ENV_PREFIX = "NEURON_WATCH_"
@@ -159,6 +160,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
+    Option("--notify", parse_notify_url, None,
+           "POST a short JSON message (a chat webhook's {\"text\"} plus fields) to this http(s) URL on an "
+           "incident, a give-up and the end of the job", "URL"),
     Option("--metrics", _host_port, None,
            "serve the job's metrics for Prometheus at http://HOST:PORT/metrics (where the coordinator runs)",
            "HOST:PORT"),
@@ -204,6 +208,7 @@ class WatchConfig:
     coordinator_loss_timeout: float = 600.0
     secret_file: str | None = None
     mqtt: str | None = None
+    notify: str | None = None
     metrics: str | None = None
     drain_state: str | None = None
     drain_per_job: int = 2
@@ -215,6 +220,8 @@ class WatchConfig:
         """The config as a dict with credentials removed (for logs and events)."""
         out = dataclasses.asdict(self)
         out.pop("origins", None)
+        if out.get("notify"):  # a webhook's secret is its path: only the scheme and host are shown
+            out["notify"] = shown_url(out["notify"])
         # every URL's user info, by structure (a password may hold a raw '@'; redact.py)
         return {k: mask_value(v) for k, v in out.items()}
 

@@ -62,6 +62,7 @@ from neuron_watch.launchers.base import Launcher
 from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped
+from neuron_watch.notify import NotifySink
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV
 from neuron_watch.storage import Storage, open_storage
@@ -144,10 +145,12 @@ def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:
 
 
 def attach_sinks(events: EventLog, config: WatchConfig, job_id: str, status_line: StatusLine | None = None) -> None:
-    """The coordinator's event sinks: the console, and the broker of ``--mqtt``."""
+    """The coordinator's event sinks: the console, the broker of ``--mqtt``, the webhook of ``--notify``."""
     attach_console(events, config, status_line=status_line)
     if config.mqtt:
         events.attach(MqttSink(parse_mqtt_url(config.mqtt), job_id))  # every event, also those before it
+    if config.notify:
+        events.attach(NotifySink(config.notify, job_id))
 
 
 def attach_metrics(coord: Coordinator, address: str) -> None:

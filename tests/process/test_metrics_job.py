@@ -1,6 +1,7 @@
-"""``--metrics`` on a real job: torchrun with 4 CPU ranks that compile, hang, are restarted and finish,
-scraped over HTTP while they run, and by a real Prometheus server (Debian's ``prometheus``) whose
-HTTP API answers PromQL over what it scraped."""
+"""``--metrics`` and ``--notify`` on a real job: torchrun with 4 CPU ranks that compile, hang, are
+restarted and finish, scraped over HTTP while they run, and by a real Prometheus server (Debian's
+``prometheus``) whose HTTP API answers PromQL over what it scraped; a webhook on loopback receives
+the run's messages. A webhook that is down costs the job nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import IN_CI, require_binary
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, kill_group, named, pids_with_env
+from tests.integration.test_notify import receiver
 
 pytestmark = pytest.mark.process
 
@@ -97,6 +99,8 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     texts: list[str] = []
     with contextlib.ExitStack() as stack:
         prom_port = stack.enter_context(prometheus(tmp_path, port)) if have_prometheus else None
+        hook = stack.enter_context(receiver())  # --notify's webhook, on loopback
+        argv[1:1] = ["--notify", f"http://127.0.0.1:{hook.server_port}/hooks/job"]
         out = (tmp_path / "console.log").open("w")
         stack.callback(out.close)
         p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=out, stderr=subprocess.STDOUT,
@@ -144,4 +148,32 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     assert scrape(port) is None
     evs = events(run_dir)
     assert [e["label"] for e in named(evs, "incident")] == ["collective_hang"]
+    # the webhook heard the incident, then the end, in that order (sent before the run exited)
+    assert [(b["event"], b.get("label"), b.get("state")) for b in hook.bodies] == [
+        ("incident", "collective_hang", None), ("job_finished", None, "finished")]
+    assert hook.bodies[0]["culprit"]["rank"] == 2 and hook.bodies[0]["text"].startswith("neuron-watch job ")
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+
+
+def test_a_webhook_that_is_down_costs_the_job_nothing_and_is_reported(tmp_path: Path,
+                                                                      toy_env: dict[str, str]) -> None:
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    dead = free_port()  # nothing listens there
+    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--no-prewarm", "--notify",
+            f"http://127.0.0.1:{dead}/hooks/T0/s3cret", "torchrun", "--nproc_per_node", "2", TOY,
+            "--checkpoint-dir", str(ckpt), "--steps", "6"]
+    out_path = tmp_path / "console.log"
+    with out_path.open("w") as out:
+        p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            code = p.wait(240)
+        finally:
+            kill_group(p)
+            force_cleanup(str(run_dir))
+    console = out_path.read_text()
+    assert code == 0, console[-3000:]
+    assert named(events(run_dir), "job_finished")[0]["exit_code"] == 0
+    assert f"notify http://127.0.0.1:{dead}/...: 0 message(s) sent, 1 failed" in console, console[-3000:]
+    assert "s3cret" not in console and "s3cret" not in (run_dir / "events.jsonl").read_text()
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
