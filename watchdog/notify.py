@@ -32,7 +32,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from tenacity import (
     RetryCallState,
@@ -43,7 +42,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from neuron_watch.redact import mask_value
+from neuron_watch.redact import mask_value, shown_url
 
 log = logging.getLogger("neuron_watch")
 
@@ -54,28 +53,6 @@ ATTEMPTS = 4
 #: one message gets at most this long, retries included
 MESSAGE_DEADLINE = 30.0
 HTTP_TIMEOUT = 5.0
-
-
-def shown_url(url: str) -> str:
-    """What a log may say of ``url``: its scheme and host only (a webhook's token is its path)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{parts.port}" if parts.port else "") + "/..."
-
-
-def parse_notify_url(text: str) -> str:
-    """``--notify``'s value: an http(s) URL with a host.
-
-    Raises:
-        ValueError: naming the problem without the URL's secret parts.
-    """
-    try:
-        parts = urlsplit(text.strip())
-        parts.port  # noqa: B018 -- raises ValueError on a bad port
-    except ValueError as exc:
-        raise ValueError(f"not a URL: {exc}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL with a host: {shown_url(text) if '://' in text else '<not a URL>'}")
-    return text.strip()
 
 
 def message(event: Mapping[str, Any], job_id: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from neuron_watch.config import load_config
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import iso_utc
 from neuron_watch.notify import NotifySink, message
+from neuron_watch.redact import shown_url
 from tests.fixtures.procs import free_port
 
 pytestmark = pytest.mark.integration
@@ -150,3 +151,6 @@ def test_the_option_takes_http_urls_only_and_never_shows_a_webhooks_secret() -> 
     with pytest.raises(ConfigError) as err:
         load_config({"notify": "ftp://u:s3cret@host/x"}, {})
     assert "--notify" in str(err.value) and "s3cret" not in str(err.value)
+    with pytest.raises(ConfigError):
+        load_config({}, {"NEURON_WATCH_NOTIFY": "http://hooks.example.com:99999/s3cret"})
+    assert shown_url("https://u:p@hooks.example.com:8443/services/s3cret?x=1") == "https://hooks.example.com:8443/..."
