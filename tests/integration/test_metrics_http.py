@@ -89,3 +89,17 @@ def test_promtool_finds_nothing_to_lint_in_a_scrape() -> None:
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == "" and checked.stderr.strip() == "", checked.stdout + checked.stderr
+
+
+def test_a_stuck_scraper_holds_up_neither_the_loop_nor_other_scrapes() -> None:
+    port = free_port()
+    sink = fed_sink(port)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as stuck:
+            stuck.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never ends its request
+            sink.emit(ev(46, "verdict", 1, label="oom", action="restart", culprit=None))  # the loop goes on
+            sink.emit(ev(47, "incident", 1, incident=2, label="oom", culprit=None))
+            _, text = scrape(port)  # served beside the stuck one
+            assert 'neuron_watch_incidents_total{label="oom"} 1.0' in text
+    finally:
+        sink.close()
