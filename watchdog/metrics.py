@@ -59,6 +59,8 @@ class Family:
         return next((s.value for s in self.samples if s.values == values), None)
 
 
+#: Where the hang timeout in force comes from (``Judge.timeout_in_force``)
+TIMEOUT_KINDS = ("fixed", "calibrated", "default", "startup")
 #: What a bad put is charged to (goodput.py's figures, summed over the generations). ``compile``
 #: overlaps ``startup`` when a graph compiles before the first step.
 BADPUT_CAUSES = ("startup", "compile", "hang_detection", "evidence", "relaunch", "lost_work")
@@ -330,10 +332,14 @@ class JobMetrics:
               self.last_progress)
         gauge("last_progress_age_seconds", "Seconds since the line that showed the newest progress.",
               None if self.last_progress is None else max(0.0, now - self.last_progress))
+        # no label on the seconds: `age > timeout` in PromQL then matches without ignoring()
         timeout = self.hang_timeout
-        out.append(Family(PREFIX + "hang_timeout_seconds", "gauge",
-                          "The hang timeout in force; kind: fixed, calibrated, default or startup.", ("kind",),
-                          () if timeout is None else (Sample((timeout[1],), timeout[0]),)))
+        gauge("hang_timeout_seconds", "The hang timeout in force.", None if timeout is None else timeout[0])
+        kinds = list(TIMEOUT_KINDS)
+        if timeout is not None and timeout[1] not in kinds:
+            kinds.append(timeout[1])
+        by("hang_timeout_kind", "stateset", "Where the hang timeout in force comes from.", PREFIX + "hang_timeout_kind",
+           () if timeout is None else ((k, k == timeout[1]) for k in kinds))
         counts = self._rank_figures.states
         rank_states = [*self.rank_states, *sorted(set(counts) - set(self.rank_states))]
         by("ranks", "gauge", "Ranks by state (status.json's rank states).", "state",

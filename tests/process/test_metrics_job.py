@@ -128,6 +128,10 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
             after = promql(prom_port,
                            "max_over_time((neuron_watch_last_step and neuron_watch_generation == 1)[15m:1s])")
             assert after and float(after[0]["value"][1]) > 8, after  # generation 1 trained past the hang's step
+            # the README's alerting rule, as Prometheus evaluates it: true while the hang lasted
+            hung = promql(prom_port, "max_over_time((neuron_watch_last_progress_age_seconds"
+                                     " > neuron_watch_hang_timeout_seconds)[15m:1s])")
+            assert hung, "the README's rule never fired during the hang"
 
     assert len(scrapes) >= 3, f"{len(scrapes)} scrape(s) during the run"
     restarts = [s.get(("neuron_watch_restarts_total", (("label", "collective_hang"),))) for s in scrapes]

@@ -102,7 +102,8 @@ def test_status_documents_give_steps_rate_progress_age_timeout_and_ranks_by_stat
     assert f[PREFIX + "steps_per_second"].value() == pytest.approx(2.0)  # 20 steps in 10 s
     assert f[PREFIX + "last_progress_age_seconds"].value() == pytest.approx(6.0)
     assert f[PREFIX + "last_progress_timestamp_seconds"].value() == pytest.approx(T0 + 109.0)
-    assert f[PREFIX + "hang_timeout_seconds"].value("fixed") == 8.0
+    assert f[PREFIX + "hang_timeout_seconds"].value() == 8.0
+    assert [s.values[0] for s in f[PREFIX + "hang_timeout_kind"].samples if s.value] == ["fixed"]
     ranks = f[PREFIX + "ranks"]
     assert (ranks.value("progressing"), ranks.value("silent"), ranks.value("compiling")) == (2, 1, 1)
     assert ranks.value("waiting") == 0 and ranks.value("exited") == 0  # every state has its series
@@ -186,7 +187,8 @@ def test_goodput_and_badput_by_cause_come_from_the_goodput_figures() -> None:
 def test_nothing_known_yet_is_absent_not_zero() -> None:
     f = by_name(JobMetrics("j", RANK_STATES).families(T0))
     for name in ("last_step", "steps_per_second", "last_progress_age_seconds", "status_age_seconds",
-                 "goodput_effective_ratio", "job_exit_code", "hang_timeout_seconds", "culprit_info"):
+                 "goodput_effective_ratio", "job_exit_code", "hang_timeout_seconds", "hang_timeout_kind",
+                 "culprit_info"):
         assert f[PREFIX + name].samples == (), name
 
 
