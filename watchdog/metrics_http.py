@@ -86,6 +86,7 @@ class MetricsSink:
         self._goodput_at = -1e18
         self._goodput_every = GOODPUT_EVERY
         self.goodput_failures = 0
+        self.status_failures = 0
         registry = CollectorRegistry()
         registry.register(_Collector(self))
         self._server, self._thread = start_http_server(int(port), host, registry)
@@ -98,8 +99,15 @@ class MetricsSink:
                 self._events.append(event)
 
     def status(self, doc: dict[str, Any]) -> None:
-        with self._lock:
-            self._metrics.status(doc)
+        """A status listener: called bare by the coordinator's loop (no sink's guard as for events),
+        so a fault here is counted and said, never raised into the loop."""
+        try:
+            with self._lock:
+                self._metrics.status(doc)
+        except Exception as exc:
+            self.status_failures += 1
+            if self.status_failures == 1:  # once: it would repeat every second
+                log.warning("--metrics: a status document could not be read: %r", exc)
 
     def families(self) -> list[Family]:
         """What a scrape shows now (called in the HTTP server's thread)."""

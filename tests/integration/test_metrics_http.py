@@ -103,3 +103,18 @@ def test_a_stuck_scraper_holds_up_neither_the_loop_nor_other_scrapes() -> None:
             assert 'neuron_watch_incidents_total{label="oom"} 1.0' in text
     finally:
         sink.close()
+
+
+def test_a_status_document_the_mapping_cannot_read_is_counted_not_raised_into_the_loop() -> None:
+    port = free_port()
+    sink = fed_sink(port)
+    try:
+        sink.status({"updated_unix": T0 + 46, "generation": 1, "nodes": {"n0": None}, "last_progress": object()})
+        assert sink.status_failures == 0  # odd fields are skipped by the mapping
+        sink.status(["not", "a", "document"])  # type: ignore[arg-type]
+        sink.status(["not", "a", "document"])  # type: ignore[arg-type]
+        assert sink.status_failures == 2
+        _, text = scrape(port)  # still served, from what was read before
+        assert 'neuron_watch_restarts_total{label="collective_hang"} 1.0' in text
+    finally:
+        sink.close()
