@@ -14,9 +14,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from neuron_watch.errors import ConfigError
-from neuron_watch.redact import mask_value
+from neuron_watch.redact import mask_value, shown_url
 
 ENV_PREFIX = "NEURON_WATCH_"
 
@@ -76,6 +77,15 @@ def _host_port(text: str) -> str:
     if not 1 <= int(text.rsplit(":", 1)[1]) <= 65535:
         raise ValueError(f"port out of range in {text!r} (use 1..65535)")
     return text
+
+
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host (``--notify``); the error shows only its scheme and host."""
+    parts = urlsplit(text.strip())
+    parts.port  # noqa: B018 -- a port that is not one raises ValueError here, not at the first message
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL with a host: {shown_url(text)}")
+    return text.strip()
 
 
 @dataclass(frozen=True)
@@ -159,6 +169,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
+    Option("--notify", _http_url, None,
+           "POST a short JSON message (a chat webhook's {\"text\"} plus fields) to this http(s) URL on an "
+           "incident, a give-up and the end of the job", "URL"),
+    Option("--metrics", _host_port, None,
+           "serve the job's metrics for Prometheus at http://HOST:PORT/metrics (where the coordinator runs)",
+           "HOST:PORT"),
     Option("--drain-state", str, None,
            "srun: file on shared storage remembering the nodes neuron-watch drained (excluded by later jobs "
            "until resumed); default: remembered only for this job", "FILE"),
@@ -201,6 +217,8 @@ class WatchConfig:
     coordinator_loss_timeout: float = 600.0
     secret_file: str | None = None
     mqtt: str | None = None
+    notify: str | None = None
+    metrics: str | None = None
     drain_state: str | None = None
     drain_per_job: int = 2
     drain_per_hour: int = 4
@@ -211,6 +229,8 @@ class WatchConfig:
         """The config as a dict with credentials removed (for logs and events)."""
         out = dataclasses.asdict(self)
         out.pop("origins", None)
+        if out.get("notify"):  # a webhook's secret is its path: only the scheme and host are shown
+            out["notify"] = shown_url(out["notify"])
         # every URL's user info, by structure (a password may hold a raw '@'; redact.py)
         return {k: mask_value(v) for k, v in out.items()}
 

@@ -1061,6 +1061,7 @@ class Coordinator:
             "updated_unix": self.wall(),
             "hang_timeout": timeout,
             "hang_timeout_kind": kind,
+            **self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
             "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
                       for n, v in sorted(self.nodes.items())},
             "ranks": ranks,

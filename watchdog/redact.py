@@ -11,6 +11,8 @@ everything up to its last ``@`` is replaced.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 MASK = "***"
 #: what ends an authority: urlsplit's delimiters, and (in free text) white space and quotes
 _END_OF_NETLOC = frozenset("/?#") | frozenset(" \t\r\n\v\f\"'<>")
@@ -57,3 +59,16 @@ def mask_value(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [mask_value(v) for v in value]
     return value
+
+
+def shown_url(url: str) -> str:
+    """What a log may say of a URL whose secret may be anywhere in it (a chat webhook's token is its
+    path): ``https://hooks.example.com/...``, the scheme, host and port only."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return "<not a URL>"
+    if not parts.scheme or not parts.hostname:
+        return "<not a URL>"
+    return f"{parts.scheme}://{parts.hostname}" + (f":{port}" if port else "") + "/..."

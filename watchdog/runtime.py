@@ -15,7 +15,7 @@ Each of those modules knows how it launches ranks; everything else comes from he
   one place or one name);
 * what the ranks get (:func:`rank_environment`);
 * the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
-  (events.jsonl, MQTT, console) and status line (:func:`build_coordinator`);
+  (events.jsonl, MQTT, console, Prometheus metrics) and status line (:func:`build_coordinator`);
 * the **agent** with its artifact storage (:func:`build_agent`);
 * the loops (:func:`run_node_loop`, :func:`serve_coordinator`) and the signal latch.
 
@@ -63,6 +63,7 @@ from neuron_watch.launchers.base import Launcher
 from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.nbconsole import console_dropped
+from neuron_watch.notify import NotifySink
 from neuron_watch.policy import RestartPolicy
 from neuron_watch.procs import MARKER_ENV
 from neuron_watch.storage import Storage, open_storage
@@ -181,10 +182,30 @@ def slurm_task_node(env: Mapping[str, str]) -> NodeIdentity:
 
 
 def attach_sinks(events: EventLog, config: WatchConfig, job_id: str, status_line: StatusLine | None = None) -> None:
-    """The coordinator's event sinks: the console, and the broker of ``--mqtt``."""
+    """The coordinator's event sinks: the console, the broker of ``--mqtt``, the webhook of ``--notify``."""
     attach_console(events, config, status_line=status_line)
     if config.mqtt:
         events.attach(MqttSink(parse_mqtt_url(config.mqtt), job_id))  # every event, also those before it
+    if config.notify:
+        events.attach(NotifySink(config.notify, job_id))
+
+
+def attach_metrics(coord: Coordinator, address: str) -> None:
+    """``--metrics``: the coordinator's events and status documents served to Prometheus on
+    ``address``, until the coordinator closes its event log. An address that cannot be bound is
+    said and costs only the metrics: the job is already running on some entry points."""
+    from neuron_watch.metrics_http import MetricsSink
+
+    try:
+        sink = MetricsSink(address, coord.job)
+    except OSError as exc:
+        coord.events.emit(EventKind.WARNING, coord.generation, kind="metrics_unavailable", address=address,
+                          message=f"--metrics {address}: cannot listen there ({exc}); no metrics for this job "
+                                  "(choose a free port of this host)")
+        return
+    log.info("metrics for Prometheus at http://%s:%d/metrics", address.rpartition(":")[0], sink.port)
+    coord.events.attach(sink)
+    coord.status_listeners.append(sink.status)
 
 
 def artifact_storage(config: WatchConfig, run_dir: str, env: Mapping[str, str] = os.environ) -> Storage | None:
@@ -300,6 +321,8 @@ def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir:
                         policy=policy or RestartPolicy(max_restarts=config.max_restarts), announce=announce,
                         relauncher=relauncher, generation=generation, health=health)
     attach_sinks(coord.events, config, job_id, status_line)
+    if config.metrics:
+        attach_metrics(coord, config.metrics)
     if status_line is not None:
         coord.status_listeners.append(status_line.update)
     return coord

@@ -3,7 +3,8 @@
 The supervisor writes ``<run-dir>/status.json`` atomically about once a second::
 
     {"job_id", "generation", "restarts", "state", "label" (the last verdict's), "hang_timeout",
-     "hang_timeout_kind" (fixed | calibrated | default | startup), "updated" (ISO UTC), "updated_unix",
+     "hang_timeout_kind" (fixed | calibrated | default | startup), "last_progress" (ISO UTC of the line
+     that showed the newest progress of this generation), "last_step", "updated" (ISO UTC), "updated_unix",
      "ranks": [{"node", "rank", "state", "last_step", "last_line_age", "compile_seconds", "pid"}]}
 
 Rank states (from the judge): ``progressing``; ``silent`` (no output for a few normal step
