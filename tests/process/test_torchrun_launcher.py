@@ -51,6 +51,15 @@ def test_the_parser_read_from_torchruns_source_reads_arguments_as_torchrun_does(
     assert torchrun_args.parsed(argv) == expected
 
 
+def test_a_torchrun_whose_source_cannot_be_read_so_gets_its_parser_by_the_import(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(torchrun_args, "_RUN", "torch.distributed.no_such_module")
+    monkeypatch.setattr(torchrun_args._Source, "_loaded", {})
+    assert torchrun_args.parsed(_SHAPES[0])["nproc_per_node"] == "2"
+    assert "reading torchrun's parser by importing torch (LookupError: no source file for " in capsys.readouterr().err
+
+
 def test_the_parse_child_imports_no_torch_and_refuses_what_torchrun_refuses() -> None:
     probe = "\nassert not [m for m in sys.modules if m.split('.')[0] == 'torch'], 'torch imported'\n"
     ok = subprocess.run([sys.executable, "-c", _parse_snippet() + probe, *_SHAPES[1]], capture_output=True,
