@@ -27,13 +27,11 @@ from neuron_watch.procs import StopResult, can_raise_priority_to, start_in_new_g
 
 log = logging.getLogger(__name__)
 
-_PARSE_SNIPPET = r"""
-import json, sys
-from torch.distributed.run import get_args_parser
-a = get_args_parser().parse_args(sys.argv[1:])
-print(json.dumps({k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
-                  for k, v in vars(a).items()}))
-"""
+def _parse_snippet() -> str:
+    """The program that runs torchrun's own parser (``torchrun_args``), for ``python -c``: the Python
+    running torchrun may lack neuron_watch, and that program imports no torch (~1.5 CPU-s less)."""
+    with open(os.path.join(os.path.dirname(__file__), "torchrun_args.py"), encoding="utf-8") as f:
+        return f.read()
 
 
 #: A torchrun started ahead of the next generation: it imports torchrun's module (the slow part,
@@ -194,9 +192,9 @@ class TorchrunLauncher(Launcher):
     def parse(self, gen_dir: str) -> dict[str, Any]:
         """torchrun's parsed arguments (by its own parser). Raises UsageError if it refuses them."""
         argv = [*self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
-        # Lowest CPU priority: importing torch takes ~1.5 CPU-s, and the ranks starting at the same
-        # moment need the cores more than we need the answer (nothing is lost while we wait).
-        r = subprocess.run([self.python, "-c", _PARSE_SNIPPET, *argv], capture_output=True, text=True,
+        # Lowest CPU priority: the ranks starting at the same moment need the cores more than we
+        # need the answer (nothing is lost while we wait).
+        r = subprocess.run([self.python, "-c", _parse_snippet(), *argv], capture_output=True, text=True,
                            timeout=120, preexec_fn=lambda: os.nice(19))
         if r.returncode != 0:
             last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -209,9 +207,9 @@ class TorchrunLauncher(Launcher):
 
     def describe_later(self, gen_dir: str) -> Callable[[], LaunchInfo | None]:
         """torchrun's parser in a child of ours (nice 19, as :meth:`parse`), polled from the watch loop:
-        importing torch takes seconds under load, and rank output and exits are watched meanwhile."""
+        it takes a moment under load, and rank output and exits are watched meanwhile."""
         argv = [*self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
-        proc = start_in_new_group([self.python, "-c", _PARSE_SNIPPET, *argv], os.environ, stdin=subprocess.DEVNULL,
+        proc = start_in_new_group([self.python, "-c", _parse_snippet(), *argv], os.environ, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: os.nice(19))
         self._describing = proc
 

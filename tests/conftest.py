@@ -66,7 +66,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return known[item.nodeid]
         return max((s for m, s in _TIER_SECONDS.items() if item.get_closest_marker(m)), default=0.05)
 
-    items.sort(key=cost, reverse=True)  # stable: ties keep their collected order
+    # The tests of one xdist_group read one shared real run (a module-scoped fixture, set up by the
+    # first of them): they are placed together, by their sum, so that the run starts once in a
+    # single process too (pytest-xdist's loadgroup keeps them on one worker).
+    units: dict[str, tuple[float, int]] = {}
+
+    def unit(item: pytest.Item) -> str:
+        group = item.get_closest_marker("xdist_group")
+        return f"group {(group.args or [group.kwargs.get('name')])[0]}" if group else item.nodeid
+
+    for i, item in enumerate(items):
+        spent, first = units.get(unit(item), (0.0, i))
+        units[unit(item)] = (spent + cost(item), first)
+    # ties keep their collected order; a group keeps its own
+    items.sort(key=lambda item: (-units[unit(item)][0], units[unit(item)][1]))
 
 
 _measured: dict[str, float] = {}

@@ -16,12 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.mqtt import Mosquitto
+from tests.fixtures.mqtt import Mosquitto, MqttRecorder
 from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
 from tests.fixtures.s3 import S3Endpoint
 from tests.fixtures.slurm import SlurmCluster
@@ -132,27 +134,60 @@ def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_pat
         job.assert_nothing_survives()
 
 
-def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(slurm_cluster: SlurmCluster,
-                                                                     tmp_path: Path) -> None:
-    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   ["--hang-timeout", "20"]) as job:
-        state = job.wait()
-        assert state == "COMPLETED", job.explain()
-        evs = events(job.run_dir)
-        verdicts = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
-        assert verdicts, [e["event"] for e in evs]
-        steps = named(evs, "srun_step")
-        assert [s["generation"] for s in steps] == [0, 1]
-        restart = named(evs, "restart")[0]
-        assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart
-        assert named(evs, "job_finished")[-1]["exit_code"] == 0
-        gen1 = rank_lines(job.run_dir, "n2", 1)
-        assert "resuming at step 11" in gen1 and "training done at step 30" in rank_lines(job.run_dir, "n1", 1)
-        first_progress = [e for e in named(evs, "progress") if e["generation"] == 1]
-        assert first_progress, "no progress in generation 1"
-        print(f"hang verdict -> generation 1 first progress: "
-              f"{_secs(verdicts[0]['time'], first_progress[0]['time']):.1f}s")
-        job.assert_nothing_survives()
+HANG = ["--hang-at", "12", "--hang-rank", "3"]  # rank 3: node rank 1 (n2), local rank 1
+
+
+@dataclass(frozen=True)
+class HangRun:
+    """The shared hang run: the job, how it ended, and where its events and bundles went."""
+
+    job: SrunJob
+    state: str
+    rec: MqttRecorder
+    s3: Any
+
+
+@pytest.fixture(scope="module")
+def srun_hang(slurm_cluster_shared: SlurmCluster, tmp_path_factory: pytest.TempPathFactory,
+              mqtt_broker: Mosquitto, s3_moto: S3Endpoint) -> Iterator[HangRun]:
+    """One run of the srun hang (rank 3 on n2 stops at step 12 of generation 0; ``--hang-timeout
+    20``), with ``--mqtt`` and ``--artifacts``, read by every test of this scenario: its restart,
+    its events on the broker and its bundles in S3, its console. Its tests share one
+    pytest-xdist worker (``xdist_group``). No process of the job survives it."""
+    tmp_path = tmp_path_factory.mktemp("srun-hang")
+    rec = MqttRecorder(mqtt_broker.host, mqtt_broker.port, "nwsrun/#")
+    s3 = s3_moto.client()
+    s3.create_bucket(Bucket="srun-art")
+    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwsrun"
+    try:
+        with submitted(slurm_cluster_shared, tmp_path, 2, HANG,
+                       ["--hang-timeout", "20", "--mqtt", url, "--artifacts", "s3://srun-art/pre"],
+                       env=s3_moto.env()) as job:
+            state = job.wait()
+            job.assert_nothing_survives()
+            yield HangRun(job, state, rec, s3)
+    finally:
+        rec.close()
+
+
+@pytest.mark.xdist_group("srun-hang")
+def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(srun_hang: HangRun) -> None:
+    job = srun_hang.job
+    assert srun_hang.state == "COMPLETED", job.explain()
+    evs = events(job.run_dir)
+    verdicts = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
+    assert verdicts, [e["event"] for e in evs]
+    steps = named(evs, "srun_step")
+    assert [s["generation"] for s in steps] == [0, 1]
+    restart = named(evs, "restart")[0]
+    assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart
+    assert named(evs, "job_finished")[-1]["exit_code"] == 0
+    gen1 = rank_lines(job.run_dir, "n2", 1)
+    assert "resuming at step 11" in gen1 and "training done at step 30" in rank_lines(job.run_dir, "n1", 1)
+    first_progress = [e for e in named(evs, "progress") if e["generation"] == 1]
+    assert first_progress, "no progress in generation 1"
+    print(f"hang verdict -> generation 1 first progress: "
+          f"{_secs(verdicts[0]['time'], first_progress[0]['time']):.1f}s")
 
 
 def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the_step_restarted(
@@ -160,7 +195,7 @@ def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the
     """``srun -N 2 --ntasks-per-node 2 python train.py``: four tasks, each one rank (SLURM_PROCID),
     each with its own agent. Task 3 (the second task on n2) hangs out of a collective; the others
     wait in it. The hang is judged, task 3 named, the step restarted from the checkpoint."""
-    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"], ["--hang-timeout", "20"],
+    with submitted(slurm_cluster, tmp_path, 2, HANG, ["--hang-timeout", "20"],
                    ["--ntasks-per-node", "2"], tasks_as_ranks=True) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
@@ -183,31 +218,23 @@ def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the
         job.assert_nothing_survives()
 
 
-def test_srun_publishes_every_event_to_mqtt_and_each_node_uploads_its_bundle(
-        slurm_cluster: SlurmCluster, tmp_path: Path, mqtt_broker: Mosquitto, mqtt_recorder: Any,
-        s3_moto: S3Endpoint) -> None:
+@pytest.mark.xdist_group("srun-hang")
+def test_srun_publishes_every_event_to_mqtt_and_each_node_uploads_its_bundle(srun_hang: HangRun) -> None:
     """--mqtt and --artifacts under srun, as under torchrun (they once reached nothing, silently):
     every event of events.jsonl on the broker in order, and the incident bundle of each node of a
     hang in S3."""
-    rec = mqtt_recorder(mqtt_broker, "nwsrun/#")
-    s3 = s3_moto.client()
-    s3.create_bucket(Bucket="srun-art")
-    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwsrun"
-    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   ["--hang-timeout", "20", "--mqtt", url, "--artifacts", "s3://srun-art/pre"],
-                   env=s3_moto.env()) as job:
-        state = job.wait()
-        assert state == "COMPLETED", job.explain()
-        evs = events(job.run_dir)
-        assert named(evs, "job_finished")[-1]["exit_code"] == 0 and named(evs, "restart"), [e["event"] for e in evs]
-        job_id = evs[0]["job_id"]
-        assert rec.events_of_job(f"nwsrun/{job_id}/") == [e["event"] for e in evs]
-        uploads = named(evs, "upload")
-        assert {u["node"] for u in uploads} == {"n1", "n2"} and all(u["ok"] for u in uploads), uploads
-        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="srun-art", Prefix="pre/").get("Contents", [])]
-        for node in ("n1", "n2"):
-            assert any(f"/{node}/" in k and k.endswith("/env.json") for k in keys), (node, keys)
-        job.assert_nothing_survives()
+    job = srun_hang.job
+    assert srun_hang.state == "COMPLETED", job.explain()
+    evs = events(job.run_dir)
+    assert named(evs, "job_finished")[-1]["exit_code"] == 0 and named(evs, "restart"), [e["event"] for e in evs]
+    job_id = evs[0]["job_id"]
+    assert srun_hang.rec.events_of_job(f"nwsrun/{job_id}/") == [e["event"] for e in evs]
+    uploads = named(evs, "upload")
+    assert {u["node"] for u in uploads} == {"n1", "n2"} and all(u["ok"] for u in uploads), uploads
+    listed = srun_hang.s3.list_objects_v2(Bucket="srun-art", Prefix="pre/").get("Contents", [])
+    keys = [o["Key"] for o in listed]
+    for node in ("n1", "n2"):
+        assert any(f"/{node}/" in k and k.endswith("/env.json") for k in keys), (node, keys)
 
 
 def _secs(a: str, b: str) -> float:
@@ -276,29 +303,27 @@ def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp
         assert finished and finished[-1]["state"] == "interrupted", job.explain()
 
 
-def test_console_of_a_hang_says_every_decision_in_order(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+@pytest.mark.xdist_group("srun-hang")
+def test_console_of_a_hang_says_every_decision_in_order(srun_hang: HangRun) -> None:
     """What the operator reads in slurm-<job>.out: one [neuron-watch] line per decision, in order."""
     from tests.process.test_console import assert_in_order
 
-    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   ["--hang-timeout", "20"]) as job:
-        state = job.wait()
-        assert state == "COMPLETED", job.explain()
-        out = job.output()
-        found = assert_in_order(out, [
-            f"[neuron-watch] start: job slurm-{job.id} on ... (2 nodes); watching srun -N 2 --ntasks-per-node 1 "
-            "...; hang timeout 20s (--hang-timeout), run dir ...",
-            "[neuron-watch] generation 0: srun step started (pid ...)",
-            "[neuron-watch] failure seen: capturing evidence (incident-1) on 2 node(s) before anything is stopped",
-            "[neuron-watch] verdict: collective_hang...(no rank progressed ...) -> restart",
-            "[neuron-watch] evidence captured: incident 1 in ... -> n1: ..., n2: ...",
-            "[neuron-watch] job stopped on n1 (...)",
-            "[neuron-watch] job stopped on n2 (...)",
-            f"[neuron-watch] restarting as generation 1 from {job.ckpt}/step_10; restart 1 of 3, 2 left",
-            "[neuron-watch] generation 1: srun step started (pid ...)",
-            "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 30 "
-            "(every node finished)...",
-        ])
-        after_stop = out.splitlines()[found[5]:]
-        assert not [ln for ln in after_stop if "Traceback" in ln or "SignalException" in ln], out[-4000:]
-        job.assert_nothing_survives()
+    job = srun_hang.job
+    assert srun_hang.state == "COMPLETED", job.explain()
+    out = job.output()
+    found = assert_in_order(out, [
+        f"[neuron-watch] start: job slurm-{job.id} on ... (2 nodes); watching srun -N 2 --ntasks-per-node 1 "
+        "...; hang timeout 20s (--hang-timeout), run dir ...",
+        "[neuron-watch] generation 0: srun step started (pid ...)",
+        "[neuron-watch] failure seen: capturing evidence (incident-1) on 2 node(s) before anything is stopped",
+        "[neuron-watch] verdict: collective_hang...(no rank progressed ...) -> restart",
+        "[neuron-watch] evidence captured: incident 1 in ... -> n1: ..., n2: ...",
+        "[neuron-watch] job stopped on n1 (...)",
+        "[neuron-watch] job stopped on n2 (...)",
+        f"[neuron-watch] restarting as generation 1 from {job.ckpt}/step_10; restart 1 of 3, 2 left",
+        "[neuron-watch] generation 1: srun step started (pid ...)",
+        "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 30 "
+        "(every node finished)...",
+    ])
+    after_stop = out.splitlines()[found[5]:]
+    assert not [ln for ln in after_stop if "Traceback" in ln or "SignalException" in ln], out[-4000:]

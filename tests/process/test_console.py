@@ -79,7 +79,7 @@ def test_demo_console_shows_what_the_readme_shows(tmp_path: Path, toy_env: dict[
 
 def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
     return [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--checkpoint-dir", str(tmp_path / "ckpt"), *watch,
-            "torchrun", "--nproc_per_node", "4", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
+            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
 
 
 def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
@@ -88,7 +88,7 @@ def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path,
     assert code == 0, out[-3000:]
     assert "[rank" not in out  # --quiet: no rank echo ...
     assert_in_order(out, [  # ... but every decision
-        "[neuron-watch] start: job ... (1 node); watching torchrun --nproc_per_node 4 ...; hang timeout calibrated ...",
+        "[neuron-watch] start: job ... (1 node); watching torchrun --nproc_per_node 2 ...; hang timeout calibrated ...",
         "[neuron-watch] failure seen: capturing evidence (incident-1) on 1 node(s) before anything is stopped",
         "[neuron-watch] verdict: ..., culprit .../rank1 (...) -> restart",
         "[neuron-watch] evidence captured: incident 1 in ...",

@@ -15,28 +15,16 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, named, started, wait_until_gone
 from tests.fixtures.s3 import RcloneServer, rclone_binary
+from tests.fixtures.wait import wait_for, within
 from tests.process.test_multinode import NPROC, job, out, wait_all
 
 pytestmark = pytest.mark.process
-
-
-def _wait_for(what: str, check, timeout: float, p: subprocess.Popen[str] | None = None):  # type: ignore[no-untyped-def]
-    """Poll ``check()`` until it returns something truthy (returned); fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        assert p is None or p.poll() is None, f"process ended while waiting for {what}"
-        time.sleep(0.1)
 
 
 def _last_step(log: Path) -> int:
@@ -54,15 +42,15 @@ def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Pat
              ["--coordinator-silence", "3", "--hang-timeout", "8"]) as nodes:
         (p0, run0), (p1, run1) = nodes
         rank2 = run1 / "gen-0" / "rank-2.log"
-        _wait_for("node 1's ranks to train", lambda: _last_step(rank2) >= 20, 180, p1)
+        wait_for("node 1's ranks to train", lambda: _last_step(rank2) >= 20, within(180), alive=p1)
         os.kill(p0.pid, signal.SIGSTOP)  # node 0's wrapper: the coordinator and node 0's agent
         try:
-            _wait_for("node 1 to say the coordinator is lost",
-                      lambda: "lost the coordinator" in out(tmp_path, 1), 60, p1)
+            wait_for("node 1 to say the coordinator is lost",
+                     lambda: "lost the coordinator" in out(tmp_path, 1), within(60), alive=p1)
             paused_at = _last_step(rank2)
             # the job trains on while its coordinator is away (node 1's ranks, and node 0's, whose
             # output goes to files the paused wrapper reads later)
-            _wait_for("node 1's ranks to train on", lambda: _last_step(rank2) >= paused_at + 60, 120, p1)
+            wait_for("node 1's ranks to train on", lambda: _last_step(rank2) >= paused_at + 60, within(120), alive=p1)
             assert p1.poll() is None, out(tmp_path, 1)
         finally:
             os.kill(p0.pid, signal.SIGCONT)
@@ -83,7 +71,8 @@ def test_a_node_whose_wrapper_is_killed_is_not_relaunched_onto(tmp_path: Path, t
     with job(tmp_path, toy_env, 2, ["--steps", "100000", "--pg-timeout", "20"],
              ["--coordinator-loss-timeout", "15"]) as nodes:
         (p0, run0), (p1, run1) = nodes
-        _wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-2.log") >= 5, 180, p1)
+        wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-2.log") >= 5, within(180),
+                 alive=p1)
         os.kill(p1.pid, signal.SIGKILL)  # node 1's wrapper only: its guardian stops its ranks
         p1.wait(30)
         code = p0.wait(240)
@@ -129,7 +118,7 @@ def test_a_stop_whose_upload_hangs_on_a_dead_s3_does_not_freeze_the_loop(tmp_pat
                 evs = events(run_dir) if (run_dir / "events.jsonl").exists() else []
                 return any(e.get("command") == "stop" for e in named(evs, "command"))
 
-            _wait_for("the stop command", stop_sent, 240, p)
+            wait_for("the stop command", stop_sent, within(240), alive=p)
             stamps: set[float] = set()
 
             def stopped() -> list[dict[str, object]]:
@@ -138,7 +127,8 @@ def test_a_stop_whose_upload_hangs_on_a_dead_s3_does_not_freeze_the_loop(tmp_pat
                     stamps.add(stamp)
                 return named(events(run_dir), "stopped")
 
-            (ended,) = _wait_for("the stop to end (its upload bounded by --upload-timeout)", stopped, 120, p)
+            (ended,) = wait_for("the stop to end (its upload bounded by --upload-timeout)", stopped, within(120),
+                                alive=p)
             (stop_cmd,) = [e for e in named(events(run_dir), "command") if e.get("command") == "stop"]
             # the ranks were stopped `seconds` after the command; the upload ran from then on
             upload_began = _unix(stop_cmd["time"]) + float(ended["seconds"])

@@ -1,6 +1,8 @@
 """The culprit of a real hang, the stop of a stuck rank, and an incident that says what happened.
 
-Real torchrun jobs (the toy DDP job, gloo, 4 CPU ranks). A fault is made from outside, as it
+Real torchrun jobs (the toy DDP job, gloo, CPU ranks): as few ranks as the scenario needs, 2 where
+the culprit shows by itself (a stopped process, an abort), 3 where it is the one rank apart from a
+majority, 4 where the rank that noticed a mismatch is set aside before the majority. A fault is made from outside, as it
 happens to real jobs: a rank SIGSTOPped (a debugger, a frozen container, a paused cgroup) while the
 others wait for it in a collective.
 """
@@ -21,19 +23,13 @@ import pytest
 
 from neuron_watch.stacks import in_collective, stack_culprit, top_frame
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, rank_pid, started
+from tests.fixtures.wait import wait_for
 
 pytestmark = pytest.mark.process
 
 
 def _t(event: dict[str, Any]) -> float:
     return dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
-
-
-def _wait_for(what: str, check: object, deadline: float, p: object) -> None:
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        assert p.poll() is None, f"neuron-watch ended while waiting for {what}"  # type: ignore[attr-defined]
-        time.sleep(0.1)
 
 
 def assert_incident_says(bundle: Path, verdict: dict[str, Any]) -> str:
@@ -60,14 +56,14 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
     stop_timeout = 60  # far longer than the stop may take: the rung says whether the deadline was needed
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
             "--hang-timeout", "6", "--stop-timeout", str(stop_timeout), "--no-prewarm",
-            "torchrun", "--nproc_per_node", "4", TOY, "--steps", "30", "--step-time", "0.2",
+            "torchrun", "--nproc_per_node", "2", TOY, "--steps", "30", "--step-time", "0.2",
             "--checkpoint-every", "5", "--checkpoint-dir", str(ckpt)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             deadline = time.monotonic() + 180
-            log2 = run_dir / "gen-0" / "rank-2.log"
-            _wait_for("rank 2's step 6", lambda: log2.exists() and "step 6 " in log2.read_text(), deadline, p)
-            pid = rank_pid(run_dir, 2)
+            log1 = run_dir / "gen-0" / "rank-1.log"
+            wait_for("rank 1's step 6", lambda: log1.exists() and "step 6 " in log1.read_text(), deadline, alive=p)
+            pid = rank_pid(run_dir, 1)
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
             out, _ = p.communicate(timeout=240)
@@ -75,7 +71,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         evs = events(run_dir)
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1
-        assert hang[0]["culprit"]["rank"] == 2 and hang[0]["culprit_source"] == "process_state"
+        assert hang[0]["culprit"]["rank"] == 1 and hang[0]["culprit_source"] == "process_state"
         assert "is stopped (state T)" in hang[0]["reason"]
         stopped = named(evs, "stopped")[0]
         # the stopped rank got SIGKILL at once, the others SIGTERM, which sufficed (no SIGKILL at the deadline)
@@ -87,7 +83,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
               f"(rung {stopped['rung']}); {_t(stopped) - _t(stop_cmd):.2f} s from the stop command")
         # the incident's files carry the final verdict, the same as events.jsonl
         incident = named(evs, "incident")[0]
-        assert incident["label"] == "collective_hang" and incident["culprit"]["rank"] == 2
+        assert incident["label"] == "collective_hang" and incident["culprit"]["rank"] == 1
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
         assert_incident_says(bundle, hang[0])
         manifest = json.loads((bundle / "manifest.json").read_text())
@@ -96,8 +92,8 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         assert sizes["verdict.json"] == (bundle / "verdict.json").stat().st_size
         # py-spy cannot read a stopped process: the bundle says so in plain words
         missing = {m["item"]: m["reason"] for m in manifest["missing"]}
-        if "stacks/rank-2.txt" in missing:
-            assert "stopped" in missing["stacks/rank-2.txt"]
+        if "stacks/rank-1.txt" in missing:
+            assert "stopped" in missing["stacks/rank-1.txt"]
         assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
@@ -108,13 +104,13 @@ DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
 
 
 @contextlib.contextmanager
-def ddp_fault_job(tmp_path: Path, env: dict[str, str], fault_args: list[str],
+def ddp_fault_job(tmp_path: Path, env: dict[str, str], nproc: int, fault_args: list[str],
                   watch_args: tuple[str, ...] = ()) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
-    """``neuron-watch torchrun --nproc_per_node 4 ddp_faults.py <fault_args>`` run to its end (it must
+    """``neuron-watch torchrun --nproc_per_node <nproc> ddp_faults.py <fault_args>`` run to its end (it must
     exit 0: generation 1 runs clean); yields the run dir and its events; no pid of it survives."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", *watch_args, "torchrun", "--nproc_per_node", "4", DDP_FAULTS, *fault_args]
+            "--no-prewarm", *watch_args, "torchrun", "--nproc_per_node", str(nproc), DDP_FAULTS, *fault_args]
     try:
         with started(argv, str(tmp_path), env) as p:
             out, _ = p.communicate(timeout=300)
@@ -136,10 +132,10 @@ def ddp_fault_job(tmp_path: Path, env: dict[str, str], fault_args: list[str],
 def test_the_rank_stuck_outside_ddps_backward_is_named(
     tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None, probe: bool
 ) -> None:
-    """Three ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere."""
+    """Two ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", *(() if probe else ("--no-rank-probe",)), "torchrun", "--nproc_per_node", "4",
+            "--no-prewarm", *(() if probe else ("--no-rank-probe",)), "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "14", "--fault", fault, "--at", "4", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
@@ -151,10 +147,10 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
         assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
         if probe:
             assert hang[0]["culprit_source"] == "flight_recorder"
-            assert "behind the other 3 ranks of group" in hang[0]["reason"], hang[0]["reason"]
+            assert "behind the other 2 ranks of group" in hang[0]["reason"], hang[0]["reason"]
         else:
             assert hang[0]["culprit_source"] == "stacks"
-            assert "stack differs from the 3 others, which wait in _engine_run_backward" in hang[0]["reason"]
+            assert "stack differs from the 2 others, which wait in _engine_run_backward" in hang[0]["reason"]
             if where is not None:
                 assert f"(it is in {where})" in hang[0]["reason"]
         assert_incident_says(run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"], hang[0])
@@ -170,7 +166,7 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
     the ranks that print progress did not all say so."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", "torchrun", "--nproc_per_node", "4",
+            "--no-prewarm", "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
@@ -203,7 +199,7 @@ def test_a_skipped_all_reduce_is_a_collective_mismatch_and_the_rank_that_noticed
     recorders when they caught it, else from where each rank was when it ended (its exception, or
     faulthandler's dump at torchrun's SIGTERM): two in the loss all_reduce, rank 2 in backward."""
     fault = ["--steps", "8", "--fault", "skip_allreduce", "--at", "4", "--rank", "2"]
-    with ddp_fault_job(tmp_path, toy_env, fault) as (run_dir, evs):
+    with ddp_fault_job(tmp_path, toy_env, 4, fault) as (run_dir, evs):
         failed = [e for e in named(evs, "verdict") if e["action"] == "restart"]
         assert len(failed) == 1, [(e.get("label"), e.get("reason")) for e in named(evs, "verdict")]
         v = failed[0]
@@ -252,15 +248,15 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
     (``dump_traceback``) gives every rank's stack, and the stacks name the same rank as the recorder."""
     env = {**toy_env, "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
     fault = ["--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]
-    with ddp_fault_job(tmp_path, env, fault) as (run_dir, evs):
+    with ddp_fault_job(tmp_path, env, 3, fault) as (run_dir, evs):
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
         bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
         assert_incident_says(bundle, hang[0])
         manifest = json.loads((bundle / "manifest.json").read_text())
         assert {r: n.get("via") for r, n in manifest["notes"]["stacks"].items()} == {
-            str(r): "worker_server" for r in range(4)}, manifest["notes"]["stacks"]
-        dumps = {r: (bundle / "stacks" / f"rank-{r}.txt").read_text() for r in range(4)}
+            str(r): "worker_server" for r in range(3)}, manifest["notes"]["stacks"]
+        dumps = {r: (bundle / "stacks" / f"rank-{r}.txt").read_text() for r in range(3)}
         found = stack_culprit({r: top_frame(d) for r, d in dumps.items()},
                               {r: in_collective(d) for r, d in dumps.items()})
         assert found is not None and found[0] == 2, {r: top_frame(d) for r, d in dumps.items()}

@@ -8,28 +8,31 @@ prints nothing while stdout is a file), find the framework's own checkpoints, an
 in ``NEURON_WATCH_CHECKPOINT``, which the jobs hand to ``resume_from_checkpoint`` / ``ckpt_path``
 (the plain DDP job resumes from its ``snapshot.pt`` by itself).
 
-Per job, two runs:
+Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
 
-* ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: the healthy run and the crash in
-  one. Steps are ``STEP`` s apart with ``--hang-timeout HANG``. Generation 0 trains to its first
-  checkpoint, then rank 1 gets SIGKILL; generation 1 resumes and trains for more than
-  ``3 * HANG`` to the end. Exactly one restart, caused by the crash (no hang verdict): had
-  neuron-watch not seen the steps' progress, the silence of more than ``HANG`` seconds inside a
-  generation would have been judged a hang and restarted it. A generation is on the long startup
-  timeout until its first progress, so the test also asserts that generation 1's first progress
-  was seen more than ``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which
-  prints no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
-  generation's start to its first progress); there generation 1 must outlast
-  ``STARTUP_RICH + HANG`` (asserted from the events, else the run would prove nothing) with
-  ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps
-  it from being judged hung. The restart's checkpoint is the newest one the framework had
-  written, and the job's own output says generation 1 began at its step.
-* ``test_stopped_rank_is_a_hang_and_restarts``: SIGSTOP of rank 1 after the first checkpoint:
-  the other rank waits in an all-reduce, both fall silent -> ``collective_hang``, restart, finish.
-  ``--stop-timeout 3``: a stopped rank takes SIGKILL at once, the others SIGTERM.
+* generation 0 trains to its first checkpoint, then rank 1 gets SIGSTOP: the other rank waits in
+  an all-reduce, both fall silent -> ``collective_hang``, restart (``--stop-timeout 3``: a stopped
+  rank takes SIGKILL at once, the others SIGTERM);
+* generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
+* generation 2 resumes and trains for more than ``3 * HANG`` to the end. Steps are ``STEP`` s
+  apart with ``--hang-timeout HANG``.
+
+``test_stopped_rank_is_a_hang_and_restarts``: exactly one hang, in generation 0, and the job
+finishes. ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: exactly one failure in
+generation 1, caused by the crash (no hang verdict after generation 0): had neuron-watch not seen
+the steps' progress, the silence of more than ``HANG`` seconds inside generation 2 would have been
+judged a hang and restarted it. A generation is on the long startup timeout until its first
+progress, so the test also asserts that generation 2's first progress was seen more than
+``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which prints
+no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
+generation's start to its first progress); there generation 2 must outlast
+``STARTUP_RICH + HANG`` (asserted from the events, else the run would prove nothing) with
+``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps it
+from being judged hung. The crash's restart checkpoint is the newest one the framework had
+written, and the job's own output says generation 2 began at its step.
 
 Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
-pass. No pid of the run survives either test.
+pass. No pid of a run survives it.
 
 These tests need: the tail to split ``\\r``-redrawn bars and the progress rules for tqdm bars and
 ``Epoch N | ...`` lines (branch ``progress``), the checkpoint conventions of HF / Lightning /
@@ -56,7 +59,17 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, ROOT, events, force_cleanup, named, pids_with_env, started
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    ROOT,
+    events,
+    force_cleanup,
+    named,
+    pids_with_env,
+    started,
+    toy_environment,
+)
+from tests.fixtures.wait import T, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -69,7 +82,7 @@ HANG = 12.0
 # (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13)
 STARTUP = 180.0
 STARTUP_RICH = 45.0  # small, so that a generation of the Rich-bar job outlasts it (see above)
-DEADLINE = 480.0  # for one whole run, on a busy 2-core machine
+DEADLINE = 720.0  # for one whole run of three generations, on a busy 2-core machine
 
 
 # -- the jobs ------------------------------------------------------------------------------------
@@ -190,15 +203,9 @@ class Run:
         except OSError:
             return ""
 
-    def wait_for(self, what: str, cond: Callable[[], Any], deadline: float) -> Any:
+    def wait_for(self, what: str, cond: Callable[[], T], deadline: float) -> T:
         """Poll ``cond`` until it returns something true; fail at ``deadline`` or if the run ends."""
-        while True:
-            got = cond()
-            if got:
-                return got
-            assert self.proc.poll() is None, f"neuron-watch exited while waiting for {what}:\n{self.output()}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.output()}"
-            time.sleep(0.2)
+        return wait_for(what, cond, deadline, alive=self.proc, explain=self.output, interval=0.2)
 
 
 
@@ -251,86 +258,130 @@ def _t(event: dict[str, Any]) -> float:
     return dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
 
 
-@pytest.fixture
-def fw_env(toy_env: dict[str, str]) -> dict[str, str]:
+def fw_environment() -> dict[str, str]:
     """The toy jobs' environment, plus: nothing downloads, nobody phones home."""
-    env = dict(toy_env)
+    env = toy_environment()
     env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"})
     return env
 
 
-@pytest.mark.timeout(DEADLINE + 60)
-@pytest.mark.parametrize("job", JOBS_ALL, ids=[j.name for j in JOBS_ALL])
-def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(tmp_path: Path, fw_env: dict[str, str],
-                                                               job: Job) -> None:
-    # generation 1 trains > 3 * HANG after the first checkpoint (5 steps, 2 epochs); the Rich-bar
-    # generation 1 outlasts STARTUP_RICH + HANG even when its imports are quick
-    length = {JOB_DDP: 30, JOB_RICH: 45}.get(job, 36)
-    startup = STARTUP_RICH if job is JOB_RICH else STARTUP
+@dataclass(frozen=True)
+class Record:
+    """What one framework's run left: its exit, events and the checkpoints seen while it ran."""
+
+    job: Job
+    run: Run
+    code: int
+    out: str
+    evs: list[dict[str, Any]]
+    first_step: int  # generation 1's first checkpoint (the DDP job: epochs saved), before the kill
+    newest_at_kill: tuple[int, Path] | None
+
+
+def _rank_1(run: Run, generation: int, deadline: float) -> int:
+    """The pid of rank 1 of ``generation``, once it runs."""
+    pid = run.wait_for(f"rank 1 of generation {generation}", lambda: run.rank_pid(1, generation), deadline)
+    assert pid is not None
+    return pid
+
+
+def _checkpoint_of_generation_1(run: Run, job: Job, deadline: float) -> int:
+    """Generation 1's first own checkpoint: its step (the DDP job: its first snapshot's epochs)."""
+    if job is JOB_DDP:
+        line = run.wait_for("generation 1's first snapshot", lambda: re.search(
+            r"^Epoch (\d+) \| Training snapshot saved", run.rank_log(0, 1), re.M), deadline)
+        assert line is not None
+        return int(line.group(1)) + 1
+    before = job.newest(run.ckpt)  # generation 0 is over: nothing of it writes any more
+    floor = before[0] if before else -1
+
+    def newer() -> int:
+        got = job.newest(run.ckpt)
+        return got[0] if got is not None and got[0] > floor else 0
+
+    return run.wait_for("generation 1's first checkpoint", newer, deadline)
+
+
+@pytest.fixture(scope="module")
+def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
+    """One run of ``job`` under neuron-watch, observed by both tests of its framework: rank 1 is
+    SIGSTOPped after generation 0's first checkpoint (a hang), SIGKILLed after generation 1's first
+    checkpoint (a crash); generation 2 trains in slow steps to the end. No pid of it survives."""
+    tmp_path = tmp_path_factory.mktemp(job.name)
+    # generation 2 trains > 3 * HANG from wherever generation 1 was killed (its first checkpoint:
+    # 2 * 5 steps or 4 epochs in, later on a slow start); the Rich-bar generation 2 outlasts
+    # STARTUP_RICH + HANG even when its imports are quick
+    length = {JOB_DDP: 34, JOB_RICH: 55}.get(job, 44)
+    startup = STARTUP_RICH if job is JOB_RICH else STARTUP  # the Rich bar: no progress line at all
     deadline = time.monotonic() + DEADLINE
-    with watched(tmp_path, fw_env, job, length, STEP, startup=startup) as run:
-        step, _ = first_checkpoint(run, job, deadline)
+    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "3"),
+                 startup=startup) as run:
+        first_checkpoint(run, job, deadline)
+        os.kill(_rank_1(run, 0, deadline), signal.SIGSTOP)
+        victim = _rank_1(run, 1, deadline)  # generation 1 runs: generation 0 is over
+        first_step = _checkpoint_of_generation_1(run, job, deadline)
         newest_at_kill = job.newest(run.ckpt)
-        victim = run.wait_for("rank 1 of generation 0", lambda: run.rank_pid(1, 0), deadline)
         os.kill(victim, signal.SIGKILL)
         code = finish(run, deadline)
         out = run.output()
-    assert code == 0, out
-    evs = events(run.run_dir)
+    return Record(job, run, code, out, events(run.run_dir), first_step, newest_at_kill)
+
+
+def _per_job(jobs: list[Job]) -> list[Any]:
+    # both tests of a framework observe its one run: on the same pytest-xdist worker
+    return [pytest.param(j, id=j.name, marks=pytest.mark.xdist_group(f"frameworks-{j.name}")) for j in jobs]
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+@pytest.mark.parametrize("job", _per_job(JOBS_ALL), scope="module")
+def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job: Job) -> None:
+    run, evs, out = fw_run.run, fw_run.evs, fw_run.out
+    assert fw_run.code == 0, out
     restarts = named(evs, "restart")
-    assert len(restarts) == 1, [e["event"] for e in evs]
-    verdicts = [v for v in named(evs, "verdict") if v["action"] != "wait"]
+    assert len(restarts) == 2, [e["event"] for e in evs]
+    verdicts = [v for v in named(evs, "verdict") if v["action"] != "wait" and v["generation"] == 1]
     # a SIGKILL with no OOM evidence is not "oom" (issue 11): the victim's exit (other_crash, "killed
     # by signal 9"), or the survivor judged first by its gloo error
     assert len(verdicts) == 1 and verdicts[0]["label"] in ("other_crash", "comm_error"), verdicts
     assert verdicts[0]["culprit"]["rank"] == 1
-    assert not [v for v in named(evs, "verdict") if v["label"] == "collective_hang"]
-    gen1 = run.rank_log(0, 1)
-    assert job.done in gen1, gen1[-2000:]
-    began = job.began.search(gen1)
-    assert began, gen1[-2000:]
+    assert not [v for v in named(evs, "verdict") if v["label"] == "collective_hang" and v["generation"] > 0]
+    gen2 = run.rank_log(0, 2)
+    assert job.done in gen2, gen2[-2000:]
+    began = job.began.search(gen2)
+    assert began, gen2[-2000:]
+    step = fw_run.first_step
     if job is JOB_DDP:
-        assert restarts[0]["checkpoint"] == str(run.ckpt / "snapshot.pt")
-        assert int(began.group(1)) == saved_epochs(run.rank_log(0, 0)) >= step
+        assert restarts[1]["checkpoint"] == str(run.ckpt / "snapshot.pt")
+        assert int(began.group(1)) == saved_epochs(run.rank_log(0, 1)) >= step
     else:
         # the framework's newest checkpoint, found with --checkpoint-dir alone
-        assert newest_at_kill is not None
-        chosen = Path(restarts[0]["checkpoint"])
+        assert fw_run.newest_at_kill is not None
+        chosen = Path(restarts[1]["checkpoint"])
         chosen_step = dict((p, n) for n, p in job.checkpoints(run.ckpt))[chosen]
-        assert chosen_step >= newest_at_kill[0] >= step
-        assert int(began.group(1)) == chosen_step  # generation 1 began where the checkpoint was
+        assert chosen_step >= fw_run.newest_at_kill[0] >= step
+        assert int(began.group(1)) == chosen_step  # generation 2 began where the checkpoint was
     end = _t(named(evs, "job_finished")[0])
     if job is JOB_RICH:
-        # proves something only if generation 1 lasted longer than the startup grace and a hang
+        # proves something only if generation 2 lasted longer than the startup grace and a hang
         # timeout: a job whose liveness is never seen would have been restarted by then
-        assert end - _t(restarts[0]) > STARTUP_RICH + HANG
+        assert end - _t(restarts[1]) > STARTUP_RICH + HANG
     else:
         # Until its first progress a generation is on the (long) startup timeout. Proves something
-        # only if progress was seen early: generation 1 then trained for more than 3 * HANG on the
+        # only if progress was seen early: generation 2 then trained for more than 3 * HANG on the
         # hang timeout, which any unseen stretch of steps longer than HANG would have fired.
-        seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 1]
-        assert seen, "no progress of generation 1 seen"
-        assert end - min(seen) > 3 * HANG, "generation 1's first progress was seen only near its end"
-
+        seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 2]
+        assert seen, "no progress of generation 2 seen"
+        assert end - min(seen) > 3 * HANG, "generation 2's first progress was seen only near its end"
 
 
 @pytest.mark.timeout(DEADLINE + 60)
-@pytest.mark.parametrize("job", JOBS_ALL, ids=[j.name for j in JOBS_ALL])
-def test_stopped_rank_is_a_hang_and_restarts(tmp_path: Path, fw_env: dict[str, str], job: Job) -> None:
-    length = 16 if job is not JOB_DDP else 8
-    step = 0.5
-    deadline = time.monotonic() + DEADLINE
-    startup = STARTUP_RICH if job is JOB_RICH else STARTUP  # the Rich bar: no progress line at all
-    with watched(tmp_path, fw_env, job, length, step, watch_args=("--stop-timeout", "3"), startup=startup) as run:
-        first_checkpoint(run, job, deadline)
-        victim = run.wait_for("rank 1 of generation 0", lambda: run.rank_pid(1, 0), deadline)
-        os.kill(victim, signal.SIGSTOP)
-        code = finish(run, deadline)
-        out = run.output()
-    assert code == 0, out
-    evs = events(run.run_dir)
+@pytest.mark.parametrize("job", _per_job(JOBS_ALL), scope="module")
+def test_stopped_rank_is_a_hang_and_restarts(fw_run: Record, job: Job) -> None:
+    evs = fw_run.evs
+    assert fw_run.code == 0, fw_run.out
     hangs = [v for v in named(evs, "verdict") if v["label"] == "collective_hang"]
     assert len(hangs) == 1 and hangs[0]["generation"] == 0, named(evs, "verdict")
-    assert len(named(evs, "restart")) == 1
-    assert named(evs, "job_finished")[0]["restarts"] == 1
-    assert job.done in run.rank_log(0, 1)
+    restarts = named(evs, "restart")
+    assert len(restarts) == 2 and restarts[0]["generation"] == 1, restarts
+    assert named(evs, "job_finished")[0]["restarts"] == 2
+    assert job.done in fw_run.run.rank_log(0, 2)

@@ -16,7 +16,6 @@ import json
 import os
 import select
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,9 @@ import pytest
 
 from tests.conftest import IN_CI, require_binary
 from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, run_to_end, started
+from tests.fixtures.wait import wait_for, within
+
+POLL = 0.2  # how often a wait looks; the disk-full window depends on it
 
 pytestmark = pytest.mark.process
 
@@ -64,16 +66,6 @@ def fill(disk: Path) -> Path:
             assert exc.errno == errno.ENOSPC, exc
     # the file object's close flushes nothing more (its buffer went out or was refused above)
     return filler
-
-
-def wait_for(what: str, check: object, timeout: float) -> None:
-    """Poll ``check()`` (an observable: a file's content, a console line) until true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Console:
@@ -129,13 +121,16 @@ def run_through_a_full_disk(argv: list[str], tmp_path: Path, env: dict[str, str]
     try:
         with started(argv, str(tmp_path), env) as p:
             console = Console(p)
-            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
+            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"),
+                     within(180), interval=POLL)
             filler = fill(disk)
-            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"), 60)
+            wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"),
+                     within(60), interval=POLL)
             size = {r: f.stat().st_size for r, f in torchrun_files(run_dir / "gen-0" / "torchrun").items()}
             assert p.poll() is None, console.read()[-3000:]  # the job runs on
             filler.unlink()
-            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"), 60)
+            wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"),
+                     within(60), interval=POLL)
             p.wait(180)
             out = console.rest()
     finally:
@@ -208,12 +203,13 @@ def test_run_dir_refusing_new_files_at_a_restart_the_restart_goes_on(
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)
-            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"), 180)
+            wait_for("the job's first progress event", lambda: has_event(run_dir, "progress"),
+                     within(180), interval=POLL)
             # the run dir takes no new entry from now on (EPERM), files already open stay writable
             subprocess.run([chattr, "+i", str(run_dir)], check=True)
             trigger.touch()  # rank 1 of generation 0 exits 3: a real restart is due
-            wait_for("generation 1", lambda: console.saw("generation 1"), 120)
-            wait_for("the end", lambda: p.poll() is not None, 180)
+            wait_for("generation 1", lambda: console.saw("generation 1"), within(120), interval=POLL)
+            wait_for("the end", lambda: p.poll() is not None, within(180), interval=POLL)
             subprocess.run([chattr, "-i", str(run_dir)], check=True)
             out = console.rest()
     finally:
@@ -249,12 +245,14 @@ def test_unreadable_checkpoint_dir_at_a_restart_resumes_from_the_last_one_seen(
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)
-            wait_for("the agent's scan to see step_5", lambda: "complete checkpoint appeared"
-                     in (run_dir / "merged.log").read_text() if (run_dir / "merged.log").exists() else False, 180)
+            merged = run_dir / "merged.log"
+            wait_for("the agent's scan to see step_5",
+                     lambda: merged.exists() and "complete checkpoint appeared" in merged.read_text(),
+                     within(180), interval=POLL)
             ckpt.rename(tmp_path / "ckpt.real")
             ckpt.symlink_to(ckpt)  # a loop: ELOOP, as an ESTALE/EIO network file system would refuse
             trigger.touch()
-            wait_for("the end", lambda: p.poll() is not None, 240)
+            wait_for("the end", lambda: p.poll() is not None, within(240), interval=POLL)
             out = console.rest()
     finally:
         force_cleanup(str(run_dir))

@@ -1,4 +1,4 @@
-"""The main job on one node, for real: torchrun with 4 CPU ranks (gloo) under neuron-watch.
+"""The main job on one node, for real: torchrun with 2 CPU ranks (gloo) under neuron-watch.
 
 Each test runs the toy DDP job (examples/toy/train.py) with a fault injected in generation 0 and
 reads what a user would read: the exit code, events.jsonl, the per-rank logs, the process table.
@@ -30,7 +30,7 @@ from tests.fixtures.procs import (
 
 pytestmark = pytest.mark.process
 
-NPROC = "4"
+NPROC = "2"  # every scenario here shows with two ranks: one at fault, one waiting for it
 
 
 def watch(
@@ -64,7 +64,7 @@ def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
     for r in range(int(NPROC)):
         log = (run_dir / "gen-0" / f"rank-{r}.log").read_text()
         assert "step 12 loss" in log and "training done" in log
-    assert "[rank3] step 12 loss" in out  # shown on the console with a rank prefix
+    assert "[rank1] step 12 loss" in out  # shown on the console with a rank prefix
     evs = events(run_dir)
     assert next(e["event"] for e in evs) == "job_started" and evs[-1]["event"] == "job_finished"
     assert evs[-1]["exit_code"] == 0 and evs[-1]["restarts"] == 0
@@ -138,7 +138,7 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
         "--hang-at",
         "8",
         "--hang-rank",
-        "2",
+        "1",
         "--checkpoint-every",
         "5",
         watch_args=("--hang-timeout", str(hang_timeout), "--no-prewarm"),
@@ -148,8 +148,8 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
     evs = events(run_dir)
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
     assert len(hang) == 1 and hang[0]["generation"] == 0
-    assert hang[0]["culprit"]["rank"] == 2  # named from the stacks: the only rank not in a collective
-    stacks = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"] / "stacks" / "rank-2.txt"
+    assert hang[0]["culprit"]["rank"] == 1  # named from the stacks: the only rank not in a collective
+    stacks = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"] / "stacks" / "rank-1.txt"
     # taken while the rank was alive, before the stop (its worker server's dump, or py-spy's)
     assert main_thread(stacks.read_text()), stacks.read_text()
     # not before the timeout: the last progress line of generation 0 was printed >= hang_timeout earlier
@@ -299,7 +299,7 @@ def test_numerical_error_is_not_restarted(tmp_path: Path, toy_env: dict[str, str
 def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(tmp_path: Path, toy_env: dict[str, str]) -> None:
     code, out, run_dir, _ = watch(
         tmp_path, toy_env, "--steps", "12", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "10",
-        "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "2", watch_args=("--hang-timeout", "6"),
+        "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "1", watch_args=("--hang-timeout", "6"),
     )
     assert code == 0, out[-3000:]
     trace = json.loads((run_dir / "timeline.json").read_text())  # valid JSON, Chrome trace format

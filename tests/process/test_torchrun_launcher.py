@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from neuron_watch.launchers.torchrun import TorchrunLauncher
+from neuron_watch.launchers import torchrun_args
+from neuron_watch.launchers.torchrun import TorchrunLauncher, _parse_snippet
 from neuron_watch.procs import MARKER_ENV, alive, can_raise_priority_to, marked_pids
 
 pytestmark = pytest.mark.process
@@ -29,6 +32,44 @@ def test_rank_offset_is_known_before_start_only_for_a_static_rendezvous(
 ) -> None:
     info = TorchrunLauncher([*args, "train.py"], marker="test").describe(str(tmp_path))
     assert info.rank_offset == offset
+
+
+_SHAPES = [
+    ["--nproc_per_node", "2", "train.py", "--lr", "0.1"],
+    ["--nnodes", "1:4", "--nproc-per-node=3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400",
+     "--numa-binding", "node", "--duplicate-stdout-filters", "a,,b", "-r", "3", "train.py"],
+    ["--standalone", "--no-python", "--local-ranks-filter", "0", "--signals-to-handle", "SIGUSR2", "run.sh"],
+]
+
+
+@pytest.mark.parametrize("argv", _SHAPES)
+def test_the_parser_read_from_torchruns_source_reads_arguments_as_torchrun_does(argv: list[str]) -> None:
+    from torch.distributed.run import get_args_parser
+
+    expected = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
+                for k, v in vars(get_args_parser().parse_args(argv)).items()}
+    assert torchrun_args.parsed(argv) == expected
+
+
+def test_a_torchrun_whose_source_cannot_be_read_so_gets_its_parser_by_the_import(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(torchrun_args, "_RUN", "torch.distributed.no_such_module")
+    monkeypatch.setattr(torchrun_args._Source, "_loaded", {})
+    assert torchrun_args.parsed(_SHAPES[0])["nproc_per_node"] == "2"
+    assert "reading torchrun's parser by importing torch (LookupError: no source file for " in capsys.readouterr().err
+
+
+def test_the_parse_child_imports_no_torch_and_refuses_what_torchrun_refuses() -> None:
+    probe = "\nassert not [m for m in sys.modules if m.split('.')[0] == 'torch'], 'torch imported'\n"
+    ok = subprocess.run([sys.executable, "-c", _parse_snippet() + probe, *_SHAPES[1]], capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == ""  # no fall-back to the full import
+    bad = subprocess.run([sys.executable, "-c", _parse_snippet() + probe, "--numa-binding", "bogus", "train.py"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "invalid choice: 'bogus'" in bad.stderr
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -4,8 +4,9 @@ Every rank prints ``step N loss X`` after each step. In generation 0, at ``--at`
 ``--rank`` gets a batch of another shape: dynamo's guard on the input size fails and that rank
 alone recompiles (inductor writes C++ and runs the system compiler) while the others wait for it
 in DDP's gradient all-reduce. ``--storm``: every step of that rank has a new shape (a recompile on
-every step until dynamo's recompile limit). Inductor's caches are off (``TORCHINDUCTOR_FORCE_DISABLE_CACHES``)
-so the recompile is real every run.
+every step until dynamo's recompile limit). ``--cold-cache DIR``: the recompiles use inductor's
+cache in ``DIR`` (an empty one: the recompile is real, the system compiler runs), while the first
+compile uses the cache the environment names (``TORCHINDUCTOR_CACHE_DIR``; it is not the subject).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--storm", action="store_true")
     p.add_argument("--step-time", type=float, default=0.1)
+    p.add_argument("--cold-cache", default="")
     a = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -51,6 +53,8 @@ def main() -> None:
         batch = 8
         if faulty and (step == a.at or (a.storm and step >= a.at)):
             batch = 8 + step  # a shape dynamo has not seen: this rank alone recompiles
+            if a.cold_cache:  # inductor reads the variable at each cache look-up
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = a.cold_cache
         loss = compiled(torch.randn(batch, a.width)).pow(2).mean()
         loss.backward()  # DDP's all-reduce: the other ranks wait here while it compiles
         opt.step()
