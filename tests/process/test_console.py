@@ -7,6 +7,7 @@ The first test runs the demo's own command (read from examples/toy/demo.sh) and 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -166,7 +167,7 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     from tests.conftest import require_binary
 
     tmux = shutil.which("tmux") or require_binary("tmux")
-    sock = f"nw-test-{tmp_path.name}"
+    sock = f"nw-test-{os.getpid()}-{tmp_path.name}"  # tmp_path.name repeats across concurrent sessions
     done = tmp_path / "done"
     argv = _toy(tmp_path, "--steps", "60", "--step-time", "0.2", watch=("--progress", "--quiet"))
     shell = f"{shlex.join(argv)} ; echo $? > {shlex.quote(str(done))}; sleep 600"
