@@ -30,7 +30,7 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
-from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
+from neuron_watch.evidence import IncidentContext, bundle_stacks, capture_node_bundle, complete_bundle
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
@@ -231,6 +231,7 @@ class NodeAgent:
         self._last_checkpoint_scan = -1e18
         self._newest_checkpoint: str | None = None  # the newest complete checkpoint seen so far
         self._stop_thread: threading.Thread | None = None  # a stop running in the background (begin_stop)
+        self._capture_thread: threading.Thread | None = None  # a capture running in the background (begin_capture)
         # This node's own signs of work (monotonic), for the lost-coordinator policy (lostlink.py).
         self._last_line_at: float | None = None
         self._last_compiler_at: float | None = None
@@ -375,13 +376,30 @@ class NodeAgent:
 
     def capture(self, incident: str, reason: str, verdict_doc: str = "") -> EvidenceReport:
         """Capture this node's evidence while its ranks are alive; returns its report for the coordinator.
+        Blocks; the loop uses :meth:`begin_capture`.
 
         ``verdict_doc``: the coordinator's pending verdict (JSON); the bundle's ``verdict.json`` and
         ``incident.md`` are completed with the final one when the stop comes (:meth:`stop`).
         """
+        poll = self.begin_capture(incident, reason, verdict_doc)
+        thread = self._capture_thread
+        if thread is not None:
+            thread.join()
+        report = poll()
+        assert report is not None
+        return report
+
+    def begin_capture(self, incident: str, reason: str, verdict_doc: str = "") -> Callable[[], EvidenceReport | None]:
+        """Start :meth:`capture` in a thread and return its poll (the report once done, else None).
+
+        The capture reads rank logs, copies dumps and waits on py-spy: seconds, bounded by
+        ``--evidence-timeout``, that the loop spends reading output, sampling and keeping the link
+        alive meanwhile. What touches the streams (the drain before it) happens here, on the loop's thread.
+        """
         gen = self.gen
         if gen is None:
-            return EvidenceReport(error="nothing running")
+            nothing = EvidenceReport(error="nothing running")
+            return lambda: nothing
         # Everything the ranks printed so far is in their logs before they are copied (a root-cause
         # line written just before a burst ended must be in the bundle).
         self._drain_output(final=False, to_eof=True)
@@ -409,28 +427,49 @@ class NodeAgent:
                            if gen.probe_dir else {}),
         )
         t0 = self.clock()
-        try:
-            bundle = capture_node_bundle(ctx)
-        except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
-            log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
-            self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
-            return EvidenceReport(error=str(exc), seconds=round(self.clock() - t0, 3))
-        self.bundles[incident] = bundle.bundle_dir
-        dumps = {}
-        for f in sorted((bundle.bundle_dir / "stacks").glob("rank-*.txt")):
+        out: dict[str, Any] = {}
+
+        def work() -> None:
             try:
-                dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
-            except (OSError, ValueError):
-                continue
-        return EvidenceReport(
-            bundle=str(bundle.bundle_dir),
-            seconds=round(self.clock() - t0, 3),
-            missing=len(bundle.missing),
-            in_collective=collective_states(dumps),
-            stack_tops={r: t for r, d in dumps.items() if (t := top_frame(d))},
-            proc_states=rank_process_states(gen.worker_pids),
-            manifest=bundle.manifest,
-        )
+                bundle = capture_node_bundle(ctx)
+            except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
+                log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
+                self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
+                out["error"] = str(exc)
+                return
+            except Exception as exc:  # reported in the evidence; the coordinator must hear the capture ended
+                log.exception("capturing this node's evidence failed")
+                out["error"] = f"{type(exc).__name__}: {exc}"
+                return
+            out["bundle"] = bundle
+            out["dumps"] = bundle_stacks(bundle.bundle_dir)
+            out["seconds"] = round(self.clock() - t0, 3)
+
+        thread = threading.Thread(target=work, name="neuron-watch-capture", daemon=True)
+        self._capture_thread = thread
+        thread.start()
+
+        def poll() -> EvidenceReport | None:
+            if thread.is_alive():
+                return None
+            self._capture_thread = None
+            bundle = out.get("bundle")
+            if bundle is None:
+                return EvidenceReport(error=str(out.get("error") or "the capture ended without a bundle"),
+                                      seconds=round(self.clock() - t0, 3))
+            self.bundles[incident] = bundle.bundle_dir
+            dumps: dict[int, str] = out["dumps"]
+            return EvidenceReport(
+                bundle=str(bundle.bundle_dir),
+                seconds=out["seconds"],
+                missing=len(bundle.missing),
+                in_collective=collective_states(dumps),
+                stack_tops={r: t for r, d in dumps.items() if (t := top_frame(d))},
+                proc_states=rank_process_states(gen.worker_pids),
+                manifest=bundle.manifest,
+            )
+
+        return poll
 
     def stop(self, deadline: float, verdict_doc: str = "") -> StopReport:
         """Stop every process of the job on this node, then complete this node's bundles with the final
@@ -608,7 +647,8 @@ class NodeAgent:
         reap_children()
         commands = self.link.tick(now, wall)
         try:
-            return self.link.dispatch(commands, self, now, wall) if commands or stopping else None
+            busy = stopping or self.link.capture_running
+            return self.link.dispatch(commands, self, now, wall) if commands or busy else None
         except JobRefused as exc:
             self._refused(exc)
             raise
@@ -878,6 +918,8 @@ class NodeAgent:
         """
         if self._stop_thread is not None:  # a stop of ours runs: let it end (it is bounded) before the last one
             self._stop_thread.join(timeout + self.cfg.upload_timeout + 5)
+        if self._capture_thread is not None:  # a capture runs: its tools (py-spy) end by its deadline; wait for that
+            self._capture_thread.join(self.cfg.evidence_timeout + 5)
         running = self.gen is not None and self.gen.exit_code is None and self.launcher.poll() is None
         if running:
             self.stopping("neuron-watch is exiting")

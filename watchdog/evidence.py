@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_watch import incident_report
+from neuron_watch.logread import tail_bytes
 from neuron_watch.rank_probe import call_handler
 from neuron_watch.redact import mask_urls
 
@@ -48,8 +49,14 @@ from neuron_watch.redact import mask_urls
 TOOL_TIMEOUT_S = 10.0
 #: Grace between SIGTERM and SIGKILL for a tool that overran.
 KILL_GRACE_S = 1.0
-#: Lines kept from the end of each rank log.
+#: Lines kept from the end of each rank log ...
 TAIL_LINES = 1000
+#: ... and at most this many bytes of it (a log of multi-megabyte lines must not fill the bundle or memory).
+TAIL_BYTES = 4 << 20
+#: The incident's timeline reads at most the last this-many bytes of each rank log ...
+TIMELINE_LOG_BYTES = 8 << 20
+#: ... and at most this share of the time left to the capture (the copies that follow need the rest).
+TIMELINE_SHARE = 0.5
 #: Never copy more than this many bytes of core dumps / input dumps per incident (disk is finite).
 COPY_BUDGET_BYTES = 8 * 1024**3
 #: At most this many failed-compile logs (a poisoned cache can hold hundreds).
@@ -257,29 +264,26 @@ def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int, str, str, boo
 # ---------------------------------------------------------------------------------------------
 # collectors (each records what it could not get)
 # ---------------------------------------------------------------------------------------------
-def _tail(path: Path, lines: int) -> bytes:
-    """The last ``lines`` lines of a file without reading all of it."""
-    with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        block, data = 64 * 1024, b""
-        pos = end
-        while pos > 0 and data.count(b"\n") <= lines:
-            step = min(block, pos)
-            pos -= step
-            f.seek(pos)
-            data = f.read(step) + data
-        return b"\n".join(data.split(b"\n")[-lines - 1 :]) if data.count(b"\n") > lines else data
+def _tail(path: Path, lines: int, max_bytes: int = TAIL_BYTES) -> bytes:
+    """The last ``lines`` lines of a file, at most its last ``max_bytes``, read from its end only."""
+    return tail_bytes(str(path), lines, max_bytes)[0]
 
 
 def _collect_logs(ctx: IncidentContext, rec: _Recorder) -> None:
     if not ctx.rank_logs:
         rec.miss("rank logs", "no rank log paths given")
+    cut: dict[str, int] = {}
     for rank, path in sorted(ctx.rank_logs.items()):
         try:
-            rec.write(f"logs/rank-{rank}.log", _tail(Path(path), ctx.tail_lines))
+            data, before = tail_bytes(str(path), ctx.tail_lines, TAIL_BYTES)
         except OSError as exc:
             rec.miss(f"logs/rank-{rank}.log", f"cannot read {path}: {exc.strerror or exc}")
+            continue
+        if before and data.count(b"\n") < ctx.tail_lines:
+            cut[str(rank)] = before  # long lines: the byte bound came before the line count
+        rec.write(f"logs/rank-{rank}.log", data)
+    if cut:
+        rec.notes["log_tails_cut_at_bytes"] = {"max_bytes": TAIL_BYTES, "bytes_before_by_rank": cut}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -578,14 +582,27 @@ def _collect_versions(rec: _Recorder) -> None:
 
 
 def _collect_timeline(ctx: IncidentContext, rec: _Recorder) -> None:
+    """The run's timeline so far, from the end of each rank log (newest generation first), within
+    its share of the capture's time: a flood of hundreds of megabytes costs neither memory nor time
+    beyond these bounds. What it left out is in the trace's ``otherData`` and the manifest."""
     from neuron_watch import timeline
 
+    deadline = rec.clock() + max(0.0, rec.remaining()) * TIMELINE_SHARE
     try:
-        trace = timeline.build_from_run_dir(ctx.run_dir)
+        trace = timeline.build_from_run_dir(ctx.run_dir, max_bytes_per_log=TIMELINE_LOG_BYTES, deadline=deadline,
+                                            clock=rec.clock)
     except (OSError, ValueError) as exc:
         rec.miss("timeline.json", f"cannot build the timeline: {exc}")
         return
-    rec.write("timeline.json", json.dumps(trace))
+    other = trace.get("otherData", {})
+    unread = other.get("unread_logs", [])
+    stopped = [x["path"] for x in other.get("logs", []) if x.get("unread_bytes")]
+    if unread or stopped:
+        rec.timed_out.append("timeline.json")
+        rec.miss("timeline.json", f"partial: the time for it ran out; {len(stopped)} rank log(s) read in part, "
+                 f"{len(unread)} not read (otherData says which)")
+    with (rec.root / "timeline.json").open("w", encoding="utf-8") as f:
+        json.dump(trace, f)
 
 
 def _sha256(path: Path) -> str:
@@ -668,6 +685,17 @@ def capture_node_bundle(
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
     os.replace(tmp, manifest_path)  # atomic: a manifest present means the bundle is complete
     return BundleResult(root, manifest_path, manifest, clock() - start)
+
+
+def bundle_stacks(root: Path) -> dict[int, str]:
+    """The stacks a bundle holds, by rank (``stacks/rank-<R>.txt``); unreadable ones are left out."""
+    dumps: dict[int, str] = {}
+    for f in sorted((root / "stacks").glob("rank-*.txt")):
+        try:
+            dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
+        except (OSError, ValueError):
+            continue
+    return dumps
 
 
 def complete_bundle(root: Path, verdict: Mapping[str, Any], artifacts_uri: str = "") -> None:
