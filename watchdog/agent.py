@@ -155,6 +155,9 @@ class EarlyObservations:
     def add_line(self, *args: Any, **kwargs: Any) -> None:
         self.calls.append(("add_line", args, kwargs))
 
+    def count_truncated(self, lines: int, nbytes: int) -> None:
+        self.calls.append(("count_truncated", (lines, nbytes), {}))
+
     def count_lost(self, lines: int) -> None:
         # in order with the rest: a status replayed after it carries it (a flood that ended before
         # the link existed once reached job_finished without its skipped lines)
@@ -238,6 +241,7 @@ class NodeAgent:
         self._progress_seen = 0  # the link's progress-line count when last looked at
         self._last_progress_at: float | None = None
         self._skipped_told = 0  # flood lines skipped unread, already added to the link's drop count
+        self._cut_told = (0, 0)  # over-long lines cut by the tail (lines, bytes), already added to the link's
         # The ranks' flight recorders, read from a thread (a rank's server may be slow to answer).
         self.probe = None if config.no_rank_probe else RankProbe()
         self._probe_root: str | None = None
@@ -281,6 +285,7 @@ class NodeAgent:
         if generation == 0:
             log.info("liveness: %s", self.liveness_plan())
         streams = RankStreams(self.node, gen_dir, self.echo, health=self.health)
+        self._skipped_told, self._cut_told = 0, (0, 0)  # the new streams count from zero
         # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
         log_file = AppendFile(os.path.join(gen_dir, f"launcher-{self.node}.log"), self.health)
         self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock(), env=env,
@@ -780,6 +785,12 @@ class NodeAgent:
             # (before the link exists too, in order with what the node reports next)
             out.count_lost(skipped - self._skipped_told)
             self._skipped_told = skipped
+        cut = gen.streams.cut_lines
+        if cut > self._cut_told[0]:
+            # lines cut to the tail's bound travel with the link's own cut lines (truncated_lines)
+            cut_bytes = gen.streams.cut_bytes
+            out.count_truncated(cut - self._cut_told[0], cut_bytes - self._cut_told[1])
+            self._cut_told = (cut, cut_bytes)
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
         if self.launcher.reports_end(text):

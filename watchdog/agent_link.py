@@ -618,6 +618,12 @@ class AgentLink:
                 "truncated_bytes": c.truncated_bytes, "split_batches": c.split_batches,
                 "oversize_dropped": c.oversize_dropped}
 
+    def count_truncated(self, lines: int, nbytes: int) -> None:
+        """Lines this node cut before they reached the link (longer than the tail keeps): reported
+        with the link's own cut lines (``truncated_lines``, ``truncated_bytes``)."""
+        self.counters.truncated_lines += lines
+        self.counters.truncated_bytes += nbytes
+
     def count_lost(self, lines: int) -> None:
         """Lines this node lost before they reached the link (a flood's skipped backlog): reported
         with the outbox's own drops, in every heartbeat and status."""

@@ -90,3 +90,38 @@ def test_an_incident_after_a_flood_of_rank_logs_is_captured_within_its_bound(
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.timeout(600)
+def test_ranks_printing_multi_mib_lines_keep_each_line_once_cut_and_counted(
+    tmp_path: Path, toy_env: dict[str, str]
+) -> None:
+    """16 ranks each print three 5 MiB lines between step lines: each rank log has every step line and
+    each long line once, cut at 1 MiB and marked (never split into pieces), the cut counted in the
+    record; the job finishes. The watcher's peak RSS is printed."""
+    from neuron_watch.protocol import RANK_LINE_BYTES
+
+    run_dir = tmp_path / "run"
+    ranks, count, mb = 16, 3, 5
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", str(ranks), RANKS,
+            "longlines", str(mb), str(count)]
+    try:
+        code, out, peak = run_watching_rss(argv, tmp_path, toy_env, run_dir, 500)
+        print(f"\n{ranks} ranks x {count} lines of {mb} MiB; the watcher's peak RSS {peak:.0f} MiB")
+        assert code == 0, out[-3000:]
+        evs = events(run_dir)
+        assert named(evs, "job_finished")[0]["exit_code"] == 0 and not named(evs, "incident")
+        for r in range(ranks):
+            lines = (run_dir / "gen-0" / f"rank-{r}.log").read_text().splitlines()
+            assert [x for x in lines if x.startswith("step ")] == [f"step {n} loss {1.0 / n:.4f}" for n in range(1, 11)]
+            long = [x for x in lines if x.startswith("w")]
+            assert len(long) == count  # each long line once: not split into pieces
+            for x in long:
+                assert x.startswith("w" * RANK_LINE_BYTES) and "<end of line" not in x
+                assert x[RANK_LINE_BYTES:].startswith(" [neuron-watch: this line is longer than")
+            assert lines[-1] == "training done"
+        cut = max(e["lines"] for e in named(evs, "lines_truncated"))
+        assert cut == ranks * count
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
