@@ -30,7 +30,14 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
-from neuron_watch.evidence import IncidentContext, bundle_stacks, capture_node_bundle, complete_bundle
+from neuron_watch.evidence import (
+    BundleResult,
+    IncidentContext,
+    bundle_stacks,
+    capture_node_bundle,
+    complete_bundle,
+    flush_held,
+)
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
@@ -92,6 +99,10 @@ class NodeGeneration:
     #: we are stopping the launcher: what it prints from now on (torchrun's SignalException
     #: traceback, twice chained) is its teardown, not the job's crash: launcher log only
     stopped_by_us: str = ""
+
+
+#: Seconds between attempts to write evidence a full disk refused.
+HELD_RETRY_EVERY = 2.0
 
 
 def _json_or_empty(doc: str) -> dict[str, Any]:
@@ -235,6 +246,8 @@ class NodeAgent:
         self._newest_checkpoint: str | None = None  # the newest complete checkpoint seen so far
         self._stop_thread: threading.Thread | None = None  # a stop running in the background (begin_stop)
         self._capture_thread: threading.Thread | None = None  # a capture running in the background (begin_capture)
+        self._held: list[BundleResult] = []  # bundles with files a full disk refused (written when it allows)
+        self._held_retry_at = -1e18
         # This node's own signs of work (monotonic), for the lost-coordinator policy (lostlink.py).
         self._last_line_at: float | None = None
         self._last_compiler_at: float | None = None
@@ -447,7 +460,7 @@ class NodeAgent:
                 out["error"] = f"{type(exc).__name__}: {exc}"
                 return
             out["bundle"] = bundle
-            out["dumps"] = bundle_stacks(bundle.bundle_dir)
+            out["dumps"] = bundle_stacks(bundle.bundle_dir, bundle.held)
             out["seconds"] = round(self.clock() - t0, 3)
 
         thread = threading.Thread(target=work, name="neuron-watch-capture", daemon=True)
@@ -463,6 +476,11 @@ class NodeAgent:
                 return EvidenceReport(error=str(out.get("error") or "the capture ended without a bundle"),
                                       seconds=round(self.clock() - t0, 3))
             self.bundles[incident] = bundle.bundle_dir
+            if bundle.held:
+                log.warning("incident %s: %d file(s) of the evidence bundle could not be written to %s (the disk "
+                            "refused them); kept in memory and written when the disk allows", incident,
+                            len(bundle.held), bundle.bundle_dir)
+                self._held.append(bundle)
             dumps: dict[int, str] = out["dumps"]
             return EvidenceReport(
                 bundle=str(bundle.bundle_dir),
@@ -537,9 +555,18 @@ class NodeAgent:
 
         return poll
 
+    def _write_held(self) -> None:
+        """Write what a full disk refused during captures (see :func:`~neuron_watch.evidence.flush_held`)."""
+        for bundle in list(self._held):
+            if flush_held(bundle):
+                self._held.remove(bundle)
+                log.warning("the evidence bundle %s is whole on disk now (the files the disk refused are written)",
+                            bundle.bundle_dir)
+
     def _finish_bundles(self, final: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Complete this incident's bundle with the final verdict; upload every bundle (bounded).
         Runs in the stop's thread (nothing else touches the bundles while a stop runs)."""
+        self._write_held()
         # only this incident's bundle: without storage, earlier incidents' bundles stay in self.bundles
         current = self.bundles.get(f"incident-{final.get('incident')}") if final else None
         if current is not None:
@@ -650,6 +677,9 @@ class NodeAgent:
         if gen is not None and not stopping:
             self._maybe_prewarm(gen, now)
         reap_children()
+        if self._held and not stopping and now >= self._held_retry_at:
+            self._held_retry_at = now + HELD_RETRY_EVERY
+            self._write_held()
         commands = self.link.tick(now, wall)
         try:
             busy = stopping or self.link.capture_running
@@ -931,6 +961,10 @@ class NodeAgent:
             self._stop_thread.join(timeout + self.cfg.upload_timeout + 5)
         if self._capture_thread is not None:  # a capture runs: its tools (py-spy) end by its deadline; wait for that
             self._capture_thread.join(self.cfg.evidence_timeout + 5)
+        self._write_held()
+        for bundle in self._held:  # never silent: what the disk never took is said
+            log.error("%d file(s) of the evidence bundle %s were never written (the disk refused them until the end): "
+                      "%s", len(bundle.held), bundle.bundle_dir, ", ".join(sorted(bundle.held)))
         running = self.gen is not None and self.gen.exit_code is None and self.launcher.poll() is None
         if running:
             self.stopping("neuron-watch is exiting")

@@ -348,6 +348,8 @@ def read_events(path: Path) -> list[dict[str, Any]]:
                 continue
             if isinstance(obj, dict):
                 out.append(obj)
+    if bad is not None:
+        log.warning("%s: its last line is a torn record (not JSON: %s); skipped", path, bad[1])
     return out
 
 
