@@ -613,7 +613,8 @@ def _collect_timeline(ctx: IncidentContext, rec: _Recorder) -> None:
         return
     other = trace.get("otherData", {})
     unread = other.get("unread_logs", [])
-    stopped = [x["path"] for x in other.get("logs", []) if x.get("unread_bytes")]
+    stopped = sorted({x["path"] for x in other.get("logs", []) if x.get("unread_bytes")}
+                     | set(other.get("stopped_at_deadline", {})))
     if unread or stopped:
         rec.timed_out.append("timeline.json")
         rec.miss("timeline.json", f"partial: the time for it ran out; {len(stopped)} rank log(s) read in part, "

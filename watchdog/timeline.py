@@ -124,6 +124,7 @@ class _RankTrack:
         self.last_progress = start
         self.now = start
         self.early: list[float] = []  # stamps of the first T0_LINES lines
+        self.stopped_after: int | None = None
         self._counts = [n for n, _t in lg.times]
 
     def _add(self, ev: dict[str, Any]) -> None:
@@ -152,6 +153,7 @@ class _RankTrack:
         lineno: int | None = None
         for n, line in enumerate(self.lg.lines):
             if deadline_hit is not None and n % 4096 == 4095 and deadline_hit():
+                self.stopped_after = n  # lines read when the deadline came
                 break
             lineno = None if first is None else first + n
             own = parse_time(line)
@@ -239,7 +241,8 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Iterable[RankLog], kb
     ``events`` are the parsed lines of ``events.jsonl`` (``time``, ``event``, ``generation``, ...).
     Times in the trace are microseconds since the first known instant (``otherData.t0`` holds it
     as epoch seconds). Each log is read once, in one pass; ``deadline_hit()`` (checked every few
-    thousand lines) stops the reading: the trace then holds what was read. ``otherData.dropped_events``
+    thousand lines) stops the reading: the trace then holds what was read (``otherData.stopped_at_deadline``:
+    per log, the lines read before it). ``otherData.dropped_events``
     counts, per log, the oldest events beyond :data:`MAX_RANK_EVENTS` that were left out.
     Raises ValueError when an event has no parseable ``time``.
     """
@@ -280,6 +283,7 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Iterable[RankLog], kb
     tracks: list[_RankTrack] = []
     early: list[float] = []
     dropped: dict[str, int] = {}
+    stopped: dict[str, int] = {}
     for lg in logs:
         if deadline_hit is not None and deadline_hit():
             break
@@ -287,6 +291,8 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Iterable[RankLog], kb
         track.run(deadline_hit)
         tracks.append(track)
         early.extend(track.early)
+        if track.stopped_after is not None:
+            stopped[lg.source or f"gen-{lg.generation}/rank-{lg.rank}"] = track.stopped_after
         if track.made > len(track.events):
             dropped[lg.source or f"gen-{lg.generation}/rank-{lg.rank}"] = track.made - len(track.events)
         log_end_by_gen[lg.generation] = max(log_end_by_gen.get(lg.generation, track.now), track.now)
@@ -319,6 +325,8 @@ def build_trace(events: Sequence[Mapping[str, Any]], logs: Iterable[RankLog], kb
     other: dict[str, Any] = {"t0": t0, "tool": "neuron-watch"}
     if dropped:
         other["dropped_events"] = dropped
+    if stopped:
+        other["stopped_at_deadline"] = stopped  # log -> lines read before the deadline stopped it
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": other}
 
 
@@ -365,6 +373,8 @@ def rank_logs(run_dir: Path, max_bytes: int | None = None, deadline: float | Non
         if m:
             found.append((int(m.group(1)), int(m.group(2)), p))
     for gen, rank, p in sorted(found, key=lambda x: (-x[0], x[1])):
+        if deadline is not None and clock() >= deadline:
+            return  # the logs not reached are the caller's "unread"
         note = ReadNote(str(p))
         lines = iter_lines(note, max_bytes, deadline, clock)
         # The generator opens the file when the trace first asks for a line; its first line's number
