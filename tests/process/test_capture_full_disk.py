@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,13 +29,16 @@ def _need_root() -> None:
         pytest.skip("mounting a tmpfs needs root")
 
 
+pytestmark = pytest.mark.process
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted for this test (unmounted afterwards)."""
+    """A 16 MiB tmpfs mounted for this test (unmounted afterwards)."""
     _need_root()
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
     try:
         yield mnt
     finally:
@@ -140,3 +145,75 @@ def test_a_capture_on_a_full_disk_keeps_its_evidence_and_writes_it_when_the_disk
     for rel in ("verdict.json", "logs/rank-0.log", "env.json", "incident.md"):
         assert files[rel]["sha256"] == _sha(result.bundle_dir / rel)
     assert (result.bundle_dir / "logs" / "rank-0.log").read_text().endswith("RuntimeError: boom\n")
+
+
+class Console:
+    """The wrapper's console, read by a thread as it comes (the test never blocks on it)."""
+
+    def __init__(self, p: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert p.stdout is not None
+        stream = p.stdout
+        self._thread = threading.Thread(target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True)
+        self._thread.start()
+
+    def wait_for(self, needle: str, p: subprocess.Popen[str], timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and p.poll() is None:
+            hit = next((x for x in list(self.lines) if needle in x), None)
+            if hit is not None:
+                return hit
+            time.sleep(0.2)
+        raise AssertionError(f"no {needle!r} on the console: {''.join(self.lines[-30:])}")
+
+    def text(self) -> str:
+        self._thread.join(10)
+        return "".join(self.lines)
+
+
+@pytest.mark.timeout(400)
+def test_a_real_capture_through_a_full_disk_writes_its_bundle_when_the_disk_allows(
+    tmp_path: Path, small_disk: Path, toy_env: dict[str, str]
+) -> None:
+    """The run dir's disk is full when a hang is captured: the incident says what is missing (the files
+    the disk refused, held in memory), and once the disk is freed, before the job's end, the bundle is
+    written whole -- stacks included -- and events.jsonl has every event, none torn."""
+    from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, started
+
+    run_dir, trigger = small_disk / "run", tmp_path / "hang-now"
+    ranks = str(Path(__file__).parent / "ranks" / "capture_load.py")
+    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--max-restarts", "0", "--hang-timeout", "8",
+            "--evidence-timeout", "10", "--stop-timeout", "20", "torchrun", "--log-dir", str(tmp_path / "tr"),
+            "--nproc_per_node", "2", ranks, "hangon", str(trigger)]
+    try:
+        with started(argv, str(tmp_path), toy_env) as p:
+            console = Console(p)
+            console.wait_for("[rank1] step 5 ", p, 180)
+            filler = fill(small_disk)
+            trigger.touch()
+            line = console.wait_for("evidence captured", p, 120)
+            assert "missing" in line, line  # what the disk refused is said missing
+            filler.unlink()  # the ranks ignore SIGTERM: the stop's 20 s leave the disk time to be free
+            p.wait(120)
+            out = console.text()
+    finally:
+        force_cleanup(str(run_dir))
+    raw = (run_dir / "events.jsonl").read_bytes()
+    assert raw.endswith(b"\n"), raw[-300:]
+    evs = events(run_dir)  # every line parses
+    assert evs[-1]["event"] == "job_finished", out[-3000:]
+    (incident,) = named(evs, "incident")
+    assert incident["missing_items"] >= 1 and incident["nodes_without_evidence"] == []
+    (bundle,) = [d for d in Path(incident["artifacts"]).iterdir() if d.is_dir()]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["held_in_memory"] == []
+    assert not any(m["reason"].startswith(evidence.HELD_REASON) for m in manifest["missing"]), manifest["missing"]
+    # the incident counted the files the full disk refused; written since, they are missing no more
+    assert incident["missing_items"] > len(manifest["missing"]), (incident, manifest["missing"])
+    stacks = sorted(p.name for p in (bundle / "stacks").iterdir())
+    assert stacks == ["rank-0.txt", "rank-1.txt"], manifest["missing"]
+    files = {f["path"]: f for f in manifest["files"]}
+    for rel in ("stacks/rank-0.txt", "stacks/rank-1.txt", "verdict.json", "logs/rank-0.log"):
+        assert files[rel]["sha256"] == _sha(bundle / rel)
+    assert json.loads((bundle / "verdict.json").read_text())["label"] == "collective_hang"
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []

@@ -3,6 +3,8 @@
     flood MB AHEAD    step lines until the watchdog saw one; then MB MiB of plain lines (a step line
                       every MiB), at most AHEAD MiB ahead of the rank's log; then ``flood done`` and
                       silence (a hang: the watchdog captures after a flood of rank logs)
+    hangon FILE       ignores SIGTERM (the stop waits its whole deadline); a step line every 0.2 s until
+                      FILE exists, then silence (a hang)
     longlines MB N    5 step lines; then N lines of MB MiB each (each ends ``<end of line R.I>``), 5 more
                       step lines, ``training done``
 """
@@ -10,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -72,9 +75,21 @@ def longlines(mb: int, count: int) -> None:
     print("training done", flush=True)
 
 
+def hangon(trigger: str) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    n = 0
+    while not os.path.exists(trigger):
+        n += 1
+        print(f"step {n} loss {1.0 / n:.4f}", flush=True)
+        time.sleep(0.2)
+    time.sleep(3600)
+
+
 def main() -> None:
     mode = sys.argv[1]
-    if mode == "flood":
+    if mode == "hangon":
+        hangon(sys.argv[2])
+    elif mode == "flood":
         flood(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "longlines":
         longlines(int(sys.argv[2]), int(sys.argv[3]))
