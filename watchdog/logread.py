@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from neuron_watch.logtext import MAX_LINE, LineSplitter
+from neuron_watch.logtext import MAX_LINE
 
 #: Bytes read at a time.
 CHUNK = 1 << 20
@@ -131,20 +131,42 @@ def iter_lines(note: ReadNote, max_bytes: int | None = None, deadline: float | N
             note.first_line = None if counted is None else counted + 1
         note.start = start
         f.seek(start)
-        splitter = LineSplitter(max_line)
         pos = start
+        carry = b""
+        dropping = False  # inside a line longer than max_line, past its kept head
         while True:
             if deadline is not None and clock() >= deadline:
                 note.stopped_at = pos
                 break
             chunk = f.read(CHUNK)
             pos += len(chunk)
-            lines = splitter.feed(chunk) if chunk else splitter.close()
-            note.lines += len(lines)
-            yield from lines
             if not chunk:
+                if carry and not dropping:
+                    note.lines += 1
+                    yield _decode(carry, max_line)
                 break
-        note.cut_lines = splitter.truncated
+            parts = (carry + chunk).split(b"\n")  # in C: the lines of a chunk cost no Python loop but ours
+            carry = parts.pop()
+            if dropping and parts:  # the rest of a cut line ends here
+                parts.pop(0)
+                dropping = False
+            note.lines += len(parts)
+            for part in parts:
+                if len(part) > max_line:
+                    note.cut_lines += 1
+                yield _decode(part, max_line)
+            if dropping:
+                carry = b""
+            elif len(carry) > max_line:  # a line longer than the bound: its head now, the rest skipped
+                note.cut_lines += 1
+                note.lines += 1
+                yield _decode(carry, max_line)
+                carry, dropping = b"", True
+
+
+def _decode(raw: bytes, max_line: int) -> str:
+    """``raw`` as text, at most ``max_line`` characters (cut bytes decode as replacement characters)."""
+    return raw[: max_line * 4].decode("utf-8", errors="replace")[:max_line]
 
 
 def tail_bytes(path: str, lines: int, max_bytes: int) -> tuple[bytes, int]:

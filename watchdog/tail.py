@@ -190,7 +190,9 @@ class FileTail:
         self.skipped_bytes += pos - start + len(self.partial)
         # the current line's state is gone with its bytes
         self.partial, self._cr, self._last, self._last_sent, self._shown = b"", False, None, False, -1
-        self._cutting = False
+        # a skip that ends inside a line leaves the rest of it to skip too (counted already: never
+        # passed on as a line of its own, nor as pieces)
+        self._cutting = nl < 0
         what = f"{lines} line(s)" if lines else "more of one long line"
         out.append(Record(f"neuron-watch: {what} ({pos - start} bytes) of this output skipped unread: written "
                           f"faster than the watchdog reads; all of it is in {self.path}"))
@@ -202,11 +204,12 @@ class FileTail:
         if self._cutting:  # the rest of an over-long line: counted, not kept
             nl = data.find(b"\n")
             skip = len(data) if nl < 0 else nl + 1
-            self.cut_bytes += skip - (nl >= 0)
+            if not self._cut_counted:  # (a line a backlog skip ended inside is counted as skipped)
+                self.cut_bytes += skip - (nl >= 0)
             data = data[skip:]
             if nl < 0:
                 return
-            self._cutting = False
+            self._cutting = self._cut_counted = False
         buf = self.partial + data
         pos = 0
         while (nl := buf.find(b"\n", pos)) >= 0:

@@ -90,3 +90,20 @@ def test_a_node_reads_at_most_its_budget_a_poll_and_every_file_gets_turns(tmp_pa
     for r in range(ranks):
         text = (tmp_path / "gen" / f"rank-{r}.log").read_text()
         assert text.count("neuron-watch: this line is longer than") == 2 and text.endswith(f"done {r}\n")
+
+
+def test_a_backlog_skip_inside_a_long_line_never_passes_its_rest_as_a_line(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flood's skip that ends inside a long line: the line is counted once as skipped, and what is left
+    of it is skipped too, not passed on as a line (or a piece) of its own."""
+    monkeypatch.setattr(tail, "BACKLOG_MAX", 2 << 20)
+    monkeypatch.setattr(tail, "BACKLOG_KEEP", 512 << 10)
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"first\n" + b"x" * (6 << 20) + b"\nlast\n")
+    t = FileTail(str(path))
+    t.offset = 0
+    lines = t.read_lines(to_eof=True)
+    notes = [x for x in lines if x.startswith("neuron-watch: ")]
+    assert [x for x in lines if not x.startswith("neuron-watch: ")] == ["last"]
+    assert notes and t.skipped_lines == 2  # "first" and the long line, each once
+    assert t.cut_lines == 0
