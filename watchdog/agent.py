@@ -30,7 +30,14 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
 from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
-from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
+from neuron_watch.evidence import (
+    BundleResult,
+    IncidentContext,
+    bundle_stacks,
+    capture_node_bundle,
+    complete_bundle,
+    flush_held,
+)
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher, LaunchInfo
@@ -94,6 +101,10 @@ class NodeGeneration:
     stopped_by_us: str = ""
 
 
+#: Seconds between attempts to write evidence a full disk refused.
+HELD_RETRY_EVERY = 2.0
+
+
 def _json_or_empty(doc: str) -> dict[str, Any]:
     try:
         value = json.loads(doc) if doc else {}
@@ -154,6 +165,9 @@ class EarlyObservations:
 
     def add_line(self, *args: Any, **kwargs: Any) -> None:
         self.calls.append(("add_line", args, kwargs))
+
+    def count_truncated(self, lines: int, nbytes: int) -> None:
+        self.calls.append(("count_truncated", (lines, nbytes), {}))
 
     def count_lost(self, lines: int) -> None:
         # in order with the rest: a status replayed after it carries it (a flood that ended before
@@ -234,12 +248,16 @@ class NodeAgent:
         self._last_checkpoint_scan = -1e18
         self._newest_checkpoint: str | None = None  # the newest complete checkpoint seen so far
         self._stop_thread: threading.Thread | None = None  # a stop running in the background (begin_stop)
+        self._capture_thread: threading.Thread | None = None  # a capture running in the background (begin_capture)
+        self._held: list[BundleResult] = []  # bundles with files a full disk refused (written when it allows)
+        self._held_retry_at = -1e18
         # This node's own signs of work (monotonic), for the lost-coordinator policy (lostlink.py).
         self._last_line_at: float | None = None
         self._last_compiler_at: float | None = None
         self._progress_seen = 0  # the link's progress-line count when last looked at
         self._last_progress_at: float | None = None
         self._skipped_told = 0  # flood lines skipped unread, already added to the link's drop count
+        self._cut_told = (0, 0)  # over-long lines cut by the tail (lines, bytes), already added to the link's
         # The ranks' flight recorders, read from a thread (a rank's server may be slow to answer).
         self.probe = None if config.no_rank_probe else RankProbe()
         self._probe_root: str | None = None
@@ -283,6 +301,7 @@ class NodeAgent:
         if generation == 0:
             log.info("liveness: %s", self.liveness_plan())
         streams = RankStreams(self.node, gen_dir, self.echo, health=self.health)
+        self._skipped_told, self._cut_told = 0, (0, 0)  # the new streams count from zero
         # Nodes may share a run dir (a shared home, /fsx): everything per node carries its name.
         log_file = AppendFile(os.path.join(gen_dir, f"launcher-{self.node}.log"), self.health)
         self.gen = NodeGeneration(generation, checkpoint, gen_dir, streams, log_file, started=self.clock(), env=env,
@@ -378,13 +397,30 @@ class NodeAgent:
 
     def capture(self, incident: str, reason: str, verdict_doc: str = "") -> EvidenceReport:
         """Capture this node's evidence while its ranks are alive; returns its report for the coordinator.
+        Blocks; the loop uses :meth:`begin_capture`.
 
         ``verdict_doc``: the coordinator's pending verdict (JSON); the bundle's ``verdict.json`` and
         ``incident.md`` are completed with the final one when the stop comes (:meth:`stop`).
         """
+        poll = self.begin_capture(incident, reason, verdict_doc)
+        thread = self._capture_thread
+        if thread is not None:
+            thread.join()
+        report = poll()
+        assert report is not None
+        return report
+
+    def begin_capture(self, incident: str, reason: str, verdict_doc: str = "") -> Callable[[], EvidenceReport | None]:
+        """Start :meth:`capture` in a thread and return its poll (the report once done, else None).
+
+        The capture reads rank logs, copies dumps and waits on py-spy: seconds, bounded by
+        ``--evidence-timeout``, that the loop spends reading output, sampling and keeping the link
+        alive meanwhile. What touches the streams (the drain before it) happens here, on the loop's thread.
+        """
         gen = self.gen
         if gen is None:
-            return EvidenceReport(error="nothing running")
+            nothing = EvidenceReport(error="nothing running")
+            return lambda: nothing
         # Everything the ranks printed so far is in their logs before they are copied (a root-cause
         # line written just before a burst ended must be in the bundle).
         self._drain_output(final=False, to_eof=True)
@@ -412,28 +448,54 @@ class NodeAgent:
                            if gen.probe_dir else {}),
         )
         t0 = self.clock()
-        try:
-            bundle = capture_node_bundle(ctx)
-        except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
-            log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
-            self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
-            return EvidenceReport(error=str(exc), seconds=round(self.clock() - t0, 3))
-        self.bundles[incident] = bundle.bundle_dir
-        dumps = {}
-        for f in sorted((bundle.bundle_dir / "stacks").glob("rank-*.txt")):
+        out: dict[str, Any] = {}
+
+        def work() -> None:
             try:
-                dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
-            except (OSError, ValueError):
-                continue
-        return EvidenceReport(
-            bundle=str(bundle.bundle_dir),
-            seconds=round(self.clock() - t0, 3),
-            missing=len(bundle.missing),
-            in_collective=collective_states(dumps),
-            stack_tops={r: t for r, d in dumps.items() if (t := top_frame(d))},
-            proc_states=rank_process_states(gen.worker_pids),
-            manifest=bundle.manifest,
-        )
+                bundle = capture_node_bundle(ctx)
+            except OSError as exc:  # the bundle dir itself failed: report it, never block the recovery
+                log.error("could not write the evidence bundle to %s: %s", ctx.bundle_dir, exc)
+                self.health.failed("write the evidence bundle", str(ctx.bundle_dir), exc)
+                out["error"] = str(exc)
+                return
+            except Exception as exc:  # reported in the evidence; the coordinator must hear the capture ended
+                log.exception("capturing this node's evidence failed")
+                out["error"] = f"{type(exc).__name__}: {exc}"
+                return
+            out["bundle"] = bundle
+            out["dumps"] = bundle_stacks(bundle.bundle_dir, bundle.held)
+            out["seconds"] = round(self.clock() - t0, 3)
+
+        thread = threading.Thread(target=work, name="neuron-watch-capture", daemon=True)
+        self._capture_thread = thread
+        thread.start()
+
+        def poll() -> EvidenceReport | None:
+            if thread.is_alive():
+                return None
+            self._capture_thread = None
+            bundle = out.get("bundle")
+            if bundle is None:
+                return EvidenceReport(error=str(out.get("error") or "the capture ended without a bundle"),
+                                      seconds=round(self.clock() - t0, 3))
+            self.bundles[incident] = bundle.bundle_dir
+            if bundle.held:
+                log.warning("incident %s: %d file(s) of the evidence bundle could not be written to %s (the disk "
+                            "refused them); kept in memory and written when the disk allows", incident,
+                            len(bundle.held), bundle.bundle_dir)
+                self._held.append(bundle)
+            dumps: dict[int, str] = out["dumps"]
+            return EvidenceReport(
+                bundle=str(bundle.bundle_dir),
+                seconds=out["seconds"],
+                missing=len(bundle.missing),
+                in_collective=collective_states(dumps),
+                stack_tops={r: t for r, d in dumps.items() if (t := top_frame(d))},
+                proc_states=rank_process_states(gen.worker_pids),
+                manifest=bundle.manifest,
+            )
+
+        return poll
 
     def stop(self, deadline: float, verdict_doc: str = "") -> StopReport:
         """Stop every process of the job on this node, then complete this node's bundles with the final
@@ -496,9 +558,18 @@ class NodeAgent:
 
         return poll
 
+    def _write_held(self) -> None:
+        """Write what a full disk refused during captures (see :func:`~neuron_watch.evidence.flush_held`)."""
+        for bundle in list(self._held):
+            if flush_held(bundle):
+                self._held.remove(bundle)
+                log.warning("the evidence bundle %s is whole on disk now (the files the disk refused are written)",
+                            bundle.bundle_dir)
+
     def _finish_bundles(self, final: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Complete this incident's bundle with the final verdict; upload every bundle (bounded).
         Runs in the stop's thread (nothing else touches the bundles while a stop runs)."""
+        self._write_held()
         # only this incident's bundle: without storage, earlier incidents' bundles stay in self.bundles
         current = self.bundles.get(f"incident-{final.get('incident')}") if final else None
         if current is not None:
@@ -614,9 +685,13 @@ class NodeAgent:
         if gen is not None and not stopping:
             self._maybe_prewarm(gen, now)
         reap_children()
+        if self._held and not stopping and now >= self._held_retry_at:
+            self._held_retry_at = now + HELD_RETRY_EVERY
+            self._write_held()
         commands = self.link.tick(now, wall)
         try:
-            return self.link.dispatch(commands, self, now, wall) if commands or stopping else None
+            busy = stopping or self.link.capture_running
+            return self.link.dispatch(commands, self, now, wall) if commands or busy else None
         except JobRefused as exc:
             self._refused(exc)
             raise
@@ -748,6 +823,12 @@ class NodeAgent:
             # (before the link exists too, in order with what the node reports next)
             out.count_lost(skipped - self._skipped_told)
             self._skipped_told = skipped
+        cut = gen.streams.cut_lines
+        if cut > self._cut_told[0]:
+            # lines cut to the tail's bound travel with the link's own cut lines (truncated_lines)
+            cut_bytes = gen.streams.cut_bytes
+            out.count_truncated(cut - self._cut_told[0], cut_bytes - self._cut_told[1])
+            self._cut_told = (cut, cut_bytes)
 
     def _parse_launcher_line(self, gen: NodeGeneration, text: str, now: float, wall: float) -> None:
         if self.launcher.reports_end(text):
@@ -888,6 +969,12 @@ class NodeAgent:
         """
         if self._stop_thread is not None:  # a stop of ours runs: let it end (it is bounded) before the last one
             self._stop_thread.join(timeout + self.cfg.upload_timeout + 5)
+        if self._capture_thread is not None:  # a capture runs: its tools (py-spy) end by its deadline; wait for that
+            self._capture_thread.join(self.cfg.evidence_timeout + 5)
+        self._write_held()
+        for bundle in self._held:  # never silent: what the disk never took is said
+            log.error("%d file(s) of the evidence bundle %s were never written (the disk refused them until the end): "
+                      "%s", len(bundle.held), bundle.bundle_dir, ", ".join(sorted(bundle.held)))
         running = self.gen is not None and self.gen.exit_code is None and self.launcher.poll() is None
         if running:
             self.stopping("neuron-watch is exiting")

@@ -145,6 +145,9 @@ class StopsInBackground(Protocol):
     def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], StopReport | None]:
         """Start stopping; returns a poll that gives the stop's report once it is done (None until then)."""
 
+    def begin_capture(self, incident: str, reason: str, verdict: str = "") -> Callable[[], EvidenceReport | None]:
+        """Start capturing; returns a poll that gives the evidence report once it is done (None until then)."""
+
 
 def _stop_words(report: StopReport) -> str:
     """A stop's report in a few words (the ``stopped`` status's detail, for people)."""
@@ -309,6 +312,8 @@ class AgentLink:
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
         #: a stop running in the background: its poll; commands received meanwhile wait in _deferred
         self._stopping: Callable[[], StopReport | None] | None = None
+        #: a capture running in the background: its poll (commands received meanwhile wait in _deferred)
+        self._capturing: Callable[[], EvidenceReport | None] | None = None
         self._deferred: list[Msg] = []
         if kb is not None:
             self.set_knowledge_base(kb)
@@ -528,8 +533,17 @@ class AgentLink:
         stop (its SIGTERM deadline, its uploads) runs while the caller's loop keeps turning
         (heartbeats, status, console), ``stopped`` is reported once it is done, and the commands
         received meanwhile are carried out after it, in order. Call this every loop turn (with no
-        commands too) while :attr:`stop_running`.
+        commands too) while :attr:`stop_running`. A ``node`` with ``begin_capture`` captures the same
+        way (reading rank logs, waiting on py-spy: seconds the loop must not lose), ``evidence_done``
+        once it is done; call this every turn while :attr:`capture_running` too.
         """
+        if self._capturing is not None:
+            self._deferred.extend(commands)
+            evidence = self._capturing()
+            if evidence is None:
+                return None
+            self._capturing = None
+            self.status(NodeStatus.EVIDENCE_DONE, now, wall, detail=evidence.bundle or evidence.error, report=evidence)
         if self._stopping is not None:
             self._deferred.extend(commands)
             stopped = self._stopping()
@@ -544,6 +558,11 @@ class AgentLink:
         for i, msg in enumerate(commands):
             body = msg.body
             if isinstance(body, CaptureEvidence):
+                begin_capture = getattr(node, "begin_capture", None)
+                if callable(begin_capture):
+                    self._capturing = begin_capture(body.incident, body.reason, body.verdict)
+                    self._deferred = commands[i + 1:]
+                    return None
                 evidence = node.capture(body.incident, body.reason, body.verdict)
                 self.status(NodeStatus.EVIDENCE_DONE, now, wall, detail=evidence.bundle or evidence.error,
                             report=evidence)
@@ -572,6 +591,11 @@ class AgentLink:
         """A stop runs in the background (see :meth:`dispatch`)."""
         return self._stopping is not None
 
+    @property
+    def capture_running(self) -> bool:
+        """A capture runs in the background (see :meth:`dispatch`)."""
+        return self._capturing is not None
+
     def rebase(self, gap: float) -> None:
         """Our own loop was away ``gap`` seconds (paused): that time is not the coordinator's silence."""
         if self.last_heard is not None:
@@ -594,6 +618,12 @@ class AgentLink:
                 "challenges": c.challenges, "truncated_lines": c.truncated_lines,
                 "truncated_bytes": c.truncated_bytes, "split_batches": c.split_batches,
                 "oversize_dropped": c.oversize_dropped}
+
+    def count_truncated(self, lines: int, nbytes: int) -> None:
+        """Lines this node cut before they reached the link (longer than the tail keeps): reported
+        with the link's own cut lines (``truncated_lines``, ``truncated_bytes``)."""
+        self.counters.truncated_lines += lines
+        self.counters.truncated_bytes += nbytes
 
     def count_lost(self, lines: int) -> None:
         """Lines this node lost before they reached the link (a flood's skipped backlog): reported

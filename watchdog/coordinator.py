@@ -63,6 +63,7 @@ from neuron_watch.judge import BlindWarning, RecompileNote
 from neuron_watch.policy import JobState, JobStateMachine, RestartPolicy
 from neuron_watch.protocol import (
     MAX_LINE_BYTES,
+    RANK_LINE_BYTES,
     Ack,
     Body,
     CaptureEvidence,
@@ -771,7 +772,7 @@ class Coordinator:
         view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
         if truncated > view.reported_truncated_lines:
             self.events.emit(EventKind.LINES_TRUNCATED, self.generation, node=view.node, lines=truncated,
-                             limit_bytes=MAX_LINE_BYTES)
+                             limit_bytes=MAX_LINE_BYTES, rank_line_bytes=RANK_LINE_BYTES)
             view.reported_truncated_lines = truncated
 
     # -- sending -----------------------------------------------------------------------------

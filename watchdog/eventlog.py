@@ -35,7 +35,8 @@ class EventLog:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
         self.health = health or IOHealth()
-        self._f = AppendFile(path, self.health, reopen_if_moved=True)
+        # whole lines: a full disk never leaves a torn last event (a reader would lose job_finished)
+        self._f = AppendFile(path, self.health, reopen_if_moved=True, whole_lines=True)
         self._wall = wall
         self.sinks: list[EventSink] = []
         self.sink_failures = 0

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_watch import incident_report
+from neuron_watch.logread import tail_bytes
 from neuron_watch.rank_probe import call_handler
 from neuron_watch.redact import mask_urls
 
@@ -48,10 +49,20 @@ from neuron_watch.redact import mask_urls
 TOOL_TIMEOUT_S = 10.0
 #: Grace between SIGTERM and SIGKILL for a tool that overran.
 KILL_GRACE_S = 1.0
-#: Lines kept from the end of each rank log.
+#: Lines kept from the end of each rank log ...
 TAIL_LINES = 1000
+#: ... and at most this many bytes of it (a log of multi-megabyte lines must not fill the bundle or memory).
+TAIL_BYTES = 4 << 20
+#: The incident's timeline reads at most the last this-many bytes of each rank log ...
+TIMELINE_LOG_BYTES = 8 << 20
+#: ... and at most this share of the time left to the capture (the copies that follow need the rest).
+TIMELINE_SHARE = 0.5
 #: Never copy more than this many bytes of core dumps / input dumps per incident (disk is finite).
 COPY_BUDGET_BYTES = 8 * 1024**3
+#: Bytes of one bundle kept in memory while its disk refuses them (a full disk during a capture).
+HOLD_BYTES = 64 << 20
+#: How a held file's entry in ``missing`` begins (it leaves ``missing`` once written).
+HELD_REASON = "not written yet: the disk refused it"
 #: At most this many failed-compile logs (a poisoned cache can hold hundreds).
 MAX_COMPILE_LOGS = 20
 SYSFS_NEURON = Path("/sys/devices/virtual/neuron_device")
@@ -172,6 +183,8 @@ class BundleResult:
     manifest_path: Path
     manifest: dict[str, Any]
     elapsed_s: float
+    #: bundle-relative path -> content the disk refused so far (the manifest too, as ``manifest.json``)
+    held: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def missing(self) -> list[dict[str, str]]:
@@ -194,6 +207,8 @@ class _Recorder:
         self.missing: list[dict[str, str]] = []
         self.timed_out: list[str] = []
         self.notes: dict[str, Any] = {}
+        #: files the disk refused (full, read-only, EIO), kept to write when it allows (see flush_held)
+        self.held: dict[str, bytes] = {}
 
     def remaining(self) -> float:
         return self.deadline - self.clock()
@@ -202,12 +217,21 @@ class _Recorder:
         self.missing.append({"item": what, "reason": why})
 
     def write(self, rel: str, data: str | bytes) -> Path:
+        """Write ``rel`` in the bundle; a disk that refuses it (full, read-only, EIO) does not lose it:
+        it is kept in memory (up to HOLD_BYTES a bundle), listed as missing until it is written
+        (:func:`flush_held`), and counted as lost beyond the bound."""
+        raw = data.encode("utf-8") if isinstance(data, str) else data
         p = self.root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, str):
-            p.write_text(data, encoding="utf-8")
-        else:
-            p.write_bytes(data)
+        try:
+            _write_file(p, raw)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if sum(len(v) for v in self.held.values()) + len(raw) > HOLD_BYTES:
+                self.miss(rel, f"lost: the disk refused it ({why}) and the bundle's in-memory bound "
+                          f"({HOLD_BYTES} bytes) is reached")
+            else:
+                self.held[rel] = raw
+                self.miss(rel, f"{HELD_REASON} ({why}); kept in memory, written when the disk allows")
         return p
 
     def tool(self, what: str, argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str, str] | None:
@@ -257,29 +281,26 @@ def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int, str, str, boo
 # ---------------------------------------------------------------------------------------------
 # collectors (each records what it could not get)
 # ---------------------------------------------------------------------------------------------
-def _tail(path: Path, lines: int) -> bytes:
-    """The last ``lines`` lines of a file without reading all of it."""
-    with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        block, data = 64 * 1024, b""
-        pos = end
-        while pos > 0 and data.count(b"\n") <= lines:
-            step = min(block, pos)
-            pos -= step
-            f.seek(pos)
-            data = f.read(step) + data
-        return b"\n".join(data.split(b"\n")[-lines - 1 :]) if data.count(b"\n") > lines else data
+def _tail(path: Path, lines: int, max_bytes: int = TAIL_BYTES) -> bytes:
+    """The last ``lines`` lines of a file, at most its last ``max_bytes``, read from its end only."""
+    return tail_bytes(str(path), lines, max_bytes)[0]
 
 
 def _collect_logs(ctx: IncidentContext, rec: _Recorder) -> None:
     if not ctx.rank_logs:
         rec.miss("rank logs", "no rank log paths given")
+    cut: dict[str, int] = {}
     for rank, path in sorted(ctx.rank_logs.items()):
         try:
-            rec.write(f"logs/rank-{rank}.log", _tail(Path(path), ctx.tail_lines))
+            data, before = tail_bytes(str(path), ctx.tail_lines, TAIL_BYTES)
         except OSError as exc:
             rec.miss(f"logs/rank-{rank}.log", f"cannot read {path}: {exc.strerror or exc}")
+            continue
+        if before and data.count(b"\n") < ctx.tail_lines:
+            cut[str(rank)] = before  # long lines: the byte bound came before the line count
+        rec.write(f"logs/rank-{rank}.log", data)
+    if cut:
+        rec.notes["log_tails_cut_at_bytes"] = {"max_bytes": TAIL_BYTES, "bytes_before_by_rank": cut}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -578,13 +599,26 @@ def _collect_versions(rec: _Recorder) -> None:
 
 
 def _collect_timeline(ctx: IncidentContext, rec: _Recorder) -> None:
+    """The run's timeline so far, from the end of each rank log (newest generation first), within
+    its share of the capture's time: a flood of hundreds of megabytes costs neither memory nor time
+    beyond these bounds. What it left out is in the trace's ``otherData`` and the manifest."""
     from neuron_watch import timeline
 
+    deadline = rec.clock() + max(0.0, rec.remaining()) * TIMELINE_SHARE
     try:
-        trace = timeline.build_from_run_dir(ctx.run_dir)
+        trace = timeline.build_from_run_dir(ctx.run_dir, max_bytes_per_log=TIMELINE_LOG_BYTES, deadline=deadline,
+                                            clock=rec.clock)
     except (OSError, ValueError) as exc:
         rec.miss("timeline.json", f"cannot build the timeline: {exc}")
         return
+    other = trace.get("otherData", {})
+    unread = other.get("unread_logs", [])
+    stopped = sorted({x["path"] for x in other.get("logs", []) if x.get("unread_bytes")}
+                     | set(other.get("stopped_at_deadline", {})))
+    if unread or stopped:
+        rec.timed_out.append("timeline.json")
+        rec.miss("timeline.json", f"partial: the time for it ran out; {len(stopped)} rank log(s) read in part, "
+                 f"{len(unread)} not read (otherData says which)")
     rec.write("timeline.json", json.dumps(trace))
 
 
@@ -606,14 +640,18 @@ def capture_node_bundle(
     then the cheap files, then the copies that may be large. Missing items and tools that timed
     out are listed in the manifest; this function does not raise for them.
 
-    Raises:
-        OSError: only when the bundle directory itself cannot be created or written.
+    A disk that refuses the bundle's files (full, read-only) loses none of them: they are kept in
+    memory (``BundleResult.held``, at most :data:`HOLD_BYTES`), listed as missing with why, and
+    written by :func:`flush_held` when the disk allows. This function does not raise for it.
     """
     start = clock()
     deadline = start + ctx.deadline_s if deadline is None else deadline
     root = ctx.bundle_dir
-    root.mkdir(parents=True, exist_ok=True)
     rec = _Recorder(root, deadline, clock, ctx.which)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a full disk: every file is held (rec.write) and written when it allows
+        rec.notes["bundle_dir_error"] = exc.strerror or str(exc)
     budget = [COPY_BUDGET_BYTES]
 
     _collect_stacks(ctx, rec)
@@ -641,10 +679,7 @@ def capture_node_bundle(
         except OSError as exc:  # one unreadable source must not lose the rest of the bundle
             rec.miss(name, f"{type(exc).__name__}: {exc}")
 
-    files = []
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.name not in ("manifest.json", "incident.md"):
-            files.append({"path": p.relative_to(root).as_posix(), "size": p.stat().st_size, "sha256": _sha256(p)})
+    files = _file_entries(root)
     manifest: dict[str, Any] = {
         "job_id": ctx.job_id,
         "generation": ctx.generation,
@@ -660,14 +695,92 @@ def capture_node_bundle(
     }
     md = incident_report.render_incident_md(ctx.verdict, manifest, ctx.artifacts_uri)
     rec.write("incident.md", md)
-    manifest["files"].append(
-        {"path": "incident.md", "size": (root / "incident.md").stat().st_size, "sha256": _sha256(root / "incident.md")}
-    )
-    manifest_path = root / "manifest.json"
+    if "incident.md" not in rec.held:
+        manifest["files"].append(_file_entry(root, "incident.md"))
+    manifest["held_in_memory"] = sorted(rec.held)
+    result = BundleResult(root, root / "manifest.json", manifest, clock() - start, rec.held)
+    _write_manifest(result)
+    result.elapsed_s = clock() - start
+    return result
+
+
+def _write_file(p: Path, raw: bytes) -> None:
+    """Write ``p`` whole or not at all (a full disk must not leave half a file that looks complete)."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p.write_bytes(raw)
+    except OSError:
+        with contextlib.suppress(OSError):
+            p.unlink()
+        raise
+
+
+def _file_entry(root: Path, rel: str) -> dict[str, Any]:
+    p = root / rel
+    return {"path": rel, "size": p.stat().st_size, "sha256": _sha256(p)}
+
+
+def _file_entries(root: Path) -> list[dict[str, Any]]:
+    if not root.is_dir():
+        return []
+    return [_file_entry(root, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("manifest.json", "incident.md") and not p.name.startswith(".")]
+
+
+def _write_manifest(result: BundleResult) -> bool:
+    """Write the manifest atomically (a manifest present means the bundle is complete as it says);
+    a disk that refuses it keeps it held with the rest. Returns whether it was written."""
+    root = result.bundle_dir
     tmp = root / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    os.replace(tmp, manifest_path)  # atomic: a manifest present means the bundle is complete
-    return BundleResult(root, manifest_path, manifest, clock() - start)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(result.manifest, indent=2, sort_keys=True))
+        os.replace(tmp, result.manifest_path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        result.held["manifest.json"] = b""  # (re)written from result.manifest by flush_held
+        return False
+    result.held.pop("manifest.json", None)
+    return True
+
+
+def flush_held(result: BundleResult) -> bool:
+    """Write what the disk refused during the capture (see :meth:`_Recorder.write`), in order, then the
+    manifest without them in ``missing``. Returns True when nothing is held any more. Never raises:
+    what still cannot be written stays held for the next call."""
+    wrote = False
+    for rel in [r for r in result.held if r != "manifest.json"]:
+        try:
+            _write_file(result.bundle_dir / rel, result.held[rel])
+        except OSError:
+            break  # the disk is still full: try again later, in the same order
+        del result.held[rel]
+        wrote = True
+        m = result.manifest
+        m["missing"] = [x for x in m["missing"] if not (x["item"] == rel and x["reason"].startswith(HELD_REASON))]
+        m["files"] = sorted([*(f for f in m["files"] if f["path"] != rel), _file_entry(result.bundle_dir, rel)],
+                            key=lambda f: str(f["path"]))
+    if wrote or "manifest.json" in result.held:
+        result.manifest["held_in_memory"] = sorted(r for r in result.held if r != "manifest.json")
+        _write_manifest(result)
+    return not result.held
+
+
+def bundle_stacks(root: Path, held: Mapping[str, bytes] | None = None) -> dict[int, str]:
+    """The stacks a bundle holds, by rank (``stacks/rank-<R>.txt``, on disk or ``held`` in memory);
+    unreadable ones are left out."""
+    dumps: dict[int, str] = {}
+    for f in sorted((root / "stacks").glob("rank-*.txt")):
+        try:
+            dumps[int(f.stem.split("-", 1)[1])] = f.read_text(errors="replace")
+        except (OSError, ValueError):
+            continue
+    for rel, raw in (held or {}).items():
+        m = re.fullmatch(r"stacks/rank-(\d+)\.txt", rel)
+        if m:
+            dumps[int(m.group(1))] = raw.decode("utf-8", "replace")
+    return dumps
 
 
 def complete_bundle(root: Path, verdict: Mapping[str, Any], artifacts_uri: str = "") -> None:

@@ -131,12 +131,16 @@ class AppendFile:
     ``write`` only buffers; ``flush`` writes (callers flush once per poll or tick, as they did a
     Python file). ``gap``: ``(lines, bytes, error) -> line`` written where text is missing after
     a fault (None: nothing is written, e.g. for JSONL that must stay parseable).
+    ``whole_lines``: the file never ends inside a line (JSONL: a torn last record makes a reader
+    lose the event, ``job_finished`` among them): a write the disk took only in part is cut back
+    (``ftruncate``) to where it began, and the whole of it kept for the retry.
     """
 
     def __init__(self, path: str, health: IOHealth, *, gap: Callable[[int, int, str], str] | None = None,
                  max_pending: int = MAX_PENDING, clock: Callable[[], float] = time.monotonic,
-                 reopen_if_moved: bool = False) -> None:
+                 reopen_if_moved: bool = False, whole_lines: bool = False) -> None:
         self.name = path
+        self.whole_lines = whole_lines
         self.reopen_if_moved = reopen_if_moved
         self.health = health
         self.gap = gap
@@ -216,11 +220,22 @@ class AppendFile:
 
     def _write_buf(self) -> None:
         assert self._fd is not None
+        start = os.fstat(self._fd).st_size if self.whole_lines else 0
         view = memoryview(self._buf)
         done = 0
         try:
             while done < len(view):
                 done += os.write(self._fd, view[done:])
+        except OSError:
+            if self.whole_lines and done:
+                whole = bytes(view[:done]).rfind(b"\n") + 1  # the lines that went out whole stay
+                try:
+                    os.ftruncate(self._fd, start + whole)  # no torn line: the rest is written again at the retry
+                    done = whole
+                except OSError as exc:
+                    log.warning("%s: could not cut back a partial write (%s); its last line may be torn",
+                                self.name, describe(exc))
+            raise
         finally:
             view.release()
             del self._buf[:done]  # a partial write keeps only what did not go out

@@ -69,6 +69,9 @@ MAX_BODY_BYTES = MAX_FRAME_BYTES - (1 << 20)
 #: A longer line (UTF-8 bytes) is cut by the agent to this length, marked and counted as truncated.
 #: Even a batch of one such line stays far below MAX_BODY_BYTES when it is also a match (sent twice).
 MAX_LINE_BYTES = 8 * 1024 * 1024
+#: A rank's output line is kept whole up to this many bytes; the node's tail cuts a longer one there
+#: (marked, counted with the lines cut to MAX_LINE_BYTES): what a node holds for a line is bounded.
+RANK_LINE_BYTES = 1 << 20
 
 
 class ProtocolError(TransportError):

@@ -27,41 +27,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_events(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The events of ``events.jsonl`` and how many lines were not JSON objects.
+    """The events of ``events.jsonl`` and how many lines were not JSON objects (read line by line).
 
     Raises:
         UsageError: the file does not exist or cannot be read.
     """
+    events, bad, _torn = read_events_torn(path)
+    return events, bad
+
+
+def read_events_torn(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
+    """:func:`read_events`, and whether the file ends in a torn record (a last line without its
+    newline that is not JSON: the writer stopped mid-line, killed or on a full disk); it is one of
+    the lines counted as not JSON.
+
+    Raises:
+        UsageError: the file does not exist or cannot be read.
+    """
+    events: list[dict[str, Any]] = []
+    bad = 0
+    torn = False
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    bad += 1
+                    torn = not line.endswith("\n")  # only the last line can lack its newline
+                    continue
+                if isinstance(obj, dict):
+                    events.append(obj)
+                else:
+                    bad += 1
     except FileNotFoundError as exc:
         raise UsageError(f"no events file at {path}",
                          "give the run directory of a neuron-watch run (it holds events.jsonl)") from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from exc
-    events: list[dict[str, Any]] = []
-    bad = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            bad += 1  # e.g. a half-written last line of a run that was killed
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
-        else:
-            bad += 1
-    return events, bad
+    return events, bad, torn
 
 
 def report(run_dir: Path) -> dict[str, Any]:
-    """Goodput figures of ``run_dir`` (``compute_goodput`` plus ``run_dir``); see :func:`read_events`."""
-    events, bad = read_events(run_dir / "events.jsonl")
+    """Goodput figures of ``run_dir`` (``compute_goodput`` plus ``run_dir``); see :func:`read_events`.
+    ``torn_last_event``: ``events.jsonl`` ends in a torn record (skipped; said in the notes)."""
+    events, bad, torn = read_events_torn(run_dir / "events.jsonl")
     figures = compute_goodput(events)
     figures["skipped_events"] += bad
     figures["run_dir"] = str(run_dir)
+    figures["torn_last_event"] = torn
+    if torn:
+        figures.setdefault("notes", []).append(
+            "events.jsonl ends in a torn record (its writer stopped mid-line: killed, or its disk was full); "
+            "it was skipped, and the figures end with the event before it")
     return figures
 
 

@@ -303,7 +303,7 @@ def collect_failed_job(cfg: HookConfig, env: Mapping[str, str], job: str, node: 
     """
     if not cfg.artifacts_dir:
         return None
-    from neuron_watch.evidence import IncidentContext, capture_node_bundle
+    from neuron_watch.evidence import IncidentContext, capture_node_bundle, flush_held
 
     restart = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
     ctx = IncidentContext(
@@ -323,6 +323,9 @@ def collect_failed_job(cfg: HookConfig, env: Mapping[str, str], job: str, node: 
     except Exception as exc:  # soft: an epilog failure would drain the node
         _say(f"epilog {node} job {job}: evidence not kept: {exc}")
         return None
+    if bundle.held and not flush_held(bundle):  # an epilog cannot wait for a full disk: say what it lost
+        _say(f"epilog {node} job {job}: {len(bundle.held)} file(s) of the evidence not written, the disk refused "
+             f"them: {', '.join(sorted(bundle.held))}")
     _say(f"epilog {node} job {job}: evidence kept in {bundle.bundle_dir} ({len(bundle.missing)} item(s) missing)")
     return bundle.bundle_dir
 

@@ -31,13 +31,19 @@ from dataclasses import dataclass
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi, visible
+from neuron_watch.protocol import RANK_LINE_BYTES
 
 log = logging.getLogger(__name__)
 
 #: Bytes read from one file per poll; bounds memory when a rank floods its output.
 MAX_READ = 4 << 20
-#: A partial line longer than this is passed on as a line of its own (a megabyte-long line must not grow forever).
-MAX_PARTIAL = 1 << 20
+#: A line is kept whole up to this many bytes; a longer one is cut: its first MAX_PARTIAL bytes are passed
+#: on at once, marked (:func:`cut_note`), the rest skipped as it comes, never held, and counted
+#: (``cut_lines``, ``cut_bytes``). A rank printing a 10 MB tensor costs a megabyte, once, not ten.
+MAX_PARTIAL = RANK_LINE_BYTES
+#: Bytes read from all the files of one node in one poll (the files take turns): memory and the loop's
+#: turn stay bounded per node however many ranks print long lines at once.
+NODE_READ_BUDGET = 16 << 20
 #: Unread bytes of one file beyond which the backlog is skipped (counted) down to BACKLOG_KEEP: a rank that
 #: floods its output must not leave the judge minutes behind (35 M lines printed, 1.2 M read, in issue 16).
 BACKLOG_MAX = 32 << 20
@@ -94,6 +100,12 @@ def _text(seg: bytes) -> str:
     return seg.decode("utf-8", "replace")
 
 
+def cut_note(path: str) -> str:
+    """What ends a line cut at :data:`MAX_PARTIAL` bytes (in the rank log, the merged log, the judge's copy)."""
+    return (f" [neuron-watch: this line is longer than {MAX_PARTIAL} bytes: cut here, the rest skipped and "
+            f"counted; all of it is in {path}]")
+
+
 class FileTail:
     """Reads what was appended to one file since the last call, as :class:`Record` s.
 
@@ -121,15 +133,18 @@ class FileTail:
         self.skipped_lines = 0  # lines of a flood not read (counted: see _skip_backlog)
         self.skipped_bytes = 0
         self._cut_counted = False  # a skip ended inside the current line and counted it already
+        self._cutting = False  # inside a line longer than MAX_PARTIAL, past its kept head: skipping to its end
+        self.cut_lines = 0  # lines longer than MAX_PARTIAL, cut (see MAX_PARTIAL)
+        self.cut_bytes = 0  # their bytes not kept
 
     def read_lines(self, final: bool = False, to_eof: bool = False) -> list[str]:
         """The texts of :meth:`read_records` the reader has not seen yet."""
         return [r.text for r in self.read_records(final, to_eof) if not r.seen]
 
-    def read_records(self, final: bool = False, to_eof: bool = False) -> list[Record]:
-        """New records since the last call: up to :data:`MAX_READ` bytes, or to the end of the file
-        with ``to_eof`` or ``final`` (``final``: the file is complete; flush its last line). A backlog
-        beyond :data:`BACKLOG_MAX` is skipped first (a record says how many lines)."""
+    def read_records(self, final: bool = False, to_eof: bool = False, limit: int = MAX_READ) -> list[Record]:
+        """New records since the last call: up to ``limit`` bytes (at most :data:`MAX_READ`), or to the
+        end of the file with ``to_eof`` or ``final`` (``final``: the file is complete; flush its last
+        line). A backlog beyond :data:`BACKLOG_MAX` is skipped first (a record says how many lines)."""
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
@@ -139,8 +154,9 @@ class FileTail:
         while True:
             if self.behind or final or to_eof:
                 self._skip_backlog(out)
-            data = os.pread(self._fd, MAX_READ, self.offset)
-            self.behind = len(data) == MAX_READ
+            want = MAX_READ if (final or to_eof) else max(1, min(limit, MAX_READ))
+            data = os.pread(self._fd, want, self.offset)
+            self.behind = len(data) == want
             more = self.behind and (final or to_eof)
             self._consume(data, final and not more, out)
             if not more:
@@ -174,6 +190,9 @@ class FileTail:
         self.skipped_bytes += pos - start + len(self.partial)
         # the current line's state is gone with its bytes
         self.partial, self._cr, self._last, self._last_sent, self._shown = b"", False, None, False, -1
+        # a skip that ends inside a line leaves the rest of it to skip too (counted already: never
+        # passed on as a line of its own, nor as pieces)
+        self._cutting = nl < 0
         what = f"{lines} line(s)" if lines else "more of one long line"
         out.append(Record(f"neuron-watch: {what} ({pos - start} bytes) of this output skipped unread: written "
                           f"faster than the watchdog reads; all of it is in {self.path}"))
@@ -182,10 +201,22 @@ class FileTail:
         """Split ``data`` (the bytes after the last read) into records."""
         self.offset += len(data)
         self.bytes_read += len(data)
+        if self._cutting:  # the rest of an over-long line: counted, not kept
+            nl = data.find(b"\n")
+            skip = len(data) if nl < 0 else nl + 1
+            if not self._cut_counted:  # (a line a backlog skip ended inside is counted as skipped)
+                self.cut_bytes += skip - (nl >= 0)
+            data = data[skip:]
+            if nl < 0:
+                return
+            self._cutting = self._cut_counted = False
         buf = self.partial + data
         pos = 0
         while (nl := buf.find(b"\n", pos)) >= 0:
-            self._finish(buf[pos:nl], out)
+            if nl - pos > MAX_PARTIAL:
+                self._cut(buf[pos : pos + MAX_PARTIAL], nl - pos - MAX_PARTIAL, out)
+            else:
+                self._finish(buf[pos:nl], out)
             pos = nl + 1
         rest = buf[pos:]
         hold = b""
@@ -204,8 +235,13 @@ class FileTail:
             if self.partial or self._last is not None:
                 self._finish(self.partial, out)
                 self.partial = b""
-        elif len(self.partial) > MAX_PARTIAL or (self.partial and not self.partial.strip(b".")):
-            # compiler dots are a heartbeat now; a megabyte-long line must not grow forever
+        elif len(self.partial) > MAX_PARTIAL:
+            # a megabyte-long line must not grow forever: its head now, the rest skipped as it comes
+            self._cut(self.partial[:MAX_PARTIAL], len(self.partial) - MAX_PARTIAL, out)
+            self.partial = b""
+            self._cutting = True
+        elif self.partial and not self.partial.strip(b"."):
+            # compiler dots are a heartbeat now
             self._finish(self.partial, out)
             self.partial = b""
         elif self._cr:
@@ -219,16 +255,24 @@ class FileTail:
                 out.append(Record(_text(self._last), redraw=True))
                 self._last_sent = True
 
-    def _finish(self, chunk: bytes, out: list[Record]) -> None:
+    def _cut(self, head: bytes, dropped: int, out: list[Record]) -> None:
+        """The current line is longer than MAX_PARTIAL: ``head`` (its first bytes) goes out marked, the
+        ``dropped`` bytes after it are counted (and so will be the rest, see :meth:`_consume`)."""
+        self.cut_lines += 1
+        self.cut_bytes += dropped
+        self._cr = False  # a redraw's state ends with the line
+        self._finish(head, out, cut_note(self.path))
+
+    def _finish(self, chunk: bytes, out: list[Record], note: str = "") -> None:
         """The current line ends with ``chunk`` (its bytes since the last finished segment)."""
         body = chunk[:-1] if chunk.endswith(b"\r") else chunk
         seg, first = _last_nonblank(body) if (self._cr or b"\r" in body) else (body, True)
         if seg is not None:
-            out.append(Record(_text(seg), seen=first and len(seg) == self._shown))
+            out.append(Record(_text(seg) + note, seen=first and len(seg) == self._shown and not note))
         elif self._last is not None:
-            out.append(Record(_text(self._last), seen=self._last_sent))
+            out.append(Record(_text(self._last) + note, seen=self._last_sent and not note))
         else:
-            out.append(Record(_text(body.rsplit(b"\r", 1)[-1])))  # a blank line, as it was
+            out.append(Record(_text(body.rsplit(b"\r", 1)[-1]) + note))  # a blank line, as it was
         self._cr, self._last, self._last_sent, self._shown = False, None, False, -1
 
     def close(self) -> None:
@@ -267,6 +311,7 @@ class RankStreams:
         self._times: dict[int, AppendFile] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
         self._timed: dict[int, float] = {}  # rank -> wall time of its last index entry
         self._untimed: dict[int, tuple[int, float]] = {}  # rank -> (lines, wall) not yet in its index
+        self._turn = 0  # which file reads first (see poll)
         self.lines_seen = 0
         self.unattributed_lines = 0  # lines sent without a global rank (see poll)
         self._last_discover = -1e18
@@ -299,6 +344,16 @@ class RankStreams:
         return sum(t.skipped_lines for t, _r in self._tails.values())
 
     @property
+    def cut_lines(self) -> int:
+        """Lines longer than MAX_PARTIAL that were cut (their heads marked, see :func:`cut_note`)."""
+        return sum(t.cut_lines for t, _r in self._tails.values())
+
+    @property
+    def cut_bytes(self) -> int:
+        """Bytes of those lines not kept."""
+        return sum(t.cut_bytes for t, _r in self._tails.values())
+
+    @property
     def behind(self) -> bool:
         """Some file had more to read than one poll takes."""
         return any(t.behind for t, _r in self._tails.values())
@@ -310,9 +365,22 @@ class RankStreams:
         raw: list[tuple[int, Record]] = list(self._pending) if self.rank_offset is not None else []
         if self.rank_offset is not None:
             self._pending.clear()
-        for tail, local_rank in self._tails.values():
-            for rec in tail.read_records(final, to_eof):
+        # The files take turns at the node's budget (a different one first each poll): one rank's
+        # long lines cannot starve the others, and ranks printing megabyte lines at once cost the
+        # node NODE_READ_BUDGET a poll, not MAX_READ times their number.
+        tails = list(self._tails.values())
+        if tails:
+            self._turn = (self._turn + 1) % len(tails)
+            tails = tails[self._turn:] + tails[:self._turn]
+        budget = NODE_READ_BUDGET
+        for tail, local_rank in tails:
+            if budget <= 0 and not (final or to_eof):
+                tail.behind = True  # not read this poll: there may be more
+                continue
+            before = tail.bytes_read
+            for rec in tail.read_records(final, to_eof, limit=budget):
                 raw.append((local_rank, rec))
+            budget -= tail.bytes_read - before
         if self.rank_offset is None and not final:
             self._pending.extend(raw)
             return []
