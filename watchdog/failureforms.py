@@ -95,12 +95,15 @@ FORM_SIGNATURES: tuple[tuple[str, str, str, str, str, bool, str], ...] = (
 
 #: glog / absl LogMessage prefix: "<L>MMDD HH:MM:SS.uuuuuu <tid> <file>:<line>] " (glog
 #: src/logging.cc LogMessage::Init; absl/log/internal/log_format.cc FormatLogPrefix), after an
-#: optional launcher prefix ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ...").
-_GLOG = re.compile(r"(?:^|[\[\s:])([EF])\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?[\w./+-]+:\d+\]")
+#: optional launcher prefix; c10's logger prints it without the thread id and with the month
+#: unpadded ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ..."), or with no time at
+#: all ("[W socket.cpp:426] ..."). Group 1: the severity letter.
+_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?|(?<=\[[IWEF]) )"
+                   r"[\w./\\+-]+:\d+\]")
 #: TensorFlow's default logger: "<date> <time>.<us>: <L> <file>:<line>] <msg>"
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
-_TF = re.compile(r"(?:^|: )([EF]) [\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
+_TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
 #: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
 #: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
@@ -116,7 +119,7 @@ _KV_LEVEL = re.compile(
 #: libfabric's log record: "libfabric:<pid>:<time>:<prov>:<subsys>:<func>():<line><level> <msg>"
 #: (libfabric src/log.c fi_log: "%s:%d:%ld:%s:%s:%s():%d<%s> "); FI_WARN is its highest level, so a
 #: warn is an error only when it carries one (an "err:" code, a failed call).
-_LIBFABRIC = re.compile(r"\blibfabric:\d+:\d+:[\w;-]*:[\w-]*:\w*\(\):\d+<(error|warn)> (.*)")
+_LIBFABRIC = re.compile(r"\blibfabric:\d+:\d+:(?:[\w;.-]*:){1,4}\w+\(\):\d+<(error|warn)> (.*)")
 _LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\bunable\b|\bcannot\b", re.I)
 #: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
 #: (notes: the runtime's log format; TDRV, NRT, NMGR, ENC, NCCL modules)
@@ -127,7 +130,7 @@ _NEURON = re.compile(r"\d+:\d+ (ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
 _KERNEL_LEVEL = re.compile(r"^<[0-3]>(?!\s*$)")
 _KERNEL_FAULT = re.compile(
     r"\bBUG: (?:unable to handle|kernel NULL pointer|soft lockup|scheduling while atomic)|\bOops: \d|"
-    r"\bgeneral protection fault\b|\bsegfault at [0-9a-f]+ ip [0-9a-f]+|\bKernel panic - |"
+    r"\bgeneral protection fault\b|\bKernel panic - |"
     r"\btask \S+ blocked for more than \d+ seconds")
 
 # -- crashes ---------------------------------------------------------------------------------------
@@ -161,6 +164,9 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\W*(?:Segmentation fault|Bus error|Illegal instruction|Floating point exception|Aborted)"
                 r"(?: \(core dumped\))?\s*$"), "a fatal signal (the shell's report)"),
     (re.compile(r"\bFatal Python error: "), "CPython's fatal error"),
+    # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
+    # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
+    (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
 )
 
 # -- exceptions ------------------------------------------------------------------------------------
@@ -277,9 +283,21 @@ def _retried(text: str) -> bool:
     return "retry" in low or "retrying" in low
 
 
-def _severity(text: str) -> Form | None:
+_QUIET_LEVELS = frozenset({"I", "W", "WARNING", "WARN", "INFO", "DEBUG", "NOTICE", "TRACE"})
+
+
+def _head_level(text: str) -> str | None:
+    """The severity a record's head gives it (its first level field, or a glog letter), or None."""
     m = _GLOG.search(text, 0, _HEAD + 40)
     if m is not None:
+        return m.group(1)
+    w = _LEVEL_WORD.search(text, 0, _HEAD)
+    return None if w is None else (w.group(1) or w.group(2)).upper()
+
+
+def _severity(text: str) -> Form | None:
+    m = _GLOG.search(text, 0, _HEAD + 40)
+    if m is not None and m.group(1) in "EF":
         return Form(FormKind.CRASH, "a glog/absl FATAL record") if m.group(1) == "F" else \
             Form(FormKind.ERROR, "a glog/absl ERROR record")
     m = _TF.search(text, 0, _HEAD + 40)
@@ -361,7 +379,7 @@ def read_line(text: str) -> Form | None:
     metric = _metric(text)
     if metric is not None:
         return metric
-    if _RESOURCE.search(text):
+    if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     return _severity(text) or _exception(text) or _phase(text)
 
@@ -390,7 +408,7 @@ _UPPER_NAMES = {
     "UNIMPLEMENTED": "Unimplemented", "UNAUTHENTICATED": "Unauthenticated",
 }
 _STATUS = re.compile(
-    r"(?:^|[\s:(\[\]'\"])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?)"
+    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?)"
     r"(?::\s|\s*$)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
 #: throwing an instance of 'std::bad_alloc'"; c10's error classes)
