@@ -36,7 +36,7 @@ from typing import Any
 
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
-from neuron_watch.failureforms import FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, read_line
+from neuron_watch.failureforms import FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,6 +68,8 @@ class Effect(str, enum.Enum):
 
 
 SEVERITIES = ("info", "warning", "error", "fatal")
+#: The table's last rule, for an error line no other rule explains (see :meth:`KnowledgeBase._refined`).
+CATCH_ALL_ID = "host.unrecognised_error"
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
@@ -507,6 +509,8 @@ class KnowledgeBase:
         # The reader is one more candidate, after every rule of the table: a line holding one of
         # its needles (and matching no rule) is read by it.
         self._forms_index = len(self.signatures)
+        # the table's rule for an error line no rule explains: a form may say more of that line
+        self._catch_all = next((i for i, s in enumerate(self.signatures) if s.id == CATCH_ALL_ID), -1) if forms else -1
         for k in NEEDLES if forms else ():
             at = by_key.setdefault(k, [])
             if self._forms_index not in at:
@@ -604,6 +608,8 @@ class KnowledgeBase:
                 if m is None:
                     continue
                 if not progress:
+                    if i == self._catch_all:
+                        return self._refined(line, self._bare[i])
                     return self._bare[i]
                 # _float_or_none and _int_or_none, inlined: this runs on every progress line
                 loss = None
@@ -623,6 +629,14 @@ class KnowledgeBase:
                         continue  # a bar at 0 reports nothing done
                 return Match(self._bare[i].signature, step, loss)
         return None
+
+    def _refined(self, line: str, unrecognised: Match) -> Match:
+        """The table's last rule says only "an error no rule explains": a crash or a non-finite metric
+        the form reader sees in the line says more (the process is dying, the numbers are broken)."""
+        form = read_line(line)
+        if form is not None and form.kind in (FormKind.CRASH, FormKind.METRIC):
+            return self._form_matches[form.kind]
+        return unrecognised
 
     def classify(self, line: str) -> Match | None:
         """The first signature matching ``line``, or None (the same answer :meth:`scan` gives)."""
