@@ -47,7 +47,7 @@ from neuron_watch.events import (
     Verdict,
     WorkerSample,
 )
-from neuron_watch.failureforms import FORM_RULES
+from neuron_watch.failureforms import FORM_RULES, read_line
 from neuron_watch.flight_recorder import GroupProgress
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
@@ -419,6 +419,7 @@ class Judge:
         self.start = start
         #: the failures the form reader reports (failureforms.py): their cause is read from the line
         self._form_failures = frozenset(s.id for s in kb.form_signatures if s.effect is Effect.FATAL)
+        self._form_ids = frozenset(s.id for s in kb.form_signatures)
         self.ranks: dict[RankKey, RankState] = {}
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
@@ -985,7 +986,9 @@ class Judge:
             # a line a rule knows as a symptom of unknown cause (an application-class Xid):
             # its rule's words say what is known
             label, action, advice = sig.category, sig.action, sig.advice
-            reason = f"{who}: {sig.id}{exited}, and nothing after it shows it went on ({line})"
+            form = read_line(ev.text) if ev.signature in self._form_ids else None
+            what = f"{sig.id} ({form.name})" if form is not None else sig.id
+            reason = f"{who}: {what}{exited}, and nothing after it shows it went on ({line})"
         else:
             label, action = Label.OTHER_CRASH, Action.RESTART
             reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
