@@ -9,9 +9,12 @@ source file is named)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from neuron_watch.classify import Effect
+from neuron_watch.diagnose import diagnose_paths
 from neuron_watch.errorclass import read_error
 from neuron_watch.events import Action, Label, LogLine, RankKey
 from neuron_watch.failureforms import NEEDLES, SIGNATURE_IDS, FormKind, cause_of, read_line
@@ -241,3 +244,17 @@ def test_crash_form_the_rank_went_on_from_is_withdrawn() -> None:
     """A generic form (the rank's own progress after it shows it survived) is not the verdict."""
     judge = _judge_lines(["*** Check failure stack trace: ***", *PROGRESS])
     assert judge.verdict(1010.0, final=True).label is Label.HEALTHY
+
+
+def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
+    """Open MPI's --tag-output interleaves the ranks in one file: each rank is judged as its own
+    process, so rank 1's readable error is the cause, not rank 0's traceback header cut short."""
+    log = tmp_path / "mpirun.out"
+    log.write_text("\n".join([
+        "[1,0]<stdout>:step 1 loss 2.1",
+        "[1,1]<stdout>:step 1 loss 2.2",
+        "[1,0]<stderr>:Traceback (most recent call last):",
+        "[1,1]<stderr>:ModuleNotFoundError: No module named 'horovod.torch.mpi_lib_v2'",
+    ]) + "\n", encoding="utf-8")
+    v = diagnose_paths([str(log)]).verdict
+    assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1
