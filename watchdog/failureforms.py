@@ -223,17 +223,21 @@ _NONFINITE_TOKEN = frozenset({"nan", "NaN", "NAN", "inf", "Inf", "INF", "-nan", 
 
 _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # torch/utils/cpp_extension.py (and DeepSpeed's op builder through it): "Using <dir> as PyTorch
-    # extensions root...", "Emitting ninja build file <f>...", "Building extension module <name>...",
-    (re.compile(r"^(?:Using \S+ as PyTorch extensions root|Emitting ninja build file \S+|"
+    # extensions root...", "Emitting ninja build file <f>...", "Building extension module <name>..."
+    # (quoted or indented as users paste them)
+    (re.compile(r"\b(?:Using \S+ as PyTorch extensions root|Emitting ninja build file \S+|"
                 r"Building extension module \w+)\.\.\."), "a C++/CUDA extension build"),
     # Inductor's max-autotune (torch/_inductor/select_algorithm.py: "AUTOTUNE mm(...)" per op, then
     # the benchmarking summary that ends it)
-    (re.compile(r"^AUTOTUNE \w+\("), "Inductor autotuning"),
+    (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
 )
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^Loading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
+    (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
+    # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
+    # "Time to load {name} op: {seconds} seconds")
+    (re.compile(r"\bTime to load \w+ op: \d"), "a DeepSpeed op loaded"),
     (re.compile(r"\bAUTOTUNE benchmarking takes \d"), "Inductor autotuning done"),
     # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
     (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
@@ -260,7 +264,8 @@ NEEDLES: tuple[str, ...] = (
     # metrics: a key ("loss" in every loss's name) or a value alone on a table row ("nan")
     "loss", "Loss", "perplexity", "nan",
     # phases
-    "extensions root", "ninja build file", "Building extension module", "Loading extension module", "AUTOTUNE",
+    "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
+    "AUTOTUNE",
     "with global shapes", "Finished XLA compilation",
 )
 

@@ -79,6 +79,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/fused_adam/build.ninja...", RUN, "torch/utils/cpp_extension.py _write_ninja_file_and_build_library"),
     ("AUTOTUNE mm(4096x4096, 4096x4096)", RUN, "torch/_inductor/select_algorithm.py"),
     ("Loading extension module utils...", DONE, "corpus (DeepSpeed op builder)"),
+    (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
+    (">     Loading extension module utils...", DONE, "corpus (quoted)"),
     ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
 ]
 
