@@ -13,7 +13,7 @@ A line reads as one :class:`Form` of one :class:`FormKind`, each mapped to one s
 * ``error`` (a severity of error in a logging convention, an exception line, a missing resource):
   an error line no rule explains -- a warning while the rank goes on, the cause of the failure
   when it is the rank's last word (:attr:`~neuron_watch.classify.Effect.UNEXPLAINED`);
-* ``crash`` (a fatal severity, a panic, a fatal signal, a failed check, a native stack frame): the
+* ``crash`` (a fatal severity, a panic, a fatal signal, a failed check and its stack trace): the
   process is dying -- a failure of unknown cause that a more specific rule of the same rank later
   replaces, and that the rank's own progress after it withdraws (``generic``);
 * ``metric`` (a loss, gradient norm or loss scale that is NaN/Inf, or a loss scale collapsed to
@@ -137,13 +137,14 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # glog CHECK and its trace (glog src/logging.cc: "Check failed: " + condition; "*** Check failure
     # stack trace: ***"), glog's failure signal handler ("*** Aborted at 1700000000 (unix time) ...",
     # "*** SIGSEGV (@0x0) received by PID 12 (TID 0x7f..) from PID 0; stack trace: ***") and absl's
-    # ("*** SIGSEGV received at time=1700000000 on cpu 3 ***"); its frames ("    @     0x7f.. symbol")
+    # ("*** SIGSEGV received at time=1700000000 on cpu 3 ***"); the frames under them ("    @  0x7f..")
+    # are not read alone (they always follow one of these headers)
     (re.compile(r"\bCheck failed: "), "a failed CHECK (glog/absl)"),
     (re.compile(r"\*\*\* Check failure stack trace: \*\*\*"), "glog's check-failure stack trace"),
     (re.compile(r"\*\*\* Aborted at \d+ \(unix time\)"), "glog's fatal signal report"),
     (re.compile(r"\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) received by PID|received at time=)"), "a fatal signal report"),
-    # Go: runtime/panic.go printpanics ("panic: " + value), runtime.throw ("fatal error: " + msg), and
-    # the traceback that follows ("goroutine 1 [running]:")
+    # Go: runtime/panic.go printpanics ("panic: " + value) and runtime.throw ("fatal error: " + msg); the
+    # goroutine trace that follows ("goroutine 1 [running]:") is not read alone
     (re.compile(r"^(?:panic: |fatal error: )\S"), "a Go panic"),
     # Rust: library/std/src/panicking.rs default_hook ("thread '{name}' panicked at {location}:")
     (re.compile(r"\bthread '[^']*' panicked at "), "a Rust panic"),
