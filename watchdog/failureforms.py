@@ -143,9 +143,10 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\*\*\* Check failure stack trace: \*\*\*"), "glog's check-failure stack trace"),
     (re.compile(r"\*\*\* Aborted at \d+ \(unix time\)"), "glog's fatal signal report"),
     (re.compile(r"\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) received by PID|received at time=)"), "a fatal signal report"),
-    # Go: runtime/panic.go printpanics ("panic: " + value) and runtime.throw ("fatal error: " + msg); the
-    # goroutine trace that follows ("goroutine 1 [running]:") is not read alone
+    # Go: runtime/panic.go printpanics ("panic: " + value), runtime.throw ("fatal error: " + msg), and
+    # the traceback of the goroutine that panicked ("goroutine 1 [running]:"; runtime/traceback.go)
     (re.compile(r"^(?:panic: |fatal error: )\S"), "a Go panic"),
+    (re.compile(r"^goroutine \d+ \[running\]:"), "a Go panic's goroutine trace"),
     # Rust: library/std/src/panicking.rs default_hook ("thread '{name}' panicked at {location}:")
     (re.compile(r"\bthread '[^']*' panicked at "), "a Rust panic"),
     # Java: the uncaught-exception handler (java.lang.ThreadGroup.uncaughtException:
@@ -251,10 +252,11 @@ NEEDLES: tuple[str, ...] = (
     "\nE", "[E", ": E", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
-    # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: ")
-    "Check failed", "Check failure", "panic:", "error:", "panicked at", "Exception in thread",
+    # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
+    # error is read from its goroutine trace)
+    "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
     "terminate called after throwing", "SIGSEGV",
-    "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "segfault at", "Segmentation fault", "Bus error",
+    "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
     "Illegal instruction", "Floating point exception", "Aborted",
     # exceptions
     "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG",

@@ -49,6 +49,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("python[4242]: segfault at 0 ip 00007f2c1a2b3c4d sp 00007ffd1234abcd error 4 in libtorch_cpu.so[7f2c10000000+2000000]", C, "arch/x86/mm/fault.c show_signal_msg"),
     # Go, Rust, Java, C++
     ("panic: runtime error: invalid memory address or nil pointer dereference", C, "Go runtime/panic.go printpanics"),
+    ("goroutine 1 [running]:", C, "Go runtime/traceback.go"),
     ("fatal error: all goroutines are asleep - deadlock!", C, "Go runtime.throw"),
     ("thread '<unnamed>' panicked at 'called `Option::unwrap()` on a `None` value', /home/conda/feedstock_root/build_artifacts/tokenizers_1583876217402/work/tokenizers/src/models/bpe/trainer.rs:373:34", C, "huggingface/tokenizers#214"),
     ('Exception in thread "main" java.lang.OutOfMemoryError: Java heap space', C, "java.lang.ThreadGroup.uncaughtException"),
@@ -99,7 +100,7 @@ NEAR_MISSES = [
     "ERROR count: 0, retrying connection to the metrics server",  # a retried operation
     "I0402 10:11:12.123000 140 torch/distributed/run.py:12] Using nproc_per_node=8",
     "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding",  # a start-up error the table reads (not a signal)
-    "goroutine 12 [chan receive]:",  # a Go stack dump of a live program (SIGQUIT), not a panic
+    "goroutine 12 [chan receive]:",  # a goroutine of a stack dump, not the one that panicked
     "libfabric:18564:1733296782::efa:ep_ctrl:efa_rdm_ep_set_shared_memory_permitted():1410<warn> FI_OPT_SHARED_MEMORY_PERMITTED set to false",  # a warn that reports no error
 ]
 
