@@ -455,9 +455,9 @@ def form_signatures() -> tuple[Signature, ...]:
 
 #: What :meth:`KnowledgeBase._match` needs of a rule without attribute look-ups: the signature, its
 #: ``requires``, whether it is a progress rule, and per pattern (search, has step, has loss, count
-#: groups); ``(None, (), False, None)`` stands for the form reader.
+#: groups); the form reader's entry has no patterns (see :meth:`KnowledgeBase._match`).
 _Search = tuple[Callable[[str], "re.Match[str] | None"], bool, bool, "tuple[bool, bool, bool] | None"]
-_Plan = tuple["Signature | None", tuple[str, ...], bool, "tuple[_Search, ...] | None"]
+_Plan = tuple["Signature", tuple[str, ...], bool, "tuple[_Search, ...]"]
 
 
 def _plan(s: Signature) -> _Plan:
@@ -533,7 +533,7 @@ class KnowledgeBase:
         # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
         self._plans: tuple[_Plan, ...] = (
             *(_plan(s) for s in self.signatures),
-            (None, (), False, None),  # the form reader (see _match)
+            *((s, (), False, ()) for s in self.form_signatures[:1]),  # the form reader (see _match)
         )
 
     @classmethod
@@ -587,14 +587,13 @@ class KnowledgeBase:
                 self._cand_cache[keys] = idx
         return idx
 
-    def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
+    def _match(self, line: str, candidates: Sequence[int]) -> Match | None:
+        """The first of ``candidates`` (rule indices in table order) that matches ``line``; the form
+        reader's index, always last, is tried after them (its plan has no patterns)."""
         plans = self._plans
         low: str | None = None
         for i in candidates:
-            _sig, requires, progress, searches = plans[i]
-            if searches is None:  # the form reader, after every rule
-                form = read_line(line)
-                return None if form is None else self._form_matches[form.kind]
+            sig, requires, progress, searches = plans[i]
             if requires:
                 if low is None:
                     low = line.lower()
@@ -627,7 +626,10 @@ class KnowledgeBase:
                     alive, step = _counted(m, *counts)
                     if not alive:
                         continue  # a bar at 0 reports nothing done
-                return Match(self._bare[i].signature, step, loss)
+                return Match(sig, step, loss)
+        if candidates and candidates[-1] == self._forms_index:
+            form = read_line(line)
+            return None if form is None else self._form_matches[form.kind]
         return None
 
     def _refined(self, line: str, unrecognised: Match) -> Match:
