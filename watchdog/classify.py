@@ -28,7 +28,7 @@ import math
 import re
 import sys
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, count, repeat
 from operator import add
@@ -36,6 +36,7 @@ from typing import Any
 
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
+from neuron_watch.failureforms import FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,6 +68,8 @@ class Effect(str, enum.Enum):
 
 
 SEVERITIES = ("info", "warning", "error", "fatal")
+#: The table's last rule, for an error line no other rule explains (see :meth:`KnowledgeBase._refined`).
+CATCH_ALL_ID = "host.unrecognised_error"
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
@@ -441,21 +444,77 @@ def _ascii(text: str) -> bytes:
     return text.encode("ascii", "replace")
 
 
-class KnowledgeBase:
-    """An ordered table of :class:`Signature`; the first signature that matches a line wins."""
+def form_signatures() -> tuple[Signature, ...]:
+    """The signatures the failure-form reader reports under (:data:`neuron_watch.FORM_SIGNATURES`)."""
+    return tuple(
+        Signature(id=i, category=Label(cat), severity=sev, action=Action(act), effect=Effect(eff), needle="",
+                  patterns=(), advice=advice, generic=generic)
+        for i, cat, sev, act, eff, generic, advice in FORM_SIGNATURES
+    )
 
-    def __init__(self, signatures: Sequence[Signature]) -> None:
+
+#: What :meth:`KnowledgeBase._match` needs of a rule without attribute look-ups: the signature, its
+#: ``requires``, whether it is a progress rule, and per pattern (search, has step, has loss, count
+#: groups); the form reader's entry has no patterns (see :meth:`KnowledgeBase._match`).
+_Search = tuple[Callable[[str], "re.Match[str] | None"], bool, bool, "tuple[bool, bool, bool] | None"]
+_Plan = tuple["Signature", tuple[str, ...], bool, "tuple[_Search, ...]"]
+
+
+def _plan(s: Signature) -> _Plan:
+    return (
+        s,
+        s.requires,
+        s.effect is Effect.PROGRESS,
+        tuple(
+            (
+                p.search,
+                "step" in p.groupindex,
+                "loss" in p.groupindex,
+                ("epoch" in p.groupindex, "n" in p.groupindex, "total" in p.groupindex)
+                if {"epoch", "n", "total"} & set(p.groupindex)
+                else None,
+            )
+            for p in s.patterns
+        ),
+    )
+
+
+class KnowledgeBase:
+    """An ordered table of :class:`Signature`; the first signature that matches a line wins.
+
+    After the table, the failure-form reader (:mod:`neuron_watch.failureforms`) reads a line no
+    rule matched: a line in a form of failure no rule knows is reported under one of
+    :attr:`form_signatures` (in :attr:`by_id`, not in :attr:`signatures`). ``forms=False``: the
+    table alone."""
+
+    def __init__(self, signatures: Sequence[Signature], forms: bool = True) -> None:
         ids = [s.id for s in signatures]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ConfigError(f"duplicate signature ids: {', '.join(dupes)}")
         self.signatures: tuple[Signature, ...] = tuple(signatures)
-        self.by_id = {s.id: s for s in self.signatures}
+        self.form_signatures: tuple[Signature, ...] = form_signatures() if forms else ()
+        clash = sorted(set(ids) & {s.id for s in self.form_signatures})
+        if clash:
+            raise ConfigError(f"signature ids reserved for the failure-form reader: {', '.join(clash)}",
+                              "rename the table's entries")
+        self.by_id = {s.id: s for s in (*self.signatures, *self.form_signatures)}
+        self._form_matches = {kind: Match(self.by_id[sid]) for kind, sid in SIGNATURE_IDS.items()
+                              if sid in self.by_id}
         self._always: tuple[int, ...] = tuple(i for i, s in enumerate(self.signatures) if not s.keys)
         by_key: dict[str, list[int]] = {}
         for i, s in enumerate(self.signatures):
             for k in s.keys:
                 by_key.setdefault(k, []).append(i)
+        # The reader is one more candidate, after every rule of the table: a line holding one of
+        # its needles (and matching no rule) is read by it.
+        self._forms_index = len(self.signatures)
+        # the table's rule for an error line no rule explains: a form may say more of that line
+        self._catch_all = next((i for i, s in enumerate(self.signatures) if s.id == CATCH_ALL_ID), -1) if forms else -1
+        for k in NEEDLES if forms else ():
+            at = by_key.setdefault(k, [])
+            if self._forms_index not in at:
+                at.append(self._forms_index)
         self._by_key = {k: tuple(v) for k, v in by_key.items()}
         exact: dict[bytes, set[str]] = {}
         for k in by_key:
@@ -472,24 +531,9 @@ class KnowledgeBase:
         self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
         self._bare = tuple(Match(s) for s in self.signatures)  # matches are immutable: one per rule
         # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
-        self._plans = tuple(
-            (
-                s,
-                s.requires,
-                s.effect is Effect.PROGRESS,
-                tuple(
-                    (
-                        p.search,
-                        "step" in p.groupindex,
-                        "loss" in p.groupindex,
-                        ("epoch" in p.groupindex, "n" in p.groupindex, "total" in p.groupindex)
-                        if {"epoch", "n", "total"} & set(p.groupindex)
-                        else None,
-                    )
-                    for p in s.patterns
-                ),
-            )
-            for s in self.signatures
+        self._plans: tuple[_Plan, ...] = (
+            *(_plan(s) for s in self.signatures),
+            *((s, (), False, ()) for s in self.form_signatures[:1]),  # the form reader (see _match)
         )
 
     @classmethod
@@ -543,7 +587,9 @@ class KnowledgeBase:
                 self._cand_cache[keys] = idx
         return idx
 
-    def _match(self, line: str, candidates: Iterable[int]) -> Match | None:
+    def _match(self, line: str, candidates: Sequence[int]) -> Match | None:
+        """The first of ``candidates`` (rule indices in table order) that matches ``line``; the form
+        reader's index, always last, is tried after them (its plan has no patterns)."""
         plans = self._plans
         low: str | None = None
         for i in candidates:
@@ -561,6 +607,8 @@ class KnowledgeBase:
                 if m is None:
                     continue
                 if not progress:
+                    if i == self._catch_all:
+                        return self._refined(line, self._bare[i])
                     return self._bare[i]
                 # _float_or_none and _int_or_none, inlined: this runs on every progress line
                 loss = None
@@ -579,7 +627,18 @@ class KnowledgeBase:
                     if not alive:
                         continue  # a bar at 0 reports nothing done
                 return Match(sig, step, loss)
+        if candidates and candidates[-1] == self._forms_index:
+            form = read_line(line)
+            return None if form is None else self._form_matches[form.kind]
         return None
+
+    def _refined(self, line: str, unrecognised: Match) -> Match:
+        """The table's last rule says only "an error no rule explains": a crash or a non-finite metric
+        the form reader sees in the line says more (the process is dying, the numbers are broken)."""
+        form = read_line(line)
+        if form is not None and form.kind in (FormKind.CRASH, FormKind.METRIC):
+            return self._form_matches[form.kind]
+        return unrecognised
 
     def classify(self, line: str) -> Match | None:
         """The first signature matching ``line``, or None (the same answer :meth:`scan` gives)."""
@@ -605,6 +664,8 @@ class KnowledgeBase:
         Slow (every key is looked for); tests hold :meth:`scan` and :meth:`classify` to it."""
         text = _NL + line
         rules = [i for i, s in enumerate(self.signatures) if not s.keys or any(k in text for k in s.keys)]
+        if self.form_signatures and any(k in text for k in NEEDLES):
+            rules.append(self._forms_index)
         return self._match(line, rules)
 
     def _scan(self, batch: list[str]) -> list[tuple[int, Match]]:

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 from neuron_watch.events import Action, Label
+from neuron_watch.failureforms import cause_of
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,17 @@ _COMPILE = ("compile_error", "The graph compiler failed on this model: restartin
 _NUMERICAL = ("numerical_error", "The computation produced an invalid floating-point value. Restart from an "
               "earlier checkpoint with a lower learning rate or other precision; restarting as is repeats it.")
 
+_HARDWARE = ("hardware_error", "The kernel reports a hardware fault on this host (a machine check, a memory or PCIe "
+             "error). Drain the node and restart the job on healthy nodes from the last complete checkpoint.")
+_ADVICE = {label: advice for label, advice in (_CONFIG, _OOM, _COMM, _COMPILE, _NUMERICAL, _HARDWARE)}
+
 _ACTIONS = {
     "config_error": Action.STOP,
     "oom": Action.RESTART,
     "comm_error": Action.RESTART,
     "compile_error": Action.STOP,
     "numerical_error": Action.STOP,
+    "hardware_error": Action.DRAIN_AND_RESTART,
 }
 
 #: Exception classes (the last component of the name Python prints) whose class alone says the
@@ -188,4 +194,10 @@ def read_error(text: str) -> Reading | None:
             return _reading(known, found.group(1))
         if _MISSING_PATH.search(text, found.end()):
             return _reading(_CONFIG, f"{found.group(1)} naming a missing file")
+    # the forms of failure (failureforms.py): a status code, a resource that is not there, a
+    # non-finite metric, an uncaught C++ exception's type
+    cause = cause_of(text)
+    if cause is not None and cause[0].value in _ACTIONS:
+        label = cause[0].value
+        return _reading((label, _ADVICE[label]), cause[1])
     return None

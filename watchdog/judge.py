@@ -47,6 +47,7 @@ from neuron_watch.events import (
     Verdict,
     WorkerSample,
 )
+from neuron_watch.failureforms import FORM_RULES, read_line
 from neuron_watch.flight_recorder import GroupProgress
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
@@ -416,6 +417,9 @@ class Judge:
         self.kb = kb
         self.settings = settings
         self.start = start
+        #: the failures the form reader reports (failureforms.py): their cause is read from the line
+        self._form_failures = frozenset(s.id for s in kb.form_signatures if s.effect is Effect.FATAL)
+        self._form_ids = frozenset(s.id for s in kb.form_signatures)
         self.ranks: dict[RankKey, RankState] = {}
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
@@ -982,7 +986,9 @@ class Judge:
             # a line a rule knows as a symptom of unknown cause (an application-class Xid):
             # its rule's words say what is known
             label, action, advice = sig.category, sig.action, sig.advice
-            reason = f"{who}: {sig.id}{exited}, and nothing after it shows it went on ({line})"
+            form = read_line(ev.text) if ev.signature in self._form_ids else None
+            what = f"{sig.id} ({form.name})" if form is not None else sig.id
+            reason = f"{who}: {what}{exited}, and nothing after it shows it went on ({line})"
         else:
             label, action = Label.OTHER_CRASH, Action.RESTART
             reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
@@ -1205,6 +1211,9 @@ class Judge:
             elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
                 # a traceback header or an exit report, and the rank's own error line no rule knows
                 return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
+            elif sig.id in self._form_failures:
+                # a failure read from its form alone (failureforms.py): the form may state the cause
+                return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
             return self._out_of_step(Verdict(
                 sig.category,
                 sig.action,
@@ -1563,8 +1572,8 @@ def kb_fingerprint(kb: KnowledgeBase) -> int:
     other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
     """
     h = hashlib.blake2b(digest_size=8)
-    h.update(f"rules {BATCH_RULES} steps {STEP_RULES}\n".encode())
-    for s in kb.signatures:
+    h.update(f"rules {BATCH_RULES} steps {STEP_RULES} forms {FORM_RULES}\n".encode())
+    for s in (*kb.signatures, *kb.form_signatures):
         h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
         h.update("\t".join(p.pattern for p in s.patterns).encode())
         h.update("\t".join(s.keys).encode() + b"\n")

@@ -10,7 +10,8 @@ lines the classifier can read, and reads what a line says about itself (rank, ti
   drawn below another, e.g. an evaluation bar, is marked :data:`INNER_BAR`),
   splits compiler progress dots glued to the next record (``.....2024-04-12 07:13:06.000297: ...``)
   and splits ranks interleaved mid-line (``... [rank1]: step 3``).
-* :func:`split_rank_prefix` reads and removes ``[rank3]:``, ``[default3]:`` and ``3: `` prefixes;
+* :func:`split_rank_prefix` reads and removes ``[rank3]:``, ``[default3]:``, ``3: `` and Open MPI's
+  ``[1,3]<stdout>:`` prefixes;
   :func:`rank_from_path` reads the rank from ``rank-3.log`` or ``attempt_0/3/stdout.log``.
 * :class:`TimeParser` reads the timestamp formats in use (runtime ``2023-Aug-01 16:14:43.0241``,
   compiler ``2024-04-12 07:13:06.000296``, ISO 8601, Python logging ``,123``, glog ``I0402 10:11:12``,
@@ -35,8 +36,11 @@ _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
 #: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
 _SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
 _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
-_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:)")
-_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
+#: launchers' rank prefixes: torchrun's ``[rank3]:`` / ``[default3]:``, a bare ``3: `` (srun --label),
+#: and Open MPI's ``--tag-output`` ``[<job>,<rank>]<stdout>:`` (mpirun, and Horovod or DeepSpeed
+#: jobs launched through it: "[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO ...")
+_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)")
+_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): |^\s*\[\d+,(\d+)\]<std(?:out|err)>:")
 _PATH_RANK = (
     re.compile(r"(?:^|[/\\])rank[-_.]?(\d+)(?:\.[A-Za-z]+)*$"),
     re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.(?:log|txt|json)$"),
@@ -166,7 +170,7 @@ def logical_lines(raw: str) -> list[str]:
     if text.endswith(_SHELL_ENDS) and (g := _GLUED_SHELL.search(text)) is not None:
         # the shell's report of a killed job lands on the line its last redraw left unterminated
         return [*logical_lines(text[: g.start()]), g.group(1)]
-    if "]:" in text and _MIDLINE_RANK.search(text):
+    if ("]:" in text or "]<std" in text) and _MIDLINE_RANK.search(text):
         out.extend(p for p in _MIDLINE_RANK.split(text) if p)
     else:
         out.append(text)
@@ -174,11 +178,12 @@ def logical_lines(raw: str) -> list[str]:
 
 
 def split_rank_prefix(line: str) -> tuple[int | None, str]:
-    """``(rank, text)``: the rank a prefix names (``[rank3]:``, ``[default3]:``, ``3: ``) and the rest."""
+    """``(rank, text)``: the rank a prefix names (``[rank3]:``, ``[default3]:``, ``3: ``, ``[1,3]<stdout>:``)
+    and the rest."""
     m = _RANK_PREFIX.match(line)
     if m is None:
         return None, line
-    return int(m.group(1) or m.group(2)), line[m.end() :]
+    return int(m.group(1) or m.group(2) or m.group(3)), line[m.end() :]
 
 
 def rank_from_path(path: str) -> int | None:

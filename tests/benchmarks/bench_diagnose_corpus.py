@@ -4,7 +4,11 @@
 
 Each excerpt of ``tests/data/real-logs/`` (see its README) is diagnosed alone, the way a user
 runs ``neuron-watch diagnose excerpt.log``. Printed: the accuracy over the corpus and per label,
-the confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said), and every
+beside it the *action* accuracy (the verdict's action against the action the excerpt's label calls
+for, :data:`EXPECTED_ACTIONS`: what the watchdog would do, which matters more than a label swapped
+within one action), the confusions that change the action (a failure read as healthy, a hardware
+fault read as a crash to restart so its node is not drained, a configuration error restarted), the
+confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said), and every
 failure called ``healthy`` (the worst mistake: a broken job left alone). ``--wrong`` also lists
 every other wrong answer with the signature that decided it. ``--batch B`` keeps the excerpts
 collected together as batch ``B`` (their ``batch`` key): ``issue12-heldout``, ``issue12-heldout-2``,
@@ -24,10 +28,40 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.diagnose import diagnose_paths
-from neuron_watch.events import Label
+from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import load_corpus
 
 LABELS = [label.value for label in Label]
+
+#: The action each label calls for (docs/diagnosis.md "Labels and actions"); an OOM is restarted
+#: when the host ran out and stopped when the model does not fit the device: either is right.
+EXPECTED_ACTIONS: dict[Label, frozenset[Action]] = {
+    Label.HEALTHY: frozenset({Action.WAIT}),
+    Label.COMPILING: frozenset({Action.WAIT}),
+    Label.COMM_TIMEOUT_TRANSIENT: frozenset({Action.WAIT}),
+    Label.UNOBSERVED: frozenset({Action.WAIT}),
+    Label.COLLECTIVE_HANG: frozenset({Action.RESTART}),
+    Label.COMM_ERROR: frozenset({Action.RESTART}),
+    Label.OTHER_CRASH: frozenset({Action.RESTART}),
+    Label.HARDWARE_ERROR: frozenset({Action.DRAIN_AND_RESTART}),
+    Label.CONFIG_ERROR: frozenset({Action.STOP}),
+    Label.NUMERICAL_ERROR: frozenset({Action.STOP}),
+    Label.COMPILE_ERROR: frozenset({Action.STOP}),
+    Label.OOM: frozenset({Action.RESTART, Action.STOP}),
+}
+
+
+def action_confusion(expected: Label, said: Label, action: Action) -> str | None:
+    """The kind of action-changing confusion (None: the action is right, or a swap without a name)."""
+    if action in EXPECTED_ACTIONS[expected]:
+        return None
+    if said is Label.HEALTHY:
+        return "failure read as healthy"
+    if expected is Label.HARDWARE_ERROR:
+        return "hardware not drained"
+    if expected is Label.CONFIG_ERROR and action in (Action.RESTART, Action.DRAIN_AND_RESTART):
+        return "config restarted"
+    return "other action change"
 
 
 def main() -> int:
@@ -45,6 +79,8 @@ def main() -> int:
         and (args.batch is None or ex.batch == args.batch)
     ]
     confusion: dict[str, Counter[str]] = defaultdict(Counter)
+    action_right: Counter[str] = Counter()
+    changes: Counter[str] = Counter()
     called_healthy: list[str] = []
     wrong: list[str] = []
     started = time.process_time()
@@ -52,6 +88,11 @@ def main() -> int:
         verdict = diagnose_paths([str(ex.log)]).verdict
         said = verdict.label.value
         confusion[ex.label.value][said] += 1
+        change = action_confusion(ex.label, verdict.label, verdict.action)
+        if change is None:
+            action_right[ex.label.value] += 1
+        else:
+            changes[change] += 1
         if said != ex.label.value:
             sig = next((e.signature for e in verdict.evidence), "-")
             line = f"  {ex.name:<58} said {said:<22} [{sig}]  {ex.source}"
@@ -63,14 +104,19 @@ def main() -> int:
 
     right = sum(confusion[label][label] for label in confusion)
     total = len(excerpts)
+    acted = sum(action_right.values())
     print(f"excerpts: {total}  right: {right}  accuracy: {100.0 * right / max(total, 1):.1f}%  "
+          f"action right: {acted}  action accuracy: {100.0 * acted / max(total, 1):.1f}%  "
           f"failures called healthy: {len(called_healthy)}  cpu: {cpu:.2f}s")
+    kinds = ("failure read as healthy", "hardware not drained", "config restarted", "other action change")
+    print("confusions that change the action: " + ", ".join(f"{k}: {changes[k]}" for k in kinds))
     print()
-    print(f"{'label':<24}{'n':>5}{'right':>7}{'acc':>8}")
+    print(f"{'label':<24}{'n':>5}{'right':>7}{'acc':>8}{'action':>8}{'acc':>8}")
     for label in LABELS:
         n = sum(confusion[label].values())
         if n:
-            print(f"{label:<24}{n:>5}{confusion[label][label]:>7}{100.0 * confusion[label][label] / n:>7.1f}%")
+            print(f"{label:<24}{n:>5}{confusion[label][label]:>7}{100.0 * confusion[label][label] / n:>7.1f}%"
+                  f"{action_right[label]:>8}{100.0 * action_right[label] / n:>7.1f}%")
     print()
     shown = [label for label in LABELS if sum(confusion[label].values())
              or any(confusion[row][label] for row in confusion)]

@@ -69,6 +69,8 @@ def test_ansi_and_carriage_return_bars() -> None:
         ("...done", ["...done"]),
         ("[rank0]: step 1 loss 2 [rank1]: step 1 loss 3", ["[rank0]: step 1 loss 2", "[rank1]: step 1 loss 3"]),
         ("[rank0]: plain", ["[rank0]: plain"]),
+        # Open MPI --tag-output interleaved mid-line (a bar's redraw, then another stream's record)
+        ("    Loss:6.7539 [1,0]<stdout>:[INFO] loss: 6.7462,", ["    Loss:6.7539", "[1,0]<stdout>:[INFO] loss: 6.7462,"]),
     ],
 )
 def test_logical_lines(raw: str, want: list[str]) -> None:
@@ -81,6 +83,10 @@ def test_rank_prefixes_and_paths() -> None:
     assert split_rank_prefix("7: Traceback (most recent call last):") == (7, "Traceback (most recent call last):")
     assert split_rank_prefix("2024-04-12 07:13:06 x") == (None, "2024-04-12 07:13:06 x")
     assert split_rank_prefix("12:30:01 clock") == (None, "12:30:01 clock")
+    # Open MPI's --tag-output: [<job>,<rank>]<stream>: (mpirun -tag-output, MPIJob launchers)
+    assert split_rank_prefix("[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO Connected NVLS tree") == (
+        3, "test-nccl-efa-worker-0:23:75 [3] NCCL INFO Connected NVLS tree")
+    assert split_rank_prefix("[1,0]<stderr>:Traceback (most recent call last):") == (0, "Traceback (most recent call last):")
     assert rank_from_path("run/gen-2/rank-3.log") == 3
     assert rank_from_path("logs/none/attempt_0/5/stdout.log") == 5
     assert rank_from_path("logs/rank_7.txt") == 7

@@ -1,0 +1,263 @@
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+"""The failure-form reader (watchdog/failureforms.py): each form with real lines, the near misses that
+must read as nothing, the gate (every form line holds a needle), and the reader wired into the
+knowledge base, errorclass and the judge (offline and live).
+
+Each line is real: from the corpus (tests/data/real-logs, named by its excerpt) or from a public thread
+(named by its repository and number), or it is the format a project's source prints, filled in (the
+source file is named)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.classify import Effect
+from neuron_watch.diagnose import diagnose_paths
+from neuron_watch.errorclass import read_error
+from neuron_watch.events import Action, Label, LogLine, RankKey
+from neuron_watch.failureforms import NEEDLES, SIGNATURE_IDS, FormKind, cause_of, read_line
+from neuron_watch.judge import Judge, JudgeSettings
+from neuron_watch.kb import default_knowledge_base
+
+E, C, M, RUN, DONE = FormKind.ERROR, FormKind.CRASH, FormKind.METRIC, FormKind.COMPILE_RUNNING, FormKind.COMPILE_DONE
+
+#: (line, the kind it reads as, where it is from)
+FORMS: list[tuple[str, FormKind, str]] = [
+    # glog / absl severities (glog src/logging.cc LogMessage::Init; absl/log/internal/log_format.cc)
+    ("E0208 21:12:26.795000 1460 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 2) local_rank: 0 (pid: 1464) of binary: /root/miniconda3/bin/python", E, "corpus (torchrun's glog-format record)"),
+    ("F1006 09:50:58.620735 13380 common.cc:34] Check failed: initialized_ Must initialize data before reading it", C, "apache/singa#805"),
+    ("*** Check failure stack trace: ***", C, "apache/singa#805"),
+    ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] some new words", E, "torch's c10 logger under torchrun's rank prefix (c10/util/Logging.cpp)"),
+    # TensorFlow's logger (tensorflow/core/platform/default/logging.cc: "%s.%06d: %c %s:%d] %s")
+    ("2023-11-09 21:39:52.908327: E tensorflow/compiler/xla/xla_client/xla_util.cc:90] \t [[{{node XRTExecute}}]]", E, "corpus (torch-xla XRT)"),
+    ("2017-11-28 16:36:15.720252: F tensorflow/core/lib/io/zlib_outputbuffer.cc:77] Check failed: bytes_to_write <= AvailableInputSpace() (12 vs. -1814274)", C, "CharlesShang/FastMaskRCNN#177"),
+    # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
+    ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
+    # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
+    ("libfabric:18564:1733296782::efa:cq:efa_rdm_cq_poll_ibv_cq():570<warn> err: 5, message: Unreachable remote (15)", E, "libfabric src/log.c format, prov/efa EFA_WARN"),
+    ("libfabric:2243:1714557600::efa:ep_ctrl:efa_rdm_ep_close():998<warn> Unable to close ep", E, "libfabric src/log.c format, prov/efa"),
+    # structured levels (logrus/zap/slog logfmt; JSON loggers)
+    ('time="2024-05-01T10:00:00Z" level=error msg="failed to allocate device" error="no devices found"', E, "logrus TextFormatter"),
+    ('{"level":"error","ts":1714557600.1,"msg":"worker exited","error":"exit status 1"}', E, "zap JSON encoder"),
+    ('time=2024-05-01T10:00:00.000Z level=FATAL msg="plugin crashed"', C, "Go log/slog TextHandler"),
+    # Python logging's record head
+    ("2024-04-12 07:13:06,123 - CRITICAL - trainer - the data server went away", E, "Python logging '%(asctime)s - %(levelname)s - %(name)s - %(message)s'"),
+    # kernel levels and fault reports
+    ("[  +0.000127] mce: [Hardware Error]: Machine check events logged", E, "corpus (home-assistant MCE)"),
+    ("python[4242]: segfault at 0 ip 00007f2c1a2b3c4d sp 00007ffd1234abcd error 4 in libtorch_cpu.so[7f2c10000000+2000000]", C, "arch/x86/mm/fault.c show_signal_msg"),
+    # Go, Rust, Java, C++
+    ("panic: runtime error: invalid memory address or nil pointer dereference", C, "Go runtime/panic.go printpanics"),
+    ("goroutine 1 [running]:", C, "Go runtime/traceback.go"),
+    ("fatal error: all goroutines are asleep - deadlock!", C, "Go runtime.throw"),
+    ("thread '<unnamed>' panicked at 'called `Option::unwrap()` on a `None` value', /home/conda/feedstock_root/build_artifacts/tokenizers_1583876217402/work/tokenizers/src/models/bpe/trainer.rs:373:34", C, "huggingface/tokenizers#214"),
+    ('Exception in thread "main" java.lang.OutOfMemoryError: Java heap space', C, "java.lang.ThreadGroup.uncaughtException"),
+    ("terminate called after throwing an instance of 'std::bad_alloc'", C, "libstdc++ verbose terminate handler"),
+    ("terminate called after throwing an instance of 'c10::Error'", C, "libstdc++ verbose terminate handler over c10"),
+    ("F1123 15:00:49.123456 12345 some_op.cc:42] FATAL: check failed: n > 0", C, "glog LogMessageFatal"),
+    # fatal signals
+    ("[92c90024c028:157  :4:419] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))", C, "corpus (UCX signal handler)"),
+    ("*** SIGSEGV received at time=1714557600 on cpu 3 ***", C, "absl/debugging/failure_signal_handler.cc"),
+    # exceptions a wrapper prints, and dotted classes that do not end in Error
+    ("ray.exceptions.RayTaskError(RuntimeError): ray::_RayTrainWorker__execute.get_next() (pid=12769, ip=10.1.161.26)", E, "corpus (Ray Train)"),
+    ("requests.exceptions.ConnectTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded", E, "requests' exception as a traceback's last line"),
+    ("2022-04-02 18:19:58,646 [INFO ] W-9000-model_1.0-stdout MODEL_LOG - RuntimeError: nrt_init failed", E, "TorchServe's worker log prefix (corpus: MODEL_LOG lines)"),
+    ("Caused by: java.io.IOException: Connection reset by peer", E, "java.lang.Throwable.printStackTrace"),
+    # resources that are not there
+    ("RuntimeError: No CUDA GPUs are available", E, "torch/cuda/__init__.py _lazy_init"),
+    ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234'", E, "glibc strerror(ENOSPC)"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available", E, "Slurm srun"),
+    # metrics
+    ("Epoch 3:  45%|████▌     | 450/1000 [01:30<01:50, 5.00it/s, loss=nan, v_num=0]", M, "Lightning's tqdm postfix"),
+    ("{'train_loss': 'NaN', 'epoch': 2.0}", M, "a metrics dict"),
+    ('{"step": 120, "loss": NaN, "grad_norm": NaN}', M, "a JSON metrics record (Python's json writes NaN)"),
+    ("   120     nan     0.0003   1.2e-04", M, "an aligned table of metrics"),
+    ("RuntimeError: The total norm of order 2.0 for gradients from `parameters` is non-finite, so it cannot be clipped.", M, "torch/nn/utils/clip_grad.py"),
+    ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1.793662034335766e-43", M, "apex/amp/scaler.py"),
+    # compile phases
+    ("Building extension module fused_adam...", RUN, "torch/utils/cpp_extension.py _jit_compile"),
+    ("Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/fused_adam/build.ninja...", RUN, "torch/utils/cpp_extension.py _write_ninja_file_and_build_library"),
+    ("AUTOTUNE mm(4096x4096, 4096x4096)", RUN, "torch/_inductor/select_algorithm.py"),
+    ("Loading extension module utils...", DONE, "corpus (DeepSpeed op builder)"),
+    (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
+    (">     Loading extension module utils...", DONE, "corpus (quoted)"),
+    ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
+]
+
+#: lines that look like a form and must read as nothing
+NEAR_MISSES = [
+    "Downloading nanogpt checkpoint to /data/nanogpt/ckpt.pt",  # "nan" inside a word and a path
+    "step 100 | loss 2.345 | tokens/s 12000 | finance-corpus",  # "nan" inside "finance"
+    "INFO: running inference on 8 devices",  # "inf" inside "info"/"inference"
+    "E = mc^2 is printed by the physics demo",  # "E" as a word
+    "2024-04-12 07:13:06,123 - WARNING - trainer - Error rate of the sampler is above 1%",  # a benign WARNING
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",  # a warning record (c10 tries the next address)
+    "loss_scale: inf skipped step",  # the scaler's state on a skipped step
+    "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
+    "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "2023-Aug-01 16:14:44.0241 332066:332494 WARN  TDRV:dmem_alloc_internal                   Allocating 512 MB on ND 0 NC 1 for weights",
+    "ERROR count: 0, retrying connection to the metrics server",  # a retried operation
+    "I0402 10:11:12.123000 140 torch/distributed/run.py:12] Using nproc_per_node=8",
+    "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding",  # a start-up error the table reads (not a signal)
+    "goroutine 12 [chan receive]:",  # a goroutine of a stack dump, not the one that panicked
+    "libfabric:18564:1733296782::efa:ep_ctrl:efa_rdm_ep_set_shared_memory_permitted():1410<warn> FI_OPT_SHARED_MEMORY_PERMITTED set to false",  # a warn that reports no error
+]
+
+
+@pytest.mark.parametrize(("line", "kind", "source"), FORMS, ids=[f"{k.value}:{i}" for i, (_, k, _) in enumerate(FORMS)])
+def test_form_is_read(line: str, kind: FormKind, source: str) -> None:
+    form = read_line(line)
+    assert form is not None, f"not read ({source})"
+    assert form.kind is kind, f"{form} ({source})"
+
+
+@pytest.mark.parametrize(("line", "kind", "source"), FORMS, ids=[f"needle:{i}" for i in range(len(FORMS))])
+def test_form_line_holds_a_needle(line: str, kind: FormKind, source: str) -> None:
+    """The classifier reads a line only when its batch search found a needle in it."""
+    text = "\n" + line
+    assert any(n in text for n in NEEDLES), source
+
+
+@pytest.mark.parametrize("line", NEAR_MISSES)
+def test_near_miss_reads_as_nothing(line: str) -> None:
+    assert read_line(line) is None
+
+
+def test_needles_have_no_digits() -> None:
+    """The classifier searches line templates without their digits: a needle with a digit would miss."""
+    assert not [n for n in NEEDLES if any(c.isdigit() for c in n)]
+
+
+#: (line, the cause its form states)
+CAUSES = [
+    ("2019-10-10 15:57:27.193862: E tensorflow/core/distributed_runtime/master.cc:267] CreateSession failed because worker /job:worker/replica:0/task:1 returned error: Unavailable: OS Error", Label.COMM_ERROR),
+    ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect", Label.COMM_ERROR),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]", Label.OOM),
+    ("terminate called after throwing an instance of 'std::bad_alloc'", Label.OOM),
+    ("[  +0.000127] mce: [Hardware Error]: CPU 2: Machine Check: 0 Bank 6: cc59dec000041152", Label.HARDWARE_ERROR),
+    ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
+    ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
+    ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
+]
+
+#: forms that say nothing of a cause
+NO_CAUSE = [
+    "RuntimeError: tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:421 : Check failed: session->session()->Run(session_work->feed_inputs, session_work->outputs_handles, &outputs) == ::tensorflow::Status::OK() (Aborted: Session 018370a5591ff66c is not found. vs. OK)",  # corpus: ABORTED says nothing
+    "panic: runtime error: index out of range [5] with length 3",
+    "[  +0.000127] mce: [Hardware Error]: event severity: corrected",
+    "E0208 21:12:26.795000 1460 api.py:869] failed (exitcode: 2)",
+]
+
+
+@pytest.mark.parametrize(("line", "label"), CAUSES)
+def test_cause_of_form(line: str, label: Label) -> None:
+    found = cause_of(line)
+    assert found is not None and found[0] is label
+    reading = read_error(line)
+    assert reading is not None and reading.label is label
+
+
+@pytest.mark.parametrize("line", NO_CAUSE)
+def test_form_without_cause(line: str) -> None:
+    assert cause_of(line) is None
+
+
+# -- wired into the knowledge base and the judge -----------------------------------------------------
+
+
+KB = default_knowledge_base()
+
+
+@pytest.mark.parametrize(("line", "kind", "source"), [f for f in FORMS if KB.classify_plain(f[0]) is None
+                                                      or KB.classify_plain(f[0]).signature.id.startswith("form.")])
+def test_knowledge_base_reports_form_after_the_table(line: str, kind: FormKind, source: str) -> None:
+    """A line no rule of the table matches is reported under its form's signature, alike by every path."""
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == SIGNATURE_IDS[kind], source
+    assert KB.classify_plain(line) == m
+    assert KB.scan(["a plain line", line]) == [(1, m)]
+
+
+def test_table_keeps_precedence() -> None:
+    line = "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."
+    m = KB.classify(line)
+    assert m is not None and not m.signature.id.startswith("form.")
+
+
+def test_form_signatures_are_known_by_id() -> None:
+    """A node classifies for the coordinator by signature id: every form signature must be found."""
+    for sid in SIGNATURE_IDS.values():
+        assert sid in KB.by_id
+    assert KB.by_id["form.crash"].effect is Effect.FATAL
+
+
+def _judge_lines(lines: list[str], t0: float = 1000.0) -> Judge:
+    judge = Judge(KB, JudgeSettings(), t0)
+    judge.observe_lines([LogLine(RankKey("n0", 0), text, t0 + i, t0 + i, "rank-0.log", i + 1)
+                         for i, text in enumerate(lines)])
+    return judge
+
+
+PROGRESS = [f"step {s} loss 2.{s:03d} step_time 0.5s" for s in range(1, 6)]
+
+
+def test_log_ending_in_unknown_error_form_is_not_healthy() -> None:
+    judge = _judge_lines([*PROGRESS, "2019-10-10 15:57:27.193862: E tensorflow/core/common_runtime/x.cc:1] "
+                          "Unavailable: failed to connect to all addresses"])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
+
+
+def test_log_ending_inside_an_extension_build_is_compiling() -> None:
+    judge = _judge_lines(["Using /root/.cache/torch_extensions/py310_cu121 as PyTorch extensions root...",
+                          "Building extension module fused_adam..."])
+    assert judge.verdict(1003.0, final=True).label is Label.COMPILING
+
+
+def test_extension_build_that_ended_is_not_compiling() -> None:
+    judge = _judge_lines(["Building extension module fused_adam...", "Loading extension module fused_adam...",
+                          *PROGRESS])
+    assert judge.verdict(1010.0, final=True).label is Label.HEALTHY
+
+
+def test_live_rank_with_a_crash_form_is_not_healthy() -> None:
+    """Live (not final): a rank that printed a Rust panic has failed, though nothing says why."""
+    judge = _judge_lines([*PROGRESS, "thread 'main' panicked at src/loader.rs:42:9:"])
+    v = judge.verdict(1010.0)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART and v.culprit == RankKey("n0", 0)
+    assert v.evidence[0].signature == "form.crash"
+
+
+def test_live_go_panic_is_not_healthy() -> None:
+    """The panic's line is an error the table's last rule knows; its goroutine trace is the crash form."""
+    judge = _judge_lines([*PROGRESS, "panic: runtime error: invalid memory address or nil pointer dereference",
+                          "goroutine 1 [running]:"])
+    v = judge.verdict(1010.0)
+    assert v.label is Label.OTHER_CRASH and v.culprit == RankKey("n0", 0)
+
+
+def test_live_rank_with_non_finite_metric_stops() -> None:
+    judge = _judge_lines([*PROGRESS, '{"step": 6, "loss": NaN, "grad_norm": NaN}'])
+    v = judge.verdict(1010.0)
+    assert v.label is Label.NUMERICAL_ERROR and v.action is Action.STOP
+
+
+def test_crash_form_the_rank_went_on_from_is_withdrawn() -> None:
+    """A generic form (the rank's own progress after it shows it survived) is not the verdict."""
+    judge = _judge_lines(["*** Check failure stack trace: ***", *PROGRESS])
+    assert judge.verdict(1010.0, final=True).label is Label.HEALTHY
+
+
+def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
+    """Open MPI's --tag-output interleaves the ranks in one file: each rank is judged as its own
+    process, so rank 1's readable error is the cause, not rank 0's traceback header cut short."""
+    log = tmp_path / "mpirun.out"
+    log.write_text("\n".join([
+        "[1,0]<stdout>:step 1 loss 2.1",
+        "[1,1]<stdout>:step 1 loss 2.2",
+        "[1,0]<stderr>:Traceback (most recent call last):",
+        "[1,1]<stderr>:ModuleNotFoundError: No module named 'horovod.torch.mpi_lib_v2'",
+    ]) + "\n", encoding="utf-8")
+    v = diagnose_paths([str(log)]).verdict
+    assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1

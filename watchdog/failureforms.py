@@ -1,0 +1,441 @@
+"""The forms in which programs report failure, read without knowing their words.
+
+Pure: no I/O. The signature table (``signatures.toml``) recognises *phrases*; this module
+recognises the *shapes* any program's failure report takes, so that a log in a form no rule has
+seen still does not read as healthy, and its cause comes from the form where the form states one.
+:class:`~neuron_watch.classify.KnowledgeBase` asks it about a line no rule of the table matched
+(the table keeps precedence); :func:`neuron_watch.errorclass.read_error` asks :func:`cause_of` for
+the cause of an error line no rule explains.
+
+A line reads as one :class:`Form` of one :class:`FormKind`, each mapped to one signature of
+:data:`FORM_SIGNATURES` (what the judge does with it):
+
+* ``error`` (a severity of error in a logging convention, an exception line, a missing resource):
+  an error line no rule explains -- a warning while the rank goes on, the cause of the failure
+  when it is the rank's last word (:attr:`~neuron_watch.classify.Effect.UNEXPLAINED`);
+* ``crash`` (a fatal severity, a panic, a fatal signal, a failed check and its stack trace): the
+  process is dying -- a failure of unknown cause that a more specific rule of the same rank later
+  replaces, and that the rank's own progress after it withdraws (``generic``);
+* ``metric`` (a loss, gradient norm or loss scale that is NaN/Inf, or a loss scale collapsed to
+  nothing): a numerical failure, withdrawn likewise by the rank's progress after it;
+* ``compile_running`` / ``compile_done`` (a graph compile, a JIT build of an extension, kernel
+  autotuning, still going / ended): compile evidence, so a log that ends inside one is
+  ``compiling``.
+
+Every line that holds a form holds one of :data:`NEEDLES` (a digit-free literal), so the
+classifier's batch search gates the reader: a line without a needle costs nothing here.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass
+
+from neuron_watch.events import Label
+
+
+class FormKind(str, enum.Enum):
+    """What a form means to the judge (see the module docstring)."""
+
+    ERROR = "error"
+    CRASH = "crash"
+    METRIC = "metric"
+    COMPILE_RUNNING = "compile_running"
+    COMPILE_DONE = "compile_done"
+
+
+@dataclass(frozen=True)
+class Form:
+    """A failure form read from one line: its kind, what it is (for reasons) and, when the form
+    itself states it, the cause (``label``)."""
+
+    kind: FormKind
+    name: str
+    label: Label | None = None
+
+
+#: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
+#: processes classify alike only with the same reader).
+FORM_RULES = 1
+
+#: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
+SIGNATURE_IDS = {
+    FormKind.ERROR: "form.error",
+    FormKind.CRASH: "form.crash",
+    FormKind.METRIC: "form.metric_not_finite",
+    FormKind.COMPILE_RUNNING: "form.compile_running",
+    FormKind.COMPILE_DONE: "form.compile_done",
+}
+
+#: (id, category, severity, action, effect, generic, advice) of the form signatures, as the
+#: classifier builds them (they follow the table: every rule of the table has precedence).
+FORM_SIGNATURES: tuple[tuple[str, str, str, str, str, bool, str], ...] = (
+    ("form.error", "other_crash", "warning", "restart", "unexplained", False,
+     "An error line in a known logging form (a severity, an exception, a missing resource) that no signature "
+     "recognises. While the rank goes on it is a warning; as its last word, the job failed: read the line and "
+     "the rank's log tail."),
+    ("form.crash", "other_crash", "error", "restart", "fatal", True,
+     "The process reported a fatal error in a known form (a fatal log severity, a panic, a fatal signal, a failed "
+     "check, a native stack trace) that no signature recognises. Read the evidence and the rank's log tail; restart "
+     "from the last complete checkpoint, and report it if it repeats."),
+    ("form.metric_not_finite", "numerical_error", "error", "stop", "fatal", True,
+     "A loss, gradient norm or loss scale is NaN/Inf (or the loss scale collapsed to nothing). Restarting from the "
+     "same checkpoint with the same data repeats it: lower the learning rate, use bf16, check the data at that step, "
+     "or resume from an earlier checkpoint."),
+    ("form.compile_running", "compiling", "info", "wait", "compile_beat", False,
+     "A compile or JIT build is running (a C++/CUDA extension build, kernel autotuning, a graph compile): waiting "
+     "is correct."),
+    ("form.compile_done", "compiling", "info", "wait", "compile_end", False,
+     "A compile or JIT build finished."),
+)
+
+# -- severities ------------------------------------------------------------------------------------
+
+#: glog / absl LogMessage prefix: "<L>MMDD HH:MM:SS.uuuuuu <tid> <file>:<line>] " (glog
+#: src/logging.cc LogMessage::Init; absl/log/internal/log_format.cc FormatLogPrefix), after an
+#: optional launcher prefix; c10's logger prints it without the thread id and with the month
+#: unpadded ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ..."), or with no time at
+#: all ("[W socket.cpp:426] ..."). Group 1: the severity letter.
+_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?|(?<=\[[IWEF]) )"
+                   r"[\w./\\+-]+:\d+\]")
+#: TensorFlow's default logger: "<date> <time>.<us>: <L> <file>:<line>] <msg>"
+#: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
+#: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
+_TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
+#: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
+#: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
+#: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
+#: that quotes the word.
+_LEVEL_WORD = re.compile(r"(?:^|[\s\[|(:,-])(?:(ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|NOTICE|TRACE)"
+                         r"(?=[\s\]|:)-]|$)|(Error|Critical|Fatal|Warning|Info|Debug)(?=[\]:]))")
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
+_HEAD = 90
+#: logfmt (logrus, zap, Go's slog) and JSON records: level=error, "level": "error"
+_KV_LEVEL = re.compile(
+    r"""(?:\blevel=|\blvl=|\bseverity=|["'](?:level|levelname|severity|lvl)["']\s*:\s*["'])"""
+    r"""(error|err|fatal|critical|crit|panic|ERROR|FATAL|CRITICAL|PANIC|Error|Fatal|Critical)\b""")
+#: libfabric's log record: "libfabric:<pid>:<time>:<prov>:<subsys>:<func>():<line><level> <msg>"
+#: (libfabric src/log.c fi_log: "%s:%d:%ld:%s:%s:%s():%d<%s> "); FI_WARN is its highest level, so a
+#: warn is an error only when it carries one (an "err:" code, a failed call).
+_LIBFABRIC = re.compile(r"\blibfabric:\d+:\d+:(?:[\w;.-]*:){1,4}\w+\(\):\d+<(error|warn)> (.*)")
+_LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\bunable\b|\bcannot\b", re.I)
+#: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
+#: (notes: the runtime's log format; TDRV, NRT, NMGR, ENC, NCCL modules)
+_NEURON = re.compile(r"\d+:\d+ (ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
+#: the kernel's own fault reports (lib/bug.c "BUG: ", arch/x86
+#: "general protection fault", mm "segfault at <addr> ip", kernel/panic.c "Kernel panic - ")
+_KERNEL_FAULT = re.compile(
+    r"\bBUG: (?:unable to handle|kernel NULL pointer|soft lockup|scheduling while atomic)|\bOops: \d|"
+    r"\bgeneral protection fault\b|\bKernel panic - |"
+    r"\btask \S+ blocked for more than \d+ seconds")
+
+# -- crashes ---------------------------------------------------------------------------------------
+
+_CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # glog CHECK and its trace (glog src/logging.cc: "Check failed: " + condition; "*** Check failure
+    # stack trace: ***"), glog's failure signal handler ("*** Aborted at 1700000000 (unix time) ...",
+    # "*** SIGSEGV (@0x0) received by PID 12 (TID 0x7f..) from PID 0; stack trace: ***") and absl's
+    # ("*** SIGSEGV received at time=1700000000 on cpu 3 ***"); the frames under them ("    @  0x7f..")
+    # are not read alone (they always follow one of these headers)
+    (re.compile(r"\bCheck failed: "), "a failed CHECK (glog/absl)"),
+    (re.compile(r"\*\*\* Check failure stack trace: \*\*\*"), "glog's check-failure stack trace"),
+    (re.compile(r"\*\*\* Aborted at \d+ \(unix time\)"), "glog's fatal signal report"),
+    (re.compile(r"\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) received by PID|received at time=)"), "a fatal signal report"),
+    # Go: runtime/panic.go printpanics ("panic: " + value), runtime.throw ("fatal error: " + msg), and
+    # the traceback of the goroutine that panicked ("goroutine 1 [running]:"; runtime/traceback.go)
+    (re.compile(r"^(?:panic: |fatal error: )\S"), "a Go panic"),
+    (re.compile(r"^goroutine \d+ \[running\]:"), "a Go panic's goroutine trace"),
+    # Rust: library/std/src/panicking.rs default_hook ("thread '{name}' panicked at {location}:")
+    (re.compile(r"\bthread '[^']*' panicked at "), "a Rust panic"),
+    # Java: the uncaught-exception handler (java.lang.ThreadGroup.uncaughtException:
+    # "Exception in thread \"" + t.getName() + "\" " + e)
+    (re.compile(r"\bException in thread \"[^\"]*\" [\w.$]+"), "an uncaught Java exception"),
+    # C++: libstdc++'s verbose terminate handler
+    (re.compile(r"\bterminate called (?:after throwing an instance of|without an active exception)"),
+     "an uncaught C++ exception"),
+    # a fatal signal named by a launcher, a shell or a handler (signal(7): 4 ILL, 6 ABRT, 7 BUS, 8 FPE, 11 SEGV)
+    (re.compile(r"\b(?:[Ss]ignal|SIGNAL)[: ]+(?:11|6|7|4|8)\b(?! *(?:ms|s|sec|seconds)\b)|"
+                r"\b(?:received|caught|got|by|with|on) (?:signal )?SIG(?:SEGV|ABRT|BUS|ILL|FPE)\b|"
+                r"\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)(?: \(\d+\))? (?:received|caught)\b"), "a fatal signal"),
+    (re.compile(r"^\W*(?:Segmentation fault|Bus error|Illegal instruction|Floating point exception|Aborted)"
+                r"(?: \(core dumped\))?\s*$"), "a fatal signal (the shell's report)"),
+    # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
+    # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
+    (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
+)
+
+# -- exceptions ------------------------------------------------------------------------------------
+
+#: A Python exception's last traceback line whose class does not end in Error/Exception, or that a
+#: wrapper prints with its cause in parentheses: "ray.exceptions.RayTaskError(RuntimeError): ...",
+#: "requests.exceptions.ConnectTimeout: ..." (a dotted module path: a bare "Word: text" is prose).
+_EXCEPTION = re.compile(
+    r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)")
+#: a Java exception chain's cause ("Caused by: java.io.IOException: ..."; Throwable.printStackTrace)
+_CAUSED_BY = re.compile(r"^\s*Caused by: [\w.$]+(?:Exception|Error)\b")
+#: serving stacks that wrap a worker's output in their own prefix: TorchServe "... MODEL_LOG - <text>",
+#: Ray "(RayWorker pid=12, ip=10.0.0.1) <text>", vLLM "(VllmWorkerProcess pid=12) <text>"
+_WRAPPED = re.compile(r"^.{0,160}? MODEL_LOG - |^\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+#: the plain Python exception line, inside a wrapper
+_PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
+
+# -- resources that are not there ----------------------------------------------------------------
+
+#: Configuration, not a crash to restart: the errno strings (glibc strerror: EADDRINUSE "Address
+#: already in use", ENODEV "No such device", EBUSY "Device or resource busy", EMFILE "Too many open
+#: files", ENOSPC "No space left on device", EACCES "Permission denied"), the dynamic loader's
+#: "cannot open shared object file", CUDA's "no CUDA-capable device is detected" (cudaErrorNoDevice)
+#: and torch's "No CUDA GPUs are available", shared memory too small, and Slurm's refusals.
+_RESOURCE = re.compile(
+    r"\bAddress already in use\b|\bEADDRINUSE\b|\bNo such device\b|\bDevice or resource busy\b|\bEBUSY\b|"
+    r"\bToo many open files\b|\bNo space left on device\b|\bENOSPC\b|\bPermission denied\b|"
+    r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
+    r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
+    r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
+    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b")
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+#: a metric that says the run is broken: a loss (any name holding "loss"), a gradient norm, a
+#: perplexity, as key=value, key: value, 'key': value, "key": value, key value, or a tqdm postfix;
+#: the value NaN/Inf as Python, NumPy, torch (``tensor(nan)``) and C print it
+_KEY = r"(?:[\w.-]*loss[\w.-]*|grad(?:ient)?[ _-]?norm\w*|[\w.-]*_norm|perplexity)"
+_NONFINITE_VALUE = r"[-+]?(?:nan|inf(?:inity)?)\b"
+_METRIC = re.compile(rf"(?i:\b({_KEY}))['\"]?\s*(?:[=:|]\s*)?['\"]?(?:tensor\(\s*)?(?i:{_NONFINITE_VALUE})")
+_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:tensor\(\s*)?[-+]?\d")
+#: the frameworks' own words: "loss is nan", "NaN loss detected", "gradients are non-finite",
+#: torch.nn.utils.clip_grad_norm_'s "The total norm of order 2.0 for gradients from `parameters` is
+#: non-finite"
+_METRIC_WORDS = re.compile(
+    r"(?i:\b(?:loss|gradients?|grad norm|total norm)\b[^.,;]{0,60}?\b(?:is|are|became|becomes|was|were) "
+    r"(?:nan|inf|non-finite|not finite)\b|"
+    r"\b(?:nan|inf|non-finite) (?:loss|gradients?|grad norm)(?:es)? (?:detected|encountered|found)\b)")
+#: a loss scale (fp16 GradScaler, apex, DeepSpeed, Megatron) reduced to a value no fp16 gradient can
+#: use: below fp16's smallest subnormal (2**-24), or zero
+_LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*(?:[=:]|\bto\b|\bis\b)\s*['\"]?"
+                         r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\b")
+_SCALE_FLOOR = 2.0 ** -24
+#: a row of an aligned table of numbers with a NaN/Inf among them ("   120   nan   0.0003   1.2e-4")
+_NUMBER_OR_NONFINITE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?|nan|NaN|NAN|inf|Inf|INF)")
+_NONFINITE_TOKEN = frozenset({"nan", "NaN", "NAN", "inf", "Inf", "INF", "-nan", "-inf", "+inf", "-Inf", "-INF"})
+
+# -- phases ----------------------------------------------------------------------------------------
+
+_COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
+    # torch/utils/cpp_extension.py (and DeepSpeed's op builder through it): "Using <dir> as PyTorch
+    # extensions root...", "Emitting ninja build file <f>...", "Building extension module <name>..."
+    # (quoted or indented as users paste them)
+    (re.compile(r"\b(?:Using \S+ as PyTorch extensions root|Emitting ninja build file \S+|"
+                r"Building extension module \w+)\.\.\."), "a C++/CUDA extension build"),
+    # Inductor's max-autotune (torch/_inductor/select_algorithm.py: "AUTOTUNE mm(...)" per op, then
+    # the benchmarking summary that ends it)
+    (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
+    # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
+    (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
+)
+_COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
+    # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
+    # "Time to load {name} op: {seconds} seconds")
+    (re.compile(r"\bTime to load \w+ op: \d"), "a DeepSpeed op loaded"),
+    (re.compile(r"\bAUTOTUNE benchmarking takes \d"), "Inductor autotuning done"),
+    # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
+    (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
+)
+
+#: Literals (no digits: the classifier searches line templates without their digits) of which
+#: every line holding a form holds one; the unit tests hold each form's examples to it.
+NEEDLES: tuple[str, ...] = (
+    # severities (glog's FATAL always prints "*** Check failure stack trace: ***"); libfabric's levels
+    "\nE", "[E", ": E", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
+    "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
+    "Kernel panic", "blocked for more than",
+    # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
+    # error is read from its goroutine trace)
+    "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
+    "terminate called after throwing", "SIGSEGV",
+    "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
+    "Illegal instruction", "Floating point exception", "Aborted",
+    # exceptions
+    "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG",
+    # resources
+    "Address already in use", "EADDRINUSE", "No such device", "EBUSY", "Too many open files", "No space left",
+    "ENOSPC", "Permission denied", "cannot open shared object", "CUDA-capable device", "No CUDA GPUs",
+    "no NVIDIA driver", "/dev/shm",
+    # metrics: a key ("loss" in every loss's name) or a value alone on a table row ("nan")
+    "loss", "Loss", "perplexity", "nan",
+    # phases
+    "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
+    "AUTOTUNE",
+    "with global shapes", "Finished XLA compilation",
+)
+
+
+def _retried(text: str) -> bool:
+    """A line that says the operation will be tried again reports a transient condition (the
+    signature table's rule for unrecognised errors makes the same exception)."""
+    low = text.lower()
+    return "retry" in low or "retrying" in low
+
+
+_QUIET_LEVELS = frozenset({"I", "W", "WARNING", "WARN", "INFO", "DEBUG", "NOTICE", "TRACE"})
+
+
+def _head_level(text: str) -> str | None:
+    """The severity a record's head gives it (its first level field, or a glog letter), or None."""
+    m = _GLOG.search(text, 0, _HEAD + 40)
+    if m is not None:
+        return m.group(1)
+    w = _LEVEL_WORD.search(text, 0, _HEAD)
+    return None if w is None else (w.group(1) or w.group(2)).upper()
+
+
+def _severity(text: str) -> Form | None:
+    m = _GLOG.search(text, 0, _HEAD + 40)
+    if m is not None and m.group(1) in "EF":
+        return Form(FormKind.CRASH, "a glog/absl FATAL record") if m.group(1) == "F" else \
+            Form(FormKind.ERROR, "a glog/absl ERROR record")
+    m = _TF.search(text, 0, _HEAD + 40)
+    if m is not None:
+        return Form(FormKind.CRASH, "a TensorFlow FATAL record") if m.group(1) == "F" else \
+            Form(FormKind.ERROR, "a TensorFlow ERROR record")
+    m = _NEURON.search(text, 0, _HEAD)
+    if m is not None:
+        return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
+    m = _LIBFABRIC.search(text)
+    if m is not None and (m.group(1) == "error" or _LIBFABRIC_ERR.search(m.group(2))):
+        return Form(FormKind.ERROR, f"a libfabric <{m.group(1)}> record")
+    m = _KV_LEVEL.search(text)
+    if m is not None:
+        level = m.group(1).lower()
+        kind = FormKind.CRASH if level in ("fatal", "panic") else FormKind.ERROR
+        return Form(kind, f"a structured record of level {level}")
+    if _KERNEL_FAULT.search(text) or _HW_ERR.search(text):
+        return Form(FormKind.ERROR, "a kernel error report")
+    # the record's severity is its first level field: "WARNING ... error" is a warning
+    m = _LEVEL_WORD.search(text, 0, _HEAD)
+    if m is not None and (level := (m.group(1) or m.group(2)).upper()) in _ERROR_LEVELS and not _retried(text):
+        return Form(FormKind.ERROR, f"a log record of severity {level}")
+    return None
+
+
+def _exception(text: str) -> Form | None:
+    if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
+        return Form(FormKind.ERROR, "an exception")
+    wrapped = _WRAPPED.search(text)
+    if wrapped is not None:
+        inner = text[wrapped.end():]
+        if _PY_EXCEPTION.search(inner) or _EXCEPTION.search(inner):
+            return Form(FormKind.ERROR, "a worker's exception under its server's prefix")
+        found = read_line(inner) if inner != text else None
+        if found is not None:
+            return found
+    return None
+
+
+def _metric(text: str) -> Form | None:
+    # a loss *scale* of inf is the scaler's state on a skipped step, not a broken run; a running
+    # window's NaN beside the step's own finite loss (NeMo's bar: "loss=nan ... reduced_train_loss=3.910")
+    # is not the run's loss
+    if any("scal" not in m.group(1).lower() for m in _METRIC.finditer(text)) and not _FINITE_LOSS.search(text):
+        return Form(FormKind.METRIC, "a non-finite loss or gradient norm", Label.NUMERICAL_ERROR)
+    if _METRIC_WORDS.search(text):
+        return Form(FormKind.METRIC, "a non-finite loss or gradients in the framework's words", Label.NUMERICAL_ERROR)
+    for s in _LOSS_SCALE.finditer(text):
+        try:
+            value = float(s.group(1))
+        except ValueError:  # pragma: no cover - the pattern only takes numbers
+            continue
+        if math.isfinite(value) and abs(value) < _SCALE_FLOOR:
+            return Form(FormKind.METRIC, "a loss scale collapsed to nothing", Label.NUMERICAL_ERROR)
+    tokens = text.replace("|", " ").replace(",", " ").split()
+    if len(tokens) >= 3 and any(t in _NONFINITE_TOKEN for t in tokens) and all(
+            _NUMBER_OR_NONFINITE.fullmatch(t) for t in tokens):
+        return Form(FormKind.METRIC, "a NaN/Inf in a table of metrics", Label.NUMERICAL_ERROR)
+    return None
+
+
+def _phase(text: str) -> Form | None:
+    for rx, name in _COMPILE_DONE:
+        if rx.search(text):
+            return Form(FormKind.COMPILE_DONE, name)
+    for rx, name in _COMPILE_RUNNING:
+        if rx.search(text):
+            return Form(FormKind.COMPILE_RUNNING, name)
+    return None
+
+
+def read_line(text: str) -> Form | None:
+    """The failure form ``text`` (one log line) holds, or None. Crash forms first (the process is
+    dying), then metrics, resources, severities, exceptions, and compile phases."""
+    for rx, name in _CRASHES:
+        if rx.search(text):
+            return Form(FormKind.CRASH, name)
+    metric = _metric(text)
+    if metric is not None:
+        return metric
+    if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
+        return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
+    return _severity(text) or _exception(text) or _phase(text)
+
+
+# -- causes ----------------------------------------------------------------------------------------
+
+#: gRPC/absl status codes (absl/status/status.h, grpc/status.h), as TensorFlow's errors print them
+#: (CamelCase: "Unavailable: ...", tensorflow.python.framework.errors_impl.UnavailableError) and as
+#: XLA/PJRT print them (UPPER_CASE: "UNAVAILABLE: ..."), and the cause each states: the peer or the
+#: link is gone (UNAVAILABLE, DEADLINE_EXCEEDED), memory ran out (RESOURCE_EXHAUSTED), the request
+#: is wrong for this setup (NOT_FOUND, PERMISSION_DENIED, UNIMPLEMENTED, UNAUTHENTICATED). ABORTED
+#: (a conflict, a session gone, or a collective torn down by a peer), INTERNAL, UNKNOWN, CANCELLED,
+#: INVALID_ARGUMENT and the others say nothing of a cause.
+_STATUS_CAUSES = {
+    "Unavailable": Label.COMM_ERROR,
+    "DeadlineExceeded": Label.COMM_ERROR,
+    "ResourceExhausted": Label.OOM,
+    "NotFound": Label.CONFIG_ERROR,
+    "PermissionDenied": Label.CONFIG_ERROR,
+    "Unimplemented": Label.CONFIG_ERROR,
+    "Unauthenticated": Label.CONFIG_ERROR,
+}
+_UPPER_NAMES = {
+    "UNAVAILABLE": "Unavailable", "DEADLINE_EXCEEDED": "DeadlineExceeded",
+    "RESOURCE_EXHAUSTED": "ResourceExhausted", "NOT_FOUND": "NotFound", "PERMISSION_DENIED": "PermissionDenied",
+    "UNIMPLEMENTED": "Unimplemented", "UNAUTHENTICATED": "Unauthenticated",
+}
+_STATUS = re.compile(
+    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?)"
+    r"(?::\s|\s*$)")
+#: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
+#: throwing an instance of 'std::bad_alloc'"; c10's error classes)
+_THROWN = re.compile(r"instance of '([\w:]+)'")
+_THROWN_CAUSES = {
+    "std::bad_alloc": Label.OOM,
+    "c10::OutOfMemoryError": Label.OOM,
+    "c10::DistNetworkError": Label.COMM_ERROR,
+    "c10::DistStoreError": Label.COMM_ERROR,
+}
+
+
+#: the kernel's prefix for a hardware fault it reports (include/linux/printk.h HW_ERR "[Hardware
+#: Error]: ", used by the x86 machine-check handler, APEI/GHES and EDAC), unless it is a corrected one
+_HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
+
+
+def cause_of(text: str) -> tuple[Label, str] | None:
+    """The cause an error line's form states, and what the form is; None when the form says
+    nothing of a cause (a plain ERROR record, a segfault, a panic)."""
+    if _HW_ERR.search(text):
+        return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
+    m = _STATUS.search(text)
+    if m is not None:
+        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2)
+        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2)}"
+    m = _THROWN.search(text)
+    if m is not None and m.group(1) in _THROWN_CAUSES:
+        return _THROWN_CAUSES[m.group(1)], f"an uncaught {m.group(1)}"
+    form = read_line(text)
+    if form is not None and form.label is not None:
+        return form.label, form.name
+    return None
