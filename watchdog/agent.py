@@ -28,6 +28,7 @@ from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
+from neuron_watch.errors import LauncherArgsError
 from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
 from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
@@ -218,6 +219,8 @@ class NodeAgent:
         self._described_root: str | None = None
         self._describe: Callable[[], LaunchInfo | None] | None = None  # the shape, being read
         self.info: LaunchInfo | None = None
+        #: the launcher refused its own arguments (its shape reader said so): a configuration error
+        self.refused: LauncherArgsError | None = None
         self._early = EarlyObservations()  # what was seen before the link existed, replayed at attach
         self.gen: NodeGeneration | None = None
         self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
@@ -325,7 +328,10 @@ class NodeAgent:
         return fallback
 
     def _shape_unknown(self, exc: Exception) -> None:
-        log.warning("could not read the job's shape: %s", exc)
+        if isinstance(exc, LauncherArgsError):
+            self.refused = exc  # the supervisor decides (the launcher's own exit is awaited there)
+        else:
+            log.warning("could not read the job's shape: %s", exc)
         self.info = LaunchInfo()
         self._describe = None
 
