@@ -1,0 +1,61 @@
+"""A 2-rank gloo job whose output carries noise that once passed for a compile.
+
+``--noise keepalive``: rank 0 runs a thread printing ``.`` every second from start to end (a
+keep-alive some jobs print so that a batch system sees output). ``--noise binary``: rank 1 writes
+seeded random bytes to its stdout before each step, each burst ending in a partial ``.`` (what a
+lone dot in binary output looks like to a tail). ``--noise none``: neither.
+
+``--hang-at N`` (generation 0 only): rank 1 stops at step N without joining the all-reduce, and
+rank 0 waits in it; from generation 1 the job runs to ``--steps`` and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+def keep_alive() -> None:
+    while True:
+        print(".", flush=True)
+        time.sleep(1.0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--noise", choices=("keepalive", "binary", "none"), default="none")
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--hang-at", type=int, default=-1)
+    args = p.parse_args()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=1800))
+    rank = dist.get_rank()
+    generation = int(os.environ.get("NEURON_WATCH_GENERATION", "0"))
+    if args.noise == "keepalive" and rank == 0:
+        threading.Thread(target=keep_alive, daemon=True).start()
+    noise = random.Random(20261126 + rank)
+    t = torch.ones(1)
+    for step in range(1, args.steps + 1):
+        if args.noise == "binary" and rank == 1:
+            sys.stdout.buffer.write(bytes(noise.getrandbits(8) for _ in range(512)) + b"\n.")
+            sys.stdout.buffer.flush()
+        if generation == 0 and step == args.hang_at and rank == 1:
+            print(f"rank {rank}: stuck before step {step}", flush=True)
+            while True:
+                time.sleep(1.0)
+        dist.all_reduce(t)
+        print(f"step {step} loss {1.0 / step:.4f}", flush=True)
+        time.sleep(0.3)
+    print("training done", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
