@@ -1,12 +1,14 @@
-"""A 2-rank gloo job whose output carries noise that once passed for a compile.
+"""A 2-rank gloo job whose output carries what once passed for something else.
 
 ``--noise keepalive``: rank 0 runs a thread printing ``.`` every second from start to end (a
 keep-alive some jobs print so that a batch system sees output). ``--noise binary``: rank 1 writes
 seeded random bytes to its stdout before each step, each burst ending in a partial ``.`` (what a
-lone dot in binary output looks like to a tail). ``--noise none``: neither.
+lone dot in binary output looks like to a tail). ``--noise cr-error``: at ``--hang-at`` of
+generation 0, rank 1 prints an error line ended by ``\r`` and a progress bar over it on the same
+line, then exits 1 (a terminal shows only the bar). ``--noise none``: none of these.
 
-``--hang-at N`` (generation 0 only): rank 1 stops at step N without joining the all-reduce, and
-rank 0 waits in it; from generation 1 the job runs to ``--steps`` and says so.
+``--hang-at N`` (generation 0 only; not with ``cr-error``): rank 1 stops at step N without joining
+the all-reduce, and rank 0 waits in it; from generation 1 the job runs to ``--steps`` and says so.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def keep_alive() -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--noise", choices=("keepalive", "binary", "none"), default="none")
+    p.add_argument("--noise", choices=("keepalive", "binary", "cr-error", "none"), default="none")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--hang-at", type=int, default=-1)
     args = p.parse_args()
@@ -46,6 +48,11 @@ def main() -> None:
         if args.noise == "binary" and rank == 1:
             sys.stdout.buffer.write(bytes(noise.getrandbits(8) for _ in range(512)) + b"\n.")
             sys.stdout.buffer.flush()
+        if generation == 0 and step == args.hang_at and rank == 1 and args.noise == "cr-error":
+            sys.stdout.write(f"RuntimeError: trial failure at step {step}\r")
+            sys.stdout.write(f"Epoch 0:  50%|#####     | {step}/{2 * step} [00:01<00:01]\n")
+            sys.stdout.flush()
+            os._exit(1)
         if generation == 0 and step == args.hang_at and rank == 1:
             print(f"rank {rank}: stuck before step {step}", flush=True)
             while True:
