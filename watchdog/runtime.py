@@ -74,8 +74,8 @@ log = logging.getLogger("neuron_watch")
 SHUTDOWN_GRACE = 3.0
 #: After a signal, how long the hosting node waits for its own agent to join before stopping "every node".
 JOIN_WAIT = 5.0
-#: Environment variables that are ours, never the ranks' (the job's secret).
-PRIVATE_ENV = ("NEURON_WATCH_SECRET",)
+#: Environment variables that are ours, never the ranks': the job's secret, the MQTT URL (its password).
+PRIVATE_ENV = ("NEURON_WATCH_SECRET", "NEURON_WATCH_MQTT")
 
 
 # -- identity ------------------------------------------------------------------------------------

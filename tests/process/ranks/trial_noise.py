@@ -36,9 +36,13 @@ def main() -> None:
     p.add_argument("--noise", choices=("keepalive", "binary", "cr-error", "none"), default="none")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--hang-at", type=int, default=-1)
+    p.add_argument("--env-out", default=None, help="write each rank's environment to DIR/env-<rank>.txt")
     args = p.parse_args()
     dist.init_process_group("gloo", timeout=timedelta(seconds=1800))
     rank = dist.get_rank()
+    if args.env_out:
+        with open(os.path.join(args.env_out, f"env-{rank}.txt"), "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in sorted(os.environ.items()))
     generation = int(os.environ.get("NEURON_WATCH_GENERATION", "0"))
     if args.noise == "keepalive" and rank == 0:
         threading.Thread(target=keep_alive, daemon=True).start()
