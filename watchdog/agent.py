@@ -86,6 +86,7 @@ class NodeGeneration:
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
     probe_dir: str | None = None  # the ranks' worker server sockets (None: --no-rank-probe)
     probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
+    probe_line: str = ""  # the node's last line about ranks without a reading
     last_words: set[int] = field(default_factory=set)  # ranks whose exit-time recorder dump was sent
     #: the compilers of the newest sample, (rank, pid, cpu seconds, mono): a message sent between
     #: two samples carries them again, as the coordinator reads every such message as the whole set
@@ -830,18 +831,27 @@ class NodeAgent:
             return []
         self.probe.set_ranks(gen.probe_dir, gen.worker_pids)
         out = []
+        problems = False
         for r in self.probe.take():
             out.append((r.rank, r.groups, r.problem, r.mono))
-            said = "on" if not r.problem else r.problem.split(":", 1)[0]
+            said = "on" if not r.problem else r.problem.split(":", 1)[0].removesuffix(" (yet)")
             if gen.probe_said.get(r.rank) != said:
                 gen.probe_said[r.rank] = said
                 if r.problem:
-                    log.info("rank %d: no flight recorder reading: %s", r.rank, r.problem)
+                    log.debug("rank %d: no flight recorder reading: %s", r.rank, r.problem)
+                    problems = True
                 else:
                     on = sum(1 for v in gen.probe_said.values() if v == "on")
                     if on == len(gen.worker_pids) or on == 1:  # once at the first, once when all answer
                         log.info("liveness: flight recorder on %d of %d rank(s) of this node", on,
                                  len(gen.worker_pids))
+        if problems and len(gen.probe_said) >= len(gen.worker_pids):
+            # one line for the node (32 or 64 ranks say the same at start-up), once every rank was read
+            # and again only when what they say changes
+            line = probe_summary(gen.probe_said, len(gen.worker_pids))
+            if line != gen.probe_line:
+                gen.probe_line = line
+                log.info("%s", line)
         return out
 
     def _check_new_checkpoint(self, gen: NodeGeneration, now: float, wall: float) -> None:
@@ -907,3 +917,15 @@ class NodeAgent:
             self.gen.streams.close()
             self.gen.launcher_log.close()
         return summary
+
+
+def probe_summary(said: dict[int, str], ranks: int) -> str:
+    """One line for a node's ranks without a flight recorder reading, by reason:
+    ``flight recorder: 0 of 32 ranks yet: torch.distributed not imported``."""
+    on = sum(1 for v in said.values() if v == "on")
+    why: dict[str, int] = {}
+    for v in said.values():
+        if v != "on":
+            why[v] = why.get(v, 0) + 1
+    reasons = "; ".join(w if n == ranks - on else f"{w} ({n} rank(s))" for w, n in sorted(why.items()))
+    return f"flight recorder: {on} of {ranks} ranks yet: {reasons}"
