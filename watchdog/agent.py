@@ -513,6 +513,9 @@ class NodeAgent:
         if self.storage is None or not self.bundles:
             return None
         uploads: list[dict[str, Any]] = []
+        if self.storage.uri.startswith("s3://"):  # an endpoint that does not answer holds the restart this long
+            log.info("uploading %d incident bundle(s) to %s; the restart waits for it (%.0fs at most: "
+                     "--upload-timeout)", len(self.bundles), self.storage.uri, self.cfg.upload_timeout)
         for incident, bundle_dir in list(self.bundles.items()):
             n = int(bundle_dir.parent.name.rsplit("-", 1)[1])
             key = incident_key(self.job_id, n, self.node)
@@ -903,6 +906,8 @@ class NodeAgent:
             self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
         summary = None
         if self.pending_uploads and self.storage is not None:
+            log.info("retrying %d failed artifact upload(s) to %s before exiting (%.0fs at most)",
+                     len(self.pending_uploads), self.storage.uri, RETRY_AT_EXIT)
             retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
             self.pending_uploads = retried.failed
             summary = {"ok": retried.ok, **retried.summary()}

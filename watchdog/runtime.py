@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -239,6 +240,10 @@ def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLi
     from neuron_watch.kb import default_knowledge_base
 
     kb = default_knowledge_base(config.progress_regex)
+    if config.progress_regex and "step" not in re.compile(config.progress_regex).groupindex:
+        # a legitimate choice (progress without a step number), said once so that it is a choice
+        log.info("--progress-regex has no (?P<step>...) group: its lines count as progress without a step "
+                 "number (restarts, crash loops and reports see no step); add (?P<step>\\d+) to read one")
     settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
                              compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
 

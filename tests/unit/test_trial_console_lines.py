@@ -1,14 +1,20 @@
 """Our own console lines are one per node and say what they count: the flight recorder's start-up
-line, the missing items of an incident, a stop whose details a node did not report."""
+line, the missing items of an incident, a stop whose details a node did not report; a progress
+regex without a step group is said at start."""
 
 from __future__ import annotations
 
 import io
+import logging
+
+import pytest
 
 from neuron_watch.agent import probe_summary
+from neuron_watch.config import load_config
 from neuron_watch.console import ConsoleSink
 from neuron_watch.events import EvidenceReport
 from neuron_watch.recovery import missing_by_item
+from neuron_watch.runtime import default_judge_factory
 
 
 def line(event: dict[str, object]) -> str:
@@ -51,3 +57,13 @@ def test_a_stop_a_node_did_not_report_shows_no_placeholders() -> None:
     assert text == "job stopped on n1, the node did not answer"
     assert line({"event": "stopped", "node": "n1", "rung": "sigterm", "seconds": 0.7, "survivors": [],
                  "answered": True}) == "job stopped on n1 (sigterm, 0.7s)"
+
+
+def test_a_progress_regex_without_a_step_group_is_accepted_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="neuron_watch"):
+        default_judge_factory(load_config({"progress_regex": r"iter \d+ done"}, {}))
+    assert any("--progress-regex has no (?P<step>...) group" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="neuron_watch"):
+        default_judge_factory(load_config({"progress_regex": r"iter (?P<step>\d+) done"}, {}))
+    assert not any("--progress-regex" in r.getMessage() for r in caplog.records)
