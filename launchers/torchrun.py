@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.errors import PlatformError, UsageError
+from neuron_watch.errors import LauncherArgsError, PlatformError, UsageError
 from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
 from neuron_watch.procs import StopResult, can_raise_priority_to, start_in_new_group, stop_group
 
@@ -190,17 +190,13 @@ class TorchrunLauncher(Launcher):
         return [*self.prefix, *self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]
 
     def parse(self, gen_dir: str) -> dict[str, Any]:
-        """torchrun's parsed arguments (by its own parser). Raises UsageError if it refuses them."""
+        """torchrun's parsed arguments (by its own parser). Raises LauncherArgsError if it refuses them."""
         argv = [*self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
         # Lowest CPU priority: the ranks starting at the same moment need the cores more than we
         # need the answer (nothing is lost while we wait).
         r = subprocess.run([self.python, "-c", _parse_snippet(), *argv], capture_output=True, text=True,
                            timeout=120, preexec_fn=lambda: os.nice(19))
-        if r.returncode != 0:
-            last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise UsageError(f"torchrun rejects its arguments: {last}", "check the arguments after `torchrun`")
-        parsed: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-        return parsed
+        return _shape(r.returncode, r.stdout, r.stderr)
 
     def describe(self, gen_dir: str) -> LaunchInfo:
         return self._info(self.parse(gen_dir), gen_dir)
@@ -218,11 +214,8 @@ class TorchrunLauncher(Launcher):
                 return None
             out, err = proc.communicate()
             self._describing = None
-            if proc.returncode != 0:
-                last = (err.decode("utf-8", "replace").strip().splitlines() or ["(no output)"])[-1]
-                raise UsageError(f"torchrun rejects its arguments: {last}", "check the arguments after `torchrun`")
-            parsed: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-            return self._info(parsed, gen_dir)
+            return self._info(_shape(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")),
+                              gen_dir)
 
         return poll
 
@@ -275,6 +268,25 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     from neuron_watch.supervisor import run_supervised
 
     return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
+
+
+def _shape(code: int, out: str, err: str) -> dict[str, Any]:
+    """The arguments torchrun's reader (``torchrun_args``) printed.
+
+    Raises:
+        LauncherArgsError: torchrun refuses its arguments (its parser or its configuration check), or reads
+            no job from them (``--help`` prints the usage and exits 0).
+    """
+    lines = out.strip().splitlines()
+    if code == 0 and lines and lines[-1].startswith("{"):
+        try:
+            parsed: dict[str, Any] = json.loads(lines[-1])
+            return parsed
+        except ValueError:
+            pass
+    last = (err.strip().splitlines() or lines or ["(no output)"])[-1]
+    what = "rejects its arguments" if code != 0 else "reads no job from its arguments"
+    raise LauncherArgsError(f"torchrun {what}: {last}", "check the arguments after `torchrun` (torchrun --help)")
 
 
 def _spare_entry(prefix: list[str]) -> tuple[str, str] | None:

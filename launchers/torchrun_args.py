@@ -2,13 +2,14 @@
 
 Run with ``python -c <this file's text> ARGS...`` by the Python that runs torchrun; prints
 torchrun's parsed arguments as one JSON line, or exits 2 with argparse's message when torchrun's
-parser refuses them. Importing ``torch.distributed.run`` costs ~1.5 CPU-s (``torch/__init__`` and
-the elastic agent), paid in every launch, in every generation; the parser itself needs argparse
-and a few small definitions. So this reads ``get_args_parser`` from ``torch/distributed/run.py``
-and executes that definition, and each definition it names, from torch's own source, leaving every
-module's top level unexecuted. torchrun's parser stays the only source of truth: nothing of it is
-copied here. Where a torch release makes that impossible (a name that is not a definition or an
-import, a whole module needed), the parser comes from the full import, as torchrun itself gets it.
+parser refuses them, or with the error of torchrun's own configuration check (:func:`refusal`).
+torchrun's parser needs argparse and a few small definitions, not ``torch/__init__`` (~1.5 CPU-s):
+this reads ``get_args_parser`` from ``torch/distributed/run.py`` and executes that definition, and
+each definition it names, from torch's own source, leaving every module's top level unexecuted, so
+a bad flag is refused before torch is imported. torchrun's parser stays the only source of truth:
+nothing of it is copied here. Where a torch release makes that impossible (a name that is not a
+definition or an import, a whole module needed), the parser comes from the full import, as
+torchrun itself gets it. The configuration check that follows the parser needs torch itself.
 
 Standard library only: the Python running this may not have neuron_watch installed.
 """
@@ -139,5 +140,25 @@ def parsed(argv: list[str]) -> dict[str, Any]:
     return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in vars(args).items()}
 
 
+def refusal(argv: list[str]) -> str | None:
+    """Why torchrun's own configuration check (``config_from_args``) refuses arguments its parser
+    took (``--nproc_per_node two``, a bad ``--nnodes`` range, ``--no-python`` with ``--module``:
+    torchrun exits 1 there), or None. That check needs torch itself (device counts), so this one
+    import is paid: a refusal is a configuration error, never a crash to restart."""
+    from torch.distributed.run import config_from_args  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        config_from_args(get_args_parser().parse_args(argv))
+    except Exception as exc:  # whatever torchrun's check raises is its refusal
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 if __name__ == "__main__":
-    print(json.dumps(parsed(sys.argv[1:])))
+    sys.argv[0] = "torchrun"  # argparse names the program in its errors
+    shape = json.dumps(parsed(sys.argv[1:]))  # exits 2 with argparse's message on a bad flag
+    why = refusal(sys.argv[1:])
+    if why is not None:
+        print(why, file=sys.stderr)
+        sys.exit(2)
+    print(shape)

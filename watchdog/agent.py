@@ -28,6 +28,7 @@ from neuron_watch.checkpoint_scan import find_checkpoint
 from neuron_watch.checkpoints import Detection
 from neuron_watch.config import WatchConfig
 from neuron_watch.console import say
+from neuron_watch.errors import LauncherArgsError
 from neuron_watch.eventlog import EventLog
 from neuron_watch.events import EventKind, EvidenceReport, LauncherExit, NodeIdentity, NodeStatus, StopReport
 from neuron_watch.evidence import (
@@ -92,6 +93,7 @@ class NodeGeneration:
     prewarmed: bool = False  # the next generation's launcher was asked to get ready
     probe_dir: str | None = None  # the ranks' worker server sockets (None: --no-rank-probe)
     probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
+    probe_line: str = ""  # the node's last line about ranks without a reading
     last_words: set[int] = field(default_factory=set)  # ranks whose exit-time recorder dump was sent
     #: the compilers of the newest sample, (rank, pid, cpu seconds, mono): a message sent between
     #: two samples carries them again, as the coordinator reads every such message as the whole set
@@ -235,6 +237,8 @@ class NodeAgent:
         self._described_root: str | None = None
         self._describe: Callable[[], LaunchInfo | None] | None = None  # the shape, being read
         self.info: LaunchInfo | None = None
+        #: the launcher refused its own arguments (its shape reader said so): a configuration error
+        self.refused: LauncherArgsError | None = None
         self._early = EarlyObservations()  # what was seen before the link existed, replayed at attach
         self.gen: NodeGeneration | None = None
         self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
@@ -347,7 +351,10 @@ class NodeAgent:
         return fallback
 
     def _shape_unknown(self, exc: Exception) -> None:
-        log.warning("could not read the job's shape: %s", exc)
+        if isinstance(exc, LauncherArgsError):
+            self.refused = exc  # the supervisor decides (the launcher's own exit is awaited there)
+        else:
+            log.warning("could not read the job's shape: %s", exc)
         self.info = LaunchInfo()
         self._describe = None
 
@@ -580,6 +587,9 @@ class NodeAgent:
         if self.storage is None or not self.bundles:
             return None
         uploads: list[dict[str, Any]] = []
+        if self.storage.uri.startswith("s3://"):  # an endpoint that does not answer holds the restart this long
+            log.info("uploading %d incident bundle(s) to %s; the restart waits for it (%.0fs at most: "
+                     "--upload-timeout)", len(self.bundles), self.storage.uri, self.cfg.upload_timeout)
         for incident, bundle_dir in list(self.bundles.items()):
             n = int(bundle_dir.parent.name.rsplit("-", 1)[1])
             key = incident_key(self.job_id, n, self.node)
@@ -915,18 +925,27 @@ class NodeAgent:
             return []
         self.probe.set_ranks(gen.probe_dir, gen.worker_pids)
         out = []
+        problems = False
         for r in self.probe.take():
             out.append((r.rank, r.groups, r.problem, r.mono))
-            said = "on" if not r.problem else r.problem.split(":", 1)[0]
+            said = "on" if not r.problem else r.problem.split(":", 1)[0].removesuffix(" (yet)")
             if gen.probe_said.get(r.rank) != said:
                 gen.probe_said[r.rank] = said
                 if r.problem:
-                    log.info("rank %d: no flight recorder reading: %s", r.rank, r.problem)
+                    log.debug("rank %d: no flight recorder reading: %s", r.rank, r.problem)
+                    problems = True
                 else:
                     on = sum(1 for v in gen.probe_said.values() if v == "on")
                     if on == len(gen.worker_pids) or on == 1:  # once at the first, once when all answer
                         log.info("liveness: flight recorder on %d of %d rank(s) of this node", on,
                                  len(gen.worker_pids))
+        if problems and len(gen.probe_said) >= len(gen.worker_pids):
+            # one line for the node (32 or 64 ranks say the same at start-up), once every rank was read
+            # and again only when what they say changes
+            line = probe_summary(gen.probe_said, len(gen.worker_pids))
+            if line != gen.probe_line:
+                gen.probe_line = line
+                log.info("%s", line)
         return out
 
     def _check_new_checkpoint(self, gen: NodeGeneration, now: float, wall: float) -> None:
@@ -984,6 +1003,8 @@ class NodeAgent:
             self._say_stopped(self.gen, f"{result.rung}, {result.seconds:.1f}s")
         summary = None
         if self.pending_uploads and self.storage is not None:
+            log.info("retrying %d failed artifact upload(s) to %s before exiting (%.0fs at most)",
+                     len(self.pending_uploads), self.storage.uri, RETRY_AT_EXIT)
             retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
             self.pending_uploads = retried.failed
             summary = {"ok": retried.ok, **retried.summary()}
@@ -998,3 +1019,15 @@ class NodeAgent:
             self.gen.streams.close()
             self.gen.launcher_log.close()
         return summary
+
+
+def probe_summary(said: dict[int, str], ranks: int) -> str:
+    """One line for a node's ranks without a flight recorder reading, by reason:
+    ``flight recorder: 0 of 32 ranks yet: torch.distributed not imported``."""
+    on = sum(1 for v in said.values() if v == "on")
+    why: dict[str, int] = {}
+    for v in said.values():
+        if v != "on":
+            why[v] = why.get(v, 0) + 1
+    reasons = "; ".join(w if n == ranks - on else f"{w} ({n} rank(s))" for w, n in sorted(why.items()))
+    return f"flight recorder: {on} of {ranks} ranks yet: {reasons}"

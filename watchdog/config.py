@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from neuron_watch.errors import ConfigError
-from neuron_watch.redact import mask_value, shown_url
+from neuron_watch.redact import mask_urls, mask_value, shown_url
 
 ENV_PREFIX = "NEURON_WATCH_"
 
@@ -88,6 +88,22 @@ def _http_url(text: str) -> str:
     return text.strip()
 
 
+def _artifacts(text: str) -> str:
+    """A directory or ``s3://bucket[/prefix]``; an S3 URI carrying credentials is refused.
+
+    An S3 URI names a bucket and a prefix, nothing else: boto3 takes credentials from the
+    environment, a profile or the instance's role. ``s3://KEY:SECRET@bucket/p`` would otherwise put
+    the secret in the ranks' core-dump prefix, every upload's URI and error, and the bundles."""
+    if text.startswith("s3://"):
+        bucket = text[len("s3://"):].split("/", 1)[0]
+        if "@" in bucket or ":" in bucket:
+            raise ValueError(
+                f"{mask_urls(text)}: an S3 URI carries no credentials (user info before the bucket is refused); "
+                "give them as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or the instance's role, and "
+                "use s3://BUCKET/PREFIX")
+    return text
+
+
 @dataclass(frozen=True)
 class Option:
     """One watchdog option: flag, field name, parser, default and help."""
@@ -138,7 +154,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--upload-timeout", _seconds, 120.0,
            "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
            "SECONDS"),
-    Option("--artifacts", str, None, "where incident bundles go: a directory or s3://bucket/prefix "
+    Option("--artifacts", _artifacts, None, "where incident bundles go: a directory or s3://bucket/prefix "
            "(default <run-dir>/incidents)", "URI"),
     Option("--progress-regex", _regex, None,
            "a regex matching your progress lines (named group 'step' read if present)", "REGEX"),

@@ -59,6 +59,22 @@ def _s(value: Any) -> str:
         return "?s"
 
 
+#: missing items named on the console line of an incident (the rest are counted; all are in the
+#: bundle's manifest.json, with why)
+MISSING_NAMED = 8
+
+
+def _missing_names(missing: Any) -> str:
+    """``: stacks/rank-1.txt, neuron-ls.json (2 nodes), ... (why: manifest.json)`` from an incident's
+    ``missing`` (item -> nodes lacking it); "" when the event does not say."""
+    if not isinstance(missing, dict) or not missing:
+        return ""
+    nodes = max(int(n) for n in missing.values())
+    names = [f"{item}" + (f" ({n} nodes)" if nodes > 1 else "") for item, n in list(missing.items())[:MISSING_NAMED]]
+    more = f", {len(missing) - MISSING_NAMED} more" if len(missing) > MISSING_NAMED else ""
+    return f": {', '.join(names)}{more} (why: manifest.json)"
+
+
 def _culprit(c: Any) -> str:
     if isinstance(c, dict) and "node" in c:
         rank = c.get("rank")
@@ -186,7 +202,7 @@ class ConsoleSink:
         where = arts if isinstance(arts, str) else ", ".join(f"{n}: {p}" for n, p in sorted((arts or {}).items()))
         missing = int(e.get("missing_items") or 0)
         without = e.get("nodes_without_evidence") or []
-        extra = (f", {missing} item(s) missing" if missing else "") + (
+        extra = (f", {missing} item(s) missing{_missing_names(e.get('missing'))}" if missing else "") + (
             f", no evidence from {', '.join(without)}" if without else "")
         return INFO, (f"evidence captured: incident {e.get('incident')} in {_s(e.get('capture_seconds'))}"
                       f"{extra} -> {where or '(nowhere: capture failed)'}")
@@ -195,7 +211,10 @@ class ConsoleSink:
         survivors = e.get("survivors") or []
         answered = "" if e.get("answered", True) else ", the node did not answer"
         surv = f", {len(survivors)} process(es) survived: {survivors}" if survivors else ""
-        return INFO, f"job stopped on {e.get('node')} ({e.get('rung')}, {_s(e.get('seconds'))}){surv}{answered}"
+        # a node that did not answer reports no rung and no time: say what is known only
+        how = ", ".join(x for x in (e.get("rung") or "", _s(e.get("seconds")) if e.get("seconds") is not None else "")
+                        if x)
+        return INFO, f"job stopped on {e.get('node')}{f' ({how})' if how else ''}{surv}{answered}"
 
     def _upload(self, e: dict[str, Any]) -> tuple[int, str]:
         if e.get("ok"):

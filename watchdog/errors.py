@@ -45,6 +45,11 @@ class UsageError(NeuronWatchError):
     exit_code = ExitCode.USAGE
 
 
+class LauncherArgsError(UsageError):
+    """The wrapped launcher refuses its own arguments (torchrun's parser or its configuration check):
+    the job cannot start as written, and a restart would only refuse them again."""
+
+
 class ConfigError(UsageError):
     """A bad configuration file or ``NEURON_WATCH_*`` variable."""
 

@@ -55,6 +55,11 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
+#: The bare progress dots (signatures.toml). A lone ``.`` is what a keep-alive thread prints, and
+#: what a stretch of binary output decodes to; so a dot is a compile's heartbeat only beside a compile
+#: that cannot be noise: opened by the compiler wrapper's command line, the compiler's own pass lines,
+#: or a live compiler process of the rank (:meth:`RankState.compile_opened`).
+COMPILER_DOTS = "neuron.compile.dots"
 #: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
@@ -280,6 +285,7 @@ class RankState:
     compile_open: float | None = None  # compile started (log) and not yet ended
     compile_open_line: Evidence | None = None
     last_compile_beat: float | None = None
+    last_compiler_line: float | None = None  # the compiler's own words (a compile beat other than a dot)
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
     last_wait: float | None = None
@@ -304,6 +310,14 @@ class RankState:
 
     def compiler_active(self, now: float, stall: float) -> bool:
         return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
+
+    def compile_opened(self) -> bool:
+        """Is a compile open that the compiler itself shows: the wrapper's command line without its
+        end, the compiler's own line since the last compile ended, or a compiler process alive?"""
+        if self.compile_open is not None or self.compiler_cpu:
+            return True
+        return self.last_compiler_line is not None and (
+            self.last_compile_end is None or self.last_compiler_line > self.last_compile_end)
 
     def compiling(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
         """Is there live evidence that this rank is compiling (or waiting on a live compile) at ``now``?
@@ -699,6 +713,10 @@ class Judge:
         elif effect is Effect.TRAIN_END:
             st.train_end, st.train_end_line, st.train_end_step = line.mono, ev, st.step
         elif effect is Effect.COMPILE_BEAT:
+            if sig_is_compiler_line(m):
+                st.last_compiler_line = line.mono
+            elif not st.compile_opened():
+                return m  # output, not a heartbeat: no compile is open to beat for
             st.last_compile_beat = line.mono
             self._may_compile[st.key] = st
         elif effect is Effect.COMPILE_WAIT:
@@ -1583,6 +1601,11 @@ def kb_fingerprint(kb: KnowledgeBase) -> int:
 _SUPERSEDED_BY_SAME = frozenset({Effect.COMM_WAIT, Effect.COMPILE_BEAT})
 
 
+def sig_is_compiler_line(m: Match) -> bool:
+    """A compile beat in the compiler's own words (any but the bare dots)."""
+    return m.signature.effect is Effect.COMPILE_BEAT and m.signature.id != COMPILER_DOTS
+
+
 def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
     """Indices of the matches :meth:`Judge.observe_batch` must see; the rest change nothing.
 
@@ -1599,7 +1622,8 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
       with a step at least as high (which sets the same fields again, later, and ends a
       "training finished" whenever this one would: it is later, and its step is no lower);
     * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
-      effect (only the latest time and line are kept by the judge).
+      effect (only the latest time and line are kept by the judge), except a compiler's own line
+      followed by dots (it opens the compile the dots beat for).
     """
     n = len(matches)
     keep = [True] * n
@@ -1632,5 +1656,6 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
                     and nxt.step is not None and nxt.step >= m.step):
                 keep[i] = False
         elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
-            keep[i] = False
+            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
+            keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
     return [i for i in range(n) if keep[i]]

@@ -144,6 +144,17 @@ _CURSOR_UP_END = re.compile(r"\x1b\[\d*A\s*$")
 INNER_BAR = "[inner bar] "
 
 
+#: A line that reads as an error, whatever comes after it: an exception's name, a logger's or a
+#: tool's error level, Python's traceback header, the shell's report of a killed process, NCCL's
+#: warning. A redraw with ``\\r`` after such a line (a bar the next moment, a spinner) hides it on a
+#: terminal; it is kept as a record of its own (here, and in the tail's records). Bytes, as the tail
+#: reads them.
+_ERROR_LIKE = (r"\w(?:Error|Exception)\b|\b(?:ERROR|FATAL|CRITICAL|Traceback|Segmentation fault|Aborted|Killed"
+               r"|NCCL WARN)\b|\b(?:[Ee]rror|[Ff]atal|panic):")
+ERROR_LIKE = re.compile(_ERROR_LIKE.encode())
+_ERROR_LIKE_TEXT = re.compile(_ERROR_LIKE)
+
+
 def _final_state(raw: str) -> str:
     """What the terminal finally shows of a line redrawn with ``\\r``, escapes removed; a bar
     drawn below another is marked :data:`INNER_BAR`."""
@@ -159,10 +170,14 @@ def _final_state(raw: str) -> str:
 def logical_lines(raw: str) -> list[str]:
     """The records one physical line holds, cleaned (see the module docstring)."""
     raw = raw.rstrip("\r\n")
+    out: list[str] = []
+    if "\r" in raw and _ERROR_LIKE_TEXT.search(raw):  # what a redraw hides and reads as an error stays
+        parts = [strip_ansi(p).strip() for p in raw.split("\r")]
+        shown = max((i for i, p in enumerate(parts) if p), default=0)
+        out.extend(p for p in parts[:shown] if _ERROR_LIKE_TEXT.search(p))
     text = _final_state(raw) if ("\r" in raw or "\x1b" in raw) else raw
     if "\x00" in text:
         text = text.replace("\x00", "")
-    out: list[str] = []
     m = _GLUED_DOTS.match(text)
     if m:
         out.append(m.group(1))

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from neuron_watch.errors import UsageError
-from neuron_watch.redact import mask_urls
+from neuron_watch.redact import mask_urls, userinfo_end
 
 log = logging.getLogger("neuron_watch.mqtt")
 
@@ -83,11 +83,17 @@ def parse_mqtt_url(url: str) -> MqttTarget:
         UsageError: naming what is wrong; the message never contains the password.
     """
     shown = redact_url(url)
+    after = url.strip().split("://", 1)[-1]
+    at = userinfo_end(after)
+    if at is not None and any(c in after[:at] for c in "/?#"):
+        # urlsplit would cut the authority inside the password and read a piece of it as the port
+        raise UsageError(f"--mqtt {shown}: the user name or password holds a raw '/', '?' or '#'",
+                         "percent-encode them in the URL: / is %2F, ? is %3F, # is %23, @ is %40")
     try:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError as exc:
-        raise UsageError(f"--mqtt {shown}: {exc}", _URL_HINT) from exc
+        raise UsageError(f"--mqtt {shown}: {mask_urls(str(exc))}", _URL_HINT) from exc
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         raise UsageError(f"--mqtt {shown}: scheme must be mqtt or mqtts, not {scheme or 'missing'!r}", _URL_HINT)

@@ -407,6 +407,7 @@ class Recovery:
             artifacts=artifacts,
             capture_seconds=max((r.seconds for r in reports.values() if r is not None), default=0.0),
             missing_items=sum(r.missing for r in reports.values() if r is not None),
+            missing=missing_by_item(reports),
             nodes_without_evidence=sorted(n for n, r in reports.items() if r is None),
             **({} if interrupted_by is None else {"interrupted_by": interrupted_by}))
         self._asked = facts.heard
@@ -565,3 +566,16 @@ __all__ = [
     "RecordIncident", "Recovery", "RecoverySettings", "Relaunch", "RelaunchEnded", "RelaunchOutcome",
     "Relaunched", "StopJob",
 ]
+
+
+def missing_by_item(reports: Mapping[str, EvidenceReport | None]) -> dict[str, int]:
+    """What the nodes' bundles lack (their manifests' ``missing`` items, why in each manifest): item ->
+    how many nodes lack it, in the order first met. A few dozen names, however many nodes."""
+    out: dict[str, int] = {}
+    for r in reports.values():
+        items = (r.manifest or {}).get("missing") if r is not None else None
+        for entry in items if isinstance(items, list) else []:
+            name = str(entry.get("item", "")) if isinstance(entry, dict) else ""
+            if name:
+                out[name] = out.get(name, 0) + 1
+    return out

@@ -1,51 +1,90 @@
 """Mask the user info (``user:password@``) of URLs, by the URL's structure. Pure.
 
-Why not a regular expression: a password may hold a raw ``@`` (``mqtt://u:p@ss@broker/x``
-authenticates: ``urllib.parse.urlsplit`` takes the netloc up to the first ``/?#`` and the host
-after its *last* ``@``), and a regex that stops at the first ``@`` left ``ss@`` in the config
-written to events.jsonl, MQTT, env.json and timeline.json (issue 16, finding 7). A token-only URL
-(``mqtt://TOKEN@broker``) has no ``:`` and must be masked as well. So the authority is found the
-way ``urlsplit`` finds it (``urllib/parse.py``: ``_splitnetloc`` ends it at the first ``/?#``) and
-everything up to its last ``@`` is replaced.
+Why not a regular expression over the authority: a password may hold any character, raw. A raw
+``@`` (``mqtt://u:p@ss@broker/x``) authenticates: the host follows the *last* ``@``. A raw ``/``,
+``?`` or ``#`` ends the authority where ``urllib.parse.urlsplit`` looks for it (``_splitnetloc``
+stops at the first ``/?#``), so ``mqtt://u:pa/ss@broker`` parses as host ``u``, port ``pa`` and a
+path holding the rest of the password; a mask that stops at the first ``/?#`` printed it whole.
+A token-only URL (``mqtt://TOKEN@broker``) has no ``:`` and must be masked as well.
+
+So the user info ends at the last ``@`` of the authority as ``urlsplit`` finds it, and where that
+authority holds no ``@`` (a raw ``/?#`` in the password cut it short), at the last ``@`` of the URL
+that a host follows (:func:`userinfo_end`): nothing after it can belong to the password. A URL
+ends at white space or a quote in free text, and at the end of a value that begins with one.
+Masking a path's ``@`` too (``http://h/p@x`` shows as ``http://***@x``) hides more than needed
+and leaks nothing.
 """
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 MASK = "***"
-#: what ends an authority: urlsplit's delimiters, and (in free text) white space and quotes
-_END_OF_NETLOC = frozenset("/?#") | frozenset(" \t\r\n\v\f\"'<>")
+#: what ends a URL in free text: white space, quotes and angle brackets
+_END_OF_URL = frozenset(" \t\r\n\v\f\"'<>")
+#: a host (a name, IPv4 or a bracketed IPv6 address) and an optional port, up to the end of the
+#: authority (``/?#``, or where a URL ends)
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&()*+,;=-]+)(?::\d*)?(?=[/?#\s\"'<>]|$)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def userinfo_end(url: str) -> int | None:
+    """In ``url`` (the text after ``scheme://``, up to the URL's end), the index of the ``@`` that
+    ends its user info, or None if it has none.
+
+    An authority that holds an ``@`` before the first ``/?#`` is read as ``urlsplit`` reads it: the
+    user info ends at its last ``@`` (a path's or a query's ``@`` after it stays). Otherwise a
+    password may hold a raw ``/?#`` that cut the authority short: the user info ends at the last
+    ``@`` of the URL that a host follows (``http://h/p@x`` is masked too: a token holding ``/``
+    looks the same).
+    """
+    netloc_end = len(url)
+    for c in "/?#":
+        i = url.find(c)
+        if 0 <= i < netloc_end:
+            netloc_end = i
+    at = url.rfind("@", 0, netloc_end)
+    if at >= 0:
+        return at
+    at = len(url)
+    while (at := url.rfind("@", 0, at)) >= 0:
+        if _HOST.match(url, at + 1):
+            return at
+    return None
 
 
 def mask_urls(text: str) -> str:
     """``text`` with the user info of every ``scheme://user:pass@host`` in it replaced by ``***``.
 
-    Works on a single URL and on free text (an environment value, a command-line argument).
-    ``mqtt://u:p@ss@b:1/x`` -> ``mqtt://***@b:1/x``; ``mqtt://tok@b`` -> ``mqtt://***@b``;
-    text without ``://`` or without ``@`` in an authority comes back unchanged.
+    Works on a single URL (the whole value is the URL) and on free text (an environment value, a
+    command line, an exception's message: a URL ends at white space or a quote).
+    ``mqtt://u:p@ss@b:1/x`` -> ``mqtt://***@b:1/x``; ``mqtt://u:p/a#s?s@b/x`` -> ``mqtt://***@b/x``;
+    ``mqtt://tok@b`` -> ``mqtt://***@b``; text without ``://`` or without user info comes back
+    unchanged.
     """
     if "://" not in text:
         return text
+    # a value that begins with a URL is read as one (a password may even hold a space)
+    whole = _SCHEME.match(text) is not None
     out: list[str] = []
     pos = 0
-    while True:
-        sep = text.find("://", pos)
-        if sep < 0:
-            break
+    while (sep := text.find("://", pos)) >= 0:
         start = sep + 3
         end = start
-        while end < len(text) and text[end] not in _END_OF_NETLOC:
-            end += 1
-        netloc = text[start:end]
-        # no check of the scheme's spelling: masking a non-URL's '@' costs nothing, missing one leaks
-        if "@" in netloc:
-            host = netloc.rsplit("@", 1)[1]
-            out.append(text[pos:start])
-            out.append(f"{MASK}@{host}")
+        if whole:
+            end = len(text)
         else:
-            out.append(text[pos:end])
-        pos = end
+            while end < len(text) and text[end] not in _END_OF_URL:
+                end += 1
+        at = userinfo_end(text[start:end])
+        out.append(text[pos:start])
+        if at is None:
+            pos = start
+            continue
+        # no check of the scheme's spelling: masking a non-URL's '@' costs nothing, missing one leaks
+        out.append(f"{MASK}@")
+        pos = start + at + 1
     out.append(text[pos:])
     return "".join(out)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -76,8 +77,8 @@ log = logging.getLogger("neuron_watch")
 SHUTDOWN_GRACE = 3.0
 #: After a signal, how long the hosting node waits for its own agent to join before stopping "every node".
 JOIN_WAIT = 5.0
-#: Environment variables that are ours, never the ranks' (the job's secret).
-PRIVATE_ENV = ("NEURON_WATCH_SECRET",)
+#: Environment variables that are ours, never the ranks': the job's secret, the MQTT URL (its password).
+PRIVATE_ENV = ("NEURON_WATCH_SECRET", "NEURON_WATCH_MQTT")
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -297,6 +298,10 @@ def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLi
     from neuron_watch.kb import default_knowledge_base
 
     kb = default_knowledge_base(config.progress_regex)
+    if config.progress_regex and "step" not in re.compile(config.progress_regex).groupindex:
+        # a legitimate choice (progress without a step number), said once so that it is a choice
+        log.info("--progress-regex has no (?P<step>...) group: its lines count as progress without a step "
+                 "number (restarts, crash loops and reports see no step); add (?P<step>\\d+) to read one")
     settings = JudgeSettings(hang_timeout=config.hang_timeout, startup_timeout=config.startup_timeout,
                              compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
 

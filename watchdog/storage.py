@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from neuron_watch.errors import StorageError, UsageError
+from neuron_watch.redact import mask_urls
 
 log = logging.getLogger("neuron_watch.storage")
 
@@ -330,7 +331,7 @@ class S3Storage:
         return f"{self.prefix}/{k}" if self.prefix else k
 
     def _where(self) -> str:
-        return f"{self.uri} (endpoint {self.endpoint_url or 'AWS default'})"
+        return f"{self.uri} (endpoint {mask_urls(self.endpoint_url) if self.endpoint_url else 'AWS default'})"
 
     def explain(self, exc: BaseException) -> str:
         """A clear, secret-free message for ``exc``: what failed, where, and the next step."""
@@ -366,7 +367,7 @@ class S3Storage:
                 )
             if code in _RETRYABLE_CODES or status == 429 or 500 <= status <= 599:
                 return f"{self._where()} answered {code or status} (throttled or failing)"
-        return f"upload to {self._where()} failed: {type(exc).__name__}: {_redact_text(str(exc))}"
+        return f"upload to {self._where()} failed: {type(exc).__name__}: {mask_urls(str(exc))}"
 
     def _head(self, full_key: str) -> dict[str, Any] | None:
         try:
@@ -482,13 +483,6 @@ class _ChecksumMismatch(Exception):
     def __init__(self, key: str) -> None:
         super().__init__(f"{key}: size or sha256 in the store differs from the local file after upload")
         self.response = {"Error": {"Code": "ChecksumMismatch"}, "ResponseMetadata": {}}
-
-
-def _redact_text(text: str) -> str:
-    # Exception texts from botocore never hold the secret key, but URLs may hold user:pass@.
-    import re
-
-    return re.sub(r"//[^/@\s:]+:[^/@\s]+@", "//***:***@", text)
 
 
 def open_storage(uri: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> Storage:

@@ -35,7 +35,7 @@ from neuron_watch.console import say, status_line_for
 from neuron_watch.coordinator import Coordinator
 from neuron_watch.errors import ExitCode
 from neuron_watch.eventlog import EventLog
-from neuron_watch.events import EventKind, NodeIdentity
+from neuron_watch.events import Action, EventKind, Label, NodeIdentity, Verdict
 from neuron_watch.guardian import release, start_guardian
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.kb import default_knowledge_base
@@ -71,6 +71,10 @@ DEFAULT_COORDINATOR_PORT = 29510
 #: Short: torchrun's parser runs at nice 19 and took 15-25 s on a loaded node, so a SIGTERM during
 #: start-up took as long (issue 16, finding 8); past this the end is recorded without the shape.
 EARLY_SIGNAL_WAIT = 3.0
+#: torchrun reads its arguments with the same parser as its shape reader, at our priority (the reader
+#: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or
+#: soon after; one still running this long after accepted them after all and is watched as a job.
+REFUSAL_WAIT = 30.0
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -137,10 +141,25 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 agent.stop_early(signals.received, config.stop_timeout)
             if early_signal_at is not None and time.monotonic() - early_signal_at > EARLY_SIGNAL_WAIT:
                 code = 128 + (signals.received or signal.SIGTERM)
-                _record_end_before_shape(config, run_dir, job_id, name, launcher, code, signals.received,
-                                         agent.info is not None)
+                how = signal.Signals(signals.received).name if signals.received else "a signal"
+                before = "the rendezvous placed this node" if agent.info is not None else "the job's shape was known"
+                _record_without_coordinator(config, run_dir, job_id, name, launcher, code, "interrupted",
+                                            f"stopped by {how} during start-up, before {before}")
                 return code
             time.sleep(0.02)
+        if agent.refused is not None:
+            refused = _await_refusal(agent, signals)
+            if refused is not None:
+                # its own words went to the console as it printed them; the verdict and the end
+                # are said by the event log's console sink
+                _record_without_coordinator(
+                    config, run_dir, job_id, name, launcher, refused, "failed" if refused else "finished",
+                    f"{agent.refused.message}; a configuration error, not restarted",
+                    verdict=Verdict(Label.CONFIG_ERROR, Action.STOP, reason=agent.refused.message,
+                                    advice=f"Next step: {agent.refused.hint}."))
+                say(f"exit code {refused} ({launcher.name}'s own); next step: {agent.refused.hint}; "
+                    f"events in {os.path.join(run_dir, 'events.jsonl')}")
+                return refused
         info = agent.info
         assert info is not None
         multi = (info.nnodes or 1) > 1 or config.coordinator is not None
@@ -227,26 +246,40 @@ def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:
     return on_this_host(address.rsplit(":", 1)[0].strip("[]"))
 
 
-def _record_end_before_shape(config: WatchConfig, run_dir: str, job_id: str, node: str, launcher: Launcher,
-                             code: int, signum: int | None, shape_known: bool = False) -> None:
-    """A signal stopped the ranks before the job's shape (and so its coordinator) was known, or
-    before an elastic rendezvous placed this node: record the run's start and end in this node's
-    events.jsonl, so that its events still end with ``job_finished`` (state ``interrupted``), and
-    stop reading the shape."""
-    name = signal.Signals(signum).name if signum else "a signal"
-    before = "the rendezvous placed this node" if shape_known else "the job's shape was known"
+def _await_refusal(agent: NodeAgent, signals: SignalLatch) -> int | None:
+    """The launcher's shape reader refused its arguments: wait for the launcher's own exit (it reads
+    them the same way). Returns its exit code, or None if it still runs after :data:`REFUSAL_WAIT`
+    or a signal came first (then it is watched as a job of unknown shape: never stopped on our word)."""
+    gen = agent.gen
+    deadline = time.monotonic() + REFUSAL_WAIT
+    while gen is not None and gen.exit_code is None and signals.received is None and time.monotonic() < deadline:
+        agent.watch_early()
+        time.sleep(0.02)
+    if gen is None or gen.exit_code is None:
+        log.warning("%s; %s still runs: watched as a job whose shape is unknown", agent.refused,
+                    agent.launcher.name)
+        return None
+    return gen.exit_code
+
+
+def _record_without_coordinator(config: WatchConfig, run_dir: str, job_id: str, node: str, launcher: Launcher,
+                                code: int, state: str, reason: str, verdict: Verdict | None = None) -> None:
+    """The run ended before it had a coordinator (a signal before the job's shape was known, the
+    launcher refusing its arguments): record its start, ``verdict`` and end in this node's
+    events.jsonl, so that its events still end with ``job_finished``."""
     try:
         events = EventLog(os.path.join(run_dir, "events.jsonl"))
     except OSError as exc:
-        log.warning("events.jsonl not written (%s): the job was stopped by %s during start-up", exc, name)
+        log.warning("events.jsonl not written (%s): %s", exc, reason)
         return
     attach_sinks(events, config, job_id)
     try:
         events.emit(EventKind.JOB_STARTED, 0, job_id=job_id, node=node, version=__version__,
                     command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"), "")), checkpoint=None,
                     config=config.redacted(), nodes=None)
-        events.emit(EventKind.JOB_FINISHED, 0, exit_code=code, restarts=0, state="interrupted", incidents=0,
-                    reason=f"stopped by {name} during start-up, before {before}",
-                    last_progress=None, last_step=None)
+        if verdict is not None:
+            events.emit(EventKind.VERDICT, 0, **verdict.to_dict(), last_progress=None, last_step=None)
+        events.emit(EventKind.JOB_FINISHED, 0, exit_code=code, restarts=0, state=state, incidents=0,
+                    reason=reason, last_progress=None, last_step=None)
     finally:
         events.close()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.iofaults import AppendFile, IOHealth
-from neuron_watch.logtext import logical_lines, split_rank_prefix, strip_ansi, visible
+from neuron_watch.logtext import ERROR_LIKE, logical_lines, split_rank_prefix, strip_ansi, visible
 from neuron_watch.protocol import RANK_LINE_BYTES
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,7 @@ class FileTail:
             self._cr = True
             seg, first = _last_nonblank(rest[:cr])
             if seg is not None:
+                self._keep_hidden_errors(rest[:cr], out)
                 self._last, self._last_sent = seg, first and len(seg) == self._shown
             rest = rest[cr + 1 :]
             self._shown = -1
@@ -267,6 +268,8 @@ class FileTail:
         """The current line ends with ``chunk`` (its bytes since the last finished segment)."""
         body = chunk[:-1] if chunk.endswith(b"\r") else chunk
         seg, first = _last_nonblank(body) if (self._cr or b"\r" in body) else (body, True)
+        if seg is not None and (self._cr or b"\r" in body):
+            self._keep_hidden_errors(body, out)
         if seg is not None:
             out.append(Record(_text(seg) + note, seen=first and len(seg) == self._shown and not note))
         elif self._last is not None:
@@ -274,6 +277,22 @@ class FileTail:
         else:
             out.append(Record(_text(body.rsplit(b"\r", 1)[-1]) + note))  # a blank line, as it was
         self._cr, self._last, self._last_sent, self._shown = False, None, False, -1
+
+    def _keep_hidden_errors(self, body: bytes, out: list[Record]) -> None:
+        """The last non-blank ``\\r`` segment of ``body`` is now the line's state: what it hides that
+        reads as an error (the line's older state, the segments of ``body`` before it) becomes a record
+        of its own. A terminal shows the redraw; the rank log, the judge and the evidence keep the error."""
+        last = self._last
+        if not ERROR_LIKE.search(body) and (last is None or not ERROR_LIKE.search(last)):
+            return
+        parts = body.split(b"\r")
+        now_shown = max((i for i, p in enumerate(parts) if not _blank(p)), default=0)
+        hidden = [(last, self._last_sent)] if last is not None else []
+        # the first part continues the unfinished segment, handed out as a redraw if it had this length
+        hidden += [(p, i == 0 and len(p) == self._shown) for i, p in enumerate(parts[:now_shown])]
+        for h, sent in hidden:
+            if not _blank(h) and ERROR_LIKE.search(h):
+                out.append(Record(_text(h), seen=sent))  # seen: the judge had it as a redraw
 
     def close(self) -> None:
         if self._fd is not None:
@@ -390,8 +409,9 @@ class RankStreams:
             raw = self._pending + raw
             self._pending = []
             self.unattributed_lines += len(raw)
-            log.warning("%d line(s) of node %s sent without their global rank (no worker was seen); "
-                        "they are marked [local_rank N] in %s", len(raw), self.node, self.rank_log(UNATTRIBUTED))
+            if raw:
+                log.warning("%d line(s) of node %s sent without their global rank (no worker was seen); "
+                            "they are marked [local_rank N] in %s", len(raw), self.node, self.rank_log(UNATTRIBUTED))
             ranked = [(UNATTRIBUTED, f"[local_rank {local_rank}] {rec.text}", rec) for local_rank, rec in raw]
         else:
             ranked = [(local_rank + self.rank_offset, rec.text, rec) for local_rank, rec in raw]

@@ -68,6 +68,7 @@ def test_rx_timeouts_while_a_rank_compiles_are_not_a_hang() -> None:
 def test_dots_of_a_finished_compile_do_not_keep_it_compiling() -> None:
     j = judge(60.0)
     j.observe_line(line(0, "step 1 loss 1.0", 0.0))
+    j.observe_line(line(0, "2023-12-12T17:28:24Z Running birverifier", 9.0))  # the compiler's own line
     j.observe_line(line(0, "....", 10.0))
     assert j.verdict(11.0).label is Label.COMPILING
     j.observe_line(line(0, "Compiler status PASS", 12.0))

@@ -77,7 +77,7 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     assert called["MqttSink"] == {"runtime.attach_sinks"}
     assert called["open_storage"] >= {"runtime.artifact_storage"}
     # the node before the job's shape (a signal during start-up) records its end with the same sinks
-    assert called["attach_sinks"] == {"runtime.build_coordinator", "supervisor._record_end_before_shape"}
+    assert called["attach_sinks"] == {"runtime.build_coordinator", "supervisor._record_without_coordinator"}
     assert called["artifact_storage"] == {"runtime.build_agent"}
     assert called["build_coordinator"] == {"supervisor._run_supervised", "srun.run", "standalone.run"}
     assert called["build_agent"] == {"supervisor._run_supervised", "srun_agent.run"}

@@ -33,6 +33,7 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -47,6 +48,39 @@ _DRAIN_SECONDS = 2.0
 _GLOO_MIN_SECONDS = 0.01
 _GLOO_MAX_SECONDS = 0.2
 _SLICE = 0.002
+
+
+#: c10's levels (c10/util/Logging.h: INFO 0, WARNING 1, ERROR 2, FATAL 3)
+_C10_WARNING, _C10_ERROR = 1, 2
+
+
+@contextlib.contextmanager
+def _quiet_worker_server() -> Iterator[None]:
+    """Raise c10's log threshold from WARNING to ERROR while our worker server starts or stops,
+    then put the job's own back.
+
+    torch logs ``[c10d] Server listening to UNIX ...`` as the server starts and ``Server shutting
+    down`` / ``Server exited`` as it stops (WorkerServer.cpp, C10D_WARNING): lines a rank would not
+    print without us, in its own output. They pass c10's threshold ``FLAGS_caffe2_log_level`` (what
+    ``TORCH_CPP_LOG_LEVEL`` sets; all three are logged before the call returns), so only our two
+    calls run above it; the job's C++ warnings keep their level before and after. A job run with
+    ``TORCH_CPP_LOG_LEVEL=INFO`` asked for every line torch logs, and gets these too. Where this
+    torch build does not export the flag (a glog build), nothing changes."""
+    level = None
+    with contextlib.suppress(BaseException):
+        import ctypes
+
+        torch_dir = os.path.dirname(str(sys.modules["torch"].__file__))
+        libc10 = ctypes.CDLL(os.path.join(torch_dir, "lib", "libc10.so"))
+        level = ctypes.c_int.in_dll(libc10, "FLAGS_caffe2_log_level")
+    if level is None or level.value != _C10_WARNING:
+        yield
+        return
+    level.value = _C10_ERROR
+    try:
+        yield
+    finally:
+        level.value = _C10_WARNING
 
 
 def _status(path: str, **fields: Any) -> None:
@@ -80,7 +114,8 @@ class _Probe:
 
             if os.path.exists(self.socket):  # a killed previous process of this rank left it behind
                 os.unlink(self.socket)
-            self.server = _WorkerServer(self.socket)
+            with _quiet_worker_server():
+                self.server = _WorkerServer(self.socket)
             import atexit
 
             atexit.register(self.stop)
@@ -114,7 +149,8 @@ class _Probe:
             server, self.server = self.server, None
             if server is not None:
                 _drain_connections(self.socket, _DRAIN_SECONDS)
-                server.shutdown()
+                with _quiet_worker_server():
+                    server.shutdown()
         except BaseException:
             pass
         with contextlib.suppress(BaseException):
