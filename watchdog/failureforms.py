@@ -44,6 +44,7 @@ class FormKind(str, enum.Enum):
     METRIC = "metric"
     COMPILE_RUNNING = "compile_running"
     COMPILE_DONE = "compile_done"
+    COMM_WAIT = "comm_wait"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 1
+FORM_RULES = 2
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -67,6 +68,7 @@ SIGNATURE_IDS = {
     FormKind.METRIC: "form.metric_not_finite",
     FormKind.COMPILE_RUNNING: "form.compile_running",
     FormKind.COMPILE_DONE: "form.compile_done",
+    FormKind.COMM_WAIT: "form.comm_wait",
 }
 
 #: (id, category, severity, action, effect, generic, advice) of the form signatures, as the
@@ -89,6 +91,9 @@ FORM_SIGNATURES: tuple[tuple[str, str, str, str, str, bool, str], ...] = (
      "is correct."),
     ("form.compile_done", "compiling", "info", "wait", "compile_end", False,
      "A compile or JIT build finished."),
+    ("form.comm_wait", "comm_timeout_transient", "warning", "wait", "comm_wait", False,
+     "A rank waits on its peers (a connection it retries, a collective library's stall report): waiting is "
+     "correct while the job goes on; if it never does, the hang is judged by its silence."),
 )
 
 # -- severities ------------------------------------------------------------------------------------
@@ -194,7 +199,25 @@ _RESOURCE = re.compile(
     r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
     r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
     r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
-    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b")
+    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"
+    # Slurm's refusals of a request (src/common/slurm_errno.c: ESLURM_INVALID_GRES,
+    # ESLURM_INVALID_PARTITION_NAME, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS)
+    r"\bInvalid generic resource \(gres\) specification\b|\bInvalid partition name specified\b|"
+    r"\bInvalid account or account/partition combination specified\b|\bInvalid qos specification\b|"
+    # Open MPI's mapper refusing more ranks than slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt
+    # [orte-rmaps-base:alloc-error]: "There are not enough slots available in the system to satisfy
+    # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
+    # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
+    r"\bThere are not enough slots available in the system\b|"
+    r"\bThe value of the MCA parameter \"plm_rsh_agent\" was set to a path\b|"
+    # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
+    # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
+    # occurred", ssh(1)) as Python's CalledProcessError and pdsh report it
+    r"\bssh: connect to host \S+ port \d+: |"
+    r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
+    # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
+    # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
+    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option)")
 
 # -- metrics ---------------------------------------------------------------------------------------
 
@@ -211,7 +234,11 @@ _FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:t
 _METRIC_WORDS = re.compile(
     r"(?i:\b(?:loss|gradients?|grad norm|total norm)\b[^.,;]{0,60}?\b(?:is|are|became|becomes|was|were) "
     r"(?:nan|inf|non-finite|not finite)\b|"
-    r"\b(?:nan|inf|non-finite) (?:loss|gradients?|grad norm)(?:es)? (?:detected|encountered|found)\b)")
+    r"\b(?:nan|inf|non-finite) (?:loss|gradients?|grad norm)(?:es)? (?:detected|encountered|found)\b)|"
+    # TensorFlow's CheckNumerics op (tensorflow/core/kernels/check_numerics_op.cc: "Tensor had NaN
+    # values", "Tensor had Inf values", "Tensor had Inf and NaN values") and JAX's debug_nans/debug_infs
+    # check (jax/_src/dispatch.py: FloatingPointError(f"invalid value ({ty}) encountered in {name}"))
+    r"\bTensor had (?:Inf and )?(?:NaN|Inf) values\b|\binvalid value \((?:nan|inf)\) encountered in\b")
 #: a loss scale (fp16 GradScaler, apex, DeepSpeed, Megatron) reduced to a value no fp16 gradient can
 #: use: below fp16's smallest subnormal (2**-24), or zero
 _LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*(?:[=:]|\bto\b|\bis\b)\s*['\"]?"
@@ -235,6 +262,15 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
 )
+#: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
+#: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
+#: (before it, "Slow compile?  XLA was built without compiler optimizations"), and, when the alarmed
+#: operation returns, "The operation took <duration>"); xla/service/hlo_constant_folding.cc's
+#: "Constant folding an instruction is taking > 1s". The alarm prints at severity ERROR: it is the
+#: compiler still working, not an error, so it is read before severities.
+_SLOW_COMPILE = re.compile(r"\b(?:Very slow compile\? +If you want|Slow compile\? +XLA was built)|"
+                           r"\bConstant folding an instruction is taking > |\bslow_operation_alarm\.cc:\d+\]\s*$")
+_SLOW_COMPILE_DONE = re.compile(r"\bslow_operation_alarm\.cc:\d+\] The operation took \d")
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
     # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
@@ -244,6 +280,19 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
     (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
 )
+
+#: A rank waiting on a peer, in the forms that say so:
+#: * Horovod's stall inspector (horovod/common/stall_inspector.cc CheckForStalledTensors, a glog
+#:   WARNING: "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of
+#:   ranks and are waiting for remainder of ranks for more than %d seconds"); its shutdown after
+#:   HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is an error record of its own;
+#: * a connection refused or timed out that the program says it retries (errno ECONNREFUSED /
+#:   ETIMEDOUT by strerror or number: c10d's "is not yet listening (errno: 111 - Connection refused),
+#:   will retry", gRPC's and NCCL's "... retrying").
+_STALL_REPORT = re.compile(r"\bOne or more tensors were submitted to be reduced, gathered or broadcast(?:ed)? by "
+                           r"subset of ranks")
+_CONNECT_RETRY = re.compile(r"(?i:\b(?:connection refused|connection timed out|errno:? 11[01]\b)"
+                            r".{0,120}?\b(?:will retry|retrying|will try again)\b)")
 
 #: Literals (no digits: the classifier searches line templates without their digits) of which
 #: every line holding a form holds one; the unit tests hold each form's examples to it.
@@ -269,7 +318,16 @@ NEEDLES: tuple[str, ...] = (
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
     "AUTOTUNE",
-    "with global shapes", "Finished XLA compilation",
+    "with global shapes", "Finished XLA compilation", "slow compile", "slow_operation_alarm", "Constant folding an",
+    # a stall report, a retried connection (the strerror words; c10d prints them with the errno)
+    "tensors were submitted", "Connection refused", "Connection timed out", "connection refused",
+    "connection timed out",
+    # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals
+    "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
+    "not enough slots available", "plm_rsh_agent", "ssh: connect to host", "returned non-zero exit status",
+    "ssh exited with exit code", "Unsupported gpu architecture", "is not defined for option",
+    # TensorFlow's CheckNumerics
+    "Tensor had",
 )
 
 
@@ -378,6 +436,14 @@ def read_line(text: str) -> Form | None:
         return metric
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
+    if _STALL_REPORT.search(text):
+        return Form(FormKind.COMM_WAIT, "a collective library's stall report")
+    if _CONNECT_RETRY.search(text):
+        return Form(FormKind.COMM_WAIT, "a connection the program retries")
+    if _SLOW_COMPILE_DONE.search(text):
+        return Form(FormKind.COMPILE_DONE, "XLA's slow-compile alarm: the compile returned")
+    if _SLOW_COMPILE.search(text):
+        return Form(FormKind.COMPILE_RUNNING, "XLA's slow-compile alarm")
     return _severity(text) or _exception(text) or _phase(text)
 
 

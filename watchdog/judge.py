@@ -977,6 +977,15 @@ class Judge:
         reading = read_error(ev.text)
         sig = self.kb.by_id.get(ev.signature)
         line = ev.text.strip()[:160]
+        if reading is None and ev.signature == UNRECOGNISED_SIGNATURE:
+            # a wrapper's error that states no cause (a build step's non-zero exit, a re-raised
+            # exception) follows the error of the same process that does: the cause is the latest
+            # earlier one whose form states it (the root of an exception chain is printed first)
+            at = next((i for i, e in enumerate(self.unexplained) if e is ev), len(self.unexplained))
+            for earlier in reversed([e for e in self.unexplained[:at] if e.key == ev.key]):
+                if (reading := read_error(earlier.text)) is not None:
+                    line = f"{earlier.text.strip()[:120]}, then {line[:80]}"
+                    break
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
             label, action, advice = reading.label, reading.action, reading.advice

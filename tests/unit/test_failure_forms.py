@@ -22,6 +22,7 @@ from neuron_watch.judge import Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 
 E, C, M, RUN, DONE = FormKind.ERROR, FormKind.CRASH, FormKind.METRIC, FormKind.COMPILE_RUNNING, FormKind.COMPILE_DONE
+WAIT = FormKind.COMM_WAIT
 
 #: (line, the kind it reads as, where it is from)
 FORMS: list[tuple[str, FormKind, str]] = [
@@ -83,6 +84,25 @@ FORMS: list[tuple[str, FormKind, str]] = [
     (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
     (">     Loading extension module utils...", DONE, "corpus (quoted)"),
     ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
+    # XLA's slow-compile alarm (xla/service/slow_operation_alarm.cc): an ERROR record that is the compiler still at work
+    ("2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ", RUN, "google/brax#87"),
+    ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "google-deepmind/tapnet#53"),
+    ("Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "xla/service/slow_operation_alarm.cc"),
+    ("E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s", DONE, "google-deepmind/tapnet#53"),
+    # a rank waiting on its peers
+    ("[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.", WAIT, "horovod/horovod#2843"),
+    ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce.0 [ready ranks: 1, 2, 3]", WAIT, "horovod/horovod#215"),
+    ("[W socket.cpp:701] The server socket on [jean-zay-iam01-ib0]:55035 is not yet listening (errno: 111 - Connection refused), will retry", WAIT, "pytorch/pytorch#73114"),
+    # configuration: a slot, a launch agent, a host unreachable over ssh, a GPU architecture, a Slurm request
+    ("There are not enough slots available in the system to satisfy the 8 slots ", E, "orte/mca/rmaps/base/help-orte-rmaps-base.txt (mit-han-lab/spvnas#10)"),
+    ('The value of the MCA parameter "plm_rsh_agent" was set to a path', E, "orte/mca/plm/rsh/help-plm-rsh.txt (xbpeng/DeepMimic#85)"),
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", E, "OpenSSH sshconnect.c under pdsh (deepspeedai/DeepSpeedExamples#894)"),
+    ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned non-zero exit status 255.", E, "deepspeedai/DeepSpeed#4907"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", E, "deepspeedai/DeepSpeed#3299"),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", E, "Slurm src/common/slurm_errno.c ESLURM_INVALID_GRES (mehta-lab/waveorder#201)"),
+    # the frameworks' own checks for NaN/Inf
+    ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, LossTensor is inf or nan. : Tensor had NaN values", M, "tensorflow/models#5516 (check_numerics_op.cc)"),
+    ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value and/or config.jax_debug_infs is set",', M, "jax-ml/jax#19595 (jax/_src/dispatch.py)"),
 ]
 
 #: lines that look like a form and must read as nothing
@@ -102,6 +122,14 @@ NEAR_MISSES = [
     "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding",  # a start-up error the table reads (not a signal)
     "goroutine 12 [chan receive]:",  # a goroutine of a stack dump, not the one that panicked
     "libfabric:18564:1733296782::efa:ep_ctrl:efa_rdm_ep_set_shared_memory_permitted():1410<warn> FI_OPT_SHARED_MEMORY_PERMITTED set to false",  # a warn that reports no error
+    "2023-05-02 10:00:00.000000: W external/xla/xla/service/gpu/gpu_compiler.cc:900] Slow compile warnings are off",  # not the alarm's words
+    "Compile of module jit_step took 12.3s; no slow_operation_alarm fired",  # the alarm's file named in prose
+    "One or more tensors were found to be identical",  # not the stall inspector's sentence
+    "ssh: Could not resolve hostname in docs example (see ssh(1))",  # ssh, but not its connect failure
+    "There are not enough GPUs in this node for the tests to be meaningful; skipping",  # "not enough", no slots
+    "nvcc warning : The 'compute_35' architecture is deprecated",  # a toolchain warning
+    "Tensor had values in range [0, 1]",  # CheckNumerics's words, without NaN/Inf
+    "invalid value encountered in divide",  # NumPy's RuntimeWarning, without the (nan)
 ]
 
 
@@ -139,12 +167,19 @@ CAUSES = [
     ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
     ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
     ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
+    ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", Label.CONFIG_ERROR),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", Label.CONFIG_ERROR),
+    ("Tensor had NaN values", Label.NUMERICAL_ERROR),
 ]
 
 #: forms that say nothing of a cause
 NO_CAUSE = [
     "RuntimeError: tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:421 : Check failed: session->session()->Run(session_work->feed_inputs, session_work->outputs_handles, &outputs) == ::tensorflow::Status::OK() (Aborted: Session 018370a5591ff66c is not found. vs. OK)",  # corpus: ABORTED says nothing
     "panic: runtime error: index out of range [5] with length 3",
+    "subprocess.CalledProcessError: Command 'ninja -v' returned non-zero exit status 255.",  # 255 from a program other than ssh
+    "[E socket.cpp:860] [c10d] The client socket has timed out after 600s while trying to connect to (node-1, 29500).",  # an error, not a wait: no retry said
     "[  +0.000127] mce: [Hardware Error]: event severity: corrected",
     "E0208 21:12:26.795000 1460 api.py:869] failed (exitcode: 2)",
 ]
@@ -261,3 +296,34 @@ def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
     ]) + "\n", encoding="utf-8")
     v = diagnose_paths([str(log)]).verdict
     assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1
+
+
+def test_log_ending_inside_a_slow_compile_alarm_is_compiling() -> None:
+    """XLA's alarm prints at severity ERROR while the compile goes on: the log ends inside a compile."""
+    judge = _judge_lines([
+        "2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ",
+        "********************************",
+        "Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "Compiling module primitive_computation_convert_element_type.3",
+        "********************************",
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+def test_stall_report_at_the_end_is_a_wait_not_healthy() -> None:
+    judge = _judge_lines([*PROGRESS, "[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more "
+                          "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+                          "waiting for remainder of ranks for more than 60 seconds."])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMM_TIMEOUT_TRANSIENT and v.action is Action.WAIT
+
+
+def test_wrapper_error_takes_the_cause_of_the_earlier_error_of_its_process() -> None:
+    """A build step's non-zero exit states no cause; the toolchain's refusal before it does."""
+    judge = _judge_lines(["nvcc fatal   : Unsupported gpu architecture 'compute_89'",
+                          "ninja: build stopped: subcommand failed.",
+                          "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1."])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.CONFIG_ERROR and v.action is Action.STOP
+
