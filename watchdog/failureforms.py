@@ -160,6 +160,13 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # C++: libstdc++'s verbose terminate handler
     (re.compile(r"\bterminate called (?:after throwing an instance of|without an active exception)"),
      "an uncaught C++ exception"),
+    # Rust: the default allocation-error hook aborts the process (library/std/src/alloc.rs
+    # default_alloc_error_hook: "memory allocation of {size} bytes failed")
+    (re.compile(r"\bmemory allocation of \d+ bytes failed\b"), "a Rust allocation failure"),
+    # Ray: an actor's death as its caller reports it (python/ray/exceptions.py ActorDiedError: "The
+    # actor died unexpectedly before finishing this task.", "The actor died because its node has died.",
+    # "The actor died because of an error raised in its creation task")
+    (re.compile(r"\bThe actor died (?:unexpectedly|because)\b"), "a Ray actor's death"),
     # a fatal signal named by a launcher, a shell or a handler (signal(7): 4 ILL, 6 ABRT, 7 BUS, 8 FPE, 11 SEGV)
     (re.compile(r"\b(?:[Ss]ignal|SIGNAL)[: ]+(?:11|6|7|4|8)\b(?! *(?:ms|s|sec|seconds)\b)|"
                 r"\b(?:received|caught|got|by|with|on) (?:signal )?SIG(?:SEGV|ABRT|BUS|ILL|FPE)\b|"
@@ -178,6 +185,12 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
 #: "requests.exceptions.ConnectTimeout: ..." (a dotted module path: a bare "Word: text" is prose).
 _EXCEPTION = re.compile(
     r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)")
+#: what the uncaught C++ exception says (libstdc++-v3/libsupc++/vterminate.cc: "  what():  %s"),
+#: the line after "terminate called after throwing ...": the error the process died of
+_WHAT = re.compile(r"^\s*what\(\):  ?\S")
+#: Open MPI's runtime error log (orte/mca/errmgr/errmgr.h ORTE_ERROR_LOG -> orte_errmgr_base_log:
+#: "[%s] ORTE_ERROR_LOG: %s in file %s at line %d")
+_ORTE_ERROR = re.compile(r"\bORTE_ERROR_LOG: \S")
 #: a Java exception chain's cause ("Caused by: java.io.IOException: ..."; Throwable.printStackTrace)
 _CAUSED_BY = re.compile(r"^\s*Caused by: [\w.$]+(?:Exception|Error)\b")
 #: serving stacks that wrap a worker's output in their own prefix: TorchServe "... MODEL_LOG - <text>",
@@ -217,7 +230,11 @@ _RESOURCE = re.compile(
     r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
     # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
     # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
-    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option)")
+    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option)|"
+    # ... and the driver finding no code for this GPU in a binary (CUDA driver API
+    # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
+    # "no kernel image is available for execution on the device")
+    r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b")
 
 # -- metrics ---------------------------------------------------------------------------------------
 
@@ -307,8 +324,10 @@ NEEDLES: tuple[str, ...] = (
     "terminate called after throwing", "SIGSEGV",
     "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
     "Illegal instruction", "Floating point exception", "Aborted",
-    # exceptions
-    "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG",
+    # exceptions, and what an uncaught C++ exception says
+    "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG", "what():",
+    # Rust's allocation failure, a Ray actor's death
+    "memory allocation of", "The actor died",
     # resources
     "Address already in use", "EADDRINUSE", "No such device", "EBUSY", "Too many open files", "No space left",
     "ENOSPC", "Permission denied", "cannot open shared object", "CUDA-capable device", "No CUDA GPUs",
@@ -325,7 +344,8 @@ NEEDLES: tuple[str, ...] = (
     # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
     "not enough slots available", "plm_rsh_agent", "ssh: connect to host", "returned non-zero exit status",
-    "ssh exited with exit code", "Unsupported gpu architecture", "is not defined for option",
+    "ssh exited with exit code", "Unsupported gpu architecture", "is not defined for option", "CUDA_ERROR_",
+    "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
 )
@@ -382,6 +402,10 @@ def _severity(text: str) -> Form | None:
 def _exception(text: str) -> Form | None:
     if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
         return Form(FormKind.ERROR, "an exception")
+    if _WHAT.search(text):
+        return Form(FormKind.ERROR, "what an uncaught C++ exception says")
+    if _ORTE_ERROR.search(text):
+        return Form(FormKind.ERROR, "an Open MPI runtime error record")
     wrapped = _WRAPPED.search(text)
     if wrapped is not None:
         inner = text[wrapped.end():]
@@ -465,14 +489,20 @@ _STATUS_CAUSES = {
     "Unimplemented": Label.CONFIG_ERROR,
     "Unauthenticated": Label.CONFIG_ERROR,
 }
+#: TensorFlow 1.x and old XLA print a status by its English name (tensorflow/core/lib/core/status.cc
+#: error_name: "Resource exhausted", "Deadline exceeded", "Not found", "Permission denied", ...)
+_SPACED_NAMES = {
+    "Resource exhausted": "ResourceExhausted", "Deadline exceeded": "DeadlineExceeded", "Not found": "NotFound",
+    "Permission denied": "PermissionDenied",
+}
 _UPPER_NAMES = {
     "UNAVAILABLE": "Unavailable", "DEADLINE_EXCEEDED": "DeadlineExceeded",
     "RESOURCE_EXHAUSTED": "ResourceExhausted", "NOT_FOUND": "NotFound", "PERMISSION_DENIED": "PermissionDenied",
     "UNIMPLEMENTED": "Unimplemented", "UNAUTHENTICATED": "Unauthenticated",
 }
 _STATUS = re.compile(
-    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?)"
-    r"(?::\s|\s*$)")
+    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
+    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
 #: throwing an instance of 'std::bad_alloc'"; c10's error classes)
 _THROWN = re.compile(r"instance of '([\w:]+)'")
@@ -489,6 +519,16 @@ _THROWN_CAUSES = {
 _HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
 
 
+#: memory that ran out, in the words of the allocators that say so: Rust's alloc error hook, a
+#: device allocator's "(out of memory)" (CUDA's cudaErrorMemoryAllocation string "out of memory")
+_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)")
+#: a peer or a service that could not be reached, in the C library's words (strerror ECONNREFUSED,
+#: ECONNRESET, ETIMEDOUT, EHOSTUNREACH; gai_strerror EAI_AGAIN, EAI_NONAME) or the caller's "failed to
+#: connect to": read last, after the forms that make the same words configuration (ssh's own failure)
+_PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Connection timed out|No route to host|"
+                        r"Temporary failure in name resolution|Name or service not known|[Ff]ailed to connect to)\b")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
@@ -496,12 +536,16 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
     m = _STATUS.search(text)
     if m is not None:
-        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2)
-        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2)}"
+        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or _SPACED_NAMES[m.group(3)]
+        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2) or m.group(3)}"
     m = _THROWN.search(text)
     if m is not None and m.group(1) in _THROWN_CAUSES:
         return _THROWN_CAUSES[m.group(1)], f"an uncaught {m.group(1)}"
+    if _ALLOC_FAILED.search(text):
+        return Label.OOM, "an allocation that failed"
     form = read_line(text)
     if form is not None and form.label is not None:
         return form.label, form.name
+    if _PEER_GONE.search(text):
+        return Label.COMM_ERROR, "a connection to a peer that failed"
     return None

@@ -100,6 +100,12 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned non-zero exit status 255.", E, "deepspeedai/DeepSpeed#4907"),
     ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", E, "deepspeedai/DeepSpeed#3299"),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", E, "Slurm src/common/slurm_errno.c ESLURM_INVALID_GRES (mehta-lab/waveorder#201)"),
+    # what an uncaught C++ exception says, Rust's allocation failure, a Ray actor's death, Open MPI's error log
+    ("  what():  [enforce fail at /home/sayantan/gloo_GIT/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", E, "facebookarchive/caffe2#360"),
+    ("memory allocation of 2097152 bytes failed", C, "library/std/src/alloc.rs (deepspeedai/DeepSpeedExamples#321)"),
+    ("The actor died because its node has died. Node Id: 699d13151ee3786638d9e6b4032998bf07c30173d64a9654537f5751", C, "python/ray/exceptions.py (discuss.ray.io 15902)"),
+    ("[zcluster4:22139] [[INVALID],INVALID] ORTE_ERROR_LOG: Unable to start a daemon on the local node in file ess_singleton_module.c at line 582", E, "xbpeng/DeepMimic#85"),
+    ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", E, "jax-ml/jax#17976"),
     # the frameworks' own checks for NaN/Inf
     ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, LossTensor is inf or nan. : Tensor had NaN values", M, "tensorflow/models#5516 (check_numerics_op.cc)"),
     ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value and/or config.jax_debug_infs is set",', M, "jax-ml/jax#19595 (jax/_src/dispatch.py)"),
@@ -130,6 +136,9 @@ NEAR_MISSES = [
     "nvcc warning : The 'compute_35' architecture is deprecated",  # a toolchain warning
     "Tensor had values in range [0, 1]",  # CheckNumerics's words, without NaN/Inf
     "invalid value encountered in divide",  # NumPy's RuntimeWarning, without the (nan)
+    "The docs explain what():  returns for each exception class",  # what() in prose, not the handler's line start
+    "Ray actors can die when the node dies; see the fault-tolerance guide",  # prose about actors
+    "max memory allocation of 2097152 bytes",  # the words without "failed"
 ]
 
 
@@ -172,6 +181,14 @@ CAUSES = [
     ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", Label.CONFIG_ERROR),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", Label.CONFIG_ERROR),
     ("Tensor had NaN values", Label.NUMERICAL_ERROR),
+    ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", Label.CONFIG_ERROR),
+    ("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 failed: Resource exhausted: Out ", Label.OOM),  # jax-ml/jax#788, the line cut where the user's paste wrapped
+    ("memory allocation of 2097152 bytes failed", Label.OOM),
+    ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", Label.OOM),  # huggingface/text-generation-inference#563
+    ("  what():  [enforce fail at gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", Label.COMM_ERROR),
+    ("ValueError: host not found: Name or service not known", Label.COMM_ERROR),  # kubeflow/pytorch-operator#125
+    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  Check failed: absl::ToInt64Seconds(absl::Now() - gcs_last_alive_time_) < ::RayConfig::instance().gcs_rpc_server_reconnect_timeout_s() Failed to connect to GCS", Label.COMM_ERROR),  # ray-project/ray#26966
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),  # ssh's own failure is configuration, not a peer gone
 ]
 
 #: forms that say nothing of a cause
@@ -182,6 +199,8 @@ NO_CAUSE = [
     "[E socket.cpp:860] [c10d] The client socket has timed out after 600s while trying to connect to (node-1, 29500).",  # an error, not a wait: no retry said
     "[  +0.000127] mce: [Hardware Error]: event severity: corrected",
     "E0208 21:12:26.795000 1460 api.py:869] failed (exitcode: 2)",
+    "Not found the best checkpoint, starting from scratch",  # the spaced status name needs its colon
+    "E0101 00:00:00.000000 1 x.cc:1] failed to allocate memory for the cache, out of retries",  # "memory", not "out of memory"
 ]
 
 
@@ -327,3 +346,21 @@ def test_wrapper_error_takes_the_cause_of_the_earlier_error_of_its_process() -> 
     v = judge.verdict(1010.0, final=True)
     assert v.label is Label.CONFIG_ERROR and v.action is Action.STOP
 
+
+
+def test_launcher_error_takes_the_cause_of_the_panic_before_it() -> None:
+    """A launcher's "crashed" states no cause; the panic it follows says the device ran out of memory."""
+    judge = _judge_lines([
+        "thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)'",
+        "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed",
+        "Error: WebserverFailed",
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.OOM
+
+
+def test_launcher_error_after_a_causeless_panic_stays_a_crash() -> None:
+    judge = _judge_lines(["thread 'main' panicked at src/main.rs:12:5:",
+                          "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed"])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
