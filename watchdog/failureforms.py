@@ -234,7 +234,12 @@ _RESOURCE = re.compile(
     # ... and the driver finding no code for this GPU in a binary (CUDA driver API
     # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
     # "no kernel image is available for execution on the device")
-    r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b")
+    r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b|"
+    # a header the C/C++ compiler cannot find (GCC's and Clang's diagnostic "<file>:<line>:<col>: fatal
+    # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
+    # development package that is not installed, when an extension is built at start-up
+    r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
+    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
 
 # -- metrics ---------------------------------------------------------------------------------------
 

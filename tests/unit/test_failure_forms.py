@@ -106,6 +106,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("The actor died because its node has died. Node Id: 699d13151ee3786638d9e6b4032998bf07c30173d64a9654537f5751", C, "python/ray/exceptions.py (discuss.ray.io 15902)"),
     ("[zcluster4:22139] [[INVALID],INVALID] ORTE_ERROR_LOG: Unable to start a daemon on the local node in file ess_singleton_module.c at line 582", E, "xbpeng/DeepMimic#85"),
     ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", E, "jax-ml/jax#17976"),
+    ("/root/anaconda3/envs/bitten/lib/python3.8/site-packages/deepspeed/ops/csrc/includes/gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", E, "mallorbc/Finetune_LLMs#11 (GCC's missing-include diagnostic)"),
+    ("csrc/adam.cpp:3:10: fatal error: 'cuda_runtime.h' file not found", E, "Clang's missing-include diagnostic"),
     # the frameworks' own checks for NaN/Inf
     ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, LossTensor is inf or nan. : Tensor had NaN values", M, "tensorflow/models#5516 (check_numerics_op.cc)"),
     ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value and/or config.jax_debug_infs is set",', M, "jax-ml/jax#19595 (jax/_src/dispatch.py)"),
@@ -139,6 +141,7 @@ NEAR_MISSES = [
     "The docs explain what():  returns for each exception class",  # what() in prose, not the handler's line start
     "Ray actors can die when the node dies; see the fault-tolerance guide",  # prose about actors
     "max memory allocation of 2097152 bytes",  # the words without "failed"
+    "warning: cuda_profiler_api.h: No such file or directory, profiling disabled",  # a missing header that is only a warning
 ]
 
 
@@ -184,6 +187,7 @@ CAUSES = [
     ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", Label.CONFIG_ERROR),
     ("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 failed: Resource exhausted: Out ", Label.OOM),  # jax-ml/jax#788, the line cut where the user's paste wrapped
     ("memory allocation of 2097152 bytes failed", Label.OOM),
+    ("gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", Label.CONFIG_ERROR),
     ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", Label.OOM),  # huggingface/text-generation-inference#563
     ("  what():  [enforce fail at gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", Label.COMM_ERROR),
     ("ValueError: host not found: Name or service not known", Label.COMM_ERROR),  # kubeflow/pytorch-operator#125
