@@ -368,3 +368,18 @@ def test_launcher_error_after_a_causeless_panic_stays_a_crash() -> None:
                           "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed"])
     v = judge.verdict(1010.0, final=True)
     assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
+
+
+def test_wrapper_error_does_not_borrow_another_ranks_cause() -> None:
+    """Rank 1's refusal (which it went on from) is not the cause of rank 0's build-step exit."""
+    t0 = 1000.0
+    judge = Judge(KB, JudgeSettings(), t0)
+    judge.observe_lines([
+        LogLine(RankKey("n0", 1), "nvcc fatal   : Unsupported gpu architecture 'compute_89'", t0, t0, "rank-1.log", 1),
+        LogLine(RankKey("n0", 1), "step 1 loss 2.0 step_time 0.5s", t0 + 1, t0 + 1, "rank-1.log", 2),
+        LogLine(RankKey("n0", 0), "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+                t0 + 2, t0 + 2, "rank-0.log", 1),
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.culprit == RankKey("n0", 0)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
