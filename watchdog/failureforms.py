@@ -222,15 +222,16 @@ _RESOURCE = re.compile(
     # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
     # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
     r"\bThere are not enough slots available in the system\b|"
-    r"\bThe value of the MCA parameter \"plm_rsh_agent\" was set to a path\b|"
+    r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
     # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
     # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
     # occurred", ssh(1)) as Python's CalledProcessError and pdsh report it
-    r"\bssh: connect to host \S+ port \d+: |"
+    r"\bssh: connect to host \S+ port \d+: (?:Connection refused|Connection timed out|No route to host|"
+    r"Network is unreachable)|"
     r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
     # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
     # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
-    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option)|"
+    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option 'gpu-name')|"
     # ... and the driver finding no code for this GPU in a binary (CUDA driver API
     # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
     # "no kernel image is available for execution on the device")
@@ -310,7 +311,8 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
 #:   HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is an error record of its own;
 #: * a connection refused or timed out that the program says it retries (errno ECONNREFUSED /
 #:   ETIMEDOUT by strerror or number: c10d's "is not yet listening (errno: 111 - Connection refused),
-#:   will retry", gRPC's and NCCL's "... retrying").
+#:   will retry", gRPC's and NCCL's "... retrying"); gated by the strerror words as strerror spells
+#:   them (capitalised), which every such line holds.
 _STALL_REPORT = re.compile(r"\bOne or more tensors were submitted to be reduced, gathered or broadcast(?:ed)? by "
                            r"subset of ranks")
 _CONNECT_RETRY = re.compile(r"(?i:\b(?:connection refused|connection timed out|errno:? 11[01]\b)"
@@ -344,12 +346,12 @@ NEEDLES: tuple[str, ...] = (
     "AUTOTUNE",
     "with global shapes", "Finished XLA compilation", "slow compile", "slow_operation_alarm", "Constant folding an",
     # a stall report, a retried connection (the strerror words; c10d prints them with the errno)
-    "tensors were submitted", "Connection refused", "Connection timed out", "connection refused",
-    "connection timed out",
+    "tensors were submitted", "Connection refused", "Connection timed out",
     # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
-    "not enough slots available", "plm_rsh_agent", "ssh: connect to host", "returned non-zero exit status",
-    "ssh exited with exit code", "Unsupported gpu architecture", "is not defined for option", "CUDA_ERROR_",
+    "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
+    "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
+    "for option 'gpu-name'", "CUDA_ERROR_",
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",

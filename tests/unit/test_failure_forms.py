@@ -99,6 +99,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("localhost: ssh: connect to host localhost port 22: Connection refused", E, "OpenSSH sshconnect.c under pdsh (deepspeedai/DeepSpeedExamples#894)"),
     ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned non-zero exit status 255.", E, "deepspeedai/DeepSpeed#4907"),
     ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", E, "deepspeedai/DeepSpeed#3299"),
+    ("ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'", E, "ptxas's refusal of an unknown target"),
+    ("[rank0]: ssh: connect to host worker-1 port 22: No route to host", E, "OpenSSH sshconnect.c ssh_connect_direct"),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", E, "Slurm src/common/slurm_errno.c ESLURM_INVALID_GRES (mehta-lab/waveorder#201)"),
     # what an uncaught C++ exception says, Rust's allocation failure, a Ray actor's death, Open MPI's error log
     ("  what():  [enforce fail at /home/sayantan/gloo_GIT/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", E, "facebookarchive/caffe2#360"),
@@ -134,6 +136,7 @@ NEAR_MISSES = [
     "Compile of module jit_step took 12.3s; no slow_operation_alarm fired",  # the alarm's file named in prose
     "One or more tensors were found to be identical",  # not the stall inspector's sentence
     "ssh: Could not resolve hostname in docs example (see ssh(1))",  # ssh, but not its connect failure
+    "ssh: connect to host worker-1 port 22: see the troubleshooting guide",  # no strerror after it
     "There are not enough GPUs in this node for the tests to be meaningful; skipping",  # "not enough", no slots
     "nvcc warning : The 'compute_35' architecture is deprecated",  # a toolchain warning
     "Tensor had values in range [0, 1]",  # CheckNumerics's words, without NaN/Inf
