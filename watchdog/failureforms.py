@@ -173,6 +173,9 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
                 r"\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)(?: \(\d+\))? (?:received|caught)\b"), "a fatal signal"),
     (re.compile(r"^\W*(?:Segmentation fault|Bus error|Illegal instruction|Floating point exception|Aborted)"
                 r"(?: \(core dumped\))?\s*$"), "a fatal signal (the shell's report)"),
+    # Slurm's controller recording a job that a fatal signal ended (src/slurmctld/job_mgr.c
+    # _job_complete: "JobId=%u WTERMSIG %d"; 15, SIGTERM, is a cancel or a time limit and is left out)
+    (re.compile(r"\b_job_complete: JobId=\d+ WTERMSIG (?:4|6|7|8|9|11)\b"), "a Slurm job ended by a fatal signal"),
     # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
     # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
     (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
@@ -330,7 +333,7 @@ NEEDLES: tuple[str, ...] = (
     "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
     "terminate called after throwing", "SIGSEGV",
     "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
-    "Illegal instruction", "Floating point exception", "Aborted",
+    "Illegal instruction", "Floating point exception", "Aborted", "WTERMSIG",
     # exceptions, and what an uncaught C++ exception says
     "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG", "what():",
     # Rust's allocation failure, a Ray actor's death

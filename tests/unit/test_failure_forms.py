@@ -104,6 +104,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", E, "Slurm src/common/slurm_errno.c ESLURM_INVALID_GRES (mehta-lab/waveorder#201)"),
     # what an uncaught C++ exception says, Rust's allocation failure, a Ray actor's death, Open MPI's error log
     ("  what():  [enforce fail at /home/sayantan/gloo_GIT/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", E, "facebookarchive/caffe2#360"),
+    ("[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WTERMSIG 9", C, "src/slurmctld/job_mgr.c (ArjunaCluster/ArjunaUsers#137)"),
     ("memory allocation of 2097152 bytes failed", C, "library/std/src/alloc.rs (deepspeedai/DeepSpeedExamples#321)"),
     ("The actor died because its node has died. Node Id: 699d13151ee3786638d9e6b4032998bf07c30173d64a9654537f5751", C, "python/ray/exceptions.py (discuss.ray.io 15902)"),
     ("[zcluster4:22139] [[INVALID],INVALID] ORTE_ERROR_LOG: Unable to start a daemon on the local node in file ess_singleton_module.c at line 582", E, "xbpeng/DeepMimic#85"),
@@ -144,6 +145,8 @@ NEAR_MISSES = [
     "The docs explain what():  returns for each exception class",  # what() in prose, not the handler's line start
     "Ray actors can die when the node dies; see the fault-tolerance guide",  # prose about actors
     "max memory allocation of 2097152 bytes",  # the words without "failed"
+    "[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WTERMSIG 15",  # SIGTERM: a cancel or a time limit
+    "[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WEXITSTATUS 0",  # a job that exited by itself
     "warning: cuda_profiler_api.h: No such file or directory, profiling disabled",  # a missing header that is only a warning
 ]
 
