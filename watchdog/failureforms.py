@@ -229,6 +229,10 @@ _RESOURCE = re.compile(
     # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
     # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
     # occurred", ssh(1)) as Python's CalledProcessError and pdsh report it
+    # a program that is not there: Slurm's step daemon failing to exec the user's command
+    # (src/slurmd/slurmstepd/task.c exec_task: "execve(): %s: %m"; its own spool script is a node fault,
+    # a table rule)
+    r"\bslurmstepd: error: execve\(\): (?!\S*/slurm_script:)\S+: (?:No such file or directory|Permission denied)|"
     r"\bssh: connect to host \S+ port \d+: (?:Connection refused|Connection timed out|No route to host|"
     r"Network is unreachable)|"
     r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
@@ -354,7 +358,7 @@ NEEDLES: tuple[str, ...] = (
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
-    "for option 'gpu-name'", "CUDA_ERROR_",
+    "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
