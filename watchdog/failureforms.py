@@ -44,6 +44,7 @@ class FormKind(str, enum.Enum):
     METRIC = "metric"
     COMPILE_RUNNING = "compile_running"
     COMPILE_DONE = "compile_done"
+    COMM_WAIT = "comm_wait"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 1
+FORM_RULES = 2
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -67,6 +68,7 @@ SIGNATURE_IDS = {
     FormKind.METRIC: "form.metric_not_finite",
     FormKind.COMPILE_RUNNING: "form.compile_running",
     FormKind.COMPILE_DONE: "form.compile_done",
+    FormKind.COMM_WAIT: "form.comm_wait",
 }
 
 #: (id, category, severity, action, effect, generic, advice) of the form signatures, as the
@@ -89,6 +91,9 @@ FORM_SIGNATURES: tuple[tuple[str, str, str, str, str, bool, str], ...] = (
      "is correct."),
     ("form.compile_done", "compiling", "info", "wait", "compile_end", False,
      "A compile or JIT build finished."),
+    ("form.comm_wait", "comm_timeout_transient", "warning", "wait", "comm_wait", False,
+     "A rank waits on its peers (a connection it retries, a collective library's stall report): waiting is "
+     "correct while the job goes on; if it never does, the hang is judged by its silence."),
 )
 
 # -- severities ------------------------------------------------------------------------------------
@@ -155,12 +160,22 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # C++: libstdc++'s verbose terminate handler
     (re.compile(r"\bterminate called (?:after throwing an instance of|without an active exception)"),
      "an uncaught C++ exception"),
+    # Rust: the default allocation-error hook aborts the process (library/std/src/alloc.rs
+    # default_alloc_error_hook: "memory allocation of {size} bytes failed")
+    (re.compile(r"\bmemory allocation of \d+ bytes failed\b"), "a Rust allocation failure"),
+    # Ray: an actor's death as its caller reports it (python/ray/exceptions.py ActorDiedError: "The
+    # actor died unexpectedly before finishing this task.", "The actor died because its node has died.",
+    # "The actor died because of an error raised in its creation task")
+    (re.compile(r"\bThe actor died (?:unexpectedly|because)\b"), "a Ray actor's death"),
     # a fatal signal named by a launcher, a shell or a handler (signal(7): 4 ILL, 6 ABRT, 7 BUS, 8 FPE, 11 SEGV)
     (re.compile(r"\b(?:[Ss]ignal|SIGNAL)[: ]+(?:11|6|7|4|8)\b(?! *(?:ms|s|sec|seconds)\b)|"
                 r"\b(?:received|caught|got|by|with|on) (?:signal )?SIG(?:SEGV|ABRT|BUS|ILL|FPE)\b|"
                 r"\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)(?: \(\d+\))? (?:received|caught)\b"), "a fatal signal"),
     (re.compile(r"^\W*(?:Segmentation fault|Bus error|Illegal instruction|Floating point exception|Aborted)"
                 r"(?: \(core dumped\))?\s*$"), "a fatal signal (the shell's report)"),
+    # Slurm's controller recording a job that a fatal signal ended (src/slurmctld/job_mgr.c
+    # _job_complete: "JobId=%u WTERMSIG %d"; 15, SIGTERM, is a cancel or a time limit and is left out)
+    (re.compile(r"\b_job_complete: JobId=\d+ WTERMSIG (?:4|6|7|8|9|11)\b"), "a Slurm job ended by a fatal signal"),
     # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
     # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
     (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
@@ -173,6 +188,12 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
 #: "requests.exceptions.ConnectTimeout: ..." (a dotted module path: a bare "Word: text" is prose).
 _EXCEPTION = re.compile(
     r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)")
+#: what the uncaught C++ exception says (libstdc++-v3/libsupc++/vterminate.cc: "  what():  %s"),
+#: the line after "terminate called after throwing ...": the error the process died of
+_WHAT = re.compile(r"^\s*what\(\):  ?\S")
+#: Open MPI's runtime error log (orte/mca/errmgr/errmgr.h ORTE_ERROR_LOG -> orte_errmgr_base_log:
+#: "[%s] ORTE_ERROR_LOG: %s in file %s at line %d")
+_ORTE_ERROR = re.compile(r"\bORTE_ERROR_LOG: \S")
 #: a Java exception chain's cause ("Caused by: java.io.IOException: ..."; Throwable.printStackTrace)
 _CAUSED_BY = re.compile(r"^\s*Caused by: [\w.$]+(?:Exception|Error)\b")
 #: serving stacks that wrap a worker's output in their own prefix: TorchServe "... MODEL_LOG - <text>",
@@ -194,7 +215,39 @@ _RESOURCE = re.compile(
     r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
     r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
     r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
-    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b")
+    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"
+    # Slurm's refusals of a request (src/common/slurm_errno.c: ESLURM_INVALID_GRES,
+    # ESLURM_INVALID_PARTITION_NAME, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS)
+    r"\bInvalid generic resource \(gres\) specification\b|\bInvalid partition name specified\b|"
+    r"\bInvalid account or account/partition combination specified\b|\bInvalid qos specification\b|"
+    # Open MPI's mapper refusing more ranks than slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt
+    # [orte-rmaps-base:alloc-error]: "There are not enough slots available in the system to satisfy
+    # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
+    # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
+    r"\bThere are not enough slots available in the system\b|"
+    r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
+    # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
+    # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
+    # occurred", ssh(1)) as Python's CalledProcessError and pdsh report it
+    # a program that is not there: Slurm's step daemon failing to exec the user's command
+    # (src/slurmd/slurmstepd/task.c exec_task: "execve(): %s: %m"; its own spool script is a node fault,
+    # a table rule)
+    r"\bslurmstepd: error: execve\(\): (?!\S*/slurm_script:)\S+: (?:No such file or directory|Permission denied)|"
+    r"\bssh: connect to host \S+ port \d+: (?:Connection refused|Connection timed out|No route to host|"
+    r"Network is unreachable)|"
+    r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
+    # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
+    # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
+    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option 'gpu-name')|"
+    # ... and the driver finding no code for this GPU in a binary (CUDA driver API
+    # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
+    # "no kernel image is available for execution on the device")
+    r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b|"
+    # a header the C/C++ compiler cannot find (GCC's and Clang's diagnostic "<file>:<line>:<col>: fatal
+    # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
+    # development package that is not installed, when an extension is built at start-up
+    r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
+    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
 
 # -- metrics ---------------------------------------------------------------------------------------
 
@@ -211,7 +264,11 @@ _FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:t
 _METRIC_WORDS = re.compile(
     r"(?i:\b(?:loss|gradients?|grad norm|total norm)\b[^.,;]{0,60}?\b(?:is|are|became|becomes|was|were) "
     r"(?:nan|inf|non-finite|not finite)\b|"
-    r"\b(?:nan|inf|non-finite) (?:loss|gradients?|grad norm)(?:es)? (?:detected|encountered|found)\b)")
+    r"\b(?:nan|inf|non-finite) (?:loss|gradients?|grad norm)(?:es)? (?:detected|encountered|found)\b)|"
+    # TensorFlow's CheckNumerics op (tensorflow/core/kernels/check_numerics_op.cc: "Tensor had NaN
+    # values", "Tensor had Inf values", "Tensor had Inf and NaN values") and JAX's debug_nans/debug_infs
+    # check (jax/_src/dispatch.py: FloatingPointError(f"invalid value ({ty}) encountered in {name}"))
+    r"\bTensor had (?:Inf and )?(?:NaN|Inf) values\b|\binvalid value \((?:nan|inf)\) encountered in\b")
 #: a loss scale (fp16 GradScaler, apex, DeepSpeed, Megatron) reduced to a value no fp16 gradient can
 #: use: below fp16's smallest subnormal (2**-24), or zero
 _LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*(?:[=:]|\bto\b|\bis\b)\s*['\"]?"
@@ -235,6 +292,15 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
 )
+#: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
+#: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
+#: (before it, "Slow compile?  XLA was built without compiler optimizations"), and, when the alarmed
+#: operation returns, "The operation took <duration>"); xla/service/hlo_constant_folding.cc's
+#: "Constant folding an instruction is taking > 1s". The alarm prints at severity ERROR: it is the
+#: compiler still working, not an error, so it is read before severities.
+_SLOW_COMPILE = re.compile(r"\b(?:Very slow compile\? +If you want|Slow compile\? +XLA was built)|"
+                           r"\bConstant folding an instruction is taking > |\bslow_operation_alarm\.cc:\d+\]\s*$")
+_SLOW_COMPILE_DONE = re.compile(r"\bslow_operation_alarm\.cc:\d+\] The operation took \d")
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
     # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
@@ -244,6 +310,20 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
     (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
 )
+
+#: A rank waiting on a peer, in the forms that say so:
+#: * Horovod's stall inspector (horovod/common/stall_inspector.cc CheckForStalledTensors, a glog
+#:   WARNING: "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of
+#:   ranks and are waiting for remainder of ranks for more than %d seconds"); its shutdown after
+#:   HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is an error record of its own;
+#: * a connection refused or timed out that the program says it retries (errno ECONNREFUSED /
+#:   ETIMEDOUT by strerror or number: c10d's "is not yet listening (errno: 111 - Connection refused),
+#:   will retry", gRPC's and NCCL's "... retrying"); gated by the strerror words as strerror spells
+#:   them (capitalised), which every such line holds.
+_STALL_REPORT = re.compile(r"\bOne or more tensors were submitted to be reduced, gathered or broadcast(?:ed)? by "
+                           r"subset of ranks")
+_CONNECT_RETRY = re.compile(r"(?i:\b(?:connection refused|connection timed out|errno:? 11[01]\b)"
+                            r".{0,120}?\b(?:will retry|retrying|will try again)\b)")
 
 #: Literals (no digits: the classifier searches line templates without their digits) of which
 #: every line holding a form holds one; the unit tests hold each form's examples to it.
@@ -257,9 +337,11 @@ NEEDLES: tuple[str, ...] = (
     "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
     "terminate called after throwing", "SIGSEGV",
     "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
-    "Illegal instruction", "Floating point exception", "Aborted",
-    # exceptions
-    "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG",
+    "Illegal instruction", "Floating point exception", "Aborted", "WTERMSIG",
+    # exceptions, and what an uncaught C++ exception says
+    "Exception", "Timeout", "Failure", "Failed", "Caused by:", "MODEL_LOG", "what():",
+    # Rust's allocation failure, a Ray actor's death
+    "memory allocation of", "The actor died",
     # resources
     "Address already in use", "EADDRINUSE", "No such device", "EBUSY", "Too many open files", "No space left",
     "ENOSPC", "Permission denied", "cannot open shared object", "CUDA-capable device", "No CUDA GPUs",
@@ -269,7 +351,17 @@ NEEDLES: tuple[str, ...] = (
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
     "AUTOTUNE",
-    "with global shapes", "Finished XLA compilation",
+    "with global shapes", "Finished XLA compilation", "slow compile", "slow_operation_alarm", "Constant folding an",
+    # a stall report, a retried connection (the strerror words; c10d prints them with the errno)
+    "tensors were submitted", "Connection refused", "Connection timed out",
+    # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals
+    "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
+    "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
+    "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
+    "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
+    "no kernel image is available",
+    # TensorFlow's CheckNumerics
+    "Tensor had",
 )
 
 
@@ -324,6 +416,10 @@ def _severity(text: str) -> Form | None:
 def _exception(text: str) -> Form | None:
     if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
         return Form(FormKind.ERROR, "an exception")
+    if _WHAT.search(text):
+        return Form(FormKind.ERROR, "what an uncaught C++ exception says")
+    if _ORTE_ERROR.search(text):
+        return Form(FormKind.ERROR, "an Open MPI runtime error record")
     wrapped = _WRAPPED.search(text)
     if wrapped is not None:
         inner = text[wrapped.end():]
@@ -378,6 +474,14 @@ def read_line(text: str) -> Form | None:
         return metric
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
+    if _STALL_REPORT.search(text):
+        return Form(FormKind.COMM_WAIT, "a collective library's stall report")
+    if _CONNECT_RETRY.search(text):
+        return Form(FormKind.COMM_WAIT, "a connection the program retries")
+    if _SLOW_COMPILE_DONE.search(text):
+        return Form(FormKind.COMPILE_DONE, "XLA's slow-compile alarm: the compile returned")
+    if _SLOW_COMPILE.search(text):
+        return Form(FormKind.COMPILE_RUNNING, "XLA's slow-compile alarm")
     return _severity(text) or _exception(text) or _phase(text)
 
 
@@ -399,14 +503,20 @@ _STATUS_CAUSES = {
     "Unimplemented": Label.CONFIG_ERROR,
     "Unauthenticated": Label.CONFIG_ERROR,
 }
+#: TensorFlow 1.x and old XLA print a status by its English name (tensorflow/core/lib/core/status.cc
+#: error_name: "Resource exhausted", "Deadline exceeded", "Not found", "Permission denied", ...)
+_SPACED_NAMES = {
+    "Resource exhausted": "ResourceExhausted", "Deadline exceeded": "DeadlineExceeded", "Not found": "NotFound",
+    "Permission denied": "PermissionDenied",
+}
 _UPPER_NAMES = {
     "UNAVAILABLE": "Unavailable", "DEADLINE_EXCEEDED": "DeadlineExceeded",
     "RESOURCE_EXHAUSTED": "ResourceExhausted", "NOT_FOUND": "NotFound", "PERMISSION_DENIED": "PermissionDenied",
     "UNIMPLEMENTED": "Unimplemented", "UNAUTHENTICATED": "Unauthenticated",
 }
 _STATUS = re.compile(
-    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?)"
-    r"(?::\s|\s*$)")
+    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
+    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
 #: throwing an instance of 'std::bad_alloc'"; c10's error classes)
 _THROWN = re.compile(r"instance of '([\w:]+)'")
@@ -423,6 +533,16 @@ _THROWN_CAUSES = {
 _HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
 
 
+#: memory that ran out, in the words of the allocators that say so: Rust's alloc error hook, a
+#: device allocator's "(out of memory)" (CUDA's cudaErrorMemoryAllocation string "out of memory")
+_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)")
+#: a peer or a service that could not be reached, in the C library's words (strerror ECONNREFUSED,
+#: ECONNRESET, ETIMEDOUT, EHOSTUNREACH; gai_strerror EAI_AGAIN, EAI_NONAME) or the caller's "failed to
+#: connect to": read last, after the forms that make the same words configuration (ssh's own failure)
+_PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Connection timed out|No route to host|"
+                        r"Temporary failure in name resolution|Name or service not known|[Ff]ailed to connect to)\b")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
@@ -430,12 +550,16 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
     m = _STATUS.search(text)
     if m is not None:
-        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2)
-        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2)}"
+        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or _SPACED_NAMES[m.group(3)]
+        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2) or m.group(3)}"
     m = _THROWN.search(text)
     if m is not None and m.group(1) in _THROWN_CAUSES:
         return _THROWN_CAUSES[m.group(1)], f"an uncaught {m.group(1)}"
+    if _ALLOC_FAILED.search(text):
+        return Label.OOM, "an allocation that failed"
     form = read_line(text)
     if form is not None and form.label is not None:
         return form.label, form.name
+    if _PEER_GONE.search(text):
+        return Label.COMM_ERROR, "a connection to a peer that failed"
     return None

@@ -995,6 +995,17 @@ class Judge:
         reading = read_error(ev.text)
         sig = self.kb.by_id.get(ev.signature)
         line = ev.text.strip()[:160]
+        if reading is None and ev.signature == UNRECOGNISED_SIGNATURE:
+            # a wrapper's error that states no cause (a build step's non-zero exit, a re-raised
+            # exception, a launcher's "crashed") follows the error of the same process that does: the
+            # cause is the latest earlier one whose form states it (the root of an exception chain is
+            # printed first), the rank's first failure (a panic, a fatal signal) the oldest of them
+            at = next((i for i, e in enumerate(self.unexplained) if e is ev), len(self.unexplained))
+            first = [st.failure] if st is not None and st.failure is not None and st.failure is not ev else []
+            for earlier in reversed([*first, *(e for e in self.unexplained[:at] if e.key == ev.key)]):
+                if (reading := read_error(earlier.text)) is not None:
+                    line = f"{earlier.text.strip()[:120]}, then {line[:80]}"
+                    break
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
             label, action, advice = reading.label, reading.action, reading.advice

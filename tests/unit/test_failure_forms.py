@@ -22,6 +22,7 @@ from neuron_watch.judge import Judge, JudgeSettings
 from neuron_watch.kb import default_knowledge_base
 
 E, C, M, RUN, DONE = FormKind.ERROR, FormKind.CRASH, FormKind.METRIC, FormKind.COMPILE_RUNNING, FormKind.COMPILE_DONE
+WAIT = FormKind.COMM_WAIT
 
 #: (line, the kind it reads as, where it is from)
 FORMS: list[tuple[str, FormKind, str]] = [
@@ -83,6 +84,37 @@ FORMS: list[tuple[str, FormKind, str]] = [
     (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
     (">     Loading extension module utils...", DONE, "corpus (quoted)"),
     ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
+    # XLA's slow-compile alarm (xla/service/slow_operation_alarm.cc): an ERROR record that is the compiler still at work
+    ("2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ", RUN, "google/brax#87"),
+    ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "google-deepmind/tapnet#53"),
+    ("Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "xla/service/slow_operation_alarm.cc"),
+    ("E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s", DONE, "google-deepmind/tapnet#53"),
+    # a rank waiting on its peers
+    ("[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.", WAIT, "horovod/horovod#2843"),
+    ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce.0 [ready ranks: 1, 2, 3]", WAIT, "horovod/horovod#215"),
+    ("[W socket.cpp:701] The server socket on [jean-zay-iam01-ib0]:55035 is not yet listening (errno: 111 - Connection refused), will retry", WAIT, "pytorch/pytorch#73114"),
+    # configuration: a slot, a launch agent, a host unreachable over ssh, a GPU architecture, a Slurm request
+    ("There are not enough slots available in the system to satisfy the 8 slots ", E, "orte/mca/rmaps/base/help-orte-rmaps-base.txt (mit-han-lab/spvnas#10)"),
+    ('The value of the MCA parameter "plm_rsh_agent" was set to a path', E, "orte/mca/plm/rsh/help-plm-rsh.txt (xbpeng/DeepMimic#85)"),
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", E, "OpenSSH sshconnect.c under pdsh (deepspeedai/DeepSpeedExamples#894)"),
+    ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned non-zero exit status 255.", E, "deepspeedai/DeepSpeed#4907"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", E, "deepspeedai/DeepSpeed#3299"),
+    ("slurmstepd: error: execve(): python3: No such file or directory", E, "src/slurmd/slurmstepd/task.c exec_task (a missing program)"),
+    ("ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'", E, "ptxas's refusal of an unknown target"),
+    ("[rank0]: ssh: connect to host worker-1 port 22: No route to host", E, "OpenSSH sshconnect.c ssh_connect_direct"),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", E, "Slurm src/common/slurm_errno.c ESLURM_INVALID_GRES (mehta-lab/waveorder#201)"),
+    # what an uncaught C++ exception says, Rust's allocation failure, a Ray actor's death, Open MPI's error log
+    ("  what():  [enforce fail at /home/sayantan/gloo_GIT/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", E, "facebookarchive/caffe2#360"),
+    ("[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WTERMSIG 9", C, "src/slurmctld/job_mgr.c (ArjunaCluster/ArjunaUsers#137)"),
+    ("memory allocation of 2097152 bytes failed", C, "library/std/src/alloc.rs (deepspeedai/DeepSpeedExamples#321)"),
+    ("The actor died because its node has died. Node Id: 699d13151ee3786638d9e6b4032998bf07c30173d64a9654537f5751", C, "python/ray/exceptions.py (discuss.ray.io 15902)"),
+    ("[zcluster4:22139] [[INVALID],INVALID] ORTE_ERROR_LOG: Unable to start a daemon on the local node in file ess_singleton_module.c at line 582", E, "xbpeng/DeepMimic#85"),
+    ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", E, "jax-ml/jax#17976"),
+    ("/root/anaconda3/envs/bitten/lib/python3.8/site-packages/deepspeed/ops/csrc/includes/gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", E, "mallorbc/Finetune_LLMs#11 (GCC's missing-include diagnostic)"),
+    ("csrc/adam.cpp:3:10: fatal error: 'cuda_runtime.h' file not found", E, "Clang's missing-include diagnostic"),
+    # the frameworks' own checks for NaN/Inf
+    ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, LossTensor is inf or nan. : Tensor had NaN values", M, "tensorflow/models#5516 (check_numerics_op.cc)"),
+    ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value and/or config.jax_debug_infs is set",', M, "jax-ml/jax#19595 (jax/_src/dispatch.py)"),
 ]
 
 #: lines that look like a form and must read as nothing
@@ -102,6 +134,21 @@ NEAR_MISSES = [
     "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding",  # a start-up error the table reads (not a signal)
     "goroutine 12 [chan receive]:",  # a goroutine of a stack dump, not the one that panicked
     "libfabric:18564:1733296782::efa:ep_ctrl:efa_rdm_ep_set_shared_memory_permitted():1410<warn> FI_OPT_SHARED_MEMORY_PERMITTED set to false",  # a warn that reports no error
+    "2023-05-02 10:00:00.000000: W external/xla/xla/service/gpu/gpu_compiler.cc:900] Slow compile warnings are off",  # not the alarm's words
+    "Compile of module jit_step took 12.3s; no slow_operation_alarm fired",  # the alarm's file named in prose
+    "One or more tensors were found to be identical",  # not the stall inspector's sentence
+    "ssh: Could not resolve hostname in docs example (see ssh(1))",  # ssh, but not its connect failure
+    "ssh: connect to host worker-1 port 22: see the troubleshooting guide",  # no strerror after it
+    "There are not enough GPUs in this node for the tests to be meaningful; skipping",  # "not enough", no slots
+    "nvcc warning : The 'compute_35' architecture is deprecated",  # a toolchain warning
+    "Tensor had values in range [0, 1]",  # CheckNumerics's words, without NaN/Inf
+    "invalid value encountered in divide",  # NumPy's RuntimeWarning, without the (nan)
+    "The docs explain what():  returns for each exception class",  # what() in prose, not the handler's line start
+    "Ray actors can die when the node dies; see the fault-tolerance guide",  # prose about actors
+    "max memory allocation of 2097152 bytes",  # the words without "failed"
+    "[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WTERMSIG 15",  # SIGTERM: a cancel or a time limit
+    "[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WEXITSTATUS 0",  # a job that exited by itself
+    "warning: cuda_profiler_api.h: No such file or directory, profiling disabled",  # a missing header that is only a warning
 ]
 
 
@@ -139,14 +186,33 @@ CAUSES = [
     ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
     ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
     ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
+    ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", Label.CONFIG_ERROR),
+    ("slurmstepd: error: execve(): python3: No such file or directory", Label.CONFIG_ERROR),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", Label.CONFIG_ERROR),
+    ("Tensor had NaN values", Label.NUMERICAL_ERROR),
+    ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", Label.CONFIG_ERROR),
+    ("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 failed: Resource exhausted: Out ", Label.OOM),  # jax-ml/jax#788, the line cut where the user's paste wrapped
+    ("memory allocation of 2097152 bytes failed", Label.OOM),
+    ("gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", Label.CONFIG_ERROR),
+    ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", Label.OOM),  # huggingface/text-generation-inference#563
+    ("  what():  [enforce fail at gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", Label.COMM_ERROR),
+    ("ValueError: host not found: Name or service not known", Label.COMM_ERROR),  # kubeflow/pytorch-operator#125
+    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  Check failed: absl::ToInt64Seconds(absl::Now() - gcs_last_alive_time_) < ::RayConfig::instance().gcs_rpc_server_reconnect_timeout_s() Failed to connect to GCS", Label.COMM_ERROR),  # ray-project/ray#26966
+    ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),  # ssh's own failure is configuration, not a peer gone
 ]
 
 #: forms that say nothing of a cause
 NO_CAUSE = [
     "RuntimeError: tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:421 : Check failed: session->session()->Run(session_work->feed_inputs, session_work->outputs_handles, &outputs) == ::tensorflow::Status::OK() (Aborted: Session 018370a5591ff66c is not found. vs. OK)",  # corpus: ABORTED says nothing
     "panic: runtime error: index out of range [5] with length 3",
+    "subprocess.CalledProcessError: Command 'ninja -v' returned non-zero exit status 255.",  # 255 from a program other than ssh
+    "[E socket.cpp:860] [c10d] The client socket has timed out after 600s while trying to connect to (node-1, 29500).",  # an error, not a wait: no retry said
     "[  +0.000127] mce: [Hardware Error]: event severity: corrected",
     "E0208 21:12:26.795000 1460 api.py:869] failed (exitcode: 2)",
+    "Not found the best checkpoint, starting from scratch",  # the spaced status name needs its colon
+    "E0101 00:00:00.000000 1 x.cc:1] failed to allocate memory for the cache, out of retries",  # "memory", not "out of memory"
 ]
 
 
@@ -261,3 +327,67 @@ def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
     ]) + "\n", encoding="utf-8")
     v = diagnose_paths([str(log)]).verdict
     assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1
+
+
+def test_log_ending_inside_a_slow_compile_alarm_is_compiling() -> None:
+    """XLA's alarm prints at severity ERROR while the compile goes on: the log ends inside a compile."""
+    judge = _judge_lines([
+        "2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ",
+        "********************************",
+        "Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "Compiling module primitive_computation_convert_element_type.3",
+        "********************************",
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+def test_stall_report_at_the_end_is_a_wait_not_healthy() -> None:
+    judge = _judge_lines([*PROGRESS, "[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more "
+                          "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+                          "waiting for remainder of ranks for more than 60 seconds."])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMM_TIMEOUT_TRANSIENT and v.action is Action.WAIT
+
+
+def test_wrapper_error_takes_the_cause_of_the_earlier_error_of_its_process() -> None:
+    """A build step's non-zero exit states no cause; the toolchain's refusal before it does."""
+    judge = _judge_lines(["nvcc fatal   : Unsupported gpu architecture 'compute_89'",
+                          "ninja: build stopped: subcommand failed.",
+                          "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1."])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.CONFIG_ERROR and v.action is Action.STOP
+
+
+
+def test_launcher_error_takes_the_cause_of_the_panic_before_it() -> None:
+    """A launcher's "crashed" states no cause; the panic it follows says the device ran out of memory."""
+    judge = _judge_lines([
+        "thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)'",
+        "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed",
+        "Error: WebserverFailed",
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.OOM
+
+
+def test_launcher_error_after_a_causeless_panic_stays_a_crash() -> None:
+    judge = _judge_lines(["thread 'main' panicked at src/main.rs:12:5:",
+                          "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed"])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
+
+
+def test_wrapper_error_does_not_borrow_another_ranks_cause() -> None:
+    """Rank 1's refusal (which it went on from) is not the cause of rank 0's build-step exit."""
+    t0 = 1000.0
+    judge = Judge(KB, JudgeSettings(), t0)
+    judge.observe_lines([
+        LogLine(RankKey("n0", 1), "nvcc fatal   : Unsupported gpu architecture 'compute_89'", t0, t0, "rank-1.log", 1),
+        LogLine(RankKey("n0", 1), "step 1 loss 2.0 step_time 0.5s", t0 + 1, t0 + 1, "rank-1.log", 2),
+        LogLine(RankKey("n0", 0), "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+                t0 + 2, t0 + 2, "rank-0.log", 1),
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.culprit == RankKey("n0", 0)
+    assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
