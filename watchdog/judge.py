@@ -286,6 +286,8 @@ class RankState:
     compile_open_line: Evidence | None = None
     last_compile_beat: float | None = None
     last_compiler_line: float | None = None  # the compiler's own words (a compile beat other than a dot)
+    compiles_started: int = 0  # compile start lines seen (parallel graph compiles print one each)
+    compiles_ended: int = 0  # compile end lines seen (one PASS per graph)
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
     last_wait: float | None = None
@@ -313,11 +315,20 @@ class RankState:
 
     def compile_opened(self) -> bool:
         """Is a compile open that the compiler itself shows: the wrapper's command line without its
-        end, the compiler's own line since the last compile ended, or a compiler process alive?"""
+        end, the compiler's own line since the last compile ended, a compiler process alive, or
+        compiles that the starts and ``PASS`` lines seen do not close? Parallel graph compiles print
+        a start per graph and one ``PASS`` per graph as each ends, dots meanwhile; more ``PASS``
+        lines than starts mean the starts came before what was read (a log cut at its top), so the
+        dots count until the rank's next progress."""
         if self.compile_open is not None or self.compiler_cpu:
             return True
-        return self.last_compiler_line is not None and (
-            self.last_compile_end is None or self.last_compiler_line > self.last_compile_end)
+        if self.last_compiler_line is not None and (
+                self.last_compile_end is None or self.last_compiler_line > self.last_compile_end):
+            return True
+        if self.compiles_started == self.compiles_ended:
+            return False
+        said = self.last_compile_end if self.last_compile_end is not None else self.last_compiler_line
+        return said is not None and (self.last_progress is None or said >= self.last_progress)
 
     def compiling(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
         """Is there live evidence that this rank is compiling (or waiting on a live compile) at ``now``?
@@ -667,6 +678,7 @@ class Judge:
             else:
                 self._stepped(line.mono)
         elif effect is Effect.COMPILE_START:
+            st.compiles_started += 1
             if st.compile_open is None:
                 st.compile_open, st.compile_open_line = line.mono, ev
                 self._may_compile[st.key] = st
@@ -677,6 +689,7 @@ class Judge:
                     st.last_recompile_line = ev
                     self._recompilers[st.key] = st
         elif effect is Effect.COMPILE_END:
+            st.compiles_ended += 1
             if st.compile_open is not None:
                 st.compile_seconds += line.mono - st.compile_open
             st.compile_open, st.compile_open_line = None, None

@@ -92,3 +92,21 @@ def test_a_batch_compacted_keeps_the_compiler_line_the_dots_beat_for() -> None:
     for j in (one_by_one, batched):
         assert j.ranks[RankKey(NODE, 0)].last_compile_beat == 14.0
         assert j.verdict(15.0).label is Label.COMPILING
+
+
+def test_dots_after_more_passes_than_starts_beat_for_compiles_begun_before_the_log_was_read() -> None:
+    """Parallel graph compiles (aws-neuron-sdk#819, a log cut at its top): starts and PASS lines of
+    several graphs interleave, and the dots after the last PASS beat for a graph still compiling."""
+    j = judge()
+    two_ranks_at_step_8(j)
+    j.observe_line(line(0, CALL, 11.0))
+    for t in (12.0, 13.0):
+        j.observe_line(line(0, "Compiler status PASS", t))  # two ends for one start seen
+    for t in range(20, 100, 10):
+        j.observe_line(line(0, ".", float(t)))
+    assert j.verdict(100.0).label is Label.COMPILING
+    j.observe_line(line(0, "step 9 loss 0.4", 101.0))  # progress: the rank's dots are output again
+    for t in range(110, 300, 10):
+        j.observe_line(line(0, ".", float(t)))
+    assert j.ranks[RankKey(NODE, 0)].last_compile_beat == 90.0  # none of these dots was a beat
+    assert j.verdict(300.0).label is Label.COLLECTIVE_HANG  # past the last beat's window
