@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.mqtt",
     "tests.fixtures.slurm",
+    "tests.fixtures.disk",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -12,37 +12,12 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from neuron_watch import evidence, report
 from neuron_watch.iofaults import AppendFile, IOHealth
-from tests.conftest import IN_CI
-
-
-def _need_root() -> None:
-    if os.geteuid() != 0:
-        if IN_CI:
-            pytest.fail("the full-disk tests mount a tmpfs: CI runs them as root")
-        pytest.skip("mounting a tmpfs needs root")
-
-
-pytestmark = pytest.mark.process
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 16 MiB tmpfs mounted for this test (unmounted afterwards)."""
-    _need_root()
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(disk: Path) -> Path:

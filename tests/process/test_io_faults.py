@@ -16,12 +16,11 @@ import json
 import os
 import select
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, require_binary
+from tests.conftest import require_binary
 from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, run_to_end, started
 from tests.fixtures.wait import wait_for, within
 
@@ -30,28 +29,6 @@ POLL = 0.2  # how often a wait looks; the disk-full window depends on it
 pytestmark = pytest.mark.process
 
 RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
-
-
-def _need_root() -> None:
-    if os.geteuid() != 0:
-        if IN_CI:
-            pytest.fail("the disk-fault tests mount a tmpfs: CI runs them as root")
-        pytest.skip("mounting a tmpfs needs root")
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 16 MiB tmpfs mounted for this test (unmounted, immutable flags cleared, afterwards)."""
-    _need_root()
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        chattr = require_binary("chattr")
-        subprocess.run([chattr, "-R", "-i", str(mnt)], check=False, capture_output=True)
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(disk: Path) -> Path:
