@@ -147,8 +147,12 @@ def refusal(argv: list[str]) -> str | None:
     import is paid: a refusal is a configuration error, never a crash to restart."""
     from torch.distributed.run import config_from_args  # type: ignore[import-not-found,unused-ignore]
 
+    args = get_args_parser().parse_args(argv)
+    # torchrun's default logs spec creates its log dir as it is built: a check must write nothing
+    # (the run's own torchrun creates it when it starts); os.devnull is the spec's "no directory"
+    args.log_dir = os.devnull
     try:
-        config_from_args(get_args_parser().parse_args(argv))
+        config_from_args(args)
     except Exception as exc:  # whatever torchrun's check raises is its refusal
         return f"{type(exc).__name__}: {exc}"
     return None

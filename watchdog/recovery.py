@@ -394,7 +394,11 @@ class Recovery:
                          interrupted_by: int | None = None) -> list[Command]:
         """The incident's final verdict (its culprit refined by the evidence), its manifest and its
         ``incident`` event. ``interrupted_by``: the signal that cut the capture short."""
-        verdict = culprit_from_evidence(self.pending, {k: v for k, v in reports.items() if v is not None})
+        verdict = self.pending
+        # A signal that cut the capture short reached the ranks too, so a rank read as gone or
+        # stopped may be the signal's work, not the hang's: the culprit the judge named stays.
+        if interrupted_by is None or verdict.culprit is None:
+            verdict = culprit_from_evidence(verdict, {k: v for k, v in reports.items() if v is not None})
         self.pending = verdict
         self._last_label = verdict.label
         culprit = None if verdict.culprit is None else {"node": verdict.culprit.node, "rank": verdict.culprit.rank}
