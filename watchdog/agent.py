@@ -939,9 +939,10 @@ class NodeAgent:
                     if on == len(gen.worker_pids) or on == 1:  # once at the first, once when all answer
                         log.info("liveness: flight recorder on %d of %d rank(s) of this node", on,
                                  len(gen.worker_pids))
-        if problems and len(gen.probe_said) >= len(gen.worker_pids):
+        if problems and len(gen.probe_said) >= len(gen.worker_pids) and not gen.finishing and gen.exit_code is None:
             # one line for the node (32 or 64 ranks say the same at start-up), once every rank was read
-            # and again only when what they say changes
+            # and again only when what they say changes; not once ranks are ending (their servers
+            # go with them: "no answer" is their exit, told by its own lines)
             line = probe_summary(gen.probe_said, len(gen.worker_pids))
             if line != gen.probe_line:
                 gen.probe_line = line
