@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from neuron_watch.cloudwatch import check_namespace
 from neuron_watch.errors import ConfigError
 from neuron_watch.redact import mask_urls, mask_value, shown_url
 
@@ -191,6 +192,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metrics", _host_port, None,
            "serve the job's metrics for Prometheus at http://HOST:PORT/metrics (where the coordinator runs)",
            "HOST:PORT"),
+    Option("--cloudwatch", check_namespace, None,
+           "send the job's metrics to CloudWatch (PutMetricData) in this namespace, with the AWS credential "
+           "chain and region; another endpoint from AWS_ENDPOINT_URL_CLOUDWATCH or AWS_ENDPOINT_URL "
+           "(where the coordinator runs)", "NAMESPACE"),
+    Option("--cloudwatch-interval", _seconds, 60.0,
+           "seconds between two sends to CloudWatch (also at once after an incident, a restart and the end); "
+           "under 60 s they are stored at one-second (high) resolution", "SECONDS"),
     Option("--drain-state", str, None,
            "srun: file on shared storage remembering the nodes neuron-watch drained (excluded by later jobs "
            "until resumed); default: remembered only for this job", "FILE"),
@@ -235,6 +243,8 @@ class WatchConfig:
     mqtt: str | None = None
     notify: str | None = None
     metrics: str | None = None
+    cloudwatch: str | None = None
+    cloudwatch_interval: float = 60.0
     drain_state: str | None = None
     drain_per_job: int = 2
     drain_per_hour: int = 4

@@ -69,16 +69,16 @@ def to_prometheus(f: Family) -> Metric:
     return m
 
 
-class MetricsSink:
-    """An event sink and status listener that serves the job's metrics on ``address`` (HOST:PORT).
+class MetricsFold:
+    """The job's events and status documents folded into :class:`~neuron_watch.metrics.JobMetrics`
+    for a reader in another thread (a scrape here, a CloudWatch publish in ``cloudwatch_put.py``).
 
-    Raises:
-        OSError: the address cannot be bound (in use, not this host's).
-    """
+    ``emit`` and ``status`` run in the coordinator's loop and hold the lock only for the fold;
+    :meth:`families` does the costly parts (goodput over every kept event, the per-rank pass)
+    outside it. ``name`` is the option that owns it, for its warnings."""
 
-    def __init__(self, address: str, job_id: str, wall: Callable[[], float] = time.time) -> None:
-        host, _, port = address.rpartition(":")
-        self.address = address
+    def __init__(self, job_id: str, name: str, wall: Callable[[], float] = time.time) -> None:
+        self.name = name
         self._wall = wall
         self._lock = threading.Lock()
         self._metrics = JobMetrics(job_id, RANK_STATES)
@@ -87,10 +87,6 @@ class MetricsSink:
         self._goodput_every = GOODPUT_EVERY
         self.goodput_failures = 0
         self.status_failures = 0
-        registry = CollectorRegistry()
-        registry.register(_Collector(self))
-        self._server, self._thread = start_http_server(int(port), host, registry)
-        self.port: int = self._server.server_port
 
     def emit(self, event: dict[str, Any]) -> None:
         with self._lock:
@@ -107,10 +103,10 @@ class MetricsSink:
         except Exception as exc:
             self.status_failures += 1
             if self.status_failures == 1:  # once: it would repeat every second
-                log.warning("--metrics: a status document could not be read: %r", exc)
+                log.warning("%s: a status document could not be read: %r", self.name, exc)
 
     def families(self) -> list[Family]:
-        """What a scrape shows now (called in the HTTP server's thread)."""
+        """Every metric now (called in the reader's thread)."""
         now = self._wall()
         if now - self._goodput_at >= self._goodput_every:
             self._goodput_at = now
@@ -122,7 +118,7 @@ class MetricsSink:
                 self._goodput_every = max(GOODPUT_EVERY, (time.perf_counter() - spent) / GOODPUT_SHARE)
             except Exception as exc:  # a figure, never a reason to fail a scrape
                 self.goodput_failures += 1
-                log.warning("goodput figures for --metrics failed: %s", exc)
+                log.warning("goodput figures for %s failed: %s", self.name, exc)
                 figures = None
             with self._lock:
                 self._metrics.set_goodput(figures)
@@ -134,6 +130,23 @@ class MetricsSink:
                 self._metrics.set_rank_figures(ranks, folded)
         with self._lock:
             return self._metrics.families(now)
+
+
+class MetricsSink(MetricsFold):
+    """An event sink and status listener that serves the job's metrics on ``address`` (HOST:PORT).
+
+    Raises:
+        OSError: the address cannot be bound (in use, not this host's).
+    """
+
+    def __init__(self, address: str, job_id: str, wall: Callable[[], float] = time.time) -> None:
+        super().__init__(job_id, "--metrics", wall)
+        host, _, port = address.rpartition(":")
+        self.address = address
+        registry = CollectorRegistry()
+        registry.register(_Collector(self))
+        self._server, self._thread = start_http_server(int(port), host, registry)
+        self.port: int = self._server.server_port
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop serving: the listening socket is closed when this returns."""

@@ -15,7 +15,7 @@ Each of those modules knows how it launches ranks; everything else comes from he
   one place or one name);
 * what the ranks get (:func:`rank_environment`);
 * the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
-  (events.jsonl, MQTT, console, Prometheus metrics) and status line (:func:`build_coordinator`);
+  (events.jsonl, MQTT, console, Prometheus and CloudWatch metrics) and status line (:func:`build_coordinator`);
 * the **agent** with its artifact storage (:func:`build_agent`);
 * the loops (:func:`run_node_loop`, :func:`serve_coordinator`) and the signal latch.
 
@@ -209,6 +209,21 @@ def attach_metrics(coord: Coordinator, address: str) -> None:
     coord.status_listeners.append(sink.status)
 
 
+def attach_cloudwatch(coord: Coordinator, namespace: str, interval: float, env: Mapping[str, str] = os.environ) -> None:
+    """``--cloudwatch``: the coordinator's events and status documents sent to CloudWatch from a
+    thread of the sink's, until the coordinator closes its event log. Failures are said from the
+    loop (a ``warning`` event) and cost only the metrics."""
+    from neuron_watch.cloudwatch_put import CloudWatchSink
+
+    def warn(**fields: Any) -> None:
+        coord.events.emit(EventKind.WARNING, coord.generation, **fields)
+
+    sink = CloudWatchSink(namespace, coord.job, env, interval=interval, warn=warn)
+    log.info("metrics to CloudWatch: namespace %s at %s, every %gs", namespace, sink.where, interval)
+    coord.events.attach(sink)
+    coord.status_listeners.append(sink.status)
+
+
 def artifact_storage(config: WatchConfig, run_dir: str, env: Mapping[str, str] = os.environ) -> Storage | None:
     """Where a node uploads its bundles; None when they stay where they are captured (the default)."""
     if not config.artifacts:
@@ -328,6 +343,8 @@ def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir:
     attach_sinks(coord.events, config, job_id, status_line)
     if config.metrics:
         attach_metrics(coord, config.metrics)
+    if config.cloudwatch:
+        attach_cloudwatch(coord, config.cloudwatch, config.cloudwatch_interval)
     if status_line is not None:
         coord.status_listeners.append(status_line.update)
     return coord
