@@ -1,7 +1,9 @@
-"""``--metrics`` and ``--notify`` on a real job: torchrun with 4 CPU ranks that compile, hang, are
-restarted and finish, scraped over HTTP while they run, and by a real Prometheus server (Debian's
-``prometheus``) whose HTTP API answers PromQL over what it scraped; a webhook on loopback receives
-the run's messages. A webhook that is down costs the job nothing."""
+"""``--metrics``, ``--cloudwatch`` and ``--notify`` on a real job: torchrun with 4 CPU ranks that
+compile, hang, are restarted and finish, scraped over HTTP while they run, and by a real Prometheus
+server (Debian's ``prometheus``) whose HTTP API answers PromQL over what it scraped; the same
+figures sent to moto's CloudWatch (the server the S3 tests start) and read back with ListMetrics and
+GetMetricData; a webhook on loopback receives the run's messages. A webhook and a CloudWatch
+endpoint that are down cost the job nothing and are said."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import IN_CI, require_binary
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, kill_group, named, pids_with_env
+from tests.fixtures.s3 import S3Endpoint
+from tests.integration.test_cloudwatch import cloudwatch, listed, series
 from tests.integration.test_notify import receiver
 
 pytestmark = pytest.mark.process
@@ -86,12 +91,15 @@ def promql(port: int, query: str) -> list[dict[str, Any]]:
     return result
 
 
-def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, toy_env: dict[str, str]) -> None:
+def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, toy_env: dict[str, str],
+                                                                s3_moto: S3Endpoint) -> None:
     have_prometheus = IN_CI or any(os.access(f"{d}/prometheus", os.X_OK) for d in ("/usr/bin", "/usr/local/bin"))
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     port = free_port()
+    namespace = f"NW-{os.urandom(3).hex()}"
+    toy_env = dict(toy_env, **s3_moto.env())
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt), "--hang-timeout", "8",
-            "--no-prewarm", "--metrics", f"127.0.0.1:{port}",
+            "--no-prewarm", "--metrics", f"127.0.0.1:{port}", "--cloudwatch", namespace, "--cloudwatch-interval", "2",
             "torchrun", "--nproc_per_node", "4", TOY, "--checkpoint-dir", str(ckpt), "--steps", "20",
             "--step-time", "0.3", "--checkpoint-every", "5", "--compile-at", "2", "--compile-rank", "0",
             "--compile-seconds", "5", "--hang-at", "8", "--hang-rank", "2"]
@@ -157,15 +165,37 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     assert [(b["event"], b.get("label"), b.get("state")) for b in hook.bodies] == [
         ("incident", "collective_hang", None), ("job_finished", None, "finished")]
     assert hook.bodies[0]["culprit"]["rank"] == 2 and hook.bodies[0]["text"].startswith("neuron-watch job ")
+    # the same run in CloudWatch, read back from moto
+    job_id = next(e["job_id"] for e in evs if e["event"] == "job_started")
+    cw = cloudwatch(s3_moto)
+    names = listed(cw, namespace)
+    assert ("Restarts", (("JobId", job_id), ("Label", "collective_hang"))) in names, sorted(names)
+    assert all(dict(d).get("JobId") == job_id for _, d in names)
+    start, end = evs[0]["time"], evs[-1]["time"]
+    t0, t1 = (datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (start, end))
+    dims = [{"Name": "JobId", "Value": job_id}]
+    cw_restarts = [v for _, v in series(cw, namespace, "Restarts", dims, t0, t1)]
+    assert cw_restarts[0] == 0 and cw_restarts[-1] == 1, cw_restarts  # the total rose ...
+    hang = series(cw, namespace, "Restarts", [*dims, {"Name": "Label", "Value": "collective_hang"}], t0, t1)
+    assert hang and hang[-1][1] == 1, hang  # ... under the hang's label
+    gens = dict(series(cw, namespace, "Generation", dims, t0, t1))
+    cw_steps = [v for t, v in series(cw, namespace, "LastStep", dims, t0, t1) if gens.get(t) == 1]
+    assert cw_steps and max(cw_steps) > 8, (cw_steps, gens)  # the step continued past the hang after the restart
+    assert f"--cloudwatch {namespace} at {s3_moto.url}: " in console and "request(s) failed" not in console
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-def test_a_webhook_that_is_down_costs_the_job_nothing_and_is_reported(tmp_path: Path,
-                                                                      toy_env: dict[str, str]) -> None:
+def test_a_webhook_and_cloudwatch_that_are_down_cost_the_job_nothing_and_are_reported(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     dead = free_port()  # nothing listens there
+    secret = "cw-s3cret-not-real"
+    toy_env = dict(toy_env, AWS_ENDPOINT_URL_CLOUDWATCH=f"http://127.0.0.1:{dead}", AWS_ACCESS_KEY_ID="AKIATEST",
+                   AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+                   AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--no-prewarm", "--notify",
-            f"http://127.0.0.1:{dead}/hooks/T0/s3cret", "torchrun", "--nproc_per_node", "2", TOY,
+            f"http://127.0.0.1:{dead}/hooks/T0/s3cret", "--cloudwatch", "NW-down", "torchrun", "--nproc_per_node",
+            "2", TOY,
             "--checkpoint-dir", str(ckpt), "--steps", "6"]
     out_path = tmp_path / "console.log"
     with out_path.open("w") as out:
@@ -181,4 +211,9 @@ def test_a_webhook_that_is_down_costs_the_job_nothing_and_is_reported(tmp_path: 
     assert named(events(run_dir), "job_finished")[0]["exit_code"] == 0
     assert f"notify http://127.0.0.1:{dead}/...: 0 message(s) sent, 1 failed" in console, console[-3000:]
     assert "s3cret" not in console and "s3cret" not in (run_dir / "events.jsonl").read_text()
+    # CloudWatch: the failures said on the console, as they happen and at the end, and as an event
+    assert "--cloudwatch NW-down: 1 request(s) failed" in console and "cannot reach CloudWatch" in console
+    assert f"--cloudwatch NW-down at http://127.0.0.1:{dead}: 0 value(s) sent in 0 request(s)" in console
+    (warned, *_) = [e for e in events(run_dir) if e["event"] == "warning" and e.get("kind") == "cloudwatch_failed"]
+    assert warned["failed_requests"] >= 1 and warned["namespace"] == "NW-down"
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []

@@ -135,3 +135,10 @@ def test_the_mapping_is_pure() -> None:
     assert not sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
     siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.")}
     assert siblings <= {*PURE, "metrics"}, siblings - set(PURE)  # metrics.py's own purity: test_metrics.py
+
+
+def test_docs_name_every_cloudwatch_metric_with_its_unit() -> None:
+    readme = (WATCHDOG.parent / "README.md").read_text()
+    section = readme[readme.index("## Metrics for CloudWatch"):]
+    missing = [f.name for f in FIGURES.values() if f"| `{f.name}` | {f.unit} |" not in section]
+    assert not missing, f"README's CloudWatch table lacks {missing}"
