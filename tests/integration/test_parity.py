@@ -9,7 +9,8 @@ Rows, each a real job with a hang, its capture, a restart and the finish:
 
 Columns, checked for every row by :func:`check_every_column`: the incident's bundle of every node
 whole in S3 (``rclone serve s3``, which checks signatures), every event of ``events.jsonl`` on a
-real mosquitto in order, ``neuron-watch status``, ``neuron-watch report``, ``timeline.json``.
+real mosquitto in order, ``neuron-watch status``, ``neuron-watch report``, ``timeline.json``, the
+job's metrics in CloudWatch (moto's server, ``AWS_ENDPOINT_URL_CLOUDWATCH``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import secrets
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from tests.fixtures.mqtt import Mosquitto, MqttRecorder
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, kill_group, named, started
 from tests.fixtures.s3 import S3Endpoint
 from tests.fixtures.slurm import SlurmCluster
+from tests.integration.test_cloudwatch import cloudwatch, listed, series
 from tests.integration.test_srun import submitted
 from tests.process.test_multinode import job, out, wait_all
 
@@ -41,8 +44,8 @@ HANG_ONE_NODE = ["--steps", "14", "--hang-at", "8", "--hang-rank", "1"]
 
 
 def check_every_column(run_dir: Path, nodes: list[str], s3: Any, bucket: str, prefix: str, rec: MqttRecorder,
-                       topic: str) -> None:
-    """The five columns for one row. ``run_dir``: the coordinator's run dir; ``nodes``: the nodes
+                       topic: str, cw: Any, namespace: str, cluster: str | None = None) -> None:
+    """The six columns for one row. ``run_dir``: the coordinator's run dir; ``nodes``: the nodes
     whose bundles must be in S3."""
     evs = events(run_dir)
     finished = named(evs, "job_finished")
@@ -77,26 +80,38 @@ def check_every_column(run_dir: Path, nodes: list[str], s3: Any, bucket: str, pr
     # 5. timeline.json (Chrome trace): the incident is on it
     trace = json.loads((run_dir / "timeline.json").read_text())
     assert any("incident" in str(e.get("name", "")).lower() for e in trace["traceEvents"]), trace["traceEvents"][:5]
+    # 6. CloudWatch: the restart under the hang's label, with the job's dimensions (and Slurm's cluster)
+    job = [("JobId", job_id), *([("Cluster", cluster)] if cluster else [])]
+    names = listed(cw, namespace)
+    hang = tuple(sorted([*job, ("Label", "collective_hang")]))
+    assert ("Restarts", hang) in names and ("ExitCode", tuple(sorted(job))) in names, sorted(names)
+    # in the order sent: moto matches a query's dimensions in order (CloudWatch does not)
+    dims = [{"Name": k, "Value": v} for k, v in [*job, ("Label", "collective_hang")]]
+    start, end = (datetime.fromisoformat(evs[i]["time"].replace("Z", "+00:00")).timestamp() for i in (0, -1))
+    assert [v for _, v in series(cw, namespace, "Restarts", dims, start, end)][-1] == 1
 
 
 @pytest.fixture
-def parts(s3_rclone: S3Endpoint, mqtt_broker: Mosquitto, mqtt_recorder: Any) -> dict[str, Any]:
+def parts(s3_rclone: S3Endpoint, s3_moto: S3Endpoint, mqtt_broker: Mosquitto, mqtt_recorder: Any) -> dict[str, Any]:
     bucket = f"parity-{secrets.token_hex(3)}"
     s3 = s3_rclone.client()
     s3.create_bucket(Bucket=bucket)
     topic = f"nwparity{secrets.token_hex(2)}"
-    return {"s3": s3, "bucket": bucket, "env": s3_rclone.env(), "rec": mqtt_recorder(mqtt_broker, f"{topic}/#"),
+    # S3 is rclone's (it checks signatures); CloudWatch moto's, which takes any key
+    env = dict(s3_rclone.env(), AWS_ENDPOINT_URL_CLOUDWATCH=s3_moto.url)
+    return {"s3": s3, "bucket": bucket, "env": env, "rec": mqtt_recorder(mqtt_broker, f"{topic}/#"),
             "topic": topic, "mqtt": mqtt_broker.url.rsplit("/", 1)[0] + "/" + topic,
-            "artifacts": f"s3://{bucket}/team"}
+            "artifacts": f"s3://{bucket}/team", "cw": cloudwatch(s3_moto), "namespace": f"NW-{topic}"}
 
 
 @pytest.mark.parametrize("row", ROWS)
 def test_every_entry_point_gets_every_feature(row: str, tmp_path: Path, toy_env: dict[str, str],
                                               parts: dict[str, Any], request: pytest.FixtureRequest) -> None:
-    watch = ["--hang-timeout", "8", "--mqtt", parts["mqtt"], "--artifacts", parts["artifacts"]]
+    cloud = ["--cloudwatch", parts["namespace"]]
+    watch = ["--hang-timeout", "8", "--mqtt", parts["mqtt"], "--artifacts", parts["artifacts"], *cloud]
     env = dict(toy_env, **parts["env"])
     check = {"s3": parts["s3"], "bucket": parts["bucket"], "prefix": "team", "rec": parts["rec"],
-             "topic": parts["topic"]}
+             "topic": parts["topic"], "cw": parts["cw"], "namespace": parts["namespace"]}
     if row == "torchrun-1-node":
         run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
         argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt), *watch,
@@ -116,10 +131,10 @@ def test_every_entry_point_gets_every_feature(row: str, tmp_path: Path, toy_env:
     elif row == "srun":
         cluster: SlurmCluster = request.getfixturevalue("slurm_cluster")
         with submitted(cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                       ["--hang-timeout", "20", "--mqtt", parts["mqtt"], "--artifacts", parts["artifacts"]],
+                       ["--hang-timeout", "20", "--mqtt", parts["mqtt"], "--artifacts", parts["artifacts"], *cloud],
                        env=parts["env"]) as sjob:
             assert sjob.wait() == "COMPLETED", sjob.explain()
-            check_every_column(sjob.run_dir, ["n1", "n2"], **check)
+            check_every_column(sjob.run_dir, ["n1", "n2"], **check, cluster="nwtest")  # its ClusterName
             sjob.assert_nothing_survives()
     else:
         port, job_id = free_port(), f"par-{secrets.token_hex(3)}"
