@@ -1,13 +1,16 @@
 """``--cloudwatch``: the sink against moto's server (the one the S3 tests start), read back with
 ListMetrics and GetMetricData; a request that fails (moto behind a proxy that answers 503) is sent
 again with the next publish; an endpoint that is down is counted, warned from the loop's side once,
-and said at the end, without a credential."""
+and said at the end, without a credential; one that never answers holds neither the loop's calls
+nor the exit."""
 
 from __future__ import annotations
 
 import logging
 import os
 import secrets
+import select
+import socket
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -171,3 +174,29 @@ def test_an_endpoint_that_is_down_is_counted_warned_from_the_loop_and_said_at_th
     end = [r.getMessage() for r in caplog.records if r.getMessage().startswith("--cloudwatch NW-down")]
     assert end and "0 value(s) sent in 0 request(s)" in end[-1] and "dropped" in end[-1], end
     assert secret not in caplog.text and secret not in repr(warned)
+
+
+def test_an_endpoint_that_never_answers_holds_neither_the_loop_nor_the_exit(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog.set_level(logging.INFO, logger="neuron_watch")
+    with socket.socket() as silent:  # takes connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        env = aws_env(monkeypatch, {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                    "AWS_ACCESS_KEY_ID": "AKIATESTKEY", "AWS_SECRET_ACCESS_KEY": "not-a-secret",
+                                    "AWS_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
+                                    "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true"})
+        sink = CloudWatchSink("NW-silent", "job-10", env, interval=3600)
+        try:
+            wait_for("the first request to connect", lambda: select.select([silent], [], [], 0.1)[0], within(60))
+            # the loop's side while the request hangs: each call returns (a lock held by I/O would stall it)
+            for i in range(50):
+                sink.emit(ev(i, "progress", 0, step=i))
+                sink.status(doc(i, 0, [i], ["progressing"]))
+            sink.emit(ev(60, "job_finished", 0, state="finished", exit_code=0))
+            assert sink.requests == 0 and sink.failed == 0  # still waiting for its answer
+        finally:
+            sink.close(timeout=0.5)
+    assert sink.unsent > 0
+    end = [r.getMessage() for r in caplog.records if r.getMessage().startswith("--cloudwatch NW-silent")]
+    assert end and "unsent at exit (a request was still under way)" in end[-1], end

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.procs import free_port
+from tests.fixtures.s3 import S3Endpoint
+from tests.integration.test_cloudwatch import cloudwatch, listed
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "examples" / "sagemaker" / "entry.py"
@@ -67,15 +69,18 @@ def test_bad_environment_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.process
-def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path) -> None:
+def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path, s3_moto: S3Endpoint) -> None:
     port = str(29000 + os.getpid() % 900)
     coordinator_port = free_port()
+    training_job = f"toy-{os.urandom(3).hex()}"  # SageMaker's TRAINING_JOB_NAME: the job's id on every host
+    namespace = f"NW-sm-{training_job}"
     procs = []
     for host in ("algo-1", "algo-2"):
         env = sm_env(tmp_path, ["algo-1", "algo-2"], host, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                      NEURON_WATCH_SECRET="e" * 32,  # the estimator's environment (launch_estimator.py)
                      # not this host's default port 29510, which a test running at the same time may hold
-                     NEURON_WATCH_COORDINATOR=f"127.0.0.1:{coordinator_port}")
+                     NEURON_WATCH_COORDINATOR=f"127.0.0.1:{coordinator_port}",
+                     TRAINING_JOB_NAME=training_job, NEURON_WATCH_CLOUDWATCH=namespace, **s3_moto.env())
         log = open(tmp_path / f"{host}.log", "wb")  # noqa: SIM115 - closed below
         procs.append((subprocess.Popen([sys.executable, str(ENTRY), "--steps", "4", "--checkpoint-every", "2",
                                         "--step-time", "0.01"], env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -98,3 +103,7 @@ def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path) -> None:
     for p, _ in procs:  # nothing of either host survives
         with pytest.raises(ProcessLookupError):
             os.killpg(p.pid, 0)
+    # --cloudwatch reached the coordinator (algo-1's) through the entry point, named by the training job
+    names = listed(cloudwatch(s3_moto), namespace)
+    assert ("ExitCode", (("JobId", training_job),)) in names, sorted(names)
+    assert ("Nodes", (("JobId", training_job), ("State", "observed"))) in names
