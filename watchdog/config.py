@@ -43,6 +43,14 @@ def _seconds_or_zero(text: str) -> float:
     return _seconds(text, allow_zero=True)
 
 
+def _send_interval(text: str) -> float:
+    """Seconds between two sends to CloudWatch: at least 1 (its finest resolution)."""
+    value = _seconds(text)
+    if value < 1:
+        raise ValueError(f"{text!r} is under a second, CloudWatch's finest resolution (use 1 or more, e.g. 60)")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -196,7 +204,7 @@ OPTIONS: tuple[Option, ...] = (
            "send the job's metrics to CloudWatch (PutMetricData) in this namespace, with the AWS credential "
            "chain and region; another endpoint from AWS_ENDPOINT_URL_CLOUDWATCH or AWS_ENDPOINT_URL "
            "(where the coordinator runs)", "NAMESPACE"),
-    Option("--cloudwatch-interval", _seconds, 60.0,
+    Option("--cloudwatch-interval", _send_interval, 60.0,
            "seconds between two sends to CloudWatch (also at once after an incident, a restart and the end); "
            "under 60 s they are stored at one-second (high) resolution", "SECONDS"),
     Option("--drain-state", str, None,

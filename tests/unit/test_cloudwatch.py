@@ -22,6 +22,8 @@ from neuron_watch.cloudwatch import (
     dimensions,
     metric_data,
 )
+from neuron_watch.config import load_config
+from neuron_watch.errors import ConfigError
 from neuron_watch.metrics import PREFIX, Family, JobMetrics, Sample
 from neuron_watch.status import RANK_STATES
 from tests.unit.test_layering import FORBIDDEN, PURE, WATCHDOG, _imports
@@ -131,10 +133,20 @@ def test_a_namespace_is_checked_with_the_next_step() -> None:
 
 
 def test_the_mapping_is_pure() -> None:
+    assert {"cloudwatch", "metrics"} <= set(PURE)  # test_layering.py parses their imports
     imports = _imports(WATCHDOG / "cloudwatch.py")
     assert not sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
-    siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.")}
-    assert siblings <= {*PURE, "metrics"}, siblings - set(PURE)  # metrics.py's own purity: test_metrics.py
+    assert "boto3" not in {n.split(".")[0] for n in imports} and "botocore" not in {n.split(".")[0] for n in imports}
+
+
+def test_the_options_are_checked_where_they_are_read() -> None:
+    cfg = load_config({"cloudwatch": "NeuronWatch"}, {"NEURON_WATCH_CLOUDWATCH_INTERVAL": "15s"})
+    assert (cfg.cloudwatch, cfg.cloudwatch_interval) == ("NeuronWatch", 15.0)
+    assert load_config({}, {}).cloudwatch_interval == 60.0
+    with pytest.raises(ConfigError, match=r"--cloudwatch.*Amazon's own"):
+        load_config({"cloudwatch": "AWS/Neuron"}, {})
+    with pytest.raises(ConfigError, match=r"NEURON_WATCH_CLOUDWATCH_INTERVAL.*under a second"):
+        load_config({}, {"NEURON_WATCH_CLOUDWATCH_INTERVAL": "0.5"})
 
 
 def test_docs_name_every_cloudwatch_metric_with_its_unit() -> None:
