@@ -24,7 +24,7 @@ only, never a credential.
 Why ``PutMetricData`` and not the embedded metric format (EMF) in a log group: EMF needs a log group
 and stream to write to and CloudWatch Logs to extract the metrics, which only AWS does (moto stores
 the log events and extracts nothing, so no test could read the metrics back); ``PutMetricData``
-needs only ``cloudwatch:PutMetricData``, and at one request a minute (~50 values) it costs no
+needs only ``cloudwatch:PutMetricData``, and at one request a minute (40 to 70 values) it costs no
 more than the log ingestion would.
 """
 

@@ -1,4 +1,5 @@
-"""``--metrics``' cost (prints figures; no pass/fail): what the coordinator's loop pays, and a scrape.
+"""``--metrics``' and ``--cloudwatch``'s cost (prints figures; no pass/fail): what the coordinator's
+loop pays, a scrape, and a CloudWatch publish's data.
 
     .venv/bin/python tests/benchmarks/bench_metrics.py [--ranks 65536] [--events 20000] [--repeat 20]
 
@@ -6,7 +7,9 @@ The loop folds each status document (about one a second; its ranks are only scan
 synced save) and each event; a scrape (in the HTTP server's thread) counts the newest document's
 ranks by state, maps the folded figures to families and renders them, and every 10 s also
 computes the goodput figures over the kept events. Printed: milliseconds per status document,
-per count of the ranks, microseconds per event, milliseconds per scrape and per goodput computation.
+per count of the ranks, microseconds per event, milliseconds per scrape and per goodput computation;
+for CloudWatch (its thread, every --cloudwatch-interval), the milliseconds to turn the families into
+``MetricData`` and cut the requests, the values and the bytes of one publish.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from neuron_watch.cloudwatch import batches, datum_bytes, dimensions, metric_data
 from neuron_watch.events import iso_utc
 from neuron_watch.goodput import compute_goodput
 from neuron_watch.metrics import JobMetrics, fold_ranks
@@ -78,6 +82,16 @@ def main() -> None:
     for _ in range(args.repeat):
         text = generate_latest(registry)
     print(f"scrape (families + text, {len(text)} bytes): {1000 * (time.perf_counter() - t) / args.repeat:.2f} ms")
+
+    dims = dimensions("bench", {"SLURM_CLUSTER_NAME": "bench-cluster"})
+    families = m.families(T0 + 2)
+    t = time.perf_counter()
+    for _ in range(args.repeat):
+        requests = list(batches(metric_data(families, dims, T0 + 2)))
+    data = [d for b in requests for d in b]
+    print(f"CloudWatch publish data ({len(data)} values, {len(requests)} request(s), "
+          f"~{sum(datum_bytes(d) for d in data)} bytes): {1000 * (time.perf_counter() - t) / args.repeat:.2f} ms "
+          "(its thread, every --cloudwatch-interval)")
 
 
 if __name__ == "__main__":
