@@ -18,7 +18,16 @@ import html
 import urllib.parse
 from collections.abc import Iterable, Sequence
 
-from neuron_watch.runview import Cause, GenerationView, IncidentView, PhaseKind, RanksView, RunView, StepPoint
+from neuron_watch.runview import (
+    Cause,
+    GenerationView,
+    IncidentView,
+    PhaseKind,
+    RanksView,
+    RunView,
+    StepPoint,
+    step_curve,
+)
 
 PHASE_COLOURS: dict[PhaseKind, str] = {
     PhaseKind.STARTUP: "#9ecae1",
@@ -140,6 +149,10 @@ def _timeline(view: RunView, axis: _Axis) -> str:
             parts.append(f'<rect class="phase" data-phase="{e(p.kind.value)}" x="{x0}" y="{y + 3}" '
                          f'width="{max(0.5, round(x1 - x0, 2))}" height="{row - 8}" fill="{PHASE_COLOURS[p.kind]}">'
                          f"<title>{e(tip)}</title></rect>")
+            label = f"{p.kind.value} {_dur(p.seconds)}"
+            if x1 - x0 > 6.5 * len(label):  # written on the bar where it fits; the tooltip always has it
+                parts.append(f'<text x="{round((x0 + x1) / 2, 2)}" y="{y + 16}" font-size="11" text-anchor="middle" '
+                             f'fill="#222" pointer-events="none">{e(label)}</text>')
         for t, step in g.checkpoints:
             x = axis.x(t)
             parts.append(f'<path d="M{x} {y + 1}l-3 -4h6z" fill="#08519c"><title>checkpoint step {step} at '
@@ -154,7 +167,7 @@ def _timeline(view: RunView, axis: _Axis) -> str:
     return "".join(parts) + f'<div class="note">{legend}; ▼ a complete checkpoint; dashed: an incident</div>'
 
 
-def _thin(points: Sequence[StepPoint], cap: int) -> list[StepPoint]:
+def _thin(points: Sequence[tuple[float, float]], cap: int) -> list[tuple[float, float]]:
     if len(points) <= cap:
         return list(points)
     stride = len(points) / cap
@@ -169,7 +182,7 @@ def _curve(view: RunView, axis: _Axis) -> str:
     top_step = max(p.step for p in view.steps) or 1
     low_step = min(0, min(p.step for p in view.steps))
 
-    def y(step: int) -> float:
+    def y(step: float) -> float:
         return round(bottom - (bottom - top) * (step - low_step) / max(top_step - low_step, 1), 2)
 
     parts = [f'<svg id="steps-svg" viewBox="0 0 {WIDTH} {h + 14}" role="img" aria-label="step across restarts">']
@@ -186,11 +199,12 @@ def _curve(view: RunView, axis: _Axis) -> str:
         by_gen.setdefault(p.generation, []).append(p)
     for i, (gen, pts) in enumerate(sorted(by_gen.items())):
         colour = GEN_COLOURS[i % len(GEN_COLOURS)]
-        shown = _thin(sorted(pts, key=lambda p: p.time), MAX_CURVE_POINTS)
-        coords = " ".join(f"{axis.x(p.time)},{y(p.step)}" for p in shown)
+        phases = next((g.phases for g in view.generations if g.number == gen), ())
+        shown = _thin(step_curve(sorted(pts, key=lambda p: p.time), phases), MAX_CURVE_POINTS)
+        coords = " ".join(f"{axis.x(t)},{y(s)}" for t, s in shown)
         parts.append(f'<polyline class="steps" data-generation="{gen}" points="{coords}" fill="none" '
                      f'stroke="{colour}" stroke-width="2"/>')
-        last = shown[-1]
+        last = max(pts, key=lambda p: p.time)
         parts.append(f'<circle cx="{axis.x(last.time)}" cy="{y(last.step)}" r="3" fill="{colour}">'
                      f"<title>generation {gen}: step {last.step} at {_utc(last.time)} UTC</title></circle>")
     parts.append("</svg>")
@@ -287,7 +301,8 @@ def _ranks(r: RanksView | None) -> str:
     head = (f'<p>{r.total} rank(s) on {len(r.nodes)} node(s), as of {e(r.as_of)} (generation {e(r.generation)}, '
             f"job {e(r.job_state)}): {chips}</p>")
     if len(r.nodes) <= RANK_CELLS_UP_TO:
-        rows = "".join(f'<tr class="node"><td>{e(n.node)}</td><td>{_strip(n.states)}</td></tr>' for n in r.nodes)
+        rows = "".join(f'<tr class="node"><td>{e(n.node)}{_named(r, n.node)}</td><td>{_strip(n.states)}</td></tr>'
+                       for n in r.nodes)
         return head + f"<table><tr><th>node</th><th>ranks</th></tr>{rows}</table>"
     per_row = 64
     cell = (WIDTH - 2) / per_row
@@ -297,19 +312,28 @@ def _ranks(r: RanksView | None) -> str:
     for i, n in enumerate(r.nodes):
         x, y = round((i % per_row) * cell, 2), round((i // per_row) * cell, 2)
         counts = ", ".join(f"{s} {k}" for s, k in n.counts)
+        ring = ' stroke="#000" stroke-width="2"' if n.node in r.culprits else ""
         grid.append(f'<rect x="{x}" y="{y}" width="{round(cell - 1, 2)}" height="{round(cell - 1, 2)}" '
-                    f'fill="{STATE_COLOURS.get(n.worst, "#bbb")}"><title>{e(n.node)}: {e(counts)}</title></rect>')
+                    f'fill="{STATE_COLOURS.get(n.worst, "#bbb")}"{ring}><title>{e(n.node)}: {e(counts)}</title></rect>')
     grid.append("</svg>")
     shown = r.outliers[:OUTLIERS_SHOWN]
     more = len(r.outliers) - len(shown)
-    rows = "".join(f'<tr class="node outlier"><td>{e(n.node)}</td><td>{e(", ".join(f"{s} {k}" for s, k in n.counts))}'
+    rows = "".join(f'<tr class="node outlier"><td>{e(n.node)}{_named(r, n.node)}</td>'
+                   f'<td>{e(", ".join(f"{s} {k}" for s, k in n.counts))}'
                    f"</td><td>{_strip(n.states, 6)}</td></tr>" for n in shown)
     tail = f'<p class="note">{more} more outlier node(s) not listed.</p>' if more > 0 else ""
-    outl = (f"<h3>Outlier nodes: a rank not {e(r.usual)} ({len(r.outliers)})</h3>"
+    outl = (f"<h3>Outlier nodes: a rank not {e(r.usual)}, or an incident's culprit ({len(r.outliers)})</h3>"
             f"<table><tr><th>node</th><th>ranks by state</th><th>ranks</th></tr>{rows}</table>{tail}"
             if r.outliers else f'<p class="note">Every rank is {e(r.usual)}.</p>')
     return (head + '<p class="note">One cell per node, coloured by its most urgent rank state '
-            "(hover for its counts).</p>" + "".join(grid) + outl)
+            "(hover for its counts); outlined: an incident's culprit.</p>" + "".join(grid) + outl)
+
+
+def _named(r: RanksView, node: str) -> str:
+    incidents = r.culprits.get(node)
+    if not incidents:
+        return ""
+    return f' <span class="bad">culprit of {", ".join(f"#{n}" for n in incidents)}</span>'
 
 
 def render(view: RunView, *, generated: str = "") -> str:

@@ -22,6 +22,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,7 @@ class IncidentView:
     label: str
     action: str
     culprit: str  # "node / rank R", or "" when none was named
+    culprit_node: str  # its node alone ("" when not known)
     culprit_source: str
     reason: str
     advice: str
@@ -120,6 +122,7 @@ class RanksView:
     usual: str  # the job's most common rank state
     nodes: tuple[NodeStrip, ...]
     outliers: tuple[NodeStrip, ...]  # nodes with a rank not in the usual state, most urgent first
+    culprits: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # node -> incidents naming it
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,7 @@ def _incidents(timed: Sequence[tuple[float, Mapping[str, Any]]]) -> list[Inciden
         if ev.get("event") != "incident":
             continue
         verdict = last_failure.get(gen, {})
+        who = ev.get("culprit") if ev.get("culprit") is not None else verdict.get("culprit")
         number = _int(ev.get("incident")) or len(out) + 1
         art = ev.get("artifacts")
         bundles: list[str] = []
@@ -362,7 +366,7 @@ def _incidents(timed: Sequence[tuple[float, Mapping[str, Any]]]) -> list[Inciden
             number=number, generation=gen, time=t,
             label=str(ev.get("label") or verdict.get("label") or ""),
             action=str(verdict.get("action") or ""),
-            culprit=culprit_text(ev.get("culprit") if ev.get("culprit") is not None else verdict.get("culprit")),
+            culprit=culprit_text(who), culprit_node=str(who.get("node") or "") if isinstance(who, Mapping) else "",
             culprit_source=str(verdict.get("culprit_source") or ""),
             reason=str(verdict.get("reason") or ""),
             advice=str(verdict.get("advice") or ""),
@@ -389,7 +393,8 @@ def _causes(gens: Sequence[GenerationView], wall: float, lost: float) -> list[Ca
     return [Cause(c.cause, round(c.seconds, 3), round(c.seconds / wall, 4) if wall > 0 else 0.0) for c in out]
 
 
-def _ranks(status: Mapping[str, Any] | None, state_order: Sequence[str], max_outliers: int) -> RanksView | None:
+def _ranks(status: Mapping[str, Any] | None, state_order: Sequence[str], max_outliers: int,
+           incidents: Sequence[IncidentView] = ()) -> RanksView | None:
     rows = status.get("ranks") if status is not None else None
     if not isinstance(rows, list) or status is None:
         return None
@@ -401,7 +406,8 @@ def _ranks(status: Mapping[str, Any] | None, state_order: Sequence[str], max_out
     per_node: dict[str, list[tuple[int, str]]] = {}
     counts: dict[str, int] = {}
     for r in rows:
-        if not isinstance(r, Mapping):
+        # rank -1 is a node's launcher (torchrun itself), not a rank of the job
+        if not isinstance(r, Mapping) or (_int(r.get("rank")) or 0) < 0:
             continue
         state = str(r.get("state") or "unobserved")
         per_node.setdefault(str(r.get("node", "?")), []).append((_int(r.get("rank")) or 0, state))
@@ -417,13 +423,18 @@ def _ranks(status: Mapping[str, Any] | None, state_order: Sequence[str], max_out
             c[s] = c.get(s, 0) + 1
         ordered = tuple(sorted(c.items(), key=lambda kv: urgency(kv[0])))
         strips.append(NodeStrip(node, states, ordered, ordered[0][0]))
-    outliers = [s for s in strips if any(st != usual for st in s.states)]
+    named: dict[str, list[int]] = {}
+    for inc in incidents:
+        if inc.culprit_node:
+            named.setdefault(inc.culprit_node, []).append(inc.number)
+    outliers = [s for s in strips if any(st != usual for st in s.states) or s.node in named]
     outliers.sort(key=lambda s: (urgency(s.worst), -sum(n for st, n in s.counts if st != usual)))
     return RanksView(
         as_of=str(status.get("updated") or ""), generation=_int(status.get("generation")),
         job_state=str(status.get("state") or ""), total=sum(counts.values()),
         counts=tuple(sorted(counts.items(), key=lambda kv: urgency(kv[0]))), usual=usual,
-        nodes=tuple(strips), outliers=tuple(outliers[:max_outliers]))
+        nodes=tuple(strips), outliers=tuple(outliers[:max_outliers]),
+        culprits={k: tuple(v) for k, v in named.items()})
 
 
 def _node_key(name: str) -> tuple[str, int, str]:
@@ -474,11 +485,40 @@ def build_view(events: Sequence[Mapping[str, Any]], figures: Mapping[str, Any],
                                    g.resumed_from, checkpoints))
     wall = end - started
     lost = _num(figures.get("lost_seconds")) or 0.0
+    incidents = tuple(_incidents(timed))
     return RunView(
         job_id=job_id, run_dir=run_dir, start=started, end=end,
         outcome=str(figures.get("outcome") or "unknown"), exit_code=_int(figures.get("exit_code")),
         restarts=max(0, len(gens) - 1), effective_ratio=_num(figures.get("effective_ratio")),
         useful_ratio=_num(figures.get("useful_ratio")), generations=tuple(gens), steps=tuple(steps),
-        incidents=tuple(_incidents(timed)), causes=tuple(_causes(gens, wall, lost)),
-        ranks=_ranks(status, state_order, max_outliers), notes=tuple(str(n) for n in figures.get("notes", [])),
+        incidents=incidents, causes=tuple(_causes(gens, wall, lost)),
+        ranks=_ranks(status, state_order, max_outliers, incidents),
+        notes=tuple(str(n) for n in figures.get("notes", [])),
         skipped_events=_int(figures.get("skipped_events")) or 0, figures=dict(figures))
+
+
+def step_curve(points: Sequence[StepPoint], phases: Sequence[Phase]) -> list[tuple[float, float]]:
+    """The step over time through ``points`` (one generation's samples, in time order) for drawing:
+    between two samples the step rises only while the generation was progressing, and holds through
+    a compile or a save in between (progress samples are sparse: a straight line would draw steps
+    made during a compile). Where no progressing phase lies between two samples, a straight line."""
+    work = [(p.start, p.end) for p in phases if p.kind in WORK]
+    out: list[tuple[float, float]] = []
+    for a, b in itertools.pairwise(points):
+        if not out:
+            out.append((a.time, float(a.step)))
+        inside = [(max(s, a.time), min(e, b.time)) for s, e in work if min(e, b.time) > max(s, a.time)]
+        total = sum(e - s for s, e in inside)
+        if total <= 0 or b.step == a.step:
+            out.append((b.time, float(b.step)))
+            continue
+        done = 0.0
+        for s, e in inside:
+            out.append((s, a.step + (b.step - a.step) * done / total))
+            done += e - s
+            out.append((e, a.step + (b.step - a.step) * done / total))
+        if inside[-1][1] < b.time:
+            out.append((b.time, float(b.step)))
+    if not out and points:
+        out.append((points[0].time, float(points[0].step)))
+    return [p for i, p in enumerate(out) if i == 0 or p != out[i - 1]]

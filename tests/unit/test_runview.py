@@ -4,13 +4,14 @@ time by cause adding up to the wall time, the ranks by node; the page escapes wh
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from typing import Any
 
 from neuron_watch.events import iso_utc
 from neuron_watch.goodput import compute_goodput
 from neuron_watch.report_html import bundle_link, render
-from neuron_watch.runview import LOST_CAUSE, RunView, build_view
+from neuron_watch.runview import LOST_CAUSE, Phase, PhaseKind, RunView, StepPoint, build_view, step_curve
 from neuron_watch.status import RANK_STATES
 
 T0 = 1_800_000_000.0  # a fixed wall clock origin; every time below is T0 + seconds
@@ -83,6 +84,18 @@ def test_the_step_curve_goes_on_after_the_restart_from_the_checkpoint() -> None:
     by_gen = {g: [(round(p.time - T0), p.step) for p in view.steps if p.generation == g] for g in (0, 1)}
     assert by_gen[0] == [(120, 1), (230, 11), (250, 13)]
     assert by_gen[1] == [(472, 11), (600, 30)]
+    curve = re.search(r'<polyline class="steps" data-generation="1" points="([^"]+)"', render(view))
+    assert curve and len(curve.group(1).split()) == 2
+
+
+def test_the_curve_holds_the_step_through_a_compile_between_two_samples() -> None:
+    points = [StepPoint(T0, 0, 0), StepPoint(T0 + 100, 10, 0)]
+    phases = [Phase(PhaseKind.PROGRESSING, T0, T0 + 20), Phase(PhaseKind.COMPILING, T0 + 20, T0 + 80),
+              Phase(PhaseKind.PROGRESSING, T0 + 80, T0 + 100)]
+    curve = [(round(t - T0), s) for t, s in step_curve(points, phases)]
+    assert curve == [(0, 0.0), (20, 5.0), (80, 5.0), (100, 10.0)]
+    # without a progressing phase between the samples: a straight line
+    assert [(round(t - T0), s) for t, s in step_curve(points, phases[1:2])] == [(0, 0.0), (100, 10.0)]
 
 
 def test_the_incident_has_its_verdict_culprit_reason_and_both_bundles() -> None:
@@ -139,11 +152,14 @@ def test_ranks_are_counted_per_state_and_only_the_odd_nodes_are_outliers() -> No
 
 def test_a_2048_node_job_is_drawn_by_node_with_strips_for_its_outliers_only() -> None:
     odd = {(n, 5): "silent" for n in (7, 1500)} | {(300, 0): "exited"}
-    view = view_of(hang_restart_finish(), status(2048, 32, odd=odd))
+    view = view_of(hang_restart_finish(culprit_node="node-9"), status(2048, 32, odd=odd))
     assert view.ranks is not None and len(view.ranks.nodes) == 2048
+    # the odd nodes, most urgent first, and the incident's culprit although all its ranks progress now
+    assert [n.node for n in view.ranks.outliers] == ["node-7", "node-1500", "node-300", "node-9"]
     page = render(view)
-    assert page.count('class="strip"') == 3  # not 2,048 strips of 32 ranks
-    assert page.count("<rect") < 2048 + 3 * 32 + 200  # a cell per node, the outliers' ranks, the charts
+    assert page.count('class="strip"') == 4  # not 2,048 strips of 32 ranks
+    assert page.count("<rect") < 2048 + 4 * 32 + 200  # a cell per node, the outliers' ranks, the charts
+    assert "node-9 <span" in page and "culprit of #1" in page
     assert "node-7: progressing 31, silent 1" in page or "node-7: silent 1, progressing 31" in page
     assert "node-1500" in page and "Outlier nodes" in page
 
