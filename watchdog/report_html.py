@@ -53,6 +53,8 @@ MAX_CURVE_POINTS = 2000
 #: Nodes drawn with one cell per rank; beyond this, one cell per node and strips for outliers only.
 RANK_CELLS_UP_TO = 64
 OUTLIERS_SHOWN = 100
+#: Bundles listed one by one per incident; more (a directory per node) are shown by where they are.
+BUNDLES_LISTED = 8
 
 WIDTH = 1000  # SVG user units; the page scales them to the window
 LEFT = 70
@@ -235,7 +237,7 @@ def _incidents(incidents: Sequence[IncidentView]) -> str:
             "<th>reason</th><th>bundle</th><th>capture</th></tr>"]
     for inc in incidents:
         source = f' <span class="sub">({e(inc.culprit_source)})</span>' if inc.culprit_source else ""
-        bundles = "<br>".join(bundle_link(b) for b in inc.bundles) or "-"
+        bundles = _bundles(inc)
         missing = f'<br><span class="sub">missing: {e(", ".join(inc.missing))}</span>' if inc.missing else ""
         advice = f'<br><span class="sub">{e(inc.advice)}</span>' if inc.advice else ""
         rows.append(f'<tr class="incident" data-incident="{inc.number}"><td class="n">{inc.number}</td>'
@@ -245,6 +247,30 @@ def _incidents(incidents: Sequence[IncidentView]) -> str:
                     f'<td class="reason">{e(inc.reason)}{advice}</td><td>{bundles}</td>'
                     f'<td class="n">{e(_dur(inc.capture_seconds))}{missing}</td></tr>')
     return "<table>" + "".join(rows) + "</table>"
+
+
+def _bundles(inc: IncidentView) -> str:
+    """Each bundle of the incident; beyond :data:`BUNDLES_LISTED` (a directory per node of a large
+    job), the culprit's node's and the place that holds them all, with their number."""
+    if not inc.bundles:
+        return "-"
+    if len(inc.bundles) <= BUNDLES_LISTED:
+        return "<br>".join(bundle_link(b) for b in inc.bundles)
+    own = [b for b in inc.bundles if inc.culprit_node and b.rstrip("/").rsplit("/", 1)[-1] == inc.culprit_node]
+    common = _common_dir(inc.bundles)
+    out = [f"culprit's node: {bundle_link(b)}" for b in own[:BUNDLES_LISTED]]
+    where = bundle_link(common) if common else "various places"
+    out.append(f"all {len(inc.bundles)} bundles: under {where}")
+    return "<br>".join(out)
+
+
+def _common_dir(paths: Sequence[str]) -> str:
+    """The longest common prefix of ``paths`` that ends at a ``/`` ("" when they share none)."""
+    first, last = min(paths), max(paths)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[: first.rfind("/", 0, n) + 1] if "/" in first[:n] else ""
 
 
 def _goodput(view: RunView) -> str:

@@ -21,6 +21,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import collections
 import enum
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
@@ -210,6 +211,8 @@ def _split_generations(timed: Sequence[tuple[float, Mapping[str, Any]]], start: 
             current = gens.setdefault(number, _Gen(number, start if not gens else t))
         g = gens.get(number, current)
         g.events.append((t, ev))
+    for g in gens.values():
+        g.events.sort(key=lambda x: x[0])  # stable: events of one instant keep their file order
     return sorted(gens.values(), key=lambda g: g.start)
 
 
@@ -354,7 +357,8 @@ def _incidents(timed: Sequence[tuple[float, Mapping[str, Any]]]) -> list[Inciden
             bundles.append(art)
         elif isinstance(art, Mapping):
             bundles += [str(v) for _k, v in sorted(art.items()) if v]
-        bundles += [u for u in uploads.get(number, []) if u not in bundles]
+        known = set(bundles)
+        bundles += [u for u in uploads.get(number, []) if u not in known]
         missing = ev.get("missing")
         if isinstance(missing, Mapping):
             names = tuple(sorted(str(k) for k in missing))
@@ -404,30 +408,32 @@ def _ranks(status: Mapping[str, Any] | None, state_order: Sequence[str], max_out
         return rank_of.get(state, -1)  # a state this version does not know comes first: unknown is not OK
 
     per_node: dict[str, list[tuple[int, str]]] = {}
-    counts: dict[str, int] = {}
     for r in rows:
-        # rank -1 is a node's launcher (torchrun itself), not a rank of the job
-        if not isinstance(r, Mapping) or (_int(r.get("rank")) or 0) < 0:
+        if not isinstance(r, dict):
             continue
-        state = str(r.get("state") or "unobserved")
-        per_node.setdefault(str(r.get("node", "?")), []).append((_int(r.get("rank")) or 0, state))
-        counts[state] = counts.get(state, 0) + 1
+        rank = r.get("rank")
+        rank = rank if type(rank) is int else 0  # (a bool is no rank) - kept lean: 65,536 rows
+        if rank < 0:  # rank -1 is a node's launcher (torchrun itself), not a rank of the job
+            continue
+        per_node.setdefault(str(r.get("node", "?")), []).append((rank, str(r.get("state") or "unobserved")))
+    counts: collections.Counter[str] = collections.Counter()
+    strips = []
+    for node in sorted(per_node, key=_node_key):
+        ranks = per_node[node]
+        ranks.sort()
+        states = tuple(s for _r, s in ranks)
+        c = collections.Counter(states)
+        counts.update(c)
+        ordered = tuple(sorted(c.items(), key=lambda kv: urgency(kv[0])))
+        strips.append(NodeStrip(node, states, ordered, ordered[0][0]))
     if not counts:
         return None
     usual = max(counts.items(), key=lambda kv: (kv[1], -urgency(kv[0])))[0]
-    strips = []
-    for node in sorted(per_node, key=_node_key):
-        states = tuple(s for _r, s in sorted(per_node[node]))
-        c: dict[str, int] = {}
-        for s in states:
-            c[s] = c.get(s, 0) + 1
-        ordered = tuple(sorted(c.items(), key=lambda kv: urgency(kv[0])))
-        strips.append(NodeStrip(node, states, ordered, ordered[0][0]))
     named: dict[str, list[int]] = {}
     for inc in incidents:
         if inc.culprit_node:
             named.setdefault(inc.culprit_node, []).append(inc.number)
-    outliers = [s for s in strips if any(st != usual for st in s.states) or s.node in named]
+    outliers = [s for s in strips if len(s.counts) > 1 or s.worst != usual or s.node in named]
     outliers.sort(key=lambda s: (urgency(s.worst), -sum(n for st, n in s.counts if st != usual)))
     return RanksView(
         as_of=str(status.get("updated") or ""), generation=_int(status.get("generation")),
@@ -451,16 +457,17 @@ def build_view(events: Sequence[Mapping[str, Any]], figures: Mapping[str, Any],
     the same events (its ratios, lost seconds and notes are shown as they are). ``state_order``:
     rank states most urgent first (status.py's ``RANK_STATES``). Events without a readable time are
     left out (goodput counts them in ``skipped_events``). Never raises on odd input."""
+    # File order, as goodput reads them: a restart begins the next generation where it stands in the
+    # file (an event may be dated earlier than one written before it: progress is dated by its line).
     timed = [(t, ev) for ev in events if isinstance(ev, Mapping) and (t := parse_time(ev.get("time"))) is not None]
-    timed.sort(key=lambda x: x[0])
     if not timed:
         return RunView(job_id="", run_dir=run_dir, start=0.0, end=0.0, outcome=str(figures.get("outcome") or "unknown"),
                        exit_code=None, restarts=0, effective_ratio=None, useful_ratio=None, generations=(),
                        steps=(), incidents=(), causes=(), ranks=_ranks(status, state_order, max_outliers),
                        notes=tuple(str(n) for n in figures.get("notes", [])),
                        skipped_events=_int(figures.get("skipped_events")) or 0, figures=dict(figures))
-    started = next((t for t, ev in timed if ev.get("event") == "job_started"), timed[0][0])
-    end = next((t for t, ev in timed if ev.get("event") == "job_finished"), timed[-1][0])
+    started = next((t for t, ev in timed if ev.get("event") == "job_started"), min(t for t, _ev in timed))
+    end = next((t for t, ev in timed if ev.get("event") == "job_finished"), max(t for t, _ev in timed))
     end = max(end, started)
     job_id = next((str(ev.get("job_id")) for _t, ev in timed if ev.get("event") == "job_started" and ev.get("job_id")),
                   str(status.get("job_id", "")) if status is not None else "")

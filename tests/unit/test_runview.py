@@ -215,3 +215,16 @@ def test_a_bundle_link_is_made_only_for_urls_and_absolute_paths() -> None:
     assert 'href="file:///a%20b/c"' in bundle_link("/a b/c")
     assert "href" not in bundle_link("javascript:alert(1)") and "href" not in bundle_link("incidents/1")
     assert "href" not in bundle_link("data:text/html,<b>")
+
+
+def test_the_bundles_of_a_large_job_are_shown_by_where_they_are_and_the_culprits_own() -> None:
+    nodes = [f"node-{i}" for i in range(2048)]
+    events = hang_restart_finish(culprit_node="node-77")
+    events[7]["artifacts"] = {n: f"s3://b/job-7/incident-1/{n}" for n in nodes}
+    events[8]["uri"] = "s3://b/job-7/incident-1/node-0"  # its upload: one of them
+    page = render(view_of(events))
+    incident = re.search(r'<tr class="incident".*?</tr>', page, re.S)
+    assert incident is not None
+    links = re.findall(r'href="([^"]+)"', incident.group(0))
+    assert links == ["s3://b/job-7/incident-1/node-77", "s3://b/job-7/incident-1/"]
+    assert "all 2048 bundles" in incident.group(0)
