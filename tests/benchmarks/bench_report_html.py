@@ -132,7 +132,7 @@ def main() -> None:
               f"survivors {dom.survivors}")
         shot = Path(tmp) / "report.png"
         pic = chromium.render(out, Path(tmp), screenshot=shot)
-        print(f"chromium --screenshot 1280x1800: {pic.seconds:.2f} s wall, PNG {shot.stat().st_size / 1e3:.0f} kB, "
+        print(f"chromium --screenshot 1280x2000: {pic.seconds:.2f} s wall, PNG {shot.stat().st_size / 1e3:.0f} kB, "
               f"survivors {pic.survivors}")
         blank = Path(tmp) / "blank.html"
         blank.write_text("<!DOCTYPE html><title>blank</title>")
