@@ -228,3 +228,24 @@ def test_the_bundles_of_a_large_job_are_shown_by_where_they_are_and_the_culprits
     links = re.findall(r'href="([^"]+)"', incident.group(0))
     assert links == ["s3://b/job-7/incident-1/node-77", "s3://b/job-7/incident-1/"]
     assert "all 2048 bundles" in incident.group(0)
+
+
+def test_a_run_without_events_is_a_page_that_says_so() -> None:
+    view = build_view([], compute_goodput([]), None)
+    assert view.generations == () and view.incidents == () and view.ranks is None
+    page = render(view)
+    assert "No progress with a step number" in page and "No incident" in page and "no events with a time" in page
+
+
+def test_a_crash_after_progress_is_a_failure_phase_with_its_label_and_an_unknown_state_is_most_urgent() -> None:
+    events = [ev(0, "job_started", 0), ev(10, "progress", 0, step=1),
+              ev(40, "verdict", 0, label="other_crash", action="restart", culprit=None,
+                 last_progress=iso_utc(T0 + 35), last_step=4),
+              ev(41, "incident", 0, incident=1, label="other_crash"), ev(42, "restart", 1, checkpoint=None),
+              ev(50, "progress", 1, step=1), ev(60, "job_finished", 1, exit_code=0, state="finished")]
+    view = view_of(events, status(1, 3, odd={(0, 1): "rebooting"}))
+    assert spans(view, 0) == [("start-up", 0, 10), ("progressing", 10, 35), ("failure", 35, 40), ("capture", 40, 41),
+                              ("relaunch", 41, 42)]
+    assert {c.cause for c in view.causes} >= {"failure (other_crash)", "capture (other_crash)"}
+    assert view.incidents[0].culprit == "" and "not named" in render(view)
+    assert view.ranks is not None and view.ranks.counts[0] == ("rebooting", 1)  # a state this version does not know
