@@ -1,4 +1,7 @@
-"""``neuron-watch report RUN-DIR [--json]``: the goodput report of a run, from its ``events.jsonl``.
+"""``neuron-watch report RUN-DIR [--json | --html OUT.html]``: the goodput report of a run, from its
+``events.jsonl``; ``--html`` writes the run as one self-contained page to look at (the generations
+on a time axis, the step curve, the incidents, time by cause, the ranks by node: see
+:mod:`neuron_watch.runview` and :mod:`neuron_watch.report_html`).
 
 The figures come from :func:`neuron_watch.goodput.compute_goodput` (their meaning is documented
 there and in docs/live.md). Lines of ``events.jsonl`` that are not JSON objects are counted in
@@ -8,7 +11,10 @@ there and in docs/live.md). Lines of ``events.jsonl`` that are not JSON objects 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as _dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,14 +22,19 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.goodput import compute_goodput
-from neuron_watch.status import text_table
+from neuron_watch.report_html import render as render_html
+from neuron_watch.runview import RunView, build_view
+from neuron_watch.status import RANK_STATES, read_status, text_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``report`` flags: the run directory and ``--json``."""
     parser.add_argument("run_dir", nargs="?", metavar="RUN-DIR",
                         help="a run directory holding events.jsonl (default: --run-dir)")
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    out.add_argument("--html", metavar="OUT.html",
+                     help="write the run as one self-contained HTML page to OUT.html (no network when viewed)")
 
 
 def read_events(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -73,7 +84,10 @@ def read_events_torn(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
 def report(run_dir: Path) -> dict[str, Any]:
     """Goodput figures of ``run_dir`` (``compute_goodput`` plus ``run_dir``); see :func:`read_events`.
     ``torn_last_event``: ``events.jsonl`` ends in a torn record (skipped; said in the notes)."""
-    events, bad, torn = read_events_torn(run_dir / "events.jsonl")
+    return _figures(run_dir, *read_events_torn(run_dir / "events.jsonl"))
+
+
+def _figures(run_dir: Path, events: list[dict[str, Any]], bad: int, torn: bool) -> dict[str, Any]:
     figures = compute_goodput(events)
     figures["skipped_events"] += bad
     figures["run_dir"] = str(run_dir)
@@ -83,6 +97,40 @@ def report(run_dir: Path) -> dict[str, Any]:
             "events.jsonl ends in a torn record (its writer stopped mid-line: killed, or its disk was full); "
             "it was skipped, and the figures end with the event before it")
     return figures
+
+
+def run_view(run_dir: Path) -> RunView:
+    """The run of ``run_dir`` as the HTML page's model: its events, their goodput figures and the
+    newest ``status.json`` (none: the page says so). Raises UsageError as :func:`read_events`."""
+    events, bad, torn = read_events_torn(run_dir / "events.jsonl")
+    figures = _figures(run_dir, events, bad, torn)
+    status, problem = read_status(run_dir)
+    view = build_view(events, figures, status, state_order=RANK_STATES, run_dir=str(run_dir))
+    if status is None:
+        return _with_note(view, f"ranks by node: {problem}")
+    return view
+
+
+def _with_note(view: RunView, note: str) -> RunView:
+    return dataclasses.replace(view, notes=(*view.notes, note))
+
+
+def write_html(run_dir: Path, out: Path, generated: str = "") -> Path:
+    """Write the HTML report of ``run_dir`` to ``out`` atomically (temp file + rename); returns ``out``.
+
+    Raises:
+        UsageError: the run dir has no readable events, or ``out`` cannot be written.
+    """
+    page = render_html(run_view(run_dir), generated=generated)
+    tmp = out.with_name(f".{out.name}.tmp.{os.getpid()}")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {out}: {exc.strerror}",
+                         "give --html a path in a directory that exists and can be written") from exc
+    return out
 
 
 def _s(x: Any) -> str:
@@ -149,13 +197,19 @@ def render(figures: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
-    """Print the goodput report of RUN-DIR (or ``--run-dir``). Exit 0, or 2 for a bad directory."""
+    """Print the goodput report of RUN-DIR (or ``--run-dir``), or write its HTML page (``--html``).
+    Exit 0, or 2 for a bad directory or an OUT.html that cannot be written."""
     where = args.run_dir or config.run_dir
     if not where:
         raise UsageError("no run directory given", "run `neuron-watch report RUN-DIR`")
     run_dir = Path(where)
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a directory", "give the run directory of a neuron-watch run")
+    if args.html:
+        made = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        out = write_html(run_dir, Path(args.html), generated=made)
+        sys.stdout.write(f"wrote {out} ({out.stat().st_size} bytes): open it in a browser\n")
+        return int(ExitCode.OK)
     figures = report(run_dir)
     if args.json:
         json.dump(figures, sys.stdout, indent=1, sort_keys=True)

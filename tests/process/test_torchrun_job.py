@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.stacks import main_thread
+from tests.fixtures import chromium
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
@@ -25,12 +28,15 @@ from tests.fixtures.procs import (
     pids_with_env,
     run_to_end,
     started,
+    toy_environment,
     wait_until_gone,
 )
 
 pytestmark = pytest.mark.process
 
 NPROC = "2"  # every scenario here shows with two ranks: one at fault, one waiting for it
+#: What tests keep for people to look at after the run (screenshots); not in git.
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 
 def watch(
@@ -296,11 +302,24 @@ def test_numerical_error_is_not_restarted(tmp_path: Path, toy_env: dict[str, str
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(tmp_path: Path, toy_env: dict[str, str]) -> None:
+@pytest.fixture(scope="module")
+def compile_hang_restart(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    """One run read by the timeline's test and the HTML report's: rank 0 compiles for 10 s at step
+    3, rank 1 hangs at step 8, the job is restarted and finishes. (exit code, output, run dir); no
+    pid of it survives."""
+    tmp_path = tmp_path_factory.mktemp("compile-hang-restart")
     code, out, run_dir, _ = watch(
-        tmp_path, toy_env, "--steps", "12", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "10",
-        "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "1", watch_args=("--hang-timeout", "6"),
+        tmp_path, toy_environment(), "--steps", "12", "--compile-at", "3", "--compile-rank", "0",
+        "--compile-seconds", "10", "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "1",
+        watch_args=("--hang-timeout", "6"),
     )
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir
+
+
+@pytest.mark.xdist_group("compile-hang-restart")
+def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(compile_hang_restart: tuple[int, str, Path]) -> None:
+    code, out, run_dir = compile_hang_restart
     assert code == 0, out[-3000:]
     trace = json.loads((run_dir / "timeline.json").read_text())  # valid JSON, Chrome trace format
     evs = trace["traceEvents"]
@@ -312,3 +331,39 @@ def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(tmp_path: Path, t
     markers = {e["name"] for e in evs if e["ph"] == "i"}
     assert {"incident: collective_hang", "restart"} <= markers
     assert [e["name"] for e in evs if e.get("cat") == "generation"] == ["generation 0", "generation 1"]
+
+
+@pytest.mark.xdist_group("compile-hang-restart")
+def test_html_report_of_a_hang_a_restart_and_the_end_opens_in_a_browser(
+        compile_hang_restart: tuple[int, str, Path], tmp_path: Path) -> None:
+    code, out, run_dir = compile_hang_restart
+    assert code == 0, out[-3000:]
+    page = tmp_path / "report.html"
+    made = subprocess.run([NEURON_WATCH, "report", str(run_dir), "--html", str(page)], capture_output=True,
+                          text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    shot = tmp_path / "report.png"
+    pictured = chromium.render(page, tmp_path, screenshot=shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    ARTIFACTS.mkdir(exist_ok=True)
+    kept = ARTIFACTS / "report-html-hang-restart.png"
+    shutil.copyfile(shot, kept)
+    print(f"screenshot of the HTML report: {kept} (and {shot})")
+    loaded = chromium.render(page, tmp_path)
+    assert pictured.survivors == [] and loaded.survivors == []
+    dom = loaded.dom
+    # the generations, each a row and a lane of phases on the time axis
+    assert dom.count('class="generation"') == 2
+    assert 'data-generation="0"' in dom and 'data-generation="1"' in dom
+    phases = set(re.findall(r'data-phase="([a-z-]+)"', dom))
+    assert {"compiling", "progressing", "hang", "capture", "start-up"} <= phases, phases
+    # the step curve on both sides of the restart
+    assert len(re.findall(r'<polyline class="steps" data-generation="[01]"', dom)) == 2
+    # the incident, its verdict and its culprit (the hung rank), its bundle
+    incident = re.search(r'<tr class="incident" data-incident="1">(.*?)</tr>', dom, re.S)
+    assert incident, dom[-3000:]
+    assert "collective_hang" in incident.group(1)
+    culprit = re.search(r'<td class="culprit">(.*?)</td>', incident.group(1), re.S)
+    assert culprit and "rank 1" in culprit.group(1), incident.group(1)
+    assert str(run_dir / "incidents" / "incident-1") in incident.group(1)
+    assert "<script" not in dom

@@ -44,3 +44,23 @@ def test_report_bad_directory_is_a_usage_error(tmp_path: Path, make: str, capsys
     assert main(["report", str(target)]) == 2
     err = capsys.readouterr().err
     assert str(target) in err and "next step" in err
+
+
+def test_report_html_writes_one_page_of_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_events(tmp_path / "run")
+    out = tmp_path / "report.html"
+    assert main(["report", str(tmp_path / "run"), "--html", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'data-incident="1"' in page and "n0 / rank 3" in page
+    # no status.json in this run dir: the page says why there is no strip of ranks
+    assert "no status.json in" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "run"]  # no temp file left
+
+
+def test_report_html_to_a_directory_that_does_not_exist_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_events(tmp_path / "run")
+    assert main(["report", str(tmp_path / "run"), "--html", str(tmp_path / "nowhere" / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "next step" in err

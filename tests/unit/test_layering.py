@@ -12,7 +12,7 @@ WATCHDOG = Path(__file__).resolve().parents[2] / "watchdog"
 PURE = [
     "events", "classify", "judge", "logtext", "checkpoints", "envpolicy", "policy", "protocol",
     "slurmtext", "goodput", "errors", "stacks", "srunplan", "flight_recorder", "lostlink", "redact", "recovery",
-    "culprit", "errorclass", "failureforms", "metrics", "cloudwatch",
+    "culprit", "errorclass", "failureforms", "metrics", "cloudwatch", "runview", "report_html",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
 FORBIDDEN = {"os", "subprocess", "zmq", "boto3", "botocore", "asyncio", "socket", "shutil", "signal",
