@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 2
+FORM_RULES = 3
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -329,7 +329,7 @@ _CONNECT_RETRY = re.compile(r"(?i:\b(?:connection refused|connection timed out|e
 #: every line holding a form holds one; the unit tests hold each form's examples to it.
 NEEDLES: tuple[str, ...] = (
     # severities (glog's FATAL always prints "*** Check failure stack trace: ***"); libfabric's levels
-    "\nE", "[E", ": E", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
+    "\nE", "[E", ": E", ": F", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
     # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no

@@ -34,6 +34,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     # TensorFlow's logger (tensorflow/core/platform/default/logging.cc: "%s.%06d: %c %s:%d] %s")
     ("2023-11-09 21:39:52.908327: E tensorflow/compiler/xla/xla_client/xla_util.cc:90] \t [[{{node XRTExecute}}]]", E, "corpus (torch-xla XRT)"),
     ("2017-11-28 16:36:15.720252: F tensorflow/core/lib/io/zlib_outputbuffer.cc:77] Check failed: bytes_to_write <= AvailableInputSpace() (12 vs. -1814274)", C, "CharlesShang/FastMaskRCNN#177"),
+    ("2025-04-23 20:35:34.618070: F external/xla/xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099] Non-OK-status: executable.status()", C, "corpus (mujoco-playground-113: an absl FATAL in TensorFlow's format, no check failure)"),
     # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
     ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
     # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
@@ -123,6 +124,7 @@ NEAR_MISSES = [
     "step 100 | loss 2.345 | tokens/s 12000 | finance-corpus",  # "nan" inside "finance"
     "INFO: running inference on 8 devices",  # "inf" inside "info"/"inference"
     "E = mc^2 is printed by the physics demo",  # "E" as a word
+    "Grade: F external reviewers marked the run as failing (see report.md)",  # ": F " without a source file and line
     "2024-04-12 07:13:06,123 - WARNING - trainer - Error rate of the sampler is above 1%",  # a benign WARNING
     "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",  # a warning record (c10 tries the next address)
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
