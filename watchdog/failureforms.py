@@ -208,11 +208,15 @@ _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(
 #: already in use", ENODEV "No such device", EBUSY "Device or resource busy", EMFILE "Too many open
 #: files", ENOSPC "No space left on device", EACCES "Permission denied"), the dynamic loader's
 #: "cannot open shared object file", CUDA's "no CUDA-capable device is detected" (cudaErrorNoDevice)
-#: and torch's "No CUDA GPUs are available", shared memory too small, and Slurm's refusals.
+#: and torch's "No CUDA GPUs are available", CUDA's devices that are there but not this process's
+#: (cudaErrorDevicesUnavailable, cudaGetErrorString: "CUDA-capable device(s) is/are busy or unavailable",
+#: "all CUDA-capable devices are busy or unavailable": a GPU in exclusive-process compute mode held by
+#: another process, or prohibited), shared memory too small, and Slurm's refusals.
 _RESOURCE = re.compile(
     r"\bAddress already in use\b|\bEADDRINUSE\b|\bNo such device\b|\bDevice or resource busy\b|\bEBUSY\b|"
     r"\bToo many open files\b|\bNo space left on device\b|\bENOSPC\b|\bPermission denied\b|"
     r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
+    r"\bCUDA-capable devices? ?(?:\(s\) )?(?:is/are|are|is) busy or unavailable\b|"
     r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
     r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
     r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"

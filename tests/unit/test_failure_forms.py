@@ -70,6 +70,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("RuntimeError: No CUDA GPUs are available", E, "torch/cuda/__init__.py _lazy_init"),
     ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234'", E, "glibc strerror(ENOSPC)"),
     ("srun: error: Unable to allocate resources: Requested node configuration is not available", E, "Slurm srun"),
+    ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", E, "corpus (ms-swift-5118: cudaErrorDevicesUnavailable, a GPU in exclusive-process mode)"),
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", E, "cudaGetErrorString(cudaErrorDevicesUnavailable), newer CUDA"),
     # metrics
     ("Epoch 3:  45%|████▌     | 450/1000 [01:30<01:50, 5.00it/s, loss=nan, v_num=0]", M, "Lightning's tqdm postfix"),
     ("{'train_loss': 'NaN', 'epoch': 2.0}", M, "a metrics dict"),
@@ -130,6 +132,8 @@ NEAR_MISSES = [
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
     "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
     "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "W0101 10:00:00.000000 7 gpu_init.cc:12] CUDA-capable device(s) is/are busy or unavailable; trying the next device",  # a warning: the program goes on to another GPU
+    "Waiting for a CUDA-capable device: 2 of 8 are busy",  # the words, not CUDA's error string
     "2023-Aug-01 16:14:44.0241 332066:332494 WARN  TDRV:dmem_alloc_internal                   Allocating 512 MB on ND 0 NC 1 for weights",
     "ERROR count: 0, retrying connection to the metrics server",  # a retried operation
     "I0402 10:11:12.123000 140 torch/distributed/run.py:12] Using nproc_per_node=8",
@@ -187,6 +191,7 @@ CAUSES = [
     ("[  +0.000127] mce: [Hardware Error]: CPU 2: Machine Check: 0 Bank 6: cc59dec000041152", Label.HARDWARE_ERROR),
     ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
     ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
+    ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", Label.CONFIG_ERROR),  # modelscope/ms-swift#5118
     ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
     ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
     ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
