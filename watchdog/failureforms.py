@@ -109,6 +109,10 @@ _GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
 _TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
+#: Ray's C++ logger (the raylet, the GCS, core workers): "[<date> <time>,<ms> <L> <pid> <tid>] <msg>"
+#: (src/ray/util/logging.cc kLogFormatTextPattern "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ", spdlog's %L the
+#: level's letter: T D I W E C), under the "(raylet) " a driver's log gives it.
+_RAY = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([EC]) \d+ \d+\] ")
 #: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
 #: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
@@ -336,6 +340,8 @@ NEEDLES: tuple[str, ...] = (
     "\nE", "[E", ": E", ": F", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
+    # Ray's record level between its time's milliseconds and its pid (digits on both sides)
+    " E ", " C ",
     # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
     # error is read from its goroutine trace)
     "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
@@ -397,6 +403,10 @@ def _severity(text: str) -> Form | None:
     if m is not None:
         return Form(FormKind.CRASH, "a TensorFlow FATAL record") if m.group(1) == "F" else \
             Form(FormKind.ERROR, "a TensorFlow ERROR record")
+    m = _RAY.search(text, 0, _HEAD)
+    if m is not None:
+        return Form(FormKind.ERROR, "a Ray ERROR record") if m.group(1) == "E" else \
+            Form(FormKind.CRASH, "a Ray CRITICAL record")
     m = _NEURON.search(text, 0, _HEAD)
     if m is not None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")

@@ -35,6 +35,9 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("2023-11-09 21:39:52.908327: E tensorflow/compiler/xla/xla_client/xla_util.cc:90] \t [[{{node XRTExecute}}]]", E, "corpus (torch-xla XRT)"),
     ("2017-11-28 16:36:15.720252: F tensorflow/core/lib/io/zlib_outputbuffer.cc:77] Check failed: bytes_to_write <= AvailableInputSpace() (12 vs. -1814274)", C, "CharlesShang/FastMaskRCNN#177"),
     ("2025-04-23 20:35:34.618070: F external/xla/xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099] Non-OK-status: executable.status()", C, "corpus (mujoco-playground-113: an absl FATAL in TensorFlow's format, no check failure)"),
+    # Ray's C++ logger (src/ray/util/logging.cc "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ")
+    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: some words no rule knows", E, "corpus (wmpo-3's raylet record, the message replaced)"),
+    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  the GCS went away", C, "ray-project/ray#26966 (the record's head, a FATAL)"),
     # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
     ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
     # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
@@ -132,6 +135,8 @@ NEAR_MISSES = [
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
     "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
     "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "(raylet) [2025-12-07 09:57:19,206 W 393463 393463] (raylet) node_manager.cc:12: worker failed to start in time, retrying",  # a Ray WARNING
+    "[2023-06-12 10:01:02,345 I 1234 1234] (gcs_server) gcs_server.cc:80: Failed nodes: 0",  # a Ray INFO
     "W0101 10:00:00.000000 7 gpu_init.cc:12] CUDA-capable device(s) is/are busy or unavailable; trying the next device",  # a warning: the program goes on to another GPU
     "Waiting for a CUDA-capable device: 2 of 8 are busy",  # the words, not CUDA's error string
     "2023-Aug-01 16:14:44.0241 332066:332494 WARN  TDRV:dmem_alloc_internal                   Allocating 512 MB on ND 0 NC 1 for weights",
