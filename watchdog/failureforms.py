@@ -257,6 +257,16 @@ _RESOURCE = re.compile(
     r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
     r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
 
+#: An op that ran out of device memory, which TensorFlow logs at WARNING as the op fails
+#: (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning: LOG(WARNING) << "OP_REQUIRES failed at "
+#: << file << ":" << line << " : " << status; TF 1.0-1.4 logged the status alone), after the BFC
+#: allocator's own warning ("Ran out of memory trying to allocate ..."); TF 1.x printed the record
+#: without its time ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when
+#: allocating tensor"). The step fails with it. Other op failures logged so (an iterator's "Out of
+#: range: End of sequence") are how a dataset ends: only memory is read here.
+_TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
+                        r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
+
 # -- metrics ---------------------------------------------------------------------------------------
 
 #: a metric that says the run is broken: a loss (any name holding "loss"), a gradient norm, a
@@ -372,6 +382,8 @@ NEEDLES: tuple[str, ...] = (
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
+    # TensorFlow's op failure for want of memory (a WARNING record)
+    "Resource exhausted", "RESOURCE_EXHAUSTED",
 )
 
 
@@ -486,6 +498,8 @@ def read_line(text: str) -> Form | None:
     metric = _metric(text)
     if metric is not None:
         return metric
+    if _TF_OP_OOM.search(text):
+        return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STALL_REPORT.search(text):

@@ -38,6 +38,9 @@ FORMS: list[tuple[str, FormKind, str]] = [
     # Ray's C++ logger (src/ray/util/logging.cc "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ")
     ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: some words no rule knows", E, "corpus (wmpo-3's raylet record, the message replaced)"),
     ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  the GCS went away", C, "ray-project/ray#26966 (the record's head, a FATAL)"),
+    # an op that ran out of memory, at WARNING (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning)
+    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", E, "corpus (tensorflow-4735: TF 1.x, the record without its time)"),
+    ("2019-10-24 21:55:25.500952: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at cwise_ops_common.cc:70 : Resource exhausted: OOM when allocating tensor with shape[8,509,3072] and type float", E, "corpus (an OP_REQUIRES failure)"),
     # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
     ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
     # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
@@ -135,6 +138,8 @@ NEAR_MISSES = [
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
     "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
     "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "2020-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at iterator_ops.cc:941 : Out of range: End of sequence",  # how a dataset ends
+    "W tensorflow/core/common_runtime/bfc_allocator.cc:279] Resource exhausted is what the next op may say; 1.2GiB in use",  # the words from another file
     "(raylet) [2025-12-07 09:57:19,206 W 393463 393463] (raylet) node_manager.cc:12: worker failed to start in time, retrying",  # a Ray WARNING
     "[2023-06-12 10:01:02,345 I 1234 1234] (gcs_server) gcs_server.cc:80: Failed nodes: 0",  # a Ray INFO
     "W0101 10:00:00.000000 7 gpu_init.cc:12] CUDA-capable device(s) is/are busy or unavailable; trying the next device",  # a warning: the program goes on to another GPU
@@ -207,6 +212,7 @@ CAUSES = [
     ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", Label.CONFIG_ERROR),
     ("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 failed: Resource exhausted: Out ", Label.OOM),  # jax-ml/jax#788, the line cut where the user's paste wrapped
     ("memory allocation of 2097152 bytes failed", Label.OOM),
+    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", Label.OOM),  # tensorflow/tensorflow#4735
     ("gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", Label.CONFIG_ERROR),
     ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", Label.OOM),  # huggingface/text-generation-inference#563
     ("  what():  [enforce fail at gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", Label.COMM_ERROR),
