@@ -263,6 +263,30 @@ def test_knowledge_base_reports_form_after_the_table(line: str, kind: FormKind, 
     assert KB.scan(["a plain line", line]) == [(1, m)]
 
 
+#: the table's rules that read the held-out round's sources (issue23-heldout-6): (line, the rule it is read
+#: by, a near miss the rule must leave alone)
+ROUND6_RULES = [
+    ("Status: INTERNAL: ptxas exited with non-zero error code 139, output:  - Failure occur", "xla.ptxas_failed",
+     "I0101 00:00:00.000000 1 subprocess_compilation.cc:1] ptxas exited normally"),  # mujoco_playground#113
+    ("    @     0x7f0e1c0cc4a4  xla::gpu::IrEmitterUnnested::EmitFusion()", "xla.compiler_frames",
+     "    @     0x7f0e1c0d7135  xla::gpu::GpuExecutable::ExecuteThunksOrXlir()"),  # levanter#727; a running program's frame
+    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at ",
+     "ray.workers_killed_memory_pressure",
+     "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 3 Workers crashed due to other reasons at "),  # wmpo#3
+    ("Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 194 hours",
+     "numerical.loss_not_finite",
+     "Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss 42.7513   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  65536   Required: 194 hours"),  # insightface#2262
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "near_miss"), ROUND6_RULES)
+def test_round6_rule_and_its_near_miss(line: str, rule: str, near_miss: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == rule
+    miss = KB.classify(near_miss)
+    assert miss is None or miss.signature.id != rule
+
+
 def test_table_keeps_precedence() -> None:
     line = "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."
     m = KB.classify(line)
