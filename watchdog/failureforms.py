@@ -309,6 +309,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
+    # a TensorRT engine build (minutes to hours for a big network, with nothing printed meanwhile): the
+    # sample programs' and serving stacks' own words before it (tensorrtx yolov5.cpp "Building engine,
+    # please wait for a while..."; turbo-ocr "Building TRT engine: <onnx> -> <plan>")
+    (re.compile(r"\bBuilding engine, please wait\b|\bBuilding (?:a |the )?(?:TRT|TensorRT) engine\b"),
+     "a TensorRT engine build"),
 )
 #: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
 #: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
@@ -327,6 +332,10 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAUTOTUNE benchmarking takes \d"), "Inductor autotuning done"),
     # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
     (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
+    # ... and after it: TensorRT's builder at INFO ("Engine generation completed in <s> seconds."),
+    # tensorrtx's "Build engine successfully!", turbo-ocr's "Built: <plan> (<size> MB)"
+    (re.compile(r"\bEngine generation completed in \d|\bBuild engine successfully\b|"
+                r"(?:^|\s)Built: \S+\.(?:trt|engine|plan) \("), "a TensorRT engine built"),
 )
 
 #: A rank waiting on a peer, in the forms that say so:
@@ -371,7 +380,9 @@ NEEDLES: tuple[str, ...] = (
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
     "AUTOTUNE",
-    "with global shapes", "Finished XLA compilation", "slow compile", "slow_operation_alarm", "Constant folding an",
+    "with global shapes", "Finished XLA compilation", "Building engine", "TRT engine", "TensorRT engine",
+    "Engine generation completed", "Build engine successfully", "Built: ",
+    "slow compile", "slow_operation_alarm", "Constant folding an",
     # a stall report, a retried connection (the strerror words; c10d prints them with the errno)
     "tensors were submitted", "Connection refused", "Connection timed out",
     # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals

@@ -93,6 +93,12 @@ FORMS: list[tuple[str, FormKind, str]] = [
     (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
     (">     Loading extension module utils...", DONE, "corpus (quoted)"),
     ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
+    # a TensorRT engine build
+    ("Building engine, please wait for a while...", RUN, "corpus (tensorrtx-690: tensorrtx yolov5.cpp)"),
+    ("2026-06-17T05:49:51.038478Z Building TRT engine: models/layout/layout.onnx -> /home/ocr/.cache/turbo-ocr/layout.trt", RUN, "corpus (turboocr-17)"),
+    ("2026-06-17T05:05:50.433526Z Built: /home/ocr/.cache/turbo-ocr/det_9506347950415945255.trt (4.59903 MB)", DONE, "corpus (turboocr-17)"),
+    ("[TRT] Engine generation completed in 15.4544 seconds.", DONE, "corpus (tensorrt-llm-2324: TensorRT's builder at INFO)"),
+    ("Build engine successfully!", DONE, "tensorrtx yolov5.cpp"),
     # XLA's slow-compile alarm (xla/service/slow_operation_alarm.cc): an ERROR record that is the compiler still at work
     ("2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ", RUN, "google/brax#87"),
     ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "google-deepmind/tapnet#53"),
@@ -138,6 +144,9 @@ NEAR_MISSES = [
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
     "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
     "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "Building engines for 3 models is described in docs/trt.md",  # no engine build announced
+    "Built: 3 of 5 wheels (torch, numpy, pillow)",  # "Built:" without an engine file
+    "Loading TRT engine: /models/det.trt",  # an engine loaded, not built
     "2020-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at iterator_ops.cc:941 : Out of range: End of sequence",  # how a dataset ends
     "W tensorflow/core/common_runtime/bfc_allocator.cc:279] Resource exhausted is what the next op may say; 1.2GiB in use",  # the words from another file
     "(raylet) [2025-12-07 09:57:19,206 W 393463 393463] (raylet) node_manager.cc:12: worker failed to start in time, retrying",  # a Ray WARNING
