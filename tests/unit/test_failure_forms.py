@@ -285,6 +285,8 @@ ROUND6_RULES = [
     ("Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 194 hours",
      "numerical.loss_not_finite",
      "Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss 42.7513   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  65536   Required: 194 hours"),  # insightface#2262
+    ("nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1c.0 is not a MLA Device", "neuron.rt.no_device",
+     "nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1e.0 is a MLA Device, opening it"),  # aws-neuron-sdk#187
 ]
 
 
