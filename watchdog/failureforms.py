@@ -221,6 +221,10 @@ _RESOURCE = re.compile(
     r"\bToo many open files\b|\bNo space left on device\b|\bENOSPC\b|\bPermission denied\b|"
     r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
     r"\bCUDA-capable devices? ?(?:\(s\) )?(?:is/are|are|is) busy or unavailable\b|"
+    # TensorRT's runtime finding CUDA unusable (runtime.cpp isCudaInstalledCorrectly: "CUDA initialization
+    # failure with error <cudaError_t>. Please check your CUDA installation": 35 is
+    # cudaErrorInsufficientDriver, 100 cudaErrorNoDevice)
+    r"\bCUDA initialization failure with error \d+\. Please check your CUDA installation\b|"
     r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
     r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
     r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"
@@ -374,7 +378,7 @@ NEEDLES: tuple[str, ...] = (
     # resources
     "Address already in use", "EADDRINUSE", "No such device", "EBUSY", "Too many open files", "No space left",
     "ENOSPC", "Permission denied", "cannot open shared object", "CUDA-capable device", "No CUDA GPUs",
-    "no NVIDIA driver", "/dev/shm",
+    "no NVIDIA driver", "/dev/shm", "CUDA initialization failure",
     # metrics: a key ("loss" in every loss's name) or a value alone on a table row ("nan")
     "loss", "Loss", "perplexity", "nan",
     # phases

@@ -78,6 +78,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("srun: error: Unable to allocate resources: Requested node configuration is not available", E, "Slurm srun"),
     ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", E, "corpus (ms-swift-5118: cudaErrorDevicesUnavailable, a GPU in exclusive-process mode)"),
     ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", E, "cudaGetErrorString(cudaErrorDevicesUnavailable), newer CUDA"),
+    ("E1011 08:02:59.085540 1 logging.cc:40] [runtime.cpp::isCudaInstalledCorrectly::38] Error Code 6: Internal Error (CUDA initialization failure with error 35. Please check your CUDA installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html)", E, "corpus (triton-server-6413: TensorRT's runtime)"),
     # metrics
     ("Epoch 3:  45%|████▌     | 450/1000 [01:30<01:50, 5.00it/s, loss=nan, v_num=0]", M, "Lightning's tqdm postfix"),
     ("{'train_loss': 'NaN', 'epoch': 2.0}", M, "a metrics dict"),
@@ -147,6 +148,7 @@ NEAR_MISSES = [
     "Building engines for 3 models is described in docs/trt.md",  # no engine build announced
     "Built: 3 of 5 wheels (torch, numpy, pillow)",  # "Built:" without an engine file
     "Loading TRT engine: /models/det.trt",  # an engine loaded, not built
+    "I1011 08:02:59.085540 1 logging.cc:40] CUDA initialization failure with error 35. Please check your CUDA installation (retrying on the next device)",  # an INFO record
     "2020-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at iterator_ops.cc:941 : Out of range: End of sequence",  # how a dataset ends
     "W tensorflow/core/common_runtime/bfc_allocator.cc:279] Resource exhausted is what the next op may say; 1.2GiB in use",  # the words from another file
     "(raylet) [2025-12-07 09:57:19,206 W 393463 393463] (raylet) node_manager.cc:12: worker failed to start in time, retrying",  # a Ray WARNING
@@ -211,6 +213,7 @@ CAUSES = [
     ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
     ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
     ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", Label.CONFIG_ERROR),  # modelscope/ms-swift#5118
+    ("E1011 08:02:59.085540 1 logging.cc:40] [runtime.cpp::isCudaInstalledCorrectly::38] Error Code 6: Internal Error (CUDA initialization failure with error 35. Please check your CUDA installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html)", Label.CONFIG_ERROR),  # triton-inference-server/server#6413
     ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
     ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
     ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
