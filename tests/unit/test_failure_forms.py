@@ -290,6 +290,9 @@ ROUND6_RULES = [
      "Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss 42.7513   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  65536   Required: 194 hours"),  # insightface#2262
     ("nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1c.0 is not a MLA Device", "neuron.rt.no_device",
      "nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1e.0 is a MLA Device, opening it"),  # aws-neuron-sdk#187
+    ("EI9999: 2024-10-21-10:42:00.358.410  The error from device(chipId:3, dieId:0), serial number is 9, hccl fftsplus task timeout occurred during task execution, stream_id:5, sq_id:5, task_id:38827, stuck notify num:1, timeout:30min(default).",
+     "ascend.hccl_task_timeout",
+     "[INFO] HCCL(12345,python):2024-10-21-10:42:00 [hccl] set hccl task timeout to 1800s"),  # Ascend/pytorch#54
 ]
 
 
