@@ -328,6 +328,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
 _SLOW_COMPILE = re.compile(r"\b(?:Very slow compile\? +If you want|Slow compile\? +XLA was built)|"
                            r"\bConstant folding an instruction is taking > |\bslow_operation_alarm\.cc:\d+\]\s*$")
 _SLOW_COMPILE_DONE = re.compile(r"\bslow_operation_alarm\.cc:\d+\] The operation took \d")
+#: The same "The operation took" ends whichever alarmed operation returned: after the constant-folding
+#: alarm it is one instruction folded, and the compile goes on (the judge reads it so).
+_FOLDING_ALARM = re.compile(r"\bConstant folding an instruction is taking > ")
+FOLDING_ALARM = "XLA's constant-folding alarm"
+SLOW_ALARM_RETURNED = "XLA's slow-compile alarm: the compile returned"
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
     # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
@@ -522,7 +527,9 @@ def read_line(text: str) -> Form | None:
     if _CONNECT_RETRY.search(text):
         return Form(FormKind.COMM_WAIT, "a connection the program retries")
     if _SLOW_COMPILE_DONE.search(text):
-        return Form(FormKind.COMPILE_DONE, "XLA's slow-compile alarm: the compile returned")
+        return Form(FormKind.COMPILE_DONE, SLOW_ALARM_RETURNED)
+    if _FOLDING_ALARM.search(text):
+        return Form(FormKind.COMPILE_RUNNING, FOLDING_ALARM)
     if _SLOW_COMPILE.search(text):
         return Form(FormKind.COMPILE_RUNNING, "XLA's slow-compile alarm")
     return _severity(text) or _exception(text) or _phase(text)

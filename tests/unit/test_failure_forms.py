@@ -105,6 +105,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "google-deepmind/tapnet#53"),
     ("Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "xla/service/slow_operation_alarm.cc"),
     ("E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s", DONE, "google-deepmind/tapnet#53"),
+    ("2022-10-12 16:01:47.590034: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:", RUN, "corpus (dm-haiku-539: xla/service/hlo_constant_folding.cc's alarm)"),
     # a rank waiting on its peers
     ("[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.", WAIT, "horovod/horovod#2843"),
     ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce.0 [ready ranks: 1, 2, 3]", WAIT, "horovod/horovod#215"),
@@ -399,6 +400,29 @@ def test_log_ending_inside_a_slow_compile_alarm_is_compiling() -> None:
     ])
     v = judge.verdict(1010.0, final=True)
     assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+def test_constant_folding_that_returned_is_still_compiling() -> None:
+    """After XLA's constant-folding alarm, "The operation took" is one instruction folded: the compile
+    goes on (corpus: dm-haiku-539)."""
+    judge = _judge_lines([
+        "2022-10-12 16:01:47.590034: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:",
+        "",
+        "  reduce-window.16 (displaying the full instruction incurs a runtime overhead. Raise your logging level to 4 or above).",
+        "2022-10-12 16:02:05.867327: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:133] The operation took 19.277362298s",
+    ])
+    v = judge.verdict(1010.0, final=True)
+    assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+def test_slow_compile_that_returned_is_not_compiling() -> None:
+    """After the slow-compile alarm, "The operation took" is the compile's end: progress after it is healthy."""
+    judge = _judge_lines([
+        "[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s",
+        *PROGRESS,
+    ])
+    assert judge.verdict(1010.0, final=True).label is Label.HEALTHY
 
 
 def test_stall_report_at_the_end_is_a_wait_not_healthy() -> None:
