@@ -116,9 +116,9 @@ _RAY = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([EC]) \d+ \d+\] ")
 #: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
 #: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
-#: that quotes the word.
+#: that quotes the word. A C++ qualified name ("c10::Error::Error(", a backtrace's frame) is no field.
 _LEVEL_WORD = re.compile(r"(?:^|[\s\[|(:,-])(?:(ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|NOTICE|TRACE)"
-                         r"(?=[\s\]|:)-]|$)|(Error|Critical|Fatal|Warning|Info|Debug)(?=[\]:]))")
+                         r"(?=[\s\]|:)-]|$)|(?<!::)(Error|Critical|Fatal|Warning|Info|Debug)(?=\]|:(?!:)))")
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _HEAD = 90
 #: logfmt (logrus, zap, Go's slog) and JSON records: level=error, "level": "error"

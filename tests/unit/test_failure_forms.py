@@ -149,6 +149,7 @@ NEAR_MISSES = [
     "Building engines for 3 models is described in docs/trt.md",  # no engine build announced
     "Built: 3 of 5 wheels (torch, numpy, pillow)",  # "Built:" without an engine file
     "Loading TRT engine: /models/det.trt",  # an engine loaded, not built
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x80 (0x1468a2869c10 in /home/pkourdis/pytorch/torch/lib/libc10.so)",  # a C++ name, not a level field (corpus: torchcomms-2358)
     "I1011 08:02:59.085540 1 logging.cc:40] CUDA initialization failure with error 35. Please check your CUDA installation (retrying on the next device)",  # an INFO record
     "2020-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at iterator_ops.cc:941 : Out of range: End of sequence",  # how a dataset ends
     "W tensorflow/core/common_runtime/bfc_allocator.cc:279] Resource exhausted is what the next op may say; 1.2GiB in use",  # the words from another file
