@@ -111,7 +111,9 @@ _GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+
 _TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
 #: Ray's C++ logger (the raylet, the GCS, core workers): "[<date> <time>,<ms> <L> <pid> <tid>] <msg>"
 #: (src/ray/util/logging.cc kLogFormatTextPattern "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ", spdlog's %L the
-#: level's letter: T D I W E C), under the "(raylet) " a driver's log gives it.
+#: level's letter: T D I W E C), under the "(raylet) " a driver's log gives it. The letter stands between
+#: digits, so no needle holds it but " E " (a literal search over every batch, ~6% of the scan's speed):
+#: a record is read when its message holds a needle ("Failed", "Error", "Timeout", ...).
 _RAY = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([EC]) \d+ \d+\] ")
 #: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
@@ -368,8 +370,6 @@ NEEDLES: tuple[str, ...] = (
     "\nE", "[E", ": E", ": F", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
-    # Ray's record level between its time's milliseconds and its pid (digits on both sides)
-    " E ", " C ",
     # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
     # error is read from its goroutine trace)
     "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",

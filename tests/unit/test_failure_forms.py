@@ -36,8 +36,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("2017-11-28 16:36:15.720252: F tensorflow/core/lib/io/zlib_outputbuffer.cc:77] Check failed: bytes_to_write <= AvailableInputSpace() (12 vs. -1814274)", C, "CharlesShang/FastMaskRCNN#177"),
     ("2025-04-23 20:35:34.618070: F external/xla/xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099] Non-OK-status: executable.status()", C, "corpus (mujoco-playground-113: an absl FATAL in TensorFlow's format, no check failure)"),
     # Ray's C++ logger (src/ray/util/logging.cc "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ")
-    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: some words no rule knows", E, "corpus (wmpo-3's raylet record, the message replaced)"),
-    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  the GCS went away", C, "ray-project/ray#26966 (the record's head, a FATAL)"),
+    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: Failed to send the worker its lease", E, "corpus (wmpo-3's raylet record, the message replaced)"),
+    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  Failed to reach the GCS", C, "ray-project/ray#26966 (the record's head, a FATAL)"),
     # an op that ran out of memory, at WARNING (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning)
     ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", E, "corpus (tensorflow-4735: TF 1.x, the record without its time)"),
     ("2019-10-24 21:55:25.500952: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at cwise_ops_common.cc:70 : Resource exhausted: OOM when allocating tensor with shape[8,509,3072] and type float", E, "corpus (an OP_REQUIRES failure)"),
