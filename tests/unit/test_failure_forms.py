@@ -390,29 +390,28 @@ def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
     assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1
 
 
-def test_log_ending_inside_a_slow_compile_alarm_is_compiling() -> None:
-    """XLA's alarm prints at severity ERROR while the compile goes on: the log ends inside a compile."""
-    judge = _judge_lines([
+#: logs that end inside an XLA compile: the slow-compile alarm (at severity ERROR while the compile goes
+#: on), and the constant-folding alarm's "The operation took" (one instruction folded; corpus: dm-haiku-539)
+ENDING_IN_XLA_COMPILE = [
+    [
         "2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ",
         "********************************",
         "Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
         "Compiling module primitive_computation_convert_element_type.3",
         "********************************",
-    ])
-    v = judge.verdict(1010.0, final=True)
-    assert v.label is Label.COMPILING and v.action is Action.WAIT
-
-
-def test_constant_folding_that_returned_is_still_compiling() -> None:
-    """After XLA's constant-folding alarm, "The operation took" is one instruction folded: the compile
-    goes on (corpus: dm-haiku-539)."""
-    judge = _judge_lines([
+    ],
+    [
         "2022-10-12 16:01:47.590034: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:",
         "",
         "  reduce-window.16 (displaying the full instruction incurs a runtime overhead. Raise your logging level to 4 or above).",
         "2022-10-12 16:02:05.867327: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:133] The operation took 19.277362298s",
-    ])
-    v = judge.verdict(1010.0, final=True)
+    ],
+]
+
+
+@pytest.mark.parametrize("lines", ENDING_IN_XLA_COMPILE, ids=["slow-compile-alarm", "constant-folding-returned"])
+def test_log_ending_inside_an_xla_compile_is_compiling(lines: list[str]) -> None:
+    v = _judge_lines(lines).verdict(1010.0, final=True)
     assert v.label is Label.COMPILING and v.action is Action.WAIT
 
 
