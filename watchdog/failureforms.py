@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 2
+FORM_RULES = 3
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -109,12 +109,18 @@ _GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
 _TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
+#: Ray's C++ logger (the raylet, the GCS, core workers): "[<date> <time>,<ms> <L> <pid> <tid>] <msg>"
+#: (src/ray/util/logging.cc kLogFormatTextPattern "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ", spdlog's %L the
+#: level's letter: T D I W E C), under the "(raylet) " a driver's log gives it. The letter stands between
+#: digits, so no needle holds it but " E " (a literal search over every batch, ~6% of the scan's speed):
+#: a record is read when its message holds a needle ("Failed", "Error", "Timeout", ...).
+_RAY = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([EC]) \d+ \d+\] ")
 #: Python logging, loguru, structlog and most serving stacks: a severity word as a field of the
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
 #: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
-#: that quotes the word.
+#: that quotes the word. A C++ qualified name ("c10::Error::Error(", a backtrace's frame) is no field.
 _LEVEL_WORD = re.compile(r"(?:^|[\s\[|(:,-])(?:(ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|NOTICE|TRACE)"
-                         r"(?=[\s\]|:)-]|$)|(Error|Critical|Fatal|Warning|Info|Debug)(?=[\]:]))")
+                         r"(?=[\s\]|:)-]|$)|(?<!::)(Error|Critical|Fatal|Warning|Info|Debug)(?=\]|:(?!:)))")
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _HEAD = 90
 #: logfmt (logrus, zap, Go's slog) and JSON records: level=error, "level": "error"
@@ -208,11 +214,19 @@ _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(
 #: already in use", ENODEV "No such device", EBUSY "Device or resource busy", EMFILE "Too many open
 #: files", ENOSPC "No space left on device", EACCES "Permission denied"), the dynamic loader's
 #: "cannot open shared object file", CUDA's "no CUDA-capable device is detected" (cudaErrorNoDevice)
-#: and torch's "No CUDA GPUs are available", shared memory too small, and Slurm's refusals.
+#: and torch's "No CUDA GPUs are available", CUDA's devices that are there but not this process's
+#: (cudaErrorDevicesUnavailable, cudaGetErrorString: "CUDA-capable device(s) is/are busy or unavailable",
+#: "all CUDA-capable devices are busy or unavailable": a GPU in exclusive-process compute mode held by
+#: another process, or prohibited), shared memory too small, and Slurm's refusals.
 _RESOURCE = re.compile(
     r"\bAddress already in use\b|\bEADDRINUSE\b|\bNo such device\b|\bDevice or resource busy\b|\bEBUSY\b|"
     r"\bToo many open files\b|\bNo space left on device\b|\bENOSPC\b|\bPermission denied\b|"
     r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
+    r"\bCUDA-capable devices? ?(?:\(s\) )?(?:is/are|are|is) busy or unavailable\b|"
+    # TensorRT's runtime finding CUDA unusable (runtime.cpp isCudaInstalledCorrectly: "CUDA initialization
+    # failure with error <cudaError_t>. Please check your CUDA installation": 35 is
+    # cudaErrorInsufficientDriver, 100 cudaErrorNoDevice)
+    r"\bCUDA initialization failure with error \d+\. Please check your CUDA installation\b|"
     r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
     r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
     r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"
@@ -248,6 +262,16 @@ _RESOURCE = re.compile(
     # development package that is not installed, when an extension is built at start-up
     r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
     r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
+
+#: An op that ran out of device memory, which TensorFlow logs at WARNING as the op fails
+#: (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning: LOG(WARNING) << "OP_REQUIRES failed at "
+#: << file << ":" << line << " : " << status; TF 1.0-1.4 logged the status alone), after the BFC
+#: allocator's own warning ("Ran out of memory trying to allocate ..."); TF 1.x printed the record
+#: without its time ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when
+#: allocating tensor"). The step fails with it. Other op failures logged so (an iterator's "Out of
+#: range: End of sequence") are how a dataset ends: only memory is read here.
+_TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
+                        r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
 
 # -- metrics ---------------------------------------------------------------------------------------
 
@@ -291,6 +315,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
+    # a TensorRT engine build (minutes to hours for a big network, with nothing printed meanwhile): the
+    # sample programs' and serving stacks' own words before it (tensorrtx yolov5.cpp "Building engine,
+    # please wait for a while..."; turbo-ocr "Building TRT engine: <onnx> -> <plan>")
+    (re.compile(r"\bBuilding engine, please wait\b|\bBuilding (?:a |the )?(?:TRT|TensorRT) engine\b"),
+     "a TensorRT engine build"),
 )
 #: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
 #: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
@@ -301,6 +330,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
 _SLOW_COMPILE = re.compile(r"\b(?:Very slow compile\? +If you want|Slow compile\? +XLA was built)|"
                            r"\bConstant folding an instruction is taking > |\bslow_operation_alarm\.cc:\d+\]\s*$")
 _SLOW_COMPILE_DONE = re.compile(r"\bslow_operation_alarm\.cc:\d+\] The operation took \d")
+#: The same "The operation took" ends whichever alarmed operation returned: after the constant-folding
+#: alarm it is one instruction folded, and the compile goes on (the judge reads it so).
+_FOLDING_ALARM = re.compile(r"\bConstant folding an instruction is taking > ")
+FOLDING_ALARM = "XLA's constant-folding alarm"
+SLOW_ALARM_RETURNED = "XLA's slow-compile alarm: the compile returned"
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
     # DeepSpeed's op builder once an op is built or loaded (deepspeed/ops/op_builder/builder.py:
@@ -309,6 +343,10 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAUTOTUNE benchmarking takes \d"), "Inductor autotuning done"),
     # jax/_src/dispatch.py log_elapsed_time: "Finished XLA compilation of <fn> in <t> sec"
     (re.compile(r"\bFinished XLA compilation of \S+ in "), "a JAX compile finished"),
+    # ... and after it: TensorRT's builder at INFO ("Engine generation completed in <s> seconds."),
+    # tensorrtx's "Build engine successfully!", turbo-ocr's "Built: <plan> (<size> MB)"
+    (re.compile(r"\bEngine generation completed in \d|\bBuild engine successfully\b|"
+                r"(?:^|\s)Built: \S+\.(?:trt|engine|plan) \("), "a TensorRT engine built"),
 )
 
 #: A rank waiting on a peer, in the forms that say so:
@@ -329,7 +367,7 @@ _CONNECT_RETRY = re.compile(r"(?i:\b(?:connection refused|connection timed out|e
 #: every line holding a form holds one; the unit tests hold each form's examples to it.
 NEEDLES: tuple[str, ...] = (
     # severities (glog's FATAL always prints "*** Check failure stack trace: ***"); libfabric's levels
-    "\nE", "[E", ": E", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
+    "\nE", "[E", ": E", ": F", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
     # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
@@ -345,13 +383,15 @@ NEEDLES: tuple[str, ...] = (
     # resources
     "Address already in use", "EADDRINUSE", "No such device", "EBUSY", "Too many open files", "No space left",
     "ENOSPC", "Permission denied", "cannot open shared object", "CUDA-capable device", "No CUDA GPUs",
-    "no NVIDIA driver", "/dev/shm",
+    "no NVIDIA driver", "/dev/shm", "CUDA initialization failure",
     # metrics: a key ("loss" in every loss's name) or a value alone on a table row ("nan")
     "loss", "Loss", "perplexity", "nan",
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
     "AUTOTUNE",
-    "with global shapes", "Finished XLA compilation", "slow compile", "slow_operation_alarm", "Constant folding an",
+    "with global shapes", "Finished XLA compilation", "Building engine", "TRT engine", "TensorRT engine",
+    "Engine generation completed", "Build engine successfully", "Built: ",
+    "slow compile", "slow_operation_alarm", "Constant folding an",
     # a stall report, a retried connection (the strerror words; c10d prints them with the errno)
     "tensors were submitted", "Connection refused", "Connection timed out",
     # configuration: Slurm's, Open MPI's, ssh's and the CUDA toolchain's refusals
@@ -362,6 +402,8 @@ NEEDLES: tuple[str, ...] = (
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
+    # TensorFlow's op failure for want of memory (a WARNING record)
+    "Resource exhausted", "RESOURCE_EXHAUSTED",
 )
 
 
@@ -393,6 +435,10 @@ def _severity(text: str) -> Form | None:
     if m is not None:
         return Form(FormKind.CRASH, "a TensorFlow FATAL record") if m.group(1) == "F" else \
             Form(FormKind.ERROR, "a TensorFlow ERROR record")
+    m = _RAY.search(text, 0, _HEAD)
+    if m is not None:
+        return Form(FormKind.ERROR, "a Ray ERROR record") if m.group(1) == "E" else \
+            Form(FormKind.CRASH, "a Ray CRITICAL record")
     m = _NEURON.search(text, 0, _HEAD)
     if m is not None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
@@ -472,6 +518,8 @@ def read_line(text: str) -> Form | None:
     metric = _metric(text)
     if metric is not None:
         return metric
+    if _TF_OP_OOM.search(text):
+        return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STALL_REPORT.search(text):
@@ -479,7 +527,9 @@ def read_line(text: str) -> Form | None:
     if _CONNECT_RETRY.search(text):
         return Form(FormKind.COMM_WAIT, "a connection the program retries")
     if _SLOW_COMPILE_DONE.search(text):
-        return Form(FormKind.COMPILE_DONE, "XLA's slow-compile alarm: the compile returned")
+        return Form(FormKind.COMPILE_DONE, SLOW_ALARM_RETURNED)
+    if _FOLDING_ALARM.search(text):
+        return Form(FormKind.COMPILE_RUNNING, FOLDING_ALARM)
     if _SLOW_COMPILE.search(text):
         return Form(FormKind.COMPILE_RUNNING, "XLA's slow-compile alarm")
     return _severity(text) or _exception(text) or _phase(text)

@@ -47,7 +47,7 @@ from neuron_watch.events import (
     Verdict,
     WorkerSample,
 )
-from neuron_watch.failureforms import FORM_RULES, read_line
+from neuron_watch.failureforms import FOLDING_ALARM, FORM_RULES, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.flight_recorder import GroupProgress
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
@@ -290,6 +290,7 @@ class RankState:
     compiles_ended: int = 0  # compile end lines seen (one PASS per graph)
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
+    folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
     last_wait: float | None = None
     last_wait_line: Evidence | None = None
     first_lock_wait: float | None = None  # "Another process must be compiling" since
@@ -644,6 +645,19 @@ class Judge:
             return None
         ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
         effect = m.signature.effect
+        if effect is Effect.COMPILE_BEAT or effect is Effect.COMPILE_END:
+            # XLA's slow-operation alarm says "The operation took <t>" when the alarmed operation
+            # returns: after the constant-folding alarm (the rank's last compile beat), that is one
+            # instruction folded and the compile goes on (a beat), not the compile's end. Every beat
+            # sets the flag, so a beat compact_matches leaves out is followed by one that sets it.
+            form = read_line(line.text) if m.signature.id in self._form_ids else None
+            name = None if form is None else form.name
+            if effect is Effect.COMPILE_BEAT:
+                st.folding_alarm = name == FOLDING_ALARM
+            elif st.folding_alarm:
+                st.folding_alarm = False
+                if name == SLOW_ALARM_RETURNED:
+                    effect = Effect.COMPILE_BEAT
         if effect is Effect.PROGRESS:
             self._worked(st.last_progress, line.mono)
             self._progress_seen = True

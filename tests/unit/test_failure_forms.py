@@ -34,6 +34,13 @@ FORMS: list[tuple[str, FormKind, str]] = [
     # TensorFlow's logger (tensorflow/core/platform/default/logging.cc: "%s.%06d: %c %s:%d] %s")
     ("2023-11-09 21:39:52.908327: E tensorflow/compiler/xla/xla_client/xla_util.cc:90] \t [[{{node XRTExecute}}]]", E, "corpus (torch-xla XRT)"),
     ("2017-11-28 16:36:15.720252: F tensorflow/core/lib/io/zlib_outputbuffer.cc:77] Check failed: bytes_to_write <= AvailableInputSpace() (12 vs. -1814274)", C, "CharlesShang/FastMaskRCNN#177"),
+    ("2025-04-23 20:35:34.618070: F external/xla/xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099] Non-OK-status: executable.status()", C, "corpus (mujoco-playground-113: an absl FATAL in TensorFlow's format, no check failure)"),
+    # Ray's C++ logger (src/ray/util/logging.cc "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ")
+    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: Failed to send the worker its lease", E, "corpus (wmpo-3's raylet record, the message replaced)"),
+    ("[2022-07-25 08:35:40,492 C 273 339] (raylet) gcs_rpc_client.h:537:  Failed to reach the GCS", C, "ray-project/ray#26966 (the record's head, a FATAL)"),
+    # an op that ran out of memory, at WARNING (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning)
+    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", E, "corpus (tensorflow-4735: TF 1.x, the record without its time)"),
+    ("2019-10-24 21:55:25.500952: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at cwise_ops_common.cc:70 : Resource exhausted: OOM when allocating tensor with shape[8,509,3072] and type float", E, "corpus (an OP_REQUIRES failure)"),
     # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
     ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
     # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
@@ -69,6 +76,9 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("RuntimeError: No CUDA GPUs are available", E, "torch/cuda/__init__.py _lazy_init"),
     ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234'", E, "glibc strerror(ENOSPC)"),
     ("srun: error: Unable to allocate resources: Requested node configuration is not available", E, "Slurm srun"),
+    ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", E, "corpus (ms-swift-5118: cudaErrorDevicesUnavailable, a GPU in exclusive-process mode)"),
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", E, "cudaGetErrorString(cudaErrorDevicesUnavailable), newer CUDA"),
+    ("E1011 08:02:59.085540 1 logging.cc:40] [runtime.cpp::isCudaInstalledCorrectly::38] Error Code 6: Internal Error (CUDA initialization failure with error 35. Please check your CUDA installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html)", E, "corpus (triton-server-6413: TensorRT's runtime)"),
     # metrics
     ("Epoch 3:  45%|████▌     | 450/1000 [01:30<01:50, 5.00it/s, loss=nan, v_num=0]", M, "Lightning's tqdm postfix"),
     ("{'train_loss': 'NaN', 'epoch': 2.0}", M, "a metrics dict"),
@@ -84,11 +94,18 @@ FORMS: list[tuple[str, FormKind, str]] = [
     (">     Time to load utils op: 14.221003532409668 seconds", DONE, "corpus (DeepSpeed op builder, quoted)"),
     (">     Loading extension module utils...", DONE, "corpus (quoted)"),
     ("SingleProcess AUTOTUNE benchmarking takes 2.3341 seconds and 0.0012 seconds precompiling for 20 choices", DONE, "torch/_inductor/select_algorithm.py"),
+    # a TensorRT engine build
+    ("Building engine, please wait for a while...", RUN, "corpus (tensorrtx-690: tensorrtx yolov5.cpp)"),
+    ("2026-06-17T05:49:51.038478Z Building TRT engine: models/layout/layout.onnx -> /home/ocr/.cache/turbo-ocr/layout.trt", RUN, "corpus (turboocr-17)"),
+    ("2026-06-17T05:05:50.433526Z Built: /home/ocr/.cache/turbo-ocr/det_9506347950415945255.trt (4.59903 MB)", DONE, "corpus (turboocr-17)"),
+    ("[TRT] Engine generation completed in 15.4544 seconds.", DONE, "corpus (tensorrt-llm-2324: TensorRT's builder at INFO)"),
+    ("Build engine successfully!", DONE, "tensorrtx yolov5.cpp"),
     # XLA's slow-compile alarm (xla/service/slow_operation_alarm.cc): an ERROR record that is the compiler still at work
     ("2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ", RUN, "google/brax#87"),
     ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "google-deepmind/tapnet#53"),
     ("Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", RUN, "xla/service/slow_operation_alarm.cc"),
     ("E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s", DONE, "google-deepmind/tapnet#53"),
+    ("2022-10-12 16:01:47.590034: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:", RUN, "corpus (dm-haiku-539: xla/service/hlo_constant_folding.cc's alarm)"),
     # a rank waiting on its peers
     ("[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.", WAIT, "horovod/horovod#2843"),
     ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce.0 [ready ranks: 1, 2, 3]", WAIT, "horovod/horovod#215"),
@@ -123,11 +140,23 @@ NEAR_MISSES = [
     "step 100 | loss 2.345 | tokens/s 12000 | finance-corpus",  # "nan" inside "finance"
     "INFO: running inference on 8 devices",  # "inf" inside "info"/"inference"
     "E = mc^2 is printed by the physics demo",  # "E" as a word
+    "Grade: F external reviewers marked the run as failing (see report.md)",  # ": F " without a source file and line
     "2024-04-12 07:13:06,123 - WARNING - trainer - Error rate of the sampler is above 1%",  # a benign WARNING
     "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",  # a warning record (c10 tries the next address)
     "loss_scale: inf skipped step",  # the scaler's state on a skipped step
     "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, reduced_train_loss=3.910, global_step=563.0]",  # NeMo's window beside a finite loss
     "W1123 15:00:49.123456 12345 some_op.cc:42] a warning",  # glog WARNING
+    "Building engines for 3 models is described in docs/trt.md",  # no engine build announced
+    "Built: 3 of 5 wheels (torch, numpy, pillow)",  # "Built:" without an engine file
+    "Loading TRT engine: /models/det.trt",  # an engine loaded, not built
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x80 (0x1468a2869c10 in /home/pkourdis/pytorch/torch/lib/libc10.so)",  # a C++ name, not a level field (corpus: torchcomms-2358)
+    "I1011 08:02:59.085540 1 logging.cc:40] CUDA initialization failure with error 35. Please check your CUDA installation (retrying on the next device)",  # an INFO record
+    "2020-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at iterator_ops.cc:941 : Out of range: End of sequence",  # how a dataset ends
+    "W tensorflow/core/common_runtime/bfc_allocator.cc:279] Resource exhausted is what the next op may say; 1.2GiB in use",  # the words from another file
+    "(raylet) [2025-12-07 09:57:19,206 W 393463 393463] (raylet) node_manager.cc:12: worker failed to start in time, retrying",  # a Ray WARNING
+    "[2023-06-12 10:01:02,345 I 1234 1234] (gcs_server) gcs_server.cc:80: Failed nodes: 0",  # a Ray INFO
+    "W0101 10:00:00.000000 7 gpu_init.cc:12] CUDA-capable device(s) is/are busy or unavailable; trying the next device",  # a warning: the program goes on to another GPU
+    "Waiting for a CUDA-capable device: 2 of 8 are busy",  # the words, not CUDA's error string
     "2023-Aug-01 16:14:44.0241 332066:332494 WARN  TDRV:dmem_alloc_internal                   Allocating 512 MB on ND 0 NC 1 for weights",
     "ERROR count: 0, retrying connection to the metrics server",  # a retried operation
     "I0402 10:11:12.123000 140 torch/distributed/run.py:12] Using nproc_per_node=8",
@@ -185,6 +214,8 @@ CAUSES = [
     ("[  +0.000127] mce: [Hardware Error]: CPU 2: Machine Check: 0 Bank 6: cc59dec000041152", Label.HARDWARE_ERROR),
     ("RuntimeError: No CUDA GPUs are available", Label.CONFIG_ERROR),
     ("OSError: [Errno 98] Address already in use", Label.CONFIG_ERROR),
+    ("[rank0]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", Label.CONFIG_ERROR),  # modelscope/ms-swift#5118
+    ("E1011 08:02:59.085540 1 logging.cc:40] [runtime.cpp::isCudaInstalledCorrectly::38] Error Code 6: Internal Error (CUDA initialization failure with error 35. Please check your CUDA installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html)", Label.CONFIG_ERROR),  # triton-inference-server/server#6413
     ("{'loss': nan, 'epoch': 0.3}", Label.NUMERICAL_ERROR),
     ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
     ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
@@ -195,6 +226,7 @@ CAUSES = [
     ("2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864] failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid", Label.CONFIG_ERROR),
     ("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 failed: Resource exhausted: Out ", Label.OOM),  # jax-ml/jax#788, the line cut where the user's paste wrapped
     ("memory allocation of 2097152 bytes failed", Label.OOM),
+    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", Label.OOM),  # tensorflow/tensorflow#4735
     ("gemm_test.h:6:10: fatal error: cuda_profiler_api.h: No such file or directory", Label.CONFIG_ERROR),
     ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", Label.OOM),  # huggingface/text-generation-inference#563
     ("  what():  [enforce fail at gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. SO_ERROR: Connection refused", Label.COMM_ERROR),
@@ -243,6 +275,35 @@ def test_knowledge_base_reports_form_after_the_table(line: str, kind: FormKind, 
     assert m is not None and m.signature.id == SIGNATURE_IDS[kind], source
     assert KB.classify_plain(line) == m
     assert KB.scan(["a plain line", line]) == [(1, m)]
+
+
+#: the table's rules that read the held-out round's sources (issue23-heldout-6): (line, the rule it is read
+#: by, a near miss the rule must leave alone)
+ROUND6_RULES = [
+    ("Status: INTERNAL: ptxas exited with non-zero error code 139, output:  - Failure occur", "xla.ptxas_failed",
+     "I0101 00:00:00.000000 1 subprocess_compilation.cc:1] ptxas exited normally"),  # mujoco_playground#113
+    ("    @     0x7f0e1c0cc4a4  xla::gpu::IrEmitterUnnested::EmitFusion()", "xla.compiler_frames",
+     "    @     0x7f0e1c0d7135  xla::gpu::GpuExecutable::ExecuteThunksOrXlir()"),  # levanter#727; a running program's frame
+    ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at ",
+     "ray.workers_killed_memory_pressure",
+     "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 3 Workers crashed due to other reasons at "),  # wmpo#3
+    ("Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 194 hours",
+     "numerical.loss_not_finite",
+     "Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss 42.7513   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  65536   Required: 194 hours"),  # insightface#2262
+    ("nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1c.0 is not a MLA Device", "neuron.rt.no_device",
+     "nrtd[1]: [TDRV:tdrv_init_mla_phase1] BDF 0000:00:1e.0 is a MLA Device, opening it"),  # aws-neuron-sdk#187
+    ("EI9999: 2024-10-21-10:42:00.358.410  The error from device(chipId:3, dieId:0), serial number is 9, hccl fftsplus task timeout occurred during task execution, stream_id:5, sq_id:5, task_id:38827, stuck notify num:1, timeout:30min(default).",
+     "ascend.hccl_task_timeout",
+     "[INFO] HCCL(12345,python):2024-10-21-10:42:00 [hccl] set hccl task timeout to 1800s"),  # Ascend/pytorch#54
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "near_miss"), ROUND6_RULES)
+def test_round6_rule_and_its_near_miss(line: str, rule: str, near_miss: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == rule
+    miss = KB.classify(near_miss)
+    assert miss is None or miss.signature.id != rule
 
 
 def test_table_keeps_precedence() -> None:
@@ -329,17 +390,39 @@ def test_open_mpi_streams_are_split_into_ranks(tmp_path: Path) -> None:
     assert v.label is Label.CONFIG_ERROR and v.culprit is not None and v.culprit.rank == 1
 
 
-def test_log_ending_inside_a_slow_compile_alarm_is_compiling() -> None:
-    """XLA's alarm prints at severity ERROR while the compile goes on: the log ends inside a compile."""
-    judge = _judge_lines([
+#: logs that end inside an XLA compile: the slow-compile alarm (at severity ERROR while the compile goes
+#: on), and the constant-folding alarm's "The operation took" (one instruction folded; corpus: dm-haiku-539)
+ENDING_IN_XLA_COMPILE = [
+    [
         "2021-10-29 07:59:58.028158: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:55] ",
         "********************************",
         "Very slow compile?  If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
         "Compiling module primitive_computation_convert_element_type.3",
         "********************************",
-    ])
-    v = judge.verdict(1010.0, final=True)
+    ],
+    [
+        "2022-10-12 16:01:47.590034: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:",
+        "",
+        "  reduce-window.16 (displaying the full instruction incurs a runtime overhead. Raise your logging level to 4 or above).",
+        "2022-10-12 16:02:05.867327: E external/org_tensorflow/tensorflow/compiler/xla/service/slow_operation_alarm.cc:133] The operation took 19.277362298s",
+    ],
+]
+
+
+@pytest.mark.parametrize("lines", ENDING_IN_XLA_COMPILE, ids=["slow-compile-alarm", "constant-folding-returned"])
+def test_log_ending_inside_an_xla_compile_is_compiling(lines: list[str]) -> None:
+    v = _judge_lines(lines).verdict(1010.0, final=True)
     assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+def test_slow_compile_that_returned_is_not_compiling() -> None:
+    """After the slow-compile alarm, "The operation took" is the compile's end: progress after it is healthy."""
+    judge = _judge_lines([
+        "[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "E external/xla/xla/service/slow_operation_alarm.cc:133] The operation took 9m29.906265931s",
+        *PROGRESS,
+    ])
+    assert judge.verdict(1010.0, final=True).label is Label.HEALTHY
 
 
 def test_stall_report_at_the_end_is_a_wait_not_healthy() -> None:
