@@ -37,8 +37,10 @@ raises :class:`JobRefused` naming both jobs.
 Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
 the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
 :func:`neuron_watch.judge.compact_matches`): the node's own CPU classifies its lines, so the
-coordinator's work is per batch and rank, not per line. Without a knowledge base the batch goes
-unclassified and the coordinator classifies it.
+coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
+(most ranks of a training job, most of the time) goes as its text and one progress row, its
+latest step (:func:`neuron_watch.judge.coalesce_progress`): no match, no second copy of the line.
+Without a knowledge base the batch goes unclassified and the coordinator classifies it.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from neuron_watch.classify import KnowledgeBase
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import EvidenceReport, LauncherExit, NodeStatus, StopReport
 from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.judge import compact_matches, kb_fingerprint
+from neuron_watch.judge import coalesce_progress, compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
@@ -78,6 +80,7 @@ from neuron_watch.protocol import (
     ProtocolError,
     RankCollectives,
     RankLines,
+    RankProgress,
     Refused,
     SequenceTracker,
     Shutdown,
@@ -393,13 +396,22 @@ class AgentLink:
             return Lines(ranks)
         found = self._kb.scan(texts)
         self.progress_lines += sum(1 for _i, m in found if m.step is not None)
-        matches = []
-        for j in compact_matches([(chunk_of[i], m) for i, m in found]):
+        by_chunk = [(chunk_of[i], m) for i, m in found]
+        # A rank that printed only steps goes as one progress row (its latest step), its text once;
+        # only when its last line is its newest (the row is timed by the rank's newest line).
+        newest = [g[3] for g in groups.values()]
+        rows = {j for j in coalesce_progress(by_chunk, {g[0]: len(g[1]) for g in groups.values()})
+                if pending[found[j][0]][2] == newest[by_chunk[j][0]]}
+        matches, progress = [], []
+        for j in compact_matches(by_chunk):
             i, m = found[j]
             _r, _t, mono, _w, source, lineno = pending[i]
-            matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
-                                     source, lineno))
-        return Lines(ranks, tuple(matches), self._kb_fp)
+            if j in rows and m.step is not None:  # (coalesce_progress takes only steps)
+                progress.append(RankProgress(chunk_of[i], m.signature.id, m.step, m.loss, source, lineno))
+            else:
+                matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
+                                         source, lineno))
+        return Lines(ranks, tuple(matches), self._kb_fp, tuple(progress))
 
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,

@@ -148,7 +148,8 @@ class JudgeLike(Protocol):
 
     def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
     def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
-                      matches: Sequence[tuple[LogLine, str, int | None, float | None]]) -> None: ...
+                      matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+                      progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = ()) -> None: ...
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
     def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
@@ -714,8 +715,11 @@ class Coordinator:
         if body.classified and body.classified == self._kb_fingerprint(judge):
             matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
                         m.signature, m.step, m.loss) for m in body.matches]
+            rows = body.ranks
+            progress = [(g.chunk, g.signature, g.step, g.loss, h.wall - rows[g.chunk].d_last, g.source, g.lineno)
+                        for g in body.progress]
             try:
-                judge.observe_batch(ranks, matches)
+                judge.observe_batch(ranks, matches, progress)
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", node, exc)
