@@ -87,6 +87,7 @@ from neuron_watch.protocol import (
     Stop,
     decode_body,
     decode_header,
+    delivery_slack_at,
     encode,
     kind_of,
 )
@@ -204,6 +205,9 @@ class NodeView:
     stop_report: StopReport | None = None  # its answer to the last stop
     place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
     status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
+    #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
+    #: A message that took longer waited that much longer in our queues (see Coordinator.behind)
+    transit: float = float("inf")
 
     @property
     def observed(self) -> bool:
@@ -408,6 +412,10 @@ class Coordinator:
         self._verdict_every = self.settings.verdict_interval
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
+        #: seconds the nodes' newest messages waited in our queues (see NodeView.transit): the acks
+        #: say it, agents resend that much later
+        self.behind = 0.0
+        self._lag = 0.0
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
@@ -516,6 +524,11 @@ class Coordinator:
         view.routing_id = routing_id
         view.last_heard = now
         view.need_ack = True
+        took = now - h.sent
+        if took < view.transit:
+            view.transit = took
+        elif took - view.transit > self._lag:
+            self._lag = took - view.transit
         if view.state is NodeState.UNOBSERVED:
             view.state = NodeState.CONNECTED
             if self.judge:
@@ -818,11 +831,17 @@ class Coordinator:
                                  operation="write", error=error, faults=self.health.faults)
         if now - self._last_ack >= self.settings.ack_interval:
             self._last_ack = now
+            # The nodes' messages of the last ack interval waited this long in our queues, at most.
+            self.behind, self._lag = self._lag, 0.0
+            nodes = self.job_nodes
+            if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
+                setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
+            ack_behind = round(self.behind, 3)
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:
                     view.need_ack = False
-                    if self.send(view.node, Ack(st.expected - 1)):
+                    if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
                         view.acked = st.expected - 1
         for view in self.nodes.values():
             if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
@@ -872,6 +891,11 @@ class Coordinator:
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
+
+    @property
+    def job_nodes(self) -> int:
+        """The job's size as the acks announce it: the nodes heard from, or expected if more."""
+        return max(len(self.nodes), self.settings.expected_nodes or 0)
 
     def _enough_nodes(self) -> bool:
         want = self.settings.expected_nodes

@@ -496,6 +496,10 @@ class Judge:
         #: step intervals past the calibration's warm-up: how many, and the longest (hang_timeout)
         self._usable_intervals = 0
         self._longest_interval = -math.inf
+        #: how much later than a node's first job-sized pace its lines may arrive (a bigger job's
+        #: agents batch and sample less often: protocol.delivery_slack_at): the hang clock waits
+        #: that much longer, so a step in flight is never taken for silence
+        self.delivery_slack = 0.0
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -927,10 +931,11 @@ class Judge:
     # -- judgement ------------------------------------------------------------------------------
 
     def hang_timeout(self) -> float:
-        """The hang timeout in force now (fixed or calibrated)."""
+        """The hang timeout in force now (fixed or calibrated), with the delivery slack."""
         if self.settings.hang_timeout is not None:
-            return self.settings.hang_timeout
-        return self.settings.calibration.timeout_of(self._usable_intervals, self._longest_interval)
+            return self.settings.hang_timeout + self.delivery_slack
+        calibrated = self.settings.calibration.timeout_of(self._usable_intervals, self._longest_interval)
+        return calibrated + self.delivery_slack
 
     def _started(self) -> bool:
         """Has the job shown progress (a progress line, or collectives that keep completing)?
@@ -948,7 +953,7 @@ class Judge:
         if not self._started():
             return self.settings.startup_timeout, "startup"
         if self.settings.hang_timeout is not None:
-            return self.settings.hang_timeout, "fixed"
+            return self.hang_timeout(), "fixed"
         calibration = self.settings.calibration
         kind = "calibrated" if self._usable_intervals >= calibration.min_samples else "default"
         return self.hang_timeout(), kind

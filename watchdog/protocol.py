@@ -132,6 +132,40 @@ class Header:
     version: int = SCHEMA_VERSION
 
 
+# ---- the job's size: how often agents send -------------------------------------------------
+
+#: A coordinator's budget of ``lines`` messages a second, all nodes together: its cost is per
+#: message (~50-100 us: signature, decode, sequence, ack) and per rank in a batch, so beyond this
+#: many nodes the agents' batches grow older instead of more numerous (tests/benchmarks/bench_scale.py).
+LINES_MSGS_PER_SECOND = 1000
+#: ... and of ``procs`` messages a second (each is every rank process of a node: ~7 us a worker).
+PROCS_MSGS_PER_SECOND = 256
+#: The coarsest the agents go: a batch a second, a process reading every 5 seconds.
+MAX_BATCH_AGE = 1.0
+MAX_PROCS_EVERY = 5.0
+
+
+def batch_age_at(nodes: int, floor: float) -> float:
+    """The agents' batch age in a job of ``nodes`` nodes: ``floor`` (the configured age: one
+    node's latency) up to 1,000 lines messages a second in all, older beyond (``nodes`` / 1,000
+    seconds), at most :data:`MAX_BATCH_AGE`: 50 ms up to 50 nodes, 128 ms at 128, 1 s at 1,000."""
+    return max(floor, min(MAX_BATCH_AGE, nodes / LINES_MSGS_PER_SECOND))
+
+
+def procs_every_at(nodes: int, floor: float = 1.0) -> float:
+    """Seconds between two ``procs`` messages of a node in a job of ``nodes`` nodes: ``floor``
+    (the agents' sampling interval) up to 256 nodes, ``nodes`` / 256 beyond, at most
+    :data:`MAX_PROCS_EVERY`: 4 s at 1,024 nodes."""
+    return max(floor, min(MAX_PROCS_EVERY, nodes / PROCS_MSGS_PER_SECOND))
+
+
+def delivery_slack_at(nodes: int, floor: float = 0.05) -> float:
+    """How much later a line or a process reading may reach the coordinator in a job of ``nodes``
+    nodes than at the pace of a small one (batches of ``floor`` seconds, readings every second):
+    0 up to 50 nodes, ~4 s at 1,024. The judge's hang clock waits that much longer."""
+    return batch_age_at(nodes, floor) - floor + procs_every_at(nodes) - 1.0
+
+
 # ---- bodies ---------------------------------------------------------------------------------
 
 
@@ -305,9 +339,16 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Ack:
-    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived."""
+    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived.
+
+    ``nodes``: how many nodes the job has as the coordinator knows it (the agents batch and sample
+    less often in a bigger job: :func:`batch_age_at`, :func:`procs_every_at`); ``behind``: how many
+    seconds of the nodes' messages wait in its queues (an agent resends less eagerly meanwhile).
+    """
 
     seq: int
+    nodes: int = 0
+    behind: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,7 +476,7 @@ def _body_to_wire(body: Body) -> list[Any]:
         return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines,
                 body.report]
     if isinstance(body, Ack):
-        return [body.seq]
+        return [body.seq, body.nodes, body.behind]
     if isinstance(body, CaptureEvidence):
         return [body.incident, body.reason, body.verdict]
     if isinstance(body, Stop):
@@ -846,8 +887,11 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
                       _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"),
                       _map(b[6], "report"))
     if kind is Kind.ACK:
-        _list(b, 1, "ack body")
-        return Ack(_int(b[0], "seq"))
+        _list(b, 3, "ack body")
+        nodes, behind = _int(b[1], "nodes"), _float(b[2], "behind")
+        if nodes < 0 or behind < 0:
+            raise ProtocolError("field", f"an ack's nodes and behind are never negative, got {nodes}, {behind}")
+        return Ack(_int(b[0], "seq"), nodes, behind)
     if kind is Kind.CAPTURE_EVIDENCE:
         # 2 fields from a coordinator of before the verdict field; 3 now (an addition within schema 2)
         _list(b, 3 if len(_list(b, None, "capture_evidence body")) == 3 else 2, "capture_evidence body")

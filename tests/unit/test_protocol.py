@@ -85,6 +85,7 @@ BODIES = [
     Hello("trn-7", 4242, (4, 5, 6, 7), "0.1.0", place=1),
     p.Refused("job-a", "job-b", "this coordinator runs job job-a"),
     Ack(41),
+    Ack(42, 1024, 2.5),  # the job's size and how far behind the coordinator is
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
     Stop("g0-incident", 15.0),
     CaptureEvidence("incident-2", "hang", '{"label": "collective_hang"}'),
