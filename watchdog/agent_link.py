@@ -95,6 +95,7 @@ from neuron_watch.protocol import (
     kind_of,
     procs_every_at,
     utf8_sizes,
+    window_bytes_at,
 )
 from neuron_watch.transport import AgentSocket
 
@@ -525,7 +526,7 @@ class AgentLink:
         self.counters.resend_rounds += 1
 
     def _send_due(self, now: float) -> None:
-        window = self.settings.window_bytes
+        window = window_bytes_at(self.job_nodes, self.settings.window_bytes)
         echo = self.coordinator_session or 0
         while (p := self.outbox.unsent()) is not None:
             if self.outbox.in_flight and self.outbox.in_flight + len(p.body) > window:

@@ -232,6 +232,10 @@ class Counters:
     lines: int = 0
     status_queries: int = 0
     unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
+    #: work shed while behind (see Coordinator.behind): lines not kept in the ranks' tails (they are in
+    #: merged.log and the ranks' own files), status.json writes skipped
+    tail_lines_shed: int = 0
+    status_writes_shed: int = 0
 
     def bad_total(self) -> int:
         return sum(self.bad.values())
@@ -258,6 +262,14 @@ class CoordinatorSettings:
     #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
     #: this long for it to answer the stop, then end the job (exit 3) instead
     lost_node_wait: float = 600.0
+
+
+#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
+#: verdict's path is shed: the ranks' tails are not kept, status.json is written every
+#: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
+SHED_BEHIND = 2.0
+SHED_STATUS_EVERY = 10.0
+BEHIND_REPEAT = 10.0
 
 
 class Relauncher(Protocol):
@@ -416,6 +428,8 @@ class Coordinator:
         #: say it, agents resend that much later
         self.behind = 0.0
         self._lag = 0.0
+        self._behind_since: float | None = None
+        self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
@@ -699,6 +713,8 @@ class Coordinator:
         ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
         """
         node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
+        # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
+        shed = self.behind >= SHED_BEHIND
         n = 0
         parts: list[str] = []
         ranks: list[tuple[RankKey, float, float, str]] = []
@@ -710,13 +726,16 @@ class Coordinator:
             prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
             text = c.text
             parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
-            t = tails.get(key)
-            if t is None:
-                t = tails[key] = _Tail(self.settings.tail_lines)
-            t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
-            t.count += c.n_lines
-            if t.count - t.texts[0][1] >= t.limit:
-                t.trim()
+            if shed:
+                self.counters.tail_lines_shed += c.n_lines
+            else:
+                t = tails.get(key)
+                if t is None:
+                    t = tails[key] = _Tail(self.settings.tail_lines)
+                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+                t.count += c.n_lines
+                if t.count - t.texts[0][1] >= t.limit:
+                    t.trim()
             ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
             n += c.n_lines
         self.merged.write("".join(parts))
@@ -837,6 +856,7 @@ class Coordinator:
             if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
                 setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
             ack_behind = round(self.behind, 3)
+            self._say_behind(now)
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:
@@ -869,7 +889,11 @@ class Coordinator:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
-        if now - self._last_status >= self._status_every:
+        if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
+                now - self._last_status < SHED_STATUS_EVERY):
+            self._last_status = now
+            self.counters.status_writes_shed += 1
+        elif now - self._last_status >= self._status_every:
             self._last_status = now
             spent = time.perf_counter()
             self.write_status(now)
@@ -891,6 +915,24 @@ class Coordinator:
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
+
+    def _say_behind(self, now: float) -> None:
+        """Say on the console and in events when the nodes' messages wait in our queues, by how much
+        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
+        c = self.counters
+        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
+                "duplicates": c.duplicates}
+        if self.behind >= SHED_BEHIND:
+            if self._behind_since is None:
+                self._behind_since = now
+            if now - self._behind_told >= BEHIND_REPEAT:
+                self._behind_told = now
+                self.events.emit(EventKind.COORDINATOR_BEHIND, self.generation, behind=round(self.behind, 1),
+                                 nodes=self.job_nodes, **shed)
+        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
+            self.events.emit(EventKind.COORDINATOR_CAUGHT_UP, self.generation,
+                             behind_for=round(now - self._behind_since, 1), **shed)
+            self._behind_since, self._behind_told = None, -1e18
 
     @property
     def job_nodes(self) -> int:

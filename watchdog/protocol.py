@@ -159,6 +159,20 @@ def procs_every_at(nodes: int, floor: float = 1.0) -> float:
     return max(floor, min(MAX_PROCS_EVERY, nodes / PROCS_MSGS_PER_SECOND))
 
 
+#: What every node together may have sent the coordinator and not yet had acknowledged: its receive
+#: queues (libzmq bounds them in messages, not bytes) never hold more than this, plus one message a
+#: node and the copies of a resend round (which waits while the coordinator is behind).
+COORDINATOR_QUEUE_BYTES = 512 << 20
+
+
+def window_bytes_at(nodes: int, ceiling: int) -> int:
+    """An agent's bytes in flight unacknowledged in a job of ``nodes`` nodes: its share of
+    :data:`COORDINATOR_QUEUE_BYTES`, at most ``ceiling`` (its own setting): 512 KiB at 1,024 nodes
+    (a second of 64 ranks at 10 lines a second is ~100 KB). A message bigger than the window still
+    goes, alone."""
+    return min(ceiling, COORDINATOR_QUEUE_BYTES // max(1, nodes))
+
+
 def delivery_slack_at(nodes: int, floor: float = 0.05) -> float:
     """How much later a line or a process reading may reach the coordinator in a job of ``nodes``
     nodes than at the pace of a small one (batches of ``floor`` seconds, readings every second):
