@@ -408,7 +408,7 @@ class StatusLine:
                      and r["last_line_age"] > self.SILENT_AFTER)
         label = doc.get("label") or "-"
         return (f"{PREFIX} gen {gen} | step {'-' if step is None else step} | {rate} | {doc.get('state')} "
-                f"({label}) | silent {silent}/{len(ranks)} ranks")
+                f"({label}) | silent {silent}/{doc.get('ranks_total') or len(ranks)} ranks")
 
 
 def status_line_for(config: WatchConfig, stream: IO[str] | None = None) -> StatusLine | None:

@@ -108,6 +108,7 @@ from neuron_watch.recovery import (
     RelaunchOutcome,
     StopJob,
 )
+from neuron_watch.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
@@ -268,6 +269,8 @@ class CoordinatorSettings:
 #: verdict's path is shed: the ranks' tails are not kept, status.json is written every
 #: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
 SHED_BEHIND = 2.0
+#: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
+RANKS_EVERY = 30.0
 SHED_STATUS_EVERY = 10.0
 BEHIND_REPEAT = 10.0
 
@@ -428,6 +431,7 @@ class Coordinator:
         #: say it, agents resend that much later
         self.behind = 0.0
         self._lag = 0.0
+        self._last_ranks = -1e18
         self._behind_since: float | None = None
         self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
@@ -1102,8 +1106,18 @@ class Coordinator:
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
         doc = self.status_doc(now)
-        self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
-        for listener in self.status_listeners:
+        if len(doc["ranks"]) > FULL_RANKS:
+            # tens of thousands of rows (9 MB at 65,536 ranks) once a second is most of a tick:
+            # status.json summarises them, every row goes to ranks.json twice a minute
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), summarise(doc))
+            if now - self._last_ranks >= RANKS_EVERY:
+                self._last_ranks = now
+                self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
+                                       {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
+                                        "ranks": doc["ranks"]})
+        else:
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
+        for listener in self.status_listeners:  # (in this process: every rank, whatever the size)
             listener(doc)
 
     def status_doc(self, now: float) -> dict[str, Any]:
