@@ -207,8 +207,11 @@ class NodeView:
     place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
     status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
     #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
-    #: A message that took longer waited that much longer in our queues (see Coordinator.behind)
+    #: A message that took longer waited that much longer in our queues (see Coordinator.behind).
+    #: The shortest of the current TRANSIT_WINDOW replaces it at the window's end: two hosts'
+    #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
     transit: float = float("inf")
+    transit_next: float = float("inf")
 
     @property
     def observed(self) -> bool:
@@ -269,6 +272,9 @@ class CoordinatorSettings:
 #: verdict's path is shed: the ranks' tails are not kept, status.json is written every
 #: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
 SHED_BEHIND = 2.0
+#: A node's shortest transit is taken afresh from each window this long (see NodeView.transit): a
+#: backlog that lasts a whole window reads as shorter than it is, a clock drift never as a backlog.
+TRANSIT_WINDOW = 300.0
 #: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
 RANKS_EVERY = 30.0
 SHED_STATUS_EVERY = 10.0
@@ -432,6 +438,7 @@ class Coordinator:
         self.behind = 0.0
         self._lag = 0.0
         self._last_ranks = -1e18
+        self._transit_since = now
         self._behind_since: float | None = None
         self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
@@ -543,6 +550,8 @@ class Coordinator:
         view.last_heard = now
         view.need_ack = True
         took = now - h.sent
+        if took < view.transit_next:
+            view.transit_next = took
         if took < view.transit:
             view.transit = took
         elif took - view.transit > self._lag:
@@ -861,6 +870,11 @@ class Coordinator:
                 setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
             ack_behind = round(self.behind, 3)
             self._say_behind(now)
+            if now - self._transit_since >= TRANSIT_WINDOW:
+                self._transit_since = now
+                for view in self.nodes.values():
+                    if view.transit_next != float("inf"):
+                        view.transit, view.transit_next = view.transit_next, float("inf")
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:

@@ -152,7 +152,8 @@ def template_rows(plan: Plan) -> list[list[tuple[int, str, float]]]:
 
 def shifted(body: Lines, offset: int) -> Lines:
     """``body`` of node 0's ranks as another node's: the same lines, ranks + ``offset``."""
-    return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified)
+    return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified,
+                 body.progress)
 
 
 def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[Row]:

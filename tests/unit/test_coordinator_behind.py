@@ -61,3 +61,25 @@ def test_a_coordinator_behind_says_it_sheds_the_tails_and_says_when_it_caught_up
         assert len(named(coord, "coordinator_behind")) == 1
     finally:
         coord.close()
+
+
+def test_two_hosts_clocks_drifting_apart_are_not_a_backlog(tmp_path: Path) -> None:
+    # the node's monotonic clock runs 1,000 ppm slow against ours for two hours: 7.2 s apart at the
+    # end, which a transit measured once would read as 7.2 s behind
+    clock = Clock()
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6), clock=clock.mono,
+                        wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+    try:
+        agent = Agent()
+        worst = 0.0
+        for k in range(720):
+            at = 1000.0 + 10 * k
+            sent = at - 0.01 - 0.001 * (at - 1000.0)  # its clock, behind ours by the drift
+            coord.handle(b"agent", agent.lines(0, STEP.format(k), sent, sent, True), at)
+            clock.now = at + 0.1
+            coord.tick(clock.now)
+            worst = max(worst, coord.behind)
+        assert worst < 0.7 and not named(coord, "coordinator_behind")
+    finally:
+        coord.close()
