@@ -37,8 +37,10 @@ raises :class:`JobRefused` naming both jobs.
 Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
 the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
 :func:`neuron_watch.judge.compact_matches`): the node's own CPU classifies its lines, so the
-coordinator's work is per batch and rank, not per line. Without a knowledge base the batch goes
-unclassified and the coordinator classifies it.
+coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
+(most ranks of a training job, most of the time) goes as its text and one progress row, its
+latest step (:func:`neuron_watch.judge.coalesce_progress`): no match, no second copy of the line.
+Without a knowledge base the batch goes unclassified and the coordinator classifies it.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from neuron_watch.classify import KnowledgeBase
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import EvidenceReport, LauncherExit, NodeStatus, StopReport
 from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.judge import compact_matches, kb_fingerprint
+from neuron_watch.judge import coalesce_progress, compact_matches, kb_fingerprint
 from neuron_watch.protocol import (
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
@@ -78,18 +80,22 @@ from neuron_watch.protocol import (
     ProtocolError,
     RankCollectives,
     RankLines,
+    RankProgress,
     Refused,
     SequenceTracker,
     Shutdown,
     Status,
     Stop,
     WorkerActivity,
+    batch_age_at,
     cut_line,
     decode,
     encode_body,
     encode_header,
     kind_of,
+    procs_every_at,
     utf8_sizes,
+    window_bytes_at,
 )
 from neuron_watch.transport import AgentSocket
 
@@ -302,6 +308,14 @@ class AgentLink:
         self._pending_since: float | None = None
         self._last_sent = -1e18
         self._max_sent = -1
+        #: the job's size and how far behind the coordinator is, as its last ack said (see Ack)
+        self.job_nodes = 0
+        self.coordinator_behind = 0.0
+        #: a periodic process reading held until procs_every has passed (a bigger job's pace): the
+        #: arguments of add_compilers, and the flight recorder readings of the readings it replaced
+        self._held_procs: tuple[list[tuple[int, int, float, float]], dict[str, Any]] | None = None
+        self._held_readings: list[tuple[int, tuple[GroupProgress, ...], str, float]] = []
+        self._last_procs = -1e18
         self._last_progress: float | None = None  # last ack progress (or empty outbox)
         self._last_rewind = -1e18
         self.last_heard: float | None = None  # last authenticated message from the coordinator
@@ -393,13 +407,22 @@ class AgentLink:
             return Lines(ranks)
         found = self._kb.scan(texts)
         self.progress_lines += sum(1 for _i, m in found if m.step is not None)
-        matches = []
-        for j in compact_matches([(chunk_of[i], m) for i, m in found]):
+        by_chunk = [(chunk_of[i], m) for i, m in found]
+        # A rank that printed only steps goes as one progress row (its latest step), its text once;
+        # only when its last line is its newest (the row is timed by the rank's newest line).
+        newest = [g[3] for g in groups.values()]
+        rows = {j for j in coalesce_progress(by_chunk, {g[0]: len(g[1]) for g in groups.values()})
+                if pending[found[j][0]][2] == newest[by_chunk[j][0]]}
+        matches, progress = [], []
+        for j in compact_matches(by_chunk):
             i, m = found[j]
             _r, _t, mono, _w, source, lineno = pending[i]
-            matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
-                                     source, lineno))
-        return Lines(ranks, tuple(matches), self._kb_fp)
+            if j in rows and m.step is not None:  # (coalesce_progress takes only steps)
+                progress.append(RankProgress(chunk_of[i], m.signature.id, m.step, m.loss, source, lineno))
+            else:
+                matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
+                                         source, lineno))
+        return Lines(ranks, tuple(matches), self._kb_fp, tuple(progress))
 
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,
@@ -412,7 +435,39 @@ class AgentLink:
         ``collectives``: ``(rank, groups, problem, mono)`` flight recorder readings taken since the
         last call (see :class:`~neuron_watch.protocol.RankCollectives`). ``activity``: each rank
         process's CPU (its whole tree) and state.
+
+        Such a periodic reading (``always``) goes at most every :func:`~neuron_watch.protocol.procs_every_at`
+        seconds of the job's size: one held meanwhile is replaced by the next (a reading is a snapshot
+        of live processes), its flight recorder readings kept and sent with it, each with its own
+        time. Any other reading (a rank's last words) goes at once, with what was held.
         """
+        samples, collectives = list(samples), list(collectives)
+        if always and now - self._last_procs < procs_every_at(self.job_nodes):
+            self._held_readings += collectives
+            self._held_procs = (samples, {"locks": tuple(locks), "workers": tuple(workers),
+                                          "activity": tuple(activity)})
+            return
+        self._send_procs(samples, now, wall, locks, always, workers, collectives, activity)
+
+    def _flush_procs(self, now: float, wall: float, due: bool = False) -> None:
+        """Send the held reading (``due``: only once procs_every has passed)."""
+        if self._held_procs is None or (due and now - self._last_procs < procs_every_at(self.job_nodes)):
+            return
+        samples, kw = self._held_procs
+        self._send_procs(samples, now, wall, kw["locks"], True, kw["workers"], [], kw["activity"])
+
+    def _send_procs(self, samples: list[tuple[int, int, float, float]], now: float, wall: float,
+                    locks: Iterable[str], always: bool, workers: Iterable[tuple[int, int]],
+                    collectives: list[tuple[int, tuple[GroupProgress, ...], str, float]],
+                    activity: Iterable[WorkerActivity]) -> None:
+        held = self._held_procs
+        collectives = self._held_readings + collectives
+        self._held_procs, self._held_readings = None, []
+        if held is not None and not always:  # a rank's last words: the held snapshot is the newest one
+            samples, locks, workers, activity = held[0], held[1]["locks"], held[1]["workers"], held[1]["activity"]
+            always = True
+        if always:
+            self._last_procs = now
         s = tuple(ProcSample(r, p, c, max(0.0, now - m)) for r, p, c, m in samples)
         lk, wk = tuple(locks), tuple(workers)
         fr = tuple(RankCollectives(r, g, why, max(0.0, now - m)) for r, g, why, m in collectives)
@@ -424,12 +479,14 @@ class AgentLink:
         e = tuple(ExitInfo(r, c, max(0.0, now - m)) for r, c, m in exits)
         if e:
             self.flush_lines(now, wall)  # lines printed before an exit must arrive before it
+            self._flush_procs(now, wall)  # and the processes seen before it
             self._enqueue(Exits(e), now, wall)
 
     def status(self, state: NodeStatus, now: float, wall: float, detail: str = "", checkpoint: str = "",
                report: EvidenceReport | StopReport | LauncherExit | None = None) -> None:
         """Report the node's state, with the typed report of ``evidence_done`` and ``stopped``."""
         self.flush_lines(now, wall)
+        self._flush_procs(now, wall)
         self._enqueue(Status(state.value, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs,
                              self.counters.truncated_lines, {} if report is None else report.to_wire()), now, wall)
 
@@ -443,14 +500,18 @@ class AgentLink:
         """
         commands = self._receive(now, wall)
         s = self.settings
-        if self._pending_since is not None and now - self._pending_since >= s.batch_age:
+        if self._pending_since is not None and now - self._pending_since >= batch_age_at(self.job_nodes, s.batch_age):
             self.flush_lines(now, wall)
+        self._flush_procs(now, wall, due=True)
         if len(self.outbox) == 0 and now - self._last_sent >= s.heartbeat:
             self._enqueue(Heartbeat(len(self.outbox), self.outbox.dropped_lines, self.outbox.dropped_msgs,
                                     self.counters.truncated_lines), now, wall)
         if len(self.outbox) == 0 or self._last_progress is None:
             self._last_progress = now
-        elif now - self._last_progress >= s.resend_after and now - self._last_rewind >= s.resend_after:
+        elif now - self._last_progress >= (wait := s.resend_after + self.coordinator_behind) and (
+                now - self._last_rewind >= wait):
+            # A coordinator `behind` seconds has our messages in its queue: resending them sooner only
+            # queues copies behind them (it drops duplicates, after paying for their signature).
             self._rewind(now)
             # Something new after the resends: the coordinator takes a new route (a reconnect) only
             # from a message it has not seen (a replayed copy must not move it), and acks it.
@@ -465,7 +526,7 @@ class AgentLink:
         self.counters.resend_rounds += 1
 
     def _send_due(self, now: float) -> None:
-        window = self.settings.window_bytes
+        window = window_bytes_at(self.job_nodes, self.settings.window_bytes)
         echo = self.coordinator_session or 0
         while (p := self.outbox.unsent()) is not None:
             if self.outbox.in_flight and self.outbox.in_flight + len(p.body) > window:
@@ -514,6 +575,8 @@ class AgentLink:
             if isinstance(msg.body, Ack):
                 if msg.body.seq < 0:
                     self.counters.challenges += 1
+                else:
+                    self.job_nodes, self.coordinator_behind = msg.body.nodes, msg.body.behind
                 if self.outbox.ack(msg.body.seq):
                     self._last_progress = now
                 continue

@@ -125,6 +125,7 @@ class ConsoleSink:
             "drain": self._drain, "restart_plan": self._restart_plan, "requeue": self._requeue,
             "left_to_hyperpod": self._hyperpod, "warning": self._warning, "job_refused": self._job_refused,
             "lines_truncated": self._truncated, "recompile": self._recompile,
+            "coordinator_behind": self._behind, "coordinator_caught_up": self._caught_up,
         }
 
     # -- the sink contract ----------------------------------------------------------------------
@@ -250,6 +251,15 @@ class ConsoleSink:
 
     def _unobserved(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, f"node {e.get('node')} silent for {_s(e.get('silent_for'))}: unobserved (not healthy)"
+
+    def _behind(self, e: dict[str, Any]) -> tuple[int, str]:
+        return WARNING, (f"the coordinator is {_s(e.get('behind'))} behind the nodes' messages (verdicts come "
+                         f"that much later); shed so far: {e.get('tail_lines_shed')} line(s) not kept in the ranks' "
+                         f"tails, {e.get('status_writes_shed')} status.json write(s), {e.get('duplicates')} resent "
+                         "copies dropped")
+
+    def _caught_up(self, e: dict[str, Any]) -> tuple[int, str]:
+        return INFO, f"the coordinator caught up with the nodes' messages after {_s(e.get('behind_for'))}"
 
     def _observed(self, e: dict[str, Any]) -> tuple[int, str]:
         return INFO, f"node {e.get('node')} heard again"
@@ -398,7 +408,7 @@ class StatusLine:
                      and r["last_line_age"] > self.SILENT_AFTER)
         label = doc.get("label") or "-"
         return (f"{PREFIX} gen {gen} | step {'-' if step is None else step} | {rate} | {doc.get('state')} "
-                f"({label}) | silent {silent}/{len(ranks)} ranks")
+                f"({label}) | silent {silent}/{doc.get('ranks_total') or len(ranks)} ranks")
 
 
 def status_line_for(config: WatchConfig, stream: IO[str] | None = None) -> StatusLine | None:

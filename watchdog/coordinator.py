@@ -87,6 +87,7 @@ from neuron_watch.protocol import (
     Stop,
     decode_body,
     decode_header,
+    delivery_slack_at,
     encode,
     kind_of,
 )
@@ -107,6 +108,7 @@ from neuron_watch.recovery import (
     RelaunchOutcome,
     StopJob,
 )
+from neuron_watch.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
@@ -148,7 +150,8 @@ class JudgeLike(Protocol):
 
     def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
     def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
-                      matches: Sequence[tuple[LogLine, str, int | None, float | None]]) -> None: ...
+                      matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+                      progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = ()) -> None: ...
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
     def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
@@ -203,6 +206,12 @@ class NodeView:
     stop_report: StopReport | None = None  # its answer to the last stop
     place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
     status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
+    #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
+    #: A message that took longer waited that much longer in our queues (see Coordinator.behind).
+    #: The shortest of the current TRANSIT_WINDOW replaces it at the window's end: two hosts'
+    #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
+    transit: float = float("inf")
+    transit_next: float = float("inf")
 
     @property
     def observed(self) -> bool:
@@ -227,6 +236,10 @@ class Counters:
     lines: int = 0
     status_queries: int = 0
     unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
+    #: work shed while behind (see Coordinator.behind): lines not kept in the ranks' tails (they are in
+    #: merged.log and the ranks' own files), status.json writes skipped
+    tail_lines_shed: int = 0
+    status_writes_shed: int = 0
 
     def bad_total(self) -> int:
         return sum(self.bad.values())
@@ -253,6 +266,19 @@ class CoordinatorSettings:
     #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
     #: this long for it to answer the stop, then end the job (exit 3) instead
     lost_node_wait: float = 600.0
+
+
+#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
+#: verdict's path is shed: the ranks' tails are not kept, status.json is written every
+#: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
+SHED_BEHIND = 2.0
+#: A node's shortest transit is taken afresh from each window this long (see NodeView.transit): a
+#: backlog that lasts a whole window reads as shorter than it is, a clock drift never as a backlog.
+TRANSIT_WINDOW = 300.0
+#: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
+RANKS_EVERY = 30.0
+SHED_STATUS_EVERY = 10.0
+BEHIND_REPEAT = 10.0
 
 
 class Relauncher(Protocol):
@@ -407,6 +433,14 @@ class Coordinator:
         self._verdict_every = self.settings.verdict_interval
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
+        #: seconds the nodes' newest messages waited in our queues (see NodeView.transit): the acks
+        #: say it, agents resend that much later
+        self.behind = 0.0
+        self._lag = 0.0
+        self._last_ranks = -1e18
+        self._transit_since = now
+        self._behind_since: float | None = None
+        self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
@@ -515,6 +549,13 @@ class Coordinator:
         view.routing_id = routing_id
         view.last_heard = now
         view.need_ack = True
+        took = now - h.sent
+        if took < view.transit_next:
+            view.transit_next = took
+        if took < view.transit:
+            view.transit = took
+        elif took - view.transit > self._lag:
+            self._lag = took - view.transit
         if view.state is NodeState.UNOBSERVED:
             view.state = NodeState.CONNECTED
             if self.judge:
@@ -685,6 +726,8 @@ class Coordinator:
         ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
         """
         node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
+        # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
+        shed = self.behind >= SHED_BEHIND
         n = 0
         parts: list[str] = []
         ranks: list[tuple[RankKey, float, float, str]] = []
@@ -696,13 +739,16 @@ class Coordinator:
             prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
             text = c.text
             parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
-            t = tails.get(key)
-            if t is None:
-                t = tails[key] = _Tail(self.settings.tail_lines)
-            t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
-            t.count += c.n_lines
-            if t.count - t.texts[0][1] >= t.limit:
-                t.trim()
+            if shed:
+                self.counters.tail_lines_shed += c.n_lines
+            else:
+                t = tails.get(key)
+                if t is None:
+                    t = tails[key] = _Tail(self.settings.tail_lines)
+                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+                t.count += c.n_lines
+                if t.count - t.texts[0][1] >= t.limit:
+                    t.trim()
             ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
             n += c.n_lines
         self.merged.write("".join(parts))
@@ -714,8 +760,11 @@ class Coordinator:
         if body.classified and body.classified == self._kb_fingerprint(judge):
             matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
                         m.signature, m.step, m.loss) for m in body.matches]
+            rows = body.ranks
+            progress = [(g.chunk, g.signature, g.step, g.loss, h.wall - rows[g.chunk].d_last, g.source, g.lineno)
+                        for g in body.progress]
             try:
-                judge.observe_batch(ranks, matches)
+                judge.observe_batch(ranks, matches, progress)
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", node, exc)
@@ -814,11 +863,23 @@ class Coordinator:
                                  operation="write", error=error, faults=self.health.faults)
         if now - self._last_ack >= self.settings.ack_interval:
             self._last_ack = now
+            # The nodes' messages of the last ack interval waited this long in our queues, at most.
+            self.behind, self._lag = self._lag, 0.0
+            nodes = self.job_nodes
+            if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
+                setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
+            ack_behind = round(self.behind, 3)
+            self._say_behind(now)
+            if now - self._transit_since >= TRANSIT_WINDOW:
+                self._transit_since = now
+                for view in self.nodes.values():
+                    if view.transit_next != float("inf"):
+                        view.transit, view.transit_next = view.transit_next, float("inf")
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:
                     view.need_ack = False
-                    if self.send(view.node, Ack(st.expected - 1)):
+                    if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
                         view.acked = st.expected - 1
         for view in self.nodes.values():
             if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
@@ -846,7 +907,11 @@ class Coordinator:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
-        if now - self._last_status >= self._status_every:
+        if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
+                now - self._last_status < SHED_STATUS_EVERY):
+            self._last_status = now
+            self.counters.status_writes_shed += 1
+        elif now - self._last_status >= self._status_every:
             self._last_status = now
             spent = time.perf_counter()
             self.write_status(now)
@@ -868,6 +933,29 @@ class Coordinator:
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
+
+    def _say_behind(self, now: float) -> None:
+        """Say on the console and in events when the nodes' messages wait in our queues, by how much
+        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
+        c = self.counters
+        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
+                "duplicates": c.duplicates}
+        if self.behind >= SHED_BEHIND:
+            if self._behind_since is None:
+                self._behind_since = now
+            if now - self._behind_told >= BEHIND_REPEAT:
+                self._behind_told = now
+                self.events.emit(EventKind.COORDINATOR_BEHIND, self.generation, behind=round(self.behind, 1),
+                                 nodes=self.job_nodes, **shed)
+        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
+            self.events.emit(EventKind.COORDINATOR_CAUGHT_UP, self.generation,
+                             behind_for=round(now - self._behind_since, 1), **shed)
+            self._behind_since, self._behind_told = None, -1e18
+
+    @property
+    def job_nodes(self) -> int:
+        """The job's size as the acks announce it: the nodes heard from, or expected if more."""
+        return max(len(self.nodes), self.settings.expected_nodes or 0)
 
     def _enough_nodes(self) -> bool:
         want = self.settings.expected_nodes
@@ -1032,8 +1120,18 @@ class Coordinator:
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
         doc = self.status_doc(now)
-        self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
-        for listener in self.status_listeners:
+        if len(doc["ranks"]) > FULL_RANKS:
+            # tens of thousands of rows (9 MB at 65,536 ranks) once a second is most of a tick:
+            # status.json summarises them, every row goes to ranks.json twice a minute
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), summarise(doc))
+            if now - self._last_ranks >= RANKS_EVERY:
+                self._last_ranks = now
+                self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
+                                       {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
+                                        "ranks": doc["ranks"]})
+        else:
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
+        for listener in self.status_listeners:  # (in this process: every rank, whatever the size)
             listener(doc)
 
     def status_doc(self, now: float) -> dict[str, Any]:

@@ -59,6 +59,8 @@ class EventKind(str, enum.Enum):
     # how the coordinator got there (for operators and tests)
     COORDINATOR_STARTED = "coordinator_started"
     COORDINATOR_STOPPED = "coordinator_stopped"
+    COORDINATOR_BEHIND = "coordinator_behind"
+    COORDINATOR_CAUGHT_UP = "coordinator_caught_up"
     NODE_JOINED = "node_joined"
     NODE_REJOINED = "node_rejoined"
     NODE_REFUSED = "node_refused"

@@ -31,7 +31,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from neuron_watch.classify import STEP_RULES, Effect, KnowledgeBase, Match
@@ -497,6 +497,10 @@ class Judge:
         #: step intervals past the calibration's warm-up: how many, and the longest (hang_timeout)
         self._usable_intervals = 0
         self._longest_interval = -math.inf
+        #: how much later than a node's first job-sized pace its lines may arrive (a bigger job's
+        #: agents batch and sample less often: protocol.delivery_slack_at): the hang clock waits
+        #: that much longer, so a step in flight is never taken for silence
+        self.delivery_slack = 0.0
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -580,6 +584,7 @@ class Judge:
         self,
         ranks: Sequence[tuple[RankKey, float, float, str]],
         matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+        progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = (),
     ) -> None:
         """Take a batch another process already classified with the same knowledge base.
 
@@ -592,6 +597,11 @@ class Judge:
         hints, verdicts): a rank's plain lines only move its ``last_line``/``last_line_text``.
         Work is O(ranks + matches), not O(lines).
 
+        ``progress``: ``(index into ranks, signature id, step, loss, wall, source, lineno)`` of the
+        ranks whose lines in the batch were all progress lines with a step (see
+        :func:`coalesce_progress`): the rank's last line (``last_mono``, ``last_text``) is its latest
+        step, applied after ``matches`` without a :class:`LogLine` or a :class:`Match` of its own.
+
         Raises:
             ValueError: a signature id this knowledge base does not know (nothing is changed;
                 the caller classifies the lines itself).
@@ -603,6 +613,12 @@ class Judge:
             if sig is None:
                 raise ValueError(f"unknown signature id {sig_id!r:.60} (another knowledge base?)")
             resolved.append((line, Match(sig, step, loss)))
+        progress_sigs = []
+        for _i, sig_id, *_rest in progress:
+            sig = by_id.get(sig_id)
+            if sig is None or sig.effect is not Effect.PROGRESS:
+                raise ValueError(f"{sig_id!r:.60} is not a progress signature of this knowledge base")
+            progress_sigs.append(sig)
         rank = self._rank
         # ranks are created in the order their first line arrived, as line by line
         states = [rank(key, first) for key, first, _last, _text in ranks]
@@ -612,6 +628,14 @@ class Judge:
         apply = self._apply
         for line, m in resolved:
             apply(line, m)
+        # A rank of these printed nothing but steps in this batch, none of them a new job-level step
+        # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
+        # with the other ranks' matches.
+        advance = self._advance
+        for (i, _sig_id, step, _loss, wall, source, lineno), sig in zip(progress, progress_sigs, strict=True):
+            key, _first, last, text = ranks[i]
+            st = states[i]
+            advance(st, last, wall, step, Evidence(key, text, sig.id, source, lineno, last))
         for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
             if last > st.last_line:
                 st.last_line = last
@@ -659,38 +683,7 @@ class Judge:
                 if name == SLOW_ALARM_RETURNED:
                     effect = Effect.COMPILE_BEAT
         if effect is Effect.PROGRESS:
-            self._worked(st.last_progress, line.mono)
-            self._progress_seen = True
-            st.last_progress, st.last_progress_line = line.mono, ev
-            # Progress after the end: that was not the end (a second fit()), unless it is the
-            # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
-            # ProgressCallback closes the training bar right after the final metrics
-            # ("{'train_runtime': ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" and
-            # the save's "Writing model shards: 100%|##########| 1/1" on a real HF Trainer run,
-            # where no step was seen before the end). So within END_REDRAW_SECONDS of the end a
-            # line cancels it only with a step beyond the rank's step at the end; after, any does.
-            end = st.train_end
-            redraw = (end is not None and line.mono - end <= END_REDRAW_SECONDS
-                      and (m.step is None or st.train_end_step is None or m.step <= st.train_end_step))
-            if not redraw:
-                st.train_end = st.train_end_line = st.train_end_step = None
-            st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
-            if st.failure_match is not None and st.failure_match.signature.generic:
-                # a traceback (or exit report) the rank survived: it was handled, not fatal
-                st.failure = st.failure_match = st.failure_time = None
-            st.first_lock_wait = None
-            st.recompile_open = None  # its own progress after it: that recompile is over
-            if self.last_progress_wall is None or line.wall > self.last_progress_wall:
-                self.last_progress_wall = line.wall
-            if m.step is not None:
-                st.step = m.step
-                if self.max_step is None or m.step > self.max_step:
-                    self.max_step = m.step
-                    self.max_step_wall = line.wall
-                    self._stepped(line.mono)
-                    self._close_recompiles(m.step)
-            else:
-                self._stepped(line.mono)
+            self._advance(st, line.mono, line.wall, m.step, ev)
         elif effect is Effect.COMPILE_START:
             st.compiles_started += 1
             if st.compile_open is None:
@@ -792,6 +785,41 @@ class Judge:
         ):
             self.hints.append((ev, m))
         return m
+
+    def _advance(self, st: RankState, mono: float, wall: float, step: int | None, ev: Evidence) -> None:
+        """A progress line of ``st``'s rank at ``mono``/``wall`` (``step``: the step it read)."""
+        self._worked(st.last_progress, mono)
+        self._progress_seen = True
+        st.last_progress, st.last_progress_line = mono, ev
+        # Progress after the end: that was not the end (a second fit()), unless it is the
+        # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
+        # ProgressCallback closes the training bar right after the final metrics
+        # ("{'train_runtime': ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" and
+        # the save's "Writing model shards: 100%|##########| 1/1" on a real HF Trainer run,
+        # where no step was seen before the end). So within END_REDRAW_SECONDS of the end a
+        # line cancels it only with a step beyond the rank's step at the end; after, any does.
+        end = st.train_end
+        redraw = (end is not None and mono - end <= END_REDRAW_SECONDS
+                  and (step is None or st.train_end_step is None or step <= st.train_end_step))
+        if not redraw:
+            st.train_end = st.train_end_line = st.train_end_step = None
+        st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
+        if st.failure_match is not None and st.failure_match.signature.generic:
+            # a traceback (or exit report) the rank survived: it was handled, not fatal
+            st.failure = st.failure_match = st.failure_time = None
+        st.first_lock_wait = None
+        st.recompile_open = None  # its own progress after it: that recompile is over
+        if self.last_progress_wall is None or wall > self.last_progress_wall:
+            self.last_progress_wall = wall
+        if step is not None:
+            st.step = step
+            if self.max_step is None or step > self.max_step:
+                self.max_step = step
+                self.max_step_wall = wall
+                self._stepped(mono)
+                self._close_recompiles(step)
+        else:
+            self._stepped(mono)
 
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None:
         """The compiler processes alive at ``now`` (all of them: an absent pid has ended).
@@ -917,10 +945,11 @@ class Judge:
     # -- judgement ------------------------------------------------------------------------------
 
     def hang_timeout(self) -> float:
-        """The hang timeout in force now (fixed or calibrated)."""
+        """The hang timeout in force now (fixed or calibrated), with the delivery slack."""
         if self.settings.hang_timeout is not None:
-            return self.settings.hang_timeout
-        return self.settings.calibration.timeout_of(self._usable_intervals, self._longest_interval)
+            return self.settings.hang_timeout + self.delivery_slack
+        calibrated = self.settings.calibration.timeout_of(self._usable_intervals, self._longest_interval)
+        return calibrated + self.delivery_slack
 
     def _started(self) -> bool:
         """Has the job shown progress (a progress line, or collectives that keep completing)?
@@ -938,7 +967,7 @@ class Judge:
         if not self._started():
             return self.settings.startup_timeout, "startup"
         if self.settings.hang_timeout is not None:
-            return self.settings.hang_timeout, "fixed"
+            return self.hang_timeout(), "fixed"
         calibration = self.settings.calibration
         kind = "calibrated" if self._usable_intervals >= calibration.min_samples else "default"
         return self.hang_timeout(), kind
@@ -1615,9 +1644,10 @@ class Judge:
         return out
 
 
-#: Bumped whenever :func:`compact_matches` or :meth:`Judge._apply` change what a match does: it
-#: is part of :func:`kb_fingerprint`, so a sender with other rules is never trusted to compact.
-BATCH_RULES = 3
+#: Bumped whenever :func:`compact_matches`, :func:`coalesce_progress` or :meth:`Judge._apply` change
+#: what a match does: it is part of :func:`kb_fingerprint`, so a sender with other rules is never
+#: trusted to compact.
+BATCH_RULES = 4
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
@@ -1697,3 +1727,32 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
             # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
             keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
     return [i for i in range(n) if keep[i]]
+
+
+def coalesce_progress(matches: Sequence[tuple[Hashable, Match]], lines_of: Mapping[Hashable, int]) -> list[int]:
+    """Indices of the matches that may travel as a rank's progress row (see :meth:`Judge.observe_batch`).
+
+    ``matches``: ``(rank, match)`` in line order for one batch; ``lines_of``: how many lines each
+    rank has in the batch. A rank qualifies when every one of its lines matched a progress
+    signature that read a step: its last match is then all the judge needs of its lines beyond
+    the ones :func:`compact_matches` keeps for raising the batch's step, so it goes as a row --
+    unless it raises the batch's running maximum step itself (a new job-level step is timed by the
+    first line that shows it, in line order with every rank's: it stays a match). Such a row
+    touches nothing another rank's match reads (its rank's state, and maxima over all ranks), so it
+    is applied after the batch's matches. The caller sends the row with the rank's newest line time:
+    it must be the time of this last match's line.
+    """
+    counts: dict[Hashable, int] = {}
+    last: dict[Hashable, int] = {}
+    top: int | None = None
+    raises: set[int] = set()
+    for i, (rank, m) in enumerate(matches):
+        if m.signature.effect is Effect.PROGRESS and m.step is not None:
+            counts[rank] = counts.get(rank, 0) + 1
+            if top is None or m.step > top:
+                top = m.step
+                raises.add(i)
+        else:
+            counts[rank] = -1 << 30  # a line of another kind: this rank's batch is not plain progress
+        last[rank] = i
+    return sorted(i for rank, i in last.items() if counts[rank] == lines_of.get(rank) and i not in raises)

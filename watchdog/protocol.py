@@ -50,16 +50,17 @@ import msgpack
 from neuron_watch.errors import TransportError
 from neuron_watch.flight_recorder import GroupProgress
 
-#: Bumped on any incompatible change of the header or a body layout (5: a hello says the node's
-#: place in the job; a status carries its report as a map, no longer as JSON inside a string).
-SCHEMA_VERSION = 5
+#: Bumped on any incompatible change of the header or a body layout (6: a lines body carries its
+#: ranks' coalesced progress rows as a 5th item).
+SCHEMA_VERSION = 6
 # History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
 # matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
 # a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
 # header's ``echo`` (replay protection across sessions), ``truncated_lines`` in heartbeat and
 # status, the ``refused`` command, frames bounded by MAX_FRAME_BYTES on both sides, and signing
 # keys bound to the job id (auth.py): a version-3 peer's frames fail the signature check, so the
-# version is read before it (the refusal names the version, not "bad signature").
+# version is read before it (the refusal names the version, not "bad signature"); 5 = a hello says
+# the node's place in the job, a status carries its report as a map.
 
 #: Upper bound for one frame, known to both sides (a constant of this schema): a bigger frame is
 #: refused before it is unpacked (and libzmq drops the connection of a peer sending one: MAXMSGSIZE).
@@ -131,6 +132,54 @@ class Header:
     version: int = SCHEMA_VERSION
 
 
+# ---- the job's size: how often agents send -------------------------------------------------
+
+#: A coordinator's budget of ``lines`` messages a second, all nodes together: its cost is per
+#: message (~50-100 us: signature, decode, sequence, ack) and per rank in a batch, so beyond this
+#: many nodes the agents' batches grow older instead of more numerous (tests/benchmarks/bench_scale.py).
+LINES_MSGS_PER_SECOND = 1000
+#: ... and of ``procs`` messages a second (each is every rank process of a node: ~7 us a worker).
+PROCS_MSGS_PER_SECOND = 256
+#: The coarsest the agents go: a batch a second, a process reading every 5 seconds.
+MAX_BATCH_AGE = 1.0
+MAX_PROCS_EVERY = 5.0
+
+
+def batch_age_at(nodes: int, floor: float) -> float:
+    """The agents' batch age in a job of ``nodes`` nodes: ``floor`` (the configured age: one
+    node's latency) up to 1,000 lines messages a second in all, older beyond (``nodes`` / 1,000
+    seconds), at most :data:`MAX_BATCH_AGE`: 50 ms up to 50 nodes, 128 ms at 128, 1 s at 1,000."""
+    return max(floor, min(MAX_BATCH_AGE, nodes / LINES_MSGS_PER_SECOND))
+
+
+def procs_every_at(nodes: int, floor: float = 1.0) -> float:
+    """Seconds between two ``procs`` messages of a node in a job of ``nodes`` nodes: ``floor``
+    (the agents' sampling interval) up to 256 nodes, ``nodes`` / 256 beyond, at most
+    :data:`MAX_PROCS_EVERY`: 4 s at 1,024 nodes."""
+    return max(floor, min(MAX_PROCS_EVERY, nodes / PROCS_MSGS_PER_SECOND))
+
+
+#: What every node together may have sent the coordinator and not yet had acknowledged: its receive
+#: queues (libzmq bounds them in messages, not bytes) never hold more than this, plus one message a
+#: node and the copies of a resend round (which waits while the coordinator is behind).
+COORDINATOR_QUEUE_BYTES = 512 << 20
+
+
+def window_bytes_at(nodes: int, ceiling: int) -> int:
+    """An agent's bytes in flight unacknowledged in a job of ``nodes`` nodes: its share of
+    :data:`COORDINATOR_QUEUE_BYTES`, at most ``ceiling`` (its own setting): 512 KiB at 1,024 nodes
+    (a second of 64 ranks at 10 lines a second is ~100 KB). A message bigger than the window still
+    goes, alone."""
+    return min(ceiling, COORDINATOR_QUEUE_BYTES // max(1, nodes))
+
+
+def delivery_slack_at(nodes: int, floor: float = 0.05) -> float:
+    """How much later a line or a process reading may reach the coordinator in a job of ``nodes``
+    nodes than at the pace of a small one (batches of ``floor`` seconds, readings every second):
+    0 up to 50 nodes, ~4 s at 1,024. The judge's hang clock waits that much longer."""
+    return batch_age_at(nodes, floor) - floor + procs_every_at(nodes) - 1.0
+
+
 # ---- bodies ---------------------------------------------------------------------------------
 
 
@@ -166,6 +215,20 @@ class LineMatch(NamedTuple):
     lineno: int = 0
 
 
+class RankProgress(NamedTuple):
+    """A rank whose lines in the batch were all progress lines with a step, coalesced to its latest
+    one: the last line of ``Lines.ranks[chunk]`` (its text, ``d_last`` old) read ``step`` and
+    ``loss`` with ``signature``. Its count and first and last times are the rank's row's; the text
+    travels once, in the row (see :func:`neuron_watch.judge.coalesce_progress`)."""
+
+    chunk: int
+    signature: str
+    step: int
+    loss: float | None
+    source: str = ""
+    lineno: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """First message of an agent session: what it runs, and its ``place`` in the job (torchrun's
@@ -188,12 +251,14 @@ class Lines:
     ``matches``: the lines the sender's knowledge base matched, in the order they were read --
     all of them, or the ones :func:`neuron_watch.judge.compact_matches` keeps. ``classified``
     is :func:`neuron_watch.judge.kb_fingerprint` of that knowledge base; 0 = the sender did not
-    classify (the receiver classifies the text itself).
+    classify (the receiver classifies the text itself). ``progress``: the ranks that printed only
+    steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
     """
 
     ranks: tuple[RankLines, ...]
     matches: tuple[LineMatch, ...] = ()
     classified: int = 0
+    progress: tuple[RankProgress, ...] = ()
 
     @property
     def n_lines(self) -> int:
@@ -288,9 +353,16 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Ack:
-    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived."""
+    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived.
+
+    ``nodes``: how many nodes the job has as the coordinator knows it (the agents batch and sample
+    less often in a bigger job: :func:`batch_age_at`, :func:`procs_every_at`); ``behind``: how many
+    seconds of the nodes' messages wait in its queues (an agent resends less eagerly meanwhile).
+    """
 
     seq: int
+    nodes: int = 0
+    behind: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +465,10 @@ def _body_to_wire(body: Body) -> list[Any]:
         for m in body.matches:
             idx = sources.setdefault(m.source, len(sources))
             matches.append([m.chunk, m.signature, m.step, m.loss, m.d_mono, m.text, idx, m.lineno])
+        progress = [[g.chunk, g.signature, g.step, g.loss, sources.setdefault(g.source, len(sources)), g.lineno]
+                    for g in body.progress]
         return [body.classified, list(sources),
-                [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches]
+                [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
     if isinstance(body, Hello):
         return [body.hostname, body.pid, list(body.ranks), body.agent_version, body.place]
     if isinstance(body, Heartbeat):
@@ -416,7 +490,7 @@ def _body_to_wire(body: Body) -> list[Any]:
         return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines,
                 body.report]
     if isinstance(body, Ack):
-        return [body.seq]
+        return [body.seq, body.nodes, body.behind]
     if isinstance(body, CaptureEvidence):
         return [body.incident, body.reason, body.verdict]
     if isinstance(body, Stop):
@@ -565,12 +639,13 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
     """The hot path of the coordinator: every check of :func:`_decode_lines`, column by column in
     C (``map``/``set``/``zip``), with no Python step per rank or match. ``None`` when anything is
     off: :func:`_decode_lines` then names the problem."""
-    if type(b) is not list or len(b) != 4:
+    if type(b) is not list or len(b) != 5:
         return None
-    classified, sources, rows, mrows = b
+    classified, sources, rows, mrows, prows = b
     if (type(classified) is not int or not 0 <= classified < 1 << 63 or type(sources) is not list
             or type(rows) is not list or type(mrows) is not list or not 0 < len(rows) <= MAX_BATCH_ITEMS
-            or len(mrows) > MAX_BATCH_ITEMS or not set(map(type, sources)) <= _STR):
+            or len(mrows) > MAX_BATCH_ITEMS or not set(map(type, sources)) <= _STR
+            or type(prows) is not list or len(prows) > len(rows)):
         return None
     if set(map(type, rows)) != _LIST or set(map(len, rows)) != {6}:
         return None
@@ -585,8 +660,24 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
         return None
     # tuple.__new__ through map: the named tuples are built in C (lengths were checked above).
     ranks: tuple[RankLines, ...] = tuple(map(tuple.__new__, itertools.repeat(RankLines), rows))
+    progress: tuple[RankProgress, ...] = ()
+    if prows:
+        if set(map(type, prows)) != _LIST or set(map(len, prows)) != {6}:
+            return None
+        pchunk_c, psig_c, pstep_c, ploss_c, psi_c, plineno_c = zip(*prows, strict=True)
+        plosses = [x for x in ploss_c if x is not None]
+        if not (set(map(type, pchunk_c)) == _INT and set(map(type, psig_c)) == _STR
+                and set(map(type, pstep_c)) == _INT and set(map(type, ploss_c)) <= _FLOAT_NONE
+                and set(map(type, psi_c)) == _INT and set(map(type, plineno_c)) == _INT
+                and (not plosses or _finite_numbers(tuple(plosses)))
+                and min(pchunk_c) >= 0 and max(pchunk_c) < len(ranks) and len(set(pchunk_c)) == len(pchunk_c)
+                and min(psi_c) >= 0 and max(psi_c) < len(sources)):
+            return None
+        progress = tuple(map(tuple.__new__, itertools.repeat(RankProgress),
+                             zip(pchunk_c, psig_c, pstep_c, ploss_c, map(sources.__getitem__, psi_c), plineno_c,
+                                 strict=True)))
     if not mrows:
-        return Lines(ranks, (), classified)
+        return Lines(ranks, (), classified, progress)
     if set(map(type, mrows)) != _LIST or set(map(len, mrows)) != {8}:
         return None
     chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c, si_c, lineno_c = zip(*mrows, strict=True)
@@ -602,7 +693,7 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
     matches: tuple[LineMatch, ...] = tuple(map(
         tuple.__new__, itertools.repeat(LineMatch),
         zip(chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c, map(sources.__getitem__, si_c), lineno_c, strict=True)))
-    return Lines(ranks, matches, classified)
+    return Lines(ranks, matches, classified, progress)
 
 
 def _decode_lines(b: list[Any]) -> Lines:
@@ -612,7 +703,7 @@ def _decode_lines(b: list[Any]) -> Lines:
 
 def _decode_lines_checked(b: list[Any]) -> Lines:
     """Row by row, naming the first problem (the slow path; the authority on what is valid)."""
-    _list(b, 4, "lines body")
+    _list(b, 5, "lines body")
     classified = _int(b[0], "classified")
     if not 0 <= classified < 1 << 63:
         raise ProtocolError("field", "classified must be a 63-bit fingerprint or 0")
@@ -662,7 +753,27 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
             raise ProtocolError("field", "a matched line contains a newline")
         matches.append(LineMatch(chunk, sig, step, None if loss is None else _float(loss, "loss"),
                                  _float(d_mono, "d_mono"), text, sources[si], lineno))
-    return Lines(tuple(ranks), tuple(matches), classified)
+    rows = _list(b[4], None, "progress")
+    if len(rows) > n_ranks:
+        raise ProtocolError("field", f"a lines body holds at most one progress row per rank ({n_ranks}), "
+                                     f"got {len(rows)}")
+    progress = []
+    coalesced: set[int] = set()
+    for row in rows:
+        if type(row) is not list or len(row) != 6:
+            raise ProtocolError("field", "a progress row must be [rank index, signature, step, loss, source, lineno]")
+        chunk, sig, step, loss, si, lineno = row
+        if not (type(chunk) is int and type(sig) is str and type(step) is int and type(si) is int
+                and type(lineno) is int):
+            raise ProtocolError("field", f"a progress row has a field of the wrong type: {row!r:.80}")
+        if not 0 <= chunk < n_ranks or chunk in coalesced:
+            raise ProtocolError("field", f"progress row rank index {chunk} out of range or given twice")
+        coalesced.add(chunk)
+        if not 0 <= si < n_sources:
+            raise ProtocolError("field", f"progress row source index {si} out of range")
+        progress.append(RankProgress(chunk, sig, step, None if loss is None else _float(loss, "loss"), sources[si],
+                                     lineno))
+    return Lines(tuple(ranks), tuple(matches), classified, tuple(progress))
 
 
 def _decode_procs_fast(b: list[Any]) -> Procs | None:
@@ -790,8 +901,11 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
                       _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"),
                       _map(b[6], "report"))
     if kind is Kind.ACK:
-        _list(b, 1, "ack body")
-        return Ack(_int(b[0], "seq"))
+        _list(b, 3, "ack body")
+        nodes, behind = _int(b[1], "nodes"), _float(b[2], "behind")
+        if nodes < 0 or behind < 0:
+            raise ProtocolError("field", f"an ack's nodes and behind are never negative, got {nodes}, {behind}")
+        return Ack(_int(b[0], "seq"), nodes, behind)
     if kind is Kind.CAPTURE_EVIDENCE:
         # 2 fields from a coordinator of before the verdict field; 3 now (an addition within schema 2)
         _list(b, 3 if len(_list(b, None, "capture_evidence body")) == 3 else 2, "capture_evidence body")

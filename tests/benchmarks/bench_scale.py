@@ -81,7 +81,17 @@ from neuron_watch.events import Label, RankKey
 from neuron_watch.flight_recorder import GroupProgress
 from neuron_watch.kb import default_knowledge_base
 from neuron_watch.policy import JobState
-from neuron_watch.protocol import Header, Kind, Lines, Procs, RankCollectives, WorkerActivity, encode_body
+from neuron_watch.protocol import (
+    Header,
+    Kind,
+    Lines,
+    Procs,
+    RankCollectives,
+    WorkerActivity,
+    batch_age_at,
+    encode_body,
+    procs_every_at,
+)
 from neuron_watch.runtime import default_judge_factory
 from neuron_watch.transport import AgentSocket
 
@@ -107,6 +117,7 @@ class Plan:
     drain: float
     hangs: tuple[tuple[float, int, int], ...]  # (seconds after go, node, local rank)
     collectives: bool = True
+    procs_every: float = SAMPLE_EVERY  # seconds between two procs messages of a node
 
 
 def batch_period(rate: float, ranks: int, batch_age: float) -> float:
@@ -141,16 +152,18 @@ def template_rows(plan: Plan) -> list[list[tuple[int, str, float]]]:
 
 def shifted(body: Lines, offset: int) -> Lines:
     """``body`` of node 0's ranks as another node's: the same lines, ranks + ``offset``."""
-    return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified)
+    return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified,
+                 body.progress)
 
 
 def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[Row]:
     return [(offset + i, text, now - age, wall - age, "", 0) for i, text, age in batch]
 
 
-def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool) -> list[Any]:
+def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool, span: int = 1) -> list[Any]:
     """Node ``n``'s procs body in the wire layout (protocol._body_to_wire of a Procs): its rank
-    processes and their CPU, and the flight recorder readings of the ranks read this second."""
+    processes and their CPU, and the flight recorder readings of the ranks read in the ``span``
+    seconds since its last one (the agent holds readings of a bigger job: procs_every_at)."""
     base = n * ranks
     workers = [[base + i, 10_000 + i, round(t * 0.9 + i, 2), "R"] for i in range(ranks)]
     if not collectives:
@@ -160,7 +173,7 @@ def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool) -> li
                                       "[[2177]] Float"],
                                      ["1", seq // 2, seq // 2, seq // 2, "nccl:all_gather", "completed", 1.8e9 + t,
                                       seq // 2, "[[512]] Float"]]]
-                for i in range(ranks) if (i + turn) % int(PROBE_EVERY) == 0]
+                for i in range(ranks) if any((i + turn * span + k) % int(PROBE_EVERY) == 0 for k in range(span))]
     return [[], [], workers, readings]
 
 
@@ -237,7 +250,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     pending_hang: dict[int, int] = {}
     # (due wall time, kind 0 = batch / 1 = procs, node, turn)
     heap = [(t0 + plan.period * (n / plan.nodes), 0, n, 0) for n in links]
-    heap += [(t0 + SAMPLE_EVERY * (n / plan.nodes), 1, n, 0) for n in links]
+    heap += [(t0 + plan.procs_every * (n / plan.nodes), 1, n, 0) for n in links]
     heapq.heapify(heap)
     cpu0 = mark = 0.0
     msgs_mark = 0
@@ -273,10 +286,11 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             rep.lines_at_end += lines
             heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
         else:
-            body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives), use_bin_type=True)
+            body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives,
+                                            round(plan.procs_every)), use_bin_type=True)
             link.outbox.add(Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
                                    seq=0, mono=now, wall=wall), body, 0)
-            heapq.heappush(heap, (due + SAMPLE_EVERY, 1, n, turn + 1))
+            heapq.heappush(heap, (due + plan.procs_every, 1, n, turn + 1))
         rep.msgs_at_end += 1
         link.tick(now, wall)  # sends what is due, takes acks and challenges, resends after 3 s
     rep.cpu = time.process_time() - cpu0
@@ -364,7 +378,10 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
             sends = [(t0 + plan.period * (n / plan.nodes + j), 0, n, j) for n in links
                      for j in range(math.ceil(second / plan.period - n / plan.nodes),
                                     math.ceil((second + 1) / plan.period - n / plan.nodes))]
-            sends += [(t0 + second + n / plan.nodes, 1, n, second) for n in links]
+            every = plan.procs_every
+            sends += [(t0 + every * (n / plan.nodes + j), 1, n, j) for n in links
+                      for j in range(math.ceil(second / every - n / plan.nodes),
+                                     math.ceil((second + 1) / every - n / plan.nodes))]
             sends.sort()
             stamps = []
             for t, kind, n, k in sends:  # what every link sends this second (not measured)
@@ -375,7 +392,8 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                     h = Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0, seq=0,
                                mono=t, wall=w)
                 else:
-                    body = msgpack.packb(procs_wire(n, plan.ranks, t - t0, k, plan.collectives), use_bin_type=True)
+                    body = msgpack.packb(procs_wire(n, plan.ranks, t - t0, k, plan.collectives,
+                                                    round(plan.procs_every)), use_bin_type=True)
                     h, count = Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
                                       seq=0, mono=t, wall=w), 0
                 link.outbox.add(h, body, count)
@@ -580,8 +598,11 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds of sending before the window")
     ap.add_argument("--trials", type=int, default=5, help="hangs injected per rate, spread over the window")
     ap.add_argument("--procs", type=int, default=2, help="processes simulating the nodes")
-    ap.add_argument("--batch-age", type=float, default=LinkSettings().batch_age,
-                    help="the agents' batch age (seconds): sets how often a node sends")
+    ap.add_argument("--batch-age", type=float, default=None,
+                    help="the agents' batch age (seconds): sets how often a node sends (default: the coordinator's "
+                         "rule for --nodes, protocol.batch_age_at; 0.05 before that rule)")
+    ap.add_argument("--procs-every", type=float, default=None,
+                    help="seconds between two procs messages of a node (default: protocol.procs_every_at of --nodes)")
     ap.add_argument("--cycle", type=int, default=0, help="rounds of lines pre-built per node (0: 2 s of lines)")
     ap.add_argument("--no-collectives", action="store_true", help="procs messages without flight recorder readings")
     ap.add_argument("--drain", type=float, default=20.0, help="seconds the nodes may take to get everything acked")
@@ -599,15 +620,18 @@ def main() -> int:
     print(f"# {a.nodes} nodes x {a.ranks} ranks = {streams:,} rank streams; {a.procs} node processes; "
           f"{os.cpu_count()} cores; window {a.seconds:.0f} s after {a.warmup:.0f} s", flush=True)
     for rate in (float(x) for x in a.rates.split(",")):
-        period = batch_period(rate, a.ranks, a.batch_age)
+        # the agents' pace as the coordinator's acks set it for this many nodes (protocol.batch_age_at)
+        age = a.batch_age if a.batch_age is not None else batch_age_at(a.nodes, LinkSettings().batch_age)
+        procs_every = a.procs_every if a.procs_every is not None else procs_every_at(a.nodes)
+        period = batch_period(rate, a.ranks, age)
         cycle = a.cycle or max(1, round(2 * rate))
         # in the first 80% of the window: the judge replaced after the last one holds every rank again at the end
         hangs = tuple((a.warmup + 0.8 * a.seconds * (k + 0.5) / a.trials, (k * 389 + 17) % a.nodes,
                        (k * 7 + 5) % a.ranks) for k in range(a.trials))
         plan = Plan(a.nodes, a.ranks, rate, period, cycle, a.warmup, a.seconds, a.drain, hangs,
-                    not a.no_collectives)
+                    not a.no_collectives, procs_every)
         print(f"\n## {rate:g} lines/s per rank = {rate * streams:,.0f} lines/s; a batch every {period * 1000:.0f} ms "
-              f"per node (batch age {a.batch_age * 1000:.0f} ms, 20 ms agent loop), a procs message every second",
+              f"per node (batch age {age * 1000:.0f} ms, 20 ms agent loop), a procs message every {procs_every:g} s",
               flush=True)
         if "replay" not in skip:
             print_replay(capacity(plan, a.replay_seconds), a.nodes * a.ranks)

@@ -41,7 +41,7 @@ def random_frames(rng: random.Random, agent_signer: Signer) -> list[bytes]:
         return [rng.randbytes(rng.randrange(0, 300)) for _ in range(rng.randrange(1, 5))]
     if choice == 1:
         return [msgpack.packb([SCHEMA_VERSION, "lines", JOB, "n1", 1, 0, rng.randrange(9), 0, 0.0, 0.0, -1, 0, 0.0, 0]),
-                msgpack.packb([0, [], [[0, 1, 0.0, 0.0, 0.0, "x"]], []]), rng.randbytes(32)]  # random MAC
+                msgpack.packb([0, [], [[0, 1, 0.0, 0.0, 0.0, "x"]], [], []]), rng.randbytes(32)]  # random MAC
     if choice == 2:
         return Signer.for_agent(rng.randbytes(32), JOB).sign(good)  # another secret
     if choice == 3:

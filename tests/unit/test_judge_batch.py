@@ -15,7 +15,7 @@ import pytest
 
 from neuron_watch.classify import Effect
 from neuron_watch.events import LogLine, RankKey
-from neuron_watch.judge import Judge, JudgeSettings, compact_matches, kb_fingerprint
+from neuron_watch.judge import Judge, JudgeSettings, coalesce_progress, compact_matches, kb_fingerprint
 from neuron_watch.kb import default_knowledge_base
 
 from .scenario_lines import (
@@ -33,9 +33,14 @@ from .scenario_lines import (
 KB = default_knowledge_base()
 
 
+Progress = list[tuple[int, str, int, float | None, float, str, int]]
+
+
 def batch_args(judge: Judge, lines: list[LogLine], compact: bool = True) -> tuple[
-        list[tuple[RankKey, float, float, str]], list[tuple[LogLine, str, int | None, float | None]]]:
-    """What an agent sends for ``lines`` (one batch), as the coordinator hands it to the judge."""
+        list[tuple[RankKey, float, float, str]], list[tuple[LogLine, str, int | None, float | None]], Progress]:
+    """What an agent sends for ``lines`` (one batch), as the coordinator hands it to the judge:
+    with ``compact``, the matches :func:`compact_matches` keeps and the ranks that printed only
+    steps as progress rows (:func:`coalesce_progress`, when the rank's last line is its newest)."""
     order: dict[RankKey, list[float | str]] = {}
     for ln in lines:
         r = order.get(ln.key)
@@ -46,9 +51,22 @@ def batch_args(judge: Judge, lines: list[LogLine], compact: bool = True) -> tupl
             r[2] = ln.text
     ranks = [(k, float(v[0]), float(v[1]), str(v[2])) for k, v in order.items()]
     found = judge.kb.scan([ln.text for ln in lines])
-    keep = compact_matches([(lines[i].key, m) for i, m in found]) if compact else range(len(found))
-    matches = [(lines[found[j][0]], found[j][1].signature.id, found[j][1].step, found[j][1].loss) for j in keep]
-    return ranks, matches
+    by_rank = [(lines[i].key, m) for i, m in found]
+    keep = compact_matches(by_rank) if compact else range(len(found))
+    counts: dict[RankKey, int] = {}
+    for ln in lines:
+        counts[ln.key] = counts.get(ln.key, 0) + 1
+    index = {k: i for i, (k, _f, _l, _t) in enumerate(ranks)}
+    rows = {j for j in coalesce_progress(by_rank, counts)
+            if lines[found[j][0]].mono == ranks[index[by_rank[j][0]]][2]} if compact else set()
+    matches, progress = [], []
+    for j in keep:
+        line, m = lines[found[j][0]], found[j][1]
+        if j in rows and m.step is not None:
+            progress.append((index[line.key], m.signature.id, m.step, m.loss, line.wall, line.source, line.lineno))
+        else:
+            matches.append((line, m.signature.id, m.step, m.loss))
+    return ranks, matches, progress
 
 
 def assert_same(a: Judge, b: Judge, now: float) -> None:
@@ -127,6 +145,40 @@ def test_compaction_drops_most_matches_of_a_training_log() -> None:
     kept = compact_matches([(lines[i].key, m) for i, m in found])
     # each new step once (it raises the job's step) + each rank's last progress line
     assert len(kept) <= 16 + 32
+
+
+def test_ranks_that_print_only_steps_go_as_progress_rows() -> None:
+    # 32 ranks print steps 1..16, four batches: each rank is one progress row a batch, but for the
+    # first rank to show a new step (a match: it times the job's step)
+    lines = [LogLine(RankKey("n0", r), f"step {s} loss 2.5 lr 1e-4", s + r / 100, s + r / 100, "/l", s)
+             for s in range(1, 17) for r in range(32)]
+    a = Judge(KB, JudgeSettings(), 0.0)
+    b = Judge(KB, JudgeSettings(), 0.0)
+    for k in range(0, len(lines), 128):
+        ranks, matches, progress = batch_args(b, lines[k:k + 128])
+        assert len(progress) == 31 and len(matches) == 4  # rank 0: a new step in each of its 4 lines
+        a.observe_lines(lines[k:k + 128])
+        b.observe_batch(ranks, matches, progress)
+    assert_same(a, b, 17.0)
+    assert b.ranks[RankKey("n0", 31)].step == 16 and b.ranks[RankKey("n0", 31)].last_progress == 16.31
+
+
+def test_a_rank_with_another_line_is_not_coalesced() -> None:
+    said = [(0, "step 5 loss 2.5"), (1, "step 5 loss 2.5"), (1, "chatter"), (2, "step 5 loss 2.4"),
+            (2, "step 6 loss 2.4"), (3, "step 5 loss 2.3")]
+    lines = [LogLine(RankKey("n0", r), text, 1.0 + i / 10, 1.0 + i / 10) for i, (r, text) in enumerate(said)]
+    _ranks, _matches, progress = batch_args(Judge(KB, JudgeSettings(), 0.0), lines)
+    # rank 0 raises the batch's step, rank 1 printed chatter, rank 2's last line raises it: only rank 3
+    assert [p[0] for p in progress] == [3]
+
+
+def test_a_progress_row_of_another_kind_is_refused() -> None:
+    j = Judge(KB, JudgeSettings(), 0.0)
+    line = LogLine(RankKey("n0", 0), "step 3 loss 1.0", 1.0, 1.0)
+    rx = next(s.id for s in KB.signatures if s.effect is Effect.COMM_WAIT)
+    with pytest.raises(ValueError, match="not a progress signature"):
+        j.observe_batch([(line.key, 1.0, 1.0, line.text)], [], [(0, rx, 3, 1.0, 1.0, "", 0)])
+    assert j.ranks == {} and j.max_step is None
 
 
 def test_unknown_signature_changes_nothing() -> None:

@@ -33,6 +33,7 @@ from neuron_watch.protocol import (
     ProcSample,
     ProtocolError,
     RankLines,
+    RankProgress,
     SequenceTracker,
     Shutdown,
     Status,
@@ -59,6 +60,9 @@ BODIES = [
         (1 << 62) + 12345,
     ),
     Lines((RankLines(7, 3, 1.5, 0.0, -0.5, "\n\nlast"),)),  # empty lines; not classified
+    Lines((RankLines(5, 2, 0.4, 0.1, 0.4, "step 12 loss 2.5\nstep 13 loss 2.4"), RankLines(6, 1, 0.2, 0.2, 0.2, RX)),
+          (LineMatch(1, "ccom.rx_timeout", None, None, 0.2, RX, "/logs/rank6.log", 3),),
+          99, (RankProgress(0, "progress.step", 13, 2.4, "/logs/rank5.log", 41),)),  # a rank of steps, coalesced
     Heartbeat(3, 120, 2),
     Heartbeat(0, 0, 0, 7),  # 7 lines cut to the wire's line limit so far
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
@@ -81,6 +85,7 @@ BODIES = [
     Hello("trn-7", 4242, (4, 5, 6, 7), "0.1.0", place=1),
     p.Refused("job-a", "job-b", "this coordinator runs job job-a"),
     Ack(41),
+    Ack(42, 1024, 2.5),  # the job's size and how far behind the coordinator is
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
     Stop("g0-incident", 15.0),
     CaptureEvidence("incident-2", "hang", '{"label": "collective_hang"}'),
@@ -138,9 +143,9 @@ def test_lines_send_each_source_once() -> None:
 
 
 def _lines_body(ranks: list[list[object]], matches: list[list[object]] | None = None, sources: list[str] | None = None,
-                classified: int = 0) -> list[bytes]:
+                classified: int = 0, progress: list[list[object]] | None = None) -> list[bytes]:
     return [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
-            msgpack.packb([classified, sources or [""], ranks, matches or []])]
+            msgpack.packb([classified, sources or [""], ranks, matches or [], progress or []])]
 
 
 @pytest.mark.parametrize("ranks, matches", [
@@ -162,6 +167,20 @@ def _lines_body(ranks: list[list[object]], matches: list[list[object]] | None = 
 def test_inconsistent_lines_bodies_are_refused(ranks: list[list[object]], matches: list[list[object]] | None) -> None:
     with pytest.raises(ProtocolError) as ei:
         decode(_lines_body(ranks, matches))
+    assert ei.value.problem == "field"
+
+
+@pytest.mark.parametrize("progress", [
+    [[1, "progress.step", 3, None, 0, 0]],  # no rank 1 in the batch
+    [[0, "progress.step", 3, None, 0, 0], [0, "progress.step", 4, None, 0, 0]],  # one rank coalesced twice
+    [[0, "progress.step", None, None, 0, 0]],  # a progress row always has its step
+    [[0, "progress.step", 3, None, 1, 0]],  # no source 1
+    [[0, "progress.step", 3, float("nan"), 0, 0]],  # loss not finite
+    [[0, "progress.step", 3, None, 0]],  # a field short
+])
+def test_inconsistent_progress_rows_are_refused(progress: list[list[object]]) -> None:
+    with pytest.raises(ProtocolError) as ei:
+        decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "step 3"]], progress=progress))
     assert ei.value.problem == "field"
 
 
@@ -188,13 +207,14 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
     # 3: an agent from before the echoed session, the frame limit and the job-bound keys.
     # 4: an agent from before its place in the hello and typed status reports.
-    assert p.SCHEMA_VERSION == 5
+    # 5: an agent from before the coalesced progress rows (its lines body has 4 items).
+    assert p.SCHEMA_VERSION == 6
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -368,9 +388,11 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
                  for r, k, d in ((r, rng.randrange(1, 4), rng.random()) for r in range(n))]
         matches = [[rng.randrange(n), "sig", rng.choice((None, 3)), rng.choice((None, 1.5)), 0.25, "t", 0, 9]
                    for _ in range(rng.randrange(0, 4))]
-        body: list[object] = [rng.choice((0, 5)), ["/a"], ranks, matches]
+        progress = [[c, "step", 7, rng.choice((None, 2.5)), 0, 4]
+                    for c in rng.sample(range(n), rng.randrange(0, n + 1))]
+        body: list[object] = [rng.choice((0, 5)), ["/a"], ranks, matches, progress]
         if rng.random() < 0.9:
-            target: list[object] = rng.choice([body, *ranks, *matches])
+            target: list[object] = rng.choice([body, *ranks, *matches, *progress])
             target[rng.randrange(len(target))] = rng.choice(wrong)
         _agree(p._decode_lines_fast(body), p._decode_lines_checked, body, tally)
     assert tally["fast_only"] == 0 and tally["both"] > 300
