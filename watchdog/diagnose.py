@@ -34,6 +34,7 @@ from neuron_watch.logtext import (
     TimeParser,
     logical_lines,
     rank_from_path,
+    split_process,
     split_rank_prefix,
     unwrap_numbered,
 )
@@ -275,6 +276,12 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
         for n, raw in unwrap_numbered(batch):
             for piece in logical_lines(raw):
                 rank, text = split_rank_prefix(piece)
+                host, process, text = split_process(text)
+                if host is not None and rank is None:
+                    rank, text = split_rank_prefix(text)  # pdsh's host, then the node's launcher's rank
+                # a rank prefix names the process best; otherwise the process a prefix names is a
+                # stream of its own (a node's ranks in one file, a server's workers)
+                who = process if rank is None and process is not None else host or node
                 if times is not None:
                     # neuron-watch's time index: when the rank's n-th line was written (wall clock)
                     while at < len(times) - 1 and times[at][0] < n:
@@ -296,7 +303,7 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
                     if block_left > 0:
                         block_left -= 1
                         rank = block_rank
-                key = RankKey(node, rank if rank is not None else default_rank)
+                key = RankKey(who, rank if rank is not None else default_rank)
                 yield LogLine(key, text, mono, mono, src.display, n)
 
     try:

@@ -181,3 +181,39 @@ def test_sources_without_timestamps_are_noted(tmp_path: Path) -> None:
     (tmp_path / "rank-1.log").write_text("step 1 loss 2.0\n")
     d = diagnose_paths([str(tmp_path)])
     assert any("no timestamps" in n and "rank-1.log" in n for n in d.notes)
+
+
+def test_interleaved_nccl_processes_are_judged_apart(tmp_path: Path) -> None:
+    # One node's ranks in one file (NVIDIA/nccl#1235): the peer-side "connection closed" of one
+    # process comes first; the process that closed it ran out of GPU memory. Read as one stream, the
+    # first specific failure wins and the OOM is never looked at.
+    p = tmp_path / "slurm-7.out"
+    p.write_text("\n".join([
+        "ng30903:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer ng30903-ib.narval.calcul.quebec<51159>",
+        "ng30903:3063025:3066048 [0] NCCL INFO misc/socket.cc:749 -> 6",
+        "ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80",
+        "ng30903:3063025:3066048 [0] NCCL INFO transport/p2p.cc:438 -> 3",
+        "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        "ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1",
+    ]) + "\n")
+    d = diagnose_paths([str(p)])
+    assert d.verdict.label.value == "oom"
+    assert d.verdict.culprit is not None and d.verdict.culprit.node == "ng30903 pid 3063028"
+    assert d.to_dict()["culprit"]["line"] == 5
+
+
+def test_a_servers_workers_are_streams_of_their_own(tmp_path: Path) -> None:
+    # vLLM's workers share the server's output, each line under "(Name pid=N)". A worker's
+    # traceback header, then the other worker's progress: the first worker did not go on.
+    p = tmp_path / "serve.log"
+    p.write_text("\n".join([
+        "(VllmWorker rank=0 pid=3716) INFO 06-26 23:10:12 [gpu_model_runner.py:1595] Model loading took 7.1 GiB",
+        "(VllmWorker rank=1 pid=3717) INFO 06-26 23:10:12 [gpu_model_runner.py:1595] Model loading took 7.1 GiB",
+        "(VllmWorker rank=1 pid=3717) Traceback (most recent call last):",
+        '(VllmWorker rank=1 pid=3717)   File "/usr/lib/python3.12/threading.py", line 1075, in _bootstrap_inner',
+        "(VllmWorker rank=0 pid=3716) INFO 06-26 23:10:13 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+    ]) + "\n")
+    d = diagnose_paths([str(p)])
+    assert d.verdict.label.value == "other_crash"
+    assert d.verdict.culprit is not None and d.verdict.culprit.node == "VllmWorker rank=1 pid 3717"
