@@ -307,14 +307,22 @@ _SHORT_LITERAL = 10
 
 def _literal_find(literal: bytes) -> Callable[[bytes, int], int]:
     """``find(data, pos)``: where ``literal`` first occurs in ``data`` at or after ``pos`` (-1: nowhere),
-    by a regex of the literal when it is short (see :data:`_SHORT_LITERAL`), else by ``bytes.find``."""
+    by a regex when it is short (see :data:`_SHORT_LITERAL`), else by ``bytes.find``.
+
+    The regex starts at the literal's rarest character (:data:`_RARE`) and checks the part before
+    it by a lookbehind: the engine's scan stops only where that character is (`` -> 2`` from its
+    ``>``: 0.16 ms a batch, against 0.31 from its space)."""
     if len(literal) >= _SHORT_LITERAL:
         return lambda data, pos: data.find(literal, pos)
-    search = re.compile(re.escape(literal)).search
+    at = next((i for c in _RARE.encode("ascii") for i in (literal.find(c),) if i >= 0), 0)
+    behind = b"(?<=" + re.escape(literal) + b")" if at else b""
+    search = re.compile(re.escape(literal[at:]) + behind).search
 
     def find(data: bytes, pos: int) -> int:
         m = search(data, pos)
-        return -1 if m is None else m.start()
+        while m is not None and m.start() - at < pos:  # the lookbehind sees before pos: begun too early
+            m = search(data, m.start() + 1)
+        return -1 if m is None else m.start() - at
 
     return find
 
