@@ -474,9 +474,10 @@ def render_text(diag: Diagnosis) -> str:
     v = diag.verdict
     out = [f"label:    {v.label.value}  (action: {v.action.value})"]
     if v.culprit is not None:
-        who = f"rank {v.culprit.rank}" if v.culprit.rank >= 0 else "unknown rank"
-        if v.culprit.node:
-            who += f" on {v.culprit.node}"
+        if v.culprit.rank >= 0:
+            who = f"rank {v.culprit.rank}" + (f" on {v.culprit.node}" if v.culprit.node else "")
+        else:  # a process its prefix names (``ng30903 pid 3063028``), or nobody known
+            who = v.culprit.node or "unknown rank"
         ev = next((e for e in v.evidence if e.key == v.culprit), None)
         if ev is not None:
             who += f"  ({ev.source}:{ev.lineno})"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.cli import main
-from neuron_watch.diagnose import diagnose_paths, resolve_sources
+from neuron_watch.diagnose import diagnose_paths, render_text, resolve_sources
 from neuron_watch.errors import UsageError
 
 from .scenario_lines import (
@@ -220,3 +220,4 @@ def test_the_processes_of_one_file_are_judged_apart(
     assert d.verdict.label.value == label
     assert d.verdict.culprit is not None and d.verdict.culprit.node == culprit
     assert d.to_dict()["culprit"]["line"] == line
+    assert f"culprit:  {culprit}  (" in render_text(d)
