@@ -25,7 +25,6 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 #: The longest line kept, in characters; the rest of a longer line is dropped (and counted).
 MAX_LINE = 64 * 1024
@@ -232,20 +231,17 @@ _WORKER = re.compile(r"\((?:([A-Za-z_][\w.-]*(?: rank=\d+)?),? )?pid=(\d+)(?:, i
 _NCCL = re.compile(r"(?:\[[^\]\n]{1,40}\] )?([\w-]+):(\d+):\d+ (?:\[-?\d+\] |NCCL CALL )")
 
 
-class Stream(NamedTuple):
-    """What :func:`split_process` reads of a line: the node a launcher's prefix names, the process a
-    prefix names (None: no prefix said) and the line without the launcher's or server's prefix."""
-
-    host: str | None
-    process: str | None
-    text: str
+#: What :func:`split_process` reads of a line: ``(host, process, text)`` (a plain tuple: it is made
+#: for every line read, and a named tuple costs three times as much to make).
+Stream = tuple[str | None, str | None, str]
 
 
 def split_process(line: str) -> Stream:
-    """The host and process a line's prefixes name (see :data:`_PDSH`, :data:`_WORKER`,
-    :data:`_NCCL`): ``process`` is e.g. ``"ng30903 pid 3063028"``, ``"VllmWorker rank=2 pid 4101"``
-    (with the worker's ``ip`` or the pdsh host first when given), or None. ``text`` is the line
-    without pdsh's or a server's prefix; NCCL's prefix stays (it is part of NCCL's line).
+    """``(host, process, text)``: the node pdsh's prefix names (or None); the process a line's
+    prefixes name (see :data:`_PDSH`, :data:`_WORKER`, :data:`_NCCL`), e.g. ``"ng30903 pid 3063028"``,
+    ``"VllmWorker rank=2 pid 4101"`` (the worker's ``ip`` or the pdsh host first when given), or
+    None; and the line without pdsh's or a server's prefix (NCCL's prefix stays: it is part of
+    NCCL's line).
 
     One file often holds several processes' streams (a node's ranks, a server's workers, pdsh's
     nodes); told apart, one process's readable error is not taken for the sequel of another's.
@@ -257,10 +253,10 @@ def split_process(line: str) -> Stream:
         name, pid, ip = w.groups()
         where = ip or host
         label = f"{name} pid {pid}" if name else f"pid {pid}"
-        return Stream(host, f"{where} {label}" if where else label, line[w.end() :])
+        return host, f"{where} {label}" if where else label, line[w.end() :]
     if ":" in line and (n := _NCCL.match(line)) is not None:
-        return Stream(host, f"{n.group(1)} pid {n.group(2)}", line)
-    return Stream(host, None, line)
+        return host, f"{n.group(1)} pid {n.group(2)}", line
+    return host, None, line
 
 
 def rank_from_path(path: str) -> int | None:
