@@ -68,6 +68,8 @@ class Source:
     start: float | None = None  # the time of lines before the first stamp
     #: neuron-watch's time index of a rank log (``rank-R.times``): (lines written, wall time), in order
     times: list[tuple[int, float]] | None = None
+    #: the processes whose prefixes the lines bore (see :func:`~neuron_watch.logtext.split_process`)
+    processes: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -281,6 +283,8 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
                     rank, text = split_rank_prefix(text)  # pdsh's host, then the node's launcher's rank
                 # a rank prefix names the process best; otherwise the process a prefix names is a
                 # stream of its own (a node's ranks in one file, a server's workers)
+                if process is not None:
+                    src.processes.add(process)
                 who = process if rank is None and process is not None else host or node
                 if times is not None:
                     # neuron-watch's time index: when the rank's n-th line was written (wall clock)
@@ -450,6 +454,11 @@ def diagnose_paths(
             f"{len(untimed)} source(s) have no timestamps ({', '.join(untimed[:3])}"
             f"{', ...' if len(untimed) > 3 else ''}): their order relative to the others is unknown"
         )
+    for s in sources:
+        if len(s.processes) > 1:
+            shown = ", ".join(sorted(s.processes)[:3]) + (", ..." if len(s.processes) > 3 else "")
+            notes.append(f"{s.display}: {len(s.processes)} processes told apart by their line prefixes ({shown}), "
+                         "each judged as a stream of its own")
     truncated = sum(s.truncated for s in splitters)
     if truncated:
         notes.append(f"{truncated} over-long line(s) were cut to their first 64 KiB")

@@ -221,3 +221,4 @@ def test_the_processes_of_one_file_are_judged_apart(
     assert d.verdict.culprit is not None and d.verdict.culprit.node == culprit
     assert d.to_dict()["culprit"]["line"] == line
     assert f"culprit:  {culprit}  (" in render_text(d)
+    assert any(n.startswith(f"{tmp_path / 'job.out'}: 2 processes told apart") for n in d.notes)
