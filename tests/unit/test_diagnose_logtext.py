@@ -69,6 +69,8 @@ def test_ansi_and_carriage_return_bars() -> None:
         ("...Compiler status PASS", ["...", "Compiler status PASS"]),
         ("...done", ["...done"]),
         ("[rank0]: step 1 loss 2 [rank1]: step 1 loss 3", ["[rank0]: step 1 loss 2", "[rank1]: step 1 loss 3"]),
+        ("[trainer0]: step 1 loss 2[trainer1]: step 1 loss 3", ["[trainer0]: step 1 loss 2", "[trainer1]: step 1 loss 3"]),
+        ("validation [epoch3]: loss 0.31", ["validation [epoch3]: loss 0.31"]),
         ("[rank0]: plain", ["[rank0]: plain"]),
         # Open MPI --tag-output interleaved mid-line (a bar's redraw, then another stream's record)
         ("    Loss:6.7539 [1,0]<stdout>:[INFO] loss: 6.7462,", ["    Loss:6.7539", "[1,0]<stdout>:[INFO] loss: 6.7462,"]),
