@@ -34,6 +34,7 @@ from neuron_watch.logtext import (
     TimeParser,
     logical_lines,
     rank_from_path,
+    split_process,
     split_rank_prefix,
     unwrap_numbered,
 )
@@ -67,6 +68,8 @@ class Source:
     start: float | None = None  # the time of lines before the first stamp
     #: neuron-watch's time index of a rank log (``rank-R.times``): (lines written, wall time), in order
     times: list[tuple[int, float]] | None = None
+    #: the processes whose prefixes the lines bore (see :func:`~neuron_watch.logtext.split_process`)
+    processes: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -275,6 +278,14 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
         for n, raw in unwrap_numbered(batch):
             for piece in logical_lines(raw):
                 rank, text = split_rank_prefix(piece)
+                host, process, text = split_process(text)
+                if host is not None and rank is None:
+                    rank, text = split_rank_prefix(text)  # pdsh's host, then the node's launcher's rank
+                # a rank prefix names the process best; otherwise the process a prefix names is a
+                # stream of its own (a node's ranks in one file, a server's workers)
+                if process is not None:
+                    src.processes.add(process)
+                who = process if rank is None and process is not None else host or node
                 if times is not None:
                     # neuron-watch's time index: when the rank's n-th line was written (wall clock)
                     while at < len(times) - 1 and times[at][0] < n:
@@ -296,7 +307,7 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
                     if block_left > 0:
                         block_left -= 1
                         rank = block_rank
-                key = RankKey(node, rank if rank is not None else default_rank)
+                key = RankKey(who, rank if rank is not None else default_rank)
                 yield LogLine(key, text, mono, mono, src.display, n)
 
     try:
@@ -443,6 +454,11 @@ def diagnose_paths(
             f"{len(untimed)} source(s) have no timestamps ({', '.join(untimed[:3])}"
             f"{', ...' if len(untimed) > 3 else ''}): their order relative to the others is unknown"
         )
+    for s in sources:
+        if len(s.processes) > 1:
+            shown = ", ".join(sorted(s.processes)[:3]) + (", ..." if len(s.processes) > 3 else "")
+            notes.append(f"{s.display}: {len(s.processes)} processes told apart by their line prefixes ({shown}), "
+                         "each judged as a stream of its own")
     truncated = sum(s.truncated for s in splitters)
     if truncated:
         notes.append(f"{truncated} over-long line(s) were cut to their first 64 KiB")
@@ -467,9 +483,10 @@ def render_text(diag: Diagnosis) -> str:
     v = diag.verdict
     out = [f"label:    {v.label.value}  (action: {v.action.value})"]
     if v.culprit is not None:
-        who = f"rank {v.culprit.rank}" if v.culprit.rank >= 0 else "unknown rank"
-        if v.culprit.node:
-            who += f" on {v.culprit.node}"
+        if v.culprit.rank >= 0:
+            who = f"rank {v.culprit.rank}" + (f" on {v.culprit.node}" if v.culprit.node else "")
+        else:  # a process its prefix names (``ng30903 pid 3063028``), or nobody known
+            who = v.culprit.node or "unknown rank"
         ev = next((e for e in v.evidence if e.key == v.culprit), None)
         if ev is not None:
             who += f"  ({ev.source}:{ev.lineno})"

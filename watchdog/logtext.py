@@ -11,7 +11,8 @@ lines the classifier can read, and reads what a line says about itself (rank, ti
   splits compiler progress dots glued to the next record (``.....2024-04-12 07:13:06.000297: ...``)
   and splits ranks interleaved mid-line (``... [rank1]: step 3``).
 * :func:`split_rank_prefix` reads and removes ``[rank3]:``, ``[default3]:``, ``3: `` and Open MPI's
-  ``[1,3]<stdout>:`` prefixes;
+  ``[1,3]<stdout>:`` prefixes; :func:`split_process` reads the prefixes that name a process
+  without a rank (NCCL's ``host:pid:tid``, pdsh's ``host: ``, vLLM's and Ray's ``(Worker pid=N)``);
   :func:`rank_from_path` reads the rank from ``rank-3.log`` or ``attempt_0/3/stdout.log``.
 * :class:`TimeParser` reads the timestamp formats in use (runtime ``2023-Aug-01 16:14:43.0241``,
   compiler ``2024-04-12 07:13:06.000296``, ISO 8601, Python logging ``,123``, glog ``I0402 10:11:12``,
@@ -36,11 +37,17 @@ _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
 #: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
 _SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
 _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
-#: launchers' rank prefixes: torchrun's ``[rank3]:`` / ``[default3]:``, a bare ``3: `` (srun --label),
+#: launchers' rank prefixes: torch's own ``[rank3]: `` (``distributed_c10d``'s excepthook, and c10's
+#: log lines once the process group is up: ``[rank0]:[E321 ...``), torch elastic's ``tail_log``
+#: header ``[{role}{local_rank}]:`` (``[default3]:``; ``[trainer0]:``, ``[worker0]:`` under a role of
+#: that name; not a bare ``[3]:``: torchrun's error summary numbers its failures ``[0]:``, ``[1]:``
+#: on lines of their own), a bare ``3: `` (srun --label),
 #: and Open MPI's ``--tag-output`` ``[<job>,<rank>]<stdout>:`` (mpirun, and Horovod or DeepSpeed
-#: jobs launched through it: "[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO ...")
-_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)")
-_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): |^\s*\[\d+,(\d+)\]<std(?:out|err)>:")
+#: jobs launched through it: "[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO ..."). Other
+#: words in brackets (``[epoch3]:``, ``[step10]:``) are a program's own text, not a launcher's.
+_ROLE = r"(?:rank|default|trainer|worker)"
+_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[" + _ROLE + r"\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)")
+_RANK_PREFIX = re.compile(r"^\s*\[" + _ROLE + r"(\d+)\]:\s?|^(\d{1,5}): |^\s*\[\d+,(\d+)\]<std(?:out|err)>:")
 _PATH_RANK = (
     re.compile(r"(?:^|[/\\])rank[-_.]?(\d+)(?:\.[A-Za-z]+)*$"),
     re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.(?:log|txt|json)$"),
@@ -193,12 +200,63 @@ def logical_lines(raw: str) -> list[str]:
 
 
 def split_rank_prefix(line: str) -> tuple[int | None, str]:
-    """``(rank, text)``: the rank a prefix names (``[rank3]:``, ``[default3]:``, ``3: ``, ``[1,3]<stdout>:``)
-    and the rest."""
+    """``(rank, text)``: the rank a prefix names (``[rank3]:``, ``[default3]:``, ``[trainer3]:``, ``3: ``,
+    ``[1,3]<stdout>:``) and the rest."""
     m = _RANK_PREFIX.match(line)
     if m is None:
         return None, line
     return int(m.group(1) or m.group(2) or m.group(3)), line[m.end() :]
+
+
+#: Prefixes that name the *process* a line comes from (no rank: the processes of a stream are told
+#: apart, not numbered). Each is read where its program writes it:
+#:
+#: * pdsh's ``%h: `` before each line of a remote command (DeepSpeed's default multi-node runner
+#:   starts every node's launcher under pdsh): ``rdma-gpu-train-worker-0: <line>``. A host name of
+#:   dash- or dot-separated parts holding a digit, so that ``SG-ERROR: ``, ``top-k: `` or
+#:   ``bf16: `` are not hosts. Removed: what follows is the node's own line.
+_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)+): (?=\S)")
+#: * a worker's name and pid before its line: vLLM's multiprocessing workers
+#:   (``_add_prefix``: ``(VllmWorkerProcess pid=123) ``, V1's ``(VllmWorker rank=2 pid=123) ``,
+#:   ``(EngineCore_DP0 pid=123) ``, ``(APIServer pid=123) ``), Ray's worker logs on the driver
+#:   (``print_worker_logs``: ``(pid=123) ``, ``(pid=123, ip=10.0.0.5) ``, an actor's or task's name
+#:   first: ``(RayTrainWorker pid=123, ip=...) ``, ``(RayWorkerWrapper pid=...)``), SkyPilot's
+#:   ``(task, pid=123) ``. Removed: what follows is the worker's own line.
+_WORKER = re.compile(r"\((?:([A-Za-z_][\w.-]*(?: rank=\d+)?),? )?pid=(\d+)(?:, ip=([\w.:-]+))?\) ?")
+#: * NCCL's own prefix (``src/debug.cc``, ``ncclDebugLog``): an optional timestamp
+#:   (``NCCL_DEBUG_TIMESTAMP_FORMAT``, by default ``[%F %T] ``), ``hostname:pid:tid `` (the host
+#:   name cut at its first dot), then ``[cudaDev] `` (INFO, WARN, TRACE) or ``NCCL CALL``:
+#:   ``ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'``.
+#:   Network plugins log through it (aws-ofi-nccl's ``NET/OFI`` lines). Kept: the table reads it.
+_NCCL = re.compile(r"(?:\[[^\]\n]{1,40}\] )?([\w-]+):(\d+):\d+ (?:\[-?\d+\] |NCCL CALL )")
+
+
+#: What :func:`split_process` reads of a line: ``(host, process, text)`` (a plain tuple: it is made
+#: for every line read, and a named tuple costs three times as much to make).
+Stream = tuple[str | None, str | None, str]
+
+
+def split_process(line: str) -> Stream:
+    """``(host, process, text)``: the node pdsh's prefix names (or None); the process a line's
+    prefixes name (see :data:`_PDSH`, :data:`_WORKER`, :data:`_NCCL`), e.g. ``"ng30903 pid 3063028"``,
+    ``"VllmWorker rank=2 pid 4101"`` (the worker's ``ip`` or the pdsh host first when given), or
+    None; and the line without pdsh's or a server's prefix (NCCL's prefix stays: it is part of
+    NCCL's line).
+
+    One file often holds several processes' streams (a node's ranks, a server's workers, pdsh's
+    nodes); told apart, one process's readable error is not taken for the sequel of another's.
+    """
+    host = None
+    if line[:1].isalpha() and (m := _PDSH.match(line)) is not None and any(c.isdigit() for c in m.group(1)):
+        host, line = m.group(1), line[m.end() :]
+    if line.startswith("(") and (w := _WORKER.match(line)) is not None:
+        name, pid, ip = w.groups()
+        where = ip or host
+        label = f"{name} pid {pid}" if name else f"pid {pid}"
+        return host, f"{where} {label}" if where else label, line[w.end() :]
+    if ":" in line and (n := _NCCL.match(line)) is not None:
+        return host, f"{n.group(1)} pid {n.group(2)}", line
+    return host, None, line
 
 
 def rank_from_path(path: str) -> int | None:

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Classifier throughput (prints figures; no pass/fail): lines/s on one core.
 
-    .venv/bin/python tests/benchmarks/bench_classify.py [--lines N] [--batch N] [--repeat N]
+    .venv/bin/python tests/benchmarks/bench_classify.py [--lines N] [--batch N] [--repeat N] [--profile LOG]
 
 *typical*: a training log as it looks between failures: runtime/NCCL/Python INFO chatter,
 warnings, a progress line every ten lines, a few compiler lines. *dense*: every line is one a
@@ -95,11 +95,31 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=5000, help="lines per scan() call")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the least CPU time is printed")
+    ap.add_argument("--profile", choices=("typical", "dense", "unique"),
+                    help="instead of the figures, where scan() spends its time on this log (cProfile, by own time)")
     args = ap.parse_args()
+    if args.profile:
+        _profile(args.profile, args.lines, args.batch)
+        return
     _baseline(_log(TYPICAL, args.lines), args.batch, args.repeat)
     for name, base in (("typical", TYPICAL), ("dense", DENSE)):
         _measure(name, _log(base, args.lines), args.batch, args.repeat)
     _measure("unique", _unique(_log(TYPICAL, args.lines)), args.batch, args.repeat)
+
+
+def _profile(name: str, n: int, batch: int) -> None:
+    """The functions ``scan`` spends its time in on the ``name`` log (cProfile's own time: the calls
+    into the regex engine and ``bytes`` methods show as their own rows). Profiling slows Python
+    code more than C code: read the rows against each other, not as lines/s."""
+    import cProfile
+    import pstats
+
+    lines = _unique(_log(TYPICAL, n)) if name == "unique" else _log(TYPICAL if name == "typical" else DENSE, n)
+    kb = default_knowledge_base()
+    batches = [lines[i : i + batch] for i in range(0, len(lines), batch)]
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: sum(len(kb.scan(b)) for b in batches))
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
 def _log(base: list[str], n: int) -> list[str]:

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_watch.classify import Effect, KnowledgeBase, Match, Signature, _ascii, _trie_regex
+from neuron_watch.classify import (
+    Effect,
+    KnowledgeBase,
+    Match,
+    Signature,
+    _ascii,
+    _KeyFinder,
+    _literal_find,
+    _trie_regex,
+)
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
 from neuron_watch.kb import default_knowledge_base
@@ -309,3 +318,42 @@ def test_fast_paths_equal_the_plain_reference_for_any_table(kb: KnowledgeBase, l
     holds (a rule without needles sees every line), not from a list of rules."""
     _agree(kb, lines)
     _agree(kb, _repeated(lines))
+
+
+@pytest.mark.parametrize(
+    "literal",
+    # short ones by a regex from their rarest character (a lookbehind for the part before it), one
+    # anchored at a line start, one without any rare character, a long one by bytes.find
+    [b" -> 2", b"\nE", b"[E", b"status=", b"nan", b"terminated abnormally"],
+)
+def test_literal_find_agrees_with_bytes_find_at_every_position(literal: bytes) -> None:
+    data = _ascii("\n" + "\n".join([
+        "ip-10-0-1-12:2251:2390 [3] NCCL INFO init.cc:1079 -> 2",
+        "E0208 21:12:26.795 1460 api.py:869] failed",
+        "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught",
+        "exit status=1 after the process was terminated abnormally, loss nan",
+        "-> 2 at the start, ->2 and - > 2 are not it; banana; Status=2",
+    ]))
+    find = _literal_find(literal)
+    assert [find(data, p) for p in range(len(data) + 1)] == [data.find(literal, p) for p in range(len(data) + 1)]
+    assert data.find(literal) >= 0
+
+
+def test_short_literals_sharing_a_pass_are_each_found_on_their_lines() -> None:
+    # glog's "\nE", its bracketed "[E" and TensorFlow's ": E" start their search at one "E": one pass
+    # finds them all, twice in a line, two in a line, none in a near miss ("ERROR" after a space).
+    literals = {b"\nE": ("glog",), b"[E": ("bracketed",), b": E": ("tf",), b"terminated abnormally": ("long",)}
+    finder = _KeyFinder(literals)
+    assert finder._shared_search and len(finder._shared_search[0][1]) == 3
+    lines = [
+        "E0208 21:12:26.795 1460 api.py:869] failed",
+        "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] and [E again",
+        "2022-05-26 01:44:11.574098: E tensorflow/neuron/runtime/model.cc:706] shard error [E",
+        "an ERROR here, then terminated abnormally",
+        "Epoch 3",
+    ]
+    hits = finder.hits(_ascii("\n" + "\n".join(lines)), map(len, lines))
+    held = {v[0]: lit.decode() for lit, v in literals.items()}  # what each payload reports, to check on the line
+    got = {i: sorted({p for ps in found for p in ps if held[p] in "\n" + lines[i]}) for i, found in hits.items()}
+    assert got == {0: ["glog"], 1: ["bracketed"], 2: ["bracketed", "tf"], 3: ["long"], 4: ["glog"]}
+    assert all(len(found) == len(set(found)) for found in hits.values())  # a literal twice in a line: once

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.cli import main
-from neuron_watch.diagnose import diagnose_paths, resolve_sources
+from neuron_watch.diagnose import diagnose_paths, render_text, resolve_sources
 from neuron_watch.errors import UsageError
 
 from .scenario_lines import (
@@ -155,9 +155,13 @@ def test_nan_in_a_progress_line_is_a_numerical_error(tmp_path: Path) -> None:
     assert d.verdict.label.value == "numerical_error" and d.verdict.action.value == "stop"
 
 
+def _log_file(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_torchrun_summary_in_a_combined_log_names_the_rank(tmp_path: Path) -> None:
-    p = tmp_path / "slurm-123.out"
-    p.write_text("\n".join([
+    p = _log_file(tmp_path / "slurm-123.out", [
         "step 1 loss 2.0",
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
         "============================================================",
@@ -169,7 +173,7 @@ def test_torchrun_summary_in_a_combined_log_names_the_rank(tmp_path: Path) -> No
         "  exitcode  : -9 (pid: 12345)",
         "  error_file: <N/A>",
         "  traceback : Signal 9 (SIGKILL) received by PID 12345",
-    ]) + "\n")
+    ])
     d = diagnose_paths([str(p)])
     # SIGKILL with no kernel oom-kill line: killed, by whom unknown (not guessed as oom)
     assert d.verdict.label.value == "other_crash" and d.verdict.culprit is not None and d.verdict.culprit.rank == 3
@@ -181,3 +185,40 @@ def test_sources_without_timestamps_are_noted(tmp_path: Path) -> None:
     (tmp_path / "rank-1.log").write_text("step 1 loss 2.0\n")
     d = diagnose_paths([str(tmp_path)])
     assert any("no timestamps" in n and "rank-1.log" in n for n in d.notes)
+
+
+@pytest.mark.parametrize(
+    ("lines", "label", "culprit", "line"),
+    [
+        # One node's ranks in one file (NCCL issue 1235): the peer-side "connection closed" of one
+        # process comes first; the process that closed it ran out of GPU memory. Read as one
+        # stream, the first specific failure wins and the OOM is never looked at.
+        ([
+            "ng30903:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer ng30903-ib.narval.calcul.quebec<51159>",
+            "ng30903:3063025:3066048 [0] NCCL INFO misc/socket.cc:749 -> 6",
+            "ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80",
+            "ng30903:3063025:3066048 [0] NCCL INFO transport/p2p.cc:438 -> 3",
+            "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+            "ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+            "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1",
+        ], "oom", "ng30903 pid 3063028", 5),
+        # vLLM's workers share the server's output, each line under "(Name pid=N)": the worker whose
+        # traceback begins is the culprit, not the server's stream.
+        ([
+            "(VllmWorker rank=0 pid=3716) INFO 06-26 23:10:12 [gpu_model_runner.py:1595] Model loading took 7.1 GiB",
+            "(VllmWorker rank=1 pid=3717) INFO 06-26 23:10:12 [gpu_model_runner.py:1595] Model loading took 7.1 GiB",
+            "(VllmWorker rank=1 pid=3717) Traceback (most recent call last):",
+            '(VllmWorker rank=1 pid=3717)   File "/usr/lib/python3.12/threading.py", line 1075, in _bootstrap_inner',
+            "(VllmWorker rank=0 pid=3716) INFO 06-26 23:10:13 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+        ], "other_crash", "VllmWorker rank=1 pid 3717", 3),
+    ],
+)
+def test_the_processes_of_one_file_are_judged_apart(
+    tmp_path: Path, lines: list[str], label: str, culprit: str, line: int
+) -> None:
+    d = diagnose_paths([str(_log_file(tmp_path / "job.out", lines))])
+    assert d.verdict.label.value == label
+    assert d.verdict.culprit is not None and d.verdict.culprit.node == culprit
+    assert d.to_dict()["culprit"]["line"] == line
+    assert f"culprit:  {culprit}  (" in render_text(d)
+    assert any(n.startswith(f"{tmp_path / 'job.out'}: 2 processes told apart") for n in d.notes)

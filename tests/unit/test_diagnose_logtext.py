@@ -14,6 +14,7 @@ from neuron_watch.logtext import (
     TimeParser,
     logical_lines,
     rank_from_path,
+    split_process,
     split_rank_prefix,
     strip_ansi,
     unwrap,
@@ -68,6 +69,8 @@ def test_ansi_and_carriage_return_bars() -> None:
         ("...Compiler status PASS", ["...", "Compiler status PASS"]),
         ("...done", ["...done"]),
         ("[rank0]: step 1 loss 2 [rank1]: step 1 loss 3", ["[rank0]: step 1 loss 2", "[rank1]: step 1 loss 3"]),
+        ("[trainer0]: step 1 loss 2[trainer1]: step 1 loss 3", ["[trainer0]: step 1 loss 2", "[trainer1]: step 1 loss 3"]),
+        ("validation [epoch3]: loss 0.31", ["validation [epoch3]: loss 0.31"]),
         ("[rank0]: plain", ["[rank0]: plain"]),
         # Open MPI --tag-output interleaved mid-line (a bar's redraw, then another stream's record)
         ("    Loss:6.7539 [1,0]<stdout>:[INFO] loss: 6.7462,", ["    Loss:6.7539", "[1,0]<stdout>:[INFO] loss: 6.7462,"]),
@@ -91,6 +94,64 @@ def test_rank_prefixes_and_paths() -> None:
     assert rank_from_path("logs/none/attempt_0/5/stdout.log") == 5
     assert rank_from_path("logs/rank_7.txt") == 7
     assert rank_from_path("slurm-123.out") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "rest"),
+    [
+        # torch elastic's tail_log header under a role of another name, and its ${rank} template
+        ("[trainer0]: foobar", 0, "foobar"),
+        ("[worker1]:Traceback (most recent call last):", 1, "Traceback (most recent call last):"),
+        # near misses: torchrun's error summary numbering its failures, a program's own bracketed
+        # words, glog's bracketed head
+        ("[0]:", None, "[0]:"),
+        ("[epoch3]: loss 0.31", None, "[epoch3]: loss 0.31"),
+        ("[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout", None,
+         "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout"),
+    ],
+)
+def test_rank_prefixes_of_torch_elastic(line: str, rank: int | None, rest: str) -> None:
+    assert split_rank_prefix(line) == (rank, rest)
+
+
+@pytest.mark.parametrize(
+    ("line", "host", "process", "rest"),
+    [
+        # NCCL's own prefix (src/debug.cc): host:pid:tid [dev]; kept on the line
+        ("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", None,
+         "ng30903 pid 3063028", "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"),
+        ("[2026-05-04 19:55:27] GPU-606:534134:535429 [1] transport/net_ib/p2p_resiliency.cc:325 NCCL WARN NET/IB: ncclIbResiliency",
+         None, "GPU-606 pid 534134",
+         "[2026-05-04 19:55:27] GPU-606:534134:535429 [1] transport/net_ib/p2p_resiliency.cc:325 NCCL WARN NET/IB: ncclIbResiliency"),
+        ("ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed", None,
+         "ip-172-31-3-90 pid 1929", "ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed"),
+        # pdsh's host (DeepSpeed's runner), then NCCL's line of one process on it
+        ("rdma-gpu-train-worker-0: rdma-gpu-train-worker-0:19491:21059 [7] proxy.cc:1143 NCCL WARN Socket recv failed",
+         "rdma-gpu-train-worker-0", "rdma-gpu-train-worker-0 pid 19491",
+         "rdma-gpu-train-worker-0:19491:21059 [7] proxy.cc:1143 NCCL WARN Socket recv failed"),
+        ("worker-1: [rank3]: Traceback (most recent call last):", "worker-1", None, "[rank3]: Traceback (most recent call last):"),
+        # vLLM's workers (_add_prefix), Ray's worker logs (print_worker_logs), SkyPilot's task
+        ("(VllmWorker rank=2 pid=3717) ERROR 06-26 23:10:13 [multiproc_executor.py:527] WorkerProc hit an exception.", None,
+         "VllmWorker rank=2 pid 3717", "ERROR 06-26 23:10:13 [multiproc_executor.py:527] WorkerProc hit an exception."),
+        ("(VllmWorkerProcess pid=1288) INFO 08-02 10:11:12 multiproc_worker_utils.py:215] Worker ready; awaiting tasks", None,
+         "VllmWorkerProcess pid 1288", "INFO 08-02 10:11:12 multiproc_worker_utils.py:215] Worker ready; awaiting tasks"),
+        ("(RayTrainWorker pid=80551, ip=10.67.132.202) Setting up process group for: env:// [rank=0, world_size=2]", None,
+         "10.67.132.202 RayTrainWorker pid 80551", "Setting up process group for: env:// [rank=0, world_size=2]"),
+        ("(pid=4521) *** SIGSEGV received at time=1745480384 on cpu 3 ***", None, "pid 4521",
+         "*** SIGSEGV received at time=1745480384 on cpu 3 ***"),
+        ("(task, pid=2093) About to crash", None, "task pid 2093", "About to crash"),
+        # near misses: a tool's own "NAME-LEVEL:", a setting, a time of day, a tuple, a host:port
+        ("SG-ERROR: File /opt/pkg/generic-flow.py line 12", None, None, "SG-ERROR: File /opt/pkg/generic-flow.py line 12"),
+        ("bf16: True", None, None, "bf16: True"),
+        ("12:30:01 clock", None, None, "12:30:01 clock"),
+        ("(pid, status) = os.waitpid(child, 0)", None, None, "(pid, status) = os.waitpid(child, 0)"),
+        ("localhost:29500:12 connections open", None, None, "localhost:29500:12 connections open"),
+        ("2023-Aug-01 16:14:43.0241 332066:332494 INFO  NRT:nrt_init   Neuron Runtime initialized", None, None,
+         "2023-Aug-01 16:14:43.0241 332066:332494 INFO  NRT:nrt_init   Neuron Runtime initialized"),
+    ],
+)
+def test_process_prefixes(line: str, host: str | None, process: str | None, rest: str) -> None:
+    assert tuple(split_process(line)) == (host, process, rest)
 
 
 def _utc(*a: int) -> float:
