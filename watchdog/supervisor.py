@@ -75,6 +75,8 @@ EARLY_SIGNAL_WAIT = 3.0
 #: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or
 #: soon after; one still running this long after accepted them after all and is watched as a job.
 REFUSAL_WAIT = 30.0
+#: torchrun's configuration check after its early end imports torch: seconds on a loaded node
+REFUSAL_CHECK_TIMEOUT = 120.0
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -133,7 +135,15 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         # The shape is read in the background; meanwhile every rank line, exit and launcher line is
         # watched as it happens and kept for the coordinator (never a blind start).
         early_signal_at: float | None = None
-        while not _placed(agent):
+        placed_at: float | None = None
+        while True:
+            if _placed(agent):
+                placed_at = time.monotonic() if placed_at is None else placed_at
+                # A job whose configuration check is left to after torchrun's early end: torchrun
+                # starting its workers passed it; a torchrun ending before any did is asked about it
+                if (signals.received is not None or not _check_pending(agent)
+                        or time.monotonic() - placed_at > REFUSAL_WAIT):
+                    break
             if signals.received is not None and early_signal_at is None:
                 # Stop the ranks at once; the job's end is still recorded the usual way (the
                 # coordinator, once the shape is known, finishes it as interrupted).
@@ -147,6 +157,9 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                                             f"stopped by {how} during start-up, before {before}")
                 return code
             time.sleep(0.02)
+        if _ended_before_workers(agent):
+            assert agent.gen is not None
+            agent.refused = launcher.refusal(agent.gen.gen_dir, REFUSAL_CHECK_TIMEOUT)
         if agent.refused is not None:
             refused = _await_refusal(agent, signals)
             if refused is not None:
@@ -233,6 +246,21 @@ def _placed(agent: NodeAgent) -> bool:
     info = agent.info
     workers = agent.gen is not None and bool(agent.gen.worker_pids)
     return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended or workers
+
+
+def _check_pending(agent: NodeAgent) -> bool:
+    """Whether the launcher's configuration check is left to its early end, and neither a worker
+    nor that end has come yet."""
+    gen, info = agent.gen, agent.info
+    return (agent.refused is None and gen is not None and info is not None and agent.launcher.checks_after_exit(info)
+            and gen.exit_code is None and not gen.worker_pids and not gen.ended_pids)
+
+
+def _ended_before_workers(agent: NodeAgent) -> bool:
+    """The launcher failed before any worker was seen, and its configuration check was left to now."""
+    gen, info = agent.gen, agent.info
+    return (agent.refused is None and gen is not None and info is not None and agent.launcher.checks_after_exit(info)
+            and gen.exit_code not in (None, 0) and not gen.worker_pids and not gen.ended_pids)
 
 
 def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:
