@@ -182,6 +182,10 @@ OPTIONS: tuple[Option, ...] = (
            "an agent whose coordinator is lost this long, and whose own ranks are silent past the hang timeout "
            "(or ended), stops them and exits 3; on the coordinator: how long it waits for a lost node before "
            "ending the job instead of relaunching onto it", "SECONDS"),
+    Option("--absent-node-wait", _seconds, 60.0,
+           "multi-node: when every node that joined has a failed launcher and others never joined (a "
+           "rendezvous that timed out), wait this long for them before the job ends with that launcher's code",
+           "SECONDS"),
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
@@ -231,6 +235,7 @@ class WatchConfig:
     coordinator: str | None = None
     coordinator_silence: float = 30.0
     coordinator_loss_timeout: float = 600.0
+    absent_node_wait: float = 60.0
     secret_file: str | None = None
     mqtt: str | None = None
     notify: str | None = None
