@@ -154,6 +154,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--upload-timeout", _seconds, 120.0,
            "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
            "SECONDS"),
+    Option("--upload-retry-timeout", _seconds_or_zero, 300.0,
+           "bound on retrying, as neuron-watch exits, the uploads that failed during the run", "SECONDS"),
     Option("--artifacts", _artifacts, None, "where incident bundles go: a directory or s3://bucket/prefix "
            "(default <run-dir>/incidents)", "URI"),
     Option("--progress-regex", _regex, None,
@@ -222,6 +224,7 @@ class WatchConfig:
     evidence_timeout: float = 60.0
     tool_path: str | None = None
     upload_timeout: float = 120.0
+    upload_retry_timeout: float = 300.0
     artifacts: str | None = None
     progress_regex: str | None = None
     dry_run: bool = False
