@@ -74,6 +74,8 @@ EARLY_SIGNAL_WAIT = 3.0
 #: torchrun reads its arguments with the same parser as its shape reader, at our priority (the reader
 #: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or
 #: soon after; one still running this long after accepted them after all and is watched as a job.
+#: Also the bound on waiting for a one-node job's first worker or early end, where its configuration
+#: check is left to that end: a torchrun still without workers then is watched as a job.
 REFUSAL_WAIT = 30.0
 #: torchrun's configuration check after its early end imports torch: seconds on a loaded node
 REFUSAL_CHECK_TIMEOUT = 120.0
@@ -157,7 +159,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                                             f"stopped by {how} during start-up, before {before}")
                 return code
             time.sleep(0.02)
-        if _ended_before_workers(agent):
+        if signals.received is None and _ended_before_workers(agent):
             assert agent.gen is not None
             agent.refused = launcher.refusal(agent.gen.gen_dir, REFUSAL_CHECK_TIMEOUT)
         if agent.refused is not None:
@@ -248,19 +250,21 @@ def _placed(agent: NodeAgent) -> bool:
     return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended or workers
 
 
-def _check_pending(agent: NodeAgent) -> bool:
-    """Whether the launcher's configuration check is left to its early end, and neither a worker
-    nor that end has come yet."""
+def _check_left(agent: NodeAgent) -> bool:
+    """Whether the launcher's configuration check was left to its early end and no worker was seen."""
     gen, info = agent.gen, agent.info
     return (agent.refused is None and gen is not None and info is not None and agent.launcher.checks_after_exit(info)
-            and gen.exit_code is None and not gen.worker_pids and not gen.ended_pids)
+            and not gen.worker_pids and not gen.ended_pids)
+
+
+def _check_pending(agent: NodeAgent) -> bool:
+    """Whether the launcher's configuration check waits on its first worker or its early end."""
+    return _check_left(agent) and not agent.launcher_ended
 
 
 def _ended_before_workers(agent: NodeAgent) -> bool:
     """The launcher failed before any worker was seen, and its configuration check was left to now."""
-    gen, info = agent.gen, agent.info
-    return (agent.refused is None and gen is not None and info is not None and agent.launcher.checks_after_exit(info)
-            and gen.exit_code not in (None, 0) and not gen.worker_pids and not gen.ended_pids)
+    return _check_left(agent) and agent.gen is not None and agent.gen.exit_code not in (None, 0)
 
 
 def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:
