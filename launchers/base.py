@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from neuron_watch.errors import LauncherArgsError
 from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
 
 #: What changes in the ranks' environment from one generation to the next (nothing else may).
@@ -76,6 +77,17 @@ class Launcher(abc.ABC):
         known, then the :class:`LaunchInfo` (or raises what :meth:`describe` raises). Default: at once."""
         info = self.describe(gen_dir)
         return lambda: info
+
+    def checks_after_exit(self, info: LaunchInfo) -> bool:
+        """Whether :meth:`describe_later` left the launcher's configuration check out for a job of
+        this shape, to :meth:`refusal` after an end before any worker started. Default: no."""
+        return False
+
+    def refusal(self, gen_dir: str, timeout: float) -> LauncherArgsError | None:
+        """Why the launcher refused its arguments, asked after it ended before any worker started,
+        where :meth:`describe_later` leaves that check out (a check too costly for every launch).
+        Default: None (its shape reader checks whatever it can)."""
+        return None
 
     def start(self, gen_dir: str, checkpoint: str, env: Mapping[str, str]) -> int:
         """Start a generation; returns the child's pid."""

@@ -23,6 +23,7 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import LauncherArgsError, PlatformError, UsageError
 from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
+from neuron_watch.launchers.torchrun_args import CHECK
 from neuron_watch.procs import StopResult, can_raise_priority_to, start_in_new_group, stop_group
 
 log = logging.getLogger(__name__)
@@ -190,16 +191,45 @@ class TorchrunLauncher(Launcher):
         return [*self.prefix, *self.our_args(gen_dir), *replace_placeholder(self.user_args, checkpoint)]
 
     def parse(self, gen_dir: str) -> dict[str, Any]:
-        """torchrun's parsed arguments (by its own parser). Raises LauncherArgsError if it refuses them."""
-        argv = [*self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
+        """torchrun's parsed arguments (by its own parser and its configuration check). Raises
+        LauncherArgsError if it refuses them."""
+        argv = self._check_argv(gen_dir)
         # Lowest CPU priority: the ranks starting at the same moment need the cores more than we
         # need the answer (nothing is lost while we wait).
         r = subprocess.run([self.python, "-c", _parse_snippet(), *argv], capture_output=True, text=True,
                            timeout=120, preexec_fn=lambda: os.nice(19))
         return _shape(r.returncode, r.stdout, r.stderr)
 
+    def _check_argv(self, gen_dir: str) -> list[str]:
+        """The reader's arguments asking for torchrun's configuration check whatever the job's shape."""
+        return [CHECK, *self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
+
     def describe(self, gen_dir: str) -> LaunchInfo:
         return self._info(self.parse(gen_dir), gen_dir)
+
+    def checks_after_exit(self, info: LaunchInfo) -> bool:
+        return info.nnodes == 1  # torchrun_args.one_node: its reader checks jobs of several nodes itself
+
+    def refusal(self, gen_dir: str, timeout: float) -> LauncherArgsError | None:
+        """torchrun's configuration check, for a job of one node whose torchrun ended before any
+        worker started (its shape reader leaves the check out: it imports torch, ~1.5 CPU-s, which
+        a launch that starts its workers never needs). None: no refusal, or no answer by ``timeout``."""
+        argv = self._check_argv(gen_dir)
+        proc = start_in_new_group([self.python, "-c", _parse_snippet(), *argv], os.environ, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_group(proc, 2.0)
+            proc.communicate()
+            log.warning("torchrun's configuration check gave no answer in %.0fs: its exit is judged as any other",
+                        timeout)
+            return None
+        try:
+            _shape(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        except LauncherArgsError as exc:
+            return exc
+        return None
 
     def describe_later(self, gen_dir: str) -> Callable[[], LaunchInfo | None]:
         """torchrun's parser in a child of ours (nice 19, as :meth:`parse`), polled from the watch loop:

@@ -3,6 +3,11 @@
 Run with ``python -c <this file's text> ARGS...`` by the Python that runs torchrun; prints
 torchrun's parsed arguments as one JSON line, or exits 2 with argparse's message when torchrun's
 parser refuses them, or with the error of torchrun's own configuration check (:func:`refusal`).
+That check imports torch in full, so it runs here only where its answer is needed before torchrun's
+own: for a job of one node it is left to the caller, who runs it (``python -c <text>`` with
+:data:`CHECK` before ARGS) only when torchrun ends before any worker started; a job of several
+nodes is checked at once (its torchrun waits in the rendezvous before starting workers, so a
+torchrun with no workers yet says nothing). :data:`CHECK` before ARGS: always check.
 torchrun's parser needs argparse and a few small definitions, not ``torch/__init__`` (~1.5 CPU-s):
 this reads ``get_args_parser`` from ``torch/distributed/run.py`` and executes that definition, and
 each definition it names, from torch's own source, leaving every module's top level unexecuted, so
@@ -29,6 +34,8 @@ from typing import Any, ClassVar
 
 _TOP = "torch"
 _RUN = "torch.distributed.run"
+#: First argument: run torchrun's configuration check whatever the job's shape (torchrun has no such flag)
+CHECK = "--neuron-watch-config-check"
 
 
 class _Source:
@@ -143,8 +150,9 @@ def parsed(argv: list[str]) -> dict[str, Any]:
 def refusal(argv: list[str]) -> str | None:
     """Why torchrun's own configuration check (``config_from_args``) refuses arguments its parser
     took (``--nproc_per_node two``, a bad ``--nnodes`` range, ``--no-python`` with ``--module``:
-    torchrun exits 1 there), or None. That check needs torch itself (device counts), so this one
-    import is paid: a refusal is a configuration error, never a crash to restart."""
+    torchrun exits 1 there), or None. That check needs torch itself (device counts), so this
+    import is paid where a refusal is possible: a refusal is a configuration error, never a crash
+    to restart."""
     from torch.distributed.run import config_from_args  # type: ignore[import-not-found,unused-ignore]
 
     args = get_args_parser().parse_args(argv)
@@ -158,11 +166,18 @@ def refusal(argv: list[str]) -> str | None:
     return None
 
 
+def one_node(args: dict[str, Any]) -> bool:
+    """Whether parsed arguments are a job of one node (``--nnodes 1``, or a range up to 1)."""
+    return str(args.get("nnodes", "1")).split(":")[-1] == "1"
+
+
 if __name__ == "__main__":
     sys.argv[0] = "torchrun"  # argparse names the program in its errors
-    shape = json.dumps(parsed(sys.argv[1:]))  # exits 2 with argparse's message on a bad flag
-    why = refusal(sys.argv[1:])
+    check = sys.argv[1:2] == [CHECK]
+    argv = sys.argv[2:] if check else sys.argv[1:]
+    args = parsed(argv)  # exits 2 with argparse's message on a bad flag
+    why = refusal(argv) if check or not one_node(args) else None
     if why is not None:
         print(why, file=sys.stderr)
         sys.exit(2)
-    print(shape)
+    print(json.dumps(args))

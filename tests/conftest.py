@@ -59,12 +59,19 @@ def _load_durations() -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def _plain(nodeid: str) -> str:
+    """``nodeid`` without the ``@<group>`` suffix pytest-xdist's loadgroup gives a grouped test on a
+    worker (the durations are kept under the id pytest shows without workers)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     known = _load_durations()
 
     def cost(item: pytest.Item) -> float:
-        if item.nodeid in known:
-            return known[item.nodeid]
+        if _plain(item.nodeid) in known:
+            return known[_plain(item.nodeid)]
         return max((s for m, s in _TIER_SECONDS.items() if item.get_closest_marker(m)), default=0.05)
 
     # The tests of one xdist_group read one shared real run (a module-scoped fixture, set up by the
@@ -90,7 +97,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Runs in the controller for every worker's report: set-up and teardown of a test's fixtures
     # count towards it, since they are what a worker spends on it.
     if os.environ.get("NW_RECORD_DURATIONS"):
-        _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+        nodeid = _plain(report.nodeid)
+        _measured[nodeid] = _measured.get(nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -62,7 +62,6 @@ log = logging.getLogger("neuron_watch")
 SAMPLE_EVERY = 1.0  # seconds between process-table samples
 LOCKS_EVERY = 5.0  # seconds between compile-cache lock scans
 CHECKPOINT_SCAN_EVERY = 15.0  # seconds between looks for a new complete checkpoint (a liveness signal)
-RETRY_AT_EXIT = 300.0  # bound on retrying failed uploads when the agent exits
 
 # torchrun's failure summary: "rank      : 1 (local_rank: 1)" then "exitcode  : 3 (pid: 1234)"
 _TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
@@ -1005,8 +1004,8 @@ class NodeAgent:
         summary = None
         if self.pending_uploads and self.storage is not None:
             log.info("retrying %d failed artifact upload(s) to %s before exiting (%.0fs at most)",
-                     len(self.pending_uploads), self.storage.uri, RETRY_AT_EXIT)
-            retried = retry_pending(self.storage, self.pending_uploads, RETRY_AT_EXIT)
+                     len(self.pending_uploads), self.storage.uri, self.cfg.upload_retry_timeout)
+            retried = retry_pending(self.storage, self.pending_uploads, self.cfg.upload_retry_timeout)
             self.pending_uploads = retried.failed
             summary = {"ok": retried.ok, **retried.summary()}
             if retried.failed:

@@ -163,6 +163,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--upload-timeout", _seconds, 120.0,
            "bound on uploading one incident before the restart goes ahead (the rest is retried at exit)",
            "SECONDS"),
+    Option("--upload-retry-timeout", _seconds_or_zero, 300.0,
+           "bound on retrying, as neuron-watch exits, the uploads that failed during the run", "SECONDS"),
     Option("--artifacts", _artifacts, None, "where incident bundles go: a directory or s3://bucket/prefix "
            "(default <run-dir>/incidents)", "URI"),
     Option("--progress-regex", _regex, None,
@@ -191,6 +193,10 @@ OPTIONS: tuple[Option, ...] = (
            "an agent whose coordinator is lost this long, and whose own ranks are silent past the hang timeout "
            "(or ended), stops them and exits 3; on the coordinator: how long it waits for a lost node before "
            "ending the job instead of relaunching onto it", "SECONDS"),
+    Option("--absent-node-wait", _seconds, 60.0,
+           "multi-node: when every node that joined has a failed launcher and others never joined (a "
+           "rendezvous that timed out), wait this long for them before the job ends with that launcher's code",
+           "SECONDS"),
     Option("--secret-file", str, None, "file (mode 0600) with the per-job secret for coordinator/agent links",
            "FILE"),
     Option("--mqtt", str, None, "publish events to mqtt[s]://[user:pass@]host:port/<topic-prefix>", "URL"),
@@ -234,6 +240,7 @@ class WatchConfig:
     evidence_timeout: float = 60.0
     tool_path: str | None = None
     upload_timeout: float = 120.0
+    upload_retry_timeout: float = 300.0
     artifacts: str | None = None
     progress_regex: str | None = None
     dry_run: bool = False
@@ -247,6 +254,7 @@ class WatchConfig:
     coordinator: str | None = None
     coordinator_silence: float = 30.0
     coordinator_loss_timeout: float = 600.0
+    absent_node_wait: float = 60.0
     secret_file: str | None = None
     mqtt: str | None = None
     notify: str | None = None

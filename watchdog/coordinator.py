@@ -266,6 +266,8 @@ class CoordinatorSettings:
     #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
     #: this long for it to answer the stop, then end the job (exit 3) instead
     lost_node_wait: float = 600.0
+    #: every node that joined has a failed launcher while others never joined: wait this long for them
+    absent_grace: float = 60.0
 
 
 #: The nodes' messages waiting this long in our queues is said (events, console), and work off the
@@ -336,7 +338,7 @@ def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **over
     coordinator's ``--silence``)."""
     return CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
                                expected_nodes=expected_nodes, lost_node_wait=config.coordinator_loss_timeout,
-                               pause_jump=PAUSE_JUMP,
+                               absent_grace=config.absent_node_wait, pause_jump=PAUSE_JUMP,
                                upload_timeout=config.upload_timeout if config.artifacts else 0.0, **overrides)
 
 
@@ -403,7 +405,8 @@ class Coordinator:
         self.recovery = Recovery(
             RecoverySettings(evidence_timeout=st.evidence_timeout, stop_timeout=st.stop_timeout,
                              upload_timeout=st.upload_timeout, settle=st.settle,
-                             finishing_grace=st.finishing_grace, lost_node_wait=st.lost_node_wait),
+                             finishing_grace=st.finishing_grace, lost_node_wait=st.lost_node_wait,
+                             absent_grace=st.absent_grace),
             policy or RestartPolicy(max_restarts=max_restarts),
             fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
             phase_since=now)

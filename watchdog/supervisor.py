@@ -74,7 +74,11 @@ EARLY_SIGNAL_WAIT = 3.0
 #: torchrun reads its arguments with the same parser as its shape reader, at our priority (the reader
 #: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or
 #: soon after; one still running this long after accepted them after all and is watched as a job.
+#: Also the bound on waiting for a one-node job's first worker or early end, where its configuration
+#: check is left to that end: a torchrun still without workers then is watched as a job.
 REFUSAL_WAIT = 30.0
+#: torchrun's configuration check after its early end imports torch: seconds on a loaded node
+REFUSAL_CHECK_TIMEOUT = 120.0
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
@@ -133,7 +137,15 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         # The shape is read in the background; meanwhile every rank line, exit and launcher line is
         # watched as it happens and kept for the coordinator (never a blind start).
         early_signal_at: float | None = None
-        while not _placed(agent):
+        placed_at: float | None = None
+        while True:
+            if _placed(agent):
+                placed_at = time.monotonic() if placed_at is None else placed_at
+                # A job whose configuration check is left to after torchrun's early end: torchrun
+                # starting its workers passed it; a torchrun ending before any did is asked about it
+                if (signals.received is not None or not _check_pending(agent)
+                        or time.monotonic() - placed_at > REFUSAL_WAIT):
+                    break
             if signals.received is not None and early_signal_at is None:
                 # Stop the ranks at once; the job's end is still recorded the usual way (the
                 # coordinator, once the shape is known, finishes it as interrupted).
@@ -147,6 +159,9 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                                             f"stopped by {how} during start-up, before {before}")
                 return code
             time.sleep(0.02)
+        if signals.received is None and _ended_before_workers(agent):
+            assert agent.gen is not None
+            agent.refused = launcher.refusal(agent.gen.gen_dir, REFUSAL_CHECK_TIMEOUT)
         if agent.refused is not None:
             refused = _await_refusal(agent, signals)
             if refused is not None:
@@ -233,6 +248,23 @@ def _placed(agent: NodeAgent) -> bool:
     info = agent.info
     workers = agent.gen is not None and bool(agent.gen.worker_pids)
     return info is None or not info.elastic or agent.group_rank is not None or agent.launcher_ended or workers
+
+
+def _check_left(agent: NodeAgent) -> bool:
+    """Whether the launcher's configuration check was left to its early end and no worker was seen."""
+    gen, info = agent.gen, agent.info
+    return (agent.refused is None and gen is not None and info is not None and agent.launcher.checks_after_exit(info)
+            and not gen.worker_pids and not gen.ended_pids)
+
+
+def _check_pending(agent: NodeAgent) -> bool:
+    """Whether the launcher's configuration check waits on its first worker or its early end."""
+    return _check_left(agent) and not agent.launcher_ended
+
+
+def _ended_before_workers(agent: NodeAgent) -> bool:
+    """The launcher failed before any worker was seen, and its configuration check was left to now."""
+    return _check_left(agent) and agent.gen is not None and agent.gen.exit_code not in (None, 0)
 
 
 def _may_host(config: WatchConfig, info: LaunchInfo, address: str) -> bool:

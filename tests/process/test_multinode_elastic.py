@@ -179,11 +179,12 @@ def test_an_elastic_node_whose_rendezvous_times_out_alone_ends_with_torchruns_co
         tmp_path: Path, toy_env: dict[str, str]) -> None:
     """One node of two comes; torchrun's rendezvous gives up (``join_timeout=5``) and exits 1. The
     rendezvous placed nobody: the node is named by the wrapper's pid, hosts the coordinator, and
-    the job ends with torchrun's code and why, instead of waiting on, silent, for the other node."""
+    the job ends with torchrun's code and why, instead of waiting on, silent, for the other node
+    (after ``--absent-node-wait``, short here: the wait itself is not the subject)."""
     host = socket.gethostname().split(".")[0]
     run_dir = tmp_path / "node0"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--coordinator", f"127.0.0.1:{free_port()}",
-            "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+            "--absent-node-wait", "5", "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"alone-{secrets.token_hex(3)}",
             "--rdzv_conf", "join_timeout=5", TOY, "--steps", "5"]
     with ExitStack() as stack:
@@ -195,6 +196,7 @@ def test_an_elastic_node_whose_rendezvous_times_out_alone_ends_with_torchruns_co
     evs = events(run_dir)
     (warning,) = [e for e in named(evs, "warning") if e["kind"] == "nodes_missing"]
     assert warning["nodes"] == [f"{host}-p{p.pid}"] and "before every node of the job joined" in warning["message"]
+    assert "waiting 5s for the others to join" in warning["message"]  # --absent-node-wait reached the coordinator
     finished = named(evs, "job_finished")[-1]
     assert finished["state"] == "failed" and finished["exit_code"] == 1
     assert "before every node of the job joined" in said

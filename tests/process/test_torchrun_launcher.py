@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.launchers import torchrun_args
+from neuron_watch.launchers.base import LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher, _parse_snippet
 from neuron_watch.procs import MARKER_ENV, alive, can_raise_priority_to, marked_pids
 
@@ -61,6 +62,11 @@ def test_a_torchrun_whose_source_cannot_be_read_so_gets_its_parser_by_the_import
     assert "reading torchrun's parser by importing torch (LookupError: no source file for " in capsys.readouterr().err
 
 
+def _torch_imported(importtime: str) -> list[str]:
+    """The lines of ``-X importtime``'s list that are torch's top module or torch.distributed."""
+    return [line for line in importtime.splitlines() if line.rstrip().endswith((" torch", " torch.distributed"))]
+
+
 def test_the_parse_child_refuses_a_bad_flag_before_importing_torch_and_a_bad_value_by_torchruns_check() -> None:
     ok = subprocess.run([sys.executable, "-c", _parse_snippet(), *_SHAPES[1]], capture_output=True,
                         text=True, timeout=120)
@@ -72,13 +78,32 @@ def test_the_parse_child_refuses_a_bad_flag_before_importing_torch_and_a_bad_val
                           "train.py"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert "invalid choice: 'bogus'" in bad.stderr
-    assert not [line for line in bad.stderr.splitlines() if line.rstrip().endswith((" torch", " torch.distributed"))]
-    # a value the parser takes and torchrun's own configuration check refuses (torchrun exits 1 there)
-    two = subprocess.run([sys.executable, "-c", _parse_snippet(), "--nproc_per_node", "two", "train.py"],
-                         capture_output=True, text=True, timeout=120)
-    assert two.returncode == 2
-    assert "Unsupported nproc_per_node value: two" in two.stderr
-    assert two.stdout.strip() == ""
+    assert not _torch_imported(bad.stderr)
+    # a value the parser takes and torchrun's own configuration check refuses (torchrun exits 1 there):
+    # refused at once for a job of several nodes (its torchrun waits in the rendezvous before it
+    # starts workers), and by the check asked for (torchrun_args.CHECK), as after an early end
+    for argv in (["--nnodes", "2", "--nproc_per_node", "two", "train.py"],
+                 [torchrun_args.CHECK, "--nproc_per_node", "two", "train.py"]):
+        two = subprocess.run([sys.executable, "-c", _parse_snippet(), *argv], capture_output=True, text=True,
+                             timeout=120)
+        assert two.returncode == 2, argv
+        assert "Unsupported nproc_per_node value: two" in two.stderr
+        assert two.stdout.strip() == ""
+
+
+def test_the_parse_child_of_a_one_node_job_imports_no_torch_and_leaves_the_check_to_an_early_end() -> None:
+    # every launch of one node: its shape without torch (torchrun's check runs only if it ends early)
+    for argv in (_SHAPES[0], ["--nproc_per_node", "two", "train.py"]):
+        one = subprocess.run([sys.executable, "-X", "importtime", "-c", _parse_snippet(), *argv],
+                             capture_output=True, text=True, timeout=120)
+        assert one.returncode == 0, one.stderr[-2000:]
+        assert json.loads(one.stdout.strip().splitlines()[-1]) == torchrun_args.parsed(argv)
+        assert not _torch_imported(one.stderr), argv
+    launcher = TorchrunLauncher(["--nproc_per_node", "two", "train.py"], marker="test")
+    assert launcher.checks_after_exit(LaunchInfo(nnodes=1)) and not launcher.checks_after_exit(LaunchInfo(nnodes=2))
+    refused = launcher.refusal("/g", 120)
+    assert refused is not None and "Unsupported nproc_per_node value: two" in refused.message
+    assert TorchrunLauncher(["--nproc_per_node", "2", "train.py"], marker="test").refusal("/g", 120) is None
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

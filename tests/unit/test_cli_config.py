@@ -7,6 +7,7 @@ import pytest
 
 from neuron_watch.cli import _command_word, main
 from neuron_watch.config import OPTIONS, load_config
+from neuron_watch.coordinator import coordinator_settings
 from neuron_watch.errors import ConfigError
 
 NW = [sys.executable, "-m", "neuron_watch.cli"]
@@ -64,3 +65,10 @@ def test_torchrun_arguments_pass_through_verbatim(capsys: pytest.CaptureFixture[
     # torchrun's own parser refuses --help-me: we report it, we did not swallow or reinterpret it
     assert code == 2
     assert "--help-me" in capsys.readouterr().out
+
+
+def test_absent_node_wait_reaches_the_coordinators_recovery_with_its_default_otherwise() -> None:
+    assert coordinator_settings(load_config({}, {}), None).absent_grace == 60.0
+    given = load_config({"absent_node_wait": "5"}, {})
+    assert coordinator_settings(given, None).absent_grace == 5.0
+    assert load_config({}, {"NEURON_WATCH_ABSENT_NODE_WAIT": "7.5"}).absent_node_wait == 7.5
