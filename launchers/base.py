@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from neuron_watch.errors import LauncherArgsError
-from neuron_watch.procs import StopResult, forward_signal, start_in_new_group, stop_everything
+from neuron_watch.node.procs import StopResult, forward_signal, start_in_new_group, stop_everything
 
 #: What changes in the ranks' environment from one generation to the next (nothing else may).
 # NEURON_WATCH_PROBE_DIR: each generation's ranks get fresh worker-server sockets (rank_probe.py).

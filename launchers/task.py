@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from neuron_watch.errors import UsageError
 from neuron_watch.launchers.base import Launcher, LaunchInfo, replace_placeholder
-from neuron_watch.procs import start_in_new_group
+from neuron_watch.node.procs import start_in_new_group
 
 #: The task's rank, for our process sampler and the rank probe (the job's RANK is not touched).
 RANK_ENV = "NEURON_WATCH_RANK"

@@ -24,7 +24,7 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.errors import LauncherArgsError, PlatformError, UsageError
 from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
 from neuron_watch.launchers.torchrun_args import CHECK
-from neuron_watch.procs import StopResult, can_raise_priority_to, start_in_new_group, stop_group
+from neuron_watch.node.procs import StopResult, can_raise_priority_to, start_in_new_group, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover 
 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
-    from neuron_watch.supervisor import run_supervised
+    from neuron_watch.commands.supervisor import run_supervised
 
     return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
 

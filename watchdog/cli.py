@@ -30,14 +30,14 @@ log = logging.getLogger("neuron_watch")
 #: subcommand -> (module, one-line help, takes the rest of argv verbatim)
 SUBCOMMANDS: dict[str, tuple[str, str, bool]] = {
     "torchrun": ("neuron_watch.launchers.torchrun", "run torchrun under the watchdog (in place of torchrun)", True),
-    "srun": ("neuron_watch.launchers.srun", "run srun under the watchdog (in place of srun)", True),
-    "diagnose": ("neuron_watch.diagnose", "diagnose saved logs offline", False),
-    "dump": ("neuron_watch.dump", "neuron-dump hook: save a runtime core dump and upload it", False),
-    "coordinator": ("neuron_watch.standalone", "run a job's coordinator standalone", False),
-    "status": ("neuron_watch.status", "live table of a job's nodes and ranks", False),
-    "report": ("neuron_watch.report", "goodput report of a run directory", False),
-    "slurm": ("neuron_watch.slurm_hooks", "Slurm prolog/epilog health checks", False),
-    "agent": ("neuron_watch.srun_agent", "internal: per-node agent started by `neuron-watch srun`", False),
+    "srun": ("neuron_watch.commands.srun", "run srun under the watchdog (in place of srun)", True),
+    "diagnose": ("neuron_watch.commands.diagnose", "diagnose saved logs offline", False),
+    "dump": ("neuron_watch.commands.dump", "neuron-dump hook: save a runtime core dump and upload it", False),
+    "coordinator": ("neuron_watch.commands.standalone", "run a job's coordinator standalone", False),
+    "status": ("neuron_watch.outputs.status", "live table of a job's nodes and ranks", False),
+    "report": ("neuron_watch.commands.report", "goodput report of a run directory", False),
+    "slurm": ("neuron_watch.slurm.slurm_hooks", "Slurm prolog/epilog health checks", False),
+    "agent": ("neuron_watch.commands.srun_agent", "internal: per-node agent started by `neuron-watch srun`", False),
 }
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from neuron_watch.cloudwatch import check_namespace
 from neuron_watch.errors import ConfigError
+from neuron_watch.outputs.cloudwatch import check_namespace
 from neuron_watch.redact import mask_urls, mask_value, shown_url
 
 ENV_PREFIX = "NEURON_WATCH_"

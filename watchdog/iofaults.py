@@ -112,9 +112,9 @@ class IOHealth:
                 "paths": sorted(self.paths_failed), "lost_lines": self.lost_lines, "lost_bytes": self.lost_bytes}
 
     def write_json(self, path: str, data: Any) -> bool:
-        """:func:`~neuron_watch.eventlog.write_json_atomic`, a fault counted and reported instead of raised.
+        """:func:`~neuron_watch.outputs.eventlog.write_json_atomic`, a fault counted and reported instead of raised.
         Returns success."""
-        from neuron_watch.eventlog import write_json_atomic  # eventlog imports this module
+        from neuron_watch.outputs.eventlog import write_json_atomic  # eventlog imports this module
 
         try:
             write_json_atomic(path, data)

@@ -1,7 +1,7 @@
 """The composition root: every way a job starts is wired here, once.
 
     neuron-watch torchrun ...      supervisor.py: one node's agent (+ the coordinator on node_rank 0)
-    neuron-watch srun ...          launchers/srun.py: the coordinator and a relauncher of srun steps;
+    neuron-watch srun ...          watchdog/commands/srun.py: the coordinator and a relauncher of srun steps;
                                    srun_agent.py: an agent per task
     neuron-watch coordinator       the job's coordinator alone (:func:`serve_coordinator`)
     SageMaker                      examples/sagemaker/entry.py execs ``neuron-watch torchrun``
@@ -40,12 +40,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from neuron_watch.agent import NodeAgent
-from neuron_watch.checkpoint_scan import find_checkpoint
-from neuron_watch.checkpoints import newest_complete
 from neuron_watch.config import WatchConfig
-from neuron_watch.console import StatusLine, attach_console, say
-from neuron_watch.coordinator import (
+from neuron_watch.diagnosis.judge import HangCalibration
+from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.errors import ExitCode, UsageError
+from neuron_watch.events import EventKind, NodeIdentity
+from neuron_watch.iofaults import IOHealth
+from neuron_watch.job.coordinator import (
     PAUSE_JUMP,
     Coordinator,
     JudgeLike,
@@ -53,23 +54,22 @@ from neuron_watch.coordinator import (
     Relauncher,
     coordinator_settings,
 )
-from neuron_watch.envpolicy import HostFacts, plan_environment
-from neuron_watch.errors import ExitCode, UsageError
-from neuron_watch.eventlog import EventLog
-from neuron_watch.events import EventKind, NodeIdentity
-from neuron_watch.iofaults import IOHealth
-from neuron_watch.judge import HangCalibration
-from neuron_watch.kb import default_knowledge_base
 from neuron_watch.launchers.base import Launcher
-from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
-from neuron_watch.nbconsole import console_dropped
-from neuron_watch.notify import NotifySink
-from neuron_watch.policy import RestartPolicy
-from neuron_watch.procs import MARKER_ENV
-from neuron_watch.storage import Storage, open_storage
-from neuron_watch.tail import console_echo
-from neuron_watch.timeline import write_timeline
+from neuron_watch.node.agent import NodeAgent
+from neuron_watch.node.procs import MARKER_ENV
+from neuron_watch.node.tail import console_echo
+from neuron_watch.outputs.console import StatusLine, attach_console, say
+from neuron_watch.outputs.eventlog import EventLog
+from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
+from neuron_watch.outputs.nbconsole import console_dropped
+from neuron_watch.outputs.notify import NotifySink
+from neuron_watch.outputs.storage import Storage, open_storage
+from neuron_watch.outputs.timeline import write_timeline
+from neuron_watch.recovery.checkpoint_scan import find_checkpoint
+from neuron_watch.recovery.checkpoints import newest_complete
+from neuron_watch.recovery.envpolicy import HostFacts, plan_environment
+from neuron_watch.recovery.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
+from neuron_watch.recovery.policy import RestartPolicy
 
 log = logging.getLogger("neuron_watch")
 
@@ -195,7 +195,7 @@ def attach_metrics(coord: Coordinator, address: str) -> None:
     """``--metrics``: the coordinator's events and status documents served to Prometheus on
     ``address``, until the coordinator closes its event log. An address that cannot be bound is
     said and costs only the metrics: the job is already running on some entry points."""
-    from neuron_watch.metrics_http import MetricsSink
+    from neuron_watch.outputs.metrics_http import MetricsSink
 
     try:
         sink = MetricsSink(address, coord.job)
@@ -213,7 +213,7 @@ def attach_cloudwatch(coord: Coordinator, namespace: str, interval: float, env: 
     """``--cloudwatch``: the coordinator's events and status documents sent to CloudWatch from a
     thread of the sink's, until the coordinator closes its event log. Failures are said from the
     loop (a ``warning`` event) and cost only the metrics."""
-    from neuron_watch.cloudwatch_put import CloudWatchSink
+    from neuron_watch.outputs.cloudwatch_put import CloudWatchSink
 
     def warn(**fields: Any) -> None:
         coord.events.emit(EventKind.WARNING, coord.generation, **fields)
@@ -308,9 +308,9 @@ def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> C
 
 
 def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLike]:
-    """A :class:`neuron_watch.judge.Judge` per generation, from the watch options."""
-    from neuron_watch.judge import Judge, JudgeSettings
-    from neuron_watch.kb import default_knowledge_base
+    """A :class:`neuron_watch.diagnosis.judge.Judge` per generation, from the watch options."""
+    from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+    from neuron_watch.diagnosis.kb import default_knowledge_base
 
     kb = default_knowledge_base(config.progress_regex)
     if config.progress_regex and "step" not in re.compile(config.progress_regex).groupindex:
@@ -408,7 +408,7 @@ class SignalLatch:
 def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
     """One node's loop, for every entry point with an agent: its agent, and the job's coordinator
     where this node hosts it. Runs until the coordinator shuts this node down, a signal arrives, or
-    the coordinator is lost for good (the policy of :mod:`neuron_watch.lostlink`: never while this
+    the coordinator is lost for good (the policy of :mod:`neuron_watch.recovery.lostlink`: never while this
     node's ranks work)."""
     started = time.monotonic()
     cfg = agent.cfg

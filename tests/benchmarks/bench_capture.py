@@ -32,8 +32,10 @@ import json, resource, sys, time
 from pathlib import Path
 kind, run_dir, timeout = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 import neuron_watch
-from neuron_watch import evidence, report, timeline
-from neuron_watch.kb import default_knowledge_base
+from neuron_watch.node import evidence
+from neuron_watch.commands import report
+from neuron_watch.outputs import timeline
+from neuron_watch.diagnosis.kb import default_knowledge_base
 kb = default_knowledge_base()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.monotonic()

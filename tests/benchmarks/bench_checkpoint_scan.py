@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.recovery.checkpoint_scan import find_checkpoint
 
 EOCD = b"PK\x05\x06" + b"\x00" * 18
 

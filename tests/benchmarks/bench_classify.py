@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable
 
-from neuron_watch.kb import default_knowledge_base
+from neuron_watch.diagnosis.kb import default_knowledge_base
 
 TYPICAL = [
     "2024-04-12 07:13:06,123 - INFO - training_utils - Loading batch 1203 from shard 7 of /fsx/data/wikicorpus",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from neuron_watch.diagnose import diagnose_paths
+from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import load_corpus
 

@@ -20,12 +20,12 @@ import time
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from neuron_watch.cloudwatch import batches, datum_bytes, dimensions, metric_data
 from neuron_watch.events import iso_utc
-from neuron_watch.goodput import compute_goodput
-from neuron_watch.metrics import JobMetrics, fold_ranks
-from neuron_watch.metrics_http import to_prometheus
-from neuron_watch.status import RANK_STATES
+from neuron_watch.outputs.cloudwatch import batches, datum_bytes, dimensions, metric_data
+from neuron_watch.outputs.goodput import compute_goodput
+from neuron_watch.outputs.metrics import JobMetrics, fold_ranks
+from neuron_watch.outputs.metrics_http import to_prometheus
+from neuron_watch.outputs.status import RANK_STATES
 
 T0 = 1_800_000_000.0
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from neuron_watch.rank_probe import DIR_ENV, POLL_EVERY, RankProbe, probe_env
+from neuron_watch.node.rank_probe import DIR_ENV, POLL_EVERY, RankProbe, probe_env
 
 SERVERS = """
 import os, sys, time, torch, torch.distributed as dist

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from neuron_watch.commands.report import read_events_torn, run_view, write_html
 from neuron_watch.events import iso_utc
-from neuron_watch.report import read_events_torn, run_view, write_html
-from neuron_watch.report_html import render
+from neuron_watch.outputs.report_html import render
 
 T0 = 1_800_000_000.0
 STEP_SECONDS = 2.0

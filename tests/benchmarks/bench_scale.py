@@ -12,16 +12,16 @@ injected at known times, and what one full verdict over every rank costs.
 What is real:
 
 * the coordinator, in this process, configured as ``neuron-watch coordinator`` configures it
-  (:func:`~neuron_watch.coordinator.coordinator_settings` of the default options) and driven by the
+  (:func:`~neuron_watch.job.coordinator.coordinator_settings` of the default options) and driven by the
   same loop as :meth:`Coordinator.serve` (``poll(0.05)``, ``tick``, ``coordinator.json`` every
   second): its ROUTER socket, the HMAC check, decoding, sequence tracking, acks, challenges,
   ``merged.log``, the per-rank tails, ``status.json`` and ``events.jsonl``, and the real judge with
   the packaged knowledge base;
-* every simulated node's :class:`~neuron_watch.agent_link.AgentLink`: its own DEALER socket and
+* every simulated node's :class:`~neuron_watch.node.agent_link.AgentLink`: its own DEALER socket and
   TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
   handshake, acks, resends after 3 s without an ack, heartbeats when idle;
 * the batches: built by the real agent path (:meth:`AgentLink.batch`: joined per rank, classified
-  with the packaged knowledge base, :func:`~neuron_watch.judge.compact_matches`), once, for one
+  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.judge.compact_matches`), once, for one
   node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
   with its global ranks (which the agent would build from the same lines: checked at start-up).
 
@@ -74,14 +74,15 @@ import msgpack
 import zmq
 from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchmarks is on sys.path: run as a script
 
-from neuron_watch.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, coordinator_settings
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Label, RankKey
-from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.policy import JobState
-from neuron_watch.protocol import (
+from neuron_watch.job.coordinator import Coordinator, coordinator_settings
+from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.recovery.policy import JobState
+from neuron_watch.runtime import default_judge_factory
+from neuron_watch.wire.protocol import (
     Header,
     Kind,
     Lines,
@@ -92,8 +93,7 @@ from neuron_watch.protocol import (
     encode_body,
     procs_every_at,
 )
-from neuron_watch.runtime import default_judge_factory
-from neuron_watch.transport import AgentSocket
+from neuron_watch.wire.transport import AgentSocket
 
 #: the agents' loop turn (supervisor.py: poll/sleep 0.02 s) that checks the batch age
 AGENT_LOOP = 0.02

@@ -25,9 +25,9 @@ from pathlib import Path
 from bench_wire import JOB, SECRET  # tests/benchmarks is on sys.path: run as a script
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, coordinator_settings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import RankKey
-from neuron_watch.kb import default_knowledge_base
+from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.runtime import default_judge_factory
 
 RX = "2026-Nov-21 13:05:00.000001 4000:0 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying"

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from neuron_watch.tail import RankStreams
+from neuron_watch.node.tail import RankStreams
 
 TURNS_PER_SECOND = 50  # the agent's loop (watchdog/runtime.py run_node_loop: 20 ms)
 LINE = "2026-11-21 13:05:03.000004 INFO step 1003 loss 2.0115 lr 1.0e-04 grad_norm 0.8813 throughput 123.4\n"

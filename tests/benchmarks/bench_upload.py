@@ -12,8 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from neuron_watch.evidence import IncidentContext, capture_node_bundle
-from neuron_watch.storage import S3Storage, upload_tree
+from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.outputs.storage import S3Storage, upload_tree
 from tests.fixtures.s3 import RcloneServer, stop_group
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import boto3
 import pytest
 
-from neuron_watch.cloudwatch_put import CloudWatchSink
-from neuron_watch.status import RANK_STATES
+from neuron_watch.outputs.cloudwatch_put import CloudWatchSink
+from neuron_watch.outputs.status import RANK_STATES
 from tests.fixtures.procs import free_port
 from tests.fixtures.s3 import FaultProxy, S3Endpoint
 from tests.fixtures.wait import wait_for, within
@@ -149,7 +149,7 @@ def test_a_failed_request_is_sent_again_with_the_next_publish(s3_moto: S3Endpoin
 def test_an_endpoint_that_is_down_is_counted_warned_from_the_loop_and_said_at_the_end(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.INFO, logger="neuron_watch")
-    monkeypatch.setattr("neuron_watch.cloudwatch_put.BACKLOG", 60)  # a publish holds ~50 values
+    monkeypatch.setattr("neuron_watch.outputs.cloudwatch_put.BACKLOG", 60)  # a publish holds ~50 values
     dead = free_port()  # nothing listens there
     secret = "wJalrXUtnFEMI-not-a-real-secret"
     env = aws_env(monkeypatch, {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{dead}", "AWS_ACCESS_KEY_ID": "AKIATESTKEY",

@@ -10,9 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from neuron_watch.coordinator import Coordinator
-from neuron_watch.eventlog import EventLog
 from neuron_watch.events import LauncherExit, NodeStatus
+from neuron_watch.job.coordinator import Coordinator
+from neuron_watch.outputs.eventlog import EventLog
 from tests.integration.test_transport import JOB, SECRET, make_link, pump
 
 

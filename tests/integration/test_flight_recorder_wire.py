@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.judge import Judge
 from neuron_watch.events import Label, RankKey
-from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.judge import Judge
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.runtime import default_judge_factory
 from tests.integration.test_transport import JOB, SECRET, make_link, pump
 

@@ -19,10 +19,10 @@ import msgpack
 import pytest
 import zmq
 
-from neuron_watch.agent_link import AgentLink, new_session
-from neuron_watch.auth import Signer
-from neuron_watch.protocol import SCHEMA_VERSION, Header, Heartbeat, Kind, Lines, Msg, RankLines, Stop, encode
-from neuron_watch.transport import CoordinatorSocket
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import SCHEMA_VERSION, Header, Heartbeat, Kind, Lines, Msg, RankLines, Stop, encode
+from neuron_watch.wire.transport import CoordinatorSocket
 from tests.fixtures.procs import kill_group
 
 pytestmark = pytest.mark.integration

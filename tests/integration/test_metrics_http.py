@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from neuron_watch.events import iso_utc
-from neuron_watch.metrics_http import MetricsSink
+from neuron_watch.outputs.metrics_http import MetricsSink
 from tests.conftest import require_binary
 from tests.fixtures.procs import free_port
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
+from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
 from tests.fixtures.mqtt import Mosquitto, pid_alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -142,7 +142,7 @@ def test_emit_with_no_broker_at_all_never_blocks_and_close_reports_unsent() -> N
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from neuron_watch.mqtt import MqttSink, parse_mqtt_url
+    from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
     sink = MqttSink(parse_mqtt_url(sys.argv[1]), job_id="killed", keepalive=60)
     sink.emit({"event": "job_started", "generation": 0})
     deadline = time.monotonic() + 30

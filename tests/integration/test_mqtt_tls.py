@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.mqtt import MqttSink, parse_mqtt_url
+from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
 from tests.conftest import require_binary
 from tests.fixtures.mqtt import Mosquitto, free_port, pid_alive
 

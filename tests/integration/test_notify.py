@@ -16,7 +16,7 @@ import pytest
 from neuron_watch.config import load_config
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import iso_utc
-from neuron_watch.notify import NotifySink, message
+from neuron_watch.outputs.notify import NotifySink, message
 from neuron_watch.redact import shown_url
 from tests.fixtures.procs import free_port
 

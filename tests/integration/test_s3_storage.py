@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.storage import (
+from neuron_watch.outputs.storage import (
     S3Storage,
     Storage,
     UploadResult,
@@ -123,7 +123,7 @@ def test_http_errors_and_throttling_are_retried_boundedly(
     s3_rclone.client().create_bucket(Bucket=f"nw-fault-{status}")
     sums = make_bundle(tmp_path / "b")
     port = int(s3_rclone.url.rsplit(":", 1)[1])
-    caplog.set_level(logging.WARNING, "neuron_watch.storage")
+    caplog.set_level(logging.WARNING, "neuron_watch.outputs.storage")
     with FaultProxy(port, failures=3, status=status, code=code) as proxy:
         ep = S3Endpoint(f"http://127.0.0.1:{proxy.port}", s3_rclone.access_key, s3_rclone.secret_key)
         store = storage_for(ep, f"nw-fault-{status}", "p", monkeypatch, sleep=lambda s: None)
@@ -188,7 +188,7 @@ def test_captured_bundle_arrives_whole_manifest_checksums_match(
     s3_rclone: S3Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """capture_node_bundle -> upload_tree -> every manifest entry is in S3 with its sha256."""
-    from neuron_watch.evidence import IncidentContext, capture_node_bundle
+    from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
 
     run = tmp_path / "run"
     (run / "gen-0").mkdir(parents=True)

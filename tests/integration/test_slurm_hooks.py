@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import drain
+from neuron_watch.slurm import drain
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration

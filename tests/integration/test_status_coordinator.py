@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.agent_link import AgentLink, new_session
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
+from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.runtime import default_judge_factory
 from tests.fixtures.procs import NEURON_WATCH
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.agent_link import AgentLink, JobRefused, LinkSettings, new_session
-from neuron_watch.auth import Signer
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
+from neuron_watch.diagnosis.judge import Judge
 from neuron_watch.errors import TransportError
 from neuron_watch.events import EvidenceReport, RankKey, StopReport
-from neuron_watch.judge import Judge
-from neuron_watch.protocol import Header, Kind, Msg, Refused, Stop, encode
-from neuron_watch.transport import CoordinatorSocket
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
+from neuron_watch.node.agent_link import AgentLink, JobRefused, LinkSettings, new_session
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import Header, Kind, Msg, Refused, Stop, encode
+from neuron_watch.wire.transport import CoordinatorSocket
 
 pytestmark = pytest.mark.integration
 
@@ -266,7 +266,7 @@ class RecordingNode:
 
 def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Path) -> None:
     from neuron_watch.config import WatchConfig
-    from neuron_watch.coordinator import Phase
+    from neuron_watch.job.coordinator import Phase
     from neuron_watch.runtime import default_judge_factory
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,
@@ -314,9 +314,9 @@ def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Pa
 
 
 def test_shutdown_ends_every_node_with_the_exit_code(tmp_path: Path) -> None:
+    from neuron_watch.diagnosis.judge import JudgeSettings
+    from neuron_watch.diagnosis.kb import default_knowledge_base
     from neuron_watch.events import Action, Label, Verdict
-    from neuron_watch.judge import JudgeSettings
-    from neuron_watch.kb import default_knowledge_base
 
     class StopJudge(Judge):
         """A verdict that must not be restarted (a configuration error on node1)."""
@@ -356,7 +356,7 @@ def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
         tmp_path: Path, agent_regex: str | None, classified: bool) -> None:
     """Same table: the coordinator takes the agent's matches. Another table (or none): it classifies."""
     from neuron_watch.config import WatchConfig
-    from neuron_watch.kb import default_knowledge_base
+    from neuron_watch.diagnosis.kb import default_knowledge_base
     from neuron_watch.runtime import default_judge_factory
 
     coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "coord"), job=JOB,

@@ -31,8 +31,8 @@ COORD_IP, AGENT_IP = "10.214.44.1", "10.214.44.2"
 
 AGENT = r"""
 import sys, time
-from neuron_watch.agent_link import AgentLink, new_session
-from neuron_watch.kb import default_knowledge_base
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.diagnosis.kb import default_knowledge_base
 endpoint, secret, n = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
 link = AgentLink(endpoint, secret, job="ns-job", node="nsnode", session=new_session(time.time()),
                  kb=default_knowledge_base())

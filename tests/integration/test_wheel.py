@@ -37,8 +37,8 @@ def test_wheel_installs_neuron_watch_not_watchdog(wheel_venv: tuple[Path, Path])
     wheel, _ = wheel_venv
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("neuron_watch/launchers/torchrun.py") for n in names)
-    assert "neuron_watch/signatures.toml" in names
-    assert "neuron_watch/rank_bootstrap/sitecustomize.py" in names  # the ranks' probe (rank_probe.BOOTSTRAP_DIR)
+    assert "neuron_watch/diagnosis/signatures.toml" in names
+    assert "neuron_watch/node/rank_bootstrap/sitecustomize.py" in names  # the ranks' probe (rank_probe.BOOTSTRAP_DIR)
     assert not any(n.startswith("watchdog/") for n in names)  # would clobber the PyPI `watchdog` package
 
 

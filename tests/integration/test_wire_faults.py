@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import zmq
 
-from neuron_watch.agent_link import AgentLink, new_session
-from neuron_watch.auth import Signer
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.events import NodeStatus
-from neuron_watch.protocol import MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_LINE_BYTES, Ack, Msg, Stop, decode
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_LINE_BYTES, Ack, Msg, Stop, decode
 
 pytestmark = pytest.mark.integration
 

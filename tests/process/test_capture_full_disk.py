@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import evidence, report
+from neuron_watch.commands import report
 from neuron_watch.iofaults import AppendFile, IOHealth
+from neuron_watch.node import evidence
 
 
 def fill(disk: Path) -> Path:

@@ -99,7 +99,7 @@ def test_ranks_printing_multi_mib_lines_keep_each_line_once_cut_and_counted(
     """16 ranks each print three 5 MiB lines between step lines: each rank log has every step line and
     each long line once, cut at 1 MiB and marked (never split into pieces), the cut counted in the
     record; the job finishes. The watcher's peak RSS is printed."""
-    from neuron_watch.protocol import RANK_LINE_BYTES
+    from neuron_watch.wire.protocol import RANK_LINE_BYTES
 
     run_dir = tmp_path / "run"
     ranks, count, mb = 16, 3, 5

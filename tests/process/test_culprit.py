@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.stacks import in_collective, stack_culprit, top_frame
+from neuron_watch.diagnosis.stacks import in_collective, stack_culprit, top_frame
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, rank_pid, started
 from tests.fixtures.wait import wait_for
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.stacks import main_thread
+from neuron_watch.diagnosis.stacks import main_thread
 from tests.fixtures.mqtt import Mosquitto
 from tests.fixtures.procs import (
     NEURON_WATCH,

@@ -144,7 +144,7 @@ def _guardian_of(pid: int) -> int:
             cmd = Path(f"/proc/{d}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[stat.rfind(")") + 2 :].split()[1]) == pid and b"neuron_watch.guardian" in cmd:
+        if int(stat[stat.rfind(")") + 2 :].split()[1]) == pid and b"neuron_watch.node.guardian" in cmd:
             return int(d)
     raise AssertionError(f"no guardian under {pid}")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.flight_recorder import summarize
-from neuron_watch.rank_probe import BOOTSTRAP_DIR, DIR_ENV, call_handler, probe_env, read_rank
+from neuron_watch.diagnosis.flight_recorder import summarize
+from neuron_watch.node.rank_probe import BOOTSTRAP_DIR, DIR_ENV, call_handler, probe_env, read_rank
 from tests.fixtures.gloo_exit import run_pair
 
 pytestmark = pytest.mark.process
@@ -69,7 +69,7 @@ def test_a_process_that_is_not_a_rank_does_nothing(tmp_path: Path) -> None:
 
 RANK_WITH_GLOO = """
 import os, json, torch, torch.distributed as dist
-from neuron_watch.rank_probe import call_handler, read_rank
+from neuron_watch.node.rank_probe import call_handler, read_rank
 dist.init_process_group("gloo", init_method="file://" + os.environ["INIT_FILE"], rank=0, world_size=1)
 t = torch.ones(2)
 for _ in range(3):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.procs import all_pids, is_compiler, read_cmdline, read_stat
+from neuron_watch.node.procs import all_pids, is_compiler, read_cmdline, read_stat
 from tests.fixtures.procs import NEURON_WATCH, events, force_cleanup, named, pids_with_env, rank_pid, started
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(900)]  # real recompiles, in empty caches

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.stacks import main_thread
+from neuron_watch.diagnosis.stacks import main_thread
 from tests.fixtures import chromium
 from tests.fixtures.procs import (
     NEURON_WATCH,

@@ -14,7 +14,7 @@ import pytest
 from neuron_watch.launchers import torchrun_args
 from neuron_watch.launchers.base import LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher, _parse_snippet
-from neuron_watch.procs import MARKER_ENV, alive, can_raise_priority_to, marked_pids
+from neuron_watch.node.procs import MARKER_ENV, alive, can_raise_priority_to, marked_pids
 
 pytestmark = pytest.mark.process
 

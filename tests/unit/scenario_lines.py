@@ -13,9 +13,9 @@ import calendar
 import time
 from pathlib import Path
 
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import LogLine, RankKey, Verdict
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 BASE = float(calendar.timegm((2024, 4, 12, 7, 13, 6, 0, 0, 0)))
 

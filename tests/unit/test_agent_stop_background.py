@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from neuron_watch.agent_link import AgentLink
 from neuron_watch.events import EvidenceReport, StopReport
-from neuron_watch.protocol import Body, Header, Launch, Msg, Status, Stop, decode, encode_header, kind_of
+from neuron_watch.node.agent_link import AgentLink
+from neuron_watch.wire.protocol import Body, Header, Launch, Msg, Status, Stop, decode, encode_header, kind_of
 
 
 class FakeSocket:

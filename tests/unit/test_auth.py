@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.auth import AuthError, Signer, derive_keys, load_secret, write_secret_file
 from neuron_watch.errors import ConfigError
+from neuron_watch.wire.auth import AuthError, Signer, derive_keys, load_secret, write_secret_file
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import logread, timeline
-from neuron_watch.agent_link import AgentLink
+from neuron_watch.diagnosis import logread
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import EvidenceReport, StopReport
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.protocol import CaptureEvidence, Launch, Stop
+from neuron_watch.node.agent_link import AgentLink
+from neuron_watch.outputs import timeline
+from neuron_watch.wire.protocol import CaptureEvidence, Launch, Stop
 from tests.unit.test_agent_stop_background import FakeSocket, command, statuses
 
 

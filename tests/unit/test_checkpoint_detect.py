@@ -1,7 +1,7 @@
 """Automatic checkpoint detection: real layouts of each framework's convention, built on disk.
 
 Each builder writes what the framework writes, in the order its source writes it (see the
-citations in watchdog/checkpoints.py); "half-written" stops where a crash would.
+citations in watchdog/recovery/checkpoints.py); "half-written" stops where a crash would.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuron_watch.checkpoint_scan import find_checkpoint, snapshot_checkpoint_dir, zip_complete
-from neuron_watch.checkpoints import CheckpointDir, DirEntry, detect, is_temporary, named_step
+from neuron_watch.recovery.checkpoint_scan import find_checkpoint, snapshot_checkpoint_dir, zip_complete
+from neuron_watch.recovery.checkpoints import CheckpointDir, DirEntry, detect, is_temporary, named_step
 
 
 def torch_file(path: Path, step: int = 0) -> Path:
@@ -325,9 +325,9 @@ def test_pure_error_and_names() -> None:
 # -- what the agent says at launch -----------------------------------------------------------------
 
 def _agent(tmp_path: Path, **cfg: str) -> object:
-    from neuron_watch.agent import NodeAgent
     from neuron_watch.config import WatchConfig
     from neuron_watch.launchers.command import CommandLauncher
+    from neuron_watch.node.agent import NodeAgent
 
     return NodeAgent(WatchConfig(**cfg), CommandLauncher(["true"], "m"), None, job_id="j", node="n0",  # type: ignore[arg-type]
                      run_dir=str(tmp_path / "run"), rank_env={})
@@ -382,7 +382,7 @@ def test_the_coordinators_chooser_detects_too(tmp_path: Path) -> None:
 
 def test_a_directory_entry_that_cannot_be_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # As root here, chmod 000 does not stop us: make os.scandir refuse one entry as NFS/Lustre would.
-    import neuron_watch.checkpoint_scan as scan
+    import neuron_watch.recovery.checkpoint_scan as scan
 
     hf(tmp_path, 500)
     hf(tmp_path, 1000, t=2000)

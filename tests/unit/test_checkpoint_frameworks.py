@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuron_watch.checkpoint_scan import find_checkpoint
+from neuron_watch.recovery.checkpoint_scan import find_checkpoint
 
 
 class _Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):

@@ -2,8 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neuron_watch.checkpoint_scan import scan_checkpoints
-from neuron_watch.checkpoints import CheckpointEntry, CheckpointRule, choose_checkpoint, incomplete_checkpoints, step_of
+from neuron_watch.recovery.checkpoint_scan import scan_checkpoints
+from neuron_watch.recovery.checkpoints import (
+    CheckpointEntry,
+    CheckpointRule,
+    choose_checkpoint,
+    incomplete_checkpoints,
+    step_of,
+)
 
 
 def entry(name: str, done: bool = True, mtime: float = 0.0, is_dir: bool = True) -> CheckpointEntry:
@@ -55,7 +61,7 @@ def test_scan_reads_markers_from_disk(tmp_path: Path) -> None:
 
 def test_newest_complete_skips_a_checkpoint_that_would_not_load() -> None:
     """Issue 16 finding 10: the fallback takes the previous complete checkpoint, never an incomplete one."""
-    from neuron_watch.checkpoints import Candidate, Checkpoint, Detection, newest_complete
+    from neuron_watch.recovery.checkpoints import Candidate, Checkpoint, Detection, newest_complete
 
     cands = (Candidate("step_5", "/c/step_5", "nxd", 5, 1.0, True),
              Candidate("step_8", "/c/step_8", "nxd", 8, 2.0, False),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_watch.classify import (
+from neuron_watch.diagnosis.classify import (
     Effect,
     KnowledgeBase,
     Match,
@@ -20,9 +20,9 @@ from neuron_watch.classify import (
     _literal_find,
     _trie_regex,
 )
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
-from neuron_watch.kb import default_knowledge_base
 from tests.benchmarks import bench_classify
 
 KB = default_knowledge_base()

@@ -7,8 +7,8 @@ import pytest
 
 from neuron_watch.cli import _command_word, main
 from neuron_watch.config import OPTIONS, load_config
-from neuron_watch.coordinator import coordinator_settings
 from neuron_watch.errors import ConfigError
+from neuron_watch.job.coordinator import coordinator_settings
 
 NW = [sys.executable, "-m", "neuron_watch.cli"]
 

@@ -1,4 +1,4 @@
-"""The CloudWatch mapping (``neuron_watch.cloudwatch``): metrics.py's families in, ``PutMetricData``
+"""The CloudWatch mapping (``neuron_watch.outputs.cloudwatch``): metrics.py's families in, ``PutMetricData``
 entries out, checked against botocore's own model of the CloudWatch API (no server, no socket)."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from neuron_watch.cloudwatch import (
+from neuron_watch.config import load_config
+from neuron_watch.errors import ConfigError
+from neuron_watch.outputs.cloudwatch import (
     FIGURES,
     MAX_DIMENSIONS,
     MAX_METRICS,
@@ -22,10 +24,8 @@ from neuron_watch.cloudwatch import (
     dimensions,
     metric_data,
 )
-from neuron_watch.config import load_config
-from neuron_watch.errors import ConfigError
-from neuron_watch.metrics import PREFIX, Family, JobMetrics, Sample
-from neuron_watch.status import RANK_STATES
+from neuron_watch.outputs.metrics import PREFIX, Family, JobMetrics, Sample
+from neuron_watch.outputs.status import RANK_STATES
 from tests.unit.test_layering import FORBIDDEN, PURE, WATCHDOG, _imports
 from tests.unit.test_metrics import T0, doc, ev, hang_restart_finish
 
@@ -134,7 +134,7 @@ def test_a_namespace_is_checked_with_the_next_step() -> None:
 
 def test_the_mapping_is_pure() -> None:
     assert {"cloudwatch", "metrics"} <= set(PURE)  # test_layering.py parses their imports
-    imports = _imports(WATCHDOG / "cloudwatch.py")
+    imports = _imports(WATCHDOG / "outputs" / "cloudwatch.py")
     assert not sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
     assert "boto3" not in {n.split(".")[0] for n in imports} and "botocore" not in {n.split(".")[0] for n in imports}
 

@@ -1,5 +1,5 @@
 """The operator's console: one ``[neuron-watch]`` line per decision, formatted in one place
-(neuron_watch.console), and a command line that hands everything after the launcher word on untouched."""
+(neuron_watch.outputs.console), and a command line that hands everything after the launcher word on untouched."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 
 from neuron_watch.cli import parse_command_line
 from neuron_watch.config import OPTIONS, WatchConfig, load_config
-from neuron_watch.console import ConsoleSink, attach_console, hang_timeout_source
 from neuron_watch.errors import UsageError
-from neuron_watch.eventlog import EventLog
 from neuron_watch.launchers.torchrun import TorchrunLauncher
+from neuron_watch.outputs.console import ConsoleSink, attach_console, hang_timeout_source
+from neuron_watch.outputs.eventlog import EventLog
 
 NW = [sys.executable, "-m", "neuron_watch.cli"]
 
@@ -183,7 +183,7 @@ def test_dry_run_prints_the_training_arguments_byte_for_byte(tmp_path: Path) -> 
 
 
 def test_status_line_is_one_line_redrawn_and_cleared_before_other_output() -> None:
-    from neuron_watch.console import StatusLine, status_line_for
+    from neuron_watch.outputs.console import StatusLine, status_line_for
 
     out = io.StringIO()
     line = StatusLine(out)
@@ -223,7 +223,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_rank_echo_shows_controls_and_never_passes_for_our_line(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from neuron_watch.tail import console_echo
+    from neuron_watch.node.tail import console_echo
 
     console_echo(f"[rank1] {text}\n[rank0] step 3 loss 1.0")
     out = capsys.readouterr().out
@@ -234,7 +234,7 @@ def test_rank_echo_shows_controls_and_never_passes_for_our_line(text: str, capsy
 
 
 def test_visible_names_each_control() -> None:
-    from neuron_watch.logtext import visible
+    from neuron_watch.diagnosis.logtext import visible
 
     assert visible("\r\x1b[2K[neuron-watch] x") == "^M^[[2K[neuron-watch] x"
     assert visible("\x1b]0;t\x07") == "^[]0;t^G"

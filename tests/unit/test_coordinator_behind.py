@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.console import ConsoleSink
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.events import RankKey
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
+from neuron_watch.outputs.console import ConsoleSink
 from neuron_watch.runtime import default_judge_factory
 from tests.unit.test_coordinator_progress import COORDINATOR_SESSION, JOB, NODE, SECRET, STEP, Agent, Clock
 

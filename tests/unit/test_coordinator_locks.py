@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.auth import Signer
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings
-from neuron_watch.judge import Judge
-from neuron_watch.protocol import Header, Msg, Procs, encode, kind_of
+from neuron_watch.diagnosis.judge import Judge
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.runtime import default_judge_factory
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import Header, Msg, Procs, encode, kind_of
 
 SECRET = b"a locks secret of enough bytes 1234"
 JOB = "job-locks"

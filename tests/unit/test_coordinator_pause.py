@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings, NodeState
-from neuron_watch.protocol import Heartbeat
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.runtime import default_judge_factory
+from neuron_watch.wire.protocol import Heartbeat
 from tests.unit.test_coordinator_progress import COORDINATOR_SESSION, JOB, SECRET, STEP, Agent, Clock
 
 

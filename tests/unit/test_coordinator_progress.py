@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from neuron_watch.auth import Signer
 from neuron_watch.config import WatchConfig
-from neuron_watch.coordinator import Coordinator, CoordinatorSettings
+from neuron_watch.diagnosis.judge import BLIND_AFTER, kb_fingerprint
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import iso_utc
-from neuron_watch.judge import BLIND_AFTER, kb_fingerprint
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.protocol import Header, LineMatch, Lines, Msg, RankLines, Status, encode, kind_of
+from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.runtime import default_judge_factory
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import Header, LineMatch, Lines, Msg, RankLines, Status, encode, kind_of
 
 SECRET = b"a progress secret of enough bytes 42"
 JOB = "job-progress"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.cli import main
-from neuron_watch.diagnose import diagnose_paths, render_text, resolve_sources
+from neuron_watch.commands.diagnose import diagnose_paths, render_text, resolve_sources
 from neuron_watch.errors import UsageError
 
 from .scenario_lines import (

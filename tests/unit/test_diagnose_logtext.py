@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
-"""Pure normalization of pasted logs (neuron_watch.logtext)."""
+"""Pure normalization of pasted logs (neuron_watch.diagnosis.logtext)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_watch.logtext import (
+from neuron_watch.diagnosis.logtext import (
     LineSplitter,
     TimeParser,
     logical_lines,

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.cli import main
-from neuron_watch.diagnose import diagnose_paths
-from neuron_watch.judge import JudgeSettings
-from neuron_watch.logtext import TimeParser
-from neuron_watch.tail import RankStreams
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.judge import JudgeSettings
+from neuron_watch.diagnosis.logtext import TimeParser
+from neuron_watch.node.tail import RankStreams
 
 T0 = 1_795_000_000.0  # 2026-11-18
 

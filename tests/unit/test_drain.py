@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from neuron_watch import drain, slurmtext
-from neuron_watch.drain import DrainCaps, DrainRecord
+from neuron_watch.slurm import drain, slurmtext
+from neuron_watch.slurm.drain import DrainCaps, DrainRecord
 
 T0 = 1_800_000_000.0
 

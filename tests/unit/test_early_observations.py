@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_watch.agent import EarlyObservations
+from neuron_watch.node.agent import EarlyObservations
 
 
 class RecordingLink:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from neuron_watch.commands.supervisor import _may_host, _placed
 from neuron_watch.config import WatchConfig
 from neuron_watch.launchers.base import LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher, _is_host
-from neuron_watch.procs import ProcessSampler
+from neuron_watch.node.procs import ProcessSampler
 from neuron_watch.runtime import elastic_torchrun_node, host_name, on_this_host
-from neuron_watch.supervisor import _may_host, _placed
-from neuron_watch.transport import CoordinatorSocket, PortInUse
+from neuron_watch.wire.transport import CoordinatorSocket, PortInUse
 from tests.fixtures.procs import kill_group
 
 HOST = host_name()

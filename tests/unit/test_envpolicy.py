@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from neuron_watch.envpolicy import HostFacts, kernel_version, plan_environment
+from neuron_watch.recovery.envpolicy import HostFacts, kernel_version, plan_environment
 
 
 def test_core_dumps_under_run_dir_with_datetime_and_cluster_id() -> None:

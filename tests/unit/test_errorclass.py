@@ -1,4 +1,4 @@
-"""What an error line says by its form (watchdog/errorclass.py): real lines no signature knows, the
+"""What an error line says by its form (watchdog/diagnosis/errorclass.py): real lines no signature knows, the
 near misses that must say nothing, and the class table checked against the installed packages."""
 
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-from neuron_watch.errorclass import EXCEPTION_BASES, EXCEPTION_FAMILIES, family_of, read_error
+from neuron_watch.diagnosis.errorclass import EXCEPTION_BASES, EXCEPTION_FAMILIES, family_of, read_error
 from neuron_watch.events import Action, Label
 
 #: real lines (the excerpt named beside each) and what their form says

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.evidence import REDACTED, kernel_lines, merge_manifests, redact_env
-from neuron_watch.incident_report import render_incident_md
+from neuron_watch.node.evidence import REDACTED, kernel_lines, merge_manifests, redact_env
+from neuron_watch.node.incident_report import render_incident_md
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_a_bundle_is_completed_with_the_final_verdict(tmp_path: Path) -> None:
     import hashlib
     import json
 
-    from neuron_watch.evidence import IncidentContext, capture_node_bundle, complete_bundle
+    from neuron_watch.node.evidence import IncidentContext, capture_node_bundle, complete_bundle
 
     ctx = IncidentContext(job_id="j", generation=0, incident=1, node="n1", run_dir=tmp_path / "run",
                           verdict={"incident": "incident-1", "reason": "no progress", "label": "collective_hang"},

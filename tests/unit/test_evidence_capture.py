@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.evidence import IncidentContext, capture_node_bundle
-from neuron_watch.stacks import top_frame
+from neuron_watch.diagnosis.stacks import top_frame
+from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
 from tests.conftest import require_binary
 
 pytestmark = pytest.mark.process

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
-"""The failure-form reader (watchdog/failureforms.py): each form with real lines, the near misses that
+"""The failure-form reader (watchdog/diagnosis/failureforms.py): each form with real lines, the near misses that
 must read as nothing, the gate (every form line holds a needle), and the reader wired into the
 knowledge base, errorclass and the judge (offline and live).
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.classify import Effect
-from neuron_watch.diagnose import diagnose_paths
-from neuron_watch.errorclass import read_error
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.classify import Effect
+from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.failureforms import NEEDLES, SIGNATURE_IDS, FormKind, cause_of, read_line
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankKey
-from neuron_watch.failureforms import NEEDLES, SIGNATURE_IDS, FormKind, cause_of, read_line
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 E, C, M, RUN, DONE = FormKind.ERROR, FormKind.CRASH, FormKind.METRIC, FormKind.COMPILE_RUNNING, FormKind.COMPILE_DONE
 WAIT = FormKind.COMM_WAIT

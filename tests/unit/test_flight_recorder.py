@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from neuron_watch.diagnosis.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
+from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey
-from neuron_watch.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
-from neuron_watch.judge import STEADY_COLLECTIVES, Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 DATA = Path(__file__).parent / "data" / "flight_recorder"
 KB = default_knowledge_base()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from neuron_watch.events import iso_utc
-from neuron_watch.goodput import checkpoint_step, compute_goodput, parse_time
+from neuron_watch.outputs.goodput import checkpoint_step, compute_goodput, parse_time
 
 T0 = 1_800_000_000.0  # a fixed wall clock origin; every time below is T0 + seconds
 
@@ -170,7 +170,7 @@ def test_checkpoint_step(event: dict[str, Any], step: int | None) -> None:
 
 
 def test_goodput_is_pure() -> None:
-    src = Path(__file__).resolve().parents[2] / "watchdog" / "goodput.py"
+    src = Path(__file__).resolve().parents[2] / "watchdog" / "outputs" / "goodput.py"
     names = set()
     for node in ast.walk(ast.parse(src.read_text())):
         if isinstance(node, ast.Import):

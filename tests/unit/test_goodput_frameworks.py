@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from neuron_watch.cli import main
+from neuron_watch.commands.report import render
 from neuron_watch.events import iso_utc
-from neuron_watch.goodput import checkpoint_step, compute_goodput
-from neuron_watch.report import render
+from neuron_watch.outputs.goodput import checkpoint_step, compute_goodput
 from tests.unit.test_goodput import T0, ev
 
 

@@ -3,9 +3,9 @@ and a compiling rank keeps the job out of 'hang' however long the others wait.""
 
 from __future__ import annotations
 
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import CompilerSample, Label, LogLine, RankKey
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 NODE = "n1"
 

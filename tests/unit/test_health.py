@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import health
-from neuron_watch.health import FAIL, NA, OK, UNKNOWN, WARN, HostFacts
+from neuron_watch.slurm import health
+from neuron_watch.slurm.health import FAIL, NA, OK, UNKNOWN, WARN, HostFacts
 
 GOOD_TRN1 = HostFacts(instance_type="trn1.32xlarge", driver_loaded=True, neuron_devices=16, efa_devices=8,
                       neuron_holders=(), kernel="6.1.0-13-cloud-amd64", ipv6_disabled=False,

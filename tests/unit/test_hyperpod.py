@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import hyperpod
+from neuron_watch.slurm import hyperpod
 
 
 @pytest.mark.parametrize(("args", "want"), [

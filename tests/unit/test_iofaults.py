@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from neuron_watch import tail
 from neuron_watch.errors import ExitCode, UsageError
 from neuron_watch.iofaults import AppendFile, IOHealth, check_checkpoint_dir, check_run_dir
-from neuron_watch.tail import FileTail
+from neuron_watch.node import tail
+from neuron_watch.node.tail import FileTail
 
 
 class Clock:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.diagnosis.judge import END_REDRAW_SECONDS, Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, Verdict
-from neuron_watch.judge import END_REDRAW_SECONDS, Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.policy import Decision, RestartPolicy
+from neuron_watch.recovery.policy import Decision, RestartPolicy
 
 KB = default_knowledge_base()
 N = "node-a"

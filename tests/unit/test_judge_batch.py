@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
-from neuron_watch.classify import Effect
+from neuron_watch.diagnosis.classify import Effect
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings, coalesce_progress, compact_matches, kb_fingerprint
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import LogLine, RankKey
-from neuron_watch.judge import Judge, JudgeSettings, coalesce_progress, compact_matches, kb_fingerprint
-from neuron_watch.kb import default_knowledge_base
 
 from .scenario_lines import (
     BASE,

@@ -16,11 +16,11 @@ import random
 
 import pytest
 
-from neuron_watch.classify import Effect
+from neuron_watch.diagnosis.classify import Effect
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import CompilerSample, Label, LogLine, RankExit, RankKey, WorkerSample
-from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 from .scenario_lines import BASE
 

@@ -6,9 +6,9 @@ form. Real lines, and the near misses that must keep the old answer."""
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 from __future__ import annotations
 
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankKey, Verdict
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.diagnosis.judge import IN_PROCESS_COMPILE_STALL, RECOMPILE_STORM, Judge, JudgeSettings, xla_duration
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import CompilerSample, Label, LogLine, RankKey, WorkerSample
-from neuron_watch.judge import IN_PROCESS_COMPILE_STALL, RECOMPILE_STORM, Judge, JudgeSettings, xla_duration
-from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
 N = "node-a"

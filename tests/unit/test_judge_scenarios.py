@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.diagnose import diagnose_paths
+from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.events import Action, Label
 
 from .scenario_lines import (

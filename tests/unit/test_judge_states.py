@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.diagnosis.judge import BLIND_AFTER, SILENT_FLOOR, Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import LogLine, RankExit, RankKey
-from neuron_watch.judge import BLIND_AFTER, SILENT_FLOOR, Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
 N = "node-a"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_watch.agent_link import AgentLink
-from neuron_watch.auth import Signer
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Label, RankKey
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.protocol import (
+from neuron_watch.node.agent_link import AgentLink
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import (
     Ack,
     Header,
     Kind,

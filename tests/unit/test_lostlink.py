@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from neuron_watch.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
+from neuron_watch.recovery.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 
 S = LossSettings(silence=30.0, loss_timeout=600.0, hang_window=900.0, say_every=60.0)
 WORKING = LocalFacts(active_ago=2.0, ended=False, buffered_lines=10)

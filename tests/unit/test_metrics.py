@@ -1,4 +1,4 @@
-"""The metrics mapping (``neuron_watch.metrics``): events and status documents in, metric values out,
+"""The metrics mapping (``neuron_watch.outputs.metrics``): events and status documents in, metric values out,
 at a fixed ``now``; and its conversion to ``prometheus_client`` text (no server, no socket)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from neuron_watch.events import iso_utc
-from neuron_watch.goodput import compute_goodput
-from neuron_watch.metrics import PREFIX, Family, JobMetrics, badput_seconds, fold_ranks
-from neuron_watch.metrics_http import to_prometheus
-from neuron_watch.status import RANK_STATES
+from neuron_watch.outputs.goodput import compute_goodput
+from neuron_watch.outputs.metrics import PREFIX, Family, JobMetrics, badput_seconds, fold_ranks
+from neuron_watch.outputs.metrics_http import to_prometheus
+from neuron_watch.outputs.status import RANK_STATES
 from tests.unit.test_layering import FORBIDDEN, PURE, WATCHDOG, _imports
 
 T0 = 1_800_000_000.0
@@ -219,7 +219,7 @@ def test_the_families_render_in_both_text_formats_with_conventional_names() -> N
 
 
 def test_the_mapping_is_pure() -> None:
-    imports = _imports(WATCHDOG / "metrics.py")
+    imports = _imports(WATCHDOG / "outputs" / "metrics.py")
     assert not sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
     siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.")}
     assert siblings <= set(PURE), siblings - set(PURE)

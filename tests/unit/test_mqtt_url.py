@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.errors import UsageError
-from neuron_watch.mqtt import MqttTarget, job_state, parse_mqtt_url, redact_url, topic_level
+from neuron_watch.outputs.mqtt import MqttTarget, job_state, parse_mqtt_url, redact_url, topic_level
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import os
 import re
 import threading
 
-from neuron_watch.nbconsole import QueuedStream
+from neuron_watch.outputs.nbconsole import QueuedStream
 
 
 def test_a_pipe_nobody_reads_drops_lines_counted_and_never_blocks_the_writer() -> None:

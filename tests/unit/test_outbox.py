@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from neuron_watch.agent_link import Outbox, _split_by_size
-from neuron_watch.protocol import MAX_BODY_BYTES, Header, Kind
+from neuron_watch.node.agent_link import Outbox, _split_by_size
+from neuron_watch.wire.protocol import MAX_BODY_BYTES, Header, Kind
 
 
 def _h() -> Header:

@@ -4,7 +4,7 @@ import pytest
 
 from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, Label, RankKey, Verdict
-from neuron_watch.policy import Decision, IllegalTransition, JobState, JobStateMachine, RestartPolicy
+from neuron_watch.recovery.policy import Decision, IllegalTransition, JobState, JobStateMachine, RestartPolicy
 
 
 def v(label: Label, action: Action = Action.RESTART, step: int | None = None, node: str = "n1") -> Verdict:

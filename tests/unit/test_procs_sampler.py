@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from neuron_watch.procs import ProcessSampler, is_compiler
+from neuron_watch.node.procs import ProcessSampler, is_compiler
 from tests.fixtures.procs import kill_group, pids_in_group
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.classify import Effect, KnowledgeBase
-from neuron_watch.diagnose import diagnose_paths
-from neuron_watch.judge import kb_fingerprint
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.logtext import logical_lines
-from neuron_watch.tail import REDRAW_LOG_EVERY, FileTail, RankStreams
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.classify import Effect, KnowledgeBase
+from neuron_watch.diagnosis.judge import kb_fingerprint
+from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.diagnosis.logtext import logical_lines
+from neuron_watch.node.tail import REDRAW_LOG_EVERY, FileTail, RankStreams
 
 DATA = Path(__file__).parent / "data"
 KB = default_knowledge_base()

@@ -12,10 +12,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from neuron_watch import protocol as p
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.events import EvidenceReport, LauncherExit, StopReport
-from neuron_watch.flight_recorder import GroupProgress
-from neuron_watch.protocol import (
+from neuron_watch.wire import protocol as p
+from neuron_watch.wire.protocol import (
     Ack,
     CaptureEvidence,
     Disposition,

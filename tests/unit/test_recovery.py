@@ -1,4 +1,4 @@
-"""The recovery machine (watchdog/recovery.py), driven with a fake clock and fake nodes: every path
+"""The recovery machine (watchdog/recovery/machine.py), driven with a fake clock and fake nodes: every path
 from a verdict to the next generation or the end, with no socket, process or real time."""
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from neuron_watch.events import (
     StopReport,
     Verdict,
 )
-from neuron_watch.policy import IllegalTransition, JobState, RestartPolicy
-from neuron_watch.recovery import (
+from neuron_watch.recovery.machine import (
     Capture,
     ChooseCheckpoint,
     Command,
@@ -37,6 +36,7 @@ from neuron_watch.recovery import (
     RelaunchEnded,
     StopJob,
 )
+from neuron_watch.recovery.policy import IllegalTransition, JobState, RestartPolicy
 
 HEALTHY = Verdict(Label.HEALTHY, Action.WAIT)
 HANG = Verdict(Label.COLLECTIVE_HANG, Action.RESTART, culprit=RankKey("n0", 1), culprit_source="progress",

@@ -1,4 +1,4 @@
-"""A signal while the nodes capture an incident (watchdog/recovery.py): the stop goes out at once,
+"""A signal while the nodes capture an incident (watchdog/recovery/machine.py): the stop goes out at once,
 and the incident it interrupts is still recorded -- its verdict, its manifest and its ``incident``
 event -- with the evidence the nodes give before they stop."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.events import EventKind, NodeStatus
-from neuron_watch.policy import JobState
-from neuron_watch.recovery import Capture, Finish, RecordIncident, StopJob
+from neuron_watch.recovery.machine import Capture, Finish, RecordIncident, StopJob
+from neuron_watch.recovery.policy import JobState
 from tests.unit.test_recovery import CONFIG, HANG, Job, Node
 
 

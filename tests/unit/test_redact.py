@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.config import load_config
-from neuron_watch.evidence import redact_env
-from neuron_watch.mqtt import parse_mqtt_url
+from neuron_watch.node.evidence import redact_env
+from neuron_watch.outputs.mqtt import parse_mqtt_url
 from neuron_watch.redact import mask_urls, mask_value
 
 

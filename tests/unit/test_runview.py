@@ -9,10 +9,10 @@ from html.parser import HTMLParser
 from typing import Any
 
 from neuron_watch.events import iso_utc
-from neuron_watch.goodput import compute_goodput
-from neuron_watch.report_html import bundle_link, render
-from neuron_watch.runview import LOST_CAUSE, Phase, PhaseKind, RunView, StepPoint, build_view, step_curve
-from neuron_watch.status import RANK_STATES
+from neuron_watch.outputs.goodput import compute_goodput
+from neuron_watch.outputs.report_html import bundle_link, render
+from neuron_watch.outputs.runview import LOST_CAUSE, Phase, PhaseKind, RunView, StepPoint, build_view, step_curve
+from neuron_watch.outputs.status import RANK_STATES
 
 T0 = 1_800_000_000.0  # a fixed wall clock origin; every time below is T0 + seconds
 

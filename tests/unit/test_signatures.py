@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_watch.classify import Effect, Signature
+from neuron_watch.diagnosis.classify import Effect, Signature
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label
-from neuron_watch.kb import default_knowledge_base
 
 KB = default_knowledge_base()
 EXAMPLES = [(s.id, ex) for s in KB.signatures for ex in s.examples]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neuron_watch import slurmtext as st_
 from neuron_watch.errors import UsageError
+from neuron_watch.slurm import slurmtext as st_
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_watch import srunplan
 from neuron_watch.errors import UsageError
-from neuron_watch.srunplan import (
+from neuron_watch.slurm import srunplan
+from neuron_watch.slurm.srunplan import (
     nodes_wanted,
     plan_restart,
     short_evidence,

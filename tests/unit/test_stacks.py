@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neuron_watch.stacks import hang_culprits, in_collective, main_thread, odd_one_out, stack_culprit, top_frame
+from neuron_watch.diagnosis.stacks import (
+    hang_culprits,
+    in_collective,
+    main_thread,
+    odd_one_out,
+    stack_culprit,
+    top_frame,
+)
 
 WAITING = """Process 24170: python3 -u train.py
 Python v3.11.7

@@ -11,7 +11,7 @@ import pytest
 
 from neuron_watch.cli import main
 from neuron_watch.events import iso_utc
-from neuron_watch.status import assess, table
+from neuron_watch.outputs.status import assess, table
 
 NOW = 1_800_000_000.0
 
@@ -154,7 +154,7 @@ def test_live_view_redraws_with_ansi_only_on_a_terminal(tty: bool, tmp_path: Pat
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from neuron_watch import status as status_mod
+    from neuron_watch.outputs import status as status_mod
 
     class Out(io.StringIO):
         def isatty(self) -> bool:

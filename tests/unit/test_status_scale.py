@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.status import FULL_RANKS, RANKS_FILE, add_arguments, assess, run, summarise, table
+from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, add_arguments, assess, run, summarise, table
 
 
 def doc_of(nodes: int, ranks: int, odd: dict[int, dict[str, Any]], now: float = 1000.0) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def test_status_ranks_shows_every_row_from_ranks_json(tmp_path: Path, capsys: py
 
 
 def test_a_small_job_is_listed_whole(tmp_path: Path) -> None:
-    from neuron_watch.coordinator import Coordinator
+    from neuron_watch.job.coordinator import Coordinator
 
     c = Coordinator("127.0.0.1:0", b"k" * 32, str(tmp_path), job="j", announce=False)
     try:

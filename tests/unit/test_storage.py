@@ -16,7 +16,7 @@ from botocore.exceptions import (
 )
 
 from neuron_watch.errors import UsageError
-from neuron_watch.storage import LocalStorage, S3Storage, incident_key, is_retryable, open_storage, upload_tree
+from neuron_watch.outputs.storage import LocalStorage, S3Storage, incident_key, is_retryable, open_storage, upload_tree
 
 
 def client_error(code: str, status: int) -> ClientError:

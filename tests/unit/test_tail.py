@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from neuron_watch.tail import FileTail, RankStreams
+from neuron_watch.node.tail import FileTail, RankStreams
 
 
 def test_lines_split_across_reads_and_partial_lines_wait(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch import tail
-from neuron_watch.tail import MAX_PARTIAL, MAX_READ, FileTail, RankStreams
+from neuron_watch.node import tail
+from neuron_watch.node.tail import MAX_PARTIAL, MAX_READ, FileTail, RankStreams
 
 
 def read_all(t: FileTail) -> list[str]:

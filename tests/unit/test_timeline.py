@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.timeline import RankLog, build_trace, parse_time, write_timeline
+from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.outputs.timeline import RankLog, build_trace, parse_time, write_timeline
 
 EVENTS = [
     {"time": "2026-11-21T13:00:00.000Z", "event": "job_started", "generation": 1},

@@ -7,9 +7,9 @@ import pytest
 
 from neuron_watch.config import load_config
 from neuron_watch.errors import ConfigError, UsageError
-from neuron_watch.mqtt import parse_mqtt_url
+from neuron_watch.outputs.mqtt import parse_mqtt_url
+from neuron_watch.outputs.storage import S3Storage
 from neuron_watch.redact import mask_urls
-from neuron_watch.storage import S3Storage
 
 SECRET = "Tr1al"
 #: passwords holding each character that ends a URL's authority or its user info, raw

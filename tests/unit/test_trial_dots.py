@@ -9,9 +9,9 @@ dots, "Compiler status PASS").
 
 from __future__ import annotations
 
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings, compact_matches
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import CompilerSample, Label, LogLine, RankKey
-from neuron_watch.judge import Judge, JudgeSettings, compact_matches
-from neuron_watch.kb import default_knowledge_base
 
 NODE = "n1"
 KB = default_knowledge_base()

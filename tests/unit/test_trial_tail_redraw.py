@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.logtext import logical_lines
-from neuron_watch.tail import FileTail, Record
+from neuron_watch.diagnosis.logtext import logical_lines
+from neuron_watch.node.tail import FileTail, Record
 
 BAR = "Epoch 0:  50%|#####     | 3/6"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey
-from neuron_watch.judge import Judge, JudgeSettings
-from neuron_watch.kb import default_knowledge_base
-from neuron_watch.policy import NEVER_RESTART
+from neuron_watch.recovery.policy import NEVER_RESTART
 
 KB = default_knowledge_base()
 N = "node-a"

@@ -1,0 +1,1 @@
+"""One module per ``neuron-watch`` subcommand that is not a launcher."""

@@ -1,0 +1,813 @@
+"""Classify log lines against the knowledge base (``signatures.toml``): an ordered rule table.
+
+Pure: no I/O. :func:`neuron_watch.diagnosis.kb.default_knowledge_base` loads the packaged table.
+
+    >>> kb = KnowledgeBase.from_toml(text)
+    >>> m = kb.classify("CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying")
+    >>> m.signature.effect
+    <Effect.COMM_WAIT: 'comm_wait'>
+
+How it stays fast (a training log is mostly lines no rule cares about, printed by a few log
+statements over and over with other numbers): every signature names literal *needles* that any
+line it matches must contain. A batch is searched once for all needles, not line by line
+(:class:`_KeyFinder`): one regular expression over the batch's bytes, translated so that each
+*marker* character (see ``_MARKERS``) is one byte, finds every needle that has a trigger (the
+needle from one of its markers on); the few needles without one get a literal search each. When
+the batch repeats itself, that search runs over its distinct *line templates* (each line without
+its digits): a needle without its digits is in the template of any line holding it, so the lines
+of a template without any needle hold none and cost a dictionary look-up. Only the lines the
+search hits get the ordered rule table, and only the rules whose needles occur in that line.
+:meth:`KnowledgeBase.classify` (one line), :meth:`KnowledgeBase.scan` (a batch) and the plain
+reference :meth:`KnowledgeBase.classify_plain` give the same answers.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import sys
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate, compress, count, repeat
+from operator import add
+from typing import Any
+
+from neuron_watch.diagnosis.failureforms import FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
+from neuron_watch.errors import ConfigError
+from neuron_watch.events import Action, Label
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class Effect(str, enum.Enum):
+    """How the judge uses a match (see the header of ``signatures.toml``)."""
+
+    PROGRESS = "progress"
+    COMPILE_START = "compile_start"
+    COMPILE_END = "compile_end"
+    COMPILE_BEAT = "compile_beat"
+    COMPILE_WAIT = "compile_wait"
+    COMM_WAIT = "comm_wait"
+    SAVE_START = "save_start"
+    SAVE_END = "save_end"
+    TRAIN_END = "train_end"
+    RECOMPILE = "recompile"
+    RECOMPILE_REASON = "recompile_reason"  # why the recompile before it happened (a failed guard)
+    COMPILE_METRIC = "compile_metric"  # a compiler's own account of its compile time (torch-xla's metrics)
+    FATAL = "fatal"
+    #: an error line no other rule explains: a warning while the job progresses, a failure of
+    #: unknown cause when nothing follows it (see :meth:`neuron_watch.diagnosis.judge.Judge.verdict`)
+    UNEXPLAINED = "unexplained"
+    BENIGN = "benign"
+    INFO = "info"
+
+
+SEVERITIES = ("info", "warning", "error", "fatal")
+#: The table's last rule, for an error line no other rule explains (see :meth:`KnowledgeBase._refined`).
+CATCH_ALL_ID = "host.unrecognised_error"
+
+#: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
+_NL = "\n"
+#: The byte every trigger-starting character becomes in the translated batch, the byte each rare
+#: one of the second set becomes (see :class:`_KeyFinder`), and what a real one of those becomes,
+#: so it never poses as a marker.
+_MARK = b"\x00"
+_MARK2 = b"\x02"
+_MARK_ESC = b"\x01"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One rule of the table. ``needle`` is the first of ``needles`` ("" = every line is a candidate)."""
+
+    id: str
+    category: Label
+    severity: str
+    action: Action
+    effect: Effect
+    needle: str
+    patterns: tuple[re.Pattern[str], ...]
+    advice: str
+    examples: tuple[str, ...] = ()
+    near_misses: tuple[str, ...] = ()
+    needles: tuple[str, ...] = ()
+    anchor_start: bool = False
+    generic: bool = False
+    requires: tuple[str, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The literals searched for in ``"\\n" + line`` (anchored needles carry the newline)."""
+        needles = self.needles or ((self.needle,) if self.needle else ())
+        return tuple(_NL + n if self.anchor_start else n for n in needles)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A line matched ``signature``; ``step``/``loss`` are set for progress lines (see :data:`STEP_GROUPS`)."""
+
+    signature: Signature
+    step: int | None = None
+    loss: float | None = None
+
+
+_REQUIRED = ("id", "category", "severity", "action", "effect", "patterns", "advice")
+_KNOWN = frozenset(
+    {*_REQUIRED, "needle", "needles", "anchor", "generic", "examples", "near_misses", "requires"}
+)
+
+
+def _str_list(entry: dict[str, object], key: str) -> tuple[str, ...]:
+    value = entry.get(key, ())
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError(f"{key} must be a list of strings")
+    return tuple(str(x) for x in value)
+
+
+def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
+    missing = [k for k in _REQUIRED if k not in entry]
+    if "needle" not in entry and "needles" not in entry:
+        missing.append("needle (or needles)")
+    if missing:
+        raise ConfigError(f"{where}: missing {', '.join(missing)}", "every signature needs " + ", ".join(_REQUIRED))
+    unknown = sorted(set(entry) - _KNOWN)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}", "known keys: " + ", ".join(sorted(_KNOWN)))
+    try:
+        needles = _str_list(entry, "needles") if "needles" in entry else (str(entry["needle"]),)
+        anchor = entry.get("anchor")
+        if anchor not in (None, "start"):
+            raise ValueError(f"anchor must be \"start\" or absent, not {anchor!r}")
+        sig = Signature(
+            id=str(entry["id"]),
+            category=Label(entry["category"]),
+            severity=str(entry["severity"]),
+            action=Action(entry["action"]),
+            effect=Effect(entry["effect"]),
+            needle=needles[0] if needles else "",
+            patterns=tuple(re.compile(p) for p in _str_list(entry, "patterns")),
+            advice=str(entry["advice"]),
+            examples=_str_list(entry, "examples"),
+            near_misses=_str_list(entry, "near_misses"),
+            needles=needles,
+            anchor_start=anchor == "start",
+            generic=bool(entry.get("generic", False)),
+            requires=_str_list(entry, "requires"),
+        )
+    except (ValueError, re.error, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}", "fix the entry in the signature table") from exc
+    if sig.severity not in SEVERITIES:
+        raise ConfigError(f"{where}: severity {sig.severity!r} is not one of {', '.join(SEVERITIES)}")
+    if not sig.patterns:
+        raise ConfigError(f"{where}: no patterns")
+    if any(not r or r != r.lower() for r in sig.requires):
+        raise ConfigError(f"{where}: requires holds an empty or non-lowercase literal", "list lowercase literals")
+    if any(not n or _NL in n for n in needles):
+        raise ConfigError(f"{where}: a needle is empty or contains a newline", "needles are one-line literals")
+    return sig
+
+
+def _float_or_none(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    """Steps print as ``12``, ``4512.0`` or ``3.2e+4`` (PTL's global_step)."""
+    if text is not None and text.isdecimal():
+        return int(text)  # the common case, without the float round trip
+    value = _float_or_none(text)
+    if value is None or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+#: Bumped when the meaning of a progress pattern's named groups changes (part of the KB fingerprint).
+STEP_RULES = 2
+
+#: The named groups a progress pattern may hold, and what :class:`Match` makes of them:
+#:
+#: * ``step``: the global step as printed (``12``, ``4512.0``); it wins over the groups below.
+#: * ``loss``: the loss; a non-finite loss is not progress (the numerical rule ranks earlier).
+#: * ``n``, ``epoch``, ``total``: a count, for lines that do not print the global step.
+#:   ``n`` = units done in the current epoch (or in the run, without ``epoch``), ``epoch`` = the
+#:   current epoch's index counted from 0 (= epochs completed), ``total`` = units per epoch.
+#:   The step is ``epoch * total + n``; ``n`` alone gives ``n``; ``epoch`` and ``total`` without
+#:   ``n`` give ``epoch * total`` (a line printed as an epoch starts); ``epoch`` without a
+#:   numeric ``total`` (``9/?``) gives no step (liveness only). A count of 0 (a bar at ``0/800``,
+#:   ``Epoch 0`` starting) reports nothing done: that pattern does not match the line.
+STEP_GROUPS = ("step", "loss", "n", "epoch", "total")
+
+
+def _counted(m: re.Match[str], has_epoch: bool, has_n: bool, has_total: bool) -> tuple[bool, int | None]:
+    """``(is progress, step)`` from the count groups of ``m`` (see :data:`STEP_GROUPS`)."""
+    n = m.group("n") if has_n else None
+    epoch = m.group("epoch") if has_epoch else None
+    total = m.group("total") if has_total else None
+    count = int(n) if n is not None and n.isdecimal() else None
+    if epoch is not None and epoch.isdecimal():
+        if total is not None and total.isdecimal():
+            count = int(epoch) * int(total) + (count or 0)
+        elif count is not None:
+            return count > 0, None  # the count within an epoch of unknown length: alive, no step
+    if count is None:
+        return True, None
+    return count > 0, count
+
+
+def _trie_regex(keys: Iterable[str], leaves: dict[str, str] | None = None) -> str:
+    """An alternation of ``keys`` factored into a trie (one branch per first character).
+
+    ``leaves`` may give a key a condition (a regex, e.g. a lookbehind) checked where the key ends:
+    the key matches only if it holds; a longer key through the same node is tried first."""
+    trie: dict[str, Any] = {}
+    for key in keys:
+        node = trie
+        for ch in key:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    cond = leaves or {}
+
+    def emit(node: dict[str, Any], path: str) -> str:
+        alts = [re.escape(ch) + emit(child, path + ch) for ch, child in sorted(node.items()) if ch]
+        if "" not in node:
+            return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        leaf = cond.get(path, "")
+        if not alts:
+            return leaf
+        body = alts[0] if len(alts) == 1 else "|".join(alts)
+        if leaf:
+            return "(?:" + body + "|" + leaf + ")"
+        return "(?:" + body + ")?"  # a key ends here; longer keys go on
+
+    return emit(trie, "")
+
+
+#: Characters that start a trigger. In the translated batch each becomes one marker byte, so the
+#: regex engine jumps from marker to marker and tries the trie only there; each try costs tens of
+#: ns inside the engine, so the set is what needles need minus what chatter is full of. Chosen
+#: greedily on runtime/NCCL/Python chatter and progress lines: "I", "O", "R", "L", "P", "D", "W",
+#: "|", "=", "'", ")", "]", "k", "y", "q", "z" went (INFO, NRT, NCCL, TDRV, WARN, compiler frames,
+#: seq/s, size); about seven tries a line remain on the runtime's chatter, five on real logs. The set
+#: is about log text, not about any rule: a needle without a usable marker is searched literally.
+_MARKERS = "ACEFGHKMNQSTUXYZ[(!\"#$&*;@^`~jvwx"
+#: A trigger's rest (after its marker) must be worth this much (a plain character 1, a marker 1/8)
+#: unless a lookbehind checks at least :data:`_CHECKED_BEFORE` characters of the key before it: a
+#: short rest with nothing checked before it would send chatter lines to be looked at.
+_REST_WORTH = 2.5
+_CHECKED_BEFORE = 3
+#: What a line template leaves out (see :meth:`KnowledgeBase.scan`): the characters that change
+#: from line to line of one log statement (steps, losses, pids, times).
+_DIGITS = b"0123456789"
+#: Batches shorter than this are searched line by line, not by template; a longer batch is split
+#: into templates only if its first this many bytes repeat templates.
+_TEMPLATES_FROM = 8
+_TEMPLATE_SAMPLE = 8192
+
+
+def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
+    """Where the trigger of ``key`` (ASCII bytes) starts: a marker that ends a run of ``markers``
+    ("NCCL error" -> the second "C": its rest "L error" starts with a non-marker, so a try inside
+    a run of capitals fails at once), the one with the most worthwhile rest. None: no such
+    marker."""
+    best, worth = None, 0.0
+    for i, c in enumerate(key):
+        if c in markers and i + 1 < len(key) and key[i + 1] not in markers:
+            rest = key[i + 1 :]
+            plain = sum(c not in markers for c in rest)
+            w = plain + (len(rest) - plain) / 8
+            if (w >= _REST_WORTH or i >= _CHECKED_BEFORE) and w > worth:
+                best, worth = i, w
+    return best
+
+
+_MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
+#: Printable characters that occur less than 0.7 times a line in logs, rarest first (measured over
+#: the lines of tests/data/real-logs; "e" occurs 5.7 times a line, " " 16): a needle without a
+#: trigger at :data:`_MARKERS` gets one at the rarest of these it holds, through a second marker
+#: byte. A marker costs a try wherever it occurs, about what a literal search costs per line at
+#: 0.7 occurrences a line; the commoner characters are left to literal searches.
+_RARE = "$Q~@Y?;J&#!ZjqX{}%\\HK+`Vz^<WB>GMUPDSx\"I|A)Tw(FLvO'*E[]R=Nk"
+_RARE_BYTES = bytes(c for c in _RARE.encode("ascii") if c not in _MARKER_BYTES)
+
+
+#: Literals shorter than this are searched in a batch by a regex of the literal, longer ones by
+#: ``bytes.find`` (see :class:`_KeyFinder`; measured over the benchmark's unique batches).
+_SHORT_LITERAL = 10
+
+
+def _anchor(literal: bytes) -> int:
+    """Where the search of a short literal starts: at its rarest character (:data:`_RARE`), else
+    at its first."""
+    return next((i for c in _RARE.encode("ascii") for i in (literal.find(c),) if i >= 0), 0)
+
+
+def _after_anchor(literal: bytes, at: int) -> bytes:
+    """The regex of ``literal`` after its byte ``at``, the part before that byte checked by a lookbehind."""
+    return re.escape(literal[at + 1 :]) + (b"(?<=" + re.escape(literal) + b")" if at else b"")
+
+
+def _from_anchor(literal: bytes, at: int) -> bytes:
+    """A regex of ``literal`` that starts at its byte ``at`` (see :func:`_after_anchor`)."""
+    return re.escape(literal[at : at + 1]) + _after_anchor(literal, at)
+
+
+def _literal_find(literal: bytes) -> Callable[[bytes, int], int]:
+    """``find(data, pos)``: where ``literal`` first occurs in ``data`` at or after ``pos`` (-1: nowhere),
+    by a regex when it is short (see :data:`_SHORT_LITERAL`), else by ``bytes.find``.
+
+    The regex starts at the literal's rarest character (:data:`_RARE`) and checks the part before
+    it by a lookbehind: the engine's scan stops only where that character is (`` -> 2`` from its
+    ``>``: 0.16 ms a batch, against 0.31 from its space)."""
+    if len(literal) >= _SHORT_LITERAL:
+        return lambda data, pos: data.find(literal, pos)
+    at = _anchor(literal)
+    search = re.compile(_from_anchor(literal, at)).search
+
+    def find(data: bytes, pos: int) -> int:
+        m = search(data, pos)
+        while m is not None and m.start() - at < pos:  # the lookbehind sees before pos: begun too early
+            m = search(data, m.start() + 1)
+        return -1 if m is None else m.start() - at
+
+    return find
+
+
+#: A short literal sharing a pass with others (see :class:`_KeyFinder`): the literal, where its
+#: search starts, its last byte's offset, and what finding it reports.
+_Alt = tuple[bytes, int, int, tuple[str, ...]]
+_BSearch = Callable[..., "re.Match[bytes] | None"]  # a compiled bytes regex's search
+
+
+def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
+    """The literals to search for ``keys`` (the ones without a trigger), each with the keys found
+    through it: a key holding another key is found through it."""
+    groups: dict[bytes, list[bytes]] = {}
+    for k in sorted(set(keys), key=lambda k: (len(k), k)):
+        inner = next((f for f in groups if f in k), None)
+        groups.setdefault(inner if inner is not None else k, []).append(k)
+    return groups
+
+
+class _KeyFinder:
+    """Finds, in a batch of lines, where literals occur: regex passes over the batch for the
+    literals that have a trigger, one literal search for each of the few others.
+
+    Built from ``{literal: payload}``; :meth:`hits` gives, for each line in which something was
+    found, the payloads of the literals found there, plus payloads of literals that may not be
+    there (a superset: the caller checks the payload's keys on the line). Literals are ASCII
+    bytes; a literal starting with "\\n" is anchored at a line start.
+
+    The trigger of a literal is the literal from one of its markers on: a character of
+    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds; this second set
+    depends on the literals). The batch is translated so that the markers of each set are one
+    byte; for each set the regex engine skips from marker to marker at C speed and tries a trie of
+    the translated trigger rests at each. Where a rest ends, a lookbehind checks the translated
+    part of its literal before the marker ("terminate called after thro" before "wing"), so
+    chatter ("Saving") costs one failed check, not a line to look at.
+    """
+
+    def __init__(self, literals: dict[bytes, tuple[str, ...]]) -> None:
+        usable = [lit for lit in sorted(literals) if not {*_MARK, *_MARK_ESC, *_MARK2} & set(lit)]
+        first = {lit: at for lit in usable if (at := _trigger_start(lit, _MARKER_BYTES)) is not None}
+        rare: set[int] = set()  # for each literal left, the rarest character it holds
+        for lit in usable:
+            if lit not in first:
+                rare.update(next(([c] for c in _RARE_BYTES if c in lit), []))
+        second = {
+            lit: at for lit in usable if lit not in first and (at := _trigger_start(lit, frozenset(rare))) is not None
+        }
+        marks = _MARKERS.encode("ascii") + bytes(sorted(rare))
+        self._table = bytes.maketrans(
+            marks + _MARK + _MARK2, _MARK * len(_MARKERS) + _MARK2 * len(rare) + _MARK_ESC + _MARK_ESC
+        )
+        self._regexes = tuple(
+            search
+            for mark, starts in ((_MARK, first), (_MARK2, second))
+            if (search := self._trigger_search(mark, starts, literals)) is not None
+        )
+        plain = [lit for lit in literals if lit not in first and lit not in second]
+        self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
+            (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
+            for f, ls in sorted(_literal_searches(plain).items())
+        )
+        self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
+        # How each is looked for in a batch: a short literal by the regex engine, whose scan for a
+        # pattern's first byte runs 1.5-3 times as fast as ``bytes.find``'s for a needle of a few
+        # bytes (``\nE``: 0.16 against 0.47 ms over a 550 kB batch); a long one by ``bytes.find``,
+        # which skips ahead by the needle's length (``terminated abnormally``: 0.12 against 0.19).
+        # Short literals that start their search at the same character share one pass: a regex
+        # of the alternatives after that character (``\nE``, ``[E`` and ``: E`` from their ``E``: 0.19
+        # ms a batch, against 0.5 for three passes); each alternative is checked where it matched.
+        by_anchor: dict[int, list[_Alt]] = {}
+        for f, ps in self._plain:
+            if len(f) < _SHORT_LITERAL:
+                at = _anchor(f)
+                by_anchor.setdefault(f[at], []).append((f, at, len(f) - 1, ps))
+        shared = {c: alts for c, alts in by_anchor.items() if len(alts) > 1}
+        self._plain_search: tuple[tuple[Callable[[bytes, int], int], int, tuple[str, ...]], ...] = tuple(
+            (_literal_find(f), len(f) - 1, ps) for f, ps in self._plain
+            if len(f) >= _SHORT_LITERAL or f[_anchor(f)] not in shared
+        )
+        self._shared_search: tuple[tuple[_BSearch, tuple[_Alt, ...]], ...] = tuple(
+            (re.compile(re.escape(bytes([c])) + b"(?:" + b"|".join(_after_anchor(f, at) for f, at, _, _ in alts)
+                        + b")").search, tuple(alts))
+            for c, alts in sorted(shared.items())
+        )
+
+    def _trigger_search(
+        self, mark: bytes, starts: dict[bytes, int], literals: dict[bytes, tuple[str, ...]]
+    ) -> tuple[re.Pattern[bytes], dict[bytes, tuple[str, ...]]] | None:
+        """The regex finding the literals of ``starts`` (literal -> where its trigger starts) at
+        the ``mark`` byte, and the payloads of what it reports."""
+        if not starts:
+            return None
+        rests: dict[bytes, list[bytes]] = {}  # translated rest -> the literals whose trigger it ends
+        before: dict[bytes, set[bytes]] = {}  # translated rest -> its literals, translated (b"": none to check)
+        for lit, at in starts.items():
+            t = lit.translate(self._table)
+            rests.setdefault(t[at + 1 :], []).append(lit)
+            before.setdefault(t[at + 1 :], set()).add(t if at else b"")
+        # At each marker the longest rest whose literal is there is reported; the literals whose
+        # rests are prefixes of it may be there too (their payloads come with it).
+        payload = {
+            u: tuple(sorted({p for o, ls in rests.items() if u.startswith(o) for lit in ls for p in literals[lit]}))
+            for u in rests
+        }
+        leaves = {}
+        for u, ts in before.items():
+            checks = [] if b"" in ts else ["(?<=" + re.escape(t.decode("latin-1")) + ")" for t in sorted(ts)]
+            leaves[u.decode("latin-1")] = "(?:" + "|".join(checks) + ")" if checks else ""
+        pattern = _trie_regex((u.decode("latin-1") for u in rests), leaves).encode("latin-1")
+        # Most tries fail on the byte after the marker (inside "INFO" it is another marker): one
+        # class test rejects them before the trie's alternation walks its first-level branches.
+        firsts = b"".join(re.escape(bytes([c])) for c in sorted({u[0] for u in rests}))
+        return re.compile(re.escape(mark) + b"(?=[" + firsts + b"])(?=(" + pattern + b"))"), payload
+
+    def in_line(self, text: str) -> list[tuple[str, ...]]:
+        """:meth:`hits` of one line: ``text`` = "\\n" + the line."""
+        data = _ascii(text)
+        found = []
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                search = regex.search
+                m = search(translated)
+                while m is not None:
+                    found.append(payload[m.group(1)])
+                    m = search(translated, m.start() + 1)
+        if not text.isascii():
+            text = data.decode("ascii")
+        found.extend([ps for lit, ps in self._plain_text if lit in text])  # str search: no buffer set-up
+        return found
+
+    def hits(self, data: bytes, lengths: Iterable[int]) -> dict[int, list[tuple[str, ...]]]:
+        """``data`` = b"\\n" + b"\\n".join(lines), ``lengths`` = the lines' lengths: for each line
+        in which a literal was found, the payloads (see the class). Positions map to lines by the
+        lengths, so a line holding "\\n" still maps right."""
+        hits: dict[int, list[tuple[str, ...]]] = {}
+        get = hits.get
+        starts: list[int] | None = None  # starts[i] = position of the "\n" before line i
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                for m in regex.finditer(translated):
+                    if starts is None:
+                        starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+                    i = bisect_left(starts, m.start()) - 1  # the marker is a byte of line i
+                    found = get(i)
+                    if found is None:
+                        hits[i] = [payload[m.group(1)]]
+                    else:
+                        found.append(payload[m.group(1)])
+        for search, alts in self._shared_search:
+            hit = search(data)
+            if hit is None:
+                continue
+            if starts is None:
+                starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+            while hit is not None:
+                a = hit.start()
+                for lit, at, last, ps in alts:  # which of the alternatives are there
+                    p = a - at
+                    if p >= 0 and data.startswith(lit, p):
+                        i = bisect_left(starts, p + last) - 1
+                        found = get(i)
+                        if found is None:
+                            hits[i] = [ps]
+                        elif ps not in found:
+                            found.append(ps)
+                hit = search(data, a + 1)
+        # a literal may start with the line's "\n": its last byte (``last`` on) is inside the line
+        for find, last, ps in self._plain_search:
+            p = find(data, 0)
+            if p < 0:
+                continue
+            if starts is None:
+                starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+            while p >= 0:
+                i = bisect_left(starts, p + last) - 1
+                found = get(i)
+                if found is None:
+                    hits[i] = [ps]
+                else:
+                    found.append(ps)
+                p = find(data, starts[i + 1])  # one hit per line is enough
+        return hits
+
+
+def _ascii(text: str) -> bytes:
+    """One byte per character ("?" for any non-ASCII one): byte and character positions agree, and
+    a literal found in ``text`` is found (as a superset) in the bytes."""
+    return text.encode("ascii", "replace")
+
+
+def form_signatures() -> tuple[Signature, ...]:
+    """The signatures the failure-form reader reports under (:data:`neuron_watch.FORM_SIGNATURES`)."""
+    return tuple(
+        Signature(id=i, category=Label(cat), severity=sev, action=Action(act), effect=Effect(eff), needle="",
+                  patterns=(), advice=advice, generic=generic)
+        for i, cat, sev, act, eff, generic, advice in FORM_SIGNATURES
+    )
+
+
+#: What :meth:`KnowledgeBase._match` needs of a rule without attribute look-ups: the signature, its
+#: ``requires``, whether it is a progress rule, and per pattern (search, has step, has loss, count
+#: groups); the form reader's entry has no patterns (see :meth:`KnowledgeBase._match`).
+_Search = tuple[Callable[[str], "re.Match[str] | None"], bool, bool, "tuple[bool, bool, bool] | None"]
+_Plan = tuple["Signature", tuple[str, ...], bool, "tuple[_Search, ...]"]
+
+
+def _plan(s: Signature) -> _Plan:
+    return (
+        s,
+        s.requires,
+        s.effect is Effect.PROGRESS,
+        tuple(
+            (
+                p.search,
+                "step" in p.groupindex,
+                "loss" in p.groupindex,
+                ("epoch" in p.groupindex, "n" in p.groupindex, "total" in p.groupindex)
+                if {"epoch", "n", "total"} & set(p.groupindex)
+                else None,
+            )
+            for p in s.patterns
+        ),
+    )
+
+
+class KnowledgeBase:
+    """An ordered table of :class:`Signature`; the first signature that matches a line wins.
+
+    After the table, the failure-form reader (:mod:`neuron_watch.diagnosis.failureforms`) reads a line no
+    rule matched: a line in a form of failure no rule knows is reported under one of
+    :attr:`form_signatures` (in :attr:`by_id`, not in :attr:`signatures`). ``forms=False``: the
+    table alone."""
+
+    def __init__(self, signatures: Sequence[Signature], forms: bool = True) -> None:
+        ids = [s.id for s in signatures]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ConfigError(f"duplicate signature ids: {', '.join(dupes)}")
+        self.signatures: tuple[Signature, ...] = tuple(signatures)
+        self.form_signatures: tuple[Signature, ...] = form_signatures() if forms else ()
+        clash = sorted(set(ids) & {s.id for s in self.form_signatures})
+        if clash:
+            raise ConfigError(f"signature ids reserved for the failure-form reader: {', '.join(clash)}",
+                              "rename the table's entries")
+        self.by_id = {s.id: s for s in (*self.signatures, *self.form_signatures)}
+        self._form_matches = {kind: Match(self.by_id[sid]) for kind, sid in SIGNATURE_IDS.items()
+                              if sid in self.by_id}
+        self._always: tuple[int, ...] = tuple(i for i, s in enumerate(self.signatures) if not s.keys)
+        by_key: dict[str, list[int]] = {}
+        for i, s in enumerate(self.signatures):
+            for k in s.keys:
+                by_key.setdefault(k, []).append(i)
+        # The reader is one more candidate, after every rule of the table: a line holding one of
+        # its needles (and matching no rule) is read by it.
+        self._forms_index = len(self.signatures)
+        # the table's rule for an error line no rule explains: a form may say more of that line
+        self._catch_all = next((i for i, s in enumerate(self.signatures) if s.id == CATCH_ALL_ID), -1) if forms else -1
+        for k in NEEDLES if forms else ():
+            at = by_key.setdefault(k, [])
+            if self._forms_index not in at:
+                at.append(self._forms_index)
+        self._by_key = {k: tuple(v) for k, v in by_key.items()}
+        exact: dict[bytes, set[str]] = {}
+        for k in by_key:
+            exact.setdefault(_ascii(k), set()).add(k)
+        self._finder = _KeyFinder({b: tuple(sorted(ks)) for b, ks in exact.items()})
+        # The same keys with digits left out, to search line templates (see scan). A key that is
+        # nothing but digits would be in every template: then templates are not searched.
+        templ: dict[bytes, set[str]] = {}
+        for b, ks in exact.items():
+            templ.setdefault(b.translate(None, _DIGITS), set()).update(ks)
+        self._template_finder = (
+            _KeyFinder({t: tuple(sorted(ks)) for t, ks in templ.items()}) if not ({b"", b"\n"} & set(templ)) else None
+        )
+        self._cand_cache: dict[frozenset[str], tuple[int, ...]] = {}
+        self._bare = tuple(Match(s) for s in self.signatures)  # matches are immutable: one per rule
+        # Per rule, what _match needs without attribute look-ups (it runs on every progress line).
+        self._plans: tuple[_Plan, ...] = (
+            *(_plan(s) for s in self.signatures),
+            *((s, (), False, ()) for s in self.form_signatures[:1]),  # the form reader (see _match)
+        )
+
+    @classmethod
+    def from_toml(cls, text: str, progress_regex: str | None = None) -> KnowledgeBase:
+        """Build from the TOML text of a signature table.
+
+        ``progress_regex`` (the user's ``--progress-regex``) is put first as a progress rule; its named
+        groups are read as :data:`STEP_GROUPS` says (``step``, ``loss``, ``n``/``epoch``/``total``).
+
+        Raises:
+            ConfigError: the table or the regex is malformed; the message names the entry.
+        """
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"signature table is not valid TOML: {exc}") from exc
+        entries = data.get("signature", [])
+        sigs = [_signature_from_table(e, f"signature #{i} ({e.get('id', '?')})") for i, e in enumerate(entries)]
+        if progress_regex:
+            try:
+                user = re.compile(progress_regex)
+            except re.error as exc:
+                raise ConfigError(
+                    f"--progress-regex {progress_regex!r} is not a valid regular expression: {exc}",
+                    "quote it for the shell and check the syntax (Python re)",
+                ) from exc
+            sigs.insert(
+                0,
+                Signature(
+                    id="user.progress",
+                    category=Label.HEALTHY,
+                    severity="info",
+                    action=Action.WAIT,
+                    effect=Effect.PROGRESS,
+                    needle="",
+                    patterns=(user,),
+                    advice="A training step finished (--progress-regex).",
+                ),
+            )
+        return cls(sigs)
+
+    # -- matching -------------------------------------------------------------------------------
+
+    def _candidates_of(self, keys: frozenset[str]) -> tuple[int, ...]:
+        """Indices (in table order) of the signatures having a needle in ``keys`` (plus keyless ones)."""
+        idx = self._cand_cache.get(keys)
+        if idx is None:
+            by_key = self._by_key
+            idx = tuple(sorted({i for k in keys for i in by_key[k]}.union(self._always)))
+            if len(self._cand_cache) < 4096:
+                self._cand_cache[keys] = idx
+        return idx
+
+    def _match(self, line: str, candidates: Sequence[int]) -> Match | None:
+        """The first of ``candidates`` (rule indices in table order) that matches ``line``; the form
+        reader's index, always last, is tried after them (its plan has no patterns)."""
+        plans = self._plans
+        low: str | None = None
+        for i in candidates:
+            sig, requires, progress, searches = plans[i]
+            if requires:
+                if low is None:
+                    low = line.lower()
+                for r in requires:
+                    if r in low:
+                        break
+                else:
+                    continue  # none of the patterns can match: skip them unsearched
+            for search, has_step, has_loss, counts in searches:
+                m = search(line)
+                if m is None:
+                    continue
+                if not progress:
+                    if i == self._catch_all:
+                        return self._refined(line, self._bare[i])
+                    return self._bare[i]
+                # _float_or_none and _int_or_none, inlined: this runs on every progress line
+                loss = None
+                if has_loss and (text := m.group("loss")) is not None:
+                    try:
+                        loss = float(text)
+                    except ValueError:
+                        pass
+                    else:
+                        if not math.isfinite(loss):
+                            continue  # the numerical rule ranks earlier; a custom table may not have one
+                text = m.group("step") if has_step else None
+                step = None if text is None else int(text) if text.isdecimal() else _int_or_none(text)
+                if step is None and counts is not None:
+                    alive, step = _counted(m, *counts)
+                    if not alive:
+                        continue  # a bar at 0 reports nothing done
+                return Match(sig, step, loss)
+        if candidates and candidates[-1] == self._forms_index:
+            form = read_line(line)
+            return None if form is None else self._form_matches[form.kind]
+        return None
+
+    def _refined(self, line: str, unrecognised: Match) -> Match:
+        """The table's last rule says only "an error no rule explains": a crash or a non-finite metric
+        the form reader sees in the line says more (the process is dying, the numbers are broken)."""
+        form = read_line(line)
+        if form is not None and form.kind in (FormKind.CRASH, FormKind.METRIC):
+            return self._form_matches[form.kind]
+        return unrecognised
+
+    def classify(self, line: str) -> Match | None:
+        """The first signature matching ``line``, or None (the same answer :meth:`scan` gives)."""
+        text = _NL + line
+        return self._match_found(line, text, self._finder.in_line(text))
+
+    def scan(self, lines: Iterable[str]) -> list[tuple[int, Match]]:
+        """Classify a batch; returns ``(index, match)`` for the lines that matched, in order.
+
+        Same answers as :meth:`classify` and :meth:`classify_plain` on each line. Only the lines
+        in which the batch searches found a key are classified one by one (every line, if a rule
+        has no needle). When lines repeat a few log statements with other numbers (the usual
+        log), the searches run once per *line template* (the line without its digits): a key in a
+        line is, without its digits, in the line's template, so a template without any is a line
+        without any.
+        """
+        batch = lines if isinstance(lines, list) else list(lines)
+        return self._scan(batch) if batch else []
+
+    def classify_plain(self, line: str) -> Match | None:
+        """The reference answer, without any batch search: the first rule in table order whose
+        needle ``"\\n" + line`` holds (anchored needles carry the newline) and whose patterns match.
+        Slow (every key is looked for); tests hold :meth:`scan` and :meth:`classify` to it."""
+        text = _NL + line
+        rules = [i for i, s in enumerate(self.signatures) if not s.keys or any(k in text for k in s.keys)]
+        if self.form_signatures and any(k in text for k in NEEDLES):
+            rules.append(self._forms_index)
+        return self._match(line, rules)
+
+    def _scan(self, batch: list[str]) -> list[tuple[int, Match]]:
+        """:meth:`scan` of a non-empty list of str."""
+        data = _ascii(_NL + _NL.join(batch))
+        hits = self._template_hits(batch, data)
+        if hits is None:
+            hits = self._finder.hits(data, map(len, batch))
+        out: list[tuple[int, Match]] = []
+        match_found = self._match_found
+        for i in range(len(batch)) if self._always else sorted(hits):
+            line = batch[i]
+            m = match_found(line, _NL + line, hits.get(i, ()))
+            if m is not None:
+                out.append((i, m))
+        return out
+
+    def _match_found(self, line: str, text: str, found: Sequence[tuple[str, ...]]) -> Match | None:
+        """The match of ``line`` (``text`` = "\\n" + line) given what the searches ``found`` in it:
+        the keys it may hold; those it holds select the rules tried, in table order (with the rules
+        without needles)."""
+        if self._always:
+            held = [k for ks in found for k in ks if k in text]
+        elif len(found) == 1 and len(found[0]) == 1:  # the commonest case: one candidate needle
+            key = found[0][0]
+            return self._match(line, self._by_key[key]) if key in text else None
+        else:
+            held = [k for ks in found for k in ks if k in text]
+            if len(held) == 1:  # one needle held: its rules
+                return self._match(line, self._by_key[held[0]])
+        keys = frozenset(held)
+        if not keys and not self._always:
+            return None
+        return self._match(line, self._candidates_of(keys))
+
+    def _template_hits(self, batch: list[str], data: bytes) -> dict[int, list[tuple[str, ...]]] | None:
+        """The hits of :meth:`_scan` found through line templates, or None when the batch does not
+        repeat itself enough for that to pay (then every line is searched).
+
+        ``data`` is the batch as :meth:`_scan` joined it. A template holds every key of its lines
+        with the key's digits left out, so the templates without such a key are lines without a
+        key; the others' lines get the candidate keys of their template (checked on the line)."""
+        finder = self._template_finder
+        if finder is None or len(batch) < _TEMPLATES_FROM:
+            return None
+        if len(data) > _TEMPLATE_SAMPLE:
+            sample = data[:_TEMPLATE_SAMPLE].translate(None, _DIGITS).split(b"\n")
+            if 2 * len(set(sample)) > len(sample):
+                return None  # its first lines do not repeat: the whole batch is not split up
+        templates = data.translate(None, _DIGITS).split(b"\n")  # [b"", line 0, line 1, ...]
+        if len(templates) != len(batch) + 1:
+            return None  # a line holds "\n"
+        distinct = list(dict.fromkeys(templates))
+        if 2 * len(distinct) > len(batch):
+            return None
+        found = finder.hits(b"\n" + b"\n".join(distinct), map(len, distinct))
+        hot = {distinct[i]: ks for i, ks in found.items()}
+        return {i: hot[templates[i + 1]] for i in compress(count(-1), map(hot.__contains__, templates))}

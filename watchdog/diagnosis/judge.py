@@ -1,0 +1,1758 @@
+"""The judge: per-rank state from log lines, compiler samples and exits; one verdict for the job.
+
+Pure: no I/O, ``now`` (a ``time.monotonic()`` value) is always passed in.
+
+How compilation is told from a hang (DESIGN.md §4):
+
+* A rank is *compiling* while its log shows a compiler command without the matching
+  PASS/cached line, while its progress dots keep coming, or while a ``neuronx-cc compile``
+  child of it keeps burning CPU. Any rank compiling makes the job ``compiling`` (the Neuron
+  troubleshooting guide: RX timeouts on the others are expected), bounded by the compile budget.
+* No rank progressing and none compiling for longer than the hang timeout -> ``collective_hang``.
+  The timeout is fixed (``--hang-timeout``) or calibrated from step intervals after warm-up.
+* A fatal signature or a failed rank -> that signature's label; the root cause is the earliest
+  *primary* failure. Peer-side consequences (connection closed by peer, collective timeouts on the
+  waiting ranks) only win when nothing else explains the failure. A *generic* first failure (a
+  traceback header, a non-zero exit) is replaced by a specific one the same rank prints next,
+  and withdrawn if the rank goes on making progress (the exception was handled).
+* A rank waiting on a compile-cache lock ("Another process must be compiling") counts as
+  compiling only while a compiler is alive somewhere (or while processes cannot be observed):
+  a lock left by a killed compile makes every rank wait forever, which is reported, not waited on.
+  Fresh ``*.lock`` files in the compile cache (:meth:`Judge.observe_cache_locks`) are job-wide
+  compile evidence under the same rule.
+* Info signatures (EFA not enabled, FI_EFA_FORK_SAFE, a transient memory error) never fail a job
+  by themselves; they are attached as hints to a later hang or communication failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import math
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from neuron_watch.diagnosis.classify import STEP_RULES, Effect, KnowledgeBase, Match
+from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, FORM_RULES, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.events import (
+    Action,
+    CompilerSample,
+    Evidence,
+    Label,
+    LogLine,
+    RankExit,
+    RankKey,
+    Verdict,
+    WorkerSample,
+)
+
+#: Categories that usually describe what happened *to* a rank because a peer failed.
+SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
+
+#: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
+COMPILE_BEAT_WINDOW = 120.0
+#: The bare progress dots (signatures.toml). A lone ``.`` is what a keep-alive thread prints, and
+#: what a stretch of binary output decodes to; so a dot is a compile's heartbeat only beside a compile
+#: that cannot be noise: opened by the compiler wrapper's command line, the compiler's own pass lines,
+#: or a live compiler process of the rank (:meth:`RankState.compile_opened`).
+COMPILER_DOTS = "neuron.compile.dots"
+#: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
+#: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
+#: this long and the compile is over (or stuck). Readings come every second or so.
+IN_PROCESS_COMPILE_STALL = 30.0
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def xla_duration(text: str) -> float | None:
+    """Seconds of a torch-xla metrics duration (``06m09s401ms746.001us``, ``074.840us``); None if
+    ``text`` is not one."""
+    text = text.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+#: the failed guard in dynamo's recompile message (signature torch.dynamo.recompile_reason)
+_GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
+#: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
+#: function, torch/_dynamo/config.py recompile_limit)
+RECOMPILE_STORM = 5
+#: how long after a "training finished" line a progress line may be a bar's closing redraw rather
+#: than more training (transformers closes its bar milliseconds after the final metrics)
+END_REDRAW_SECONDS = 5.0
+#: Flight recorder readings with a newly completed collective after which collectives count as the
+#: job's progress (the probe reads every 5 s: 15 s of collectives completing, a training loop's)
+STEADY_COLLECTIVES = 3
+
+SIGTERM_CODES = frozenset({-15, 143})
+
+
+#: a graph compiler killed by SIGKILL, as the Neuron wrappers and Python's subprocess say it
+#: (CPython Lib/subprocess.py CalledProcessError.__str__: "died with <Signals.SIGKILL: 9>.")
+_COMPILER_SIGKILL = re.compile(r"(?:failed with|exit status) -9\b|died with <Signals\.SIGKILL: 9>|signal 9\b|SIGKILL")
+
+
+#: Linux signal numbers (x86/arm64: include/uapi/asm-generic/signal.h; the ``signal`` module is a
+#: system interface a pure module does not import)
+_LINUX_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+                  8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+                  14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+
+def _exit_meaning(code: int | None) -> str:
+    """What an exit code says: ``-N`` is a death by signal N as Python's subprocess and torchrun
+    report it (torch/distributed/elastic/multiprocessing/errors/__init__.py formats "Signal N (NAME)
+    received by PID"); 128+N is the same as a shell reports it (bash: "128+n" for a fatal signal n);
+    anything else is the program's own status."""
+    if code is None:
+        return "no exit code"
+    n = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if n is None:
+        return f"the program's own status {code}"
+    name = _LINUX_SIGNALS.get(n)
+    if name is None:
+        return f"killed by signal {n}"
+    what = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGKILL": "killed",
+            "SIGBUS": "bus error", "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction"}
+    return f"killed by signal {n}, {name}" + (f": {what[name]}" if name in what else "")
+
+
+#: NCCL's line prefix "<host>:<pid>:<tid> [<dev>]" (nccl src/debug.cc ncclDebugLog)
+_NCCL_PROCESS = re.compile(r"([\w.-]+:\d+):\d+ \[\d+\]")
+
+
+def _same_process(error: str, going_on: str) -> bool:
+    """Did one process print both NCCL lines? A stream of many processes (a pasted log, one node's
+    ranks in one file) shows one process's setup going on after another's error: that says nothing
+    of the process that failed. A line without NCCL's prefix is nobody's."""
+    a, b = _NCCL_PROCESS.search(error), _NCCL_PROCESS.search(going_on)
+    return a is not None and b is not None and a.group(1) == b.group(1)
+
+
+def _who(key: RankKey) -> str:
+    """A rank for messages: ``node/rank3``, or ``rank 3`` when the node is unknown (offline)."""
+    return str(key) if key.node else f"rank {key.rank}"
+
+#: collectives whose input is the same shape on every rank (all_gather's list, scatter's and
+#: all_to_all's splits may differ): only for these does a differing shape mean a mismatch
+_SAME_SHAPE_OPS = frozenset({"all_reduce", "allreduce", "broadcast", "barrier", "all_reduce_coalesced",
+                             "allreduce_coalesced", "_allgather_base", "all_gather_into_tensor",
+                             "_reduce_scatter_base", "reduce_scatter_tensor"})
+#: a rank's report that the ranks called different collectives (it is the one that noticed)
+MISMATCH_SIGNATURE = "torch.c10d.collective_mismatch"
+KILLED_CODES = frozenset({-9, 137})
+#: The signature of "this process got SIGKILL" lines (torchrun's report, a shell's "Killed"): not OOM by itself.
+KILLED_SIGNATURE = "host.killed_sigkill"
+#: The last rule of the table: an error line nothing above explains (signatures.toml).
+UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
+#: Lines that show a rank's setup going on after an error it printed (NCCL connecting its channels
+#: and rings, or picking another network, after a failed probe: nccl src/init.cc, transport.cc;
+#: NVIDIA/nccl#229's "include/net.h:24 -> 2" followed by every ring built). Like progress, they
+#: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
+#: are not progress (a hang is still measured from the last step).
+GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
+_NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
+
+#: A rank with no output for this long is ``silent`` in status displays, at the least (see
+#: :meth:`Judge.silent_after`): a few normal step intervals, never less than this.
+SILENT_FLOOR = 60.0
+#: ... and this many normal step intervals.
+SILENT_INTERVALS = 3.0
+#: No rank has shown progress by any signal although they printed for this long after their first
+#: line: the judge is probably blind to this job's progress lines (:meth:`Judge.blind`). A real
+#: HF/Lightning job prints its first step within seconds of its first line once the model is
+#: loaded; Neuron compiles are excluded (they are work, and have their own evidence).
+BLIND_AFTER = 180.0
+#: distinct recent lines kept to name what the ranks print in the blind warning
+BLIND_LINES = 4
+
+
+@dataclass(frozen=True)
+class BlindWarning:
+    """No progress recognised: for how long the ranks printed, and what they print (shortened)."""
+
+    seconds: float
+    lines: tuple[str, ...]
+    ranks: int
+
+    def message(self) -> str:
+        shown = "; ".join(repr(t) for t in self.lines) or "(nothing)"
+        return (f"no progress line recognised in {self.seconds:.0f}s of output from {self.ranks} rank(s): "
+                f"the hang detector only has the startup timeout to go by. The ranks print e.g. {shown}. "
+                "If one of these marks a training step, pass --progress-regex (e.g. --progress-regex "
+                "'Epoch (?P<step>\\d+)').")
+
+
+@dataclass(frozen=True)
+class HangCalibration:
+    """Hang timeout from observed step intervals.
+
+    The first ``warmup_steps`` intervals are ignored (they include graph compiles and cache
+    loads); once ``min_samples`` intervals remain, the timeout is ``factor`` x the longest of them,
+    clamped to [``floor``, ``ceiling``]. Until then ``default`` applies: the long grace of the
+    first steps. Before the first step the judge uses ``JudgeSettings.startup_timeout`` instead.
+
+    Defaults follow the strongest peer (NVRx: 5 x observed max, 5 warm-up iterations) with a floor
+    that stays above the Neuron runtime's 120 s RX-timeout warnings, and a ceiling below NCCL's
+    30 min default collective timeout.
+    """
+
+    warmup_steps: int = 5
+    min_samples: int = 3
+    factor: float = 5.0
+    floor: float = 180.0
+    ceiling: float = 1800.0
+    default: float = 900.0
+
+    def timeout(self, intervals: Sequence[float]) -> float:
+        """The timeout for these step intervals (seconds, oldest first)."""
+        usable = intervals[self.warmup_steps :]
+        return self.timeout_of(len(usable), max(usable, default=0.0))
+
+    def timeout_of(self, usable: int, longest: float) -> float:
+        """The timeout for ``usable`` intervals past the warm-up, the longest of them ``longest``."""
+        if usable < self.min_samples:
+            return self.default
+        return min(self.ceiling, max(self.floor, self.factor * longest))
+
+    def calibrated(self, intervals: Sequence[float]) -> bool:
+        """Has the warm-up passed (is :meth:`timeout` measured rather than the default)?"""
+        return len(intervals) - self.warmup_steps >= self.min_samples
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Timeouts in seconds. ``hang_timeout=None`` means calibrated (see :class:`HangCalibration`)."""
+
+    hang_timeout: float | None = None
+    startup_timeout: float = 1800.0
+    compile_timeout: float = 7200.0
+    #: longest a synced checkpoint save may hold every rank before silence counts as a hang again
+    save_timeout: float = 3600.0
+    #: a compiler process whose CPU time has not grown for this long is no longer evidence of work
+    compiler_cpu_stall: float = 300.0
+    calibration: HangCalibration = field(default_factory=HangCalibration)
+
+
+@dataclass
+class RecompileNote:
+    """A recompile a rank announced (torch.compile), with the first guard failure that caused it."""
+
+    announced: Evidence
+    reason: str | None = None
+
+
+@dataclass
+class RankState:
+    """What the judge knows about one rank. Times are monotonic seconds."""
+
+    key: RankKey
+    first_seen: float
+    last_line: float
+    last_line_text: str = ""
+    first_line: float | None = None  # when its first line was seen (None: expected, not heard yet)
+    last_progress: float | None = None
+    last_progress_line: Evidence | None = None
+    step: int | None = None
+    save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
+    save_open_line: Evidence | None = None
+    last_save_end: float | None = None
+    train_end: float | None = None  # the framework said training finished (no progress since)
+    train_end_step: int | None = None  # the rank's step when it said so
+    recompiles: int = 0  # graph recompiles this rank announced (torch.compile)
+    last_recompile_line: Evidence | None = None
+    recompile_limit_hit: bool = False  # dynamo gave up recompiling (a storm by its own word)
+    #: a recompile announced (dynamo's "Recompiling function") that neither this rank's progress nor
+    #: a later step of the job has closed yet, and the job's step when it was announced
+    recompile_open: float | None = None
+    recompile_step: int | None = None
+    tree_cpu: float | None = None  # CPU seconds of the rank's process tree (process sampling)
+    tree_cpu_grew: float | None = None  # when that last grew (None: the rank's processes are not seen)
+    stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
+    last_recompile_note: RecompileNote | None = None  # its newest recompile still to get its reason
+    #: torch-xla's metrics report: after "Metric: CompileTime", the graphs it counted; then its total
+    compile_metric_samples: int | None = None
+    in_compile_metric: bool = False
+    #: (graphs compiled, seconds) by this rank's own account, newest report (goodput, events)
+    reported_compile: tuple[int, float] | None = None
+    train_end_line: Evidence | None = None
+    compile_open: float | None = None  # compile started (log) and not yet ended
+    compile_open_line: Evidence | None = None
+    last_compile_beat: float | None = None
+    last_compiler_line: float | None = None  # the compiler's own words (a compile beat other than a dot)
+    compiles_started: int = 0  # compile start lines seen (parallel graph compiles print one each)
+    compiles_ended: int = 0  # compile end lines seen (one PASS per graph)
+    last_compile_end: float | None = None
+    compile_seconds: float = 0.0  # finished compiles, for reports
+    folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
+    last_wait: float | None = None
+    last_wait_line: Evidence | None = None
+    first_lock_wait: float | None = None  # "Another process must be compiling" since
+    last_lock_wait: float | None = None
+    last_lock_wait_line: Evidence | None = None
+    failure: Evidence | None = None  # the failure that explains this rank (see _apply)
+    failure_match: Match | None = None
+    failure_time: float | None = None  # when this rank first failed (generic or not)
+    #: the first error line no rule explains since this rank's last progress (Effect.UNEXPLAINED)
+    unexplained: Evidence | None = None
+    #: the first such line after a generic failure (a traceback header): the exception it names
+    failure_detail: Evidence | None = None
+    exit_code: int | None = None
+    exit_time: float | None = None
+    compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
+    last_collective: float | None = None  # a reading showed a newly completed collective (flight recorder)
+    collectives: dict[str, GroupProgress] = field(default_factory=dict)  # process group -> newest reading
+    collective_advances: int = 0  # readings in which a collective completed
+    order: int = 0  # the judge's n-th rank: lists of ranks keep the order in which they appeared
+
+    def compiler_active(self, now: float, stall: float) -> bool:
+        return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
+
+    def compile_opened(self) -> bool:
+        """Is a compile open that the compiler itself shows: the wrapper's command line without its
+        end, the compiler's own line since the last compile ended, a compiler process alive, or
+        compiles that the starts and ``PASS`` lines seen do not close? Parallel graph compiles print
+        a start per graph and one ``PASS`` per graph as each ends, dots meanwhile; more ``PASS``
+        lines than starts mean the starts came before what was read (a log cut at its top), so the
+        dots count until the rank's next progress."""
+        if self.compile_open is not None or self.compiler_cpu:
+            return True
+        if self.last_compiler_line is not None and (
+                self.last_compile_end is None or self.last_compiler_line > self.last_compile_end):
+            return True
+        if self.compiles_started == self.compiles_ended:
+            return False
+        said = self.last_compile_end if self.last_compile_end is not None else self.last_compiler_line
+        return said is not None and (self.last_progress is None or said >= self.last_progress)
+
+    def compiling(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
+        """Is there live evidence that this rank is compiling (or waiting on a live compile) at ``now``?
+
+        ``lock_holder_alive``: may a compile-cache lock this rank waits on still be held by a
+        working compiler (the judge decides it job-wide)?
+        """
+        if self.exit_code is not None or self.stopped:
+            return False  # a stopped rank compiles nothing: its compilers' output waits on it
+        return self.compile_evidence(now, settings, lock_holder_alive)
+
+    def compile_evidence(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
+        """:meth:`compiling` whether or not the rank exited or is stopped (a recompile's evidence
+        aside: it does not count while stopped). Every piece of evidence counts within a window that
+        closes as ``now`` grows: once this is false (with ``lock_holder_alive``), only a new
+        observation of the rank (a line, a compiler or worker reading) makes it true again."""
+        if self.compiler_active(now, settings.compiler_cpu_stall):
+            return True
+        if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
+            return True
+        if self.recompiling_until(now, settings) is not None:
+            return True
+        if (
+            self.last_compile_beat is not None
+            and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW
+            # dots printed before the compile's PASS line belong to that finished compile
+            and (self.last_compile_end is None or self.last_compile_beat > self.last_compile_end)
+        ):
+            return True
+        return (
+            lock_holder_alive
+            and self.first_lock_wait is not None
+            and self.last_lock_wait is not None
+            and now - self.last_lock_wait <= COMPILE_BEAT_WINDOW * 5  # the wrapper repeats it every minute
+            and now - self.first_lock_wait <= settings.compile_timeout
+        )
+
+    def recompiling_until(self, now: float, settings: JudgeSettings) -> float | None:
+        """The newest evidence (monotonic time) that an announced, unclosed recompile still runs at
+        ``now``; None if there is none.
+
+        Where the rank's processes are seen, the evidence is its process tree still using the CPU
+        (:data:`IN_PROCESS_COMPILE_STALL`): a recompile is Python work in the rank between the
+        compilers it runs, and a rank that trains on after it is closed by the job's next step.
+        Without process readings (offline, no sampling), the announcement alone counts for
+        :data:`COMPILE_BEAT_WINDOW`, until a compiler process ends after it."""
+        if self.recompile_open is None or self.stopped or now - self.recompile_open > settings.compile_timeout:
+            return None
+        if self.tree_cpu_grew is not None:
+            if self.tree_cpu_grew >= self.recompile_open and now - self.tree_cpu_grew <= IN_PROCESS_COMPILE_STALL:
+                return self.tree_cpu_grew
+            # the announcement itself is evidence until the next reading can say otherwise
+            return self.recompile_open if now - self.recompile_open <= IN_PROCESS_COMPILE_STALL else None
+        if now - self.recompile_open <= COMPILE_BEAT_WINDOW and (
+            self.last_compile_end is None or self.recompile_open > self.last_compile_end
+        ):
+            return self.recompile_open
+        return None
+
+    def saving_since(self, now: float, settings: JudgeSettings) -> float | None:
+        """When the synced checkpoint save this rank has open began (None: none open within its budget)."""
+        if self.save_open is not None and now - self.save_open <= settings.save_timeout:
+            return self.save_open
+        return None
+
+    def state_name(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True,
+                   silent_after: float = SILENT_FLOOR, grace: float = BLIND_AFTER) -> str:
+        """The rank's state for status displays.
+
+        exited | failed | compiling | saving | waiting (on a peer, since its last progress) |
+        starting (no line yet, within the startup timeout; or printing but no progress yet, within
+        ``grace`` of its first line) | silent (no output for ``silent_after``; see
+        :meth:`Judge.silent_after`) | progressing (output keeps coming and it has shown progress) |
+        printing (output keeps coming but no line of it was ever recognised as progress).
+        """
+        if self.exit_code is not None:
+            return "exited"
+        if self.failure is not None:
+            return "failed"
+        if self.compiling(now, settings, lock_holder_alive):
+            return "compiling"
+        if self.saving_since(now, settings) is not None:
+            return "saving"
+        if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
+            return "waiting"
+        if self.last_collective is not None and now - self.last_collective <= silent_after:
+            return "progressing"  # its collectives complete (flight recorder), whatever it prints
+        if self.first_line is None:
+            return "starting" if now - self.first_seen <= settings.startup_timeout else "silent"
+        if now - self.last_line > silent_after:
+            return "silent"
+        if self.last_progress is not None:
+            return "progressing"
+        return "starting" if now - self.first_line <= grace else "printing"
+
+
+class Judge:
+    """Keeps per-rank state for one generation and answers :meth:`verdict`.
+
+    Feed it what is seen (lines, compiler samples, cache locks, exits, unobservable nodes) with
+    the monotonic time of the observation; ask :meth:`verdict` with ``now``. The same lines give
+    the same verdict whether they arrive live or from saved logs (``neuron-watch diagnose``).
+    """
+
+    #: hints kept (info signatures such as "EFA not enabled"), first seen first
+    MAX_HINTS = 10
+    #: unexplained error lines kept for warnings (:attr:`unexplained`)
+    MAX_UNEXPLAINED = 20
+
+    def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, start: float) -> None:
+        self.kb = kb
+        self.settings = settings
+        self.start = start
+        #: the failures the form reader reports (failureforms.py): their cause is read from the line
+        self._form_failures = frozenset(s.id for s in kb.form_signatures if s.effect is Effect.FATAL)
+        self._form_ids = frozenset(s.id for s in kb.form_signatures)
+        self.ranks: dict[RankKey, RankState] = {}
+        self.step_times: list[float] = []  # mono time each new job-level max step was first seen
+        self.max_step: int | None = None
+        self.unobserved: dict[str, float] = {}  # node -> since
+        self.launcher_exit: RankExit | None = None
+        self.processes_observed_at: float | None = None  # last observe_compilers() call
+        self.last_compiler_alive: float | None = None  # last time any compiler CPU grew, job-wide
+        self.locks: dict[str, float] = {}  # fresh compile-cache lock path -> first seen
+        self.last_lock_seen: float | None = None
+        self.hints: list[tuple[Evidence, Match]] = []
+        #: wall time of the line that first reached ``max_step``, and of the newest progress line
+        #: (any step or none): what ``progress`` events are dated by, whenever they are sent
+        self.max_step_wall: float | None = None
+        self.last_progress_wall: float | None = None
+        self.first_line: float | None = None  # the first line of any rank (mono)
+        self.recent_texts: list[str] = []  # a few distinct recent lines, for the blind warning
+        #: error lines no rule explains, first seen first (at most MAX_UNEXPLAINED): the live
+        #: path says them as warnings; they fail a job only as described in :meth:`verdict`
+        self.unexplained: list[Evidence] = []
+        #: the first line per node that says memory ran out (the kernel's or the scheduler's
+        #: oom-kill, an allocator's OOM), whether or not it is the failure of its rank: a SIGKILL
+        #: on that node is explained by it whichever came first (slurmstepd reports the cgroup's
+        #: oom_kill after the shell's "Killed", ArjunaCluster/ArjunaUsers#52)
+        self.oom_lines: dict[str, Evidence] = {}
+        self.open_recompiles: set[RankKey] = set()  # ranks whose announced recompile is not closed
+        #: recompiles to say one by one (fewer than RECOMPILE_STORM per rank), oldest first
+        self.recompile_notes: list[RecompileNote] = []
+        #: compile time by the compiler's own account, as reported: (rank, graphs, seconds), oldest first
+        self.compile_reports: list[tuple[RankKey, int, float]] = []
+        # A verdict over tens of thousands of ranks (1,024 nodes x 64: tests/benchmarks/bench_scale.py)
+        # looks only at the ranks that can change it: each index below holds at least every rank in
+        # the state it names (more is harmless: each rank is checked as before), in no useful order
+        # (lists of ranks are sorted by RankState.order, the order of self.ranks). A verdict forgets
+        # the ranks whose evidence is over at its `now`; one asked about an earlier time first
+        # takes every rank back in (_widen).
+        self._asked_at = -math.inf
+        self._may_compile: dict[RankKey, RankState] = {}  # compile evidence that may still count
+        self._lock_waiters: dict[RankKey, RankState] = {}  # waiting on a compile-cache lock
+        self._compiler_ranks: dict[RankKey, RankState] = {}  # with live compiler pids
+        self._may_fail: dict[RankKey, RankState] = {}  # a failure line or an exit seen
+        self._waiters: dict[RankKey, RankState] = {}  # printed that it waits on a peer
+        self._recompilers: dict[RankKey, RankState] = {}  # recompiled at least once
+        self._exited = 0  # ranks with an exit code
+        self._progress_seen = False  # see _started
+        #: the newest progress or end of work of any rank (see _latest_work); recomputed only when
+        #: a rank's time that was the newest went back (a line read late, with an older time)
+        self._work_max: float | None = None
+        self._work_stale = False
+        #: step intervals past the calibration's warm-up: how many, and the longest (hang_timeout)
+        self._usable_intervals = 0
+        self._longest_interval = -math.inf
+        #: how much later than a node's first job-sized pace its lines may arrive (a bigger job's
+        #: agents batch and sample less often: protocol.delivery_slack_at): the hang clock waits
+        #: that much longer, so a step in flight is never taken for silence
+        self.delivery_slack = 0.0
+
+    # -- observations ---------------------------------------------------------------------------
+
+    def _rank(self, key: RankKey, now: float) -> RankState:
+        st = self.ranks.get(key)
+        if st is None:
+            st = self.ranks[key] = RankState(key=key, first_seen=now, last_line=now, order=len(self.ranks))
+        return st
+
+    def _widen(self) -> None:
+        """Every index as a pass over every rank sees it (what the indexes save is such a pass)."""
+        ranks = self.ranks
+        self._may_compile, self._lock_waiters, self._may_fail = dict(ranks), dict(ranks), dict(ranks)
+        self._waiters, self._recompilers = dict(ranks), dict(ranks)
+        self._compiler_ranks = {k: st for k, st in ranks.items() if st.compiler_cpu}
+        self._exited = sum(st.exit_code is not None for st in ranks.values())
+        self._progress_seen = any(st.last_progress is not None or st.collective_advances >= STEADY_COLLECTIVES
+                                  for st in ranks.values())
+        self._work_stale = True
+
+    @staticmethod
+    def _ordered(index: dict[RankKey, RankState]) -> list[RankState]:
+        """The ranks of an index in the order of ``self.ranks``."""
+        return sorted(index.values(), key=lambda st: st.order)
+
+    def _worked(self, old: float | None, new: float) -> None:
+        """A rank's progress or end-of-work time moved from ``old`` to ``new`` (see _latest_work)."""
+        top = self._work_max
+        if top is None or new >= top:
+            self._work_max, self._work_stale = new, False
+        elif old is not None and new < old == top:
+            self._work_stale = True  # the newest time went back: another rank may now hold the newest
+
+    def _latest_work(self) -> float | None:
+        """The newest sign of work of any rank: progress (a progress line, a collective completed) or
+        the end of some work (a compile, a checkpoint save, a recompile inside the rank: its process
+        tree's last CPU growth). The hang clock runs from it."""
+        if self._work_stale:
+            self._work_stale = False
+            self._work_max = max((t for st in self.ranks.values()
+                                  for t in (st.last_progress, st.last_collective, st.last_compile_end, st.last_save_end)
+                                  if t is not None), default=None)
+        latest = self._work_max
+        for key in self.open_recompiles:
+            st = self.ranks.get(key)
+            if st is not None and st.recompile_open is not None and st.tree_cpu_grew is not None and (
+                    latest is None or st.tree_cpu_grew > latest):
+                latest = st.tree_cpu_grew
+        return latest
+
+    def _stepped(self, mono: float) -> None:
+        """A new job-level step (or a progress line without one) was seen at ``mono``."""
+        times = self.step_times
+        times.append(mono)
+        if len(times) - 1 > self.settings.calibration.warmup_steps:  # the new interval is past the warm-up
+            self._usable_intervals += 1
+            self._longest_interval = max(self._longest_interval, times[-1] - times[-2])
+
+    def expect(self, keys: Iterable[RankKey], now: float) -> None:
+        """Declare ranks that should exist (so silence from them is visible)."""
+        for k in keys:
+            self._rank(k, now)
+
+    def observe_line(self, line: LogLine) -> Match | None:
+        """Classify one line and update its rank. Returns the match (or None)."""
+        return self._apply(line, self.kb.classify(line.text))
+
+    def observe_lines(self, lines: Sequence[LogLine]) -> list[tuple[LogLine, Match]]:
+        """Classify a batch (in order); returns the lines that matched a signature."""
+        matched = self.kb.scan([ln.text for ln in lines])
+        hit = dict(matched)
+        out: list[tuple[LogLine, Match]] = []
+        for i, line in enumerate(lines):
+            m = hit.get(i)
+            self._apply(line, m)
+            if m is not None:
+                out.append((line, m))
+        return out
+
+    def observe_batch(
+        self,
+        ranks: Sequence[tuple[RankKey, float, float, str]],
+        matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+        progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = (),
+    ) -> None:
+        """Take a batch another process already classified with the same knowledge base.
+
+        ``ranks``: ``(key, first_mono, last_mono, last_text)`` for every rank with lines in the
+        batch, in the order each rank's first line appears (``last_mono`` is the newest line's
+        time, ``last_text`` the rank's last line). ``matches``: ``(line, signature id, step,
+        loss)`` for the lines the sender's knowledge base matched, in line order -- all of them,
+        or only those :func:`compact_matches` keeps. Leaves the judge in exactly the state
+        :meth:`observe_lines` leaves it in for the same lines (same per-rank state, step times,
+        hints, verdicts): a rank's plain lines only move its ``last_line``/``last_line_text``.
+        Work is O(ranks + matches), not O(lines).
+
+        ``progress``: ``(index into ranks, signature id, step, loss, wall, source, lineno)`` of the
+        ranks whose lines in the batch were all progress lines with a step (see
+        :func:`coalesce_progress`): the rank's last line (``last_mono``, ``last_text``) is its latest
+        step, applied after ``matches`` without a :class:`LogLine` or a :class:`Match` of its own.
+
+        Raises:
+            ValueError: a signature id this knowledge base does not know (nothing is changed;
+                the caller classifies the lines itself).
+        """
+        by_id = self.kb.by_id
+        resolved: list[tuple[LogLine, Match]] = []
+        for line, sig_id, step, loss in matches:
+            sig = by_id.get(sig_id)
+            if sig is None:
+                raise ValueError(f"unknown signature id {sig_id!r:.60} (another knowledge base?)")
+            resolved.append((line, Match(sig, step, loss)))
+        progress_sigs = []
+        for _i, sig_id, *_rest in progress:
+            sig = by_id.get(sig_id)
+            if sig is None or sig.effect is not Effect.PROGRESS:
+                raise ValueError(f"{sig_id!r:.60} is not a progress signature of this knowledge base")
+            progress_sigs.append(sig)
+        rank = self._rank
+        # ranks are created in the order their first line arrived, as line by line
+        states = [rank(key, first) for key, first, _last, _text in ranks]
+        for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
+            if st.first_line is None:
+                self._first_line(st, first)
+        apply = self._apply
+        for line, m in resolved:
+            apply(line, m)
+        # A rank of these printed nothing but steps in this batch, none of them a new job-level step
+        # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
+        # with the other ranks' matches.
+        advance = self._advance
+        for (i, _sig_id, step, _loss, wall, source, lineno), sig in zip(progress, progress_sigs, strict=True):
+            key, _first, last, text = ranks[i]
+            st = states[i]
+            advance(st, last, wall, step, Evidence(key, text, sig.id, source, lineno, last))
+        for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
+            if last > st.last_line:
+                st.last_line = last
+            st.last_line_text = text
+            self._remember(text)
+
+    def _first_line(self, st: RankState, mono: float) -> None:
+        """The rank's first line arrived at ``mono`` (the job's too, when it is the first of all)."""
+        st.first_line = mono
+        if self.first_line is None:
+            self.first_line = mono
+
+    def _remember(self, text: str) -> None:
+        """Keep ``text`` among the few distinct recent lines (only while no progress was seen)."""
+        recent = self.recent_texts
+        if self.step_times or not text.strip() or text in recent:
+            return
+        recent.append(text)
+        if len(recent) > BLIND_LINES:
+            del recent[0]
+
+    def _apply(self, line: LogLine, m: Match | None) -> Match | None:
+        st = self._rank(line.key, line.mono)
+        st.last_line = max(st.last_line, line.mono)
+        st.last_line_text = line.text
+        if st.first_line is None:
+            self._first_line(st, line.mono)
+        if not self.step_times:
+            self._remember(line.text)
+        if m is None:
+            return None
+        ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
+        effect = m.signature.effect
+        if effect is Effect.COMPILE_BEAT or effect is Effect.COMPILE_END:
+            # XLA's slow-operation alarm says "The operation took <t>" when the alarmed operation
+            # returns: after the constant-folding alarm (the rank's last compile beat), that is one
+            # instruction folded and the compile goes on (a beat), not the compile's end. Every beat
+            # sets the flag, so a beat compact_matches leaves out is followed by one that sets it.
+            form = read_line(line.text) if m.signature.id in self._form_ids else None
+            name = None if form is None else form.name
+            if effect is Effect.COMPILE_BEAT:
+                st.folding_alarm = name == FOLDING_ALARM
+            elif st.folding_alarm:
+                st.folding_alarm = False
+                if name == SLOW_ALARM_RETURNED:
+                    effect = Effect.COMPILE_BEAT
+        if effect is Effect.PROGRESS:
+            self._advance(st, line.mono, line.wall, m.step, ev)
+        elif effect is Effect.COMPILE_START:
+            st.compiles_started += 1
+            if st.compile_open is None:
+                st.compile_open, st.compile_open_line = line.mono, ev
+                self._may_compile[st.key] = st
+                if self.step_times:
+                    # a graph compiled after training began (the warm-up's graphs are compiled before
+                    # the first step): Neuron's recompile-every-step pattern counts toward a storm
+                    st.recompiles += 1
+                    st.last_recompile_line = ev
+                    self._recompilers[st.key] = st
+        elif effect is Effect.COMPILE_END:
+            st.compiles_ended += 1
+            if st.compile_open is not None:
+                st.compile_seconds += line.mono - st.compile_open
+            st.compile_open, st.compile_open_line = None, None
+            st.first_lock_wait = None
+            self._worked(st.last_compile_end, line.mono)
+            st.last_compile_end = line.mono
+        elif effect is Effect.SAVE_START:
+            if st.save_open is None:
+                st.save_open, st.save_open_line = line.mono, ev
+        elif effect is Effect.SAVE_END:
+            st.save_open, st.save_open_line = None, None
+            self._worked(st.last_save_end, line.mono)
+            st.last_save_end = line.mono
+        elif effect is Effect.RECOMPILE:
+            st.recompile_open, st.recompile_step = line.mono, self.max_step  # see RankState.recompiling_until
+            self.open_recompiles.add(st.key)
+            self._may_compile[st.key] = self._recompilers[st.key] = st
+            st.recompiles += 1
+            st.last_recompile_line = ev
+            st.recompile_limit_hit = st.recompile_limit_hit or m.signature.severity == "warning"
+            # said one by one up to a storm; a storm is said once, as a storm (Judge.recompile_storms)
+            if m.signature.severity == "info" and st.recompiles < RECOMPILE_STORM:
+                st.last_recompile_note = RecompileNote(ev)
+                self.recompile_notes.append(st.last_recompile_note)
+            else:
+                st.last_recompile_note = None
+        elif effect is Effect.COMPILE_METRIC:
+            self._compile_metric(st, line.text)
+        elif effect is Effect.RECOMPILE_REASON:
+            note = st.last_recompile_note
+            if note is not None and note.reason is None:
+                found = _GUARD_FAILURE.search(line.text)
+                note.reason = (found.group(1) if found else line.text).strip()[:300]
+        elif effect is Effect.TRAIN_END:
+            st.train_end, st.train_end_line, st.train_end_step = line.mono, ev, st.step
+        elif effect is Effect.COMPILE_BEAT:
+            if sig_is_compiler_line(m):
+                st.last_compiler_line = line.mono
+            elif not st.compile_opened():
+                return m  # output, not a heartbeat: no compile is open to beat for
+            st.last_compile_beat = line.mono
+            self._may_compile[st.key] = st
+        elif effect is Effect.COMPILE_WAIT:
+            if st.first_lock_wait is None:
+                st.first_lock_wait = line.mono
+            st.last_lock_wait, st.last_lock_wait_line = line.mono, ev
+            self._may_compile[st.key] = self._lock_waiters[st.key] = st
+        elif effect is Effect.COMM_WAIT:
+            st.last_wait, st.last_wait_line = line.mono, ev
+            # The rank retries the operation an error line it printed was about: NCCL warns of a
+            # failed connect, then retries it (nccl src/misc/socket.cc, NVIDIA/nccl#1618: "NCCL WARN
+            # socketPollConnect poll() failed ... Connection timed out", then "NCCL INFO
+            # socketPollConnect: connect returned Connection timed out, retrying (1/34)"). That error
+            # is the attempt being retried: a transient communication problem while the retry goes
+            # on, not the rank's last word. An error after the retries, or a failure, still counts.
+            st.unexplained = None
+            self._waiters[st.key] = st
+        elif effect is Effect.BENIGN and m.signature.id in GOING_ON_SIGNATURES:
+            # the process that printed an error went on setting up: that error was not its last word
+            if st.unexplained is not None and _same_process(st.unexplained.text, line.text):
+                st.unexplained = st.failure_detail = None
+            if (st.failure is not None and st.failure_match is not None and st.failure_match.signature.generic
+                    and _same_process(st.failure.text, line.text)):
+                st.failure = st.failure_match = st.failure_time = st.failure_detail = None
+        elif effect is Effect.UNEXPLAINED:
+            if st.unexplained is None:
+                st.unexplained = ev
+            if st.failure is not None and st.failure_detail is None:
+                st.failure_detail = ev
+            if len(self.unexplained) < self.MAX_UNEXPLAINED:
+                self.unexplained.append(ev)
+        elif effect is Effect.FATAL:
+            self._may_fail[st.key] = st
+            if m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE:
+                self.oom_lines.setdefault(line.key.node, ev)
+            if st.failure is None:
+                st.failure, st.failure_match, st.failure_time = ev, m, line.mono
+            elif st.failure_match is not None and st.failure_match.signature.generic and not m.signature.generic:
+                # the specific error under a traceback header explains the rank; keep the first time
+                st.failure, st.failure_match = ev, m
+        elif (
+            effect is Effect.INFO
+            and m.signature.category is not Label.HEALTHY
+            and len(self.hints) < self.MAX_HINTS
+            and all(h.signature != ev.signature for h, _ in self.hints)
+        ):
+            self.hints.append((ev, m))
+        return m
+
+    def _advance(self, st: RankState, mono: float, wall: float, step: int | None, ev: Evidence) -> None:
+        """A progress line of ``st``'s rank at ``mono``/``wall`` (``step``: the step it read)."""
+        self._worked(st.last_progress, mono)
+        self._progress_seen = True
+        st.last_progress, st.last_progress_line = mono, ev
+        # Progress after the end: that was not the end (a second fit()), unless it is the
+        # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
+        # ProgressCallback closes the training bar right after the final metrics
+        # ("{'train_runtime': ...}", then "100%|##########| 6/6 [00:00<00:00, 14.40it/s]" and
+        # the save's "Writing model shards: 100%|##########| 1/1" on a real HF Trainer run,
+        # where no step was seen before the end). So within END_REDRAW_SECONDS of the end a
+        # line cancels it only with a step beyond the rank's step at the end; after, any does.
+        end = st.train_end
+        redraw = (end is not None and mono - end <= END_REDRAW_SECONDS
+                  and (step is None or st.train_end_step is None or step <= st.train_end_step))
+        if not redraw:
+            st.train_end = st.train_end_line = st.train_end_step = None
+        st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
+        if st.failure_match is not None and st.failure_match.signature.generic:
+            # a traceback (or exit report) the rank survived: it was handled, not fatal
+            st.failure = st.failure_match = st.failure_time = None
+        st.first_lock_wait = None
+        st.recompile_open = None  # its own progress after it: that recompile is over
+        if self.last_progress_wall is None or wall > self.last_progress_wall:
+            self.last_progress_wall = wall
+        if step is not None:
+            st.step = step
+            if self.max_step is None or step > self.max_step:
+                self.max_step = step
+                self.max_step_wall = wall
+                self._stepped(mono)
+                self._close_recompiles(step)
+        else:
+            self._stepped(mono)
+
+    def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None:
+        """The compiler processes alive at ``now`` (all of them: an absent pid has ended).
+
+        ``node``: the samples are one node's (multi-node): only that node's ranks are pruned.
+        """
+        self.processes_observed_at = now
+        seen: dict[RankKey, set[int]] = {}
+        for s in samples:
+            st = self._rank(s.key, now)
+            seen.setdefault(s.key, set()).add(s.pid)
+            prev = st.compiler_cpu.get(s.pid)
+            if prev is None or s.cpu_seconds > prev[0]:
+                st.compiler_cpu[s.pid] = (s.cpu_seconds, s.mono)
+                self._may_compile[s.key] = self._compiler_ranks[s.key] = st
+                self.last_compiler_alive = max(self.last_compiler_alive or s.mono, s.mono)
+        # Only ranks with compiler pids have any to forget (not every rank of the job: each node's
+        # reading comes every second, 1,024 of them on 1,024 nodes).
+        for key, st in list(self._compiler_ranks.items()):
+            if node is not None and key.node != node:
+                continue
+            for pid in list(st.compiler_cpu):
+                if pid not in seen.get(key, set()):
+                    del st.compiler_cpu[pid]
+                    self._worked(st.last_compile_end, now)
+                    st.last_compile_end = now
+            if not st.compiler_cpu:
+                del self._compiler_ranks[key]
+
+    def _compile_metric(self, st: RankState, text: str) -> None:
+        """The lines of torch-xla's ``CompileTime`` metric, in the report's order: its header, its
+        ``TotalSamples``, its ``Accumulator`` (any other metric's fields come without that header)."""
+        if "Metric: CompileTime" in text:
+            st.in_compile_metric, st.compile_metric_samples = True, None
+        elif not st.in_compile_metric:
+            return
+        elif "TotalSamples:" in text:
+            st.compile_metric_samples = int(text.split(":", 1)[1])
+        else:
+            st.in_compile_metric = False
+            seconds = xla_duration(text.split(":", 1)[1])
+            if seconds is not None and st.compile_metric_samples is not None:
+                st.reported_compile = (st.compile_metric_samples, seconds)
+                self.compile_reports.append((st.key, st.compile_metric_samples, seconds))
+
+    def _close_recompiles(self, step: int) -> None:
+        """The job reached ``step``: a recompile announced at an earlier step is over (every rank
+        of a data-parallel step takes part in it). Progress of the step already under way when a
+        recompile was announced does not close it: ranks print that step's line at slightly
+        different times."""
+        for key in list(self.open_recompiles):
+            st = self.ranks.get(key)
+            if st is None or st.recompile_open is None:
+                self.open_recompiles.discard(key)
+            elif st.recompile_step is None or step > st.recompile_step + 1:
+                st.recompile_open = None
+                self.open_recompiles.discard(key)
+
+    def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None:
+        """Rank processes seen at ``now``: their process tree's CPU time and whether they are stopped."""
+        for s in samples:
+            st = self._rank(s.key, now)
+            if st.recompile_open is not None or st.stopped != s.stopped:
+                self._may_compile[s.key] = st  # its recompile's evidence may count again (compile_evidence)
+            st.stopped = s.stopped
+            if st.tree_cpu is None or s.tree_cpu_seconds > st.tree_cpu:
+                st.tree_cpu, st.tree_cpu_grew = s.tree_cpu_seconds, s.mono
+
+    def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool:
+        """A flight recorder reading of one rank taken at ``now`` (its process groups' sequence ids).
+
+        A rank whose completed collective sequence id advanced in any group is alive: for hang
+        detection that counts like a progress line without a step (it restarts the hang clock,
+        it sets no training step). The first reading counts when it shows a completed
+        collective. Returns whether it advanced.
+        """
+        st = self._rank(key, now)
+        moved = False
+        for g in groups:
+            prev = st.collectives.get(g.group)
+            if g.completed > (prev.completed if prev is not None else -1):
+                moved = True
+            st.collectives[g.group] = g
+        if moved:
+            self._worked(st.last_collective, now)
+            st.last_collective = now
+            st.collective_advances += 1
+            if st.collective_advances >= STEADY_COLLECTIVES:
+                self._progress_seen = True
+        return moved
+
+    def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
+        """The compile-cache ``*.lock`` files present at ``now`` that the caller considers fresh.
+
+        A lock is job-wide compile evidence (the compile may run on another node or under
+        ``neuron_parallel_compile``) for up to the compile budget from when it was first seen,
+        unless processes are observed and no compiler has burned CPU for ``compiler_cpu_stall``
+        (then it is a stale lock left by a killed compile).
+        """
+        paths = set(fresh_lock_paths)
+        self.locks = {p: self.locks.get(p, now) for p in paths}
+        if paths:
+            self.last_lock_seen = now
+
+    def observe_exit(self, ex: RankExit) -> None:
+        """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``)."""
+        if ex.key.rank < 0:
+            self.launcher_exit = ex
+            return
+        st = self._rank(ex.key, ex.mono)
+        if st.exit_code is None:
+            st.exit_code, st.exit_time = ex.exit_code, ex.mono
+            self._exited += 1
+            self._may_fail[ex.key] = st
+
+    def mark_unobserved(self, node: str, now: float) -> None:
+        """The node's agent (or its log stream) went silent: its ranks cannot be judged."""
+        self.unobserved.setdefault(node, now)
+
+    def mark_observed(self, node: str) -> None:
+        self.unobserved.pop(node, None)
+
+    # -- judgement ------------------------------------------------------------------------------
+
+    def hang_timeout(self) -> float:
+        """The hang timeout in force now (fixed or calibrated), with the delivery slack."""
+        if self.settings.hang_timeout is not None:
+            return self.settings.hang_timeout + self.delivery_slack
+        calibrated = self.settings.calibration.timeout_of(self._usable_intervals, self._longest_interval)
+        return calibrated + self.delivery_slack
+
+    def _started(self) -> bool:
+        """Has the job shown progress (a progress line, or collectives that keep completing)?
+
+        Collectives are progress once they keep completing (a training loop's); the few of
+        start-up (DDP's parameter broadcast, a barrier) only restart the startup clock: the first
+        compile after them (torch.compile, XLA) is still start-up, however short --hang-timeout is.
+        """
+        return self._progress_seen  # a rank's last_progress, once set, is never unset; nor its advances
+
+    def timeout_in_force(self) -> tuple[float, str]:
+        """The silence limit that applies now and its kind: ``startup`` (no progress yet: the
+        startup timeout), ``fixed`` (--hang-timeout), ``calibrated`` (from step intervals) or
+        ``default`` (calibrating: the long grace of the first steps)."""
+        if not self._started():
+            return self.settings.startup_timeout, "startup"
+        if self.settings.hang_timeout is not None:
+            return self.hang_timeout(), "fixed"
+        calibration = self.settings.calibration
+        kind = "calibrated" if self._usable_intervals >= calibration.min_samples else "default"
+        return self.hang_timeout(), kind
+
+    def silent_after(self) -> float:
+        """No output for longer than this makes a rank ``silent``: :data:`SILENT_INTERVALS` x the
+        median of the last 20 step intervals (a normal one), at least :data:`SILENT_FLOOR`."""
+        recent = sorted(self._intervals(21))
+        if not recent:
+            return SILENT_FLOOR
+        return max(SILENT_FLOOR, SILENT_INTERVALS * recent[len(recent) // 2])
+
+    def blind(self, now: float) -> BlindWarning | None:
+        """A warning when no rank has shown progress (nor compiled, nor saved) although they have
+        printed for :data:`BLIND_AFTER` seconds since the first line; None otherwise. Pure: the
+        caller decides how often to say it (once per generation)."""
+        if self.step_times or self.first_line is None or now - self.first_line < BLIND_AFTER:
+            return None
+        alive = self._lock_holder_alive(now)
+        for st in self.ranks.values():
+            if (st.compile_seconds or st.last_compile_end is not None or st.last_save_end is not None
+                    or st.compiling(now, self.settings, alive) or st.save_open is not None):
+                return None  # compiling or saving is work with its own evidence; not blindness
+        heard = [st for st in self.ranks.values() if st.first_line is not None]
+        lines = tuple(t.strip()[:120] for t in self.recent_texts)
+        return BlindWarning(round(now - self.first_line, 1), lines, len(heard))
+
+    def _intervals(self, last: int | None = None) -> list[float]:
+        """Step intervals, oldest first (from the ``last`` step times only, if given)."""
+        times = self.step_times if last is None else self.step_times[-last:]
+        return [b - a for a, b in itertools.pairwise(times)]
+
+    def _lock_holder_alive(self, now: float) -> bool:
+        """May a compile-cache lock still be held by a working compiler?"""
+        if self.processes_observed_at is None:
+            return True  # processes cannot be seen (offline, or not sampled yet): trust the log
+        stall = self.settings.compiler_cpu_stall
+        return self.last_compiler_alive is not None and now - self.last_compiler_alive <= stall
+
+    def _locks_compiling(self, now: float) -> bool:
+        if not self.locks or self.last_lock_seen is None or now - self.last_lock_seen > COMPILE_BEAT_WINDOW:
+            return False
+        first = min(self.locks.values())
+        return now - first <= self.settings.compile_timeout and (
+            self._lock_holder_alive(now) or now - first <= self.settings.compiler_cpu_stall
+        )
+
+    def verdict(self, now: float, final: bool = False) -> Verdict:
+        """The job's verdict at ``now``. Never ``healthy`` for what could not be observed.
+
+        ``final``: nothing more will come (``neuron-watch diagnose`` at the end of its input). An
+        error line no rule explains (:attr:`unexplained`) never fails a running job by itself --
+        real healthy runs print them, and the ranks' progress after it shows it was survived: live,
+        it is a warning. At the end of the input, a rank whose last word is such a line, with no
+        progress of any rank after it, is not healthy: ``other_crash``, cause not recognised.
+        A rank that fails otherwise (a traceback header, an exit code) carries the line as its
+        evidence.
+        """
+        v = self._verdict(now)
+        if final and v.label in (Label.HEALTHY, Label.COMM_TIMEOUT_TRANSIENT) and v.culprit is None:
+            open_error = self._unexplained_at_end()
+            if open_error is not None:
+                return self._with_hints(self._unexplained_verdict(open_error))
+        return v
+
+    def _unexplained_at_end(self) -> Evidence | None:
+        """The first error line no rule explains that no progress (of any rank) came after."""
+        progressed = [t for st in self.ranks.values() for t in (st.last_progress, st.last_collective)
+                      if t is not None]
+        latest = max(progressed, default=-math.inf)
+        open_errors = [st.unexplained for st in self.ranks.values()
+                       if st.unexplained is not None and st.unexplained.mono >= latest]
+        return min(open_errors, key=lambda e: (e.mono, e.key.rank)) if open_errors else None
+
+    def _unexplained_verdict(self, ev: Evidence, code: int | None = None) -> Verdict:
+        st = self.ranks.get(ev.key)
+        others = [e for e in self.unexplained if e is not ev][:19]
+        exited = f" and exited with {code} ({_exit_meaning(code)})" if code is not None else ""
+        who = _who(ev.key) if ev.key.rank >= 0 else "a line of no known rank"
+        step = st.step if st is not None and st.step is not None else self.max_step
+        reading = read_error(ev.text)
+        sig = self.kb.by_id.get(ev.signature)
+        line = ev.text.strip()[:160]
+        if reading is None and ev.signature == UNRECOGNISED_SIGNATURE:
+            # a wrapper's error that states no cause (a build step's non-zero exit, a re-raised
+            # exception, a launcher's "crashed") follows the error of the same process that does: the
+            # cause is the latest earlier one whose form states it (the root of an exception chain is
+            # printed first), the rank's first failure (a panic, a fatal signal) the oldest of them
+            at = next((i for i, e in enumerate(self.unexplained) if e is ev), len(self.unexplained))
+            first = [st.failure] if st is not None and st.failure is not None and st.failure is not ev else []
+            for earlier in reversed([*first, *(e for e in self.unexplained[:at] if e.key == ev.key)]):
+                if (reading := read_error(earlier.text)) is not None:
+                    line = f"{earlier.text.strip()[:120]}, then {line[:80]}"
+                    break
+        if reading is not None:
+            # no rule knows the words, but the error's form says the cause (errorclass.py)
+            label, action, advice = reading.label, reading.action, reading.advice
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it shows it "
+                      f"went on; its form ({reading.form}) says {label.value} ({line})")
+        elif sig is not None and ev.signature != UNRECOGNISED_SIGNATURE:
+            # a line a rule knows as a symptom of unknown cause (an application-class Xid):
+            # its rule's words say what is known
+            label, action, advice = sig.category, sig.action, sig.advice
+            form = read_line(ev.text) if ev.signature in self._form_ids else None
+            what = f"{sig.id} ({form.name})" if form is not None else sig.id
+            reason = f"{who}: {what}{exited}, and nothing after it shows it went on ({line})"
+        else:
+            label, action = Label.OTHER_CRASH, Action.RESTART
+            reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
+                      f"shows it went on: cause not recognised ({line})")
+            advice = ("The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
+                      "log tail. If it is a known failure, a signature (watchdog/diagnosis/signatures.toml) makes it recognised.")
+        return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(ev, *others), reason=reason,
+                       advice=advice, step=step, culprit_source="failure")
+
+    def _verdict(self, now: float) -> Verdict:
+        if now < self._asked_at:
+            self._widen()  # what an earlier verdict forgot as over may still count at this earlier time
+        self._asked_at = now
+        failed = self._failure_verdict()
+        if failed is not None:
+            return self._with_hints(self._after_training(failed))
+        if self.unobserved:
+            nodes = sorted(self.unobserved)
+            return Verdict(
+                Label.UNOBSERVED,
+                Action.WAIT,
+                ranks=tuple(k for k in self.ranks if k.node in self.unobserved),
+                reason=f"no word from node(s) {', '.join(nodes)}",
+                advice="Check that the node's neuron-watch agent is running and can reach the coordinator.",
+                step=self.max_step,
+            )
+        alive = self._lock_holder_alive(now)
+        compiling = [st for st in self._compile_candidates(now) if st.compiling(now, self.settings, alive)]
+        if compiling or self._locks_compiling(now):
+            ev = tuple(
+                e
+                for st in compiling
+                for e in (st.compile_open_line or st.last_lock_wait_line,)
+                if e is not None
+            )
+            what = f"{len(compiling)} rank(s) compiling" if compiling else f"{len(self.locks)} fresh compile lock(s)"
+            return Verdict(
+                Label.COMPILING,
+                Action.WAIT,
+                ranks=tuple(st.key for st in compiling),
+                culprit=compiling[0].key if compiling else None,
+                evidence=ev[:20],
+                reason=f"{what}; the others may wait for them",
+                advice="A graph compile is in progress; waiting is correct. Precompile with "
+                "neuron_parallel_compile to avoid this delay.",
+                step=self.max_step,
+            )
+        stale = self._stale_lock_verdict(now, alive)
+        if stale is not None:
+            return stale
+        return self._with_hints(self._hang_or_healthy(now))
+
+    def _compile_candidates(self, now: float) -> list[RankState]:
+        """The ranks that may be compiling at ``now``, in order; forgets those whose evidence is over."""
+        index = self._may_compile
+        for key, st in list(index.items()):
+            if st.exit_code is not None or not st.compile_evidence(now, self.settings):
+                del index[key]
+        return self._ordered(index)
+
+    def _stale_lock_verdict(self, now: float, alive: bool) -> Verdict | None:
+        """Ranks still waiting on a compile lock that no live compiler holds."""
+        index = self._lock_waiters
+        for key, st in list(index.items()):  # over: exited, no longer waiting, or waited long ago
+            if (st.exit_code is not None or st.first_lock_wait is None or st.last_lock_wait is None
+                    or now - st.last_lock_wait > COMPILE_BEAT_WINDOW * 5):
+                del index[key]
+        waiting = [
+            st
+            for st in self._ordered(index)
+            if st.exit_code is None
+            and st.first_lock_wait is not None
+            and st.last_lock_wait is not None
+            and now - st.last_lock_wait <= COMPILE_BEAT_WINDOW * 5
+        ]
+        if not waiting:
+            return None
+        why = "no compiler process has run" if not alive else "the compile budget is spent"
+        return Verdict(
+            Label.COMPILE_ERROR,
+            Action.STOP,
+            ranks=tuple(st.key for st in waiting),
+            culprit=waiting[0].key,
+            evidence=tuple(st.last_lock_wait_line for st in waiting if st.last_lock_wait_line is not None)[:20],
+            reason=f"{len(waiting)} rank(s) wait on a compile-cache lock and {why}: a stale lock",
+            advice="A compile killed earlier left a *.lock in the compile cache and every rank waits on it forever. "
+            "Stop the job, make sure no neuronx-cc runs, delete the *.lock files under the compile cache "
+            "(neuron_parallel_compile --command clear-locks), and restart.",
+            step=self.max_step,
+        )
+
+    def _with_hints(self, v: Verdict) -> Verdict:
+        """Attach info hints (EFA off, FI_EFA_FORK_SAFE...) to a hang or a communication failure."""
+        if not self.hints or v.label not in (*SECONDARY, Label.OTHER_CRASH):
+            return v
+        evidence = (*v.evidence, *(e for e, _ in self.hints))[: max(20, len(v.evidence))]
+        extra = " ".join(f"Also seen: {m.signature.advice}" for _, m in self.hints[:3])
+        return replace(v, evidence=evidence, advice=f"{v.advice} {extra}".strip())
+
+    def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]:
+        """Ranks that recompile again and again (:data:`RECOMPILE_STORM` recompiles in this
+        generation: torch.compile's announced recompiles, or graph compiles such as neuronx-cc's
+        after the job's first step; or dynamo's own recompile limit hit): a performance finding,
+        never a hang."""
+        return [(st.key, st.recompiles, st.last_recompile_line) for st in self._ordered(self._recompilers)
+                if st.last_recompile_line is not None
+                and (st.recompiles >= RECOMPILE_STORM or st.recompile_limit_hit)]
+
+    def training_finished(self) -> Evidence | None:
+        """The newest "training finished" line (HF's final metrics, Lightning's ``Trainer.fit`
+        stopped``, ...) of a rank that made no progress after it; None while training goes on."""
+        ends = [st.train_end_line for st in self.ranks.values() if st.train_end_line is not None]
+        if not ends:
+            return None
+        # Every rank that printed progress must have said it (or exited cleanly): one rank that
+        # ran out of data early and said "done" while the others wait for it is a hang.
+        if any(st.last_progress is not None and st.train_end_line is None and st.exit_code != 0
+               for st in self.ranks.values()):
+            return None
+        return max(ends, key=lambda e: e.mono)
+
+    def _left_early(self) -> list[RankState]:
+        """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
+        in a synchronous job, the others are left waiting in a collective they never joined."""
+        if self.training_finished() is not None:
+            return []
+        return [st for st in self.ranks.values()
+                if st.key.rank >= 0 and st.failure is None and (st.exit_code == 0 or st.train_end is not None)]
+
+    def _after_training(self, v: Verdict) -> Verdict:
+        """A failure that came after the job said its training had finished happened while shutting
+        down (an abort at interpreter exit, a teardown error): the work is done, so it is reported
+        and not restarted (a restart would redo finished work, and a trainer may save again)."""
+        end = self.training_finished()
+        if end is None:
+            return v
+        times = [t for st in self.ranks.values() if st.key in v.ranks
+                 for t in (st.failure_time if st.failure is not None else st.exit_time,) if t is not None]
+        if not times and self.launcher_exit is None:
+            return v
+        if times and min(times) < end.mono:
+            return v  # it failed before the end was declared: a failure of the training
+        return replace(
+            v, action=Action.STOP, after_training=True,
+            reason=f"after training finished (step {self.max_step}; {_who(end.key)}: {end.text.strip()[:80]!r}): "
+            f"{v.reason}; not restarted, the training is done",
+            advice=f"{v.advice} The training had finished: check that the final checkpoint/model was written; "
+            "the failure happened while shutting down.".strip(),
+        )
+
+    def _failure_verdict(self) -> Verdict | None:
+        failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
+        for st in self._ordered(self._may_fail):
+            if st.failure is not None and st.failure_match is not None:
+                sig = st.failure_match.signature
+                t = st.failure_time if st.failure_time is not None else st.failure.mono
+                # A traceback header with no error line of its own yet (still printing, or a
+                # pasted log cut there) and no exit says nothing of a cause: it yields to any
+                # failure that does, like a peer's report.
+                unfinished = (sig.generic and st.failure_detail is None and st.unexplained is None
+                              and st.exit_code in (None, 0))
+                failures.append((sig.category in SECONDARY or unfinished, t, st))
+            elif st.exit_code not in (None, 0) and st.exit_code not in SIGTERM_CODES:
+                failures.append((False, st.exit_time or 0.0, st))
+        if not failures:
+            if self.launcher_exit is not None and self.launcher_exit.exit_code != 0:
+                return Verdict(
+                    Label.OTHER_CRASH,
+                    Action.RESTART,
+                    reason=f"launcher exited with {self.launcher_exit.exit_code} and no rank explained why",
+                    advice="Read the launcher output in the run directory.",
+                    step=self.max_step,
+                )
+            return None
+        # The root cause is the earliest *primary* failure (hardware, crash, OOM...), however
+        # loud the peers' collective timeouts are; among equals the earliest, then the lowest rank.
+        # A vague report no rank owns (torchrun's ChildFailedError in a combined log) comes after
+        # any failure a rank owns: it reports one of them.
+        def unowned_generic(st: RankState) -> bool:
+            m = st.failure_match
+            return st.key.rank < 0 and m is not None and m.signature.generic
+
+        failures.sort(key=lambda f: (f[0], unowned_generic(f[2]), f[1], f[2].key.rank))
+        _secondary, _t, st = failures[0]
+        by_time = sorted(failures, key=lambda f: (f[1], f[2].key.rank))
+        ranks = tuple(f[2].key for f in by_time)
+        evidence = [st.failure] if st.failure is not None else []
+        evidence += [f[2].failure for f in by_time if f[2].failure is not None and f[2] is not st]
+        if st.failure_match is not None and st.failure is not None:
+            sig = st.failure_match.signature
+            culprit, reason = st.key, f"{_who(st.key)}: {sig.id}"
+            if st.exit_code is not None:
+                reason += f" (exit {st.exit_code})"
+            if _secondary:
+                # Every report is a peer-side consequence (timeouts, closed connections). The rank
+                # that reported nothing is the one that never reached the collective or died mute.
+                failed = {f[2].key for f in failures}
+                quiet = [
+                    k for k, r in self.ranks.items() if k not in failed and k.rank >= 0 and r.exit_code in (None, 0)
+                ]
+                left = [r.key for r in self._left_early() if r.key in quiet]
+                if len(quiet) == 1 and len(failed) >= 1:
+                    culprit = quiet[0]
+                    reason = f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} alone reported nothing"
+                elif len(left) == 1:
+                    culprit = left[0]
+                    reason = (f"{len(failed)} rank(s) report {sig.id}; {_who(culprit)} had said it was done (or "
+                              "exited cleanly) while they were in a collective with it: it left early")
+            if sig.id == KILLED_SIGNATURE:
+                oom = self._oom_evidence(st.key.node)
+                if oom is not None:  # the kernel says why it was killed
+                    return self._oom_verdict(st, oom, ranks, evidence)
+                if self._killed_compiling(st):
+                    return self._compile_killed_verdict(st, ranks, evidence, "was killed by signal 9 (SIGKILL) "
+                                                        "while it generated or compiled a graph")
+                reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
+            elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
+                return self._compile_killed_verdict(st, ranks, evidence,
+                                                    "the graph compiler was killed by signal 9 (SIGKILL)")
+            elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
+                # a traceback header or an exit report, and the rank's own error line no rule knows
+                return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
+            elif sig.id in self._form_failures:
+                # a failure read from its form alone (failureforms.py): the form may state the cause
+                return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
+            return self._out_of_step(Verdict(
+                sig.category,
+                sig.action,
+                ranks=ranks,
+                culprit=culprit,
+                evidence=tuple(evidence[:20]),
+                reason=reason,
+                advice=sig.advice,
+                step=st.step if st.step is not None else self.max_step,
+                culprit_source="failure",
+            ))
+        code = st.exit_code
+        if code in KILLED_CODES:
+            oom = self._oom_evidence(st.key.node)
+            if oom is not None:
+                return self._oom_verdict(st, oom, ranks, evidence)
+            if self._killed_compiling(st):
+                return self._compile_killed_verdict(st, ranks, evidence, f"exited with {code} (SIGKILL) while it "
+                                                    "generated or compiled a graph")
+            # SIGKILL says nothing of who sent it (the OOM killer, an operator, a scheduler's
+            # enforcement); without the kernel's word the verdict does not guess.
+            reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
+            advice = ("Something sent the rank SIGKILL. If the host ran out of memory, dmesg shows an oom-kill "
+                      "line for its pid; otherwise look for an operator, a scheduler limit or a health agent.")
+        elif st.unexplained is not None and code is not None:
+            return self._out_of_step(self._unexplained_verdict(st.unexplained, code))
+        else:
+            reason = f"{_who(st.key)} exited with {code} ({_exit_meaning(code)})"
+            advice = "The rank exited with an error; its log tail is in the incident bundle."
+        return self._out_of_step(Verdict(
+            Label.OTHER_CRASH,
+            Action.RESTART,
+            ranks=ranks,
+            culprit=st.key,
+            evidence=tuple(evidence[:20]),
+            reason=reason,
+            advice=advice,
+            step=st.step if st.step is not None else self.max_step,
+            culprit_source="failure",
+        ))
+
+    def _out_of_step(self, verdict: Verdict) -> Verdict:
+        """A crash whose ranks' recorders show one rank out of step with the others (a skipped or
+        different collective) names that rank: the divergence is the cause, the abort or closed
+        connection that followed on a peer only its consequence (:meth:`_collective_mismatch`)."""
+        mismatch = self._collective_mismatch()
+        if mismatch is None:
+            noticed = verdict.culprit is not None and verdict.reason.startswith(
+                f"{_who(verdict.culprit)}: {MISMATCH_SIGNATURE}")
+            if noticed:
+                # the rank that says so received what a peer out of step sent: it is not the cause
+                return dataclasses.replace(verdict, culprit=None, culprit_source=None, reason=(
+                    f"{verdict.reason}; a rank is out of step with its peers; their flight recorders do not show "
+                    "which (a rank's recorder is read every few seconds and as it exits normally)"))
+            return verdict
+        key, how = mismatch
+        return dataclasses.replace(verdict, culprit=key, culprit_source="flight_recorder",
+                                   reason=f"{verdict.reason}; {how}")
+
+    @staticmethod
+    def _killed_compiling(st: RankState) -> bool:
+        """Was ``st`` in a graph compile (open, or its compiler still beating) when it got SIGKILL?"""
+        t = st.failure_time if st.failure is not None else st.exit_time
+        if t is None:
+            return False
+        if st.compile_open is not None and st.compile_open <= t:
+            return True
+        beat = st.last_compile_beat
+        return (beat is not None and beat <= t and t - beat <= COMPILE_BEAT_WINDOW
+                and (st.last_compile_end is None or beat > st.last_compile_end))
+
+    def _compile_killed_verdict(self, st: RankState, ranks: tuple[RankKey, ...], evidence: list[Evidence],
+                                what: str) -> Verdict:
+        """A graph compile killed by SIGKILL (issue 12 item 4: a compiler killed by signal 9 is host
+        OOM). Nothing else kills a compile: the host's OOM killer ends the biggest process, and the
+        compile of a large graph -- neuronx-cc, or the framework tracing the model into HLO for it,
+        which holds the whole model on the host (aws-neuron/nki-samples#87, aws-neuron-sdk#1222: an
+        8B model on a 32 GB trn1.2xlarge) -- is it."""
+        if st.compile_open_line is not None and st.compile_open_line not in evidence:
+            evidence = [*evidence, st.compile_open_line]
+        return Verdict(
+            Label.OOM, Action.RESTART, ranks=ranks, culprit=st.key, evidence=tuple(evidence[:20]),
+            reason=f"{_who(st.key)}: {what}: host out of memory",
+            advice="The compile was killed, almost always by the host's OOM killer. Compile with fewer "
+            "parallel jobs (neuron_parallel_compile --num_parallel, NEURON_CC_FLAGS), on a host with more "
+            "memory, or with fewer ranks compiling at once; then restart.",
+            step=st.step if st.step is not None else self.max_step, culprit_source="failure")
+
+    def _oom_evidence(self, node: str) -> Evidence | None:
+        """A line of this node (any rank, or the node's own stream) that says the kernel killed for memory."""
+        for st in self.ranks.values():
+            m = st.failure_match
+            if (st.key.node == node and m is not None and st.failure is not None
+                    and m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE):
+                return st.failure
+        return self.oom_lines.get(node)
+
+    def _oom_verdict(self, st: RankState, oom: Evidence, ranks: tuple[RankKey, ...],
+                     evidence: list[Evidence]) -> Verdict:
+        sig = self.kb.by_id.get(oom.signature)
+        return Verdict(
+            Label.OOM,
+            Action.RESTART,
+            ranks=ranks,
+            culprit=st.key,
+            evidence=tuple([oom, *(e for e in evidence if e is not oom)][:20]),
+            reason=f"{_who(st.key)} was killed by signal 9 and the kernel reports an out-of-memory kill "
+            f"({oom.signature})",
+            advice=sig.advice if sig is not None else "The host ran out of memory.",
+            step=st.step if st.step is not None else self.max_step,
+            culprit_source="failure",
+        )
+
+    def _hang_or_healthy(self, now: float) -> Verdict:
+        # torchrun exits 0 only once every worker it started has exited 0: none is live after it
+        finished = self.launcher_exit is not None and self.launcher_exit.exit_code == 0
+        # A finished compile or checkpoint save restarts the clock: the silence before it was work.
+        # So does the end of a recompile inside a rank: its process tree's last CPU growth.
+        latest = self._latest_work()
+        if self._started():
+            assert latest is not None  # started: a rank has progressed
+            reference, timeout, what = latest, self.hang_timeout(), "hang timeout"
+        else:
+            reference = self.start if latest is None else max(self.start, latest)
+            timeout, what = self.settings.startup_timeout, "startup"
+        idle = now - reference
+        if finished or self._exited == len(self.ranks) or idle <= timeout:
+            # Nothing is overdue, or no rank is live: only ranks waiting on a peer can change the
+            # answer (no pass over every rank: ~0.3 s for 65,536 of them, tests/benchmarks/bench_scale.py).
+            waiting = [] if finished else [st for st in self._ordered(self._waiters) if st.exit_code is None
+                                           and st.last_wait is not None and st.last_wait >= reference]
+            return self._waiting_or_healthy(waiting, idle, timeout)
+        live = [st for st in self.ranks.values() if st.exit_code is None]
+        waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
+        saving = [(st, began) for st in self.ranks.values()
+                  if (began := st.saving_since(now, self.settings)) is not None]
+        if live and idle > timeout and saving:
+            saver, began = saving[0]
+            return Verdict(
+                Label.HEALTHY,
+                Action.WAIT,
+                ranks=tuple(st.key for st, _ in saving),
+                culprit=saver.key,
+                evidence=tuple(st.save_open_line for st, _ in saving if st.save_open_line is not None)[:20],
+                reason=f"{_who(saver.key)} has been saving a checkpoint for {now - began:.0f}s (synced: every "
+                f"rank waits for it; silence counts as a hang again after {self.settings.save_timeout:.0f}s)",
+                advice="A synced checkpoint save is running; waiting is correct. Async saving keeps "
+                "training while it writes.",
+                step=self.max_step,
+            )
+        end = self.training_finished()
+        if live and idle > timeout and end is not None:
+            since = now - end.mono
+            if since <= self.settings.save_timeout:
+                return Verdict(
+                    Label.HEALTHY,
+                    Action.WAIT,
+                    ranks=tuple(st.key for st in live),
+                    culprit=end.key,
+                    evidence=(end,),
+                    reason=f"training finished {since:.0f}s ago ({_who(end.key)}: {end.text.strip()[:80]!r}); "
+                    f"{len(live)} rank(s) still shutting down (final save, teardown; a hang after "
+                    f"{self.settings.save_timeout:.0f}s)",
+                    advice="The training has finished; the ranks are writing their last files and exiting.",
+                    step=self.max_step,
+                )
+            # the rank that said training finished is not the culprit: the one still running is,
+            # when there is one (a real HF run: two of four ranks hung in torch's teardown)
+            stuck = live[0].key if len(live) == 1 else None
+            return Verdict(
+                Label.COLLECTIVE_HANG,
+                Action.STOP,
+                ranks=tuple(st.key for st in live),
+                culprit=stuck,
+                culprit_source="process_state" if stuck is not None else None,
+                evidence=(end,),
+                reason=f"training finished {since:.0f}s ago but {len(live)} rank(s) have not exited "
+                f"(> save timeout {self.settings.save_timeout:.0f}s); stopping them, not restarting: "
+                "the training is done",
+                advice="The job hangs while shutting down (a final save or a collective in teardown). "
+                "Check that the final checkpoint/model is complete.",
+                step=self.max_step,
+                after_training=True,
+            )
+        if live and idle > timeout:
+            laggard = self._collective_laggard(live)
+            culprit: RankKey | None
+            found_by: str | None
+            left = self._left_early()
+            mismatch = self._collective_mismatch()
+            if mismatch is not None:
+                culprit, found_by, how = mismatch[0], "flight_recorder", f"; {mismatch[1]}"
+            elif laggard is not None:
+                culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"
+            elif len(left) == 1:
+                # It left while its peers wait in a collective it never joined (uneven inputs, a
+                # rank-dependent branch around a collective).
+                culprit, found_by = left[0].key, "process_state"
+                how = (f"; {_who(culprit)} said it was done or exited cleanly while the others wait: it left "
+                       "without a collective they are in (uneven data, a skipped collective)")
+            else:
+                culprit, how = self._hang_culprit(live), ""
+                found_by = None if culprit is None else "progress"
+            # the culprit's last sign of life first, then what each rank was doing
+            order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))
+            evidence = tuple(
+                e for st in order for e in (st.last_wait_line, st.last_progress_line) if e is not None
+            )
+            return Verdict(
+                Label.COLLECTIVE_HANG,
+                Action.RESTART,
+                ranks=tuple(st.key for st in live),
+                culprit=culprit,
+                evidence=evidence[:20],
+                reason=f"no rank progressed and none compiled for {idle:.0f}s (> {what} {timeout:.0f}s){how}",
+                advice="The job is hung. Restarting from the last complete checkpoint; the stack dumps in "
+                "the incident bundle show where each rank was stuck.",
+                step=self.max_step,
+                culprit_source=found_by,
+            )
+        return self._waiting_or_healthy(waiting, idle, timeout)
+
+    def _waiting_or_healthy(self, waiting: list[RankState], idle: float, timeout: float) -> Verdict:
+        if waiting:
+            return Verdict(
+                Label.COMM_TIMEOUT_TRANSIENT,
+                Action.WAIT,
+                ranks=tuple(st.key for st in waiting),
+                evidence=tuple(st.last_wait_line for st in waiting if st.last_wait_line is not None)[:20],
+                reason=f"{len(waiting)} rank(s) waiting on peers for {idle:.0f}s (hang after {timeout:.0f}s)",
+                advice="Ranks are waiting on a peer; not a hang yet.",
+                step=self.max_step,
+            )
+        return Verdict(Label.HEALTHY, Action.WAIT, step=self.max_step)
+
+    def _collective_mismatch(self) -> tuple[RankKey, str] | None:
+        """The one rank that ran a different collective from its peers at the same sequence id.
+
+        At one sequence id of a process group every rank must run the same collective (and, for
+        the collectives whose inputs are the same on every rank, on the same shapes): a rank that
+        skipped one or called another is out of step with the rest, whatever broke next (gloo's
+        "collective mismatch" abort on a neighbour, a peer's closed connection, a hang). Compared
+        on each rank's newest recorded entry, live or as it left (its exit-time dump); named only
+        when one rank differs from at least two that agree, as torch's own
+        ``torch/distributed/flight_recorder`` analysis reports a mismatch.
+        """
+        calls: dict[tuple[str, int], dict[RankKey, tuple[str, str]]] = {}
+        for st in self.ranks.values():
+            if st.key.rank < 0:
+                continue
+            for g, p in st.collectives.items():
+                if p.seq >= 0 and p.op:
+                    shape = p.shape if p.op.rsplit(":", 1)[-1] in _SAME_SHAPE_OPS else ""
+                    calls.setdefault((g, p.seq), {})[st.key] = (p.op, shape)
+        for (g, seq), by_rank in sorted(calls.items(), key=lambda kv: (len(kv[0][0]), kv[0])):
+            kinds: dict[tuple[str, str], list[RankKey]] = {}
+            for k, call in by_rank.items():
+                kinds.setdefault(call, []).append(k)
+            if len(kinds) != 2:
+                continue
+            (odd_call, odd), (call, agree) = sorted(kinds.items(), key=lambda kv: len(kv[1]))
+            if len(odd) != 1 or len(agree) < 2:
+                continue
+
+            def said(c: tuple[str, str]) -> str:
+                return f"{c[0]} of {c[1]}" if c[1] else c[0]
+
+            return odd[0], (f"{_who(odd[0])} ran {said(odd_call)} as collective {seq} of group {g} where the "
+                            f"other {len(agree)} ranks with a record of it ran {said(call)}: it is out of step "
+                            "with them (flight recorder)")
+        return None
+
+    @staticmethod
+    def _collective_laggard(live: Sequence[RankState]) -> tuple[RankKey, str] | None:
+        """The one rank whose newest collective (flight recorder) lags the others of its group.
+
+        Per process group, a rank's newest collective is the highest sequence id it enqueued
+        (or completed): a rank stuck outside the collective never enqueues the one its peers
+        wait in. Only a single laggard behind peers that all agree is named.
+        """
+        groups: dict[str, dict[RankKey, int]] = {}
+        for st in live:
+            for g, p in st.collectives.items():
+                groups.setdefault(g, {})[st.key] = max(p.enqueued, p.completed)
+        for g in sorted(groups, key=lambda x: (len(x), x)):
+            seqs = groups[g]
+            if len(seqs) < 2:
+                continue
+            top = max(seqs.values())
+            behind = [k for k, v in seqs.items() if v < top]
+            if len(behind) == 1 and len(seqs) - 1 == sum(1 for v in seqs.values() if v == top):
+                k = behind[0]
+                n = top - seqs[k]
+                return k, (f"{_who(k)} is {n} collective{'s' if n != 1 else ''} behind the other "
+                           f"{len(seqs) - 1} rank{'s' if len(seqs) > 2 else ''} of group {g} (flight recorder)")
+        return None
+
+    @staticmethod
+    def _hang_culprit(live: Sequence[RankState]) -> RankKey | None:
+        """The first rank to stop progressing; among equals, the only one not waiting on a peer."""
+
+        def last(st: RankState) -> float:
+            return st.last_progress if st.last_progress is not None else -math.inf
+
+        # The node's own stream (rank -1: a new checkpoint, the kernel's word) is not a rank to blame.
+        live = [st for st in live if st.key.rank >= 0]
+        # Most jobs print progress on rank 0 only (HF Trainer, Lightning): a rank that never printed
+        # any did not "stop first", and the one that prints is not the culprit for printing.
+        if sum(st.last_progress is not None for st in live) < 2:
+            return None
+        earliest = min(last(st) for st in live)
+        # Ranks of one synchronous job print their step within a moment of each other.
+        first = [st for st in live if last(st) - earliest < 1.0]
+        if len(first) == 1:
+            return first[0].key
+        not_waiting = [st for st in first if st.last_wait is None or st.last_wait < last(st)]
+        if len(not_waiting) == 1 and len(live) > 1:
+            return not_waiting[0].key
+        return None
+
+    def rank_summaries(self, now: float) -> list[dict[str, object]]:
+        """Per-rank state for status displays (``status.json``)."""
+        alive = self._lock_holder_alive(now)
+        silent_after = self.silent_after()
+        out: list[dict[str, object]] = []
+        for key in sorted(self.ranks, key=lambda k: (k.node, k.rank)):
+            st = self.ranks[key]
+            compiling_for = 0.0
+            if st.compile_open is not None:
+                compiling_for = now - st.compile_open
+            out.append(
+                {
+                    "node": key.node,
+                    "rank": key.rank,
+                    "state": "unobserved"
+                    if key.node in self.unobserved
+                    else st.state_name(now, self.settings, alive, silent_after),
+                    "last_step": st.step,
+                    "last_line_age": round(now - st.last_line, 3),
+                    "compile_seconds": round(st.compile_seconds + compiling_for, 3),
+                }
+            )
+        return out
+
+
+#: Bumped whenever :func:`compact_matches`, :func:`coalesce_progress` or :meth:`Judge._apply` change
+#: what a match does: it is part of :func:`kb_fingerprint`, so a sender with other rules is never
+#: trusted to compact.
+BATCH_RULES = 4
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> int:
+    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns), of the batch rules
+    and of the step rules (:data:`~neuron_watch.diagnosis.classify.STEP_RULES`).
+
+    Two processes with equal fingerprints classify every line alike, so one may classify for the
+    other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
+    """
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"rules {BATCH_RULES} steps {STEP_RULES} forms {FORM_RULES}\n".encode())
+    for s in (*kb.signatures, *kb.form_signatures):
+        h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
+        h.update("\t".join(p.pattern for p in s.patterns).encode())
+        h.update("\t".join(s.keys).encode() + b"\n")
+    return (int.from_bytes(h.digest(), "big") >> 1) or 1
+
+
+_SUPERSEDED_BY_SAME = frozenset({Effect.COMM_WAIT, Effect.COMPILE_BEAT})
+
+
+def sig_is_compiler_line(m: Match) -> bool:
+    """A compile beat in the compiler's own words (any but the bare dots)."""
+    return m.signature.effect is Effect.COMPILE_BEAT and m.signature.id != COMPILER_DOTS
+
+
+def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
+    """Indices of the matches :meth:`Judge.observe_batch` must see; the rest change nothing.
+
+    ``matches``: ``(rank, match)`` in line order for one batch. Training logs are mostly
+    progress lines, so a batch can match almost every line; most of those matches are
+    overwritten before a verdict can look. A match is left out only when applying it provably
+    makes no difference to the judge's state after the whole batch (see :meth:`Judge._apply`):
+
+    * ``benign`` matches (but :data:`GOING_ON_SIGNATURES`') and ``info`` matches of a healthy
+      category (no effect at all);
+    * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
+    * a progress match with a step that does not raise the batch's running maximum step (so
+      it cannot raise the job's), when the same rank's next match is also a progress match
+      with a step at least as high (which sets the same fields again, later, and ends a
+      "training finished" whenever this one would: it is later, and its step is no lower);
+    * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
+      effect (only the latest time and line are kept by the judge), except a compiler's own line
+      followed by dots (it opens the compile the dots beat for).
+    """
+    n = len(matches)
+    keep = [True] * n
+    top: int | None = None
+    raises = [False] * n
+    seen_info: set[str] = set()
+    for i, (_rank, m) in enumerate(matches):
+        sig = m.signature
+        effect = sig.effect
+        if effect is Effect.PROGRESS:
+            if m.step is not None and (top is None or m.step > top):
+                top = m.step
+                raises[i] = True
+        elif effect is Effect.BENIGN:
+            keep[i] = sig.id in GOING_ON_SIGNATURES
+        elif effect is Effect.INFO:
+            if sig.category is Label.HEALTHY or sig.id in seen_info:
+                keep[i] = False
+            seen_info.add(sig.id)
+    following: dict[Hashable, Match] = {}
+    for i in range(n - 1, -1, -1):
+        rank, m = matches[i]
+        nxt = following.get(rank)
+        following[rank] = m
+        if nxt is None or not keep[i]:
+            continue
+        effect = m.signature.effect
+        if effect is Effect.PROGRESS:
+            if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
+                    and nxt.step is not None and nxt.step >= m.step):
+                keep[i] = False
+        elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
+            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
+            keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
+    return [i for i in range(n) if keep[i]]
+
+
+def coalesce_progress(matches: Sequence[tuple[Hashable, Match]], lines_of: Mapping[Hashable, int]) -> list[int]:
+    """Indices of the matches that may travel as a rank's progress row (see :meth:`Judge.observe_batch`).
+
+    ``matches``: ``(rank, match)`` in line order for one batch; ``lines_of``: how many lines each
+    rank has in the batch. A rank qualifies when every one of its lines matched a progress
+    signature that read a step: its last match is then all the judge needs of its lines beyond
+    the ones :func:`compact_matches` keeps for raising the batch's step, so it goes as a row --
+    unless it raises the batch's running maximum step itself (a new job-level step is timed by the
+    first line that shows it, in line order with every rank's: it stays a match). Such a row
+    touches nothing another rank's match reads (its rank's state, and maxima over all ranks), so it
+    is applied after the batch's matches. The caller sends the row with the rank's newest line time:
+    it must be the time of this last match's line.
+    """
+    counts: dict[Hashable, int] = {}
+    last: dict[Hashable, int] = {}
+    top: int | None = None
+    raises: set[int] = set()
+    for i, (rank, m) in enumerate(matches):
+        if m.signature.effect is Effect.PROGRESS and m.step is not None:
+            counts[rank] = counts.get(rank, 0) + 1
+            if top is None or m.step > top:
+                top = m.step
+                raises.add(i)
+        else:
+            counts[rank] = -1 << 30  # a line of another kind: this rank's batch is not plain progress
+        last[rank] = i
+    return sorted(i for rank, i in last.items() if counts[rank] == lines_of.get(rank) and i not in raises)

@@ -1,0 +1,1251 @@
+"""The job's coordinator: receives every node's lines, judges the whole job, drives recovery.
+
+    neuron-watch coordinator --bind HOST:PORT --run-dir DIR [--job-id ID] [--nodes N]
+
+A :class:`Coordinator` is a service object with a ``poll(timeout)`` / ``tick(now)`` shape:
+``poll`` drains the socket (authenticate, decode, de-duplicate, ingest), ``tick`` does what is
+due at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). The
+command and the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
+
+Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
+for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
+summary, rewritten atomically on each tick).
+
+Trust: only messages signed with the job's agent key are ingested (:mod:`neuron_watch.wire.auth`);
+anything else -- wrong secret, garbage, replays, commands posing as agent messages -- is
+dropped and counted in the summary, never acted on. A node not heard from for ``silence``
+seconds is ``unobserved`` (never ``healthy``) until it speaks again.
+
+Recovery (DESIGN.md §6), when the judge's verdict asks for a restart: every node is told to
+capture evidence, then to stop (SIGTERM, deadline, SIGKILL, reap on each), then the
+checkpoint is chosen once, here, and every node is told to launch generation G+1 from it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from neuron_watch.config import WatchConfig
+from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.judge import BlindWarning, RecompileNote
+from neuron_watch.events import (
+    CompilerSample,
+    EventKind,
+    Evidence,
+    EvidenceReport,
+    Label,
+    LauncherExit,
+    LogLine,
+    NodeStatus,
+    RankExit,
+    RankKey,
+    StopReport,
+    Verdict,
+    WorkerSample,
+    iso_utc,
+)
+from neuron_watch.iofaults import AppendFile, IOHealth
+from neuron_watch.job.jobreport import JobReport, progressed_for
+from neuron_watch.outputs.eventlog import EventLog, write_json_atomic
+from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
+from neuron_watch.recovery.machine import (
+    Capture,
+    ChooseCheckpoint,
+    Command,
+    Drain,
+    Emit,
+    Facts,
+    Finish,
+    Progress,
+    RecordIncident,
+    Recovery,
+    RecoverySettings,
+    Relaunch,
+    Relaunched,
+    RelaunchOutcome,
+    StopJob,
+)
+from neuron_watch.recovery.policy import JobState, JobStateMachine, RestartPolicy
+from neuron_watch.wire.auth import Signer
+from neuron_watch.wire.protocol import (
+    MAX_LINE_BYTES,
+    RANK_LINE_BYTES,
+    Ack,
+    Body,
+    CaptureEvidence,
+    Disposition,
+    Exits,
+    Header,
+    Heartbeat,
+    Hello,
+    Kind,
+    Launch,
+    Lines,
+    Msg,
+    Procs,
+    ProtocolError,
+    Refused,
+    SequenceTracker,
+    Shutdown,
+    Status,
+    StatusQuery,
+    StatusReply,
+    Stop,
+    decode_body,
+    decode_header,
+    delivery_slack_at,
+    encode,
+    kind_of,
+)
+from neuron_watch.wire.transport import CoordinatorSocket
+
+log = logging.getLogger("neuron_watch")
+
+COORDINATOR_NODE = "coordinator"
+#: A loop turn this much later than the previous one means this process was paused (SIGSTOP, a
+#: suspended VM): the gap is our own absence, not silence of the job or of its nodes.
+PAUSE_JUMP = 5.0
+#: A standalone coordinator serves this long after the job's end for every node to say it exited.
+NODES_EXIT_GRACE = 10.0
+#: Shares of the loop's time a verdict and a status document may take at most: each waits this
+#: many times its own last cost (a verdict over 65,536 compiling ranks takes ~0.3 s, a status
+#: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
+VERDICT_SHARE = 0.25
+STATUS_SHARE = 0.1
+
+
+class JudgeLike(Protocol):
+    """Everything the coordinator uses of its judge (:class:`neuron_watch.diagnosis.judge.Judge` is the one
+    implementation; a test's stand-in subclasses it). What the judge is fed, what it answers, and
+    what it keeps for the job's events and status."""
+
+    @property
+    def kb(self) -> KnowledgeBase | None: ...  # its table: an agent's batch classified with the same one is taken as is
+    @property
+    def max_step(self) -> int | None: ...  # the newest step any rank reached
+    @property
+    def max_step_wall(self) -> float | None: ...  # wall time of the line that first showed it
+    @property
+    def last_progress_wall(self) -> float | None: ...  # wall time of the newest progress line (steps or not)
+    @property
+    def step_times(self) -> list[float]: ...  # monotonic time each new job-level step was first seen
+    @property
+    def unexplained(self) -> list[Evidence]: ...  # error lines no signature explains (the first of a generation)
+    @property
+    def recompile_notes(self) -> list[RecompileNote]: ...
+    @property
+    def compile_reports(self) -> list[tuple[RankKey, int, float]]: ...  # (rank, compiles, seconds) as a compiler said
+
+    def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
+    def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
+                      matches: Sequence[tuple[LogLine, str, int | None, float | None]],
+                      progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = ()) -> None: ...
+    def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
+    def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
+    def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
+    def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool: ...
+    def observe_exit(self, ex: RankExit) -> None: ...
+    def mark_unobserved(self, node: str, now: float) -> None: ...
+    def mark_observed(self, node: str) -> None: ...
+    def verdict(self, now: float, final: bool = False) -> Verdict: ...
+    def blind(self, now: float) -> BlindWarning | None: ...
+    def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]: ...
+    def rank_summaries(self, now: float) -> list[dict[str, object]]: ...
+    def timeout_in_force(self) -> tuple[float, str]: ...
+
+
+class NodeState(str, enum.Enum):
+    CONNECTED = "connected"
+    UNOBSERVED = "unobserved"  # silent for longer than `silence`: not healthy, not known dead
+
+
+@dataclass
+class NodeView:
+    """What the coordinator knows of one node's agent."""
+
+    node: str
+    session: int
+    routing_id: bytes
+    first_heard: float
+    last_heard: float
+    state: NodeState = NodeState.CONNECTED
+    hostname: str = ""
+    pid: int = 0
+    ranks: tuple[int, ...] = ()
+    status: NodeStatus = NodeStatus.NONE
+    status_detail: str = ""
+    checkpoint: str = ""
+    generation: int = 0
+    lines: int = 0
+    reported_dropped_lines: int = 0  # the agent's own count (buffer overflow while we were away)
+    reported_dropped_msgs: int = 0
+    reported_truncated_lines: int = 0  # lines the agent cut to the wire's line limit (marked in their text)
+    acked: int = -1
+    need_ack: bool = False
+    launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
+    status_since: float = 0.0  # when `status` was last set
+    locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
+    worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
+    recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
+    #: its last evidence report and when it came (kept apart: a later `failed`/`finished` status of a
+    #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
+    evidence: EvidenceReport | None = None
+    evidence_heard: int | None = None
+    stop_report: StopReport | None = None  # its answer to the last stop
+    place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
+    status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
+    #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
+    #: A message that took longer waited that much longer in our queues (see Coordinator.behind).
+    #: The shortest of the current TRANSIT_WINDOW replaces it at the window's end: two hosts'
+    #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
+    transit: float = float("inf")
+    transit_next: float = float("inf")
+
+    @property
+    def observed(self) -> bool:
+        return self.state is NodeState.CONNECTED
+
+
+
+@dataclass
+class Counters:
+    """Everything the coordinator refused or failed to deliver."""
+
+    frames: int = 0
+    bad: dict[str, int] = field(default_factory=dict)  # problem -> count (auth, garbage, version, ...)
+    wrong_job: int = 0  # signed with this secret for another job (refused by name)
+    not_agent_kind: int = 0  # validly signed but a command kind: never acted on
+    unechoed: int = 0  # not echoing this coordinator's session: a replay, or an agent not yet challenged
+    challenges: int = 0  # challenges sent (ack -1: "resend, echoing my session")
+    duplicates: int = 0
+    early: int = 0
+    stale: int = 0
+    send_failed: int = 0
+    lines: int = 0
+    status_queries: int = 0
+    unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
+    #: work shed while behind (see Coordinator.behind): lines not kept in the ranks' tails (they are in
+    #: merged.log and the ranks' own files), status.json writes skipped
+    tail_lines_shed: int = 0
+    status_writes_shed: int = 0
+
+    def bad_total(self) -> int:
+        return sum(self.bad.values())
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    silence: float = 10.0  # seconds without a message -> node unobserved
+    ack_interval: float = 0.05  # seconds between acks to a node with news
+    verdict_interval: float = 0.1  # seconds between verdicts
+    evidence_timeout: float = 60.0  # wait this long for every node's `evidence_done`
+    stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
+    expected_nodes: int | None = None  # wait for this many nodes before judging
+    settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
+    finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
+    tail_lines: int = 200  # per-rank tail kept in memory for evidence
+    #: a tick this much later than the previous one means the coordinator itself was paused (SIGSTOP,
+    #: a stuck console): the gap is not the nodes' silence, and verdicts wait ``pause_grace`` seconds
+    #: for what the nodes buffered meanwhile (an agent resends within its ``resend_after``, 3 s).
+    #: None: off (a caller that drives ``tick`` with a fast-forwarded clock); the wrappers set it.
+    pause_jump: float | None = None
+    pause_grace: float = 6.0
+    upload_timeout: float = 0.0  # the nodes upload their bundles within their stop: wait that much longer
+    #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
+    #: this long for it to answer the stop, then end the job (exit 3) instead
+    lost_node_wait: float = 600.0
+    #: every node that joined has a failed launcher while others never joined: wait this long for them
+    absent_grace: float = 60.0
+
+
+#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
+#: verdict's path is shed: the ranks' tails are not kept, status.json is written every
+#: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
+SHED_BEHIND = 2.0
+#: A node's shortest transit is taken afresh from each window this long (see NodeView.transit): a
+#: backlog that lasts a whole window reads as shorter than it is, a clock drift never as a backlog.
+TRANSIT_WINDOW = 300.0
+#: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
+RANKS_EVERY = 30.0
+SHED_STATUS_EVERY = 10.0
+BEHIND_REPEAT = 10.0
+
+
+class Relauncher(Protocol):
+    """How a new generation of the job starts, once recovery has stopped the old one.
+
+    The coordinator calls :meth:`begin` when recovery says relaunch, then :meth:`poll` on each turn
+    of its loop (its sockets keep being served meanwhile) until it answers. ``replaces_agents``:
+    a relaunch starts new agents (a new srun step), so nodes silent at a restart are not waited for.
+    """
+
+    replaces_agents: bool
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None: ...
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        """The relaunch's outcome once known, else None."""
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Keep ``node`` out of the next generation (recovery asked: a faulty node)."""
+
+    def gone(self) -> int | None:
+        """The launcher's exit code when it ended by itself (the srun step), else None."""
+
+
+class LaunchOnNodes:
+    """The default relaunch: every node's agent starts the next generation itself (``launch``)."""
+
+    replaces_agents = False
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._coordinator = coordinator
+        self._started = False
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
+        self._coordinator.broadcast(Launch(generation, checkpoint))
+        self._started = True
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        if not self._started:
+            return None
+        self._started = False
+        return Relaunched()
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Nodes cannot be excluded here: the policy gives up on a faulty node (exit 4) instead."""
+
+    def gone(self) -> int | None:
+        return None
+
+
+def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **overrides: Any) -> CoordinatorSettings:
+    """The coordinator's settings from the one configuration: the same for every entry point (the
+    wrapper of ``torchrun``, the ``srun`` launcher, the standalone coordinator), so that a setting
+    added here reaches all of them. ``overrides``: what only one entry point decides (the standalone
+    coordinator's ``--silence``)."""
+    return CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
+                               expected_nodes=expected_nodes, lost_node_wait=config.coordinator_loss_timeout,
+                               absent_grace=config.absent_node_wait, pause_jump=PAUSE_JUMP,
+                               upload_timeout=config.upload_timeout if config.artifacts else 0.0, **overrides)
+
+
+#: The recovery steps are the job states of :mod:`neuron_watch.recovery.policy` (one state machine for all).
+Phase = JobState
+
+
+
+class Coordinator:
+    """One job's coordinator. Single-threaded: call :meth:`poll` and :meth:`tick` from one loop.
+
+    Args:
+        bind: ``HOST:PORT`` (port 0 = any free one; read :attr:`endpoint`) or a ZeroMQ URL.
+        secret: the job secret (:func:`neuron_watch.wire.auth.load_secret`).
+        run_dir: where ``merged.log``, ``events.jsonl`` and ``coordinator.json`` go.
+        job: the job id every message must carry.
+        judge_factory: ``(generation, now) -> judge`` for each generation; None = ingest only.
+        pick_checkpoint: returns the checkpoint every node relaunches from ('' = from scratch);
+            default: the newest one any node reported in its status.
+        policy: the restart policy (:class:`neuron_watch.recovery.policy.RestartPolicy`); default: one with
+            ``max_restarts``.
+        relauncher: how a new generation starts (:class:`Relauncher`); default: every node is sent
+            ``launch`` (:class:`LaunchOnNodes`). ``neuron-watch srun`` starts a new srun step instead.
+        generation: the first generation (a requeued Slurm job goes on counting).
+    """
+
+    def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
+                 settings: CoordinatorSettings | None = None,
+                 judge_factory: Callable[[int, float], JudgeLike] | None = None,
+                 pick_checkpoint: Callable[..., str] | None = None,
+                 policy: RestartPolicy | None = None,
+                 max_restarts: int = 3, session: int | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 announce: bool = True,
+                 relauncher: Relauncher | None = None,
+                 generation: int = 0,
+                 health: IOHealth | None = None) -> None:
+        self.settings = settings or CoordinatorSettings()
+        self.relauncher: Relauncher = relauncher or LaunchOnNodes(self)
+        self._relaunching = False
+        self.job = job
+        self.signer = Signer.for_coordinator(secret, job)
+        self._status_signer = Signer.for_status(secret)
+        self._challenged: dict[bytes, float] = {}  # routing id -> when last challenged (rate limit)
+        self._refused: dict[tuple[str, str, int], float] = {}  # (job, node, session) -> when last refused
+        self.clock = clock
+        # Grows with the start time (agents tell a restarted coordinator by a larger session), with
+        # 12 random low bits: agents echo it, so a frame captured in another session is refused.
+        self.session = session if session is not None else ((time.time_ns() // 1000) << 12) | secrets.randbelow(4096)
+        os.makedirs(run_dir, exist_ok=True)
+        self.run_dir = run_dir
+        self.sock = CoordinatorSocket(bind)
+        self.endpoint = self.sock.endpoint
+        self.nodes: dict[str, NodeView] = {}
+        self.tracker = SequenceTracker(in_order=True)
+        self.counters = Counters()
+        self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
+        self.judge_factory = judge_factory
+        now = clock()
+        self.judge: JudgeLike | None = judge_factory(generation, now) if judge_factory else None
+        self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
+        st = self.settings
+        #: every step from a verdict to the next generation (pure: it only returns commands)
+        self.recovery = Recovery(
+            RecoverySettings(evidence_timeout=st.evidence_timeout, stop_timeout=st.stop_timeout,
+                             upload_timeout=st.upload_timeout, settle=st.settle,
+                             finishing_grace=st.finishing_grace, lost_node_wait=st.lost_node_wait,
+                             absent_grace=st.absent_grace),
+            policy or RestartPolicy(max_restarts=max_restarts),
+            fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
+            phase_since=now)
+        self.wall = wall
+        self._last_status = -1e18
+        self._status_every = 1.0
+        self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
+        # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
+        self.tails: dict[RankKey, _Tail] = {}
+        self._fp_kb: object = None
+        self._fp = 0
+        # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
+        # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
+        self.health = health or IOHealth()
+        self.merged = AppendFile(os.path.join(run_dir, "merged.log"), self.health, gap=self._merged_gap)
+        self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
+                               health=self.health)
+        self.health.listeners.append(self._io_fault)
+        #: what the judge found that the operator must hear while the job runs (progress, warnings)
+        self.report = JobReport(self.events, clock, wall)
+        self._io_told = False  # faults seen before this coordinator existed are told at the first tick
+        self.last_verdict: Verdict | None = None
+        self.exit_code: int | None = None  # set when the job is over (shutdown sent)
+        self._cmd_seq = 0
+        self._last_ack = -1e18
+        self._last_verdict_at = -1e18
+        self._verdict_every = self.settings.verdict_interval
+        self._stamp_sec, self._stamp_prefix = -1, ""
+        self._keys: dict[tuple[str, int], RankKey] = {}
+        #: seconds the nodes' newest messages waited in our queues (see NodeView.transit): the acks
+        #: say it, agents resend that much later
+        self.behind = 0.0
+        self._lag = 0.0
+        self._last_ranks = -1e18
+        self._transit_since = now
+        self._behind_since: float | None = None
+        self._behind_told = -1e18
+        self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
+        self._last_tick: float | None = None
+        self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
+        self.pauses: list[float] = []  # our own pauses seen (seconds), for the summary
+        #: called with each status document written (once a second): the --progress line
+        self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
+        if announce:
+            self.events.emit(EventKind.COORDINATOR_STARTED, 0, endpoint=self.endpoint, job=job)
+
+    def _merged_gap(self, lines: int, nbytes: int, error: str) -> str:
+        return (f"{iso_utc(self.wall())} {COORDINATOR_NODE} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
+                f"job's output are missing here: {error} (each rank's own log still has them)")
+
+    def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
+        """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
+        even when events.jsonl is the file that fails)."""
+        self.events.emit(kind, self.generation, **fields)
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def poll(self, timeout: float, budget: float = 0.05) -> int:
+        """Wait up to ``timeout`` seconds for messages, then ingest what is waiting for at most
+        ``budget`` seconds (so :meth:`tick` -- acks, verdicts -- runs often even under a flood;
+        agents resend what is not acknowledged in time). Returns how many messages were handled."""
+        if not self.sock.poll(int(timeout * 1000)):
+            return 0
+        now = start = self.clock()
+        n = 0
+        while (item := self.sock.recv()) is not None:
+            self.handle(item[0], item[1], now)
+            n += 1
+            if n % 16 == 0:
+                now = self.clock()
+                if now - start >= budget:
+                    break
+        return n
+
+    def _bad(self, problem: str) -> None:
+        self.counters.bad[problem] = self.counters.bad.get(problem, 0) + 1
+
+    def handle(self, routing_id: bytes, frames: list[bytes], now: float) -> None:
+        """Authenticate, decode, de-duplicate and ingest one message; anything doubtful is counted.
+
+        Nothing about a node changes (its route, ``last_heard``, its session) before the message
+        is proven fresh: signed with this job's key, echoing this coordinator's session, and the
+        next one of its sender's sequence. A captured frame replayed from elsewhere is a
+        duplicate (or does not echo this session) and moves nothing (issue 16, finding 4).
+        """
+        self.counters.frames += 1
+        try:
+            if len(frames) != 3:
+                self.signer.verify(frames)  # an unsigned message is refused as such
+                raise ProtocolError("truncated" if len(frames) < 3 else "garbage",
+                                    f"a message has 3 frames (header, body, signature), got {len(frames)}")
+            # The header is read before the signature: a peer of another schema signs with other keys,
+            # and its refusal must name the version, not "bad signature". Nothing acts on it unsigned.
+            h = decode_header(bytes(frames[0]))
+            if h.kind is Kind.STATUS_QUERY:
+                body = decode_body(h.kind, self._status_signer.verify(frames)[1])
+                assert isinstance(body, StatusQuery)
+                self._answer_status(routing_id, h, body)
+                return
+            if h.job != self.job and not h.kind.is_command:
+                self._foreign(routing_id, frames, h, now)
+                return
+            body = decode_body(h.kind, self.signer.verify(frames)[1])
+        except ProtocolError as exc:
+            self._bad(exc.problem)
+            if exc.problem == "version" and self.counters.bad["version"] == 1:
+                log.warning("refusing a peer: %s", exc)  # once: an old agent keeps resending
+            return
+        if h.kind.is_command:
+            self.counters.not_agent_kind += 1
+            return
+        if h.job != self.job:
+            self.counters.wrong_job += 1
+            return
+        view = self.nodes.get(h.node)
+        if h.echo != self.session:
+            self.counters.unechoed += 1
+            st = self.tracker.stats(h.node)
+            # Challenge only a session we have not taken in yet (a new agent, or one of a previous
+            # coordinator): one whose messages we accepted already knows our session, so its
+            # unechoed frame is a replay and gets nothing.
+            if (view is None or view.session != h.session) and (st is None or h.session > st.session):
+                self._challenge(routing_id, h, now)
+            return
+        if (view is None or view.session != h.session) and self._claim_refused(routing_id, h, body, now):
+            return  # another live agent holds this node's name or place: the newcomer is refused
+        disp = self.tracker.check(h.node, h.session, h.seq, h.base)
+        if disp is Disposition.STALE_SESSION:
+            self.counters.stale += 1
+            return
+        if disp is Disposition.DUPLICATE:
+            self.counters.duplicates += 1
+            if view is not None and view.session == h.session and view.routing_id == routing_id:
+                view.need_ack = True  # a resend on the node's own connection: our ack was lost
+            return
+        if disp is Disposition.EARLY:
+            self.counters.early += 1  # the sender resends what is missing first; it proves nothing yet
+            return
+        if view is None or view.session != h.session:
+            view = self._new_session(h, routing_id, now)
+        # A fresh message of the current session proves the node is alive and tells us where to
+        # reach it (a reconnect gets a new routing id).
+        view.routing_id = routing_id
+        view.last_heard = now
+        view.need_ack = True
+        took = now - h.sent
+        if took < view.transit_next:
+            view.transit_next = took
+        if took < view.transit:
+            view.transit = took
+        elif took - view.transit > self._lag:
+            self._lag = took - view.transit
+        if view.state is NodeState.UNOBSERVED:
+            view.state = NodeState.CONNECTED
+            if self.judge:
+                self.judge.mark_observed(h.node)
+            self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=h.node)
+        self._ingest(view, Msg(h, body), now)
+
+    def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
+        """Tell an agent session our session (an ack of nothing, -1): it resends, echoing it.
+        At most one every half second per connection."""
+        last = self._challenged.get(routing_id)
+        if last is not None and now - last < 0.5:
+            return
+        if len(self._challenged) >= 4096:
+            self._challenged.clear()
+        self._challenged[routing_id] = now
+        self.counters.challenges += 1
+        self._send_to(routing_id, h.session, Ack(-1))
+
+    def _foreign(self, routing_id: bytes, frames: list[bytes], h: Header, now: float) -> None:
+        """A message naming another job. Signed with that job's keys and our secret: a job sharing
+        our secret and port (issue 16, finding 5) -- refused by name, on both sides. Otherwise it is
+        a stranger's (counted as a bad signature)."""
+        other = self.signer.other_job(h.job)
+        if other is None:
+            raise ProtocolError("auth", "a message of another job")
+        other.verify(frames)  # raises AuthError: not our secret
+        self.counters.wrong_job += 1
+        key = (h.job, h.node, h.session)
+        last = self._refused.get(key)
+        if last is not None and now - last < 1.0:
+            return
+        if len(self._refused) >= 1024:
+            self._refused.clear()
+        self._refused[key] = now
+        hdr = Header(kind=Kind.REFUSED, job=h.job, node=COORDINATOR_NODE, session=self.session,
+                     generation=self.generation, seq=self._cmd_seq, target=h.session, mono=self.clock(),
+                     wall=time.time())
+        self._cmd_seq += 1
+        reason = f"this coordinator runs job {self.job}"
+        if not self.sock.send(routing_id, other.sign(encode(Msg(hdr, Refused(self.job, h.job, reason))))):
+            self.counters.send_failed += 1
+        if last is None:
+            self.events.emit(EventKind.JOB_REFUSED, self.generation, job=self.job, other_job=h.job, node=h.node,
+                             reason="the same secret and coordinator port: each job needs its own "
+                                    "--job-id and port (or secret)")
+
+    def _send_to(self, routing_id: bytes, target: int, body: Body) -> bool:
+        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
+                   generation=self.generation, seq=self._cmd_seq, target=target, mono=self.clock(), wall=time.time())
+        self._cmd_seq += 1
+        return self.sock.send(routing_id, self.signer.sign(encode(Msg(h, body))))
+
+    def _claim_refused(self, routing_id: bytes, h: Header, body: Body, now: float) -> bool:
+        """A new agent session claims node ``h.node`` (and, in its hello, a place in the job). Nodes
+        are known by their place; the name is for people, and bundles and S3 keys carry it. While
+        another agent session holding that name or that place is alive (heard within ``silence``,
+        not exited), the newcomer is refused, with a message naming both hosts; once the holder is
+        silent or gone, the newcomer takes over (an agent that restarted: a new session)."""
+        place = body.place if isinstance(body, Hello) else -1
+        holder = self.nodes.get(h.node)
+        by_name = holder is not None and holder.session != h.session
+        if not by_name and place >= 0:
+            holder = next((v for v in self.nodes.values() if v.place == place and v.node != h.node), None)
+        if holder is None or not holder.observed or holder.status is NodeStatus.EXITED:
+            return False
+        if now - holder.last_heard > self.settings.silence:
+            return False
+        host = f"{body.hostname} (pid {body.pid})" if isinstance(body, Hello) else "another agent"
+        what = f"node {h.node!r}" if by_name else f"place {place} in the job (node_rank / SLURM_PROCID)"
+        reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
+                  f"place {holder.place}); refused {h.node!r} on {host}, place {place}: give every node its own "
+                  "--node_rank (torchrun) and, if you name nodes, its own NEURON_WATCH_NODE")
+        key = (h.job, h.node, h.session)
+        last = self._refused.get(key)
+        if last is not None and now - last < 1.0:
+            return True
+        self._refused[key] = now
+        self._send_to(routing_id, h.session, Refused(self.job, h.job, reason))
+        if last is None:
+            self.events.emit(EventKind.NODE_REFUSED, self.generation, node=h.node, place=place, holder=holder.node,
+                             reason=reason)
+            log.warning("%s", reason)
+        return True
+
+    def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
+        old = self.nodes.get(h.node)
+        view = NodeView(node=h.node, session=h.session, routing_id=routing_id, first_heard=now, last_heard=now,
+                        generation=h.generation)
+        if old is not None:
+            view.lines = old.lines
+        self.nodes[h.node] = view
+        self.events.emit(EventKind.NODE_JOINED if old is None else "node_rejoined", self.generation, node=h.node)
+        return view
+
+    def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
+        h, body = msg.header, msg.body
+        self.heard += 1
+        # The sender's clock is never compared with ours: an item `age` seconds old when the
+        # sender assembled the message, sent (sent - mono) later, is placed at now - both.
+        lag = max(0.0, h.sent - h.mono)
+        if isinstance(body, Lines):
+            self._lines(view, h, body, now - lag)
+        elif isinstance(body, Hello):
+            view.hostname, view.pid, view.ranks, view.place = body.hostname, body.pid, body.ranks, body.place
+            self.events.emit(EventKind.NODE_HELLO, self.generation, node=h.node, hostname=body.hostname,
+                             ranks=list(body.ranks), agent_version=body.agent_version, place=body.place)
+        elif isinstance(body, Heartbeat):
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
+        elif isinstance(body, Status):
+            state = NodeStatus.parse(body.state)
+            if state is None:
+                log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
+                state = NodeStatus.NONE
+            if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
+                return  # a late word about a generation already replaced
+            view.status, view.status_detail, view.generation = state, body.detail, h.generation
+            if state is NodeStatus.EVIDENCE_DONE:
+                view.evidence, view.evidence_heard = EvidenceReport.from_wire(body.report), self.heard
+            elif state is NodeStatus.STOPPED:
+                view.stop_report = StopReport.from_wire(body.report)
+            view.status_since, view.status_heard = now, self.heard
+            if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
+                ended = LauncherExit.from_wire(body.report)
+                view.launcher_code = None if ended is None else ended.code
+            if body.checkpoint:
+                view.checkpoint = body.checkpoint
+                if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
+                    self.recovery.started(body.checkpoint)  # generation 0: each node's own choice at start
+            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
+            # Capture details carry the node's whole manifest: the event keeps a short form.
+            detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
+            if self.recovery.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
+                self.events.emit(EventKind.NODE_STATUS, h.generation, node=h.node, state=body.state, detail=detail)
+        elif isinstance(body, Procs):
+            if body.workers:
+                view.worker_pids = dict(body.workers)
+            if self.judge and h.generation == self.generation:
+                self.judge.observe_compilers(
+                    [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
+                     for s in body.samples], now, node=h.node)
+                if body.activity:
+                    self.judge.observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds,
+                                                             a.state == "T", now - lag) for a in body.activity], now)
+                if body.locks or view.locks or self._lock_nodes:
+                    # (the job's locks are the nodes' with locks: not a union over every node for
+                    # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
+                    view.locks = set(body.locks)
+                    (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
+                    self.judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
+                                                       if n in self.nodes))), now)
+                for c in body.collectives:
+                    if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
+                        view.recorder[c.rank] = c.problem or "on"
+                    if not c.problem:
+                        self.judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
+        elif isinstance(body, Exits):
+            for e in body.exits:
+                ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
+                if self.judge and h.generation == self.generation:
+                    self.judge.observe_exit(ex)
+                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
+
+    def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
+        """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
+        never per line: the agent joined each rank's lines and classified them on its own CPU.
+
+        ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
+        """
+        node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
+        # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
+        shed = self.behind >= SHED_BEHIND
+        n = 0
+        parts: list[str] = []
+        ranks: list[tuple[RankKey, float, float, str]] = []
+        for c in body.ranks:
+            key = keys.get((node, c.rank))
+            if key is None:
+                key = keys[(node, c.rank)] = RankKey(node, c.rank)
+            # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
+            prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
+            text = c.text
+            parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
+            if shed:
+                self.counters.tail_lines_shed += c.n_lines
+            else:
+                t = tails.get(key)
+                if t is None:
+                    t = tails[key] = _Tail(self.settings.tail_lines)
+                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+                t.count += c.n_lines
+                if t.count - t.texts[0][1] >= t.limit:
+                    t.trim()
+            ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
+            n += c.n_lines
+        self.merged.write("".join(parts))
+        view.lines += n
+        self.counters.lines += n
+        judge = self.judge
+        if judge is None or view.generation != self.generation:
+            return
+        if body.classified and body.classified == self._kb_fingerprint(judge):
+            matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
+                        m.signature, m.step, m.loss) for m in body.matches]
+            rows = body.ranks
+            progress = [(g.chunk, g.signature, g.step, g.loss, h.wall - rows[g.chunk].d_last, g.source, g.lineno)
+                        for g in body.progress]
+            try:
+                judge.observe_batch(ranks, matches, progress)
+                return
+            except ValueError as exc:  # a signature we do not know: classify here instead
+                log.debug("classifying a batch of %s here: %s", node, exc)
+        # Not classified by the agent (no knowledge base, another table, an older judge): do it
+        # here, per line. Line times inside a rank's batch are its first and newest line's (a
+        # batch spans at most the agent's batch age).
+        self.counters.unclassified_batches += 1
+        lines = []
+        for (key, first, last, _text), c in zip(ranks, body.ranks, strict=True):
+            wall = h.wall - c.d_wall
+            for i, text in enumerate(c.text.split("\n")):
+                lines.append(LogLine(key, text, first if i == 0 else last, wall if i == 0 else wall + last - first))
+        judge.observe_lines(lines)
+
+    def _kb_fingerprint(self, judge: JudgeLike) -> int:
+        """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
+        kb = judge.kb
+        if kb is None:
+            return 0
+        if self._fp_kb is not kb:
+            from neuron_watch.diagnosis.judge import kb_fingerprint
+
+            self._fp_kb, self._fp = kb, kb_fingerprint(kb)
+        return self._fp
+
+    def tail(self, key: RankKey, n: int | None = None) -> list[str]:
+        """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first."""
+        t = self.tails.get(key)
+        want = self.settings.tail_lines if n is None else n
+        if t is None or want <= 0:
+            return []
+        lines: list[str] = []
+        for text, _n in reversed(t.texts):  # newest batch first; stop once enough lines are in hand
+            lines[:0] = text.split("\n")
+            if len(lines) >= want:
+                break
+        return lines[-want:]
+
+    def _stamp(self, wall: float) -> str:
+        """``iso_utc(wall)``, with the seconds part formatted once per second (hot path: every line)."""
+        sec = int(wall)
+        if sec != self._stamp_sec:
+            self._stamp_sec, self._stamp_prefix = sec, iso_utc(sec)[:-5]  # drop ".000Z"
+        return f"{self._stamp_prefix}.{int((wall - sec) * 1000):03d}Z"
+
+    def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
+        if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
+            if self.recovery.live:
+                self.events.emit(EventKind.AGENT_DROPPED, self.generation, node=view.node, lines=lines, messages=msgs)
+            else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
+                log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
+                            view.node, lines, msgs)
+        view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
+        view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
+        if truncated > view.reported_truncated_lines:
+            self.events.emit(EventKind.LINES_TRUNCATED, self.generation, node=view.node, lines=truncated,
+                             limit_bytes=MAX_LINE_BYTES, rank_line_bytes=RANK_LINE_BYTES)
+            view.reported_truncated_lines = truncated
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def send(self, node: str, body: Body) -> bool:
+        """Send one signed command to ``node``'s current session. False (and counted) if it cannot go."""
+        view = self.nodes.get(node)
+        if view is None:
+            self.counters.send_failed += 1
+            return False
+        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
+                   generation=self.generation, seq=self._cmd_seq, target=view.session, mono=self.clock(),
+                   wall=time.time())
+        self._cmd_seq += 1
+        ok = self.sock.send(view.routing_id, self.signer.sign(encode(Msg(h, body))))
+        if not ok:
+            self.counters.send_failed += 1
+        return ok
+
+    def broadcast(self, body: Body) -> list[str]:
+        """Send ``body`` to every known node; returns the nodes it could not be handed to."""
+        if not isinstance(body, Ack):
+            self.events.emit(EventKind.COMMAND, self.generation, command=kind_of(body).value, nodes=sorted(self.nodes),
+                             **_fields(body))
+        return [n for n in sorted(self.nodes) if not self.send(n, body)]
+
+    # -- the clock ---------------------------------------------------------------------------
+
+    def tick(self, now: float) -> Verdict | None:
+        """Acks, silence, verdict and recovery steps due at ``now``; returns the verdict if judged."""
+        jump = self.settings.pause_jump
+        if jump is not None and self._last_tick is not None and now - self._last_tick > jump:
+            self._paused(now - self._last_tick, now)
+        self._last_tick = now
+        if not self._io_told:  # after job_started, the first event of a job
+            self._io_told = True
+            for path, error in sorted(self.health.degraded.items()):
+                self.events.emit(EventKind.WATCHDOG_DEGRADED, self.generation, node=self.health.node, path=path,
+                                 operation="write", error=error, faults=self.health.faults)
+        if now - self._last_ack >= self.settings.ack_interval:
+            self._last_ack = now
+            # The nodes' messages of the last ack interval waited this long in our queues, at most.
+            self.behind, self._lag = self._lag, 0.0
+            nodes = self.job_nodes
+            if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
+                setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
+            ack_behind = round(self.behind, 3)
+            self._say_behind(now)
+            if now - self._transit_since >= TRANSIT_WINDOW:
+                self._transit_since = now
+                for view in self.nodes.values():
+                    if view.transit_next != float("inf"):
+                        view.transit, view.transit_next = view.transit_next, float("inf")
+            for view in self.nodes.values():
+                st = self.tracker.stats(view.node)
+                if view.need_ack and st is not None and st.session == view.session:
+                    view.need_ack = False
+                    if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
+                        view.acked = st.expected - 1
+        for view in self.nodes.values():
+            if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
+                view.state = NodeState.UNOBSERVED
+                if self.judge:
+                    self.judge.mark_unobserved(view.node, now)
+                self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
+                                 silent_for=round(now - view.last_heard, 3))
+        verdict = None
+        if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
+                and now - self._last_verdict_at >= self._verdict_every):
+            # Often enough for sub-second latency, not on every loop turn.
+            self._last_verdict_at = now
+            spent = time.perf_counter()
+            verdict = self.judge.verdict(now)
+            if self.recovery.state in (JobState.STARTING, JobState.RUNNING) and not self.recovery.interrupted:
+                # Once an incident or a signal stops the ranks, what the judge makes of their end
+                # (exits, "other_crash") is not what the job is: the status keeps the verdict in force.
+                self.last_verdict = verdict
+            self.report.after_verdict(self.judge, self.generation, self.recovery.state is JobState.RUNNING, now)
+            self._verdict_every = max(self.settings.verdict_interval, (time.perf_counter() - spent) / VERDICT_SHARE)
+        if self._relaunching:
+            self._relaunch_done(now)
+        else:
+            self._execute(self.recovery.tick(now, self._facts(verdict)), now)
+        self.merged.flush()
+        self.events.flush()  # events kept while the disk was full go out once it takes writes
+        if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
+                now - self._last_status < SHED_STATUS_EVERY):
+            self._last_status = now
+            self.counters.status_writes_shed += 1
+        elif now - self._last_status >= self._status_every:
+            self._last_status = now
+            spent = time.perf_counter()
+            self.write_status(now)
+            self._status_every = max(1.0, (time.perf_counter() - spent) / STATUS_SHARE)
+        return verdict
+
+    def _paused(self, gap: float, now: float) -> None:
+        """We did not run for ``gap`` seconds (SIGSTOP of the wrapper, a console pipe nobody read):
+        re-baseline. The nodes were not silent, we were deaf: their last-heard times move by the
+        gap; and no verdict is given until what they buffered meanwhile has arrived (a verdict on
+        stale clocks would call a healthy job hung)."""
+        self.pauses.append(round(gap, 3))
+        for view in self.nodes.values():
+            view.last_heard = min(now, view.last_heard + gap)
+        self._hold_verdicts_until = now + self.settings.pause_grace
+        self._last_verdict_at = now
+        message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
+                   f"{self.settings.pause_grace:.0f}s while the nodes' buffered output arrives")
+        self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
+                         seconds=round(gap, 3))
+        log.warning("%s", message)
+
+    def _say_behind(self, now: float) -> None:
+        """Say on the console and in events when the nodes' messages wait in our queues, by how much
+        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
+        c = self.counters
+        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
+                "duplicates": c.duplicates}
+        if self.behind >= SHED_BEHIND:
+            if self._behind_since is None:
+                self._behind_since = now
+            if now - self._behind_told >= BEHIND_REPEAT:
+                self._behind_told = now
+                self.events.emit(EventKind.COORDINATOR_BEHIND, self.generation, behind=round(self.behind, 1),
+                                 nodes=self.job_nodes, **shed)
+        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
+            self.events.emit(EventKind.COORDINATOR_CAUGHT_UP, self.generation,
+                             behind_for=round(now - self._behind_since, 1), **shed)
+            self._behind_since, self._behind_told = None, -1e18
+
+    @property
+    def job_nodes(self) -> int:
+        """The job's size as the acks announce it: the nodes heard from, or expected if more."""
+        return max(len(self.nodes), self.settings.expected_nodes or 0)
+
+    def _enough_nodes(self) -> bool:
+        want = self.settings.expected_nodes
+        return want is None or len(self.nodes) >= want
+
+    @property
+    def phase(self) -> JobState:
+        return self.recovery.state
+
+    @property
+    def generation(self) -> int:
+        return self.recovery.generation
+
+    @property
+    def sm(self) -> JobStateMachine:
+        return self.recovery.sm
+
+    @property
+    def policy(self) -> RestartPolicy:
+        return self.recovery.policy
+
+    @property
+    def restarts(self) -> int:
+        return self.recovery.policy.restarts
+
+    def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
+        """The verdict as the bundles' ``verdict.json`` holds it."""
+        return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
+                           **verdict.to_dict()}, sort_keys=True)
+
+    def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
+        """The job's manifest of this incident: every node's part, and the nodes that sent none."""
+        from neuron_watch.node.evidence import merge_manifests
+
+        per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
+        path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_json_atomic(path, merge_manifests(self.job, incident, per_node))
+        except OSError as exc:
+            self.health.failed("write the incident manifest", path, exc)
+
+    # -- carrying out recovery's commands ------------------------------------------------------
+
+    def _facts(self, verdict: Verdict | None) -> Facts:
+        return Facts(nodes=self.nodes, heard=self.heard, verdict=verdict, enough_nodes=self._enough_nodes(),
+                     progress=Progress(**self.report.progress_fields(self.judge),
+                                       progressed_for=progressed_for(self.judge)),
+                     launcher_gone=self.relauncher.gone())
+
+    def _execute(self, commands: list[Command], now: float) -> None:
+        """Carry out recovery's commands in order; what an execution answers goes back to it at once."""
+        queue = collections.deque(commands)
+        while queue:
+            cmd = queue.popleft()
+            if isinstance(cmd, Emit):
+                self.events.emit(cmd.kind, cmd.generation, **cmd.fields)
+                if cmd.kind is EventKind.WARNING:
+                    log.warning("%s", cmd.fields.get("message", ""))
+            elif isinstance(cmd, Capture):
+                self.broadcast(CaptureEvidence(f"incident-{cmd.incident}", cmd.verdict.reason,
+                                               self._verdict_doc(cmd.verdict, cmd.incident)))
+            elif isinstance(cmd, RecordIncident):
+                self.last_verdict = self.recovery.pending  # the incident's final verdict
+                self._write_incident_manifest(cmd.incident, cmd.reports)
+            elif isinstance(cmd, StopJob):
+                final = cmd.verdict
+                doc = "" if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
+                self.broadcast(Stop(cmd.reason, cmd.timeout, doc))
+            elif isinstance(cmd, Drain):
+                self.relauncher.drain(cmd.node, cmd.verdict, self.events)
+            elif isinstance(cmd, ChooseCheckpoint):
+                chosen = (self.pick_checkpoint(self.nodes, avoid=cmd.avoid) if cmd.avoid
+                          else self.pick_checkpoint(self.nodes))
+                queue.extendleft(reversed(self.recovery.checkpoint_chosen(chosen, now, self.heard)))
+            elif isinstance(cmd, Relaunch):
+                self._new_generation(cmd.generation, now)
+                self.relauncher.begin(cmd.generation, cmd.checkpoint, cmd.verdict)
+                self._relaunching = True
+            elif isinstance(cmd, Finish):
+                self._finish(cmd, now)
+
+    def _relaunch_done(self, now: float) -> None:
+        """While a relaunch is under way: its answer, once it has one."""
+        outcome = self.relauncher.poll(now)
+        if outcome is None:
+            return
+        self._relaunching = False
+        if isinstance(outcome, Relaunched) and outcome.fresh_agents:
+            self.nodes.clear()  # the new step's agents join afresh (new sessions)
+        self._execute(self.recovery.relaunched(outcome, now), now)
+
+    def _new_generation(self, generation: int, now: float) -> None:
+        """What the coordinator keeps per generation starts afresh: the judge, what was reported."""
+        if self.judge_factory:
+            self.judge = self.judge_factory(generation, now)
+        self.report = JobReport(self.events, self.clock, self.wall)
+        for v in self.nodes.values():
+            v.launcher_code = None
+            v.recorder.clear()  # the new ranks start their own servers
+
+    def interrupt(self, signum: int, now: float) -> None:
+        """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down.
+        Once is enough: a second signal, or one after the end, changes nothing."""
+        self._execute(self.recovery.interrupt(signum, now, self.heard), now)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.recovery.interrupted
+
+    def _finish(self, cmd: Finish, now: float) -> None:
+        self.exit_code = cmd.code
+        self.broadcast(Shutdown(cmd.reason, cmd.code))
+        fields: dict[str, Any] = {"exit_code": cmd.code, "restarts": self.recovery.policy.restarts,
+                                  "state": cmd.state.value, "incidents": self.recovery.incident,
+                                  "reason": cmd.reason, **self.report.progress_fields(self.judge),
+                                  "dropped_lines": sum(v.reported_dropped_lines for v in self.nodes.values()),
+                                  "watchdog_io": self.health.summary()}
+        closing = {"time": iso_utc(self.wall()), "event": EventKind.JOB_FINISHED.value,
+                   "generation": self.generation, **fields}
+        try:
+            from neuron_watch.outputs.goodput import compute_goodput
+
+            fields["goodput"] = compute_goodput([*self.events.history, closing])
+        except Exception as exc:  # figures are a report, never a reason to lose the final event
+            log.warning("goodput figures failed: %s", exc)
+        self.events.emit(EventKind.JOB_FINISHED, self.generation, **fields)
+        self.write_status(now)
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def summary(self, now: float) -> dict[str, Any]:
+        """Per node: state, last heard, sequence gaps and drops; plus refused-frame counters."""
+        nodes = {}
+        for name, v in sorted(self.nodes.items()):
+            st = self.tracker.stats(name)
+            nodes[name] = {
+                "state": v.state.value, "last_heard_ago": round(now - v.last_heard, 3), "hostname": v.hostname,
+                "ranks": list(v.ranks), "status": v.status, "generation": v.generation, "lines": v.lines,
+                "seq": st.to_dict() if st else {}, "agent_dropped_lines": v.reported_dropped_lines,
+                "agent_dropped_msgs": v.reported_dropped_msgs, "agent_truncated_lines": v.reported_truncated_lines,
+            }
+        c = self.counters
+        return {"job": self.job, "endpoint": self.endpoint, "generation": self.generation, "phase": self.phase.value,
+                "restarts": self.restarts, "nodes": nodes, "lines": c.lines, "frames": c.frames,
+                "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
+                            "stale_session": c.stale, "unechoed": c.unechoed},
+                "challenges": c.challenges,
+                "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
+                "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
+                "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
+                "watchdog_io": self.health.summary()}
+
+    def _answer_status(self, routing_id: bytes, h: Header, query: StatusQuery) -> None:
+        """A read-only status query, authenticated by the job's secret: answer with the status document."""
+        self.counters.status_queries += 1
+        doc = json.dumps(self.status_doc(self.clock()), default=str)
+        reply = Header(kind=Kind.STATUS_REPLY, job=self.job, node=COORDINATOR_NODE, session=self.session,
+                       generation=self.generation, seq=0, target=h.session, mono=self.clock(), wall=time.time())
+        self.sock.send(routing_id, self._status_signer.sign(encode(Msg(reply, StatusReply(query.nonce, doc)))))
+
+    def write_status(self, now: float) -> None:
+        """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
+        doc = self.status_doc(now)
+        if len(doc["ranks"]) > FULL_RANKS:
+            # tens of thousands of rows (9 MB at 65,536 ranks) once a second is most of a tick:
+            # status.json summarises them, every row goes to ranks.json twice a minute
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), summarise(doc))
+            if now - self._last_ranks >= RANKS_EVERY:
+                self._last_ranks = now
+                self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
+                                       {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
+                                        "ranks": doc["ranks"]})
+        else:
+            self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
+        for listener in self.status_listeners:  # (in this process: every rank, whatever the size)
+            listener(doc)
+
+    def status_doc(self, now: float) -> dict[str, Any]:
+        """The job's state and every rank's (the ``status.json`` document)."""
+        ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
+        for r in ranks:
+            view = self.nodes.get(str(r.get("node")))
+            r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
+        unobserved = {n for n, v in self.nodes.items() if v.state is NodeState.UNOBSERVED}
+        if unobserved:
+            for r in ranks:
+                if r.get("node") in unobserved:
+                    r["state"] = "unobserved"
+        if not self.sm.live:  # the job is over: its ranks are what the job is, not what they last did
+            for r in ranks:
+                if r.get("state") != "failed":
+                    r["state"] = self.sm.state.value
+        timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
+        doc = {
+            "job_id": self.job,
+            "generation": self.generation,
+            "restarts": self.policy.restarts,
+            "state": self.sm.state.value,
+            "label": self.last_verdict.label.value if self.last_verdict else None,
+            "updated": iso_utc(self.wall()),
+            "updated_unix": self.wall(),
+            "hang_timeout": timeout,
+            "hang_timeout_kind": kind,
+            **self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
+            "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
+                      for n, v in sorted(self.nodes.items())},
+            "ranks": ranks,
+            "liveness": self.liveness(),
+            "watchdog_io": self.health.summary(),
+        }
+        return doc
+
+    def liveness(self) -> dict[str, Any]:
+        """Which liveness signals this generation has: ``flight_recorder`` = ranks whose recorder was
+        read, ``no_flight_recorder`` = ``{"node/rank": why}`` for the others that reported."""
+        on = sum(why == "on" for v in self.nodes.values() for why in v.recorder.values())
+        off = {f"{n}/{r}": why for n, v in sorted(self.nodes.items()) for r, why in sorted(v.recorder.items())
+               if why != "on"}
+        return {"output": True, "flight_recorder": on, "no_flight_recorder": off}
+
+    def write_summary(self, now: float) -> None:
+        self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
+
+    def serve(self, stop: Callable[[], bool], interval: float = 0.05) -> int:
+        """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code."""
+        last_summary = -1e18
+        while not stop() and self.exit_code is None:
+            self.poll(interval)
+            now = self.clock()
+            self.tick(now)
+            if now - last_summary >= 1.0:
+                last_summary = now
+                self.write_summary(now)
+        if self.exit_code is not None:
+            self.linger_for_nodes(NODES_EXIT_GRACE, interval)
+        self.write_summary(self.clock())
+        return self.exit_code or 0
+
+    def linger_for_nodes(self, grace: float, interval: float = 0.05) -> None:
+        """After the job's end, serve until every node said it exited or ``grace`` passed: the
+        shutdown must reach the nodes (and be resent if lost) before this process leaves; a node
+        that never hears it waits for a coordinator that is gone."""
+        end = self.clock() + grace
+        while self.clock() < end and not all(v.status == "exited" for v in self.nodes.values()):
+            self.poll(interval)
+            self.tick(self.clock())
+
+    def close(self) -> None:
+        if self.announce:
+            self.events.emit(EventKind.COORDINATOR_STOPPED, self.generation, lines=self.counters.lines,
+                             refused=self.counters.bad_total())
+        self.sock.close()
+        self.merged.close()
+        self.events.close()
+
+
+class _Tail:
+    """A rank's last batches as joined texts: just enough of them to hold ``limit`` lines."""
+
+    __slots__ = ("count", "limit", "texts")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.texts: collections.deque[tuple[str, int]] = collections.deque()
+        self.count = 0
+
+    def add(self, text: str, n: int) -> None:
+        self.texts.append((text, n))
+        self.count += n
+        self.trim()
+
+    def trim(self) -> None:
+        """Forget the oldest batches that the newer ones no longer need to hold ``limit`` lines."""
+        texts = self.texts
+        while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
+            self.count -= texts.popleft()[1]
+
+
+def _fields(body: Body) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
+
+
+def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
+    """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
+    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
+    return reported[-1] if reported else ""
+
+
+__all__ = ["Coordinator", "CoordinatorSettings", "JudgeLike", "Label", "NodeState", "NodeView", "Phase"]

@@ -1,0 +1,1 @@
+"""A node's share of the job: the agent, its link, tails, the process table, evidence."""

@@ -1,0 +1,1 @@
+"""The wire between the nodes and the coordinator: frames, signing keys, sockets."""

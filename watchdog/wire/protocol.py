@@ -1,0 +1,1048 @@
+"""The coordinator/agent wire format: pure encode/decode, no sockets, no I/O.
+
+A message is two msgpack frames, ``[header, body]`` (never pickle); :mod:`neuron_watch.wire.auth`
+appends a third, the HMAC signature, and :mod:`neuron_watch.wire.transport` moves the frames.
+
+    header = [version, kind, job, node, session, generation, seq, base, mono, wall, rank, target, sent, echo]
+
+* ``version`` is checked first, so a future header layout still reports "version mismatch".
+* ``node`` + ``session`` name the sender: ``session`` is a per-process integer that starts with
+  the process's start time in microseconds, so a restarted agent (or coordinator) has a larger
+  session than the one it replaces (see :class:`SequenceTracker`).
+* ``seq`` counts the sender's messages; ``base`` is the oldest ``seq`` the sender still holds for
+  a resend (agents) -- what lies before it and was never received is lost and is counted.
+* ``mono``/``wall`` are the sender's clocks when the message was assembled; lines, samples and
+  exits carry their ages relative to them. ``sent`` is the sender's monotonic clock when this
+  copy was sent (a resend updates it), so the receiver places every line on its own monotonic
+  clock as ``receive time - (sent - mono) - age`` without comparing clocks across hosts.
+* ``rank`` is -1 when the message is about the whole node; ``target`` is the agent session a
+  command is addressed to (0 on agent messages).
+* ``echo`` (agent messages): the coordinator session the agent last heard from (0: none yet). A
+  coordinator acts only on messages that echo its own session, so a frame captured before it
+  started (another coordinator session, or an agent's first messages) changes nothing when
+  replayed; it answers such a frame with a *challenge* (an ``ack`` of seq -1 that tells its
+  session) and the agent resends. Within a session, ``seq`` refuses replays.
+
+Size: no frame exceeds :data:`MAX_FRAME_BYTES` (a constant of this schema, so both sides know it).
+An agent cuts a line longer than :data:`MAX_LINE_BYTES` (and counts it: ``truncated_lines`` of
+heartbeat and status) and splits its batches so that a lines body stays under
+:data:`MAX_BODY_BYTES`.
+
+Agent -> coordinator kinds: hello, lines, heartbeat, procs, exits, status.
+Coordinator -> agent kinds (commands): ack, capture_evidence, stop, launch, shutdown, refused.
+
+:func:`decode` raises :class:`ProtocolError` naming the problem for any frame it cannot trust
+(wrong version, truncated, garbage, wrong types); it never returns half a message.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgpack
+
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.errors import TransportError
+
+#: Bumped on any incompatible change of the header or a body layout (6: a lines body carries its
+#: ranks' coalesced progress rows as a 5th item).
+SCHEMA_VERSION = 6
+# History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
+# matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
+# a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
+# header's ``echo`` (replay protection across sessions), ``truncated_lines`` in heartbeat and
+# status, the ``refused`` command, frames bounded by MAX_FRAME_BYTES on both sides, and signing
+# keys bound to the job id (auth.py): a version-3 peer's frames fail the signature check, so the
+# version is read before it (the refusal names the version, not "bad signature"); 5 = a hello says
+# the node's place in the job, a status carries its report as a map.
+
+#: Upper bound for one frame, known to both sides (a constant of this schema): a bigger frame is
+#: refused before it is unpacked (and libzmq drops the connection of a peer sending one: MAXMSGSIZE).
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: An agent's lines body stays below this (it splits batches; the rest is room for the header).
+MAX_BODY_BYTES = MAX_FRAME_BYTES - (1 << 20)
+#: A longer line (UTF-8 bytes) is cut by the agent to this length, marked and counted as truncated.
+#: Even a batch of one such line stays far below MAX_BODY_BYTES when it is also a match (sent twice).
+MAX_LINE_BYTES = 8 * 1024 * 1024
+#: A rank's output line is kept whole up to this many bytes; the node's tail cuts a longer one there
+#: (marked, counted with the lines cut to MAX_LINE_BYTES): what a node holds for a line is bounded.
+RANK_LINE_BYTES = 1 << 20
+
+
+class ProtocolError(TransportError):
+    """A frame could not be trusted. ``problem`` is a short code used for drop counters."""
+
+    def __init__(self, problem: str, message: str) -> None:
+        super().__init__(message, "check that every node runs the same neuron-watch version and job secret")
+        self.problem = problem
+
+
+class Kind(str, enum.Enum):
+    """Message kinds. The first six travel agent -> coordinator, the rest are commands."""
+
+    HELLO = "hello"
+    LINES = "lines"
+    HEARTBEAT = "heartbeat"
+    PROCS = "procs"
+    EXITS = "exits"
+    STATUS = "status"
+    ACK = "ack"
+    CAPTURE_EVIDENCE = "capture_evidence"
+    STOP = "stop"
+    LAUNCH = "launch"
+    SHUTDOWN = "shutdown"
+    REFUSED = "refused"  # coordinator -> an agent of another job that holds the same secret
+    STATUS_QUERY = "status_query"  # an operator's `neuron-watch status --coordinator` (read-only)
+    STATUS_REPLY = "status_reply"
+
+    @property
+    def is_command(self) -> bool:
+        return self in COMMAND_KINDS
+
+
+COMMAND_KINDS = frozenset({Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH, Kind.SHUTDOWN,
+                           Kind.REFUSED, Kind.STATUS_REPLY})
+AGENT_KINDS = frozenset(Kind) - COMMAND_KINDS
+_KINDS = {k.value: k for k in Kind}
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Who sent a message, in which job/generation, its place in the sender's sequence, and when."""
+
+    kind: Kind
+    job: str
+    node: str
+    session: int
+    generation: int
+    seq: int
+    base: int = 0
+    mono: float = 0.0
+    wall: float = 0.0
+    rank: int = -1
+    target: int = 0
+    sent: float = 0.0
+    echo: int = 0
+    version: int = SCHEMA_VERSION
+
+
+# ---- the job's size: how often agents send -------------------------------------------------
+
+#: A coordinator's budget of ``lines`` messages a second, all nodes together: its cost is per
+#: message (~50-100 us: signature, decode, sequence, ack) and per rank in a batch, so beyond this
+#: many nodes the agents' batches grow older instead of more numerous (tests/benchmarks/bench_scale.py).
+LINES_MSGS_PER_SECOND = 1000
+#: ... and of ``procs`` messages a second (each is every rank process of a node: ~7 us a worker).
+PROCS_MSGS_PER_SECOND = 256
+#: The coarsest the agents go: a batch a second, a process reading every 5 seconds.
+MAX_BATCH_AGE = 1.0
+MAX_PROCS_EVERY = 5.0
+
+
+def batch_age_at(nodes: int, floor: float) -> float:
+    """The agents' batch age in a job of ``nodes`` nodes: ``floor`` (the configured age: one
+    node's latency) up to 1,000 lines messages a second in all, older beyond (``nodes`` / 1,000
+    seconds), at most :data:`MAX_BATCH_AGE`: 50 ms up to 50 nodes, 128 ms at 128, 1 s at 1,000."""
+    return max(floor, min(MAX_BATCH_AGE, nodes / LINES_MSGS_PER_SECOND))
+
+
+def procs_every_at(nodes: int, floor: float = 1.0) -> float:
+    """Seconds between two ``procs`` messages of a node in a job of ``nodes`` nodes: ``floor``
+    (the agents' sampling interval) up to 256 nodes, ``nodes`` / 256 beyond, at most
+    :data:`MAX_PROCS_EVERY`: 4 s at 1,024 nodes."""
+    return max(floor, min(MAX_PROCS_EVERY, nodes / PROCS_MSGS_PER_SECOND))
+
+
+#: What every node together may have sent the coordinator and not yet had acknowledged: its receive
+#: queues (libzmq bounds them in messages, not bytes) never hold more than this, plus one message a
+#: node and the copies of a resend round (which waits while the coordinator is behind).
+COORDINATOR_QUEUE_BYTES = 512 << 20
+
+
+def window_bytes_at(nodes: int, ceiling: int) -> int:
+    """An agent's bytes in flight unacknowledged in a job of ``nodes`` nodes: its share of
+    :data:`COORDINATOR_QUEUE_BYTES`, at most ``ceiling`` (its own setting): 512 KiB at 1,024 nodes
+    (a second of 64 ranks at 10 lines a second is ~100 KB). A message bigger than the window still
+    goes, alone."""
+    return min(ceiling, COORDINATOR_QUEUE_BYTES // max(1, nodes))
+
+
+def delivery_slack_at(nodes: int, floor: float = 0.05) -> float:
+    """How much later a line or a process reading may reach the coordinator in a job of ``nodes``
+    nodes than at the pace of a small one (batches of ``floor`` seconds, readings every second):
+    0 up to 50 nodes, ~4 s at 1,024. The judge's hang clock waits that much longer."""
+    return batch_age_at(nodes, floor) - floor + procs_every_at(nodes) - 1.0
+
+
+# ---- bodies ---------------------------------------------------------------------------------
+
+
+class RankLines(NamedTuple):
+    """One rank's lines of a batch, as one text: ``text`` is the lines joined by "\\n".
+
+    Ages are relative to the header's ``mono``/``wall``: ``d_first`` is the first line's (when it
+    was read), ``d_last`` the newest line's (the smallest age), ``d_wall`` the first line's on
+    the wall clock. No line contains "\\n" (the sender replaces it), so ``text`` holds exactly
+    ``n_lines - 1`` of them. (A named tuple, not a dataclass: the coordinator decodes thousands
+    a second, and a tuple is built in C.)
+    """
+
+    rank: int
+    n_lines: int
+    d_first: float
+    d_last: float
+    d_wall: float
+    text: str
+
+
+class LineMatch(NamedTuple):
+    """A line the sender's knowledge base matched: which rank (index into ``Lines.ranks``),
+    which signature, the progress step/loss it read, the line's age, origin and text."""
+
+    chunk: int
+    signature: str
+    step: int | None
+    loss: float | None
+    d_mono: float
+    text: str
+    source: str = ""
+    lineno: int = 0
+
+
+class RankProgress(NamedTuple):
+    """A rank whose lines in the batch were all progress lines with a step, coalesced to its latest
+    one: the last line of ``Lines.ranks[chunk]`` (its text, ``d_last`` old) read ``step`` and
+    ``loss`` with ``signature``. Its count and first and last times are the rank's row's; the text
+    travels once, in the row (see :func:`neuron_watch.diagnosis.judge.coalesce_progress`)."""
+
+    chunk: int
+    signature: str
+    step: int
+    loss: float | None
+    source: str = ""
+    lineno: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """First message of an agent session: what it runs, and its ``place`` in the job (torchrun's
+    ``node_rank``, Slurm's ``SLURM_PROCID``, SageMaker's host index; -1: not known). The
+    coordinator knows nodes by their place: two agents claiming one are refused."""
+
+    hostname: str
+    pid: int
+    ranks: tuple[int, ...] = ()
+    agent_version: str = ""
+    place: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """A batch of lines of the sender's node: per rank one joined text, plus what matched.
+
+    ``ranks``: one :class:`RankLines` per rank, in the order each rank's first line was read
+    (a rank's lines keep their order; lines of different ranks are grouped per rank).
+    ``matches``: the lines the sender's knowledge base matched, in the order they were read --
+    all of them, or the ones :func:`neuron_watch.diagnosis.judge.compact_matches` keeps. ``classified``
+    is :func:`neuron_watch.diagnosis.judge.kb_fingerprint` of that knowledge base; 0 = the sender did not
+    classify (the receiver classifies the text itself). ``progress``: the ranks that printed only
+    steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
+    """
+
+    ranks: tuple[RankLines, ...]
+    matches: tuple[LineMatch, ...] = ()
+    classified: int = 0
+    progress: tuple[RankProgress, ...] = ()
+
+    @property
+    def n_lines(self) -> int:
+        return sum(r.n_lines for r in self.ranks)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Liveness plus the sender's loss counters (what it had to drop while the coordinator was away)."""
+
+    buffered: int = 0
+    dropped_lines: int = 0
+    dropped_msgs: int = 0
+    truncated_lines: int = 0  # lines the agent cut to MAX_LINE_BYTES so far (their text is marked)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcSample:
+    """A live compiler process of a rank: pid and CPU seconds so far, ``d_mono`` seconds old."""
+
+    rank: int
+    pid: int
+    cpu_seconds: float
+    d_mono: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Procs:
+    """All live compiler processes of the node (an empty tuple: none any more) and the fresh
+    compile-cache ``*.lock`` files it sees."""
+
+    samples: tuple[ProcSample, ...]
+    locks: tuple[str, ...] = ()
+    workers: tuple[tuple[int, int], ...] = ()  # (rank, pid) of the node's rank processes
+    collectives: tuple[RankCollectives, ...] = ()  # flight recorder readings taken since the last procs
+    activity: tuple[WorkerActivity, ...] = ()  # what each rank process was doing (same order as workers)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerActivity:
+    """A rank process seen in the process table: CPU seconds of it and everything under it, and
+    its /proc state (``T``: stopped by a signal)."""
+
+    rank: int
+    tree_cpu_seconds: float
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankCollectives:
+    """One rank's flight recorder reading, ``d_mono`` seconds old.
+
+    ``problem``: why there is no reading (``""``: ``groups`` is the reading; an empty ``groups``
+    with no problem means the recorder answered but no process group recorded a collective yet).
+    """
+
+    rank: int
+    groups: tuple[GroupProgress, ...]
+    problem: str = ""
+    d_mono: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    """A rank (or the node's launcher, rank -1) exited with ``exit_code``, ``d_mono`` seconds ago."""
+
+    rank: int
+    exit_code: int
+    d_mono: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Exits:
+    exits: tuple[ExitInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The node's state as its agent sees it (:class:`~neuron_watch.events.NodeStatus`'s words),
+    ``detail`` for people (an exit code, a reason), ``report`` the state's typed report as a map
+    (``evidence_done``: :class:`~neuron_watch.events.EvidenceReport`; ``stopped``:
+    :class:`~neuron_watch.events.StopReport`; {} otherwise)."""
+
+    state: str
+    detail: str = ""
+    checkpoint: str = ""
+    dropped_lines: int = 0
+    dropped_msgs: int = 0
+    truncated_lines: int = 0
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Coordinator -> agent: every message of the agent session up to ``seq`` arrived.
+
+    ``nodes``: how many nodes the job has as the coordinator knows it (the agents batch and sample
+    less often in a bigger job: :func:`batch_age_at`, :func:`procs_every_at`); ``behind``: how many
+    seconds of the nodes' messages wait in its queues (an agent resends less eagerly meanwhile).
+    """
+
+    seq: int
+    nodes: int = 0
+    behind: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureEvidence:
+    incident: str
+    reason: str = ""
+    verdict: str = ""  # the pending verdict, JSON of Verdict.to_dict() ('' from an older coordinator)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str = ""
+    deadline: float = 15.0  # seconds from SIGTERM to SIGKILL
+    #: the incident's final verdict (JSON of Verdict.to_dict()): nodes complete their bundle with it
+    #: before uploading; '' for a stop that is not an incident's (a signal, a shutdown)
+    verdict: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Relaunch the node's processes as ``generation`` from ``checkpoint`` ('' = from scratch)."""
+
+    generation: int
+    checkpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    reason: str = ""
+    exit_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Coordinator -> an agent whose messages are signed with the same secret but name another job:
+    the agent is not taken in. ``job`` is the coordinator's job, ``agent_job`` the agent's."""
+
+    job: str
+    agent_job: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusQuery:
+    """Operator -> coordinator: send me the job's status document (changes nothing)."""
+
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReply:
+    """Coordinator -> operator: the job's ``status.json`` document, as JSON text."""
+
+    nonce: int
+    doc: str
+
+
+Body = (Hello | Lines | Heartbeat | Procs | Exits | Status | Ack | CaptureEvidence | Stop | Launch | Shutdown
+        | Refused | StatusQuery | StatusReply)
+
+_BODY_KIND: dict[type, Kind] = {
+    Hello: Kind.HELLO,
+    Lines: Kind.LINES,
+    Heartbeat: Kind.HEARTBEAT,
+    Procs: Kind.PROCS,
+    Exits: Kind.EXITS,
+    Status: Kind.STATUS,
+    Ack: Kind.ACK,
+    CaptureEvidence: Kind.CAPTURE_EVIDENCE,
+    Stop: Kind.STOP,
+    Launch: Kind.LAUNCH,
+    Shutdown: Kind.SHUTDOWN,
+    Refused: Kind.REFUSED,
+    StatusQuery: Kind.STATUS_QUERY,
+    StatusReply: Kind.STATUS_REPLY,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    """A decoded (or to-be-encoded) message. ``header.kind`` always matches ``body``'s type."""
+
+    header: Header
+    body: Body
+
+
+def kind_of(body: Body) -> Kind:
+    """The :class:`Kind` of a body object."""
+    return _BODY_KIND[type(body)]
+
+
+# ---- encode ---------------------------------------------------------------------------------
+
+
+def _body_to_wire(body: Body) -> list[Any]:
+    if isinstance(body, Lines):
+        # Paths repeat on every match of a file: send each once per batch, index it per match.
+        sources: dict[str, int] = {}
+        matches = []
+        for m in body.matches:
+            idx = sources.setdefault(m.source, len(sources))
+            matches.append([m.chunk, m.signature, m.step, m.loss, m.d_mono, m.text, idx, m.lineno])
+        progress = [[g.chunk, g.signature, g.step, g.loss, sources.setdefault(g.source, len(sources)), g.lineno]
+                    for g in body.progress]
+        return [body.classified, list(sources),
+                [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
+    if isinstance(body, Hello):
+        return [body.hostname, body.pid, list(body.ranks), body.agent_version, body.place]
+    if isinstance(body, Heartbeat):
+        return [body.buffered, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
+    if isinstance(body, Procs):
+        active = {a.rank: a for a in body.activity}
+        out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
+                          [[r, p, active[r].tree_cpu_seconds, active[r].state] if r in active else [r, p]
+                           for r, p in body.workers]]
+        if body.collectives:  # only then: a body without readings stays readable by version 2's layout
+            out.append([[c.rank, c.d_mono, c.problem,
+                         [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall, g.seq, g.shape]
+                          for g in c.groups]]
+                        for c in body.collectives])
+        return out
+    if isinstance(body, Exits):
+        return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
+    if isinstance(body, Status):
+        return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines,
+                body.report]
+    if isinstance(body, Ack):
+        return [body.seq, body.nodes, body.behind]
+    if isinstance(body, CaptureEvidence):
+        return [body.incident, body.reason, body.verdict]
+    if isinstance(body, Stop):
+        return [body.reason, body.deadline, body.verdict]
+    if isinstance(body, Launch):
+        return [body.generation, body.checkpoint]
+    if isinstance(body, Refused):
+        return [body.job, body.agent_job, body.reason]
+    if isinstance(body, StatusQuery):
+        return [body.nonce]
+    if isinstance(body, StatusReply):
+        return [body.nonce, body.doc]
+    return [body.reason, body.exit_code]  # Shutdown
+
+
+def encode_header(h: Header) -> bytes:
+    """The header frame alone (an agent re-encodes only the header when it resends)."""
+    out: bytes = msgpack.packb([h.version, h.kind.value, h.job, h.node, h.session, h.generation, h.seq, h.base,
+                          h.mono, h.wall, h.rank, h.target, h.sent, h.echo], use_bin_type=True)
+    return out
+
+
+def encode_body(body: Body) -> bytes:
+    """The body frame alone."""
+    out: bytes = msgpack.packb(_body_to_wire(body), use_bin_type=True)
+    return out
+
+
+def encode(msg: Msg) -> list[bytes]:
+    """``[header, body]`` frames for ``msg``.
+
+    Raises:
+        ProtocolError: ``header.kind`` does not match the body type (a programming error).
+    """
+    if kind_of(msg.body) is not msg.header.kind:
+        raise ProtocolError("kind", f"header kind {msg.header.kind.value} does not match body "
+                            f"{type(msg.body).__name__}")
+    return [encode_header(msg.header), encode_body(msg.body)]
+
+
+# ---- decode ---------------------------------------------------------------------------------
+
+
+def _unpack(frame: bytes, what: str) -> Any:
+    if len(frame) > MAX_FRAME_BYTES:
+        raise ProtocolError("oversize", f"{what} frame is {len(frame)} bytes (limit {MAX_FRAME_BYTES})")
+    try:
+        return msgpack.unpackb(frame, raw=False, use_list=True, strict_map_key=True)
+    except msgpack.ExtraData as exc:
+        raise ProtocolError("garbage", f"{what} frame has trailing bytes after its value") from exc
+    except (ValueError, msgpack.UnpackException) as exc:
+        # msgpack reports a cut-off frame as "Unpack failed: incomplete input" (ValueError).
+        problem = "truncated" if "incomplete" in str(exc) else "garbage"
+        raise ProtocolError(problem, f"{what} frame is not valid msgpack ({problem}): {exc}") from exc
+    except Exception as exc:  # the C unpacker raises assorted types (e.g. on bad UTF-8)
+        raise ProtocolError("garbage", f"{what} frame is not valid msgpack: {type(exc).__name__}") from exc
+
+
+def _int(v: Any, what: str) -> int:
+    if type(v) is not int:
+        raise ProtocolError("field", f"{what} must be an integer, got {type(v).__name__}")
+    return v
+
+
+def _float(v: Any, what: str) -> float:
+    if type(v) is float or type(v) is int:
+        f = float(v)
+        if math.isfinite(f):
+            return f
+    raise ProtocolError("field", f"{what} must be a finite number, got {v!r:.40}")
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise ProtocolError("field", f"{what} must be a string, got {type(v).__name__}")
+    return v
+
+
+def _map(v: Any, what: str) -> dict[str, Any]:
+    if type(v) is not dict or any(type(k) is not str for k in v):
+        raise ProtocolError("field", f"{what} must be a map with text keys, got {type(v).__name__}")
+    return v
+
+
+def _list(v: Any, n: int | None, what: str) -> list[Any]:
+    if type(v) is not list:
+        raise ProtocolError("field", f"{what} must be an array, got {type(v).__name__}")
+    if n is not None and len(v) != n:
+        problem = "truncated" if len(v) < n else "field"
+        raise ProtocolError(problem, f"{what} has {len(v)} fields, expected {n}")
+    return v
+
+
+def decode_header(frame: bytes) -> Header:
+    """Decode and validate a header frame alone (the version is checked before anything else)."""
+    raw = _unpack(frame, "header")
+    if type(raw) is not list or not raw:
+        raise ProtocolError("garbage", "header frame is not a non-empty array")
+    if raw[0] != SCHEMA_VERSION:
+        raise ProtocolError(
+            "version",
+            f"schema version mismatch: peer speaks {raw[0]!r:.20}, this neuron-watch speaks {SCHEMA_VERSION}",
+        )
+    _list(raw, 14, "header")
+    kind = _KINDS.get(raw[1]) if type(raw[1]) is str else None
+    if kind is None:
+        raise ProtocolError("kind", f"unknown message kind {raw[1]!r:.40}")
+    return Header(
+        kind=kind,
+        job=_str(raw[2], "job"),
+        node=_str(raw[3], "node"),
+        session=_int(raw[4], "session"),
+        generation=_int(raw[5], "generation"),
+        seq=_int(raw[6], "seq"),
+        base=_int(raw[7], "base"),
+        mono=_float(raw[8], "mono"),
+        wall=_float(raw[9], "wall"),
+        rank=_int(raw[10], "rank"),
+        target=_int(raw[11], "target"),
+        sent=_float(raw[12], "sent"),
+        echo=_int(raw[13], "echo"),
+    )
+
+
+#: Upper bound on a lines body's ranks/matches (a batch is bounded by the sender's batch size).
+MAX_BATCH_ITEMS = 1_000_000
+
+
+_NUMBER = frozenset({int, float})
+_FLOAT = frozenset({float})
+_FLOAT_NONE = frozenset({float, type(None)})
+_INT = frozenset({int})
+_STR = frozenset({str})
+_LIST = frozenset({list})
+_STEP = frozenset({int, type(None)})
+
+
+def _finite_numbers(col: tuple[Any, ...]) -> bool:
+    try:
+        return set(map(type, col)) <= _NUMBER and all(map(math.isfinite, col))
+    except OverflowError:  # an integer beyond a float's range
+        return False
+
+
+def _decode_lines_fast(b: list[Any]) -> Lines | None:
+    """The hot path of the coordinator: every check of :func:`_decode_lines`, column by column in
+    C (``map``/``set``/``zip``), with no Python step per rank or match. ``None`` when anything is
+    off: :func:`_decode_lines` then names the problem."""
+    if type(b) is not list or len(b) != 5:
+        return None
+    classified, sources, rows, mrows, prows = b
+    if (type(classified) is not int or not 0 <= classified < 1 << 63 or type(sources) is not list
+            or type(rows) is not list or type(mrows) is not list or not 0 < len(rows) <= MAX_BATCH_ITEMS
+            or len(mrows) > MAX_BATCH_ITEMS or not set(map(type, sources)) <= _STR
+            or type(prows) is not list or len(prows) > len(rows)):
+        return None
+    if set(map(type, rows)) != _LIST or set(map(len, rows)) != {6}:
+        return None
+    rank_c, n_c, df_c, dl_c, dw_c, text_c = zip(*rows, strict=True)
+    # Times must be floats here (what every agent sends); integers take the checked path.
+    if not (set(map(type, rank_c)) == _INT and set(map(type, n_c)) == _INT and set(map(type, text_c)) == _STR
+            and set(map(type, df_c)) == _FLOAT and set(map(type, dl_c)) == _FLOAT and set(map(type, dw_c)) == _FLOAT
+            and _finite_numbers(df_c) and _finite_numbers(dl_c) and _finite_numbers(dw_c)
+            and len(set(rank_c)) == len(rank_c) and min(n_c) >= 1
+            and list(map(str.count, text_c, itertools.repeat("\n"))) == [n - 1 for n in n_c]
+            and not any(map(operator.gt, dl_c, df_c))):
+        return None
+    # tuple.__new__ through map: the named tuples are built in C (lengths were checked above).
+    ranks: tuple[RankLines, ...] = tuple(map(tuple.__new__, itertools.repeat(RankLines), rows))
+    progress: tuple[RankProgress, ...] = ()
+    if prows:
+        if set(map(type, prows)) != _LIST or set(map(len, prows)) != {6}:
+            return None
+        pchunk_c, psig_c, pstep_c, ploss_c, psi_c, plineno_c = zip(*prows, strict=True)
+        plosses = [x for x in ploss_c if x is not None]
+        if not (set(map(type, pchunk_c)) == _INT and set(map(type, psig_c)) == _STR
+                and set(map(type, pstep_c)) == _INT and set(map(type, ploss_c)) <= _FLOAT_NONE
+                and set(map(type, psi_c)) == _INT and set(map(type, plineno_c)) == _INT
+                and (not plosses or _finite_numbers(tuple(plosses)))
+                and min(pchunk_c) >= 0 and max(pchunk_c) < len(ranks) and len(set(pchunk_c)) == len(pchunk_c)
+                and min(psi_c) >= 0 and max(psi_c) < len(sources)):
+            return None
+        progress = tuple(map(tuple.__new__, itertools.repeat(RankProgress),
+                             zip(pchunk_c, psig_c, pstep_c, ploss_c, map(sources.__getitem__, psi_c), plineno_c,
+                                 strict=True)))
+    if not mrows:
+        return Lines(ranks, (), classified, progress)
+    if set(map(type, mrows)) != _LIST or set(map(len, mrows)) != {8}:
+        return None
+    chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c, si_c, lineno_c = zip(*mrows, strict=True)
+    losses = [x for x in loss_c if x is not None]
+    if not (set(map(type, chunk_c)) == _INT and set(map(type, sig_c)) == _STR and set(map(type, mtext_c)) == _STR
+            and set(map(type, si_c)) == _INT and set(map(type, lineno_c)) == _INT
+            and set(map(type, step_c)) <= _STEP and set(map(type, loss_c)) <= _FLOAT_NONE
+            and set(map(type, dm_c)) == _FLOAT
+            and (not losses or _finite_numbers(tuple(losses))) and _finite_numbers(dm_c)
+            and min(chunk_c) >= 0 and max(chunk_c) < len(ranks) and min(si_c) >= 0 and max(si_c) < len(sources)
+            and "\n".join(mtext_c).count("\n") == len(mtext_c) - 1):
+        return None
+    matches: tuple[LineMatch, ...] = tuple(map(
+        tuple.__new__, itertools.repeat(LineMatch),
+        zip(chunk_c, sig_c, step_c, loss_c, dm_c, mtext_c, map(sources.__getitem__, si_c), lineno_c, strict=True)))
+    return Lines(ranks, matches, classified, progress)
+
+
+def _decode_lines(b: list[Any]) -> Lines:
+    fast = _decode_lines_fast(b)
+    return fast if fast is not None else _decode_lines_checked(b)
+
+
+def _decode_lines_checked(b: list[Any]) -> Lines:
+    """Row by row, naming the first problem (the slow path; the authority on what is valid)."""
+    _list(b, 5, "lines body")
+    classified = _int(b[0], "classified")
+    if not 0 <= classified < 1 << 63:
+        raise ProtocolError("field", "classified must be a 63-bit fingerprint or 0")
+    sources = [_str(s, "source") for s in _list(b[1], None, "sources")]
+    n_sources = len(sources)
+    rows = _list(b[2], None, "ranks")
+    if not rows or len(rows) > MAX_BATCH_ITEMS:
+        raise ProtocolError("field", f"a lines body must name 1 to {MAX_BATCH_ITEMS} ranks, got {len(rows)}")
+    ranks = []
+    seen: set[int] = set()
+    # Per rank, not per line: the text of all of a rank's lines is one string, checked in C.
+    for row in rows:
+        if type(row) is not list or len(row) != 6:
+            raise ProtocolError("field", "a rank's lines must be [rank, n_lines, d_first, d_last, d_wall, text]")
+        rank, n, d_first, d_last, d_wall, text = row
+        if not (type(rank) is int and type(n) is int and type(text) is str):
+            raise ProtocolError("field", f"a rank's lines have a field of the wrong type: {row!r:.80}")
+        if rank in seen:
+            raise ProtocolError("field", f"rank {rank} appears twice in one batch")
+        seen.add(rank)
+        if n < 1 or text.count("\n") != n - 1:
+            raise ProtocolError("field", f"rank {rank}: {n} lines announced, the text holds "
+                                         f"{text.count(chr(10)) + 1}")
+        d_first = _float(d_first, "d_first")
+        d_last = _float(d_last, "d_last")
+        if d_last > d_first:
+            raise ProtocolError("field", f"rank {rank}: the newest line is older than the first")
+        ranks.append(RankLines(rank, n, d_first, d_last, _float(d_wall, "d_wall"), text))
+    n_ranks = len(ranks)
+    rows = _list(b[3], None, "matches")
+    if len(rows) > MAX_BATCH_ITEMS:
+        raise ProtocolError("field", f"a lines body holds at most {MAX_BATCH_ITEMS} matches")
+    matches = []
+    for row in rows:
+        if type(row) is not list or len(row) != 8:
+            raise ProtocolError("field", "a match must be [rank index, signature, step, loss, d_mono, text, "
+                                         "source, lineno]")
+        chunk, sig, step, loss, d_mono, text, si, lineno = row
+        if not (type(chunk) is int and type(sig) is str and type(text) is str and type(si) is int
+                and type(lineno) is int and (step is None or type(step) is int)):
+            raise ProtocolError("field", f"a match has a field of the wrong type: {row!r:.80}")
+        if not 0 <= chunk < n_ranks:
+            raise ProtocolError("field", f"match rank index {chunk} out of range")
+        if not 0 <= si < n_sources:
+            raise ProtocolError("field", f"match source index {si} out of range")
+        if "\n" in text:
+            raise ProtocolError("field", "a matched line contains a newline")
+        matches.append(LineMatch(chunk, sig, step, None if loss is None else _float(loss, "loss"),
+                                 _float(d_mono, "d_mono"), text, sources[si], lineno))
+    rows = _list(b[4], None, "progress")
+    if len(rows) > n_ranks:
+        raise ProtocolError("field", f"a lines body holds at most one progress row per rank ({n_ranks}), "
+                                     f"got {len(rows)}")
+    progress = []
+    coalesced: set[int] = set()
+    for row in rows:
+        if type(row) is not list or len(row) != 6:
+            raise ProtocolError("field", "a progress row must be [rank index, signature, step, loss, source, lineno]")
+        chunk, sig, step, loss, si, lineno = row
+        if not (type(chunk) is int and type(sig) is str and type(step) is int and type(si) is int
+                and type(lineno) is int):
+            raise ProtocolError("field", f"a progress row has a field of the wrong type: {row!r:.80}")
+        if not 0 <= chunk < n_ranks or chunk in coalesced:
+            raise ProtocolError("field", f"progress row rank index {chunk} out of range or given twice")
+        coalesced.add(chunk)
+        if not 0 <= si < n_sources:
+            raise ProtocolError("field", f"progress row source index {si} out of range")
+        progress.append(RankProgress(chunk, sig, step, None if loss is None else _float(loss, "loss"), sources[si],
+                                     lineno))
+    return Lines(tuple(ranks), tuple(matches), classified, tuple(progress))
+
+
+def _decode_procs_fast(b: list[Any]) -> Procs | None:
+    """A procs body as every agent sends it (workers with their activity; groups with the newest
+    entry's seq and shape; floats where floats go), checked column by column in C: every node sends
+    one a second, with every rank's worker and flight recorder reading (1,024 a second on 1,024
+    nodes: tests/benchmarks/bench_scale.py). ``None`` when anything is off or of another shape:
+    :func:`_decode_procs_checked` then decides, and names the problem."""
+    if not 3 <= len(b) <= 4:
+        return None
+    srows, locks, wrows = b[0], b[1], b[2]
+    crows = b[3] if len(b) == 4 else []
+    if not (type(srows) is list and type(locks) is list and type(wrows) is list and type(crows) is list
+            and set(map(type, locks)) <= _STR):
+        return None
+    samples: tuple[ProcSample, ...] = ()
+    if srows:
+        if set(map(type, srows)) != _LIST or set(map(len, srows)) != {4}:
+            return None
+        rank_c, pid_c, cpu_c, age_c = zip(*srows, strict=True)
+        if not (set(map(type, rank_c)) == _INT == set(map(type, pid_c)) and set(map(type, cpu_c)) == _FLOAT
+                == set(map(type, age_c)) and _finite_numbers(cpu_c) and _finite_numbers(age_c)):
+            return None
+        samples = tuple(map(ProcSample, rank_c, pid_c, cpu_c, age_c))
+    workers: tuple[tuple[int, int], ...] = ()
+    activity: tuple[WorkerActivity, ...] = ()
+    if wrows:
+        if set(map(type, wrows)) != _LIST or set(map(len, wrows)) != {4}:
+            return None
+        rank_c, pid_c, tree_c, state_c = zip(*wrows, strict=True)
+        if not (set(map(type, rank_c)) == _INT == set(map(type, pid_c)) and set(map(type, tree_c)) == _FLOAT
+                and set(map(type, state_c)) == _STR and _finite_numbers(tree_c)):
+            return None
+        workers = tuple(zip(rank_c, pid_c, strict=True))
+        activity = tuple(map(WorkerActivity, rank_c, tree_c, (x[:1] for x in state_c)))
+    readings: tuple[RankCollectives, ...] = ()
+    if crows:
+        if set(map(type, crows)) != _LIST or set(map(len, crows)) != {4}:
+            return None
+        rank_c, age_c, problem_c, groups_c = zip(*crows, strict=True)
+        if not (set(map(type, rank_c)) == _INT and set(map(type, age_c)) == _FLOAT and _finite_numbers(age_c)
+                and set(map(type, problem_c)) == _STR and set(map(type, groups_c)) == _LIST):
+            return None
+        rows = [g for gs in groups_c for g in gs]
+        if rows:
+            if set(map(type, rows)) != _LIST or set(map(len, rows)) != {9}:
+                return None
+            group_c, done_c, started_c, queued_c, op_c, state_c, wall_c, seq_c, shape_c = zip(*rows, strict=True)
+            if not (set(map(type, group_c)) == _STR == set(map(type, op_c)) == set(map(type, state_c))
+                    == set(map(type, shape_c)) and set(map(type, done_c)) == _INT == set(map(type, started_c))
+                    == set(map(type, queued_c)) == set(map(type, seq_c)) and set(map(type, wall_c)) == _FLOAT
+                    and _finite_numbers(wall_c)):
+                return None
+        readings = tuple(RankCollectives(r, tuple(GroupProgress(*g) for g in gs), problem, age)
+                         for r, age, problem, gs in zip(rank_c, age_c, problem_c, groups_c, strict=True))
+    return Procs(samples, tuple(locks), workers, readings, activity)
+
+
+def _decode_procs_checked(b: list[Any]) -> Procs:
+    """Item by item, naming the first problem (the slow path; the authority on what is valid)."""
+    if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
+        raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
+    samples = []
+    for s in _list(b[0], None, "samples"):
+        s = _list(s, 4, "sample")
+        samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
+                                  _float(s[3], "d_mono")))
+    locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
+    workers, activity = [], []
+    for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
+        w = _list(w, None, "worker")
+        if len(w) not in (2, 4):
+            raise ProtocolError("field", "worker must be [rank, pid] or [rank, pid, tree_cpu_seconds, state]")
+        workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
+        if len(w) == 4:
+            activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
+                                           _str(w[3], "state")[:1]))
+    readings = []
+    for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
+        c = _list(c, 4, "collectives reading")
+        groups = []
+        for g in _list(c[3], None, "groups"):
+            g = _list(g, None, "group")
+            if len(g) not in (7, 9):  # 7: before the newest entry's seq and shape travelled
+                raise ProtocolError("field", "group must have 7 or 9 fields")
+            groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
+                                        _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
+                                        _float(g[6], "wall"), *((_int(g[7], "seq"), _str(g[8], "shape"))
+                                                                if len(g) == 9 else ())))
+        readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
+                                        _float(c[1], "d_mono")))
+    return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))
+
+
+def decode_body(kind: Kind, frame: bytes) -> Body:
+    """Decode and validate a body frame of ``kind`` (after its header was decoded and the message's
+    signature checked). Raises :class:`ProtocolError` like :func:`decode`."""
+    b = _unpack(frame, "body")
+    if type(b) is not list:
+        raise ProtocolError("garbage", f"{kind.value} body is not an array")
+    if kind is Kind.LINES:
+        return _decode_lines(b)
+    if kind is Kind.HELLO:
+        _list(b, 5, "hello body")
+        return Hello(_str(b[0], "hostname"), _int(b[1], "pid"),
+                     tuple(_int(r, "rank") for r in _list(b[2], None, "ranks")), _str(b[3], "agent_version"),
+                     _int(b[4], "place"))
+    if kind is Kind.HEARTBEAT:
+        _list(b, 4, "heartbeat body")
+        return Heartbeat(_int(b[0], "buffered"), _int(b[1], "dropped_lines"), _int(b[2], "dropped_msgs"),
+                         _int(b[3], "truncated_lines"))
+    if kind is Kind.PROCS:
+        fast = _decode_procs_fast(b)
+        return fast if fast is not None else _decode_procs_checked(b)
+    if kind is Kind.EXITS:
+        _list(b, 1, "exits body")
+        exits = []
+        for e in _list(b[0], None, "exits"):
+            e = _list(e, 3, "exit")
+            exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono")))
+        return Exits(tuple(exits))
+    if kind is Kind.STATUS:
+        _list(b, 7, "status body")
+        return Status(_str(b[0], "state"), _str(b[1], "detail"), _str(b[2], "checkpoint"),
+                      _int(b[3], "dropped_lines"), _int(b[4], "dropped_msgs"), _int(b[5], "truncated_lines"),
+                      _map(b[6], "report"))
+    if kind is Kind.ACK:
+        _list(b, 3, "ack body")
+        nodes, behind = _int(b[1], "nodes"), _float(b[2], "behind")
+        if nodes < 0 or behind < 0:
+            raise ProtocolError("field", f"an ack's nodes and behind are never negative, got {nodes}, {behind}")
+        return Ack(_int(b[0], "seq"), nodes, behind)
+    if kind is Kind.CAPTURE_EVIDENCE:
+        # 2 fields from a coordinator of before the verdict field; 3 now (an addition within schema 2)
+        _list(b, 3 if len(_list(b, None, "capture_evidence body")) == 3 else 2, "capture_evidence body")
+        return CaptureEvidence(_str(b[0], "incident"), _str(b[1], "reason"),
+                               _str(b[2], "verdict") if len(b) == 3 else "")
+    if kind is Kind.STOP:
+        _list(b, 3 if len(_list(b, None, "stop body")) == 3 else 2, "stop body")
+        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"), _str(b[2], "verdict") if len(b) == 3 else "")
+    if kind is Kind.LAUNCH:
+        _list(b, 2, "launch body")
+        return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))
+    if kind is Kind.REFUSED:
+        _list(b, 3, "refused body")
+        return Refused(_str(b[0], "job"), _str(b[1], "agent_job"), _str(b[2], "reason"))
+    if kind is Kind.STATUS_QUERY:
+        _list(b, 1, "status_query body")
+        return StatusQuery(_int(b[0], "nonce"))
+    if kind is Kind.STATUS_REPLY:
+        _list(b, 2, "status_reply body")
+        return StatusReply(_int(b[0], "nonce"), _str(b[1], "doc"))
+    _list(b, 2, "shutdown body")
+    return Shutdown(_str(b[0], "reason"), _int(b[1], "exit_code"))
+
+
+def decode(frames: Sequence[bytes]) -> Msg:
+    """The message in ``[header, body]`` frames (signature already checked and removed).
+
+    Raises:
+        ProtocolError: wrong frame count, version mismatch, truncated or garbage frames, bad fields.
+    """
+    if len(frames) != 2:
+        problem = "truncated" if len(frames) < 2 else "garbage"
+        raise ProtocolError(problem, f"a message has 2 frames (header, body), got {len(frames)}")
+    header = decode_header(bytes(frames[0]))
+    return Msg(header, decode_body(header.kind, bytes(frames[1])))
+
+
+def cut_line(text: str) -> tuple[str, int]:
+    """``text`` cut to at most :data:`MAX_LINE_BYTES` UTF-8 bytes, visibly marked, and how many
+    bytes were cut (0: ``text`` unchanged). The cut falls on a character boundary."""
+    if len(text) <= MAX_LINE_BYTES // 4:  # a character is at most 4 bytes: surely short enough
+        return text, 0
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_LINE_BYTES:
+        return text, 0
+    kept = data[:MAX_LINE_BYTES - 200].decode("utf-8", "ignore")
+    cut = len(data) - len(kept.encode("utf-8"))
+    return f"{kept} [neuron-watch: line cut, {cut} of {len(data)} bytes not sent]", cut
+
+
+def utf8_sizes(texts: Sequence[str]) -> list[int]:
+    """The UTF-8 size of each text (what it weighs in a frame)."""
+    return [len(t.encode("utf-8", "replace")) for t in texts]
+
+
+# ---- replay / loss tracking -----------------------------------------------------------------
+
+
+class Disposition(str, enum.Enum):
+    """What to do with a message, given the sender's sequence so far."""
+
+    ACCEPT = "accept"
+    DUPLICATE = "duplicate"  # seen already (a resend or a replay): drop
+    EARLY = "early"  # a message before it is missing but the sender still holds it: drop, it resends
+    STALE_SESSION = "stale_session"  # from a session older than the sender's current one: drop
+
+
+@dataclass
+class SenderStats:
+    """Per-sender counters kept by :class:`SequenceTracker`."""
+
+    session: int
+    expected: int  # next seq to accept
+    accepted: int = 0
+    duplicates: int = 0
+    early: int = 0
+    lost: int = 0  # messages the sender dropped before we ever saw them (sequence gap)
+    stale: int = 0
+    sessions: int = 1
+
+    def to_dict(self) -> dict[str, int]:
+        return {"session": self.session, "next_seq": self.expected, "accepted": self.accepted,
+                "duplicates": self.duplicates, "early": self.early, "lost": self.lost,
+                "stale": self.stale, "sessions": self.sessions}
+
+
+class SequenceTracker:
+    """Replay and loss detection per sender: pure, fed with authenticated headers only.
+
+    In order (``in_order=True``, coordinator side): a sender's messages are accepted strictly
+    in sequence. A message ahead of the next expected one is dropped as ``EARLY`` while the
+    sender still holds the missing ones (``base`` <= expected; it will resend them); if
+    ``base`` is past them the sender has dropped them, the gap is counted as ``lost`` and
+    the sequence jumps. With ``in_order=False`` (agent side, commands) gaps are normal
+    (the coordinator's sequence is shared by all agents) and only replays are refused.
+
+    Sessions: a sender restarting gets a larger session; the larger one replaces the current
+    one (its first message fixes the starting point at its ``base``), a smaller or retired one
+    is ``STALE_SESSION``.
+    """
+
+    def __init__(self, in_order: bool = True) -> None:
+        self.in_order = in_order
+        self._senders: dict[str, SenderStats] = {}
+
+    def check(self, sender: str, session: int, seq: int, base: int) -> Disposition:
+        """Classify one message and, when it is accepted, advance the sender's sequence."""
+        st = self._senders.get(sender)
+        if st is None or session > st.session:
+            start = min(base, seq) if self.in_order else seq
+            new = SenderStats(session=session, expected=start)
+            if st is not None:
+                new.sessions = st.sessions + 1
+                new.lost, new.duplicates, new.early, new.stale = st.lost, st.duplicates, st.early, st.stale
+                new.accepted = st.accepted
+            self._senders[sender] = st = new
+        elif session < st.session:
+            st.stale += 1
+            return Disposition.STALE_SESSION
+        if seq < st.expected:
+            st.duplicates += 1
+            return Disposition.DUPLICATE
+        if self.in_order and seq > st.expected:
+            if base <= st.expected:
+                st.early += 1
+                return Disposition.EARLY
+            st.lost += min(base, seq) - st.expected
+            st.expected = min(base, seq)
+            if seq > st.expected:
+                st.early += 1
+                return Disposition.EARLY
+        st.expected = seq + 1
+        st.accepted += 1
+        return Disposition.ACCEPT
+
+    def stats(self, sender: str) -> SenderStats | None:
+        return self._senders.get(sender)
+
+    def senders(self) -> dict[str, SenderStats]:
+        return dict(self._senders)
