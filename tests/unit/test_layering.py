@@ -1,25 +1,95 @@
-"""Pure modules do no I/O: their imports are parsed and os, subprocess, zmq, boto3, asyncio (and the
-other I/O libraries) are forbidden (STYLE.md 1). Also: a pure module imports only pure siblings."""
+"""The architecture as rules on imports, parsed from the source (nothing is imported here).
+
+- Pure modules do no I/O: os, subprocess, zmq, boto3, asyncio (and the other I/O libraries) are
+  forbidden, and a pure module imports only pure modules.
+- Direction by package: each sub-package of ``neuron_watch`` imports only the packages below it
+  in the diagram (``LAYERS``): the node side and the job side never import each other, nothing
+  below the composition root imports it, launchers never import commands, outputs never import
+  recovery. A known exception is listed (``EXCEPTIONS``) and must still exist: a fixed one leaves
+  the list.
+- One composition root builds the coordinator and the agent.
+- Event kinds are ``EventKind`` members, never strings, in constants and in expressions alike.
+"""
 
 from __future__ import annotations
 
 import ast
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 WATCHDOG = Path(__file__).resolve().parents[2] / "watchdog"
+LAUNCHERS = WATCHDOG.parent / "launchers"
+
+#: module (dotted, under neuron_watch) -> its file
+MODULES: dict[str, Path] = {
+    **{".".join(p.relative_to(WATCHDOG).with_suffix("").parts): p
+       for p in WATCHDOG.rglob("*.py") if p.stem != "__init__" and "rank_bootstrap" not in p.parts},
+    **{f"launchers.{p.stem}": p for p in LAUNCHERS.glob("*.py") if p.stem != "__init__"},
+}
+
 PURE = [
-    "events", "classify", "judge", "logtext", "checkpoints", "envpolicy", "policy", "protocol",
-    "slurmtext", "goodput", "errors", "stacks", "srunplan", "flight_recorder", "lostlink", "redact", "recovery",
-    "culprit", "errorclass", "failureforms", "metrics", "cloudwatch", "runview", "report_html",
+    "events", "errors", "redact",
+    "diagnosis.classify", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks", "diagnosis.flight_recorder",
+    "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms",
+    "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
+    "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput",
+    "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
 FORBIDDEN = {"os", "subprocess", "zmq", "boto3", "botocore", "asyncio", "socket", "shutil", "signal",
              "threading", "aiomqtt", "sh", "time", "tempfile", "select"}
 
+#: the flat modules every part may use: shared types, errors, configuration, masking, fault-tolerant files
+BASE = {"events", "errors", "config", "redact", "iofaults"}
+
+#: package -> the packages it may import (besides itself and BASE). The diagram, bottom up:
+#: diagnosis; wire and recovery over it; outputs over those; the node side (node, launchers,
+#: slurm) and the job side (job) over outputs, never each other; the composition root; commands.
+LAYERS: dict[str, set[str]] = {
+    "base": set(),
+    "diagnosis": set(),
+    "wire": {"diagnosis"},
+    "recovery": {"diagnosis"},
+    "outputs": {"diagnosis", "wire"},
+    "node": {"diagnosis", "wire", "recovery", "outputs", "launchers"},
+    "launchers": {"node", "slurm"},
+    "slurm": {"diagnosis", "recovery", "outputs", "node"},
+    "job": {"diagnosis", "wire", "recovery", "outputs"},
+    "runtime": {"diagnosis", "wire", "recovery", "outputs", "node", "launchers", "job"},
+    "commands": {"diagnosis", "wire", "recovery", "outputs", "node", "launchers", "slurm", "job", "runtime"},
+    "cli": set(),
+}
+
+#: (importer, imported) that break LAYERS today, each with why it is still there. The test fails
+#: when one of them no longer exists, so a fix removes its line.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    # `neuron-watch srun`'s batch side is an entry point that lives among the launchers: it builds
+    # the coordinator through the composition root and runs recovery's relaunches.
+    ("launchers.srun", "runtime"): "entry point among the launchers",
+    ("launchers.srun", "job.coordinator"): "entry point among the launchers",
+    ("launchers.srun", "recovery.machine"): "entry point among the launchers",
+    ("launchers.srun", "recovery.policy"): "entry point among the launchers",
+    ("launchers.srun", "outputs.console"): "entry point among the launchers",
+    ("launchers.srun", "outputs.eventlog"): "entry point among the launchers",
+    ("launchers.srun", "wire.protocol"): "entry point among the launchers",
+    ("launchers.srun", "diagnosis.kb"): "entry point among the launchers",
+    # the job's state names live with the state machine that moves between them
+    ("outputs.metrics", "recovery.policy"): "JobState is recovery's vocabulary",
+    # the incident manifest merge is evidence's format, written by the coordinator
+    ("job.coordinator", "node.evidence"): "merge_manifests lives with the manifest's writer",
+    ("iofaults", "outputs.eventlog"): "write_json_atomic lives with the event log",
+    ("launchers.srun", "commands.srun_agent"): "slurm_node lives with the per-task agent",
+    ("launchers.torchrun", "commands.supervisor"): "the torchrun subcommand's run() is the launcher's",
+    ("outputs.console", "node.tail"): "console_echo lives with the tails",
+}
+
 
 def _imports(path: Path) -> set[str]:
+    """Every absolute module a file imports (``from a import b`` gives ``a`` and, when ``a.b`` is a
+    module of ours, ``a.b``), lazy imports and TYPE_CHECKING blocks included."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -27,30 +97,112 @@ def _imports(path: Path) -> set[str]:
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            if node.module.startswith("neuron_watch"):
+                base = node.module.removeprefix("neuron_watch").lstrip(".")
+                for a in node.names:
+                    sub = f"{base}.{a.name}" if base else a.name
+                    if sub in MODULES:
+                        names.add(f"neuron_watch.{sub}")
     return names
 
 
-PRESENT = [m for m in PURE if (WATCHDOG / f"{m}.py").exists()]
+def _ours(path: Path) -> set[str]:
+    """The modules of ours a file imports (dotted, without ``neuron_watch.``)."""
+    found = set()
+    for name in _imports(path):
+        if name.startswith("neuron_watch."):
+            mod = name.removeprefix("neuron_watch.")
+            if mod in MODULES:
+                found.add(mod)
+    return found
 
 
-def test_the_diagnosis_modules_are_checked() -> None:
-    assert {"events", "classify", "judge", "logtext"} <= set(PRESENT)
+def package_of(module: str) -> str:
+    """``node.agent`` -> ``node``; a flat module: ``base``, or itself (``runtime``, ``cli``)."""
+    if "." in module:
+        return module.split(".")[0]
+    return "base" if module in BASE else module
 
 
-@pytest.mark.parametrize("module", PRESENT)
+def breaks(importer: str, imported: str) -> bool:
+    """Whether ``importer`` importing ``imported`` goes against the diagram."""
+    src, dst = package_of(importer), package_of(imported)
+    return dst not in (src, "base") and dst not in LAYERS[src]
+
+
+def test_every_module_has_a_layer() -> None:
+    assert {"node.agent", "job.coordinator", "diagnosis.judge", "launchers.torchrun"} <= set(MODULES)
+    unplaced = sorted(m for m in MODULES if package_of(m) not in LAYERS)
+    assert not unplaced, f"modules in no layer of LAYERS: {unplaced} (add their package to LAYERS)"
+
+
+@pytest.mark.parametrize("module", PURE)
 def test_pure_module_imports_no_io(module: str) -> None:
-    imports = _imports(WATCHDOG / f"{module}.py")
+    imports = _imports(MODULES[module])
     bad = sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
     assert not bad, f"neuron_watch.{module} is pure but imports {bad}"
-    siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.") and n.count(".") >= 1}
-    impure = sorted(s for s in siblings if s not in PURE)
-    assert not impure, f"neuron_watch.{module} is pure but imports impure sibling(s) {impure}"
+    impure = sorted(m for m in _ours(MODULES[module]) if m not in PURE)
+    assert not impure, f"neuron_watch.{module} is pure but imports impure module(s) {impure}"
+
+
+def test_the_rule_reads_the_diagram() -> None:
+    """The rules themselves: each forbidden direction the diagram names is one ``breaks`` sees."""
+    assert breaks("node.agent", "job.coordinator")
+    assert breaks("job.coordinator", "node.tail")
+    assert breaks("launchers.torchrun", "commands.supervisor")
+    assert breaks("outputs.metrics", "recovery.policy")
+    assert breaks("diagnosis.judge", "wire.protocol")
+    assert breaks("iofaults", "outputs.eventlog")
+    assert breaks("node.agent", "runtime")
+    assert not breaks("job.coordinator", "diagnosis.judge")
+    assert not breaks("commands.supervisor", "runtime")
+    assert not breaks("node.agent", "events")
+
+
+def test_imports_go_down_the_diagram() -> None:
+    found = {(m, dep) for m, path in MODULES.items() for dep in _ours(path) if breaks(m, dep)}
+    new = sorted(found - set(EXCEPTIONS))
+    assert not new, "imports against the diagram (move the code, or the module): " + ", ".join(
+        f"{a} -> {b}" for a, b in new)
+    gone = sorted(set(EXCEPTIONS) - found)
+    assert not gone, f"no longer imported, remove from EXCEPTIONS: {gone}"
+
+
+def _cycles() -> list[tuple[str, ...]]:
+    graph = {m: _ours(p) for m, p in MODULES.items()}
+    found: set[tuple[str, ...]] = set()
+
+    def walk(path: list[str]) -> Iterator[list[str]]:
+        for nxt in sorted(graph.get(path[-1], ())):
+            if nxt == path[0]:
+                yield path
+            elif nxt not in path and nxt > path[0] and len(path) < 6:
+                yield from walk([*path, nxt])
+
+    for start in graph:
+        for cycle in walk([start]):
+            found.add(tuple(cycle))
+    return sorted(found)
+
+
+#: import cycles between modules still there (each through a lazy or type-only import)
+KNOWN_CYCLES = {
+    ("job.coordinator", "job.jobreport"),
+    ("iofaults", "outputs.eventlog"),
+    ("node.tail", "outputs.console"),
+}
+
+
+def test_no_import_cycles_between_modules() -> None:
+    cycles = set(_cycles())
+    assert cycles - KNOWN_CYCLES == set(), f"import cycles: {sorted(cycles - KNOWN_CYCLES)}"
+    assert KNOWN_CYCLES - cycles == set(), f"fixed, remove from KNOWN_CYCLES: {sorted(KNOWN_CYCLES - cycles)}"
 
 
 def _calls() -> dict[str, set[str]]:
     """Every name called in watchdog/ and launchers/ -> the ``module.function`` that call it."""
     called: dict[str, set[str]] = {}
-    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
+    for path in MODULES.values():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
@@ -65,8 +217,7 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     """The coordinator, the agent, their settings, event sinks and artifact storage are built in
     runtime.py only, and every entry point -- ``neuron-watch torchrun`` (supervisor), ``neuron-watch
     srun`` (its batch side and its per-task agent), the standalone coordinator -- takes them from
-    there: a feature added once reaches all of them (``--mqtt`` and ``--artifacts`` once reached only
-    torchrun; the standalone coordinator once named its job differently from its agents)."""
+    there: a feature added once reaches all of them."""
     called = _calls()
     assert called["Coordinator"] == {"runtime.build_coordinator"}
     assert called["NodeAgent"] == {"runtime.build_agent"}
@@ -85,14 +236,43 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     assert called["rank_environment"] == {"supervisor._run_supervised", "srun_agent.run"}
 
 
-def test_event_kinds_are_a_type_never_string_literals() -> None:
+def string_kinds(source: str, name: str = "<source>") -> list[str]:
+    """Every string an ``emit`` call's kind can be: a constant first argument (or ``event=``), and any
+    string constant inside an expression there (``A if old is None else "node_rejoined"``,
+    ``x or "kind"``, an f-string)."""
+    found: list[str] = []
+    for call in ast.walk(ast.parse(source, name)):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "emit"):
+            continue
+        kinds = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "event")]
+        todo = list(kinds)
+        while todo:
+            node = todo.pop(0)
+            if isinstance(node, ast.JoinedStr):
+                found.append(f"{name}:{call.lineno} f-string")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.append(f"{name}:{call.lineno} {node.value}")
+            else:
+                todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ('log.emit("node_joined", 0)', ["<source>:1 node_joined"]),
+    ('log.emit(EventKind.NODE_JOINED if old is None else "node_rejoined", 0)', ["<source>:1 node_rejoined"]),
+    ('log.emit(kind or "progress", 0)', ["<source>:1 progress"]),
+    ('log.emit(event="finish", generation=0)', ["<source>:1 finish"]),
+    ('log.emit(f"node_{what}", 0)', ["<source>:1 f-string"]),
+    ('log.emit(EventKind.NODE_JOINED if old is None else EventKind.NODE_REJOINED, 0)', []),
+    ('log.emit(EventKind(name), 0, node="n1")', []),
+])
+def test_a_string_kind_is_found_in_an_expression(source: str, found: list[str]) -> None:
+    assert string_kinds(source) == found
+
+
+def test_event_kinds_are_a_type_never_strings() -> None:
     """Every event written by watchdog/ and launchers/ names its kind as an ``EventKind`` (one list
-    of kinds, README's contract): a string literal in a call of ``emit`` is a kind nobody declared."""
-    literal: list[str] = []
-    for path in [*WATCHDOG.glob("*.py"), *(WATCHDOG.parent / "launchers").glob("*.py")]:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for call in ast.walk(tree):
-            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "emit"
-                    and call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
-                literal.append(f"{path.name}:{call.lineno} {call.args[0].value}")
-    assert literal == []
+    of kinds, README's contract): a string in the kind of an ``emit`` is a kind nobody declared."""
+    found = list(itertools.chain.from_iterable(
+        string_kinds(p.read_text(encoding="utf-8"), str(p.relative_to(WATCHDOG.parent))) for p in MODULES.values()))
+    assert found == []

@@ -221,7 +221,7 @@ def test_the_families_render_in_both_text_formats_with_conventional_names() -> N
 def test_the_mapping_is_pure() -> None:
     imports = _imports(WATCHDOG / "outputs" / "metrics.py")
     assert not sorted(n for n in imports if n.split(".")[0] in FORBIDDEN)
-    siblings = {n.split(".")[1] for n in imports if n.startswith("neuron_watch.")}
+    siblings = {n.removeprefix("neuron_watch.") for n in imports if n.startswith("neuron_watch.")}
     assert siblings <= set(PURE), siblings - set(PURE)
     assert "prometheus_client" not in {n.split(".")[0] for n in imports}
 

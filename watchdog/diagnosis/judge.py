@@ -1079,7 +1079,8 @@ class Judge:
             reason = (f"{who} printed an error no signature recognises{exited}, and nothing after it "
                       f"shows it went on: cause not recognised ({line})")
             advice = ("The cause is not in neuron-watch's knowledge base: read the evidence lines and the rank's "
-                      "log tail. If it is a known failure, a signature (watchdog/diagnosis/signatures.toml) makes it recognised.")
+                      "log tail. If it is a known failure, a signature (watchdog/diagnosis/signatures.toml) makes "
+                      "it recognised.")
         return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(ev, *others), reason=reason,
                        advice=advice, step=step, culprit_source="failure")
 

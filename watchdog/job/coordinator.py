@@ -651,7 +651,8 @@ class Coordinator:
         if old is not None:
             view.lines = old.lines
         self.nodes[h.node] = view
-        self.events.emit(EventKind.NODE_JOINED if old is None else "node_rejoined", self.generation, node=h.node)
+        self.events.emit(EventKind.NODE_JOINED if old is None else EventKind.NODE_REJOINED, self.generation,
+                         node=h.node)
         return view
 
     def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:

@@ -364,9 +364,10 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 def rank_logs(run_dir: Path, max_bytes: int | None = None, deadline: float | None = None,
               notes: list[ReadNote] | None = None,
               clock: Callable[[], float] = time.monotonic) -> Iterator[RankLog]:
-    """The ``gen-*/rank-*.log`` of a run directory, each read lazily (see :func:`neuron_watch.diagnosis.logread.iter_lines`:
-    its last ``max_bytes`` only, until ``deadline``), newest generation first (a deadline leaves out
-    the oldest); what each read left out goes to ``notes``."""
+    """The ``gen-*/rank-*.log`` of a run directory, each read lazily
+    (see :func:`neuron_watch.diagnosis.logread.iter_lines`: its last ``max_bytes`` only, until
+    ``deadline``), newest generation first (a deadline leaves out the oldest); what each read left
+    out goes to ``notes``."""
     found = []
     for p in run_dir.glob("gen-*/rank-*.log"):
         m = _RANK_LOG.match(p.relative_to(run_dir).as_posix())
