@@ -8,7 +8,6 @@ torchrun's own argument parser, run by torchrun's own interpreter: never re-impl
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -20,7 +19,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from neuron_watch.config import WatchConfig
 from neuron_watch.errors import LauncherArgsError, PlatformError, UsageError
 from neuron_watch.launchers.base import PER_GENERATION_ENV, Launcher, LaunchInfo, replace_placeholder
 from neuron_watch.launchers.torchrun_args import CHECK
@@ -288,16 +286,6 @@ class TorchrunLauncher(Launcher):
                                                              "master_addr", "master_port")),
             warnings=tuple(warnings),
         )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command
-    """torchrun's arguments are passed through verbatim (see cli.SUBCOMMANDS)."""
-
-
-def run(args: argparse.Namespace, config: WatchConfig) -> int:
-    from neuron_watch.commands.supervisor import run_supervised
-
-    return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
 
 
 def _shape(code: int, out: str, err: str) -> dict[str, Any]:

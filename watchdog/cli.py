@@ -29,7 +29,7 @@ log = logging.getLogger("neuron_watch")
 
 #: subcommand -> (module, one-line help, takes the rest of argv verbatim)
 SUBCOMMANDS: dict[str, tuple[str, str, bool]] = {
-    "torchrun": ("neuron_watch.launchers.torchrun", "run torchrun under the watchdog (in place of torchrun)", True),
+    "torchrun": ("neuron_watch.commands.supervisor", "run torchrun under the watchdog (in place of torchrun)", True),
     "srun": ("neuron_watch.commands.srun", "run srun under the watchdog (in place of srun)", True),
     "diagnose": ("neuron_watch.commands.diagnose", "diagnose saved logs offline", False),
     "dump": ("neuron_watch.commands.dump", "neuron-dump hook: save a runtime core dump and upload it", False),

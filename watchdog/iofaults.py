@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as _errno
+import json
 import logging
 import os
 import time
@@ -35,6 +36,29 @@ MAX_PENDING = 8 << 20
 
 #: ``(kind, fields)``: ``kind`` is ``watchdog_degraded`` or ``watchdog_recovered``.
 Listener = Callable[[str, dict[str, Any]], None]
+
+
+#: A JSON document up to this size (compact) is written indented, for people; a bigger one compact:
+#: json's indenting encoder is pure Python, 2-5x slower than the compact one in C, and a
+#: coordinator writes coordinator.json (1,024 nodes: 0.4 MB) and status.json (65,536 ranks: 9 MB)
+#: every second (tests/benchmarks/bench_scale.py).
+INDENT_UP_TO = 64 << 10
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write JSON to ``path`` via a temp file and rename (readers never see half a file)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    text = json.dumps(data, default=str)
+    if len(text) <= INDENT_UP_TO:
+        text = json.dumps(data, indent=1, default=str)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk must not also keep half a temp file
+            os.unlink(tmp)
+        raise
 
 
 def describe(exc: OSError | str) -> str:
@@ -112,10 +136,7 @@ class IOHealth:
                 "paths": sorted(self.paths_failed), "lost_lines": self.lost_lines, "lost_bytes": self.lost_bytes}
 
     def write_json(self, path: str, data: Any) -> bool:
-        """:func:`~neuron_watch.outputs.eventlog.write_json_atomic`, a fault counted and reported instead of raised.
-        Returns success."""
-        from neuron_watch.outputs.eventlog import write_json_atomic  # eventlog imports this module
-
+        """:func:`write_json_atomic`, a fault counted and reported instead of raised. Returns success."""
         try:
             write_json_atomic(path, data)
         except OSError as exc:

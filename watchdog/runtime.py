@@ -57,8 +57,7 @@ from neuron_watch.job.coordinator import (
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.procs import MARKER_ENV
-from neuron_watch.node.tail import console_echo
-from neuron_watch.outputs.console import StatusLine, attach_console, say
+from neuron_watch.outputs.console import StatusLine, attach_console, console_echo, say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
 from neuron_watch.outputs.nbconsole import console_dropped

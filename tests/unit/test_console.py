@@ -223,7 +223,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_rank_echo_shows_controls_and_never_passes_for_our_line(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from neuron_watch.node.tail import console_echo
+    from neuron_watch.outputs.console import console_echo
 
     console_echo(f"[rank1] {text}\n[rank0] step 3 loss 1.0")
     out = capsys.readouterr().out

@@ -80,10 +80,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("outputs.metrics", "recovery.policy"): "JobState is recovery's vocabulary",
     # the incident manifest merge is evidence's format, written by the coordinator
     ("job.coordinator", "node.evidence"): "merge_manifests lives with the manifest's writer",
-    ("iofaults", "outputs.eventlog"): "write_json_atomic lives with the event log",
-    ("launchers.srun", "commands.srun_agent"): "slurm_node lives with the per-task agent",
-    ("launchers.torchrun", "commands.supervisor"): "the torchrun subcommand's run() is the launcher's",
-    ("outputs.console", "node.tail"): "console_echo lives with the tails",
 }
 
 
@@ -188,8 +184,6 @@ def _cycles() -> list[tuple[str, ...]]:
 #: import cycles between modules still there (each through a lazy or type-only import)
 KNOWN_CYCLES = {
     ("job.coordinator", "job.jobreport"),
-    ("iofaults", "outputs.eventlog"),
-    ("node.tail", "outputs.console"),
 }
 
 

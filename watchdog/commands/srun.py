@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from neuron_watch import __version__
-from neuron_watch.commands.srun_agent import slurm_node
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
@@ -231,7 +230,7 @@ class SrunJob:
 
     def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
         """Drain the Slurm node behind a faulty agent (caps respected); keep it out of the next steps."""
-        slurm = slurm_node(node)
+        slurm = srunplan.slurm_node(node)
         mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
         evidence = srunplan.short_evidence(mine[0].key.rank, mine[0].text) if mine else verdict.reason
         outcome = self.drainer.drain(slurm, self.slurm_job, verdict.label.value, evidence)

@@ -39,12 +39,6 @@ from neuron_watch.runtime import SignalLatch, build_agent, rank_environment, run
 from neuron_watch.wire.auth import load_secret
 
 
-def slurm_node(agent_node: str) -> str:
-    """The Slurm node name behind an agent's node name (``n2-t1`` -> ``n2``)."""
-    head, sep, tail = agent_node.rpartition("-t")
-    return head if sep and tail.isdigit() else agent_node
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generation", type=int, default=0, metavar="G", help="the generation this step runs")
     parser.add_argument("--task-is-rank", action="store_true",

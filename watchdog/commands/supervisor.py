@@ -18,6 +18,7 @@ One loop; signal handlers only record the signal.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import secrets
@@ -34,12 +35,12 @@ from neuron_watch.events import Action, EventKind, Label, NodeIdentity, Verdict
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.launchers.base import Launcher, LaunchInfo
+from neuron_watch.launchers.torchrun import TorchrunLauncher
 from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.guardian import release, start_guardian
 from neuron_watch.node.procs import become_subreaper
-from neuron_watch.node.tail import console_echo
-from neuron_watch.outputs.console import say, status_line_for
+from neuron_watch.outputs.console import console_echo, say, status_line_for
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import parse_mqtt_url
 from neuron_watch.outputs.nbconsole import nonblocking_console
@@ -79,6 +80,15 @@ EARLY_SIGNAL_WAIT = 3.0
 REFUSAL_WAIT = 30.0
 #: torchrun's configuration check after its early end imports torch: seconds on a loaded node
 REFUSAL_CHECK_TIMEOUT = 120.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command
+    """torchrun's arguments are passed through verbatim (see cli.SUBCOMMANDS)."""
+
+
+def run(args: argparse.Namespace, config: WatchConfig) -> int:
+    """``neuron-watch torchrun ARGS``: torchrun as our child, its arguments unchanged."""
+    return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:

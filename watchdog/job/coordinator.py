@@ -56,9 +56,9 @@ from neuron_watch.events import (
     WorkerSample,
     iso_utc,
 )
-from neuron_watch.iofaults import AppendFile, IOHealth
+from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
-from neuron_watch.outputs.eventlog import EventLog, write_json_atomic
+from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.recovery.machine import (
     Capture,

@@ -24,11 +24,10 @@ import glob
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from neuron_watch.diagnosis.logtext import ERROR_LIKE, logical_lines, split_rank_prefix, strip_ansi, visible
+from neuron_watch.diagnosis.logtext import ERROR_LIKE, logical_lines, split_rank_prefix, strip_ansi
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.wire.protocol import RANK_LINE_BYTES
@@ -481,15 +480,3 @@ def _rank_log_gap(lines: int, nbytes: int, error: str) -> str:
     return (f"neuron-watch: {lines} line(s) ({nbytes} bytes) are missing here: {error} "
             "(torchrun's own file of this rank, under gen-<G>/torchrun/, has them)")
 
-
-def console_echo(text: str) -> None:
-    """Print rank lines on our stdout (the user's console), their control characters made visible
-    (:func:`neuron_watch.diagnosis.logtext.visible`: a rank's escape sequences are shown, never obeyed)."""
-    shown = "\n".join(visible(line) for line in text.split("\n")) if not text.isprintable() else text
-    try:
-        sys.stdout.write(shown + "\n")
-        sys.stdout.flush()
-    except OSError:  # `neuron-watch ... | head` (EPIPE) or a closed terminal (EIO) must not kill the job
-        from neuron_watch.outputs.console import console_gone
-
-        console_gone(sys.stdout)

@@ -331,6 +331,17 @@ def console_gone(stream: IO[str]) -> None:
         pass
 
 
+def console_echo(text: str) -> None:
+    """Print rank lines on our stdout (the user's console), their control characters made visible
+    (:func:`neuron_watch.diagnosis.logtext.visible`: a rank's escape sequences are shown, never obeyed)."""
+    shown = "\n".join(visible(line) for line in text.split("\n")) if not text.isprintable() else text
+    try:
+        sys.stdout.write(shown + "\n")
+        sys.stdout.flush()
+    except OSError:  # `neuron-watch ... | head` (EPIPE) or a closed terminal (EIO) must not kill the job
+        console_gone(sys.stdout)
+
+
 def attach_console(events: Any, config: WatchConfig, env: Mapping[str, str] | None = None,
                    stream: IO[str] | None = None, status_line: StatusLine | None = None) -> ConsoleSink:
     """Attach the one console sink to a job's event log (call once per coordinator)."""
@@ -380,8 +391,6 @@ class StatusLine:
     def echo(self, text: str) -> None:
         """Print a rank line on stdout without tearing the status line (the agent's echo)."""
         self.clear()
-        from neuron_watch.node.tail import console_echo
-
         console_echo(text)
 
     def update(self, doc: Mapping[str, Any]) -> None:

@@ -8,7 +8,6 @@ when it takes writes again, and the sinks get them at once).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -80,26 +79,3 @@ class EventLog:
                 self.sink_failures += 1
                 log.warning("event sink %s failed to close: %s", type(sink).__name__, exc)
         self._f.close()
-
-
-#: A JSON document up to this size (compact) is written indented, for people; a bigger one compact:
-#: json's indenting encoder is pure Python, 2-5x slower than the compact one in C, and a
-#: coordinator writes coordinator.json (1,024 nodes: 0.4 MB) and status.json (65,536 ranks: 9 MB)
-#: every second (tests/benchmarks/bench_scale.py).
-INDENT_UP_TO = 64 << 10
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write JSON to ``path`` via a temp file and rename (readers never see half a file)."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    text = json.dumps(data, default=str)
-    if len(text) <= INDENT_UP_TO:
-        text = json.dumps(data, indent=1, default=str)
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):  # a full disk must not also keep half a temp file
-            os.unlink(tmp)
-        raise

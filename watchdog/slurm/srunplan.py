@@ -205,3 +205,9 @@ def short_evidence(rank: int | None, text: str) -> str:
     prefix (Slurm keeps a node's reason short; the incident bundle has the whole line)."""
     line = _STAMP.sub("", text, count=1).strip()
     return f"rank {rank}: {line}" if rank is not None else line
+
+
+def slurm_node(agent_node: str) -> str:
+    """The Slurm node name behind an agent's node name (``n2-t1`` -> ``n2``)."""
+    head, sep, tail = agent_node.rpartition("-t")
+    return head if sep and tail.isdigit() else agent_node
