@@ -69,8 +69,8 @@ log = logging.getLogger("neuron_watch")
 DEFAULT_COORDINATOR_PORT = 29510
 #: After a signal that came before the job's shape was known: how long to wait for it, so that the
 #: run's events still end with `job_finished` (the ranks are stopped at once regardless).
-#: Short: torchrun's parser runs at nice 19 and took 15-25 s on a loaded node, so a SIGTERM during
-#: start-up took as long (issue 16, finding 8); past this the end is recorded without the shape.
+#: Short: torchrun's parser runs at nice 19 and can take many seconds on a loaded node, and a
+#: SIGTERM during start-up must not wait as long; past this the end is recorded without the shape.
 EARLY_SIGNAL_WAIT = 3.0
 #: torchrun reads its arguments with the same parser as its shape reader, at our priority (the reader
 #: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or

@@ -19,8 +19,8 @@ a cause whatever the message says:
   PCI/NVLink topology from /sys (a host that cannot show it will not run NCCL, whatever the retry),
   ``misc/argcheck.cc`` checks the caller's arguments;
 * an exception whose message says a file, path or directory does not exist (``ValueError: File
-  data/mllm_dome.json not found.``): a missing script or data path, whatever class the program raised
-  (issue 12 item 4).
+  data/mllm_dome.json not found.``): a missing script or data path, whatever class the program
+  raised.
 
 A form that says nothing of a cause (``RuntimeError``, ``ValueError``, a WARN of ``init.cc``) reads
 as None: the failure stays "cause not recognised".
@@ -78,7 +78,7 @@ _ACTIONS = {
 #: (``InductorError``, ``LoweringException``, ``CppCompileError``); triton's
 #: triton/compiler/errors.py ``CompilationError``; Lightning's ``MisconfigurationException``.
 EXCEPTION_FAMILIES: dict[str, tuple[str, str]] = {
-    # a restart cannot fix these: the code or the environment is wrong (issue 12 item 4)
+    # a restart cannot fix these: the code or the environment is wrong
     "ImportError": _CONFIG,
     "SyntaxError": _CONFIG,
     "FileNotFoundError": _CONFIG,

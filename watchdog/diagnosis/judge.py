@@ -2,7 +2,7 @@
 
 Pure: no I/O, ``now`` (a ``time.monotonic()`` value) is always passed in.
 
-How compilation is told from a hang (DESIGN.md §4):
+How compilation is told from a hang:
 
 * A rank is *compiling* while its log shows a compiler command without the matching
   PASS/cached line, while its progress dots keep coming, or while a ``neuronx-cc compile``
@@ -1373,11 +1373,11 @@ class Judge:
 
     def _compile_killed_verdict(self, st: RankState, ranks: tuple[RankKey, ...], evidence: list[Evidence],
                                 what: str) -> Verdict:
-        """A graph compile killed by SIGKILL (issue 12 item 4: a compiler killed by signal 9 is host
-        OOM). Nothing else kills a compile: the host's OOM killer ends the biggest process, and the
-        compile of a large graph -- neuronx-cc, or the framework tracing the model into HLO for it,
-        which holds the whole model on the host (aws-neuron/nki-samples#87, aws-neuron-sdk#1222: an
-        8B model on a 32 GB trn1.2xlarge) -- is it."""
+        """A graph compile killed by SIGKILL (a compiler killed by signal 9 is host OOM). Nothing else
+        kills a compile: the host's OOM killer ends the biggest process, and the compile of a large
+        graph -- neuronx-cc, or the framework tracing the model into HLO for it, which holds the whole
+        model on the host (aws-neuron/nki-samples#87, aws-neuron-sdk#1222: an 8B model on a 32 GB
+        trn1.2xlarge) -- is it."""
         if st.compile_open_line is not None and st.compile_open_line not in evidence:
             evidence = [*evidence, st.compile_open_line]
         return Verdict(

@@ -116,7 +116,7 @@ def visible(text: str) -> str:
     """``text`` safe to print on an operator's terminal: every control character shown, none obeyed.
 
     A rank that prints ``\\r\\x1b[2K[neuron-watch] verdict: healthy`` must not erase its own
-    ``[rankN]`` prefix and pass for a watchdog line (issue 16, finding 9), nor set the terminal's
+    ``[rankN]`` prefix and pass for a watchdog line, nor set the terminal's
     title, clear the screen or hide text. C0 controls and DEL are shown in caret notation
     (``ESC`` -> ``^[``, ``CR`` -> ``^M``, ``DEL`` -> ``^?``), C1 controls and bidi/line-separator
     characters as ``<U+XXXX>``; tabs stay; SGR colour sequences are dropped (they only style text).

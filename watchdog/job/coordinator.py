@@ -17,7 +17,7 @@ anything else -- wrong secret, garbage, replays, commands posing as agent messag
 dropped and counted in the summary, never acted on. A node not heard from for ``silence``
 seconds is ``unobserved`` (never ``healthy``) until it speaks again.
 
-Recovery (DESIGN.md §6), when the judge's verdict asks for a restart: every node is told to
+Recovery, when the judge's verdict asks for a restart: every node is told to
 capture evidence, then to stop (SIGTERM, deadline, SIGKILL, reap on each), then the
 checkpoint is chosen once, here, and every node is told to launch generation G+1 from it.
 """
@@ -490,7 +490,7 @@ class Coordinator:
         Nothing about a node changes (its route, ``last_heard``, its session) before the message
         is proven fresh: signed with this job's key, echoing this coordinator's session, and the
         next one of its sender's sequence. A captured frame replayed from elsewhere is a
-        duplicate (or does not echo this session) and moves nothing (issue 16, finding 4).
+        duplicate (or does not echo this session) and moves nothing.
         """
         self.counters.frames += 1
         try:
@@ -580,7 +580,7 @@ class Coordinator:
 
     def _foreign(self, routing_id: bytes, frames: list[bytes], h: Header, now: float) -> None:
         """A message naming another job. Signed with that job's keys and our secret: a job sharing
-        our secret and port (issue 16, finding 5) -- refused by name, on both sides. Otherwise it is
+        our secret and port -- refused by name, on both sides. Otherwise it is
         a stranger's (counted as a bad signature)."""
         other = self.signer.other_job(h.job)
         if other is None:
@@ -818,7 +818,7 @@ class Coordinator:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
             if self.recovery.live:
                 self.events.emit(EventKind.AGENT_DROPPED, self.generation, node=view.node, lines=lines, messages=msgs)
-            else:  # job_finished is the last event (issue 16, #10); the loss still counts in status.json
+            else:  # job_finished is the last event; the loss still counts in status.json
                 log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
                             view.node, lines, msgs)
         view.reported_dropped_lines = max(view.reported_dropped_lines, lines)

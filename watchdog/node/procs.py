@@ -61,8 +61,8 @@ def lifeline(then: Callable[[], object] | None = None) -> Callable[[], None]:
     """A ``preexec_fn``: the child gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``).
 
     The guardian cleans up after a wrapper killed alone; killed *together* (``kill -9`` of both, an
-    OOM kill of the cgroup's biggest, ``pkill -9 -f neuron-watch``) torchrun and its workers were left
-    running (issue 16, finding 8). With the lifeline the kernel itself sends torchrun SIGTERM, and
+    OOM kill of the cgroup's biggest, ``pkill -9 -f neuron-watch``) would leave torchrun and its
+    workers running. With the lifeline the kernel itself sends torchrun SIGTERM, and
     torchrun stops its workers (torch/distributed/elastic/multiprocessing/api.py: its SIGTERM handler
     raises SignalException, ``close()`` sends SIGTERM to every worker and SIGKILL after 30 s).
     The signal fires when the *thread* that forked the child ends: every launch happens on the
@@ -270,10 +270,9 @@ def stop_everything(
         return StopResult("already_gone", 0.0)
     # A stopped process (SIGSTOP, a frozen container, a debugger) keeps a signal pending and never
     # exits. A stopped rank gets SIGKILL at once: continued, it would go on training until its
-    # job's own SIGTERM handler let it end (Lightning's: the whole --stop-timeout, 3.1 s of 3 s in
-    # tests/process/test_frameworks.py, where SIGCONT-then-SIGTERM took 0.7-1.8 s for HF and DDP),
-    # and a job already judged hung has nothing to save from it. Its peers, waiting for it in a
-    # collective, get the first signal and see it gone. The launcher is continued instead: it
+    # job's own SIGTERM handler let it end (Lightning's waits the whole --stop-timeout), and a job
+    # already judged hung has nothing to save from it. Its peers, waiting for it in a collective,
+    # get the first signal and see it gone. The launcher is continued instead: it
     # must forward the signal and reap its workers.
     killed_stopped = _stopped(targets)
     for pid in killed_stopped:

@@ -9,7 +9,7 @@ A line redrawn with ``\\r`` (tqdm, Rich, Hugging Face, Lightning bars, which end
 the end of an epoch) is passed on as it moves: its newest state once per poll; the rank log and
 the console get a redraw every :data:`REDRAW_LOG_EVERY` seconds and the line's final state.
 
-No output is lost uncounted (issue 16, finding 6): a file's last read (``final``, or ``to_eof``
+No output is lost uncounted: a file's last read (``final``, or ``to_eof``
 when a rank exited) goes to its end; a rank that prints faster than the watchdog reads has its
 backlog beyond :data:`BACKLOG_MAX` skipped down to the newest :data:`BACKLOG_KEEP` bytes (the
 watchdog stays current, and a process's last lines are always read), and what was skipped is
@@ -44,7 +44,7 @@ MAX_PARTIAL = RANK_LINE_BYTES
 #: turn stay bounded per node however many ranks print long lines at once.
 NODE_READ_BUDGET = 16 << 20
 #: Unread bytes of one file beyond which the backlog is skipped (counted) down to BACKLOG_KEEP: a rank that
-#: floods its output must not leave the judge minutes behind (35 M lines printed, 1.2 M read, in issue 16).
+#: floods its output must not leave the judge minutes behind.
 BACKLOG_MAX = 32 << 20
 #: The newest bytes of a skipped backlog that are still read (a process's last lines are its root cause).
 BACKLOG_KEEP = 4 << 20

@@ -315,7 +315,7 @@ def console_gone(stream: IO[str]) -> None:
     From now on that descriptor is /dev/null, so no later write fails: ours, the logging module's,
     or Python's own flush at exit (which would turn the exit code into 120). The run dir keeps
     everything the console would have shown. A hang-up of the terminal also sends SIGHUP, which
-    ends the job the usual way (issue 16, finding 8); only the console is lost.
+    ends the job the usual way; only the console is lost.
     """
     try:
         fd = stream.fileno()

@@ -13,7 +13,7 @@ Topics (``<prefix>`` comes from the URL's path, default ``neuron-watch``):
   ``{"state": "watchdog_lost", ...}``: the broker publishes it when this process dies (or loses
   the network) without disconnecting cleanly.
 
-aiomqtt does not reconnect by itself (notes/infra.md §2), so a thread of our own runs an asyncio
+aiomqtt does not reconnect by itself, so a thread of our own runs an asyncio
 loop with a connect-publish-reconnect cycle. The caller only appends to a bounded buffer under a
 lock. A broker that is down, slow or restarted costs the caller nothing: events wait in the buffer
 (oldest dropped and counted when it is full) and are published in order after the reconnect, with

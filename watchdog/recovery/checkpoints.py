@@ -8,9 +8,9 @@ rule cites the framework source it comes from. The newest complete checkpoint wi
 one never.
 
 The user's explicit rule (``--checkpoint-glob``/``--checkpoint-marker``, :class:`CheckpointRule`)
-replaces detection: a checkpoint is a subdirectory (tag) holding the marker file (NxD: ``done``,
-notes/neuron.md §2.1). The newest is the one with the highest step number in its name
-(``step_120`` > ``step_95``), ties and names without a number ordered by the marker's mtime.
+replaces detection: a checkpoint is a subdirectory (tag) holding the marker file (NxD: ``done``).
+The newest is the one with the highest step number in its name (``step_120`` > ``step_95``), ties
+and names without a number ordered by the marker's mtime.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def incomplete_checkpoints(entries: Iterable[CheckpointEntry], rule: CheckpointR
     return [e for e in entries if e.is_dir and fnmatch.fnmatchcase(e.name, rule.glob) and not e.has_marker]
 
 
-# -- automatic detection (issue 10): every framework's own completeness convention ----------------
+# -- automatic detection: every framework's own completeness convention ---------------------------
 #
 # The I/O half (checkpoint_scan.snapshot_checkpoint_dir) reads the directory into a CheckpointDir
 # snapshot with bounded reads; detect() below decides, from the snapshot alone, which entries are
@@ -361,7 +361,7 @@ def _recognise(e: DirEntry, tr: _Tracked, names: frozenset[str]) -> Candidate | 
                         "latest" if "latest" in e.inner else ".metadata")
         if "done" in e.inner or "checkpoint" in e.inner:
             # NxD trainer/checkpoint.py: 'checkpoint' written when a save begins, 'done' when every
-            # rank finished (notes/neuron.md 2.1).
+            # rank finished.
             ok = "done" in e.inner
             return cand("nxd", ok, "" if ok else "no done file (save interrupted or running)",
                         _step_for_sort(e.name) if step_of(e.name) is not None else None, "done")

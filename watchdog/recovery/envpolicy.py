@@ -1,6 +1,6 @@
 """Which Neuron debugging variables to set for the ranks, and why. Pure: facts are passed in.
 
-Rules (DESIGN.md §7, notes/neuron.md §4.7, §4.8, §1.4):
+Rules:
 
 * Never overwrite a variable the user set; report it as kept.
 * NDET tracing (``NEURON_RT_DBG_NDET_*``) only where the installed runtime still has it: Neuron

@@ -1,4 +1,4 @@
-"""Recovery: one pure state machine from a verdict to the next generation (DESIGN.md §6).
+"""Recovery: one pure state machine from a verdict to the next generation.
 
     facts and ``now`` in  ->  commands out
 

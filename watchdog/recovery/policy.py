@@ -122,9 +122,9 @@ class RestartPolicy:
         same_as_last = bool(self.failures) and self.failures[-1] == key and verdict.step is not None
         self.failures.append(key)
         # Before the first step a failure has no step to compare (a missing script, an unloadable
-        # checkpoint: every generation dies in seconds and the budget was spent in a minute, exit 1;
-        # issue 16, finding 10). The same label and root-cause signature, again before any progress,
-        # in consecutive generations, is the loop.
+        # checkpoint: every generation dies in seconds and would spend the budget in a minute). The
+        # same label and root-cause signature, again before any progress, in consecutive
+        # generations, is the loop.
         early = (verdict.label.value, next((e.signature for e in verdict.evidence if e.signature), ""))
         early_again = verdict.step is None and self.last_before_progress == early and not fallback
         self.last_before_progress = early if verdict.step is None else None

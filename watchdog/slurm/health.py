@@ -36,7 +36,7 @@ NEURON_DEVICES: dict[str, int] = {
     "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
     "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
 }
-#: EFA devices per instance type (notes/neuron.md §1.4: trn1.32xlarge 8, trn1n.32xlarge 16).
+#: EFA devices per instance type (AWS's instance specifications).
 EFA_DEVICES: dict[str, int] = {
     "trn1.2xlarge": 0, "trn1.32xlarge": 8, "trn1n.32xlarge": 16,
     "trn2.48xlarge": 16, "trn2u.48xlarge": 16,
@@ -162,7 +162,7 @@ def evaluate(f: HostFacts, skip: Sequence[str] = ()) -> list[CheckResult]:
                                      "on them; set net.ipv6.conf.all.disable_ipv6=1")
     else:
         add("ipv6_link_local", OK, "no link-local-only IPv6 setup")
-    # FQDN length (runtime fails to resolve FQDNs > 63 chars; notes/neuron.md §6.4)
+    # FQDN length (the Neuron runtime fails to resolve FQDNs over 63 characters)
     if not neuron:
         add("fqdn", NA, "no Neuron hardware")
     elif f.fqdn is None:

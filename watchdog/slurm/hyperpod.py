@@ -2,7 +2,7 @@
 
 HyperPod's Slurm clusters have ``/opt/sagemaker_cluster``; with ``srun --auto-resume=1`` the
 HyperPod agent replaces faulty nodes and re-runs the *same* step ("[Auto Resume] Info: ...
-Retrying step. Attempt number: 1", notes/neuron.md §5.5). If neuron-watch also restarted, the
+Retrying step. Attempt number: 1"). If neuron-watch also restarted, the
 job would restart twice. So under auto-resume neuron-watch still judges and collects evidence,
 but leaves the restart to HyperPod: it stops the step with a failing exit code and lets the agent
 retry it.

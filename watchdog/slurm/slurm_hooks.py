@@ -71,7 +71,7 @@ class HookConfig:
     scontrol: str | None = None
     stop_timeout: float = 10.0
     artifacts_dir: str | None = None  # where the epilog keeps evidence of failed jobs (None: not kept)
-    core_dump_dir: str = "/tmp/neuron-core-dump"  # the runtime's default (notes/neuron.md §4.8)
+    core_dump_dir: str = "/tmp/neuron-core-dump"  # the runtime's default
     evidence_budget: float = 20.0  # seconds the epilog may spend collecting evidence
     extra: dict[str, Any] = field(default_factory=dict)
 
