@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.node.evidence import REDACTED, kernel_lines, merge_manifests, redact_env
+from neuron_watch.job.manifest import merge_manifests
+from neuron_watch.node.evidence import REDACTED, kernel_lines, redact_env
 from neuron_watch.node.incident_report import render_incident_md
 
 

@@ -35,7 +35,7 @@ PURE = [
     "diagnosis.classify", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks", "diagnosis.flight_recorder",
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
-    "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput",
+    "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
@@ -78,8 +78,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("launchers.srun", "diagnosis.kb"): "entry point among the launchers",
     # the job's state names live with the state machine that moves between them
     ("outputs.metrics", "recovery.policy"): "JobState is recovery's vocabulary",
-    # the incident manifest merge is evidence's format, written by the coordinator
-    ("job.coordinator", "node.evidence"): "merge_manifests lives with the manifest's writer",
 }
 
 

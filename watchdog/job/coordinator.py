@@ -58,6 +58,7 @@ from neuron_watch.events import (
 )
 from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
+from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.recovery.machine import (
@@ -992,8 +993,6 @@ class Coordinator:
 
     def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
-        from neuron_watch.node.evidence import merge_manifests
-
         per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
         path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
         try:
