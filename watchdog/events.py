@@ -106,6 +106,19 @@ class NodeStatus(str, enum.Enum):
             return None
 
 
+class JobState(str, enum.Enum):
+    """The job's state (status.json, events, metrics); the moves between them are recovery/policy.py's."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    CAPTURING = "capturing"
+    STOPPING = "stopping"
+    RESTARTING = "restarting"
+    FINISHED = "finished"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
 def _ranks(value: Any, convert: Any) -> dict[int, Any]:
     """``{rank: value}`` from a wire map keyed by rank numbers as text (msgpack maps take text keys)."""
     if not isinstance(value, dict):

@@ -77,10 +77,9 @@ from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchm
 from neuron_watch.config import WatchConfig
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Label, RankKey
+from neuron_watch.events import JobState, Label, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
-from neuron_watch.recovery.policy import JobState
 from neuron_watch.runtime import default_judge_factory
 from neuron_watch.wire.protocol import (
     Header,

@@ -41,9 +41,9 @@ import msgpack
 import zmq
 
 from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.events import JobState
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
-from neuron_watch.recovery.policy import JobState
 from neuron_watch.wire.protocol import Header, Kind, encode_body
 
 SECRET = b"benchmark secret 0123456789abcdef"

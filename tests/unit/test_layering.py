@@ -76,8 +76,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("launchers.srun", "outputs.eventlog"): "entry point among the launchers",
     ("launchers.srun", "wire.protocol"): "entry point among the launchers",
     ("launchers.srun", "diagnosis.kb"): "entry point among the launchers",
-    # the job's state names live with the state machine that moves between them
-    ("outputs.metrics", "recovery.policy"): "JobState is recovery's vocabulary",
 }
 
 

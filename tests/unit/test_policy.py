@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.errors import ExitCode
-from neuron_watch.events import Action, Label, RankKey, Verdict
-from neuron_watch.recovery.policy import Decision, IllegalTransition, JobState, JobStateMachine, RestartPolicy
+from neuron_watch.events import Action, JobState, Label, RankKey, Verdict
+from neuron_watch.recovery.policy import Decision, IllegalTransition, JobStateMachine, RestartPolicy
 
 
 def v(label: Label, action: Action = Action.RESTART, step: int | None = None, node: str = "n1") -> Verdict:

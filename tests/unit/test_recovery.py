@@ -13,6 +13,7 @@ from neuron_watch.events import (
     EventKind,
     Evidence,
     EvidenceReport,
+    JobState,
     Label,
     NodeStatus,
     RankKey,
@@ -36,7 +37,7 @@ from neuron_watch.recovery.machine import (
     RelaunchEnded,
     StopJob,
 )
-from neuron_watch.recovery.policy import IllegalTransition, JobState, RestartPolicy
+from neuron_watch.recovery.policy import IllegalTransition, RestartPolicy
 
 HEALTHY = Verdict(Label.HEALTHY, Action.WAIT)
 HANG = Verdict(Label.COLLECTIVE_HANG, Action.RESTART, culprit=RankKey("n0", 1), culprit_source="progress",

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_watch.events import EventKind, NodeStatus
+from neuron_watch.events import EventKind, JobState, NodeStatus
 from neuron_watch.recovery.machine import Capture, Finish, RecordIncident, StopJob
-from neuron_watch.recovery.policy import JobState
 from tests.unit.test_recovery import CONFIG, HANG, Job, Node
 
 

@@ -45,6 +45,7 @@ from neuron_watch.events import (
     EventKind,
     Evidence,
     EvidenceReport,
+    JobState,
     Label,
     LauncherExit,
     LogLine,
@@ -78,7 +79,7 @@ from neuron_watch.recovery.machine import (
     RelaunchOutcome,
     StopJob,
 )
-from neuron_watch.recovery.policy import JobState, JobStateMachine, RestartPolicy
+from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_LINE_BYTES,

@@ -23,9 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from neuron_watch.events import Label
+from neuron_watch.events import JobState, Label
 from neuron_watch.outputs.goodput import parse_time
-from neuron_watch.recovery.policy import JobState
 
 PREFIX = "neuron_watch_"
 #: steps/s is measured over the status documents of this many seconds (of one generation)

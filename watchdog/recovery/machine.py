@@ -30,8 +30,17 @@ from typing import Any, Protocol
 
 from neuron_watch.diagnosis.culprit import culprit_from_evidence
 from neuron_watch.errors import ExitCode
-from neuron_watch.events import Action, EventKind, EvidenceReport, Label, NodeStatus, StopReport, Verdict
-from neuron_watch.recovery.policy import Decision, JobState, JobStateMachine, RestartPolicy
+from neuron_watch.events import (
+    Action,
+    EventKind,
+    EvidenceReport,
+    JobState,
+    Label,
+    NodeStatus,
+    StopReport,
+    Verdict,
+)
+from neuron_watch.recovery.policy import Decision, JobStateMachine, RestartPolicy
 
 
 @dataclass(frozen=True)

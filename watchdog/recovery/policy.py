@@ -20,19 +20,7 @@ import enum
 from dataclasses import dataclass, field
 
 from neuron_watch.errors import ExitCode
-from neuron_watch.events import Action, Label, Verdict
-
-
-class JobState(str, enum.Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    CAPTURING = "capturing"
-    STOPPING = "stopping"
-    RESTARTING = "restarting"
-    FINISHED = "finished"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
+from neuron_watch.events import Action, JobState, Label, Verdict
 
 _LIVE = (JobState.STARTING, JobState.RUNNING, JobState.CAPTURING, JobState.STOPPING, JobState.RESTARTING)
 
