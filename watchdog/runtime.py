@@ -49,11 +49,11 @@ from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.coordinator import (
     PAUSE_JUMP,
     Coordinator,
-    JudgeLike,
     NodeView,
     Relauncher,
     coordinator_settings,
 )
+from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.procs import MARKER_ENV

@@ -32,18 +32,14 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.diagnosis.classify import KnowledgeBase
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.judge import BlindWarning, RecompileNote
 from neuron_watch.events import (
     CompilerSample,
     EventKind,
-    Evidence,
     EvidenceReport,
     JobState,
     Label,
@@ -59,6 +55,7 @@ from neuron_watch.events import (
 )
 from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
+from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
@@ -126,46 +123,6 @@ NODES_EXIT_GRACE = 10.0
 #: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
 VERDICT_SHARE = 0.25
 STATUS_SHARE = 0.1
-
-
-class JudgeLike(Protocol):
-    """Everything the coordinator uses of its judge (:class:`neuron_watch.diagnosis.judge.Judge` is the one
-    implementation; a test's stand-in subclasses it). What the judge is fed, what it answers, and
-    what it keeps for the job's events and status."""
-
-    @property
-    def kb(self) -> KnowledgeBase | None: ...  # its table: an agent's batch classified with the same one is taken as is
-    @property
-    def max_step(self) -> int | None: ...  # the newest step any rank reached
-    @property
-    def max_step_wall(self) -> float | None: ...  # wall time of the line that first showed it
-    @property
-    def last_progress_wall(self) -> float | None: ...  # wall time of the newest progress line (steps or not)
-    @property
-    def step_times(self) -> list[float]: ...  # monotonic time each new job-level step was first seen
-    @property
-    def unexplained(self) -> list[Evidence]: ...  # error lines no signature explains (the first of a generation)
-    @property
-    def recompile_notes(self) -> list[RecompileNote]: ...
-    @property
-    def compile_reports(self) -> list[tuple[RankKey, int, float]]: ...  # (rank, compiles, seconds) as a compiler said
-
-    def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
-    def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
-                      matches: Sequence[tuple[LogLine, str, int | None, float | None]],
-                      progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = ()) -> None: ...
-    def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
-    def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
-    def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
-    def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool: ...
-    def observe_exit(self, ex: RankExit) -> None: ...
-    def mark_unobserved(self, node: str, now: float) -> None: ...
-    def mark_observed(self, node: str) -> None: ...
-    def verdict(self, now: float, final: bool = False) -> Verdict: ...
-    def blind(self, now: float) -> BlindWarning | None: ...
-    def recompile_storms(self) -> list[tuple[RankKey, int, Evidence]]: ...
-    def rank_summaries(self, now: float) -> list[dict[str, object]]: ...
-    def timeout_in_force(self) -> tuple[float, str]: ...
 
 
 class NodeState(str, enum.Enum):
@@ -1249,4 +1206,4 @@ def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str
     return reported[-1] if reported else ""
 
 
-__all__ = ["Coordinator", "CoordinatorSettings", "JudgeLike", "Label", "NodeState", "NodeView", "Phase"]
+__all__ = ["Coordinator", "CoordinatorSettings", "Label", "NodeState", "NodeView", "Phase"]

@@ -18,7 +18,7 @@ from neuron_watch.events import EventKind, RankKey, iso_utc
 from neuron_watch.outputs.eventlog import EventLog
 
 if TYPE_CHECKING:
-    from neuron_watch.job.coordinator import JudgeLike
+    from neuron_watch.job.judgelike import JudgeLike
 
 log = logging.getLogger("neuron_watch")
 
