@@ -1,7 +1,7 @@
 """The composition root: every way a job starts is wired here, once.
 
     neuron-watch torchrun ...      supervisor.py: one node's agent (+ the coordinator on node_rank 0)
-    neuron-watch srun ...          watchdog/commands/srun.py: the coordinator and a relauncher of srun steps;
+    neuron-watch srun ...          srun.py: the coordinator and a relauncher of srun steps;
                                    srun_agent.py: an agent per task
     neuron-watch coordinator       the job's coordinator alone (:func:`serve_coordinator`)
     SageMaker                      examples/sagemaker/entry.py execs ``neuron-watch torchrun``

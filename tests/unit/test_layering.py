@@ -66,18 +66,7 @@ LAYERS: dict[str, set[str]] = {
 
 #: (importer, imported) that break LAYERS today, each with why it is still there. The test fails
 #: when one of them no longer exists, so a fix removes its line.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    # `neuron-watch srun`'s batch side is an entry point that lives among the launchers: it builds
-    # the coordinator through the composition root and runs recovery's relaunches.
-    ("launchers.srun", "runtime"): "entry point among the launchers",
-    ("launchers.srun", "job.coordinator"): "entry point among the launchers",
-    ("launchers.srun", "recovery.machine"): "entry point among the launchers",
-    ("launchers.srun", "recovery.policy"): "entry point among the launchers",
-    ("launchers.srun", "outputs.console"): "entry point among the launchers",
-    ("launchers.srun", "outputs.eventlog"): "entry point among the launchers",
-    ("launchers.srun", "wire.protocol"): "entry point among the launchers",
-    ("launchers.srun", "diagnosis.kb"): "entry point among the launchers",
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _imports(path: Path) -> set[str]:
