@@ -17,10 +17,30 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from neuron_watch.errors import ConfigError
-from neuron_watch.outputs.cloudwatch import check_namespace
 from neuron_watch.redact import mask_urls, mask_value, shown_url
 
 ENV_PREFIX = "NEURON_WATCH_"
+
+
+#: CloudWatch's limit on a namespace's length
+MAX_CLOUDWATCH_NAMESPACE = 255
+
+
+def check_namespace(text: str) -> str:
+    """A CloudWatch namespace we may write (``--cloudwatch``): 1..255 printable ASCII characters,
+    not ``AWS/`` (Amazon's own services').
+
+    Raises:
+        ValueError: it is none; the message says what CloudWatch takes.
+    """
+    ns = text.strip()
+    if not 1 <= len(ns) <= MAX_CLOUDWATCH_NAMESPACE or not all(" " <= c <= "~" for c in ns):
+        raise ValueError(f"not a CloudWatch namespace: {text!r} (1 to {MAX_CLOUDWATCH_NAMESPACE} printable ASCII "
+                         "characters, e.g. NeuronWatch)")
+    if ns.startswith("AWS/"):
+        raise ValueError(f"{ns!r}: namespaces under AWS/ are Amazon's own services'; choose another, e.g. "
+                         "NeuronWatch")
+    return ns
 
 
 def env_name(flag: str) -> str:

@@ -37,9 +37,8 @@ MAX_METRICS = 1000
 MAX_REQUEST_BYTES = 1_000_000
 MAX_DIMENSIONS = 30
 MAX_VALUE = 2.0**360
-#: a dimension's value (1..1024 characters) and a namespace's (1..255)
+#: a dimension's value (1..1024 characters)
 MAX_DIMENSION_VALUE = 1024
-MAX_NAMESPACE = 255
 
 Each = Literal["one", "seen", "every"]
 
@@ -83,23 +82,6 @@ FIGURES: dict[str, Figure] = {
     "status_age_seconds": Figure("StatusAge", "Seconds"),
     "job_exit_code": Figure("ExitCode", "None"),
 }
-
-
-def check_namespace(text: str) -> str:
-    """A CloudWatch namespace we may write (``--cloudwatch``): 1..255 printable ASCII characters,
-    not ``AWS/`` (Amazon's own services').
-
-    Raises:
-        ValueError: it is none; the message says what CloudWatch takes.
-    """
-    ns = text.strip()
-    if not 1 <= len(ns) <= MAX_NAMESPACE or not all(" " <= c <= "~" for c in ns):
-        raise ValueError(f"not a CloudWatch namespace: {text!r} (1 to {MAX_NAMESPACE} printable ASCII characters, "
-                         "e.g. NeuronWatch)")
-    if ns.startswith("AWS/"):
-        raise ValueError(f"{ns!r}: namespaces under AWS/ are Amazon's own services'; choose another, e.g. "
-                         "NeuronWatch")
-    return ns
 
 
 def dimensions(job_id: str, env: Mapping[str, str]) -> tuple[dict[str, str], ...]:
