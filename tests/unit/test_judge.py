@@ -129,6 +129,21 @@ def test_compiler_process_whose_cpu_grows_is_compiling_and_stalls_out() -> None:
     assert j.verdict(1300.0).label is Label.COLLECTIVE_HANG
 
 
+def test_a_step_after_the_compilers_last_growth_ends_the_compile_before_the_next_reading() -> None:
+    """Readings come once a second; a short job may end before the one that shows the pid gone."""
+    j = judge(hang_timeout=5.0)
+    step(j, 0.0, 1)
+    k = RankKey(N, 0)
+    for t in (1.0, 2.0, 3.0):
+        j.observe_compilers([CompilerSample(k, 4242, t, t)], t)
+    assert j.verdict(3.5).label is Label.COMPILING
+    step(j, 3.6, 2)  # the rank stepped after the compiler's last growth: that compile is over
+    assert j.verdict(3.7).label is Label.HEALTHY
+    j.observe_compilers([CompilerSample(k, 4242, 4.0, 4.0)], 4.0)  # growing again after the step
+    v = j.verdict(4.1)
+    assert v.label is Label.COMPILING and v.culprit == k
+
+
 def test_compile_log_line_without_end_is_compiling_until_the_budget() -> None:
     j = judge(hang_timeout=60.0, compile_timeout=3600.0)
     j.observe_line(ln(0, CC_START, 0.0))

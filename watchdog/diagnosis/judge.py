@@ -312,7 +312,14 @@ class RankState:
     order: int = 0  # the judge's n-th rank: lists of ranks keep the order in which they appeared
 
     def compiler_active(self, now: float, stall: float) -> bool:
-        return any(now - grew <= stall for _cpu, grew in self.compiler_cpu.values())
+        """A compiler of this rank burned CPU within ``stall`` of ``now``, and the rank has not made
+        progress since: a Neuron compile blocks the rank that asked for it, so a step printed after
+        the compiler's last growth means that compile is over, even before the next process reading
+        (one a second, maybe none before the job ends) shows the pid gone. A reading that shows it
+        growing again after the step makes the rank compiling again."""
+        after = self.last_progress
+        return any(now - grew <= stall and (after is None or grew > after)
+                   for _cpu, grew in self.compiler_cpu.values())
 
     def compile_opened(self) -> bool:
         """Is a compile open that the compiler itself shows: the wrapper's command line without its
