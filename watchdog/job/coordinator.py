@@ -484,10 +484,11 @@ class Coordinator:
         if h.echo != self.session:
             self.counters.unechoed += 1
             st = self.tracker.stats(h.node)
-            # Challenge only a session we have not taken in yet (a new agent, or one of a previous
-            # coordinator): one whose messages we accepted already knows our session, so its
-            # unechoed frame is a replay and gets nothing.
-            if (view is None or view.session != h.session) and (st is None or h.session > st.session):
+            # Challenge every session we have not taken in (a new agent, one of a previous
+            # coordinator, or a second agent claiming this node that started before the holder, so
+            # its session is the smaller: unchallenged it would wait forever, neither refused nor
+            # heard). The session we took in already knows ours: its unechoed frame is a replay.
+            if (view is None or view.session != h.session) and (st is None or h.session != st.session):
                 self._challenge(routing_id, h, now)
             return
         if (view is None or view.session != h.session) and self._claim_refused(routing_id, h, body, now):
