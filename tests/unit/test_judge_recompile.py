@@ -45,6 +45,29 @@ def test_a_rank_that_recompiles_while_its_compiler_works_is_compiling_not_hung()
     assert j.verdict(211.0).label is Label.COLLECTIVE_HANG
 
 
+def test_the_step_line_read_with_the_announcement_from_the_other_stream_does_not_end_the_recompile() -> None:
+    """stdout and stderr are tailed apart: rank 1's "step 6" (stdout) written just before dynamo's
+    announcement (stderr) is read in the same poll, after it. The recompile goes on until a later
+    step of that rank (or two steps on)."""
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 6.0))
+    j.observe_line(ln(1, "step 6 loss 1.5", 6.0))  # the same poll
+    j.observe_line(ln(0, "step 6 loss 1.5", 6.0))
+    v = j.verdict(30.0)
+    assert v.label is Label.COMPILING and v.culprit == RankKey(N, 1), v.reason
+    j.observe_line(ln(1, "step 7 loss 1.5", 40.0))  # its compile is over: a step read later
+    j.observe_line(ln(0, "step 7 loss 1.5", 40.0))
+    assert j.verdict(41.0).label is Label.HEALTHY
+
+
+def test_a_recompile_is_ended_by_the_ranks_next_step_read_after_it() -> None:
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    assert j.verdict(8.0).label is Label.COMPILING
+    j.observe_line(ln(1, "step 6 loss 1.5", 9.0))
+    assert j.verdict(9.5).label is Label.HEALTHY
+
+
 def test_the_recompile_line_alone_is_compile_evidence_for_a_while_then_not() -> None:
     j = stepped()
     j.observe_line(ln(1, RECOMPILING, 5.5))

@@ -64,6 +64,9 @@ COMPILER_DOTS = "neuron.compile.dots"
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
 IN_PROCESS_COMPILE_STALL = 30.0
+#: A rank's stdout and stderr are separate files, read in turn: a step line printed just before a
+#: recompile announcement on the other stream can be read in the same poll as it, or after it.
+STREAM_SKEW = 0.25
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -272,6 +275,7 @@ class RankState:
     #: a later step of the job has closed yet, and the job's step when it was announced
     recompile_open: float | None = None
     recompile_step: int | None = None
+    recompile_own_step: int | None = None  # this rank's own step when it announced the recompile
     tree_cpu: float | None = None  # CPU seconds of the rank's process tree (process sampling)
     tree_cpu_grew: float | None = None  # when that last grew (None: the rank's processes are not seen)
     stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
@@ -431,6 +435,20 @@ class RankState:
         if self.last_progress is not None:
             return "progressing"
         return "starting" if now - self.first_line <= grace else "printing"
+
+
+def _ends_recompile(st: RankState, mono: float, step: int | None) -> bool:
+    """Does the rank's own progress line (read at ``mono``, of ``step``) end its open recompile?
+
+    Dynamo announces a recompile (on stderr) after the rank's last step line (on stdout); the two
+    streams are read separately, so that step line may arrive with or after the announcement. A
+    step two past the rank's step at the announcement ends it; the next step ends it only when read
+    later than the streams can skew; an older step never does."""
+    own, opened = st.recompile_own_step, st.recompile_open
+    later = opened is None or mono - opened > STREAM_SKEW
+    if step is None or own is None:
+        return later
+    return step >= own + 2 or (step == own + 1 and later)
 
 
 class Judge:
@@ -719,6 +737,7 @@ class Judge:
             st.last_save_end = line.mono
         elif effect is Effect.RECOMPILE:
             st.recompile_open, st.recompile_step = line.mono, self.max_step  # see RankState.recompiling_until
+            st.recompile_own_step = st.step
             self.open_recompiles.add(st.key)
             self._may_compile[st.key] = self._recompilers[st.key] = st
             st.recompiles += 1
@@ -815,7 +834,8 @@ class Judge:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
         st.first_lock_wait = None
-        st.recompile_open = None  # its own progress after it: that recompile is over
+        if st.recompile_open is not None and _ends_recompile(st, mono, step):
+            st.recompile_open = None  # its own progress after it: that recompile is over
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
         if step is not None:
