@@ -134,6 +134,8 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value and/or config.jax_debug_infs is set",', M, "jax-ml/jax#19595 (jax/_src/dispatch.py)"),
     # round issue23-heldout-7: a retry loop that gave up is an error, not a retry (ibv_wc_status_str)
     ("CQE ERROR wr_id=3 status=12(transport retry counter exceeded) opcode=1 byte_len=0 vendor_err=0xa qp_num=0x2c10", E, "corpus (uccl-799)"),
+    # the hint TensorFlow appends to an out-of-memory status, alone where the error line was cut
+    ("Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current allocation info.", E, "corpus (transformers-3702)"),
     # an exception whose class lives in a module of exceptions (triton/runtime/errors.py)
     ("triton.runtime.errors.OutOfResources: out of resource: shared memory,", E, "corpus (helion-470)"),
     # a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup)
@@ -205,6 +207,7 @@ NEAR_MISSES = [
     "mpirun noticed that process rank 3 with PID 4242 on node host02 exited on signal 15 (Terminated).",  # SIGTERM: a cancel
     "2024-05-22T17:01:38Z Compilation finished after 12.5 seconds with warnings",  # not a pass line (more words after the time)
     "# JRE version: Java(TM) SE Runtime Environment (8.0_66-b17) (build 1.8.0_66-b17)",  # the report's body, not its header
+    "Hint: If you want to see a list of available models, run with --list",  # a hint about something else
 ]
 
 
@@ -264,6 +267,7 @@ CAUSES = [
     ("triton.runtime.errors.OutOfResources: out of resource: shared memory,", Label.COMPILE_ERROR),  # pytorch/helion#470
     ("2020-10-22 02:48:58 10.128.0.33 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)", Label.OOM),  # pytorch/xla#2569
     ("RuntimeError: UNKNOWN: PTX JIT compiler library not found", Label.CONFIG_ERROR),  # jax-ml/jax#9644
+    ("Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current allocation info.", Label.OOM),  # huggingface/transformers#3702
 ]
 
 #: forms that say nothing of a cause

@@ -304,6 +304,12 @@ _STATUS_GROUP = re.compile(
 _TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
                         r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
 
+#: the hint TensorFlow and XLA's TF-era clients append to a RESOURCE_EXHAUSTED status ("Hint: If you want to
+#: see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for
+#: current allocation info."): it stands under the out-of-memory error it explains, and alone when the
+#: error's own line was cut (transformers#3702, where XRTCompile ran out of TPU memory)
+_TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allocated tensors when OOM happens\b")
+
 # -- metrics ---------------------------------------------------------------------------------------
 
 #: a metric that says the run is broken: a loss (any name holding "loss"), a gradient norm, a
@@ -446,8 +452,8 @@ NEEDLES: tuple[str, ...] = (
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
-    # TensorFlow's op failure for want of memory (a WARNING record)
-    "Resource exhausted", "RESOURCE_EXHAUSTED",
+    # TensorFlow's op failure for want of memory (a WARNING record) and its hint
+    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM",
     # a status in a list of root errors; an exception of a module of exceptions
     "UNAVAILABLE", "DEADLINE_EXCEEDED", "Deadline exceeded", "errors.", "exceptions.",
     # the JVM's fatal error report, Open MPI's rank ended by a signal
@@ -583,7 +589,7 @@ def read_line(text: str) -> Form | None:
     metric = _metric(text)
     if metric is not None:
         return metric
-    if _TF_OP_OOM.search(text):
+    if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
