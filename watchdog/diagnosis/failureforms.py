@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 3
+FORM_RULES = 4
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -185,6 +185,16 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
     # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
     (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
+    # the JVM's fatal error report (HotSpot src/hotspot/share/utilities/vmError.cpp print_error_for_unit_test /
+    # report: "# A fatal error has been detected by the Java Runtime Environment:", then
+    # "#  SIGSEGV (0xb) at pc=0x..., pid=..., tid=..." for a signal in native code)
+    (re.compile(r"^#\s+A fatal error has been detected by the Java Runtime Environment:|"
+                r"^#\s+SIG[A-Z]+ \(0x[0-9a-f]+\) at pc=0x"), "the JVM's fatal error report"),
+    # Open MPI's launcher reporting a rank a signal ended (orte/tools/orterun/help-orterun.txt
+    # [orterun:proc-aborted-signal]: "%s noticed that process rank %s with PID %s on node %s exited on
+    # signal %d (%s)."); SIGINT (2) and SIGTERM (15) are an interrupt or a cancel
+    (re.compile(r"\bnoticed that process rank \d+ with PID \d+ on node \S+ exited on signal (?!2\b|15\b)\d+\b"),
+     "a rank that a signal ended (Open MPI)"),
 )
 
 # -- exceptions ------------------------------------------------------------------------------------
@@ -193,7 +203,17 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
 #: wrapper prints with its cause in parentheses: "ray.exceptions.RayTaskError(RuntimeError): ...",
 #: "requests.exceptions.ConnectTimeout: ..." (a dotted module path: a bare "Word: text" is prose).
 _EXCEPTION = re.compile(
-    r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)")
+    r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)|"
+    # ... or whose class lives in a module of exceptions, as Python libraries name them (errors.py,
+    # exceptions.py, errors_impl.py: "triton.runtime.errors.OutOfResources: ...",
+    # "ray.exceptions.RaySystemError: ...")
+    r"^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|errors_impl)\.[A-Z]\w*(?:\(\w+\))?(?::\s|\s*$)")
+#: exception classes whose name states the cause: Triton's OutOfResources (triton/runtime/errors.py;
+#: raised by triton/compiler/compiler.py _init_handles when the compiled kernel needs more shared memory
+#: or registers than the device has: the kernel as compiled cannot run here, and recompiling the same
+#: configuration repeats it)
+_EXCEPTION_CAUSES = {"triton.runtime.errors.OutOfResources": Label.COMPILE_ERROR}
+_EXCEPTION_CLASS = re.compile(r"^\s*((?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?:")
 #: what the uncaught C++ exception says (libstdc++-v3/libsupc++/vterminate.cc: "  what():  %s"),
 #: the line after "terminate called after throwing ...": the error the process died of
 _WHAT = re.compile(r"^\s*what\(\):  ?\S")
@@ -257,11 +277,22 @@ _RESOURCE = re.compile(
     # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
     # "no kernel image is available for execution on the device")
     r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b|"
+    # ... or no PTX compiler at all: the driver's JIT library missing (CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
+    # cuGetErrorString "PTX JIT compiler library not found"), XLA finding neither ptxas nor nvJitLink
+    # (xla/stream_executor/cuda: "No PTX compilation provider is available")
+    r"\bPTX JIT compiler library not found\b|\bNo PTX compilation provider is available\b|"
     # a header the C/C++ compiler cannot find (GCC's and Clang's diagnostic "<file>:<line>:<col>: fatal
     # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
     # development package that is not installed, when an extension is built at start-up
     r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
     r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
+
+#: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
+#: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
+#: clients pass on as they are: an error record whatever the line's head (its cause is the code's)
+_STATUS_GROUP = re.compile(
+    r"(?:^|\s)\(\d+\) (?:[A-Z][A-Z_]+[A-Z]|Resource exhausted|Deadline exceeded|Not found|Permission denied|"
+    r"Unavailable|Internal|Unknown|Aborted|Cancelled|Invalid argument|Failed precondition): \S")
 
 #: An op that ran out of device memory, which TensorFlow logs at WARNING as the op fails
 #: (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning: LOG(WARNING) << "OP_REQUIRES failed at "
@@ -272,6 +303,12 @@ _RESOURCE = re.compile(
 #: range: End of sequence") are how a dataset ends: only memory is read here.
 _TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
                         r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
+
+#: the hint TensorFlow and XLA's TF-era clients append to a RESOURCE_EXHAUSTED status ("Hint: If you want to
+#: see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for
+#: current allocation info."): it stands under the out-of-memory error it explains, and alone when the
+#: error's own line was cut (transformers#3702, where XRTCompile ran out of TPU memory)
+_TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allocated tensors when OOM happens\b")
 
 # -- metrics ---------------------------------------------------------------------------------------
 
@@ -298,6 +335,12 @@ _METRIC_WORDS = re.compile(
 _LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*(?:[=:]|\bto\b|\bis\b)\s*['\"]?"
                          r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\b")
 _SCALE_FLOOR = 2.0 ** -24
+#: a dynamic loss scaler that overflows at its floor: DeepSpeed's "OVERFLOW! Rank %d Skipping step.
+#: Attempted loss scale: %s, reducing to %s" (runtime/fp16/loss_scaler.py update_scale,
+#: new_scale = max(cur_scale / scale_factor, min_loss_scale)) with the two equal cannot reduce further,
+#: and every later step overflows again: the gradients are not finite at any scale
+_SCALE_AT_FLOOR = re.compile(r"\bAttempted loss scale: ([\d.]+(?:[eE][-+]?\d+)?), "
+                             r"reducing to ([\d.]+(?:[eE][-+]?\d+)?)\b")
 #: a row of an aligned table of numbers with a NaN/Inf among them ("   120   nan   0.0003   1.2e-4")
 _NUMBER_OR_NONFINITE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?|nan|NaN|NAN|inf|Inf|INF)")
 _NONFINITE_TOKEN = frozenset({"nan", "NaN", "NAN", "inf", "Inf", "INF", "-nan", "-inf", "+inf", "-Inf", "-INF"})
@@ -320,6 +363,13 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # please wait for a while..."; turbo-ocr "Building TRT engine: <onnx> -> <plan>")
     (re.compile(r"\bBuilding engine, please wait\b|\bBuilding (?:a |the )?(?:TRT|TensorRT) engine\b"),
      "a TensorRT engine build"),
+    # neuronx-cc's pass manager, one line per pass ("<YYYY-MM-DDTHH:MM:SSZ> Running <Pass>", then
+    # "<Pass> finished after <s> seconds"; aws-neuron/aws-neuron-sdk#892), and neuron-cc's job pipeline
+    # ("<date> INFO <pid> [pipeline.compile.0]: Starting job job.WalrusDriver.3 ...", "[job.<Name>.<n>]:
+    # ..."; aws-neuron/aws-neuron-sdk#730): each line is a step of a compile still running
+    (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ [A-Z]\w* finished after \d+(?:\.\d+)? seconds\s*$"),
+     "a Neuron compiler pass"),
+    (re.compile(r"\bINFO \d+ \[(?:pipeline\.\w+|job\.\w+)\.\d+\]: "), "a neuron-cc job"),
 )
 #: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
 #: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
@@ -402,16 +452,33 @@ NEEDLES: tuple[str, ...] = (
     "no kernel image is available",
     # TensorFlow's CheckNumerics
     "Tensor had",
-    # TensorFlow's op failure for want of memory (a WARNING record)
-    "Resource exhausted", "RESOURCE_EXHAUSTED",
+    # TensorFlow's op failure for want of memory (a WARNING record) and its hint
+    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM",
+    # a status in a list of root errors; an exception of a module of exceptions
+    "UNAVAILABLE", "DEADLINE_EXCEEDED", "Deadline exceeded", "errors.", "exceptions.",
+    # the JVM's fatal error report, Open MPI's rank ended by a signal
+    "A fatal error has been detected", "exited on signal",
+    # the Neuron compilers' pass and job logs
+    "finished after", "[pipeline.", "[job.",
+    # no PTX compiler
+    "PTX JIT compiler library", "PTX compilation provider",
 )
+
+
+#: retries that ran out: the operation will not be tried again. InfiniBand's work-completion
+#: statuses IBV_WC_RETRY_EXC_ERR / IBV_WC_RNR_RETRY_EXC_ERR (libibverbs verbs.c ibv_wc_status_str:
+#: "transport retry counter exceeded", "RNR retry counter exceeded"), and the usual words of a retry
+#: loop that gave up ("retries exhausted", "max retries exceeded", "out of retries")
+_RETRIES_EXHAUSTED = re.compile(r"(?i:\bretry (?:count(?:er)? )?exceeded\b|\bretries (?:exhausted|exceeded)\b|"
+                                r"\bmax(?:imum)? (?:number of )?retries (?:exceeded|reached)\b|\bout of retries\b)")
 
 
 def _retried(text: str) -> bool:
     """A line that says the operation will be tried again reports a transient condition (the
-    signature table's rule for unrecognised errors makes the same exception)."""
+    signature table's rule for unrecognised errors makes the same exception); one that says the
+    retries ran out does not."""
     low = text.lower()
-    return "retry" in low or "retrying" in low
+    return ("retry" in low or "retrying" in low) and not _RETRIES_EXHAUSTED.search(text)
 
 
 _QUIET_LEVELS = frozenset({"I", "W", "WARNING", "WARN", "INFO", "DEBUG", "NOTICE", "TRACE"})
@@ -461,7 +528,8 @@ def _severity(text: str) -> Form | None:
 
 def _exception(text: str) -> Form | None:
     if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
-        return Form(FormKind.ERROR, "an exception")
+        m = _EXCEPTION_CLASS.search(text)
+        return Form(FormKind.ERROR, "an exception", _EXCEPTION_CAUSES.get(m.group(1)) if m else None)
     if _WHAT.search(text):
         return Form(FormKind.ERROR, "what an uncaught C++ exception says")
     if _ORTE_ERROR.search(text):
@@ -492,6 +560,9 @@ def _metric(text: str) -> Form | None:
             continue
         if math.isfinite(value) and abs(value) < _SCALE_FLOOR:
             return Form(FormKind.METRIC, "a loss scale collapsed to nothing", Label.NUMERICAL_ERROR)
+    floor = _SCALE_AT_FLOOR.search(text)
+    if floor is not None and floor.group(1).strip(".") and floor.group(1).rstrip(".") == floor.group(2).rstrip("."):
+        return Form(FormKind.METRIC, "a loss scaler overflowing at its floor", Label.NUMERICAL_ERROR)
     tokens = text.replace("|", " ").replace(",", " ").split()
     if len(tokens) >= 3 and any(t in _NONFINITE_TOKEN for t in tokens) and all(
             _NUMBER_OR_NONFINITE.fullmatch(t) for t in tokens):
@@ -518,10 +589,12 @@ def read_line(text: str) -> Form | None:
     metric = _metric(text)
     if metric is not None:
         return metric
-    if _TF_OP_OOM.search(text):
+    if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
+    if _STATUS_GROUP.search(text):
+        return Form(FormKind.ERROR, "a status in a list of root errors")
     if _STALL_REPORT.search(text):
         return Form(FormKind.COMM_WAIT, "a collective library's stall report")
     if _CONNECT_RETRY.search(text):
@@ -593,6 +666,11 @@ _PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Conne
                         r"Temporary failure in name resolution|Name or service not known|[Ff]ailed to connect to)\b")
 
 
+#: an RDMA work completion that failed after the transport's retries (IBV_WC_RETRY_EXC_ERR, status 12,
+#: and IBV_WC_RNR_RETRY_EXC_ERR, status 13, in ibv_wc_status_str's words): the link or the peer is gone
+_IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\bIBV_WC_(?:RNR_)?RETRY_EXC_ERR\b")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
@@ -607,6 +685,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return _THROWN_CAUSES[m.group(1)], f"an uncaught {m.group(1)}"
     if _ALLOC_FAILED.search(text):
         return Label.OOM, "an allocation that failed"
+    if _IB_RETRY_EXCEEDED.search(text):
+        return Label.COMM_ERROR, "an InfiniBand completion whose retries ran out"
     form = read_line(text)
     if form is not None and form.label is not None:
         return form.label, form.name
