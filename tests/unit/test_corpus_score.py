@@ -75,6 +75,13 @@ def test_score_counts_labels_actions_and_failures_called_healthy() -> None:
     assert s.actions_pct == pytest.approx(60.0)
 
 
+def test_scores_add_up_to_the_score_of_their_union() -> None:
+    a = [(Label.OOM, Label.OOM, Action.STOP), (Label.CONFIG_ERROR, Label.HEALTHY, Action.WAIT)]
+    b = [(Label.HEALTHY, Label.OTHER_CRASH, Action.RESTART)]
+    assert score(a) + score(b) == score(a + b)
+    assert (score(a) + score(b)).excerpts == 3
+
+
 def test_score_of_nothing_is_zero_not_a_division_error() -> None:
     s = score([])
     assert (s.excerpts, s.labels_pct, s.actions_pct) == (0, 0.0, 0.0)
