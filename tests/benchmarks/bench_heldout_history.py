@@ -11,8 +11,9 @@ child process of this venv's python, and it diagnoses **the batch's excerpts as 
 (today's text and labels). The same child runs on today's product for the second pair of
 columns. Printed per batch: excerpts, blind labels % and actions % (wait / restart / drain / stop
 against the label's action), healthy-misses (excerpts whose label calls for an action other than
-``wait`` read as ``healthy``), today's labels % and actions %, the commit, and a note when the
-choice of commit is not clean (files of the batch touched again after the product changed).
+``wait`` read as ``healthy``), today's labels % and actions %, the commit; then the confusions that
+change the action, by kind, blind -> today; and a note when the choice of commit is not clean
+(files of the batch touched again after the product changed).
 
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
@@ -34,7 +35,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.events import Action, Label
-from tests.fixtures.corpus_score import BlindCommit, NoBlindCommit, Score, blind_commit, score
+from tests.fixtures.corpus_score import (
+    ACTION_CHANGES,
+    BlindCommit,
+    NoBlindCommit,
+    Score,
+    action_changes,
+    blind_commit,
+    score,
+)
 from tests.fixtures.real_logs import Excerpt, load_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,8 +137,11 @@ def run_child(package: Path, logs: list[str], deadline: float) -> dict[str, dict
     return {a["path"]: a for a in answers}
 
 
-def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -> tuple[Score, int]:
-    """The score, and how many excerpts the product could not answer (scored wrong, counted)."""
+Answers = list[tuple[Label, Label, Action]]
+
+
+def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -> tuple[Answers, int]:
+    """(expected, said, action) per excerpt, and how many the product could not answer (counted)."""
     triples: list[tuple[Label, Label, Action]] = []
     failed = 0
     for ex in excerpts:
@@ -140,7 +152,7 @@ def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -
             # Neither a label nor an action of today: wrong on both, never read as healthy.
             failed += 1
             triples.append((ex.label, Label.UNOBSERVED, Action.WAIT))
-    return score(triples), failed
+    return triples, failed
 
 
 def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict[str, dict[str, str]]:
@@ -153,6 +165,11 @@ def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict
             return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline)
         finally:
             git("worktree", "remove", "--force", str(tree))
+
+
+def change_row(name: str, blind: Answers, today: Answers) -> str:
+    b, t = action_changes(blind), action_changes(today)
+    return f"{name:<32}" + "".join(f"{f'{b[k]} -> {t[k]}':>26}" for k in ACTION_CHANGES)
 
 
 def row(name: str, blind: Score, today: Score, commit: str) -> str:
@@ -183,6 +200,9 @@ def main() -> int:
               f"{'today labels':>13}  {'today actions':>13}  blind commit")
     rows, notes = [header], []
     blind_total = today_total = Score(0, 0, 0, 0)
+    blind_all: Answers = []
+    today_all: Answers = []
+    changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:
         excerpts = batches[name]
         try:
@@ -190,10 +210,14 @@ def main() -> int:
         except NoBlindCommit as exc:
             rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
             continue
-        blind, blind_failed = score_answers(excerpts, blind_answers(chosen.commit, excerpts, deadline))
-        now, now_failed = score_answers(excerpts, today)
+        blind_said, blind_failed = score_answers(excerpts, blind_answers(chosen.commit, excerpts, deadline))
+        now_said, now_failed = score_answers(excerpts, today)
+        blind, now = score(blind_said), score(now_said)
         blind_total, today_total = blind_total + blind, today_total + now
         rows.append(row(name, blind, now, chosen.commit[:10]))
+        blind_all += blind_said
+        today_all += now_said
+        changes.append(change_row(name, blind_said, now_said))
         if chosen.later:
             notes.append(f"{name}: {len(chosen.later)} later commit(s) touched its files after the product "
                          f"changed ({', '.join(c[:10] for c in chosen.later)}): the blind run scores today's "
@@ -203,7 +227,11 @@ def main() -> int:
                 notes.append(f"{name}: {failed} excerpt(s) the {when} product could not diagnose (scored wrong)")
     if len(rows) > 2:
         rows.append(row("all", blind_total, today_total, ""))
+        changes.append(change_row("all", blind_all, today_all))
     print("\n".join(rows))
+    print()
+    print("\n".join(changes))
+    print()
     print("\n".join(notes) if notes else "every batch's blind commit is unambiguous")
     return 0
 

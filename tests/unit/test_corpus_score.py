@@ -13,6 +13,7 @@ from tests.fixtures.corpus_score import (
     ACTION_CHANGES,
     EXPECTED_ACTIONS,
     NoBlindCommit,
+    action_changes,
     action_confusion,
     blind_commit,
     score,
@@ -80,6 +81,17 @@ def test_scores_add_up_to_the_score_of_their_union() -> None:
     b = [(Label.HEALTHY, Label.OTHER_CRASH, Action.RESTART)]
     assert score(a) + score(b) == score(a + b)
     assert (score(a) + score(b)).excerpts == 3
+
+
+def test_action_changes_counts_each_kind_and_keeps_the_zeros() -> None:
+    counts = action_changes([
+        (Label.CONFIG_ERROR, Label.OTHER_CRASH, Action.RESTART),
+        (Label.CONFIG_ERROR, Label.COMM_ERROR, Action.RESTART),
+        (Label.OOM, Label.HEALTHY, Action.WAIT),
+        (Label.COMM_ERROR, Label.OTHER_CRASH, Action.RESTART),  # same action: not counted
+    ])
+    assert counts == {"failure read as healthy": 1, "hardware not drained": 0, "config restarted": 2,
+                      "other action change": 0}
 
 
 def test_score_of_nothing_is_zero_not_a_division_error() -> None:
