@@ -108,6 +108,8 @@ def find_blind(excerpts: list[Excerpt]) -> BlindCommit:
     """The batch's blind commit (see :func:`tests.fixtures.corpus_score.blind_commit`)."""
     files = batch_files(excerpts)
     commits = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H", "--", *files).split()
+    if not commits:
+        raise NoBlindCommit("its excerpts are not committed yet: commit them, alone, before any fix")
     history = [(c, product_tree(c)) for c in commits]
     base = product_tree(f"{commits[-1]}^")
     return blind_commit(history, base)
