@@ -5,16 +5,16 @@
 Each excerpt of ``tests/data/real-logs/`` (see its README) is diagnosed alone, the way a user
 runs ``neuron-watch diagnose excerpt.log``. Printed: the accuracy over the corpus and per label,
 beside it the *action* accuracy (the verdict's action against the action the excerpt's label calls
-for, :data:`EXPECTED_ACTIONS`: what the watchdog would do, which matters more than a label swapped
-within one action), the confusions that change the action (a failure read as healthy, a hardware
-fault read as a crash to restart so its node is not drained, a configuration error restarted), the
-confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said), and every
-failure called ``healthy`` (the worst mistake: a broken job left alone). ``--wrong`` also lists
-every other wrong answer with the signature that decided it. ``--batch B`` keeps the excerpts
-collected together as batch ``B`` (their ``batch`` key): ``issue12-heldout``, ``issue12-heldout-2``,
-``issue12-heldout-3``, ``issue12-heldout-4`` and ``issue23-heldout-5`` were each labelled and
-measured before any signature was written from them, so the figure at the commit that added each
-estimates blind accuracy.
+for, ``EXPECTED_ACTIONS`` of ``tests/fixtures/corpus_score.py``: what the watchdog would do, which
+matters more than a label swapped within one action); then, first among the mistakes, every
+confusion that changes the action, by kind (a failure read as healthy, a hardware fault read as a
+crash to restart so its node is not drained, a configuration error restarted, any other); the
+confusion matrix (rows: the excerpt's label, columns: what ``diagnose`` said), and every failure
+called ``healthy`` (the worst mistake: a broken job left alone). ``--wrong`` also lists every other
+wrong answer with the signature that decided it. ``--batch B`` keeps the excerpts collected
+together as batch ``B`` (their ``batch`` key: ``issue12-heldout`` to ``-4``, ``issue23-heldout-5``
+and ``-6`` were each labelled and measured before any signature was written from them);
+``bench_heldout_history.py`` scores each with the product of the commit that added it.
 """
 
 from __future__ import annotations
@@ -28,40 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.events import Action, Label
+from neuron_watch.events import Label
+from tests.fixtures.corpus_score import ACTION_CHANGES, action_confusion
 from tests.fixtures.real_logs import load_corpus
 
 LABELS = [label.value for label in Label]
-
-#: The action each label calls for (docs/diagnosis.md "Labels and actions"); an OOM is restarted
-#: when the host ran out and stopped when the model does not fit the device: either is right.
-EXPECTED_ACTIONS: dict[Label, frozenset[Action]] = {
-    Label.HEALTHY: frozenset({Action.WAIT}),
-    Label.COMPILING: frozenset({Action.WAIT}),
-    Label.COMM_TIMEOUT_TRANSIENT: frozenset({Action.WAIT}),
-    Label.UNOBSERVED: frozenset({Action.WAIT}),
-    Label.COLLECTIVE_HANG: frozenset({Action.RESTART}),
-    Label.COMM_ERROR: frozenset({Action.RESTART}),
-    Label.OTHER_CRASH: frozenset({Action.RESTART}),
-    Label.HARDWARE_ERROR: frozenset({Action.DRAIN_AND_RESTART}),
-    Label.CONFIG_ERROR: frozenset({Action.STOP}),
-    Label.NUMERICAL_ERROR: frozenset({Action.STOP}),
-    Label.COMPILE_ERROR: frozenset({Action.STOP}),
-    Label.OOM: frozenset({Action.RESTART, Action.STOP}),
-}
-
-
-def action_confusion(expected: Label, said: Label, action: Action) -> str | None:
-    """The kind of action-changing confusion (None: the action is right, or a swap without a name)."""
-    if action in EXPECTED_ACTIONS[expected]:
-        return None
-    if said is Label.HEALTHY:
-        return "failure read as healthy"
-    if expected is Label.HARDWARE_ERROR:
-        return "hardware not drained"
-    if expected is Label.CONFIG_ERROR and action in (Action.RESTART, Action.DRAIN_AND_RESTART):
-        return "config restarted"
-    return "other action change"
 
 
 def main() -> int:
@@ -81,6 +52,7 @@ def main() -> int:
     confusion: dict[str, Counter[str]] = defaultdict(Counter)
     action_right: Counter[str] = Counter()
     changes: Counter[str] = Counter()
+    changed: dict[str, list[str]] = defaultdict(list)
     called_healthy: list[str] = []
     wrong: list[str] = []
     started = time.process_time()
@@ -89,13 +61,14 @@ def main() -> int:
         said = verdict.label.value
         confusion[ex.label.value][said] += 1
         change = action_confusion(ex.label, verdict.label, verdict.action)
+        sig = next((e.signature for e in verdict.evidence), "-")
+        line = f"  {ex.name:<58} said {said:<22} [{sig}]  {ex.source}"
         if change is None:
             action_right[ex.label.value] += 1
         else:
             changes[change] += 1
+            changed[change].append(f"  {ex.name:<58} said {said}/{verdict.action.value:<12} [{sig}]  {ex.source}")
         if said != ex.label.value:
-            sig = next((e.signature for e in verdict.evidence), "-")
-            line = f"  {ex.name:<58} said {said:<22} [{sig}]  {ex.source}"
             if said == "healthy":
                 called_healthy.append(line)
             else:
@@ -108,8 +81,10 @@ def main() -> int:
     print(f"excerpts: {total}  right: {right}  accuracy: {100.0 * right / max(total, 1):.1f}%  "
           f"action right: {acted}  action accuracy: {100.0 * acted / max(total, 1):.1f}%  "
           f"failures called healthy: {len(called_healthy)}  cpu: {cpu:.2f}s")
-    kinds = ("failure read as healthy", "hardware not drained", "config restarted", "other action change")
-    print("confusions that change the action: " + ", ".join(f"{k}: {changes[k]}" for k in kinds))
+    print("confusions that change the action: " + ", ".join(f"{k}: {changes[k]}" for k in ACTION_CHANGES))
+    for kind in ACTION_CHANGES:
+        for line in changed[kind]:
+            print(f"  {kind:<24}{line}")
     print()
     print(f"{'label':<24}{'n':>5}{'right':>7}{'acc':>8}{'action':>8}{'acc':>8}")
     for label in LABELS:

@@ -1,0 +1,242 @@
+"""Leave-one-batch-out: each held-out batch scored by the product as it stood before its fixes.
+
+    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S]
+
+For each collection batch of ``tests/data/real-logs/`` (their ``batch`` key, see its README), the
+commit that added the batch's excerpts is found in git history: the newest commit that touched
+the batch's files while ``watchdog/`` was still the tree it was before the first of them (so no
+fix learnt from them yet). That commit is checked out into a temporary detached git worktree,
+its ``watchdog/`` imported as ``neuron_watch`` (the package mapping of ``pyproject.toml``) by a
+child process of this venv's python, and it diagnoses **the batch's excerpts as they are today**
+(today's text and labels). The same child runs on today's product for the second pair of
+columns. Printed per batch: excerpts, blind labels % and actions % (wait / restart / drain / stop
+against the label's action), healthy-misses (excerpts whose label calls for an action other than
+``wait`` read as ``healthy``), today's labels % and actions %, the commit; then the confusions that
+change the action, by kind, blind -> today; and a note when the choice of commit is not clean
+(files of the batch touched again after the product changed).
+
+Each child runs in its own process group against one deadline and is killed and reaped if it
+passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from neuron_watch.events import Action, Label
+from tests.fixtures.corpus_score import (
+    ACTION_CHANGES,
+    BlindCommit,
+    NoBlindCommit,
+    Score,
+    action_changes,
+    blind_commit,
+    score,
+)
+from tests.fixtures.real_logs import Excerpt, load_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = "watchdog"
+
+#: Run in the child: import ``neuron_watch`` from the shim first on ``sys.path``, diagnose each log
+#: named on stdin alone and print one JSON line per log. ``diagnose_paths`` lived in
+#: ``neuron_watch.diagnose`` before the sub-packages and in ``neuron_watch.commands.diagnose`` after;
+#: which one is read from the tree, because the venv's editable install answers for a sub-package
+#: the old tree lacks. Every ``neuron_watch`` module loaded is checked to come from the tree, before
+#: and after, so today's package never answers for an old one unnoticed.
+CHILD = r"""
+import json, sys
+from pathlib import Path
+want = Path(sys.argv[1]).resolve()
+import neuron_watch
+if (want / "commands" / "diagnose.py").exists():
+    from neuron_watch.commands.diagnose import diagnose_paths
+else:
+    from neuron_watch.diagnose import diagnose_paths
+
+
+def check_origin():
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if name.split(".")[0] == "neuron_watch" and where and not Path(where).resolve().is_relative_to(want):
+            sys.exit(f"{name} imported from {where}, not from {want}: an installed copy answers for the tree")
+
+
+check_origin()
+for path in json.loads(sys.stdin.read()):
+    try:
+        v = diagnose_paths([path]).verdict
+        out = {"path": path, "label": v.label.value, "action": v.action.value}
+    except Exception as exc:
+        out = {"path": path, "error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(out), flush=True)
+check_origin()
+"""
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+
+
+def product_tree(commit: str) -> str:
+    """The tree hash of the product at ``commit`` (empty when it has none)."""
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"{commit}:{PRODUCT}"],
+                          capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def batch_files(excerpts: list[Excerpt]) -> list[str]:
+    files: list[str] = []
+    for ex in excerpts:
+        for path in (ex.log, ex.log.with_suffix(".toml")):
+            files.append(str(path.relative_to(ROOT)))
+    return files
+
+
+def find_blind(excerpts: list[Excerpt]) -> BlindCommit:
+    """The batch's blind commit (see :func:`tests.fixtures.corpus_score.blind_commit`)."""
+    files = batch_files(excerpts)
+    commits = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H", "--", *files).split()
+    if not commits:
+        raise NoBlindCommit("its excerpts are not committed yet: commit them, alone, before any fix")
+    history = [(c, product_tree(c)) for c in commits]
+    base = product_tree(f"{commits[-1]}^")
+    return blind_commit(history, base)
+
+
+def run_child(package: Path, logs: list[str], deadline: float) -> dict[str, dict[str, str]]:
+    """Diagnose ``logs`` with the ``watchdog/`` at ``package`` imported as ``neuron_watch``."""
+    with tempfile.TemporaryDirectory(prefix="nw-shim-") as shim:
+        (Path(shim) / "neuron_watch").symlink_to(package, target_is_directory=True)
+        env = {**os.environ, "PYTHONPATH": shim, "PYTHONDONTWRITEBYTECODE": "1"}
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(package.resolve())], env=env, cwd=shim,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(json.dumps(logs), timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise SystemExit(f"diagnosing with {package} passed the deadline: raise --timeout") from None
+        finally:
+            if proc.poll() is None:  # an exception other than the timeout: stop the child's group too
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    if proc.returncode != 0:
+        raise SystemExit(f"diagnosing with {package} failed ({proc.returncode}): {err.strip()[-2000:]}")
+    answers = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return {a["path"]: a for a in answers}
+
+
+Answers = list[tuple[Label, Label, Action]]
+
+
+def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -> tuple[Answers, int]:
+    """(expected, said, action) per excerpt, and how many the product could not answer (counted)."""
+    triples: list[tuple[Label, Label, Action]] = []
+    failed = 0
+    for ex in excerpts:
+        a = answers.get(str(ex.log), {})
+        try:
+            triples.append((ex.label, Label(a["label"]), Action(a["action"])))
+        except (KeyError, ValueError):
+            # Neither a label nor an action of today: wrong on both, never read as healthy.
+            failed += 1
+            triples.append((ex.label, Label.UNOBSERVED, Action.WAIT))
+    return triples, failed
+
+
+def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict[str, dict[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="nw-heldout-") as tmp:
+        tree = Path(tmp) / "tree"
+        git("worktree", "add", "--detach", "--no-checkout", str(tree), commit)
+        try:
+            subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
+                           capture_output=True)
+            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline)
+        finally:
+            git("worktree", "remove", "--force", str(tree))
+
+
+def change_row(name: str, blind: Answers, today: Answers) -> str:
+    b, t = action_changes(blind), action_changes(today)
+    return f"{name:<32}" + "".join(f"{f'{b[k]} -> {t[k]}':>26}" for k in ACTION_CHANGES)
+
+
+def row(name: str, blind: Score, today: Score, commit: str) -> str:
+    def pair(s: Score) -> str:
+        return (f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
+                f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}")
+
+    return f"{name:<20}{blind.excerpts:>4}  {pair(blind)}  {blind.called_healthy:>12}  {pair(today)}  {commit}".rstrip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", action="append", help="only this batch (repeatable)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
+    args = parser.parse_args()
+    deadline = time.monotonic() + args.timeout
+
+    batches: dict[str, list[Excerpt]] = defaultdict(list)
+    for ex in load_corpus():
+        if ex.batch and (args.batch is None or ex.batch in args.batch):
+            batches[ex.batch].append(ex)
+    if not batches:
+        raise SystemExit(f"no excerpts with batch {args.batch}: see `grep -h '^batch' tests/data/real-logs/*/*.toml`")
+
+    names = sorted(batches)
+    today = run_child(ROOT / PRODUCT, [str(ex.log) for n in names for ex in batches[n]], deadline)
+    header = (f"{'batch':<20}{'n':>4}  {'blind labels':>13}  {'blind actions':>13}  {'healthy-miss':>12}  "
+              f"{'today labels':>13}  {'today actions':>13}  blind commit")
+    rows, notes = [header], []
+    blind_total = today_total = Score(0, 0, 0, 0)
+    blind_all: Answers = []
+    today_all: Answers = []
+    changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
+    for name in names:
+        excerpts = batches[name]
+        try:
+            chosen = find_blind(excerpts)
+        except NoBlindCommit as exc:
+            rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
+            continue
+        blind_said, blind_failed = score_answers(excerpts, blind_answers(chosen.commit, excerpts, deadline))
+        now_said, now_failed = score_answers(excerpts, today)
+        blind, now = score(blind_said), score(now_said)
+        blind_total, today_total = blind_total + blind, today_total + now
+        rows.append(row(name, blind, now, chosen.commit[:10]))
+        blind_all += blind_said
+        today_all += now_said
+        changes.append(change_row(name, blind_said, now_said))
+        if chosen.later:
+            notes.append(f"{name}: {len(chosen.later)} later commit(s) touched its files after the product "
+                         f"changed ({', '.join(c[:10] for c in chosen.later)}): the blind run scores today's "
+                         "text and labels of those files, which the blind product never saw in that form")
+        for when, failed in (("blind", blind_failed), ("today", now_failed)):
+            if failed:
+                notes.append(f"{name}: {failed} excerpt(s) the {when} product could not diagnose (scored wrong)")
+    if len(rows) > 2:
+        rows.append(row("all", blind_total, today_total, ""))
+        changes.append(change_row("all", blind_all, today_all))
+    print("\n".join(rows))
+    print()
+    print("\n".join(changes))
+    print()
+    print("\n".join(notes) if notes else "every batch's blind commit is unambiguous")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
