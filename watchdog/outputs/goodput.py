@@ -125,6 +125,7 @@ class _Gen:
     progress: list[tuple[float, int | None]] = field(default_factory=list)  # (time, step)
     compiles: list[tuple[float, float]] = field(default_factory=list)
     open_compile: float | None = None  # a "compiling" verdict not yet followed by another state
+    open_compile_step: int | None = None  # the job's step that verdict was given at
     open_rank_compiles: dict[tuple[str, int], float] = field(default_factory=dict)
     reported_compiles: dict[tuple[str, int], float] = field(default_factory=dict)  # rank -> its own total
     checkpoints: list[tuple[float, int]] = field(default_factory=list)  # (time seen, step)
@@ -139,6 +140,14 @@ class _Gen:
         if self.open_compile is not None:
             self.compiles.append((self.open_compile, t))
             self.open_compile = None
+
+    def progress_ends_compile(self, t: float, step: int | None) -> bool:
+        """Is a ``progress`` event (dated by its line at ``t``) past the open compile? One of the
+        step the compile was announced at, or dated before it, was sent late (progress events are
+        throttled and dated by their line) and says nothing of the compile's end."""
+        if self.open_compile is None or t <= self.open_compile:
+            return False
+        return step is None or self.open_compile_step is None or step > self.open_compile_step
 
     def last_progress(self, before: float | None = None) -> tuple[float, int | None] | None:
         pts = [p for p in self.progress if before is None or p[0] <= before]
@@ -229,12 +238,14 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if lp is not None:
                 g.progress.append((lp, _int(ev.get("last_step"))))
         if name == "progress":
-            g.close_compile(t)
-            g.progress.append((t, _int(ev.get("step"))))
+            step = _int(ev.get("step"))
+            if g.progress_ends_compile(t, step):
+                g.close_compile(t)
+            g.progress.append((t, step))
         elif name == "verdict":
             if ev.get("label") == "compiling":
                 if g.open_compile is None:
-                    g.open_compile = t
+                    g.open_compile, g.open_compile_step = t, _int(ev.get("step"))
             else:
                 g.close_compile(t)
                 if ev.get("action") not in (None, "wait") and g.failure is None:
