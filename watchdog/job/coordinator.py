@@ -80,6 +80,7 @@ from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_LINE_BYTES,
+    NO_VERDICT,
     RANK_LINE_BYTES,
     Ack,
     Body,
@@ -944,10 +945,9 @@ class Coordinator:
     def restarts(self) -> int:
         return self.recovery.policy.restarts
 
-    def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
+    def _verdict_doc(self, verdict: Verdict, incident: int) -> dict[str, Any]:
         """The verdict as the bundles' ``verdict.json`` holds it."""
-        return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
-                           **verdict.to_dict()}, sort_keys=True)
+        return {"incident": incident, "job_id": self.job, "generation": self.generation, **verdict.to_dict()}
 
     def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
@@ -984,7 +984,7 @@ class Coordinator:
                 self._write_incident_manifest(cmd.incident, cmd.reports)
             elif isinstance(cmd, StopJob):
                 final = cmd.verdict
-                doc = "" if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
+                doc = NO_VERDICT if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
                 self.broadcast(Stop(cmd.reason, cmd.timeout, doc))
             elif isinstance(cmd, Drain):
                 self.relauncher.drain(cmd.node, cmd.verdict, self.events)
