@@ -634,6 +634,9 @@ class Coordinator:
             if state is None:
                 log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
                 state = NodeStatus.NONE
+            ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
+            if ended is not None:  # the node's launcher exited: the status is its one report
+                self._exited(h, -1, ended.code, now - lag)
             if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = state, body.detail, h.generation
@@ -643,7 +646,6 @@ class Coordinator:
                 view.stop_report = StopReport.from_wire(body.report)
             view.status_since, view.status_heard = now, self.heard
             if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                ended = LauncherExit.from_wire(body.report)
                 view.launcher_code = None if ended is None else ended.code
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
@@ -678,10 +680,13 @@ class Coordinator:
                         self.judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
         elif isinstance(body, Exits):
             for e in body.exits:
-                ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
-                if self.judge and h.generation == self.generation:
-                    self.judge.observe_exit(ex)
-                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
+                self._exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
+
+    def _exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
+        """A process of node ``h.node`` exited: a rank, or the launcher (``rank`` -1)."""
+        if self.judge and h.generation == self.generation:
+            self.judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
+        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
 
     def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
         """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,

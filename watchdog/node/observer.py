@@ -267,7 +267,7 @@ class Observer:
 
     def check_exit(self, gen: NodeGeneration, now: float, wall: float) -> None:
         """The launcher's own exit (or its report that the generation failed): its last output first,
-        then the exit, then the node's status with the newest complete checkpoint."""
+        then, once, the node's status that carries the exit code, with the newest complete checkpoint."""
         if gen.exit_code is not None:
             return
         launcher = self.ctx.launcher
@@ -280,8 +280,8 @@ class Observer:
             gen.exit_code = code
             out = self.out()
             own = launcher.own_rank  # a task that is a rank: its exit is that rank's too
-            at = self.ctx.clock()
-            out.observe(RanksExited((*([(own, code, at)] if own is not None else []), (-1, code, at)), now, wall))
+            if own is not None:
+                out.observe(RanksExited(((own, code, self.ctx.clock()),), now, wall))
             out.observe(StatusSeen(NodeStatus.FINISHED if code == 0 else NodeStatus.FAILED, now, wall,
                                    detail=f"exit code {code}",
                                    checkpoint=self.checkpoints.newest_complete(gen.checkpoint),
