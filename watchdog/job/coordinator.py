@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
 import json
 import logging
 import os
@@ -57,6 +56,7 @@ from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
+from neuron_watch.job.statusdoc import NodeState, liveness, status_document
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.recovery.machine import (
@@ -124,11 +124,6 @@ NODES_EXIT_GRACE = 10.0
 #: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
 VERDICT_SHARE = 0.25
 STATUS_SHARE = 0.1
-
-
-class NodeState(str, enum.Enum):
-    CONNECTED = "connected"
-    UNOBSERVED = "unobserved"  # silent for longer than `silence`: not healthy, not known dead
 
 
 @dataclass
@@ -1101,47 +1096,19 @@ class Coordinator:
             listener(doc)
 
     def status_doc(self, now: float) -> dict[str, Any]:
-        """The job's state and every rank's (the ``status.json`` document)."""
+        """The job's state and every rank's (the ``status.json`` document, :mod:`.statusdoc`)."""
         ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
-        for r in ranks:
-            view = self.nodes.get(str(r.get("node")))
-            r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
-        unobserved = {n for n, v in self.nodes.items() if v.state is NodeState.UNOBSERVED}
-        if unobserved:
-            for r in ranks:
-                if r.get("node") in unobserved:
-                    r["state"] = "unobserved"
-        if not self.sm.live:  # the job is over: its ranks are what the job is, not what they last did
-            for r in ranks:
-                if r.get("state") != "failed":
-                    r["state"] = self.sm.state.value
         timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
-        doc = {
-            "job_id": self.job,
-            "generation": self.generation,
-            "restarts": self.policy.restarts,
-            "state": self.sm.state.value,
-            "label": self.last_verdict.label.value if self.last_verdict else None,
-            "updated": iso_utc(self.wall()),
-            "updated_unix": self.wall(),
-            "hang_timeout": timeout,
-            "hang_timeout_kind": kind,
-            **self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
-            "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
-                      for n, v in sorted(self.nodes.items())},
-            "ranks": ranks,
-            "liveness": self.liveness(),
-            "watchdog_io": self.health.summary(),
-        }
-        return doc
+        return status_document(
+            job_id=self.job, generation=self.generation, restarts=self.policy.restarts, state=self.sm.state.value,
+            live=self.sm.live, label=self.last_verdict.label.value if self.last_verdict else None, wall=self.wall(),
+            now=now, ranks=ranks, hang_timeout=timeout, hang_timeout_kind=kind,
+            progress=self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
+            nodes=self.nodes, watchdog_io=self.health.summary())
 
     def liveness(self) -> dict[str, Any]:
-        """Which liveness signals this generation has: ``flight_recorder`` = ranks whose recorder was
-        read, ``no_flight_recorder`` = ``{"node/rank": why}`` for the others that reported."""
-        on = sum(why == "on" for v in self.nodes.values() for why in v.recorder.values())
-        off = {f"{n}/{r}": why for n, v in sorted(self.nodes.items()) for r, why in sorted(v.recorder.items())
-               if why != "on"}
-        return {"output": True, "flight_recorder": on, "no_flight_recorder": off}
+        """Which liveness signals this generation has (see :func:`.statusdoc.liveness`)."""
+        return liveness(self.nodes)
 
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
