@@ -56,6 +56,7 @@ from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
+from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.statusdoc import NodeState, liveness, status_document
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
@@ -124,54 +125,6 @@ NODES_EXIT_GRACE = 10.0
 #: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
 VERDICT_SHARE = 0.25
 STATUS_SHARE = 0.1
-
-
-@dataclass
-class NodeView:
-    """What the coordinator knows of one node's agent."""
-
-    node: str
-    session: int
-    routing_id: bytes
-    first_heard: float
-    last_heard: float
-    state: NodeState = NodeState.CONNECTED
-    hostname: str = ""
-    pid: int = 0
-    ranks: tuple[int, ...] = ()
-    status: NodeStatus = NodeStatus.NONE
-    status_detail: str = ""
-    checkpoint: str = ""
-    generation: int = 0
-    lines: int = 0
-    reported_dropped_lines: int = 0  # the agent's own count (buffer overflow while we were away)
-    reported_dropped_msgs: int = 0
-    reported_truncated_lines: int = 0  # lines the agent cut to the wire's line limit (marked in their text)
-    acked: int = -1
-    need_ack: bool = False
-    launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
-    status_since: float = 0.0  # when `status` was last set
-    locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
-    worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
-    recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
-    #: its last evidence report and when it came (kept apart: a later `failed`/`finished` status of a
-    #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
-    evidence: EvidenceReport | None = None
-    evidence_heard: int | None = None
-    stop_report: StopReport | None = None  # its answer to the last stop
-    place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
-    status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
-    #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
-    #: A message that took longer waited that much longer in our queues (see Coordinator.behind).
-    #: The shortest of the current TRANSIT_WINDOW replaces it at the window's end: two hosts'
-    #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
-    transit: float = float("inf")
-    transit_next: float = float("inf")
-
-    @property
-    def observed(self) -> bool:
-        return self.state is NodeState.CONNECTED
-
 
 
 @dataclass
@@ -347,7 +300,8 @@ class Coordinator:
         self.run_dir = run_dir
         self.sock = CoordinatorSocket(bind)
         self.endpoint = self.sock.endpoint
-        self.nodes: dict[str, NodeView] = {}
+        self.registry = NodeRegistry(self.settings.silence)
+        self.nodes: dict[str, NodeView] = self.registry.views
         self.tracker = SequenceTracker(in_order=True)
         self.counters = Counters()
         self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
@@ -574,14 +528,10 @@ class Coordinator:
         not exited), the newcomer is refused, with a message naming both hosts; once the holder is
         silent or gone, the newcomer takes over (an agent that restarted: a new session)."""
         place = body.place if isinstance(body, Hello) else -1
-        holder = self.nodes.get(h.node)
-        by_name = holder is not None and holder.session != h.session
-        if not by_name and place >= 0:
-            holder = next((v for v in self.nodes.values() if v.place == place and v.node != h.node), None)
-        if holder is None or not holder.observed or holder.status is NodeStatus.EXITED:
+        held = self.registry.holder(h.node, h.session, place, now)
+        if held is None:
             return False
-        if now - holder.last_heard > self.settings.silence:
-            return False
+        holder, by_name = held
         host = f"{body.hostname} (pid {body.pid})" if isinstance(body, Hello) else "another agent"
         what = f"node {h.node!r}" if by_name else f"place {place} in the job (node_rank / SLURM_PROCID)"
         reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
@@ -600,13 +550,8 @@ class Coordinator:
         return True
 
     def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
-        old = self.nodes.get(h.node)
-        view = NodeView(node=h.node, session=h.session, routing_id=routing_id, first_heard=now, last_heard=now,
-                        generation=h.generation)
-        if old is not None:
-            view.lines = old.lines
-        self.nodes[h.node] = view
-        self.events.emit(EventKind.NODE_JOINED if old is None else EventKind.NODE_REJOINED, self.generation,
+        view, rejoined = self.registry.join(h.node, h.session, routing_id, h.generation, now)
+        self.events.emit(EventKind.NODE_REJOINED if rejoined else EventKind.NODE_JOINED, self.generation,
                          node=h.node)
         return view
 
@@ -836,22 +781,18 @@ class Coordinator:
             self._say_behind(now)
             if now - self._transit_since >= TRANSIT_WINDOW:
                 self._transit_since = now
-                for view in self.nodes.values():
-                    if view.transit_next != float("inf"):
-                        view.transit, view.transit_next = view.transit_next, float("inf")
+                self.registry.rotate_transit()
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:
                     view.need_ack = False
                     if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
                         view.acked = st.expected - 1
-        for view in self.nodes.values():
-            if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
-                view.state = NodeState.UNOBSERVED
-                if self.judge:
-                    self.judge.mark_unobserved(view.node, now)
-                self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
-                                 silent_for=round(now - view.last_heard, 3))
+        for view in self.registry.newly_silent(now):
+            if self.judge:
+                self.judge.mark_unobserved(view.node, now)
+            self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
+                             silent_for=round(now - view.last_heard, 3))
         verdict = None
         if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
                 and now - self._last_verdict_at >= self._verdict_every):
@@ -888,8 +829,7 @@ class Coordinator:
         gap; and no verdict is given until what they buffered meanwhile has arrived (a verdict on
         stale clocks would call a healthy job hung)."""
         self.pauses.append(round(gap, 3))
-        for view in self.nodes.values():
-            view.last_heard = min(now, view.last_heard + gap)
+        self.registry.rebase(gap, now)
         self._hold_verdicts_until = now + self.settings.pause_grace
         self._last_verdict_at = now
         message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
@@ -919,11 +859,10 @@ class Coordinator:
     @property
     def job_nodes(self) -> int:
         """The job's size as the acks announce it: the nodes heard from, or expected if more."""
-        return max(len(self.nodes), self.settings.expected_nodes or 0)
+        return self.registry.size(self.settings.expected_nodes)
 
     def _enough_nodes(self) -> bool:
-        want = self.settings.expected_nodes
-        return want is None or len(self.nodes) >= want
+        return self.registry.enough(self.settings.expected_nodes)
 
     @property
     def phase(self) -> JobState:
