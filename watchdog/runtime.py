@@ -14,6 +14,8 @@ Each of those modules knows how it launches ranks; everything else comes from he
   Slurm's ``SLURM_PROCID``, SageMaker's host index -- the coordinator refuses two agents claiming
   one place or one name);
 * what the ranks get (:func:`rank_environment`);
+* the **knowledge base**, built once per process (:func:`knowledge_base`) and handed to the judge,
+  the agent's link and the timeline;
 * the **coordinator** with its settings, judge, checkpoint chooser, restart policy, event sinks
   (events.jsonl, MQTT, console, Prometheus and CloudWatch metrics) and status line (:func:`build_coordinator`);
 * the **agent** with its artifact storage (:func:`build_agent`);
@@ -41,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from neuron_watch.config import WatchConfig
+from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.judge import HangCalibration
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.errors import ExitCode, UsageError
@@ -306,12 +309,18 @@ def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> C
     return choose
 
 
-def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLike]:
-    """A :class:`neuron_watch.diagnosis.judge.Judge` per generation, from the watch options."""
-    from neuron_watch.diagnosis.judge import Judge, JudgeSettings
-    from neuron_watch.diagnosis.kb import default_knowledge_base
+def knowledge_base(config: WatchConfig) -> KnowledgeBase:
+    """The job's knowledge base: the packaged table and ``--progress-regex``. Built once by each entry
+    point, before anything starts (a bad table or regex fails there), and handed to every part."""
+    return default_knowledge_base(config.progress_regex)
 
-    kb = default_knowledge_base(config.progress_regex)
+
+def default_judge_factory(config: WatchConfig, kb: KnowledgeBase | None = None) -> Callable[[int, float], JudgeLike]:
+    """A :class:`neuron_watch.diagnosis.judge.Judge` per generation, from the watch options, all with
+    ``kb`` (the entry point's; one built from ``config`` when none is given)."""
+    from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+
+    table = kb if kb is not None else knowledge_base(config)
     if config.progress_regex and "step" not in re.compile(config.progress_regex).groupindex:
         # a legitimate choice (progress without a step number), said once so that it is a choice
         log.info("--progress-regex has no (?P<step>...) group: its lines count as progress without a step "
@@ -320,13 +329,14 @@ def default_judge_factory(config: WatchConfig) -> Callable[[int, float], JudgeLi
                              compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
 
     def make(generation: int, now: float) -> JudgeLike:
-        return Judge(kb, settings, now)
+        return Judge(table, settings, now)
 
     return make
 
 
-def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir: str, job_id: str,
-                      nodes: int | None, health: IOHealth | None = None, status_line: StatusLine | None = None,
+def build_coordinator(config: WatchConfig, kb: KnowledgeBase, *, bind: str, secret: bytes, run_dir: str,
+                      job_id: str, nodes: int | None, health: IOHealth | None = None,
+                      status_line: StatusLine | None = None,
                       relauncher: Relauncher | None = None, generation: int = 0,
                       policy: RestartPolicy | None = None, announce: bool = False,
                       **settings: Any) -> Coordinator:
@@ -335,7 +345,7 @@ def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir:
     per generation, the checkpoint chooser, the restart policy, the event sinks (the console, MQTT)
     and the ``--progress`` line."""
     coord = Coordinator(bind, secret, run_dir, job=job_id, settings=coordinator_settings(config, nodes, **settings),
-                        judge_factory=default_judge_factory(config),
+                        judge_factory=default_judge_factory(config, kb),
                         pick_checkpoint=checkpoint_chooser(config, health),
                         policy=policy or RestartPolicy(max_restarts=config.max_restarts), announce=announce,
                         relauncher=relauncher, generation=generation, health=health)
@@ -349,18 +359,19 @@ def build_coordinator(config: WatchConfig, *, bind: str, secret: bytes, run_dir:
     return coord
 
 
-def build_agent(config: WatchConfig, launcher: Launcher, *, job_id: str, node: NodeIdentity, run_dir: str,
+def build_agent(config: WatchConfig, launcher: Launcher, kb: KnowledgeBase, *, job_id: str, node: NodeIdentity,
+                run_dir: str,
                 rank_env: dict[str, str], health: IOHealth | None = None,
                 echo: Callable[[str], None] | None = None) -> NodeAgent:
     """A node's agent, the same for every entry point: its artifact storage (``--artifacts``), the
-    echo of rank output on the console (off with ``--quiet``)."""
+    echo of rank output on the console (off with ``--quiet``), the knowledge base its link classifies with."""
     if echo is None and not config.quiet:
         echo = console_echo
     return NodeAgent(config, launcher, None, job_id=job_id, node=node.name, run_dir=run_dir, rank_env=rank_env,
-                     storage=artifact_storage(config, run_dir), echo=echo, health=health, place=node.place)
+                     storage=artifact_storage(config, run_dir), echo=echo, health=health, place=node.place, kb=kb)
 
 
-def close_coordinator(coord: Coordinator, config: WatchConfig) -> None:
+def close_coordinator(coord: Coordinator, kb: KnowledgeBase) -> None:
     """The end of a coordinator, the same for every entry point: a last word on console lines that
     were dropped, its files closed, and the run's ``timeline.json`` (Chrome trace) written."""
     dropped = console_dropped()
@@ -369,7 +380,7 @@ def close_coordinator(coord: Coordinator, config: WatchConfig) -> None:
                           message=f"{dropped} console line(s) dropped: the console was not read")
     coord.close()
     try:
-        write_timeline(Path(coord.run_dir), default_knowledge_base(config.progress_regex))
+        write_timeline(Path(coord.run_dir), kb)
     except Exception as exc:  # a picture, never a reason to fail the run
         log.warning("timeline.json not written: %s", exc)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from neuron_watch.events import EvidenceReport, RankKey, StopReport
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.node.agent_link import AgentLink, JobRefused, LinkSettings, new_session
 from neuron_watch.wire.auth import Signer
-from neuron_watch.wire.protocol import Header, Kind, Msg, Refused, Stop, encode
+from neuron_watch.wire.protocol import NO_VERDICT, Header, Kind, Msg, Refused, Stop, encode
 from neuron_watch.wire.transport import CoordinatorSocket
 
 pytestmark = pytest.mark.integration
@@ -249,11 +250,11 @@ class RecordingNode:
         self.calls: list[tuple[object, ...]] = []
         self._checkpoint = checkpoint
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
+    def capture(self, incident: str, reason: str, verdict: Mapping[str, Any] = NO_VERDICT) -> EvidenceReport:
         self.calls.append(("capture", incident.split("-")[-1]))
         return EvidenceReport(bundle=f"/bundles/{incident}")
 
-    def stop(self, deadline: float, verdict: str = "") -> StopReport:
+    def stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> StopReport:
         self.calls.append(("stop", deadline))
         return StopReport(rung="sigterm", seconds=0.1)
 

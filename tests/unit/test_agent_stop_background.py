@@ -5,11 +5,23 @@ No socket: a fake one records what would go out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from neuron_watch.events import EvidenceReport, StopReport
 from neuron_watch.node.agent_link import AgentLink
-from neuron_watch.wire.protocol import Body, Header, Launch, Msg, Status, Stop, decode, encode_header, kind_of
+from neuron_watch.wire.protocol import (
+    NO_VERDICT,
+    Body,
+    Header,
+    Launch,
+    Msg,
+    Status,
+    Stop,
+    decode,
+    encode_header,
+    kind_of,
+)
 
 
 class FakeSocket:
@@ -37,14 +49,14 @@ class Node:
         self.calls: list[str] = []
         self.stop_done = False
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
+    def capture(self, incident: str, reason: str, verdict: Mapping[str, Any] = NO_VERDICT) -> EvidenceReport:
         self.calls.append("capture")
         return EvidenceReport()
 
-    def stop(self, deadline: float, verdict: str = "") -> StopReport:
+    def stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> StopReport:
         raise AssertionError("the blocking stop must not be used")
 
-    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], StopReport | None]:
+    def begin_stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> Callable[[], StopReport | None]:
         self.calls.append("begin_stop")
         return lambda: StopReport(rung="sigterm") if self.stop_done else None
 

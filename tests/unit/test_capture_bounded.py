@@ -5,8 +5,9 @@ would go out)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import EvidenceReport, StopReport
 from neuron_watch.node.agent_link import AgentLink
 from neuron_watch.outputs import timeline
-from neuron_watch.wire.protocol import CaptureEvidence, Launch, Stop
+from neuron_watch.wire.protocol import NO_VERDICT, CaptureEvidence, Launch, Stop
 from tests.unit.test_agent_stop_background import FakeSocket, command, statuses
 
 
@@ -121,14 +122,15 @@ class CapturingNode:
         self.calls: list[str] = []
         self.report: EvidenceReport | None = None
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
+    def capture(self, incident: str, reason: str, verdict: Mapping[str, Any] = NO_VERDICT) -> EvidenceReport:
         raise AssertionError("the blocking capture must not be used")
 
-    def begin_capture(self, incident: str, reason: str, verdict: str = "") -> Callable[[], EvidenceReport | None]:
+    def begin_capture(self, incident: str, reason: str,
+                      verdict: Mapping[str, Any] = NO_VERDICT) -> Callable[[], EvidenceReport | None]:
         self.calls.append(f"begin_capture {incident}")
         return lambda: self.report
 
-    def stop(self, deadline: float, verdict: str = "") -> StopReport:
+    def stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> StopReport:
         self.calls.append("stop")
         return StopReport(rung="sigterm")
 

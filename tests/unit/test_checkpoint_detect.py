@@ -340,17 +340,17 @@ def test_agent_says_the_convention_at_start_and_warns_at_every_launch(
     hf(ck, 500)
     agent = _agent(tmp_path, checkpoint_dir=str(ck))
     caplog.set_level("INFO", logger="neuron_watch")
-    agent._say_checkpoints(0)  # type: ignore[attr-defined]
+    agent.checkpoints.say(0)  # type: ignore[attr-defined]
     assert [r.getMessage() for r in caplog.records] == [
         f"checkpoints: {CONVENTIONS_HF}; newest complete: {ck / 'checkpoint-500'} (step 500)"]
     assert agent.checkpoint() == str(ck / "checkpoint-500")  # type: ignore[attr-defined]
     caplog.clear()
-    agent._say_checkpoints(1)  # type: ignore[attr-defined]
+    agent.checkpoints.say(1)  # type: ignore[attr-defined]
     assert caplog.records == []  # a restart with a complete checkpoint: nothing to add
     os.remove(ck / "checkpoint-500" / "trainer_state.json")
     for gen in (0, 1):
         caplog.clear()
-        agent._say_checkpoints(gen)  # type: ignore[attr-defined]
+        agent.checkpoints.say(gen)  # type: ignore[attr-defined]
         (rec,) = caplog.records
         assert rec.levelname == "WARNING" and f"generation {gen}:" in rec.getMessage()
         assert "checkpoint-500 (Hugging Face" in rec.getMessage() and "--checkpoint-marker" in rec.getMessage()

@@ -1,10 +1,11 @@
-"""What a node sees before its link exists is replayed into the link in order (agent.EarlyObservations)."""
+"""What a node sees before its link exists is replayed into the link in order (observations.EarlyObservations)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from neuron_watch.node.agent import EarlyObservations
+from neuron_watch.events import NodeStatus
+from neuron_watch.node.observations import EarlyObservations, LineSeen, LinesLost, StatusSeen
 
 
 class RecordingLink:
@@ -29,11 +30,11 @@ def test_lines_lost_before_the_link_existed_are_in_the_status_that_follows_them(
     """A flood that ended before the link existed: its skipped lines must be in the replayed
     "finished" status, which job_finished is built from (they once arrived after it)."""
     early = EarlyObservations()
-    early.add_line(0, "step 1", 1.0, 2.0, "f", 1)
-    early.count_lost(4_000_000)
-    early.status("finishing", 3.0, 4.0)
-    early.count_lost(200_000)
-    early.status("finished", 5.0, 6.0)
+    early.observe(LineSeen(0, "step 1", 1.0, 2.0, "f", 1))
+    early.observe(LinesLost(4_000_000))
+    early.observe(StatusSeen(NodeStatus.FINISHING, 3.0, 4.0))
+    early.observe(LinesLost(200_000))
+    early.observe(StatusSeen(NodeStatus.FINISHED, 5.0, 6.0))
     link = RecordingLink()
     early.replay(link)  # type: ignore[arg-type]
     assert link.said == [("line", 0), ("finishing", 4_000_000), ("finished", 4_200_000)]

@@ -37,7 +37,7 @@ PURE = [
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
-    "job.judgelike",
+    "job.judgelike", "job.statusdoc", "job.nodes",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
 FORBIDDEN = {"os", "subprocess", "zmq", "boto3", "botocore", "asyncio", "socket", "shutil", "signal",

@@ -88,8 +88,8 @@ BODIES = [
     Ack(42, 1024, 2.5),  # the job's size and how far behind the coordinator is
     CaptureEvidence("g0-1763730000-collective_hang", "rank 5 stopped progressing"),
     Stop("g0-incident", 15.0),
-    CaptureEvidence("incident-2", "hang", '{"label": "collective_hang"}'),
-    Stop("incident-2", 15.0, '{"label": "collective_hang", "culprit": {"node": "n1", "rank": 3}}'),
+    CaptureEvidence("incident-2", "hang", {"label": "collective_hang"}),
+    Stop("incident-2", 15.0, {"label": "collective_hang", "culprit": {"node": "n1", "rank": 3}}),
     Launch(1, "/ckpt/step_1200"),
     Shutdown("config_error: not restartable", 4),
 ]
@@ -207,14 +207,15 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
     # 3: an agent from before the echoed session, the frame limit and the job-bound keys.
     # 4: an agent from before its place in the hello and typed status reports.
     # 5: an agent from before the coalesced progress rows (its lines body has 4 items).
-    assert p.SCHEMA_VERSION == 6
+    # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
+    assert p.SCHEMA_VERSION == 7
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -440,6 +441,20 @@ def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_dec
                              (Kind.STOP, ["incident-1", 15.0], Stop("incident-1", 15.0))):
         header = p.encode(Msg(_header(kind), want))[0]
         assert p.decode([header, msgpack.packb(body)]).body == want
+
+
+def test_a_verdict_sent_as_json_text_is_refused_by_name() -> None:
+    """The verdict of a capture and of a stop is a map: text in its place (a peer of schema 6 under a
+    patched version) is refused, and the refusal names the field."""
+    import msgpack
+
+    for kind, body, want in ((Kind.CAPTURE_EVIDENCE, ["incident-1", "hang", '{"label": "collective_hang"}'],
+                              CaptureEvidence("incident-1", "hang")),
+                             (Kind.STOP, ["incident-1", 15.0, '{"label": "collective_hang"}'], Stop("incident-1"))):
+        header = p.encode(Msg(_header(kind), want))[0]
+        with pytest.raises(ProtocolError) as ei:
+            p.decode([header, msgpack.packb(body)])
+        assert ei.value.problem == "field" and "verdict must be a map" in ei.value.message
 
 
 def test_the_echoed_coordinator_session_round_trips() -> None:

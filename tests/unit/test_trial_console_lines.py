@@ -11,7 +11,7 @@ import pytest
 
 from neuron_watch.config import load_config
 from neuron_watch.events import EvidenceReport
-from neuron_watch.node.agent import probe_summary
+from neuron_watch.node.observer import probe_summary
 from neuron_watch.outputs.console import ConsoleSink
 from neuron_watch.recovery.machine import missing_by_item
 from neuron_watch.runtime import default_judge_factory

@@ -37,7 +37,6 @@ from typing import Any
 
 from neuron_watch import __version__
 from neuron_watch.config import OPTIONS, WatchConfig
-from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.events import EventKind, Verdict
 from neuron_watch.job.coordinator import Coordinator
@@ -52,6 +51,7 @@ from neuron_watch.runtime import (
     build_coordinator,
     checkpoint_chooser,
     close_coordinator,
+    knowledge_base,
     resolve_job_id,
     resolve_run_dir,
 )
@@ -285,7 +285,7 @@ class SrunJob:
 
     def run(self) -> int:
         os.makedirs(self.run_dir, exist_ok=True)
-        default_knowledge_base(self.cfg.progress_regex)
+        kb = knowledge_base(self.cfg)  # a bad table or regex fails here, before anything starts
         port = int(self.cfg.coordinator.rsplit(":", 1)[1]) if self.cfg.coordinator else 0
         policy = RestartPolicy(max_restarts=self.cfg.max_restarts, can_exclude_nodes=True)
         # Requeues of this job so far count against the budget (they were restarts too).
@@ -293,7 +293,7 @@ class SrunJob:
         # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
         # injected "in generation 0 only" stays in the first run).
         self.coord = coord = build_coordinator(
-            self.cfg, bind=f"0.0.0.0:{port}", secret=self.secret.encode(), run_dir=self.run_dir, job_id=self.job_id,
+            self.cfg, kb, bind=f"0.0.0.0:{port}", secret=self.secret.encode(), run_dir=self.run_dir, job_id=self.job_id,
             nodes=self.agents, status_line=status_line_for(self.cfg), relauncher=self,
             generation=self.restart_count, policy=policy)
         self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
@@ -327,7 +327,7 @@ class SrunJob:
             for s, h in old.items():
                 signal.signal(s, h)
             self._end_step_now(0.0 if signals.received else STEP_END_GRACE)
-            close_coordinator(coord, self.cfg)
+            close_coordinator(coord, kb)
 
     def _loop(self, coord: Coordinator, signals: SignalLatch) -> int:
         """Serve the coordinator until the job is over. Recovery (:mod:`neuron_watch.recovery.machine`)

@@ -35,7 +35,14 @@ from neuron_watch.launchers.task import TaskLauncher
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.guardian import release, start_guardian
 from neuron_watch.node.procs import become_subreaper
-from neuron_watch.runtime import SignalLatch, build_agent, rank_environment, run_node_loop, slurm_task_node
+from neuron_watch.runtime import (
+    SignalLatch,
+    build_agent,
+    knowledge_base,
+    rank_environment,
+    run_node_loop,
+    slurm_task_node,
+)
 from neuron_watch.wire.auth import load_secret
 
 
@@ -67,7 +74,8 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     print(f"neuron-watch {__version__}: agent for job {config.job_id} on {node.name} (task {node.place}), "
           f"generation {args.generation}, coordinator {config.coordinator}", file=sys.stderr)
     become_subreaper()
-    agent = build_agent(config, launcher, job_id=config.job_id, node=node, run_dir=run_dir, rank_env=ranks.env)
+    agent = build_agent(config, launcher, knowledge_base(config), job_id=config.job_id, node=node, run_dir=run_dir,
+                        rank_env=ranks.env)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
     old = signals.install()

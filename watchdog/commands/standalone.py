@@ -29,6 +29,7 @@ from neuron_watch.runtime import (
     SignalLatch,
     build_coordinator,
     close_coordinator,
+    knowledge_base,
     resolve_job_id,
     resolve_run_dir,
     serve_coordinator,
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
     job = resolve_job_id(config, os.environ)
     run_dir = resolve_run_dir(config, job)
     check_run_dir(run_dir)
-    coord = build_coordinator(config, bind=args.bind, secret=secret, run_dir=run_dir, job_id=job, nodes=args.nodes,
+    kb = knowledge_base(config)  # a bad table or regex fails here, before anything starts
+    coord = build_coordinator(config, kb, bind=args.bind, secret=secret, run_dir=run_dir, job_id=job, nodes=args.nodes,
                               status_line=status_line_for(config), announce=True, silence=args.silence)
     # the job's first event, as every entry point writes it (its nodes start their own commands)
     coord.events.emit(EventKind.JOB_STARTED, 0, job_id=job, node=socket.gethostname().split(".")[0],
@@ -78,6 +80,6 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         with nonblocking_console():  # a stalled console must not stall the coordinator (nbconsole.py)
             return serve_coordinator(coord, signals, stop_job_on_signal=False)
     finally:
-        close_coordinator(coord, config)
+        close_coordinator(coord, kb)
         for s, h in old.items():
             signal.signal(s, h)

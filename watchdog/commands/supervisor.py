@@ -29,7 +29,6 @@ from collections.abc import Callable
 
 from neuron_watch import __version__
 from neuron_watch.config import WatchConfig
-from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, EventKind, Label, NodeIdentity, Verdict
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
@@ -54,6 +53,7 @@ from neuron_watch.runtime import (
     close_coordinator,
     elastic_torchrun_node,
     host_name,
+    knowledge_base,
     on_this_host,
     rank_environment,
     resolve_job_id,
@@ -122,7 +122,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         launcher.describe(os.path.join(run_dir, "gen-0"))  # lets torchrun's parser reject bad arguments
         return 0
 
-    default_knowledge_base(config.progress_regex)  # a bad table or regex fails here, before anything starts
+    kb = knowledge_base(config)  # a bad table or regex fails here, before anything starts
     if config.mqtt:
         parse_mqtt_url(config.mqtt)  # a bad URL exits 2 before anything starts
     check_run_dir(run_dir)  # unusable (read-only, full, a file): a usage error now, not a traceback later
@@ -135,7 +135,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     status_line = status_line_for(config)
     echo = None if config.quiet else status_line.echo if status_line is not None else console_echo
     health = IOHealth(name)  # the watchdog's own file faults, shared by this node's agent and coordinator
-    agent = build_agent(config, launcher, job_id=job_id, node=NodeIdentity(-1, name, host_name()), run_dir=run_dir,
+    agent = build_agent(config, launcher, kb, job_id=job_id, node=NodeIdentity(-1, name, host_name()), run_dir=run_dir,
                         rank_env=ranks.env, health=health, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
@@ -199,7 +199,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             agent.job_id = job_id
             if env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0" and _may_host(config, info, address):
                 try:
-                    coord = build_coordinator(config, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret=secret,
+                    coord = build_coordinator(config, kb, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret=secret,
                                               run_dir=run_dir, job_id=job_id, nodes=info.nnodes, health=health,
                                               status_line=status_line)
                 except PortInUse:
@@ -213,7 +213,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                         "would refuse this node, and that is said)")
         else:
             secret = secrets.token_bytes(32)
-            coord = build_coordinator(config, bind="127.0.0.1:0", secret=secret, run_dir=run_dir, job_id=job_id,
+            coord = build_coordinator(config, kb, bind="127.0.0.1:0", secret=secret, run_dir=run_dir, job_id=job_id,
                                       nodes=1, health=health, status_line=status_line)
             address = coord.endpoint.replace("tcp://", "")
         if coord is None:  # this node's file faults reach the coordinator as lines of the node
@@ -236,7 +236,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         if agent._link is not None:
             agent.link.close()
         if coord is not None:
-            close_coordinator(coord, config)
+            close_coordinator(coord, kb)
         release(guardian, guardian_fd)
     if coord is not None:
         say(f"exit code {code}; events in {os.path.join(run_dir, 'events.jsonl')}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
 import json
 import logging
 import os
@@ -57,6 +56,8 @@ from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
+from neuron_watch.job.nodes import NodeRegistry, NodeView
+from neuron_watch.job.statusdoc import NodeState, liveness, status_document
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.recovery.machine import (
@@ -80,6 +81,7 @@ from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_LINE_BYTES,
+    NO_VERDICT,
     RANK_LINE_BYTES,
     Ack,
     Body,
@@ -123,59 +125,6 @@ NODES_EXIT_GRACE = 10.0
 #: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
 VERDICT_SHARE = 0.25
 STATUS_SHARE = 0.1
-
-
-class NodeState(str, enum.Enum):
-    CONNECTED = "connected"
-    UNOBSERVED = "unobserved"  # silent for longer than `silence`: not healthy, not known dead
-
-
-@dataclass
-class NodeView:
-    """What the coordinator knows of one node's agent."""
-
-    node: str
-    session: int
-    routing_id: bytes
-    first_heard: float
-    last_heard: float
-    state: NodeState = NodeState.CONNECTED
-    hostname: str = ""
-    pid: int = 0
-    ranks: tuple[int, ...] = ()
-    status: NodeStatus = NodeStatus.NONE
-    status_detail: str = ""
-    checkpoint: str = ""
-    generation: int = 0
-    lines: int = 0
-    reported_dropped_lines: int = 0  # the agent's own count (buffer overflow while we were away)
-    reported_dropped_msgs: int = 0
-    reported_truncated_lines: int = 0  # lines the agent cut to the wire's line limit (marked in their text)
-    acked: int = -1
-    need_ack: bool = False
-    launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
-    status_since: float = 0.0  # when `status` was last set
-    locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
-    worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
-    recorder: dict[int, str] = field(default_factory=dict)  # rank -> "on" or why its flight recorder is not read
-    #: its last evidence report and when it came (kept apart: a later `failed`/`finished` status of a
-    #: node whose launcher ended by itself must not hide that it answered, nor lose its bundle)
-    evidence: EvidenceReport | None = None
-    evidence_heard: int | None = None
-    stop_report: StopReport | None = None  # its answer to the last stop
-    place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
-    status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
-    #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
-    #: A message that took longer waited that much longer in our queues (see Coordinator.behind).
-    #: The shortest of the current TRANSIT_WINDOW replaces it at the window's end: two hosts'
-    #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
-    transit: float = float("inf")
-    transit_next: float = float("inf")
-
-    @property
-    def observed(self) -> bool:
-        return self.state is NodeState.CONNECTED
-
 
 
 @dataclass
@@ -351,7 +300,8 @@ class Coordinator:
         self.run_dir = run_dir
         self.sock = CoordinatorSocket(bind)
         self.endpoint = self.sock.endpoint
-        self.nodes: dict[str, NodeView] = {}
+        self.registry = NodeRegistry(self.settings.silence)
+        self.nodes: dict[str, NodeView] = self.registry.views
         self.tracker = SequenceTracker(in_order=True)
         self.counters = Counters()
         self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
@@ -579,14 +529,10 @@ class Coordinator:
         not exited), the newcomer is refused, with a message naming both hosts; once the holder is
         silent or gone, the newcomer takes over (an agent that restarted: a new session)."""
         place = body.place if isinstance(body, Hello) else -1
-        holder = self.nodes.get(h.node)
-        by_name = holder is not None and holder.session != h.session
-        if not by_name and place >= 0:
-            holder = next((v for v in self.nodes.values() if v.place == place and v.node != h.node), None)
-        if holder is None or not holder.observed or holder.status is NodeStatus.EXITED:
+        held = self.registry.holder(h.node, h.session, place, now)
+        if held is None:
             return False
-        if now - holder.last_heard > self.settings.silence:
-            return False
+        holder, by_name = held
         host = f"{body.hostname} (pid {body.pid})" if isinstance(body, Hello) else "another agent"
         what = f"node {h.node!r}" if by_name else f"place {place} in the job (node_rank / SLURM_PROCID)"
         reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
@@ -605,13 +551,8 @@ class Coordinator:
         return True
 
     def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
-        old = self.nodes.get(h.node)
-        view = NodeView(node=h.node, session=h.session, routing_id=routing_id, first_heard=now, last_heard=now,
-                        generation=h.generation)
-        if old is not None:
-            view.lines = old.lines
-        self.nodes[h.node] = view
-        self.events.emit(EventKind.NODE_JOINED if old is None else EventKind.NODE_REJOINED, self.generation,
+        view, rejoined = self.registry.join(h.node, h.session, routing_id, h.generation, now)
+        self.events.emit(EventKind.NODE_REJOINED if rejoined else EventKind.NODE_JOINED, self.generation,
                          node=h.node)
         return view
 
@@ -634,6 +575,9 @@ class Coordinator:
             if state is None:
                 log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
                 state = NodeStatus.NONE
+            ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
+            if ended is not None:  # the node's launcher exited: the status is its one report
+                self._exited(h, -1, ended.code, now - lag)
             if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = state, body.detail, h.generation
@@ -643,7 +587,6 @@ class Coordinator:
                 view.stop_report = StopReport.from_wire(body.report)
             view.status_since, view.status_heard = now, self.heard
             if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                ended = LauncherExit.from_wire(body.report)
                 view.launcher_code = None if ended is None else ended.code
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
@@ -678,10 +621,13 @@ class Coordinator:
                         self.judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
         elif isinstance(body, Exits):
             for e in body.exits:
-                ex = RankExit(RankKey(h.node, e.rank), e.exit_code, now - lag - e.d_mono)
-                if self.judge and h.generation == self.generation:
-                    self.judge.observe_exit(ex)
-                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=e.rank, exit_code=e.exit_code)
+                self._exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
+
+    def _exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
+        """A process of node ``h.node`` exited: a rank, or the launcher (``rank`` -1)."""
+        if self.judge and h.generation == self.generation:
+            self.judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
+        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
 
     def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
         """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
@@ -836,22 +782,18 @@ class Coordinator:
             self._say_behind(now)
             if now - self._transit_since >= TRANSIT_WINDOW:
                 self._transit_since = now
-                for view in self.nodes.values():
-                    if view.transit_next != float("inf"):
-                        view.transit, view.transit_next = view.transit_next, float("inf")
+                self.registry.rotate_transit()
             for view in self.nodes.values():
                 st = self.tracker.stats(view.node)
                 if view.need_ack and st is not None and st.session == view.session:
                     view.need_ack = False
                     if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
                         view.acked = st.expected - 1
-        for view in self.nodes.values():
-            if view.state is NodeState.CONNECTED and now - view.last_heard > self.settings.silence:
-                view.state = NodeState.UNOBSERVED
-                if self.judge:
-                    self.judge.mark_unobserved(view.node, now)
-                self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
-                                 silent_for=round(now - view.last_heard, 3))
+        for view in self.registry.newly_silent(now):
+            if self.judge:
+                self.judge.mark_unobserved(view.node, now)
+            self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
+                             silent_for=round(now - view.last_heard, 3))
         verdict = None
         if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
                 and now - self._last_verdict_at >= self._verdict_every):
@@ -888,8 +830,7 @@ class Coordinator:
         gap; and no verdict is given until what they buffered meanwhile has arrived (a verdict on
         stale clocks would call a healthy job hung)."""
         self.pauses.append(round(gap, 3))
-        for view in self.nodes.values():
-            view.last_heard = min(now, view.last_heard + gap)
+        self.registry.rebase(gap, now)
         self._hold_verdicts_until = now + self.settings.pause_grace
         self._last_verdict_at = now
         message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
@@ -919,11 +860,10 @@ class Coordinator:
     @property
     def job_nodes(self) -> int:
         """The job's size as the acks announce it: the nodes heard from, or expected if more."""
-        return max(len(self.nodes), self.settings.expected_nodes or 0)
+        return self.registry.size(self.settings.expected_nodes)
 
     def _enough_nodes(self) -> bool:
-        want = self.settings.expected_nodes
-        return want is None or len(self.nodes) >= want
+        return self.registry.enough(self.settings.expected_nodes)
 
     @property
     def phase(self) -> JobState:
@@ -945,10 +885,9 @@ class Coordinator:
     def restarts(self) -> int:
         return self.recovery.policy.restarts
 
-    def _verdict_doc(self, verdict: Verdict, incident: int) -> str:
+    def _verdict_doc(self, verdict: Verdict, incident: int) -> dict[str, Any]:
         """The verdict as the bundles' ``verdict.json`` holds it."""
-        return json.dumps({"incident": incident, "job_id": self.job, "generation": self.generation,
-                           **verdict.to_dict()}, sort_keys=True)
+        return {"incident": incident, "job_id": self.job, "generation": self.generation, **verdict.to_dict()}
 
     def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
         """The job's manifest of this incident: every node's part, and the nodes that sent none."""
@@ -985,7 +924,7 @@ class Coordinator:
                 self._write_incident_manifest(cmd.incident, cmd.reports)
             elif isinstance(cmd, StopJob):
                 final = cmd.verdict
-                doc = "" if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
+                doc = NO_VERDICT if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
                 self.broadcast(Stop(cmd.reason, cmd.timeout, doc))
             elif isinstance(cmd, Drain):
                 self.relauncher.drain(cmd.node, cmd.verdict, self.events)
@@ -1097,47 +1036,19 @@ class Coordinator:
             listener(doc)
 
     def status_doc(self, now: float) -> dict[str, Any]:
-        """The job's state and every rank's (the ``status.json`` document)."""
+        """The job's state and every rank's (the ``status.json`` document, :mod:`.statusdoc`)."""
         ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
-        for r in ranks:
-            view = self.nodes.get(str(r.get("node")))
-            r["pid"] = None if view is None else view.worker_pids.get(int(str(r.get("rank"))))
-        unobserved = {n for n, v in self.nodes.items() if v.state is NodeState.UNOBSERVED}
-        if unobserved:
-            for r in ranks:
-                if r.get("node") in unobserved:
-                    r["state"] = "unobserved"
-        if not self.sm.live:  # the job is over: its ranks are what the job is, not what they last did
-            for r in ranks:
-                if r.get("state") != "failed":
-                    r["state"] = self.sm.state.value
         timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
-        doc = {
-            "job_id": self.job,
-            "generation": self.generation,
-            "restarts": self.policy.restarts,
-            "state": self.sm.state.value,
-            "label": self.last_verdict.label.value if self.last_verdict else None,
-            "updated": iso_utc(self.wall()),
-            "updated_unix": self.wall(),
-            "hang_timeout": timeout,
-            "hang_timeout_kind": kind,
-            **self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
-            "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
-                      for n, v in sorted(self.nodes.items())},
-            "ranks": ranks,
-            "liveness": self.liveness(),
-            "watchdog_io": self.health.summary(),
-        }
-        return doc
+        return status_document(
+            job_id=self.job, generation=self.generation, restarts=self.policy.restarts, state=self.sm.state.value,
+            live=self.sm.live, label=self.last_verdict.label.value if self.last_verdict else None, wall=self.wall(),
+            now=now, ranks=ranks, hang_timeout=timeout, hang_timeout_kind=kind,
+            progress=self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
+            nodes=self.nodes, watchdog_io=self.health.summary())
 
     def liveness(self) -> dict[str, Any]:
-        """Which liveness signals this generation has: ``flight_recorder`` = ranks whose recorder was
-        read, ``no_flight_recorder`` = ``{"node/rank": why}`` for the others that reported."""
-        on = sum(why == "on" for v in self.nodes.values() for why in v.recorder.values())
-        off = {f"{n}/{r}": why for n, v in sorted(self.nodes.items()) for r, why in sorted(v.recorder.items())
-               if why != "on"}
-        return {"output": True, "flight_recorder": on, "no_flight_recorder": off}
+        """Which liveness signals this generation has (see :func:`.statusdoc.liveness`)."""
+        return liveness(self.nodes)
 
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))

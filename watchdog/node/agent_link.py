@@ -48,7 +48,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,6 +62,7 @@ from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
+    NO_VERDICT,
     Ack,
     Body,
     CaptureEvidence,
@@ -130,13 +131,13 @@ class JobRefused(ConfigError):
 class NodeControl(Protocol):
     """What :meth:`AgentLink.dispatch` needs of a node's wrapper (the supervisor)."""
 
-    def capture(self, incident: str, reason: str, verdict: str = "") -> EvidenceReport:
+    def capture(self, incident: str, reason: str, verdict: Mapping[str, Any] = NO_VERDICT) -> EvidenceReport:
         """Capture this node's evidence for ``incident`` before anything is stopped; returns its report.
-        ``verdict``: the pending verdict as JSON ('' when the coordinator sent none)."""
+        ``verdict``: the pending verdict (empty when the coordinator sent none)."""
 
-    def stop(self, deadline: float, verdict: str = "") -> StopReport:
+    def stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> StopReport:
         """Stop every process of the job on this node (SIGTERM, ``deadline``, SIGKILL, reap); its report.
-        ``verdict``: the incident's final verdict as JSON, to complete this node's bundle with."""
+        ``verdict``: the incident's final verdict, to complete this node's bundle with."""
 
     def checkpoint(self) -> str:
         """The newest complete checkpoint this node sees ('' if none)."""
@@ -148,10 +149,11 @@ class NodeControl(Protocol):
 class StopsInBackground(Protocol):
     """A :class:`NodeControl` whose stop runs without blocking the loop (see :meth:`AgentLink.dispatch`)."""
 
-    def begin_stop(self, deadline: float, verdict: str = "") -> Callable[[], StopReport | None]:
+    def begin_stop(self, deadline: float, verdict: Mapping[str, Any] = NO_VERDICT) -> Callable[[], StopReport | None]:
         """Start stopping; returns a poll that gives the stop's report once it is done (None until then)."""
 
-    def begin_capture(self, incident: str, reason: str, verdict: str = "") -> Callable[[], EvidenceReport | None]:
+    def begin_capture(self, incident: str, reason: str,
+                      verdict: Mapping[str, Any] = NO_VERDICT) -> Callable[[], EvidenceReport | None]:
         """Start capturing; returns a poll that gives the evidence report once it is done (None until then)."""
 
 

@@ -41,8 +41,9 @@ import enum
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import msgpack
@@ -50,9 +51,9 @@ import msgpack
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.errors import TransportError
 
-#: Bumped on any incompatible change of the header or a body layout (6: a lines body carries its
-#: ranks' coalesced progress rows as a 5th item).
-SCHEMA_VERSION = 6
+#: Bumped on any incompatible change of the header or a body layout (7: the verdict of a capture
+#: and of a stop is a map, no longer JSON in a string).
+SCHEMA_VERSION = 7
 # History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
 # matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
 # a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
@@ -60,7 +61,11 @@ SCHEMA_VERSION = 6
 # status, the ``refused`` command, frames bounded by MAX_FRAME_BYTES on both sides, and signing
 # keys bound to the job id (auth.py): a version-3 peer's frames fail the signature check, so the
 # version is read before it (the refusal names the version, not "bad signature"); 5 = a hello says
-# the node's place in the job, a status carries its report as a map.
+# the node's place in the job, a status carries its report as a map; 6 = a lines body carries its
+# ranks' coalesced progress rows as a 5th item.
+
+#: The verdict of a capture or a stop that carries none.
+NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
 
 #: Upper bound for one frame, known to both sides (a constant of this schema): a bigger frame is
 #: refused before it is unpacked (and libzmq drops the connection of a peer sending one: MAXMSGSIZE).
@@ -369,16 +374,17 @@ class Ack:
 class CaptureEvidence:
     incident: str
     reason: str = ""
-    verdict: str = ""  # the pending verdict, JSON of Verdict.to_dict() ('' from an older coordinator)
+    #: the pending verdict, a map as ``verdict.json`` holds it (empty from a coordinator that sends none)
+    verdict: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
     reason: str = ""
     deadline: float = 15.0  # seconds from SIGTERM to SIGKILL
-    #: the incident's final verdict (JSON of Verdict.to_dict()): nodes complete their bundle with it
-    #: before uploading; '' for a stop that is not an incident's (a signal, a shutdown)
-    verdict: str = ""
+    #: the incident's final verdict, a map as ``verdict.json`` holds it: nodes complete their bundle
+    #: with it before uploading; empty for a stop that is not an incident's (a signal, a shutdown)
+    verdict: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,9 +498,9 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Ack):
         return [body.seq, body.nodes, body.behind]
     if isinstance(body, CaptureEvidence):
-        return [body.incident, body.reason, body.verdict]
+        return [body.incident, body.reason, dict(body.verdict)]
     if isinstance(body, Stop):
-        return [body.reason, body.deadline, body.verdict]
+        return [body.reason, body.deadline, dict(body.verdict)]
     if isinstance(body, Launch):
         return [body.generation, body.checkpoint]
     if isinstance(body, Refused):
@@ -907,13 +913,14 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
             raise ProtocolError("field", f"an ack's nodes and behind are never negative, got {nodes}, {behind}")
         return Ack(_int(b[0], "seq"), nodes, behind)
     if kind is Kind.CAPTURE_EVIDENCE:
-        # 2 fields from a coordinator of before the verdict field; 3 now (an addition within schema 2)
+        # 2 fields: a capture without a verdict; 3: its verdict, a map
         _list(b, 3 if len(_list(b, None, "capture_evidence body")) == 3 else 2, "capture_evidence body")
         return CaptureEvidence(_str(b[0], "incident"), _str(b[1], "reason"),
-                               _str(b[2], "verdict") if len(b) == 3 else "")
+                               _map(b[2], "capture_evidence verdict") if len(b) == 3 else {})
     if kind is Kind.STOP:
         _list(b, 3 if len(_list(b, None, "stop body")) == 3 else 2, "stop body")
-        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"), _str(b[2], "verdict") if len(b) == 3 else "")
+        return Stop(_str(b[0], "reason"), _float(b[1], "deadline"),
+                    _map(b[2], "stop verdict") if len(b) == 3 else {})
     if kind is Kind.LAUNCH:
         _list(b, 2, "launch body")
         return Launch(_int(b[0], "generation"), _str(b[1], "checkpoint"))
