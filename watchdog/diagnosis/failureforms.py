@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 4
+FORM_RULES = 5
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -304,6 +304,28 @@ _STATUS_GROUP = re.compile(
 _TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
                         r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
 
+#: Ray: a worker process that died under a task, as the raylet reports it (src/ray/protobuf/common.proto
+#: WorkerExitType: SYSTEM_ERROR "worker exit due to system level failures (i.e. worker crash)",
+#: UNEXPECTED_SYSTEM_EXIT before Ray 2.0; the message lists an OOM kill, "ray stop --force" and SIGSEGV as
+#: possible causes without knowing which): the process is gone. The driver logs the same message at
+#: WARNING (python/ray/_private/worker.py, its error-message listener) when the task is retried and the
+#: application goes on, so a record whose head says WARNING or INFO is not read as a crash.
+_RAY_WORKER_DIED = re.compile(r"\bWorker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)\b")
+
+#: XLA's report of a module that did not fit in device memory (xla/service/buffer_assignment.cc
+#: BufferAssignment::ToVerboseString: "BufferAssignment OOM Debugging.", the allocation stats, then
+#: "Peak buffers:" and per buffer "Size: ", "Operator: ", "XLA Label: <opcode>", "Shape: "), which PJRT
+#: appends to the RESOURCE_EXHAUSTED status of an allocation that failed: the report is printed only
+#: then, so any of its lines stands for the out-of-memory error it explains, when the status line itself
+#: was cut from the excerpt. A buffer's "XLA Label:" is read only indented, as the report prints it.
+_XLA_OOM_REPORT = re.compile(r"\bBufferAssignment OOM Debugging\b|^\s+XLA Label: [\w-]+\s*$")
+
+#: the NVIDIA kernel driver's records ("NVRM: ..."; kernel-open/common/inc/nv-linux.h nv_printf) with an
+#: RM status that says the GPU is gone or must be reset before it runs again (src/common/sdk/nvidia/
+#: inc/nvstatuscodes.h: NV_ERR_GPU_IS_LOST "GPU lost from the bus", NV_ERR_RESET_REQUIRED "Reset
+#: required", which the GSP's RPC path returns once it has hit a fatal error): the device, not the job
+_NVRM_GPU_GONE = re.compile(r"\bNVRM: .*\bNV_ERR_(?:GPU_IS_LOST|RESET_REQUIRED)\b")
+
 #: the hint TensorFlow and XLA's TF-era clients append to a RESOURCE_EXHAUSTED status ("Hint: If you want to
 #: see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for
 #: current allocation info."): it stands under the out-of-memory error it explains, and alone when the
@@ -460,6 +482,8 @@ NEEDLES: tuple[str, ...] = (
     "A fatal error has been detected", "exited on signal",
     # the Neuron compilers' pass and job logs
     "finished after", "[pipeline.", "[job.",
+    # a Ray worker's death, XLA's out-of-memory report, the NVIDIA driver's GPU-gone statuses
+    "Worker exit type", "BufferAssignment OOM", "XLA Label: ", "NV_ERR_",
     # no PTX compiler
     "PTX JIT compiler library", "PTX compilation provider",
 )
@@ -586,11 +610,18 @@ def read_line(text: str) -> Form | None:
     for rx, name in _CRASHES:
         if rx.search(text):
             return Form(FormKind.CRASH, name)
+    if _RAY_WORKER_DIED.search(text) and _head_level(text) not in _QUIET_LEVELS:
+        return Form(FormKind.CRASH, "a Ray worker's death")
     metric = _metric(text)
     if metric is not None:
         return metric
     if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
+    if _XLA_OOM_REPORT.search(text):
+        return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment)", Label.OOM)
+    if _NVRM_GPU_GONE.search(text):
+        return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
+                    Label.HARDWARE_ERROR)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
