@@ -160,6 +160,11 @@ FORMS: list[tuple[str, FormKind, str]] = [
     ("BufferAssignment OOM Debugging.", E, "xla/service/buffer_assignment.cc"),
     ("                XLA Label: custom-call", E, "corpus (t5x-870)"),
     ("\t\tXLA Label: fusion", E, "xla/service/buffer_assignment.cc (tab-indented, as printed)"),
+    # neuron-cc's own logger below ERROR, with and without the pid
+    ("09/11/2024 09:18:21 AM DEBUG [WalrusDriver.0]: INFO (ShrinkDN): ANALYZE SynthesisNetwork_2/SynthesisBlock_1/SynthesisLayer_19/aten_mul_1/mul_t458_i288310", RUN, "corpus (aws-neuron-sdk-978)"),
+    ("02/17/2023 04:18:15 PM INFO 57168 [sg0000/Tensorizer/StaticProfiler]: Exit time region: delta=0.057s", RUN, "aws-neuron/aws-neuron-sdk#632"),
+    # Lightning's device parser: GPUs asked for that the machine does not have, under Ray's prefix
+    ("(pid=1521999)  But your machine only has: [0]", E, "corpus (ray-lightning-32)"),
     # the NVIDIA driver's RM status: the GPU needs a reset (nvstatuscodes.h NV_ERR_RESET_REQUIRED)
     ("    [Sun Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874 ", E, "corpus (sichek-51)"),
 ]
@@ -222,6 +227,8 @@ NEAR_MISSES = [
     "BufferAssignment stats: parameter allocation: 6.00MiB",  # the stats without the OOM header
     "XLA Label: fusion is the opcode of the instruction (docs/buffer_assignment.md)",  # the words in prose, not indented
     "[Sun Jan 11 09:52:01 2026] NVRM: GPU 0000:01:00.0: request failed: NV_ERR_NOT_SUPPORTED",  # a status that says nothing of the device
+    "09/11/2024 09:18:21 AM INFO training started on 8 workers",  # the date and level without a component in brackets
+    "But your machine only has 2 GPUs, so the batch is split in two",  # the words without Lightning's list
 ]
 
 
@@ -253,6 +260,7 @@ def test_needles_have_no_digits() -> None:
 CAUSES = [
     ("[Mon Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from status @ kernel_gsp.c:100", Label.HARDWARE_ERROR),
     ("\t\tXLA Label: fusion", Label.OOM),
+    ("(pid=1521999)  But your machine only has: [0]", Label.CONFIG_ERROR),
     ("2019-10-10 15:57:27.193862: E tensorflow/core/distributed_runtime/master.cc:267] CreateSession failed because worker /job:worker/replica:0/task:1 returned error: Unavailable: OS Error", Label.COMM_ERROR),
     ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect", Label.COMM_ERROR),
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]", Label.OOM),
@@ -618,3 +626,9 @@ def test_wrapper_error_does_not_borrow_another_ranks_cause() -> None:
     v = judge.verdict(1010.0, final=True)
     assert v.culprit == RankKey("n0", 0)
     assert v.label is Label.OTHER_CRASH and v.action is Action.RESTART
+
+
+def test_log_ending_inside_neuron_cc_records_is_compiling() -> None:
+    lines = [f"09/11/2024 09:18:{s:02d} AM DEBUG [WalrusDriver.0]: INFO (ShrinkDN): ANALYZE mul_t458_i2883{s:02d}" for s in range(5)]
+    v = _judge_lines(lines).verdict(1010.0, final=True)
+    assert v.label is Label.COMPILING and v.action is Action.WAIT

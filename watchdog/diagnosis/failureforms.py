@@ -285,7 +285,12 @@ _RESOURCE = re.compile(
     # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
     # development package that is not installed, when an extension is built at start-up
     r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
-    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
+    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found|"
+    # devices asked for that this machine does not have, in Lightning's device parser
+    # (pytorch_lightning/utilities/device_parser.py _sanitize_gpu_ids, lightning/fabric/utilities/
+    # device_parser.py: MisconfigurationException(f"You requested gpu: {gpus}\n But your machine only has:
+    # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
+    r"\bBut your machine only has: \[")
 
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
@@ -392,6 +397,12 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ [A-Z]\w* finished after \d+(?:\.\d+)? seconds\s*$"),
      "a Neuron compiler pass"),
     (re.compile(r"\bINFO \d+ \[(?:pipeline\.\w+|job\.\w+)\.\d+\]: "), "a neuron-cc job"),
+    # ... and any record of neuron-cc's own logger below ERROR: Python logging with the US 12-hour date,
+    # the level, the pid (left out at DEBUG) and the component in brackets ("09/11/2024 09:18:21 AM DEBUG
+    # [WalrusDriver.0]: ...", aws-neuron/aws-neuron-sdk#978; "02/17/2023 04:18:15 PM INFO 57168
+    # [sg0000/Tensorizer/StaticProfiler]: Exit time region", #632): the compiler at work
+    (re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M (?:DEBUG|INFO|USER)(?: \d+)? \[[\w./-]+\]: "),
+     "a neuron-cc log record"),
 )
 #: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
 #: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
@@ -471,7 +482,7 @@ NEEDLES: tuple[str, ...] = (
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
     "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
-    "no kernel image is available",
+    "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
     # TensorFlow's op failure for want of memory (a WARNING record) and its hint
@@ -481,7 +492,7 @@ NEEDLES: tuple[str, ...] = (
     # the JVM's fatal error report, Open MPI's rank ended by a signal
     "A fatal error has been detected", "exited on signal",
     # the Neuron compilers' pass and job logs
-    "finished after", "[pipeline.", "[job.",
+    "finished after", "[pipeline.", "[job.", "AM DEBUG", "PM DEBUG", "AM INFO", "PM INFO", "AM USER", "PM USER",
     # a Ray worker's death, XLA's out-of-memory report, the NVIDIA driver's GPU-gone statuses
     "Worker exit type", "BufferAssignment OOM", "XLA Label: ", "NV_ERR_",
     # no PTX compiler
