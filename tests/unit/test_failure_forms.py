@@ -261,6 +261,8 @@ CAUSES = [
     ("[Mon Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from status @ kernel_gsp.c:100", Label.HARDWARE_ERROR),
     ("\t\tXLA Label: fusion", Label.OOM),
     ("(pid=1521999)  But your machine only has: [0]", Label.CONFIG_ERROR),
+    ("libfabric:451707:1708520807::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message: Invalid address My EFA addr: fi_addr_efa://[fe80::13:c2ff:fe6f:f03d]:0:1072483550", Label.COMM_ERROR),  # aws/aws-ofi-nccl#346
+    ('Warning  Failed  113s   kubelet  Error: container create failed: time="2022-09-14T11:35:13Z" level=error msg="runc create failed: unable to start container process: container init was OOM-killed (memory limit too low?)"', Label.OOM),  # kubeflow/trainer#1661
     ("2019-10-10 15:57:27.193862: E tensorflow/core/distributed_runtime/master.cc:267] CreateSession failed because worker /job:worker/replica:0/task:1 returned error: Unavailable: OS Error", Label.COMM_ERROR),
     ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect", Label.COMM_ERROR),
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]", Label.OOM),

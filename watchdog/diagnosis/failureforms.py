@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 5
+FORM_RULES = 6
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -546,7 +546,9 @@ def _severity(text: str) -> Form | None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
     m = _LIBFABRIC.search(text)
     if m is not None and (m.group(1) == "error" or _LIBFABRIC_ERR.search(m.group(2))):
-        return Form(FormKind.ERROR, f"a libfabric <{m.group(1)}> record")
+        # libfabric is the network transport (its providers: efa, verbs, tcp, shm): an error it logs is
+        # the transport failing, as an NCCL WARN of transport/ is (errorclass.py)
+        return Form(FormKind.ERROR, f"a libfabric <{m.group(1)}> record", Label.COMM_ERROR)
     m = _KV_LEVEL.search(text)
     if m is not None:
         level = m.group(1).lower()
@@ -700,7 +702,11 @@ _HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
 
 #: memory that ran out, in the words of the allocators that say so: Rust's alloc error hook, a
 #: device allocator's "(out of memory)" (CUDA's cudaErrorMemoryAllocation string "out of memory")
-_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)")
+_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)|"
+                           # runc's report of a container whose init the cgroup's OOM killer ended
+                           # (libcontainer/process_linux.go: "container init was OOM-killed (memory limit
+                           # too low?)")
+                           r"\bcontainer init was OOM-killed\b")
 #: a peer or a service that could not be reached, in the C library's words (strerror ECONNREFUSED,
 #: ECONNRESET, ETIMEDOUT, EHOSTUNREACH; gai_strerror EAI_AGAIN, EAI_NONAME) or the caller's "failed to
 #: connect to": read last, after the forms that make the same words configuration (ssh's own failure)
