@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 4
+FORM_RULES = 6
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -285,7 +285,12 @@ _RESOURCE = re.compile(
     # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
     # development package that is not installed, when an extension is built at start-up
     r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
-    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found")
+    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found|"
+    # devices asked for that this machine does not have, in Lightning's device parser
+    # (pytorch_lightning/utilities/device_parser.py _sanitize_gpu_ids, lightning/fabric/utilities/
+    # device_parser.py: MisconfigurationException(f"You requested gpu: {gpus}\n But your machine only has:
+    # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
+    r"\bBut your machine only has: \[")
 
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
@@ -303,6 +308,28 @@ _STATUS_GROUP = re.compile(
 #: range: End of sequence") are how a dataset ends: only memory is read here.
 _TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
                         r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
+
+#: Ray: a worker process that died under a task, as the raylet reports it (src/ray/protobuf/common.proto
+#: WorkerExitType: SYSTEM_ERROR "worker exit due to system level failures (i.e. worker crash)",
+#: UNEXPECTED_SYSTEM_EXIT before Ray 2.0; the message lists an OOM kill, "ray stop --force" and SIGSEGV as
+#: possible causes without knowing which): the process is gone. The driver logs the same message at
+#: WARNING (python/ray/_private/worker.py, its error-message listener) when the task is retried and the
+#: application goes on, so a record whose head says WARNING or INFO is not read as a crash.
+_RAY_WORKER_DIED = re.compile(r"\bWorker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)\b")
+
+#: XLA's report of a module that did not fit in device memory (xla/service/buffer_assignment.cc
+#: BufferAssignment::ToVerboseString: "BufferAssignment OOM Debugging.", the allocation stats, then
+#: "Peak buffers:" and per buffer "Size: ", "Operator: ", "XLA Label: <opcode>", "Shape: "), which PJRT
+#: appends to the RESOURCE_EXHAUSTED status of an allocation that failed: the report is printed only
+#: then, so any of its lines stands for the out-of-memory error it explains, when the status line itself
+#: was cut from the excerpt. A buffer's "XLA Label:" is read only indented, as the report prints it.
+_XLA_OOM_REPORT = re.compile(r"\bBufferAssignment OOM Debugging\b|^\s+XLA Label: [\w-]+\s*$")
+
+#: the NVIDIA kernel driver's records ("NVRM: ..."; kernel-open/common/inc/nv-linux.h nv_printf) with an
+#: RM status that says the GPU is gone or must be reset before it runs again (src/common/sdk/nvidia/
+#: inc/nvstatuscodes.h: NV_ERR_GPU_IS_LOST "GPU lost from the bus", NV_ERR_RESET_REQUIRED "Reset
+#: required", which the GSP's RPC path returns once it has hit a fatal error): the device, not the job
+_NVRM_GPU_GONE = re.compile(r"\bNVRM: .*\bNV_ERR_(?:GPU_IS_LOST|RESET_REQUIRED)\b")
 
 #: the hint TensorFlow and XLA's TF-era clients append to a RESOURCE_EXHAUSTED status ("Hint: If you want to
 #: see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for
@@ -370,6 +397,12 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ [A-Z]\w* finished after \d+(?:\.\d+)? seconds\s*$"),
      "a Neuron compiler pass"),
     (re.compile(r"\bINFO \d+ \[(?:pipeline\.\w+|job\.\w+)\.\d+\]: "), "a neuron-cc job"),
+    # ... and any record of neuron-cc's own logger below ERROR: Python logging with the US 12-hour date,
+    # the level, the pid (left out at DEBUG) and the component in brackets ("09/11/2024 09:18:21 AM DEBUG
+    # [WalrusDriver.0]: ...", aws-neuron/aws-neuron-sdk#978; "02/17/2023 04:18:15 PM INFO 57168
+    # [sg0000/Tensorizer/StaticProfiler]: Exit time region", #632): the compiler at work
+    (re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M (?:DEBUG|INFO|USER)(?: \d+)? \[[\w./-]+\]: "),
+     "a neuron-cc log record"),
 )
 #: XLA's alarm on a slow compile (xla/service/slow_operation_alarm.cc SlowCompilationAlarm: LOG(ERROR)
 #: of "****" rules around "[Compiling module <m>] Very slow compile?  If you want to file a bug, ..."
@@ -449,7 +482,7 @@ NEEDLES: tuple[str, ...] = (
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
     "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
-    "no kernel image is available",
+    "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
     # TensorFlow's op failure for want of memory (a WARNING record) and its hint
@@ -459,7 +492,9 @@ NEEDLES: tuple[str, ...] = (
     # the JVM's fatal error report, Open MPI's rank ended by a signal
     "A fatal error has been detected", "exited on signal",
     # the Neuron compilers' pass and job logs
-    "finished after", "[pipeline.", "[job.",
+    "finished after", "[pipeline.", "[job.", "AM DEBUG", "PM DEBUG", "AM INFO", "PM INFO", "AM USER", "PM USER",
+    # a Ray worker's death, XLA's out-of-memory report, the NVIDIA driver's GPU-gone statuses
+    "Worker exit type", "BufferAssignment OOM", "XLA Label: ", "NV_ERR_",
     # no PTX compiler
     "PTX JIT compiler library", "PTX compilation provider",
 )
@@ -511,7 +546,9 @@ def _severity(text: str) -> Form | None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
     m = _LIBFABRIC.search(text)
     if m is not None and (m.group(1) == "error" or _LIBFABRIC_ERR.search(m.group(2))):
-        return Form(FormKind.ERROR, f"a libfabric <{m.group(1)}> record")
+        # libfabric is the network transport (its providers: efa, verbs, tcp, shm): an error it logs is
+        # the transport failing, as an NCCL WARN of transport/ is (errorclass.py)
+        return Form(FormKind.ERROR, f"a libfabric <{m.group(1)}> record", Label.COMM_ERROR)
     m = _KV_LEVEL.search(text)
     if m is not None:
         level = m.group(1).lower()
@@ -586,11 +623,18 @@ def read_line(text: str) -> Form | None:
     for rx, name in _CRASHES:
         if rx.search(text):
             return Form(FormKind.CRASH, name)
+    if _RAY_WORKER_DIED.search(text) and _head_level(text) not in _QUIET_LEVELS:
+        return Form(FormKind.CRASH, "a Ray worker's death")
     metric = _metric(text)
     if metric is not None:
         return metric
     if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
+    if _XLA_OOM_REPORT.search(text):
+        return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment)", Label.OOM)
+    if _NVRM_GPU_GONE.search(text):
+        return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
+                    Label.HARDWARE_ERROR)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
@@ -658,7 +702,11 @@ _HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
 
 #: memory that ran out, in the words of the allocators that say so: Rust's alloc error hook, a
 #: device allocator's "(out of memory)" (CUDA's cudaErrorMemoryAllocation string "out of memory")
-_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)")
+_ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)|"
+                           # runc's report of a container whose init the cgroup's OOM killer ended
+                           # (libcontainer/process_linux.go: "container init was OOM-killed (memory limit
+                           # too low?)")
+                           r"\bcontainer init was OOM-killed\b")
 #: a peer or a service that could not be reached, in the C library's words (strerror ECONNREFUSED,
 #: ECONNRESET, ETIMEDOUT, EHOSTUNREACH; gai_strerror EAI_AGAIN, EAI_NONAME) or the caller's "failed to
 #: connect to": read last, after the forms that make the same words configuration (ssh's own failure)
