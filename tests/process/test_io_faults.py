@@ -298,9 +298,7 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     without its skipped lines: they were added to the count after the replayed "finished" status."""
     run_dir = tmp_path / "run"
     n = 2_500_000  # ~70 MB per rank, more than the 32 MiB backlog the watchdog keeps up with
-    # one rank: every assertion is per rank (read or counted, line for line), and a second rank's
-    # flood only doubles the lines to read
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "1", RANKS,
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", RANKS,
             "flood", str(n)]
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 280)
     assert code == 0, out[-3000:]
@@ -308,7 +306,6 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     end = named(evs, "job_finished")[0]  # (an agent_dropped may follow it: issue 16, finding 10)
     assert end["exit_code"] == 0
     files = torchrun_files(next((run_dir / "gen-0" / "torchrun").iterdir()))
-    assert sorted(files) == [0]
     skipped_total = 0
     for local_rank, path in files.items():
         printed = sum(1 for _ in path.open("rb"))
@@ -325,7 +322,7 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     assert lost >= skipped_total
     with open(run_dir / "merged.log", "rb") as f:
         merged = sum(1 for x in f if b" neuron-watch: " not in x)
-    assert merged + lost >= len(files) * (n + 1)
+    assert merged + lost >= 2 * (n + 1)
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
