@@ -24,3 +24,34 @@ def two_node_hang(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], 
     for _p, run_dir in nodes:
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     return codes, tmp_path, [run_dir for _p, run_dir in nodes]
+
+
+@pytest.fixture(scope="session")
+def crash_restart(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
+    """One run read by the crash's console test and its checkpoint's test: 2 ranks, rank 1 crashes
+    at step 12 of 16 (checkpoints every 5 steps), ``--quiet``, the next generation's torchrun
+    started ahead as soon as generation 0 trains (``--prewarm-after 0``); one restart from step_10.
+    (exit code, console, run dir, checkpoint dir); no pid of it survives."""
+    from tests.process.test_torchrun_job import watch
+
+    tmp_path = tmp_path_factory.mktemp("crash-restart")
+    code, out, run_dir, ckpt = watch(
+        tmp_path, toy_environment(), "--steps", "16", "--crash-at", "12", "--crash-rank", "1",
+        "--checkpoint-every", "5", watch_args=("--quiet", "--prewarm-after", "0"))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir, ckpt
+
+
+@pytest.fixture(scope="session")
+def slow_save(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
+    """One run read by the long save's console test and its hang test: 2 ranks, rank 0 spends 14 s
+    in the synced save of step 10 of 12 while the others wait in its barrier, silent, with a 6 s
+    hang timeout, ``--quiet``. (exit code, console, run dir, checkpoint dir); no pid of it survives."""
+    from tests.process.test_torchrun_job import watch
+
+    tmp_path = tmp_path_factory.mktemp("slow-save")
+    code, out, run_dir, ckpt = watch(
+        tmp_path, toy_environment(), "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10",
+        "--save-seconds", "14", watch_args=("--hang-timeout", "6", "--quiet"))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir, ckpt

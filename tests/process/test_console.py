@@ -83,9 +83,9 @@ def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
             "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
 
 
-def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", watch=("--quiet",))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("crash-restart")
+def test_crash_console_says_verdict_evidence_stop_restart_finish(crash_restart: tuple[int, str, Path, Path]) -> None:
+    code, out, _, ckpt = crash_restart
     assert code == 0, out[-3000:]
     assert "[rank" not in out  # --quiet: no rank echo ...
     assert_in_order(out, [  # ... but every decision
@@ -94,7 +94,7 @@ def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path,
         "[neuron-watch] verdict: ..., culprit .../rank1 (...) -> restart",
         "[neuron-watch] evidence captured: incident 1 in ...",
         "[neuron-watch] job stopped on ... (...)",
-        f"[neuron-watch] restarting as generation 1 from {tmp_path}/ckpt/step_10; restart 1 of 3, 2 left",
+        f"[neuron-watch] restarting as generation 1 from {ckpt}/step_10; restart 1 of 3, 2 left",
         "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 16 (every node finished)...",
     ])
     assert_no_teardown_after_our_stop(out)
@@ -198,10 +198,9 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     assert len(steps) > 1  # it moved
 
 
-def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10", "--save-seconds", "14",
-                watch=("--hang-timeout", "6", "--quiet"))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("slow-save")
+def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(slow_save: tuple[int, str, Path, Path]) -> None:
+    code, out, _, _ = slow_save
     assert code == 0, out[-3000:]
     assert_in_order(out, [
         "[neuron-watch] verdict: healthy, culprit .../rank0 (.../rank0 has been saving a checkpoint for ...)",

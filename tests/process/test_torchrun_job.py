@@ -108,11 +108,9 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
     assert named(events(run_dir), "job_finished")[0]["exit_code"] == code
 
 
-def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    code, out, run_dir, ckpt = watch(
-        tmp_path, toy_env, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", "--checkpoint-every", "5",
-        watch_args=("--prewarm-after", "0"),
-    )
+@pytest.mark.xdist_group("crash-restart")
+def test_crash_restarts_from_newest_complete_checkpoint(crash_restart: tuple[int, str, Path, Path]) -> None:
+    code, out, run_dir, ckpt = crash_restart
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     restarts = named(evs, "restart")
@@ -272,16 +270,14 @@ def test_dry_run_rejects_bad_torchrun_arguments(tmp_path: Path, toy_env: dict[st
     assert "torchrun rejects its arguments" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.xdist_group("slow-save")
 def test_a_synced_checkpoint_save_longer_than_the_hang_timeout_is_not_a_hang(
-    tmp_path: Path, toy_env: dict[str, str]
+    slow_save: tuple[int, str, Path, Path]
 ) -> None:
     # rank 0 spends 14 s in the save of step 10 while the others wait in its barrier, silent:
     # with a 6 s hang timeout that silence would be a hang, but the save's "began" has no
     # "completed" yet.
-    code, out, run_dir, ckpt = watch(
-        tmp_path, toy_env, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10",
-        "--save-seconds", "14", watch_args=("--hang-timeout", "6"),
-    )
+    code, out, run_dir, ckpt = slow_save
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert not named(evs, "restart") and not named(evs, "incident"), [e["event"] for e in evs]
