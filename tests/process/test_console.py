@@ -100,13 +100,14 @@ def test_crash_console_says_verdict_evidence_stop_restart_finish(crash_restart: 
     assert_no_teardown_after_our_stop(out)
 
 
-def test_compile_console_says_when_the_wait_begins_and_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "8", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
-                "--rx-warn-every", "2", watch=("--hang-timeout", "5", "--quiet"))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("long-compile")
+def test_compile_console_says_when_the_wait_begins_and_ends(long_compile: tuple[int, str, Path, Path]) -> None:
+    from tests.process.conftest import COMPILE_HANG_TIMEOUT
+
+    code, out, _, _ = long_compile
     assert code == 0, out[-3000:]
     assert_in_order(out, [
-        "[neuron-watch] start: ...; hang timeout 5s (--hang-timeout)...",
+        f"[neuron-watch] start: ...; hang timeout {COMPILE_HANG_TIMEOUT:.0f}s (--hang-timeout)...",
         "[neuron-watch] verdict: compiling, culprit .../rank0 (...)",
         "[neuron-watch] verdict: healthy (...)",
         "[neuron-watch] job finished: exit code 0, 0 restart(s), 0 incident(s)...",

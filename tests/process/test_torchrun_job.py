@@ -164,23 +164,9 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
     assert named(evs, "job_finished")[0]["restarts"] == 1
 
 
-def test_compiling_rank_is_not_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 6.0
-    code, out, run_dir, _ = watch(
-        tmp_path,
-        toy_env,
-        "--steps",
-        "8",
-        "--compile-at",
-        "3",
-        "--compile-rank",
-        "0",
-        "--compile-seconds",
-        str(3 * hang_timeout + 2),
-        "--rx-warn-every",
-        "2",
-        watch_args=("--hang-timeout", str(hang_timeout)),
-    )
+@pytest.mark.xdist_group("long-compile")
+def test_compiling_rank_is_not_a_hang(long_compile: tuple[int, str, Path, Path]) -> None:
+    code, out, run_dir, _ = long_compile
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert not named(evs, "restart") and not named(evs, "incident")
