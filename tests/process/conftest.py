@@ -63,15 +63,17 @@ COMPILE_HANG_TIMEOUT = 6.0
 
 @pytest.fixture(scope="session")
 def long_compile(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
-    """One run read by the compile's console test and its not-a-hang test: 2 ranks, rank 0 compiles
-    at step 3 of 8 for three hang timeouts and more (``COMPILE_HANG_TIMEOUT``) while rank 1 prints RX
-    timeouts every 2 s, ``--quiet``. (exit code, console, run dir, checkpoint dir); no pid of it survives."""
+    """One run read by the compile's console test, its not-a-hang test and the diagnose of its run
+    dir: 2 ranks, rank 0 compiles at step 3 of 8 for three hang timeouts and more
+    (``COMPILE_HANG_TIMEOUT``) while rank 1 prints RX timeouts every 2 s, ``--quiet``. A step takes
+    1.5 s, so the run's own verdict sees the compile end (process samples and verdicts come every
+    second) before the job does. (exit code, console, run dir, checkpoint dir); no pid of it survives."""
     from tests.process.test_torchrun_job import watch
 
     tmp_path = tmp_path_factory.mktemp("long-compile")
     code, out, run_dir, ckpt = watch(
         tmp_path, toy_environment(), "--steps", "8", "--compile-at", "3", "--compile-rank", "0",
-        "--compile-seconds", str(3 * COMPILE_HANG_TIMEOUT + 2), "--rx-warn-every", "2",
+        "--compile-seconds", str(3 * COMPILE_HANG_TIMEOUT + 2), "--rx-warn-every", "2", "--step-time", "1.5",
         watch_args=("--hang-timeout", str(COMPILE_HANG_TIMEOUT), "--quiet"))
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     return code, out, run_dir, ckpt
