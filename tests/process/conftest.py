@@ -77,3 +77,19 @@ def long_compile(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Pa
         watch_args=("--hang-timeout", str(COMPILE_HANG_TIMEOUT), "--quiet"))
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     return code, out, run_dir, ckpt
+
+
+@pytest.fixture(scope="session")
+def crash_no_restart(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
+    """One run read by the exit code's test and the diagnose of its run dir: 2 ranks, rank 1
+    crashes at step 3 of 6, ``--max-restarts 0`` (the job ends with torchrun's exit code), hang
+    timeout ``COMPILE_HANG_TIMEOUT`` (diagnose reads the run with the same). (exit code, console,
+    run dir, checkpoint dir); no pid of it survives."""
+    from tests.process.test_torchrun_job import watch
+
+    tmp_path = tmp_path_factory.mktemp("crash-no-restart")
+    code, out, run_dir, ckpt = watch(
+        tmp_path, toy_environment(), "--steps", "6", "--crash-at", "3", "--crash-rank", "1",
+        watch_args=("--hang-timeout", str(COMPILE_HANG_TIMEOUT), "--max-restarts", "0"))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir, ckpt

@@ -23,12 +23,13 @@ pytestmark = pytest.mark.process
 HANG_TIMEOUT = f"{COMPILE_HANG_TIMEOUT:.0f}"
 SCENARIOS: dict[str, tuple[list[str], list[str]]] = {  # name -> (toy args, watch args)
     "clean": (["--steps", "6"], []),
-    "crash": (["--steps", "6", "--crash-at", "3", "--crash-rank", "1"], ["--max-restarts", "0"]),
     "hang": (["--steps", "8", "--hang-at", "4", "--hang-rank", "1"], ["--max-restarts", "0"]),
 }
-#: the compile is the shared run ``long_compile`` (tests/process/conftest.py), whose steps take
-#: seconds: its own verdict sees the compile end before the job does (at 0.05 s a step it once did not)
+#: shared runs (tests/process/conftest.py) by scenario: the crash without a restart
+#: (``crash_no_restart``); the compile (``long_compile``), whose steps take seconds: its own verdict
+#: sees the compile end before the job does (at 0.05 s a step it once did not)
 COMPILE = "compile"
+SHARED = {"crash": "crash_no_restart", COMPILE: "long_compile"}
 EXPECTED = {"clean": "healthy", "crash": "other_crash", "hang": "collective_hang", "compile": "healthy"}
 
 
@@ -43,11 +44,12 @@ def own_verdict(evs: list[dict[str, Any]], generation: int) -> str:
 
 
 @pytest.mark.parametrize("scenario", [
-    *sorted(SCENARIOS), pytest.param(COMPILE, marks=pytest.mark.xdist_group("long-compile"))])
+    *sorted(SCENARIOS), *(pytest.param(name, marks=pytest.mark.xdist_group(run.replace("_", "-")))
+                          for name, run in sorted(SHARED.items()))])
 def test_diagnose_of_a_run_dir_matches_the_live_verdict(tmp_path: Path, toy_env: dict[str, str],
                                                         scenario: str, request: pytest.FixtureRequest) -> None:
-    if scenario == COMPILE:
-        code, out, run_dir, _ = request.getfixturevalue("long_compile")
+    if scenario in SHARED:
+        code, out, run_dir, _ = request.getfixturevalue(SHARED[scenario])
     else:
         toy_args, watch_args = SCENARIOS[scenario]
         run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"

@@ -79,7 +79,10 @@ def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, str]) -> None:
+@pytest.mark.xdist_group("crash-no-restart")
+def test_failing_job_exit_code_is_torchruns(
+    tmp_path: Path, toy_env: dict[str, str], crash_no_restart: tuple[int, str, Path, Path]
+) -> None:
     ckpt = tmp_path / "plain-ckpt"
     plain = subprocess.run(
         [
@@ -91,6 +94,8 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
             "6",
             "--crash-at",
             "3",
+            "--crash-rank",
+            "1",
             "--checkpoint-dir",
             str(ckpt),
         ],
@@ -100,9 +105,7 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
         text=True,
         timeout=240,
     )
-    code, out, run_dir, _ = watch(
-        tmp_path, toy_env, "--steps", "6", "--crash-at", "3", watch_args=("--max-restarts", "0")
-    )
+    code, out, run_dir, _ = crash_no_restart  # the same job under neuron-watch
     assert plain.returncode != 0
     assert code == plain.returncode, out[-3000:]
     assert named(events(run_dir), "job_finished")[0]["exit_code"] == code
