@@ -72,6 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def cost(item: pytest.Item) -> float:
         if _plain(item.nodeid) in known:
             return known[_plain(item.nodeid)]
+        if unit(item) in measured_groups:
+            # a reader of a shared run: the run's seconds are measured on the test that set it up,
+            # and a reader's own (under the file's half second) are not kept
+            return 0.05
         return max((s for m, s in _TIER_SECONDS.items() if item.get_closest_marker(m)), default=0.05)
 
     # The tests of one xdist_group read one shared real run (a module-scoped fixture, set up by the
@@ -83,6 +87,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = item.get_closest_marker("xdist_group")
         return f"group {(group.args or [group.kwargs.get('name')])[0]}" if group else item.nodeid
 
+    measured_groups = {unit(item) for item in items
+                       if item.get_closest_marker("xdist_group") and _plain(item.nodeid) in known}
     for i, item in enumerate(items):
         spent, first = units.get(unit(item), (0.0, i))
         units[unit(item)] = (spent + cost(item), first)

@@ -83,9 +83,9 @@ def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
             "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
 
 
-def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", watch=("--quiet",))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("crash-restart")
+def test_crash_console_says_verdict_evidence_stop_restart_finish(crash_restart: tuple[int, str, Path, Path]) -> None:
+    code, out, _, ckpt = crash_restart
     assert code == 0, out[-3000:]
     assert "[rank" not in out  # --quiet: no rank echo ...
     assert_in_order(out, [  # ... but every decision
@@ -94,19 +94,20 @@ def test_crash_console_says_verdict_evidence_stop_restart_finish(tmp_path: Path,
         "[neuron-watch] verdict: ..., culprit .../rank1 (...) -> restart",
         "[neuron-watch] evidence captured: incident 1 in ...",
         "[neuron-watch] job stopped on ... (...)",
-        f"[neuron-watch] restarting as generation 1 from {tmp_path}/ckpt/step_10; restart 1 of 3, 2 left",
+        f"[neuron-watch] restarting as generation 1 from {ckpt}/step_10; restart 1 of 3, 2 left",
         "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 16 (every node finished)...",
     ])
     assert_no_teardown_after_our_stop(out)
 
 
-def test_compile_console_says_when_the_wait_begins_and_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "8", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
-                "--rx-warn-every", "2", watch=("--hang-timeout", "5", "--quiet"))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("long-compile")
+def test_compile_console_says_when_the_wait_begins_and_ends(long_compile: tuple[int, str, Path, Path]) -> None:
+    from tests.process.conftest import COMPILE_HANG_TIMEOUT
+
+    code, out, _, _ = long_compile
     assert code == 0, out[-3000:]
     assert_in_order(out, [
-        "[neuron-watch] start: ...; hang timeout 5s (--hang-timeout)...",
+        f"[neuron-watch] start: ...; hang timeout {COMPILE_HANG_TIMEOUT:.0f}s (--hang-timeout)...",
         "[neuron-watch] verdict: compiling, culprit .../rank0 (...)",
         "[neuron-watch] verdict: healthy (...)",
         "[neuron-watch] job finished: exit code 0, 0 restart(s), 0 incident(s)...",
@@ -198,10 +199,9 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     assert len(steps) > 1  # it moved
 
 
-def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    argv = _toy(tmp_path, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10", "--save-seconds", "14",
-                watch=("--hang-timeout", "6", "--quiet"))
-    code, out = run(tmp_path, toy_env, argv, tmp_path / "run")
+@pytest.mark.xdist_group("slow-save")
+def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(slow_save: tuple[int, str, Path, Path]) -> None:
+    code, out, _, _ = slow_save
     assert code == 0, out[-3000:]
     assert_in_order(out, [
         "[neuron-watch] verdict: healthy, culprit .../rank0 (.../rank0 has been saving a checkpoint for ...)",
@@ -211,32 +211,32 @@ def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(tmp_path: Path, t
     assert sum("has been saving" in ln for ln in out.splitlines()) == 1, out  # not one per second
 
 
+@pytest.mark.xdist_group("two-node-hang")
 def test_two_nodes_coordinator_node_says_the_decisions_every_node_says_its_stop(
-    tmp_path: Path, toy_env: dict[str, str]
+    two_node_hang: tuple[list[int], Path, list[Path]]
 ) -> None:
-    from tests.process.test_multinode import job, wait_all
+    from tests.process.test_multinode import host_node
 
-    with job(tmp_path, toy_env, 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"],
-             ["--hang-timeout", "6"]) as nodes:
-        codes = wait_all(nodes, 300)
+    codes, tmp_path, _ = two_node_hang
+    n0, n1 = host_node(0), host_node(1)
     node0, node1 = ((tmp_path / f"node{i}.out").read_text() for i in range(2))
     assert codes == [0, 0], node0[-3000:] + node1[-3000:]
     assert_in_order(node0, [
-        "[neuron-watch] start: job mn-... on n0 (2 nodes); watching torchrun --nnodes 2 --node_rank 0 ...; "
+        f"[neuron-watch] start: job mn-... on {n0} (2 nodes); watching torchrun --nnodes 2 --node_rank 0 ...; "
         "hang timeout 6s (--hang-timeout)...",
         "[neuron-watch] failure seen: capturing evidence (incident-1) on 2 node(s) before anything is stopped",
-        "[neuron-watch] verdict: collective_hang, culprit n1/rank3 (...) -> restart",
-        "[neuron-watch] evidence captured: incident 1 in ... -> n0: ..., n1: ...",
-        "[neuron-watch] job stopped on n0 (...)",
-        "[neuron-watch] job stopped on n1 (...)",
+        f"[neuron-watch] verdict: collective_hang, culprit {n1}/rank3 (...) -> restart",
+        f"[neuron-watch] evidence captured: incident 1 in ... -> {n0}: ..., {n1}: ...",
+        f"[neuron-watch] job stopped on {n0} (...)",
+        f"[neuron-watch] job stopped on {n1} (...)",
         "[neuron-watch] restarting as generation 1 from .../step_5; restart 1 of 3, 2 left",
         "[neuron-watch] job finished: exit code 0, 1 restart(s), 1 incident(s), last step 14 (every node finished)...",
     ])
     # node 1 hosts no coordinator: it says its own stop and its end, and no decision of the job's
     assert_in_order(node1, [
-        "[neuron-watch] torchrun on n1 stopped by neuron-watch (told to by the coordinator; ...): its own output "
-        "of the stop is in .../gen-0/launcher-n1.log, not here",
-        "[neuron-watch] node n1 done: exit code 0 (the job's decisions are on the coordinator's console)",
+        f"[neuron-watch] torchrun on {n1} stopped by neuron-watch (told to by the coordinator; ...): its own output "
+        "of the stop is in .../gen-0/launcher-....log, not here",
+        f"[neuron-watch] node {n1} done: exit code 0 (the job's decisions are on the coordinator's console)",
     ])
     assert "verdict:" not in node1
     assert_no_teardown_after_our_stop(node0)

@@ -22,7 +22,17 @@ from typing import Any
 import pytest
 
 from neuron_watch.diagnosis.stacks import in_collective, stack_culprit, top_frame
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, named, pids_with_env, rank_pid, started
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    TOY,
+    events,
+    force_cleanup,
+    named,
+    pids_with_env,
+    rank_pid,
+    started,
+    toy_environment,
+)
 from tests.fixtures.wait import wait_for
 
 pytestmark = pytest.mark.process
@@ -123,19 +133,46 @@ def ddp_fault_job(tmp_path: Path, env: dict[str, str], nproc: int, fault_args: l
         force_cleanup(str(run_dir))
 
 
-@pytest.mark.parametrize(("fault", "where", "probe"), [
-    ("sleep", "stuck_in_own_code", True),  # the ranks' flight recorder names it; the stacks agree
-    ("sleep", "stuck_in_own_code", False),  # no recorder (--no-rank-probe): the stacks alone
-    ("spin", "spin_forever", False),
-    ("loader", None, False),
-])
-def test_the_rank_stuck_outside_ddps_backward_is_named(
-    tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None, probe: bool
+@pytest.fixture(scope="module")
+def rank2_sleeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """One run read by the recorder's test and the worker server's: 3 ranks with their probe, rank 2
+    sleeps in its own code at step 4 while the others wait in ``backward``, in a container without
+    py-spy (the stacks come from the ranks' worker server); generation 1 runs clean. (run dir,
+    events); no pid of it survives."""
+    tmp_path = tmp_path_factory.mktemp("rank2-sleeps")
+    env = {**toy_environment(), "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
+    with ddp_fault_job(tmp_path, env, 3, ["--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]) as run:
+        return run
+
+
+@pytest.mark.xdist_group("rank2-sleeps")
+def test_the_rank_stuck_outside_ddps_backward_is_named_by_the_ranks_flight_recorder(
+    rank2_sleeps: tuple[Path, list[dict[str, Any]]]
 ) -> None:
-    """Two ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere."""
+    """Two ranks wait in DDP's gradient all-reduce (``backward``); rank 2 sleeps in its own code: the
+    ranks' flight recorder names it."""
+    run_dir, evs = rank2_sleeps
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1, [e.get("label") for e in named(evs, "verdict")]
+    assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
+    assert hang[0]["culprit_source"] == "flight_recorder"
+    assert "behind the other 2 ranks of group" in hang[0]["reason"], hang[0]["reason"]
+    assert_incident_says(run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"], hang[0])
+
+
+@pytest.mark.parametrize(("fault", "where"), [
+    ("sleep", "stuck_in_own_code"),
+    ("spin", "spin_forever"),
+    ("loader", None),
+])
+def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_recorder(
+    tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None
+) -> None:
+    """Two ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere. No
+    recorder (--no-rank-probe): the stacks (py-spy's) alone name it."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", *(() if probe else ("--no-rank-probe",)), "torchrun", "--nproc_per_node", "3",
+            "--no-prewarm", "--no-rank-probe", "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "14", "--fault", fault, "--at", "4", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
@@ -145,14 +182,10 @@ def test_the_rank_stuck_outside_ddps_backward_is_named(
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, [e.get("label") for e in named(evs, "verdict")]
         assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
-        if probe:
-            assert hang[0]["culprit_source"] == "flight_recorder"
-            assert "behind the other 2 ranks of group" in hang[0]["reason"], hang[0]["reason"]
-        else:
-            assert hang[0]["culprit_source"] == "stacks"
-            assert "stack differs from the 2 others, which wait in _engine_run_backward" in hang[0]["reason"]
-            if where is not None:
-                assert f"(it is in {where})" in hang[0]["reason"]
+        assert hang[0]["culprit_source"] == "stacks"
+        assert "stack differs from the 2 others, which wait in _engine_run_backward" in hang[0]["reason"]
+        if where is not None:
+            assert f"(it is in {where})" in hang[0]["reason"]
         assert_incident_says(run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"], hang[0])
         assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
@@ -241,25 +274,24 @@ def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restart
         force_cleanup(str(run_dir))
 
 
+@pytest.mark.xdist_group("rank2-sleeps")
 def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
-    tmp_path: Path, toy_env: dict[str, str]
+    rank2_sleeps: tuple[Path, list[dict[str, Any]]]
 ) -> None:
     """A container without ptrace (EKS, SageMaker) cannot run py-spy: the ranks' worker server
     (``dump_traceback``) gives every rank's stack, and the stacks name the same rank as the recorder."""
-    env = {**toy_env, "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
-    fault = ["--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "2"]
-    with ddp_fault_job(tmp_path, env, 3, fault) as (run_dir, evs):
-        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
-        bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
-        assert_incident_says(bundle, hang[0])
-        manifest = json.loads((bundle / "manifest.json").read_text())
-        assert {r: n.get("via") for r, n in manifest["notes"]["stacks"].items()} == {
-            str(r): "worker_server" for r in range(3)}, manifest["notes"]["stacks"]
-        dumps = {r: (bundle / "stacks" / f"rank-{r}.txt").read_text() for r in range(3)}
-        found = stack_culprit({r: top_frame(d) for r, d in dumps.items()},
-                              {r: in_collective(d) for r, d in dumps.items()})
-        assert found is not None and found[0] == 2, {r: top_frame(d) for r, d in dumps.items()}
+    run_dir, evs = rank2_sleeps
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang
+    bundle = run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"]
+    assert_incident_says(bundle, hang[0])
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert {r: n.get("via") for r, n in manifest["notes"]["stacks"].items()} == {
+        str(r): "worker_server" for r in range(3)}, manifest["notes"]["stacks"]
+    dumps = {r: (bundle / "stacks" / f"rank-{r}.txt").read_text() for r in range(3)}
+    found = stack_culprit({r: top_frame(d) for r, d in dumps.items()},
+                          {r: in_collective(d) for r, d in dumps.items()})
+    assert found is not None and found[0] == 2, {r: top_frame(d) for r, d in dumps.items()}
 
 
 def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_recorders(

@@ -16,19 +16,20 @@ from typing import Any
 import pytest
 
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, pids_with_env, run_to_end
+from tests.process.conftest import COMPILE_HANG_TIMEOUT
 
 pytestmark = pytest.mark.process
 
-HANG_TIMEOUT = "6"
+HANG_TIMEOUT = f"{COMPILE_HANG_TIMEOUT:.0f}"
 SCENARIOS: dict[str, tuple[list[str], list[str]]] = {  # name -> (toy args, watch args)
     "clean": (["--steps", "6"], []),
-    "crash": (["--steps", "6", "--crash-at", "3", "--crash-rank", "1"], ["--max-restarts", "0"]),
     "hang": (["--steps", "8", "--hang-at", "4", "--hang-rank", "1"], ["--max-restarts", "0"]),
-    # the steps after the compile take seconds: the run's own verdict sees the compile end (process
-    # samples and verdicts come every second) before the job does (at 0.05 s a step it once did not)
-    "compile": (["--steps", "6", "--compile-at", "3", "--compile-rank", "0", "--compile-seconds", "14",
-                 "--rx-warn-every", "2", "--step-time", "1.5"], []),
 }
+#: shared runs (tests/process/conftest.py) by scenario: the crash without a restart
+#: (``crash_no_restart``); the compile (``long_compile``), whose steps take seconds: its own verdict
+#: sees the compile end before the job does (at 0.05 s a step it once did not)
+COMPILE = "compile"
+SHARED = {"crash": "crash_no_restart", COMPILE: "long_compile"}
 EXPECTED = {"clean": "healthy", "crash": "other_crash", "hang": "collective_hang", "compile": "healthy"}
 
 
@@ -42,19 +43,24 @@ def own_verdict(evs: list[dict[str, Any]], generation: int) -> str:
     return "healthy"
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", [
+    *sorted(SCENARIOS), *(pytest.param(name, marks=pytest.mark.xdist_group(run.replace("_", "-")))
+                          for name, run in sorted(SHARED.items()))])
 def test_diagnose_of_a_run_dir_matches_the_live_verdict(tmp_path: Path, toy_env: dict[str, str],
-                                                        scenario: str) -> None:
-    toy_args, watch_args = SCENARIOS[scenario]
-    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-    argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT, *watch_args,
-            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), *toy_args]
-    code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
-    assert (code == 0) == (scenario in ("clean", "compile")), out[-3000:]
+                                                        scenario: str, request: pytest.FixtureRequest) -> None:
+    if scenario in SHARED:
+        code, out, run_dir, _ = request.getfixturevalue(SHARED[scenario])
+    else:
+        toy_args, watch_args = SCENARIOS[scenario]
+        run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+        argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT, *watch_args,
+                "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), *toy_args]
+        code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
+    assert (code == 0) == (scenario in ("clean", COMPILE)), out[-3000:]
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     live = own_verdict(events(run_dir), 0)
     assert live == EXPECTED[scenario], out[-3000:]
-    if scenario == "compile":
+    if scenario == COMPILE:
         assert "compiling" in [e["label"] for e in named(events(run_dir), "verdict")], out[-3000:]
     assert (run_dir / "gen-0" / "rank-0.times").is_file()  # the rank logs' time index
     # options after the subcommand word; the generation dir and, for one generation, the run dir

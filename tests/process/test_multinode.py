@@ -126,48 +126,50 @@ def test_a_standalone_coordinator_publishes_every_event_to_mqtt(
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / "node0")) == []
 
 
-def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    with job(tmp_path, toy_env, 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"],
-             ["--hang-timeout", "6"]) as nodes:
-        codes = wait_all(nodes, 300)
+def host_node(i: int) -> str:
+    """The name of node ``i`` of a job whose nodes share this host's name."""
+    return f"{socket.gethostname().split('.')[0]}-n{i}"
+
+
+@pytest.mark.xdist_group("two-node-hang")
+def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(
+        two_node_hang: tuple[list[int], Path, list[Path]]) -> None:
+    codes, tmp_path, run_dirs = two_node_hang
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
-    evs = events(nodes[0][1])
+    evs = events(run_dirs[0])
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-    assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n1", "rank": 3}
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": host_node(1), "rank": 3}
     restarts = named(evs, "restart")
     assert len(restarts) == 1 and restarts[0]["checkpoint"].endswith("step_5")
-    for _p, run_dir in nodes:
-        node = run_dir.name.replace("node", "n")
-        gen1 = json.loads((run_dir / "gen-1" / f"command-{node}.json").read_text())
+    for i, run_dir in enumerate(run_dirs):
+        gen1 = json.loads((run_dir / "gen-1" / f"command-{host_node(i)}.json").read_text())
         assert gen1["checkpoint"] == restarts[0]["checkpoint"]
-    assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
-    stacks = nodes[1][1] / "incidents" / "incident-1" / "n1" / "stacks" / "rank-3.txt"
+    assert "resuming at step 6" in (run_dirs[1] / "gen-1" / "rank-2.log").read_text()
+    stacks = run_dirs[1] / "incidents" / "incident-1" / host_node(1) / "stacks" / "rank-3.txt"
     # node 1 captured its own ranks before the stop (their worker server's dump, or py-spy's)
     assert main_thread(stacks.read_text()), stacks.read_text()
-    manifest = json.loads((nodes[0][1] / "incidents" / "incident-1" / "manifest.json").read_text())
-    assert sorted(manifest["nodes"]) == ["n0", "n1"] and manifest["missing_nodes"] == []
-    assert any(f["path"].startswith("stacks/rank-3") for f in manifest["nodes"]["n1"]["files"])
+    manifest = json.loads((run_dirs[0] / "incidents" / "incident-1" / "manifest.json").read_text())
+    assert sorted(manifest["nodes"]) == [host_node(0), host_node(1)] and manifest["missing_nodes"] == []
+    assert any(f["path"].startswith("stacks/rank-3") for f in manifest["nodes"][host_node(1)]["files"])
 
 
+@pytest.mark.xdist_group("two-node-hang")
 def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_both_restart(
-        tmp_path: Path, toy_env: dict[str, str]) -> None:
+        two_node_hang: tuple[list[int], Path, list[Path]]) -> None:
     """Two nodes of one job on one host (containers with one host name): each is known by its
     node_rank and named after it; they were once merged into one node and the hang never judged."""
-    host = socket.gethostname().split(".")[0]
-    with job(tmp_path, toy_env, 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"], ["--hang-timeout", "6"],
-             named=False) as nodes:
-        codes = wait_all(nodes, 300)
+    codes, tmp_path, run_dirs = two_node_hang
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
-    evs = events(nodes[0][1])
-    assert sorted(e["node"] for e in named(evs, "node_joined")) == [f"{host}-n0", f"{host}-n1"]
+    evs = events(run_dirs[0])
+    assert sorted(e["node"] for e in named(evs, "node_joined")) == [host_node(0), host_node(1)]
     assert [(e["node"], e["place"]) for e in sorted(named(evs, "node_hello"), key=lambda e: e["place"])] == [
-        (f"{host}-n0", 0), (f"{host}-n1", 1)]
+        (host_node(0), 0), (host_node(1), 1)]
     assert not named(evs, "node_rejoined") and not named(evs, "node_refused")
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-    assert len(hang) == 1 and hang[0]["culprit"] == {"node": f"{host}-n1", "rank": 3}
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": host_node(1), "rank": 3}
     assert len(named(evs, "restart")) == 1
-    assert {e["node"] for e in named(evs, "stopped") if e["answered"]} == {f"{host}-n0", f"{host}-n1"}
-    assert "resuming at step 6" in (nodes[1][1] / "gen-1" / "rank-2.log").read_text()
+    assert {e["node"] for e in named(evs, "stopped") if e["answered"]} == {host_node(0), host_node(1)}
+    assert "resuming at step 6" in (run_dirs[1] / "gen-1" / "rank-2.log").read_text()
 
 
 def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
@@ -205,15 +207,17 @@ def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
 def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
-    with job(tmp_path, toy_env, 3, ["--steps", "6", "--compile-at", "3", "--compile-rank", "5",
+    # 2 nodes: the compiling rank is on the node without the coordinator, and every other rank, on
+    # both nodes, waits for it in a collective
+    with job(tmp_path, toy_env, 2, ["--steps", "6", "--compile-at", "3", "--compile-rank", "3",
                                      "--compile-seconds", "20", "--rx-warn-every", "2"],
              ["--hang-timeout", "6"]) as nodes:
         codes = wait_all(nodes, 300)
-    assert codes == [0, 0, 0], out(tmp_path, 0)
+    assert codes == [0, 0], out(tmp_path, 0)
     evs = events(nodes[0][1])
     assert not named(evs, "restart") and not named(evs, "incident")
     compiling = [e for e in named(evs, "verdict") if e["label"] == "compiling"]
-    assert compiling and compiling[0]["culprit"] == {"node": "n2", "rank": 5}
+    assert compiling and compiling[0]["culprit"] == {"node": "n1", "rank": 3}
     assert "Timeout waiting for RX" in (nodes[0][1] / "gen-0" / "rank-0.log").read_text()
 
 

@@ -79,7 +79,10 @@ def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, str]) -> None:
+@pytest.mark.xdist_group("crash-no-restart")
+def test_failing_job_exit_code_is_torchruns(
+    tmp_path: Path, toy_env: dict[str, str], crash_no_restart: tuple[int, str, Path, Path]
+) -> None:
     ckpt = tmp_path / "plain-ckpt"
     plain = subprocess.run(
         [
@@ -91,6 +94,8 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
             "6",
             "--crash-at",
             "3",
+            "--crash-rank",
+            "1",
             "--checkpoint-dir",
             str(ckpt),
         ],
@@ -100,19 +105,15 @@ def test_failing_job_exit_code_is_torchruns(tmp_path: Path, toy_env: dict[str, s
         text=True,
         timeout=240,
     )
-    code, out, run_dir, _ = watch(
-        tmp_path, toy_env, "--steps", "6", "--crash-at", "3", watch_args=("--max-restarts", "0")
-    )
+    code, out, run_dir, _ = crash_no_restart  # the same job under neuron-watch
     assert plain.returncode != 0
     assert code == plain.returncode, out[-3000:]
     assert named(events(run_dir), "job_finished")[0]["exit_code"] == code
 
 
-def test_crash_restarts_from_newest_complete_checkpoint(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    code, out, run_dir, ckpt = watch(
-        tmp_path, toy_env, "--steps", "16", "--crash-at", "12", "--crash-rank", "1", "--checkpoint-every", "5",
-        watch_args=("--prewarm-after", "0"),
-    )
+@pytest.mark.xdist_group("crash-restart")
+def test_crash_restarts_from_newest_complete_checkpoint(crash_restart: tuple[int, str, Path, Path]) -> None:
+    code, out, run_dir, ckpt = crash_restart
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     restarts = named(evs, "restart")
@@ -166,23 +167,9 @@ def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_
     assert named(evs, "job_finished")[0]["restarts"] == 1
 
 
-def test_compiling_rank_is_not_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 6.0
-    code, out, run_dir, _ = watch(
-        tmp_path,
-        toy_env,
-        "--steps",
-        "8",
-        "--compile-at",
-        "3",
-        "--compile-rank",
-        "0",
-        "--compile-seconds",
-        str(3 * hang_timeout + 2),
-        "--rx-warn-every",
-        "2",
-        watch_args=("--hang-timeout", str(hang_timeout)),
-    )
+@pytest.mark.xdist_group("long-compile")
+def test_compiling_rank_is_not_a_hang(long_compile: tuple[int, str, Path, Path]) -> None:
+    code, out, run_dir, _ = long_compile
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert not named(evs, "restart") and not named(evs, "incident")
@@ -272,16 +259,14 @@ def test_dry_run_rejects_bad_torchrun_arguments(tmp_path: Path, toy_env: dict[st
     assert "torchrun rejects its arguments" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.xdist_group("slow-save")
 def test_a_synced_checkpoint_save_longer_than_the_hang_timeout_is_not_a_hang(
-    tmp_path: Path, toy_env: dict[str, str]
+    slow_save: tuple[int, str, Path, Path]
 ) -> None:
     # rank 0 spends 14 s in the save of step 10 while the others wait in its barrier, silent:
     # with a 6 s hang timeout that silence would be a hang, but the save's "began" has no
     # "completed" yet.
-    code, out, run_dir, ckpt = watch(
-        tmp_path, toy_env, "--steps", "12", "--checkpoint-every", "5", "--slow-save-at", "10",
-        "--save-seconds", "14", watch_args=("--hang-timeout", "6"),
-    )
+    code, out, run_dir, ckpt = slow_save
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert not named(evs, "restart") and not named(evs, "incident"), [e["event"] for e in evs]

@@ -1,0 +1,129 @@
+"""Where the CPU of one real run goes, process by process (prints figures; no pass/fail).
+
+    .venv/bin/python tests/benchmarks/bench_run_cpu.py [--scenario crash|hang|clean] [--interval 0.1]
+
+Runs the toy job as the process tests start it (``neuron-watch --quiet torchrun --nproc_per_node 2
+examples/toy/train.py ...`` with the tests' environment: ``OMP_NUM_THREADS=1``, the stand-in
+compiler at a quarter of a core) and reads ``/proc/<pid>/stat`` of every process under the wrapper
+every ``--interval`` seconds (a process's figure is its last reading: what it spent after that is
+not seen, at most one interval of it). Printed: each process's CPU seconds and its role (wrapper =
+agent and coordinator in one process; torchrun per generation; each rank per generation; helpers),
+the sum per role (a rank by its torchrun's generation), the run's wall time, and the CPU of all
+the wrapper's reaped descendants as the kernel counts it (the check on the sampled sum).
+
+``crash``: rank 1 crashes at step 12 of 16, one restart (test_console's crash test). ``hang``:
+rank 1 hangs at step 8 of 14, ``--hang-timeout 10``, one restart. ``clean``: 16 steps, no fault.
+For the cost of one rank without neuron-watch, compare with plain ``torchrun`` on the same job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TOY = ROOT / "examples" / "toy" / "train.py"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+SCENARIOS = {
+    "crash": ((), ("--steps", "16", "--crash-at", "12", "--crash-rank", "1")),
+    "hang": (("--hang-timeout", "10"), ("--steps", "14", "--hang-at", "8")),
+    "clean": ((), ("--steps", "16")),
+}
+
+
+def table() -> dict[int, tuple[int, float]]:
+    """Every process: pid -> (parent pid, CPU seconds of the process and its threads)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        out[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS)
+    return out
+
+
+def command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def role(cmd: str) -> str:
+    gen = re.search(r"/gen-(\d+)/", cmd)
+    if "import torch.distributed.run as run" in cmd:
+        return "torchrun spare"  # started ahead for the next generation, which it becomes
+    if "bin/torchrun" in cmd:
+        return f"torchrun gen-{gen.group(1) if gen else '?'}"
+    if "torchrun's own argument parser" in cmd:
+        return "torchrun argument reader"
+    if str(TOY) in cmd or "train.py" in cmd:
+        return "rank"
+    if "neuronx-cc" in cmd:
+        return "stand-in compiler"
+    if "guardian" in cmd:
+        return "guardian"
+    return "other"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenario", choices=sorted(SCENARIOS), default="crash")
+    ap.add_argument("--interval", type=float, default=0.1)
+    args = ap.parse_args()
+    watch, toy = SCENARIOS[args.scenario]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_WATCH_")}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", OMP_NUM_THREADS="1", TOY_COMPILER_CPU_SHARE="0.25")
+    with tempfile.TemporaryDirectory(prefix="bench-run-cpu-") as tmp:
+        ckpt = f"{tmp}/ckpt"
+        argv = [str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/run", "--checkpoint-dir", ckpt, *watch,
+                "torchrun", "--nproc_per_node", "2", str(TOY), "--checkpoint-dir", ckpt, *toy]
+        began = time.monotonic()
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        ours = {p.pid}
+        seen: dict[int, tuple[float, str]] = {}  # pid -> (CPU seconds, role at first sight)
+        while p.poll() is None:
+            procs = table()
+            grew = True
+            while grew:  # descendants, however deep (torchrun starts its ranks in a session of its own)
+                new = {pid for pid, (ppid, _) in procs.items() if ppid in ours and pid not in ours}
+                ours |= new
+                grew = bool(new)
+            for pid in ours & procs.keys():
+                kind = seen[pid][1] if pid in seen else "wrapper" if pid == p.pid else role(command(pid))
+                if kind == "rank" and procs[pid][0] in seen:  # a rank of its torchrun's generation
+                    kind = "rank " + seen[procs[pid][0]][1].removeprefix("torchrun ")
+                seen[pid] = (procs[pid][1], kind)
+            time.sleep(args.interval)
+        wall = time.monotonic() - began
+    kernel = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"scenario {args.scenario}: exit {p.returncode}, wall {wall:.1f} s")
+    by_role: dict[str, float] = {}
+    for pid, (cpu, kind) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
+        by_role[kind] = by_role.get(kind, 0.0) + cpu
+        if cpu >= 0.05:
+            print(f"  {cpu:6.2f} s  {kind:<26} pid {pid}")
+    total = sum(by_role.values())
+    print("by role:")
+    for kind, cpu in sorted(by_role.items(), key=lambda kv: -kv[1]):
+        print(f"  {cpu:6.2f} s  {100 * cpu / total:4.0f}%  {kind}")
+    print(f"sampled {total:.2f} s; the kernel's count for the wrapper and its reaped descendants "
+          f"{kernel.ru_utime + kernel.ru_stime:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
