@@ -328,3 +328,22 @@ def test_a_traceback_header_without_its_error_yields_to_a_peers_recognised_failu
     j.observe_line(ln(2, "[rank2]: ZeroDivisionError: division by zero", 5.2))
     j.observe_exit(RankExit(RankKey(N, 2), 1, 5.3))
     assert j.verdict(7.0).label is Label.OTHER_CRASH
+
+
+@pytest.mark.parametrize(("error", "label"), [
+    # hiyouga/LlamaFactory#6191, as pasted: rank 3's traceback cut above its frames, its last line
+    # intact; rank 6's header alone. The missing data path is the cause, and a restart repeats it.
+    ("ValueError: File data/mllm_dome.json not found.", Label.CONFIG_ERROR),
+    # near miss: an error line whose form states no cause leaves the crash of unknown cause
+    ("ValueError: too many values to unpack (expected 2)", Label.OTHER_CRASH),
+])
+def test_a_ranks_error_line_that_states_its_cause_wins_over_a_peers_cut_traceback(error: str, label: Label) -> None:
+    j = judge()
+    step(j, 1.0, 1, range(8))
+    j.observe_line(ln(3, '  File "/data/LLaMA-Factory/src/llamafactory/data/loader.py", line 75, in _load_single_dataset', 5.0))
+    j.observe_line(ln(3, error, 5.0))
+    j.observe_line(ln(6, "Traceback (most recent call last):", 5.1))
+    j.observe_line(ln(6, '  File "/data/LLaMA-Factory/src/llamafactory/launcher.py", line 23, in <module>', 5.1))
+    v = j.verdict(6.0, final=True)
+    assert v.label is label, v.reason
+    assert v.action is (Action.STOP if label is Label.CONFIG_ERROR else Action.RESTART)
