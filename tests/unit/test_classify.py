@@ -357,3 +357,20 @@ def test_short_literals_sharing_a_pass_are_each_found_on_their_lines() -> None:
     got = {i: sorted({p for ps in found for p in ps if held[p] in "\n" + lines[i]}) for i, found in hits.items()}
     assert got == {0: ["glog"], 1: ["bracketed"], 2: ["bracketed", "tf"], 3: ["long"], 4: ["glog"]}
     assert all(len(found) == len(set(found)) for found in hits.values())  # a literal twice in a line: once
+
+
+@pytest.mark.parametrize(("timeout_ms", "sig", "action"), [
+    # instructlab/training#520: the timeout set to 1 ms on purpose; no healthy job's first collective
+    # fits in it, so the setting is the failure and a restart repeats it
+    ("1", "gpu.nccl.watchdog_timeout_too_short", Action.STOP),
+    ("999", "gpu.nccl.watchdog_timeout_too_short", Action.STOP),
+    # near misses: a timeout of a second or more is a collective that really did not finish
+    ("1000", "gpu.nccl.watchdog_timeout", Action.RESTART),
+    ("600000", "gpu.nccl.watchdog_timeout", Action.RESTART),
+])
+def test_a_collective_timeout_under_a_second_is_the_setting(timeout_ms: str, sig: str, action: Action) -> None:
+    line = (f"[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+            f"timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) ran for "
+            f"{int(timeout_ms) + 90} milliseconds before timing out.")
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == sig and m.signature.action is action
