@@ -374,3 +374,27 @@ def test_a_collective_timeout_under_a_second_is_the_setting(timeout_ms: str, sig
             f"{int(timeout_ms) + 90} milliseconds before timing out.")
     m = KB.classify(line)
     assert m is not None and m.signature.id == sig and m.signature.action is action
+
+
+@pytest.mark.parametrize(("line", "sig"), [
+    # desihub/desitarget#628: the debug queue's limit ended the step; the same submission ends the same way
+    ("slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 DUE TO TIME LIMIT ***",
+     "slurm.step_time_limit"),
+    ("slurmstepd: error: *** JOB 7 CANCELLED AT 2016-01-04T10:00:00 DUE TO TIME LIMIT ***", "slurm.step_time_limit"),
+    ("slurmstepd: error: *** STEP 1943824.0 ON jean-zay-iam17 CANCELLED AT 2023-03-06T03:17:51 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+     "slurm.node_failure"),
+])
+def test_slurm_says_why_it_ended_the_step(line: str, sig: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == sig
+
+
+@pytest.mark.parametrize("line", [
+    # near misses: a preemption, a cancel with no reason, and the time limit quoted in prose
+    "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-09-21T10:00:00 DUE TO PREEMPTION ***",
+    "slurmstepd: error: *** STEP 6053.0 ON DEL2212S020 CANCELLED AT 2024-04-23T12:18:08 ***",
+    "INFO: jobs cancelled due to time limit are requeued by the wrapper",
+])
+def test_slurm_ends_that_say_nothing_of_the_job_are_not_its_cause(line: str) -> None:
+    m = KB.classify(line)
+    assert m is None or m.signature.id not in ("slurm.step_time_limit", "slurm.node_failure")
