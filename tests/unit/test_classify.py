@@ -381,8 +381,8 @@ def test_a_collective_timeout_under_a_second_is_the_setting(timeout_ms: str, sig
     ("slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 DUE TO TIME LIMIT ***",
      "slurm.step_time_limit"),
     ("slurmstepd: error: *** JOB 7 CANCELLED AT 2016-01-04T10:00:00 DUE TO TIME LIMIT ***", "slurm.step_time_limit"),
-    ("slurmstepd: error: *** STEP 1943824.0 ON jean-zay-iam17 CANCELLED AT 2023-03-06T03:17:51 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
-     "slurm.node_failure"),
+    ("slurmstepd: error: *** STEP 1943824.0 ON jean-zay-iam17 CANCELLED AT 2023-03-06T03:17:51 DUE TO NODE FAILURE, "
+     "SEE SLURMCTLD LOG FOR DETAILS ***", "slurm.node_failure"),
 ])
 def test_slurm_says_why_it_ended_the_step(line: str, sig: str) -> None:
     m = KB.classify(line)
