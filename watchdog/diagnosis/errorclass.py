@@ -20,7 +20,9 @@ a cause whatever the message says:
   ``misc/argcheck.cc`` checks the caller's arguments;
 * an exception whose message says a file, path or directory does not exist (``ValueError: File
   data/mllm_dome.json not found.``): a missing script or data path, whatever class the program
-  raised.
+  raised;
+* libfabric's ``fi_getinfo`` finding no provider (``-FI_ENODATA``, "No data available"): no fabric
+  for this process, a set-up a restart meets again.
 
 A form that says nothing of a cause (``RuntimeError``, ``ValueError``, a WARN of ``init.cc``) reads
 as None: the failure stays "cause not recognised".
