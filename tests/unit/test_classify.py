@@ -357,3 +357,44 @@ def test_short_literals_sharing_a_pass_are_each_found_on_their_lines() -> None:
     got = {i: sorted({p for ps in found for p in ps if held[p] in "\n" + lines[i]}) for i, found in hits.items()}
     assert got == {0: ["glog"], 1: ["bracketed"], 2: ["bracketed", "tf"], 3: ["long"], 4: ["glog"]}
     assert all(len(found) == len(set(found)) for found in hits.values())  # a literal twice in a line: once
+
+
+@pytest.mark.parametrize(("timeout_ms", "sig", "action"), [
+    # instructlab/training#520: the timeout set to 1 ms on purpose; no healthy job's first collective
+    # fits in it, so the setting is the failure and a restart repeats it
+    ("1", "gpu.nccl.watchdog_timeout_too_short", Action.STOP),
+    ("999", "gpu.nccl.watchdog_timeout_too_short", Action.STOP),
+    # near misses: a timeout of a second or more is a collective that really did not finish
+    ("1000", "gpu.nccl.watchdog_timeout", Action.RESTART),
+    ("600000", "gpu.nccl.watchdog_timeout", Action.RESTART),
+])
+def test_a_collective_timeout_under_a_second_is_the_setting(timeout_ms: str, sig: str, action: Action) -> None:
+    line = (f"[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+            f"timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) ran for "
+            f"{int(timeout_ms) + 90} milliseconds before timing out.")
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == sig and m.signature.action is action
+
+
+@pytest.mark.parametrize(("line", "sig"), [
+    # desihub/desitarget#628: the debug queue's limit ended the step; the same submission ends the same way
+    ("slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 DUE TO TIME LIMIT ***",
+     "slurm.step_time_limit"),
+    ("slurmstepd: error: *** JOB 7 CANCELLED AT 2016-01-04T10:00:00 DUE TO TIME LIMIT ***", "slurm.step_time_limit"),
+    ("slurmstepd: error: *** STEP 1943824.0 ON jean-zay-iam17 CANCELLED AT 2023-03-06T03:17:51 DUE TO NODE FAILURE, "
+     "SEE SLURMCTLD LOG FOR DETAILS ***", "slurm.node_failure"),
+])
+def test_slurm_says_why_it_ended_the_step(line: str, sig: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == sig
+
+
+@pytest.mark.parametrize("line", [
+    # near misses: a preemption, a cancel with no reason, and the time limit quoted in prose
+    "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-09-21T10:00:00 DUE TO PREEMPTION ***",
+    "slurmstepd: error: *** STEP 6053.0 ON DEL2212S020 CANCELLED AT 2024-04-23T12:18:08 ***",
+    "INFO: jobs cancelled due to time limit are requeued by the wrapper",
+])
+def test_slurm_ends_that_say_nothing_of_the_job_are_not_its_cause(line: str) -> None:
+    m = KB.classify(line)
+    assert m is None or m.signature.id not in ("slurm.step_time_limit", "slurm.node_failure")

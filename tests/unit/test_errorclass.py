@@ -22,6 +22,8 @@ READS = [
     ("[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR, local GID index 3, local GID ::ffff:xxx.xx.xx.xx, remote GID ::ffff:xxx.xx.xxx.xx", Label.COMM_ERROR),  # NVIDIA/nccl#2013
     ("container-e275-1553839402050-12124-01-000057:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to ibv_get_async_event failed", Label.COMM_ERROR),  # NVIDIA/nccl#230
     ("9306dc444753:248281:248306 [1] misc/argcheck.cc:39 NCCL WARN AllReduce : invalid root 4 (root should be in the 0..4 range)", Label.CONFIG_ERROR),
+    # libfabric's fi_getinfo with no matching provider (-FI_ENODATA): no fabric for this process
+    ("[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available", Label.CONFIG_ERROR),  # aws/aws-ofi-nccl#1020
     # a Python exception's class
     ("CompilationError: at 8:11:", Label.COMPILE_ERROR),  # kijai/ComfyUI-WanVideoWrapper#252 (triton)
     ("backend='inductor' raised:", Label.COMPILE_ERROR),
@@ -59,6 +61,8 @@ SAYS_NOTHING = [
     "Error: the metrics server refused the upload: unrecognized arguments in the payload",
     # RendezvousClosedError is the job finishing, not a broken connection (torch/distributed/elastic/rendezvous/api.py)
     "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+    # fi_getinfo failing otherwise (a device that errs, not one that is absent) says nothing of a cause
+    "ip-10-0-0-1:12:12 [0] nccl_net_ofi_init:1033 NCCL WARN NET/OFI OFI fi_getinfo() call failed: Input/output error",
     # "not found" about something that is not a file
     "KeyError: 'dense_wh_mask' not found in batch",
     "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported.",

@@ -328,3 +328,42 @@ def test_a_traceback_header_without_its_error_yields_to_a_peers_recognised_failu
     j.observe_line(ln(2, "[rank2]: ZeroDivisionError: division by zero", 5.2))
     j.observe_exit(RankExit(RankKey(N, 2), 1, 5.3))
     assert j.verdict(7.0).label is Label.OTHER_CRASH
+
+
+@pytest.mark.parametrize(("error", "label"), [
+    # hiyouga/LlamaFactory#6191, as pasted: rank 3's traceback cut above its frames, its last line
+    # intact; rank 6's header alone. The missing data path is the cause, and a restart repeats it.
+    ("ValueError: File data/mllm_dome.json not found.", Label.CONFIG_ERROR),
+    # near miss: an error line whose form states no cause leaves the crash of unknown cause
+    ("ValueError: too many values to unpack (expected 2)", Label.OTHER_CRASH),
+])
+def test_a_ranks_error_line_that_states_its_cause_wins_over_a_peers_cut_traceback(error: str, label: Label) -> None:
+    j = judge()
+    step(j, 1.0, 1, range(8))
+    j.observe_line(ln(3, '  File "/data/LLaMA-Factory/src/llamafactory/data/loader.py", line 75, in _load_single_dataset', 5.0))
+    j.observe_line(ln(3, error, 5.0))
+    j.observe_line(ln(6, "Traceback (most recent call last):", 5.1))
+    j.observe_line(ln(6, '  File "/data/LLaMA-Factory/src/llamafactory/launcher.py", line 23, in <module>', 5.1))
+    v = j.verdict(6.0, final=True)
+    assert v.label is label, v.reason
+    assert v.action is (Action.STOP if label is Label.CONFIG_ERROR else Action.RESTART)
+
+
+STATUS_1004 = "2021-Nov-01 06:02:18.0992 13660:14125 ERROR  NMGR:dlr_infer                               Inference completed with err: 1004"
+
+
+@pytest.mark.parametrize(("after", "label", "action"), [
+    # the runtime's "completed with other errors" alone names no cause (aws-neuron-sdk#351): restart
+    (None, Label.OTHER_CRASH, Action.RESTART),
+    # the device's own uncorrectable-memory line beside it convicts the node
+    ("(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] Uncorrectable memory error is detected, metadata: 0x16. Please terminate or stop/start this instance to recover from the issue.",
+     Label.HARDWARE_ERROR, Action.DRAIN_AND_RESTART),
+])
+def test_status_1004_drains_only_with_the_devices_hardware_line(after: str | None, label: Label, action: Action) -> None:
+    j = judge()
+    step(j, 1.0, 1)
+    j.observe_line(ln(1, STATUS_1004, 5.0))
+    if after is not None:
+        j.observe_line(ln(1, after, 5.1))
+    v = j.verdict(6.0, final=True)
+    assert (v.label, v.action) == (label, action), v.reason

@@ -20,7 +20,9 @@ a cause whatever the message says:
   ``misc/argcheck.cc`` checks the caller's arguments;
 * an exception whose message says a file, path or directory does not exist (``ValueError: File
   data/mllm_dome.json not found.``): a missing script or data path, whatever class the program
-  raised.
+  raised;
+* libfabric's ``fi_getinfo`` finding no provider (``-FI_ENODATA``, "No data available"): no fabric
+  for this process, a set-up a restart meets again.
 
 A form that says nothing of a cause (``RuntimeError``, ``ValueError``, a WARN of ``init.cc``) reads
 as None: the failure stays "cause not recognised".
@@ -156,6 +158,15 @@ _MISSING_PATH = re.compile(
     r"cannot be found|could not be found)|No such file or directory")
 
 
+#: libfabric's fi_getinfo finding no provider that matches what the caller asked for: "If no matching
+#: fabric information is available, info will be set to NULL and the call will return -FI_ENODATA"
+#: (libfabric man/fi_getinfo.3.md), which fi_strerror prints as ENODATA's "No data available". The
+#: fabric (an EFA or InfiniBand device, its provider library) is not there for this process, before any
+#: peer is involved: the node's or container's set-up, which a restart meets again. While the job goes
+#: on (NCCL falling back to sockets) the line is only a warning; the judge asks this of a last word.
+_FABRIC_ABSENT = re.compile(r"\bfi_getinfo\b.{0,80}?(?:\bNo data available\b|\bFI_ENODATA\b|\(-?61\)|[:=] ?-61\b)")
+
+
 def family_of(name: str) -> tuple[str, str] | None:
     """The (label, advice) an exception class ``name`` (last component) stands for, through its bases."""
     seen = 0
@@ -174,6 +185,8 @@ def _reading(family: tuple[str, str], form: str) -> Reading:
 
 def read_error(text: str) -> Reading | None:
     """The cause ``text`` (one error line no signature explains) states by its form, or None."""
+    if _FABRIC_ABSENT.search(text):
+        return _reading(_CONFIG, "libfabric's fi_getinfo finding no provider (FI_ENODATA)")
     warn = _NCCL_WARN.search(text)
     if warn is not None:
         path = warn.group(1)

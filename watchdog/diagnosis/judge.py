@@ -1286,6 +1286,14 @@ class Judge:
 
         failures.sort(key=lambda f: (f[0], unowned_generic(f[2]), f[1], f[2].key.rank))
         _secondary, _t, st = failures[0]
+        if _secondary:
+            # Every failure is a peer's consequence or a traceback cut before its error line; a rank
+            # that failed no other way but whose last word is an error line stating its cause by its
+            # form (a missing file, a status code) is the report the others follow.
+            failed_keys = {f[2].key for f in failures}
+            open_error = self._unexplained_at_end()
+            if open_error is not None and open_error.key not in failed_keys and read_error(open_error.text):
+                return self._out_of_step(self._unexplained_verdict(open_error))
         by_time = sorted(failures, key=lambda f: (f[1], f[2].key.rank))
         ranks = tuple(f[2].key for f in by_time)
         evidence = [st.failure] if st.failure is not None else []
