@@ -8,7 +8,8 @@ due at ``now`` (acks, silence checks, the verdict, recovery steps, flushing file
 command and the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
 
 Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
-``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order; by the job's log writer,
+:mod:`neuron_watch.job.linelog`, off the judging thread) and ``events.jsonl`` (the job's events
 for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
 summary, rewritten atomically on each tick).
 
