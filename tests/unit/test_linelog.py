@@ -6,6 +6,7 @@ bound trims. A file stand-in whose write blocks until the test lets it go holds 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from neuron_watch.events import RankKey
 from neuron_watch.job.linelog import LineLog
@@ -112,3 +113,20 @@ def test_a_writer_that_cannot_finish_by_the_deadline_counts_what_it_held_as_drop
     assert log.counters.dropped_lines == 2 and log.counters.dropped_batches == 1
     assert not log.offer("n", 0.0, rows(0, "d"), 1, 1)  # closed: counted, not queued
     f.go.set()
+
+
+def test_a_merged_log_fault_told_by_the_writer_thread_is_an_event_of_the_coordinators_next_tick(tmp_path: Path) -> None:
+    from neuron_watch.job.coordinator import Coordinator
+
+    run = tmp_path / "run"
+    (run / "merged.log").mkdir(parents=True)  # merged.log cannot be written: a directory
+    c = Coordinator("127.0.0.1:0", b"s" * 32, str(run), job="j", announce=False)
+    try:
+        c.tick(0.5)  # the first tick, which tells faults from before the coordinator existed: none here
+        assert c.log.offer("n", 0.0, rows(0, "x"), 1, 1) and c.log.sync()
+        assert not [e for e in c.events.history if e["event"] == "watchdog_degraded"]  # not from the writer thread
+        c.tick(1.0)
+        told = [e for e in c.events.history if e["event"] == "watchdog_degraded"]
+        assert len(told) == 1 and told[0]["path"].endswith("merged.log")
+    finally:
+        c.close()

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -340,6 +341,8 @@ class Coordinator:
                            wall=wall)
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
+        self._thread_id = threading.get_ident()
+        self._faults_told: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self.health.listeners.append(self._io_fault)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
         self.report = JobReport(self.events, clock, wall)
@@ -374,7 +377,11 @@ class Coordinator:
 
     def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
-        even when events.jsonl is the file that fails)."""
+        even when events.jsonl is the file that fails). Told by the log writer's thread (merged.log),
+        it waits for the next tick: the event log has one writer, the coordinator's thread."""
+        if threading.get_ident() != self._thread_id:
+            self._faults_told.append((kind, fields))
+            return
         self.events.emit(kind, self.generation, **fields)
 
     # -- receiving ---------------------------------------------------------------------------
@@ -792,6 +799,9 @@ class Coordinator:
             self._relaunch_done(now)
         else:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
+        while self._faults_told:  # merged.log's faults, told by the log writer's thread
+            kind, fields = self._faults_told.popleft()
+            self.events.emit(kind, self.generation, **fields)
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
                 now - self._last_status < SHED_STATUS_EVERY):
