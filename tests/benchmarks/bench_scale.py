@@ -368,7 +368,6 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
             c.handle(rid, frames, t0)
         out.clear()
         cpu = {"lines": 0.0, "procs": 0.0, "tick": 0.0}
-        writer0 = 0.0
         msgs = {"lines": 0, "procs": 0}
         nbytes = {"lines": 0, "procs": 0}  # on the wire: the three frames (header, body, signature)
         lines = 0
@@ -402,27 +401,21 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                 link.tick(t, w)  # the link sees its outbox empty: no resend round after 3 s without acks
                 stamps.append((t, "lines" if kind == 0 else "procs", count))
             measured = second > 0
-            if second == 1:  # the log writer's CPU (its own thread) from here
-                c.log.sync(600.0)
-                writer0 = c.log.cpu_seconds
-            # The judging thread's CPU (thread_time): the log writer's thread is counted on its own.
             for (t, what, count), (rid, frames) in zip(stamps, out, strict=True):
                 while next_tick <= t:
-                    c0 = time.thread_time()
+                    c0 = time.process_time()
                     c.tick(next_tick)
                     if measured:
-                        cpu["tick"] += time.thread_time() - c0
+                        cpu["tick"] += time.process_time() - c0
                     next_tick += 0.05
-                c0 = time.thread_time()
+                c0 = time.process_time()
                 c.handle(rid, frames, t)
                 if measured:
-                    cpu[what] += time.thread_time() - c0
+                    cpu[what] += time.process_time() - c0
                     msgs[what] += 1
                     nbytes[what] += sum(map(len, frames))
                     lines += count
             out.clear()
-        c.log.sync(600.0)
-        cpu["writer"] = c.log.cpu_seconds - writer0
         judge = c.judge
         assert judge is not None
         figures = full_verdict(c, next_tick)
@@ -567,7 +560,11 @@ def full_verdict(c: Coordinator, now: float) -> dict[str, Any]:
 
 def tails_size(c: Coordinator) -> tuple[int, int]:
     """(texts, characters) held in the coordinator's per-rank tails."""
-    return c.log.tail_sizes()
+    n = chars = 0
+    for t in c.tails.values():
+        n += len(t.texts)
+        chars += sum(len(x) for x, _n in t.texts)
+    return n, chars
 
 
 def print_replay(r: dict[str, Any], streams: int) -> None:
@@ -578,9 +575,7 @@ def print_replay(r: dict[str, Any], streams: int) -> None:
           f"needs {total:.2f} cores: {msgs['lines'] / secs:,.0f} lines messages/s x "
           f"{cpu['lines'] / max(msgs['lines'], 1) * 1e6:.0f} us ({per_line:.1f} us a line), "
           f"{msgs['procs'] / secs:,.0f} procs messages/s x {cpu['procs'] / max(msgs['procs'], 1) * 1e6:.0f} us, "
-          f"ticks (acks, verdicts, status.json) {cpu['tick'] / secs * 1000:.0f} ms/s; the judging thread "
-          f"{(total * secs - cpu['writer']) / secs:.2f} cores, the log writer's (merged.log, tails) "
-          f"{cpu['writer'] / secs:.2f}; "
+          f"ticks (acks, verdicts, status.json) {cpu['tick'] / secs * 1000:.0f} ms/s; "
           f"{r['lines'] / secs:,.0f} lines/s ingested, {r['refused']} refused/duplicate/early, "
           f"{r['unclassified']} batches classified here")
     print(f"replay: on the wire {(r['bytes']['lines'] + r['bytes']['procs']) / secs / 1e6:,.1f} MB/s (lines "

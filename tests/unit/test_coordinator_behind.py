@@ -49,7 +49,7 @@ def test_a_coordinator_behind_says_it_sheds_the_tails_and_says_when_it_caught_up
         assert coord.counters.tail_lines_shed == 1 and len(coord.tail(key)) == 6
         assert coord.judge is not None and coord.judge.max_step == 7
         line = ConsoleSink().format(said[0])
-        assert line is not None and "5.0s behind" in line and "0 line(s) not written to merged.log" in line
+        assert line is not None and "5.0s behind" in line
         # prompt again: caught up, said once, with what was shed
         coord.handle(b"agent", agent.lines(0, STEP.format(8), 1011.0, 1011.0, True), 1011.01)
         for t in (1011.1, 1011.2):  # the ack interval that held the late message, then a prompt one

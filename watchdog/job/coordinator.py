@@ -8,8 +8,7 @@ due at ``now`` (acks, silence checks, the verdict, recovery steps, flushing file
 command and the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
 
 Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
-``<ISO wall> <node>/rank<r> | <text>``, in arrival order; by the job's log writer,
-:mod:`neuron_watch.job.linelog`, off the judging thread) and ``events.jsonl`` (the job's events
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
 for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
 summary, rewritten atomically on each tick).
 
@@ -31,7 +30,6 @@ import json
 import logging
 import os
 import secrets
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,7 +55,6 @@ from neuron_watch.events import (
 from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
-from neuron_watch.job.linelog import LineLog
 from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.statusdoc import NodeState, liveness, status_document
@@ -167,9 +164,6 @@ class CoordinatorSettings:
     settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
     finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
     tail_lines: int = 200  # per-rank tail kept in memory for evidence
-    tail_chars: int = 256 * 2**20  # all ranks' tails together (the job's oldest texts go first)
-    #: rank texts that may wait for the log writer (merged.log, tails); more is dropped and counted
-    log_queue_bytes: int = 64 * 2**20
     #: a tick this much later than the previous one means the coordinator itself was paused (SIGSTOP,
     #: a stuck console): the gap is not the nodes' silence, and verdicts wait ``pause_grace`` seconds
     #: for what the nodes buffered meanwhile (an agent resends within its ``resend_after``, 3 s).
@@ -329,20 +323,16 @@ class Coordinator:
         self._last_status = -1e18
         self._status_every = 1.0
         self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
+        # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
+        self.tails: dict[RankKey, _Tail] = {}
         self._fp_kb: object = None
         self._fp = 0
         # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
         # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
         self.health = health or IOHealth()
-        st = self.settings
-        #: merged.log and the ranks' tails, written by a thread of their own (off the verdict's path)
-        self.log = LineLog(AppendFile(os.path.join(run_dir, "merged.log"), self.health, gap=self._merged_gap),
-                           tail_lines=st.tail_lines, tail_chars=st.tail_chars, queue_bytes=st.log_queue_bytes,
-                           wall=wall)
+        self.merged = AppendFile(os.path.join(run_dir, "merged.log"), self.health, gap=self._merged_gap)
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
-        self._thread_id = threading.get_ident()
-        self._faults_told: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self.health.listeners.append(self._io_fault)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
         self.report = JobReport(self.events, clock, wall)
@@ -353,6 +343,7 @@ class Coordinator:
         self._last_ack = -1e18
         self._last_verdict_at = -1e18
         self._verdict_every = self.settings.verdict_interval
+        self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
         #: seconds the nodes' newest messages waited in our queues (see NodeView.transit): the acks
         #: say it, agents resend that much later
@@ -377,11 +368,7 @@ class Coordinator:
 
     def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
-        even when events.jsonl is the file that fails). Told by the log writer's thread (merged.log),
-        it waits for the next tick: the event log has one writer, the coordinator's thread."""
-        if threading.get_ident() != self._thread_id:
-            self._faults_told.append((kind, fields))
-            return
+        even when events.jsonl is the file that fails)."""
         self.events.emit(kind, self.generation, **fields)
 
     # -- receiving ---------------------------------------------------------------------------
@@ -643,28 +630,38 @@ class Coordinator:
         self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
 
     def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
-        """One batch: handed to the log writer (merged.log, per-rank tails), then the judge. Per rank and
-        per match, never per line: the agent joined each rank's lines and classified them on its own CPU.
+        """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
+        never per line: the agent joined each rank's lines and classified them on its own CPU.
 
         ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
         """
-        node, keys = h.node, self._keys
+        node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.behind >= SHED_BEHIND
-        n = size = 0
+        n = 0
+        parts: list[str] = []
         ranks: list[tuple[RankKey, float, float, str]] = []
         for c in body.ranks:
             key = keys.get((node, c.rank))
             if key is None:
                 key = keys[(node, c.rank)] = RankKey(node, c.rank)
+            # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
+            prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
             text = c.text
+            parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
+            if shed:
+                self.counters.tail_lines_shed += c.n_lines
+            else:
+                t = tails.get(key)
+                if t is None:
+                    t = tails[key] = _Tail(self.settings.tail_lines)
+                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+                t.count += c.n_lines
+                if t.count - t.texts[0][1] >= t.limit:
+                    t.trim()
             ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
             n += c.n_lines
-            size += len(text)
-        # merged.log and the tails are the writer's: handed over as decoded, never waited for
-        self.log.offer(node, h.wall, body.ranks, size, n, keep_tails=not shed)
-        if shed:
-            self.counters.tail_lines_shed += n
+        self.merged.write("".join(parts))
         view.lines += n
         self.counters.lines += n
         judge = self.judge
@@ -705,8 +702,23 @@ class Coordinator:
 
     def tail(self, key: RankKey, n: int | None = None) -> list[str]:
         """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first."""
-        self.log.sync()
-        return self.log.tail(key, self.settings.tail_lines if n is None else n)
+        t = self.tails.get(key)
+        want = self.settings.tail_lines if n is None else n
+        if t is None or want <= 0:
+            return []
+        lines: list[str] = []
+        for text, _n in reversed(t.texts):  # newest batch first; stop once enough lines are in hand
+            lines[:0] = text.split("\n")
+            if len(lines) >= want:
+                break
+        return lines[-want:]
+
+    def _stamp(self, wall: float) -> str:
+        """``iso_utc(wall)``, with the seconds part formatted once per second (hot path: every line)."""
+        sec = int(wall)
+        if sec != self._stamp_sec:
+            self._stamp_sec, self._stamp_prefix = sec, iso_utc(sec)[:-5]  # drop ".000Z"
+        return f"{self._stamp_prefix}.{int((wall - sec) * 1000):03d}Z"
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
@@ -799,9 +811,7 @@ class Coordinator:
             self._relaunch_done(now)
         else:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
-        while self._faults_told:  # merged.log's faults, told by the log writer's thread
-            kind, fields = self._faults_told.popleft()
-            self.events.emit(kind, self.generation, **fields)
+        self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
                 now - self._last_status < SHED_STATUS_EVERY):
@@ -833,9 +843,8 @@ class Coordinator:
         """Say on the console and in events when the nodes' messages wait in our queues, by how much
         and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
         c = self.counters
-        lc = self.log.counters
         shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
-                "duplicates": c.duplicates, "log_dropped_lines": lc.dropped_lines}
+                "duplicates": c.duplicates}
         if self.behind >= SHED_BEHIND:
             if self._behind_since is None:
                 self._behind_since = now
@@ -998,7 +1007,6 @@ class Coordinator:
                 "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
-                "log": dataclasses.asdict(self.log.counters),
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 
@@ -1074,8 +1082,30 @@ class Coordinator:
             self.events.emit(EventKind.COORDINATOR_STOPPED, self.generation, lines=self.counters.lines,
                              refused=self.counters.bad_total())
         self.sock.close()
-        self.log.close()
+        self.merged.close()
         self.events.close()
+
+
+class _Tail:
+    """A rank's last batches as joined texts: just enough of them to hold ``limit`` lines."""
+
+    __slots__ = ("count", "limit", "texts")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.texts: collections.deque[tuple[str, int]] = collections.deque()
+        self.count = 0
+
+    def add(self, text: str, n: int) -> None:
+        self.texts.append((text, n))
+        self.count += n
+        self.trim()
+
+    def trim(self) -> None:
+        """Forget the oldest batches that the newer ones no longer need to hold ``limit`` lines."""
+        texts = self.texts
+        while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
+            self.count -= texts.popleft()[1]
 
 
 def _fields(body: Body) -> dict[str, Any]:

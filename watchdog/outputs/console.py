@@ -256,8 +256,7 @@ class ConsoleSink:
         return WARNING, (f"the coordinator is {_s(e.get('behind'))} behind the nodes' messages (verdicts come "
                          f"that much later); shed so far: {e.get('tail_lines_shed')} line(s) not kept in the ranks' "
                          f"tails, {e.get('status_writes_shed')} status.json write(s), {e.get('duplicates')} resent "
-                         f"copies dropped, {e.get('log_dropped_lines', 0)} line(s) not written to merged.log (the log "
-                         "writer was behind)")
+                         "copies dropped")
 
     def _caught_up(self, e: dict[str, Any]) -> tuple[int, str]:
         return INFO, f"the coordinator caught up with the nodes' messages after {_s(e.get('behind_for'))}"
