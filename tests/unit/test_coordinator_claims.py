@@ -63,3 +63,23 @@ def test_a_replay_of_the_holders_own_unechoed_frame_gets_no_challenge(tmp_path: 
         assert coord.counters.challenges == challenges and not named(coord, "node_refused")
     finally:
         coord.close()
+
+
+def test_a_stop_broadcast_with_no_verdict_is_an_event_with_an_empty_map(tmp_path: Path) -> None:
+    """A signal's stop carries the read-only empty verdict map (protocol.NO_VERDICT): its command
+    event must still be written (a deep copy of the map raised, and the wrapper exited 1 on SIGTERM)."""
+    from types import MappingProxyType
+
+    from neuron_watch.wire.protocol import NO_VERDICT, Stop
+
+    clock = Clock()
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6), clock=clock.mono,
+                        wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+    try:
+        coord.broadcast(Stop("signal 15", 10.0, NO_VERDICT))
+        coord.broadcast(Stop("incident 1", 10.0, MappingProxyType({"label": "collective_hang", "ranks": ("n/0",)})))
+        stops = [e for e in named(coord, "command") if e["command"] == "stop"]
+        assert [e["verdict"] for e in stops] == [{}, {"label": "collective_hang", "ranks": ["n/0"]}]
+    finally:
+        coord.close()

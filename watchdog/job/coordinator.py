@@ -1109,7 +1109,20 @@ class _Tail:
 
 
 def _fields(body: Body) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(body).items() if k not in ("seq", "generation")}
+    """A command's fields for its event: plain JSON values (a verdict map is read-only on the
+    wire side and cannot be deep-copied by ``dataclasses.asdict``)."""
+    return {f.name: _plain(getattr(body, f.name)) for f in dataclasses.fields(body)
+            if f.name not in ("seq", "generation")}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
 
 
 def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
