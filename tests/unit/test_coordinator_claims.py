@@ -23,6 +23,14 @@ def hello(session: int, pid: int, echo: int) -> list[bytes]:
     return Signer.for_agent(SECRET, JOB).sign(encode(Msg(h, Hello("host", pid, place=1))))
 
 
+def coordinator(tmp_path: Path, nodes: int) -> Coordinator:
+    """A coordinator of ``nodes`` expected nodes on a fake clock that never declares a node silent."""
+    clock = Clock()
+    return Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                       settings=CoordinatorSettings(expected_nodes=nodes, silence=1e6), clock=clock.mono,
+                       wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+
+
 def named(coord: Coordinator, name: str) -> list[dict[str, Any]]:
     return [e for e in coord.events.history if e["event"] == name]
 
@@ -30,10 +38,7 @@ def named(coord: Coordinator, name: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("second_session", [100, 300], ids=["second-started-first", "second-started-last"])
 def test_the_second_claimant_is_challenged_and_refused_whichever_started_first(
         tmp_path: Path, second_session: int) -> None:
-    clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6), clock=clock.mono,
-                        wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+    coord = coordinator(tmp_path, nodes=2)
     try:
         coord.handle(b"first", hello(200, 11, COORDINATOR_SESSION), 1.0)
         assert [e["node"] for e in named(coord, "node_joined")] == [NODE]
@@ -52,10 +57,7 @@ def test_the_second_claimant_is_challenged_and_refused_whichever_started_first(
 
 
 def test_a_replay_of_the_holders_own_unechoed_frame_gets_no_challenge(tmp_path: Path) -> None:
-    clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=2, silence=1e6), clock=clock.mono,
-                        wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+    coord = coordinator(tmp_path, nodes=2)
     try:
         coord.handle(b"first", hello(200, 11, COORDINATOR_SESSION), 1.0)
         challenges = coord.counters.challenges
@@ -72,10 +74,7 @@ def test_a_stop_broadcast_with_no_verdict_is_an_event_with_an_empty_map(tmp_path
 
     from neuron_watch.wire.protocol import NO_VERDICT, Stop
 
-    clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6), clock=clock.mono,
-                        wall=clock.wall, announce=False, session=COORDINATOR_SESSION)
+    coord = coordinator(tmp_path, nodes=1)
     try:
         coord.broadcast(Stop("signal 15", 10.0, NO_VERDICT))
         coord.broadcast(Stop("incident 1", 10.0, MappingProxyType({"label": "collective_hang", "ranks": ("n/0",)})))
