@@ -634,3 +634,118 @@ def test_log_ending_inside_neuron_cc_records_is_compiling() -> None:
     lines = [f"09/11/2024 09:18:{s:02d} AM DEBUG [WalrusDriver.0]: INFO (ShrinkDN): ANALYZE mul_t458_i2883{s:02d}" for s in range(5)]
     v = _judge_lines(lines).verdict(1010.0, final=True)
     assert v.label is Label.COMPILING and v.action is Action.WAIT
+
+
+# -- issue23-heldout-9's forms ------------------------------------------------------------------------
+
+#: (line, the kind it reads as, the cause its form states (None: none), where it is from, a near miss that
+#: must read as nothing or as no failure)
+ROUND9_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
+    # fairseq's pipes: key and value separated by a space (progress_bar.py _str_pipes)
+    ("| epoch 028 | loss 3.976 | nll_loss 2.204 | ppl 4.61 | wps 279460 | ups 3 | wpb 110529.673 | bsz 3780.211 | num_updates 9165 | lr 0.000330319 | gnorm 0.635 | clip 0.000 | oom 0.000 | loss_scale 0.000 | wall 4043 | train_wall 3606",
+     M, Label.NUMERICAL_ERROR, "corpus (fairseq-1529)",
+     "| epoch 001 | loss 9.976 | nll_loss 9.204 | num_updates 365 | lr 0.000330319 | gnorm 0.635 | loss_scale 128 | wall 404"),
+    # Python's zero-padded NaN ("{:07.5f}")
+    ("Step      80 (23.64%): loss = 0000nan EER=0.00000", M, Label.NUMERICAL_ERROR, "corpus (tensorflow-42834)",
+     "Step      60 (19.23%): loss = 0000.5 EER=0.17402"),
+    # TensorRT's bracketed severity letter (samples/common/logging.h severityPrefix), the CamelCase OOM
+    ("[11/07/2023-08:45:41] [TRT] [E] 2: [virtualMemoryBuffer.cpp::resizePhysical::140] Error Code 2: OutOfMemory (no further information)",
+     E, Label.OOM, "corpus (tensorrt-llm-102)",
+     "[11/07/2023-08:45:41] [TRT] [W] Requested amount of GPU memory (33555480576 bytes) could not be allocated."),
+    ("[03/01/2024-10:00:00] [TRT] [F] [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of memory)",
+     C, Label.OOM, "TensorRT samples/common/logging.h ([F] kINTERNAL_ERROR), filled in",
+     "see the [F] key in the table below"),
+    # nccl-tests' NCCLCHECK
+    ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", C, None, "corpus (nccl-473)",
+     "# Out of bounds values : 0 OK"),
+    # an exception carrying an absl status, under IPython's wrapper
+    ("UnfilteredStackTrace: RuntimeError: RESOURCE_EXHAUSTED: Attempting to allocate 31.06M. That was not possible. There are 58.64M free. Due to fragmentation, the largest contiguous region of free memory is 30.56M.; (0x0x0_HBM0)",
+     E, Label.OOM, "corpus (trax-431)",
+     "Note: RESOURCE_EXHAUSTED is the status an allocation returns when memory runs out"),
+    # Triton's model table: the state word is Triton's, the cause the load error's
+    ("| densenet_onnx      | 1       | UNAVAILABLE: Internal: unable to create stream: the provided PTX was compiled with an unsupported toolchain. |",
+     E, Label.CONFIG_ERROR, "corpus (triton-server-5197)",
+     "| densenet_onnx      | 1       | READY  |"),
+    ("| inception_graphdef | 1       | UNAVAILABLE: Not found: model configuration is not provided for model 'inception_graphdef'                   |",
+     E, Label.CONFIG_ERROR, "corpus (triton-server-5197)",
+     "| Model              | Version | Status                                        |"),
+    # slurmd's refusal of an expired credential
+    ("srun: error: Task launch for 36.0 failed on node cn131: Job credential expired", E, Label.CONFIG_ERROR,
+     "corpus (trixie-58)", "srun: Job credential lifetime is 120 seconds"),
+    # NCCL's shm segment in a container's small /dev/shm
+    ("  Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)", E, Label.CONFIG_ERROR,
+     "corpus (torchtitan-853)", "NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"),
+]
+
+
+@pytest.mark.parametrize(("line", "kind", "label", "source", "near_miss"), ROUND9_FORMS,
+                         ids=[f"round9:{i}" for i in range(len(ROUND9_FORMS))])
+def test_round9_form_its_cause_and_its_near_miss(line: str, kind: FormKind, label: Label | None, source: str,
+                                                  near_miss: str) -> None:
+    form = read_line(line)
+    assert form is not None and form.kind is kind, f"{form} ({source})"
+    assert any(n in "\n" + line for n in NEEDLES), source
+    found = cause_of(line)
+    assert (found[0] if found else None) is label, f"{found} ({source})"
+    miss = read_line(near_miss)
+    assert miss is None or miss.kind not in (E, C, M), f"{miss} ({near_miss})"
+
+
+def test_triton_state_word_is_not_a_grpc_status() -> None:
+    """UNAVAILABLE in Triton's model table is the model's state: a load error that states no cause says none
+    (it is not a peer gone), while a gRPC status UNAVAILABLE elsewhere is."""
+    assert cause_of("| resnet | 1 | UNAVAILABLE: Internal: unexpected error when loading the model |") is None
+    found = cause_of("jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: failed to connect to all addresses")
+    assert found is not None and found[0] is Label.COMM_ERROR
+
+
+#: the table's rules added for issue23-heldout-9's sources: (line, the rule it is read by, a near miss)
+ROUND9_RULES = [
+    ("2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, ppl=347.28, wps=30690.8, ups=0.07, wpb=427295, bsz=14390.4, num_updates=700, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281, wall=9877",
+     "numerical.loss_scale_zero",
+     "2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, ppl=347.28, wps=30690.8, ups=0.07, wpb=427295, bsz=14390.4, num_updates=700, lr=0.000175, gnorm=1.036, loss_scale=0.0001, train_wall=1281, wall=9877"),  # fairseq#1895
+    ("Step      80 (23.64%): loss = 0000nan EER=0.00000", "numerical.loss_not_finite",
+     "Step      60 (19.23%): loss = 3.09014 EER=0.17402"),  # tensorflow#42834
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Mosaic failed to compile TPU kernel: unsupported shape cast",
+     "xla.mosaic_compile_failed",
+     "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Core halted unexpectedly"),  # jax#24404
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "near_miss"), ROUND9_RULES)
+def test_round9_rule_and_its_near_miss(line: str, rule: str, near_miss: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == rule
+    miss = KB.classify(near_miss)
+    assert miss is None or miss.signature.id != rule
+
+
+def test_progress_record_with_a_zero_loss_scale_stops() -> None:
+    """fairseq's record whose loss scale prints as 0 is numerical, although the progress rule matches it too."""
+    lines = [f"2020-03-23 11:3{s}:44 | INFO | train_inner | epoch 003:      {s} / 356 loss=9.44, nll_loss=8.44, "
+             f"num_updates={700 + s}, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281, wall=9877" for s in range(1, 4)]
+    v = _judge_lines(lines).verdict(1010.0, final=True)
+    assert v.label is Label.NUMERICAL_ERROR and v.action is Action.STOP
+
+
+def test_nccl_system_error_takes_the_cause_of_its_last_error_line() -> None:
+    """ncclSystemError is vague: NCCL's line for the failed call, under it, says /dev/shm is too small
+    (torchtitan-853); without such a line the error stays a communication failure."""
+    head = ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+            "Last error:"]
+    v = _judge_lines([*head, "Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)"]).verdict(
+        1010.0, final=True)
+    assert v.label is Label.CONFIG_ERROR and v.action is Action.STOP
+    v = _judge_lines([*head, "Exception raised from create at /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268 "
+                             "(most recent call first):"]).verdict(1010.0, final=True)
+    assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
+
+
+def test_nccl_system_error_under_a_traceback_header_explains_the_rank() -> None:
+    """A traceback header names no cause; the NCCL system error under it does (nccl-875)."""
+    v = _judge_lines(["Traceback (most recent call last):", '  File "train.py", line 10, in <module>',
+                      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled "
+                      "system error, NCCL version 2.14.3"]).verdict(1010.0, final=True)
+    assert v.label is Label.COMM_ERROR and v.action is Action.RESTART

@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 6
+FORM_RULES = 7
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -132,6 +132,11 @@ _KV_LEVEL = re.compile(
 #: warn is an error only when it carries one (an "err:" code, a failed call).
 _LIBFABRIC = re.compile(r"\blibfabric:\d+:\d+:(?:[\w;.-]*:){1,4}\w+\(\):\d+<(error|warn)> (.*)")
 _LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\bunable\b|\bcannot\b", re.I)
+#: TensorRT's logger: a severity letter in brackets before the message (samples/common/logging.h
+#: severityPrefix: "[F] " kINTERNAL_ERROR, "[E] " kERROR, "[W] ", "[I] ", "[V] "; the Python bindings'
+#: default logger prints the same letter after its "[TRT] " tag: "[11/07/2023-08:45:41] [TRT] [E] ...").
+#: Only at the record's head, after its time or tag, where no message puts it.
+_TRT = re.compile(r"^(?:\[[^\]]{1,40}\] ){0,3}\[([EF])\] \S")
 #: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
 #: (notes: the runtime's log format; TDRV, NRT, NMGR, ENC, NCCL modules)
 _NEURON = re.compile(r"\d+:\d+ (ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
@@ -158,6 +163,10 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # the traceback of the goroutine that panicked ("goroutine 1 [running]:"; runtime/traceback.go)
     (re.compile(r"^(?:panic: |fatal error: )\S"), "a Go panic"),
     (re.compile(r"^goroutine \d+ \[running\]:"), "a Go panic's goroutine trace"),
+    # nccl-tests' checks of every NCCL and CUDA call (src/common.h NCCLCHECK / CUDACHECK: "%s: Test NCCL
+    # failure %s:%d '%s'" with the host, the file, the line and ncclGetErrorString; "Test CUDA failure"):
+    # the test returns its error and the program ends
+    (re.compile(r"\bTest (?:NCCL|CUDA) failure \S+:\d+ '"), "a failed check of nccl-tests"),
     # Rust: library/std/src/panicking.rs default_hook ("thread '{name}' panicked at {location}:")
     (re.compile(r"\bthread '[^']*' panicked at "), "a Rust panic"),
     # Java: the uncaught-exception handler (java.lang.ThreadGroup.uncaughtException:
@@ -225,6 +234,15 @@ _CAUSED_BY = re.compile(r"^\s*Caused by: [\w.$]+(?:Exception|Error)\b")
 #: serving stacks that wrap a worker's output in their own prefix: TorchServe "... MODEL_LOG - <text>",
 #: Ray "(RayWorker pid=12, ip=10.0.0.1) <text>", vLLM "(VllmWorkerProcess pid=12) <text>"
 _WRAPPED = re.compile(r"^.{0,160}? MODEL_LOG - |^\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+#: an exception whose message is an absl/gRPC status as absl::Status::ToString prints it ("<CODE>: <message>",
+#: absl/status/status.cc; the code names of absl/status/status_code.cc StatusCodeToString): JAX and XLA's
+#: clients raise a status so ("XlaRuntimeError: RESOURCE_EXHAUSTED: ...", "RuntimeError: UNAVAILABLE: ..."),
+#: whatever wraps the class (IPython's "UnfilteredStackTrace: RuntimeError: ..."); its cause is the code's
+#: (cause_of)
+_STATUS_EXCEPTION = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception): (?:CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|"
+    r"PERMISSION_DENIED|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|"
+    r"DATA_LOSS|UNAUTHENTICATED): \S")
 #: the plain Python exception line, inside a wrapper
 _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
 
@@ -254,6 +272,15 @@ _RESOURCE = re.compile(
     # ESLURM_INVALID_PARTITION_NAME, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS)
     r"\bInvalid generic resource \(gres\) specification\b|\bInvalid partition name specified\b|"
     r"\bInvalid account or account/partition combination specified\b|\bInvalid qos specification\b|"
+    # ... and slurmd's refusal of a step whose credential it cannot accept (slurm_errno.c
+    # ESLURMD_CREDENTIAL_EXPIRED "Job credential expired", ESLURMD_INVALID_JOB_CREDENTIAL "Invalid job
+    # credential", ESLURMD_CREDENTIAL_REVOKED "Job credential revoked"): the nodes' clocks or munge keys
+    # disagree with the controller's, and every launch is refused the same way
+    r"\bJob credential (?:expired|revoked)\b|\bInvalid job credential\b|"
+    # NCCL's shared-memory transport unable to make its segment in /dev/shm (src/misc/shmutils.cc ncclShmOpen:
+    # "Error while creating shared memory segment %s (size %d)"): a container's /dev/shm too small for it
+    # (NCCL's troubleshooting guide: Docker's 64 MB default, --shm-size)
+    r"\bError while creating shared memory segment\b|"
     # Open MPI's mapper refusing more ranks than slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt
     # [orte-rmaps-base:alloc-error]: "There are not enough slots available in the system to satisfy
     # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
@@ -281,6 +308,10 @@ _RESOURCE = re.compile(
     # cuGetErrorString "PTX JIT compiler library not found"), XLA finding neither ptxas nor nvJitLink
     # (xla/stream_executor/cuda: "No PTX compilation provider is available")
     r"\bPTX JIT compiler library not found\b|\bNo PTX compilation provider is available\b|"
+    # ... or PTX newer than the driver can compile (cudaErrorUnsupportedPtxVersion,
+    # CUDA_ERROR_UNSUPPORTED_PTX_VERSION: "the provided PTX was compiled with an unsupported toolchain."):
+    # a driver older than the CUDA the program was built with
+    r"\bthe provided PTX was compiled with an unsupported toolchain\b|"
     # a header the C/C++ compiler cannot find (GCC's and Clang's diagnostic "<file>:<line>:<col>: fatal
     # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
     # development package that is not installed, when an extension is built at start-up
@@ -298,6 +329,13 @@ _RESOURCE = re.compile(
 _STATUS_GROUP = re.compile(
     r"(?:^|\s)\(\d+\) (?:[A-Z][A-Z_]+[A-Z]|Resource exhausted|Deadline exceeded|Not found|Permission denied|"
     r"Unavailable|Internal|Unknown|Aborted|Cancelled|Invalid argument|Failed precondition): \S")
+
+#: Triton's table of the models it loaded, printed at start-up (server.cc / core's model repository manager:
+#: "| Model | Version | Status |", a model's status "READY" or "UNAVAILABLE: <the load error>", the error
+#: as TRITONSERVER_ErrorCodeString names its code: "Internal: ...", "Not found: ...", "Invalid argument:
+#: ..."): a model that did not load; Triton exits after the table unless told --exit-on-error=false. The
+#: state word is Triton's own, not a gRPC status: the cause is the load error's (cause_of).
+_MODEL_UNAVAILABLE = re.compile(r"^\|.*\|\s*UNAVAILABLE: (.*?)\s*\|?\s*$")
 
 #: An op that ran out of device memory, which TensorFlow logs at WARNING as the op fails
 #: (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning: LOG(WARNING) << "OP_REQUIRES failed at "
@@ -343,9 +381,11 @@ _TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allo
 #: perplexity, as key=value, key: value, 'key': value, "key": value, key value, or a tqdm postfix;
 #: the value NaN/Inf as Python, NumPy, torch (``tensor(nan)``) and C print it
 _KEY = r"(?:[\w.-]*loss[\w.-]*|grad(?:ient)?[ _-]?norm\w*|[\w.-]*_norm|perplexity)"
-_NONFINITE_VALUE = r"[-+]?(?:nan|inf(?:inity)?)\b"
+#: Python's format spec pads a non-finite float with the zeros it asks for (format(float("nan"), "07.5f")
+#: is "0000nan"; printf's %07f pads it with spaces)
+_NONFINITE_VALUE = r"[-+]?0*(?:nan|inf(?:inity)?)\b"
 _METRIC = re.compile(rf"(?i:\b({_KEY}))['\"]?\s*(?:[=:|]\s*)?['\"]?(?:tensor\(\s*)?(?i:{_NONFINITE_VALUE})")
-_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:tensor\(\s*)?[-+]?\d")
+_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:tensor\(\s*)?[-+]?(?!0*(?i:nan|inf))\d")
 #: the frameworks' own words: "loss is nan", "NaN loss detected", "gradients are non-finite",
 #: torch.nn.utils.clip_grad_norm_'s "The total norm of order 2.0 for gradients from `parameters` is
 #: non-finite"
@@ -359,7 +399,10 @@ _METRIC_WORDS = re.compile(
     r"\bTensor had (?:Inf and )?(?:NaN|Inf) values\b|\binvalid value \((?:nan|inf)\) encountered in\b")
 #: a loss scale (fp16 GradScaler, apex, DeepSpeed, Megatron) reduced to a value no fp16 gradient can
 #: use: below fp16's smallest subnormal (2**-24), or zero
-_LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*(?:[=:]|\bto\b|\bis\b)\s*['\"]?"
+#: (as key=value, key: value, "key to/is value", or key and value between pipes as fairseq's progress bars
+#: print a record: fairseq/logging/progress_bar.py _str_pipes, ' | '.join(key + ' ' + stats[key].strip()))
+_LOSS_SCALE = re.compile(r"(?i:\bloss[ _-]?scal(?:e|er|ing)\w*)['\"]?\s*"
+                         r"(?:[=:]|\bto\b|\bis\b|(?<=\w) (?=\S+(?: \||\s*$)))\s*['\"]?"
                          r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\b")
 _SCALE_FLOOR = 2.0 ** -24
 #: a dynamic loss scaler that overflows at its floor: DeepSpeed's "OVERFLOW! Rank %d Skipping step.
@@ -495,8 +538,12 @@ NEEDLES: tuple[str, ...] = (
     "finished after", "[pipeline.", "[job.", "AM DEBUG", "PM DEBUG", "AM INFO", "PM INFO", "AM USER", "PM USER",
     # a Ray worker's death, XLA's out-of-memory report, the NVIDIA driver's GPU-gone statuses
     "Worker exit type", "BufferAssignment OOM", "XLA Label: ", "NV_ERR_",
-    # no PTX compiler
-    "PTX JIT compiler library", "PTX compilation provider",
+    # no PTX compiler, or PTX newer than the driver
+    "PTX JIT compiler library", "PTX compilation provider", "unsupported toolchain",
+    # TensorRT's INTERNAL_ERROR letter, nccl-tests' failed checks, a model the server could not load,
+    # an exception carrying a status, slurmd's refused credential, NCCL's shm segment
+    "[F] ", "Test NCCL failure", "Test CUDA failure", "UNAVAILABLE", "Error: ", "Exception: ", "Job credential",
+    "Invalid job credential", "shared memory segment",
 )
 
 
@@ -544,6 +591,10 @@ def _severity(text: str) -> Form | None:
     m = _NEURON.search(text, 0, _HEAD)
     if m is not None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
+    m = _TRT.search(text, 0, _HEAD)
+    if m is not None:
+        return Form(FormKind.CRASH, "a TensorRT INTERNAL_ERROR record") if m.group(1) == "F" else \
+            Form(FormKind.ERROR, "a TensorRT ERROR record")
     m = _LIBFABRIC.search(text)
     if m is not None and (m.group(1) == "error" or _LIBFABRIC_ERR.search(m.group(2))):
         # libfabric is the network transport (its providers: efa, verbs, tcp, shm): an error it logs is
@@ -567,6 +618,8 @@ def _exception(text: str) -> Form | None:
     if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
         m = _EXCEPTION_CLASS.search(text)
         return Form(FormKind.ERROR, "an exception", _EXCEPTION_CAUSES.get(m.group(1)) if m else None)
+    if _STATUS_EXCEPTION.search(text):
+        return Form(FormKind.ERROR, "an exception carrying a status")
     if _WHAT.search(text):
         return Form(FormKind.ERROR, "what an uncaught C++ exception says")
     if _ORTE_ERROR.search(text):
@@ -639,6 +692,10 @@ def read_line(text: str) -> Form | None:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
         return Form(FormKind.ERROR, "a status in a list of root errors")
+    unavailable = _MODEL_UNAVAILABLE.search(text)
+    if unavailable is not None:
+        cause = cause_of(unavailable.group(1))
+        return Form(FormKind.ERROR, "a model the inference server could not load", cause[0] if cause else None)
     if _STALL_REPORT.search(text):
         return Form(FormKind.COMM_WAIT, "a collective library's stall report")
     if _CONNECT_RETRY.search(text):
@@ -703,6 +760,10 @@ _HW_ERR = re.compile(r"\[Hardware Error\]: (?!.*\bcorrected\b)")
 #: memory that ran out, in the words of the allocators that say so: Rust's alloc error hook, a
 #: device allocator's "(out of memory)" (CUDA's cudaErrorMemoryAllocation string "out of memory")
 _ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout of memory\b)|"
+                           # ... the condition's CamelCase name, as classes and status enums spell it
+                           # (java.lang.OutOfMemoryError, torch.OutOfMemoryError, TensorRT's ErrorCode
+                           # description "Error Code 2: OutOfMemory")
+                           r"\bOutOfMemory(?:Error|Exception)?\b|"
                            # runc's report of a container whose init the cgroup's OOM killer ended
                            # (libcontainer/process_linux.go: "container init was OOM-killed (memory limit
                            # too low?)")
@@ -724,6 +785,10 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
     if _HW_ERR.search(text):
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
+    unavailable = _MODEL_UNAVAILABLE.search(text)
+    if unavailable is not None:
+        # the state word is Triton's, not a status: the load error says the cause
+        return cause_of(unavailable.group(1))
     m = _STATUS.search(text)
     if m is not None:
         name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or _SPACED_NAMES[m.group(3)]

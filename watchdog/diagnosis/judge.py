@@ -800,8 +800,11 @@ class Judge:
                 self.oom_lines.setdefault(line.key.node, ev)
             if st.failure is None:
                 st.failure, st.failure_match, st.failure_time = ev, m, line.mono
-            elif st.failure_match is not None and st.failure_match.signature.generic and not m.signature.generic:
-                # the specific error under a traceback header explains the rank; keep the first time
+            elif st.failure_match is not None and st.failure_match.signature.generic and (
+                    not m.signature.generic or (st.failure_match.signature.category is Label.OTHER_CRASH
+                                                and m.signature.category is not Label.OTHER_CRASH)):
+                # the specific error under a traceback header explains the rank (and a vague one that
+                # names a cause, a header that names none); keep the first time
                 st.failure, st.failure_match = ev, m
         elif (
             effect is Effect.INFO
@@ -1329,8 +1332,11 @@ class Judge:
             elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
                 return self._compile_killed_verdict(st, ranks, evidence,
                                                     "the graph compiler was killed by signal 9 (SIGKILL)")
-            elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None:
-                # a traceback header or an exit report, and the rank's own error line no rule knows
+            elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None and (
+                    sig.category is Label.OTHER_CRASH or read_error(detail.text) is not None):
+                # a traceback header or an exit report, and the rank's own error line no rule knows; a
+                # vague failure whose rule names a cause (a system error of the collective library) gives
+                # way only to a line whose form states another
                 return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
             elif sig.id in self._form_failures:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
