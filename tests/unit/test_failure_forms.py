@@ -749,3 +749,36 @@ def test_nccl_system_error_under_a_traceback_header_explains_the_rank() -> None:
                       "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled "
                       "system error, NCCL version 2.14.3"]).verdict(1010.0, final=True)
     assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
+
+
+#: causes read from round 9's forms: (line, the cause, a near miss that states none)
+ROUND9_CAUSES = [
+    ("SystemError: (Fatal) Operator conv2d raises an paddle::memory::allocation::BadAlloc exception.", Label.OOM,
+     "SystemError: (Fatal) Operator conv2d raises an paddle::platform::EnforceNotMet exception."),  # PaddleSeg#1734
+    ("ERROR:tensorflow:/job:worker/task:2 encountered the following error when processing closure: UnavailableError():Graph execution error:",
+     Label.COMM_ERROR,
+     "ERROR:tensorflow:/job:worker/task:2 encountered the following error when processing closure: InternalError():Graph execution error:"),  # tensorflow#57760
+    ("java.lang.OutOfMemoryError: Java heap space", Label.OOM, "java.lang.IllegalStateException: Java heap space dump written"),  # BigDL#1570
+]
+
+
+@pytest.mark.parametrize(("line", "label", "near_miss"), ROUND9_CAUSES)
+def test_round9_cause_and_its_near_miss(line: str, label: Label, near_miss: str) -> None:
+    found = cause_of(line)
+    assert found is not None and found[0] is label
+    assert cause_of(near_miss) is None
+
+
+def test_logged_exception_takes_the_cause_of_the_throwable_on_the_next_line(tmp_path: Path) -> None:
+    """log4j prints logger.error(message, throwable) as the message, then the throwable on the next line
+    (BigDL#1570); a throwable further down is not that record's."""
+    head = "2019-08-19 02:42:12 ERROR Executor:91 - Exception in task 0.0 in stage 149.0 (TID 59)"
+    log = tmp_path / "spark.log"
+    log.write_text(f"{head}\njava.lang.OutOfMemoryError: Java heap space\n\tat java.util.Arrays.copyOf(Arrays.java:3236)\n")
+    v = diagnose_paths([str(log)]).verdict
+    assert v.label is Label.OOM and v.action is Action.RESTART
+    apart = tmp_path / "apart.log"
+    apart.write_text(f"{head}\n2019-08-19 02:42:13 INFO Executor:50 - Running task 1.0\n"
+                     "java.lang.OutOfMemoryError: Java heap space\n")
+    v = diagnose_paths([str(apart)]).verdict
+    assert v.label is Label.OTHER_CRASH

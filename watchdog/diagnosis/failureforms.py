@@ -738,14 +738,21 @@ _UPPER_NAMES = {
     "RESOURCE_EXHAUSTED": "ResourceExhausted", "NOT_FOUND": "NotFound", "PERMISSION_DENIED": "PermissionDenied",
     "UNIMPLEMENTED": "Unimplemented", "UNAUTHENTICATED": "Unauthenticated",
 }
+#: (an error class also as Python's repr prints it, "UnavailableError():", the way TensorFlow's cluster
+#: coordinator logs a closure's failure: cluster_coordinator.py "... encountered the following error when
+#: processing closure: %r:%s")
 _STATUS = re.compile(
-    r"(?:^|[\s:(\[\]'\".])(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
-    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$)")
+    r"(?:^|[\s:(\[\]'\".])(?:(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
+    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$)|(" + "|".join(_STATUS_CAUSES) + r")Error\(\):)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
-#: throwing an instance of 'std::bad_alloc'"; c10's error classes)
-_THROWN = re.compile(r"instance of '([\w:]+)'")
+#: throwing an instance of 'std::bad_alloc'"; c10's error classes), or that PaddlePaddle's operator
+#: runner names as it rethrows what an operator raised (paddle/fluid/framework/operator.cc: "Operator
+#: %s raises an %s exception.", the demangled type; memory::allocation::BadAlloc is its allocators'
+#: out-of-memory error)
+_THROWN = re.compile(r"instance of '([\w:]+)'|\bOperator \w+ raises an? ([\w:]+) exception\b")
 _THROWN_CAUSES = {
     "std::bad_alloc": Label.OOM,
+    "paddle::memory::allocation::BadAlloc": Label.OOM,
     "c10::OutOfMemoryError": Label.OOM,
     "c10::DistNetworkError": Label.COMM_ERROR,
     "c10::DistStoreError": Label.COMM_ERROR,
@@ -791,11 +798,11 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return cause_of(unavailable.group(1))
     m = _STATUS.search(text)
     if m is not None:
-        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or _SPACED_NAMES[m.group(3)]
-        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2) or m.group(3)}"
+        name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or m.group(4) or _SPACED_NAMES[m.group(3)]
+        return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2) or m.group(3) or m.group(4)}"
     m = _THROWN.search(text)
-    if m is not None and m.group(1) in _THROWN_CAUSES:
-        return _THROWN_CAUSES[m.group(1)], f"an uncaught {m.group(1)}"
+    if m is not None and (thrown := m.group(1) or m.group(2)) in _THROWN_CAUSES:
+        return _THROWN_CAUSES[thrown], f"an uncaught {thrown}"
     if _ALLOC_FAILED.search(text):
         return Label.OOM, "an allocation that failed"
     if _IB_RETRY_EXCEEDED.search(text):

@@ -154,6 +154,10 @@ KILLED_CODES = frozenset({-9, 137})
 KILLED_SIGNATURE = "host.killed_sigkill"
 #: The last rule of the table: an error line nothing above explains (signatures.toml).
 UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
+#: a Java throwable as Throwable.toString prints it ("java.lang.OutOfMemoryError: Java heap space"), which
+#: log4j's and logback's layouts put on the line after the message of logger.error(message, throwable),
+#: its "\tat" frames under it: the record's cause is the throwable's
+_THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwable)(?::\s|\s*$)")
 #: Lines that show a rank's setup going on after an error it printed (NCCL connecting its channels
 #: and rings, or picking another network, after a failed probe: nccl src/init.cc, transport.cc;
 #: NVIDIA/nccl#229's "include/net.h:24 -> 2" followed by every ring built). Like progress, they
@@ -1092,6 +1096,11 @@ class Judge:
                 if (reading := read_error(earlier.text)) is not None:
                     line = f"{earlier.text.strip()[:120]}, then {line[:80]}"
                     break
+            after = next((e for e in self.unexplained[at + 1:] if e.key == ev.key), None)
+            if (reading is None and after is not None and after.source == ev.source and after.lineno == ev.lineno + 1
+                    and _THROWABLE.match(after.text) and (reading := read_error(after.text)) is not None):
+                # a logger's record of an exception: the throwable it was given follows on the next line
+                line = f"{line[:80]}, then {after.text.strip()[:120]}"
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
             label, action, advice = reading.label, reading.action, reading.advice
