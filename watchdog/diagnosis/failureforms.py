@@ -540,10 +540,11 @@ NEEDLES: tuple[str, ...] = (
     "Worker exit type", "BufferAssignment OOM", "XLA Label: ", "NV_ERR_",
     # no PTX compiler, or PTX newer than the driver
     "PTX JIT compiler library", "PTX compilation provider", "unsupported toolchain",
-    # TensorRT's INTERNAL_ERROR letter, nccl-tests' failed checks, a model the server could not load,
-    # an exception carrying a status, slurmd's refused credential, NCCL's shm segment
-    "[F] ", "Test NCCL failure", "Test CUDA failure", "UNAVAILABLE", "Error: ", "Exception: ", "Job credential",
-    "Invalid job credential", "shared memory segment",
+    # TensorRT's INTERNAL_ERROR letter, nccl-tests' failed checks, slurmd's refused credential, NCCL's shm
+    # segment (a model the server could not load holds "UNAVAILABLE", an exception carrying a status "Error"
+    # or "Exception", all above)
+    "[F] ", "Test NCCL failure", "Test CUDA failure", "Job credential", "Invalid job credential",
+    "shared memory segment",
 )
 
 
