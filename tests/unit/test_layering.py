@@ -200,7 +200,7 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     assert called["Coordinator"] == {"runtime.build_coordinator"}
     assert called["NodeAgent"] == {"runtime.build_agent"}
     # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
-    assert called["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
+    assert called["CoordinatorSettings"] == {"settings.coordinator_settings", "coordinator.__init__"}
     assert called["coordinator_settings"] == {"runtime.build_coordinator"}
     assert called["attach_console"] == {"runtime.attach_sinks"}
     assert called["MqttSink"] == {"runtime.attach_sinks"}
