@@ -48,6 +48,35 @@ def _one_exit(coord: Coordinator, clock: Clock) -> None:
     assert coord.nodes[NODE].launcher_code == 3
 
 
+def test_the_launchers_exit_is_kept_once_in_the_node_view_and_the_judge_reads_it(tmp_path: Path) -> None:
+    """One record: the node's view holds the exit; the judge reads it there, so a new generation
+    that clears the view clears what the judge sees, and the judge keeps no copy of its own."""
+    from neuron_watch.config import WatchConfig
+    from neuron_watch.job.coordinator import CoordinatorSettings
+    from neuron_watch.runtime import default_judge_factory
+
+    clock = Clock()
+    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
+                        judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
+                        announce=False, session=COORDINATOR_SESSION)
+    try:
+        agent = Agent()
+        coord.handle(b"agent", agent.frames(Hello("h", 1, (0,), "x", 0), 1000.0), 1000.0)
+        coord.handle(b"agent", agent.frames(Status(NodeStatus.FAILED.value, "exit code 3", "",
+                                                   report=LauncherExit(3).to_wire()), 1001.0), 1001.0)
+        judge = coord.judge
+        assert judge is not None and judge.launchers is coord.registry
+        assert judge._launcher_exit is None  # type: ignore[attr-defined]  # no copy in the judge
+        view = coord.nodes[NODE]
+        assert view.launcher_exit is not None and view.launcher_exit.key.rank == -1
+        assert judge.launcher_exit is view.launcher_exit  # type: ignore[attr-defined]
+        view.launcher_exit = None  # what a new generation does to every view
+        assert judge.launcher_exit is None and view.launcher_code is None  # type: ignore[attr-defined]
+    finally:
+        coord.close()
+
+
 class FakeLauncher:
     """A launcher that has exited with 3; a task launcher (``own_rank``) when given one."""
 

@@ -162,7 +162,7 @@ class Coordinator:
         self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
         self.judge_factory = judge_factory
         now = clock()
-        self.judge: JudgeLike | None = judge_factory(generation, now) if judge_factory else None
+        self.judge = self._new_judge(generation, now)
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
         st = self.settings
         #: every step from a verdict to the next generation (pure: it only returns commands)
@@ -269,8 +269,8 @@ class Coordinator:
                 log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
                 state = NodeStatus.NONE
             ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
-            if ended is not None:  # the node's launcher exited: the status is its one report
-                self._exited(h, -1, ended.code, now - lag)
+            if ended is not None:  # the node's launcher exited: the status is its one report (rank -1)
+                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=-1, exit_code=ended.code)
             if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = state, body.detail, h.generation
@@ -280,7 +280,7 @@ class Coordinator:
                 view.stop_report = StopReport.from_wire(body.report)
             view.status_since, view.status_heard = now, self.heard
             if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                view.launcher_code = None if ended is None else ended.code
+                view.launcher_exit = None if ended is None else RankExit(RankKey(h.node, -1), ended.code, now - lag)
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
                 if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
@@ -317,7 +317,7 @@ class Coordinator:
                 self._exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
 
     def _exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
-        """A process of node ``h.node`` exited: a rank, or the launcher (``rank`` -1)."""
+        """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
         if self.judge and h.generation == self.generation:
             self.judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
         self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
@@ -601,11 +601,20 @@ class Coordinator:
     def _new_generation(self, generation: int, now: float) -> None:
         """What the coordinator keeps per generation starts afresh: the judge, what was reported."""
         if self.judge_factory:
-            self.judge = self.judge_factory(generation, now)
+            self.judge = self._new_judge(generation, now)
         self.report = JobReport(self.events, self.clock, self.wall)
         for v in self.nodes.values():
-            v.launcher_code = None
+            v.launcher_exit = None
             v.recorder.clear()  # the new ranks start their own servers
+
+    def _new_judge(self, generation: int, now: float) -> JudgeLike | None:
+        """The judge of ``generation`` (None without a factory). The launchers' exits stay in the
+        node views, kept once: the judge reads them there."""
+        if self.judge_factory is None:
+            return None
+        judge = self.judge_factory(generation, now)
+        judge.launchers = self.registry
+        return judge
 
     def interrupt(self, signum: int, now: float) -> None:
         """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down.
