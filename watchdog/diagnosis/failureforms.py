@@ -133,7 +133,7 @@ _KV_LEVEL = re.compile(
 _LIBFABRIC = re.compile(r"\blibfabric:\d+:\d+:(?:[\w;.-]*:){1,4}\w+\(\):\d+<(error|warn)> (.*)")
 _LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\bunable\b|\bcannot\b", re.I)
 #: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
-#: (notes: the runtime's log format; TDRV, NRT, NMGR, ENC, NCCL modules)
+#: (the runtime's log format; its modules are TDRV, NRT, NMGR, ENC, NCCL and the like)
 _NEURON = re.compile(r"\d+:\d+ (ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
 #: the kernel's own fault reports (lib/bug.c "BUG: ", arch/x86
 #: "general protection fault", mm "segfault at <addr> ip", kernel/panic.c "Kernel panic - ")

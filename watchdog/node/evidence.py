@@ -510,7 +510,7 @@ def _collect_compile_logs(ctx: IncidentContext, rec: _Recorder) -> None:
     failed = 0
     if cache is not None and cache.is_dir():
         for log in sorted(cache.glob("neuronxcc-*/MODULE_*/model.log")):
-            # A failed (poisoned) cache entry has model.log and no model.neff (notes: compile cache layout).
+            # A failed (poisoned) cache entry has model.log and no model.neff (the compile cache's layout).
             if (log.parent / "model.neff").exists() or failed >= MAX_COMPILE_LOGS:
                 continue
             with contextlib.suppress(OSError):
