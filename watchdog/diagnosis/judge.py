@@ -1479,7 +1479,8 @@ class Judge:
         idle = now - reference
         if finished or self._exited == len(self.ranks) or idle <= timeout:
             # Nothing is overdue, or no rank is live: only ranks waiting on a peer can change the
-            # answer (no pass over every rank: ~0.3 s for 65,536 of them, tests/benchmarks/bench_scale.py).
+            # answer (no pass over every rank: the costliest part of a verdict at 65,536 ranks,
+            # tests/benchmarks/bench_scale.py).
             waiting = [] if finished else [st for st in self._ordered(self._waiters) if st.exit_code is None
                                            and st.last_wait is not None and st.last_wait >= reference]
             return self._waiting_or_healthy(waiting, idle, timeout)

@@ -99,8 +99,8 @@ log = logging.getLogger("neuron_watch")
 #: A standalone coordinator serves this long after the job's end for every node to say it exited.
 NODES_EXIT_GRACE = 10.0
 #: The share of the loop's time a verdict may take at most: it waits this many times its own last
-#: cost (a verdict over 65,536 compiling ranks takes about 0.3 s: see tests/benchmarks/bench_scale.py);
-#: small jobs keep the fixed interval.
+#: cost (a verdict over tens of thousands of compiling ranks costs a large part of a second:
+#: tests/benchmarks/bench_scale.py prints it); small jobs keep the fixed interval.
 VERDICT_SHARE = 0.25
 
 

@@ -18,8 +18,8 @@ from neuron_watch.iofaults import IOHealth
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 
 #: The share of the loop's time a status document may take at most: it waits this many times its
-#: own last cost (a document of 65,536 compiling ranks takes about half a second: see
-#: tests/benchmarks/bench_scale.py); small jobs keep the one-second interval.
+#: own last cost (a document of tens of thousands of ranks costs a large part of a second:
+#: tests/benchmarks/bench_scale.py prints it); small jobs keep the one-second interval.
 STATUS_SHARE = 0.1
 #: while behind, status.json at most this often
 SHED_STATUS_EVERY = 10.0
