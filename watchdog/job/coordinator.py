@@ -48,7 +48,7 @@ from neuron_watch.events import (
     iso_utc,
 )
 from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
-from neuron_watch.job.endpoint import COORDINATOR_NODE, Endpoint
+from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
@@ -104,11 +104,6 @@ NODES_EXIT_GRACE = 10.0
 VERDICT_SHARE = 0.25
 
 
-#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
-#: verdict's path is shed: the ranks' tails are not kept, status.json is written less often
-#: (:mod:`.statusfiles`). Said again every BEHIND_REPEAT seconds while it lasts.
-SHED_BEHIND = 2.0
-BEHIND_REPEAT = 10.0
 
 
 #: The recovery steps are the job states of :mod:`neuron_watch.recovery.policy` (one state machine for all).
@@ -196,8 +191,6 @@ class Coordinator:
         self._verdict_every = self.settings.verdict_interval
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
-        self._behind_since: float | None = None
-        self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
@@ -441,10 +434,8 @@ class Coordinator:
                 self.events.emit(EventKind.WATCHDOG_DEGRADED, self.generation, node=self.health.node, path=path,
                                  operation="write", error=error, faults=self.health.faults)
         nodes = self.job_nodes
-        if self.wire.ack(now, nodes):
-            if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
-                setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
-            self._say_behind(now)
+        if self.wire.ack(now, nodes) and self.judge is not None and hasattr(self.judge, "delivery_slack"):
+            setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010  (a test's judge may lack it)
         for view in self.registry.newly_silent(now):
             if self.judge:
                 self.judge.mark_unobserved(view.node, now)
@@ -487,24 +478,6 @@ class Coordinator:
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
-
-    def _say_behind(self, now: float) -> None:
-        """Say on the console and in events when the nodes' messages wait in our queues, by how much
-        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
-        c = self.counters
-        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
-                "duplicates": c.duplicates}
-        if self.behind >= SHED_BEHIND:
-            if self._behind_since is None:
-                self._behind_since = now
-            if now - self._behind_told >= BEHIND_REPEAT:
-                self._behind_told = now
-                self.events.emit(EventKind.COORDINATOR_BEHIND, self.generation, behind=round(self.behind, 1),
-                                 nodes=self.job_nodes, **shed)
-        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
-            self.events.emit(EventKind.COORDINATOR_CAUGHT_UP, self.generation,
-                             behind_for=round(now - self._behind_since, 1), **shed)
-            self._behind_since, self._behind_told = None, -1e18
 
     @property
     def job_nodes(self) -> int:

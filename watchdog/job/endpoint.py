@@ -54,6 +54,11 @@ COORDINATOR_NODE = "coordinator"
 #: window this long (see NodeView.transit): a backlog that lasts a whole window reads as shorter
 #: than it is, a clock drift never as a backlog.
 TRANSIT_WINDOW = 300.0
+#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
+#: verdict's path is shed: the ranks' tails are not kept, status.json is written less often
+#: (:mod:`.statusfiles`). Said again every BEHIND_REPEAT seconds while it lasts.
+SHED_BEHIND = 2.0
+BEHIND_REPEAT = 10.0
 
 
 @dataclass
@@ -133,6 +138,8 @@ class Endpoint:
         self.behind = 0.0
         self._lag = 0.0
         self._transit_since = clock()
+        self._behind_since: float | None = None
+        self._behind_told = -1e18
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -341,14 +348,15 @@ class Endpoint:
 
     def ack(self, now: float, job_nodes: int) -> bool:
         """Acknowledge what each node sent since our last ack, once per ``ack_interval``; the ack
-        carries the job's size and how far behind we are (:attr:`behind`, measured here). Returns
-        whether the acks were due (and :attr:`behind` is new)."""
+        carries the job's size and how far behind we are (:attr:`behind`, measured here, and said
+        when it matters). Returns whether the acks were due (and :attr:`behind` is new)."""
         if now - self._last_ack < self.ack_interval:
             return False
         self._last_ack = now
         # The nodes' messages of the last ack interval waited this long in our queues, at most.
         self.behind, self._lag = self._lag, 0.0
         ack_behind = round(self.behind, 3)
+        self._say_behind(now, job_nodes)
         if now - self._transit_since >= TRANSIT_WINDOW:
             self._transit_since = now
             self.registry.rotate_transit()
@@ -359,6 +367,22 @@ class Endpoint:
                 if self.send(view.node, Ack(st.expected - 1, job_nodes, ack_behind)):
                     view.acked = st.expected - 1
         return True
+
+    def _say_behind(self, now: float, job_nodes: int) -> None:
+        """Say on the console and in events when the nodes' messages wait in our queues, by how much
+        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
+        c = self.counters
+        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
+                "duplicates": c.duplicates}
+        if self.behind >= SHED_BEHIND:
+            if self._behind_since is None:
+                self._behind_since = now
+            if now - self._behind_told >= BEHIND_REPEAT:
+                self._behind_told = now
+                self._emit(EventKind.COORDINATOR_BEHIND, behind=round(self.behind, 1), nodes=job_nodes, **shed)
+        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
+            self._emit(EventKind.COORDINATOR_CAUGHT_UP, behind_for=round(now - self._behind_since, 1), **shed)
+            self._behind_since, self._behind_told = None, -1e18
 
     def _emit(self, kind: EventKind, **fields: Any) -> None:
         self.receiver.events.emit(kind, self.receiver.generation, **fields)
