@@ -19,16 +19,20 @@ def named(c: Coordinator, name: str) -> list[dict[str, Any]]:
     return [e for e in c.events.history if e["event"] == name]
 
 
-def test_a_failed_status_is_the_launchers_one_exit(tmp_path: Path) -> None:
+def _coordinator(tmp_path: Path, clock: Clock) -> Coordinator:
     from neuron_watch.config import WatchConfig
     from neuron_watch.job.coordinator import CoordinatorSettings
     from neuron_watch.runtime import default_judge_factory
 
+    return Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                       settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
+                       judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
+                       announce=False, session=COORDINATOR_SESSION)
+
+
+def test_a_failed_status_is_the_launchers_one_exit(tmp_path: Path) -> None:
     clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
-                        judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
-                        announce=False, session=COORDINATOR_SESSION)
+    coord = _coordinator(tmp_path, clock)
     try:
         _one_exit(coord, clock)
     finally:
@@ -51,15 +55,7 @@ def _one_exit(coord: Coordinator, clock: Clock) -> None:
 def test_the_launchers_exit_is_kept_once_in_the_node_view_and_the_judge_reads_it(tmp_path: Path) -> None:
     """One record: the node's view holds the exit; the judge reads it there, so a new generation
     that clears the view clears what the judge sees, and the judge keeps no copy of its own."""
-    from neuron_watch.config import WatchConfig
-    from neuron_watch.job.coordinator import CoordinatorSettings
-    from neuron_watch.runtime import default_judge_factory
-
-    clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
-                        judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
-                        announce=False, session=COORDINATOR_SESSION)
+    coord = _coordinator(tmp_path, Clock())
     try:
         agent = Agent()
         coord.handle(b"agent", agent.frames(Hello("h", 1, (0,), "x", 0), 1000.0), 1000.0)

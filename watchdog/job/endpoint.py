@@ -244,12 +244,8 @@ class Endpoint:
     def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
         """Tell an agent session our session (an ack of nothing, -1): it resends, echoing it.
         At most one every half second per connection."""
-        last = self._challenged.get(routing_id)
-        if last is not None and now - last < 0.5:
+        if not _due(self._challenged, routing_id, now, 0.5, 4096)[0]:
             return
-        if len(self._challenged) >= 4096:
-            self._challenged.clear()
-        self._challenged[routing_id] = now
         self.counters.challenges += 1
         self._send_to(routing_id, h.session, Ack(-1))
 
@@ -262,18 +258,14 @@ class Endpoint:
             raise ProtocolError("auth", "a message of another job")
         other.verify(frames)  # raises AuthError: not our secret
         self.counters.wrong_job += 1
-        key = (h.job, h.node, h.session)
-        last = self._refused.get(key)
-        if last is not None and now - last < 1.0:
+        due, first = _due(self._refused, (h.job, h.node, h.session), now, 1.0, 1024)
+        if not due:
             return
-        if len(self._refused) >= 1024:
-            self._refused.clear()
-        self._refused[key] = now
         reason = f"this coordinator runs job {self.job}"
         hdr = self._header(Kind.REFUSED, h.session, job=h.job)
         if not self.sock.send(routing_id, other.sign(encode(Msg(hdr, Refused(self.job, h.job, reason))))):
             self.counters.send_failed += 1
-        if last is None:
+        if first:
             self._emit(EventKind.JOB_REFUSED, job=self.job, other_job=h.job, node=h.node,
                        reason="the same secret and coordinator port: each job needs its own --job-id and port "
                               "(or secret)")
@@ -294,13 +286,11 @@ class Endpoint:
         reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
                   f"place {holder.place}); refused {h.node!r} on {host}, place {place}: give every node its own "
                   "--node_rank (torchrun) and, if you name nodes, its own NEURON_WATCH_NODE")
-        key = (h.job, h.node, h.session)
-        last = self._refused.get(key)
-        if last is not None and now - last < 1.0:
+        due, first = _due(self._refused, (h.job, h.node, h.session), now, 1.0, 1024)
+        if not due:
             return True
-        self._refused[key] = now
         self._send_to(routing_id, h.session, Refused(self.job, h.job, reason))
-        if last is None:
+        if first:
             self._emit(EventKind.NODE_REFUSED, node=h.node, place=place, holder=holder.node, reason=reason)
             log.warning("%s", reason)
         return True
@@ -389,6 +379,19 @@ class Endpoint:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _due(seen: dict[Any, float], key: Any, now: float, every: float, cap: int) -> tuple[bool, bool]:
+    """Whether to answer ``key`` at ``now`` (not within ``every`` seconds of the last answer: a peer
+    that resends is not answered at its rate), and whether it is the first time. ``seen`` forgets
+    everything beyond ``cap`` keys: memory stays bounded whatever a stranger sends."""
+    last = seen.get(key)
+    if last is not None and now - last < every:
+        return False, False
+    if len(seen) >= cap:
+        seen.clear()
+    seen[key] = now
+    return True, last is None
 
 
 def _fields(body: Body) -> dict[str, Any]:
