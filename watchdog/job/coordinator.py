@@ -103,12 +103,8 @@ NODES_EXIT_GRACE = 10.0
 #: tests/benchmarks/bench_scale.py prints it); small jobs keep the fixed interval.
 VERDICT_SHARE = 0.25
 
-
-
-
 #: The recovery steps are the job states of :mod:`neuron_watch.recovery.policy` (one state machine for all).
 Phase = JobState
-
 
 
 class Coordinator:

@@ -109,7 +109,9 @@ class Endpoint:
         bind: ``HOST:PORT`` (port 0 = any free one; read :attr:`endpoint`) or a ZeroMQ URL.
         secret: the job secret; job: the job id every message must carry.
         registry: the job's nodes (a new session joins it, a claim is checked against it).
-        session: this coordinator's session (default: from the clock, see below).
+        receiver: the coordinator: each fresh message goes to it, and it says the generation.
+        ack_interval: seconds between acks to a node with news.
+        session: this coordinator's session (default: from the start time, with random low bits).
     """
 
     def __init__(self, bind: str, secret: bytes, job: str, *, registry: NodeRegistry, receiver: Receiver,
