@@ -13,7 +13,7 @@ from typing import Any
 
 
 class Label(str, enum.Enum):
-    """Failure categories: one label per verdict (DESIGN.md §4)."""
+    """Failure categories: one label per verdict."""
 
     COMPILING = "compiling"
     COLLECTIVE_HANG = "collective_hang"

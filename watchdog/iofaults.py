@@ -1,7 +1,7 @@
 """The watchdog's own files, written through faults of their disk (full, read-only, EIO, ESTALE).
 
-A fault of the watchdog's own I/O must never stop or restart a healthy job (issue 16, finding 2:
-``ENOSPC`` at a ``merged.log`` flush crashed the wrapper and its cleanup killed the job). So:
+A fault of the watchdog's own I/O must never stop or restart a healthy job (an ``ENOSPC`` raised
+at a ``merged.log`` flush would end the wrapper, and its cleanup the job). So:
 
 * :class:`AppendFile` is an append-only log file (``merged.log``, ``rank-<R>.log``, the launcher
   log, ``events.jsonl``) that never raises on a write: what cannot be written is kept in memory

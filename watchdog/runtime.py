@@ -405,7 +405,7 @@ class SignalLatch:
 
         A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
         and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
-        would let the hang-up stop the job (issue 16, finding 8).
+        would let the hang-up stop the job.
         """
         old: dict[int, Any] = {}
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -453,7 +453,7 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             if coord is not None:
                 # A signal during start-up (before our own hello reached the coordinator): a stop
                 # broadcast now would reach no node, and the job would end only at the stop's
-                # deadline + 10 s (25 s, issue 16 finding 8). Our hello is on loopback: wait for it, briefly.
+                # deadline + 10 s. Our hello is on loopback: wait for it, briefly.
                 if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
                 if coord.recovery.live and not coord.interrupted:

@@ -5,7 +5,7 @@
 2. Time from a rank's death to the relaunched ranks' first step: rank 1 crashes at step k in
    generation 0 only. neuron-watch relaunches torchrun itself; plain torchrun recovers with
    ``--rdzv-backend=c10d --max-restarts 1`` and ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``
-   (notes/infra.md section 4: the only way its own restart works in torch 2.13).
+   (the only way its own restart works in torch 2.13).
 
 Both recovery figures use one clock and one method: a reader thread stamps every console line with
 ``time.time()`` as it arrives. Death = the line holding "injected crash" (neuron-watch echoes rank

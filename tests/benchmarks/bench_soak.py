@@ -1,6 +1,6 @@
 """Soak: a healthy 2-node job under neuron-watch with a fault of the watchdog's world every 2 minutes.
 
-Figures, no pass/fail (issue 16). One ``neuron-watch torchrun`` per node on this machine (node 0
+Figures, no pass/fail. One ``neuron-watch torchrun`` per node on this machine (node 0
 hosts the coordinator, node 1 reaches it through a TCP relay of ours), the toy job training the
 whole time. Every ``--every`` seconds one fault, in turn:
 

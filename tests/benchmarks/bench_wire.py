@@ -359,8 +359,8 @@ def agent_cpu(seconds: float, classify: bool) -> tuple[float, float]:
 
 def huge_lines(rounds: int = 8, ranks: int = 16, limit: float = 120.0) -> dict[str, float]:
     """One node's link and the coordinator in this process: ``ranks`` ranks each print ``rounds``
-    lines of 1 MiB (issue 16: 16 ranks of such lines made batches over the 64 MiB frame limit and
-    wedged the link). MiB/s until every line was ingested; ``done`` 0 when not within ``limit`` s."""
+    lines of 1 MiB (16 ranks of such lines make batches over the 64 MiB frame limit: they are split,
+    never wedge the link). MiB/s until every line was ingested; ``done`` 0 when not within ``limit`` s."""
     with tempfile.TemporaryDirectory() as tmp:
         coord = Coordinator("127.0.0.1:0", SECRET, tmp, job=JOB)
         link = AgentLink(coord.endpoint, SECRET, job=JOB, node="n0", session=new_session(time.time()))

@@ -1,4 +1,4 @@
-"""Issue 16, finding 7: an MQTT password holding a raw '@' (which authenticates) never appears in any
+"""An MQTT password holding a raw '@' (which authenticates) never appears in any
 file of the run dir, in any MQTT payload, in the bundle uploaded to S3, or on the console.
 
 Real parts: mosquitto with a password file (``allow_anonymous false`` on the job's listener), a

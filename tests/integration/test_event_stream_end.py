@@ -1,4 +1,4 @@
-"""Issue 16, finding 10 (the event stream): ``job_finished`` is the last event even when a node
+"""The event stream's end: ``job_finished`` is the last event even when a node
 reports lines it could not buffer after the end (the loss still counts in the summary), and
 an events.jsonl deleted or rotated mid-run is made again instead of swallowing later events.
 Real ZeroMQ on loopback, real files."""

@@ -1,4 +1,4 @@
-"""The whole path of issue 5 on a real job: a hang under ``neuron-watch --artifacts s3://...``, the
+"""The whole path of an incident on a real job: a hang under ``neuron-watch --artifacts s3://...``, the
 evidence captured before the kill, the bundle uploaded to a real S3 API (rclone serve s3, which
 checks signatures) under <prefix>/<job-id>/incident-<n>/<node>/, whole (checksums match the manifest)."""
 

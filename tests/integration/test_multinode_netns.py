@@ -1,5 +1,5 @@
 """Two nodes that are really apart: each ``neuron-watch torchrun`` in its own network namespace with
-its own IP address and hostname (notes/infra.md §1.4), joined by a bridge the test creates and
+its own IP address and hostname, joined by a bridge the test creates and
 removes. Only addresses inside those namespaces are used."""
 
 from __future__ import annotations

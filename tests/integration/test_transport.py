@@ -162,7 +162,7 @@ def test_replayed_agent_messages_are_ingested_once(coordinator: Coordinator) -> 
 
 
 def _rebind(address: str, run_dir: Path) -> Coordinator:
-    # libzmq closes asynchronously: the old port can be busy for a moment (notes: EADDRINUSE).
+    # libzmq closes asynchronously: the old port can be busy for a moment (EADDRINUSE).
     end = time.monotonic() + 10
     while True:
         try:

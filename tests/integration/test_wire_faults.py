@@ -1,11 +1,11 @@
-"""Faults of the wire over real ZeroMQ sockets on loopback (issue 16, findings 1 and 4).
+"""Faults of the wire over real ZeroMQ sockets on loopback.
 
-1. A batch over the frame limit (16 ranks printing megabyte lines) wedged the agent's link for
-   good: the coordinator dropped the frame, the agent resent it forever, later messages were
-   dropped as "early" yet kept the node looking alive. Now batches are split under the schema's
-   frame limit, a longer line is cut and counted, and everything arrives.
-4. Replaying one captured frame moved the coordinator's route to the node (acks and commands went
-   to the attacker) and kept a dead node looking alive. Now nothing about a node changes before a
+1. A batch over the frame limit (16 ranks printing megabyte lines) would wedge the agent's link
+   for good (the coordinator drops the frame, the agent resends it forever, later messages are
+   "early" yet keep the node looking alive): batches are split under the schema's frame limit, a
+   longer line is cut and counted, and everything arrives.
+4. A replayed captured frame would move the coordinator's route to the node (acks and commands
+   to the attacker) and keep a dead node looking alive: nothing about a node changes before a
    message is proven fresh.
 
 The coordinator and the agent link run in this process (no child processes); each test still

@@ -1,4 +1,4 @@
-"""A job that cannot start as configured is not restarted (issue 12 item 4).
+"""A job that cannot start as configured is not restarted: a restart cannot fix it.
 
 Real torchrun, 2 CPU ranks, a script that imports a package that is not installed: the ranks die
 with Python's own ``ModuleNotFoundError`` (after its ``Traceback`` header), torchrun reports

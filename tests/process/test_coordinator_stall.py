@@ -1,4 +1,4 @@
-"""A stalled or lost coordinator, a slow stop, a lost node (issue 16 finding 3, issue 11 non-blocking stop).
+"""A stalled or lost coordinator, a slow stop, a lost node; a stop that never blocks the loop.
 
 Real 2-node torchrun jobs (one wrapper per node on this machine, node 0 hosting the coordinator):
 a coordinator paused with SIGSTOP for longer than ``--coordinator-silence`` does not cost a

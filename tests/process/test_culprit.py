@@ -88,7 +88,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         assert stopped["rung"] == "sigterm" and stopped["survivors"] == [] and stopped["continued"] == []
         assert stopped["killed_stopped"] == [pid]
         stop_cmd = next(e for e in named(evs, "command") if e["command"] == "stop")
-        # the figure (issue 11: within 2 s of the stop command), printed, not asserted
+        # the figure (the stop of a stopped rank is at once), printed, not asserted
         print(f"\nstop of a job with a SIGSTOPped rank: 'stopped' after {stopped['seconds']:.2f} s "
               f"(rung {stopped['rung']}); {_t(stopped) - _t(stop_cmd):.2f} s from the stop command")
         # the incident's files carry the final verdict, the same as events.jsonl

@@ -1,4 +1,4 @@
-"""``neuron-watch diagnose`` of a run directory says what the watchdog said live (issue 12 item 5).
+"""``neuron-watch diagnose`` of a run directory says what the watchdog said live.
 
 Real torchrun jobs (the toy DDP job, 2 CPU ranks, gloo) under neuron-watch, one per kind of
 generation the process tests make: a clean run, a crash, a hang, a compile. Then ``diagnose`` reads

@@ -1,4 +1,4 @@
-"""Issue 16, finding 10: failures before the first step. Real torchrun jobs.
+"""Failures before the first step. Real torchrun jobs.
 
 * A missing script dies in every generation before any step: one restart, then a crash loop,
   exit 4 (README "Exit codes"), not the whole budget spent in seconds and exit 1.

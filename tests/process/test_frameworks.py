@@ -340,7 +340,7 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job
     restarts = named(evs, "restart")
     assert len(restarts) == 2, [e["event"] for e in evs]
     verdicts = [v for v in named(evs, "verdict") if v["action"] != "wait" and v["generation"] == 1]
-    # a SIGKILL with no OOM evidence is not "oom" (issue 11): the victim's exit (other_crash, "killed
+    # a SIGKILL with no OOM evidence is not "oom": the victim's exit (other_crash, "killed
     # by signal 9"), or the survivor judged first by its gloo error
     assert len(verdicts) == 1 and verdicts[0]["label"] in ("other_crash", "comm_error"), verdicts
     assert verdicts[0]["culprit"]["rank"] == 1

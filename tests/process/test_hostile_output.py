@@ -1,4 +1,4 @@
-"""Issue 16, finding 9: a real torchrun rank printing escape sequences cannot forge a watchdog line
+"""A real torchrun rank printing escape sequences cannot forge a watchdog line
 or drive the operator's terminal; the job still finishes, the rank log keeps the bytes as printed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults of the watchdog's own I/O and output floods, on real processes (issue 16, findings 2 and 6).
+"""Faults of the watchdog's own I/O and output floods, on real processes.
 
 The disks are real: a small tmpfs mounted by the fixture for the run dir (filled with a real file
 until the kernel says ENOSPC), ``chattr +i`` for a run dir that refuses new entries (a read-only
@@ -303,7 +303,7 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 280)
     assert code == 0, out[-3000:]
     evs = events(run_dir)
-    end = named(evs, "job_finished")[0]  # (an agent_dropped may follow it: issue 16, finding 10)
+    end = named(evs, "job_finished")[0]  # (an agent_dropped may follow it: a loss said after the end)
     assert end["exit_code"] == 0
     files = torchrun_files(next((run_dir / "gen-0" / "torchrun").iterdir()))
     skipped_total = 0

@@ -1,4 +1,4 @@
-"""Issue 16, finding 8: the operator's shell. Real torchrun jobs (toy, CPU, gloo) under a real
+"""The operator's shell must not end or orphan a job. Real torchrun jobs (toy, CPU, gloo) under a real
 ``nohup``, a real pseudo-terminal that is closed, a SIGTERM during start-up, and a ``kill -9`` of
 the wrapper together with its guardian. Each asserts how the job ended and that no pid survives."""
 

@@ -116,9 +116,9 @@ print("done", flush=True)
 
 def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -> None:
     # torch's _WorkerServer.shutdown() holds the GIL while it joins the server's threads, and the
-    # dump_traceback handler needs the GIL: a shutdown at exit during a stack dump hung the rank for
-    # ever after "Server shutting down" (7 of 10 rank exits, found while chasing issue 11's abort at
-    # exit). Asked without a pause, each of these ranks exits while a request is in flight or near.
+    # dump_traceback handler needs the GIL: unguarded, a shutdown at exit during a stack dump hangs
+    # the rank for ever after "Server shutting down". Asked without a pause, each of these ranks
+    # exits while a request is in flight or near.
     for attempt in range(5):
         probe = tmp_path / f"p{attempt}"
         probe.mkdir()

@@ -1,4 +1,4 @@
-"""The wire with real jobs (issue 16, findings 1 and 5).
+"""The wire with real jobs: jobs that share a port and a secret, and megabyte lines.
 
 Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
 exported in a shell profile): before, both derived the same job id from the coordinator address;
@@ -117,8 +117,8 @@ SIZE = (1 << 20) - 64
 
 def test_sixteen_ranks_printing_megabyte_lines_finish_with_every_line(tmp_path: Path,
                                                                        toy_env: dict[str, str]) -> None:
-    """Issue 16, finding 1: 16 ranks printing 1 MiB lines made a batch over the 64 MiB frame limit,
-    and the link wedged (an empty merged.log, a finished job still "running", or judged hung)."""
+    """16 ranks printing 1 MiB lines make batches over the 64 MiB frame limit: each is split under it,
+    so the link never wedges (an empty merged.log, a finished job still "running", or judged hung)."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", str(RANKS),
             str(RANK_SCRIPT), "--lines", str(LINES), "--size", str(SIZE)]

@@ -1,4 +1,4 @@
-"""Multi-rank log scenarios written from the real formats (notes/neuron.md §3.1, §4.5, §4.6).
+"""Multi-rank log scenarios written from the real formats (the Neuron runtime's, the compiler's, torchrun's).
 
 Each scenario is a list of ``(rank, seconds, template)``; a template's ``{rt}``, ``{cc}``, ``{iso}``
 is replaced by the time in the runtime, compiler or ISO format. The same scenario feeds the live

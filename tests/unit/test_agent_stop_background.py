@@ -1,5 +1,5 @@
-"""A stop runs beside the agent's loop (issue 11: the stop froze status and the link for its whole
-deadline): :meth:`AgentLink.dispatch` starts it through ``begin_stop``, keeps turning, reports
+"""A stop runs beside the agent's loop (a stop in the loop would freeze status and the link for its
+whole deadline): :meth:`AgentLink.dispatch` starts it through ``begin_stop``, keeps turning, reports
 ``stopped`` once it is done, and carries out the commands received meanwhile after it, in order.
 No socket: a fake one records what would go out."""
 

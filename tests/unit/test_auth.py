@@ -87,8 +87,8 @@ def test_wrong_secret_altered_or_reframed_messages_fail() -> None:
 
 
 def test_the_job_id_is_bound_into_the_keys() -> None:
-    """Two jobs with one secret (exported in a shell profile) never verify each other's messages
-    (issue 16, finding 5); the coordinator, holding the secret, can still tell such a neighbour."""
+    """Two jobs with one secret (exported in a shell profile) never verify each other's messages;
+    the coordinator, holding the secret, can still tell such a neighbour."""
     a, b = derive_keys(SECRET, "job-a"), derive_keys(SECRET, "job-b")
     assert len({a.agent, a.coordinator, b.agent, b.coordinator}) == 4
     # the job id is length-prefixed: no (label, job) pair runs into another

@@ -60,7 +60,7 @@ def test_scan_reads_markers_from_disk(tmp_path: Path) -> None:
 
 
 def test_newest_complete_skips_a_checkpoint_that_would_not_load() -> None:
-    """Issue 16 finding 10: the fallback takes the previous complete checkpoint, never an incomplete one."""
+    """The fallback takes the previous complete checkpoint, never an incomplete one."""
     from neuron_watch.recovery.checkpoints import Candidate, Checkpoint, Detection, newest_complete
 
     cands = (Candidate("step_5", "/c/step_5", "nxd", 5, 1.0, True),

@@ -34,7 +34,7 @@ def test_cli_beats_env_beats_default() -> None:
         ({"hang_timeout": "0"}, {}, "--hang-timeout"),
         ({}, {"NEURON_WATCH_PREWARM_AFTER": "-5"}, "NEURON_WATCH_PREWARM_AFTER"),
         ({}, {"NEURON_WATCH_HANG_TIMOUT": "5"}, "NEURON_WATCH_HANG_TIMOUT"),
-        ({"coordinator": "host:99999"}, {}, "--coordinator"),  # issue 16 finding 10: five digits, no port
+        ({"coordinator": "host:99999"}, {}, "--coordinator"),  # five digits, no port
         ({"coordinator": "host:0"}, {}, "--coordinator"),
     ],
 )

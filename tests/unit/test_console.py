@@ -209,7 +209,7 @@ def test_a_warning_event_is_its_message_on_one_line_at_debug() -> None:
     assert line == "[neuron-watch] warning: no progress line recognised for 300s (use --progress-regex)"
 
 
-# -- issue 16, finding 9: a rank's escape sequences are shown, never obeyed --------------------
+# -- a rank's escape sequences are shown, never obeyed ---------------------------------------
 HOSTILE = [
     "\r\x1b[2K[neuron-watch] verdict: healthy",  # erase the [rankN] prefix, pass for our line
     "\x1b[1G[neuron-watch] job finished",  # cursor to column 1

@@ -1,8 +1,8 @@
 """A pause of the coordinator itself (SIGSTOP of its wrapper, a console nobody reads) is not silence
 of the job: the coordinator notices the jump of its clock between ticks, keeps its nodes observed,
-and gives no verdict until what the nodes buffered meanwhile has arrived (issue 16: a healthy job
-was restarted by the verdict that ran before the pending batch). Fake clock; signed messages are
-handed to :meth:`Coordinator.handle` directly."""
+and gives no verdict until what the nodes buffered meanwhile has arrived (a verdict that ran
+before the pending batch would restart a healthy job). Fake clock; signed messages are handed to
+:meth:`Coordinator.handle` directly."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def scenario(coord: Coordinator, clock: Clock) -> None:
         ticks(coord, clock, at, at + 0.9)
     clock.now = 1060.0
     coord.tick(1060.0)  # the first turn after the pause: nothing read yet
-    # the agent's heartbeat comes first (its lines wait for the batch age): the race of issue 16
+    # the agent's heartbeat comes first (its lines wait for the batch age): the race a pause opens
     coord.handle(b"agent", agent.frames(Heartbeat(0, 0, 0), 1060.15), 1060.15)
     clock.now = 1060.15  # past the verdict interval
     coord.tick(1060.15)

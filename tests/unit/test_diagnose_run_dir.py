@@ -1,5 +1,5 @@
-"""``diagnose`` of neuron-watch's own run directory and of excerpts whose clocks disagree (issue 12
-item 5): rank logs read once and dated by their time index, the generation judged at its end with
+"""``diagnose`` of neuron-watch's own run directory and of excerpts whose clocks disagree:
+rank logs read once and dated by their time index, the generation judged at its end with
 the exits events.jsonl recorded, glog stamps without a year, lines before the first stamp, and the
 judge's options after the subcommand word."""
 

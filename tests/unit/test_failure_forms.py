@@ -41,7 +41,7 @@ FORMS: list[tuple[str, FormKind, str]] = [
     # an op that ran out of memory, at WARNING (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning)
     ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when allocating tensor with shape[256,832,7,7]", E, "corpus (tensorflow-4735: TF 1.x, the record without its time)"),
     ("2019-10-24 21:55:25.500952: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at cwise_ops_common.cc:70 : Resource exhausted: OOM when allocating tensor with shape[8,509,3072] and type float", E, "corpus (an OP_REQUIRES failure)"),
-    # the Neuron runtime's ERROR with its module (notes: "<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
+    # the Neuron runtime's ERROR with its module ("<date> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>")
     ("2021-Dec-03 08:02:36.0093  5110:5110  ERROR  TDRV:dma_ring_allocate                       No more pages for ring type: 1", E, "corpus (Neuron TDRV)"),
     # libfabric's record (src/log.c fi_log "%s:%d:%ld:%s:%s:%s():%d<%s> ")
     ("libfabric:18564:1733296782::efa:cq:efa_rdm_cq_poll_ibv_cq():570<warn> err: 5, message: Unreachable remote (15)", E, "libfabric src/log.c format, prov/efa EFA_WARN"),

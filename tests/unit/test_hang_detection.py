@@ -1,4 +1,4 @@
-"""Issue 2's minimal judge, on a fake clock: a hang is declared after the hang timeout and not before,
+"""The judge's hang rule, on a fake clock: a hang is declared after the hang timeout and not before,
 and a compiling rank keeps the job out of 'hang' however long the others wait."""
 
 from __future__ import annotations

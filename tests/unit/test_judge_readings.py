@@ -1,4 +1,4 @@
-"""The judge's general readings of a failure (held-out round 3, issue 12): a SIGKILL with the node's
+"""The judge's general readings of a failure: a SIGKILL with the node's
 memory evidence anywhere, a SIGKILL in the middle of a graph compile, an error the rank's setup went
 on from, an application-class Xid as a rank's last word, and an error no rule knows read by its
 form. Real lines, and the near misses that must keep the old answer."""

@@ -169,7 +169,7 @@ def test_dynamos_own_recompile_limit_is_a_storm_by_itself() -> None:
     assert key == RankKey(N, 1) and count == 1 and "recompile_limit (8)" in line.text
 
 
-# neuronx-cc through torch-neuronx's wrapper (notes/neuron.md): a graph compiled, then its PASS line
+# neuronx-cc through torch-neuronx's wrapper: a graph compiled, then its PASS line
 CC_START = ("2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc "
             "compile --target=trn1 --framework=XLA /tmp/u/w/model.MODULE_{n}+d41d8cd9.hlo_module.pb --output "
             "/tmp/u/w/model.neff --verbose=35")

@@ -1,5 +1,5 @@
 """Multi-line scenarios from the real formats, through the live judge and through ``diagnose``:
-both must give the expected label and culprit (DESIGN.md §4)."""
+both must give the expected label and culprit."""
 
 from __future__ import annotations
 

@@ -19,16 +19,20 @@ def named(c: Coordinator, name: str) -> list[dict[str, Any]]:
     return [e for e in c.events.history if e["event"] == name]
 
 
-def test_a_failed_status_is_the_launchers_one_exit(tmp_path: Path) -> None:
+def _coordinator(tmp_path: Path, clock: Clock) -> Coordinator:
     from neuron_watch.config import WatchConfig
     from neuron_watch.job.coordinator import CoordinatorSettings
     from neuron_watch.runtime import default_judge_factory
 
+    return Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
+                       settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
+                       judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
+                       announce=False, session=COORDINATOR_SESSION)
+
+
+def test_a_failed_status_is_the_launchers_one_exit(tmp_path: Path) -> None:
     clock = Clock()
-    coord = Coordinator("127.0.0.1:0", SECRET, str(tmp_path / "run"), job=JOB,
-                        settings=CoordinatorSettings(expected_nodes=1, silence=1e6),
-                        judge_factory=default_judge_factory(WatchConfig()), clock=clock.mono, wall=clock.wall,
-                        announce=False, session=COORDINATOR_SESSION)
+    coord = _coordinator(tmp_path, clock)
     try:
         _one_exit(coord, clock)
     finally:
@@ -46,6 +50,27 @@ def _one_exit(coord: Coordinator, clock: Clock) -> None:
     assert coord.judge is not None and coord.judge.launcher_exit is not None  # type: ignore[attr-defined]
     assert coord.judge.launcher_exit.exit_code == 3  # type: ignore[attr-defined]
     assert coord.nodes[NODE].launcher_code == 3
+
+
+def test_the_launchers_exit_is_kept_once_in_the_node_view_and_the_judge_reads_it(tmp_path: Path) -> None:
+    """One record: the node's view holds the exit; the judge reads it there, so a new generation
+    that clears the view clears what the judge sees, and the judge keeps no copy of its own."""
+    coord = _coordinator(tmp_path, Clock())
+    try:
+        agent = Agent()
+        coord.handle(b"agent", agent.frames(Hello("h", 1, (0,), "x", 0), 1000.0), 1000.0)
+        coord.handle(b"agent", agent.frames(Status(NodeStatus.FAILED.value, "exit code 3", "",
+                                                   report=LauncherExit(3).to_wire()), 1001.0), 1001.0)
+        judge = coord.judge
+        assert judge is not None and judge.launchers is coord.registry
+        assert judge._launcher_exit is None  # type: ignore[attr-defined]  # no copy in the judge
+        view = coord.nodes[NODE]
+        assert view.launcher_exit is not None and view.launcher_exit.key.rank == -1
+        assert judge.launcher_exit is view.launcher_exit  # type: ignore[attr-defined]
+        view.launcher_exit = None  # what a new generation does to every view
+        assert judge.launcher_exit is None and view.launcher_code is None  # type: ignore[attr-defined]
+    finally:
+        coord.close()
 
 
 class FakeLauncher:

@@ -200,7 +200,7 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     assert called["Coordinator"] == {"runtime.build_coordinator"}
     assert called["NodeAgent"] == {"runtime.build_agent"}
     # (and the Coordinator's own default, for callers that drive it by hand: tests, simulations)
-    assert called["CoordinatorSettings"] == {"coordinator.coordinator_settings", "coordinator.__init__"}
+    assert called["CoordinatorSettings"] == {"settings.coordinator_settings", "coordinator.__init__"}
     assert called["coordinator_settings"] == {"runtime.build_coordinator"}
     assert called["attach_console"] == {"runtime.attach_sinks"}
     assert called["MqttSink"] == {"runtime.attach_sinks"}
@@ -254,3 +254,10 @@ def test_event_kinds_are_a_type_never_strings() -> None:
     found = list(itertools.chain.from_iterable(
         string_kinds(p.read_text(encoding="utf-8"), str(p.relative_to(WATCHDOG.parent))) for p in MODULES.values()))
     assert found == []
+
+
+def test_the_knowledge_base_is_built_by_the_composition_root() -> None:
+    """Every entry point, the offline ``diagnose`` and the timeline included, takes its table from
+    ``runtime.knowledge_base``; only a capture outside any job (a Slurm epilog's) reads the packaged
+    table itself."""
+    assert _calls()["default_knowledge_base"] == {"runtime.knowledge_base", "evidence._collect_timeline"}

@@ -1,4 +1,4 @@
-"""The agent's outbox and batch splitting, without sockets (issue 16, finding 1)."""
+"""The agent's outbox and batch splitting, without sockets."""
 
 from __future__ import annotations
 

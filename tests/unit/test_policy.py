@@ -66,7 +66,7 @@ def test_faulty_node_without_exclusion_stops_and_names_the_node() -> None:
     )
 
 
-# -- issue 16, finding 10: crash loops before the first step ----------------------------------
+# -- crash loops before the first step ---------------------------------------------------
 def _early(label: Label = Label.OTHER_CRASH, signature: str = "python_cannot_open_file") -> Verdict:
     from neuron_watch.events import Evidence
 

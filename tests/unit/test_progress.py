@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
-"""Progress from any output (issue 10): ``\\r``-redrawn bars through the live tail, and the global
+"""Progress from any output: ``\\r``-redrawn bars through the live tail, and the global
 step of each framework's progress format.
 
 The fixtures under ``data/`` are real output, redirected to a file as torchrun does, so the ``\\r``

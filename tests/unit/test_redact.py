@@ -1,4 +1,4 @@
-"""URL user info is masked by structure (issue 16, finding 7): a raw '@' in a password, token-only
+"""URL user info is masked by structure: a raw '@' in a password, token-only
 URLs, several URLs in one value; and the config and env.json writers use it."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_healthy_lines_are_never_failures(line: str) -> None:
 
 
 def test_issue_coverage_by_category() -> None:
-    """The families issue 3 names are all present, with the label DESIGN.md §4 gives them."""
+    """The families of Neuron failures are all present, each with its label."""
     want = {
         "neuron.rt.driver_missing": Label.CONFIG_ERROR,
         "neuron.rt.nc_in_use": Label.CONFIG_ERROR,

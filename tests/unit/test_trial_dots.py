@@ -3,7 +3,7 @@
 A keep-alive thread printing ``.`` every few seconds, or binary output that decodes to a lone
 ``.`` line, once kept a hung job ``compiling`` for the whole compile budget. The dots count beside
 a compile the compiler wrapper's command line, the compiler's own line or a compiler process opened
-(neuronx-cc's real sequence, notes/neuron.md: "Call compiler with cmd: neuronx-cc compile ...",
+(neuronx-cc's real sequence: "Call compiler with cmd: neuronx-cc compile ...",
 dots, "Compiler status PASS").
 """
 

@@ -1,4 +1,4 @@
-"""Issue 12 items 3 and 4: an error nobody recognised is never ``healthy`` at the end of a log, and
+"""An error nobody recognised is never ``healthy`` at the end of a log, and
 never a restart while the ranks go on; exit codes and signals mean what their sources say;
 exceptions a restart cannot fix stop the job."""
 
@@ -33,7 +33,7 @@ def feed(j: Judge, rank: int, t0: float, *texts: str) -> float:
 
 
 STEP = "step {} loss 1.52 step_time 1.0s"
-#: what healthy real runs print (issue 12: none of these may fail a job)
+#: what healthy real runs print (none of these may fail a job)
 NOISE = [
     "[W1123 15:00:49.123456 socket.cpp:752] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).",
     "/opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:617: UserWarning: This DataLoader will create 8 worker processes in total. Our suggested max number of worker in current system is 2, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.",

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
+from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
-from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
     TimeParser,
@@ -136,7 +136,9 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
         compile_timeout=getattr(config, "compile_timeout", JudgeSettings.compile_timeout),
         save_timeout=getattr(config, "save_timeout", JudgeSettings.save_timeout),
     )
-    diag = diagnose_paths(args.paths, settings=settings, progress_regex=getattr(config, "progress_regex", None))
+    from neuron_watch.runtime import knowledge_base  # (the root's imports cost a second; the command needs one)
+
+    diag = diagnose_paths(args.paths, settings=settings, kb=knowledge_base(config))
     if args.json:
         sys.stdout.write(json.dumps(diag.to_dict()) + "\n")
     else:
@@ -381,20 +383,24 @@ def read_run_record(run_dir: str, generation: int) -> RunRecord | None:
 
 
 def diagnose_lines(
-    lines: Iterable[LogLine], settings: JudgeSettings | None = None, progress_regex: str | None = None,
+    lines: Iterable[LogLine], settings: JudgeSettings | None = None, kb: KnowledgeBase | None = None,
     record: RunRecord | None = None,
 ) -> tuple[Verdict, int]:
     """The verdict for these lines, judged at the time of the last of them; and how many there were.
 
     This is the live judge fed in batches, exactly as the supervisor feeds it. ``record``: what the
     run's events say of the generation (its ranks' exits; it is judged at its end, not at its last
-    line: a hung job's last line is long before the watchdog stopped it).
+    line: a hung job's last line is long before the watchdog stopped it). ``kb``: the entry point's
+    knowledge base (:func:`neuron_watch.runtime.knowledge_base`; by default that of the default options).
     """
     judge: Judge | None = None
     first = last = None
     count = 0
     batch: list[LogLine] = []
-    kb = default_knowledge_base(progress_regex)
+    if kb is None:
+        from neuron_watch.runtime import knowledge_base
+
+        kb = knowledge_base(WatchConfig())
     for line in lines:
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
@@ -421,9 +427,9 @@ def diagnose_lines(
 
 
 def diagnose_paths(
-    paths: Iterable[str], settings: JudgeSettings | None = None, progress_regex: str | None = None
+    paths: Iterable[str], settings: JudgeSettings | None = None, kb: KnowledgeBase | None = None
 ) -> Diagnosis:
-    """Read ``paths`` (see the module docstring) and judge them.
+    """Read ``paths`` (see the module docstring) and judge them with ``kb`` (see :func:`diagnose_lines`).
 
     Raises:
         UsageError: a path does not exist or cannot be read (exit 2).
@@ -447,7 +453,7 @@ def diagnose_paths(
                 if src.path is not None:
                     stream.close()
 
-    verdict, count = diagnose_lines(all_lines(), settings, progress_regex, record)
+    verdict, count = diagnose_lines(all_lines(), settings, kb, record)
     untimed = [s.display for s in sources if not s.timed]
     if untimed and len(untimed) < len(sources):
         notes.append(

@@ -1,7 +1,6 @@
 """``neuron-watch dump``: a drop-in ``neuron-dump`` hook for the Neuron runtime's core dumps.
 
-The runtime runs ``/opt/aws/neuron/bin/neuron-dump`` on a fatal error with documented flags
-(notes: runtime core dumps)::
+The runtime runs ``/opt/aws/neuron/bin/neuron-dump`` on a fatal error with documented flags::
 
     neuron-dump --neff-name N --neff-uuid U --date-time D --pid P --tid T --log-id L \\
                 --instance-id I --cluster-id C --error-location E --error-code X \\

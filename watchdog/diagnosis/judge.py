@@ -33,6 +33,7 @@ import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from neuron_watch.diagnosis.classify import STEP_RULES, Effect, KnowledgeBase, Match
 from neuron_watch.diagnosis.errorclass import read_error
@@ -455,6 +456,13 @@ def _ends_recompile(st: RankState, mono: float, step: int | None) -> bool:
     return step >= own + 2 or (step == own + 1 and later)
 
 
+class LauncherExits(Protocol):
+    """The launchers' exits of a generation as a caller keeps them (one record, read by the judge)."""
+
+    def launcher_exit(self) -> RankExit | None:
+        """The newest launcher exit, or None."""
+
+
 class Judge:
     """Keeps per-rank state for one generation and answers :meth:`verdict`.
 
@@ -479,7 +487,10 @@ class Judge:
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
         self.unobserved: dict[str, float] = {}  # node -> since
-        self.launcher_exit: RankExit | None = None
+        #: where the launchers' exits are kept when the caller keeps them (the coordinator: its
+        #: nodes' views); None: this judge keeps the ones it is given (:meth:`observe_exit`)
+        self.launchers: LauncherExits | None = None
+        self._launcher_exit: RankExit | None = None
         self.processes_observed_at: float | None = None  # last observe_compilers() call
         self.last_compiler_alive: float | None = None  # last time any compiler CPU grew, job-wide
         self.locks: dict[str, float] = {}  # fresh compile-cache lock path -> first seen
@@ -961,13 +972,18 @@ class Judge:
     def observe_exit(self, ex: RankExit) -> None:
         """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``)."""
         if ex.key.rank < 0:
-            self.launcher_exit = ex
+            self._launcher_exit = ex
             return
         st = self._rank(ex.key, ex.mono)
         if st.exit_code is None:
             st.exit_code, st.exit_time = ex.exit_code, ex.mono
             self._exited += 1
             self._may_fail[ex.key] = st
+
+    @property
+    def launcher_exit(self) -> RankExit | None:
+        """The newest exit of a node's launcher in this generation (None: every launcher runs)."""
+        return self._launcher_exit if self.launchers is None else self.launchers.launcher_exit()
 
     def mark_unobserved(self, node: str, now: float) -> None:
         """The node's agent (or its log stream) went silent: its ranks cannot be judged."""
@@ -1478,7 +1494,8 @@ class Judge:
         idle = now - reference
         if finished or self._exited == len(self.ranks) or idle <= timeout:
             # Nothing is overdue, or no rank is live: only ranks waiting on a peer can change the
-            # answer (no pass over every rank: ~0.3 s for 65,536 of them, tests/benchmarks/bench_scale.py).
+            # answer (no pass over every rank: the costliest part of a verdict at 65,536 ranks,
+            # tests/benchmarks/bench_scale.py).
             waiting = [] if finished else [st for st in self._ordered(self._waiters) if st.exit_code is None
                                            and st.last_wait is not None and st.last_wait >= reference]
             return self._waiting_or_healthy(waiting, idle, timeout)

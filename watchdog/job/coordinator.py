@@ -3,19 +3,19 @@
     neuron-watch coordinator --bind HOST:PORT --run-dir DIR [--job-id ID] [--nodes N]
 
 A :class:`Coordinator` is a service object with a ``poll(timeout)`` / ``tick(now)`` shape:
-``poll`` drains the socket (authenticate, decode, de-duplicate, ingest), ``tick`` does what is
-due at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). The
-command and the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
+``poll`` has its :class:`~neuron_watch.job.endpoint.Endpoint` drain the socket (authenticate,
+decode, de-duplicate) and hand each fresh message back to be ingested; ``tick`` does what is due
+at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). The command and
+the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
 
 Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
 ``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
 for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
 summary, rewritten atomically on each tick).
 
-Trust: only messages signed with the job's agent key are ingested (:mod:`neuron_watch.wire.auth`);
-anything else -- wrong secret, garbage, replays, commands posing as agent messages -- is
-dropped and counted in the summary, never acted on. A node not heard from for ``silence``
-seconds is ``unobserved`` (never ``healthy``) until it speaks again.
+Trust: only messages signed with the job's agent key are ingested (the endpoint checks them);
+anything else is dropped and counted in the summary, never acted on. A node not heard from for
+``silence`` seconds is ``unobserved`` (never ``healthy``) until it speaks again.
 
 Recovery, when the judge's verdict asks for a restart: every node is told to
 capture evidence, then to stop (SIGTERM, deadline, SIGKILL, reap on each), then the
@@ -25,17 +25,12 @@ checkpoint is chosen once, here, and every node is told to launch generation G+1
 from __future__ import annotations
 
 import collections
-import dataclasses
-import json
 import logging
 import os
-import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from neuron_watch.config import WatchConfig
 from neuron_watch.events import (
     CompilerSample,
     EventKind,
@@ -53,13 +48,16 @@ from neuron_watch.events import (
     iso_utc,
 )
 from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
+from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.job.nodes import NodeRegistry, NodeView
+from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
+from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusdoc import NodeState, liveness, status_document
+from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
-from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 from neuron_watch.recovery.machine import (
     Capture,
     ChooseCheckpoint,
@@ -74,185 +72,39 @@ from neuron_watch.recovery.machine import (
     RecoverySettings,
     Relaunch,
     Relaunched,
-    RelaunchOutcome,
     StopJob,
 )
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
-from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_LINE_BYTES,
     NO_VERDICT,
     RANK_LINE_BYTES,
-    Ack,
     Body,
     CaptureEvidence,
-    Disposition,
     Exits,
     Header,
     Heartbeat,
     Hello,
-    Kind,
-    Launch,
     Lines,
     Msg,
     Procs,
-    ProtocolError,
-    Refused,
-    SequenceTracker,
     Shutdown,
     Status,
-    StatusQuery,
-    StatusReply,
     Stop,
-    decode_body,
-    decode_header,
     delivery_slack_at,
-    encode,
-    kind_of,
 )
-from neuron_watch.wire.transport import CoordinatorSocket
 
 log = logging.getLogger("neuron_watch")
 
-COORDINATOR_NODE = "coordinator"
-#: A loop turn this much later than the previous one means this process was paused (SIGSTOP, a
-#: suspended VM): the gap is our own absence, not silence of the job or of its nodes.
-PAUSE_JUMP = 5.0
 #: A standalone coordinator serves this long after the job's end for every node to say it exited.
 NODES_EXIT_GRACE = 10.0
-#: Shares of the loop's time a verdict and a status document may take at most: each waits this
-#: many times its own last cost (a verdict over 65,536 compiling ranks takes ~0.3 s, a status
-#: document of them ~0.5 s: tests/benchmarks/bench_scale.py); small jobs keep the fixed intervals.
+#: The share of the loop's time a verdict may take at most: it waits this many times its own last
+#: cost (a verdict over tens of thousands of compiling ranks costs a large part of a second:
+#: tests/benchmarks/bench_scale.py prints it); small jobs keep the fixed interval.
 VERDICT_SHARE = 0.25
-STATUS_SHARE = 0.1
-
-
-@dataclass
-class Counters:
-    """Everything the coordinator refused or failed to deliver."""
-
-    frames: int = 0
-    bad: dict[str, int] = field(default_factory=dict)  # problem -> count (auth, garbage, version, ...)
-    wrong_job: int = 0  # signed with this secret for another job (refused by name)
-    not_agent_kind: int = 0  # validly signed but a command kind: never acted on
-    unechoed: int = 0  # not echoing this coordinator's session: a replay, or an agent not yet challenged
-    challenges: int = 0  # challenges sent (ack -1: "resend, echoing my session")
-    duplicates: int = 0
-    early: int = 0
-    stale: int = 0
-    send_failed: int = 0
-    lines: int = 0
-    status_queries: int = 0
-    unclassified_batches: int = 0  # batches the agents did not classify (classified here, per line)
-    #: work shed while behind (see Coordinator.behind): lines not kept in the ranks' tails (they are in
-    #: merged.log and the ranks' own files), status.json writes skipped
-    tail_lines_shed: int = 0
-    status_writes_shed: int = 0
-
-    def bad_total(self) -> int:
-        return sum(self.bad.values())
-
-
-@dataclass(frozen=True)
-class CoordinatorSettings:
-    silence: float = 10.0  # seconds without a message -> node unobserved
-    ack_interval: float = 0.05  # seconds between acks to a node with news
-    verdict_interval: float = 0.1  # seconds between verdicts
-    evidence_timeout: float = 60.0  # wait this long for every node's `evidence_done`
-    stop_timeout: float = 15.0  # SIGTERM -> SIGKILL deadline sent with `stop`
-    expected_nodes: int | None = None  # wait for this many nodes before judging
-    settle: float = 3.0  # after a non-hang failure, wait this long for the root cause to arrive
-    finishing_grace: float = 45.0  # ranks are ending: the launcher's own exit decides, up to this long
-    tail_lines: int = 200  # per-rank tail kept in memory for evidence
-    #: a tick this much later than the previous one means the coordinator itself was paused (SIGSTOP,
-    #: a stuck console): the gap is not the nodes' silence, and verdicts wait ``pause_grace`` seconds
-    #: for what the nodes buffered meanwhile (an agent resends within its ``resend_after``, 3 s).
-    #: None: off (a caller that drives ``tick`` with a fast-forwarded clock); the wrappers set it.
-    pause_jump: float | None = None
-    pause_grace: float = 6.0
-    upload_timeout: float = 0.0  # the nodes upload their bundles within their stop: wait that much longer
-    #: a node silent at a restart (its wrapper killed, its host down) is not relaunched onto: wait
-    #: this long for it to answer the stop, then end the job (exit 3) instead
-    lost_node_wait: float = 600.0
-    #: every node that joined has a failed launcher while others never joined: wait this long for them
-    absent_grace: float = 60.0
-
-
-#: The nodes' messages waiting this long in our queues is said (events, console), and work off the
-#: verdict's path is shed: the ranks' tails are not kept, status.json is written every
-#: SHED_STATUS_EVERY seconds at most. Said again every BEHIND_REPEAT seconds while it lasts.
-SHED_BEHIND = 2.0
-#: A node's shortest transit is taken afresh from each window this long (see NodeView.transit): a
-#: backlog that lasts a whole window reads as shorter than it is, a clock drift never as a backlog.
-TRANSIT_WINDOW = 300.0
-#: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
-RANKS_EVERY = 30.0
-SHED_STATUS_EVERY = 10.0
-BEHIND_REPEAT = 10.0
-
-
-class Relauncher(Protocol):
-    """How a new generation of the job starts, once recovery has stopped the old one.
-
-    The coordinator calls :meth:`begin` when recovery says relaunch, then :meth:`poll` on each turn
-    of its loop (its sockets keep being served meanwhile) until it answers. ``replaces_agents``:
-    a relaunch starts new agents (a new srun step), so nodes silent at a restart are not waited for.
-    """
-
-    replaces_agents: bool
-
-    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None: ...
-
-    def poll(self, now: float) -> RelaunchOutcome | None:
-        """The relaunch's outcome once known, else None."""
-
-    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
-        """Keep ``node`` out of the next generation (recovery asked: a faulty node)."""
-
-    def gone(self) -> int | None:
-        """The launcher's exit code when it ended by itself (the srun step), else None."""
-
-
-class LaunchOnNodes:
-    """The default relaunch: every node's agent starts the next generation itself (``launch``)."""
-
-    replaces_agents = False
-
-    def __init__(self, coordinator: Coordinator) -> None:
-        self._coordinator = coordinator
-        self._started = False
-
-    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
-        self._coordinator.broadcast(Launch(generation, checkpoint))
-        self._started = True
-
-    def poll(self, now: float) -> RelaunchOutcome | None:
-        if not self._started:
-            return None
-        self._started = False
-        return Relaunched()
-
-    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
-        """Nodes cannot be excluded here: the policy gives up on a faulty node (exit 4) instead."""
-
-    def gone(self) -> int | None:
-        return None
-
-
-def coordinator_settings(config: WatchConfig, expected_nodes: int | None, **overrides: Any) -> CoordinatorSettings:
-    """The coordinator's settings from the one configuration: the same for every entry point (the
-    wrapper of ``torchrun``, the ``srun`` launcher, the standalone coordinator), so that a setting
-    added here reaches all of them. ``overrides``: what only one entry point decides (the standalone
-    coordinator's ``--silence``)."""
-    return CoordinatorSettings(stop_timeout=config.stop_timeout, evidence_timeout=config.evidence_timeout,
-                               expected_nodes=expected_nodes, lost_node_wait=config.coordinator_loss_timeout,
-                               absent_grace=config.absent_node_wait, pause_jump=PAUSE_JUMP,
-                               upload_timeout=config.upload_timeout if config.artifacts else 0.0, **overrides)
-
 
 #: The recovery steps are the job states of :mod:`neuron_watch.recovery.policy` (one state machine for all).
 Phase = JobState
-
 
 
 class Coordinator:
@@ -285,29 +137,23 @@ class Coordinator:
                  generation: int = 0,
                  health: IOHealth | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
-        self.relauncher: Relauncher = relauncher or LaunchOnNodes(self)
+        self.relauncher: Relauncher = relauncher or LaunchOnNodes(self.broadcast)
         self._relaunching = False
         self.job = job
-        self.signer = Signer.for_coordinator(secret, job)
-        self._status_signer = Signer.for_status(secret)
-        self._challenged: dict[bytes, float] = {}  # routing id -> when last challenged (rate limit)
-        self._refused: dict[tuple[str, str, int], float] = {}  # (job, node, session) -> when last refused
         self.clock = clock
-        # Grows with the start time (agents tell a restarted coordinator by a larger session), with
-        # 12 random low bits: agents echo it, so a frame captured in another session is refused.
-        self.session = session if session is not None else ((time.time_ns() // 1000) << 12) | secrets.randbelow(4096)
         os.makedirs(run_dir, exist_ok=True)
         self.run_dir = run_dir
-        self.sock = CoordinatorSocket(bind)
-        self.endpoint = self.sock.endpoint
         self.registry = NodeRegistry(self.settings.silence)
         self.nodes: dict[str, NodeView] = self.registry.views
-        self.tracker = SequenceTracker(in_order=True)
-        self.counters = Counters()
+        #: the socket side: frames, trust, sessions, acks; it hands each fresh message to :meth:`received`
+        self.wire = Endpoint(bind, secret, job, registry=self.registry, receiver=self, clock=clock,
+                             ack_interval=self.settings.ack_interval, session=session)
+        self.endpoint, self.session, self.counters = self.wire.endpoint, self.wire.session, self.wire.counters
+        self.sock, self.tracker = self.wire.sock, self.wire.tracker
         self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
         self.judge_factory = judge_factory
         now = clock()
-        self.judge: JudgeLike | None = judge_factory(generation, now) if judge_factory else None
+        self.judge = self._new_judge(generation, now)
         self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
         st = self.settings
         #: every step from a verdict to the next generation (pure: it only returns commands)
@@ -320,8 +166,6 @@ class Coordinator:
             fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
             phase_since=now)
         self.wall = wall
-        self._last_status = -1e18
-        self._status_every = 1.0
         self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
         self.tails: dict[RankKey, _Tail] = {}
@@ -339,26 +183,17 @@ class Coordinator:
         self._io_told = False  # faults seen before this coordinator existed are told at the first tick
         self.last_verdict: Verdict | None = None
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
-        self._cmd_seq = 0
-        self._last_ack = -1e18
         self._last_verdict_at = -1e18
         self._verdict_every = self.settings.verdict_interval
         self._stamp_sec, self._stamp_prefix = -1, ""
         self._keys: dict[tuple[str, int], RankKey] = {}
-        #: seconds the nodes' newest messages waited in our queues (see NodeView.transit): the acks
-        #: say it, agents resend that much later
-        self.behind = 0.0
-        self._lag = 0.0
-        self._last_ranks = -1e18
-        self._transit_since = now
-        self._behind_since: float | None = None
-        self._behind_told = -1e18
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
         self.pauses: list[float] = []  # our own pauses seen (seconds), for the summary
+        self.status_files = StatusFiles(run_dir, self.health)
         #: called with each status document written (once a second): the --progress line
-        self.status_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.status_listeners = self.status_files.listeners
         if announce:
             self.events.emit(EventKind.COORDINATOR_STARTED, 0, endpoint=self.endpoint, job=job)
 
@@ -371,190 +206,37 @@ class Coordinator:
         even when events.jsonl is the file that fails)."""
         self.events.emit(kind, self.generation, **fields)
 
-    # -- receiving ---------------------------------------------------------------------------
+    # -- the wire (its endpoint does the work) ------------------------------------------------
 
     def poll(self, timeout: float, budget: float = 0.05) -> int:
-        """Wait up to ``timeout`` seconds for messages, then ingest what is waiting for at most
-        ``budget`` seconds (so :meth:`tick` -- acks, verdicts -- runs often even under a flood;
-        agents resend what is not acknowledged in time). Returns how many messages were handled."""
-        if not self.sock.poll(int(timeout * 1000)):
-            return 0
-        now = start = self.clock()
-        n = 0
-        while (item := self.sock.recv()) is not None:
-            self.handle(item[0], item[1], now)
-            n += 1
-            if n % 16 == 0:
-                now = self.clock()
-                if now - start >= budget:
-                    break
-        return n
-
-    def _bad(self, problem: str) -> None:
-        self.counters.bad[problem] = self.counters.bad.get(problem, 0) + 1
+        """Handle the nodes' messages for up to ``budget`` seconds (:meth:`.Endpoint.poll`)."""
+        return self.wire.poll(timeout, budget)
 
     def handle(self, routing_id: bytes, frames: list[bytes], now: float) -> None:
-        """Authenticate, decode, de-duplicate and ingest one message; anything doubtful is counted.
+        """One message off the socket (:meth:`.Endpoint.handle`)."""
+        self.wire.handle(routing_id, frames, now)
 
-        Nothing about a node changes (its route, ``last_heard``, its session) before the message
-        is proven fresh: signed with this job's key, echoing this coordinator's session, and the
-        next one of its sender's sequence. A captured frame replayed from elsewhere is a
-        duplicate (or does not echo this session) and moves nothing.
-        """
-        self.counters.frames += 1
-        try:
-            if len(frames) != 3:
-                self.signer.verify(frames)  # an unsigned message is refused as such
-                raise ProtocolError("truncated" if len(frames) < 3 else "garbage",
-                                    f"a message has 3 frames (header, body, signature), got {len(frames)}")
-            # The header is read before the signature: a peer of another schema signs with other keys,
-            # and its refusal must name the version, not "bad signature". Nothing acts on it unsigned.
-            h = decode_header(bytes(frames[0]))
-            if h.kind is Kind.STATUS_QUERY:
-                body = decode_body(h.kind, self._status_signer.verify(frames)[1])
-                assert isinstance(body, StatusQuery)
-                self._answer_status(routing_id, h, body)
-                return
-            if h.job != self.job and not h.kind.is_command:
-                self._foreign(routing_id, frames, h, now)
-                return
-            body = decode_body(h.kind, self.signer.verify(frames)[1])
-        except ProtocolError as exc:
-            self._bad(exc.problem)
-            if exc.problem == "version" and self.counters.bad["version"] == 1:
-                log.warning("refusing a peer: %s", exc)  # once: an old agent keeps resending
-            return
-        if h.kind.is_command:
-            self.counters.not_agent_kind += 1
-            return
-        if h.job != self.job:
-            self.counters.wrong_job += 1
-            return
-        view = self.nodes.get(h.node)
-        if h.echo != self.session:
-            self.counters.unechoed += 1
-            st = self.tracker.stats(h.node)
-            # Challenge every session we have not taken in (a new agent, one of a previous
-            # coordinator, or a second agent claiming this node that started before the holder, so
-            # its session is the smaller: unchallenged it would wait forever, neither refused nor
-            # heard). The session we took in already knows ours: its unechoed frame is a replay.
-            if (view is None or view.session != h.session) and (st is None or h.session != st.session):
-                self._challenge(routing_id, h, now)
-            return
-        if (view is None or view.session != h.session) and self._claim_refused(routing_id, h, body, now):
-            return  # another live agent holds this node's name or place: the newcomer is refused
-        disp = self.tracker.check(h.node, h.session, h.seq, h.base)
-        if disp is Disposition.STALE_SESSION:
-            self.counters.stale += 1
-            return
-        if disp is Disposition.DUPLICATE:
-            self.counters.duplicates += 1
-            if view is not None and view.session == h.session and view.routing_id == routing_id:
-                view.need_ack = True  # a resend on the node's own connection: our ack was lost
-            return
-        if disp is Disposition.EARLY:
-            self.counters.early += 1  # the sender resends what is missing first; it proves nothing yet
-            return
-        if view is None or view.session != h.session:
-            view = self._new_session(h, routing_id, now)
-        # A fresh message of the current session proves the node is alive and tells us where to
-        # reach it (a reconnect gets a new routing id).
-        view.routing_id = routing_id
-        view.last_heard = now
-        view.need_ack = True
-        took = now - h.sent
-        if took < view.transit_next:
-            view.transit_next = took
-        if took < view.transit:
-            view.transit = took
-        elif took - view.transit > self._lag:
-            self._lag = took - view.transit
+    def send(self, node: str, body: Body) -> bool:
+        """One signed command to ``node`` (:meth:`.Endpoint.send`)."""
+        return self.wire.send(node, body)
+
+    def broadcast(self, body: Body) -> list[str]:
+        """``body`` to every node (:meth:`.Endpoint.broadcast`): the nodes it could not be handed to."""
+        return self.wire.broadcast(body)
+
+    @property
+    def behind(self) -> float:
+        """Seconds the nodes' newest messages waited in our queues (:attr:`.Endpoint.behind`)."""
+        return self.wire.behind
+
+    def received(self, view: NodeView, msg: Msg, now: float) -> None:
+        """A fresh message of ``view``'s session: a silent node is heard again, then it is ingested."""
         if view.state is NodeState.UNOBSERVED:
             view.state = NodeState.CONNECTED
             if self.judge:
-                self.judge.mark_observed(h.node)
-            self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=h.node)
-        self._ingest(view, Msg(h, body), now)
-
-    def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
-        """Tell an agent session our session (an ack of nothing, -1): it resends, echoing it.
-        At most one every half second per connection."""
-        last = self._challenged.get(routing_id)
-        if last is not None and now - last < 0.5:
-            return
-        if len(self._challenged) >= 4096:
-            self._challenged.clear()
-        self._challenged[routing_id] = now
-        self.counters.challenges += 1
-        self._send_to(routing_id, h.session, Ack(-1))
-
-    def _foreign(self, routing_id: bytes, frames: list[bytes], h: Header, now: float) -> None:
-        """A message naming another job. Signed with that job's keys and our secret: a job sharing
-        our secret and port -- refused by name, on both sides. Otherwise it is
-        a stranger's (counted as a bad signature)."""
-        other = self.signer.other_job(h.job)
-        if other is None:
-            raise ProtocolError("auth", "a message of another job")
-        other.verify(frames)  # raises AuthError: not our secret
-        self.counters.wrong_job += 1
-        key = (h.job, h.node, h.session)
-        last = self._refused.get(key)
-        if last is not None and now - last < 1.0:
-            return
-        if len(self._refused) >= 1024:
-            self._refused.clear()
-        self._refused[key] = now
-        hdr = Header(kind=Kind.REFUSED, job=h.job, node=COORDINATOR_NODE, session=self.session,
-                     generation=self.generation, seq=self._cmd_seq, target=h.session, mono=self.clock(),
-                     wall=time.time())
-        self._cmd_seq += 1
-        reason = f"this coordinator runs job {self.job}"
-        if not self.sock.send(routing_id, other.sign(encode(Msg(hdr, Refused(self.job, h.job, reason))))):
-            self.counters.send_failed += 1
-        if last is None:
-            self.events.emit(EventKind.JOB_REFUSED, self.generation, job=self.job, other_job=h.job, node=h.node,
-                             reason="the same secret and coordinator port: each job needs its own "
-                                    "--job-id and port (or secret)")
-
-    def _send_to(self, routing_id: bytes, target: int, body: Body) -> bool:
-        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
-                   generation=self.generation, seq=self._cmd_seq, target=target, mono=self.clock(), wall=time.time())
-        self._cmd_seq += 1
-        return self.sock.send(routing_id, self.signer.sign(encode(Msg(h, body))))
-
-    def _claim_refused(self, routing_id: bytes, h: Header, body: Body, now: float) -> bool:
-        """A new agent session claims node ``h.node`` (and, in its hello, a place in the job). Nodes
-        are known by their place; the name is for people, and bundles and S3 keys carry it. While
-        another agent session holding that name or that place is alive (heard within ``silence``,
-        not exited), the newcomer is refused, with a message naming both hosts; once the holder is
-        silent or gone, the newcomer takes over (an agent that restarted: a new session)."""
-        place = body.place if isinstance(body, Hello) else -1
-        held = self.registry.holder(h.node, h.session, place, now)
-        if held is None:
-            return False
-        holder, by_name = held
-        host = f"{body.hostname} (pid {body.pid})" if isinstance(body, Hello) else "another agent"
-        what = f"node {h.node!r}" if by_name else f"place {place} in the job (node_rank / SLURM_PROCID)"
-        reason = (f"{what} is already held by {holder.node!r} on {holder.hostname or '?'} (pid {holder.pid}, "
-                  f"place {holder.place}); refused {h.node!r} on {host}, place {place}: give every node its own "
-                  "--node_rank (torchrun) and, if you name nodes, its own NEURON_WATCH_NODE")
-        key = (h.job, h.node, h.session)
-        last = self._refused.get(key)
-        if last is not None and now - last < 1.0:
-            return True
-        self._refused[key] = now
-        self._send_to(routing_id, h.session, Refused(self.job, h.job, reason))
-        if last is None:
-            self.events.emit(EventKind.NODE_REFUSED, self.generation, node=h.node, place=place, holder=holder.node,
-                             reason=reason)
-            log.warning("%s", reason)
-        return True
-
-    def _new_session(self, h: Header, routing_id: bytes, now: float) -> NodeView:
-        view, rejoined = self.registry.join(h.node, h.session, routing_id, h.generation, now)
-        self.events.emit(EventKind.NODE_REJOINED if rejoined else EventKind.NODE_JOINED, self.generation,
-                         node=h.node)
-        return view
+                self.judge.mark_observed(view.node)
+            self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=view.node)
+        self._ingest(view, msg, now)
 
     def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
         h, body = msg.header, msg.body
@@ -576,8 +258,8 @@ class Coordinator:
                 log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
                 state = NodeStatus.NONE
             ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
-            if ended is not None:  # the node's launcher exited: the status is its one report
-                self._exited(h, -1, ended.code, now - lag)
+            if ended is not None:  # the node's launcher exited: the status is its one report (rank -1)
+                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=-1, exit_code=ended.code)
             if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
                 return  # a late word about a generation already replaced
             view.status, view.status_detail, view.generation = state, body.detail, h.generation
@@ -587,7 +269,7 @@ class Coordinator:
                 view.stop_report = StopReport.from_wire(body.report)
             view.status_since, view.status_heard = now, self.heard
             if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                view.launcher_code = None if ended is None else ended.code
+                view.launcher_exit = None if ended is None else RankExit(RankKey(h.node, -1), ended.code, now - lag)
             if body.checkpoint:
                 view.checkpoint = body.checkpoint
                 if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
@@ -624,7 +306,7 @@ class Coordinator:
                 self._exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
 
     def _exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
-        """A process of node ``h.node`` exited: a rank, or the launcher (``rank`` -1)."""
+        """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
         if self.judge and h.generation == self.generation:
             self.judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
         self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
@@ -734,30 +416,6 @@ class Coordinator:
                              limit_bytes=MAX_LINE_BYTES, rank_line_bytes=RANK_LINE_BYTES)
             view.reported_truncated_lines = truncated
 
-    # -- sending -----------------------------------------------------------------------------
-
-    def send(self, node: str, body: Body) -> bool:
-        """Send one signed command to ``node``'s current session. False (and counted) if it cannot go."""
-        view = self.nodes.get(node)
-        if view is None:
-            self.counters.send_failed += 1
-            return False
-        h = Header(kind=kind_of(body), job=self.job, node=COORDINATOR_NODE, session=self.session,
-                   generation=self.generation, seq=self._cmd_seq, target=view.session, mono=self.clock(),
-                   wall=time.time())
-        self._cmd_seq += 1
-        ok = self.sock.send(view.routing_id, self.signer.sign(encode(Msg(h, body))))
-        if not ok:
-            self.counters.send_failed += 1
-        return ok
-
-    def broadcast(self, body: Body) -> list[str]:
-        """Send ``body`` to every known node; returns the nodes it could not be handed to."""
-        if not isinstance(body, Ack):
-            self.events.emit(EventKind.COMMAND, self.generation, command=kind_of(body).value, nodes=sorted(self.nodes),
-                             **_fields(body))
-        return [n for n in sorted(self.nodes) if not self.send(n, body)]
-
     # -- the clock ---------------------------------------------------------------------------
 
     def tick(self, now: float) -> Verdict | None:
@@ -771,24 +429,9 @@ class Coordinator:
             for path, error in sorted(self.health.degraded.items()):
                 self.events.emit(EventKind.WATCHDOG_DEGRADED, self.generation, node=self.health.node, path=path,
                                  operation="write", error=error, faults=self.health.faults)
-        if now - self._last_ack >= self.settings.ack_interval:
-            self._last_ack = now
-            # The nodes' messages of the last ack interval waited this long in our queues, at most.
-            self.behind, self._lag = self._lag, 0.0
-            nodes = self.job_nodes
-            if self.judge is not None and hasattr(self.judge, "delivery_slack"):  # (a judge of tests may lack it)
-                setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010
-            ack_behind = round(self.behind, 3)
-            self._say_behind(now)
-            if now - self._transit_since >= TRANSIT_WINDOW:
-                self._transit_since = now
-                self.registry.rotate_transit()
-            for view in self.nodes.values():
-                st = self.tracker.stats(view.node)
-                if view.need_ack and st is not None and st.session == view.session:
-                    view.need_ack = False
-                    if self.send(view.node, Ack(st.expected - 1, nodes, ack_behind)):
-                        view.acked = st.expected - 1
+        nodes = self.job_nodes
+        if self.wire.ack(now, nodes) and self.judge is not None and hasattr(self.judge, "delivery_slack"):
+            setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010  (a test's judge may lack it)
         for view in self.registry.newly_silent(now):
             if self.judge:
                 self.judge.mark_unobserved(view.node, now)
@@ -813,15 +456,8 @@ class Coordinator:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.merged.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
-        if now - self._last_status >= self._status_every and self.behind >= SHED_BEHIND and (
-                now - self._last_status < SHED_STATUS_EVERY):
-            self._last_status = now
+        if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
             self.counters.status_writes_shed += 1
-        elif now - self._last_status >= self._status_every:
-            self._last_status = now
-            spent = time.perf_counter()
-            self.write_status(now)
-            self._status_every = max(1.0, (time.perf_counter() - spent) / STATUS_SHARE)
         return verdict
 
     def _paused(self, gap: float, now: float) -> None:
@@ -838,24 +474,6 @@ class Coordinator:
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
                          seconds=round(gap, 3))
         log.warning("%s", message)
-
-    def _say_behind(self, now: float) -> None:
-        """Say on the console and in events when the nodes' messages wait in our queues, by how much
-        and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
-        c = self.counters
-        shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
-                "duplicates": c.duplicates}
-        if self.behind >= SHED_BEHIND:
-            if self._behind_since is None:
-                self._behind_since = now
-            if now - self._behind_told >= BEHIND_REPEAT:
-                self._behind_told = now
-                self.events.emit(EventKind.COORDINATOR_BEHIND, self.generation, behind=round(self.behind, 1),
-                                 nodes=self.job_nodes, **shed)
-        elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
-            self.events.emit(EventKind.COORDINATOR_CAUGHT_UP, self.generation,
-                             behind_for=round(now - self._behind_since, 1), **shed)
-            self._behind_since, self._behind_told = None, -1e18
 
     @property
     def job_nodes(self) -> int:
@@ -952,11 +570,20 @@ class Coordinator:
     def _new_generation(self, generation: int, now: float) -> None:
         """What the coordinator keeps per generation starts afresh: the judge, what was reported."""
         if self.judge_factory:
-            self.judge = self.judge_factory(generation, now)
+            self.judge = self._new_judge(generation, now)
         self.report = JobReport(self.events, self.clock, self.wall)
         for v in self.nodes.values():
-            v.launcher_code = None
+            v.launcher_exit = None
             v.recorder.clear()  # the new ranks start their own servers
+
+    def _new_judge(self, generation: int, now: float) -> JudgeLike | None:
+        """The judge of ``generation`` (None without a factory). The launchers' exits stay in the
+        node views, kept once: the judge reads them there."""
+        if self.judge_factory is None:
+            return None
+        judge = self.judge_factory(generation, now)
+        judge.launchers = self.registry
+        return judge
 
     def interrupt(self, signum: int, now: float) -> None:
         """SIGTERM/SIGINT to the job's wrapper: stop every node (one deadline), then shut down.
@@ -1010,30 +637,9 @@ class Coordinator:
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 
-    def _answer_status(self, routing_id: bytes, h: Header, query: StatusQuery) -> None:
-        """A read-only status query, authenticated by the job's secret: answer with the status document."""
-        self.counters.status_queries += 1
-        doc = json.dumps(self.status_doc(self.clock()), default=str)
-        reply = Header(kind=Kind.STATUS_REPLY, job=self.job, node=COORDINATOR_NODE, session=self.session,
-                       generation=self.generation, seq=0, target=h.session, mono=self.clock(), wall=time.time())
-        self.sock.send(routing_id, self._status_signer.sign(encode(Msg(reply, StatusReply(query.nonce, doc)))))
-
     def write_status(self, now: float) -> None:
         """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
-        doc = self.status_doc(now)
-        if len(doc["ranks"]) > FULL_RANKS:
-            # tens of thousands of rows (9 MB at 65,536 ranks) once a second is most of a tick:
-            # status.json summarises them, every row goes to ranks.json twice a minute
-            self.health.write_json(os.path.join(self.run_dir, "status.json"), summarise(doc))
-            if now - self._last_ranks >= RANKS_EVERY:
-                self._last_ranks = now
-                self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
-                                       {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
-                                        "ranks": doc["ranks"]})
-        else:
-            self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
-        for listener in self.status_listeners:  # (in this process: every rank, whatever the size)
-            listener(doc)
+        self.status_files.write(self.status_doc(now), now)
 
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's state and every rank's (the ``status.json`` document, :mod:`.statusdoc`)."""
@@ -1081,7 +687,7 @@ class Coordinator:
         if self.announce:
             self.events.emit(EventKind.COORDINATOR_STOPPED, self.generation, lines=self.counters.lines,
                              refused=self.counters.bad_total())
-        self.sock.close()
+        self.wire.close()
         self.merged.close()
         self.events.close()
 
@@ -1108,27 +714,11 @@ class _Tail:
             self.count -= texts.popleft()[1]
 
 
-def _fields(body: Body) -> dict[str, Any]:
-    """A command's fields for its event: plain JSON values (a verdict map is read-only on the
-    wire side and cannot be deep-copied by ``dataclasses.asdict``)."""
-    return {f.name: _plain(getattr(body, f.name)) for f in dataclasses.fields(body)
-            if f.name not in ("seq", "generation")}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return value
-
-
 def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
     """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
     reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
     return reported[-1] if reported else ""
 
 
-__all__ = ["Coordinator", "CoordinatorSettings", "Label", "NodeState", "NodeView", "Phase"]
+__all__ = ["PAUSE_JUMP", "Coordinator", "CoordinatorSettings", "Label", "NodeState", "NodeView", "Phase", "Relauncher",
+           "coordinator_settings"]

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.judge import BlindWarning, RecompileNote
+from neuron_watch.diagnosis.judge import BlindWarning, LauncherExits, RecompileNote
 from neuron_watch.events import CompilerSample, Evidence, LogLine, RankExit, RankKey, Verdict, WorkerSample
 
 
@@ -18,6 +18,8 @@ class JudgeLike(Protocol):
     """Everything the coordinator uses of its judge (:class:`neuron_watch.diagnosis.judge.Judge` is the one
     implementation; a test's stand-in subclasses it). What the judge is fed, what it answers, and
     what it keeps for the job's events and status."""
+
+    launchers: LauncherExits | None  # where it reads the launchers' exits (the coordinator's node views)
 
     @property
     def kb(self) -> KnowledgeBase | None: ...  # its table: an agent's batch classified with the same one is taken as is

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neuron_watch.events import EvidenceReport, NodeStatus, StopReport
+from neuron_watch.events import EvidenceReport, NodeStatus, RankExit, StopReport
 from neuron_watch.job.statusdoc import NodeState
 
 
@@ -36,7 +36,9 @@ class NodeView:
     reported_truncated_lines: int = 0  # lines the agent cut to the wire's line limit (marked in their text)
     acked: int = -1
     need_ack: bool = False
-    launcher_code: int | None = None  # the node's launcher exit code in this generation, once it exited
+    #: the node's launcher's exit in this generation, once it exited: the job side's one record of it
+    #: (the judge reads it through :meth:`NodeRegistry.launcher_exit`)
+    launcher_exit: RankExit | None = None
     status_since: float = 0.0  # when `status` was last set
     locks: set[str] = field(default_factory=set)  # fresh compile-cache locks this node sees
     worker_pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, as the agent last saw them
@@ -58,6 +60,11 @@ class NodeView:
     @property
     def observed(self) -> bool:
         return self.state is NodeState.CONNECTED
+
+    @property
+    def launcher_code(self) -> int | None:
+        """The node's launcher exit code in this generation, once it exited."""
+        return None if self.launcher_exit is None else self.launcher_exit.exit_code
 
 
 class NodeRegistry:
@@ -111,6 +118,11 @@ class NodeRegistry:
         for view in self.views.values():
             if view.transit_next != float("inf"):
                 view.transit, view.transit_next = view.transit_next, float("inf")
+
+    def launcher_exit(self) -> RankExit | None:
+        """The newest exit of any node's launcher in this generation (what the judge reads)."""
+        exits = [v.launcher_exit for v in self.views.values() if v.launcher_exit is not None]
+        return max(exits, key=lambda ex: ex.mono) if exits else None
 
     def size(self, expected: int | None) -> int:
         """The job's size: the nodes heard from, or ``expected`` if more."""

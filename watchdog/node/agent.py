@@ -77,7 +77,7 @@ class NodeAgent:
         self.checkpoints = NodeCheckpoints(self.ctx)
         self.generations = Generations(self.ctx, self.checkpoints)
         self.observer = Observer(self.ctx, self.generations, self.checkpoints, lambda: self._stream)
-        self.incidents = Incidents(self.ctx, storage)
+        self.incidents = Incidents(self.ctx, storage, kb)
         self.stopper = Stopper(self.ctx, self.generations, self.observer, self.incidents)
 
     # -- what the entry points read and set ----------------------------------------------------

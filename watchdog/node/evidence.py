@@ -40,6 +40,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.logread import tail_bytes
 from neuron_watch.node import incident_report
 from neuron_watch.node.rank_probe import call_handler
@@ -134,6 +135,8 @@ class IncidentContext:
     deadline_s: float = 60.0
     work_dirs: Sequence[Path] = ()
     artifacts_uri: str = ""
+    #: the job's knowledge base, for the timeline (None outside a job: a Slurm epilog's capture)
+    kb: KnowledgeBase | None = None
     tail_lines: int = TAIL_LINES
     sysfs_root: Path = SYSFS_NEURON
     compile_workdir_glob: str = "/tmp/*/neuroncc_compile_workdir/*/log-neuron-cc.txt"
@@ -507,7 +510,7 @@ def _collect_compile_logs(ctx: IncidentContext, rec: _Recorder) -> None:
     failed = 0
     if cache is not None and cache.is_dir():
         for log in sorted(cache.glob("neuronxcc-*/MODULE_*/model.log")):
-            # A failed (poisoned) cache entry has model.log and no model.neff (notes: compile cache layout).
+            # A failed (poisoned) cache entry has model.log and no model.neff (the compile cache's layout).
             if (log.parent / "model.neff").exists() or failed >= MAX_COMPILE_LOGS:
                 continue
             with contextlib.suppress(OSError):
@@ -586,8 +589,14 @@ def _collect_timeline(ctx: IncidentContext, rec: _Recorder) -> None:
 
     deadline = rec.clock() + max(0.0, rec.remaining()) * TIMELINE_SHARE
     try:
-        trace = timeline.build_from_run_dir(ctx.run_dir, max_bytes_per_log=TIMELINE_LOG_BYTES, deadline=deadline,
-                                            clock=rec.clock)
+        if ctx.kb is None:  # a capture outside a job has no composition root: the packaged table
+            from neuron_watch.diagnosis.kb import default_knowledge_base
+
+            kb = default_knowledge_base()
+        else:
+            kb = ctx.kb
+        trace = timeline.build_from_run_dir(ctx.run_dir, kb, max_bytes_per_log=TIMELINE_LOG_BYTES,
+                                            deadline=deadline, clock=rec.clock)
     except (OSError, ValueError) as exc:
         rec.miss("timeline.json", f"cannot build the timeline: {exc}")
         return

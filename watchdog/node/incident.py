@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.stacks import collective_states, top_frame
 from neuron_watch.events import EvidenceReport
 from neuron_watch.node.evidence import (
@@ -49,9 +50,10 @@ def rank_process_states(worker_pids: dict[int, int]) -> dict[int, str]:
 class Incidents:
     """This node's evidence bundles, from capture to upload."""
 
-    def __init__(self, ctx: NodeContext, storage: Storage | None) -> None:
+    def __init__(self, ctx: NodeContext, storage: Storage | None, kb: KnowledgeBase | None = None) -> None:
         self.ctx = ctx
         self.storage = storage
+        self.kb = kb  # the job's table, for the bundle's timeline
         self.bundles: dict[str, Path] = {}  # incident -> bundle dir on this node
         self.incident_no = 0
         self.pending_uploads: list[UploadResult] = []
@@ -83,6 +85,7 @@ class Incidents:
             deadline_s=ctx.cfg.evidence_timeout,
             work_dirs=[Path.cwd()],
             artifacts_uri=ctx.cfg.artifacts or "",
+            kb=self.kb,
             tool_path=ctx.cfg.tool_path,
             probe_sockets=({r: rank_socket(gen.probe_dir, r) for r in {**gen.ended_pids, **gen.worker_pids}}
                            if gen.probe_dir else {}),

@@ -39,8 +39,8 @@ from neuron_watch.outputs.status import RANK_STATES
 
 log = logging.getLogger("neuron_watch")
 
-#: seconds between two computations of the goodput figures (each reads every kept event: 200 ms
-#: for 20,000 events here, tests/benchmarks/bench_metrics.py) ...
+#: seconds between two computations of the goodput figures (each reads every kept event: its cost
+#: grows with the run, tests/benchmarks/bench_metrics.py prints it) ...
 GOODPUT_EVERY = 10.0
 #: ... or longer, so that they take at most this share of a core as a long job's events grow
 GOODPUT_SHARE = 0.02

@@ -2,8 +2,8 @@
 
 A terminal paused with Ctrl-S, an ssh session whose client stopped reading, a ``| less`` left on
 its first page: a write to such a pipe blocks once its 64 KiB are full. The wrapper's loop also
-judges the job and keeps its nodes' link alive, so a blocked ``print`` on node 0 used to silence
-the coordinator, and every other node stopped its healthy ranks 30 s later.
+judges the job and keeps its nodes' link alive: a blocked ``print`` on node 0 would silence the
+coordinator (no verdict, no acks), and every node would find its coordinator lost.
 
 :func:`nonblocking_console` swaps ``sys.stdout`` and ``sys.stderr`` (and the logging handlers that
 write to them) for :class:`QueuedStream` objects: a write appends to a bounded queue and returns;

@@ -394,7 +394,7 @@ def rank_logs(run_dir: Path, max_bytes: int | None = None, deadline: float | Non
                       read_time_index(str(p)) if note.first_line is not None else ())
 
 
-def build_from_run_dir(run_dir: Path, kb: KnowledgeBase | None = None, max_bytes_per_log: int | None = None,
+def build_from_run_dir(run_dir: Path, kb: KnowledgeBase, max_bytes_per_log: int | None = None,
                        deadline: float | None = None,
                        clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Read ``events.jsonl`` and ``gen-*/rank-*.log`` of a run directory and build the trace, in memory
@@ -402,10 +402,6 @@ def build_from_run_dir(run_dir: Path, kb: KnowledgeBase | None = None, max_bytes
     ``deadline`` (a ``clock()`` value): stop reading there. ``otherData.logs`` says, per log, what
     was left out (bytes before the part read, bytes the deadline left unread, lines cut); logs not
     reached before the deadline are listed in ``otherData.unread_logs``."""
-    if kb is None:
-        from neuron_watch.diagnosis.kb import default_knowledge_base
-
-        kb = default_knowledge_base()
     notes: list[ReadNote] = []
 
     def hit() -> bool:
@@ -433,7 +429,7 @@ RUN_TIMELINE_LOG_BYTES = 64 << 20
 RUN_TIMELINE_SECONDS = 30.0
 
 
-def write_timeline(run_dir: Path, kb: KnowledgeBase | None = None,
+def write_timeline(run_dir: Path, kb: KnowledgeBase,
                    max_bytes_per_log: int | None = RUN_TIMELINE_LOG_BYTES,
                    seconds: float | None = RUN_TIMELINE_SECONDS, clock: Callable[[], float] = time.monotonic) -> Path:
     """Write ``<run-dir>/timeline.json`` atomically (temp file + rename); returns its path.

@@ -51,18 +51,10 @@ import msgpack
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.errors import TransportError
 
-#: Bumped on any incompatible change of the header or a body layout (7: the verdict of a capture
-#: and of a stop is a map, no longer JSON in a string).
+#: Bumped on any incompatible change of the header or a body layout: a peer of another version is
+#: refused by its version (read before the signature, since signing keys may change with it).
+#: What each version changed: docs/multinode.md, "Schema versions".
 SCHEMA_VERSION = 7
-# History: 1 = a lines body of one row per line; 2 = per-rank joined text plus pre-classified
-# matches (the coordinator's work is per batch and rank, not per line); 3 = a procs body may carry
-# a 4th item, the ranks' flight recorder readings (a version-2 decoder refused 4 items); 4 = the
-# header's ``echo`` (replay protection across sessions), ``truncated_lines`` in heartbeat and
-# status, the ``refused`` command, frames bounded by MAX_FRAME_BYTES on both sides, and signing
-# keys bound to the job id (auth.py): a version-3 peer's frames fail the signature check, so the
-# version is read before it (the refusal names the version, not "bad signature"); 5 = a hello says
-# the node's place in the job, a status carries its report as a map; 6 = a lines body carries its
-# ranks' coalesced progress rows as a 5th item.
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})

@@ -8,7 +8,7 @@ Every option that decides whether data can be lost or a process can hang is set 
   coordinator must not hang on a dead agent; short for agents).
 * ``IMMEDIATE`` on the agent: queue only on a live connection, so while the coordinator is
   away ``send`` fails at once and the agent's own bounded buffer (which resends) holds the data
-  instead of an invisible libzmq queue (notes: a connected PUSH silently queues SNDHWM msgs).
+  instead of an invisible libzmq queue (a connected PUSH queues up to SNDHWM messages in silence).
 * ``ROUTER_MANDATORY`` on the coordinator: a command to a vanished agent fails loudly (counted)
   instead of being discarded in silence.
 * ZMTP heartbeats: a peer that vanished without closing TCP (power loss, netns torn down) is

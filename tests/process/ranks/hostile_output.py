@@ -1,5 +1,5 @@
 """A rank that prints terminal escape sequences meant to fool the operator, then a few steps, then
-exits 0 (issue 16, finding 9). Nothing here knows about neuron-watch beyond the text it forges.
+exits 0. Nothing here knows about neuron-watch beyond the text it forges.
 
 Lines: a forged watchdog verdict behind ``\\r`` + erase-line, one behind cursor-to-column-1, an OSC
 title change, a clear-screen, a C1 CSI, a right-to-left override; on stdout and stderr.

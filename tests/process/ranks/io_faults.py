@@ -8,7 +8,7 @@
     bigline MB        5 step lines, one line of MB MiB, 10 step lines, ``training done``
     flood N           N short lines as fast as Python writes them, then ``training done``
     hwburst MB        5 step lines; then rank 1 writes MB MiB of lines, the runtime's uncorrectable
-                      HBM error line (notes/neuron.md) and exits 1; the others wait
+                      HBM error line (the runtime's own format) and exits 1; the others wait
 """
 
 from __future__ import annotations

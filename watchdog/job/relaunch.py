@@ -1,0 +1,66 @@
+"""How the coordinator starts a job's next generation: the :class:`Relauncher` contract and its
+default, :class:`LaunchOnNodes` (every node's agent relaunches its own ranks).
+
+``neuron-watch srun`` gives the coordinator another relauncher, one that starts a new srun step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from neuron_watch.events import Verdict
+from neuron_watch.outputs.eventlog import EventLog
+from neuron_watch.recovery.machine import Relaunched, RelaunchOutcome
+from neuron_watch.wire.protocol import Body, Launch
+
+
+class Relauncher(Protocol):
+    """How a new generation of the job starts, once recovery has stopped the old one.
+
+    The coordinator calls :meth:`begin` when recovery says relaunch, then :meth:`poll` on each turn
+    of its loop (its sockets keep being served meanwhile) until it answers. ``replaces_agents``:
+    a relaunch starts new agents (a new srun step), so nodes silent at a restart are not waited for.
+    """
+
+    replaces_agents: bool
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None: ...
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        """The relaunch's outcome once known, else None."""
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Keep ``node`` out of the next generation (recovery asked: a faulty node)."""
+
+    def gone(self) -> int | None:
+        """The launcher's exit code when it ended by itself (the srun step), else None."""
+
+
+class LaunchOnNodes:
+    """The default relaunch: every node's agent starts the next generation itself (``launch``).
+
+    ``broadcast``: sends a command to every node (the coordinator's).
+    """
+
+    replaces_agents = False
+
+    def __init__(self, broadcast: Callable[[Body], object]) -> None:
+        self._broadcast = broadcast
+        self._started = False
+
+    def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
+        self._broadcast(Launch(generation, checkpoint))
+        self._started = True
+
+    def poll(self, now: float) -> RelaunchOutcome | None:
+        if not self._started:
+            return None
+        self._started = False
+        return Relaunched()
+
+    def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
+        """Nodes cannot be excluded here: the policy gives up on a faulty node (exit 4) instead."""
+
+    def gone(self) -> int | None:
+        return None
