@@ -611,6 +611,9 @@ def main() -> int:
     ap.add_argument("--replay-seconds", type=int, default=2, help="simulated seconds of the in-process replay")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: replay,realtime")
     a = ap.parse_args()
+    if a.replay_seconds < 1:
+        ap.error(f"--replay-seconds {a.replay_seconds}: the replay needs at least 1 simulated second "
+                 "(to leave the replay out, pass --skip replay)")
     READY_TIMEOUT = a.ready_timeout
     skip = set(a.skip.split(","))
     mp.set_start_method("fork")
