@@ -1,6 +1,6 @@
 """Leave-one-batch-out: each held-out batch scored by the product as it stood before its fixes.
 
-    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S]
+    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S] [--wrong]
 
 For each collection batch of ``tests/data/real-logs/`` (their ``batch`` key, see its README), the
 commit that added the batch's excerpts is found in git history: the newest commit that touched
@@ -13,7 +13,10 @@ columns. Printed per batch: excerpts, blind labels % and actions % (wait / resta
 against the label's action), healthy-misses (excerpts whose label calls for an action other than
 ``wait`` read as ``healthy``), today's labels % and actions %, the commit; then the confusions that
 change the action, by kind, blind -> today; and a note when the choice of commit is not clean
-(files of the batch touched again after the product changed).
+(files of the batch touched again after the product changed). ``--wrong`` then lists every blind
+miss (label or action wrong): the excerpt, the expected label and action, the blind label and action
+and the evidence line the blind verdict rests on, then today's label and action; ``--wrong-json F``
+writes the same list to ``F`` (one object per miss) for grouping the misses by form.
 
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from neuron_watch.events import Action, Label
 from tests.fixtures.corpus_score import (
     ACTION_CHANGES,
+    EXPECTED_ACTIONS,
     BlindCommit,
     NoBlindCommit,
     Score,
@@ -77,7 +81,9 @@ check_origin()
 for path in json.loads(sys.stdin.read()):
     try:
         v = diagnose_paths([path]).verdict
-        out = {"path": path, "label": v.label.value, "action": v.action.value}
+        said = [getattr(e, "text", "") for e in getattr(v, "evidence", ())]
+        out = {"path": path, "label": v.label.value, "action": v.action.value,
+               "reason": str(getattr(v, "reason", "")), "line": said[0] if said else ""}
     except Exception as exc:
         out = {"path": path, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out), flush=True)
@@ -169,6 +175,25 @@ def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict
             git("worktree", "remove", "--force", str(tree))
 
 
+def wrong(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
+          today: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    """The excerpts of ``batch`` the blind product got wrong (label or action), with its evidence."""
+    out = []
+    for ex in excerpts:
+        b, t = blind.get(str(ex.log), {}), today.get(str(ex.log), {})
+        expected_actions = EXPECTED_ACTIONS[ex.label]
+        right_label = b.get("label") == ex.label.value
+        right_action = b.get("action") in {a.value for a in expected_actions}
+        if right_label and right_action:
+            continue
+        out.append({"batch": batch, "excerpt": ex.name, "path": str(ex.log), "expected": ex.label.value,
+                    "expected_action": "|".join(sorted(a.value for a in expected_actions)),
+                    "blind": b.get("label", b.get("error", "?")), "blind_action": b.get("action", "?"),
+                    "line": b.get("line", ""), "reason": b.get("reason", ""),
+                    "today": t.get("label", "?"), "today_action": t.get("action", "?")})
+    return out
+
+
 def change_row(name: str, blind: Answers, today: Answers) -> str:
     b, t = action_changes(blind), action_changes(today)
     return f"{name:<32}" + "".join(f"{f'{b[k]} -> {t[k]}':>26}" for k in ACTION_CHANGES)
@@ -186,6 +211,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", action="append", help="only this batch (repeatable)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
+    parser.add_argument("--wrong", action="store_true", help="list every blind miss with the line it rests on")
+    parser.add_argument("--wrong-json", type=Path, help="write the blind misses to this file as JSON")
     args = parser.parse_args()
     deadline = time.monotonic() + args.timeout
 
@@ -203,6 +230,7 @@ def main() -> int:
     rows, notes = [header], []
     blind_total = today_total = Score(0, 0, 0, 0)
     blind_all: Answers = []
+    misses: list[dict[str, str]] = []
     today_all: Answers = []
     changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:
@@ -212,7 +240,9 @@ def main() -> int:
         except NoBlindCommit as exc:
             rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
             continue
-        blind_said, blind_failed = score_answers(excerpts, blind_answers(chosen.commit, excerpts, deadline))
+        blind_raw = blind_answers(chosen.commit, excerpts, deadline)
+        blind_said, blind_failed = score_answers(excerpts, blind_raw)
+        misses += wrong(name, excerpts, blind_raw, today)
         now_said, now_failed = score_answers(excerpts, today)
         blind, now = score(blind_said), score(now_said)
         blind_total, today_total = blind_total + blind, today_total + now
@@ -235,6 +265,14 @@ def main() -> int:
     print("\n".join(changes))
     print()
     print("\n".join(notes) if notes else "every batch's blind commit is unambiguous")
+    if args.wrong:
+        print()
+        for m in misses:
+            print(f"{m['batch']}  {m['excerpt']}  expected {m['expected']}/{m['expected_action']}  "
+                  f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}")
+            print(f"    line: {m['line'][:200]!r}")
+    if args.wrong_json:
+        args.wrong_json.write_text(json.dumps(misses, indent=1), encoding="utf-8")
     return 0
 
 

@@ -1,0 +1,112 @@
+"""The readers of structure (exctaxonomy.py): an exception class's words and an errno.
+
+Table-driven: each row is a line as programs print it (Python's traceback.format_exception_only,
+glibc's strerror, C code's "errno N") and the cause it states, or None for a near miss: a class
+whose name states nothing, a help text that names a class, an errno whose cause depends on who
+reports it, a word that only contains an errno's name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.exctaxonomy import ERRNOS, class_cause, errno_cause, exception_class, read_structure
+from neuron_watch.events import Action, Label
+
+C, OM, M, P = Label.CONFIG_ERROR, Label.OOM, Label.COMM_ERROR, Label.COMPILE_ERROR
+
+STRUCTURE: list[tuple[str, Label | None]] = [
+    # class words: the set-up
+    ("omegaconf.errors.ConfigAttributeError: Key 'preprocessing' is not in struct", C),
+    ("omegaconf.errors.ConfigKeyError: Key 'launcher' is not in struct", C),
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for TrainingArguments", C),
+    ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-65)", C),
+    ("huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache",
+     C),
+    ("NotImplementedError: Could not run 'aten::empty_strided' with arguments from the 'QuantizedCPU' backend.", C),
+    ("click.exceptions.UsageError: No such option: --nproc-per-node", C),
+    ("pkg_resources.VersionConflict: (torch 1.13.1 (/opt/conda/lib/python3.8/site-packages), "
+     "Requirement.parse('torch>=2.0'))", C),
+    # class words: memory
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 978.00 MiB", OM),
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", OM),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape", OM),
+    # class words: the peer or the link
+    ("requests.exceptions.ConnectTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+     "exceeded with url: /api/models", M),
+    ("aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected", M),
+    ("http.client.RemoteDisconnected: Remote end closed connection without response", M),
+    ("tornado.iostream.StreamClosedError: Stream is closed", M),
+    ("tensorflow.python.framework.errors_impl.UnavailableError: Socket closed", M),
+    # class words: a compiler
+    ("CompilationError: at 8:11:", P),
+    # errno: by number as Python prints it, by name, by C code's "errno N", by glibc's text
+    ("OSError: [Errno 98] Address already in use", C),
+    ("OSError: [Errno 28] No space left on device: '/dev/shm/nccl-abc'", C),
+    ("PermissionError: [Errno 13] Permission denied: '/root/google_vm_config.lock'", C),
+    ("socket.bind failed: EADDRINUSE", C),
+    ("RuntimeError: [enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: you tried "
+     "to allocate 402653184 bytes. Error code 12 (Cannot allocate memory)", OM),
+    ("[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to "
+     "(10.0.0.1, 29500). errno 110", M),
+    ("ConnectionResetError: [Errno 104] Connection reset by peer", M),
+    # near misses: classes whose name says nothing, a class named in a help text, causes that depend
+    # on who reports them, a word that only holds an errno's letters, prose with a capitalised word
+    # (errorclass's own table knows DistStoreError through torch's class hierarchy, not by its words)
+    ("[rank1]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients.", None),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269", None),
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", None),
+    ("ValueError: invalid literal for int() with base 10: 'abc'", None),
+    ("  --timeout TIMEOUT  seconds before a ConnectTimeout is raised (default: 30)", None),
+    ("BlockingIOError: [Errno 11] Resource temporarily unavailable", None),
+    ("OSError: [Errno 22] Invalid argument", None),
+    ("EBUSYNESS is not a word either", None),
+    ("Timeout: 30s per request, retried 3 times", None),
+    ("WARNING: the ConfigError of the previous run was ignored", None),
+    ("[Errno 99999] unknown", None),
+]
+
+
+@pytest.mark.parametrize(("line", "label"), STRUCTURE)
+def test_read_structure(line: str, label: Label | None) -> None:
+    cause = read_structure(line)
+    assert (cause.label if cause is not None else None) is label, (line, cause)
+
+
+@pytest.mark.parametrize(("name", "label"), [
+    ("OOMError", OM), ("CUDAOutOfMemoryError", OM), ("ReadTimeout", M), ("ConnectionClosedError", M),
+    ("ServiceUnavailable", M), ("MisconfigurationException", C), ("UnsupportedOperation", C),
+    ("LoweringException", P), ("RuntimeError", None), ("CalledProcessError", None), ("NCCLError", None),
+    ("ChildFailedError", None), ("KeyboardInterrupt", None), ("RendezvousClosedError", None),
+])
+def test_class_cause_reads_the_words_of_the_name(name: str, label: Label | None) -> None:
+    cause = class_cause(name)
+    assert (cause.label if cause is not None else None) is label, (name, cause)
+
+
+def test_exception_class_is_the_line_head_only() -> None:
+    assert exception_class("[rank3]: torch.OutOfMemoryError: CUDA out of memory.") == "torch.OutOfMemoryError"
+    assert exception_class("> requests.exceptions.ReadTimeout: timed out") == "requests.exceptions.ReadTimeout"
+    assert exception_class("the run raised torch.OutOfMemoryError: CUDA out of memory") is None
+
+
+def test_errno_table_numbers_and_texts_are_distinct() -> None:
+    """Each Linux number and each glibc text names one errno (the reverse maps lose none)."""
+    assert len({n for n, _, _ in ERRNOS.values()}) == len(ERRNOS)
+    assert len({t for _, t, _ in ERRNOS.values()}) == len(ERRNOS)
+    for name, (number, text, label) in ERRNOS.items():
+        for form in (name, f"[Errno {number}] x", f"errno={number}", text):
+            cause = errno_cause(form)
+            assert cause is not None and cause.label is label and name in cause.form, (form, cause)
+
+
+@pytest.mark.parametrize(("line", "label", "action"), [
+    ("aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected", M, Action.RESTART),
+    ("omegaconf.errors.ConfigAttributeError: Key 'use_fused_kernels' is not in struct", C, Action.STOP),
+    ("OSError: [Errno 28] No space left on device", C, Action.STOP),
+])
+def test_read_error_asks_the_structure_last(line: str, label: Label, action: Action) -> None:
+    """errorclass reads the structure of an error line no earlier form explains, with the label's action."""
+    reading = read_error(line)
+    assert reading is not None and (reading.label, reading.action) == (label, action)

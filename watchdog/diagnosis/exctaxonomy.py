@@ -1,0 +1,155 @@
+"""What an exception's class and an errno say of a failure's cause.
+
+Pure: no I/O. Two readers of *structure*, for an error line no signature explains, that a
+phrase table cannot cover because programs name their own exceptions and wrap the C library's
+errors in their own words:
+
+* :func:`class_cause`: the words of an exception class's name. Libraries name their exception
+  classes after what went wrong, in a few stems shared across ecosystems: ``*Timeout*``,
+  ``*Unavailable*``, ``*Disconnect*``, ``*ConnectionClosed*``, ``*Unreachable*`` (the peer or the link:
+  requests/urllib3 ``ConnectTimeout``/``ReadTimeout``, aiohttp ``ServerDisconnectedError``,
+  http.client ``RemoteDisconnected``, websockets ``ConnectionClosedError``, tornado
+  ``StreamClosedError``, TensorFlow ``UnavailableError``/``DeadlineExceededError``);
+  ``*OutOfMemory*``, ``*OOM*``, ``*ResourceExhausted*`` (memory); ``*Config*``,
+  ``*Misconfiguration*``, ``*Validation*``, ``*Usage*``, ``*NotFound*``, ``*PermissionDenied*``,
+  ``*Unauthenticated*``, ``*NotImplemented*``, ``*Unsupported*``/``*NotSupported*``,
+  ``*Incompatible*``, ``*Version*`` (the set-up: omegaconf ``ConfigKeyError``, pydantic
+  ``ValidationError``, click ``UsageError``, TensorFlow ``NotFoundError``/``PermissionDeniedError``/
+  ``UnimplementedError``, CPython ``NotImplementedError``); ``*Compil*``, ``*Lowering*`` (a
+  compiler). A name holding none of them (``RuntimeError``, ``ChildFailedError``) says nothing.
+* :func:`errno_cause`: an errno by name (``EADDRINUSE``), by number where the program prints the
+  number as Python's ``OSError`` does (``[Errno 98] ...``) or as C code does (``errno 28``,
+  ``errno=12``), and by the C library's text of it. Numbers are Linux's (asm-generic/errno-base.h,
+  asm-generic/errno.h), texts glibc's strerror (sysdeps/gnu/errlist.h): the jobs run on Linux,
+  whatever machine reads their logs later. A resource not there or held (``EADDRINUSE``,
+  ``ENOSPC``, ``EBUSY``, ``EACCES``, ``ENOENT``, ``ENODEV``...) is configuration; ``ENOMEM`` is
+  memory; a connection refused, reset, timed out or unreachable is the transport.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from neuron_watch.events import Label
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause read from a form, and what the form is (for the verdict's reason)."""
+
+    label: Label
+    form: str
+
+
+# -- exception class names -------------------------------------------------------------------------
+
+#: Stems of an exception class's name (its CamelCase words, compared case-sensitively from the start
+#: of a word) and the cause each states; the first stem found, in this order, decides. Order puts the
+#: specific before the broad: "ConnectTimeout" is the transport, "ConfigNotFound" the set-up.
+_CLASS_STEMS: tuple[tuple[tuple[str, ...], Label], ...] = (
+    (("OutOfMemory", "OOM", "ResourceExhausted"), Label.OOM),
+    (("Config", "Configuration", "Misconfiguration", "Validation", "Usage", "NotFound", "PermissionDenied",
+      "Permission", "Unauthenticated", "Unauthorized", "NotImplemented", "Unimplemented", "Unsupported",
+      "NotSupported", "Incompatible", "Version", "MissingMandatory"), Label.CONFIG_ERROR),
+    # only a connection, stream, socket or channel that closed: a rendezvous closed is the job ending
+    # (torch/distributed/elastic/rendezvous/api.py RendezvousClosedError)
+    (("Timeout", "TimedOut", "Unavailable", "Unreachable", "Disconnect", "Disconnected", "ConnectionClosed",
+      "StreamClosed", "SocketClosed", "ChannelClosed",
+      "ConnectionReset", "ConnectionAborted", "ConnectionRefused", "DeadlineExceeded"), Label.COMM_ERROR),
+    (("Compilation", "Compile", "Compiler", "Lowering"), Label.COMPILE_ERROR),
+)
+#: a CamelCase word: an acronym (OOM in "OOMError", up to the next capitalised word) or a capitalised word
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b|_)|[A-Z][a-z]+|[a-z]+|\d+")
+
+#: The exception line itself: "[pkg.mod.]ClassName: message" or the class alone, after quoting and a
+#: rank or worker prefix, as Python's traceback.format_exception_only prints it; the class ends in a
+#: word exception classes end in (Error, Exception, Timeout, ...) or is dotted into a module.
+_EXCEPTION_LINE = re.compile(
+    r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*|\((?:\w+ )?pid=\d+[^)]*\)\s*)*"
+    r"((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failed|Failure|Timeout|Exceeded|Unavailable|Closed|"
+    r"Disconnected|Refused|Reset|NotFound|Denied)|(?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?(?::\s|\s*$)")
+
+
+def exception_class(text: str) -> str | None:
+    """The class an exception line names (dotted as printed), or None when the line is not one."""
+    m = _EXCEPTION_LINE.match(text)
+    return m.group(1) if m is not None else None
+
+
+def class_cause(name: str) -> Cause | None:
+    """The cause the words of exception class ``name`` state (its last dotted component), or None."""
+    short = name.rsplit(".", 1)[-1]
+    words = _WORD.findall(short)
+    joined = ["".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, min(i + 4, len(words) + 1))]
+    for stems, label in _CLASS_STEMS:
+        for stem in stems:
+            if stem in joined:
+                return Cause(label, f"an exception class named {short} ('{stem}')")
+    return None
+
+
+# -- errno -----------------------------------------------------------------------------------------
+
+#: errno name -> (Linux number, glibc strerror text, cause). Only the errnos whose cause does not
+#: depend on who reports them: EINVAL, EIO, EAGAIN, EINTR say nothing of a cause and are not here.
+ERRNOS: dict[str, tuple[int, str, Label]] = {
+    # a resource that is not there, or that another process holds: a restart meets it again
+    "EPERM": (1, "Operation not permitted", Label.CONFIG_ERROR),
+    "ENOENT": (2, "No such file or directory", Label.CONFIG_ERROR),
+    "ENXIO": (6, "No such device or address", Label.CONFIG_ERROR),
+    "ENOEXEC": (8, "Exec format error", Label.CONFIG_ERROR),
+    "EACCES": (13, "Permission denied", Label.CONFIG_ERROR),
+    "EBUSY": (16, "Device or resource busy", Label.CONFIG_ERROR),
+    "ENODEV": (19, "No such device", Label.CONFIG_ERROR),
+    "EMFILE": (24, "Too many open files", Label.CONFIG_ERROR),
+    "ENOSPC": (28, "No space left on device", Label.CONFIG_ERROR),
+    "EROFS": (30, "Read-only file system", Label.CONFIG_ERROR),
+    "EADDRINUSE": (98, "Address already in use", Label.CONFIG_ERROR),
+    "EADDRNOTAVAIL": (99, "Cannot assign requested address", Label.CONFIG_ERROR),
+    # memory
+    "ENOMEM": (12, "Cannot allocate memory", Label.OOM),
+    # the peer or the link
+    "EPIPE": (32, "Broken pipe", Label.COMM_ERROR),
+    "ENETDOWN": (100, "Network is down", Label.COMM_ERROR),
+    "ENETUNREACH": (101, "Network is unreachable", Label.COMM_ERROR),
+    "ECONNABORTED": (103, "Software caused connection abort", Label.COMM_ERROR),
+    "ECONNRESET": (104, "Connection reset by peer", Label.COMM_ERROR),
+    "ETIMEDOUT": (110, "Connection timed out", Label.COMM_ERROR),
+    "ECONNREFUSED": (111, "Connection refused", Label.COMM_ERROR),
+    "EHOSTDOWN": (112, "Host is down", Label.COMM_ERROR),
+    "EHOSTUNREACH": (113, "No route to host", Label.COMM_ERROR),
+}
+_BY_NUMBER = {number: name for name, (number, _, _) in ERRNOS.items()}
+_BY_TEXT = {text: name for name, (_, text, _) in ERRNOS.items()}
+#: the errno as a name, as a number where a program prints one ("[Errno 98]", "errno 28", "errno=12",
+#: "errno: 111", "(errno 2)"), or as glibc's text
+_ERRNO = re.compile(
+    r"\b(" + "|".join(ERRNOS) + r")\b|\[Errno (\d+)\]|\berrno\s*[:=]?\s*-?(\d+)\b|"
+    r"\b(" + "|".join(re.escape(t) for t in _BY_TEXT) + r")\b")
+
+
+def errno_cause(text: str) -> Cause | None:
+    """The cause the first errno ``text`` names (by name, number or text) states, or None."""
+    for m in _ERRNO.finditer(text):
+        if m.group(1):
+            name = m.group(1)
+        elif m.group(2) or m.group(3):
+            found = _BY_NUMBER.get(int(m.group(2) or m.group(3)))
+            if found is None:
+                continue
+            name = found
+        else:
+            name = _BY_TEXT[m.group(4)]
+        return Cause(ERRNOS[name][2], f"errno {name} ({ERRNOS[name][1]})")
+    return None
+
+
+def read_structure(text: str) -> Cause | None:
+    """The cause an error line's structure states: its exception class's words, then an errno."""
+    name = exception_class(text)
+    if name is not None:
+        cause = class_cause(name)
+        if cause is not None:
+            return cause
+    return errno_cause(text)
