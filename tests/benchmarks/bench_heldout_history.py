@@ -18,6 +18,13 @@ miss (label or action wrong): the excerpt, the expected label and action, the bl
 and the evidence line the blind verdict rests on, then today's label and action; ``--wrong-json F``
 writes the same list to ``F`` (one object per miss) for grouping the misses by form.
 
+``--graft`` measures whether today's readers of structure would have generalised: into each blind
+tree that has ``errorclass.py`` (the hook an error line no rule explains is asked of), today's
+``diagnosis/exctaxonomy.py`` is copied beside it and ``read_error`` asks it last, as today's does;
+the blind product is otherwise untouched, so what the graft changes is what the readers alone
+would have caught without the batch's phrases. A tree without ``errorclass.py`` is scored as is
+and its row says so.
+
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
 """
@@ -163,14 +170,48 @@ def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -
     return triples, failed
 
 
-def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict[str, dict[str, str]]:
+#: today's readers of structure, and what is appended to a blind tree's errorclass.py to ask them last
+GRAFTED = ROOT / PRODUCT / "diagnosis" / "exctaxonomy.py"
+GRAFT_HOOK = """
+
+from neuron_watch.{package}exctaxonomy import read_structure as _read_structure
+
+_read_error_before_graft = read_error
+
+
+def read_error(text):  # type: ignore[no-redef]
+    reading = _read_error_before_graft(text)
+    if reading is None:
+        cause = _read_structure(text)
+        if cause is not None and cause.label.value in _ACTIONS:
+            return Reading(cause.label, _ACTIONS[cause.label.value], cause.form, "")
+    return reading
+"""
+
+
+def graft(product: Path) -> bool:
+    """Make ``product``'s errorclass ask today's readers of structure last; False when it has none."""
+    for errorclass, package in ((product / "diagnosis" / "errorclass.py", "diagnosis."),
+                                (product / "errorclass.py", "")):
+        if errorclass.exists():
+            (errorclass.parent / GRAFTED.name).write_text(GRAFTED.read_text(encoding="utf-8"), encoding="utf-8")
+            with errorclass.open("a", encoding="utf-8") as out:
+                out.write(GRAFT_HOOK.format(package=package))
+            return True
+    return False
+
+
+def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
+                  grafted: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
+    """The blind product's answers, and whether today's readers were grafted into it."""
     with tempfile.TemporaryDirectory(prefix="nw-heldout-") as tmp:
         tree = Path(tmp) / "tree"
         git("worktree", "add", "--detach", "--no-checkout", str(tree), commit)
         try:
             subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
                            capture_output=True)
-            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline)
+            done = grafted and graft(tree / PRODUCT)
+            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline), done
         finally:
             git("worktree", "remove", "--force", str(tree))
 
@@ -194,6 +235,24 @@ def wrong(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
     return out
 
 
+def graft_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
+              grafted: dict[str, dict[str, str]], done: bool) -> str:
+    """One batch: its blind misses, how many the grafted readers get right, how many right ones they break."""
+    def right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("label") == ex.label.value and a.get("action") in {x.value for x in EXPECTED_ACTIONS[ex.label]}
+
+    missed = [ex for ex in excerpts if not right(blind.get(str(ex.log), {}), ex)]
+    caught = sum(right(grafted.get(str(ex.log), {}), ex) for ex in missed)
+    broken = sum(right(blind.get(str(ex.log), {}), ex) and not right(grafted.get(str(ex.log), {}), ex)
+                 for ex in excerpts)
+    said, _ = score_answers(excerpts, grafted)
+    s = score(said)
+    return (f"{batch:<20}{len(excerpts):>4}  {len(missed):>6}  {caught:>6}  {broken:>6}  "
+            f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
+            f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}  "
+            f"{'grafted' if done else 'no errorclass at that commit: as blind'}")
+
+
 def change_row(name: str, blind: Answers, today: Answers) -> str:
     b, t = action_changes(blind), action_changes(today)
     return f"{name:<32}" + "".join(f"{f'{b[k]} -> {t[k]}':>26}" for k in ACTION_CHANGES)
@@ -213,6 +272,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
     parser.add_argument("--wrong", action="store_true", help="list every blind miss with the line it rests on")
     parser.add_argument("--wrong-json", type=Path, help="write the blind misses to this file as JSON")
+    parser.add_argument("--graft", action="store_true",
+                        help="also score each blind tree with today's readers of structure grafted in")
     args = parser.parse_args()
     deadline = time.monotonic() + args.timeout
 
@@ -231,6 +292,8 @@ def main() -> int:
     blind_total = today_total = Score(0, 0, 0, 0)
     blind_all: Answers = []
     misses: list[dict[str, str]] = []
+    grafted = [f"{'blind + readers':<20}{'n':>4}  {'misses':>6}  {'caught':>6}  {'broken':>6}  "
+               f"{'labels':>13}  {'actions':>13}  graft"]
     today_all: Answers = []
     changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:
@@ -240,9 +303,13 @@ def main() -> int:
         except NoBlindCommit as exc:
             rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
             continue
-        blind_raw = blind_answers(chosen.commit, excerpts, deadline)
+        blind_raw, _ = blind_answers(chosen.commit, excerpts, deadline)
         blind_said, blind_failed = score_answers(excerpts, blind_raw)
-        misses += wrong(name, excerpts, blind_raw, today)
+        batch_misses = wrong(name, excerpts, blind_raw, today)
+        misses += batch_misses
+        if args.graft:
+            grafted_raw, done = blind_answers(chosen.commit, excerpts, deadline, grafted=True)
+            grafted.append(graft_row(name, excerpts, blind_raw, grafted_raw, done))
         now_said, now_failed = score_answers(excerpts, today)
         blind, now = score(blind_said), score(now_said)
         blind_total, today_total = blind_total + blind, today_total + now
@@ -265,6 +332,11 @@ def main() -> int:
     print("\n".join(changes))
     print()
     print("\n".join(notes) if notes else "every batch's blind commit is unambiguous")
+    if args.graft:
+        print()
+        print("\n".join(grafted))
+        print("misses: the blind product's (label or action wrong); caught: of those, right with the readers "
+              "grafted in; broken: right blind, wrong grafted")
     if args.wrong:
         print()
         for m in misses:
