@@ -51,6 +51,22 @@ STRUCTURE: list[tuple[str, Label | None]] = [
     ("[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to "
      "(10.0.0.1, 29500). errno 110", M),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", M),
+    # reports whose structure states the cause
+    ("Feb 23 03:28:16 kernel: EDAC sbridge MC1: HANDLING MCE MEMORY ERROR", Label.HARDWARE_ERROR),
+    ("[  +0.000013] EDAC skx MC3: HANDLING MCE MEMORY ERROR", Label.HARDWARE_ERROR),
+    ("EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0x0)",
+     Label.HARDWARE_ERROR),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", C),
+    ("srun: error: Unable to create step for job 17627941: Memory required by task is not available", C),
+    ("ValueError: host not found: Name or service not known", M),
+    ("socket.gaierror: [Errno -3] Temporary failure in name resolution", M),
+    # near misses: a corrected memory error, a build step's exit (a wrapper of the compiler's error),
+    # srun's other words
+    ("EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0xee30a0)",
+     None),
+    ("subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.", None),
+    ("subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 1.", None),
+    ("srun: error: DEL2212S020: task 0: Terminated", None),
     # near misses: classes whose name says nothing, a class named in a help text, causes that depend
     # on who reports them, a word that only holds an errno's letters, prose with a capitalised word
     # (errorclass's own table knows DistStoreError through torch's class hierarchy, not by its words)

@@ -1,6 +1,6 @@
 """What an exception's class and an errno say of a failure's cause.
 
-Pure: no I/O. Two readers of *structure*, for an error line no signature explains, that a
+Pure: no I/O. Three readers of *structure*, for an error line no signature explains, that a
 phrase table cannot cover because programs name their own exceptions and wrap the C library's
 errors in their own words:
 
@@ -24,6 +24,11 @@ errors in their own words:
   whatever machine reads their logs later. A resource not there or held (``EADDRINUSE``,
   ``ENOSPC``, ``EBUSY``, ``EACCES``, ``ENOENT``, ``ENODEV``...) is configuration; ``ENOMEM`` is
   memory; a connection refused, reset, timed out or unreachable is the transport.
+* :func:`report_cause`: reports whose layout states the cause, whatever the program around them:
+  the kernel's EDAC decode of a memory machine check (hardware), srun refusing to create a step
+  (configuration), a peer's name that does not resolve (the transport). A build step's non-zero
+  exit (ninja's CalledProcessError) is no such report: it wraps the compiler's error printed before
+  it, which the judge looks for first.
 """
 
 from __future__ import annotations
@@ -145,8 +150,39 @@ def errno_cause(text: str) -> Cause | None:
     return None
 
 
+# -- reports whose structure states the cause -----------------------------------------------------
+
+#: getaddrinfo's failures (glibc gai_strerror, resolv/netdb.h EAI_NONAME, EAI_AGAIN, EAI_FAIL): a peer's
+#: name that does not resolve; the address of the peer, as a refused connection is
+_NAME_UNRESOLVED = re.compile(r"\b(?:Name or service not known|Temporary failure in name resolution|"
+                              r"Non-recoverable failure in name resolution)\b")
+#: the kernel's EDAC drivers decoding a machine check of memory (drivers/edac/sb_edac.c and skx_common.c:
+#: "HANDLING MCE MEMORY ERROR" before each decoded record; edac_mc.c edac_mc_handle_error: "<n> UE ..." for
+#: an uncorrected error): the host's memory, not the job
+_EDAC_MEMORY = re.compile(r"\bEDAC \w+ MC\d+: HANDLING MCE MEMORY ERROR\b|\bEDAC MC\d+: \d+ UE\b")
+#: Slurm's srun refusing to create the job step (srun's launch_common_create_job_step: "Unable to create
+#: step for job %u: %m"): the request (nodes, tasks, GRES, memory) does not fit the allocation or the partition, and
+#: asking again asks for the same
+_SRUN_NO_STEP = re.compile(r"\bsrun: error: Unable to create step for job \d+: ")
+
+
+def report_cause(text: str) -> Cause | None:
+    """The cause a report of a known structure (the kernel's EDAC, srun, a resolver) states."""
+    if _EDAC_MEMORY.search(text):
+        return Cause(Label.HARDWARE_ERROR, "the kernel's EDAC report of a memory machine check")
+    if _SRUN_NO_STEP.search(text):
+        return Cause(Label.CONFIG_ERROR, "srun unable to create the job step")
+    if _NAME_UNRESOLVED.search(text):
+        return Cause(Label.COMM_ERROR, "a peer's name that does not resolve (getaddrinfo)")
+    return None
+
+
 def read_structure(text: str) -> Cause | None:
-    """The cause an error line's structure states: its exception class's words, then an errno."""
+    """The cause an error line's structure states: a report of known structure, its exception class's
+    words, then an errno."""
+    cause = report_cause(text)
+    if cause is not None:
+        return cause
     name = exception_class(text)
     if name is not None:
         cause = class_cause(name)
