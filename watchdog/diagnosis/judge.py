@@ -160,6 +160,9 @@ UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
 #: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
 #: are not progress (a hang is still measured from the last step).
 GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
+#: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
+#: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
+STALL_LIST_SIGNATURES = frozenset({"horovod.stalled_ranks"})
 _NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
 #: A rank with no output for this long is ``silent`` in status displays, at the least (see
@@ -1058,7 +1061,32 @@ class Judge:
             open_error = self._unexplained_at_end()
             if open_error is not None:
                 return self._with_hints(self._unexplained_verdict(open_error))
+        if final and v.label is Label.COMM_TIMEOUT_TRANSIENT and v.culprit is None:
+            stalled = self._stall_list_at_end(v)
+            if stalled is not None:
+                return self._with_hints(stalled)
         return v
+
+    def _stall_list_at_end(self, waiting: Verdict) -> Verdict | None:
+        """A hang, when the input ends with ranks whose last word is a stall report that names the ranks
+        that never joined (:data:`STALL_LIST_SIGNATURES`), with no progress after it (``waiting``'s ranks
+        are those): the collective was still waiting when the log ended."""
+        lines = [st.last_wait_line for k in waiting.ranks if (st := self.ranks.get(k)) is not None
+                 and st.last_wait_line is not None and st.last_wait_line.signature in STALL_LIST_SIGNATURES]
+        if not lines:
+            return None
+        return Verdict(
+            Label.COLLECTIVE_HANG,
+            Action.RESTART,
+            ranks=waiting.ranks,
+            evidence=tuple(lines[:20]),
+            reason=(f"the input ends while {len(lines)} rank(s) report a stalled collective and name the ranks that "
+                    f"never joined it, with no progress after ({lines[0].text.strip()[:160]})"),
+            advice=("A collective never completed: the stall report names the ranks the others wait for. Restart "
+                    "from the last complete checkpoint; if it repeats, look at those ranks (a rank-dependent branch, "
+                    "a rank stuck or dead before the collective)."),
+            step=waiting.step,
+        )
 
     def _unexplained_at_end(self) -> Evidence | None:
         """The first error line no rule explains that no progress (of any rank) came after."""
