@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
+from neuron_watch.diagnosis.exctaxonomy import in_traceback
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.diagnosis.logtext import (
@@ -395,7 +396,12 @@ def diagnose_lines(
     count = 0
     batch: list[LogLine] = []
     kb = default_knowledge_base(progress_regex)
+    tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
     for line in lines:
+        if line.text.strip():
+            tail = tails.setdefault(line.key, [])
+            tail.append(line)
+            del tail[:-2]
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
         first = line.mono if first is None else min(first, line.mono)
@@ -417,7 +423,32 @@ def diagnose_lines(
         last = max(last, record.ended)
         for rank, code, t in record.exits:
             judge.observe_exit(RankExit(RankKey("", rank), code, t))
-    return judge.verdict(last, final=True), count
+    verdict = judge.verdict(last, final=True)
+    if verdict.label is Label.HEALTHY:
+        verdict = _open_traceback(tails) or verdict
+    return verdict, count
+
+
+#: the table's rule for a traceback's header: a frame is part of the same report
+TRACEBACK_SIGNATURE = "python.traceback"
+
+
+def _open_traceback(tails: dict[RankKey, list[LogLine]]) -> Verdict | None:
+    """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after,
+    no progress): the process was printing the exception it died of when its log ended."""
+    for key, tail in tails.items():
+        frame = in_traceback([line.text for line in tail])
+        if frame is not None:
+            line = next(ln for ln in tail if ln.text == frame)
+            return Verdict(
+                Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key,
+                evidence=(Evidence(key, frame, TRACEBACK_SIGNATURE, line.source, line.lineno, line.mono),),
+                reason=f"the input ends inside a Python traceback, before its exception line: the process was "
+                       f"printing the error it died of ({frame.strip()[:160]})",
+                advice="The log was cut inside the traceback: read the rank's full log for the exception line "
+                       "under these frames; restart from the last complete checkpoint if the cause is transient.",
+                culprit_source="failure")
+    return None
 
 
 def diagnose_paths(

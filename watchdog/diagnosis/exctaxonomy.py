@@ -177,6 +177,23 @@ def report_cause(text: str) -> Cause | None:
     return None
 
 
+# -- a traceback still open at the end ---------------------------------------------------------------
+
+#: a frame of a Python traceback (traceback.format_list: '  File "<path>", line <n>, in <name>'), after
+#: whatever prefix a launcher or a logger put before it
+_FRAME = re.compile(r'(?:^|\s|:)File "[^"]+", line \d+, in \S+')
+
+
+def in_traceback(last_lines: list[str]) -> str | None:
+    """The frame, when a rank's last lines (its last two non-blank ones, oldest first) are inside a Python
+    traceback: a frame, or a frame and the source line Python prints under it. The traceback is what the
+    process printed as it died; an excerpt cut before its exception line still shows a failure."""
+    for text in reversed(last_lines[-2:]):
+        if _FRAME.search(text):
+            return text
+    return None
+
+
 def read_structure(text: str) -> Cause | None:
     """The cause an error line's structure states: a report of known structure, its exception class's
     words, then an errno."""
