@@ -23,7 +23,10 @@ tree that has ``errorclass.py`` (the hook an error line no rule explains is aske
 ``diagnosis/exctaxonomy.py`` is copied beside it and ``read_error`` asks it last, as today's does;
 the blind product is otherwise untouched, so what the graft changes is what the readers alone
 would have caught without the batch's phrases. A tree without ``errorclass.py`` is scored as is
-and its row says so.
+and its row says so. The second figure adds what ``diagnose`` reads of a whole excerpt after the
+judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a program-mistake
+exception raised in set-up code before any progress is configuration. It is applied to each grafted
+answer from the excerpt's text as one stream (ranks not split), an approximation of the product.
 
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
@@ -44,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake, raised_in_setup
 from neuron_watch.events import Action, Label
 from tests.fixtures.corpus_score import (
     ACTION_CHANGES,
@@ -90,7 +94,8 @@ for path in json.loads(sys.stdin.read()):
         v = diagnose_paths([path]).verdict
         said = [getattr(e, "text", "") for e in getattr(v, "evidence", ())]
         out = {"path": path, "label": v.label.value, "action": v.action.value,
-               "reason": str(getattr(v, "reason", "")), "line": said[0] if said else ""}
+               "reason": str(getattr(v, "reason", "")), "line": said[0] if said else "",
+               "step": getattr(v, "step", None)}
     except Exception as exc:
         out = {"path": path, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out), flush=True)
@@ -247,10 +252,33 @@ def graft_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, st
                  for ex in excerpts)
     said, _ = score_answers(excerpts, grafted)
     s = score(said)
+    whole = {str(ex.log): whole_log(ex, grafted.get(str(ex.log), {})) for ex in excerpts}
+    caught_whole = sum(right(whole[str(ex.log)], ex) for ex in missed)
+    broken_whole = sum(right(blind.get(str(ex.log), {}), ex) and not right(whole[str(ex.log)], ex) for ex in excerpts)
     return (f"{batch:<20}{len(excerpts):>4}  {len(missed):>6}  {caught:>6}  {broken:>6}  "
             f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
             f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}  "
+            f"{f'caught {caught_whole}, broken {broken_whole}':>20}  "
             f"{'grafted' if done else 'no errorclass at that commit: as blind'}")
+
+
+def whole_log(ex: Excerpt, answer: dict[str, str]) -> dict[str, str]:
+    """``answer`` with today's whole-log readers of commands/diagnose.py applied to the excerpt as one stream."""
+    lines = [t for t in ex.log.read_text(encoding="utf-8", errors="replace").splitlines() if t.strip()]
+    if answer.get("label") == "healthy" and in_traceback(lines[-2:]):
+        return {**answer, "label": "other_crash", "action": "restart"}
+    if answer.get("label") == "other_crash" and answer.get("step") is None and program_mistake(answer.get("line", "")):
+        frames: list[tuple[str, str]] = []
+        for text in lines:
+            if "Traceback (most recent call last)" in text:
+                frames = []
+            elif (frame := frame_of(text)) is not None:
+                frames.append(frame)
+            elif text == answer["line"]:
+                if raised_in_setup(frames) is not None:
+                    return {**answer, "label": "config_error", "action": "stop"}
+                break
+    return answer
 
 
 def change_row(name: str, blind: Answers, today: Answers) -> str:
@@ -293,7 +321,7 @@ def main() -> int:
     blind_all: Answers = []
     misses: list[dict[str, str]] = []
     grafted = [f"{'blind + readers':<20}{'n':>4}  {'misses':>6}  {'caught':>6}  {'broken':>6}  "
-               f"{'labels':>13}  {'actions':>13}  graft"]
+               f"{'labels':>13}  {'actions':>13}  {'+ whole-log readers':>20}  graft"]
     today_all: Answers = []
     changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:

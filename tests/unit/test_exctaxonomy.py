@@ -1,4 +1,5 @@
-"""The readers of structure (exctaxonomy.py): an exception class's words and an errno.
+"""The readers of structure (exctaxonomy.py): an exception class's words, an errno, reports of known
+layout, and where a program-mistake exception was raised.
 
 Table-driven: each row is a line as programs print it (Python's traceback.format_exception_only,
 glibc's strerror, C code's "errno N") and the cause it states, or None for a near miss: a class
@@ -10,9 +11,19 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.commands.diagnose import diagnose_lines
 from neuron_watch.diagnosis.errorclass import read_error
-from neuron_watch.diagnosis.exctaxonomy import ERRNOS, class_cause, errno_cause, exception_class, read_structure
-from neuron_watch.events import Action, Label
+from neuron_watch.diagnosis.exctaxonomy import (
+    ERRNOS,
+    class_cause,
+    errno_cause,
+    exception_class,
+    frame_of,
+    program_mistake,
+    raised_in_setup,
+    read_structure,
+)
+from neuron_watch.events import Action, Label, LogLine, RankKey
 
 C, OM, M, P = Label.CONFIG_ERROR, Label.OOM, Label.COMM_ERROR, Label.COMPILE_ERROR
 
@@ -126,3 +137,86 @@ def test_read_error_asks_the_structure_last(line: str, label: Label, action: Act
     """errorclass reads the structure of an error line no earlier form explains, with the label's action."""
     reading = read_error(line)
     assert reading is not None and (reading.label, reading.action) == (label, action)
+
+
+# -- where a program-mistake exception was raised ---------------------------------------------------
+
+#: real tracebacks: huggingface/text-generation-inference#425 (an assert in set-up), facebookresearch/
+#: deepcluster#2 (os.environ's KeyError under init_distributed_mode: the standard library's frame is
+#: the caller's), DeepDeblur-PyTorch#49 (a KeyError in the evaluation pass), FairMOT#242 (in forward)
+TGI = [
+    '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/models/__init__.py", line 169, in get_model',
+    "    return BLOOMSharded(",
+    '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/models/bloom.py", line 80, in __init__',
+    "    self.process_group, rank, world_size = initialize_torch_distributed()",
+    '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/utils/dist.py", line 15, in '
+    "initialize_torch_distributed",
+    '    assert world_size <= torch.cuda.device_count(), "Each process is one gpu"',
+    "AssertionError: Each process is one gpu",
+]
+DEEPCLUSTER = [
+    '  File "main.py", line 115, in main',
+    '  File "/media/.../deepcluster/deepcluster/core/src/utils.py", line 66, in init_distributed_mode',
+    '  File "/home/.../dev/miniconda/envs/deepcluster/lib/python3.7/os.py", line 678, in __getitem__',
+    "KeyError: 'RANK'",
+]
+DEEPDEBLUR = [
+    '  File "main.py", line 54, in main_worker',
+    '  File "/home/DeepDeblur-PyTorch-master/src/train.py", line 196, in test',
+    '  File "/home/DeepDeblur-PyTorch-master/src/train.py", line 182, in evaluate',
+    '  File "/home/DeepDeblur-PyTorch-master/src/loss/__init__.py", line 311, in get_loss_desc',
+    "KeyError: 10",
+]
+FAIRMOT = [
+    '  File "/home/ubuntu/anaconda3/envs/FairMOT/lib/python3.7/site-packages/torch/nn/modules/module.py", line 532, '
+    "in __call__",
+    '  File "/home/ubuntu/FairMOT/src/lib/trains/mot.py", line 49, in forward',
+    "KeyError: 'dense_wh_mask'",
+]
+
+
+def _frames(lines: list[str]) -> list[tuple[str, str]]:
+    return [f for f in map(frame_of, lines) if f is not None]
+
+
+@pytest.mark.parametrize(("lines", "function"), [
+    (TGI, "initialize_torch_distributed"),
+    (DEEPCLUSTER, "init_distributed_mode"),
+    (DEEPDEBLUR, None),  # the evaluation pass runs the work
+    (FAIRMOT, None),  # forward
+    ([], None),
+])
+def test_setup_function_reads_where_the_exception_was_raised(lines: list[str], function: str | None) -> None:
+    assert raised_in_setup(_frames(lines)) == function
+
+
+@pytest.mark.parametrize(("line", "name"), [
+    ("AssertionError: Each process is one gpu", "AssertionError"),
+    ("KeyError: 'RANK'", "KeyError"),
+    ("[rank6]: ValueError: File data/mllm_dome.json not found.", "ValueError"),
+    ("json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)", "JSONDecodeError"),
+    ("RuntimeError: CUDA error: invalid device ordinal", None),
+    ("the ValueError: raised above is ignored", None),
+])
+def test_program_mistake(line: str, name: str | None) -> None:
+    assert program_mistake(line) == name
+
+
+def _diagnose(lines: list[str]) -> tuple[Label, Action]:
+    v, _ = diagnose_lines(LogLine(RankKey("n0", 0), t, 1000.0 + i, 1000.0 + i, "rank-0.log", i + 1)
+                          for i, t in enumerate(lines))
+    return v.label, v.action
+
+
+STEPS = [f"step {s} loss 2.{s:03d} step_time 0.5s" for s in range(1, 4)]
+
+
+@pytest.mark.parametrize(("lines", "verdict"), [
+    (["Traceback (most recent call last):", *TGI], (Label.CONFIG_ERROR, Action.STOP)),
+    (["Traceback (most recent call last):", *DEEPDEBLUR], (Label.OTHER_CRASH, Action.RESTART)),
+    # after progress the same set-up error is a crash of the running program
+    ([*STEPS, "Traceback (most recent call last):", *TGI], (Label.OTHER_CRASH, Action.RESTART)),
+])
+def test_diagnose_reads_a_setup_mistake_before_progress_as_configuration(
+        lines: list[str], verdict: tuple[Label, Action]) -> None:
+    assert _diagnose(lines) == verdict

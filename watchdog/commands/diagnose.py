@@ -14,6 +14,7 @@ Exit status: 0 whenever a diagnosis was made (whatever the label); 2 when the in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
-from neuron_watch.diagnosis.exctaxonomy import in_traceback
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake, raised_in_setup
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.diagnosis.logtext import (
@@ -397,11 +399,13 @@ def diagnose_lines(
     batch: list[LogLine] = []
     kb = default_knowledge_base(progress_regex)
     tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
+    tracebacks = _Tracebacks()
     for line in lines:
         if line.text.strip():
             tail = tails.setdefault(line.key, [])
             tail.append(line)
             del tail[:-2]
+            tracebacks.observe(line)
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
         first = line.mono if first is None else min(first, line.mono)
@@ -426,7 +430,56 @@ def diagnose_lines(
     verdict = judge.verdict(last, final=True)
     if verdict.label is Label.HEALTHY:
         verdict = _open_traceback(tails) or verdict
+    elif verdict.label is Label.OTHER_CRASH:
+        verdict = tracebacks.mistake_in_setup(verdict) or verdict
     return verdict, count
+
+
+class _Tracebacks:
+    """Each rank's latest Python traceback: its frames, and the program-mistake exception it ended in.
+
+    A ``ValueError`` or ``KeyError`` says nothing of a cause by its class; where it was raised does
+    (exctaxonomy.raised_in_setup). The live judge needs no frames for it: a failure before the first
+    step that repeats is stopped by the restart policy as a crash loop; offline, the frames say it once.
+    """
+
+    #: frames kept per traceback (the innermost ones: deep recursions print thousands)
+    FRAMES = 64
+
+    def __init__(self) -> None:
+        self.frames: dict[RankKey, list[tuple[str, str]]] = {}
+        self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]]]] = {}
+
+    def observe(self, line: LogLine) -> None:
+        text = line.text
+        if "Traceback (most recent call last)" in text:
+            self.frames[line.key] = []
+            return
+        frame = frame_of(text)
+        if frame is not None:
+            frames = self.frames.setdefault(line.key, [])
+            frames.append(frame)
+            del frames[:-self.FRAMES]
+        elif self.frames.get(line.key) and program_mistake(text) is not None:
+            self.mistakes[line.key] = (text, self.frames.pop(line.key))
+
+    def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:
+        """Configuration, when the crash came before any progress and its evidence is a program-mistake
+        exception raised under a set-up function and no function that runs the work."""
+        if verdict.step is not None or not verdict.evidence:
+            return None
+        ev = verdict.evidence[0]
+        found = self.mistakes.get(ev.key)
+        if found is None or found[0] != ev.text:
+            return None
+        function = raised_in_setup(found[1])
+        if function is None:
+            return None
+        name = program_mistake(ev.text)
+        return dataclasses.replace(
+            verdict, label=Label.CONFIG_ERROR, action=Action.STOP, advice=CONFIG_ADVICE,
+            reason=f"{name} raised in set-up code ({function}) before any progress: a setting the program "
+                   f"refuses, which a restart meets again ({ev.text.strip()[:160]})")
 
 
 #: the table's rule for a traceback's header: a frame is part of the same report

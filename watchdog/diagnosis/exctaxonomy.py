@@ -24,6 +24,12 @@ errors in their own words:
   whatever machine reads their logs later. A resource not there or held (``EADDRINUSE``,
   ``ENOSPC``, ``EBUSY``, ``EACCES``, ``ENOENT``, ``ENODEV``...) is configuration; ``ENOMEM`` is
   memory; a connection refused, reset, timed out or unreachable is the transport.
+* :func:`program_mistake` and :func:`raised_in_setup`: CPython's exceptions for a value the code
+  cannot use (``ValueError``, ``TypeError``, ``KeyError``, ``NameError``, ``AttributeError``,
+  ``AssertionError``) say nothing of a cause by their class: where they were raised does. Under a
+  function that sets the program up (``__init__``, ``setup``, ``parse_args``, ``load_*``,
+  ``build_*``, ``check_*``...) and none that runs the work (``forward``, ``train_*``, ``step``,
+  ``__getitem__``...), before any progress, they are a setting the program refuses: configuration.
 * :func:`report_cause`: reports whose layout states the cause, whatever the program around them:
   the kernel's EDAC decode of a memory machine check (hardware), srun refusing to create a step
   (configuration), a peer's name that does not resolve (the transport). A build step's non-zero
@@ -182,6 +188,64 @@ def report_cause(text: str) -> Cause | None:
 #: a frame of a Python traceback (traceback.format_list: '  File "<path>", line <n>, in <name>'), after
 #: whatever prefix a launcher or a logger put before it
 _FRAME = re.compile(r'(?:^|\s|:)File "[^"]+", line \d+, in \S+')
+
+
+#: a frame, read: its file and its function
+_FRAME_PARTS = re.compile(r'(?:^|\s|:)File "([^"]+)", line \d+, in (\S+)')
+
+
+def frame_of(text: str) -> tuple[str, str] | None:
+    """(file, function) of a traceback frame line, or None."""
+    if 'File "' not in text:
+        return None
+    m = _FRAME_PARTS.search(text)
+    return (m.group(1), m.group(2)) if m is not None else None
+
+
+# -- exceptions whose cause depends on where they were raised ----------------------------------------
+
+#: CPython's classes for a value the code cannot use (Objects/exceptions.c) and the subclasses programs
+#: meet reading their set-up (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError,
+#: UnboundLocalError)
+_PROGRAM_MISTAKES = frozenset({"ValueError", "TypeError", "LookupError", "NameError", "AttributeError",
+                               "AssertionError"})
+_PROGRAM_BASES = {
+    "KeyError": "LookupError", "IndexError": "LookupError", "UnboundLocalError": "NameError",
+    "JSONDecodeError": "ValueError", "UnicodeDecodeError": "ValueError", "UnicodeError": "ValueError",
+}
+#: functions that set a program up (constructors, argument and configuration parsing, loading, building,
+#: checking), by the names Python code gives them: a program-mistake exception raised under one, before
+#: any step, is a setting the program refuses
+_SETUP_FUNCTION = re.compile(r"^_{0,2}(?:init(?:iali[sz]e)?|setup|set_up|parse|load|build|create|configure|"
+                             r"validate|check|prepare|get_model|get_config|get_args|get_dataset|from_pretrained|"
+                             r"from_config|post_init)\w*$")
+#: functions that run the work (a step, a forward or backward pass, a data item, an evaluation): a
+#: program-mistake exception under one is the program's crash, whatever came before
+_WORK_FUNCTION = re.compile(r"^_{0,2}(?:forward|backward|step|train|fit|eval|evaluate|test|predict|generate|"
+                            r"sample|getitem|next|next_data|call_impl|run_epoch|save|update|compute|loss|"
+                            r"training_step|validation_step)\w*$")
+#: the standard library's own frames (os.environ's __getitem__ raising KeyError) belong to the caller
+_STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
+
+
+def program_mistake(text: str) -> str | None:
+    """The class, when ``text`` is the line of an exception a program raises on a value it cannot use
+    (``ValueError``, ``TypeError``, ``KeyError``, ``NameError``, ``AttributeError``, ``AssertionError``...),
+    or None."""
+    name = exception_class(text)
+    if name is None:
+        return None
+    short = name.rsplit(".", 1)[-1]
+    return short if _PROGRAM_BASES.get(short, short) in _PROGRAM_MISTAKES else None
+
+
+def raised_in_setup(frames: list[tuple[str, str]]) -> str | None:
+    """The set-up function, when a traceback's frames (outermost first) run through one and through no
+    function that runs the work (the standard library's frames aside); None otherwise."""
+    own = [func for file, func in frames if not _STDLIB.search(file)]
+    if any(_WORK_FUNCTION.match(func) for func in own):
+        return None
+    return next((func for func in reversed(own) if _SETUP_FUNCTION.match(func)), None)
 
 
 def in_traceback(last_lines: list[str]) -> str | None:
