@@ -243,18 +243,22 @@ def wrong(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
 def graft_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
               grafted: dict[str, dict[str, str]], done: bool) -> str:
     """One batch: its blind misses, how many the grafted readers get right, how many right ones they break."""
+    def action_right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("action") in {x.value for x in EXPECTED_ACTIONS[ex.label]}
+
     def right(a: dict[str, str], ex: Excerpt) -> bool:
-        return a.get("label") == ex.label.value and a.get("action") in {x.value for x in EXPECTED_ACTIONS[ex.label]}
+        return a.get("label") == ex.label.value and action_right(a, ex)
 
     missed = [ex for ex in excerpts if not right(blind.get(str(ex.log), {}), ex)]
     caught = sum(right(grafted.get(str(ex.log), {}), ex) for ex in missed)
-    broken = sum(right(blind.get(str(ex.log), {}), ex) and not right(grafted.get(str(ex.log), {}), ex)
+    broken = sum(action_right(blind.get(str(ex.log), {}), ex) and not action_right(grafted.get(str(ex.log), {}), ex)
                  for ex in excerpts)
     said, _ = score_answers(excerpts, grafted)
     s = score(said)
     whole = {str(ex.log): whole_log(ex, grafted.get(str(ex.log), {})) for ex in excerpts}
     caught_whole = sum(right(whole[str(ex.log)], ex) for ex in missed)
-    broken_whole = sum(right(blind.get(str(ex.log), {}), ex) and not right(whole[str(ex.log)], ex) for ex in excerpts)
+    broken_whole = sum(action_right(blind.get(str(ex.log), {}), ex) and not action_right(whole[str(ex.log)], ex)
+                       for ex in excerpts)
     return (f"{batch:<20}{len(excerpts):>4}  {len(missed):>6}  {caught:>6}  {broken:>6}  "
             f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
             f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}  "
@@ -338,6 +342,10 @@ def main() -> int:
         if args.graft:
             grafted_raw, done = blind_answers(chosen.commit, excerpts, deadline, grafted=True)
             grafted.append(graft_row(name, excerpts, blind_raw, grafted_raw, done))
+            by_log = {str(ex.log): ex for ex in excerpts}
+            for m in batch_misses:
+                answer = whole_log(by_log[m["path"]], grafted_raw.get(m["path"], {}))
+                m["grafted"], m["grafted_action"] = answer.get("label", "?"), answer.get("action", "?")
         now_said, now_failed = score_answers(excerpts, today)
         blind, now = score(blind_said), score(now_said)
         blind_total, today_total = blind_total + blind, today_total + now
@@ -363,13 +371,14 @@ def main() -> int:
     if args.graft:
         print()
         print("\n".join(grafted))
-        print("misses: the blind product's (label or action wrong); caught: of those, right with the readers "
-              "grafted in; broken: right blind, wrong grafted")
+        print("misses: the blind product's (label or action wrong); caught: of those, label and action right with "
+              "the readers grafted in; broken: excerpts whose action was right blind and is wrong grafted")
     if args.wrong:
         print()
         for m in misses:
             print(f"{m['batch']}  {m['excerpt']}  expected {m['expected']}/{m['expected_action']}  "
-                  f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}")
+                  f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}"
+                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else ""))
             print(f"    line: {m['line'][:200]!r}")
     if args.wrong_json:
         args.wrong_json.write_text(json.dumps(misses, indent=1), encoding="utf-8")

@@ -69,8 +69,6 @@ STRUCTURE: list[tuple[str, Label | None]] = [
      Label.HARDWARE_ERROR),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", C),
     ("srun: error: Unable to create step for job 17627941: Memory required by task is not available", C),
-    ("ValueError: host not found: Name or service not known", M),
-    ("socket.gaierror: [Errno -3] Temporary failure in name resolution", M),
     # near misses: a corrected memory error, a build step's exit (a wrapper of the compiler's error),
     # srun's other words
     ("EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0xee30a0)",

@@ -32,7 +32,7 @@ errors in their own words:
   ``__getitem__``...), before any progress, they are a setting the program refuses: configuration.
 * :func:`report_cause`: reports whose layout states the cause, whatever the program around them:
   the kernel's EDAC decode of a memory machine check (hardware), srun refusing to create a step
-  (configuration), a peer's name that does not resolve (the transport). A build step's non-zero
+  (configuration). A build step's non-zero
   exit (ninja's CalledProcessError) is no such report: it wraps the compiler's error printed before
   it, which the judge looks for first.
 """
@@ -158,10 +158,6 @@ def errno_cause(text: str) -> Cause | None:
 
 # -- reports whose structure states the cause -----------------------------------------------------
 
-#: getaddrinfo's failures (glibc gai_strerror, resolv/netdb.h EAI_NONAME, EAI_AGAIN, EAI_FAIL): a peer's
-#: name that does not resolve; the address of the peer, as a refused connection is
-_NAME_UNRESOLVED = re.compile(r"\b(?:Name or service not known|Temporary failure in name resolution|"
-                              r"Non-recoverable failure in name resolution)\b")
 #: the kernel's EDAC drivers decoding a machine check of memory (drivers/edac/sb_edac.c and skx_common.c:
 #: "HANDLING MCE MEMORY ERROR" before each decoded record; edac_mc.c edac_mc_handle_error: "<n> UE ..." for
 #: an uncorrected error): the host's memory, not the job
@@ -173,13 +169,11 @@ _SRUN_NO_STEP = re.compile(r"\bsrun: error: Unable to create step for job \d+: "
 
 
 def report_cause(text: str) -> Cause | None:
-    """The cause a report of a known structure (the kernel's EDAC, srun, a resolver) states."""
+    """The cause a report of a known structure (the kernel's EDAC, srun) states."""
     if _EDAC_MEMORY.search(text):
         return Cause(Label.HARDWARE_ERROR, "the kernel's EDAC report of a memory machine check")
     if _SRUN_NO_STEP.search(text):
         return Cause(Label.CONFIG_ERROR, "srun unable to create the job step")
-    if _NAME_UNRESOLVED.search(text):
-        return Cause(Label.COMM_ERROR, "a peer's name that does not resolve (getaddrinfo)")
     return None
 
 
