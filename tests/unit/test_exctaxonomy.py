@@ -69,6 +69,16 @@ STRUCTURE: list[tuple[str, Label | None]] = [
      Label.HARDWARE_ERROR),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", C),
     ("srun: error: Unable to create step for job 17627941: Memory required by task is not available", C),
+    # CUDA's error names (cuda.h CUresult, driver_types.h cudaError_t)
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 1048576 bytes: CUDA_ERROR_OUT_OF_MEMORY: "
+     "out of memory", OM),
+    ("RuntimeError: CUDA driver error: cudaErrorNoDevice", C),
+    ("2023-02-01 10:00:00.000000: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:268] failed call to cuInit: "
+     "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", C),
+    ("CUDA error: uncorrectable ECC error encountered (cudaErrorECCUncorrectable)", Label.HARDWARE_ERROR),
+    ("XlaRuntimeError: INTERNAL: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", None),
+    ("failed call to cuInit: CUDA_ERROR_NOT_INITIALIZED: initialization error", None),
+    ("CUDA_ERROR_NO_DEVICES_FOUND_IN_THE_LOG is no enumeration", None),
     # near misses: a corrected memory error, a build step's exit (a wrapper of the compiler's error),
     # srun's other words
     ("EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0xee30a0)",

@@ -32,7 +32,8 @@ errors in their own words:
   ``__getitem__``...), before any progress, they are a setting the program refuses: configuration.
 * :func:`report_cause`: reports whose layout states the cause, whatever the program around them:
   the kernel's EDAC decode of a memory machine check (hardware), srun refusing to create a step
-  (configuration). A build step's non-zero
+  (configuration), CUDA's error enumerations by name (``CUDA_ERROR_OUT_OF_MEMORY``,
+  ``cudaErrorNoDevice``, ``CUDA_ERROR_ECC_UNCORRECTABLE``...). A build step's non-zero
   exit (ninja's CalledProcessError) is no such report: it wraps the compiler's error printed before
   it, which the judge looks for first.
 """
@@ -158,6 +159,25 @@ def errno_cause(text: str) -> Cause | None:
 
 # -- reports whose structure states the cause -----------------------------------------------------
 
+#: CUDA's error enumerations, by the names programs print (the driver API's CUresult, cuda.h
+#: "CUDA_ERROR_<NAME>"; the runtime's cudaError_t, driver_types.h "cudaError<Name>"): memory that ran
+#: out; a device that is not there, not this process's, or that the driver or toolkit cannot serve
+#: (configuration); an uncorrectable ECC or NVLink error (the device). The others (an illegal address,
+#: a launch failure, not initialised) say nothing of a cause by their name.
+_CUDA_ERRORS: dict[str, Label] = {
+    "OUT_OF_MEMORY": Label.OOM, "MemoryAllocation": Label.OOM,
+    "NO_DEVICE": Label.CONFIG_ERROR, "NoDevice": Label.CONFIG_ERROR,
+    "INVALID_DEVICE": Label.CONFIG_ERROR, "InvalidDevice": Label.CONFIG_ERROR,
+    "DEVICES_UNAVAILABLE": Label.CONFIG_ERROR, "DevicesUnavailable": Label.CONFIG_ERROR,
+    "InsufficientDriver": Label.CONFIG_ERROR, "SYSTEM_DRIVER_MISMATCH": Label.CONFIG_ERROR,
+    "SystemDriverMismatch": Label.CONFIG_ERROR, "COMPAT_NOT_SUPPORTED_ON_DEVICE": Label.CONFIG_ERROR,
+    "CompatNotSupportedOnDevice": Label.CONFIG_ERROR, "UNSUPPORTED_PTX_VERSION": Label.CONFIG_ERROR,
+    "UnsupportedPtxVersion": Label.CONFIG_ERROR, "SYSTEM_NOT_READY": Label.CONFIG_ERROR,
+    "SystemNotReady": Label.CONFIG_ERROR,
+    "ECC_UNCORRECTABLE": Label.HARDWARE_ERROR, "ECCUncorrectable": Label.HARDWARE_ERROR,
+    "NVLINK_UNCORRECTABLE": Label.HARDWARE_ERROR, "NvlinkUncorrectable": Label.HARDWARE_ERROR,
+}
+_CUDA_ERROR = re.compile(r"\b(?:CUDA_ERROR_|cudaError)(" + "|".join(_CUDA_ERRORS) + r")\b")
 #: the kernel's EDAC drivers decoding a machine check of memory (drivers/edac/sb_edac.c and skx_common.c:
 #: "HANDLING MCE MEMORY ERROR" before each decoded record; edac_mc.c edac_mc_handle_error: "<n> UE ..." for
 #: an uncorrected error): the host's memory, not the job
@@ -169,11 +189,14 @@ _SRUN_NO_STEP = re.compile(r"\bsrun: error: Unable to create step for job \d+: "
 
 
 def report_cause(text: str) -> Cause | None:
-    """The cause a report of a known structure (the kernel's EDAC, srun) states."""
+    """The cause a report of a known structure (the kernel's EDAC, srun, a CUDA error name) states."""
     if _EDAC_MEMORY.search(text):
         return Cause(Label.HARDWARE_ERROR, "the kernel's EDAC report of a memory machine check")
     if _SRUN_NO_STEP.search(text):
         return Cause(Label.CONFIG_ERROR, "srun unable to create the job step")
+    cuda = _CUDA_ERROR.search(text)
+    if cuda is not None:
+        return Cause(_CUDA_ERRORS[cuda.group(1)], f"CUDA's error {cuda.group(0)}")
     return None
 
 
