@@ -160,6 +160,10 @@ UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
 #: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
 #: are not progress (a hang is still measured from the last step).
 GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
+#: Python's "Exception ignored in: ..." (signatures.toml): the traceback header after it and that
+#: traceback's exception line are the ignored exception's, not the rank's failure
+UNRAISABLE_SIGNATURE = "python.exception_ignored"
+TRACEBACK_SIGNATURE = "python.traceback"
 #: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
 #: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
 STALL_LIST_SIGNATURES = frozenset({"horovod.stalled_ranks"})
@@ -298,6 +302,8 @@ class RankState:
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
     folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
+    #: inside an exception Python ignored: 1 announced ("Exception ignored in:"), 2 its traceback began
+    unraisable: int = 0
     last_wait: float | None = None
     last_wait_line: Evidence | None = None
     first_lock_wait: float | None = None  # "Another process must be compiling" since
@@ -697,6 +703,18 @@ class Judge:
             return None
         ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
         effect = m.signature.effect
+        if m.signature.id == UNRAISABLE_SIGNATURE:
+            st.unraisable = 1
+            return m
+        if st.unraisable:
+            # the ignored exception's traceback header, then its exception line: not the rank's failure
+            if st.unraisable == 1 and m.signature.id == TRACEBACK_SIGNATURE:
+                st.unraisable = 2
+                return m
+            ignored = st.unraisable == 2 and effect in (Effect.FATAL, Effect.UNEXPLAINED)
+            st.unraisable = 0
+            if ignored:
+                return m
         if effect is Effect.COMPILE_BEAT or effect is Effect.COMPILE_END:
             # XLA's slow-operation alarm says "The operation took <t>" when the alarmed operation
             # returns: after the constant-folding alarm (the rank's last compile beat), that is one
@@ -1770,7 +1788,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
                 top = m.step
                 raises[i] = True
         elif effect is Effect.BENIGN:
-            keep[i] = sig.id in GOING_ON_SIGNATURES
+            keep[i] = sig.id in GOING_ON_SIGNATURES or sig.id == UNRAISABLE_SIGNATURE
         elif effect is Effect.INFO:
             if sig.category is Label.HEALTHY or sig.id in seen_info:
                 keep[i] = False
