@@ -21,7 +21,7 @@ FRAMES = [
     'line 133, in _tcp_rendezvous_handler',
     "    store = TCPStore(result.hostname, result.port, world_size, start_daemon, timeout)",
 ]
-STEPS = [f"Epoch: [0][{i}/5005]\tTime 0.512 (0.530)\tLoss 6.9{i} (6.93)" for i in (10, 20)]
+STEPS = [f"step {s} loss 6.9{s} step_time 0.5s" for s in (10, 20)]
 WARN = ("/opt/conda/lib/python3.8/site-packages/torch/nn/parallel/distributed.py:1010: UserWarning: find_unused_"
         "parameters=True was specified in DDP constructor, but did not find any unused parameters")
 
@@ -40,6 +40,14 @@ def _verdict(lines: list[str]) -> tuple[Label, Action]:
 ])
 def test_log_ending_inside_a_traceback(lines: list[str], verdict: tuple[Label, Action]) -> None:
     assert _verdict(lines) == verdict
+
+
+def test_another_ranks_progress_after_the_frames_keeps_the_job_healthy() -> None:
+    """A rank that printed a stack and went quiet while another went on is not judged a crash."""
+    lines = [LogLine(RankKey("n0", 0), t, 1000.0 + i, 1000.0 + i, "rank-0.log", i + 1) for i, t in enumerate(FRAMES)]
+    lines += [LogLine(RankKey("n0", 1), t, 1010.0 + i, 1010.0 + i, "rank-1.log", i + 1) for i, t in enumerate(STEPS)]
+    v, _ = diagnose_lines(lines)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT)
 
 
 def test_in_traceback_reads_the_last_two_lines_only() -> None:

@@ -429,7 +429,8 @@ def diagnose_lines(
             judge.observe_exit(RankExit(RankKey("", rank), code, t))
     verdict = judge.verdict(last, final=True)
     if verdict.label is Label.HEALTHY:
-        verdict = _open_traceback(tails) or verdict
+        latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
+        verdict = _open_traceback(tails, latest) or verdict
     elif verdict.label is Label.OTHER_CRASH:
         verdict = tracebacks.mistake_in_setup(verdict) or verdict
     return verdict, count
@@ -486,13 +487,16 @@ class _Tracebacks:
 TRACEBACK_SIGNATURE = "python.traceback"
 
 
-def _open_traceback(tails: dict[RankKey, list[LogLine]]) -> Verdict | None:
-    """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after,
-    no progress): the process was printing the exception it died of when its log ended."""
+def _open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float | None) -> Verdict | None:
+    """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after)
+    with no progress of any rank after it: the process was printing the exception it died of when its
+    log ended. (A rank that printed a stack and went quiet while the others went on is not judged so.)"""
     for key, tail in tails.items():
         frame = in_traceback([line.text for line in tail])
         if frame is not None:
             line = next(ln for ln in tail if ln.text == frame)
+            if latest_progress is not None and latest_progress > line.mono:
+                continue
             return Verdict(
                 Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key,
                 evidence=(Evidence(key, frame, TRACEBACK_SIGNATURE, line.source, line.lineno, line.mono),),
