@@ -27,7 +27,13 @@ from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
-from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake, raised_in_setup
+from neuron_watch.diagnosis.exctaxonomy import (
+    exception_class,
+    frame_of,
+    in_traceback,
+    program_mistake,
+    raised_in_setup,
+)
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.diagnosis.logtext import (
@@ -461,8 +467,11 @@ class _Tracebacks:
             frames = self.frames.setdefault(line.key, [])
             frames.append(frame)
             del frames[:-self.FRAMES]
-        elif self.frames.get(line.key) and program_mistake(text) is not None:
-            self.mistakes[line.key] = (text, self.frames.pop(line.key))
+        elif self.frames.get(line.key) and exception_class(text) is not None:
+            # the traceback's exception line ends it, whatever its class
+            frames = self.frames.pop(line.key)
+            if program_mistake(text) is not None:
+                self.mistakes[line.key] = (text, frames)
 
     def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:
         """Configuration, when the crash came before any progress and its evidence is a program-mistake
