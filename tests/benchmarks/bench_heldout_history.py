@@ -1,6 +1,6 @@
 """Leave-one-batch-out: each held-out batch scored by the product as it stood before its fixes.
 
-    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S]
+    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S] [--wrong]
 
 For each collection batch of ``tests/data/real-logs/`` (their ``batch`` key, see its README), the
 commit that added the batch's excerpts is found in git history: the newest commit that touched
@@ -13,7 +13,20 @@ columns. Printed per batch: excerpts, blind labels % and actions % (wait / resta
 against the label's action), healthy-misses (excerpts whose label calls for an action other than
 ``wait`` read as ``healthy``), today's labels % and actions %, the commit; then the confusions that
 change the action, by kind, blind -> today; and a note when the choice of commit is not clean
-(files of the batch touched again after the product changed).
+(files of the batch touched again after the product changed). ``--wrong`` then lists every blind
+miss (label or action wrong): the excerpt, the expected label and action, the blind label and action
+and the evidence line the blind verdict rests on, then today's label and action; ``--wrong-json F``
+writes the same list to ``F`` (one object per miss) for grouping the misses by form.
+
+``--graft`` measures whether today's readers of structure would have generalised: into each blind
+tree that has ``errorclass.py`` (the hook an error line no rule explains is asked of), today's
+``diagnosis/exctaxonomy.py`` is copied beside it and ``read_error`` asks it last, as today's does;
+the blind product is otherwise untouched, so what the graft changes is what the readers alone
+would have caught without the batch's phrases. A tree without ``errorclass.py`` is scored as is
+and its row says so. The second figure adds what ``diagnose`` reads of a whole excerpt after the
+judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a program-mistake
+exception raised in set-up code before any progress is configuration. It is applied to each grafted
+answer from the excerpt's text as one stream (ranks not split), an approximation of the product.
 
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
@@ -34,9 +47,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake, raised_in_setup
 from neuron_watch.events import Action, Label
 from tests.fixtures.corpus_score import (
     ACTION_CHANGES,
+    EXPECTED_ACTIONS,
     BlindCommit,
     NoBlindCommit,
     Score,
@@ -77,7 +92,10 @@ check_origin()
 for path in json.loads(sys.stdin.read()):
     try:
         v = diagnose_paths([path]).verdict
-        out = {"path": path, "label": v.label.value, "action": v.action.value}
+        said = [getattr(e, "text", "") for e in getattr(v, "evidence", ())]
+        out = {"path": path, "label": v.label.value, "action": v.action.value,
+               "reason": str(getattr(v, "reason", "")), "line": said[0] if said else "",
+               "step": getattr(v, "step", None)}
     except Exception as exc:
         out = {"path": path, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out), flush=True)
@@ -157,16 +175,114 @@ def score_answers(excerpts: list[Excerpt], answers: dict[str, dict[str, str]]) -
     return triples, failed
 
 
-def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float) -> dict[str, dict[str, str]]:
+#: today's readers of structure, and what is appended to a blind tree's errorclass.py to ask them last
+GRAFTED = ROOT / PRODUCT / "diagnosis" / "exctaxonomy.py"
+GRAFT_HOOK = """
+
+from neuron_watch.{package}exctaxonomy import read_structure as _read_structure
+
+_read_error_before_graft = read_error
+
+
+def read_error(text):  # type: ignore[no-redef]
+    reading = _read_error_before_graft(text)
+    if reading is None:
+        cause = _read_structure(text)
+        if cause is not None and cause.label.value in _ACTIONS:
+            return Reading(cause.label, _ACTIONS[cause.label.value], cause.form, "")
+    return reading
+"""
+
+
+def graft(product: Path) -> bool:
+    """Make ``product``'s errorclass ask today's readers of structure last; False when it has none."""
+    for errorclass, package in ((product / "diagnosis" / "errorclass.py", "diagnosis."),
+                                (product / "errorclass.py", "")):
+        if errorclass.exists():
+            (errorclass.parent / GRAFTED.name).write_text(GRAFTED.read_text(encoding="utf-8"), encoding="utf-8")
+            with errorclass.open("a", encoding="utf-8") as out:
+                out.write(GRAFT_HOOK.format(package=package))
+            return True
+    return False
+
+
+def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
+                  grafted: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
+    """The blind product's answers, and whether today's readers were grafted into it."""
     with tempfile.TemporaryDirectory(prefix="nw-heldout-") as tmp:
         tree = Path(tmp) / "tree"
         git("worktree", "add", "--detach", "--no-checkout", str(tree), commit)
         try:
             subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
                            capture_output=True)
-            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline)
+            done = grafted and graft(tree / PRODUCT)
+            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline), done
         finally:
             git("worktree", "remove", "--force", str(tree))
+
+
+def wrong(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
+          today: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    """The excerpts of ``batch`` the blind product got wrong (label or action), with its evidence."""
+    out = []
+    for ex in excerpts:
+        b, t = blind.get(str(ex.log), {}), today.get(str(ex.log), {})
+        expected_actions = EXPECTED_ACTIONS[ex.label]
+        right_label = b.get("label") == ex.label.value
+        right_action = b.get("action") in {a.value for a in expected_actions}
+        if right_label and right_action:
+            continue
+        out.append({"batch": batch, "excerpt": ex.name, "path": str(ex.log), "expected": ex.label.value,
+                    "expected_action": "|".join(sorted(a.value for a in expected_actions)),
+                    "blind": b.get("label", b.get("error", "?")), "blind_action": b.get("action", "?"),
+                    "line": b.get("line", ""), "reason": b.get("reason", ""),
+                    "today": t.get("label", "?"), "today_action": t.get("action", "?")})
+    return out
+
+
+def graft_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
+              grafted: dict[str, dict[str, str]], done: bool) -> str:
+    """One batch: its blind misses, how many the grafted readers get right, how many right ones they break."""
+    def action_right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("action") in {x.value for x in EXPECTED_ACTIONS[ex.label]}
+
+    def right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("label") == ex.label.value and action_right(a, ex)
+
+    missed = [ex for ex in excerpts if not right(blind.get(str(ex.log), {}), ex)]
+    caught = sum(right(grafted.get(str(ex.log), {}), ex) for ex in missed)
+    broken = sum(action_right(blind.get(str(ex.log), {}), ex) and not action_right(grafted.get(str(ex.log), {}), ex)
+                 for ex in excerpts)
+    said, _ = score_answers(excerpts, grafted)
+    s = score(said)
+    whole = {str(ex.log): whole_log(ex, grafted.get(str(ex.log), {})) for ex in excerpts}
+    caught_whole = sum(right(whole[str(ex.log)], ex) for ex in missed)
+    broken_whole = sum(action_right(blind.get(str(ex.log), {}), ex) and not action_right(whole[str(ex.log)], ex)
+                       for ex in excerpts)
+    return (f"{batch:<20}{len(excerpts):>4}  {len(missed):>6}  {caught:>6}  {broken:>6}  "
+            f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
+            f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}  "
+            f"{f'caught {caught_whole}, broken {broken_whole}':>20}  "
+            f"{'grafted' if done else 'no errorclass at that commit: as blind'}")
+
+
+def whole_log(ex: Excerpt, answer: dict[str, str]) -> dict[str, str]:
+    """``answer`` with today's whole-log readers of commands/diagnose.py applied to the excerpt as one stream."""
+    lines = [t for t in ex.log.read_text(encoding="utf-8", errors="replace").splitlines() if t.strip()]
+    if answer.get("label") == "healthy" and in_traceback(lines[-2:]):
+        return {**answer, "label": "other_crash", "action": "restart"}
+    if answer.get("label") == "other_crash" and answer.get("step") is None and program_mistake(answer.get("line", "")):
+        frames: list[tuple[str, str]] = []
+        for text in lines:
+            if "Traceback (most recent call last)" in text:
+                frames = []
+            elif (frame := frame_of(text)) is not None:
+                frames.append(frame)
+            elif text == answer["line"]:
+                if raised_in_setup(frames) is not None:
+                    return {**answer, "label": "config_error", "action": "stop"}
+                break
+    return answer
 
 
 def change_row(name: str, blind: Answers, today: Answers) -> str:
@@ -186,6 +302,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", action="append", help="only this batch (repeatable)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
+    parser.add_argument("--wrong", action="store_true", help="list every blind miss with the line it rests on")
+    parser.add_argument("--wrong-json", type=Path, help="write the blind misses to this file as JSON")
+    parser.add_argument("--graft", action="store_true",
+                        help="also score each blind tree with today's readers of structure grafted in")
     args = parser.parse_args()
     deadline = time.monotonic() + args.timeout
 
@@ -203,6 +323,9 @@ def main() -> int:
     rows, notes = [header], []
     blind_total = today_total = Score(0, 0, 0, 0)
     blind_all: Answers = []
+    misses: list[dict[str, str]] = []
+    grafted = [f"{'blind + readers':<20}{'n':>4}  {'misses':>6}  {'caught':>6}  {'broken':>6}  "
+               f"{'labels':>13}  {'actions':>13}  {'+ whole-log readers':>20}  graft"]
     today_all: Answers = []
     changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:
@@ -212,7 +335,17 @@ def main() -> int:
         except NoBlindCommit as exc:
             rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
             continue
-        blind_said, blind_failed = score_answers(excerpts, blind_answers(chosen.commit, excerpts, deadline))
+        blind_raw, _ = blind_answers(chosen.commit, excerpts, deadline)
+        blind_said, blind_failed = score_answers(excerpts, blind_raw)
+        batch_misses = wrong(name, excerpts, blind_raw, today)
+        misses += batch_misses
+        if args.graft:
+            grafted_raw, done = blind_answers(chosen.commit, excerpts, deadline, grafted=True)
+            grafted.append(graft_row(name, excerpts, blind_raw, grafted_raw, done))
+            by_log = {str(ex.log): ex for ex in excerpts}
+            for m in batch_misses:
+                answer = whole_log(by_log[m["path"]], grafted_raw.get(m["path"], {}))
+                m["grafted"], m["grafted_action"] = answer.get("label", "?"), answer.get("action", "?")
         now_said, now_failed = score_answers(excerpts, today)
         blind, now = score(blind_said), score(now_said)
         blind_total, today_total = blind_total + blind, today_total + now
@@ -235,6 +368,20 @@ def main() -> int:
     print("\n".join(changes))
     print()
     print("\n".join(notes) if notes else "every batch's blind commit is unambiguous")
+    if args.graft:
+        print()
+        print("\n".join(grafted))
+        print("misses: the blind product's (label or action wrong); caught: of those, label and action right with "
+              "the readers grafted in; broken: excerpts whose action was right blind and is wrong grafted")
+    if args.wrong:
+        print()
+        for m in misses:
+            print(f"{m['batch']}  {m['excerpt']}  expected {m['expected']}/{m['expected_action']}  "
+                  f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}"
+                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else ""))
+            print(f"    line: {m['line'][:200]!r}")
+    if args.wrong_json:
+        args.wrong_json.write_text(json.dumps(misses, indent=1), encoding="utf-8")
     return 0
 
 

@@ -14,6 +14,7 @@ Exit status: 0 whenever a diagnosis was made (whatever the label); 2 when the in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -26,6 +27,14 @@ from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.exctaxonomy import (
+    exception_class,
+    frame_of,
+    in_traceback,
+    program_mistake,
+    raised_in_setup,
+)
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
@@ -401,7 +410,14 @@ def diagnose_lines(
         from neuron_watch.runtime import knowledge_base
 
         kb = knowledge_base(WatchConfig())
+    tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
+    tracebacks = _Tracebacks()
     for line in lines:
+        if line.text.strip():
+            tail = tails.setdefault(line.key, [])
+            tail.append(line)
+            del tail[:-2]
+            tracebacks.observe(line)
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
         first = line.mono if first is None else min(first, line.mono)
@@ -423,7 +439,88 @@ def diagnose_lines(
         last = max(last, record.ended)
         for rank, code, t in record.exits:
             judge.observe_exit(RankExit(RankKey("", rank), code, t))
-    return judge.verdict(last, final=True), count
+    verdict = judge.verdict(last, final=True)
+    if verdict.label is Label.HEALTHY:
+        latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
+        verdict = _open_traceback(tails, latest) or verdict
+    elif verdict.label is Label.OTHER_CRASH:
+        verdict = tracebacks.mistake_in_setup(verdict) or verdict
+    return verdict, count
+
+
+class _Tracebacks:
+    """Each rank's latest Python traceback: its frames, and the program-mistake exception it ended in.
+
+    A ``ValueError`` or ``KeyError`` says nothing of a cause by its class; where it was raised does
+    (exctaxonomy.raised_in_setup). The live judge needs no frames for it: a failure before the first
+    step that repeats is stopped by the restart policy as a crash loop; offline, the frames say it once.
+    """
+
+    #: frames kept per traceback (the innermost ones: deep recursions print thousands)
+    FRAMES = 64
+
+    def __init__(self) -> None:
+        self.frames: dict[RankKey, list[tuple[str, str]]] = {}
+        self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]]]] = {}
+
+    def observe(self, line: LogLine) -> None:
+        text = line.text
+        if "Traceback (most recent call last)" in text:
+            self.frames[line.key] = []
+            return
+        frame = frame_of(text)
+        if frame is not None:
+            frames = self.frames.setdefault(line.key, [])
+            frames.append(frame)
+            del frames[:-self.FRAMES]
+        elif self.frames.get(line.key) and exception_class(text) is not None:
+            # the traceback's exception line ends it, whatever its class
+            frames = self.frames.pop(line.key)
+            if program_mistake(text) is not None:
+                self.mistakes[line.key] = (text, frames)
+
+    def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:
+        """Configuration, when the crash came before any progress and its evidence is a program-mistake
+        exception raised under a set-up function and no function that runs the work."""
+        if verdict.step is not None or not verdict.evidence:
+            return None
+        ev = verdict.evidence[0]
+        found = self.mistakes.get(ev.key)
+        if found is None or found[0] != ev.text:
+            return None
+        function = raised_in_setup(found[1])
+        if function is None:
+            return None
+        name = program_mistake(ev.text)
+        return dataclasses.replace(
+            verdict, label=Label.CONFIG_ERROR, action=Action.STOP, advice=CONFIG_ADVICE,
+            reason=f"{name} raised in set-up code ({function}) before any progress: a setting the program "
+                   f"refuses, which a restart meets again ({ev.text.strip()[:160]})")
+
+
+#: the table's rule for a traceback's header: a frame is part of the same report
+TRACEBACK_SIGNATURE = "python.traceback"
+
+
+def _open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float | None) -> Verdict | None:
+    """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after)
+    with no progress of any rank after it: the process was printing the exception it died of when its
+    log ended. (A rank that printed a stack and went quiet while the others went on is not judged so.)"""
+    for key, tail in tails.items():
+        frame = in_traceback([line.text for line in tail])
+        if frame is not None:
+            line = next(ln for ln in tail if ln.text == frame)
+            if latest_progress is not None and latest_progress > line.mono:
+                continue
+            return Verdict(
+                Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key,
+                evidence=(Evidence(key, frame, TRACEBACK_SIGNATURE, line.source, line.lineno, line.mono),),
+                reason=f"the input ends inside a Python traceback, before its exception line: the process was "
+                       f"printing the error it died of ({frame.strip()[:160]})",
+                advice="The log was cut inside the traceback: read the rank's full log for the exception line "
+                       "under these frames; restart from the last complete checkpoint if the cause is transient.",
+                culprit_source="failure")
+    return None
 
 
 def diagnose_paths(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from neuron_watch.diagnosis.exctaxonomy import read_structure
 from neuron_watch.diagnosis.failureforms import cause_of
 from neuron_watch.events import Action, Label
 
@@ -48,8 +49,9 @@ class Reading:
     advice: str
 
 
-_CONFIG = ("config_error", "A mistake in the job's setup (a missing module, file or argument, a setting the "
-           "program refuses): restarting repeats it. Fix the environment or the command line, then start again.")
+CONFIG_ADVICE = ("A mistake in the job's setup (a missing module, file or argument, a setting the "
+                 "program refuses): restarting repeats it. Fix the environment or the command line, then start again.")
+_CONFIG = ("config_error", CONFIG_ADVICE)
 _OOM = ("oom", "Memory ran out. Lower the batch size or sequence length, shard the model further, or use a "
         "node with more memory; then restart from the last complete checkpoint.")
 _COMM = ("comm_error", "A connection between ranks (or to the rendezvous store) failed. Restart from the last "
@@ -213,4 +215,8 @@ def read_error(text: str) -> Reading | None:
     if cause is not None and cause[0].value in _ACTIONS:
         label = cause[0].value
         return _reading((label, _ADVICE[label]), cause[1])
+    # the structure of the error (exctaxonomy.py): its exception class's words, an errno
+    structure = read_structure(text)
+    if structure is not None and structure.label.value in _ACTIONS:
+        return _reading((structure.label.value, _ADVICE[structure.label.value]), structure.form)
     return None

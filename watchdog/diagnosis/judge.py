@@ -165,6 +165,13 @@ _THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwab
 #: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
 #: are not progress (a hang is still measured from the last step).
 GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
+#: Python's "Exception ignored in: ..." (signatures.toml): the traceback header after it and that
+#: traceback's exception line are the ignored exception's, not the rank's failure
+UNRAISABLE_SIGNATURE = "python.exception_ignored"
+TRACEBACK_SIGNATURE = "python.traceback"
+#: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
+#: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
+STALL_LIST_SIGNATURES = frozenset({"horovod.stalled_ranks"})
 _NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
 #: A rank with no output for this long is ``silent`` in status displays, at the least (see
@@ -300,6 +307,8 @@ class RankState:
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
     folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
+    #: inside an exception Python ignored: 1 announced ("Exception ignored in:"), 2 its traceback began
+    unraisable: int = 0
     last_wait: float | None = None
     last_wait_line: Evidence | None = None
     first_lock_wait: float | None = None  # "Another process must be compiling" since
@@ -709,6 +718,18 @@ class Judge:
             return None
         ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
         effect = m.signature.effect
+        if m.signature.id == UNRAISABLE_SIGNATURE:
+            st.unraisable = 1
+            return m
+        if st.unraisable:
+            # the ignored exception's traceback header, then its exception line: not the rank's failure
+            if st.unraisable == 1 and m.signature.id == TRACEBACK_SIGNATURE:
+                st.unraisable = 2
+                return m
+            ignored = st.unraisable == 2 and effect in (Effect.FATAL, Effect.UNEXPLAINED)
+            st.unraisable = 0
+            if ignored:
+                return m
         if effect is Effect.COMPILE_BEAT or effect is Effect.COMPILE_END:
             # XLA's slow-operation alarm says "The operation took <t>" when the alarmed operation
             # returns: after the constant-folding alarm (the rank's last compile beat), that is one
@@ -1081,7 +1102,32 @@ class Judge:
             open_error = self._unexplained_at_end()
             if open_error is not None:
                 return self._with_hints(self._unexplained_verdict(open_error))
+        if final and v.label is Label.COMM_TIMEOUT_TRANSIENT and v.culprit is None:
+            stalled = self._stall_list_at_end(v)
+            if stalled is not None:
+                return self._with_hints(stalled)
         return v
+
+    def _stall_list_at_end(self, waiting: Verdict) -> Verdict | None:
+        """A hang, when the input ends with ranks whose last word is a stall report that names the ranks
+        that never joined (:data:`STALL_LIST_SIGNATURES`), with no progress after it (``waiting``'s ranks
+        are those): the collective was still waiting when the log ended."""
+        lines = [st.last_wait_line for k in waiting.ranks if (st := self.ranks.get(k)) is not None
+                 and st.last_wait_line is not None and st.last_wait_line.signature in STALL_LIST_SIGNATURES]
+        if not lines:
+            return None
+        return Verdict(
+            Label.COLLECTIVE_HANG,
+            Action.RESTART,
+            ranks=waiting.ranks,
+            evidence=tuple(lines[:20]),
+            reason=(f"the input ends while {len(lines)} rank(s) report a stalled collective and name the ranks that "
+                    f"never joined it, with no progress after ({lines[0].text.strip()[:160]})"),
+            advice=("A collective never completed: the stall report names the ranks the others wait for. Restart "
+                    "from the last complete checkpoint; if it repeats, look at those ranks (a rank-dependent branch, "
+                    "a rank stuck or dead before the collective)."),
+            step=waiting.step,
+        )
 
     def _unexplained_at_end(self) -> Evidence | None:
         """The first error line no rule explains that no progress (of any rank) came after."""
@@ -1774,7 +1820,7 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
                 top = m.step
                 raises[i] = True
         elif effect is Effect.BENIGN:
-            keep[i] = sig.id in GOING_ON_SIGNATURES
+            keep[i] = sig.id in GOING_ON_SIGNATURES or sig.id == UNRAISABLE_SIGNATURE
         elif effect is Effect.INFO:
             if sig.category is Label.HEALTHY or sig.id in seen_info:
                 keep[i] = False

@@ -1,0 +1,289 @@
+"""What an exception's class and an errno say of a failure's cause.
+
+Pure: no I/O. Three readers of *structure*, for an error line no signature explains, that a
+phrase table cannot cover because programs name their own exceptions and wrap the C library's
+errors in their own words:
+
+* :func:`class_cause`: the words of an exception class's name. Libraries name their exception
+  classes after what went wrong, in a few stems shared across ecosystems: ``*Timeout*``,
+  ``*Unavailable*``, ``*Disconnect*``, ``*ConnectionClosed*``, ``*Unreachable*`` (the peer or the link:
+  requests/urllib3 ``ConnectTimeout``/``ReadTimeout``, aiohttp ``ServerDisconnectedError``,
+  http.client ``RemoteDisconnected``, websockets ``ConnectionClosedError``, tornado
+  ``StreamClosedError``, TensorFlow ``UnavailableError``/``DeadlineExceededError``);
+  ``*OutOfMemory*``, ``*OOM*``, ``*ResourceExhausted*`` (memory); ``*Config*``,
+  ``*Misconfiguration*``, ``*Validation*``, ``*Usage*``, ``*NotFound*``, ``*PermissionDenied*``,
+  ``*Unauthenticated*``, ``*NotImplemented*``, ``*Unsupported*``/``*NotSupported*``,
+  ``*Incompatible*``, ``*Version*`` (the set-up: omegaconf ``ConfigKeyError``, pydantic
+  ``ValidationError``, click ``UsageError``, TensorFlow ``NotFoundError``/``PermissionDeniedError``/
+  ``UnimplementedError``, CPython ``NotImplementedError``); ``*Compil*``, ``*Lowering*`` (a
+  compiler). A name holding none of them (``RuntimeError``, ``ChildFailedError``) says nothing.
+* :func:`errno_cause`: an errno by name (``EADDRINUSE``), by number where the program prints the
+  number as Python's ``OSError`` does (``[Errno 98] ...``) or as C code does (``errno 28``,
+  ``errno=12``), and by the C library's text of it. Numbers are Linux's (asm-generic/errno-base.h,
+  asm-generic/errno.h), texts glibc's strerror (sysdeps/gnu/errlist.h): the jobs run on Linux,
+  whatever machine reads their logs later. A resource not there or held (``EADDRINUSE``,
+  ``ENOSPC``, ``EBUSY``, ``EACCES``, ``ENOENT``, ``ENODEV``...) is configuration; ``ENOMEM`` is
+  memory; a connection refused, reset, timed out or unreachable is the transport.
+* :func:`program_mistake` and :func:`raised_in_setup`: CPython's exceptions for a value the code
+  cannot use (``ValueError``, ``TypeError``, ``KeyError``, ``NameError``, ``AttributeError``,
+  ``AssertionError``) say nothing of a cause by their class: where they were raised does. Under a
+  function that sets the program up (``__init__``, ``setup``, ``parse_args``, ``load_*``,
+  ``build_*``, ``check_*``...) and none that runs the work (``forward``, ``train_*``, ``step``,
+  ``__getitem__``...), before any progress, they are a setting the program refuses: configuration.
+* :func:`report_cause`: reports whose layout states the cause, whatever the program around them:
+  the kernel's EDAC decode of a memory machine check (hardware), srun refusing to create a step
+  (configuration), CUDA's error enumerations by name (``CUDA_ERROR_OUT_OF_MEMORY``,
+  ``cudaErrorNoDevice``, ``CUDA_ERROR_ECC_UNCORRECTABLE``...). A build step's non-zero
+  exit (ninja's CalledProcessError) is no such report: it wraps the compiler's error printed before
+  it, which the judge looks for first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from neuron_watch.events import Label
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause read from a form, and what the form is (for the verdict's reason)."""
+
+    label: Label
+    form: str
+
+
+# -- exception class names -------------------------------------------------------------------------
+
+#: Stems of an exception class's name (its CamelCase words, compared case-sensitively from the start
+#: of a word) and the cause each states; the first stem found, in this order, decides. Order puts the
+#: specific before the broad: "ConnectTimeout" is the transport, "ConfigNotFound" the set-up.
+_CLASS_STEMS: tuple[tuple[tuple[str, ...], Label], ...] = (
+    (("OutOfMemory", "OOM", "ResourceExhausted"), Label.OOM),
+    (("Config", "Configuration", "Misconfiguration", "Validation", "Usage", "NotFound", "PermissionDenied",
+      "Permission", "Unauthenticated", "Unauthorized", "NotImplemented", "Unimplemented", "Unsupported",
+      "NotSupported", "Incompatible", "Version", "MissingMandatory"), Label.CONFIG_ERROR),
+    # only a connection, stream, socket or channel that closed: a rendezvous closed is the job ending
+    # (torch/distributed/elastic/rendezvous/api.py RendezvousClosedError)
+    (("Timeout", "TimedOut", "Unavailable", "Unreachable", "Disconnect", "Disconnected", "ConnectionClosed",
+      "StreamClosed", "SocketClosed", "ChannelClosed",
+      "ConnectionReset", "ConnectionAborted", "ConnectionRefused", "DeadlineExceeded"), Label.COMM_ERROR),
+    (("Compilation", "Compile", "Compiler", "Lowering"), Label.COMPILE_ERROR),
+)
+#: a CamelCase word: an acronym (OOM in "OOMError", up to the next capitalised word) or a capitalised word
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b|_)|[A-Z][a-z]+|[a-z]+|\d+")
+
+#: The exception line itself: "[pkg.mod.]ClassName: message" or the class alone, after quoting and a
+#: rank or worker prefix, as Python's traceback.format_exception_only prints it; the class ends in a
+#: word exception classes end in (Error, Exception, Timeout, ...) or is dotted into a module.
+_EXCEPTION_LINE = re.compile(
+    r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*|\((?:\w+ )?pid=\d+[^)]*\)\s*)*"
+    r"((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failed|Failure|Timeout|Exceeded|Unavailable|Closed|"
+    r"Disconnected|Refused|Reset|NotFound|Denied)|(?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?(?::\s|\s*$)")
+
+
+def exception_class(text: str) -> str | None:
+    """The class an exception line names (dotted as printed), or None when the line is not one."""
+    m = _EXCEPTION_LINE.match(text)
+    return m.group(1) if m is not None else None
+
+
+def class_cause(name: str) -> Cause | None:
+    """The cause the words of exception class ``name`` state (its last dotted component), or None."""
+    short = name.rsplit(".", 1)[-1]
+    words = _WORD.findall(short)
+    joined = ["".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, min(i + 4, len(words) + 1))]
+    for stems, label in _CLASS_STEMS:
+        for stem in stems:
+            if stem in joined:
+                return Cause(label, f"an exception class named {short} ('{stem}')")
+    return None
+
+
+# -- errno -----------------------------------------------------------------------------------------
+
+#: errno name -> (Linux number, glibc strerror text, cause). Only the errnos whose cause does not
+#: depend on who reports them: EINVAL, EIO, EAGAIN, EINTR say nothing of a cause and are not here.
+ERRNOS: dict[str, tuple[int, str, Label]] = {
+    # a resource that is not there, or that another process holds: a restart meets it again
+    "EPERM": (1, "Operation not permitted", Label.CONFIG_ERROR),
+    "ENOENT": (2, "No such file or directory", Label.CONFIG_ERROR),
+    "ENXIO": (6, "No such device or address", Label.CONFIG_ERROR),
+    "ENOEXEC": (8, "Exec format error", Label.CONFIG_ERROR),
+    "EACCES": (13, "Permission denied", Label.CONFIG_ERROR),
+    "EBUSY": (16, "Device or resource busy", Label.CONFIG_ERROR),
+    "ENODEV": (19, "No such device", Label.CONFIG_ERROR),
+    "EMFILE": (24, "Too many open files", Label.CONFIG_ERROR),
+    "ENOSPC": (28, "No space left on device", Label.CONFIG_ERROR),
+    "EROFS": (30, "Read-only file system", Label.CONFIG_ERROR),
+    "EADDRINUSE": (98, "Address already in use", Label.CONFIG_ERROR),
+    "EADDRNOTAVAIL": (99, "Cannot assign requested address", Label.CONFIG_ERROR),
+    # memory
+    "ENOMEM": (12, "Cannot allocate memory", Label.OOM),
+    # the peer or the link
+    "EPIPE": (32, "Broken pipe", Label.COMM_ERROR),
+    "ENETDOWN": (100, "Network is down", Label.COMM_ERROR),
+    "ENETUNREACH": (101, "Network is unreachable", Label.COMM_ERROR),
+    "ECONNABORTED": (103, "Software caused connection abort", Label.COMM_ERROR),
+    "ECONNRESET": (104, "Connection reset by peer", Label.COMM_ERROR),
+    "ETIMEDOUT": (110, "Connection timed out", Label.COMM_ERROR),
+    "ECONNREFUSED": (111, "Connection refused", Label.COMM_ERROR),
+    "EHOSTDOWN": (112, "Host is down", Label.COMM_ERROR),
+    "EHOSTUNREACH": (113, "No route to host", Label.COMM_ERROR),
+}
+_BY_NUMBER = {number: name for name, (number, _, _) in ERRNOS.items()}
+_BY_TEXT = {text: name for name, (_, text, _) in ERRNOS.items()}
+#: the errno as a name, as a number where a program prints one ("[Errno 98]", "errno 28", "errno=12",
+#: "errno: 111", "(errno 2)"), or as glibc's text
+_ERRNO = re.compile(
+    r"\b(" + "|".join(ERRNOS) + r")\b|\[Errno (\d+)\]|\berrno\s*[:=]?\s*-?(\d+)\b|"
+    r"\b(" + "|".join(re.escape(t) for t in _BY_TEXT) + r")\b")
+
+
+def errno_cause(text: str) -> Cause | None:
+    """The cause the first errno ``text`` names (by name, number or text) states, or None."""
+    for m in _ERRNO.finditer(text):
+        if m.group(1):
+            name = m.group(1)
+        elif m.group(2) or m.group(3):
+            found = _BY_NUMBER.get(int(m.group(2) or m.group(3)))
+            if found is None:
+                continue
+            name = found
+        else:
+            name = _BY_TEXT[m.group(4)]
+        return Cause(ERRNOS[name][2], f"errno {name} ({ERRNOS[name][1]})")
+    return None
+
+
+# -- reports whose structure states the cause -----------------------------------------------------
+
+#: CUDA's error enumerations, by the names programs print (the driver API's CUresult, cuda.h
+#: "CUDA_ERROR_<NAME>"; the runtime's cudaError_t, driver_types.h "cudaError<Name>"): memory that ran
+#: out; a device that is not there, not this process's, or that the driver or toolkit cannot serve
+#: (configuration); an uncorrectable ECC or NVLink error (the device). The others (an illegal address,
+#: a launch failure, not initialised) say nothing of a cause by their name.
+_CUDA_ERRORS: dict[str, Label] = {
+    "OUT_OF_MEMORY": Label.OOM, "MemoryAllocation": Label.OOM,
+    "NO_DEVICE": Label.CONFIG_ERROR, "NoDevice": Label.CONFIG_ERROR,
+    "INVALID_DEVICE": Label.CONFIG_ERROR, "InvalidDevice": Label.CONFIG_ERROR,
+    "DEVICES_UNAVAILABLE": Label.CONFIG_ERROR, "DevicesUnavailable": Label.CONFIG_ERROR,
+    "InsufficientDriver": Label.CONFIG_ERROR, "SYSTEM_DRIVER_MISMATCH": Label.CONFIG_ERROR,
+    "SystemDriverMismatch": Label.CONFIG_ERROR, "COMPAT_NOT_SUPPORTED_ON_DEVICE": Label.CONFIG_ERROR,
+    "CompatNotSupportedOnDevice": Label.CONFIG_ERROR, "UNSUPPORTED_PTX_VERSION": Label.CONFIG_ERROR,
+    "UnsupportedPtxVersion": Label.CONFIG_ERROR, "SYSTEM_NOT_READY": Label.CONFIG_ERROR,
+    "SystemNotReady": Label.CONFIG_ERROR,
+    "ECC_UNCORRECTABLE": Label.HARDWARE_ERROR, "ECCUncorrectable": Label.HARDWARE_ERROR,
+    "NVLINK_UNCORRECTABLE": Label.HARDWARE_ERROR, "NvlinkUncorrectable": Label.HARDWARE_ERROR,
+}
+_CUDA_ERROR = re.compile(r"\b(?:CUDA_ERROR_|cudaError)(" + "|".join(_CUDA_ERRORS) + r")\b")
+#: the kernel's EDAC drivers decoding a machine check of memory (drivers/edac/sb_edac.c and skx_common.c:
+#: "HANDLING MCE MEMORY ERROR" before each decoded record; edac_mc.c edac_mc_handle_error: "<n> UE ..." for
+#: an uncorrected error): the host's memory, not the job
+_EDAC_MEMORY = re.compile(r"\bEDAC \w+ MC\d+: HANDLING MCE MEMORY ERROR\b|\bEDAC MC\d+: \d+ UE\b")
+#: Slurm's srun refusing to create the job step (srun's launch_common_create_job_step: "Unable to create
+#: step for job %u: %m"): the request (nodes, tasks, GRES, memory) does not fit the allocation or the partition, and
+#: asking again asks for the same
+_SRUN_NO_STEP = re.compile(r"\bsrun: error: Unable to create step for job \d+: ")
+
+
+def report_cause(text: str) -> Cause | None:
+    """The cause a report of a known structure (the kernel's EDAC, srun, a CUDA error name) states."""
+    if _EDAC_MEMORY.search(text):
+        return Cause(Label.HARDWARE_ERROR, "the kernel's EDAC report of a memory machine check")
+    if _SRUN_NO_STEP.search(text):
+        return Cause(Label.CONFIG_ERROR, "srun unable to create the job step")
+    cuda = _CUDA_ERROR.search(text)
+    if cuda is not None:
+        return Cause(_CUDA_ERRORS[cuda.group(1)], f"CUDA's error {cuda.group(0)}")
+    return None
+
+
+# -- a traceback still open at the end ---------------------------------------------------------------
+
+#: a frame of a Python traceback (traceback.format_list: '  File "<path>", line <n>, in <name>'), after
+#: whatever prefix a launcher or a logger put before it
+_FRAME = re.compile(r'(?:^|\s|:)File "[^"]+", line \d+, in \S+')
+
+
+#: a frame, read: its file and its function
+_FRAME_PARTS = re.compile(r'(?:^|\s|:)File "([^"]+)", line \d+, in (\S+)')
+
+
+def frame_of(text: str) -> tuple[str, str] | None:
+    """(file, function) of a traceback frame line, or None."""
+    if 'File "' not in text:
+        return None
+    m = _FRAME_PARTS.search(text)
+    return (m.group(1), m.group(2)) if m is not None else None
+
+
+# -- exceptions whose cause depends on where they were raised ----------------------------------------
+
+#: CPython's classes for a value the code cannot use (Objects/exceptions.c) and the subclasses programs
+#: meet reading their set-up (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError,
+#: UnboundLocalError)
+_PROGRAM_MISTAKES = frozenset({"ValueError", "TypeError", "LookupError", "NameError", "AttributeError",
+                               "AssertionError"})
+_PROGRAM_BASES = {
+    "KeyError": "LookupError", "IndexError": "LookupError", "UnboundLocalError": "NameError",
+    "JSONDecodeError": "ValueError", "UnicodeDecodeError": "ValueError", "UnicodeError": "ValueError",
+}
+#: functions that set a program up (constructors, argument and configuration parsing, loading, building,
+#: checking), by the names Python code gives them: a program-mistake exception raised under one, before
+#: any step, is a setting the program refuses
+_SETUP_FUNCTION = re.compile(r"^_{0,2}(?:init(?:iali[sz]e)?|setup|set_up|parse|load|build|create|configure|"
+                             r"validate|check|prepare|get_model|get_config|get_args|get_dataset|from_pretrained|"
+                             r"from_config|post_init)\w*$")
+#: functions that run the work (a step, a forward or backward pass, a data item, an evaluation): a
+#: program-mistake exception under one is the program's crash, whatever came before
+_WORK_FUNCTION = re.compile(r"^_{0,2}(?:forward|backward|step|train|fit|eval|evaluate|test|predict|generate|"
+                            r"sample|getitem|next|next_data|call_impl|run_epoch|save|update|compute|loss|"
+                            r"training_step|validation_step)\w*$")
+#: the standard library's own frames (os.environ's __getitem__ raising KeyError) belong to the caller
+_STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
+
+
+def program_mistake(text: str) -> str | None:
+    """The class, when ``text`` is the line of an exception a program raises on a value it cannot use
+    (``ValueError``, ``TypeError``, ``KeyError``, ``NameError``, ``AttributeError``, ``AssertionError``...),
+    or None."""
+    name = exception_class(text)
+    if name is None:
+        return None
+    short = name.rsplit(".", 1)[-1]
+    return short if _PROGRAM_BASES.get(short, short) in _PROGRAM_MISTAKES else None
+
+
+def raised_in_setup(frames: list[tuple[str, str]]) -> str | None:
+    """The set-up function, when a traceback's frames (outermost first) run through one and through no
+    function that runs the work (the standard library's frames aside); None otherwise."""
+    own = [func for file, func in frames if not _STDLIB.search(file)]
+    if any(_WORK_FUNCTION.match(func) for func in own):
+        return None
+    return next((func for func in reversed(own) if _SETUP_FUNCTION.match(func)), None)
+
+
+def in_traceback(last_lines: list[str]) -> str | None:
+    """The frame, when a rank's last lines (its last two non-blank ones, oldest first) are inside a Python
+    traceback: a frame, or a frame and the source line Python prints under it. The traceback is what the
+    process printed as it died; an excerpt cut before its exception line still shows a failure."""
+    for text in reversed(last_lines[-2:]):
+        if _FRAME.search(text):
+            return text
+    return None
+
+
+def read_structure(text: str) -> Cause | None:
+    """The cause an error line's structure states: a report of known structure, its exception class's
+    words, then an errno."""
+    cause = report_cause(text)
+    if cause is not None:
+        return cause
+    name = exception_class(text)
+    if name is not None:
+        cause = class_cause(name)
+        if cause is not None:
+            return cause
+    return errno_cause(text)
