@@ -74,6 +74,9 @@ CHILD = r"""
 import json, sys
 from pathlib import Path
 want = Path(sys.argv[1]).resolve()
+# The same checkout's launchers (``neuron_watch.launchers``), for today's tree only: a blind tree is
+# its ``watchdog/`` alone, and today's launchers answering for it would be caught below.
+also = [Path(p).resolve() for p in sys.argv[2:]]
 import neuron_watch
 if (want / "commands" / "diagnose.py").exists():
     from neuron_watch.commands.diagnose import diagnose_paths
@@ -84,7 +87,8 @@ else:
 def check_origin():
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None)
-        if name.split(".")[0] == "neuron_watch" and where and not Path(where).resolve().is_relative_to(want):
+        if name.split(".")[0] == "neuron_watch" and where and not any(
+                Path(where).resolve().is_relative_to(root) for root in (want, *also)):
             sys.exit(f"{name} imported from {where}, not from {want}: an installed copy answers for the tree")
 
 
@@ -133,12 +137,14 @@ def find_blind(excerpts: list[Excerpt]) -> BlindCommit:
     return blind_commit(history, base)
 
 
-def run_child(package: Path, logs: list[str], deadline: float) -> dict[str, dict[str, str]]:
+def run_child(package: Path, logs: list[str], deadline: float,
+              also: tuple[Path, ...] = ()) -> dict[str, dict[str, str]]:
     """Diagnose ``logs`` with the ``watchdog/`` at ``package`` imported as ``neuron_watch``."""
     with tempfile.TemporaryDirectory(prefix="nw-shim-") as shim:
         (Path(shim) / "neuron_watch").symlink_to(package, target_is_directory=True)
         env = {**os.environ, "PYTHONPATH": shim, "PYTHONDONTWRITEBYTECODE": "1"}
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(package.resolve())], env=env, cwd=shim,
+        argv = [sys.executable, "-c", CHILD, str(package.resolve()), *map(str, also)]
+        proc = subprocess.Popen(argv, env=env, cwd=shim,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
         try:
@@ -317,7 +323,8 @@ def main() -> int:
         raise SystemExit(f"no excerpts with batch {args.batch}: see `grep -h '^batch' tests/data/real-logs/*/*.toml`")
 
     names = sorted(batches)
-    today = run_child(ROOT / PRODUCT, [str(ex.log) for n in names for ex in batches[n]], deadline)
+    today = run_child(ROOT / PRODUCT, [str(ex.log) for n in names for ex in batches[n]], deadline,
+                      also=(ROOT / "launchers",))
     header = (f"{'batch':<20}{'n':>4}  {'blind labels':>13}  {'blind actions':>13}  {'healthy-miss':>12}  "
               f"{'today labels':>13}  {'today actions':>13}  blind commit")
     rows, notes = [header], []
