@@ -29,6 +29,8 @@ POLL = 0.2  # how often a wait looks; the disk-full window depends on it
 pytestmark = pytest.mark.process
 
 RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
+#: seconds a restarted generation trains: it has only to resume from its checkpoint and finish
+THEN = 3
 
 
 def fill(disk: Path) -> Path:
@@ -176,7 +178,7 @@ def test_run_dir_refusing_new_files_at_a_restart_the_restart_goes_on(
     chattr = require_binary("chattr")
     run_dir, trigger = small_disk / "run", tmp_path / "crash-now"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--max-restarts", "2", "--no-prewarm", "torchrun",
-            "--nproc_per_node", "2", RANKS, "steady", "20", "--crash-on", str(trigger)]
+            "--nproc_per_node", "2", RANKS, "steady", "20", "--crash-on", str(trigger), "--then", str(THEN)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)
@@ -218,7 +220,7 @@ def test_unreadable_checkpoint_dir_at_a_restart_resumes_from_the_last_one_seen(
     ckpt.mkdir()
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
             "--hang-timeout", "30", "--no-prewarm", "torchrun", "--nproc_per_node", "2", RANKS, "steady", "25",
-            "--crash-on", str(trigger), "--save-to", str(ckpt)]
+            "--crash-on", str(trigger), "--save-to", str(ckpt), "--then", str(THEN)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)
