@@ -310,14 +310,15 @@ def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_
     """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
     from tests.process.test_multinode import job
 
-    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm"]
+    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
     rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
     with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
         procs = [p for p, _ in nodes]
         codes = [p.wait(300) for p in procs]
         logs = "".join((tmp_path / f"node{i}.out").read_text()[-2000:] for i in range(2))
-        assert codes == [0, 0], logs
         evs = events(tmp_path / "node0")
+        assert_ended_on_the_fault(codes[0], evs, logs)
+        assert codes[1] == codes[0], (codes, logs)  # every node ends with the job's code
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, logs
         assert hang[0]["culprit"] == {"node": "n1", "rank": 3}, hang[0]["reason"]
