@@ -4,7 +4,8 @@ Rows, each a real job with a hang, its capture, a restart and the finish:
 
 * ``neuron-watch torchrun`` on one node;
 * ``neuron-watch torchrun`` on two nodes (node 0 hosts the coordinator);
-* ``neuron-watch srun`` on the real Slurm (tests/fixtures/slurm.py), one task per node running torchrun;
+* ``neuron-watch srun`` on the real Slurm (tests/fixtures/slurm.py), one task per node running torchrun:
+  the srun hang run the srun tests read too (``srun_hang``, tests/integration/conftest.py);
 * the standalone ``neuron-watch coordinator`` with two ``neuron-watch torchrun`` nodes that leave it the job.
 
 Columns, checked for every row by :func:`check_every_column`: the incident's bundle of every node
@@ -29,14 +30,15 @@ import pytest
 from tests.fixtures.mqtt import Mosquitto, MqttRecorder
 from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, kill_group, named, started
 from tests.fixtures.s3 import S3Endpoint
-from tests.fixtures.slurm import SlurmCluster
 from tests.integration.test_cloudwatch import cloudwatch, listed, series
-from tests.integration.test_srun import submitted
+from tests.integration.test_srun import SRUN_HANG_GROUP, HangRun
 from tests.process.test_multinode import job, out, wait_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 
-ROWS = ["torchrun-1-node", "torchrun-2-nodes", "srun", "standalone-coordinator"]
+# the srun row reads the shared srun hang run: on the worker of its other readers
+ROWS = ["torchrun-1-node", "torchrun-2-nodes", pytest.param("srun", marks=pytest.mark.xdist_group(SRUN_HANG_GROUP)),
+        "standalone-coordinator"]
 #: the toy job: rank 3 (rank 1 on one node) never joins the collective of step 8 in generation 0
 HANG = ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"]
 #: the same on one node of 2 ranks: no column depends on the job's size
@@ -129,13 +131,10 @@ def test_every_entry_point_gets_every_feature(row: str, tmp_path: Path, toy_env:
         assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
         check_every_column(nodes[0][1], ["n0", "n1"], **check)
     elif row == "srun":
-        cluster: SlurmCluster = request.getfixturevalue("slurm_cluster")
-        with submitted(cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                       ["--hang-timeout", "20", "--mqtt", parts["mqtt"], "--artifacts", parts["artifacts"], *cloud],
-                       env=parts["env"]) as sjob:
-            assert sjob.wait() == "COMPLETED", sjob.explain()
-            check_every_column(sjob.run_dir, ["n1", "n2"], **check, cluster="nwtest")  # its ClusterName
-            sjob.assert_nothing_survives()
+        hang: HangRun = request.getfixturevalue("srun_hang")  # no process of it survived it
+        assert hang.state == "COMPLETED", hang.job.explain()
+        check_every_column(hang.job.run_dir, ["n1", "n2"], hang.s3, hang.bucket, hang.prefix, hang.rec, hang.topic,
+                           hang.cw, hang.namespace, cluster="nwtest")  # its ClusterName
     else:
         port, job_id = free_port(), f"par-{secrets.token_hex(3)}"
         run_dir = tmp_path / "coordinator"

@@ -16,16 +16,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.mqtt import Mosquitto, MqttRecorder
+from tests.fixtures.mqtt import MqttRecorder
 from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
-from tests.fixtures.s3 import S3Endpoint
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration
@@ -135,42 +133,28 @@ def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_pat
 
 
 HANG = ["--hang-at", "12", "--hang-rank", "3"]  # rank 3: node rank 1 (n2), local rank 1
+#: the tests reading the shared srun hang run (``srun_hang``, tests/integration/conftest.py), here and
+#: in test_parity.py: on one pytest-xdist worker, so that the run starts once
+SRUN_HANG_GROUP = "srun-hang"
 
 
 @dataclass(frozen=True)
 class HangRun:
-    """The shared hang run: the job, how it ended, and where its events and bundles went."""
+    """The shared hang run (tests/integration/conftest.py): the job, how it ended, and where its
+    events, bundles and metrics went."""
 
     job: SrunJob
     state: str
-    rec: MqttRecorder
-    s3: Any
+    rec: MqttRecorder  # subscribed to ``topic``/#
+    s3: Any  # the client of the artifacts' S3
+    bucket: str
+    prefix: str  # --artifacts s3://<bucket>/<prefix>
+    topic: str  # --mqtt's topic
+    cw: Any  # the CloudWatch client
+    namespace: str  # --cloudwatch's namespace
 
 
-@pytest.fixture(scope="module")
-def srun_hang(slurm_cluster_shared: SlurmCluster, tmp_path_factory: pytest.TempPathFactory,
-              mqtt_broker: Mosquitto, s3_moto: S3Endpoint) -> Iterator[HangRun]:
-    """One run of the srun hang (rank 3 on n2 stops at step 12 of generation 0; ``--hang-timeout
-    20``), with ``--mqtt`` and ``--artifacts``, read by every test of this scenario: its restart,
-    its events on the broker and its bundles in S3, its console. Its tests share one
-    pytest-xdist worker (``xdist_group``). No process of the job survives it."""
-    tmp_path = tmp_path_factory.mktemp("srun-hang")
-    rec = MqttRecorder(mqtt_broker.host, mqtt_broker.port, "nwsrun/#")
-    s3 = s3_moto.client()
-    s3.create_bucket(Bucket="srun-art")
-    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwsrun"
-    try:
-        with submitted(slurm_cluster_shared, tmp_path, 2, HANG,
-                       ["--hang-timeout", "20", "--mqtt", url, "--artifacts", "s3://srun-art/pre"],
-                       env=s3_moto.env()) as job:
-            state = job.wait()
-            job.assert_nothing_survives()
-            yield HangRun(job, state, rec, s3)
-    finally:
-        rec.close()
-
-
-@pytest.mark.xdist_group("srun-hang")
+@pytest.mark.xdist_group(SRUN_HANG_GROUP)
 def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(srun_hang: HangRun) -> None:
     job = srun_hang.job
     assert srun_hang.state == "COMPLETED", job.explain()
@@ -218,7 +202,7 @@ def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the
         job.assert_nothing_survives()
 
 
-@pytest.mark.xdist_group("srun-hang")
+@pytest.mark.xdist_group(SRUN_HANG_GROUP)
 def test_srun_publishes_every_event_to_mqtt_and_each_node_uploads_its_bundle(srun_hang: HangRun) -> None:
     """--mqtt and --artifacts under srun, as under torchrun (they once reached nothing, silently):
     every event of events.jsonl on the broker in order, and the incident bundle of each node of a
@@ -228,10 +212,10 @@ def test_srun_publishes_every_event_to_mqtt_and_each_node_uploads_its_bundle(sru
     evs = events(job.run_dir)
     assert named(evs, "job_finished")[-1]["exit_code"] == 0 and named(evs, "restart"), [e["event"] for e in evs]
     job_id = evs[0]["job_id"]
-    assert srun_hang.rec.events_of_job(f"nwsrun/{job_id}/") == [e["event"] for e in evs]
+    assert srun_hang.rec.events_of_job(f"{srun_hang.topic}/{job_id}/") == [e["event"] for e in evs]
     uploads = named(evs, "upload")
     assert {u["node"] for u in uploads} == {"n1", "n2"} and all(u["ok"] for u in uploads), uploads
-    listed = srun_hang.s3.list_objects_v2(Bucket="srun-art", Prefix="pre/").get("Contents", [])
+    listed = srun_hang.s3.list_objects_v2(Bucket=srun_hang.bucket, Prefix=f"{srun_hang.prefix}/").get("Contents", [])
     keys = [o["Key"] for o in listed]
     for node in ("n1", "n2"):
         assert any(f"/{node}/" in k and k.endswith("/env.json") for k in keys), (node, keys)
@@ -303,7 +287,7 @@ def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp
         assert finished and finished[-1]["state"] == "interrupted", job.explain()
 
 
-@pytest.mark.xdist_group("srun-hang")
+@pytest.mark.xdist_group(SRUN_HANG_GROUP)
 def test_console_of_a_hang_says_every_decision_in_order(srun_hang: HangRun) -> None:
     """What the operator reads in slurm-<job>.out: one [neuron-watch] line per decision, in order."""
     from tests.process.test_console import assert_in_order

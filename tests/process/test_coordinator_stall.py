@@ -68,8 +68,10 @@ def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Pat
 
 
 def test_a_node_whose_wrapper_is_killed_is_not_relaunched_onto(tmp_path: Path, toy_env: dict[str, str]) -> None:
+    # --coordinator-loss-timeout: how long the coordinator waits for the killed node to answer the
+    # stop before it ends the job; a dead node never answers, so any wait shows the same
     with job(tmp_path, toy_env, 2, ["--steps", "100000", "--pg-timeout", "20"],
-             ["--coordinator-loss-timeout", "15"]) as nodes:
+             ["--coordinator-loss-timeout", "5"]) as nodes:
         (p0, run0), (p1, run1) = nodes
         wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-2.log") >= 5, within(180),
                  alive=p1)
@@ -104,12 +106,14 @@ def _status_stamp(run_dir: Path) -> float | None:
 def test_a_stop_whose_upload_hangs_on_a_dead_s3_does_not_freeze_the_loop(tmp_path: Path,
                                                                          toy_env: dict[str, str]) -> None:
     """S3 is down (nothing listens) while the stop uploads the bundle: the stop runs beside the loop,
-    which keeps rewriting status.json; S3 comes back before the end and the retry at exit lands it."""
+    which keeps rewriting status.json; S3 comes back before the end and the retry at exit lands it.
+    Its retries (until their attempts or --upload-timeout run out) span several of status.json's
+    one-second rewrites."""
     server = RcloneServer(rclone_binary(), tmp_path / "s3data", port=free_port())
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     env = dict(toy_env, **server.endpoint.env(), NEURON_WATCH_NODE="trn-a")
     argv = [NEURON_WATCH, "--quiet", "--job-id", "s3down", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
-            "--hang-timeout", "5", "--upload-timeout", "15", "--artifacts", "s3://incidents/t",
+            "--hang-timeout", "5", "--upload-timeout", "6", "--artifacts", "s3://incidents/t",
             "torchrun", "--nproc_per_node", str(NPROC), TOY, "--checkpoint-dir", str(ckpt), "--steps", "12",
             "--hang-at", "7", "--hang-rank", "1"]
     try:

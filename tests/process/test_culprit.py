@@ -65,7 +65,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     stop_timeout = 60  # far longer than the stop may take: the rung says whether the deadline was needed
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
-            "--hang-timeout", "6", "--stop-timeout", str(stop_timeout), "--no-prewarm",
+            "--hang-timeout", "6", "--stop-timeout", str(stop_timeout), "--no-prewarm", *NO_RESTART,
             "torchrun", "--nproc_per_node", "2", TOY, "--steps", "30", "--step-time", "0.2",
             "--checkpoint-every", "5", "--checkpoint-dir", str(ckpt)]
     try:
@@ -77,8 +77,8 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
             out, _ = p.communicate(timeout=240)
-            assert p.returncode == 0, out[-3000:]
         evs = events(run_dir)
+        assert_ended_on_the_fault(p.returncode, evs, out)
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1
         assert hang[0]["culprit"]["rank"] == 1 and hang[0]["culprit_source"] == "process_state"
@@ -104,30 +104,41 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
         missing = {m["item"]: m["reason"] for m in manifest["missing"]}
         if "stacks/rank-1.txt" in missing:
             assert "stopped" in missing["stacks/rank-1.txt"]
-        assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
 
 
 DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
+#: the fault's verdict, its evidence and the stop are what these runs show: no restart (a restarted
+#: generation would import torch in every rank again and train clean, which other tests show)
+NO_RESTART = ("--max-restarts", "0")
+
+
+def assert_ended_on_the_fault(code: int | None, evs: list[dict[str, Any]], out: str) -> None:
+    """The job ended on its one failure (``--max-restarts 0``): given up, not restarted, and the
+    wrapper's exit code is the one the give-up and the job's end say."""
+    (gave_up,) = named(evs, "gave_up")
+    assert "--max-restarts 0 used up" in gave_up["reason"], gave_up
+    assert code == gave_up["exit_code"] != 0, out[-3000:]
+    assert named(evs, "restart") == [] and named(evs, "job_finished")[0]["exit_code"] == code
 
 
 @contextlib.contextmanager
 def ddp_fault_job(tmp_path: Path, env: dict[str, str], nproc: int, fault_args: list[str],
                   watch_args: tuple[str, ...] = ()) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
-    """``neuron-watch torchrun --nproc_per_node <nproc> ddp_faults.py <fault_args>`` run to its end (it must
-    exit 0: generation 1 runs clean); yields the run dir and its events; no pid of it survives."""
+    """``neuron-watch torchrun --nproc_per_node <nproc> ddp_faults.py <fault_args>`` run to its end (it
+    ends on the fault: no restart); yields the run dir and its events; no pid of it survives."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", *watch_args, "torchrun", "--nproc_per_node", str(nproc), DDP_FAULTS, *fault_args]
+            "--no-prewarm", *NO_RESTART, *watch_args, "torchrun", "--nproc_per_node", str(nproc), DDP_FAULTS,
+            *fault_args]
     try:
         with started(argv, str(tmp_path), env) as p:
             out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out[-3000:]
         evs = events(run_dir)
+        assert_ended_on_the_fault(p.returncode, evs, out)
         yield run_dir, evs
-        assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
@@ -137,7 +148,7 @@ def ddp_fault_job(tmp_path: Path, env: dict[str, str], nproc: int, fault_args: l
 def rank2_sleeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     """One run read by the recorder's test and the worker server's: 3 ranks with their probe, rank 2
     sleeps in its own code at step 4 while the others wait in ``backward``, in a container without
-    py-spy (the stacks come from the ranks' worker server); generation 1 runs clean. (run dir,
+    py-spy (the stacks come from the ranks' worker server); the job ends on the hang. (run dir,
     events); no pid of it survives."""
     tmp_path = tmp_path_factory.mktemp("rank2-sleeps")
     env = {**toy_environment(), "NEURON_WATCH_TOOL_PATH": str(tmp_path / "no-tools")}  # py-spy cannot be found
@@ -169,16 +180,17 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
     tmp_path: Path, toy_env: dict[str, str], fault: str, where: str | None
 ) -> None:
     """Two ranks wait in DDP's gradient all-reduce (``backward``); rank 2 is stuck elsewhere. No
-    recorder (--no-rank-probe): the stacks (py-spy's) alone name it."""
+    recorder (--no-rank-probe): the stacks (py-spy's) alone name it. The verdict, its evidence and
+    the stop are the subject: no restart (--max-restarts 0), the job ends on the hang."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", "--no-rank-probe", "torchrun", "--nproc_per_node", "3",
+            "--no-prewarm", "--no-rank-probe", *NO_RESTART, "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "14", "--fault", fault, "--at", "4", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out[-3000:]
         evs = events(run_dir)
+        assert_ended_on_the_fault(p.returncode, evs, out)
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, [e.get("label") for e in named(evs, "verdict")]
         assert hang[0]["culprit"]["rank"] == 2, hang[0]["reason"]
@@ -187,7 +199,6 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
         if where is not None:
             assert f"(it is in {where})" in hang[0]["reason"]
         assert_incident_says(run_dir / "incidents" / "incident-1" / hang[0]["culprit"]["node"], hang[0])
-        assert named(evs, "job_finished")[0]["exit_code"] == 0
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
@@ -199,13 +210,13 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
     the ranks that print progress did not all say so."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
-            "--no-prewarm", "torchrun", "--nproc_per_node", "3",
+            "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "2"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out[-3000:]
         evs = events(run_dir)
+        assert_ended_on_the_fault(p.returncode, evs, out)
         # gloo: when rank 2 closes its connections its peers fail with "Connection closed by peer"
         # (comm_error); NCCL would leave them hung (collective_hang): the culprit is rank 2 either way
         failed = [e for e in named(evs, "verdict") if e["action"] == "restart"]
@@ -217,7 +228,6 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
         assert ("said it was done" in failed[0]["reason"]
                 or "vm/rank2 alone reported nothing" in failed[0]["reason"]), failed[0]["reason"]
         assert_incident_says(run_dir / "incidents" / "incident-1" / "vm", failed[0])
-        assert named(evs, "job_finished")[0]["exit_code"] == 0  # generation 1 has even data
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
@@ -300,14 +310,15 @@ def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_
     """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
     from tests.process.test_multinode import job
 
-    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm"]
+    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
     rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
     with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
         procs = [p for p, _ in nodes]
         codes = [p.wait(300) for p in procs]
         logs = "".join((tmp_path / f"node{i}.out").read_text()[-2000:] for i in range(2))
-        assert codes == [0, 0], logs
         evs = events(tmp_path / "node0")
+        assert_ended_on_the_fault(codes[0], evs, logs)
+        assert codes[1] == codes[0], (codes, logs)  # every node ends with the job's code
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1, logs
         assert hang[0]["culprit"] == {"node": "n1", "rank": 3}, hang[0]["reason"]

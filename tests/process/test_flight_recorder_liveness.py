@@ -42,15 +42,18 @@ def test_silent_ranks_whose_collectives_complete_are_not_restarted(tmp_path: Pat
 
 
 def test_ranks_that_stop_calling_collectives_are_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    # Generation 0 hangs (every rank sleeps 600 s); generation 1 hangs too, then the budget is spent.
+    # Generation 0 hangs (every rank sleeps 600 s): judged a hang and restarted; generation 1, the
+    # hang being over (--once), says its first step and finishes.
     # 20 s of collectives first: the probe reads every 5 s, and collectives are the job's progress
     # once they keep completing (3 readings; start-up's few only restart the startup clock).
-    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "20", "--sleep-for", "600", timeout=400)
+    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "20", "--sleep-for", "600",
+                               "--once", str(tmp_path / "hung-once"), timeout=400)
     evs = events(run_dir)
     verdicts = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
-    assert verdicts, out[-3000:]
-    assert named(evs, "restart"), out[-3000:]
-    assert code != 0
+    assert verdicts and verdicts[0]["generation"] == 0, out[-3000:]
+    assert len(named(evs, "restart")) == 1, out[-3000:]
+    assert code == 0, out[-3000:]
+    assert "training done" in (run_dir / "gen-1" / "rank-0.log").read_text()
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 

@@ -15,7 +15,7 @@ Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
   rank takes SIGKILL at once, the others SIGTERM);
 * generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
 * generation 2 resumes and trains for more than ``3 * HANG`` to the end. Steps are ``STEP`` s
-  apart with ``--hang-timeout HANG``.
+  apart with ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
 
 ``test_stopped_rank_is_a_hang_and_restarts``: exactly one hang, in generation 0, and the job
 finishes. ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: exactly one failure in
@@ -26,10 +26,12 @@ progress, so the test also asserts that generation 2's first progress was seen m
 ``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which prints
 no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
 generation's start to its first progress); there generation 2 must outlast
-``STARTUP_RICH + HANG`` (asserted from the events, else the run would prove nothing) with
+``STARTUP_RICH + HANG_RICH`` (asserted from the events, else the run would prove nothing) with
 ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps it
-from being judged hung. The crash's restart checkpoint is the newest one the framework had
-written, and the job's own output says generation 2 began at its step.
+from being judged hung. That liveness is read every few seconds (the rank probe's poll), so its
+hang timeout is a few polls long; the jobs that print progress have a short one. The crash's
+restart checkpoint is the newest one the framework had written, and the job's own output says
+generation 2 began at its step.
 
 Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
 pass. No pid of a run survives it.
@@ -45,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import re
 import signal
@@ -74,10 +77,16 @@ from tests.fixtures.wait import T, wait_for
 pytestmark = pytest.mark.process
 
 JOBS = ROOT / "examples" / "frameworks"
-STEP = 1.5  # seconds per training step (per epoch for the plain DDP job)
-# --hang-timeout: 8 steps of silence. The silence after the last step (final save, teardown) counts
-# too: 8 s was outlasted by HF's end on a loaded machine (a hang verdict as the job exited 0).
-HANG = 12.0
+STEP = 1.0  # seconds per training step (per epoch for the plain DDP job)
+# --hang-timeout: 6 steps of silence. The silence after the last step (final save, teardown) is the
+# judge's "training finished" wait: each job's last word (HF's final metrics, Lightning's
+# "`Trainer.fit` stopped", the DDP job's "training done after epoch N") is a train-end signature.
+HANG = 6.0
+# The Rich-bar job's only liveness is its Flight Recorder, read every rank_probe.POLL_EVERY (5 s)
+# plus the answer's own delay under load: silence is judged over a few polls
+HANG_RICH = 12.0
+SAVE_EVERY = 5  # steps between two checkpoints (the DDP job: 2 epochs, its snapshot's own pace)
+MARGIN = 8.0  # seconds of generation 2's training beyond what its assertion needs
 # --startup-timeout: from a generation's start to its first progress, so it must cover the imports
 # (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13)
 STARTUP = 180.0
@@ -140,7 +149,7 @@ BEGAN = re.compile(r"training began at global step (\d+)$", re.M)
 JOB_HF = Job(
     "hf_trainer",
     lambda ckpt, n, s: [str(JOBS / "hf_trainer.py"), "--output-dir", str(ckpt), "--max-steps", str(n),
-                        "--save-steps", "5", "--step-seconds", str(s)],
+                        "--save-steps", str(SAVE_EVERY), "--step-seconds", str(s)],
     _hf_checkpoints,
     BEGAN,
     "training done at step",
@@ -151,7 +160,7 @@ def _lightning(bar: str) -> Job:
     return Job(
         f"lightning_job-{bar}",
         lambda ckpt, n, s: [str(JOBS / "lightning_job.py"), "--ckpt-dir", str(ckpt), "--max-steps", str(n),
-                            "--save-every", "5", "--bar", bar, "--step-seconds", str(s)],
+                            "--save-every", str(SAVE_EVERY), "--bar", bar, "--step-seconds", str(s)],
         _lightning_checkpoints,
         BEGAN,
         "training done at step",
@@ -211,11 +220,11 @@ class Run:
 
 @contextlib.contextmanager
 def watched(tmp_path: Path, env: dict[str, str], job: Job, length: int, step: float,
-            watch_args: tuple[str, ...] = (), startup: float = STARTUP) -> Iterator[Run]:
+            watch_args: tuple[str, ...] = (), startup: float = STARTUP, hang: float = HANG) -> Iterator[Run]:
     """``neuron-watch torchrun --nproc_per_node 2 <job>`` running; stopped, reaped and checked on exit."""
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
-            "--hang-timeout", str(HANG), "--startup-timeout", str(startup), *watch_args,
+            "--hang-timeout", str(hang), "--startup-timeout", str(startup), *watch_args,
             "torchrun", "--nproc_per_node", "2", *job.argv(ckpt, length, step)]
     try:
         with started(argv, str(tmp_path), env) as p:
@@ -308,14 +317,16 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
     SIGSTOPped after generation 0's first checkpoint (a hang), SIGKILLed after generation 1's first
     checkpoint (a crash); generation 2 trains in slow steps to the end. No pid of it survives."""
     tmp_path = tmp_path_factory.mktemp(job.name)
-    # generation 2 trains > 3 * HANG from wherever generation 1 was killed (its first checkpoint:
-    # 2 * 5 steps or 4 epochs in, later on a slow start); the Rich-bar generation 2 outlasts
-    # STARTUP_RICH + HANG even when its imports are quick
-    length = {JOB_DDP: 34, JOB_RICH: 55}.get(job, 44)
-    startup = STARTUP_RICH if job is JOB_RICH else STARTUP  # the Rich bar: no progress line at all
+    # generation 2 trains > 3 * HANG from where generation 1 was killed (its first checkpoint:
+    # 2 * SAVE_EVERY steps or 4 epochs in), the Rich-bar generation 2 > STARTUP_RICH + HANG_RICH even
+    # when its imports are quick; MARGIN more for a kill a step after that checkpoint and a slow end
+    rich = job is JOB_RICH
+    need = STARTUP_RICH + HANG_RICH if rich else 3 * HANG
+    length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((need + MARGIN) / STEP)
+    startup = STARTUP_RICH if rich else STARTUP  # the Rich bar: no progress line at all
     deadline = time.monotonic() + DEADLINE
     with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "3"),
-                 startup=startup) as run:
+                 startup=startup, hang=HANG_RICH if rich else HANG) as run:
         first_checkpoint(run, job, deadline)
         os.kill(_rank_1(run, 0, deadline), signal.SIGSTOP)
         victim = _rank_1(run, 1, deadline)  # generation 1 runs: generation 0 is over
@@ -364,7 +375,7 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job
     if job is JOB_RICH:
         # proves something only if generation 2 lasted longer than the startup grace and a hang
         # timeout: a job whose liveness is never seen would have been restarted by then
-        assert end - _t(restarts[1]) > STARTUP_RICH + HANG
+        assert end - _t(restarts[1]) > STARTUP_RICH + HANG_RICH
     else:
         # Until its first progress a generation is on the (long) startup timeout. Proves something
         # only if progress was seen early: generation 2 then trained for more than 3 * HANG on the

@@ -29,6 +29,8 @@ POLL = 0.2  # how often a wait looks; the disk-full window depends on it
 pytestmark = pytest.mark.process
 
 RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
+#: seconds a restarted generation trains: it has only to resume from its checkpoint and finish
+THEN = 3
 
 
 def fill(disk: Path) -> Path:
@@ -89,10 +91,17 @@ def ours(text: str) -> list[str]:
     return [x for x in text.splitlines() if not x.startswith("neuron-watch: ")]
 
 
+def end_file(tmp_path: Path) -> Path:
+    """The file whose appearance ends the ranks of a full-disk run (their ``--until``): off the full
+    disk, so that the test can always make it."""
+    return tmp_path / "end-now"
+
+
 def run_through_a_full_disk(argv: list[str], tmp_path: Path, env: dict[str, str], run_dir: Path,
                             disk: Path) -> tuple[int, str, dict[int, int]]:
-    """Run ``argv`` (a job whose run dir is on ``disk``); once it progresses, fill ``disk`` until the
-    console says the watchdog is degraded, check the job runs on, free it, wait for "recovered" and
+    """Run ``argv`` (a job whose run dir is on ``disk``, its ranks ``steady ... --until`` the file
+    :func:`end_file` names); once it progresses, fill ``disk`` until the console says the watchdog is
+    degraded, check the job runs on, free it, wait for "recovered", let the ranks finish and wait for
     the end. Returns the exit code, the console, and the size of torchrun's per-rank stdout files
     while the disk was full (by local rank)."""
     try:
@@ -108,6 +117,7 @@ def run_through_a_full_disk(argv: list[str], tmp_path: Path, env: dict[str, str]
             filler.unlink()
             wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"),
                      within(60), interval=POLL)
+            end_file(tmp_path).touch()  # the ranks print "training done" and exit
             p.wait(180)
             out = console.rest()
     finally:
@@ -122,7 +132,7 @@ def test_full_run_dir_degrades_the_watchdog_and_the_job_finishes(
     # torchrun's per-rank files live elsewhere: the ranks' own stdout on a full disk would fail
     # their prints; this test is about the watchdog's files (merged.log, events, rank logs, status)
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--log-dir", str(tr_logs),
-            "--nproc_per_node", "2", RANKS, "steady", "30"]
+            "--nproc_per_node", "2", RANKS, "steady", "30", "--until", str(end_file(tmp_path))]
     code, out, _ = run_through_a_full_disk(argv, tmp_path, toy_env, run_dir, small_disk)
     assert code == 0, out[-3000:]
     evs = events(run_dir)
@@ -156,7 +166,7 @@ def test_a_full_disk_under_the_ranks_own_output_files_does_not_kill_them(
     run_dir = small_disk / "run"
     # 2 kB a line, 10 lines a second: every rank needs new pages of the disk while it is full
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", RANKS,
-            "steady", "30", "--pad", "2000"]
+            "steady", "30", "--pad", "2000", "--until", str(end_file(tmp_path))]
     code, out, size = run_through_a_full_disk(argv, tmp_path, toy_env, run_dir, small_disk)
     assert code == 0, out[-3000:]
     files = torchrun_files(run_dir / "gen-0" / "torchrun")
@@ -176,7 +186,7 @@ def test_run_dir_refusing_new_files_at_a_restart_the_restart_goes_on(
     chattr = require_binary("chattr")
     run_dir, trigger = small_disk / "run", tmp_path / "crash-now"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--max-restarts", "2", "--no-prewarm", "torchrun",
-            "--nproc_per_node", "2", RANKS, "steady", "20", "--crash-on", str(trigger)]
+            "--nproc_per_node", "2", RANKS, "steady", "20", "--crash-on", str(trigger), "--then", str(THEN)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)
@@ -218,7 +228,7 @@ def test_unreadable_checkpoint_dir_at_a_restart_resumes_from_the_last_one_seen(
     ckpt.mkdir()
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
             "--hang-timeout", "30", "--no-prewarm", "torchrun", "--nproc_per_node", "2", RANKS, "steady", "25",
-            "--crash-on", str(trigger), "--save-to", str(ckpt)]
+            "--crash-on", str(trigger), "--save-to", str(ckpt), "--then", str(THEN)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             console = Console(p)

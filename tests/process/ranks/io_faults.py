@@ -1,10 +1,13 @@
 """Rank programs for the watchdog's I/O-fault and lost-output tests (no torch: fast to start).
 
-    steady SECONDS [--crash-on FILE] [--save-to DIR] [--pad N]
+    steady SECONDS [--crash-on FILE] [--save-to DIR] [--pad N] [--then SECONDS] [--until FILE]
         prints ``step N loss X`` (then N dots) every 0.1 s for SECONDS, then ``training done``; in generation 0
         (``NEURON_WATCH_GENERATION``) rank 1 exits 3 as soon as FILE exists (the test's trigger);
         rank 0 of generation 0 saves an NxD-style checkpoint DIR/step_5 (``done`` written last)
-        at step 5. Every rank prints the checkpoint it was started from first.
+        at step 5. Every rank prints the checkpoint it was started from first. ``--then``: the later
+        generations' SECONDS (a restart's generation only has to resume and finish). ``--until``: SECONDS
+        is the longest; it ends (``training done``) as soon as FILE exists (the test has seen what it
+        waited for).
     bigline MB        5 step lines, one line of MB MiB, 10 step lines, ``training done``
     flood N           N short lines as fast as Python writes them, then ``training done``
     hwburst MB        5 step lines; then rank 1 writes MB MiB of lines, the runtime's uncorrectable
@@ -19,13 +22,16 @@ import sys
 import time
 
 
-def steady(seconds: float, crash_on: str, save_to: str, pad: int = 0) -> None:
+def steady(seconds: float, crash_on: str, save_to: str, pad: int = 0, then: float | None = None,
+           until: str = "") -> None:
     rank = int(os.environ.get("RANK", "0"))
     gen0 = os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
+    if not gen0 and then is not None:
+        seconds = then
     print(f"resuming from {os.environ.get('NEURON_WATCH_CHECKPOINT', '')!r}", flush=True)
     t0 = time.monotonic()
     n = 0
-    while time.monotonic() - t0 < seconds:
+    while time.monotonic() - t0 < seconds and not (until and os.path.exists(until)):
         n += 1
         print(f"step {n} loss {1.0 / n:.4f}" + ("  " + "." * pad if pad else ""), flush=True)
         if save_to and gen0 and rank == 0 and n == 5:
@@ -45,7 +51,9 @@ def main() -> None:
     opts = dict(zip(sys.argv[3::2], sys.argv[4::2], strict=False))
     rank = int(os.environ.get("RANK", "0"))
     if mode == "steady":
-        steady(float(arg), opts.get("--crash-on", ""), opts.get("--save-to", ""), int(opts.get("--pad", "0")))
+        then = float(opts["--then"]) if "--then" in opts else None
+        steady(float(arg), opts.get("--crash-on", ""), opts.get("--save-to", ""), int(opts.get("--pad", "0")), then,
+               opts.get("--until", ""))
     elif mode == "bigline":
         for n in range(1, 6):
             print(f"step {n} loss {1.0 / n:.4f}", flush=True)
