@@ -262,8 +262,9 @@ class LogLine(NamedTuple):
 
 
 class RankSpan(NamedTuple):
-    """One rank's lines in a batch, as the judge takes them (:meth:`Judge.observe_batch`): ``key``,
-    the first and the newest line's monotonic times, and the newest line's text."""
+    """One rank's lines in a batch, as the judge takes them
+    (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_batch`): ``key``, the first and the newest
+    line's monotonic times, and the newest line's text."""
 
     key: RankKey
     first: float

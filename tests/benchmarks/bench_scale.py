@@ -21,7 +21,7 @@ What is real:
   TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
   handshake, acks, resends after 3 s without an ack, heartbeats when idle;
 * the batches: built by the real agent path (:meth:`AgentLink.batch`: joined per rank, classified
-  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.judge.compact_matches`), once, for one
+  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.classify.compact_matches`), once, for one
   node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
   with its global ranks (which the agent would build from the same lines: checked at start-up).
 

@@ -6,7 +6,7 @@ is ``time.time()``)::
     link = AgentLink(address, secret, job="1234", node="node1", session=new_session(time.time()))
     link.hello(hostname, pid, ranks, now, wall)
     link.set_knowledge_base(kb)                                   # classify batches here (see below)
-    link.add_line(rank, text, mono, wall, source, lineno)       # as lines are read
+    link.add_line(line)                                           # a LogLine, as lines are read
     link.add_compilers([...]); link.add_exits([...]); link.status("launched", ...)
     for cmd in link.tick(now, wall):                              # every ~50 ms
         ...  # Stop / Launch / CaptureEvidence / Shutdown, already authenticated
@@ -35,12 +35,13 @@ A coordinator of another job with the same secret answers ``refused``: :meth:`Ag
 raises :class:`JobRefused` naming both jobs.
 
 Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
-the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
-:func:`neuron_watch.diagnosis.judge.compact_matches`): the node's own CPU classifies its lines, so the
-coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
-(most ranks of a training job, most of the time) goes as its text and one progress row, its
-latest step (:func:`neuron_watch.diagnosis.judge.coalesce_progress`): no match, no second copy of the line.
-Without a knowledge base the batch goes unclassified and the coordinator classifies it.
+the lines this node's knowledge base matched: the node's own CPU classifies its lines
+(:func:`neuron_watch.diagnosis.classify.classify_batch`, the one classification of a batch), so
+the coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
+(most ranks of a training job, most of the time) goes as its text and one progress row, its latest
+step: no match, no second copy of the line. The link only transports: the lines and their matches
+become the body's rows in :func:`neuron_watch.wire.protocol.lines_body`. Without a knowledge base
+the batch goes unclassified and the coordinator's judge classifies it.
 """
 
 from __future__ import annotations

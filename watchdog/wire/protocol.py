@@ -217,7 +217,7 @@ class RankProgress(NamedTuple):
     """A rank whose lines in the batch were all progress lines with a step, coalesced to its latest
     one: the last line of ``Lines.ranks[chunk]`` (its text, ``d_last`` old) read ``step`` and
     ``loss`` with ``signature``. Its count and first and last times are the rank's row's; the text
-    travels once, in the row (see :func:`neuron_watch.diagnosis.judge.coalesce_progress`)."""
+    travels once, in the row (see :func:`neuron_watch.diagnosis.classify.coalesce_progress`)."""
 
     chunk: int
     signature: str
@@ -247,8 +247,8 @@ class Lines:
     ``ranks``: one :class:`RankLines` per rank, in the order each rank's first line was read
     (a rank's lines keep their order; lines of different ranks are grouped per rank).
     ``matches``: the lines the sender's knowledge base matched, in the order they were read --
-    all of them, or the ones :func:`neuron_watch.diagnosis.judge.compact_matches` keeps. ``classified``
-    is :func:`neuron_watch.diagnosis.judge.kb_fingerprint` of that knowledge base; 0 = the sender did not
+    all of them, or the ones :func:`neuron_watch.diagnosis.classify.compact_matches` keeps. ``classified``
+    is :func:`neuron_watch.diagnosis.classify.kb_fingerprint` of that knowledge base; 0 = the sender did not
     classify (the receiver classifies the text itself). ``progress``: the ranks that printed only
     steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
     """
