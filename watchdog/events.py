@@ -260,6 +260,10 @@ class LogLine(NamedTuple):
     def rank(self) -> int:
         return self.key.rank
 
+    def evidence(self, signature: str) -> Evidence:
+        """This line as the evidence of a verdict, read by ``signature``."""
+        return Evidence(self.key, self.text, signature, self.source, self.lineno, self.mono)
+
 
 class RankSpan(NamedTuple):
     """One rank's lines in a batch, as the judge takes them

@@ -669,9 +669,7 @@ class Judge:
         # with the other ranks' matches.
         advance = self._advance
         for line in progress:
-            key = line.key
-            advance(rank(key, line.mono), line.mono, line.wall, line.step,
-                    Evidence(key, line.text, line.signature, line.source, line.lineno, line.mono))
+            advance(rank(line.key, line.mono), line.mono, line.wall, line.step, line.evidence(line.signature))
         for st, span in zip(states, ranks, strict=True):
             if span.last > st.last_line:
                 st.last_line = span.last
@@ -703,7 +701,7 @@ class Judge:
             self._remember(line.text)
         if m is None:
             return None
-        ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
+        ev = line.evidence(m.signature.id)
         effect = m.signature.effect
         if m.signature.id == UNRAISABLE_SIGNATURE:
             st.unraisable = 1
