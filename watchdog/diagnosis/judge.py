@@ -656,11 +656,13 @@ class Judge:
             if sig is None or sig.effect is not Effect.PROGRESS or line.step is None:
                 raise ValueError(f"{line.signature!r:.60} is not a progress signature of this knowledge base")
         rank = self._rank
+        # (the records are unpacked, not read field by field, in the loops below: they run for every
+        # rank of every batch, and an unpacking is one step in C)
         # ranks are created in the order their first line arrived, as line by line
-        states = [rank(span.key, span.first) for span in ranks]
-        for st, span in zip(states, ranks, strict=True):
+        states = [rank(key, first) for key, first, _last, _text in ranks]
+        for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
             if st.first_line is None:
-                self._first_line(st, span.first)
+                self._first_line(st, first)
         apply = self._apply
         for line, m in resolved:
             apply(line, m)
@@ -668,13 +670,19 @@ class Judge:
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
         advance = self._advance
-        for line in progress:
-            advance(rank(line.key, line.mono), line.mono, line.wall, line.step, line.evidence(line.signature))
-        for st, span in zip(states, ranks, strict=True):
-            if span.last > st.last_line:
-                st.last_line = span.last
-            st.last_line_text = span.text
-            self._remember(span.text)
+        if progress:
+            # A progress line's key is its span's key object (one batch's records share them): found by
+            # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
+            # equal key of another object takes the usual look-up.
+            by_key = {id(span[0]): st for span, st in zip(ranks, states, strict=True)}
+            for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
+                st = by_key.get(id(key)) or rank(key, mono)
+                advance(st, mono, wall, step, Evidence(key, text, sig_id, source, lineno, mono))
+        for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
+            if last > st.last_line:
+                st.last_line = last
+            st.last_line_text = text
+            self._remember(text)
 
     def _first_line(self, st: RankState, mono: float) -> None:
         """The rank's first line arrived at ``mono`` (the job's too, when it is the first of all)."""
