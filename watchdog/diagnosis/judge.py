@@ -32,6 +32,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Protocol
 
 from neuron_watch.diagnosis.classify import (
@@ -57,6 +58,9 @@ from neuron_watch.events import (
     Verdict,
     WorkerSample,
 )
+
+#: A record's first field (a span's key), read in C.
+_first_field = itemgetter(0)
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
 SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
@@ -674,7 +678,7 @@ class Judge:
             # A progress line's key is its span's key object (one batch's records share them): found by
             # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
             # equal key of another object takes the usual look-up.
-            by_key = {id(span[0]): st for span, st in zip(ranks, states, strict=True)}
+            by_key = dict(zip(map(id, map(_first_field, ranks)), states, strict=True))
             for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
                 st = by_key.get(id(key)) or rank(key, mono)
                 advance(st, mono, wall, step, Evidence(key, text, sig_id, source, lineno, mono))

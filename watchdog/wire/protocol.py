@@ -1002,19 +1002,18 @@ def line_records(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: floa
     authenticated name: a sender speaks for its own node only); ``t_mono``: the receiver's
     monotonic time of the header's ``mono`` (ages are relative to it); ``wall``: the header's wall
     clock. A progress row is its rank's newest line (time and text)."""
-    # (tuples built in C from a tuple, not through the named tuples' __new__: this runs for every rank
-    # of every batch)
-    spans: list[RankSpan] = [_new_tuple(RankSpan, (key, t_mono - c.d_first, t_mono - c.d_last,
-                                                   c.text.rpartition("\n")[2]))
-                             for key, c in zip(keys, body.ranks, strict=True)]
-    matches: list[LogLine] = [_new_tuple(LogLine, (keys[m.chunk], m.text, t_mono - m.d_mono, wall - m.d_mono,
-                                                   m.source, m.lineno, m.signature, m.step, m.loss))
-                              for m in body.matches]
+    # (tuples built in C from a tuple, not through the named tuples' __new__, and rows unpacked, not read
+    # field by field: this runs for every rank of every batch)
+    spans: list[RankSpan] = [_new_tuple(RankSpan, (key, t_mono - d_first, t_mono - d_last, text.rpartition("\n")[2]))
+                             for key, (_r, _n, d_first, d_last, _w, text) in zip(keys, body.ranks, strict=True)]
+    matches: list[LogLine] = [_new_tuple(LogLine, (keys[chunk], text, t_mono - d_mono, wall - d_mono, source, lineno,
+                                                   sig, step, loss))
+                              for chunk, sig, step, loss, d_mono, text, source, lineno in body.matches]
     rows = body.ranks
-    progress: list[LogLine] = [_new_tuple(LogLine, (keys[g.chunk], spans[g.chunk].text, spans[g.chunk].last,
-                                                    wall - rows[g.chunk].d_last, g.source, g.lineno, g.signature,
-                                                    g.step, g.loss))
-                               for g in body.progress]
+    progress: list[LogLine] = []
+    for chunk, sig, step, loss, source, lineno in body.progress:
+        key, _first, last, text = spans[chunk]
+        progress.append(_new_tuple(LogLine, (key, text, last, wall - rows[chunk][3], source, lineno, sig, step, loss)))
     return LineRecords(spans, matches, progress)
 
 
