@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Label(str, enum.Enum):
@@ -230,16 +230,50 @@ class RankKey:
         return f"{self.node}/rank{self.rank}" if self.rank >= 0 else f"{self.node}/rank?"
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One line a rank printed, with where and when it was seen."""
+class LogLine(NamedTuple):
+    """One line a rank printed: the one record of a line from the tail to the judge and its evidence.
+
+    ``key``: whose line (the node's name and the global rank, see :attr:`node`, :attr:`rank`);
+    ``text``; ``mono``/``wall``: when it was read; ``source``/``lineno``: the stream it was read
+    from (the rank's log file) and its line number there, for evidence ("file:line"). Once a
+    knowledge base classified it: ``signature``, the id of the signature that matched ("" for
+    none), and the ``step`` and ``loss`` a progress signature read. (A named tuple, not a
+    dataclass: the coordinator builds one per matched line of every batch, and a tuple is built
+    in C.)
+    """
 
     key: RankKey
     text: str
     mono: float
     wall: float
-    source: str = ""  # file it came from, for evidence ("file:line")
+    source: str = ""
     lineno: int = 0
+    signature: str = ""
+    step: int | None = None
+    loss: float | None = None
+
+    @property
+    def node(self) -> str:
+        return self.key.node
+
+    @property
+    def rank(self) -> int:
+        return self.key.rank
+
+    def evidence(self, signature: str) -> Evidence:
+        """This line as the evidence of a verdict, read by ``signature``."""
+        return Evidence(self.key, self.text, signature, self.source, self.lineno, self.mono)
+
+
+class RankSpan(NamedTuple):
+    """One rank's lines in a batch, as the judge takes them
+    (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_batch`): ``key``, the first and the newest
+    line's monotonic times, and the newest line's text."""
+
+    key: RankKey
+    first: float
+    last: float
+    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ What is real:
   TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
   handshake, acks, resends after 3 s without an ack, heartbeats when idle;
 * the batches: built by the real agent path (:meth:`AgentLink.batch`: joined per rank, classified
-  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.judge.compact_matches`), once, for one
+  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.classify.compact_matches`), once, for one
   node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
   with its global ranks (which the agent would build from the same lines: checked at start-up).
 
@@ -77,7 +77,7 @@ from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchm
 from neuron_watch.config import WatchConfig
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import JobState, Label, RankKey
+from neuron_watch.events import JobState, Label, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.runtime import default_judge_factory
@@ -99,7 +99,8 @@ AGENT_LOOP = 0.02
 SAMPLE_EVERY = 1.0  # agent.py SAMPLE_EVERY: a procs message per node per second
 PROBE_EVERY = 5.0  # rank_probe.py POLL_EVERY: each rank's flight recorder read every 5 s
 READY_TIMEOUT = 300.0
-Row = tuple[int, str, float, float, str, int]
+#: the node's name on the lines of a simulated batch (the wire carries the sender's, in the header)
+LINE_NODE = "sim"
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,8 @@ def shifted(body: Lines, offset: int) -> Lines:
                  body.progress)
 
 
-def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[Row]:
-    return [(offset + i, text, now - age, wall - age, "", 0) for i, text, age in batch]
+def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[LogLine]:
+    return [LogLine(RankKey(LINE_NODE, offset + i), text, now - age, wall - age) for i, text, age in batch]
 
 
 def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool, span: int = 1) -> list[Any]:
@@ -278,7 +279,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             body, lines = bodies[n][k], n_lines[k]
             if n in pending_hang:
                 rows = rows_of(batches[k], n * plan.ranks, now, wall)
-                rows.append((n * plan.ranks + pending_hang.pop(n), HANG_LINE, now, wall, "", 0))
+                rows.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
                 body, lines = encode_body(scratch.batch(rows, now, wall)), lines + 1
             link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
                                    seq=0, mono=now, wall=wall), body, lines)

@@ -26,7 +26,7 @@ from bench_wire import JOB, SECRET  # tests/benchmarks is on sys.path: run as a 
 
 from neuron_watch.config import WatchConfig
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import RankKey
+from neuron_watch.events import LogLine, RankKey, RankSpan
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.runtime import default_judge_factory
 
@@ -42,21 +42,21 @@ def fill(c: Coordinator, nodes: int, ranks: int, odd: int, t: float) -> None:
     late = {(k * 7919) % (nodes * ranks) for k in range(odd)}
     waits = {(k * 104729 + 13) % (nodes * ranks) for k in range(odd)}
     for n in range(nodes):
-        rows, progress, matches = [], [], []
+        rows: list[RankSpan] = []
+        progress: list[LogLine] = []
+        matches: list[LogLine] = []
         for i in range(ranks):
             g = n * ranks + i
             key = RankKey(f"node{n:04d}", g)
             step = 998 if g in late else 1000
             text = f"step {step} loss 2.5 lr 1e-4"
-            rows.append((key, t - 0.5, t - 0.1, text))
-            progress.append((i, step_sig, step, 2.5, t - 0.1, "", 0))
+            rows.append(RankSpan(key, t - 0.5, t - 0.1, text))
+            progress.append(LogLine(key, text, t - 0.1, t - 0.1, "", 0, step_sig, step, 2.5))
         judge.observe_batch(rows, matches, progress)
         for g in (x for x in waits if x // ranks == n):
-            from neuron_watch.events import LogLine
-
             key = RankKey(f"node{n:04d}", g)
-            line = LogLine(key, RX, t, t)
-            judge.observe_batch([(key, t, t, RX)], [(line, kb.classify(RX).signature.id, None, None)])  # type: ignore[union-attr]
+            line = LogLine(key, RX, t, t, signature=kb.classify(RX).signature.id)  # type: ignore[union-attr]
+            judge.observe_batch([RankSpan(key, t, t, RX)], [line])
 
 
 def cli(run_dir: str, *extra: str) -> tuple[float, int, int]:

@@ -41,7 +41,7 @@ import msgpack
 import zmq
 
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import JobState
+from neuron_watch.events import JobState, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
 from neuron_watch.wire.protocol import Header, Kind, encode_body
@@ -88,7 +88,7 @@ def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> li
     out = []
     reps = 2 + BATCH // len(pool)
     for b in range(n):
-        rows = [(r, t, now, wall, f"/run/gen-0/rank-{r}.log", b * BATCH + j)
+        rows = [LogLine(RankKey(link.node, r), t, now, wall, f"/run/gen-0/rank-{r}.log", b * BATCH + j)
                 for j, (r, t) in enumerate((pool * reps)[b * BATCH % len(pool):][:BATCH])]
         out.append(encode_body(link.batch(rows, now, wall)))
     return out
@@ -191,11 +191,11 @@ def agent_proc(first: int, count: int, endpoint: str, seconds: float, rate: floa
             for _ in range(max(0, due)):
                 r, text = lines[p]
                 p = p + 1 if p + 1 < len(lines) else 0
-                link.add_line(r, text, now, wall, "", 0)
+                link.add_line(LogLine(RankKey(link.node, r), text, now, wall, "", 0))
             pos[n] = p
             if hang_pending and n == first and wall >= hang_pending[0]:
                 hang_pending.pop(0)
-                link.add_line(n * RANKS + 5, HANG_LINE, now, wall)
+                link.add_line(LogLine(RankKey(link.node, n * RANKS + 5), HANG_LINE, now, wall))
                 link.flush_lines(now, wall)
             link.tick(now, wall)
         if due > 0:
@@ -372,7 +372,7 @@ def huge_lines(rounds: int = 8, ranks: int = 16, limit: float = 120.0) -> dict[s
             for i in range(rounds):
                 now, wall = time.monotonic(), time.time()
                 for r in range(ranks):
-                    link.add_line(r, f"r{r} l{i} {mib}", now, wall)
+                    link.add_line(LogLine(RankKey(link.node, r), f"r{r} l{i} {mib}", now, wall))
             link.flush_lines(time.monotonic(), time.time())
             while coord.counters.lines < want and time.monotonic() - start < limit:
                 link.tick(time.monotonic(), time.time())

@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from neuron_watch.events import LauncherExit, NodeStatus
+from neuron_watch.events import LauncherExit, LogLine, NodeStatus, RankKey
 from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.outputs.eventlog import EventLog
 from tests.integration.test_transport import JOB, SECRET, make_link, pump
@@ -29,7 +29,7 @@ def test_no_agent_dropped_after_job_finished(tmp_path: Path) -> None:
         link.status(NodeStatus.FINISHED, time.monotonic(), time.time(), report=LauncherExit(0))  # the job's end
         pump([coord], [link], lambda: coord.exit_code == 0)
         for i in range(300):  # 200 lines overflow the agent's buffer after the end
-            link.add_line(0, f"late {i}", time.monotonic(), time.time())
+            link.add_line(LogLine(RankKey(link.node, 0), f"late {i}", time.monotonic(), time.time()))
         link.status(NodeStatus.EXITED, time.monotonic(), time.time())
         pump([coord], [link], lambda: coord.nodes["node1"].reported_dropped_lines == 200)
         names = [e["event"] for e in _events(tmp_path / "coord" / "events.jsonl")]

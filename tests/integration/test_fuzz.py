@@ -19,6 +19,7 @@ import msgpack
 import pytest
 import zmq
 
+from neuron_watch.events import LogLine, RankKey
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import SCHEMA_VERSION, Header, Heartbeat, Kind, Lines, Msg, RankLines, Stop, encode
@@ -102,7 +103,7 @@ def test_random_frames_at_a_live_coordinator(tmp_path: Path) -> None:
         # A real agent is still served afterwards, and its line is the only one ingested.
         link = AgentLink(endpoint, SECRET.encode(), job=JOB, node="real", session=new_session(time.time()))
         try:
-            link.add_line(0, "real line", time.monotonic(), time.time())
+            link.add_line(LogLine(RankKey(link.node, 0), "real line", time.monotonic(), time.time()))
             link.flush_lines(time.monotonic(), time.time())
             end = time.monotonic() + 20
             while len(link.outbox) or link.last_heard is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.config import WatchConfig
+from neuron_watch.events import LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.runtime import default_judge_factory
@@ -34,12 +35,15 @@ def served(tmp_path: Path) -> Iterator[Coordinator]:
     now, wall = time.monotonic(), time.time()
     link.hello("trn-1", 1, [0, 1], now, wall)
     for r in (0, 1):
-        link.add_line(r, "step 3 loss 0.5 step_time 0.1s", now, wall)
-    link.add_line(0, "2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: "
-                     "neuronx-cc compile --target=trn1 --framework=XLA /tmp/w/model.MODULE_1+d41d8cd9.hlo_module.pb",
-                  now, wall)
-    link.add_line(1, "2023-Aug-01 16:14:43.0241 332066:332494 [29] include/socket.h:579 CCOM WARN Timeout waiting "
-                     "for RX (waited 120 sec) - retrying", now + 1.0, wall + 1.0)  # after its last step
+        link.add_line(LogLine(RankKey(link.node, r), "step 3 loss 0.5 step_time 0.1s", now, wall))
+    link.add_line(LogLine(RankKey(link.node, 0),
+                          "2024-04-12 07:13:06.000297:  271334  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: "
+                          "neuronx-cc compile --target=trn1 --framework=XLA "
+                          "/tmp/w/model.MODULE_1+d41d8cd9.hlo_module.pb",
+                          now, wall))
+    link.add_line(LogLine(RankKey(link.node, 1),
+                          "2023-Aug-01 16:14:43.0241 332066:332494 [29] include/socket.h:579 CCOM WARN Timeout waiting "
+                          "for RX (waited 120 sec) - retrying", now + 1.0, wall + 1.0))  # after its last step
     link.flush_lines(now + 1.0, wall + 1.0)
     stop = threading.Event()
 

@@ -16,7 +16,7 @@ import pytest
 
 from neuron_watch.diagnosis.judge import Judge
 from neuron_watch.errors import TransportError
-from neuron_watch.events import EvidenceReport, RankKey, StopReport
+from neuron_watch.events import EvidenceReport, LogLine, RankKey, StopReport
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.node.agent_link import AgentLink, JobRefused, LinkSettings, new_session
 from neuron_watch.wire.auth import Signer
@@ -76,8 +76,8 @@ def test_lines_arrive_in_order_acked_and_tagged(coordinator: Coordinator, tmp_pa
         now, wall = time.monotonic(), time.time()
         a.hello("host-a", 11, [0, 1], now, wall)
         for i in range(1000):
-            a.add_line(i % 2, f"step {i}", now, wall, "/logs/r.log", i)
-            b.add_line(2, f"b {i}", now, wall)
+            a.add_line(LogLine(RankKey(a.node, i % 2), f"step {i}", now, wall, "/logs/r.log", i))
+            b.add_line(LogLine(RankKey(b.node, 2), f"b {i}", now, wall))
         pump([coordinator], [a, b], lambda: coordinator.counters.lines == 2000 and len(a.outbox) == 0
              and len(b.outbox) == 0)
         coordinator.tick(time.monotonic())
@@ -101,7 +101,7 @@ def test_wrong_secret_is_refused_and_counted(coordinator: Coordinator) -> None:
     try:
         now, wall = time.monotonic(), time.time()
         for i in range(20):
-            bad.add_line(0, f"fake {i}", now, wall)
+            bad.add_line(LogLine(RankKey(bad.node, 0), f"fake {i}", now, wall))
         bad.flush_lines(now, wall)
         pump([coordinator], [bad], lambda: coordinator.counters.bad.get("auth", 0) >= 1)
         assert coordinator.nodes == {} and coordinator.counters.lines == 0
@@ -148,12 +148,12 @@ def test_replayed_agent_messages_are_ingested_once(coordinator: Coordinator) -> 
     link = make_link(coordinator.endpoint)
     try:
         now, wall = time.monotonic(), time.time()
-        link.add_line(0, "only once", now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "only once", now, wall))
         link.flush_lines(now, wall)
         pump([coordinator], [link], lambda: coordinator.counters.lines == 1 and len(link.outbox) == 0)
         link.outbox._q.clear()
         link.outbox.next_seq = 0
-        link.add_line(0, "only once", now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "only once", now, wall))
         link.flush_lines(now, wall)
         pump([coordinator], [link], lambda: coordinator.counters.duplicates >= 1)
         assert coordinator.counters.lines == 1
@@ -181,11 +181,11 @@ def test_reconnect_resends_everything_in_order(tmp_path: Path) -> None:
     try:
         now, wall = time.monotonic(), time.time()
         for i in range(100):
-            link.add_line(0, f"line {i}", now, wall)
+            link.add_line(LogLine(RankKey(link.node, 0), f"line {i}", now, wall))
         pump([first], [link], lambda: first.counters.lines == 100 and len(link.outbox) == 0)
         first.close()
         for i in range(100, 600):  # coordinator away: the agent buffers
-            link.add_line(0, f"line {i}", time.monotonic(), time.time())
+            link.add_line(LogLine(RankKey(link.node, 0), f"line {i}", time.monotonic(), time.time()))
         link.tick(time.monotonic(), time.time())
         assert link.outbox.lines == 500 and link.outbox.dropped_lines == 0
         second = _rebind(address, run)
@@ -207,7 +207,7 @@ def test_overflow_beyond_the_buffer_is_counted_and_reported(tmp_path: Path) -> N
     link = make_link(f"tcp://{address}", batch_lines=10, max_lines=100, resend_after=0.3)
     try:
         for i in range(300):  # nobody listening: 30 batches of 10, room for 10 of them
-            link.add_line(0, f"line {i}", time.monotonic(), time.time())
+            link.add_line(LogLine(RankKey(link.node, 0), f"line {i}", time.monotonic(), time.time()))
         link.tick(time.monotonic(), time.time())
         assert (link.outbox.lines, link.outbox.dropped_lines, link.outbox.dropped_msgs) == (100, 200, 20)
         coord = _rebind(address, tmp_path / "coord")
@@ -236,7 +236,7 @@ def test_a_silent_node_is_unobserved_never_healthy(coordinator: Coordinator) -> 
         coordinator.tick(later)
         s = coordinator.summary(later)
         assert s["nodes"]["node1"]["state"] == "unobserved" and s["nodes"]["node1"]["last_heard_ago"] >= 60
-        link.add_line(0, "back", time.monotonic(), time.time())
+        link.add_line(LogLine(RankKey(link.node, 0), "back", time.monotonic(), time.time()))
         link.flush_lines(time.monotonic(), time.time())
         pump([coordinator], [link], lambda: coordinator.nodes["node1"].state is NodeState.CONNECTED)
     finally:
@@ -282,7 +282,7 @@ def test_a_hang_on_one_node_restarts_every_node_from_one_checkpoint(tmp_path: Pa
             link.hello(f"h{n}", 1, [2 * n, 2 * n + 1], t0, wall)
             for step in range(1, 4):
                 for r in (2 * n, 2 * n + 1):
-                    link.add_line(r, f"step {step} loss 2.{step}", t0, wall)
+                    link.add_line(LogLine(RankKey(link.node, r), f"step {step} loss 2.{step}", t0, wall))
             link.flush_lines(t0, wall)
 
         def drive(until: Callable[[], bool], now: float) -> None:
@@ -370,8 +370,10 @@ def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
         now, wall = time.monotonic(), time.time()
         for step in range(1, 301):
             for r in range(4):
-                link.add_line(r, f"step {step} loss 2.{step}", now, wall, f"/logs/{r}.log", step)
-        link.add_line(2, "CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying", now, wall)
+                link.add_line(LogLine(RankKey(link.node, r), f"step {step} loss 2.{step}", now, wall,
+                                      f"/logs/{r}.log", step))
+        link.add_line(LogLine(RankKey(link.node, 2), "CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying",
+                              now, wall))
         link.flush_lines(now, wall)
         pump([coord], [link], lambda: coord.counters.lines == 1201 and len(link.outbox) == 0)
         assert (coord.counters.unclassified_batches == 0) is classified
@@ -406,7 +408,7 @@ def test_a_second_live_agent_claiming_a_nodes_name_is_refused_naming_both_hosts(
         second.hello("host-b", 202, [2, 3], time.monotonic(), time.time(), place=1)
         refused = _refusal(second, coordinator)
         assert refused.same_job and "host-a (pid 101" in refused.reason and "host-b (pid 202)" in refused.reason
-        first.add_line(0, "step 5 loss 1.0", time.monotonic(), time.time())
+        first.add_line(LogLine(RankKey(first.node, 0), "step 5 loss 1.0", time.monotonic(), time.time()))
         pump([coordinator], [first], lambda: coordinator.counters.lines == 1)
         view = coordinator.nodes["trn-a"]
         assert (view.session, view.hostname, view.place) == (first.session, "host-a", 0)

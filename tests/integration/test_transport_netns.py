@@ -31,6 +31,7 @@ COORD_IP, AGENT_IP = "10.214.44.1", "10.214.44.2"
 
 AGENT = r"""
 import sys, time
+from neuron_watch.events import LogLine, RankKey
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.diagnosis.kb import default_knowledge_base
 endpoint, secret, n = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
@@ -38,7 +39,7 @@ link = AgentLink(endpoint, secret, job="ns-job", node="nsnode", session=new_sess
                  kb=default_knowledge_base())
 link.hello("nsnode", 1, [0, 1], time.monotonic(), time.time())
 for i in range(n):
-    link.add_line(i % 2, f"step {i} loss 1.0", time.monotonic(), time.time())
+    link.add_line(LogLine(RankKey("nsnode", i % 2), f"step {i} loss 1.0", time.monotonic(), time.time()))
 link.flush_lines(time.monotonic(), time.time())
 end = time.monotonic() + 30
 while len(link.outbox) and time.monotonic() < end:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from neuron_watch.events import NodeStatus
+from neuron_watch.events import LogLine, NodeStatus, RankKey
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.wire.auth import Signer
@@ -91,17 +91,17 @@ def test_sixteen_ranks_of_megabyte_lines_arrive_whole_split_and_counted(coord: C
         # 16 ranks x 5 lines of 1 MiB: one flush of 80 MiB, over the 64 MiB frame limit (the wedge).
         for i in range(5):
             for r in range(16):
-                link.add_line(r, f"r{r} l{i} {mib}", now, wall)
+                link.add_line(LogLine(RankKey(link.node, r), f"r{r} l{i} {mib}", now, wall))
         huge = "y" * (MAX_LINE_BYTES + (4 << 20))  # one line longer than the wire's line limit
-        link.add_line(0, "huge " + huge, now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "huge " + huge, now, wall))
         for r in range(16):
-            link.add_line(r, f"training done r{r}", now, wall)
+            link.add_line(LogLine(RankKey(link.node, r), f"training done r{r}", now, wall))
         link.flush_lines(now, wall)
         assert link.counters.split_batches >= 2 and link.counters.truncated_lines == 1
         assert all(len(p.body) <= MAX_BODY_BYTES for p in link.outbox._q)
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 1 and len(link.outbox) == 0)
         # The link is not wedged: what comes later arrives too, and the loss report is heard.
-        link.add_line(3, "after the flood", time.monotonic(), time.time())
+        link.add_line(LogLine(RankKey(link.node, 3), "after the flood", time.monotonic(), time.time()))
         link.status(NodeStatus.LAUNCHED, time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.counters.lines == 16 * 6 + 2 and len(link.outbox) == 0
              and coord.nodes["node1"].status == "launched")
@@ -136,7 +136,7 @@ def test_an_unsplittable_message_is_dropped_and_counted_never_resent_forever(coo
         now, wall = time.monotonic(), time.time()
         link.status(NodeStatus.LAUNCHED, now, wall, detail="z" * MAX_FRAME_BYTES)  # e.g. a monstrous capture detail
         assert link.counters.oversize_dropped == 1 and link.outbox.dropped_msgs == 1
-        link.add_line(0, "still flowing", now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "still flowing", now, wall))
         pump(coord, [link], lambda: coord.counters.lines == 1 and len(link.outbox) == 0)
         link.status(NodeStatus.LAUNCHED, time.monotonic(), time.time())
         pump(coord, [link], lambda: coord.nodes["node1"].reported_dropped_msgs == 1)
@@ -167,7 +167,7 @@ def test_a_replayed_captured_frame_changes_nothing(coord: Coordinator, tmp_path:
     try:
         now, wall = time.monotonic(), time.time()
         link.hello("host", 1, [0], now, wall)
-        link.add_line(0, "step 1 loss 2.0", now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "step 1 loss 2.0", now, wall))
         pump(coord, [link], lambda: coord.counters.lines == 1 and len(link.outbox) == 0)
         assert tap.frames[0] != tap.frames[-1]
         view = coord.nodes["node1"]
@@ -218,7 +218,7 @@ def test_frames_of_an_earlier_coordinator_session_are_refused(coord: Coordinator
     try:
         now, wall = time.monotonic(), time.time()
         link.hello("host", 1, [0], now, wall)
-        link.add_line(0, "step 1 loss 2.0", now, wall)
+        link.add_line(LogLine(RankKey(link.node, 0), "step 1 loss 2.0", now, wall))
         pump(coord, [link], lambda: coord.counters.lines == 1 and len(link.outbox) == 0)
         # The job's coordinator restarted (here: another one of the same job); the node is gone.
         link.close()

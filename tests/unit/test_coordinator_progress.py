@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.diagnosis.judge import BLIND_AFTER, kb_fingerprint
+from neuron_watch.diagnosis.classify import kb_fingerprint
+from neuron_watch.diagnosis.judge import BLIND_AFTER
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import iso_utc
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_watch.events import NodeStatus
-from neuron_watch.node.observations import EarlyObservations, LineSeen, LinesLost, StatusSeen
+from neuron_watch.events import LogLine, NodeStatus, RankKey
+from neuron_watch.node.observations import EarlyObservations, LinesLost, StatusSeen
 
 
 class RecordingLink:
@@ -30,7 +30,7 @@ def test_lines_lost_before_the_link_existed_are_in_the_status_that_follows_them(
     """A flood that ended before the link existed: its skipped lines must be in the replayed
     "finished" status, which job_finished is built from (they once arrived after it)."""
     early = EarlyObservations()
-    early.observe(LineSeen(0, "step 1", 1.0, 2.0, "f", 1))
+    early.observe(LogLine(RankKey("n", 0), "step 1", 1.0, 2.0, "f", 1))
     early.observe(LinesLost(4_000_000))
     early.observe(StatusSeen(NodeStatus.FINISHING, 3.0, 4.0))
     early.observe(LinesLost(200_000))

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
-from neuron_watch.diagnosis.classify import Effect
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings, coalesce_progress, compact_matches, kb_fingerprint
+from neuron_watch.diagnosis.classify import Effect, classify_batch, compact_matches, kb_fingerprint
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import LogLine, RankKey
+from neuron_watch.events import LogLine, RankKey, RankSpan
 
 from .scenario_lines import (
     BASE,
@@ -33,14 +33,12 @@ from .scenario_lines import (
 KB = default_knowledge_base()
 
 
-Progress = list[tuple[int, str, int, float | None, float, str, int]]
-
-
 def batch_args(judge: Judge, lines: list[LogLine], compact: bool = True) -> tuple[
-        list[tuple[RankKey, float, float, str]], list[tuple[LogLine, str, int | None, float | None]], Progress]:
+        list[RankSpan], list[LogLine], list[LogLine]]:
     """What an agent sends for ``lines`` (one batch), as the coordinator hands it to the judge:
-    with ``compact``, the matches :func:`compact_matches` keeps and the ranks that printed only
-    steps as progress rows (:func:`coalesce_progress`, when the rank's last line is its newest)."""
+    with ``compact``, what :func:`classify_batch` keeps (the matches :func:`compact_matches` keeps
+    and the ranks that printed only steps as progress lines, :func:`coalesce_progress`), else
+    every match."""
     order: dict[RankKey, list[float | str]] = {}
     for ln in lines:
         r = order.get(ln.key)
@@ -49,24 +47,12 @@ def batch_args(judge: Judge, lines: list[LogLine], compact: bool = True) -> tupl
         else:
             r[1] = max(float(r[1]), ln.mono)
             r[2] = ln.text
-    ranks = [(k, float(v[0]), float(v[1]), str(v[2])) for k, v in order.items()]
-    found = judge.kb.scan([ln.text for ln in lines])
-    by_rank = [(lines[i].key, m) for i, m in found]
-    keep = compact_matches(by_rank) if compact else range(len(found))
-    counts: dict[RankKey, int] = {}
-    for ln in lines:
-        counts[ln.key] = counts.get(ln.key, 0) + 1
-    index = {k: i for i, (k, _f, _l, _t) in enumerate(ranks)}
-    rows = {j for j in coalesce_progress(by_rank, counts)
-            if lines[found[j][0]].mono == ranks[index[by_rank[j][0]]][2]} if compact else set()
-    matches, progress = [], []
-    for j in keep:
-        line, m = lines[found[j][0]], found[j][1]
-        if j in rows and m.step is not None:
-            progress.append((index[line.key], m.signature.id, m.step, m.loss, line.wall, line.source, line.lineno))
-        else:
-            matches.append((line, m.signature.id, m.step, m.loss))
-    return ranks, matches, progress
+    ranks = [RankSpan(k, float(v[0]), float(v[1]), str(v[2])) for k, v in order.items()]
+    if compact:
+        found = classify_batch(judge.kb, lines)
+        return ranks, found.matches, found.progress
+    return ranks, [lines[i]._replace(signature=m.signature.id, step=m.step, loss=m.loss)
+                   for i, m in judge.kb.scan([ln.text for ln in lines])], []
 
 
 def assert_same(a: Judge, b: Judge, now: float) -> None:
@@ -169,7 +155,7 @@ def test_a_rank_with_another_line_is_not_coalesced() -> None:
     lines = [LogLine(RankKey("n0", r), text, 1.0 + i / 10, 1.0 + i / 10) for i, (r, text) in enumerate(said)]
     _ranks, _matches, progress = batch_args(Judge(KB, JudgeSettings(), 0.0), lines)
     # rank 0 raises the batch's step, rank 1 printed chatter, rank 2's last line raises it: only rank 3
-    assert [p[0] for p in progress] == [3]
+    assert [p.rank for p in progress] == [3]
 
 
 def test_a_progress_row_of_another_kind_is_refused() -> None:
@@ -177,7 +163,7 @@ def test_a_progress_row_of_another_kind_is_refused() -> None:
     line = LogLine(RankKey("n0", 0), "step 3 loss 1.0", 1.0, 1.0)
     rx = next(s.id for s in KB.signatures if s.effect is Effect.COMM_WAIT)
     with pytest.raises(ValueError, match="not a progress signature"):
-        j.observe_batch([(line.key, 1.0, 1.0, line.text)], [], [(0, rx, 3, 1.0, 1.0, "", 0)])
+        j.observe_batch([RankSpan(line.key, 1.0, 1.0, line.text)], [], [line._replace(signature=rx, step=3, loss=1.0)])
     assert j.ranks == {} and j.max_step is None
 
 
@@ -185,7 +171,8 @@ def test_unknown_signature_changes_nothing() -> None:
     j = Judge(KB, JudgeSettings(), 0.0)
     line = LogLine(RankKey("n0", 0), "step 3 loss 1.0", 1.0, 1.0)
     with pytest.raises(ValueError, match=r"no\.such"):
-        j.observe_batch([(line.key, 1.0, 1.0, line.text)], [(line, "no.such.signature", 3, 1.0)])
+        j.observe_batch([RankSpan(line.key, 1.0, 1.0, line.text)],
+                        [line._replace(signature="no.such.signature", step=3, loss=1.0)])
     assert j.ranks == {} and j.max_step is None
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_watch.diagnosis.judge import UNRAISABLE_SIGNATURE, Judge, JudgeSettings, compact_matches
+from neuron_watch.diagnosis.classify import UNRAISABLE_SIGNATURE, compact_matches
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankKey
 

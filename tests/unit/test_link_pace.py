@@ -8,7 +8,7 @@ import pytest
 
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Label, RankKey
+from neuron_watch.events import Label, LogLine, RankKey, RankSpan
 from neuron_watch.node.agent_link import AgentLink
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
@@ -78,7 +78,7 @@ def test_the_pace_rule() -> None:
 @pytest.mark.parametrize("nodes, due", [(4, 0.05), (1024, 1.0)])
 def test_the_batch_age_grows_with_the_job_the_coordinator_announces(nodes: int, due: float) -> None:
     link, _sock = link_of(nodes)
-    link.add_line(0, "step 1 loss 2.0", 10.0, 10.0)
+    link.add_line(LogLine(RankKey(link.node, 0), "step 1 loss 2.0", 10.0, 10.0))
     link.tick(10.0 + due * 0.9, 10.0)
     assert "lines" not in kinds(link)
     link.tick(10.0 + due, 10.0)
@@ -130,7 +130,8 @@ def test_the_hang_clock_waits_the_delivery_slack() -> None:
     def hung_at(slack: float, t: float) -> bool:
         j = Judge(kb, JudgeSettings(hang_timeout=60.0), 0.0)
         j.delivery_slack = slack
-        j.observe_batch([(key, 1.0, 1.0, "step 5 loss 2.0")], [], [(0, "progress.step_loss", 5, 2.0, 1.0, "", 0)])
+        j.observe_batch([RankSpan(key, 1.0, 1.0, "step 5 loss 2.0")], [],
+                        [LogLine(key, "step 5 loss 2.0", 1.0, 1.0, "", 0, "progress.step_loss", 5, 2.0)])
         return j.verdict(t).label is Label.COLLECTIVE_HANG
 
     assert hung_at(0.0, 63.0) and not hung_at(4.0, 63.0) and hung_at(4.0, 66.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from neuron_watch.events import LogLine, RankKey
 from neuron_watch.node.agent_link import Outbox, _split_by_size
 from neuron_watch.wire.protocol import MAX_BODY_BYTES, Header, Kind
 
@@ -35,8 +36,8 @@ def test_the_byte_bound_keeps_at_least_the_newest_message() -> None:
     assert len(box) == 1 and box.dropped_lines == 3 and box.lines == 2
 
 
-def _rows(texts: list[str]) -> list[tuple[int, str, float, float, str, int]]:
-    return [(i % 16, t, 0.0, 0.0, "", i) for i, t in enumerate(texts)]
+def _rows(texts: list[str]) -> list[LogLine]:
+    return [LogLine(RankKey("n", i % 16), t, 0.0, 0.0, "", i) for i, t in enumerate(texts)]
 
 
 def test_a_usual_batch_is_not_split() -> None:

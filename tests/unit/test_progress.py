@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.classify import Effect, KnowledgeBase
-from neuron_watch.diagnosis.judge import kb_fingerprint
+from neuron_watch.diagnosis.classify import Effect, KnowledgeBase, kb_fingerprint
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.diagnosis.logtext import logical_lines
 from neuron_watch.node.tail import REDRAW_LOG_EVERY, FileTail, RankStreams

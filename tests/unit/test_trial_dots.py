@@ -9,9 +9,10 @@ dots, "Compiler status PASS").
 
 from __future__ import annotations
 
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings, compact_matches
+from neuron_watch.diagnosis.classify import compact_matches
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import CompilerSample, Label, LogLine, RankKey
+from neuron_watch.events import CompilerSample, Label, LogLine, RankKey, RankSpan
 
 NODE = "n1"
 KB = default_knowledge_base()
@@ -86,8 +87,9 @@ def test_a_batch_compacted_keeps_the_compiler_line_the_dots_beat_for() -> None:
     kept = compact_matches([(ln.key, m) for ln, m in matches])
     assert 1 in kept  # the compiler's line, though a compile beat follows it
     batched = judge()
-    batched.observe_batch([(RankKey(NODE, 0), 10.0, 14.0, ".")],
-                          [(matches[i][0], matches[i][1].signature.id, matches[i][1].step, matches[i][1].loss)
+    batched.observe_batch([RankSpan(RankKey(NODE, 0), 10.0, 14.0, ".")],
+                          [matches[i][0]._replace(signature=matches[i][1].signature.id, step=matches[i][1].step,
+                                                  loss=matches[i][1].loss)
                            for i in kept])
     for j in (one_by_one, batched):
         assert j.ranks[RankKey(NODE, 0)].last_compile_beat == 14.0

@@ -24,19 +24,20 @@ reference :meth:`KnowledgeBase.classify_plain` give the same answers.
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 import re
 import sys
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, count, repeat
 from operator import add
 from typing import Any
 
-from neuron_watch.diagnosis.failureforms import FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
+from neuron_watch.diagnosis.failureforms import FORM_RULES, FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
 from neuron_watch.errors import ConfigError
-from neuron_watch.events import Action, Label
+from neuron_watch.events import Action, Label, LogLine
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -811,3 +812,175 @@ class KnowledgeBase:
         found = finder.hits(b"\n" + b"\n".join(distinct), map(len, distinct))
         hot = {distinct[i]: ks for i, ks in found.items()}
         return {i: hot[templates[i + 1]] for i in compress(count(-1), map(hot.__contains__, templates))}
+
+
+# ---- batches: what a node sends the judge ------------------------------------------------
+
+#: The bare progress dots (signatures.toml). A lone ``.`` is what a keep-alive thread prints, and
+#: what a stretch of binary output decodes to; so a dot is a compile's heartbeat only beside a compile
+#: that cannot be noise: opened by the compiler wrapper's command line, the compiler's own pass lines,
+#: or a live compiler process of the rank (:meth:`~neuron_watch.diagnosis.judge.RankState.compile_opened`).
+COMPILER_DOTS = "neuron.compile.dots"
+#: Lines that show a rank's setup going on after an error it printed (NCCL connecting its channels
+#: and rings, or picking another network, after a failed probe: nccl src/init.cc, transport.cc;
+#: NVIDIA/nccl#229's "include/net.h:24 -> 2" followed by every ring built). Like progress, they
+#: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
+#: are not progress (a hang is still measured from the last step).
+GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
+#: Python's "Exception ignored in: ..." (signatures.toml): the traceback header after it and that
+#: traceback's exception line are the ignored exception's, not the rank's failure
+UNRAISABLE_SIGNATURE = "python.exception_ignored"
+
+#: Bumped whenever :func:`compact_matches`, :func:`coalesce_progress` or :meth:`Judge._apply` change
+#: what a match does: it is part of :func:`kb_fingerprint`, so a sender with other rules is never
+#: trusted to compact.
+BATCH_RULES = 4
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> int:
+    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns), of the batch rules
+    and of the step rules (:data:`~neuron_watch.diagnosis.classify.STEP_RULES`).
+
+    Two processes with equal fingerprints classify every line alike, so one may classify for the
+    other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
+    """
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"rules {BATCH_RULES} steps {STEP_RULES} forms {FORM_RULES}\n".encode())
+    for s in (*kb.signatures, *kb.form_signatures):
+        h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
+        h.update("\t".join(p.pattern for p in s.patterns).encode())
+        h.update("\t".join(s.keys).encode() + b"\n")
+    return (int.from_bytes(h.digest(), "big") >> 1) or 1
+
+
+_SUPERSEDED_BY_SAME = frozenset({Effect.COMM_WAIT, Effect.COMPILE_BEAT})
+
+
+def sig_is_compiler_line(m: Match) -> bool:
+    """A compile beat in the compiler's own words (any but the bare dots)."""
+    return m.signature.effect is Effect.COMPILE_BEAT and m.signature.id != COMPILER_DOTS
+
+
+def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
+    """Indices of the matches :meth:`Judge.observe_batch` must see; the rest change nothing.
+
+    ``matches``: ``(rank, match)`` in line order for one batch. Training logs are mostly
+    progress lines, so a batch can match almost every line; most of those matches are
+    overwritten before a verdict can look. A match is left out only when applying it provably
+    makes no difference to the judge's state after the whole batch (see :meth:`Judge._apply`):
+
+    * ``benign`` matches (but :data:`GOING_ON_SIGNATURES`') and ``info`` matches of a healthy
+      category (no effect at all);
+    * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
+    * a progress match with a step that does not raise the batch's running maximum step (so
+      it cannot raise the job's), when the same rank's next match is also a progress match
+      with a step at least as high (which sets the same fields again, later, and ends a
+      "training finished" whenever this one would: it is later, and its step is no lower);
+    * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
+      effect (only the latest time and line are kept by the judge), except a compiler's own line
+      followed by dots (it opens the compile the dots beat for).
+    """
+    n = len(matches)
+    keep = [True] * n
+    top: int | None = None
+    raises = [False] * n
+    seen_info: set[str] = set()
+    for i, (_rank, m) in enumerate(matches):
+        sig = m.signature
+        effect = sig.effect
+        if effect is Effect.PROGRESS:
+            if m.step is not None and (top is None or m.step > top):
+                top = m.step
+                raises[i] = True
+        elif effect is Effect.BENIGN:
+            keep[i] = sig.id in GOING_ON_SIGNATURES or sig.id == UNRAISABLE_SIGNATURE
+        elif effect is Effect.INFO:
+            if sig.category is Label.HEALTHY or sig.id in seen_info:
+                keep[i] = False
+            seen_info.add(sig.id)
+    following: dict[Hashable, Match] = {}
+    for i in range(n - 1, -1, -1):
+        rank, m = matches[i]
+        nxt = following.get(rank)
+        following[rank] = m
+        if nxt is None or not keep[i]:
+            continue
+        effect = m.signature.effect
+        if effect is Effect.PROGRESS:
+            if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
+                    and nxt.step is not None and nxt.step >= m.step):
+                keep[i] = False
+        elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
+            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
+            keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
+    return [i for i in range(n) if keep[i]]
+
+
+def coalesce_progress(matches: Sequence[tuple[Hashable, Match]], lines_of: Mapping[Hashable, int]) -> list[int]:
+    """Indices of the matches that may travel as a rank's progress row (see :meth:`Judge.observe_batch`).
+
+    ``matches``: ``(rank, match)`` in line order for one batch; ``lines_of``: how many lines each
+    rank has in the batch. A rank qualifies when every one of its lines matched a progress
+    signature that read a step: its last match is then all the judge needs of its lines beyond
+    the ones :func:`compact_matches` keeps for raising the batch's step, so it goes as a row --
+    unless it raises the batch's running maximum step itself (a new job-level step is timed by the
+    first line that shows it, in line order with every rank's: it stays a match). Such a row
+    touches nothing another rank's match reads (its rank's state, and maxima over all ranks), so it
+    is applied after the batch's matches. The caller sends the row with the rank's newest line time:
+    it must be the time of this last match's line.
+    """
+    counts: dict[Hashable, int] = {}
+    last: dict[Hashable, int] = {}
+    top: int | None = None
+    raises: set[int] = set()
+    for i, (rank, m) in enumerate(matches):
+        if m.signature.effect is Effect.PROGRESS and m.step is not None:
+            counts[rank] = counts.get(rank, 0) + 1
+            if top is None or m.step > top:
+                top = m.step
+                raises.add(i)
+        else:
+            counts[rank] = -1 << 30  # a line of another kind: this rank's batch is not plain progress
+        last[rank] = i
+    return sorted(i for rank, i in last.items() if counts[rank] == lines_of.get(rank) and i not in raises)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedBatch:
+    """One batch of a node's lines, classified for the judge (see :func:`classify_batch`).
+
+    ``matches``: the matched lines the judge must see, in read order, each with its match
+    (:attr:`LogLine.signature`, ``step``, ``loss``); ``progress``: for each rank that printed only
+    steps, its latest step line, with its match (:func:`coalesce_progress`); ``progress_lines``:
+    how many lines of the batch read a step.
+    """
+
+    matches: list[LogLine]
+    progress: list[LogLine]
+    progress_lines: int
+
+
+def classify_batch(kb: KnowledgeBase, lines: Sequence[LogLine]) -> ClassifiedBatch:
+    """Classify one batch of one node's ``lines`` (in read order) with ``kb``, the way the judge takes
+    it (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_batch`): the matches it must see
+    (:func:`compact_matches`) and the ranks that printed only steps as their latest step
+    (:func:`coalesce_progress`: only when that step is the rank's newest line, as its row is timed
+    by the rank's newest line)."""
+    found = kb.scan([ln.text for ln in lines])
+    by_rank = [(lines[i].key, m) for i, m in found]
+    counts: dict[Hashable, int] = {}
+    newest: dict[Hashable, float] = {}
+    for ln in lines:
+        key = ln.key
+        counts[key] = counts.get(key, 0) + 1
+        if ln.mono > newest.get(key, -math.inf):
+            newest[key] = ln.mono
+    rows = {j for j in coalesce_progress(by_rank, counts) if lines[found[j][0]].mono == newest[by_rank[j][0]]}
+    matches: list[LogLine] = []
+    progress: list[LogLine] = []
+    for j in compact_matches(by_rank):
+        i, m = found[j]
+        ln = lines[i]
+        line = LogLine(ln.key, ln.text, ln.mono, ln.wall, ln.source, ln.lineno, m.signature.id, m.step, m.loss)
+        (progress if j in rows and m.step is not None else matches).append(line)  # (coalesce takes only steps)
+    return ClassifiedBatch(matches, progress, sum(1 for _i, m in found if m.step is not None))

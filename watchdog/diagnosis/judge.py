@@ -27,17 +27,24 @@ How compilation is told from a hang:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Protocol
 
-from neuron_watch.diagnosis.classify import STEP_RULES, Effect, KnowledgeBase, Match
+from neuron_watch.diagnosis.classify import (
+    GOING_ON_SIGNATURES,
+    UNRAISABLE_SIGNATURE,
+    Effect,
+    KnowledgeBase,
+    Match,
+    sig_is_compiler_line,
+)
 from neuron_watch.diagnosis.errorclass import read_error
-from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, FORM_RULES, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.events import (
     Action,
@@ -47,20 +54,19 @@ from neuron_watch.events import (
     LogLine,
     RankExit,
     RankKey,
+    RankSpan,
     Verdict,
     WorkerSample,
 )
+
+#: A record's first field (a span's key), read in C.
+_first_field = itemgetter(0)
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
 SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
-#: The bare progress dots (signatures.toml). A lone ``.`` is what a keep-alive thread prints, and
-#: what a stretch of binary output decodes to; so a dot is a compile's heartbeat only beside a compile
-#: that cannot be noise: opened by the compiler wrapper's command line, the compiler's own pass lines,
-#: or a live compiler process of the rank (:meth:`RankState.compile_opened`).
-COMPILER_DOTS = "neuron.compile.dots"
 #: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
@@ -159,15 +165,6 @@ UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
 #: log4j's and logback's layouts put on the line after the message of logger.error(message, throwable),
 #: its "\tat" frames under it: the record's cause is the throwable's
 _THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwable)(?::\s|\s*$)")
-#: Lines that show a rank's setup going on after an error it printed (NCCL connecting its channels
-#: and rings, or picking another network, after a failed probe: nccl src/init.cc, transport.cc;
-#: NVIDIA/nccl#229's "include/net.h:24 -> 2" followed by every ring built). Like progress, they
-#: withdraw an error line no rule explains and a vague (generic) failure the rank went on from; they
-#: are not progress (a hang is still measured from the last step).
-GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
-#: Python's "Exception ignored in: ..." (signatures.toml): the traceback header after it and that
-#: traceback's exception line are the ignored exception's, not the rank's failure
-UNRAISABLE_SIGNATURE = "python.exception_ignored"
 TRACEBACK_SIGNATURE = "python.traceback"
 #: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
 #: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
@@ -629,27 +626,23 @@ class Judge:
                 out.append((line, m))
         return out
 
-    def observe_batch(
-        self,
-        ranks: Sequence[tuple[RankKey, float, float, str]],
-        matches: Sequence[tuple[LogLine, str, int | None, float | None]],
-        progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = (),
-    ) -> None:
-        """Take a batch another process already classified with the same knowledge base.
+    def observe_batch(self, ranks: Sequence[RankSpan], matches: Sequence[LogLine],
+                      progress: Sequence[LogLine] = ()) -> None:
+        """Take a batch another process already classified with the same knowledge base
+        (:func:`~neuron_watch.diagnosis.classify.classify_batch`).
 
-        ``ranks``: ``(key, first_mono, last_mono, last_text)`` for every rank with lines in the
-        batch, in the order each rank's first line appears (``last_mono`` is the newest line's
-        time, ``last_text`` the rank's last line). ``matches``: ``(line, signature id, step,
-        loss)`` for the lines the sender's knowledge base matched, in line order -- all of them,
-        or only those :func:`compact_matches` keeps. Leaves the judge in exactly the state
-        :meth:`observe_lines` leaves it in for the same lines (same per-rank state, step times,
-        hints, verdicts): a rank's plain lines only move its ``last_line``/``last_line_text``.
-        Work is O(ranks + matches), not O(lines).
+        ``ranks``: a :class:`RankSpan` for every rank with lines in the batch, in the order each
+        rank's first line appears. ``matches``: the lines the sender's knowledge base matched, each
+        with its match (``signature``, ``step``, ``loss``), in line order -- all of them, or only
+        those :func:`~neuron_watch.diagnosis.classify.compact_matches` keeps. Leaves the judge in
+        exactly the state :meth:`observe_lines` leaves it in for the same lines (same per-rank
+        state, step times, hints, verdicts): a rank's plain lines only move its
+        ``last_line``/``last_line_text``. Work is O(ranks + matches), not O(lines).
 
-        ``progress``: ``(index into ranks, signature id, step, loss, wall, source, lineno)`` of the
-        ranks whose lines in the batch were all progress lines with a step (see
-        :func:`coalesce_progress`): the rank's last line (``last_mono``, ``last_text``) is its latest
-        step, applied after ``matches`` without a :class:`LogLine` or a :class:`Match` of its own.
+        ``progress``: the last line of each rank whose lines in the batch were all progress lines
+        with a step (see :func:`~neuron_watch.diagnosis.classify.coalesce_progress`), with its match:
+        its time and text are its rank's span's newest; applied after ``matches`` without a
+        :class:`Match` of its own.
 
         Raises:
             ValueError: a signature id this knowledge base does not know (nothing is changed;
@@ -657,18 +650,18 @@ class Judge:
         """
         by_id = self.kb.by_id
         resolved: list[tuple[LogLine, Match]] = []
-        for line, sig_id, step, loss in matches:
-            sig = by_id.get(sig_id)
+        for line in matches:
+            sig = by_id.get(line.signature)
             if sig is None:
-                raise ValueError(f"unknown signature id {sig_id!r:.60} (another knowledge base?)")
-            resolved.append((line, Match(sig, step, loss)))
-        progress_sigs = []
-        for _i, sig_id, *_rest in progress:
-            sig = by_id.get(sig_id)
-            if sig is None or sig.effect is not Effect.PROGRESS:
-                raise ValueError(f"{sig_id!r:.60} is not a progress signature of this knowledge base")
-            progress_sigs.append(sig)
+                raise ValueError(f"unknown signature id {line.signature!r:.60} (another knowledge base?)")
+            resolved.append((line, Match(sig, line.step, line.loss)))
+        for line in progress:
+            sig = by_id.get(line.signature)
+            if sig is None or sig.effect is not Effect.PROGRESS or line.step is None:
+                raise ValueError(f"{line.signature!r:.60} is not a progress signature of this knowledge base")
         rank = self._rank
+        # (the records are unpacked, not read field by field, in the loops below: they run for every
+        # rank of every batch, and an unpacking is one step in C)
         # ranks are created in the order their first line arrived, as line by line
         states = [rank(key, first) for key, first, _last, _text in ranks]
         for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
@@ -681,10 +674,14 @@ class Judge:
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
         advance = self._advance
-        for (i, _sig_id, step, _loss, wall, source, lineno), sig in zip(progress, progress_sigs, strict=True):
-            key, _first, last, text = ranks[i]
-            st = states[i]
-            advance(st, last, wall, step, Evidence(key, text, sig.id, source, lineno, last))
+        if progress:
+            # A progress line's key is its span's key object (one batch's records share them): found by
+            # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
+            # equal key of another object takes the usual look-up.
+            by_key = dict(zip(map(id, map(_first_field, ranks)), states, strict=True))
+            for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
+                st = by_key.get(id(key)) or rank(key, mono)
+                advance(st, mono, wall, step, Evidence(key, text, sig_id, source, lineno, mono))
         for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
             if last > st.last_line:
                 st.last_line = last
@@ -716,7 +713,7 @@ class Judge:
             self._remember(line.text)
         if m is None:
             return None
-        ev = Evidence(line.key, line.text, m.signature.id, line.source, line.lineno, line.mono)
+        ev = line.evidence(m.signature.id)
         effect = m.signature.effect
         if m.signature.id == UNRAISABLE_SIGNATURE:
             st.unraisable = 1
@@ -1756,117 +1753,3 @@ class Judge:
                 }
             )
         return out
-
-
-#: Bumped whenever :func:`compact_matches`, :func:`coalesce_progress` or :meth:`Judge._apply` change
-#: what a match does: it is part of :func:`kb_fingerprint`, so a sender with other rules is never
-#: trusted to compact.
-BATCH_RULES = 4
-
-
-def kb_fingerprint(kb: KnowledgeBase) -> int:
-    """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns), of the batch rules
-    and of the step rules (:data:`~neuron_watch.diagnosis.classify.STEP_RULES`).
-
-    Two processes with equal fingerprints classify every line alike, so one may classify for the
-    other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").
-    """
-    h = hashlib.blake2b(digest_size=8)
-    h.update(f"rules {BATCH_RULES} steps {STEP_RULES} forms {FORM_RULES}\n".encode())
-    for s in (*kb.signatures, *kb.form_signatures):
-        h.update(f"{s.id}\t{s.effect.value}\t{s.category.value}\t{s.action.value}\t{int(s.generic)}\t".encode())
-        h.update("\t".join(p.pattern for p in s.patterns).encode())
-        h.update("\t".join(s.keys).encode() + b"\n")
-    return (int.from_bytes(h.digest(), "big") >> 1) or 1
-
-
-_SUPERSEDED_BY_SAME = frozenset({Effect.COMM_WAIT, Effect.COMPILE_BEAT})
-
-
-def sig_is_compiler_line(m: Match) -> bool:
-    """A compile beat in the compiler's own words (any but the bare dots)."""
-    return m.signature.effect is Effect.COMPILE_BEAT and m.signature.id != COMPILER_DOTS
-
-
-def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
-    """Indices of the matches :meth:`Judge.observe_batch` must see; the rest change nothing.
-
-    ``matches``: ``(rank, match)`` in line order for one batch. Training logs are mostly
-    progress lines, so a batch can match almost every line; most of those matches are
-    overwritten before a verdict can look. A match is left out only when applying it provably
-    makes no difference to the judge's state after the whole batch (see :meth:`Judge._apply`):
-
-    * ``benign`` matches (but :data:`GOING_ON_SIGNATURES`') and ``info`` matches of a healthy
-      category (no effect at all);
-    * an ``info`` match whose signature appeared earlier in the batch (a hint is kept once);
-    * a progress match with a step that does not raise the batch's running maximum step (so
-      it cannot raise the job's), when the same rank's next match is also a progress match
-      with a step at least as high (which sets the same fields again, later, and ends a
-      "training finished" whenever this one would: it is later, and its step is no lower);
-    * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
-      effect (only the latest time and line are kept by the judge), except a compiler's own line
-      followed by dots (it opens the compile the dots beat for).
-    """
-    n = len(matches)
-    keep = [True] * n
-    top: int | None = None
-    raises = [False] * n
-    seen_info: set[str] = set()
-    for i, (_rank, m) in enumerate(matches):
-        sig = m.signature
-        effect = sig.effect
-        if effect is Effect.PROGRESS:
-            if m.step is not None and (top is None or m.step > top):
-                top = m.step
-                raises[i] = True
-        elif effect is Effect.BENIGN:
-            keep[i] = sig.id in GOING_ON_SIGNATURES or sig.id == UNRAISABLE_SIGNATURE
-        elif effect is Effect.INFO:
-            if sig.category is Label.HEALTHY or sig.id in seen_info:
-                keep[i] = False
-            seen_info.add(sig.id)
-    following: dict[Hashable, Match] = {}
-    for i in range(n - 1, -1, -1):
-        rank, m = matches[i]
-        nxt = following.get(rank)
-        following[rank] = m
-        if nxt is None or not keep[i]:
-            continue
-        effect = m.signature.effect
-        if effect is Effect.PROGRESS:
-            if (m.step is not None and not raises[i] and nxt.signature.effect is Effect.PROGRESS
-                    and nxt.step is not None and nxt.step >= m.step):
-                keep[i] = False
-        elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
-            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
-            keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
-    return [i for i in range(n) if keep[i]]
-
-
-def coalesce_progress(matches: Sequence[tuple[Hashable, Match]], lines_of: Mapping[Hashable, int]) -> list[int]:
-    """Indices of the matches that may travel as a rank's progress row (see :meth:`Judge.observe_batch`).
-
-    ``matches``: ``(rank, match)`` in line order for one batch; ``lines_of``: how many lines each
-    rank has in the batch. A rank qualifies when every one of its lines matched a progress
-    signature that read a step: its last match is then all the judge needs of its lines beyond
-    the ones :func:`compact_matches` keeps for raising the batch's step, so it goes as a row --
-    unless it raises the batch's running maximum step itself (a new job-level step is timed by the
-    first line that shows it, in line order with every rank's: it stays a match). Such a row
-    touches nothing another rank's match reads (its rank's state, and maxima over all ranks), so it
-    is applied after the batch's matches. The caller sends the row with the rank's newest line time:
-    it must be the time of this last match's line.
-    """
-    counts: dict[Hashable, int] = {}
-    last: dict[Hashable, int] = {}
-    top: int | None = None
-    raises: set[int] = set()
-    for i, (rank, m) in enumerate(matches):
-        if m.signature.effect is Effect.PROGRESS and m.step is not None:
-            counts[rank] = counts.get(rank, 0) + 1
-            if top is None or m.step > top:
-                top = m.step
-                raises.add(i)
-        else:
-            counts[rank] = -1 << 30  # a line of another kind: this rank's batch is not plain progress
-        last[rank] = i
-    return sorted(i for rank, i in last.items() if counts[rank] == lines_of.get(rank) and i not in raises)

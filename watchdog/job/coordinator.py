@@ -38,7 +38,6 @@ from neuron_watch.events import (
     JobState,
     Label,
     LauncherExit,
-    LogLine,
     NodeStatus,
     RankExit,
     RankKey,
@@ -91,7 +90,9 @@ from neuron_watch.wire.protocol import (
     Shutdown,
     Status,
     Stop,
+    body_lines,
     delivery_slack_at,
+    line_records,
 )
 
 log = logging.getLogger("neuron_watch")
@@ -322,11 +323,13 @@ class Coordinator:
         shed = self.behind >= SHED_BEHIND
         n = 0
         parts: list[str] = []
-        ranks: list[tuple[RankKey, float, float, str]] = []
+        rank_keys: list[RankKey] = []
         for c in body.ranks:
+            # the node is the header's, the sender's authenticated name: a node speaks for itself only
             key = keys.get((node, c.rank))
             if key is None:
                 key = keys[(node, c.rank)] = RankKey(node, c.rank)
+            rank_keys.append(key)
             # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
             prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
             text = c.text
@@ -341,7 +344,6 @@ class Coordinator:
                 t.count += c.n_lines
                 if t.count - t.texts[0][1] >= t.limit:
                     t.trim()
-            ranks.append((key, t_mono - c.d_first, t_mono - c.d_last, text.rpartition("\n")[2]))
             n += c.n_lines
         self.merged.write("".join(parts))
         view.lines += n
@@ -350,26 +352,16 @@ class Coordinator:
         if judge is None or view.generation != self.generation:
             return
         if body.classified and body.classified == self._kb_fingerprint(judge):
-            matches = [(LogLine(ranks[m.chunk][0], m.text, t_mono - m.d_mono, h.wall - m.d_mono, m.source, m.lineno),
-                        m.signature, m.step, m.loss) for m in body.matches]
-            rows = body.ranks
-            progress = [(g.chunk, g.signature, g.step, g.loss, h.wall - rows[g.chunk].d_last, g.source, g.lineno)
-                        for g in body.progress]
+            records = line_records(body, rank_keys, t_mono, h.wall)
             try:
-                judge.observe_batch(ranks, matches, progress)
+                judge.observe_batch(records.ranks, records.matches, records.progress)
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", node, exc)
-        # Not classified by the agent (no knowledge base, another table, an older judge): do it
-        # here, per line. Line times inside a rank's batch are its first and newest line's (a
-        # batch spans at most the agent's batch age).
+        # Not classified by the agent (no knowledge base, another table, an older judge): the judge
+        # classifies it, line by line.
         self.counters.unclassified_batches += 1
-        lines = []
-        for (key, first, last, _text), c in zip(ranks, body.ranks, strict=True):
-            wall = h.wall - c.d_wall
-            for i, text in enumerate(c.text.split("\n")):
-                lines.append(LogLine(key, text, first if i == 0 else last, wall if i == 0 else wall + last - first))
-        judge.observe_lines(lines)
+        judge.observe_lines(body_lines(body, rank_keys, t_mono, h.wall))
 
     def _kb_fingerprint(self, judge: JudgeLike) -> int:
         """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
@@ -377,7 +369,7 @@ class Coordinator:
         if kb is None:
             return 0
         if self._fp_kb is not kb:
-            from neuron_watch.diagnosis.judge import kb_fingerprint
+            from neuron_watch.diagnosis.classify import kb_fingerprint
 
             self._fp_kb, self._fp = kb, kb_fingerprint(kb)
         return self._fp

@@ -11,7 +11,7 @@ from typing import Protocol
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.judge import BlindWarning, LauncherExits, RecompileNote
-from neuron_watch.events import CompilerSample, Evidence, LogLine, RankExit, RankKey, Verdict, WorkerSample
+from neuron_watch.events import CompilerSample, Evidence, LogLine, RankExit, RankKey, RankSpan, Verdict, WorkerSample
 
 
 class JudgeLike(Protocol):
@@ -39,9 +39,8 @@ class JudgeLike(Protocol):
     def compile_reports(self) -> list[tuple[RankKey, int, float]]: ...  # (rank, compiles, seconds) as a compiler said
 
     def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
-    def observe_batch(self, ranks: Sequence[tuple[RankKey, float, float, str]],
-                      matches: Sequence[tuple[LogLine, str, int | None, float | None]],
-                      progress: Sequence[tuple[int, str, int, float | None, float, str, int]] = ()) -> None: ...
+    def observe_batch(self, ranks: Sequence[RankSpan], matches: Sequence[LogLine],
+                      progress: Sequence[LogLine] = ()) -> None: ...
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
     def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...

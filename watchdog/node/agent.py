@@ -18,13 +18,13 @@ from typing import Any
 from neuron_watch.config import WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.errors import LauncherArgsError
-from neuron_watch.events import EventKind, EvidenceReport, NodeIdentity, NodeStatus, StopReport
+from neuron_watch.events import EventKind, EvidenceReport, LogLine, NodeIdentity, NodeStatus, RankKey, StopReport
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.node.agent_link import AgentLink, JobRefused
 from neuron_watch.node.generation import Generations, NodeCheckpoints, NodeContext, NodeGeneration
 from neuron_watch.node.incident import Incidents
-from neuron_watch.node.observations import EarlyObservations, LineSeen, LinkObservations, ObservationSink
+from neuron_watch.node.observations import EarlyObservations, LinkObservations, ObservationSink
 from neuron_watch.node.observer import Observer
 from neuron_watch.node.procs import reap_children
 from neuron_watch.node.stopper import Stopper
@@ -220,9 +220,10 @@ class NodeAgent:
         its process: the fault (or recovery) of this node's files reaches the job's merged log."""
         what = "degraded" if kind == "watchdog_degraded" else "recovered"
         now, wall = self.ctx.clock(), self.ctx.wall()
-        self._stream.observe(LineSeen(UNATTRIBUTED, f"neuron-watch: watchdog {what} on {self.node}: "
-                                      f"{fields.get('path')}: {fields.get('error')}", now, wall,
-                                      str(fields.get("path") or ""), 0))
+        self._stream.observe(LogLine(RankKey(self.node, UNATTRIBUTED),
+                                     f"neuron-watch: watchdog {what} on {self.node}: "
+                                     f"{fields.get('path')}: {fields.get('error')}", now, wall,
+                                     str(fields.get("path") or ""), 0))
 
     # -- the loop -------------------------------------------------------------------------------
 

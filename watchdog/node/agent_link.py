@@ -6,7 +6,7 @@ is ``time.time()``)::
     link = AgentLink(address, secret, job="1234", node="node1", session=new_session(time.time()))
     link.hello(hostname, pid, ranks, now, wall)
     link.set_knowledge_base(kb)                                   # classify batches here (see below)
-    link.add_line(rank, text, mono, wall, source, lineno)       # as lines are read
+    link.add_line(line)                                           # a LogLine, as lines are read
     link.add_compilers([...]); link.add_exits([...]); link.status("launched", ...)
     for cmd in link.tick(now, wall):                              # every ~50 ms
         ...  # Stop / Launch / CaptureEvidence / Shutdown, already authenticated
@@ -35,12 +35,13 @@ A coordinator of another job with the same secret answers ``refused``: :meth:`Ag
 raises :class:`JobRefused` naming both jobs.
 
 Batches: each ``lines`` message carries, per rank, the rank's lines joined into one text, and
-the lines this node's knowledge base matched (:meth:`KnowledgeBase.scan` over the batch, then
-:func:`neuron_watch.diagnosis.judge.compact_matches`): the node's own CPU classifies its lines, so the
-coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
-(most ranks of a training job, most of the time) goes as its text and one progress row, its
-latest step (:func:`neuron_watch.diagnosis.judge.coalesce_progress`): no match, no second copy of the line.
-Without a knowledge base the batch goes unclassified and the coordinator classifies it.
+the lines this node's knowledge base matched: the node's own CPU classifies its lines
+(:func:`neuron_watch.diagnosis.classify.classify_batch`, the one classification of a batch), so
+the coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps
+(most ranks of a training job, most of the time) goes as its text and one progress row, its latest
+step: no match, no second copy of the line. The link only transports: the lines and their matches
+become the body's rows in :func:`neuron_watch.wire.protocol.lines_body`. Without a knowledge base
+the batch goes unclassified and the coordinator's judge classifies it.
 """
 
 from __future__ import annotations
@@ -48,16 +49,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from neuron_watch import __version__
-from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fingerprint
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.judge import coalesce_progress, compact_matches, kb_fingerprint
 from neuron_watch.errors import ConfigError
-from neuron_watch.events import EvidenceReport, LauncherExit, NodeStatus, StopReport
+from neuron_watch.events import EvidenceReport, LauncherExit, LogLine, NodeStatus, StopReport
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
     MAX_BODY_BYTES,
@@ -73,15 +73,12 @@ from neuron_watch.wire.protocol import (
     Heartbeat,
     Hello,
     Launch,
-    LineMatch,
     Lines,
     Msg,
     Procs,
     ProcSample,
     ProtocolError,
     RankCollectives,
-    RankLines,
-    RankProgress,
     Refused,
     SequenceTracker,
     Shutdown,
@@ -94,6 +91,8 @@ from neuron_watch.wire.protocol import (
     encode_body,
     encode_header,
     kind_of,
+    lines_body,
+    one_line_each,
     procs_every_at,
     utf8_sizes,
     window_bytes_at,
@@ -306,7 +305,7 @@ class AgentLink:
         self.outbox = Outbox(self.settings.max_lines, self.settings.max_msgs, self.settings.max_bytes)
         self.counters = LinkCounters()
         self._commands = SequenceTracker(in_order=False)
-        self._pending: list[tuple[int, str, float, float, str, int]] = []
+        self._pending: list[LogLine] = []
         self._pending_since: float | None = None
         self._last_sent = -1e18
         self._max_sent = -1
@@ -360,19 +359,20 @@ class AgentLink:
         self._hello = Hello(hostname, pid, tuple(ranks), __version__, place)
         self._enqueue(self._hello, now, wall)
 
-    def add_line(self, rank: int, text: str, mono: float, wall: float, source: str = "", lineno: int = 0) -> None:
-        """Queue one line for the next batch (sent by :meth:`tick` or when the batch is full).
-        A line longer than MAX_LINE_BYTES is cut (marked in its text) and counted."""
-        if len(text) > _CUT_CHECK:
-            text, cut = cut_line(text)
+    def add_line(self, line: LogLine) -> None:
+        """Queue one line of this node for the next batch (sent by :meth:`tick` or when the batch is
+        full). A line longer than MAX_LINE_BYTES is cut (marked in its text) and counted."""
+        if len(line.text) > _CUT_CHECK:
+            text, cut = cut_line(line.text)
             if cut:
                 self.counters.truncated_lines += 1
                 self.counters.truncated_bytes += cut
+                line = line._replace(text=text)
         if not self._pending:
-            self._pending_since = mono
-        self._pending.append((rank, text, mono, wall, source, lineno))
+            self._pending_since = line.mono
+        self._pending.append(line)
         if len(self._pending) >= self.settings.batch_lines:
-            self.flush_lines(mono, wall)
+            self.flush_lines(line.mono, line.wall)
 
     def flush_lines(self, now: float, wall: float) -> None:
         """Turn the pending lines into one ``lines`` message (joined per rank, classified)."""
@@ -387,44 +387,15 @@ class AgentLink:
             if part is not pending:
                 self.counters.split_batches += 1
 
-    def batch(self, pending: list[tuple[int, str, float, float, str, int]], now: float, wall: float) -> Lines:
-        """The ``lines`` body for ``(rank, text, mono, wall, source, lineno)`` rows in read order."""
-        texts = [p[1] for p in pending]
-        if "\n".join(texts).count("\n") != len(texts) - 1:
-            # A line holding a newline would split in two on the other side: escape it, visibly.
-            texts = [t.replace("\n", "\\n") for t in texts]
-        groups: dict[int, list[Any]] = {}  # rank -> [chunk index, texts, first mono, newest mono, first wall]
-        chunk_of: list[int] = []
-        for (rank, _t, mono, w, _s, _n), text in zip(pending, texts, strict=True):
-            g = groups.get(rank)
-            if g is None:
-                g = groups[rank] = [len(groups), [], mono, mono, w]
-            elif mono > g[3]:
-                g[3] = mono
-            g[1].append(text)
-            chunk_of.append(g[0])
-        ranks = tuple(RankLines(rank, len(g[1]), max(0.0, now - g[2]), max(0.0, now - g[3]), wall - g[4],
-                                "\n".join(g[1])) for rank, g in groups.items())
+    def batch(self, lines: Sequence[LogLine], now: float, wall: float) -> Lines:
+        """The ``lines`` body of ``lines`` (this node's, in read order), classified with the knowledge
+        base when there is one (:func:`~neuron_watch.diagnosis.classify.classify_batch`)."""
+        lines = one_line_each(lines)
         if self._kb is None:
-            return Lines(ranks)
-        found = self._kb.scan(texts)
-        self.progress_lines += sum(1 for _i, m in found if m.step is not None)
-        by_chunk = [(chunk_of[i], m) for i, m in found]
-        # A rank that printed only steps goes as one progress row (its latest step), its text once;
-        # only when its last line is its newest (the row is timed by the rank's newest line).
-        newest = [g[3] for g in groups.values()]
-        rows = {j for j in coalesce_progress(by_chunk, {g[0]: len(g[1]) for g in groups.values()})
-                if pending[found[j][0]][2] == newest[by_chunk[j][0]]}
-        matches, progress = [], []
-        for j in compact_matches(by_chunk):
-            i, m = found[j]
-            _r, _t, mono, _w, source, lineno = pending[i]
-            if j in rows and m.step is not None:  # (coalesce_progress takes only steps)
-                progress.append(RankProgress(chunk_of[i], m.signature.id, m.step, m.loss, source, lineno))
-            else:
-                matches.append(LineMatch(chunk_of[i], m.signature.id, m.step, m.loss, max(0.0, now - mono), texts[i],
-                                         source, lineno))
-        return Lines(ranks, tuple(matches), self._kb_fp, tuple(progress))
+            return lines_body(lines, now, wall)
+        found = classify_batch(self._kb, lines)
+        self.progress_lines += found.progress_lines
+        return lines_body(lines, now, wall, found.matches, found.progress, self._kb_fp)
 
     def add_compilers(self, samples: Iterable[tuple[int, int, float, float]], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,
@@ -707,20 +678,19 @@ class AgentLink:
 _CUT_CHECK = MAX_LINE_BYTES // 4
 
 
-def _split_by_size(pending: list[tuple[int, str, float, float, str, int]]
-                   ) -> list[list[tuple[int, str, float, float, str, int]]]:
+def _split_by_size(pending: list[LogLine]) -> list[list[LogLine]]:
     """``pending`` in consecutive parts whose lines body stays under MAX_BODY_BYTES (``[pending]``
     itself when it surely does: the usual case, decided on character counts alone)."""
-    texts = [p[1] for p in pending]
+    texts = [ln.text for ln in pending]
     if 8 * sum(map(len, texts)) + _LINE_OVERHEAD * len(texts) <= MAX_BODY_BYTES:
         return [pending]
-    parts: list[list[tuple[int, str, float, float, str, int]]] = [[]]
+    parts: list[list[LogLine]] = [[]]
     weight = 0
-    for row, size in zip(pending, utf8_sizes(texts), strict=True):
+    for line, size in zip(pending, utf8_sizes(texts), strict=True):
         w = 2 * size + _LINE_OVERHEAD  # a matched line travels twice
         if parts[-1] and weight + w > MAX_BODY_BYTES:
             parts.append([])
             weight = 0
-        parts[-1].append(row)
+        parts[-1].append(line)
         weight += w
     return parts

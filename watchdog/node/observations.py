@@ -3,8 +3,9 @@
 The observer (:mod:`neuron_watch.node.observer`) writes every observation to an
 :class:`ObservationSink`: the link once it exists (:class:`LinkObservations`), before that an
 :class:`EarlyObservations` that keeps them, in order and with the times they were seen, and hands
-them to the link when it is attached. Each observation is one small dataclass; :func:`deliver` is
-the one place that turns it into the link's call.
+them to the link when it is attached. Each observation is one small typed record (a line is its
+:class:`~neuron_watch.events.LogLine`, the node's name on it); :func:`deliver` is the one place that
+turns it into the link's call.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.events import LauncherExit, NodeStatus
+from neuron_watch.events import LauncherExit, LogLine, NodeStatus
 from neuron_watch.node.agent_link import AgentLink
 from neuron_watch.wire.protocol import WorkerActivity
 
@@ -21,18 +22,6 @@ from neuron_watch.wire.protocol import WorkerActivity
 Reading = tuple[int, tuple[GroupProgress, ...], str, float]
 #: A live compiler process: (rank, pid, cpu seconds, monotonic time of the sample).
 Compiler = tuple[int, int, float, float]
-
-
-@dataclass(frozen=True)
-class LineSeen:
-    """One line of a rank (or of the node itself: rank ``UNATTRIBUTED``)."""
-
-    rank: int
-    text: str
-    mono: float
-    wall: float
-    source: str = ""
-    lineno: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,7 +76,7 @@ class ProcessesSeen:
     activity: tuple[WorkerActivity, ...] = ()
 
 
-Observation = LineSeen | LinesCut | LinesLost | RanksExited | StatusSeen | ProcessesSeen
+Observation = LogLine | LinesCut | LinesLost | RanksExited | StatusSeen | ProcessesSeen
 
 
 class ObservationSink(Protocol):
@@ -101,8 +90,8 @@ class ObservationSink(Protocol):
 
 def deliver(link: AgentLink, seen: Observation) -> None:
     """Hand one observation to the link."""
-    if isinstance(seen, LineSeen):
-        link.add_line(seen.rank, seen.text, seen.mono, seen.wall, seen.source, seen.lineno)
+    if isinstance(seen, LogLine):
+        link.add_line(seen)
     elif isinstance(seen, LinesCut):
         link.count_truncated(seen.lines, seen.nbytes)
     elif isinstance(seen, LinesLost):

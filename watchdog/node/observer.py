@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 
-from neuron_watch.events import LauncherExit, NodeStatus
+from neuron_watch.events import LauncherExit, LogLine, NodeStatus, RankKey
 from neuron_watch.node.generation import (
     Generations,
     NodeCheckpoints,
@@ -24,7 +24,6 @@ from neuron_watch.node.generation import (
 )
 from neuron_watch.node.observations import (
     LinesCut,
-    LineSeen,
     LinesLost,
     ObservationSink,
     ProcessesSeen,
@@ -104,7 +103,7 @@ class Observer:
         out = self.out()
         now, wall = self.ctx.clock(), self.ctx.wall()
         for ln in gen.streams.poll(now, wall, final, to_eof):
-            out.observe(LineSeen(ln.key.rank, ln.text, ln.mono, ln.wall, ln.source, ln.lineno))
+            out.observe(ln)
             self.last_line_at = now
         skipped = gen.streams.skipped_lines
         if skipped > self._skipped_told:
@@ -248,8 +247,9 @@ class Observer:
         self.checkpoints.newest = chosen.path
         if chosen.path != known:
             step = "" if chosen.step is None else f" (step {chosen.step})"
-            self.out().observe(LineSeen(UNATTRIBUTED, f"neuron-watch: a new complete checkpoint appeared: "
-                                        f"{chosen.path}{step}", now, wall, cfg.checkpoint_dir, 0))
+            self.out().observe(LogLine(RankKey(self.ctx.node, UNATTRIBUTED),
+                                       f"neuron-watch: a new complete checkpoint appeared: {chosen.path}{step}",
+                                       now, wall, cfg.checkpoint_dir, 0))
 
     def _check_oom_kills(self, now: float, wall: float) -> None:
         """Tell the judge when the kernel's OOM killer killed in our cgroup: a rank killed by SIGKILL
@@ -260,9 +260,10 @@ class Observer:
             self._oom_kills = seen
             return
         if seen[1] > before[1]:
-            self.out().observe(LineSeen(UNATTRIBUTED, f"neuron-watch: the kernel's OOM killer killed a process of "
-                                        f"this node's job ({seen[0]}: oom_kill {before[1]} -> {seen[1]})",
-                                        now, wall, seen[0], 0))
+            self.out().observe(LogLine(RankKey(self.ctx.node, UNATTRIBUTED),
+                                       f"neuron-watch: the kernel's OOM killer killed a process of "
+                                       f"this node's job ({seen[0]}: oom_kill {before[1]} -> {seen[1]})",
+                                       now, wall, seen[0], 0))
         self._oom_kills = seen
 
     def check_exit(self, gen: NodeGeneration, now: float, wall: float) -> None:

@@ -2,9 +2,10 @@
 
 torchrun keeps one ``stdout.log`` and ``stderr.log`` per local rank under
 ``D/<run_id>_<random>/attempt_<n>/<local_rank>/``. :class:`RankStreams` reads what is new in
-each, splits it into lines, writes every line to ``<gen-dir>/rank-<R>.log`` and hands
-:class:`LogLine` records to the supervisor. A partial line made only of dots is passed on at
-once: neuronx-cc prints its progress dots without a newline, and they are a compile heartbeat.
+each, splits it into lines, writes every line to ``<gen-dir>/rank-<R>.log`` and hands each line on
+as its :class:`LogLine` (the one record of a line, the node's name on it). A partial line made only
+of dots is passed on at once: neuronx-cc prints its progress dots without a newline, and they are a
+compile heartbeat.
 A line redrawn with ``\\r`` (tqdm, Rich, Hugging Face, Lightning bars, which end a line only at
 the end of an epoch) is passed on as it moves: its newest state once per poll; the rank log and
 the console get a redraw every :data:`REDRAW_LOG_EVERY` seconds and the line's final state.

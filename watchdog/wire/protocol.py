@@ -50,6 +50,7 @@ import msgpack
 
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.errors import TransportError
+from neuron_watch.events import LogLine, RankKey, RankSpan
 
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
@@ -216,7 +217,7 @@ class RankProgress(NamedTuple):
     """A rank whose lines in the batch were all progress lines with a step, coalesced to its latest
     one: the last line of ``Lines.ranks[chunk]`` (its text, ``d_last`` old) read ``step`` and
     ``loss`` with ``signature``. Its count and first and last times are the rank's row's; the text
-    travels once, in the row (see :func:`neuron_watch.diagnosis.judge.coalesce_progress`)."""
+    travels once, in the row (see :func:`neuron_watch.diagnosis.classify.coalesce_progress`)."""
 
     chunk: int
     signature: str
@@ -246,8 +247,8 @@ class Lines:
     ``ranks``: one :class:`RankLines` per rank, in the order each rank's first line was read
     (a rank's lines keep their order; lines of different ranks are grouped per rank).
     ``matches``: the lines the sender's knowledge base matched, in the order they were read --
-    all of them, or the ones :func:`neuron_watch.diagnosis.judge.compact_matches` keeps. ``classified``
-    is :func:`neuron_watch.diagnosis.judge.kb_fingerprint` of that knowledge base; 0 = the sender did not
+    all of them, or the ones :func:`neuron_watch.diagnosis.classify.compact_matches` keeps. ``classified``
+    is :func:`neuron_watch.diagnosis.classify.kb_fingerprint` of that knowledge base; 0 = the sender did not
     classify (the receiver classifies the text itself). ``progress``: the ranks that printed only
     steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
     """
@@ -940,6 +941,93 @@ def decode(frames: Sequence[bytes]) -> Msg:
         raise ProtocolError(problem, f"a message has 2 frames (header, body), got {len(frames)}")
     header = decode_header(bytes(frames[0]))
     return Msg(header, decode_body(header.kind, bytes(frames[1])))
+
+
+# ---- line records <-> a lines body ------------------------------------------------------------
+
+
+def one_line_each(lines: Sequence[LogLine]) -> Sequence[LogLine]:
+    """``lines`` with a "\\n" inside a text escaped, visibly (it would split the line in two on the
+    other side: a rank's lines travel joined by "\\n"); ``lines`` itself when none holds one."""
+    texts = [ln.text for ln in lines]
+    if "\n".join(texts).count("\n") == len(texts) - 1:
+        return lines
+    return [ln._replace(text=ln.text.replace("\n", "\\n")) if "\n" in ln.text else ln for ln in lines]
+
+
+def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Sequence[LogLine] = (),
+               progress: Sequence[LogLine] = (), classified: int = 0) -> Lines:
+    """The ``lines`` body of one node's ``lines`` (in read order, one line each: see
+    :func:`one_line_each`), assembled at ``now``/``wall``: per rank one joined text, in the order
+    each rank's first line was read. ``matches`` and ``progress``: lines of ``lines`` classified
+    with the knowledge base of fingerprint ``classified``
+    (:func:`~neuron_watch.diagnosis.classify.classify_batch`); a progress line is its rank's newest.
+    The node's name travels once, in the header: :func:`line_records` and :func:`body_lines` give
+    the lines back."""
+    groups: dict[int, list[Any]] = {}  # rank -> [chunk index, texts, first mono, newest mono, first wall]
+    for ln in lines:
+        rank, mono = ln.key.rank, ln.mono
+        g = groups.get(rank)
+        if g is None:
+            g = groups[rank] = [len(groups), [], mono, mono, ln.wall]
+        elif mono > g[3]:
+            g[3] = mono
+        g[1].append(ln.text)
+    ranks = tuple(RankLines(rank, len(g[1]), max(0.0, now - g[2]), max(0.0, now - g[3]), wall - g[4],
+                            "\n".join(g[1])) for rank, g in groups.items())
+    return Lines(ranks,
+                 tuple(LineMatch(groups[m.key.rank][0], m.signature, m.step, m.loss, max(0.0, now - m.mono), m.text,
+                                 m.source, m.lineno) for m in matches),
+                 classified,
+                 tuple(RankProgress(groups[p.key.rank][0], p.signature, p.step, p.loss, p.source, p.lineno)
+                       for p in progress if p.step is not None))
+
+
+class LineRecords(NamedTuple):
+    """A classified lines body as the judge takes it (:func:`line_records`)."""
+
+    ranks: list[RankSpan]
+    matches: list[LogLine]
+    progress: list[LogLine]
+
+
+_new_tuple = tuple.__new__
+
+
+def line_records(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> LineRecords:
+    """The records of a lines body the sender classified: a span per rank, the matched lines and the
+    progress lines, each line whole (its rank's key, text, times, stream, match).
+
+    ``keys``: the key of each of ``body.ranks`` (their node is the header's, the sender's
+    authenticated name: a sender speaks for its own node only); ``t_mono``: the receiver's
+    monotonic time of the header's ``mono`` (ages are relative to it); ``wall``: the header's wall
+    clock. A progress row is its rank's newest line (time and text)."""
+    # (tuples built in C from a tuple, not through the named tuples' __new__, and rows unpacked, not read
+    # field by field: this runs for every rank of every batch)
+    spans: list[RankSpan] = [_new_tuple(RankSpan, (key, t_mono - d_first, t_mono - d_last, text.rpartition("\n")[2]))
+                             for key, (_r, _n, d_first, d_last, _w, text) in zip(keys, body.ranks, strict=True)]
+    matches: list[LogLine] = [_new_tuple(LogLine, (keys[chunk], text, t_mono - d_mono, wall - d_mono, source, lineno,
+                                                   sig, step, loss))
+                              for chunk, sig, step, loss, d_mono, text, source, lineno in body.matches]
+    rows = body.ranks
+    progress: list[LogLine] = []
+    for chunk, sig, step, loss, source, lineno in body.progress:
+        key, _first, last, text = spans[chunk]
+        progress.append(_new_tuple(LogLine, (key, text, last, wall - rows[chunk][3], source, lineno, sig, step, loss)))
+    return LineRecords(spans, matches, progress)
+
+
+def body_lines(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> list[LogLine]:
+    """Every line of a lines body, unclassified (``keys``, ``t_mono``, ``wall``: see
+    :func:`line_records`). A line between a rank's first and newest takes the newest one's time
+    (a batch spans at most the sender's batch age)."""
+    out: list[LogLine] = []
+    for key, c in zip(keys, body.ranks, strict=True):
+        first, last, first_wall = t_mono - c.d_first, t_mono - c.d_last, wall - c.d_wall
+        for i, text in enumerate(c.text.split("\n")):
+            out.append(LogLine(key, text, first if i == 0 else last,
+                               first_wall if i == 0 else first_wall + last - first))
+    return out
 
 
 def cut_line(text: str) -> tuple[str, int]:
