@@ -46,8 +46,9 @@ from neuron_watch.events import (
     WorkerSample,
     iso_utc,
 )
-from neuron_watch.iofaults import AppendFile, IOHealth, write_json_atomic
+from neuron_watch.iofaults import IOHealth, write_json_atomic
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
+from neuron_watch.job.joblog import JobLog
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.manifest import merge_manifests
@@ -168,14 +169,14 @@ class Coordinator:
             phase_since=now)
         self.wall = wall
         self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
-        # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
-        self.tails: dict[RankKey, _Tail] = {}
         self._fp_kb: object = None
         self._fp = 0
         # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
         # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
         self.health = health or IOHealth()
-        self.merged = AppendFile(os.path.join(run_dir, "merged.log"), self.health, gap=self._merged_gap)
+        #: merged.log and each rank's recent lines (what the operator and the incident read)
+        self.joblog = JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap)
+        self.merged = self.joblog.merged
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
         self.health.listeners.append(self._io_fault)
@@ -186,8 +187,6 @@ class Coordinator:
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
         self._last_verdict_at = -1e18
         self._verdict_every = self.settings.verdict_interval
-        self._stamp_sec, self._stamp_prefix = -1, ""
-        self._keys: dict[tuple[str, int], RankKey] = {}
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self._last_tick: float | None = None
         self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
@@ -313,39 +312,16 @@ class Coordinator:
         self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
 
     def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
-        """One batch: merged.log in one write, per-rank tails, the judge. Per rank and per match,
-        never per line: the agent joined each rank's lines and classified them on its own CPU.
+        """One batch: the job's log (:class:`.JobLog`), then the judge. Per rank and per match, never
+        per line: the agent joined each rank's lines and classified them on its own CPU.
 
         ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
         """
-        node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.behind >= SHED_BEHIND
-        n = 0
-        parts: list[str] = []
-        rank_keys: list[RankKey] = []
-        for c in body.ranks:
-            # the node is the header's, the sender's authenticated name: a node speaks for itself only
-            key = keys.get((node, c.rank))
-            if key is None:
-                key = keys[(node, c.rank)] = RankKey(node, c.rank)
-            rank_keys.append(key)
-            # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
-            prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
-            text = c.text
-            parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
-            if shed:
-                self.counters.tail_lines_shed += c.n_lines
-            else:
-                t = tails.get(key)
-                if t is None:
-                    t = tails[key] = _Tail(self.settings.tail_lines)
-                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
-                t.count += c.n_lines
-                if t.count - t.texts[0][1] >= t.limit:
-                    t.trim()
-            n += c.n_lines
-        self.merged.write("".join(parts))
+        rank_keys, n = self.joblog.write(h, body, keep_tails=not shed)
+        if shed:
+            self.counters.tail_lines_shed += n
         view.lines += n
         self.counters.lines += n
         judge = self.judge
@@ -357,7 +333,7 @@ class Coordinator:
                 judge.observe_batch(records.ranks, records.matches, records.progress)
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
-                log.debug("classifying a batch of %s here: %s", node, exc)
+                log.debug("classifying a batch of %s here: %s", h.node, exc)
         # Not classified by the agent (no knowledge base, another table, an older judge): the judge
         # classifies it, line by line.
         self.counters.unclassified_batches += 1
@@ -375,24 +351,8 @@ class Coordinator:
         return self._fp
 
     def tail(self, key: RankKey, n: int | None = None) -> list[str]:
-        """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first."""
-        t = self.tails.get(key)
-        want = self.settings.tail_lines if n is None else n
-        if t is None or want <= 0:
-            return []
-        lines: list[str] = []
-        for text, _n in reversed(t.texts):  # newest batch first; stop once enough lines are in hand
-            lines[:0] = text.split("\n")
-            if len(lines) >= want:
-                break
-        return lines[-want:]
-
-    def _stamp(self, wall: float) -> str:
-        """``iso_utc(wall)``, with the seconds part formatted once per second (hot path: every line)."""
-        sec = int(wall)
-        if sec != self._stamp_sec:
-            self._stamp_sec, self._stamp_prefix = sec, iso_utc(sec)[:-5]  # drop ".000Z"
-        return f"{self._stamp_prefix}.{int((wall - sec) * 1000):03d}Z"
+        """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first (:meth:`.JobLog.tail`)."""
+        return self.joblog.tail(key, n)
 
     def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
         if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
@@ -446,7 +406,7 @@ class Coordinator:
             self._relaunch_done(now)
         else:
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
-        self.merged.flush()
+        self.joblog.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
             self.counters.status_writes_shed += 1
@@ -680,30 +640,8 @@ class Coordinator:
             self.events.emit(EventKind.COORDINATOR_STOPPED, self.generation, lines=self.counters.lines,
                              refused=self.counters.bad_total())
         self.wire.close()
-        self.merged.close()
+        self.joblog.close()
         self.events.close()
-
-
-class _Tail:
-    """A rank's last batches as joined texts: just enough of them to hold ``limit`` lines."""
-
-    __slots__ = ("count", "limit", "texts")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.texts: collections.deque[tuple[str, int]] = collections.deque()
-        self.count = 0
-
-    def add(self, text: str, n: int) -> None:
-        self.texts.append((text, n))
-        self.count += n
-        self.trim()
-
-    def trim(self) -> None:
-        """Forget the oldest batches that the newer ones no longer need to hold ``limit`` lines."""
-        texts = self.texts
-        while len(texts) > 1 and self.count - texts[0][1] >= self.limit:
-            self.count -= texts.popleft()[1]
 
 
 def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
