@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     merged = {k: v for k, v in _load_durations().items() if k not in _measured}
     merged.update({k: round(v, 1) for k, v in _measured.items() if v >= 0.5})
     DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+
+
+#: The signals a wrapper catches (SIGINT and SIGHUP only when not ignored at its start: ``nohup``).
+_WRAPPER_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _signal_state() -> tuple[tuple[object, ...], frozenset[int]]:
+    import signal
+
+    return (tuple(signal.getsignal(getattr(signal, s)) for s in _WRAPPER_SIGNALS),
+            frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test leaves this worker's signal handlers and mask as it found them: an ignored or blocked
+    SIGINT is inherited by every process a later test starts here, and a wrapper started with SIGINT
+    ignored keeps ignoring it (as under ``nohup``), so a Ctrl-C test would fail far from the cause."""
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    assert after == before, f"this test changed the worker's signal state ({_WRAPPER_SIGNALS}, blocked): " \
+                            f"{before} -> {after}; restore it"
