@@ -140,3 +140,19 @@ def _signals_left_as_found() -> Iterator[None]:
     after = _signal_state()
     assert after == before, f"this test changed the worker's signal state ({_WRAPPER_SIGNALS}, blocked): " \
                             f"{before} -> {after}; restore it"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start see a terminal's signals as a user's shell gives them.
+
+    A suite started in the background of a non-interactive shell (``tests/run &``, a CI step that
+    backgrounds it) inherits SIGINT and SIGQUIT ignored, and every process it starts would too: a
+    wrapper started with SIGINT ignored keeps ignoring it, as under ``nohup`` (by design), so a
+    Ctrl-C test would see its signal dropped. A test about an ignored signal ignores it itself.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
