@@ -57,7 +57,7 @@ class JobLog:
                 t = tails.get(key)
                 if t is None:
                     t = tails[key] = _Tail(self.tail_lines)
-                t.texts.append((text, c.n_lines))  # _Tail.add, inlined: this runs for every rank of every batch
+                t.texts.append((text, c.n_lines))  # inline, not a method call: this runs for every rank of every batch
                 t.count += c.n_lines
                 if t.count - t.texts[0][1] >= t.limit:
                     t.trim()
@@ -101,11 +101,6 @@ class _Tail:
         self.limit = limit
         self.texts: collections.deque[tuple[str, int]] = collections.deque()
         self.count = 0
-
-    def add(self, text: str, n: int) -> None:
-        self.texts.append((text, n))
-        self.count += n
-        self.trim()
 
     def trim(self) -> None:
         """Forget the oldest batches that the newer ones no longer need to hold ``limit`` lines."""
