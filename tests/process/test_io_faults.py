@@ -295,10 +295,19 @@ def test_a_200_mb_line_is_read_to_the_end_and_what_was_skipped_is_counted(
     lines = log.splitlines()
     assert lines[-1] == "training done"
     assert [x for x in lines if x.startswith("step ")] == [f"step {n} loss {1.0 / n:.4f}" for n in range(1, 16)]
+    # The line is lost one of two ways, whichever the timing gives, and either way counted: a tail
+    # that keeps pace cuts it at MAX_PARTIAL (its head kept, marked, a lines_truncated event); one
+    # that falls more than BACKLOG_MAX behind skips it unread (a note, counted as dropped).
     notes = [x for x in lines if x.startswith("neuron-watch: ")]
-    assert notes and "skipped unread" in notes[0]
-    assert sum(int(x.split()[1]) for x in notes if x.split()[1].isdigit()) == 1  # one line, however many skips
-    assert end["dropped_lines"] >= 1
+    skipped = sum(int(x.split()[1]) for x in notes if x.split()[1].isdigit())
+    cut = [x for x in lines if "neuron-watch: this line is longer than" in x]
+    assert skipped + len(cut) >= 1, lines[:20]
+    assert len(lines) == 15 + 1 + len(notes) + len(cut)  # nothing else: no piece of it as a line
+    if notes:
+        assert all("skipped unread" in x for x in notes) and skipped <= 1  # one line, however many skips
+        assert end["dropped_lines"] >= 1
+    if cut:
+        assert len(cut) == 1 and named(evs, "lines_truncated")[-1]["lines"] >= 1
     assert "training done" in (run_dir / "merged.log").read_text()
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 

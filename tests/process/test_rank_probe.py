@@ -197,8 +197,11 @@ def test_a_request_that_completes_after_the_server_began_to_stop_does_not_hang_t
         if rank.poll() is None:
             os.killpg(rank.pid, signal.SIGKILL)
             rank.wait()
+    # exited by itself, within the 30 s (a hang is killed above: -9), through the stop (its socket
+    # is gone). Not "Server exited": torch's server thread logs it, and one CI run's output lacked
+    # it though the rank exited 0 after "Server shutting down"; the exit is what this test is about.
     assert rank.returncode == 0, out[-2000:]
-    assert "Server exited" in out and "terminate called" not in out
+    assert "terminate called" not in out and not (probe / "r0.sock").exists(), out[-2000:]
     assert not answer.startswith(b"HTTP/1.1 200"), answer  # no handler ran for it
 
 
