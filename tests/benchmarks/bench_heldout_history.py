@@ -212,6 +212,23 @@ def graft(product: Path) -> bool:
     return False
 
 
+def same_launchers(commit: str) -> tuple[Path, ...]:
+    """This checkout's ``launchers/`` when it is byte for byte the one at ``commit`` (else none).
+
+    A blind tree is its ``watchdog/`` alone, but a product as new as the composition root imports
+    ``neuron_watch.launchers``, which the editable install maps to this checkout's ``launchers/``.
+    That copy may answer for the blind tree only when it is the commit's own: the same git tree
+    and no uncommitted change; otherwise the child's origin check refuses it, as before.
+    """
+    theirs = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"{commit}:launchers"],
+                            capture_output=True, text=True).stdout.strip()
+    ours = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", "HEAD:launchers"],
+                          capture_output=True, text=True).stdout.strip()
+    clean = not subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "launchers"],
+                               capture_output=True, text=True).stdout.strip()
+    return (ROOT / "launchers",) if theirs and theirs == ours and clean else ()
+
+
 def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
                   grafted: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
     """The blind product's answers, and whether today's readers were grafted into it."""
@@ -222,7 +239,8 @@ def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
             subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
                            capture_output=True)
             done = grafted and graft(tree / PRODUCT)
-            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline), done
+            return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline,
+                             also=same_launchers(commit)), done
         finally:
             git("worktree", "remove", "--force", str(tree))
 
