@@ -13,11 +13,15 @@ that a host follows (:func:`userinfo_end`): nothing after it can belong to the p
 ends at white space or a quote in free text, and at the end of a value that begins with one.
 Masking a path's ``@`` too (``http://h/p@x`` shows as ``http://***@x``) hides more than needed
 and leaks nothing.
+
+An environment that leaves the node (an incident bundle's ``env.json``) is masked by name as well
+(:func:`redact_env`): a credential's value needs no URL around it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 MASK = "***"
@@ -111,3 +115,32 @@ def shown_url(url: str) -> str:
     if not parts.scheme or not parts.hostname:
         return "<not a URL>"
     return f"{parts.scheme}://{parts.hostname}" + (f":{port}" if port else "") + "/..."
+
+
+#: the name of an environment variable that holds a credential: its value is never shown
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|KEY|AUTH|SESSION", re.IGNORECASE)
+#: an AWS access key id in any text (long-term ``AKIA``, temporary ``ASIA``)
+_AWS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
+#: what a credential's value becomes
+REDACTED = "***redacted***"
+
+
+def redact_value(value: str) -> str:
+    """``value`` with the user info of URLs (``user:pass@``, ``token@``) and AWS access key ids masked. Pure."""
+    value = mask_urls(value)
+    return _AWS_KEY_ID.sub("AKIA" + "*" * 16, value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` safe to upload. Pure.
+
+    Values of names containing SECRET, TOKEN, PASSWORD/PASSWD/PASSPHRASE, CREDENTIAL, KEY, AUTH or
+    SESSION (any case; covers AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, NEURON_WATCH_SECRET,
+    HF_TOKEN, ...) become ``***redacted***``; other values keep their text minus URL passwords and
+    AWS key ids.
+    """
+    out: dict[str, str] = {}
+    for name in sorted(env):
+        value = env[name]
+        out[name] = REDACTED if (_SECRET_NAME.search(name) and value) else redact_value(value)
+    return out

@@ -20,7 +20,7 @@ What is real:
 * every simulated node's :class:`~neuron_watch.node.agent_link.AgentLink`: its own DEALER socket and
   TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
   handshake, acks, resends after 3 s without an ack, heartbeats when idle;
-* the batches: built by the real agent path (:meth:`AgentLink.batch`: joined per rank, classified
+* the batches: built by the real agent path (:meth:`LineBatches.batch`: joined per rank, classified
   with the packaged knowledge base, :func:`~neuron_watch.diagnosis.classify.compact_matches`), once, for one
   node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
   with its global ranks (which the agent would build from the same lines: checked at start-up).
@@ -79,7 +79,8 @@ from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import JobState, Label, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
-from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.runtime import default_judge_factory
 from neuron_watch.wire.protocol import (
     Header,
@@ -224,10 +225,10 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     batches = template_rows(plan)
     now, wall = time.monotonic(), time.time()
     scratch = links[first]
-    base_bodies = [scratch.batch(rows_of(b, 0, now, wall), now, wall) for b in batches]
+    base_bodies = [scratch.batches.batch(rows_of(b, 0, now, wall), now, wall) for b in batches]
     # The agent builds another node's batch from the same lines as node 0's body with its ranks:
     for n in (first, first + count - 1):
-        real = scratch.batch(rows_of(batches[0], n * plan.ranks, now, wall), now, wall)
+        real = scratch.batches.batch(rows_of(batches[0], n * plan.ranks, now, wall), now, wall)
         if encode_body(real) != encode_body(shifted(base_bodies[0], n * plan.ranks)):
             raise SystemExit(f"node {n}'s batch differs from node 0's with shifted ranks: update the simulation")
     bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base_bodies] for n in links}
@@ -280,7 +281,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             if n in pending_hang:
                 rows = rows_of(batches[k], n * plan.ranks, now, wall)
                 rows.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
-                body, lines = encode_body(scratch.batch(rows, now, wall)), lines + 1
+                body, lines = encode_body(scratch.batches.batch(rows, now, wall)), lines + 1
             link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
                                    seq=0, mono=now, wall=wall), body, lines)
             rep.lines_at_end += lines
@@ -358,7 +359,7 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                  for n in range(plan.nodes)}
         scratch = AgentLink(c.endpoint, SECRET, job=JOB, node="template", session=1,
                             socket=_Captured([], b""), kb=kb)  # type: ignore[arg-type]
-        base = [scratch.batch(rows_of(b, 0, t0, wall0), t0, wall0) for b in batches]
+        base = [scratch.batches.batch(rows_of(b, 0, t0, wall0), t0, wall0) for b in batches]
         bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base] for n in links}
         n_lines = [b.n_lines for b in base]
         for n, link in links.items():  # as after the handshake: the agents echo the coordinator's session

@@ -15,7 +15,7 @@ with the real judge.
    judge), beside raw pyzmq PUSH/PULL with the same processes and the very same body frames
    (one frame per batch, msgpack-decoded and counted), and beside the old raw baseline
    (a list of the batch's line strings per frame). In this mode each node's batches are built once by
-   the real agent path (``AgentLink.batch``: join + classify + compact) and re-sent with a fresh
+   the real agent path (``LineBatches.batch``: join + classify + compact) and re-sent with a fresh
    header/sequence/signature, so the agents' Python does not starve the coordinator of the 2
    cores; the agents' own cost is measured in 3.
 2. verdict latency: while every node streams ``--rates`` lines/s through the full agent path
@@ -43,7 +43,8 @@ import zmq
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import JobState, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings
-from neuron_watch.node.agent_link import AgentLink, LinkSettings, new_session
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.wire.protocol import Header, Kind, encode_body
 
 SECRET = b"benchmark secret 0123456789abcdef"
@@ -90,7 +91,7 @@ def flood_bodies(link: AgentLink, pool: list[tuple[int, str]], n: int = 8) -> li
     for b in range(n):
         rows = [LogLine(RankKey(link.node, r), t, now, wall, f"/run/gen-0/rank-{r}.log", b * BATCH + j)
                 for j, (r, t) in enumerate((pool * reps)[b * BATCH % len(pool):][:BATCH])]
-        out.append(encode_body(link.batch(rows, now, wall)))
+        out.append(encode_body(link.batches.batch(rows, now, wall)))
     return out
 
 

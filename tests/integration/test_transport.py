@@ -18,7 +18,9 @@ from neuron_watch.diagnosis.judge import Judge
 from neuron_watch.errors import TransportError
 from neuron_watch.events import EvidenceReport, LogLine, RankKey, StopReport
 from neuron_watch.job.coordinator import Coordinator, CoordinatorSettings, NodeState
-from neuron_watch.node.agent_link import AgentLink, JobRefused, LinkSettings, new_session
+from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.node.link_commands import JobRefused
+from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import NO_VERDICT, Header, Kind, Msg, Refused, Stop, encode
 from neuron_watch.wire.transport import CoordinatorSocket

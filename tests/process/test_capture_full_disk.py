@@ -19,6 +19,7 @@ import pytest
 from neuron_watch.commands import report
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.node import evidence
+from neuron_watch.node.bundle import HELD_REASON, flush_held
 
 
 def fill(disk: Path) -> Path:
@@ -105,17 +106,17 @@ def test_a_capture_on_a_full_disk_keeps_its_evidence_and_writes_it_when_the_disk
                                    tool_path="", compile_workdir_glob=str(run / "none" / "*"))
     result = evidence.capture_node_bundle(ctx)
     assert {"verdict.json", "logs/rank-0.log", "env.json", "incident.md", "manifest.json"} <= set(result.held)
-    held_missing = {m["item"] for m in result.manifest["missing"] if m["reason"].startswith(evidence.HELD_REASON)}
+    held_missing = {m["item"] for m in result.manifest["missing"] if m["reason"].startswith(HELD_REASON)}
     assert {"verdict.json", "logs/rank-0.log", "env.json"} <= held_missing  # said missing, with why
     assert all("No space left on device" in m["reason"] for m in result.manifest["missing"]
                if m["item"] in held_missing)
     assert not (result.bundle_dir / "manifest.json").exists()
-    assert not evidence.flush_held(result)  # still full: nothing lost, still held
+    assert not flush_held(result)  # still full: nothing lost, still held
     assert result.held
     filler.unlink()
-    assert evidence.flush_held(result) and result.held == {}
+    assert flush_held(result) and result.held == {}
     manifest = json.loads((result.bundle_dir / "manifest.json").read_text())
-    assert not any(m["reason"].startswith(evidence.HELD_REASON) for m in manifest["missing"])
+    assert not any(m["reason"].startswith(HELD_REASON) for m in manifest["missing"])
     assert manifest["held_in_memory"] == []
     files = {f["path"]: f for f in manifest["files"]}
     for rel in ("verdict.json", "logs/rank-0.log", "env.json", "incident.md"):
@@ -183,7 +184,7 @@ def test_a_real_capture_through_a_full_disk_writes_its_bundle_when_the_disk_allo
     (bundle,) = [d for d in Path(incident["artifacts"]).iterdir() if d.is_dir()]
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["held_in_memory"] == []
-    assert not any(m["reason"].startswith(evidence.HELD_REASON) for m in manifest["missing"]), manifest["missing"]
+    assert not any(m["reason"].startswith(HELD_REASON) for m in manifest["missing"]), manifest["missing"]
     # the incident counted the files the full disk refused; written since, they are missing no more
     assert incident["missing_items"] > len(manifest["missing"]), (incident, manifest["missing"])
     stacks = sorted(p.name for p in (bundle / "stacks").iterdir())

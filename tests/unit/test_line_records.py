@@ -119,8 +119,10 @@ def test_the_record_names_its_node_rank_and_stream() -> None:
 
 
 def test_the_link_only_transports() -> None:
-    """The agent's link classifies through diagnosis.classify alone: it imports nothing of the judge."""
-    src = Path(__file__).resolve().parents[2] / "watchdog" / "node" / "agent_link.py"
-    imported = {n.module for n in ast.walk(ast.parse(src.read_text())) if isinstance(n, ast.ImportFrom)}
-    assert "neuron_watch.diagnosis.classify" in imported
-    assert "neuron_watch.diagnosis.judge" not in imported
+    """The agent's link classifies (in its batches of lines) through diagnosis.classify alone: it
+    imports nothing of the judge."""
+    node = Path(__file__).resolve().parents[2] / "watchdog" / "node"
+    imported = {src.name: {n.module for n in ast.walk(ast.parse(src.read_text())) if isinstance(n, ast.ImportFrom)}
+                for src in (node / "agent_link.py", node / "line_batches.py")}
+    assert "neuron_watch.diagnosis.classify" in imported["line_batches.py"]
+    assert all("neuron_watch.diagnosis.judge" not in modules for modules in imported.values())

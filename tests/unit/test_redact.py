@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.config import load_config
-from neuron_watch.node.evidence import redact_env
 from neuron_watch.outputs.mqtt import parse_mqtt_url
-from neuron_watch.redact import mask_urls, mask_value
+from neuron_watch.redact import REDACTED, mask_urls, mask_value, redact_env
 
 
 @pytest.mark.parametrize(("text", "masked"), [
@@ -48,3 +47,27 @@ def test_env_json_masks_a_token_only_mqtt_url() -> None:
     red = redact_env({"NEURON_WATCH_MQTT": "mqtt://tok-SECRET@broker/nw",
                       "HTTP_PROXY": "http://u:p@ss-SECRET@proxy:3128"})
     assert red == {"HTTP_PROXY": "http://***@proxy:3128", "NEURON_WATCH_MQTT": "mqtt://***@broker/nw"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expect"),
+    [
+        ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", REDACTED),
+        ("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE", REDACTED),
+        ("AWS_SESSION_TOKEN", "IQoJb3JpZ2luX2VjEXAMPLE", REDACTED),
+        ("NEURON_WATCH_SECRET", "hunter2", REDACTED),
+        ("HF_TOKEN", "hf_abc", REDACTED),
+        ("DB_PASSWORD", "pw", REDACTED),
+        ("my_api_key", "sk-live-0123456789", REDACTED),
+        ("MLFLOW_TRACKING_URI", "https://alice:s3cr3t@mlflow.internal:5000/x", "https://***@mlflow.internal:5000/x"),
+        ("NOTE", "uses AKIAIOSFODNN7EXAMPLE today", "uses AKIA**************** today"),
+        ("NEURON_RT_LOCAL_CORE_DUMP_DIRECTORY", "/fsx/dumps/%d-%c", "/fsx/dumps/%d-%c"),
+        ("MASTER_ADDR", "10.0.0.1", "10.0.0.1"),
+        ("EMPTY_TOKEN", "", ""),
+    ],
+)
+def test_redact_env(name: str, value: str, expect: str) -> None:
+    out = redact_env({name: value})
+    assert out == {name: expect}
+    if expect == REDACTED:
+        assert value not in str(out)

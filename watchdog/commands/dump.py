@@ -32,7 +32,7 @@ from typing import Any
 
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import UsageError
-from neuron_watch.node.evidence import run_bounded
+from neuron_watch.node.procs import run_bounded
 from neuron_watch.outputs.storage import open_storage, upload_tree
 
 log = logging.getLogger("neuron_watch.commands.dump")

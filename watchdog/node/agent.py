@@ -4,7 +4,7 @@ One per node (every ``neuron-watch torchrun``). It starts the launcher (torchrun
 process group it owns, tails every rank's output, samples the process table for compilers, and
 streams it all over its :class:`~neuron_watch.node.agent_link.AgentLink`. It decides nothing about the
 job: it carries out the coordinator's commands (capture evidence, stop, launch generation G with
-checkpoint C, shut down) through the :class:`~neuron_watch.node.agent_link.NodeControl` methods below.
+checkpoint C, shut down) through the :class:`~neuron_watch.node.link_commands.NodeControl` methods below.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from neuron_watch.errors import LauncherArgsError
 from neuron_watch.events import EventKind, EvidenceReport, LogLine, NodeIdentity, NodeStatus, RankKey, StopReport
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.launchers.base import Launcher, LaunchInfo
-from neuron_watch.node.agent_link import AgentLink, JobRefused
+from neuron_watch.node.agent_link import AgentLink
 from neuron_watch.node.generation import Generations, NodeCheckpoints, NodeContext, NodeGeneration
 from neuron_watch.node.incident import Incidents
+from neuron_watch.node.link_commands import JobRefused
 from neuron_watch.node.observations import EarlyObservations, LinkObservations, ObservationSink
 from neuron_watch.node.observer import Observer
 from neuron_watch.node.procs import reap_children

@@ -12,14 +12,8 @@ from typing import Any
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.stacks import collective_states, top_frame
 from neuron_watch.events import EvidenceReport
-from neuron_watch.node.evidence import (
-    BundleResult,
-    IncidentContext,
-    bundle_stacks,
-    capture_node_bundle,
-    complete_bundle,
-    flush_held,
-)
+from neuron_watch.node.bundle import BundleResult, bundle_stacks, complete_bundle, flush_held
+from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
 from neuron_watch.node.generation import NodeContext, NodeGeneration
 from neuron_watch.node.procs import read_stat
 from neuron_watch.node.rank_probe import rank_socket
@@ -141,7 +135,7 @@ class Incidents:
         return poll
 
     def write_held(self) -> None:
-        """Write what a full disk refused during captures (see :func:`~neuron_watch.node.evidence.flush_held`)."""
+        """Write what a full disk refused during captures (see :func:`~neuron_watch.node.bundle.flush_held`)."""
         for bundle in list(self.held):
             if flush_held(bundle):
                 self.held.remove(bundle)

@@ -339,6 +339,36 @@ def stop_group(leader: subprocess.Popen[bytes], grace: float) -> int:
     return int(leader.returncode)
 
 
+#: Grace between SIGTERM and SIGKILL for a tool that overran (:func:`run_bounded`).
+KILL_GRACE_S = 1.0
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int, str, str, bool]:
+    """Run ``argv`` in a new session; SIGTERM its group at ``timeout``, SIGKILL after a grace; reap.
+
+    Returns ``(returncode, stdout, stderr, timed_out)``.
+    """
+    proc = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True, text=True, errors="replace",
+    )
+    try:
+        out, err = proc.communicate(timeout=max(0.01, timeout))
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                out, err = proc.communicate(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:  # pragma: no cover - SIGKILL always ends communicate(None)
+            out, err = "", ""
+        return proc.returncode if proc.returncode is not None else -9, out or "", err or "", True
+
+
 def forward_signal(leader: subprocess.Popen[bytes], sig: int) -> None:
     """Forward a signal to the leader's whole group (tolerates a leader that is already gone)."""
     if leader.poll() is None:

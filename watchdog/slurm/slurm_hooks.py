@@ -303,7 +303,8 @@ def collect_failed_job(cfg: HookConfig, env: Mapping[str, str], job: str, node: 
     """
     if not cfg.artifacts_dir:
         return None
-    from neuron_watch.node.evidence import IncidentContext, capture_node_bundle, flush_held
+    from neuron_watch.node.bundle import flush_held
+    from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
 
     restart = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
     ctx = IncidentContext(

@@ -1,0 +1,121 @@
+"""A node's lines on their way to the coordinator: queued, cut when over-long, classified once per
+batch and packed into ``lines`` bodies that stay under the frame limit.
+
+Each ``lines`` body carries, per rank, the rank's lines joined into one text, and the lines this
+node's knowledge base matched: the node's own CPU classifies its lines
+(:func:`neuron_watch.diagnosis.classify.classify_batch`, the one classification of a batch), so the
+coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps (most
+ranks of a training job, most of the time) goes as its text and one progress row, its latest step:
+no match, no second copy of the line. The lines and their matches become the body's rows in
+:func:`neuron_watch.wire.protocol.lines_body`. Without a knowledge base the batch goes unclassified
+and the coordinator's judge classifies it.
+
+Size: a line longer than :data:`~neuron_watch.wire.protocol.MAX_LINE_BYTES` is cut, marked and
+counted (``truncated_lines``), and a batch whose text would exceed
+:data:`~neuron_watch.wire.protocol.MAX_BODY_BYTES` goes as several bodies (``split_batches``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fingerprint
+from neuron_watch.events import LogLine
+from neuron_watch.node.link_settings import LinkCounters
+from neuron_watch.wire.protocol import (
+    MAX_BODY_BYTES,
+    MAX_LINE_BYTES,
+    Lines,
+    cut_line,
+    lines_body,
+    one_line_each,
+    utf8_sizes,
+)
+
+#: Weight of one line in a lines body beyond its text: the "\n" that joins it, and a match row
+#: (a matched line travels twice: in its rank's text and as the match's text).
+_LINE_OVERHEAD = 64
+#: Lines up to this many characters cannot exceed MAX_LINE_BYTES (4 bytes a character at most).
+_CUT_CHECK = MAX_LINE_BYTES // 4
+
+
+class LineBatches:
+    """The lines waiting for their batch, and the knowledge base that classifies them. No I/O."""
+
+    def __init__(self, batch_lines: int, counters: LinkCounters, kb: KnowledgeBase | None = None) -> None:
+        self.batch_lines = batch_lines
+        #: the link's counters: cut lines and split batches are counted with the rest of its losses
+        self.counters = counters
+        self.pending: list[LogLine] = []
+        #: when the oldest pending line was read (None: nothing pending)
+        self.since: float | None = None
+        self.kb: KnowledgeBase | None = None
+        self.kb_fp = 0
+        self.progress_lines = 0  # progress lines this node's knowledge base matched so far
+        if kb is not None:
+            self.set_knowledge_base(kb)
+
+    def set_knowledge_base(self, kb: KnowledgeBase | None) -> None:
+        """Classify batches with ``kb`` from now on (the coordinator's judge must use the same table
+        and ``--progress-regex``: it checks the fingerprint and classifies itself otherwise)."""
+        self.kb = kb
+        self.kb_fp = 0 if kb is None else kb_fingerprint(kb)
+
+    def add(self, line: LogLine) -> bool:
+        """Queue one line; a line longer than MAX_LINE_BYTES is cut (marked in its text) and counted.
+        Returns whether the batch is full (take it now)."""
+        if len(line.text) > _CUT_CHECK:
+            text, cut = cut_line(line.text)
+            if cut:
+                self.counters.truncated_lines += 1
+                self.counters.truncated_bytes += cut
+                line = line._replace(text=text)
+        if not self.pending:
+            self.since = line.mono
+        self.pending.append(line)
+        return len(self.pending) >= self.batch_lines
+
+    def due(self, now: float, age: float) -> bool:
+        """Whether the oldest pending line is ``age`` seconds old."""
+        return self.since is not None and now - self.since >= age
+
+    def take(self, now: float, wall: float) -> Iterator[Lines]:
+        """The pending lines as ``lines`` bodies (joined per rank, classified), one at a time: a flood
+        split in several bodies is never held whole twice. The batch is empty once it starts."""
+        if not self.pending:
+            return
+        pending = self.pending
+        self.pending = []
+        self.since = None
+        for part in split_by_size(pending):
+            yield self.batch(part, now, wall)
+            if part is not pending:
+                self.counters.split_batches += 1
+
+    def batch(self, lines: Sequence[LogLine], now: float, wall: float) -> Lines:
+        """The ``lines`` body of ``lines`` (this node's, in read order), classified with the knowledge
+        base when there is one (:func:`~neuron_watch.diagnosis.classify.classify_batch`)."""
+        lines = one_line_each(lines)
+        if self.kb is None:
+            return lines_body(lines, now, wall)
+        found = classify_batch(self.kb, lines)
+        self.progress_lines += found.progress_lines
+        return lines_body(lines, now, wall, found.matches, found.progress, self.kb_fp)
+
+
+def split_by_size(pending: list[LogLine]) -> list[list[LogLine]]:
+    """``pending`` in consecutive parts whose lines body stays under MAX_BODY_BYTES (``[pending]``
+    itself when it surely does: the usual case, decided on character counts alone)."""
+    texts = [ln.text for ln in pending]
+    if 8 * sum(map(len, texts)) + _LINE_OVERHEAD * len(texts) <= MAX_BODY_BYTES:
+        return [pending]
+    parts: list[list[LogLine]] = [[]]
+    weight = 0
+    for line, size in zip(pending, utf8_sizes(texts), strict=True):
+        w = 2 * size + _LINE_OVERHEAD  # a matched line travels twice
+        if parts[-1] and weight + w > MAX_BODY_BYTES:
+            parts.append([])
+            weight = 0
+        parts[-1].append(line)
+        weight += w
+    return parts
