@@ -143,6 +143,11 @@ def read_block(path, v, out):
     at = next((i for i in range(len(lines) - 1, -1, -1) if want_text in lines[i]), None)
     if at is None:
         return out
+    for i in range(at + 1, len(lines)):  # the report ends where the process shows progress again
+        m = kb.classify(lines[i])
+        if m is not None and getattr(getattr(m.signature, "effect", None), "value", "") == "progress":
+            del lines[i:]
+            break
     said = {}
 
     def explain(text):
@@ -459,6 +464,10 @@ def main() -> int:
             if args.graft_blocks:
                 blocks_raw, _ = blind_answers(chosen.commit, excerpts, deadline, grafted=True, blocks=True)
                 with_blocks.append(blocks_row(name, excerpts, blind_raw, grafted_raw, blocks_raw, done))
+                by_path = {str(ex.log): ex for ex in excerpts}
+                for m in batch_misses:
+                    answer = whole_log(by_path[m["path"]], blocks_raw.get(m["path"], {}))
+                    m["blocks"], m["blocks_action"] = answer.get("label", "?"), answer.get("action", "?")
             by_log = {str(ex.log): ex for ex in excerpts}
             for m in batch_misses:
                 answer = whole_log(by_log[m["path"]], grafted_raw.get(m["path"], {}))
@@ -501,7 +510,8 @@ def main() -> int:
         for m in misses:
             print(f"{m['batch']}  {m['excerpt']}  expected {m['expected']}/{m['expected_action']}  "
                   f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}"
-                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else ""))
+                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else "")
+                  + (f"  +blocks {m['blocks']}/{m['blocks_action']}" if "blocks" in m else ""))
             print(f"    line: {m['line'][:200]!r}")
     if args.wrong_json:
         args.wrong_json.write_text(json.dumps(misses, indent=1), encoding="utf-8")

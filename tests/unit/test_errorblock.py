@@ -272,3 +272,31 @@ def test_the_judge_keeps_a_line_that_states_its_own_cause() -> None:
     assert v.label is Label.OOM
     lone = judged([GLOG[0]])
     assert judged(GLOG).label is lone.label
+
+
+def test_a_context_chain_reads_like_a_cause_chain() -> None:
+    # CPython's _context_message: the exception raised while handling the first one is printed after it
+    context = [*CHAIN[:5], "During handling of the above exception, another exception occurred:", *CHAIN[6:]]
+    block = blocks(context)[0]
+    depth = {bl.index: bl.depth for bl in block.lines}
+    assert (block.start, block.end) == (0, 10)
+    assert depth[3] > depth[10]
+
+
+def test_glog_error_records_continue_a_block_and_an_info_record_ends_it() -> None:
+    lines = ["E0213 12:41:17.931882   59040 rendezvous.cc:98] This thread has been waiting for `rendezvous` for 10 seconds",
+             "E0213 12:41:17.931900   59040 rendezvous.cc:99] Expected 8 threads to join the rendezvous, but not all of them arrived on time.",
+             "I0213 12:41:18.000000   59040 client.cc:10] retrying"]
+    found = blocks(lines)
+    assert [(b.start, b.end) for b in found] == [(0, 1)]
+    assert [bl.role for bl in found[0].lines] == [Role.MESSAGE, Role.MESSAGE]
+
+
+def test_the_judge_does_not_read_a_block_printed_after_progress() -> None:
+    # a crash (a fatal signal right after a record that states nothing), then the rank's progress, then
+    # a block that states a cause: that later block is not what the crash died of
+    crash = ["2024-05-02 10:01:12,001 ERROR worker.py:40 - worker 3 lost", "Segmentation fault (core dumped)"]
+    progress = "{'loss': 0.4312, 'learning_rate': 4.9e-05, 'epoch': 0.02}"
+    assert judged([*crash, *GRPC]).label is Label.OOM  # nothing between: the next block says it
+    v = judged([*crash, progress, *GRPC])
+    assert v.label is Label.OTHER_CRASH and v.evidence[0].text == crash[1]

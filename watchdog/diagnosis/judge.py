@@ -1168,6 +1168,14 @@ class Judge:
             return None
         lines, at = found
         texts = [line.text for line in lines]
+        # the process's report ends where it shows progress again: what it printed after that is not
+        # what it died of
+        classify = self.kb.classify
+        for i in range(at + 1, len(texts)):
+            m = classify(texts[i])
+            if m is not None and m.signature.effect is Effect.PROGRESS:
+                del texts[i:]
+                break
         said: dict[str, tuple[Label, Action, str, str]] = {}
 
         def explain(text: str) -> Label | None:
