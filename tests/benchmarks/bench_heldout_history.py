@@ -158,9 +158,9 @@ def read_block(path, v, out):
         return cause[0]
 
     decision = errorblock.cause_from(lines, at, explain)
-    if decision is None or decision.index == at:
+    if decision is None or (decision.index == at and decision.read == lines[at]):
         return out
-    label, action = said[lines[decision.index]]
+    label, action = said[decision.read]
     return {**out, "label": label.value, "action": action.value, "line": lines[decision.index],
             "reason": "error block: " + out["reason"]}
 

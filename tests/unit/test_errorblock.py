@@ -300,3 +300,40 @@ def test_the_judge_does_not_read_a_block_printed_after_progress() -> None:
     assert judged([*crash, *GRPC]).label is Label.OOM  # nothing between: the next block says it
     v = judged([*crash, progress, *GRPC])
     assert v.label is Label.OTHER_CRASH and v.evidence[0].text == crash[1]
+
+
+@pytest.mark.parametrize(("line", "message", "label"), [
+    # Throwable.printStackTrace's cause: the class words say memory once "Caused by: " is read past
+    ("Caused by: org.apache.spark.memory.SparkOutOfMemoryError: Unable to acquire 65536 bytes of memory, got 0",
+     "org.apache.spark.memory.SparkOutOfMemoryError: Unable to acquire 65536 bytes of memory, got 0", Label.OOM),
+    # ThreadGroup.uncaughtException's lead-in
+    ('Exception in thread "main" java.io.FileNotFoundException: /data/train.csv',
+     "java.io.FileNotFoundException: /data/train.csv", Label.CONFIG_ERROR),
+    # libstdc++'s what() under a launcher's tag
+    ("[rank0]:   what():  std::bad_alloc", "std::bad_alloc", None),
+    # a line with no lead-in is its own message
+    ("RuntimeError: step failed", "RuntimeError: step failed", None),
+])
+def test_a_line_is_read_past_its_layout_s_lead_in(line: str, message: str, label: Label | None) -> None:
+    from neuron_watch.diagnosis.errorblock import message_of
+
+    assert message_of(line) == message
+    lines = ["2024-05-02 10:01:12,001 ERROR Executor:91 - Exception in task 0.0 in stage 1.0 (TID 1)", line]
+    block = block_at(lines, 1)
+    assert block is not None
+    decision = decide(block, lines, readers)
+    assert (decision.label if decision is not None else None) is label
+    if decision is not None:
+        assert decision.read == message
+
+
+def test_the_judge_reads_a_java_cause_past_its_lead_in() -> None:
+    lines = ["2019-08-19 02:42:12 INFO  Executor:54 - Running task 0.0 in stage 149.0 (TID 59)",
+             "2019-08-19 02:42:12 ERROR Executor:91 - Exception in task 0.0 in stage 149.0 (TID 59)",
+             "org.apache.spark.SparkException: Task failed while writing rows.",
+             "\tat org.apache.spark.sql.execution.datasources.FileFormatWriter$.executeTask(FileFormatWriter.scala:257)",
+             "Caused by: org.apache.spark.memory.SparkOutOfMemoryError: Unable to acquire 65536 bytes of memory, got 0",
+             "\tat org.apache.spark.memory.MemoryConsumer.throwOom(MemoryConsumer.java:157)"]
+    assert judged(lines, context=False).label is Label.OTHER_CRASH
+    v = judged(lines)
+    assert v.label is Label.OOM and v.evidence[0].text == lines[4]

@@ -98,10 +98,12 @@ class Block:
 
 @dataclass(frozen=True)
 class Decision:
-    """The line of a block that decides the failure's cause, and the cause it states."""
+    """The line of a block that decides the failure's cause, the cause it states, and the text that was read
+    (the line, or its message without the layout's lead-in: :func:`message_of`)."""
 
     index: int
     label: Label
+    read: str
 
 
 #: What is put before a process's own lines, read under: a paste's markdown quoting (``> ``), a launcher's tag
@@ -152,6 +154,12 @@ _RUST_FRAME = re.compile(r"^\s*(?:\d+: \S|at \S+:\d+(?::\d+)?\s*$|stack backtrac
 _RUST_NOTE = re.compile(r"^note: (?:run with `RUST_BACKTRACE|Some details are omitted)")
 _GRPC_DETAIL = re.compile(r"^\s+(?:status = StatusCode\.\w+|details = |debug_error_string = )|^>\s*$")
 
+#: what a layout puts before the message it carries: Java's "Caused by: " and "Suppressed: ", the JVM's
+#: "Exception in thread "<name>" ", libstdc++'s "what():  ", Go's "panic: " (and a nested panic's tab),
+#: runtime.throw's "fatal error: ", a glog/absl/c10/TensorFlow record's head
+_LEAD_IN = re.compile(r"^\s*(?:Caused by: |Suppressed: |Exception in thread \"[^\"]*\" |what\(\):\s+|panic: |"
+                      r"fatal error: )")
+
 #: lines a block may hold at most: a deep recursion prints thousands of frames, and a cause is in its
 #: head or its tail, which a block keeps (frames in the middle are not asked)
 MAX_BLOCK = 400
@@ -162,6 +170,17 @@ def _unquote(text: str) -> str:
         return text
     cut = _PREFIX.match(text)
     return text[cut.end():] if cut is not None else text
+
+
+def message_of(text: str) -> str:
+    """The message a block's line carries, without a launcher's tag or the layout's lead-in
+    (``Caused by: java.lang.OutOfMemoryError: ...`` -> ``java.lang.OutOfMemoryError: ...``): a reader of
+    exception lines reads it as the exception line it is."""
+    text = _unquote(text)
+    glog = _GLOG.match(text)
+    if glog is not None:
+        text = text[glog.end():]
+    return _LEAD_IN.sub("", text, count=1)
 
 
 def _opens(text: str) -> bool:
@@ -360,7 +379,8 @@ _CAUSE = 2
 def decide(block: Block, lines: Sequence[str], explain: Callable[[str], Label | None]) -> Decision | None:
     """The line of ``block`` that decides the failure's cause, or None when no line explains one.
 
-    ``explain(text)``: the cause one line states (a signature's, a structure reader's), or None.
+    ``explain(text)``: the cause one line states (a signature's, a structure reader's), or None; asked of
+    the line, then of its message (:func:`message_of`) when the line states none.
     Frames, separators and asides are not asked. A line stating a cause other than
     ``other_crash`` beats one that states only a crash; among equals, the one nearest the root of
     the chain (:attr:`BlockLine.depth`), then the first.
@@ -370,10 +390,13 @@ def decide(block: Block, lines: Sequence[str], explain: Callable[[str], Label | 
     for bl in block.lines:
         if bl.role not in (Role.HEADER, Role.MESSAGE):
             continue
-        label = explain(lines[bl.index])
+        read = lines[bl.index]
+        label = explain(read)
+        if label is None and (message := message_of(read)) != read and message.strip():
+            read, label = message, explain(message)
         if label is None or label is Label.HEALTHY:
             continue
         rank = (_OTHER if label is Label.OTHER_CRASH else _CAUSE, bl.depth, -bl.index)
         if best is None or rank > best:
-            best, chosen = rank, Decision(bl.index, label)
+            best, chosen = rank, Decision(bl.index, label, read)
     return chosen

@@ -1186,9 +1186,9 @@ class Judge:
             return cause[0]
 
         decision = cause_from(texts, at, explain)
-        if decision is None or decision.index == at:
+        if decision is None or (decision.index == at and decision.read == texts[at]):
             return None  # the line itself decides: the judge reads it as it does without its block
-        label, action, advice, what = said[texts[decision.index]]
+        label, action, advice, what = said[decision.read]
         line = lines[decision.index]
         decided = Evidence(ev.key, line.text, what if what in self.kb.by_id else ev.signature, line.source,
                            line.lineno, line.mono)
