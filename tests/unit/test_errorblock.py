@@ -218,11 +218,13 @@ def test_a_header_with_nothing_under_it_decides_by_its_own_words_or_not_at_all()
 
 
 def test_two_blocks_the_later_one_states_the_failure() -> None:
-    lines = ["2024-10-21 10:42:00,218 - lmdeploy - ERROR - model_agent.py:489 - Rank[2] failed.",
-             "2024-10-21 10:42:00,219 - lmdeploy - INFO - model_agent.py:490 - shutting down",
-             *TERMINATE]
+    header = "2024-10-21 10:42:00,218 - lmdeploy - ERROR - model_agent.py:489 - Rank[2] failed."
+    lines = [header, "", *TERMINATE]
     decision = cause_from(lines, 0, readers)
     assert decision is not None and (decision.index, decision.label) == (3, Label.COMM_ERROR)
+    # a line of other output between them: the process went on, the later block is not this record's
+    went_on = [header, "2024-10-21 10:42:00,219 - lmdeploy - INFO - model_agent.py:490 - shutting down", *TERMINATE]
+    assert cause_from(went_on, 0, readers) is None
     # ... and a line in no block, after none, has none
     assert cause_from(["2024-10-21 10:41:59,000 - lmdeploy - INFO - step 3", *TERMINATE], 0, readers) is None
 

@@ -355,19 +355,24 @@ def block_at(lines: Sequence[str], index: int) -> Block | None:
 
 def cause_from(lines: Sequence[str], index: int, explain: Callable[[str], Label | None]) -> Decision | None:
     """The cause of the failure whose line ``index`` of ``lines`` is: the decision (:func:`decide`) of its block
-    (:func:`block_at`) when it states a cause other than ``other_crash``; else that of the first later block of the
-    stream that states one. A block that states nothing (a header with nothing under it, a wrapper's traceback
-    whose exception no reader explains) is not the end of the process's report: what it printed next, before
-    any progress (the caller's to check), says what it died of. None when the line is in no block, or no block
-    from it on states a cause."""
+    (:func:`block_at`) when it states a cause other than ``other_crash``; else that of the next block when it
+    follows at once (blank lines aside), and so on. A block that states nothing (a header with nothing under
+    it, a wrapper's traceback whose exception no reader explains) and the block printed right under it are one
+    report (a logger's record, then the C++ runtime's terminate report of the same failure); a line of other
+    output between them means the process went on, and what it printed after is not this failure's. None when
+    the line is in no block, or no block of its report states a cause."""
     found = blocks(lines)
     at = _held(found, lines, index)
     if at is None:
         return None
+    end = found[at].start - 1
     for block in found[at:]:
+        if any(lines[i].strip() for i in range(end + 1, block.start)):
+            return None
         decision = decide(block, lines, explain)
         if decision is not None and decision.label is not Label.OTHER_CRASH:
             return decision
+        end = max(block.end, index)  # (the line right after a block is part of its report)
     return None
 
 
