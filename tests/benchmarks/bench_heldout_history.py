@@ -1,6 +1,6 @@
 """Leave-one-batch-out: each held-out batch scored by the product as it stood before its fixes.
 
-    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S] [--wrong]
+    .venv/bin/python tests/benchmarks/bench_heldout_history.py [--batch B] [--timeout S] [--wrong] [--graft[-blocks]]
 
 For each collection batch of ``tests/data/real-logs/`` (their ``batch`` key, see its README), the
 commit that added the batch's excerpts is found in git history: the newest commit that touched
@@ -27,6 +27,15 @@ and its row says so. The second figure adds what ``diagnose`` reads of a whole e
 judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a program-mistake
 exception raised in set-up code before any progress is configuration. It is applied to each grafted
 answer from the excerpt's text as one stream (ranks not split), an approximation of the product.
+
+``--graft-blocks`` does ``--graft`` and scores each grafted tree once more with today's
+``diagnosis/errorblock.py`` copied beside its errorclass: after the blind judge, where today's judge
+asks the error block (a verdict of unknown cause, or one resting on a vague, unexplained or form
+line), the excerpt's block around the verdict's evidence line is read with the blind tree's own table
+and its errorclass (with today's readers grafted): the most specific line decides. Printed per batch:
+the misses the readers alone catch (before), with the block reader too (after), the misses only the
+block reader catches, and the right actions it breaks. The excerpt is read as one stream (ranks not
+split, launcher tags read under by the block reader): an approximation of the product.
 
 Each child runs in its own process group against one deadline and is killed and reaped if it
 passes it; each temporary worktree is removed (``git worktree remove --force``) even on error.
@@ -71,7 +80,7 @@ PRODUCT = "watchdog"
 #: the old tree lacks. Every ``neuron_watch`` module loaded is checked to come from the tree, before
 #: and after, so today's package never answers for an old one unnoticed.
 CHILD = r"""
-import json, sys
+import json, os, sys
 from pathlib import Path
 want = Path(sys.argv[1]).resolve()
 # The same checkout's launchers (``neuron_watch.launchers``), for today's tree only: a blind tree is
@@ -93,6 +102,69 @@ def check_origin():
 
 
 check_origin()
+blocks = None
+if os.environ.get("NW_GRAFT_BLOCKS") == "1":
+    import importlib
+    sub = "diagnosis." if (want / "diagnosis" / "errorclass.py").exists() else ""
+    blocks = (importlib.import_module(f"neuron_watch.{sub}errorblock"),
+              importlib.import_module(f"neuron_watch.{sub}errorclass"),
+              importlib.import_module(f"neuron_watch.{sub}kb").default_knowledge_base(None))
+
+
+def line_cause(kb, errorclass, text):
+    # as today's Judge._line_cause: a rule that names a cause, else the line's form (errorclass)
+    m = kb.classify(text)
+    if m is not None:
+        sig = m.signature
+        effect = getattr(getattr(sig, "effect", None), "value", "fatal")
+        if effect == "fatal" and not sig.id.startswith("form.") and (
+                not getattr(sig, "generic", False) or sig.category.value != "other_crash"):
+            return sig.category, sig.action
+        if effect not in ("fatal", "unexplained"):
+            return None
+    reading = errorclass.read_error(text)
+    return None if reading is None else (reading.label, reading.action)
+
+
+def read_block(path, v, out):
+    # the judge's block reading applied after the blind judge, where it asks it: a verdict of unknown
+    # cause, or one resting on a vague or unexplained line; the excerpt read as one stream
+    errorblock, errorclass, kb = blocks
+    ev = v.evidence[0] if v.evidence else None
+    if ev is None or not ev.text.strip():
+        return out
+    sig = kb.by_id.get(ev.signature)
+    effect = getattr(getattr(sig, "effect", None), "value", "")
+    if not (v.label.value == "other_crash" or sig is None or getattr(sig, "generic", False)
+            or effect == "unexplained" or ev.signature.startswith("form.")):
+        return out
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    want_text = ev.text.strip()
+    at = next((i for i in range(len(lines) - 1, -1, -1) if want_text in lines[i]), None)
+    if at is None:
+        return out
+    for i in range(at + 1, len(lines)):  # the report ends where the process shows progress again
+        m = kb.classify(lines[i])
+        if m is not None and getattr(getattr(m.signature, "effect", None), "value", "") == "progress":
+            del lines[i:]
+            break
+    said = {}
+
+    def explain(text):
+        cause = line_cause(kb, errorclass, text)
+        if cause is None:
+            return None
+        said[text] = cause
+        return cause[0]
+
+    decision = errorblock.cause_from(lines, at, explain)
+    if decision is None or (decision.index == at and decision.read == lines[at]):
+        return out
+    label, action = said[decision.read]
+    return {**out, "label": label.value, "action": action.value, "line": lines[decision.index],
+            "reason": "error block: " + out["reason"]}
+
+
 for path in json.loads(sys.stdin.read()):
     try:
         v = diagnose_paths([path]).verdict
@@ -100,6 +172,8 @@ for path in json.loads(sys.stdin.read()):
         out = {"path": path, "label": v.label.value, "action": v.action.value,
                "reason": str(getattr(v, "reason", "")), "line": said[0] if said else "",
                "step": getattr(v, "step", None)}
+        if blocks is not None:
+            out = read_block(path, v, out)
     except Exception as exc:
         out = {"path": path, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out), flush=True)
@@ -138,11 +212,13 @@ def find_blind(excerpts: list[Excerpt]) -> BlindCommit:
 
 
 def run_child(package: Path, logs: list[str], deadline: float,
-              also: tuple[Path, ...] = ()) -> dict[str, dict[str, str]]:
-    """Diagnose ``logs`` with the ``watchdog/`` at ``package`` imported as ``neuron_watch``."""
+              also: tuple[Path, ...] = (), blocks: bool = False) -> dict[str, dict[str, str]]:
+    """Diagnose ``logs`` with the ``watchdog/`` at ``package`` imported as ``neuron_watch`` (``blocks``: and
+    read the error block of each verdict the judge would read it for, see ``--graft-blocks``)."""
     with tempfile.TemporaryDirectory(prefix="nw-shim-") as shim:
         (Path(shim) / "neuron_watch").symlink_to(package, target_is_directory=True)
-        env = {**os.environ, "PYTHONPATH": shim, "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**os.environ, "PYTHONPATH": shim, "PYTHONDONTWRITEBYTECODE": "1",
+               "NW_GRAFT_BLOCKS": "1" if blocks else "0"}
         argv = [sys.executable, "-c", CHILD, str(package.resolve()), *map(str, also)]
         proc = subprocess.Popen(argv, env=env, cwd=shim,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -200,12 +276,20 @@ def read_error(text):  # type: ignore[no-redef]
 """
 
 
-def graft(product: Path) -> bool:
-    """Make ``product``'s errorclass ask today's readers of structure last; False when it has none."""
+#: today's reader of error blocks, copied beside the blind tree's errorclass by ``--graft-blocks``
+GRAFTED_BLOCKS = ROOT / PRODUCT / "diagnosis" / "errorblock.py"
+
+
+def graft(product: Path, blocks: bool = False) -> bool:
+    """Make ``product``'s errorclass ask today's readers of structure last (``blocks``: and put today's
+    error-block reader beside it); False when it has no errorclass."""
     for errorclass, package in ((product / "diagnosis" / "errorclass.py", "diagnosis."),
                                 (product / "errorclass.py", "")):
         if errorclass.exists():
             (errorclass.parent / GRAFTED.name).write_text(GRAFTED.read_text(encoding="utf-8"), encoding="utf-8")
+            if blocks:
+                (errorclass.parent / GRAFTED_BLOCKS.name).write_text(
+                    GRAFTED_BLOCKS.read_text(encoding="utf-8"), encoding="utf-8")
             with errorclass.open("a", encoding="utf-8") as out:
                 out.write(GRAFT_HOOK.format(package=package))
             return True
@@ -230,17 +314,17 @@ def same_launchers(commit: str) -> tuple[Path, ...]:
 
 
 def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
-                  grafted: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
-    """The blind product's answers, and whether today's readers were grafted into it."""
+                  grafted: bool = False, blocks: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
+    """The blind product's answers, and whether today's readers (``blocks``: and block reader) were grafted."""
     with tempfile.TemporaryDirectory(prefix="nw-heldout-") as tmp:
         tree = Path(tmp) / "tree"
         git("worktree", "add", "--detach", "--no-checkout", str(tree), commit)
         try:
             subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
                            capture_output=True)
-            done = grafted and graft(tree / PRODUCT)
+            done = grafted and graft(tree / PRODUCT, blocks)
             return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline,
-                             also=same_launchers(commit)), done
+                             also=same_launchers(commit), blocks=done and blocks), done
         finally:
             git("worktree", "remove", "--force", str(tree))
 
@@ -290,6 +374,29 @@ def graft_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, st
             f"{'grafted' if done else 'no errorclass at that commit: as blind'}")
 
 
+def blocks_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, str]],
+               readers: dict[str, dict[str, str]], blocks: dict[str, dict[str, str]], done: bool) -> str:
+    """One batch: its blind misses, how many the readers catch (before), with the block reader too (after),
+    how many only the block reader catches, how many right actions it breaks."""
+    def action_right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("action") in {x.value for x in EXPECTED_ACTIONS[ex.label]}
+
+    def right(a: dict[str, str], ex: Excerpt) -> bool:
+        return a.get("label") == ex.label.value and action_right(a, ex)
+
+    missed = [ex for ex in excerpts if not right(blind.get(str(ex.log), {}), ex)]
+    before = {str(ex.log) for ex in missed if right(readers.get(str(ex.log), {}), ex)}
+    after = {str(ex.log) for ex in missed if right(blocks.get(str(ex.log), {}), ex)}
+    broken = sum(action_right(readers.get(str(ex.log), {}), ex) and not action_right(blocks.get(str(ex.log), {}), ex)
+                 for ex in excerpts)
+    s = score(score_answers(excerpts, blocks)[0])
+    return (f"{batch:<20}{len(excerpts):>4}  {len(missed):>6}  {len(before):>7}  {len(after):>7}  "
+            f"{len(after - before):>12}  {broken:>6}  "
+            f"{f'{s.labels_right}/{s.excerpts} {s.labels_pct:.0f}%':>13}  "
+            f"{f'{s.actions_right}/{s.excerpts} {s.actions_pct:.0f}%':>13}  "
+            f"{'grafted' if done else 'no errorclass at that commit: as blind'}")
+
+
 def whole_log(ex: Excerpt, answer: dict[str, str]) -> dict[str, str]:
     """``answer`` with today's whole-log readers of commands/diagnose.py applied to the excerpt as one stream."""
     lines = [t for t in ex.log.read_text(encoding="utf-8", errors="replace").splitlines() if t.strip()]
@@ -330,7 +437,10 @@ def main() -> int:
     parser.add_argument("--wrong-json", type=Path, help="write the blind misses to this file as JSON")
     parser.add_argument("--graft", action="store_true",
                         help="also score each blind tree with today's readers of structure grafted in")
+    parser.add_argument("--graft-blocks", action="store_true",
+                        help="--graft, and score each blind tree once more with today's error-block reader too")
     args = parser.parse_args()
+    args.graft = args.graft or args.graft_blocks
     deadline = time.monotonic() + args.timeout
 
     batches: dict[str, list[Excerpt]] = defaultdict(list)
@@ -352,6 +462,8 @@ def main() -> int:
     grafted = [f"{'blind + readers':<20}{'n':>4}  {'misses':>6}  {'caught':>6}  {'broken':>6}  "
                f"{'labels':>13}  {'actions':>13}  {'+ whole-log readers':>20}  graft"]
     today_all: Answers = []
+    with_blocks = [f"{'blind + blocks':<20}{'n':>4}  {'misses':>6}  {'readers':>7}  {'+blocks':>7}  "
+                   f"{'blocks alone':>12}  {'broken':>6}  {'labels':>13}  {'actions':>13}  graft"]
     changes = [f"{'action-changing, blind -> today':<32}" + "".join(f"{k:>26}" for k in ACTION_CHANGES)]
     for name in names:
         excerpts = batches[name]
@@ -367,6 +479,13 @@ def main() -> int:
         if args.graft:
             grafted_raw, done = blind_answers(chosen.commit, excerpts, deadline, grafted=True)
             grafted.append(graft_row(name, excerpts, blind_raw, grafted_raw, done))
+            if args.graft_blocks:
+                blocks_raw, _ = blind_answers(chosen.commit, excerpts, deadline, grafted=True, blocks=True)
+                with_blocks.append(blocks_row(name, excerpts, blind_raw, grafted_raw, blocks_raw, done))
+                by_path = {str(ex.log): ex for ex in excerpts}
+                for m in batch_misses:
+                    answer = whole_log(by_path[m["path"]], blocks_raw.get(m["path"], {}))
+                    m["blocks"], m["blocks_action"] = answer.get("label", "?"), answer.get("action", "?")
             by_log = {str(ex.log): ex for ex in excerpts}
             for m in batch_misses:
                 answer = whole_log(by_log[m["path"]], grafted_raw.get(m["path"], {}))
@@ -398,12 +517,19 @@ def main() -> int:
         print("\n".join(grafted))
         print("misses: the blind product's (label or action wrong); caught: of those, label and action right with "
               "the readers grafted in; broken: excerpts whose action was right blind and is wrong grafted")
+    if args.graft_blocks:
+        print()
+        print("\n".join(with_blocks))
+        print("readers: misses caught with the readers of structure grafted (before); +blocks: with the error-block "
+              "reader grafted too (after); blocks alone: misses caught after and not before; broken: action right "
+              "with the readers grafted and wrong with the block reader too")
     if args.wrong:
         print()
         for m in misses:
             print(f"{m['batch']}  {m['excerpt']}  expected {m['expected']}/{m['expected_action']}  "
                   f"blind {m['blind']}/{m['blind_action']}  today {m['today']}/{m['today_action']}"
-                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else ""))
+                  + (f"  grafted {m['grafted']}/{m['grafted_action']}" if "grafted" in m else "")
+                  + (f"  +blocks {m['blocks']}/{m['blocks_action']}" if "blocks" in m else ""))
             print(f"    line: {m['line'][:200]!r}")
     if args.wrong_json:
         args.wrong_json.write_text(json.dumps(misses, indent=1), encoding="utf-8")

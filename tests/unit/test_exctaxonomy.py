@@ -62,6 +62,10 @@ STRUCTURE: list[tuple[str, Label | None]] = [
     ("[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to "
      "(10.0.0.1, 29500). errno 110", M),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", M),
+    # Rust's io::Error ("{text} (os error {code})"), Go's syscall.Errno (glibc's text, first letter in lower case)
+    ("Error: Os { code: 98, kind: AddrInUse, message: \"Address already in use\" } (os error 98)", C),
+    ("panic: dial tcp 10.0.0.1:8080: connect: connection refused", M),
+    ("open /data/train.tfrecord: no such file or directory", C),
     # reports whose structure states the cause
     ("Feb 23 03:28:16 kernel: EDAC sbridge MC1: HANDLING MCE MEMORY ERROR", Label.HARDWARE_ERROR),
     ("[  +0.000013] EDAC skx MC3: HANDLING MCE MEMORY ERROR", Label.HARDWARE_ERROR),
@@ -98,6 +102,7 @@ STRUCTURE: list[tuple[str, Label | None]] = [
     ("OSError: [Errno 22] Invalid argument", None),
     ("EBUSYNESS is not a word either", None),
     ("Timeout: 30s per request, retried 3 times", None),
+    ("failed to read (os error 11)", None),  # EAGAIN says nothing of a cause
     ("WARNING: the ConfigError of the previous run was ignored", None),
     ("[Errno 99999] unknown", None),
 ]
@@ -131,7 +136,8 @@ def test_errno_table_numbers_and_texts_are_distinct() -> None:
     assert len({n for n, _, _ in ERRNOS.values()}) == len(ERRNOS)
     assert len({t for _, t, _ in ERRNOS.values()}) == len(ERRNOS)
     for name, (number, text, label) in ERRNOS.items():
-        for form in (name, f"[Errno {number}] x", f"errno={number}", text):
+        for form in (name, f"[Errno {number}] x", f"errno={number}", text, f"x (os error {number})",
+                     text[0].lower() + text[1:]):
             cause = errno_cause(form)
             assert cause is not None and cause.label is label and name in cause.form, (form, cause)
 

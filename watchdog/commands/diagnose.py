@@ -14,6 +14,7 @@ Exit status: 0 whenever a diagnosis was made (whatever the label); 2 when the in
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import json
@@ -412,7 +413,9 @@ def diagnose_lines(
         kb = knowledge_base(WatchConfig())
     tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
     tracebacks = _Tracebacks()
+    recent = _Recent()
     for line in lines:
+        recent.add(line)
         if line.text.strip():
             tail = tails.setdefault(line.key, [])
             tail.append(line)
@@ -420,6 +423,7 @@ def diagnose_lines(
             tracebacks.observe(line)
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
+            judge.context = recent.around
         first = line.mono if first is None else min(first, line.mono)
         last = line.mono if last is None else max(last, line.mono)
         batch.append(line)
@@ -446,6 +450,36 @@ def diagnose_lines(
     elif verdict.label is Label.OTHER_CRASH:
         verdict = tracebacks.mistake_in_setup(verdict) or verdict
     return verdict, count
+
+
+class _Recent:
+    """Each rank's recent lines, so the judge reads a failure's error block (diagnosis/errorblock.py) around
+    its evidence line. A rank keeps its last :attr:`LINES`: a failure is read at the end of the input, and
+    the block of a rank's failure is among its last lines unless it printed that many after it (then the
+    line is read alone, as the live judge reads it)."""
+
+    LINES = 2000
+
+    def __init__(self) -> None:
+        self.lines: dict[RankKey, collections.deque[LogLine]] = {}
+
+    def add(self, line: LogLine) -> None:
+        kept = self.lines.get(line.key)
+        if kept is None:
+            kept = self.lines[line.key] = collections.deque(maxlen=self.LINES)
+        kept.append(line)
+
+    def around(self, ev: Evidence) -> tuple[list[LogLine], int] | None:
+        """The rank's kept lines and the index of ``ev``'s line among them (None: no longer kept)."""
+        kept = self.lines.get(ev.key)
+        if kept is None:
+            return None
+        lines = list(kept)
+        for i in range(len(lines) - 1, -1, -1):
+            line = lines[i]
+            if line.lineno == ev.lineno and line.source == ev.source and line.text == ev.text:
+                return lines, i
+        return None
 
 
 class _Tracebacks:

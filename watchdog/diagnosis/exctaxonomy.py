@@ -134,10 +134,13 @@ ERRNOS: dict[str, tuple[int, str, Label]] = {
 }
 _BY_NUMBER = {number: name for name, (number, _, _) in ERRNOS.items()}
 _BY_TEXT = {text: name for name, (_, text, _) in ERRNOS.items()}
+#: Go prints glibc's text with its first letter in lower case (syscall's errors table, which
+#: Errno.Error() returns: "dial tcp 10.0.0.1:8080: connect: connection refused")
+_BY_TEXT.update({text[0].lower() + text[1:]: name for text, name in list(_BY_TEXT.items())})
 #: the errno as a name, as a number where a program prints one ("[Errno 98]", "errno 28", "errno=12",
-#: "errno: 111", "(errno 2)"), or as glibc's text
+#: "errno: 111", "(errno 2)", Rust's io::Error "Address already in use (os error 98)"), or as glibc's text
 _ERRNO = re.compile(
-    r"\b(" + "|".join(ERRNOS) + r")\b|\[Errno (\d+)\]|\berrno\s*[:=]?\s*-?(\d+)\b|"
+    r"\b(" + "|".join(ERRNOS) + r")\b|\[Errno (\d+)\]|\berrno\s*[:=]?\s*-?(\d+)\b|\(os error (\d+)\)|"
     r"\b(" + "|".join(re.escape(t) for t in _BY_TEXT) + r")\b")
 
 
@@ -146,13 +149,13 @@ def errno_cause(text: str) -> Cause | None:
     for m in _ERRNO.finditer(text):
         if m.group(1):
             name = m.group(1)
-        elif m.group(2) or m.group(3):
-            found = _BY_NUMBER.get(int(m.group(2) or m.group(3)))
+        elif m.group(2) or m.group(3) or m.group(4):
+            found = _BY_NUMBER.get(int(m.group(2) or m.group(3) or m.group(4)))
             if found is None:
                 continue
             name = found
         else:
-            name = _BY_TEXT[m.group(4)]
+            name = _BY_TEXT[m.group(5)]
         return Cause(ERRNOS[name][2], f"errno {name} ({ERRNOS[name][1]})")
     return None
 

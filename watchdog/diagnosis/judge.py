@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Protocol
@@ -43,6 +43,7 @@ from neuron_watch.diagnosis.classify import (
     Match,
     sig_is_compiler_line,
 )
+from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
@@ -547,6 +548,11 @@ class Judge:
         #: agents batch and sample less often: protocol.delivery_slack_at): the hang clock waits
         #: that much longer, so a step in flight is never taken for silence
         self.delivery_slack = 0.0
+        #: the lines of an evidence line's stream around it, and its index among them, from whoever keeps
+        #: the lines (offline ``diagnose`` keeps each rank's recent ones; the live judge sees only the
+        #: lines a signature matched): the failure's error block is read from them (errorblock.py).
+        #: None: each error line is read alone.
+        self.context: Callable[[Evidence], tuple[Sequence[LogLine], int] | None] | None = None
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -1135,7 +1141,72 @@ class Judge:
                        if st.unexplained is not None and st.unexplained.mono >= latest]
         return min(open_errors, key=lambda e: (e.mono, e.key.rank)) if open_errors else None
 
+    def _line_cause(self, text: str) -> tuple[Label, Action, str, str] | None:
+        """(label, action, advice, what) one line of an error block states: a rule of the table that names a
+        cause (not a vague one, not the form reader's), else the line's form (errorclass.py); None when
+        it states none, or is no failure's words (progress, a wait, a benign line)."""
+        m = self.kb.classify(text)
+        if m is not None:
+            sig = m.signature
+            if sig.effect is Effect.FATAL and sig.id not in self._form_ids and (
+                    not sig.generic or sig.category is not Label.OTHER_CRASH):
+                # a vague rule that names a cause (a collective library's system error) still names it
+                return sig.category, sig.action, sig.advice, sig.id
+            if sig.effect is not Effect.FATAL and sig.effect is not Effect.UNEXPLAINED:
+                return None
+        reading = read_error(text)
+        return None if reading is None else (reading.label, reading.action, reading.advice, reading.form)
+
+    def _block_verdict(self, ev: Evidence, code: int | None = None) -> Verdict | None:
+        """The verdict the error block of ``ev`` states (errorblock.py), when its most specific line states
+        a cause other than a crash of unknown cause; None without the lines (:attr:`context`), outside a
+        block, or when no line of it states one."""
+        if self.context is None:
+            return None
+        found = self.context(ev)
+        if found is None:
+            return None
+        lines, at = found
+        texts = [line.text for line in lines]
+        # the process's report ends where it shows progress again: what it printed after that is not
+        # what it died of
+        classify = self.kb.classify
+        for i in range(at + 1, len(texts)):
+            m = classify(texts[i])
+            if m is not None and m.signature.effect is Effect.PROGRESS:
+                del texts[i:]
+                break
+        said: dict[str, tuple[Label, Action, str, str]] = {}
+
+        def explain(text: str) -> Label | None:
+            cause = self._line_cause(text)
+            if cause is None:
+                return None
+            said[text] = cause
+            return cause[0]
+
+        decision = cause_from(texts, at, explain)
+        if decision is None or (decision.index == at and decision.read == texts[at]):
+            return None  # the line itself decides: the judge reads it as it does without its block
+        label, action, advice, what = said[decision.read]
+        line = lines[decision.index]
+        decided = Evidence(ev.key, line.text, what if what in self.kb.by_id else ev.signature, line.source,
+                           line.lineno, line.mono)
+        st = self.ranks.get(ev.key)
+        step = st.step if st is not None and st.step is not None else self.max_step
+        exited = f" and exited with {code} ({_exit_meaning(code)})" if code is not None else ""
+        who = _who(ev.key) if ev.key.rank >= 0 else "a line of no known rank"
+        reason = (f"{who} failed{exited} ({ev.text.strip()[:80]}); its error block states the cause in its most "
+                  f"specific line ({what}): {label.value} ({line.text.strip()[:160]})")
+        evidence = (decided, *(() if decided.text == ev.text else (ev,)))
+        others = [e for e in self.unexplained if e.text not in (decided.text, ev.text)][:18]
+        return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(*evidence, *others), reason=reason,
+                       advice=advice, step=step, culprit_source="failure")
+
     def _unexplained_verdict(self, ev: Evidence, code: int | None = None) -> Verdict:
+        block = self._block_verdict(ev, code)
+        if block is not None:
+            return block
         st = self.ranks.get(ev.key)
         others = [e for e in self.unexplained if e is not ev][:19]
         exited = f" and exited with {code} ({_exit_meaning(code)})" if code is not None else ""
@@ -1409,6 +1480,11 @@ class Judge:
             elif sig.id in self._form_failures:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
+            elif (sig.generic or sig.category is Label.OTHER_CRASH) and (
+                    block := self._block_verdict(st.failure, st.exit_code)) is not None:
+                # a vague failure (a traceback's header, a wrapper, a fatal signal) whose error block
+                # states the cause in another line
+                return self._out_of_step(replace(block, ranks=ranks))
             return self._out_of_step(Verdict(
                 sig.category,
                 sig.action,
