@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.fixtures.mqtt",
     "tests.fixtures.slurm",
     "tests.fixtures.disk",
+    "tests.fixtures.starts",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

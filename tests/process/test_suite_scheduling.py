@@ -58,3 +58,33 @@ def test_a_groups_tests_share_one_worker_and_its_module_run_is_set_up_once(tmp_p
         workers = {line.split()[1] for line in lines}
         # one set-up and one worker per group: split across two workers, the run starts twice
         assert len(setups) == 1 and len(workers) == 1, (group, lines)
+
+
+_JOB_SITECUSTOMIZE = 'print("the job\'s own sitecustomize", flush=True)\n'
+_TORCHRUN = '''import subprocess, sys
+subprocess.run([sys.executable, "-c", "print('a rank')"], check=True)
+'''
+
+
+def test_the_start_count_counts_torchrun_and_its_ranks_once_and_chains_the_next_sitecustomize(tmp_path: Path) -> None:
+    """``NW_COUNT_STARTS``' counter sits on ``PYTHONPATH`` between the rank probe's bootstrap (before
+    it, chaining to it) and the job's own ``sitecustomize`` (after it): each process is counted once,
+    by its kind, and the job's own still runs once (a chain back to the bootstrap would recurse)."""
+    from neuron_watch.node.rank_probe import BOOTSTRAP_DIR
+    from tests.fixtures.starts import _HERE, tally
+
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "sitecustomize.py").write_text(_JOB_SITECUSTOMIZE)
+    (tmp_path / "torchrun").write_text(_TORCHRUN)  # run as `python .../torchrun`, as the venv's script is
+    log = tmp_path / "starts.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NW_", "NEURON_WATCH_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(BOOTSTRAP_DIR), str(_HERE), str(job)]), NW_START_LOG=str(log),
+               PYTEST_CURRENT_TEST="tests/process/test_x.py::test_y (call)")
+    r = subprocess.run([sys.executable, str(tmp_path / "torchrun")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == ["the job's own sitecustomize", "the job's own sitecustomize", "a rank"], r.stdout
+    assert sorted(log.read_text().splitlines()) == ["rank\ttests/process/test_x.py::test_y",
+                                                    "torchrun\ttests/process/test_x.py::test_y"]
+    assert tally(log.read_text().splitlines()) == {"tests/process/test_x.py": {"torchrun": 1, "rank": 1}}
