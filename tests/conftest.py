@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.fixtures.slurm",
     "tests.fixtures.disk",
     "tests.fixtures.starts",
+    "tests.fixtures.runs",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

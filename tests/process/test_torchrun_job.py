@@ -31,6 +31,7 @@ from tests.fixtures.procs import (
     toy_environment,
     wait_until_gone,
 )
+from tests.fixtures.runs import OneNodeRun
 
 pytestmark = pytest.mark.process
 
@@ -62,10 +63,11 @@ def watch(
     return code, out, run_dir, ckpt
 
 
+@pytest.mark.xdist_group("clean-run")
 def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
-    tmp_path: Path, toy_env: dict[str, str]
+    clean_run: tuple[int, str, Path, Path]
 ) -> None:
-    code, out, run_dir, _ = watch(tmp_path, toy_env, "--steps", "12")
+    code, out, run_dir, _ = clean_run
     assert code == 0, out[-3000:]
     for r in range(int(NPROC)):
         log = (run_dir / "gen-0" / f"rank-{r}.log").read_text()
@@ -135,21 +137,11 @@ def test_crash_restarts_from_newest_complete_checkpoint(crash_restart: tuple[int
     assert out.count("generation starts in the pre-started torchrun") == 1, out[-3000:]
 
 
-def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 8.0
-    code, out, run_dir, ckpt = watch(
-        tmp_path,
-        toy_env,
-        "--steps",
-        "14",
-        "--hang-at",
-        "8",
-        "--hang-rank",
-        "1",
-        "--checkpoint-every",
-        "5",
-        watch_args=("--hang-timeout", str(hang_timeout), "--no-prewarm"),
-    )
+@pytest.mark.xdist_group("hang-restart")
+def test_hang_detected_after_timeout_restarted_and_finished(hang_restart: OneNodeRun) -> None:
+    from tests.fixtures.runs import HANG_TIMEOUT as hang_timeout
+
+    code, out, run_dir, ckpt, _ = hang_restart
     assert code == 0, out[-3000:]
     assert "pre-started torchrun" not in out  # --no-prewarm: every generation starts the usual way
     evs = events(run_dir)
