@@ -23,6 +23,8 @@ pytest_plugins = [
     "tests.fixtures.mqtt",
     "tests.fixtures.slurm",
     "tests.fixtures.disk",
+    "tests.fixtures.starts",
+    "tests.fixtures.runs",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -1,5 +1,6 @@
 """Real runs shared by the process tests of several files (session-scoped, each read by tests of one
-``xdist_group`` so that pytest-xdist's loadgroup keeps them on the worker that ran it)."""
+``xdist_group`` so that pytest-xdist's loadgroup keeps them on the worker that ran it). The runs that
+tests of both tiers read are in tests/fixtures/runs.py."""
 
 from __future__ import annotations
 
@@ -8,22 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.procs import pids_with_env, toy_environment
-from tests.process.test_multinode import job, wait_all
-
-
-@pytest.fixture(scope="session")
-def two_node_hang(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], Path, list[Path]]:
-    """One run read by the multi-node restart's test, the shared host name's and the two consoles':
-    2 nodes x 2 ranks on one host, each named by the host name and its node_rank (no
-    ``NEURON_WATCH_NODE``), rank 3 (node 1) hangs at step 8, every node restarts and finishes.
-    (exit codes, its directory with ``node<i>.out``, each node's run dir); no pid of it survives."""
-    tmp_path = tmp_path_factory.mktemp("two-node-hang")
-    with job(tmp_path, toy_environment(), 2, ["--steps", "14", "--hang-at", "8", "--hang-rank", "3"],
-             ["--hang-timeout", "6"], named=False) as nodes:
-        codes = wait_all(nodes, 300)
-    for _p, run_dir in nodes:
-        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    return codes, tmp_path, [run_dir for _p, run_dir in nodes]
+from tests.fixtures.runs import HANG_TIMEOUT
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +43,9 @@ def slow_save(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path,
     return code, out, run_dir, ckpt
 
 
-#: the compile run's hang timeout; its compile lasts more than three of them
-COMPILE_HANG_TIMEOUT = 6.0
+#: the compile run's hang timeout; its compile lasts more than three of them. The shared hang runs'
+#: (tests/fixtures/runs.py) too, so that diagnose reads every run it compares with one
+COMPILE_HANG_TIMEOUT = HANG_TIMEOUT
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +62,20 @@ def long_compile(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Pa
         tmp_path, toy_environment(), "--steps", "8", "--compile-at", "3", "--compile-rank", "0",
         "--compile-seconds", str(3 * COMPILE_HANG_TIMEOUT + 2), "--rx-warn-every", "2", "--step-time", "1.5",
         watch_args=("--hang-timeout", str(COMPILE_HANG_TIMEOUT), "--quiet"))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir, ckpt
+
+
+@pytest.fixture(scope="session")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
+    """One run read by the clean finish's test and the diagnose of its run dir: 2 ranks, 12 steps, no
+    fault, hang timeout ``COMPILE_HANG_TIMEOUT`` (diagnose reads the run with the same). (exit code,
+    console, run dir, checkpoint dir); no pid of it survives."""
+    from tests.process.test_torchrun_job import watch
+
+    tmp_path = tmp_path_factory.mktemp("clean")
+    code, out, run_dir, ckpt = watch(tmp_path, toy_environment(), "--steps", "12",
+                                     watch_args=("--hang-timeout", str(COMPILE_HANG_TIMEOUT)))
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     return code, out, run_dir, ckpt
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, run_to_end
+from tests.fixtures.runs import TwoNodeRun
 
 pytestmark = pytest.mark.process
 
@@ -212,12 +213,10 @@ def test_a_long_save_is_a_line_when_it_begins_and_when_it_ends(slow_save: tuple[
 
 
 @pytest.mark.xdist_group("two-node-hang")
-def test_two_nodes_coordinator_node_says_the_decisions_every_node_says_its_stop(
-    two_node_hang: tuple[list[int], Path, list[Path]]
-) -> None:
+def test_two_nodes_coordinator_node_says_the_decisions_every_node_says_its_stop(two_node_hang: TwoNodeRun) -> None:
     from tests.process.test_multinode import host_node
 
-    codes, tmp_path, _ = two_node_hang
+    codes, tmp_path, _, _ = two_node_hang
     n0, n1 = host_node(0), host_node(1)
     node0, node1 = ((tmp_path / f"node{i}.out").read_text() for i in range(2))
     assert codes == [0, 0], node0[-3000:] + node1[-3000:]

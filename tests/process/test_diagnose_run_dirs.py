@@ -1,9 +1,10 @@
 """``neuron-watch diagnose`` of a run directory says what the watchdog said live.
 
 Real torchrun jobs (the toy DDP job, 2 CPU ranks, gloo) under neuron-watch, one per kind of
-generation the process tests make: a clean run, a crash, a hang, a compile. Then ``diagnose`` reads
-the generation's directory (the rank logs once, dated by their time index; the ranks' exits and
-the generation's end from events.jsonl) and its label is compared with the run's own verdict.
+generation the process tests make: a clean run, a crash, a hang, a compile (each a run other tests
+read too: tests/process/conftest.py, tests/fixtures/runs.py). Then ``diagnose`` reads the
+generation's directory (the rank logs once, dated by their time index; the ranks' exits and the
+generation's end from events.jsonl) and its label is compared with the run's own verdict.
 """
 
 from __future__ import annotations
@@ -15,21 +16,19 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env
 from tests.process.conftest import COMPILE_HANG_TIMEOUT
 
 pytestmark = pytest.mark.process
 
 HANG_TIMEOUT = f"{COMPILE_HANG_TIMEOUT:.0f}"
-SCENARIOS: dict[str, tuple[list[str], list[str]]] = {  # name -> (toy args, watch args)
-    "clean": (["--steps", "6"], []),
-    "hang": (["--steps", "8", "--hang-at", "4", "--hang-rank", "1"], ["--max-restarts", "0"]),
-}
-#: shared runs (tests/process/conftest.py) by scenario: the crash without a restart
-#: (``crash_no_restart``); the compile (``long_compile``), whose steps take seconds: its own verdict
-#: sees the compile end before the job does (at 0.05 s a step it once did not)
+#: the shared runs (tests/process/conftest.py, tests/fixtures/runs.py) by scenario: the clean one
+#: (``clean_run``); the crash without a restart (``crash_no_restart``); the hang, restarted once and
+#: finished (``hang_restart``: diagnose reads its generation 0); the compile (``long_compile``), whose
+#: steps take seconds: its own verdict sees the compile end before the job does (at 0.05 s a step it
+#: once did not)
 COMPILE = "compile"
-SHARED = {"crash": "crash_no_restart", COMPILE: "long_compile"}
+SHARED = {"clean": "clean_run", "crash": "crash_no_restart", "hang": "hang_restart", COMPILE: "long_compile"}
 EXPECTED = {"clean": "healthy", "crash": "other_crash", "hang": "collective_hang", "compile": "healthy"}
 
 
@@ -43,20 +42,12 @@ def own_verdict(evs: list[dict[str, Any]], generation: int) -> str:
     return "healthy"
 
 
-@pytest.mark.parametrize("scenario", [
-    *sorted(SCENARIOS), *(pytest.param(name, marks=pytest.mark.xdist_group(run.replace("_", "-")))
-                          for name, run in sorted(SHARED.items()))])
-def test_diagnose_of_a_run_dir_matches_the_live_verdict(tmp_path: Path, toy_env: dict[str, str],
-                                                        scenario: str, request: pytest.FixtureRequest) -> None:
-    if scenario in SHARED:
-        code, out, run_dir, _ = request.getfixturevalue(SHARED[scenario])
-    else:
-        toy_args, watch_args = SCENARIOS[scenario]
-        run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-        argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--hang-timeout", HANG_TIMEOUT, *watch_args,
-                "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), *toy_args]
-        code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
-    assert (code == 0) == (scenario in ("clean", COMPILE)), out[-3000:]
+@pytest.mark.parametrize("scenario", [pytest.param(name, marks=pytest.mark.xdist_group(run.replace("_", "-")))
+                                      for name, run in sorted(SHARED.items())])
+def test_diagnose_of_a_run_dir_matches_the_live_verdict(toy_env: dict[str, str], scenario: str,
+                                                        request: pytest.FixtureRequest) -> None:
+    code, out, run_dir = request.getfixturevalue(SHARED[scenario])[:3]
+    assert (code == 0) == (scenario != "crash"), out[-3000:]  # the hang's run restarts and finishes
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     live = own_verdict(events(run_dir), 0)
     assert live == EXPECTED[scenario], out[-3000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end, toy_environment
 
 pytestmark = pytest.mark.process
 
@@ -57,23 +57,37 @@ def test_ranks_that_stop_calling_collectives_are_a_hang(tmp_path: Path, toy_env:
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-def test_the_probe_is_off_with_one_flag(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "2", watch_args=("--no-rank-probe",))
+@pytest.fixture(scope="module")
+def saving_without_recorder(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, Path]:
+    """One run read by the probe-off test and the checkpoint-liveness test: ``--no-rank-probe``,
+    2 ranks silent for 26 s (3x the hang timeout and more) while rank 0 writes a complete checkpoint
+    every 3 s into ``--checkpoint-dir``. (exit code, console, run dir, checkpoint dir); no pid of it
+    survives."""
+    tmp_path = tmp_path_factory.mktemp("no-recorder")
+    ckpt = tmp_path / "ckpt"
+    code, out, run_dir = watch(tmp_path, toy_environment(), "--quiet-for", "26", "--save-to", str(ckpt),
+                               "--save-every", "3", watch_args=("--no-rank-probe", "--checkpoint-dir", str(ckpt)))
+    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return code, out, run_dir, ckpt
+
+
+@pytest.mark.xdist_group("no-recorder")
+def test_the_probe_is_off_with_one_flag(saving_without_recorder: tuple[int, str, Path, Path]) -> None:
+    code, out, run_dir, _ = saving_without_recorder
     assert code == 0, out[-3000:]
     assert "Server listening to UNIX" not in out and "flight recorder on" not in out
     assert "--no-rank-probe" in named(events(run_dir), "job_started")[0]["liveness"]
 
 
+@pytest.mark.xdist_group("no-recorder")
 def test_a_silent_job_that_keeps_saving_checkpoints_is_not_restarted_without_a_recorder(
-    tmp_path: Path, toy_env: dict[str, str]
+    saving_without_recorder: tuple[int, str, Path, Path]
 ) -> None:
     """No flight recorder (--no-rank-probe) and no output for 3x the hang timeout, but rank 0 writes a
     complete checkpoint every 3 s: a new checkpoint in --checkpoint-dir is a sign of life."""
-    ckpt = tmp_path / "ckpt"
-    code, out, run_dir = watch(tmp_path, toy_env, "--quiet-for", "26", "--save-to", str(ckpt), "--save-every", "3",
-                               watch_args=("--no-rank-probe", "--checkpoint-dir", str(ckpt)))
+    code, out, run_dir, ckpt = saving_without_recorder
     assert code == 0, out[-3000:]
     evs = events(run_dir)
     assert not named(evs, "restart") and not named(evs, "incident")
     assert "a new complete checkpoint appeared" in (run_dir / "merged.log").read_text()
-    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    assert len(list(ckpt.glob("step_*/done"))) >= 3  # it did keep saving, so the silence was its only sign

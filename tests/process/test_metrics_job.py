@@ -1,4 +1,4 @@
-"""``--metrics``, ``--cloudwatch`` and ``--notify`` on a real job: torchrun with 4 CPU ranks that
+"""``--metrics``, ``--cloudwatch`` and ``--notify`` on a real job: torchrun with 2 CPU ranks that
 compile, hang, are restarted and finish, scraped over HTTP while they run, and by a real Prometheus
 server (Debian's ``prometheus``) whose HTTP API answers PromQL over what it scraped; the same
 figures sent to moto's CloudWatch (the server the S3 tests start) and read back with ListMetrics and
@@ -100,9 +100,9 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     toy_env = dict(toy_env, **s3_moto.env())
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt), "--hang-timeout", "8",
             "--no-prewarm", "--metrics", f"127.0.0.1:{port}", "--cloudwatch", namespace, "--cloudwatch-interval", "2",
-            "torchrun", "--nproc_per_node", "4", TOY, "--checkpoint-dir", str(ckpt), "--steps", "20",
+            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), "--steps", "20",
             "--step-time", "0.3", "--checkpoint-every", "5", "--compile-at", "2", "--compile-rank", "0",
-            "--compile-seconds", "5", "--hang-at", "8", "--hang-rank", "2"]
+            "--compile-seconds", "5", "--hang-at", "8", "--hang-rank", "1"]
     scrapes: list[Scrape] = []
     texts: list[str] = []
     with contextlib.ExitStack() as stack:
@@ -150,7 +150,7 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     assert gen1_steps and max(gen1_steps) > 8, gen1_steps  # the step continues past the hang after the restart
     culprits = {dict(labels)["rank"] for s in scrapes for (name, labels), v in s.items()
                 if name == "neuron_watch_culprit_info" and v == 1 and dict(labels)["label"] == "collective_hang"}
-    assert culprits == {"2"}, culprits  # the hung rank, as one info series (no per-rank series otherwise)
+    assert culprits == {"1"}, culprits  # the hung rank, as one info series (no per-rank series otherwise)
     # what Prometheus' own linter says of a scrape taken mid-run
     promtool = require_binary("promtool") if have_prometheus else None
     if promtool is not None:
@@ -164,7 +164,7 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     # the webhook heard the incident, then the end, in that order (sent before the run exited)
     assert [(b["event"], b.get("label"), b.get("state")) for b in hook.bodies] == [
         ("incident", "collective_hang", None), ("job_finished", None, "finished")]
-    assert hook.bodies[0]["culprit"]["rank"] == 2 and hook.bodies[0]["text"].startswith("neuron-watch job ")
+    assert hook.bodies[0]["culprit"]["rank"] == 1 and hook.bodies[0]["text"].startswith("neuron-watch job ")
     # the same run in CloudWatch, read back from moto
     job_id = next(e["job_id"] for e in evs if e["event"] == "job_started")
     cw = cloudwatch(s3_moto)

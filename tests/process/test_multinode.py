@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from neuron_watch.diagnosis.stacks import main_thread
-from tests.fixtures.mqtt import Mosquitto
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
@@ -31,6 +30,7 @@ from tests.fixtures.procs import (
     pids_with_env,
     wait_until_gone,
 )
+from tests.fixtures.runs import StandaloneRun, TwoNodeRun
 
 pytestmark = pytest.mark.process
 
@@ -98,32 +98,17 @@ def test_two_nodes_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
     assert (nodes[1][1] / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
 
 
-def test_a_standalone_coordinator_publishes_every_event_to_mqtt(
-        tmp_path: Path, toy_env: dict[str, str], mqtt_broker: Mosquitto, mqtt_recorder: Any) -> None:
+@pytest.mark.xdist_group("standalone-hang")
+def test_a_standalone_coordinator_publishes_every_event_to_mqtt(standalone_hang: StandaloneRun) -> None:
     """`neuron-watch coordinator --mqtt ...` with two wrappers that leave it the job: every event of
     its events.jsonl reaches the broker, in order (it once attached no MQTT sink)."""
-    rec = mqtt_recorder(mqtt_broker, "nwstand/#")
-    port, job_id = free_port(), f"st-{secrets.token_hex(3)}"
-    run_dir = tmp_path / "coordinator"
-    url = mqtt_broker.url.rsplit("/", 1)[0] + "/nwstand"
-    coord_env = dict(toy_env, NEURON_WATCH_SECRET="s" * 32)
-    with open(tmp_path / "coordinator.out", "w") as log:
-        coord = subprocess.Popen([NEURON_WATCH, "--job-id", job_id, "--run-dir", str(run_dir), "--mqtt", url,
-                                  "coordinator", "--bind", f"127.0.0.1:{port}", "--nodes", "2"],
-                                 env=coord_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            node_env = dict(toy_env, NEURON_WATCH_HOST_COORDINATOR="0")
-            with job(tmp_path, node_env, 2, ["--steps", "8"], coord_port=port, job_id=job_id) as nodes:
-                codes = wait_all(nodes, 240)
-            assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
-            coord.wait(60)
-        finally:
-            kill_group(coord)
-    assert coord.returncode == 0, (tmp_path / "coordinator.out").read_text()[-3000:]
-    evs = events(run_dir)
+    run = standalone_hang
+    assert run.coordinator_code == 0, (run.tmp_path / "coordinator.out").read_text()[-3000:]
+    assert run.codes == [0, 0], out(run.tmp_path, 0) + out(run.tmp_path, 1)
+    evs = events(run.run_dir)
     assert named(evs, "job_finished")[0]["exit_code"] == 0
-    assert rec.events_of_job(f"nwstand/{job_id}/") == [e["event"] for e in evs]
-    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(tmp_path / "node0")) == []
+    job_id = named(evs, "job_started")[0]["job_id"]
+    assert run.outputs.rec.events_of_job(f"{run.outputs.topic}/{job_id}/") == [e["event"] for e in evs]
 
 
 def host_node(i: int) -> str:
@@ -132,9 +117,8 @@ def host_node(i: int) -> str:
 
 
 @pytest.mark.xdist_group("two-node-hang")
-def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(
-        two_node_hang: tuple[list[int], Path, list[Path]]) -> None:
-    codes, tmp_path, run_dirs = two_node_hang
+def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(two_node_hang: TwoNodeRun) -> None:
+    codes, tmp_path, run_dirs, _ = two_node_hang
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
     evs = events(run_dirs[0])
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
@@ -155,10 +139,10 @@ def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(
 
 @pytest.mark.xdist_group("two-node-hang")
 def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_both_restart(
-        two_node_hang: tuple[list[int], Path, list[Path]]) -> None:
+        two_node_hang: TwoNodeRun) -> None:
     """Two nodes of one job on one host (containers with one host name): each is known by its
     node_rank and named after it; they were once merged into one node and the hang never judged."""
-    codes, tmp_path, run_dirs = two_node_hang
+    codes, tmp_path, run_dirs, _ = two_node_hang
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
     evs = events(run_dirs[0])
     assert sorted(e["node"] for e in named(evs, "node_joined")) == [host_node(0), host_node(1)]

@@ -58,3 +58,37 @@ def test_a_groups_tests_share_one_worker_and_its_module_run_is_set_up_once(tmp_p
         workers = {line.split()[1] for line in lines}
         # one set-up and one worker per group: split across two workers, the run starts twice
         assert len(setups) == 1 and len(workers) == 1, (group, lines)
+
+
+_JOB_SITECUSTOMIZE = 'print("the job\'s own sitecustomize", flush=True)\n'
+_RANK = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'print(\\'a rank\\')'], check=True)\n"
+#: the shape of the next generation's torchrun started ahead: ``python -c`` importing torchrun's module
+_SPARE = "\nimport torch.distributed.run as run\nrun.main()\n"
+
+
+def test_the_start_count_counts_torchrun_and_its_ranks_once_and_chains_the_next_sitecustomize(tmp_path: Path) -> None:
+    """``NW_COUNT_STARTS``' counter sits on ``PYTHONPATH`` between the rank probe's bootstrap (before
+    it, chaining to it) and the job's own ``sitecustomize`` (after it): each process is counted once,
+    by its kind, and the job's own still runs once (a chain back to the bootstrap would recurse).
+    torchrun is its script, or a pre-started ``python -c`` one (a stand-in torch here: no import cost)."""
+    from neuron_watch.node.rank_probe import BOOTSTRAP_DIR
+    from tests.fixtures.starts import _HERE, tally
+
+    job = tmp_path / "job"
+    (job / "torch" / "distributed").mkdir(parents=True)
+    (job / "sitecustomize.py").write_text(_JOB_SITECUSTOMIZE)
+    for package in (job / "torch", job / "torch" / "distributed"):
+        (package / "__init__.py").write_text("")
+    (job / "torch" / "distributed" / "run.py").write_text(f"def main() -> None:\n    exec({_RANK!r})\n")
+    (tmp_path / "torchrun").write_text(_RANK)  # run as `python .../torchrun`, as the venv's script is
+    log = tmp_path / "starts.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NW_", "NEURON_WATCH_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(BOOTSTRAP_DIR), str(_HERE), str(job)]), NW_START_LOG=str(log),
+               PYTEST_CURRENT_TEST="tests/process/test_x.py::test_y (call)")
+    for argv in ([sys.executable, str(tmp_path / "torchrun")], [sys.executable, "-c", _SPARE]):
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout.splitlines() == ["the job's own sitecustomize"] * 2 + ["a rank"], (argv, r.stdout)
+    assert sorted(log.read_text().splitlines()) == ["rank\ttests/process/test_x.py::test_y"] * 2 + [
+        "torchrun\ttests/process/test_x.py::test_y"] * 2
+    assert tally(log.read_text().splitlines()) == {"tests/process/test_x.py": {"torchrun": 2, "rank": 2}}

@@ -28,9 +28,9 @@ from tests.fixtures.procs import (
     pids_with_env,
     run_to_end,
     started,
-    toy_environment,
     wait_until_gone,
 )
+from tests.fixtures.runs import OneNodeRun
 
 pytestmark = pytest.mark.process
 
@@ -62,10 +62,11 @@ def watch(
     return code, out, run_dir, ckpt
 
 
+@pytest.mark.xdist_group("clean-run")
 def test_job_finishes_with_torchrun_exit_code_and_writes_logs_and_events(
-    tmp_path: Path, toy_env: dict[str, str]
+    clean_run: tuple[int, str, Path, Path]
 ) -> None:
-    code, out, run_dir, _ = watch(tmp_path, toy_env, "--steps", "12")
+    code, out, run_dir, _ = clean_run
     assert code == 0, out[-3000:]
     for r in range(int(NPROC)):
         log = (run_dir / "gen-0" / f"rank-{r}.log").read_text()
@@ -135,21 +136,11 @@ def test_crash_restarts_from_newest_complete_checkpoint(crash_restart: tuple[int
     assert out.count("generation starts in the pre-started torchrun") == 1, out[-3000:]
 
 
-def test_hang_detected_after_timeout_restarted_and_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    hang_timeout = 8.0
-    code, out, run_dir, ckpt = watch(
-        tmp_path,
-        toy_env,
-        "--steps",
-        "14",
-        "--hang-at",
-        "8",
-        "--hang-rank",
-        "1",
-        "--checkpoint-every",
-        "5",
-        watch_args=("--hang-timeout", str(hang_timeout), "--no-prewarm"),
-    )
+@pytest.mark.xdist_group("hang-restart")
+def test_hang_detected_after_timeout_restarted_and_finished(hang_restart: OneNodeRun) -> None:
+    from tests.fixtures.runs import HANG_TIMEOUT as hang_timeout
+
+    code, out, run_dir, ckpt, _ = hang_restart
     assert code == 0, out[-3000:]
     assert "pre-started torchrun" not in out  # --no-prewarm: every generation starts the usual way
     evs = events(run_dir)
@@ -287,24 +278,9 @@ def test_numerical_error_is_not_restarted(tmp_path: Path, toy_env: dict[str, str
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
 
 
-@pytest.fixture(scope="module")
-def compile_hang_restart(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
-    """One run read by the timeline's test and the HTML report's: rank 0 compiles for 10 s at step
-    3, rank 1 hangs at step 8, the job is restarted and finishes. (exit code, output, run dir); no
-    pid of it survives."""
-    tmp_path = tmp_path_factory.mktemp("compile-hang-restart")
-    code, out, run_dir, _ = watch(
-        tmp_path, toy_environment(), "--steps", "12", "--compile-at", "3", "--compile-rank", "0",
-        "--compile-seconds", "10", "--rx-warn-every", "2", "--hang-at", "8", "--hang-rank", "1",
-        watch_args=("--hang-timeout", "6"),
-    )
-    assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    return code, out, run_dir
-
-
-@pytest.mark.xdist_group("compile-hang-restart")
-def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(compile_hang_restart: tuple[int, str, Path]) -> None:
-    code, out, run_dir = compile_hang_restart
+@pytest.mark.xdist_group("hang-restart")
+def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(hang_restart: OneNodeRun) -> None:
+    code, out, run_dir = hang_restart[:3]
     assert code == 0, out[-3000:]
     trace = json.loads((run_dir / "timeline.json").read_text())  # valid JSON, Chrome trace format
     evs = trace["traceEvents"]
@@ -318,10 +294,10 @@ def test_timeline_of_a_run_with_a_compile_a_hang_and_a_restart(compile_hang_rest
     assert [e["name"] for e in evs if e.get("cat") == "generation"] == ["generation 0", "generation 1"]
 
 
-@pytest.mark.xdist_group("compile-hang-restart")
-def test_html_report_of_a_hang_a_restart_and_the_end_opens_in_a_browser(
-        compile_hang_restart: tuple[int, str, Path], tmp_path: Path) -> None:
-    code, out, run_dir = compile_hang_restart
+@pytest.mark.xdist_group("hang-restart")
+def test_html_report_of_a_hang_a_restart_and_the_end_opens_in_a_browser(hang_restart: OneNodeRun,
+                                                                        tmp_path: Path) -> None:
+    code, out, run_dir = hang_restart[:3]
     assert code == 0, out[-3000:]
     page = tmp_path / "report.html"
     made = subprocess.run([NEURON_WATCH, "report", str(run_dir), "--html", str(page)], capture_output=True,
