@@ -43,9 +43,10 @@ from neuron_watch.events import (
 from neuron_watch.iofaults import IOHealth, write_json_atomic
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
 from neuron_watch.job.ingest import Ingest
-from neuron_watch.job.joblog import JobLog
+from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
@@ -109,6 +110,8 @@ class Coordinator:
         relauncher: how a new generation starts (:class:`Relauncher`); default: every node is sent
             ``launch`` (:class:`LaunchOnNodes`). ``neuron-watch srun`` starts a new srun step instead.
         generation: the first generation (a requeued Slurm job goes on counting).
+        job_log: ``(run_dir, tail_lines, counters, tell) -> job log``: who keeps merged.log and the
+            tails (:class:`.linewriter.LineWriter`: a writer process); default: this process.
     """
 
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
@@ -121,7 +124,8 @@ class Coordinator:
                  announce: bool = True,
                  relauncher: Relauncher | None = None,
                  generation: int = 0,
-                 health: IOHealth | None = None) -> None:
+                 health: IOHealth | None = None,
+                 job_log: JobLogFactory | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
         self.relauncher: Relauncher = relauncher or LaunchOnNodes(self.broadcast)
         self._relaunching = False
@@ -154,12 +158,14 @@ class Coordinator:
         # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
         # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
         self.health = health or IOHealth()
-        #: merged.log and each rank's recent lines (what the operator and the incident read)
-        self.joblog = JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap)
-        self.merged = self.joblog.merged
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
         self.health.listeners.append(self._io_fault)
+        #: merged.log and each rank's recent lines (what the operator and the incident read): in this
+        #: process, or kept by a writer process off the judging path (``job_log``, :mod:`.linewriter`)
+        self.joblog: JobLogLike = (
+            JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap) if job_log is None
+            else job_log(run_dir, self.settings.tail_lines, self.counters, self._io_fault))
         #: each fresh message into the judge, the job log and the node's view
         self.ingest = Ingest(self, self.nodes, self.joblog, self.events, self.counters)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
@@ -180,8 +186,7 @@ class Coordinator:
             self.events.emit(EventKind.COORDINATOR_STARTED, 0, endpoint=self.endpoint, job=job)
 
     def _merged_gap(self, lines: int, nbytes: int, error: str) -> str:
-        return (f"{iso_utc(self.wall())} {COORDINATOR_NODE} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
-                f"job's output are missing here: {error} (each rank's own log still has them)")
+        return gap_line(self.wall(), COORDINATOR_NODE, lines, nbytes, error)
 
     def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
@@ -216,14 +221,14 @@ class Coordinator:
         """Seconds the nodes' newest messages waited in our queues (:attr:`.Endpoint.behind`)."""
         return self.wire.behind
 
-    def received(self, view: NodeView, msg: Msg, now: float) -> None:
+    def received(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
         """A fresh message of ``view``'s session: a silent node is heard again, then it is ingested."""
         if view.state is NodeState.UNOBSERVED:
             view.state = NodeState.CONNECTED
             if self.judge:
                 self.judge.mark_observed(view.node)
             self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=view.node)
-        self.ingest.message(view, msg, now)
+        self.ingest.message(view, msg, now, frame)
 
     def tail(self, key: RankKey, n: int | None = None) -> list[str]:
         """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first (:meth:`.JobLog.tail`)."""
@@ -447,6 +452,7 @@ class Coordinator:
                 "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
+                "merged_lines_shed": c.merged_lines_shed,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 

@@ -25,7 +25,7 @@ from neuron_watch.events import (
     WorkerSample,
 )
 from neuron_watch.job.endpoint import SHED_BEHIND, Counters
-from neuron_watch.job.joblog import JobLog
+from neuron_watch.job.joblog import JobLogLike
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.nodes import NodeView
 from neuron_watch.outputs.eventlog import EventLog
@@ -74,7 +74,7 @@ class Ingest:
         counters: the endpoint's counters (lines ingested, shed, classified here).
     """
 
-    def __init__(self, job: JobSide, nodes: dict[str, NodeView], joblog: JobLog, events: EventLog,
+    def __init__(self, job: JobSide, nodes: dict[str, NodeView], joblog: JobLogLike, events: EventLog,
                  counters: Counters) -> None:
         self.job, self.nodes, self.joblog, self.events, self.counters = job, nodes, joblog, events, counters
         #: messages ingested (fresh, authenticated, in order): orders the nodes' answers
@@ -83,15 +83,16 @@ class Ingest:
         self._fp_kb: object = None
         self._fp = 0
 
-    def message(self, view: NodeView, msg: Msg, now: float) -> None:
-        """One fresh message of ``view``'s session, received at ``now``."""
+    def message(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
+        """One fresh message of ``view``'s session, received at ``now`` (``frame``: its body as it
+        crossed the wire, what a writer process of the job log takes)."""
         h, body = msg.header, msg.body
         self.heard += 1
         # The sender's clock is never compared with ours: an item `age` seconds old when the
         # sender assembled the message, sent (sent - mono) later, is placed at now - both.
         lag = max(0.0, h.sent - h.mono)
         if isinstance(body, Lines):
-            self.lines(view, h, body, now - lag)
+            self.lines(view, h, body, now - lag, frame)
         elif isinstance(body, Hello):
             view.hostname, view.pid, view.ranks, view.place = body.hostname, body.pid, body.ranks, body.place
             self.events.emit(EventKind.NODE_HELLO, self.job.generation, node=h.node, hostname=body.hostname,
@@ -169,7 +170,7 @@ class Ingest:
             judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
         self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
 
-    def lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
+    def lines(self, view: NodeView, h: Header, body: Lines, t_mono: float, frame: bytes = b"") -> None:
         """One batch: the job's log (:class:`.JobLog`), then the judge. Per rank and per match, never
         per line: the agent joined each rank's lines and classified them on its own CPU.
 
@@ -177,7 +178,7 @@ class Ingest:
         """
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.job.behind >= SHED_BEHIND
-        rank_keys, n = self.joblog.write(h, body, keep_tails=not shed)
+        rank_keys, n = self.joblog.write(h, body, not shed, frame)
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n
