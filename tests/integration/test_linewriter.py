@@ -16,12 +16,18 @@ from typing import Any
 import pytest
 
 from neuron_watch.events import LogLine, RankKey
+from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.job.endpoint import Counters
 from neuron_watch.job.linewriter import BULK_HWM, LineWriter
+from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.procs import alive, start_in_new_group, stop_group
+from neuron_watch.runtime import line_writer
 from neuron_watch.wire.protocol import Header, Kind, Lines, encode_body, lines_body
 
 pytestmark = pytest.mark.integration
+
+SECRET = b"a job secret of enough bytes 0123456789"
+JOB = "job-7"
 
 
 def batch(node: str, ranks: range, first: int, per_rank: int, width: int = 0) -> tuple[Header, Lines, bytes]:
@@ -117,3 +123,35 @@ def test_a_writer_that_does_not_keep_up_makes_the_judging_side_shed_count_and_sa
     assert len(big) + shed == sent  # every line written or counted as shed
     assert len(notes) == 1 and f": {shed} line(s) of node n0 are missing here" in notes[0]
     assert merged[-1].endswith("rank 0 line 1000000") and merged[-2] == notes[0]
+
+
+def test_a_coordinator_with_the_writer_logs_every_line_of_its_agents_and_reaps_the_writer(tmp_path: Path) -> None:
+    """As every entry point builds it (runtime.line_writer): lines over a real socket reach
+    merged.log through the writer, a tail is asked of it, and closing the coordinator reaps it."""
+    run_dir = tmp_path / "coord"
+    coord = Coordinator("127.0.0.1:0", SECRET, str(run_dir), job=JOB, job_log=line_writer)
+    assert isinstance(coord.joblog, LineWriter)
+    writer_pid = coord.joblog.pid
+    link = AgentLink(coord.endpoint, SECRET, job=JOB, node="node1", session=new_session(time.time()))
+    try:
+        now, wall = time.monotonic(), time.time()
+        for i in range(1000):
+            link.add_line(LogLine(RankKey("node1", i % 2), f"step {i}", now, wall))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (coord.counters.lines == 1000 and len(link.outbox) == 0):
+            link.tick(time.monotonic(), time.time())
+            coord.poll(0.005)
+            coord.tick(time.monotonic())
+        assert coord.counters.lines == 1000
+        tail: list[str] = []
+        while time.monotonic() < deadline + 30 and tail[-1:] != ["step 999"]:
+            tail = coord.tail(RankKey("node1", 1), 3)
+        assert tail == ["step 995", "step 997", "step 999"]
+        assert coord.summary(time.monotonic())["merged_lines_shed"] == 0
+    finally:
+        link.close()
+        coord.close()
+    assert not alive(writer_pid)
+    texts = [ln.split(" | ", 1) for ln in (run_dir / "merged.log").read_text().splitlines()]
+    assert [t for tag, t in texts if tag.endswith(" node1/rank0")] == [f"step {i}" for i in range(0, 1000, 2)]
+    assert len(texts) == 1000

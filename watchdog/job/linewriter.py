@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import operator
 import os
 import shutil
 import signal
@@ -48,6 +49,8 @@ from neuron_watch.wire.protocol import Header, Kind, Lines, ProtocolError, decod
 
 log = logging.getLogger("neuron_watch")
 
+_RANK, _N_LINES = operator.itemgetter(0), operator.itemgetter(1)  # a RankLines row's rank and line count
+
 #: Batches the bulk channel holds on each side (ZeroMQ counts messages): up to twice this many
 #: wait for the writer before a batch is shed. At 1,024 nodes a batch is at most a second of 64
 #: ranks' lines (~85 kB at 10 lines a second): ~90 MB.
@@ -58,6 +61,8 @@ TAIL_TIMEOUT = 2.0
 CLOSE_DEADLINE = 10.0
 #: A shed bulk channel is said again this often while it sheds.
 SHED_REPEAT = 10.0
+#: Sets of ranks whose keys are remembered (a node's batches name the same ranks again and again).
+MAX_ROW_KEYS = 65_536
 #: The writer writes merged.log out at least this often (seconds).
 FLUSH_EVERY = 0.2
 
@@ -97,6 +102,7 @@ class LineWriter:
         self._bulk.connect(bulk)
         self._ctl.connect(ctl)
         self._keys: dict[tuple[str, int], RankKey] = {}
+        self._row_keys: dict[tuple[str, tuple[int, ...]], list[RankKey]] = {}
         self._unmarked = 0  # lines shed since the last batch handed over: the writer marks the gap
         self._shed_said, self._shed_told = 0, -1e18
         self._request = 0
@@ -111,15 +117,16 @@ class LineWriter:
 
     def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]:
         """Hand batch ``frame`` (``body`` as it crossed the wire) to the writer, or shed it at once."""
-        keys = self._keys
-        rank_keys: list[RankKey] = []
-        n = 0
-        for c in body.ranks:
-            key = keys.get((h.node, c.rank))
-            if key is None:
-                key = keys[(h.node, c.rank)] = RankKey(h.node, c.rank)
-            rank_keys.append(key)
-            n += c.n_lines
+        rows = body.ranks
+        # A node sends the same ranks batch after batch: their keys are looked up once per set of
+        # ranks, and nothing here steps through the rows in Python.
+        ranks = tuple(map(_RANK, rows))
+        rank_keys = self._row_keys.get((h.node, ranks))
+        if rank_keys is None:
+            if len(self._row_keys) >= MAX_ROW_KEYS:
+                self._row_keys.clear()
+            rank_keys = self._row_keys[(h.node, ranks)] = [self._key(h.node, r) for r in ranks]
+        n = sum(map(_N_LINES, rows))
         meta = msgpack.packb([h.node, h.wall, keep_tails, self._unmarked])
         try:
             self._bulk.send_multipart([meta, frame], zmq.NOBLOCK, copy=False)
@@ -129,6 +136,12 @@ class LineWriter:
             self.counters.merged_lines_shed += n
             self.counters.merged_batches_shed += 1
         return rank_keys, n
+
+    def _key(self, node: str, rank: int) -> RankKey:
+        key = self._keys.get((node, rank))
+        if key is None:
+            key = self._keys[(node, rank)] = RankKey(node, rank)
+        return key
 
     def tail(self, key: RankKey, n: int | None = None) -> list[str]:
         """A rank's last ``n`` (default ``tail_lines``) lines, as the writer holds them now ([] when
