@@ -9,7 +9,8 @@ at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). 
 the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
 
 Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
-``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order; kept by its job log, in every entry
+point a writer process off the judging thread: :mod:`.linewriter`) and ``events.jsonl`` (the job's events
 for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
 summary, rewritten atomically on each tick).
 
@@ -43,7 +44,7 @@ from neuron_watch.events import (
 from neuron_watch.iofaults import IOHealth, write_json_atomic
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
 from neuron_watch.job.ingest import Ingest
-from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
+from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line, incident_tails
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.linewriter import JobLogFactory
@@ -326,14 +327,21 @@ class Coordinator:
         return {"incident": incident, "job_id": self.job, "generation": self.generation, **verdict.to_dict()}
 
     def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
-        """The job's manifest of this incident: every node's part, and the nodes that sent none."""
+        """The job's manifest of this incident: every node's part, and the nodes that sent none; and
+        the tails of the verdict's ranks as the job log holds them (``tails.log``)."""
         per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
         path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
+        tails = os.path.join(os.path.dirname(path), "tails.log")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_json_atomic(path, merge_manifests(self.job, incident, per_node))
+            if self.recovery.pending is not None:
+                path = tails
+                with open(tails, "w", encoding="utf-8") as f:
+                    f.write(incident_tails(self.joblog, self.recovery.pending))
         except OSError as exc:
-            self.health.failed("write the incident manifest", path, exc)
+            self.health.failed("write the incident manifest" if path != tails else "write the incident's tails",
+                               path, exc)
 
     # -- carrying out recovery's commands ------------------------------------------------------
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
-from neuron_watch.events import RankKey, iso_utc
+from neuron_watch.events import RankKey, Verdict, iso_utc
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.wire.protocol import Header, Lines
 
@@ -34,6 +34,23 @@ def gap_line(wall: float, node: str, lines: int, nbytes: int, error: str) -> str
     """The line ``merged.log`` gets where lines of the job's output could not be written."""
     return (f"{iso_utc(wall)} {node} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
             f"job's output are missing here: {error} (each rank's own log still has them)")
+
+
+#: An incident's ``tails.log`` holds the tails of at most this many of the verdict's ranks.
+INCIDENT_TAIL_RANKS = 8
+
+
+def incident_tails(joblog: JobLogLike, verdict: Verdict) -> str:
+    """The tails of the verdict's culprit, then of its other ranks (at most
+    :data:`INCIDENT_TAIL_RANKS`), as ``merged.log`` has them: what an incident's ``tails.log`` holds."""
+    keys = list(dict.fromkeys([*([verdict.culprit] if verdict.culprit else []), *verdict.ranks]))
+    parts = []
+    for key in keys[:INCIDENT_TAIL_RANKS]:
+        lines = joblog.tail(key)
+        parts.append(f"==> {key}: its last {len(lines)} line(s) <==\n" + "".join(ln + "\n" for ln in lines))
+    if len(keys) > INCIDENT_TAIL_RANKS:
+        parts.append(f"==> {len(keys) - INCIDENT_TAIL_RANKS} more rank(s) of the verdict not listed <==\n")
+    return "\n".join(parts)
 
 
 class JobLog:
