@@ -125,6 +125,26 @@ def test_a_writer_that_does_not_keep_up_makes_the_judging_side_shed_count_and_sa
     assert merged[-1].endswith("rank 0 line 1000000") and merged[-2] == notes[0]
 
 
+def test_a_writer_that_dies_is_said_once_and_its_batches_are_shed_not_waited_for(tmp_path: Path) -> None:
+    told: list[tuple[str, dict[str, Any]]] = []
+    w = writer(tmp_path, told)
+    try:
+        os.kill(w.pid, signal.SIGKILL)
+        w.proc.wait(30)  # reaped by its owner
+        w.flush()
+        w.flush()
+        gone = [f for kind, f in told if kind == "warning" and f["kind"] == "merged_log_writer_gone"]
+        assert len(gone) == 1 and gone[0]["exit_code"] == -signal.SIGKILL and str(w.pid) in gone[0]["message"]
+        sent = 0
+        for k in range(2 * BULK_HWM + 8):  # more than the queue holds: the rest is shed at once
+            h, body, frame = batch("n0", range(4), k, 1)
+            sent += w.write(h, body, True, frame)[1]
+        assert 0 < w.counters.merged_lines_shed < sent
+    finally:
+        w.close()
+    assert not alive(w.pid)
+
+
 def test_a_coordinator_with_the_writer_logs_every_line_of_its_agents_and_reaps_the_writer(tmp_path: Path) -> None:
     """As every entry point builds it (runtime.line_writer): lines over a real socket reach
     merged.log through the writer, a tail is asked of it, and closing the coordinator reaps it."""

@@ -110,6 +110,7 @@ class LineWriter:
                 "--tail-lines", str(tail_lines), "--bulk", bulk, "--control", ctl]
         self.proc = start(argv, os.environ)
         self.closed = False
+        self._gone_told = False
 
     @property
     def pid(self) -> int:
@@ -169,6 +170,15 @@ class LineWriter:
             except zmq.Again:
                 break
             self._report(reply)
+        if not self.closed and not self._gone_told and self.proc.poll() is not None:
+            # Nothing takes the batches any more: the queue fills, then every batch is shed (counted).
+            self._gone_told = True
+            message = (f"merged.log: its writer process (pid {self.proc.pid}) exited with code {self.proc.returncode}; "
+                       "the batches queued to it are missing there and every later one is shed (counted); the "
+                       "judge takes every batch, each rank's own log has every line")
+            self.tell(EventKind.WARNING, {"kind": "merged_log_writer_gone", "message": message,
+                                          "exit_code": self.proc.returncode})
+            log.warning("%s", message)
         shed = self.counters.merged_lines_shed
         now = self.clock()
         if shed > self._shed_said and now - self._shed_told >= SHED_REPEAT:
