@@ -76,6 +76,22 @@ def test_batches_reach_merged_log_and_the_tails_from_the_writer_and_its_process_
     assert merged[0].endswith(" n1/rank8 | rank 8 line 0") and merged[-1].endswith(" n1/rank10 | rank 10 line 11")
 
 
+def test_closing_at_once_still_writes_every_batch_handed_over(tmp_path: Path) -> None:
+    """The end of a job: the last batches are handed over and the writer is closed at once, before
+    it has taken them; the close goes behind them, so every one is written."""
+    w = writer(tmp_path, [])
+    sent = 0
+    try:
+        for k in range(200):
+            h, body, frame = batch("n0", range(8), k, 2)
+            sent += w.write(h, body, True, frame)[1]
+    finally:
+        w.close()
+    assert not alive(w.pid) and w.counters.merged_lines_shed == 0
+    merged = (tmp_path / "merged.log").read_text().splitlines()
+    assert len(merged) == sent == 3200 and merged[-1].endswith(" n0/rank7 | rank 7 line 200")
+
+
 def test_a_writer_that_does_not_keep_up_makes_the_judging_side_shed_count_and_say_never_wait(tmp_path: Path) -> None:
     told: list[tuple[str, dict[str, Any]]] = []
     w = writer(tmp_path, told)
@@ -121,7 +137,7 @@ def test_a_writer_that_does_not_keep_up_makes_the_judging_side_shed_count_and_sa
     big = [x for x in merged if " n0/rank" in x and ("xxxx" in x or "line 1000000" in x)]
     notes = [x for x in merged if " coordinator | neuron-watch: " in x]
     assert len(big) + shed == sent  # every line written or counted as shed
-    assert len(notes) == 1 and f": {shed} line(s) of node n0 are missing here" in notes[0]
+    assert len(notes) == 1 and f": {shed} line(s) of the job's output are missing here" in notes[0]
     assert merged[-1].endswith("rank 0 line 1000000") and merged[-2] == notes[0]
 
 

@@ -198,8 +198,11 @@ class LineWriter:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(zmq.ZMQError):
-            self._ctl.send(msgpack.packb(["close"]), zmq.NOBLOCK)
+        try:  # behind the last batch, so that the writer writes every batch handed over before it
+            self._bulk.send(b"", zmq.NOBLOCK)
+        except zmq.Again:  # the channel is full: asked on the control channel, it writes what it received
+            with contextlib.suppress(zmq.ZMQError):
+                self._ctl.send(msgpack.packb(["close"]), zmq.NOBLOCK)
         try:
             self.proc.wait(CLOSE_DEADLINE - 1.0)
         except subprocess.TimeoutExpired:
@@ -243,7 +246,7 @@ def serve(run_dir: str, tail_lines: int, bulk_url: str, control_url: str) -> int
         if ctl in ready:  # before the bulk: a tail is evidence someone waits for
             closing = _control(ctl, joblog)
         if bulk in ready or closing:
-            _batches(bulk, joblog, limit=None if closing else 64)
+            closing = _batches(bulk, joblog, limit=None if closing else 64) or closing
         if time.monotonic() - flushed >= FLUSH_EVERY:
             joblog.flush()
             flushed = time.monotonic()
@@ -272,19 +275,23 @@ def _control(ctl: zmq.Socket[bytes], joblog: JobLog) -> bool:
             _send(ctl, ["tail", req[1], joblog.tail(RankKey(req[2], req[3]), req[4])])
 
 
-def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, limit: int | None) -> None:
-    """Up to ``limit`` queued batches (None: all) into the job log."""
+def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, limit: int | None) -> bool:
+    """Up to ``limit`` queued batches (None: all) into the job log. Returns whether the last batch
+    was handed over (the coordinator closes)."""
     done = 0
     while limit is None or done < limit:
         try:
-            meta, frame = bulk.recv_multipart(zmq.NOBLOCK)
+            parts = bulk.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
-            return
+            return False
+        if len(parts) != 2:  # the empty message behind the last batch
+            return True
         done += 1
+        meta, frame = parts
         node, wall, keep_tails, shed_before = msgpack.unpackb(meta)
-        if shed_before:
+        if shed_before:  # (shed from any node: the count is the coordinator's since its last batch handed over)
             joblog.merged.write(f"{iso_utc(time.time())} {COORDINATOR_NODE} | neuron-watch: {shed_before} line(s) "
-                                f"of node {node} are missing here: shed while this log's writer was behind (the "
+                                "of the job's output are missing here: shed while this log's writer was behind (the "
                                 "ranks' own logs have them)\n")
         try:
             body = decode_body(Kind.LINES, frame)
@@ -293,6 +300,7 @@ def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, limit: int | None) -> None
             continue
         assert isinstance(body, Lines)
         joblog.write_rows(node, wall, body, keep_tails)
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
