@@ -56,10 +56,12 @@ from neuron_watch.job.coordinator import (
     Relauncher,
     coordinator_settings,
 )
+from neuron_watch.job.endpoint import Counters
 from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.linewriter import LineWriter, Tell
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
-from neuron_watch.node.procs import MARKER_ENV
+from neuron_watch.node.procs import MARKER_ENV, start_in_new_group, stop_group
 from neuron_watch.outputs.console import StatusLine, attach_console, console_echo, say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
@@ -348,7 +350,7 @@ def build_coordinator(config: WatchConfig, kb: KnowledgeBase, *, bind: str, secr
                         judge_factory=default_judge_factory(config, kb),
                         pick_checkpoint=checkpoint_chooser(config, health),
                         policy=policy or RestartPolicy(max_restarts=config.max_restarts), announce=announce,
-                        relauncher=relauncher, generation=generation, health=health)
+                        relauncher=relauncher, generation=generation, health=health, job_log=line_writer)
     attach_sinks(coord.events, config, job_id, status_line)
     if config.metrics:
         attach_metrics(coord, config.metrics)
@@ -357,6 +359,12 @@ def build_coordinator(config: WatchConfig, kb: KnowledgeBase, *, bind: str, secr
     if status_line is not None:
         coord.status_listeners.append(status_line.update)
     return coord
+
+
+def line_writer(run_dir: str, tail_lines: int, counters: Counters, tell: Tell) -> LineWriter:
+    """The job log of every entry point's coordinator: merged.log and the tails kept by a writer
+    process of their own (a group we own, on a lifeline to this one), off the judging thread."""
+    return LineWriter(run_dir, tail_lines, counters=counters, tell=tell, start=start_in_new_group, stop=stop_group)
 
 
 def build_agent(config: WatchConfig, launcher: Launcher, kb: KnowledgeBase, *, job_id: str, node: NodeIdentity,

@@ -79,9 +79,10 @@ from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import JobState, Label, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
+from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.link_settings import LinkSettings
-from neuron_watch.runtime import default_judge_factory
+from neuron_watch.runtime import default_judge_factory, line_writer
 from neuron_watch.wire.protocol import (
     Header,
     Kind,
@@ -350,8 +351,9 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
     batches = template_rows(plan)
     with tempfile.TemporaryDirectory() as d:
         rss0 = rss_mb()
+        writer_cpu0 = children_cpu()
         c = Coordinator("127.0.0.1:0", SECRET, d, job=JOB, judge_factory=default_judge_factory(config),
-                        settings=coordinator_settings(config, None))
+                        settings=coordinator_settings(config, None), job_log=JOB_LOG)
         out: list[tuple[bytes, list[bytes]]] = []
         t0, wall0 = time.monotonic(), time.time()
         links = {n: AgentLink(c.endpoint, SECRET, job=JOB, node=node_name(n), session=new_session(wall0),
@@ -425,8 +427,19 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                         "rss_mb": rss_mb() - rss0, "ingested": c.counters.lines, "nodes": plan.nodes,
                         "unclassified": c.counters.unclassified_batches,
                         "refused": c.counters.bad_total() + c.counters.duplicates + c.counters.early})
-        c.close()
+        c.close()  # the writer process writes what is queued, leaves and is reaped: its CPU is then ours
+        figures.update(writer_cpu=children_cpu() - writer_cpu0, merged_shed=c.counters.merged_lines_shed)
     return figures
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the job log's writer process)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+#: who keeps merged.log and the tails (--job-log): the composition root's writer process, or None (here)
+JOB_LOG: JobLogFactory | None = None
 
 
 def rss_mb() -> float:
@@ -440,7 +453,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
     factory = default_judge_factory(config)
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
-        c = Coordinator("127.0.0.1:0", SECRET, d, job=JOB, judge_factory=factory,
+        c = Coordinator("127.0.0.1:0", SECRET, d, job=JOB, judge_factory=factory, job_log=JOB_LOG,
                         settings=coordinator_settings(config, None))
         q: mp.Queue[tuple[str, Any]] = mp.Queue()
         ready = mp.Barrier(procs + 1)
@@ -563,7 +576,7 @@ def full_verdict(c: Coordinator, now: float) -> dict[str, Any]:
 def tails_size(c: Coordinator) -> tuple[int, int]:
     """(texts, characters) held in the coordinator's per-rank tails."""
     n = chars = 0
-    for t in c.tails.values():
+    for t in getattr(c.joblog, "tails", {}).values():  # (a writer process keeps them elsewhere)
         n += len(t.texts)
         chars += sum(len(x) for x, _n in t.texts)
     return n, chars
@@ -587,10 +600,14 @@ def print_replay(r: dict[str, Any], streams: int) -> None:
     print(f"replay: one full verdict over {r['judge_ranks']:,} of {streams:,} ranks {1000 * r['verdict_s']:.1f} ms; "
           f"one status document {1000 * r['status_s']:.0f} ms; the coordinator's state grew RSS by "
           f"{r['rss_mb']:,.0f} MB", flush=True)
+    if JOB_LOG is not None:
+        print(f"replay: merged.log and the tails in the writer process: {r['writer_cpu'] / (secs + 1):.2f} cores "
+              f"(its CPU over all {secs + 1} simulated s, the judge's fill included), "
+              f"{r['merged_shed']:,} lines shed", flush=True)
 
 
 def main() -> int:
-    global READY_TIMEOUT
+    global READY_TIMEOUT, JOB_LOG
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--ranks", type=int, default=64)
@@ -612,7 +629,11 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT)
     ap.add_argument("--replay-seconds", type=int, default=2, help="simulated seconds of the in-process replay")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: replay,realtime")
+    ap.add_argument("--job-log", choices=("writer", "here"), default="writer",
+                    help="merged.log and the tails in a writer process, as every entry point keeps them, or in "
+                         "the coordinator's own thread (as before the writer)")
     a = ap.parse_args()
+    JOB_LOG = line_writer if a.job_log == "writer" else None
     if a.replay_seconds < 1:
         ap.error(f"--replay-seconds {a.replay_seconds}: the replay needs at least 1 simulated second "
                  "(to leave the replay out, pass --skip replay)")

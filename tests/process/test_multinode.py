@@ -135,6 +135,12 @@ def test_hang_on_node1_restarts_every_node_from_the_same_checkpoint(two_node_han
     manifest = json.loads((run_dirs[0] / "incidents" / "incident-1" / "manifest.json").read_text())
     assert sorted(manifest["nodes"]) == [host_node(0), host_node(1)] and manifest["missing_nodes"] == []
     assert any(f["path"].startswith("stacks/rank-3") for f in manifest["nodes"][host_node(1)]["files"])
+    # the coordinator's incident holds the culprit's tail, asked of the job log's writer process
+    tails = (run_dirs[0] / "incidents" / "incident-1" / "tails.log").read_text()
+    assert tails.startswith(f"==> {host_node(1)}/rank3: its last "), tails[:300]
+    section = tails.split("<==\n", 1)[1].split("\n==> ", 1)[0].splitlines()
+    merged = (run_dirs[0] / "merged.log").read_text()
+    assert section and all(f"{host_node(1)}/rank3 | {ln}\n" in merged for ln in section), section
 
 
 @pytest.mark.xdist_group("two-node-hang")

@@ -9,7 +9,8 @@ at ``now`` (acks, silence checks, the verdict, recovery steps, flushing files). 
 the node-0 wrapper both run the same loop (:meth:`Coordinator.serve`).
 
 Into its run dir it writes ``merged.log`` (every rank of every node, one line each:
-``<ISO wall> <node>/rank<r> | <text>``, in arrival order) and ``events.jsonl`` (the job's events
+``<ISO wall> <node>/rank<r> | <text>``, in arrival order; kept by its job log, in every entry
+point a writer process off the judging thread: :mod:`.linewriter`) and ``events.jsonl`` (the job's events
 for all nodes; same contract as the single-node wrapper), and ``coordinator.json`` (the
 summary, rewritten atomically on each tick).
 
@@ -32,25 +33,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from neuron_watch.events import (
-    CompilerSample,
     EventKind,
     EvidenceReport,
     JobState,
     Label,
-    LauncherExit,
-    NodeStatus,
-    RankExit,
     RankKey,
-    StopReport,
     Verdict,
-    WorkerSample,
     iso_utc,
 )
 from neuron_watch.iofaults import IOHealth, write_json_atomic
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
-from neuron_watch.job.joblog import JobLog
+from neuron_watch.job.ingest import Ingest
+from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line, incident_tails
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.job.manifest import merge_manifests
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
@@ -76,24 +73,13 @@ from neuron_watch.recovery.machine import (
 )
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.wire.protocol import (
-    MAX_LINE_BYTES,
     NO_VERDICT,
-    RANK_LINE_BYTES,
     Body,
     CaptureEvidence,
-    Exits,
-    Header,
-    Heartbeat,
-    Hello,
-    Lines,
     Msg,
-    Procs,
     Shutdown,
-    Status,
     Stop,
-    body_lines,
     delivery_slack_at,
-    line_records,
 )
 
 log = logging.getLogger("neuron_watch")
@@ -125,6 +111,8 @@ class Coordinator:
         relauncher: how a new generation starts (:class:`Relauncher`); default: every node is sent
             ``launch`` (:class:`LaunchOnNodes`). ``neuron-watch srun`` starts a new srun step instead.
         generation: the first generation (a requeued Slurm job goes on counting).
+        job_log: ``(run_dir, tail_lines, counters, tell) -> job log``: who keeps merged.log and the
+            tails (:class:`.linewriter.LineWriter`: a writer process); default: this process.
     """
 
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
@@ -137,7 +125,8 @@ class Coordinator:
                  announce: bool = True,
                  relauncher: Relauncher | None = None,
                  generation: int = 0,
-                 health: IOHealth | None = None) -> None:
+                 health: IOHealth | None = None,
+                 job_log: JobLogFactory | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
         self.relauncher: Relauncher = relauncher or LaunchOnNodes(self.broadcast)
         self._relaunching = False
@@ -152,7 +141,6 @@ class Coordinator:
                              ack_interval=self.settings.ack_interval, session=session)
         self.endpoint, self.session, self.counters = self.wire.endpoint, self.wire.session, self.wire.counters
         self.sock, self.tracker = self.wire.sock, self.wire.tracker
-        self.heard = 0  # messages ingested (fresh, authenticated, in order): orders the nodes' answers
         self.judge_factory = judge_factory
         now = clock()
         self.judge = self._new_judge(generation, now)
@@ -168,18 +156,19 @@ class Coordinator:
             fresh_agents_per_generation=self.relauncher.replaces_agents, generation=generation,
             phase_since=now)
         self.wall = wall
-        self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
-        self._fp_kb: object = None
-        self._fp = 0
         # The watchdog's own files never stop the job: a full or read-only disk degrades them (counted,
         # reported as watchdog_degraded/_recovered, written again when the disk takes writes).
         self.health = health or IOHealth()
-        #: merged.log and each rank's recent lines (what the operator and the incident read)
-        self.joblog = JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap)
-        self.merged = self.joblog.merged
         self.events = EventLog(os.path.join(run_dir, "events.jsonl"), wall=wall,  # one wall clock for all times
                                health=self.health)
         self.health.listeners.append(self._io_fault)
+        #: merged.log and each rank's recent lines (what the operator and the incident read): in this
+        #: process, or kept by a writer process off the judging path (``job_log``, :mod:`.linewriter`)
+        self.joblog: JobLogLike = (
+            JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap) if job_log is None
+            else job_log(run_dir, self.settings.tail_lines, self.counters, self._io_fault))
+        #: each fresh message into the judge, the job log and the node's view
+        self.ingest = Ingest(self, self.nodes, self.joblog, self.events, self.counters)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
         self.report = JobReport(self.events, clock, wall)
         self._io_told = False  # faults seen before this coordinator existed are told at the first tick
@@ -198,8 +187,7 @@ class Coordinator:
             self.events.emit(EventKind.COORDINATOR_STARTED, 0, endpoint=self.endpoint, job=job)
 
     def _merged_gap(self, lines: int, nbytes: int, error: str) -> str:
-        return (f"{iso_utc(self.wall())} {COORDINATOR_NODE} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
-                f"job's output are missing here: {error} (each rank's own log still has them)")
+        return gap_line(self.wall(), COORDINATOR_NODE, lines, nbytes, error)
 
     def _io_fault(self, kind: str, fields: dict[str, Any]) -> None:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
@@ -225,148 +213,27 @@ class Coordinator:
         return self.wire.broadcast(body)
 
     @property
+    def heard(self) -> int:
+        """Messages ingested (fresh, authenticated, in order): orders the nodes' answers."""
+        return self.ingest.heard
+
+    @property
     def behind(self) -> float:
         """Seconds the nodes' newest messages waited in our queues (:attr:`.Endpoint.behind`)."""
         return self.wire.behind
 
-    def received(self, view: NodeView, msg: Msg, now: float) -> None:
+    def received(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
         """A fresh message of ``view``'s session: a silent node is heard again, then it is ingested."""
         if view.state is NodeState.UNOBSERVED:
             view.state = NodeState.CONNECTED
             if self.judge:
                 self.judge.mark_observed(view.node)
             self.events.emit(EventKind.NODE_OBSERVED, self.generation, node=view.node)
-        self._ingest(view, msg, now)
-
-    def _ingest(self, view: NodeView, msg: Msg, now: float) -> None:
-        h, body = msg.header, msg.body
-        self.heard += 1
-        # The sender's clock is never compared with ours: an item `age` seconds old when the
-        # sender assembled the message, sent (sent - mono) later, is placed at now - both.
-        lag = max(0.0, h.sent - h.mono)
-        if isinstance(body, Lines):
-            self._lines(view, h, body, now - lag)
-        elif isinstance(body, Hello):
-            view.hostname, view.pid, view.ranks, view.place = body.hostname, body.pid, body.ranks, body.place
-            self.events.emit(EventKind.NODE_HELLO, self.generation, node=h.node, hostname=body.hostname,
-                             ranks=list(body.ranks), agent_version=body.agent_version, place=body.place)
-        elif isinstance(body, Heartbeat):
-            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
-        elif isinstance(body, Status):
-            state = NodeStatus.parse(body.state)
-            if state is None:
-                log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
-                state = NodeStatus.NONE
-            ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
-            if ended is not None:  # the node's launcher exited: the status is its one report (rank -1)
-                self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=-1, exit_code=ended.code)
-            if h.generation != self.generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                return  # a late word about a generation already replaced
-            view.status, view.status_detail, view.generation = state, body.detail, h.generation
-            if state is NodeStatus.EVIDENCE_DONE:
-                view.evidence, view.evidence_heard = EvidenceReport.from_wire(body.report), self.heard
-            elif state is NodeStatus.STOPPED:
-                view.stop_report = StopReport.from_wire(body.report)
-            view.status_since, view.status_heard = now, self.heard
-            if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
-                view.launcher_exit = None if ended is None else RankExit(RankKey(h.node, -1), ended.code, now - lag)
-            if body.checkpoint:
-                view.checkpoint = body.checkpoint
-                if state is NodeStatus.LAUNCHED and h.generation == 0 == self.generation:
-                    self.recovery.started(body.checkpoint)  # generation 0: each node's own choice at start
-            self._loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
-            # Capture details carry the node's whole manifest: the event keeps a short form.
-            detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
-            if self.recovery.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
-                self.events.emit(EventKind.NODE_STATUS, h.generation, node=h.node, state=body.state, detail=detail)
-        elif isinstance(body, Procs):
-            if body.workers:
-                view.worker_pids = dict(body.workers)
-            if self.judge and h.generation == self.generation:
-                self.judge.observe_compilers(
-                    [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
-                     for s in body.samples], now, node=h.node)
-                if body.activity:
-                    self.judge.observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds,
-                                                             a.state == "T", now - lag) for a in body.activity], now)
-                if body.locks or view.locks or self._lock_nodes:
-                    # (the job's locks are the nodes' with locks: not a union over every node for
-                    # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
-                    view.locks = set(body.locks)
-                    (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
-                    self.judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
-                                                       if n in self.nodes))), now)
-                for c in body.collectives:
-                    if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
-                        view.recorder[c.rank] = c.problem or "on"
-                    if not c.problem:
-                        self.judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
-        elif isinstance(body, Exits):
-            for e in body.exits:
-                self._exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
-
-    def _exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
-        """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
-        if self.judge and h.generation == self.generation:
-            self.judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
-        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
-
-    def _lines(self, view: NodeView, h: Header, body: Lines, t_mono: float) -> None:
-        """One batch: the job's log (:class:`.JobLog`), then the judge. Per rank and per match, never
-        per line: the agent joined each rank's lines and classified them on its own CPU.
-
-        ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
-        """
-        # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
-        shed = self.behind >= SHED_BEHIND
-        rank_keys, n = self.joblog.write(h, body, keep_tails=not shed)
-        if shed:
-            self.counters.tail_lines_shed += n
-        view.lines += n
-        self.counters.lines += n
-        judge = self.judge
-        if judge is None or view.generation != self.generation:
-            return
-        if body.classified and body.classified == self._kb_fingerprint(judge):
-            records = line_records(body, rank_keys, t_mono, h.wall)
-            try:
-                judge.observe_batch(records.ranks, records.matches, records.progress)
-                return
-            except ValueError as exc:  # a signature we do not know: classify here instead
-                log.debug("classifying a batch of %s here: %s", h.node, exc)
-        # Not classified by the agent (no knowledge base, another table, an older judge): the judge
-        # classifies it, line by line.
-        self.counters.unclassified_batches += 1
-        judge.observe_lines(body_lines(body, rank_keys, t_mono, h.wall))
-
-    def _kb_fingerprint(self, judge: JudgeLike) -> int:
-        """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
-        kb = judge.kb
-        if kb is None:
-            return 0
-        if self._fp_kb is not kb:
-            from neuron_watch.diagnosis.classify import kb_fingerprint
-
-            self._fp_kb, self._fp = kb, kb_fingerprint(kb)
-        return self._fp
+        self.ingest.message(view, msg, now, frame)
 
     def tail(self, key: RankKey, n: int | None = None) -> list[str]:
         """The last ``n`` (default ``tail_lines``) lines of a rank, oldest first (:meth:`.JobLog.tail`)."""
         return self.joblog.tail(key, n)
-
-    def _loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
-        if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
-            if self.recovery.live:
-                self.events.emit(EventKind.AGENT_DROPPED, self.generation, node=view.node, lines=lines, messages=msgs)
-            else:  # job_finished is the last event; the loss still counts in status.json
-                log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
-                            view.node, lines, msgs)
-        view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
-        view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
-        if truncated > view.reported_truncated_lines:
-            self.events.emit(EventKind.LINES_TRUNCATED, self.generation, node=view.node, lines=truncated,
-                             limit_bytes=MAX_LINE_BYTES, rank_line_bytes=RANK_LINE_BYTES)
-            view.reported_truncated_lines = truncated
 
     # -- the clock ---------------------------------------------------------------------------
 
@@ -460,14 +327,21 @@ class Coordinator:
         return {"incident": incident, "job_id": self.job, "generation": self.generation, **verdict.to_dict()}
 
     def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
-        """The job's manifest of this incident: every node's part, and the nodes that sent none."""
+        """The job's manifest of this incident: every node's part, and the nodes that sent none; and
+        the tails of the verdict's ranks as the job log holds them (``tails.log``)."""
         per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
         path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
+        tails = os.path.join(os.path.dirname(path), "tails.log")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_json_atomic(path, merge_manifests(self.job, incident, per_node))
+            if self.recovery.pending is not None:
+                path = tails
+                with open(tails, "w", encoding="utf-8") as f:
+                    f.write(incident_tails(self.joblog, self.recovery.pending))
         except OSError as exc:
-            self.health.failed("write the incident manifest", path, exc)
+            self.health.failed("write the incident manifest" if path != tails else "write the incident's tails",
+                               path, exc)
 
     # -- carrying out recovery's commands ------------------------------------------------------
 
@@ -586,6 +460,7 @@ class Coordinator:
                 "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
+                "merged_lines_shed": c.merged_lines_shed,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 

@@ -82,6 +82,9 @@ class Counters:
     #: merged.log and the ranks' own files), status.json writes skipped
     tail_lines_shed: int = 0
     status_writes_shed: int = 0
+    #: lines (and batches) a writer process of merged.log could not take at once: shed, never waited for
+    merged_lines_shed: int = 0
+    merged_batches_shed: int = 0
 
     def bad_total(self) -> int:
         return sum(self.bad.values())
@@ -95,8 +98,9 @@ class Receiver(Protocol):
     @property
     def events(self) -> EventLog: ...  # where refusals, joins and commands are told
 
-    def received(self, view: NodeView, msg: Msg, now: float) -> None:
-        """A fresh, authenticated message of ``view``'s current session, in order."""
+    def received(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
+        """A fresh, authenticated message of ``view``'s current session, in order; ``frame``: its
+        body as it crossed the wire."""
 
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's status document, the answer to a status query."""
@@ -190,7 +194,8 @@ class Endpoint:
             if h.job != self.job and not h.kind.is_command:
                 self._foreign(routing_id, frames, h, now)
                 return
-            body = decode_body(h.kind, self.signer.verify(frames)[1])
+            frame = self.signer.verify(frames)[1]
+            body = decode_body(h.kind, frame)
         except ProtocolError as exc:
             self._bad(exc.problem)
             if exc.problem == "version" and self.counters.bad["version"] == 1:
@@ -241,7 +246,7 @@ class Endpoint:
             view.transit = took
         elif took - view.transit > self._lag:
             self._lag = took - view.transit
-        self.receiver.received(view, Msg(h, body), now)
+        self.receiver.received(view, Msg(h, body), now, frame)
 
     def _challenge(self, routing_id: bytes, h: Header, now: float) -> None:
         """Tell an agent session our session (an ack of nothing, -1): it resends, echoing it.
@@ -365,7 +370,7 @@ class Endpoint:
         and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
         c = self.counters
         shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
-                "duplicates": c.duplicates}
+                "merged_lines_shed": c.merged_lines_shed, "duplicates": c.duplicates}
         if self.behind >= SHED_BEHIND:
             if self._behind_since is None:
                 self._behind_since = now

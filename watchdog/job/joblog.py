@@ -12,10 +12,45 @@ from __future__ import annotations
 import collections
 import os
 from collections.abc import Callable
+from typing import Protocol
 
-from neuron_watch.events import RankKey, iso_utc
+from neuron_watch.events import RankKey, Verdict, iso_utc
 from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.wire.protocol import Header, Lines
+
+
+class JobLogLike(Protocol):
+    """The job log's contract, kept in this process (:class:`JobLog`) or by a writer process
+    (:class:`neuron_watch.job.linewriter.LineWriter`). ``frame``: the batch's body as it crossed
+    the wire (what a writer process takes, unparsed, instead of the decoded body)."""
+
+    def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]: ...
+    def tail(self, key: RankKey, n: int | None = None) -> list[str]: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def gap_line(wall: float, node: str, lines: int, nbytes: int, error: str) -> str:
+    """The line ``merged.log`` gets where lines of the job's output could not be written."""
+    return (f"{iso_utc(wall)} {node} | neuron-watch: {lines} line(s) ({nbytes} bytes) of the "
+            f"job's output are missing here: {error} (each rank's own log still has them)")
+
+
+#: An incident's ``tails.log`` holds the tails of at most this many of the verdict's ranks.
+INCIDENT_TAIL_RANKS = 8
+
+
+def incident_tails(joblog: JobLogLike, verdict: Verdict) -> str:
+    """The tails of the verdict's culprit, then of its other ranks (at most
+    :data:`INCIDENT_TAIL_RANKS`), as ``merged.log`` has them: what an incident's ``tails.log`` holds."""
+    keys = list(dict.fromkeys([*([verdict.culprit] if verdict.culprit else []), *verdict.ranks]))
+    parts = []
+    for key in keys[:INCIDENT_TAIL_RANKS]:
+        lines = joblog.tail(key)
+        parts.append(f"==> {key}: its last {len(lines)} line(s) <==\n" + "".join(ln + "\n" for ln in lines))
+    if len(keys) > INCIDENT_TAIL_RANKS:
+        parts.append(f"==> {len(keys) - INCIDENT_TAIL_RANKS} more rank(s) of the verdict not listed <==\n")
+    return "\n".join(parts)
 
 
 class JobLog:
@@ -34,13 +69,17 @@ class JobLog:
         self._keys: dict[tuple[str, int], RankKey] = {}
         self._stamp_sec, self._stamp_prefix = -1, ""
 
-    def write(self, h: Header, body: Lines, keep_tails: bool) -> tuple[list[RankKey], int]:
+    def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]:
         """One batch of node ``h.node`` into ``merged.log`` and, when ``keep_tails``, the tails.
         Returns each row's rank key (in the body's order) and the number of lines.
 
         The node is the header's, the sender's authenticated name: a node speaks for itself only.
         """
-        node, keys, tails, stamp = h.node, self._keys, self.tails, self._stamp
+        return self.write_rows(h.node, h.wall, body, keep_tails)
+
+    def write_rows(self, node: str, wall: float, body: Lines, keep_tails: bool) -> tuple[list[RankKey], int]:
+        """:meth:`write` of a batch node ``node`` sent at ``wall`` (its header's)."""
+        keys, tails, stamp = self._keys, self.tails, self._stamp
         n = 0
         parts: list[str] = []
         rank_keys: list[RankKey] = []
@@ -50,7 +89,7 @@ class JobLog:
                 key = keys[(node, c.rank)] = RankKey(node, c.rank)
             rank_keys.append(key)
             # "<time> <node>/rank<r> | " before every line: one C-level replace per rank, not a loop.
-            prefix = f"{stamp(h.wall - c.d_wall)} {key} | "
+            prefix = f"{stamp(wall - c.d_wall)} {key} | "
             text = c.text
             parts += (prefix, text.replace("\n", "\n" + prefix) if c.n_lines > 1 else text, "\n")
             if keep_tails:

@@ -1,0 +1,226 @@
+"""The coordinator's ingest: what a fresh message of a node changes on the job side.
+
+An :class:`Ingest` turns each decoded, authenticated message (:class:`~neuron_watch.wire.protocol.Msg`)
+into the judge's observations, the job log's writes (:class:`~neuron_watch.job.joblog.JobLog`), the
+node's view (:class:`~neuron_watch.job.nodes.NodeView`) and the events that tell it. It decides
+nothing about time or recovery: the coordinator keeps ``tick``, the verdict's timing and the
+execution of recovery's commands, and is the :class:`JobSide` this reads the generation, the judge
+and the backlog from.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from neuron_watch.events import (
+    CompilerSample,
+    EventKind,
+    EvidenceReport,
+    LauncherExit,
+    NodeStatus,
+    RankExit,
+    RankKey,
+    StopReport,
+    WorkerSample,
+)
+from neuron_watch.job.endpoint import SHED_BEHIND, Counters
+from neuron_watch.job.joblog import JobLogLike
+from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.nodes import NodeView
+from neuron_watch.outputs.eventlog import EventLog
+from neuron_watch.recovery.machine import Recovery
+from neuron_watch.wire.protocol import (
+    MAX_LINE_BYTES,
+    RANK_LINE_BYTES,
+    Exits,
+    Header,
+    Heartbeat,
+    Hello,
+    Lines,
+    Msg,
+    Procs,
+    Status,
+    body_lines,
+    line_records,
+)
+
+log = logging.getLogger("neuron_watch")
+
+
+class JobSide(Protocol):
+    """What the ingest reads of the coordinator it works for: the current generation and judge
+    (both replaced at a relaunch), how far behind the nodes' messages wait, and recovery (whether
+    the job is live; generation 0's checkpoint)."""
+
+    @property
+    def generation(self) -> int: ...
+    @property
+    def judge(self) -> JudgeLike | None: ...
+    @property
+    def behind(self) -> float: ...
+    @property
+    def recovery(self) -> Recovery: ...
+
+
+class Ingest:
+    """Each fresh message of a node into the judge, the job log and the node's view.
+
+    Args:
+        job: the coordinator (generation, judge, backlog, recovery).
+        nodes: the job's node views by name (the registry's).
+        joblog: ``merged.log`` and the ranks' tails.
+        events: where what a node says is told.
+        counters: the endpoint's counters (lines ingested, shed, classified here).
+    """
+
+    def __init__(self, job: JobSide, nodes: dict[str, NodeView], joblog: JobLogLike, events: EventLog,
+                 counters: Counters) -> None:
+        self.job, self.nodes, self.joblog, self.events, self.counters = job, nodes, joblog, events, counters
+        #: messages ingested (fresh, authenticated, in order): orders the nodes' answers
+        self.heard = 0
+        self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
+        self._fp_kb: object = None
+        self._fp = 0
+
+    def message(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
+        """One fresh message of ``view``'s session, received at ``now`` (``frame``: its body as it
+        crossed the wire, what a writer process of the job log takes)."""
+        h, body = msg.header, msg.body
+        self.heard += 1
+        # The sender's clock is never compared with ours: an item `age` seconds old when the
+        # sender assembled the message, sent (sent - mono) later, is placed at now - both.
+        lag = max(0.0, h.sent - h.mono)
+        if isinstance(body, Lines):
+            self.lines(view, h, body, now - lag, frame)
+        elif isinstance(body, Hello):
+            view.hostname, view.pid, view.ranks, view.place = body.hostname, body.pid, body.ranks, body.place
+            self.events.emit(EventKind.NODE_HELLO, self.job.generation, node=h.node, hostname=body.hostname,
+                             ranks=list(body.ranks), agent_version=body.agent_version, place=body.place)
+        elif isinstance(body, Heartbeat):
+            self.loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
+        elif isinstance(body, Status):
+            self.status(view, h, body, now, lag)
+        elif isinstance(body, Procs):
+            self.procs(view, h, body, now, lag)
+        elif isinstance(body, Exits):
+            for e in body.exits:
+                self.exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
+
+    def status(self, view: NodeView, h: Header, body: Status, now: float, lag: float) -> None:
+        """A node's state: its view, its launcher's exit (the one report of it), its checkpoint."""
+        generation, recovery = self.job.generation, self.job.recovery
+        state = NodeStatus.parse(body.state)
+        if state is None:
+            log.debug("node %s reported a status this version does not know: %r", h.node, body.state)
+            state = NodeStatus.NONE
+        ended = LauncherExit.from_wire(body.report) if state in (NodeStatus.FINISHED, NodeStatus.FAILED) else None
+        if ended is not None:  # the node's launcher exited: the status is its one report (rank -1)
+            self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=-1, exit_code=ended.code)
+        if h.generation != generation and state in (NodeStatus.FINISHED, NodeStatus.FAILED):
+            return  # a late word about a generation already replaced
+        view.status, view.status_detail, view.generation = state, body.detail, h.generation
+        if state is NodeStatus.EVIDENCE_DONE:
+            view.evidence, view.evidence_heard = EvidenceReport.from_wire(body.report), self.heard
+        elif state is NodeStatus.STOPPED:
+            view.stop_report = StopReport.from_wire(body.report)
+        view.status_since, view.status_heard = now, self.heard
+        if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
+            view.launcher_exit = None if ended is None else RankExit(RankKey(h.node, -1), ended.code, now - lag)
+        if body.checkpoint:
+            view.checkpoint = body.checkpoint
+            if state is NodeStatus.LAUNCHED and h.generation == 0 == generation:
+                recovery.started(body.checkpoint)  # generation 0: each node's own choice at start
+        self.loss_report(view, body.dropped_lines, body.dropped_msgs, body.truncated_lines)
+        # Capture details carry the node's whole manifest: the event keeps a short form.
+        detail = body.detail if len(body.detail) <= 400 else body.detail[:400] + f"... ({len(body.detail)} chars)"
+        if recovery.live:  # after job_finished (the last event of a job) nodes only acknowledge the end
+            self.events.emit(EventKind.NODE_STATUS, h.generation, node=h.node, state=body.state, detail=detail)
+
+    def procs(self, view: NodeView, h: Header, body: Procs, now: float, lag: float) -> None:
+        """A node's process reading: compilers, workers' CPU, cache locks, flight recorder readings."""
+        if body.workers:
+            view.worker_pids = dict(body.workers)
+        judge = self.job.judge
+        if judge is None or h.generation != self.job.generation:
+            return
+        judge.observe_compilers(
+            [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
+             for s in body.samples], now, node=h.node)
+        if body.activity:
+            judge.observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds,
+                                                a.state == "T", now - lag) for a in body.activity], now)
+        if body.locks or view.locks or self._lock_nodes:
+            # (the job's locks are the nodes' with locks: not a union over every node for
+            # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
+            view.locks = set(body.locks)
+            (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
+            judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
+                                                           if n in self.nodes))), now)
+        for c in body.collectives:
+            if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
+                view.recorder[c.rank] = c.problem or "on"
+            if not c.problem:
+                judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
+
+    def exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
+        """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
+        judge = self.job.judge
+        if judge and h.generation == self.job.generation:
+            judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
+        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
+
+    def lines(self, view: NodeView, h: Header, body: Lines, t_mono: float, frame: bytes = b"") -> None:
+        """One batch: the job's log (:class:`.JobLog`), then the judge. Per rank and per match, never
+        per line: the agent joined each rank's lines and classified them on its own CPU.
+
+        ``t_mono``: our monotonic time of the sender's ``mono`` (ages are relative to it).
+        """
+        # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
+        shed = self.job.behind >= SHED_BEHIND
+        rank_keys, n = self.joblog.write(h, body, not shed, frame)
+        if shed:
+            self.counters.tail_lines_shed += n
+        view.lines += n
+        self.counters.lines += n
+        judge = self.job.judge
+        if judge is None or view.generation != self.job.generation:
+            return
+        if body.classified and body.classified == self._kb_fingerprint(judge):
+            records = line_records(body, rank_keys, t_mono, h.wall)
+            try:
+                judge.observe_batch(records.ranks, records.matches, records.progress)
+                return
+            except ValueError as exc:  # a signature we do not know: classify here instead
+                log.debug("classifying a batch of %s here: %s", h.node, exc)
+        # Not classified by the agent (no knowledge base, another table, an older judge): the judge
+        # classifies it, line by line.
+        self.counters.unclassified_batches += 1
+        judge.observe_lines(body_lines(body, rank_keys, t_mono, h.wall))
+
+    def _kb_fingerprint(self, judge: JudgeLike) -> int:
+        """The fingerprint of ``judge``'s knowledge base (0: it has none), computed once per table."""
+        kb = judge.kb
+        if kb is None:
+            return 0
+        if self._fp_kb is not kb:
+            from neuron_watch.diagnosis.classify import kb_fingerprint
+
+            self._fp_kb, self._fp = kb, kb_fingerprint(kb)
+        return self._fp
+
+    def loss_report(self, view: NodeView, lines: int, msgs: int, truncated: int = 0) -> None:
+        """What the node's agent says it dropped or cut: told once per new count."""
+        generation = self.job.generation
+        if lines > view.reported_dropped_lines or msgs > view.reported_dropped_msgs:
+            if self.job.recovery.live:
+                self.events.emit(EventKind.AGENT_DROPPED, generation, node=view.node, lines=lines, messages=msgs)
+            else:  # job_finished is the last event; the loss still counts in status.json
+                log.warning("node %s reported %d line(s) / %d message(s) it could not buffer, after the job's end",
+                            view.node, lines, msgs)
+        view.reported_dropped_lines = max(view.reported_dropped_lines, lines)
+        view.reported_dropped_msgs = max(view.reported_dropped_msgs, msgs)
+        if truncated > view.reported_truncated_lines:
+            self.events.emit(EventKind.LINES_TRUNCATED, generation, node=view.node, lines=truncated,
+                             limit_bytes=MAX_LINE_BYTES, rank_line_bytes=RANK_LINE_BYTES)
+            view.reported_truncated_lines = truncated
