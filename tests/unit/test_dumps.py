@@ -193,6 +193,15 @@ def test_a_compile_in_one_dump_outweighs_a_wait_in_another() -> None:
     assert verdict is not None and verdict.label is Label.COMPILING and verdict.action.value == "wait"
 
 
+def test_a_dump_under_faulthandlers_timeout_header_is_a_live_process() -> None:
+    # Modules/faulthandler.c's dump_traceback_later heads its dump "Timeout (h:mm:ss)!": the process
+    # was still running when the timer fired, unlike under "Fatal Python error"
+    dumps = _scan("Timeout (0:30:00)!\n" + FAULTHANDLER_ZERO3).finish()
+    assert [(d.crash, d.doing) for d in dumps] == [(False, Activity.WAIT)]
+    crashed = _scan("Fatal Python error: Aborted\n\n" + FAULTHANDLER_ZERO3).finish()
+    assert [d.crash for d in crashed] == [True]
+
+
 @pytest.mark.parametrize("excerpt", [
     "other_crash/pytorch-72086-fatal-segv-elastic-store.log",  # faulthandler under "Fatal Python error"
     "other_crash/pytorch-24983-gdb-sigsegv-libcudart.log",  # gdb under "received signal SIGSEGV"

@@ -46,8 +46,12 @@ from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdi
 INNERMOST = 8
 #: dumps kept (the rest are counted, :attr:`DumpScanner.dropped`)
 MAX_DUMPS = 256
-#: non-blank lines before a dump in which a crash report heads it
+#: non-blank lines before a dump in which a crash report heads it (the report, then gdb's stop line or
+#: its prompt)
 _CRASH_WINDOW = 3
+#: the first characters of a line that can start a dump (a thread header, gdb's ``#0``): every other
+#: line of a long log is passed over without a regular expression
+_HEAD_FIRST = frozenset("TCS#")
 
 
 class Activity(enum.Enum):
@@ -195,7 +199,8 @@ class DumpScanner:
         self.dumps: list[Dump] = []
         self.dropped = 0
         self._open: dict[RankKey, _Open] = {}
-        self._recent: dict[RankKey, list[str]] = {}  # the last non-blank lines before a dump
+        #: streams where a crash report was among the last non-blank lines: how many lines it still heads
+        self._crash_left: dict[RankKey, int] = {}
 
     def observe(self, line: LogLine) -> None:
         """One line of a stream (its rank prefix already removed, as the judge reads it)."""
@@ -208,11 +213,15 @@ class DumpScanner:
             return
         if current is not None:
             self._close(key)
-        if self._starts(line):
+        if text[:1] in _HEAD_FIRST and self._starts(line):
             return
-        recent = self._recent.setdefault(key, [])
-        recent.append(text)
-        del recent[:-_CRASH_WINDOW]
+        if "Fatal Python error" in text or "received signal" in text:
+            if _CRASH.search(text):
+                self._crash_left[key] = _CRASH_WINDOW
+        elif key in self._crash_left:
+            self._crash_left[key] -= 1
+            if self._crash_left[key] <= 0:
+                del self._crash_left[key]
 
     def finish(self) -> list[Dump]:
         """Close every stream's dump; the dumps found, in the order they ended."""
@@ -221,7 +230,7 @@ class DumpScanner:
         return self.dumps
 
     def _crashed(self, key: RankKey) -> bool:
-        return any(_CRASH.search(t) for t in self._recent.get(key, ()))
+        return key in self._crash_left
 
     def _starts(self, line: LogLine) -> bool:
         text = line.text
@@ -289,7 +298,7 @@ class DumpScanner:
 
     def _close(self, key: RankKey) -> None:
         dump = self._open.pop(key)
-        self._recent.pop(key, None)
+        self._crash_left.pop(key, None)
         if dump.tool == "faulthandler":
             # the main thread: the last one threading did not start (faulthandler lists the newest first)
             started = [t for t in dump.threads if t.frames and not _by_threading(t)]
