@@ -24,8 +24,9 @@ tree that has ``errorclass.py`` (the hook an error line no rule explains is aske
 the blind product is otherwise untouched, so what the graft changes is what the readers alone
 would have caught without the batch's phrases. A tree without ``errorclass.py`` is scored as is
 and its row says so. The second figure adds what ``diagnose`` reads of a whole excerpt after the
-judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a program-mistake
-exception raised in set-up code before any progress is configuration. It is applied to each grafted
+judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a stack dump whose
+main thread waits on its peers or its device is a hang (one that compiles, compiling), a program-mistake
+exception before any progress is configuration unless whole frames place it in the work. It is applied to each grafted
 answer from the excerpt's text as one stream (ranks not split), an approximation of the product.
 
 ``--graft-blocks`` does ``--graft`` and scores each grafted tree once more with today's
@@ -56,8 +57,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake, raised_in_setup
-from neuron_watch.events import Action, Label
+from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
+from neuron_watch.diagnosis.logtext import split_rank_prefix
+from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
 from tests.fixtures.corpus_score import (
     ACTION_CHANGES,
     EXPECTED_ACTIONS,
@@ -398,21 +402,37 @@ def blocks_row(batch: str, excerpts: list[Excerpt], blind: dict[str, dict[str, s
 
 
 def whole_log(ex: Excerpt, answer: dict[str, str]) -> dict[str, str]:
-    """``answer`` with today's whole-log readers of commands/diagnose.py applied to the excerpt as one stream."""
-    lines = [t for t in ex.log.read_text(encoding="utf-8", errors="replace").splitlines() if t.strip()]
-    if answer.get("label") == "healthy" and in_traceback(lines[-2:]):
-        return {**answer, "label": "other_crash", "action": "restart"}
+    """``answer`` with today's whole-log readers of commands/diagnose.py applied to the excerpt as one stream:
+    a traceback still open at the end, a stack dump whose main thread waits or compiles
+    (diagnosis/dumps.py), a program-mistake exception before any progress (diagnosis/firstfailure.py).
+    One stream, its ranks not split, and no progress known after a dump: an approximation of the product."""
+    raw = ex.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = [t for t in raw if t.strip()]
+    if answer.get("label") == "healthy":
+        if in_traceback(lines[-2:]):
+            return {**answer, "label": "other_crash", "action": "restart"}
+        scanner = DumpScanner()
+        for n, text in enumerate(raw):
+            scanner.observe(LogLine(RankKey("", -1), split_rank_prefix(text)[1], float(n), float(n), "", n + 1))
+        hang = dump_verdict(scanner.finish(), None)
+        if hang is not None:
+            return {**answer, "label": hang.label.value, "action": hang.action.value}
     if answer.get("label") == "other_crash" and answer.get("step") is None and program_mistake(answer.get("line", "")):
+        key = RankKey("", -1)
         frames: list[tuple[str, str]] = []
+        headed = False
         for text in lines:
             if "Traceback (most recent call last)" in text:
-                frames = []
+                frames, headed = [], True
             elif (frame := frame_of(text)) is not None:
                 frames.append(frame)
             elif text == answer["line"]:
-                if raised_in_setup(frames) is not None:
-                    return {**answer, "label": "config_error", "action": "stop"}
                 break
+        else:
+            frames, headed = [], False  # the line is not in the text as one line: its frames are unknown
+        crash = Verdict(Label.OTHER_CRASH, Action.RESTART, evidence=(Evidence(key, answer["line"], ""),))
+        if mistake_before_progress(crash, False, {key: (answer["line"], frames, headed)}) is not None:
+            return {**answer, "label": "config_error", "action": "stop"}
     return answer
 
 

@@ -34,7 +34,7 @@ PURE = [
     "events", "errors", "redact",
     "diagnosis.classify", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks", "diagnosis.flight_recorder",
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
-    "diagnosis.errorblock",
+    "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",

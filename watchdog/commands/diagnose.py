@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
 from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
 from neuron_watch.diagnosis.exctaxonomy import (
     exception_class,
@@ -36,6 +37,7 @@ from neuron_watch.diagnosis.exctaxonomy import (
     program_mistake,
     raised_in_setup,
 )
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
@@ -414,6 +416,7 @@ def diagnose_lines(
     tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
     tracebacks = _Tracebacks()
     recent = _Recent()
+    dumps = DumpScanner()
     for line in lines:
         recent.add(line)
         if line.text.strip():
@@ -421,6 +424,7 @@ def diagnose_lines(
             tail.append(line)
             del tail[:-2]
             tracebacks.observe(line)
+            dumps.observe(line)
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
             judge.context = recent.around
@@ -446,9 +450,11 @@ def diagnose_lines(
     verdict = judge.verdict(last, final=True)
     if verdict.label is Label.HEALTHY:
         latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
-        verdict = _open_traceback(tails, latest) or verdict
+        verdict = _open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
     elif verdict.label is Label.OTHER_CRASH:
-        verdict = tracebacks.mistake_in_setup(verdict) or verdict
+        progressed = any(st.last_progress is not None for st in judge.ranks.values())
+        verdict = (tracebacks.mistake_in_setup(verdict)
+                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes) or verdict)
     return verdict, count
 
 
@@ -495,12 +501,15 @@ class _Tracebacks:
 
     def __init__(self) -> None:
         self.frames: dict[RankKey, list[tuple[str, str]]] = {}
-        self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]]]] = {}
+        #: each rank's last program-mistake exception: its line, its frames, whether its header was read
+        self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]], bool]] = {}
+        self.headed: set[RankKey] = set()
 
     def observe(self, line: LogLine) -> None:
         text = line.text
         if "Traceback (most recent call last)" in text:
             self.frames[line.key] = []
+            self.headed.add(line.key)
             return
         frame = frame_of(text)
         if frame is not None:
@@ -511,7 +520,8 @@ class _Tracebacks:
             # the traceback's exception line ends it, whatever its class
             frames = self.frames.pop(line.key)
             if program_mistake(text) is not None:
-                self.mistakes[line.key] = (text, frames)
+                self.mistakes[line.key] = (text, frames, line.key in self.headed)
+            self.headed.discard(line.key)
 
     def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:
         """Configuration, when the crash came before any progress and its evidence is a program-mistake

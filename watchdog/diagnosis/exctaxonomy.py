@@ -268,6 +268,37 @@ def raised_in_setup(frames: list[tuple[str, str]]) -> str | None:
     return next((func for func in reversed(own) if _SETUP_FUNCTION.match(func)), None)
 
 
+def innermost_role(frames: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """("setup" or "work", function): the role of the innermost of a traceback's own frames (outermost
+    first, the standard library's aside) whose function names one; None when none does. The innermost
+    says where the value was refused: a trainer's ``fit`` that builds the model (Lightning's
+    ``configure_model`` under ``fit``) fails in the model's ``__init__``, not in its step."""
+    for file, func in reversed(frames):
+        if _STDLIB.search(file):
+            continue
+        if _WORK_FUNCTION.match(func):
+            return "work", func
+        if _SETUP_FUNCTION.match(func):
+            return "setup", func
+    return None
+
+
+#: source files Python runs as scripts; a traceback whose outermost frame is another kind of file
+#: (``accelerate_config.json``, ``run.sh``) shows a launcher told to run a file that is not a program
+_PYTHON_SOURCE = re.compile(r"\.pyw?$|^<[^>]*>$")
+
+
+def script_not_python(frames: list[tuple[str, str]]) -> str | None:
+    """The file, when a traceback's outermost frame runs a ``<module>`` from a file that is not Python
+    source: the launch named a configuration or shell file as the script."""
+    if not frames:
+        return None
+    file, func = frames[0]
+    if func != "<module>" or _PYTHON_SOURCE.search(file) or "." not in file.rsplit("/", 1)[-1]:
+        return None
+    return file
+
+
 def in_traceback(last_lines: list[str]) -> str | None:
     """The frame, when a rank's last lines (its last two non-blank ones, oldest first) are inside a Python
     traceback: a frame, or a frame and the source line Python prints under it. The traceback is what the

@@ -22,6 +22,16 @@ COLLECTIVE_FRAMES = re.compile(
     r"recv|send|irecv|isend|monitored_barrier)\b|torch/distributed/|torch_xla/"
 )
 
+#: Frames that mean "this thread waits for its device", which in a step waits for the collectives
+#: queued on it: torch's ``Stream``/``Event``/``cuda.synchronize`` (torch/cuda/streams.py,
+#: torch/cuda/__init__.py), the CUDA runtime's and driver's synchronising calls by their API names
+#: (``cudaStreamSynchronize``, ``cuStreamSynchronize``...), c10d's wait on a work object
+#: (``WorkNCCL::wait``/``synchronize``), XLA's ``wait_device_ops`` and JAX's ``block_until_ready``.
+DEVICE_WAIT_FRAMES = re.compile(
+    r"\b(?:synchronize|cu(?:da)?(?:Stream|Device|Event|Ctx)Synchronize|wait_device_ops|block_until_ready|"
+    r"WorkNCCL::(?:wait|synchronize\w*)|Work(?:Gloo)?::wait)\b|torch/cuda/streams\.py"
+)
+
 
 #: A thread of Python's ``faulthandler`` text (what torch's worker server answers to
 #: ``dump_traceback``): ``Thread 0x00007f... (most recent call first):`` or ``Current thread ...``,

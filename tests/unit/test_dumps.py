@@ -1,0 +1,242 @@
+"""diagnosis/dumps.py: stack dumps found by their layouts, and what their main thread says.
+
+The dumps are real: users' pastes (py-spy, faulthandler, gdb, gstack) from the threads each case
+names, cut to the threads that matter; the corpus excerpts are read from the corpus itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.dumps import Activity, DumpScanner, dump_verdict, finding
+from neuron_watch.events import Label, LogLine, RankKey
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
+
+#: DeepSpeed#6524 (py-spy dump of a ZeRO-3 run that stopped making progress)
+PYSPY_ZERO3 = """\
+Thread 4886 (idle): "MainThread"
+    _engine_run_backward (torch/autograd/graph.py:769)
+    backward (torch/autograd/__init__.py:289)
+    backward (torch/_tensor.py:521)
+    backward (deepspeed/runtime/fp16/loss_scaler.py:63)
+Thread 5408 (idle): "Thread-1"
+    wait (threading.py:324)
+    wait (threading.py:607)
+    run (tqdm/_monitor.py:60)
+    _bootstrap_inner (threading.py:1016)
+    _bootstrap (threading.py:973)
+Thread 8294 (idle)
+"""
+
+#: DeepSpeed#860 (faulthandler dump of ZeRO-3 inference hanging at 100% GPU)
+FAULTHANDLER_ZERO3 = """\
+Thread 0x00007f57caf71740 (most recent call first):
+  File "/home/stas/anaconda3/envs/main-38/lib/python3.8/site-packages/torch/cuda/streams.py", line 95 in synchronize
+  File "/mnt/nvme1/code/github/00optimize/DeepSpeed/deepspeed/runtime/zero/stage3.py", line 490 in _synchronize_communication
+  File "/mnt/nvme1/code/github/00optimize/DeepSpeed/deepspeed/runtime/zero/stage3.py", line 406 in fetch_sub_module
+"""  # noqa: E501 (the lines as pasted)
+
+#: NVIDIA/nccl#901 (gdb ``thread apply all bt`` of a rank whose NcclAllReduceSum hangs): a proxy
+#: thread, then thread 1 in cudaStreamSynchronize under libcuda's own frames
+GDB_ALLREDUCE = """\
+(gdb) thread apply all bt
+
+Thread 10 (Thread 0x7f322e3fa000 (LWP 496156)):
+#0  futex_wait_cancelable (private=<optimized out>, expected=0, futex_word=0x7f322e7fb158) at ../sysdeps/nptl/futex-internal.h:183
+#1  __pthread_cond_wait_common (abstime=0x0, clockid=0, mutex=0x7f322e7fb108, cond=0x7f322e7fb130) at pthread_cond_wait.c:508
+#2  __pthread_cond_wait (cond=cond@entry=0x7f322e7fb130, mutex=mutex@entry=0x7f322e7fb108) at pthread_cond_wait.c:647
+#3  0x00007f326f3d9740 in ncclProxyGetPostedOps (added=<synthetic pointer>, proxyState=0x5603cb96d1e0) at proxy.cc:713
+#4  ncclProxyProgress (proxyState_=0x5603cb96d1e0) at proxy.cc:868
+
+Thread 1 (Thread 0x7fd4cb6ee000 (LWP 500838)):
+#0  0x00007fd4ca0afb41 in ?? () from /lib/x86_64-linux-gnu/libcuda.so
+#1  0x00007fd4ca0915c2 in ?? () from /lib/x86_64-linux-gnu/libcuda.so
+#2  0x00007fd4ca2d31b5 in ?? () from /lib/x86_64-linux-gnu/libcuda.so
+#3  0x00007fd4ca0c6ebd in ?? () from /lib/x86_64-linux-gnu/libcuda.so
+#4  0x00007fd4dbc14c90 in ?? () from /usr/local/cuda-11.6/lib64/libcudart.so.11.0
+#5  0x00007fd4dbc6ba38 in cudaStreamSynchronize () from /usr/local/cuda-11.6/lib64/libcudart.so.11.0
+"""  # noqa: E501 (the lines as pasted)
+
+#: NVIDIA/nccl#117 (gstack of an all_reduce_test that hangs): gdb's frames under gstack's header
+GSTACK_ALLREDUCE = """\
+Thread 1 (process 24745):
+#0  0x00007ffed7dd47c2 in clock_gettime ()
+#1  0x00002b1973e0424d in __GI___clock_gettime (clock_id=<optimized out>, tp=<optimized out>) at ../sysdeps/unix/clock_gettime.c:115
+#2  0x00002b196e2fb3ee in ?? () from /usr/lib64/libcuda.so.1
+#3  0x00002b196e38e805 in ?? () from /usr/lib64/libcuda.so.1
+#4  0x00002b196e2e66c3 in ?? () from /usr/lib64/libcuda.so.1
+#5  0x00002b196e2e6819 in ?? () from /usr/lib64/libcuda.so.1
+#6  0x00002b196e200287 in ?? () from /usr/lib64/libcuda.so.1
+#7  0x00002b196e344ae2 in cuStreamSynchronize () from /usr/lib64/libcuda.so.1
+"""  # noqa: E501 (the lines as pasted)
+
+#: huggingface/transformers#17308 (py-spy of a hung test): the main thread in autograd's
+#: ``backward`` under a test runner; no frame that names a wait on peers or the device
+PYSPY_BACKWARD_ONLY = """\
+Thread 530235 (idle): "MainThread"
+    backward (torch/autograd/__init__.py:173)
+    backward (torch/_tensor.py:399)
+    _backward (functorch/_src/monkey_patching.py:97)
+    training_step (transformers/trainer.py:2263)
+"""
+
+#: A data loader worker dumped by py-spy while the job runs (the layout of py-spy's dump.rs; the
+#: frames of torch's worker loop waiting for its next index): idle, not hung
+PYSPY_DATALOADER_WORKER = """\
+Thread 3141 (idle): "MainThread"
+    poll (multiprocessing/popen_fork.py:27)
+    get (multiprocessing/queues.py:113)
+    _worker_loop (torch/utils/data/_utils/worker.py:275)
+    run (multiprocessing/process.py:108)
+Thread 3150 (idle): "Thread-2"
+    all_reduce (torch/distributed/distributed_c10d.py:2806)
+    _bootstrap (threading.py:973)
+"""
+
+#: A raised exception's traceback through all_reduce (CPython's traceback.format_list: ", in",
+#: outermost first): not a dump, whatever frames it names
+TRACEBACK_THROUGH_ALL_REDUCE = """\
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2050, in all_reduce
+    work = group.allreduce([tensor], opts)
+RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error
+"""
+
+#: A finished call named in a frame's own layout but outside any thread header: a profiler's or
+#: a log's line, not a dump
+FINISHED_ALL_REDUCE = """\
+step 10 done
+    all_reduce (torch/distributed/distributed_c10d.py:2806)
+step 11 done
+"""
+
+
+def _lines(text: str, start: float = 100.0) -> list[LogLine]:
+    key = RankKey("", 0)
+    return [LogLine(key, t, start + i, start + i, "paste.log", i + 1) for i, t in enumerate(text.splitlines())]
+
+
+def _scan(text: str) -> DumpScanner:
+    scanner = DumpScanner()
+    for line in _lines(text):
+        scanner.observe(line)
+    return scanner
+
+
+@pytest.mark.parametrize(("text", "tool", "doing", "function"), [
+    (PYSPY_ZERO3, "py-spy", Activity.WAIT, "_engine_run_backward"),
+    (FAULTHANDLER_ZERO3, "faulthandler", Activity.WAIT, "synchronize"),
+    (GDB_ALLREDUCE, "gdb", Activity.WAIT, "cudaStreamSynchronize"),
+    (GSTACK_ALLREDUCE, "gdb", Activity.WAIT, "cuStreamSynchronize"),
+    (PYSPY_BACKWARD_ONLY, "py-spy", Activity.OTHER, None),
+    (PYSPY_DATALOADER_WORKER, "py-spy", Activity.DATA, "_worker_loop"),
+], ids=["py-spy-zero3", "faulthandler-zero3", "gdb-nccl-allreduce", "gstack-allreduce", "py-spy-backward-only",
+        "py-spy-dataloader-worker"])
+def test_each_layout_is_read_to_its_main_threads_activity(text: str, tool: str, doing: Activity,
+                                                          function: str | None) -> None:
+    dumps = _scan(text).finish()
+    assert len(dumps) == 1
+    dump = dumps[0]
+    assert (dump.tool, dump.doing, dump.crash) == (tool, doing, False)
+    assert (dump.frame.function if dump.frame else None) == function
+    assert dump.main is not None and dump.main.main
+
+
+@pytest.mark.parametrize("text", [TRACEBACK_THROUGH_ALL_REDUCE, FINISHED_ALL_REDUCE],
+                         ids=["raised-traceback", "finished-call-line"])
+def test_lines_that_name_a_collective_outside_a_dump_are_no_dump(text: str) -> None:
+    assert _scan(text).finish() == []
+
+
+@pytest.mark.parametrize(("text", "label", "function"), [
+    (PYSPY_ZERO3, Label.COLLECTIVE_HANG, "_engine_run_backward"),
+    (FAULTHANDLER_ZERO3, Label.COLLECTIVE_HANG, "synchronize"),
+    (GDB_ALLREDUCE, Label.COLLECTIVE_HANG, "cudaStreamSynchronize"),
+    (PYSPY_BACKWARD_ONLY, None, None),
+    (PYSPY_DATALOADER_WORKER, None, None),  # a helper thread in all_reduce: the main thread decides
+], ids=["py-spy", "faulthandler", "gdb", "nothing-named", "healthy-worker"])
+def test_a_main_thread_waiting_is_a_collective_hang_with_the_frame_as_evidence(
+        text: str, label: Label | None, function: str | None) -> None:
+    verdict = dump_verdict(_scan(text).finish(), latest_progress=None)
+    if label is None:
+        assert verdict is None
+        return
+    assert verdict is not None
+    assert (verdict.label, verdict.action.value) == (label, "restart")
+    assert function is not None and function in verdict.evidence[0].text
+    assert verdict.evidence[0].lineno > 1  # the frame's own line, not the header
+
+
+def test_progress_after_the_dump_says_the_job_moved_on() -> None:
+    dumps = _scan(PYSPY_ZERO3).finish()
+    first = dumps[0].first.mono
+    assert dump_verdict(dumps, latest_progress=first + 30) is None
+    assert dump_verdict(dumps, latest_progress=first - 30) is not None
+
+
+def test_a_compile_in_one_dump_outweighs_a_wait_in_another() -> None:
+    # the frames of torch.compile's worker pool waiting on its compile subprocess (pytorch#162199's
+    # traceback), in py-spy's layout, as a second process's dump after DeepSpeed#6524's
+    compiling = ('Thread 77 (idle): "MainThread"\n'
+                 "    _wait (subprocess.py:2038)\n"
+                 "    wait (subprocess.py:1264)\n"
+                 "    shutdown (torch/_inductor/compile_worker/subproc_pool.py:269)\n")
+    dumps = _scan(PYSPY_ZERO3 + compiling).finish()
+    assert [d.doing for d in dumps] == [Activity.WAIT, Activity.COMPILE]
+    found = finding(dumps)
+    assert found is not None and found.doing is Activity.COMPILE
+    verdict = dump_verdict(dumps, None)
+    assert verdict is not None and verdict.label is Label.COMPILING and verdict.action.value == "wait"
+
+
+def test_a_dump_under_faulthandlers_timeout_header_is_a_live_process() -> None:
+    # Modules/faulthandler.c's dump_traceback_later heads its dump "Timeout (h:mm:ss)!": the process
+    # was still running when the timer fired, unlike under "Fatal Python error"
+    dumps = _scan("Timeout (0:30:00)!\n" + FAULTHANDLER_ZERO3).finish()
+    assert [(d.crash, d.doing) for d in dumps] == [(False, Activity.WAIT)]
+    crashed = _scan("Fatal Python error: Aborted\n\n" + FAULTHANDLER_ZERO3).finish()
+    assert [d.crash for d in crashed] == [True]
+
+
+@pytest.mark.parametrize("excerpt", [
+    "other_crash/pytorch-72086-fatal-segv-elastic-store.log",  # faulthandler under "Fatal Python error"
+    "other_crash/pytorch-24983-gdb-sigsegv-libcudart.log",  # gdb under "received signal SIGSEGV"
+])
+def test_a_dump_under_a_crash_report_says_nothing_of_a_hang(excerpt: str) -> None:
+    text = (CORPUS / excerpt).read_text(encoding="utf-8", errors="replace")
+    dumps = _scan(text).finish()
+    assert dumps and all(d.crash for d in dumps)
+    assert finding(dumps) is None
+
+
+@pytest.mark.parametrize("excerpt", [
+    "collective_hang/deepspeed-6524-zero3-stuck-in-partition-grads-py-spy.log",
+    "collective_hang/deepspeed-860-zero3-inference-hangs-in-synchronize-faulthandler.log",
+])
+def test_offline_diagnose_reads_a_pasted_dump_as_a_hang(excerpt: str) -> None:
+    verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
+    assert (verdict.label, verdict.action.value) == (Label.COLLECTIVE_HANG, "restart")
+    assert verdict.evidence[0].signature == "form.stack_dump"
+
+
+def test_a_prefixed_dump_is_read_through_the_rank_prefix(tmp_path: Path) -> None:
+    log = tmp_path / "combined.log"
+    log.write_text("".join(f"[rank3]:{line}\n" for line in FAULTHANDLER_ZERO3.splitlines()), encoding="utf-8")
+    verdict = diagnose_paths([str(log)]).verdict
+    assert verdict.label is Label.COLLECTIVE_HANG
+    assert verdict.culprit is not None and verdict.culprit.rank == 3
+
+
+def test_dumps_beyond_the_bound_are_counted() -> None:
+    from neuron_watch.diagnosis import dumps as module
+
+    scanner = DumpScanner()
+    for n in range(module.MAX_DUMPS + 3):
+        for line in _lines(f'Process {n}: python train.py\n' + PYSPY_ZERO3, start=n * 100.0):
+            scanner.observe(line)
+    assert len(scanner.finish()) == module.MAX_DUMPS
+    assert scanner.dropped == 3

@@ -1,0 +1,65 @@
+"""A program-mistake exception before any progress: configuration, not a crash to restart. Pure.
+
+A ``ValueError``, ``TypeError``, ``KeyError``, ``NameError``, ``AttributeError`` or ``AssertionError``
+(:func:`~neuron_watch.diagnosis.exctaxonomy.program_mistake`) is raised by the program on a value it
+cannot use. When it is the failure of a log in which no rank ever made progress, the program died
+setting itself up (its arguments, its configuration, its model, its first batch): a restart runs the
+same command on the same files and meets the same value again. Where the frames say in which
+function it was raised, the reason names it; where they are missing (one line pasted) the rule still
+holds, since it rests on the exception's class and the absence of progress, not on the frames.
+
+The live watchdog reaches the same end in two generations: ``recovery/policy.py`` stops a failure
+before the first step that repeats with the same label and signature in the next generation (a crash
+loop). Offline there is one generation to read, so the class and the missing progress say it at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.exctaxonomy import innermost_role, program_mistake, script_not_python
+from neuron_watch.events import Action, Label, RankKey, Verdict
+
+#: a rank's last program-mistake exception: its line, its traceback's frames (file, function),
+#: outermost first, and whether the traceback was read whole (from its ``Traceback`` header)
+Traceback = tuple[str, list[tuple[str, str]], bool]
+
+
+def mistake_before_progress(verdict: Verdict, progressed: bool,
+                            tracebacks: Mapping[RankKey, Traceback] | None = None) -> Verdict | None:
+    """``verdict`` as configuration (stop) when it is a crash (``other_crash``) whose evidence is a
+    program-mistake exception line and no rank made progress (``progressed`` False, no step); None
+    otherwise.
+
+    ``tracebacks``: each rank's last program-mistake exception with its frames. Where the evidence's
+    frames were read, they decide: the innermost frame that names a role (exctaxonomy.innermost_role)
+    must set the program up, or the outermost must run a file that is not Python source (a launcher
+    given a configuration file as its script); frames that run the work (``forward``, ``evaluate``) or
+    name no role in a traceback read whole (a script's ``<module>`` and its own helpers: the program's
+    own bug) keep the crash. Without frames (one pasted line), or with only the innermost frames of
+    a traceback cut above them naming no role, the class and the missing progress decide.
+    """
+    if verdict.label is not Label.OTHER_CRASH or progressed or verdict.step is not None or not verdict.evidence:
+        return None
+    ev = verdict.evidence[0]
+    name = program_mistake(ev.text)
+    if name is None:
+        return None
+    found = (tracebacks or {}).get(ev.key)
+    frames, whole = (found[1], found[2]) if found is not None and found[0] == ev.text else ([], False)
+    where = ""
+    if frames:
+        role = innermost_role(frames)
+        script = script_not_python(frames)
+        if script is not None:
+            where = f" running {script}, which is not a Python program,"
+        elif role is not None and role[0] == "setup":
+            where = f" in set-up code ({role[1]})"
+        elif role is not None or whole:
+            return None
+    return dataclasses.replace(
+        verdict, label=Label.CONFIG_ERROR, action=Action.STOP, advice=CONFIG_ADVICE,
+        reason=f"{name} raised{where} before any rank made progress: a value the program refuses as it sets "
+               f"itself up, which a restart meets again ({ev.text.strip()[:160]})")
