@@ -782,3 +782,33 @@ def test_logged_exception_takes_the_cause_of_the_throwable_on_the_next_line(tmp_
                      "java.lang.OutOfMemoryError: Java heap space\n")
     v = diagnose_paths([str(apart)]).verdict
     assert v.label is Label.OTHER_CRASH
+
+
+#: the table's rules added for issue23-heldout-10's sources: (line, the rule it is read by, a near miss)
+ROUND10_RULES = [
+    ("2025-Jan-07 07:24:59.0615    58:58    ERROR   NRT:nrt_allocate_tensor_set                 Incompatible runtime state: NRT_STATE_CHILD",
+     "neuron.nrt.state_child",
+     "2025-Jan-03 21:00:33.247541 13423:13423 ERROR   NRT:nrt_close                               Unexpected runtime state: NRT_STATE_START"),  # aws-neuron-sdk#1083, #1078
+    ("NCCL WARN NET/IB : Got async event : port error", "gpu.nccl.ib_port_error",
+     "gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"),  # nccl#905
+    ("ms-pd-llm-d-modelservice-prefill-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async error event: port error",
+     "gpu.nccl.ib_port_error",
+     "node1:1234:1301 [0] transport/net_ib.cc:120 NCCL WARN NET/IB : mlx5_0:1 Got async event : port active"),  # llm-d#191
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "near_miss"), ROUND10_RULES)
+def test_round10_rule_and_its_near_miss(line: str, rule: str, near_miss: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == rule
+    miss = KB.classify(near_miss)
+    assert miss is None or miss.signature.id != rule
+
+
+def test_ib_port_error_is_a_warning_while_the_rank_goes_on() -> None:
+    """A port that went down and came back (NCCL calls the event non-fatal) is no failure while the rank's steps
+    go on; as the rank's last word it is why the transport failed."""
+    port = "node1:1234:1301 [0] transport/net_ib/common.cc:190 NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)"
+    assert _judge_lines([port, *PROGRESS]).verdict(1010.0, final=True).label is Label.HEALTHY
+    v = _judge_lines([*PROGRESS, port]).verdict(1010.0, final=True)
+    assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
