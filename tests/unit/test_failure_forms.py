@@ -812,3 +812,34 @@ def test_ib_port_error_is_a_warning_while_the_rank_goes_on() -> None:
     assert _judge_lines([port, *PROGRESS]).verdict(1010.0, final=True).label is Label.HEALTHY
     v = _judge_lines([*PROGRESS, port]).verdict(1010.0, final=True)
     assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
+
+
+#: forms read for issue23-heldout-10's sources: (line, the kind, the cause, where it is from, a near miss that
+#: must read as nothing or as no failure)
+ROUND10_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
+    # tf_cnn_benchmarks' step table (benchmark_cnn.py "%i\t%s\t%.*f": step, timing text, loss)
+    ("20\timages/sec: 6653.0 +/- 183.1 (jitter = 813.2)\tnan", M, Label.NUMERICAL_ERROR, "tensorflow/benchmarks#269",
+     "10\timages/sec: 6690.0 +/- 314.3 (jitter = 813.2)\t9.259"),
+    ("20      images/sec: 6653.0 +/- 183.1 (jitter = 813.2)   nan", M, Label.NUMERICAL_ERROR,
+     "corpus (tf-benchmarks-269: the tabs as spaces)", "3   files skipped: nan"),
+    # JAX's GPU backend that failed, at WARNING as it falls back to the CPU (jax/_src/xla_bridge.py backends())
+    ("CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation gpuDeviceGetAttribute( &major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NOT_INITIALIZED (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+     E, Label.CONFIG_ERROR, "jax-ml/jax#20711",
+     "I1029 07:57:57.674494 140026811004672 xla_bridge.py:236] Unable to initialize backend 'tpu': INVALID_ARGUMENT: TpuPlatform is not available."),
+    ("WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Found cuDNN version 8700, but JAX was built against version 8904, which is newer. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+     E, Label.CONFIG_ERROR, "jax-ml/jax#18027 (under Python logging's WARNING head)",
+     "INFO:2024-06-25 00:34:55,109:jax._src.xla_bridge:889: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'"),
+]
+
+
+@pytest.mark.parametrize(("line", "kind", "label", "source", "near_miss"), ROUND10_FORMS,
+                         ids=[f"round10:{i}" for i in range(len(ROUND10_FORMS))])
+def test_round10_form_its_cause_and_its_near_miss(line: str, kind: FormKind, label: Label | None, source: str,
+                                                   near_miss: str) -> None:
+    form = read_line(line)
+    assert form is not None and form.kind is kind, f"{form} ({source})"
+    assert any(n in "\n" + line for n in NEEDLES), source
+    found = cause_of(line)
+    assert (found[0] if found else None) is label, f"{found} ({source})"
+    miss = read_line(near_miss)
+    assert miss is None or miss.kind not in (E, C, M), f"{miss} ({near_miss})"

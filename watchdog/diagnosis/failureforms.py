@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 7
+FORM_RULES = 8
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -323,6 +323,14 @@ _RESOURCE = re.compile(
     # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
     r"\bBut your machine only has: \[")
 
+#: JAX's GPU backend that did not come up, logged at WARNING as JAX falls back to the CPU (jax/_src/xla_bridge.py
+#: backends(): "CUDA backend failed to initialize: {err} (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+#: the platform's name upper-cased, ROCm likewise). It is printed only when a GPU plugin is installed, so the
+#: program was set up for a GPU and runs without one: a driver, cuDNN or device-visibility mismatch that a
+#: restart repeats. Read whatever the record's level, as the warning is the failure; the INFO records of
+#: the probe of every platform ("Unable to initialize backend 'tpu': ...") are not this.
+_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S")
+
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
 #: clients pass on as they are: an error record whatever the line's head (its cause is the code's)
@@ -414,6 +422,13 @@ _SCALE_AT_FLOOR = re.compile(r"\bAttempted loss scale: ([\d.]+(?:[eE][-+]?\d+)?)
 #: a row of an aligned table of numbers with a NaN/Inf among them ("   120   nan   0.0003   1.2e-4")
 _NUMBER_OR_NONFINITE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?|nan|NaN|NAN|inf|Inf|INF)")
 _NONFINITE_TOKEN = frozenset({"nan", "NaN", "NAN", "inf", "Inf", "INF", "-nan", "-inf", "+inf", "-Inf", "-INF"})
+#: the columns of a row of a step-by-step table, aligned by tabs or runs of spaces: the row begins with
+#: its step and its last column is a value (tf_cnn_benchmarks benchmark_cnn.py: the header
+#: "Step\tImg/sec\t" + loss_name, each row "%i\t%s\t%.*f" of the step, the timing text "images/sec: %.1f
+#: +/- %.1f (jitter = %.1f)" and the loss, which printf writes "nan"). A column of text between them does
+#: not make the row prose: the first and last columns do the telling.
+_COLUMNS = re.compile(r"\t+|\s{2,}")
+_STEP_COLUMN = re.compile(r"\d+")
 
 # -- phases ----------------------------------------------------------------------------------------
 
@@ -524,7 +539,7 @@ NEEDLES: tuple[str, ...] = (
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
-    "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
+    "backend failed to initialize", "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
     "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
@@ -658,6 +673,10 @@ def _metric(text: str) -> Form | None:
     if len(tokens) >= 3 and any(t in _NONFINITE_TOKEN for t in tokens) and all(
             _NUMBER_OR_NONFINITE.fullmatch(t) for t in tokens):
         return Form(FormKind.METRIC, "a NaN/Inf in a table of metrics", Label.NUMERICAL_ERROR)
+    row = text.strip()
+    if row[-3:] in _NONFINITE_TOKEN and len(columns := _COLUMNS.split(row)) >= 3 and \
+            columns[-1] in _NONFINITE_TOKEN and _STEP_COLUMN.fullmatch(columns[0]):
+        return Form(FormKind.METRIC, "a NaN/Inf in the last column of a step's row", Label.NUMERICAL_ERROR)
     return None
 
 
@@ -689,6 +708,9 @@ def read_line(text: str) -> Form | None:
     if _NVRM_GPU_GONE.search(text):
         return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
                     Label.HARDWARE_ERROR)
+    if _GPU_BACKEND_FAILED.search(text):
+        return Form(FormKind.ERROR, "a GPU backend that failed to initialise (JAX falls back to the CPU)",
+                    Label.CONFIG_ERROR)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
