@@ -829,7 +829,24 @@ ROUND10_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
     ("WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Found cuDNN version 8700, but JAX was built against version 8904, which is newer. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
      E, Label.CONFIG_ERROR, "jax-ml/jax#18027 (under Python logging's WARNING head)",
      "INFO:2024-06-25 00:34:55,109:jax._src.xla_bridge:889: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'"),
+    # mpirun's report of a daemon that never reported back at start-up (Open MPI's help text)
+    ("An ORTE daemon has unexpectedly failed after launch and before", E, Label.CONFIG_ERROR, "NVIDIA/deepops#409",
+     "communicating back to mpirun. This could be caused by a number"),
+    # Triton's load record: Unavailable is the backend's code for a model file the repository lacks
+    ("E0609 11:05:39.787741 697 model_repository_manager.cc:1242] failed to load 'cub200_resnet34' version 1: Unavailable: unable to find '/models/cub200_resnet34/1/model.pt' for model instance 'cub200_resnet34'",
+     E, Label.CONFIG_ERROR, "clearml/clearml-serving#3",
+     "I0609 11:05:39.787824 697 server.cc:500] "),
 ]
+
+
+def test_triton_load_unavailable_takes_the_cause_of_its_message() -> None:
+    """In Triton's load record Unavailable names no peer: the message says the cause, or none."""
+    head = "E0609 11:05:39.787741 697 model_repository_manager.cc:1242] failed to load 'm' version 1: Unavailable: "
+    assert cause_of(head + "unexpected error when loading the model") is None
+    found = cause_of(head + "CUDA out of memory. Tried to allocate 20.00 MiB")
+    assert found is not None and found[0] is Label.OOM
+    found = cause_of("E0609 11:05:39.787741 697 grpc_server.cc:10] Unavailable: failed to connect to all addresses")
+    assert found is not None and found[0] is Label.COMM_ERROR
 
 
 @pytest.mark.parametrize(("line", "kind", "label", "source", "near_miss"), ROUND10_FORMS,

@@ -286,6 +286,11 @@ _RESOURCE = re.compile(
     # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
     # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
     r"\bThere are not enough slots available in the system\b|"
+    # ... and mpirun's report of a daemon (orted) that never reported back at start-up ("An ORTE daemon has
+    # unexpectedly failed after launch and before communicating back to mpirun", Open MPI 1.x-4.x): orted
+    # not found or not runnable on the remote node (PATH, a container, an Open MPI built without the
+    # scheduler's support) or no route back to mpirun; no rank ran, and a relaunch fails the same way
+    r"\bAn ORTE daemon has unexpectedly failed after launch\b|"
     r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
     # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
     # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
@@ -539,7 +544,7 @@ NEEDLES: tuple[str, ...] = (
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
-    "backend failed to initialize", "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
+    "backend failed to initialize", "ORTE daemon has unexpectedly", "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
     "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
@@ -810,6 +815,15 @@ _PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Conne
 _IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\bIBV_WC_(?:RNR_)?RETRY_EXC_ERR\b")
 
 
+#: Triton's record of a model that failed to load (core's model repository manager: "failed to load '<model>'
+#: version <n>: " + Status::AsString(), "<Code>: <message>"). Its backends give a model file that is not in the
+#: repository the code Unavailable (pytorch_backend's model instance: TRITONSERVER_ERROR_UNAVAILABLE, "unable to
+#: find '<path>' for model instance '<name>'"): the server is local, so the word names no peer, and a model
+#: file the repository lacks is a deployment mistake a restart repeats.
+_TRITON_LOAD_UNAVAILABLE = re.compile(r"\bfailed to load '[^']+' version \d+: (?:Unavailable|UNAVAILABLE): (.*)")
+_MODEL_FILE_MISSING = re.compile(r"^unable to find '[^']+'")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
@@ -819,6 +833,11 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
         return cause_of(unavailable.group(1))
+    load = _TRITON_LOAD_UNAVAILABLE.search(text)
+    if load is not None:
+        if _MODEL_FILE_MISSING.search(load.group(1)):
+            return Label.CONFIG_ERROR, "a model file the inference server could not find"
+        return cause_of(load.group(1))
     m = _STATUS.search(text)
     if m is not None:
         name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or m.group(4) or _SPACED_NAMES[m.group(3)]
