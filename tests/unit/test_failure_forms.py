@@ -836,6 +836,10 @@ ROUND10_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
     ("E0609 11:05:39.787741 697 model_repository_manager.cc:1242] failed to load 'cub200_resnet34' version 1: Unavailable: unable to find '/models/cub200_resnet34/1/model.pt' for model instance 'cub200_resnet34'",
      E, Label.CONFIG_ERROR, "clearml/clearml-serving#3",
      "I0609 11:05:39.787824 697 server.cc:500] "),
+    # TensorFlow's check of the cuDNN it loaded (stream_executor/cuda/cuda_dnn.cc), the record's head cut
+    ("Loaded runtime CuDNN library: 7.1.1 but source was compiled with: 7.2.1.  CuDNN library major and minor version needs to match or have higher minor version in case of CuDNN 7.0 or later version.",
+     E, Label.CONFIG_ERROR, "tensorflow/tensorflow#19347",
+     "2018-09-12 10:00:00.000000: I tensorflow/stream_executor/dso_loader.cc:151] successfully opened CUDA library libcudnn.so.7 locally"),
 ]
 
 
@@ -860,3 +864,14 @@ def test_round10_form_its_cause_and_its_near_miss(line: str, kind: FormKind, lab
     assert (found[0] if found else None) is label, f"{found} ({source})"
     miss = read_line(near_miss)
     assert miss is None or miss.kind not in (E, C, M), f"{miss} ({near_miss})"
+
+
+def test_uncaught_gloo_timeout_is_a_collective_that_did_not_complete(tmp_path: Path) -> None:
+    """gloo's TimeoutException under libstdc++'s terminate report: its what() names no cause, the thrown type does
+    (a collective a peer never joined); another gloo exception stays a crash of unknown cause."""
+    what = "  what():  [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:587] TIMEOUT self_rank = 0 pair_rank = 1 peer_str = [172.16.32.105]:36265"
+    for thrown, label in (("gloo::TimeoutException", Label.COLLECTIVE_HANG), ("gloo::EnforceNotMet", Label.OTHER_CRASH)):
+        log = tmp_path / f"{thrown}.log"
+        log.write_text("\n".join([*PROGRESS, f"terminate called after throwing an instance of '{thrown}'", what]) + "\n")
+        v = diagnose_paths([str(log)]).verdict
+        assert v.label is label and v.action is Action.RESTART, thrown

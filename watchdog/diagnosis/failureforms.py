@@ -291,6 +291,10 @@ _RESOURCE = re.compile(
     # not found or not runnable on the remote node (PATH, a container, an Open MPI built without the
     # scheduler's support) or no route back to mpirun; no rank ran, and a relaunch fails the same way
     r"\bAn ORTE daemon has unexpectedly failed after launch\b|"
+    # TensorFlow's check of the cuDNN it loaded against the one it was built with (stream_executor/cuda/
+    # cuda_dnn.cc, LOG(ERROR): "Loaded runtime CuDNN library: %s but source was compiled with: %s. ..."): the
+    # library on this machine is too old for the build, and the first convolution crashes or fails
+    r"\bLoaded runtime CuDNN library: \S+ but source was compiled with: |"
     r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
     # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
     # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
@@ -545,7 +549,7 @@ NEEDLES: tuple[str, ...] = (
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
     "backend failed to initialize", "ORTE daemon has unexpectedly", "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
-    "no kernel image is available", "your machine only has",
+    "Loaded runtime CuDNN", "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
     # TensorFlow's op failure for want of memory (a WARNING record) and its hint
@@ -784,6 +788,10 @@ _THROWN_CAUSES = {
     "c10::OutOfMemoryError": Label.OOM,
     "c10::DistNetworkError": Label.COMM_ERROR,
     "c10::DistStoreError": Label.COMM_ERROR,
+    # gloo's exception for an operation that did not complete within the context's timeout (gloo/common/error.h
+    # TimeoutException; transport/tcp/pair.cc throws it with "TIMEOUT self_rank = ... pair_rank = ..."): a
+    # collective a peer never joined, as NCCL's watchdog timeout is
+    "gloo::TimeoutException": Label.COLLECTIVE_HANG,
 }
 
 
