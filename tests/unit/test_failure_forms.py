@@ -782,3 +782,96 @@ def test_logged_exception_takes_the_cause_of_the_throwable_on_the_next_line(tmp_
                      "java.lang.OutOfMemoryError: Java heap space\n")
     v = diagnose_paths([str(apart)]).verdict
     assert v.label is Label.OTHER_CRASH
+
+
+#: the table's rules added for issue23-heldout-10's sources: (line, the rule it is read by, a near miss)
+ROUND10_RULES = [
+    ("2025-Jan-07 07:24:59.0615    58:58    ERROR   NRT:nrt_allocate_tensor_set                 Incompatible runtime state: NRT_STATE_CHILD",
+     "neuron.nrt.state_child",
+     "2025-Jan-03 21:00:33.247541 13423:13423 ERROR   NRT:nrt_close                               Unexpected runtime state: NRT_STATE_START"),  # aws-neuron-sdk#1083, #1078
+    ("NCCL WARN NET/IB : Got async event : port error", "gpu.nccl.ib_port_error",
+     "gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"),  # nccl#905
+    ("ms-pd-llm-d-modelservice-prefill-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async error event: port error",
+     "gpu.nccl.ib_port_error",
+     "node1:1234:1301 [0] transport/net_ib.cc:120 NCCL WARN NET/IB : mlx5_0:1 Got async event : port active"),  # llm-d#191
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "near_miss"), ROUND10_RULES)
+def test_round10_rule_and_its_near_miss(line: str, rule: str, near_miss: str) -> None:
+    m = KB.classify(line)
+    assert m is not None and m.signature.id == rule
+    miss = KB.classify(near_miss)
+    assert miss is None or miss.signature.id != rule
+
+
+def test_ib_port_error_is_a_warning_while_the_rank_goes_on() -> None:
+    """A port that went down and came back (NCCL calls the event non-fatal) is no failure while the rank's steps
+    go on; as the rank's last word it is why the transport failed."""
+    port = "node1:1234:1301 [0] transport/net_ib/common.cc:190 NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)"
+    assert _judge_lines([port, *PROGRESS]).verdict(1010.0, final=True).label is Label.HEALTHY
+    v = _judge_lines([*PROGRESS, port]).verdict(1010.0, final=True)
+    assert v.label is Label.COMM_ERROR and v.action is Action.RESTART
+
+
+#: forms read for issue23-heldout-10's sources: (line, the kind, the cause, where it is from, a near miss that
+#: must read as nothing or as no failure)
+ROUND10_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
+    # tf_cnn_benchmarks' step table (benchmark_cnn.py "%i\t%s\t%.*f": step, timing text, loss)
+    ("20\timages/sec: 6653.0 +/- 183.1 (jitter = 813.2)\tnan", M, Label.NUMERICAL_ERROR, "tensorflow/benchmarks#269",
+     "10\timages/sec: 6690.0 +/- 314.3 (jitter = 813.2)\t9.259"),
+    ("20      images/sec: 6653.0 +/- 183.1 (jitter = 813.2)   nan", M, Label.NUMERICAL_ERROR,
+     "corpus (tf-benchmarks-269: the tabs as spaces)", "3   files skipped: nan"),
+    # JAX's GPU backend that failed, at WARNING as it falls back to the CPU (jax/_src/xla_bridge.py backends())
+    ("CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation gpuDeviceGetAttribute( &major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NOT_INITIALIZED (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+     E, Label.CONFIG_ERROR, "jax-ml/jax#20711",
+     "I1029 07:57:57.674494 140026811004672 xla_bridge.py:236] Unable to initialize backend 'tpu': INVALID_ARGUMENT: TpuPlatform is not available."),
+    ("WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Found cuDNN version 8700, but JAX was built against version 8904, which is newer. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+     E, Label.CONFIG_ERROR, "jax-ml/jax#18027 (under Python logging's WARNING head)",
+     "INFO:2024-06-25 00:34:55,109:jax._src.xla_bridge:889: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'"),
+    # mpirun's report of a daemon that never reported back at start-up (Open MPI's help text)
+    ("An ORTE daemon has unexpectedly failed after launch and before", E, Label.CONFIG_ERROR, "NVIDIA/deepops#409",
+     "communicating back to mpirun. This could be caused by a number"),
+    # Triton's load record: Unavailable is the backend's code for a model file the repository lacks
+    ("E0609 11:05:39.787741 697 model_repository_manager.cc:1242] failed to load 'cub200_resnet34' version 1: Unavailable: unable to find '/models/cub200_resnet34/1/model.pt' for model instance 'cub200_resnet34'",
+     E, Label.CONFIG_ERROR, "clearml/clearml-serving#3",
+     "I0609 11:05:39.787824 697 server.cc:500] "),
+    # TensorFlow's check of the cuDNN it loaded (stream_executor/cuda/cuda_dnn.cc), the record's head cut
+    ("Loaded runtime CuDNN library: 7.1.1 but source was compiled with: 7.2.1.  CuDNN library major and minor version needs to match or have higher minor version in case of CuDNN 7.0 or later version.",
+     E, Label.CONFIG_ERROR, "tensorflow/tensorflow#19347",
+     "2018-09-12 10:00:00.000000: I tensorflow/stream_executor/dso_loader.cc:151] successfully opened CUDA library libcudnn.so.7 locally"),
+]
+
+
+def test_triton_load_unavailable_takes_the_cause_of_its_message() -> None:
+    """In Triton's load record Unavailable names no peer: the message says the cause, or none."""
+    head = "E0609 11:05:39.787741 697 model_repository_manager.cc:1242] failed to load 'm' version 1: Unavailable: "
+    assert cause_of(head + "unexpected error when loading the model") is None
+    found = cause_of(head + "CUDA out of memory. Tried to allocate 20.00 MiB")
+    assert found is not None and found[0] is Label.OOM
+    found = cause_of("E0609 11:05:39.787741 697 grpc_server.cc:10] Unavailable: failed to connect to all addresses")
+    assert found is not None and found[0] is Label.COMM_ERROR
+
+
+@pytest.mark.parametrize(("line", "kind", "label", "source", "near_miss"), ROUND10_FORMS,
+                         ids=[f"round10:{i}" for i in range(len(ROUND10_FORMS))])
+def test_round10_form_its_cause_and_its_near_miss(line: str, kind: FormKind, label: Label | None, source: str,
+                                                   near_miss: str) -> None:
+    form = read_line(line)
+    assert form is not None and form.kind is kind, f"{form} ({source})"
+    assert any(n in "\n" + line for n in NEEDLES), source
+    found = cause_of(line)
+    assert (found[0] if found else None) is label, f"{found} ({source})"
+    miss = read_line(near_miss)
+    assert miss is None or miss.kind not in (E, C, M), f"{miss} ({near_miss})"
+
+
+def test_uncaught_gloo_timeout_is_a_collective_that_did_not_complete(tmp_path: Path) -> None:
+    """gloo's TimeoutException under libstdc++'s terminate report: its what() names no cause, the thrown type does
+    (a collective a peer never joined); another gloo exception stays a crash of unknown cause."""
+    what = "  what():  [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:587] TIMEOUT self_rank = 0 pair_rank = 1 peer_str = [172.16.32.105]:36265"
+    for thrown, label in (("gloo::TimeoutException", Label.COLLECTIVE_HANG), ("gloo::EnforceNotMet", Label.OTHER_CRASH)):
+        log = tmp_path / f"{thrown}.log"
+        log.write_text("\n".join([*PROGRESS, f"terminate called after throwing an instance of '{thrown}'", what]) + "\n")
+        v = diagnose_paths([str(log)]).verdict
+        assert v.label is label and v.action is Action.RESTART, thrown

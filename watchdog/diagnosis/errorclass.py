@@ -63,7 +63,10 @@ _NUMERICAL = ("numerical_error", "The computation produced an invalid floating-p
 
 _HARDWARE = ("hardware_error", "The kernel reports a hardware fault on this host (a machine check, a memory or PCIe "
              "error). Drain the node and restart the job on healthy nodes from the last complete checkpoint.")
-_ADVICE = {label: advice for label, advice in (_CONFIG, _OOM, _COMM, _COMPILE, _NUMERICAL, _HARDWARE)}
+_HANG = ("collective_hang", "A collective did not complete within its timeout: a peer never joined it (a rank "
+         "stuck or busy elsewhere, e.g. evaluating on one rank only). Restart from the last complete checkpoint; "
+         "if it repeats at the same point, make every rank reach the collective or raise the timeout.")
+_ADVICE = {label: advice for label, advice in (_CONFIG, _OOM, _COMM, _COMPILE, _NUMERICAL, _HARDWARE, _HANG)}
 
 _ACTIONS = {
     "config_error": Action.STOP,
@@ -72,6 +75,7 @@ _ACTIONS = {
     "compile_error": Action.STOP,
     "numerical_error": Action.STOP,
     "hardware_error": Action.DRAIN_AND_RESTART,
+    "collective_hang": Action.RESTART,
 }
 
 #: Exception classes (the last component of the name Python prints) whose class alone says the

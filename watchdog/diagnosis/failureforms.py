@@ -59,7 +59,7 @@ class Form:
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 7
+FORM_RULES = 8
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -286,6 +286,15 @@ _RESOURCE = re.compile(
     # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
     # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
     r"\bThere are not enough slots available in the system\b|"
+    # ... and mpirun's report of a daemon (orted) that never reported back at start-up ("An ORTE daemon has
+    # unexpectedly failed after launch and before communicating back to mpirun", Open MPI 1.x-4.x): orted
+    # not found or not runnable on the remote node (PATH, a container, an Open MPI built without the
+    # scheduler's support) or no route back to mpirun; no rank ran, and a relaunch fails the same way
+    r"\bAn ORTE daemon has unexpectedly failed after launch\b|"
+    # TensorFlow's check of the cuDNN it loaded against the one it was built with (stream_executor/cuda/
+    # cuda_dnn.cc, LOG(ERROR): "Loaded runtime CuDNN library: %s but source was compiled with: %s. ..."): the
+    # library on this machine is too old for the build, and the first convolution crashes or fails
+    r"\bLoaded runtime CuDNN library: \S+ but source was compiled with: |"
     r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
     # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
     # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
@@ -322,6 +331,14 @@ _RESOURCE = re.compile(
     # device_parser.py: MisconfigurationException(f"You requested gpu: {gpus}\n But your machine only has:
     # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
     r"\bBut your machine only has: \[")
+
+#: JAX's GPU backend that did not come up, logged at WARNING as JAX falls back to the CPU (jax/_src/xla_bridge.py
+#: backends(): "CUDA backend failed to initialize: {err} (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+#: the platform's name upper-cased, ROCm likewise). It is printed only when a GPU plugin is installed, so the
+#: program was set up for a GPU and runs without one: a driver, cuDNN or device-visibility mismatch that a
+#: restart repeats. Read whatever the record's level, as the warning is the failure; the INFO records of
+#: the probe of every platform ("Unable to initialize backend 'tpu': ...") are not this.
+_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S")
 
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
@@ -414,6 +431,13 @@ _SCALE_AT_FLOOR = re.compile(r"\bAttempted loss scale: ([\d.]+(?:[eE][-+]?\d+)?)
 #: a row of an aligned table of numbers with a NaN/Inf among them ("   120   nan   0.0003   1.2e-4")
 _NUMBER_OR_NONFINITE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?|nan|NaN|NAN|inf|Inf|INF)")
 _NONFINITE_TOKEN = frozenset({"nan", "NaN", "NAN", "inf", "Inf", "INF", "-nan", "-inf", "+inf", "-Inf", "-INF"})
+#: the columns of a row of a step-by-step table, aligned by tabs or runs of spaces: the row begins with
+#: its step and its last column is a value (tf_cnn_benchmarks benchmark_cnn.py: the header
+#: "Step\tImg/sec\t" + loss_name, each row "%i\t%s\t%.*f" of the step, the timing text "images/sec: %.1f
+#: +/- %.1f (jitter = %.1f)" and the loss, which printf writes "nan"). A column of text between them does
+#: not make the row prose: the first and last columns do the telling.
+_COLUMNS = re.compile(r"\t+|\s{2,}")
+_STEP_COLUMN = re.compile(r"\d+")
 
 # -- phases ----------------------------------------------------------------------------------------
 
@@ -524,8 +548,8 @@ NEEDLES: tuple[str, ...] = (
     "Invalid generic resource", "Invalid partition name", "Invalid account or", "Invalid qos",
     "not enough slots available", "MCA parameter \"plm_rsh_agent\"", "No route to host", "Network is unreachable",
     "returned non-zero exit status", "ssh exited with exit code", "Unsupported gpu architecture",
-    "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
-    "no kernel image is available", "your machine only has",
+    "backend failed to initialize", "ORTE daemon has unexpectedly", "for option 'gpu-name'", "CUDA_ERROR_", "execve():",
+    "Loaded runtime CuDNN", "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
     # TensorFlow's op failure for want of memory (a WARNING record) and its hint
@@ -658,6 +682,10 @@ def _metric(text: str) -> Form | None:
     if len(tokens) >= 3 and any(t in _NONFINITE_TOKEN for t in tokens) and all(
             _NUMBER_OR_NONFINITE.fullmatch(t) for t in tokens):
         return Form(FormKind.METRIC, "a NaN/Inf in a table of metrics", Label.NUMERICAL_ERROR)
+    row = text.strip()
+    if row[-3:] in _NONFINITE_TOKEN and len(columns := _COLUMNS.split(row)) >= 3 and \
+            columns[-1] in _NONFINITE_TOKEN and _STEP_COLUMN.fullmatch(columns[0]):
+        return Form(FormKind.METRIC, "a NaN/Inf in the last column of a step's row", Label.NUMERICAL_ERROR)
     return None
 
 
@@ -689,6 +717,9 @@ def read_line(text: str) -> Form | None:
     if _NVRM_GPU_GONE.search(text):
         return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
                     Label.HARDWARE_ERROR)
+    if _GPU_BACKEND_FAILED.search(text):
+        return Form(FormKind.ERROR, "a GPU backend that failed to initialise (JAX falls back to the CPU)",
+                    Label.CONFIG_ERROR)
     if _RESOURCE.search(text) and _head_level(text) not in _QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
@@ -757,6 +788,10 @@ _THROWN_CAUSES = {
     "c10::OutOfMemoryError": Label.OOM,
     "c10::DistNetworkError": Label.COMM_ERROR,
     "c10::DistStoreError": Label.COMM_ERROR,
+    # gloo's exception for an operation that did not complete within the context's timeout (gloo/common/error.h
+    # TimeoutException; transport/tcp/pair.cc throws it with "TIMEOUT self_rank = ... pair_rank = ..."): a
+    # collective a peer never joined, as NCCL's watchdog timeout is
+    "gloo::TimeoutException": Label.COLLECTIVE_HANG,
 }
 
 
@@ -788,6 +823,15 @@ _PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Conne
 _IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\bIBV_WC_(?:RNR_)?RETRY_EXC_ERR\b")
 
 
+#: Triton's record of a model that failed to load (core's model repository manager: "failed to load '<model>'
+#: version <n>: " + Status::AsString(), "<Code>: <message>"). Its backends give a model file that is not in the
+#: repository the code Unavailable (pytorch_backend's model instance: TRITONSERVER_ERROR_UNAVAILABLE, "unable to
+#: find '<path>' for model instance '<name>'"): the server is local, so the word names no peer, and a model
+#: file the repository lacks is a deployment mistake a restart repeats.
+_TRITON_LOAD_UNAVAILABLE = re.compile(r"\bfailed to load '[^']+' version \d+: (?:Unavailable|UNAVAILABLE): (.*)")
+_MODEL_FILE_MISSING = re.compile(r"^unable to find '[^']+'")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
@@ -797,6 +841,11 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
         return cause_of(unavailable.group(1))
+    load = _TRITON_LOAD_UNAVAILABLE.search(text)
+    if load is not None:
+        if _MODEL_FILE_MISSING.search(load.group(1)):
+            return Label.CONFIG_ERROR, "a model file the inference server could not find"
+        return cause_of(load.group(1))
     m = _STATUS.search(text)
     if m is not None:
         name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or m.group(4) or _SPACED_NAMES[m.group(3)]
