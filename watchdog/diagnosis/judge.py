@@ -32,8 +32,8 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
-from typing import Protocol
+from operator import attrgetter, itemgetter
+from typing import Protocol, cast
 
 from neuron_watch.diagnosis.classify import (
     GOING_ON_SIGNATURES,
@@ -62,6 +62,7 @@ from neuron_watch.events import (
 
 #: A record's first field (a span's key), read in C.
 _first_field = itemgetter(0)
+_FIRST_LINE = attrgetter("first_line")
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
 SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
@@ -491,6 +492,11 @@ class Judge:
         self._form_failures = frozenset(s.id for s in kb.form_signatures if s.effect is Effect.FATAL)
         self._form_ids = frozenset(s.id for s in kb.form_signatures)
         self.ranks: dict[RankKey, RankState] = {}
+        #: each rank's state by the identity of the key object it was created with: a batch names its
+        #: ranks with the same key objects batch after batch (the coordinator keeps one per rank), and
+        #: a look-up by id is done in C, where a RankKey's hash is a Python call (65,536 ranks a
+        #: second on 1,024 nodes). The state holds its key, so an id here never names another object.
+        self._by_id: dict[int, RankState] = {}
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
         self.unobserved: dict[str, float] = {}  # node -> since
@@ -557,10 +563,21 @@ class Judge:
     # -- observations ---------------------------------------------------------------------------
 
     def _rank(self, key: RankKey, now: float) -> RankState:
-        st = self.ranks.get(key)
+        st = self._by_id.get(id(key)) or self.ranks.get(key)
         if st is None:
             st = self.ranks[key] = RankState(key=key, first_seen=now, last_line=now, order=len(self.ranks))
+            self._by_id[id(key)] = st
         return st
+
+    def _adopt(self, states: list[RankState], keys: Iterable[RankKey]) -> None:
+        """Each state takes the batch's key object for its rank (an equal one: nothing else sees the
+        difference), so that the next batches find it by identity."""
+        by_id = self._by_id
+        for st, key in zip(states, keys, strict=True):
+            if st.key is not key:
+                by_id.pop(id(st.key), None)
+                st.key = key
+                by_id[id(key)] = st
 
     def _widen(self) -> None:
         """Every index as a pass over every rank sees it (what the indexes save is such a pass)."""
@@ -666,33 +683,73 @@ class Judge:
             if sig is None or sig.effect is not Effect.PROGRESS or line.step is None:
                 raise ValueError(f"{line.signature!r:.60} is not a progress signature of this knowledge base")
         rank = self._rank
+        state_of = self._by_id
         # (the records are unpacked, not read field by field, in the loops below: they run for every
         # rank of every batch, and an unpacking is one step in C)
-        # ranks are created in the order their first line arrived, as line by line
-        states = [rank(key, first) for key, first, _last, _text in ranks]
-        for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
-            if st.first_line is None:
-                self._first_line(st, first)
+        # A batch's ranks are known ones by their key objects (the states, found in C), else ranks are
+        # created in the order their first line arrived, as line by line.
+        found = list(map(state_of.get, map(id, map(_first_field, ranks))))
+        if all(found):
+            states = cast("list[RankState]", found)
+        else:
+            states = [rank(key, first) for key, first, _last, _text in ranks]
+            self._adopt(states, map(_first_field, ranks))
+        if not all(map(_FIRST_LINE, states)):  # (a time of 0.0 takes this loop too: it checks for None)
+            for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
+                if st.first_line is None:
+                    self._first_line(st, first)
         apply = self._apply
         for line, m in resolved:
             apply(line, m)
         # A rank of these printed nothing but steps in this batch, none of them a new job-level step
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
-        advance = self._advance
         if progress:
-            # A progress line's key is its span's key object (one batch's records share them): found by
-            # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
-            # equal key of another object takes the usual look-up.
-            by_key = dict(zip(map(id, map(_first_field, ranks)), states, strict=True))
-            for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
-                st = by_key.get(id(key)) or rank(key, mono)
-                advance(st, mono, wall, step, Evidence(key, text, sig_id, source, lineno, mono))
+            self._progress_rows(progress)
+        remember = not self.step_times  # (the few recent texts are kept only until a step is seen)
         for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
             if last > st.last_line:
                 st.last_line = last
             st.last_line_text = text
-            self._remember(text)
+            if remember:
+                self._remember(text)
+
+    def _progress_rows(self, progress: Sequence[LogLine]) -> None:
+        """The progress rows of a batch (see :meth:`observe_batch`), each as :meth:`_advance` takes it.
+
+        A row of a rank in training (no end said, no failure, no open recompile) at a step the job
+        has reached is the usual one, 65,536 a second on 1,024 nodes: it is applied here, with what
+        :meth:`_advance` does for it (the rank's progress, step and line, the job's newest work);
+        every other row goes through :meth:`_advance`.
+        """
+        state_of, rank, advance = self._by_id, self._rank, self._advance
+        max_step = self.max_step
+        newest_wall = self.last_progress_wall
+        # A progress line's key is its span's key object (one batch's records share them): found by
+        # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
+        # equal key of another object takes the usual look-up.
+        for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
+            st = state_of.get(id(key)) or rank(key, mono)
+            ev = Evidence(key, text, sig_id, source, lineno, mono)
+            if (max_step is None or step is None or step > max_step or st.train_end is not None
+                    or st.failure_match is not None or st.recompile_open is not None):
+                self.last_progress_wall = newest_wall
+                advance(st, mono, wall, step, ev)
+                max_step, newest_wall = self.max_step, self.last_progress_wall
+                continue
+            old, top = st.last_progress, self._work_max  # _worked, inline
+            if top is None or mono >= top:
+                self._work_max, self._work_stale = mono, False
+            elif old is not None and mono < old == top:
+                self._work_stale = True
+            st.last_progress, st.last_progress_line = mono, ev
+            st.unexplained = st.failure_detail = None
+            st.first_lock_wait = None
+            st.step = step
+            if newest_wall is None or wall > newest_wall:
+                newest_wall = wall
+        self.last_progress_wall = newest_wall
+        self._progress_seen = True
 
     def _first_line(self, st: RankState, mono: float) -> None:
         """The rank's first line arrived at ``mono`` (the job's too, when it is the first of all)."""

@@ -47,6 +47,9 @@ from neuron_watch.wire.protocol import (
 
 log = logging.getLogger("neuron_watch")
 
+#: rank keys kept for the procs path (65,536 ranks of 1,024 nodes x 64 fit many times over)
+MAX_KEYS = 1 << 20
+
 
 class JobSide(Protocol):
     """What the ingest reads of the coordinator it works for: the current generation and judge
@@ -82,6 +85,10 @@ class Ingest:
         self._lock_nodes: set[str] = set()  # nodes whose last reading had fresh compile-cache locks
         self._fp_kb: object = None
         self._fp = 0
+        #: one key object per rank, the job log's (a batch's): the judge finds a rank's state by its
+        #: key object's identity, so a procs reading names the rank with the object its lines use
+        self._keys: dict[tuple[str, int], RankKey] = {}
+        self._node_keys: dict[str, list[RankKey]] = {}  # each node's last batch's keys (seen already)
 
     def message(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
         """One fresh message of ``view``'s session, received at ``now`` (``frame``: its body as it
@@ -144,11 +151,13 @@ class Ingest:
         judge = self.job.judge
         if judge is None or h.generation != self.job.generation:
             return
+        key = self._key
+        node = h.node
         judge.observe_compilers(
-            [CompilerSample(RankKey(h.node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
-             for s in body.samples], now, node=h.node)
+            [CompilerSample(key(node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
+             for s in body.samples], now, node=node)
         if body.activity:
-            judge.observe_workers([WorkerSample(RankKey(h.node, a.rank), a.tree_cpu_seconds,
+            judge.observe_workers([WorkerSample(key(node, a.rank), a.tree_cpu_seconds,
                                                 a.state == "T", now - lag) for a in body.activity], now)
         if body.locks or view.locks or self._lock_nodes:
             # (the job's locks are the nodes' with locks: not a union over every node for
@@ -161,7 +170,16 @@ class Ingest:
             if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
                 view.recorder[c.rank] = c.problem or "on"
             if not c.problem:
-                judge.observe_collectives(RankKey(h.node, c.rank), c.groups, now - lag - c.d_mono)
+                judge.observe_collectives(key(node, c.rank), c.groups, now - lag - c.d_mono)
+
+    def _key(self, node: str, rank: int) -> RankKey:
+        """The key of ``node``'s ``rank``: the one its lines came with, else one made once."""
+        k = self._keys.get((node, rank))
+        if k is None:
+            if len(self._keys) >= MAX_KEYS:  # (ranks a node never had: a bound, not a case)
+                self._keys.clear()
+            k = self._keys[(node, rank)] = RankKey(node, rank)
+        return k
 
     def exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
         """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
@@ -179,6 +197,10 @@ class Ingest:
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.job.behind >= SHED_BEHIND
         rank_keys, n = self.joblog.write(h, body, not shed, frame)
+        if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
+            self._node_keys[h.node] = rank_keys
+            for k in rank_keys:
+                self._keys[(k.node, k.rank)] = k
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n
