@@ -15,12 +15,9 @@ from neuron_watch.diagnosis.classify import (
     KnowledgeBase,
     Match,
     Signature,
-    _ascii,
-    _KeyFinder,
-    _literal_find,
-    _trie_regex,
 )
 from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.diagnosis.keyfinder import _ascii, _KeyFinder, _literal_find, _trie_regex
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label
 from tests.benchmarks import bench_classify

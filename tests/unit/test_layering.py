@@ -32,7 +32,8 @@ MODULES: dict[str, Path] = {
 
 PURE = [
     "events", "errors", "redact",
-    "diagnosis.classify", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks", "diagnosis.flight_recorder",
+    "diagnosis.classify", "diagnosis.keyfinder", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks",
+    "diagnosis.flight_recorder",
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",

@@ -1,0 +1,331 @@
+"""Find, in one pass over a batch's bytes, which of the knowledge base's needles each line holds.
+
+Pure: no I/O. Used by :class:`neuron_watch.diagnosis.classify.KnowledgeBase` (its module docstring
+says how the search stays fast: one regular expression over the batch's bytes for every needle with
+a trigger, a literal search each for the rest, over the batch's distinct line templates when it
+repeats itself).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from itertools import accumulate, repeat
+from operator import add
+from typing import Any
+
+#: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
+_NL = "\n"
+#: The byte every trigger-starting character becomes in the translated batch, the byte each rare
+#: one of the second set becomes (see :class:`_KeyFinder`), and what a real one of those becomes,
+#: so it never poses as a marker.
+_MARK = b"\x00"
+_MARK2 = b"\x02"
+_MARK_ESC = b"\x01"
+
+def _trie_regex(keys: Iterable[str], leaves: dict[str, str] | None = None) -> str:
+    """An alternation of ``keys`` factored into a trie (one branch per first character).
+
+    ``leaves`` may give a key a condition (a regex, e.g. a lookbehind) checked where the key ends:
+    the key matches only if it holds; a longer key through the same node is tried first."""
+    trie: dict[str, Any] = {}
+    for key in keys:
+        node = trie
+        for ch in key:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    cond = leaves or {}
+
+    def emit(node: dict[str, Any], path: str) -> str:
+        alts = [re.escape(ch) + emit(child, path + ch) for ch, child in sorted(node.items()) if ch]
+        if "" not in node:
+            return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        leaf = cond.get(path, "")
+        if not alts:
+            return leaf
+        body = alts[0] if len(alts) == 1 else "|".join(alts)
+        if leaf:
+            return "(?:" + body + "|" + leaf + ")"
+        return "(?:" + body + ")?"  # a key ends here; longer keys go on
+
+    return emit(trie, "")
+
+
+#: Characters that start a trigger. In the translated batch each becomes one marker byte, so the
+#: regex engine jumps from marker to marker and tries the trie only there; each try costs tens of
+#: ns inside the engine, so the set is what needles need minus what chatter is full of. Chosen
+#: greedily on runtime/NCCL/Python chatter and progress lines: "I", "O", "R", "L", "P", "D", "W",
+#: "|", "=", "'", ")", "]", "k", "y", "q", "z" went (INFO, NRT, NCCL, TDRV, WARN, compiler frames,
+#: seq/s, size); about seven tries a line remain on the runtime's chatter, five on real logs. The set
+#: is about log text, not about any rule: a needle without a usable marker is searched literally.
+_MARKERS = "ACEFGHKMNQSTUXYZ[(!\"#$&*;@^`~jvwx"
+#: A trigger's rest (after its marker) must be worth this much (a plain character 1, a marker 1/8)
+#: unless a lookbehind checks at least :data:`_CHECKED_BEFORE` characters of the key before it: a
+#: short rest with nothing checked before it would send chatter lines to be looked at.
+_REST_WORTH = 2.5
+_CHECKED_BEFORE = 3
+#: What a line template leaves out (see :meth:`KnowledgeBase.scan`): the characters that change
+#: from line to line of one log statement (steps, losses, pids, times).
+_DIGITS = b"0123456789"
+#: Batches shorter than this are searched line by line, not by template; a longer batch is split
+#: into templates only if its first this many bytes repeat templates.
+_TEMPLATES_FROM = 8
+_TEMPLATE_SAMPLE = 8192
+
+
+def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
+    """Where the trigger of ``key`` (ASCII bytes) starts: a marker that ends a run of ``markers``
+    ("NCCL error" -> the second "C": its rest "L error" starts with a non-marker, so a try inside
+    a run of capitals fails at once), the one with the most worthwhile rest. None: no such
+    marker."""
+    best, worth = None, 0.0
+    for i, c in enumerate(key):
+        if c in markers and i + 1 < len(key) and key[i + 1] not in markers:
+            rest = key[i + 1 :]
+            plain = sum(c not in markers for c in rest)
+            w = plain + (len(rest) - plain) / 8
+            if (w >= _REST_WORTH or i >= _CHECKED_BEFORE) and w > worth:
+                best, worth = i, w
+    return best
+
+
+_MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
+#: Printable characters that occur less than 0.7 times a line in logs, rarest first (measured over
+#: the lines of tests/data/real-logs; "e" occurs 5.7 times a line, " " 16): a needle without a
+#: trigger at :data:`_MARKERS` gets one at the rarest of these it holds, through a second marker
+#: byte. A marker costs a try wherever it occurs, about what a literal search costs per line at
+#: 0.7 occurrences a line; the commoner characters are left to literal searches.
+_RARE = "$Q~@Y?;J&#!ZjqX{}%\\HK+`Vz^<WB>GMUPDSx\"I|A)Tw(FLvO'*E[]R=Nk"
+_RARE_BYTES = bytes(c for c in _RARE.encode("ascii") if c not in _MARKER_BYTES)
+
+
+#: Literals shorter than this are searched in a batch by a regex of the literal, longer ones by
+#: ``bytes.find`` (see :class:`_KeyFinder`; measured over the benchmark's unique batches).
+_SHORT_LITERAL = 10
+
+
+def _anchor(literal: bytes) -> int:
+    """Where the search of a short literal starts: at its rarest character (:data:`_RARE`), else
+    at its first."""
+    return next((i for c in _RARE.encode("ascii") for i in (literal.find(c),) if i >= 0), 0)
+
+
+def _after_anchor(literal: bytes, at: int) -> bytes:
+    """The regex of ``literal`` after its byte ``at``, the part before that byte checked by a lookbehind."""
+    return re.escape(literal[at + 1 :]) + (b"(?<=" + re.escape(literal) + b")" if at else b"")
+
+
+def _from_anchor(literal: bytes, at: int) -> bytes:
+    """A regex of ``literal`` that starts at its byte ``at`` (see :func:`_after_anchor`)."""
+    return re.escape(literal[at : at + 1]) + _after_anchor(literal, at)
+
+
+def _literal_find(literal: bytes) -> Callable[[bytes, int], int]:
+    """``find(data, pos)``: where ``literal`` first occurs in ``data`` at or after ``pos`` (-1: nowhere),
+    by a regex when it is short (see :data:`_SHORT_LITERAL`), else by ``bytes.find``.
+
+    The regex starts at the literal's rarest character (:data:`_RARE`) and checks the part before
+    it by a lookbehind: the engine's scan stops only where that character is (`` -> 2`` from its
+    ``>``: 0.16 ms a batch, against 0.31 from its space)."""
+    if len(literal) >= _SHORT_LITERAL:
+        return lambda data, pos: data.find(literal, pos)
+    at = _anchor(literal)
+    search = re.compile(_from_anchor(literal, at)).search
+
+    def find(data: bytes, pos: int) -> int:
+        m = search(data, pos)
+        while m is not None and m.start() - at < pos:  # the lookbehind sees before pos: begun too early
+            m = search(data, m.start() + 1)
+        return -1 if m is None else m.start() - at
+
+    return find
+
+
+#: A short literal sharing a pass with others (see :class:`_KeyFinder`): the literal, where its
+#: search starts, its last byte's offset, and what finding it reports.
+_Alt = tuple[bytes, int, int, tuple[str, ...]]
+_BSearch = Callable[..., "re.Match[bytes] | None"]  # a compiled bytes regex's search
+
+
+def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
+    """The literals to search for ``keys`` (the ones without a trigger), each with the keys found
+    through it: a key holding another key is found through it."""
+    groups: dict[bytes, list[bytes]] = {}
+    for k in sorted(set(keys), key=lambda k: (len(k), k)):
+        inner = next((f for f in groups if f in k), None)
+        groups.setdefault(inner if inner is not None else k, []).append(k)
+    return groups
+
+
+class _KeyFinder:
+    """Finds, in a batch of lines, where literals occur: regex passes over the batch for the
+    literals that have a trigger, one literal search for each of the few others.
+
+    Built from ``{literal: payload}``; :meth:`hits` gives, for each line in which something was
+    found, the payloads of the literals found there, plus payloads of literals that may not be
+    there (a superset: the caller checks the payload's keys on the line). Literals are ASCII
+    bytes; a literal starting with "\\n" is anchored at a line start.
+
+    The trigger of a literal is the literal from one of its markers on: a character of
+    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds; this second set
+    depends on the literals). The batch is translated so that the markers of each set are one
+    byte; for each set the regex engine skips from marker to marker at C speed and tries a trie of
+    the translated trigger rests at each. Where a rest ends, a lookbehind checks the translated
+    part of its literal before the marker ("terminate called after thro" before "wing"), so
+    chatter ("Saving") costs one failed check, not a line to look at.
+    """
+
+    def __init__(self, literals: dict[bytes, tuple[str, ...]]) -> None:
+        usable = [lit for lit in sorted(literals) if not {*_MARK, *_MARK_ESC, *_MARK2} & set(lit)]
+        first = {lit: at for lit in usable if (at := _trigger_start(lit, _MARKER_BYTES)) is not None}
+        rare: set[int] = set()  # for each literal left, the rarest character it holds
+        for lit in usable:
+            if lit not in first:
+                rare.update(next(([c] for c in _RARE_BYTES if c in lit), []))
+        second = {
+            lit: at for lit in usable if lit not in first and (at := _trigger_start(lit, frozenset(rare))) is not None
+        }
+        marks = _MARKERS.encode("ascii") + bytes(sorted(rare))
+        self._table = bytes.maketrans(
+            marks + _MARK + _MARK2, _MARK * len(_MARKERS) + _MARK2 * len(rare) + _MARK_ESC + _MARK_ESC
+        )
+        self._regexes = tuple(
+            search
+            for mark, starts in ((_MARK, first), (_MARK2, second))
+            if (search := self._trigger_search(mark, starts, literals)) is not None
+        )
+        plain = [lit for lit in literals if lit not in first and lit not in second]
+        self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
+            (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
+            for f, ls in sorted(_literal_searches(plain).items())
+        )
+        self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
+        # How each is looked for in a batch: a short literal by the regex engine, whose scan for a
+        # pattern's first byte runs 1.5-3 times as fast as ``bytes.find``'s for a needle of a few
+        # bytes (``\nE``: 0.16 against 0.47 ms over a 550 kB batch); a long one by ``bytes.find``,
+        # which skips ahead by the needle's length (``terminated abnormally``: 0.12 against 0.19).
+        # Short literals that start their search at the same character share one pass: a regex
+        # of the alternatives after that character (``\nE``, ``[E`` and ``: E`` from their ``E``: 0.19
+        # ms a batch, against 0.5 for three passes); each alternative is checked where it matched.
+        by_anchor: dict[int, list[_Alt]] = {}
+        for f, ps in self._plain:
+            if len(f) < _SHORT_LITERAL:
+                at = _anchor(f)
+                by_anchor.setdefault(f[at], []).append((f, at, len(f) - 1, ps))
+        shared = {c: alts for c, alts in by_anchor.items() if len(alts) > 1}
+        self._plain_search: tuple[tuple[Callable[[bytes, int], int], int, tuple[str, ...]], ...] = tuple(
+            (_literal_find(f), len(f) - 1, ps) for f, ps in self._plain
+            if len(f) >= _SHORT_LITERAL or f[_anchor(f)] not in shared
+        )
+        self._shared_search: tuple[tuple[_BSearch, tuple[_Alt, ...]], ...] = tuple(
+            (re.compile(re.escape(bytes([c])) + b"(?:" + b"|".join(_after_anchor(f, at) for f, at, _, _ in alts)
+                        + b")").search, tuple(alts))
+            for c, alts in sorted(shared.items())
+        )
+
+    def _trigger_search(
+        self, mark: bytes, starts: dict[bytes, int], literals: dict[bytes, tuple[str, ...]]
+    ) -> tuple[re.Pattern[bytes], dict[bytes, tuple[str, ...]]] | None:
+        """The regex finding the literals of ``starts`` (literal -> where its trigger starts) at
+        the ``mark`` byte, and the payloads of what it reports."""
+        if not starts:
+            return None
+        rests: dict[bytes, list[bytes]] = {}  # translated rest -> the literals whose trigger it ends
+        before: dict[bytes, set[bytes]] = {}  # translated rest -> its literals, translated (b"": none to check)
+        for lit, at in starts.items():
+            t = lit.translate(self._table)
+            rests.setdefault(t[at + 1 :], []).append(lit)
+            before.setdefault(t[at + 1 :], set()).add(t if at else b"")
+        # At each marker the longest rest whose literal is there is reported; the literals whose
+        # rests are prefixes of it may be there too (their payloads come with it).
+        payload = {
+            u: tuple(sorted({p for o, ls in rests.items() if u.startswith(o) for lit in ls for p in literals[lit]}))
+            for u in rests
+        }
+        leaves = {}
+        for u, ts in before.items():
+            checks = [] if b"" in ts else ["(?<=" + re.escape(t.decode("latin-1")) + ")" for t in sorted(ts)]
+            leaves[u.decode("latin-1")] = "(?:" + "|".join(checks) + ")" if checks else ""
+        pattern = _trie_regex((u.decode("latin-1") for u in rests), leaves).encode("latin-1")
+        # Most tries fail on the byte after the marker (inside "INFO" it is another marker): one
+        # class test rejects them before the trie's alternation walks its first-level branches.
+        firsts = b"".join(re.escape(bytes([c])) for c in sorted({u[0] for u in rests}))
+        return re.compile(re.escape(mark) + b"(?=[" + firsts + b"])(?=(" + pattern + b"))"), payload
+
+    def in_line(self, text: str) -> list[tuple[str, ...]]:
+        """:meth:`hits` of one line: ``text`` = "\\n" + the line."""
+        data = _ascii(text)
+        found = []
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                search = regex.search
+                m = search(translated)
+                while m is not None:
+                    found.append(payload[m.group(1)])
+                    m = search(translated, m.start() + 1)
+        if not text.isascii():
+            text = data.decode("ascii")
+        found.extend([ps for lit, ps in self._plain_text if lit in text])  # str search: no buffer set-up
+        return found
+
+    def hits(self, data: bytes, lengths: Iterable[int]) -> dict[int, list[tuple[str, ...]]]:
+        """``data`` = b"\\n" + b"\\n".join(lines), ``lengths`` = the lines' lengths: for each line
+        in which a literal was found, the payloads (see the class). Positions map to lines by the
+        lengths, so a line holding "\\n" still maps right."""
+        hits: dict[int, list[tuple[str, ...]]] = {}
+        get = hits.get
+        starts: list[int] | None = None  # starts[i] = position of the "\n" before line i
+        if self._regexes:
+            translated = data.translate(self._table)
+            for regex, payload in self._regexes:
+                for m in regex.finditer(translated):
+                    if starts is None:
+                        starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+                    i = bisect_left(starts, m.start()) - 1  # the marker is a byte of line i
+                    found = get(i)
+                    if found is None:
+                        hits[i] = [payload[m.group(1)]]
+                    else:
+                        found.append(payload[m.group(1)])
+        for search, alts in self._shared_search:
+            hit = search(data)
+            if hit is None:
+                continue
+            if starts is None:
+                starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+            while hit is not None:
+                a = hit.start()
+                for lit, at, last, ps in alts:  # which of the alternatives are there
+                    p = a - at
+                    if p >= 0 and data.startswith(lit, p):
+                        i = bisect_left(starts, p + last) - 1
+                        found = get(i)
+                        if found is None:
+                            hits[i] = [ps]
+                        elif ps not in found:
+                            found.append(ps)
+                hit = search(data, a + 1)
+        # a literal may start with the line's "\n": its last byte (``last`` on) is inside the line
+        for find, last, ps in self._plain_search:
+            p = find(data, 0)
+            if p < 0:
+                continue
+            if starts is None:
+                starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+            while p >= 0:
+                i = bisect_left(starts, p + last) - 1
+                found = get(i)
+                if found is None:
+                    hits[i] = [ps]
+                else:
+                    found.append(ps)
+                p = find(data, starts[i + 1])  # one hit per line is enough
+        return hits
+
+
+def _ascii(text: str) -> bytes:
+    """One byte per character ("?" for any non-ASCII one): byte and character positions agree, and
+    a literal found in ``text`` is found (as a superset) in the bytes."""
+    return text.encode("ascii", "replace")
