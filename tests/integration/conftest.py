@@ -12,14 +12,14 @@ from tests.fixtures.mqtt import Mosquitto, MqttRecorder
 from tests.fixtures.s3 import S3Endpoint
 from tests.fixtures.slurm import running_cluster
 from tests.integration.test_cloudwatch import cloudwatch
-from tests.integration.test_srun import HANG, HangRun, submitted
+from tests.integration.test_srun import HANG, HANG_WATCH, HangRun, submitted
 
 
 @pytest.fixture(scope="session")
 def srun_hang(tmp_path_factory: pytest.TempPathFactory, mqtt_broker: Mosquitto, s3_rclone: S3Endpoint,
               s3_moto: S3Endpoint) -> Iterator[HangRun]:
     """One run of the srun hang on a real Slurm (rank 3 on n2 stops at step 12 of generation 0;
-    ``--hang-timeout 20``), with ``--mqtt``, ``--artifacts`` (rclone's S3, which checks signatures)
+    ``HANG_WATCH``), with ``--mqtt``, ``--artifacts`` (rclone's S3, which checks signatures)
     and ``--cloudwatch`` (moto's), read by every test of this scenario: its restart, its console,
     its events on the broker, its bundles in S3 and the parity matrix's srun row. The cluster lives
     as long as the job (the readers read files, the broker and the stores); no process of the job
@@ -32,7 +32,7 @@ def srun_hang(tmp_path_factory: pytest.TempPathFactory, mqtt_broker: Mosquitto, 
     s3.create_bucket(Bucket=bucket)
     url = mqtt_broker.url.rsplit("/", 1)[0] + "/" + topic
     namespace = f"NW-{topic}"
-    watch = ["--hang-timeout", "20", "--mqtt", url, "--artifacts", f"s3://{bucket}/pre", "--cloudwatch", namespace]
+    watch = [*HANG_WATCH, "--mqtt", url, "--artifacts", f"s3://{bucket}/pre", "--cloudwatch", namespace]
     env = dict(s3_rclone.env(), AWS_ENDPOINT_URL_CLOUDWATCH=s3_moto.url)
     try:
         with running_cluster(tmp_path_factory) as cluster, submitted(cluster, tmp_path, 2, HANG, watch,

@@ -24,6 +24,7 @@ import pytest
 
 from tests.fixtures.mqtt import MqttRecorder
 from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
+from tests.fixtures.runs import HANG_TIMEOUT
 from tests.fixtures.slurm import SlurmCluster
 
 pytestmark = pytest.mark.integration
@@ -133,6 +134,9 @@ def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_pat
 
 
 HANG = ["--hang-at", "12", "--hang-rank", "3"]  # rank 3: node rank 1 (n2), local rank 1
+#: the hang runs' timeout: a few seconds, since the judge applies it only after a rank's first step
+#: (start-up, the srun step's launch and torchrun's rendezvous included, has its own timeout)
+HANG_WATCH = ["--hang-timeout", f"{HANG_TIMEOUT:g}"]
 #: the tests reading the shared srun hang run (``srun_hang``, tests/integration/conftest.py), here and
 #: in test_parity.py: on one pytest-xdist worker, so that the run starts once
 SRUN_HANG_GROUP = "srun-hang"
@@ -179,7 +183,7 @@ def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the
     """``srun -N 2 --ntasks-per-node 2 python train.py``: four tasks, each one rank (SLURM_PROCID),
     each with its own agent. Task 3 (the second task on n2) hangs out of a collective; the others
     wait in it. The hang is judged, task 3 named, the step restarted from the checkpoint."""
-    with submitted(slurm_cluster, tmp_path, 2, HANG, ["--hang-timeout", "20"],
+    with submitted(slurm_cluster, tmp_path, 2, HANG, HANG_WATCH,
                    ["--ntasks-per-node", "2"], tasks_as_ranks=True) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
@@ -297,7 +301,7 @@ def test_console_of_a_hang_says_every_decision_in_order(srun_hang: HangRun) -> N
     out = job.output()
     found = assert_in_order(out, [
         f"[neuron-watch] start: job slurm-{job.id} on ... (2 nodes); watching srun -N 2 --ntasks-per-node 1 "
-        "...; hang timeout 20s (--hang-timeout), run dir ...",
+        f"...; hang timeout {HANG_TIMEOUT:g}s (--hang-timeout), run dir ...",
         "[neuron-watch] generation 0: srun step started (pid ...)",
         "[neuron-watch] failure seen: capturing evidence (incident-1) on 2 node(s) before anything is stopped",
         "[neuron-watch] verdict: collective_hang...(no rank progressed ...) -> restart",

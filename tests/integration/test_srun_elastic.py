@@ -32,7 +32,7 @@ def test_an_elastic_torchrun_in_each_task_hang_judged_and_the_step_restarted(
         slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(test_srun, "RUN_NODE", ELASTIC_RUN_NODE)
     with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   ["--hang-timeout", "20"]) as job:
+                   test_srun.HANG_WATCH) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
         assert "--node_rank" not in (tmp_path / "run_node.sh").read_text()

@@ -37,8 +37,10 @@ def _last_step(log: Path) -> int:
 
 def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Path, toy_env: dict[str, str]) -> None:
     # --coordinator-silence 3 stands for the old 30 s limit: the pause below outlasts it (node 1 says
-    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s).
-    with job(tmp_path, toy_env, 2, ["--steps", "500", "--step-time", "0.05"],
+    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). 300 steps of
+    # 0.05 s: the pause ends near step 150 (20 before it, about 70 while node 1 notices, 60 after),
+    # so the job trains on for 7 s and more after it, while both nodes say what they saw.
+    with job(tmp_path, toy_env, 2, ["--steps", "300", "--step-time", "0.05"],
              ["--coordinator-silence", "3", "--hang-timeout", "8"]) as nodes:
         (p0, run0), (p1, run1) = nodes
         rank2 = run1 / "gen-0" / "rank-2.log"

@@ -33,9 +33,14 @@ from tests.fixtures.procs import (
     started,
     toy_environment,
 )
+from tests.fixtures.runs import HANG_TIMEOUT
 from tests.fixtures.wait import wait_for
 
 pytestmark = pytest.mark.process
+
+#: the hang timeout of the runs that end on a hang: a few seconds, since the judge applies it only
+#: after a rank's first step (start-up has its own timeout) and a DDP step of these jobs is 0.1 s
+HANG = ("--hang-timeout", f"{HANG_TIMEOUT:g}")
 
 
 def _t(event: dict[str, Any]) -> float:
@@ -65,7 +70,7 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     stop_timeout = 60  # far longer than the stop may take: the rung says whether the deadline was needed
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
-            "--hang-timeout", "6", "--stop-timeout", str(stop_timeout), "--no-prewarm", *NO_RESTART,
+            *HANG, "--stop-timeout", str(stop_timeout), "--no-prewarm", *NO_RESTART,
             "torchrun", "--nproc_per_node", "2", TOY, "--steps", "30", "--step-time", "0.2",
             "--checkpoint-every", "5", "--checkpoint-dir", str(ckpt)]
     try:
@@ -130,7 +135,7 @@ def ddp_fault_job(tmp_path: Path, env: dict[str, str], nproc: int, fault_args: l
     """``neuron-watch torchrun --nproc_per_node <nproc> ddp_faults.py <fault_args>`` run to its end (it
     ends on the fault: no restart); yields the run dir and its events; no pid of it survives."""
     run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
             "--no-prewarm", *NO_RESTART, *watch_args, "torchrun", "--nproc_per_node", str(nproc), DDP_FAULTS,
             *fault_args]
     try:
@@ -183,7 +188,7 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
     recorder (--no-rank-probe): the stacks (py-spy's) alone name it. The verdict, its evidence and
     the stop are the subject: no restart (--max-restarts 0), the job ends on the hang."""
     run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
             "--no-prewarm", "--no-rank-probe", *NO_RESTART, "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "14", "--fault", fault, "--at", "4", "--rank", "2"]
     try:
@@ -209,7 +214,7 @@ def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: P
     is done and exits cleanly; the others wait for it in ``backward``. Not "training finished":
     the ranks that print progress did not all say so."""
     run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "12", "--stop-timeout", "10",
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
             "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "3",
             DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "2"]
     try:
@@ -310,7 +315,7 @@ def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_
     """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
     from tests.process.test_multinode import job
 
-    watch = ["--hang-timeout", "12", "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
+    watch = [*HANG, "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
     rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
     with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
         procs = [p for p, _ in nodes]
