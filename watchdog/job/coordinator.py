@@ -166,7 +166,7 @@ class Coordinator:
         #: process, or kept by a writer process off the judging path (``job_log``, :mod:`.linewriter`)
         self.joblog: JobLogLike = (
             JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap) if job_log is None
-            else job_log(run_dir, self.settings.tail_lines, self.counters, self._io_fault))
+            else job_log(run_dir, self.settings.tail_lines, self.counters, self._writer_report))
         #: each fresh message into the judge, the job log and the node's view
         self.ingest = Ingest(self, self.nodes, self.joblog, self.events, self.counters)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
@@ -193,6 +193,20 @@ class Coordinator:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
         even when events.jsonl is the file that fails)."""
         self.events.emit(kind, self.generation, **fields)
+
+    def _writer_report(self, kind: str, fields: dict[str, Any]) -> None:
+        """What the job log's writer process tells: its disk faults are this watchdog's own, so they
+        count in :attr:`health` (``watchdog_io`` of status.json and job_finished) as an in-process
+        job log's would, and reach the events through it; its other warnings go out as they come."""
+        path = str(fields.get("path", ""))
+        if kind == EventKind.WATCHDOG_DEGRADED and path:
+            self.health.failed(str(fields.get("operation", "write")), path, str(fields.get("error", "")))
+        elif kind == EventKind.WATCHDOG_RECOVERED and path:
+            lines, nbytes = int(fields.get("lost_lines", 0)), int(fields.get("lost_bytes", 0))
+            self.health.lost(lines, nbytes)
+            self.health.ok(path, lines, nbytes)
+        else:
+            self._io_fault(kind, fields)
 
     # -- the wire (its endpoint does the work) ------------------------------------------------
 
