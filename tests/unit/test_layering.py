@@ -41,7 +41,7 @@ PURE = [
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
-    "job.judgelike", "job.statusdoc", "job.nodes",
+    "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",
     "wire.outbox", "node.line_batches", "node.proc_readings", "node.link_settings", "node.link_commands",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
