@@ -5,6 +5,11 @@ level words, logfmt and JSON records, libfabric, TensorRT, the Neuron runtime an
 reports: each read in the record's head, where the convention puts its level, not in a message that
 quotes the word (:func:`severity_form`). :func:`head_level` gives the level of a record's head to the
 other readers, which keep a warning from reading as a failure.
+
+Each convention's record head is spelled here once, for two readers: the forms look for it in a line's
+first characters (after a launcher's or a server's prefix), the error block
+(:mod:`neuron_watch.diagnosis.errorblock`) where an unquoted line starts (:data:`LINE_START_GLOG`,
+:data:`ERROR_RECORD`, :data:`QUIET_RECORD`), built from the same pieces.
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ import re
 from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.events import Label
 
+#: glog / absl's time and thread id after the severity letter and the month and day: "HH:MM:SS.uuuuuu <tid> "
+_GLOG_TIME = r"\d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?"
+#: where a level field starts in a record's head: the line's start, a space, a bracket, a bar, a colon...
+_FIELD = r"(?:^|[\s\[|(:,-])"
+
 #: glog / absl LogMessage prefix: "<L>MMDD HH:MM:SS.uuuuuu <tid> <file>:<line>] " (glog
 #: src/logging.cc LogMessage::Init; absl/log/internal/log_format.cc FormatLogPrefix), after an
 #: optional launcher prefix; c10's logger prints it without the thread id and with the month
 #: unpadded ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ..."), or with no time at
 #: all ("[W socket.cpp:426] ..."). Group 1: the severity letter.
-_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?|(?<=\[[IWEF]) )"
-                   r"[\w./\\+-]+:\d+\]")
+_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} " + _GLOG_TIME + r"|(?<=\[[IWEF]) )[\w./\\+-]+:\d+\]")
 #: TensorFlow's default logger: "<date> <time>.<us>: <L> <file>:<line>] <msg>"
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
@@ -35,10 +44,26 @@ _RAY = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([EC]) \d+ \d+\] ")
 #: record's head ("2024-01-01 12:00:00,123 - ERROR - ...", "[ERROR]", "| ERROR |", "ERROR 11-26 12:00:00
 #: [engine.py:12]" (vLLM), "E0000 ..." aside); looked for in the head only, not in a message
 #: that quotes the word. A C++ qualified name ("c10::Error::Error(", a backtrace's frame) is no field.
-_LEVEL_WORD = re.compile(r"(?:^|[\s\[|(:,-])(?:(ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|NOTICE|TRACE)"
+_LEVEL_WORD = re.compile(_FIELD + r"(?:(ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|NOTICE|TRACE)"
                          r"(?=[\s\]|:)-]|$)|(?<!::)(Error|Critical|Fatal|Warning|Info|Debug)(?=\]|:(?!:)))")
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _HEAD = 90
+
+# -- the same heads where a line starts, as an error block opens and continues --------------------
+
+#: glog/absl: "E1126 12:00:00.123456  1234 file.cc:12] ", with the year when glog is asked to print it
+#: ("F20250821 13:22:09.976752 ..."); c10's own logger in brackets without a thread ("[E307 05:30:20.036611330
+#: ProcessGroupNCCL.cpp:744] "); TensorFlow/tsl's ("2024-07-17 11:40:54.103908: E external/xla/...cc:56] ", and
+#: TF 1.x's "E tensorflow/core/...cc:1372] " without a time), at any level: group 1 or 2 is its letter.
+LINE_START_GLOG = re.compile(r"^\[?([IWEF])\d{3,4}(?:\d{4})? " + _GLOG_TIME + r"[^\s\]]+:\d+\] "
+                             r"|^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: )?([IWEF]) [^\s\]]+\.\w+:\d+\] ")
+#: a logging record whose level is an error (Python logging, log4j/slf4j, most servers), in its head
+ERROR_RECORD = re.compile(r"^.{0,80}?" + _FIELD + r"(?:ERROR|FATAL|CRITICAL|SEVERE)(?:[\s\]|:),-]|$)")
+#: ... or a level that is no failure
+QUIET_RECORD = re.compile(r"^.{0,80}?" + _FIELD + r"(?:WARN(?:ING)?|INFO|DEBUG|TRACE|NOTICE)(?:[\s\]|:),-]|$)")
+
+# -- other conventions ------------------------------------------------------------------------------
+
 #: logfmt (logrus, zap, Go's slog) and JSON records: level=error, "level": "error"
 _KV_LEVEL = re.compile(
     r"""(?:\blevel=|\blvl=|\bseverity=|["'](?:level|levelname|severity|lvl)["']\s*:\s*["'])"""
