@@ -44,7 +44,7 @@ from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM_RETURNE
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
-#: the reader's answer and the names the judge reads a form by, with the reader
+#: the reader, what it answers (Form, FormKind) and the names the judge reads a form by: one module to import
 __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATURE_IDS", "SLOW_ALARM_RETURNED",
            "Form", "FormKind", "cause_of", "read_line"]
 
