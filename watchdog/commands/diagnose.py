@@ -14,8 +14,6 @@ Exit status: 0 whenever a diagnosis was made (whatever the label); 2 when the in
 from __future__ import annotations
 
 import argparse
-import collections
-import dataclasses
 import datetime
 import json
 import os
@@ -29,14 +27,6 @@ from typing import Any, BinaryIO
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
-from neuron_watch.diagnosis.exctaxonomy import (
-    exception_class,
-    frame_of,
-    in_traceback,
-    program_mistake,
-    raised_in_setup,
-)
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
@@ -48,6 +38,7 @@ from neuron_watch.diagnosis.logtext import (
     split_rank_prefix,
     unwrap_numbered,
 )
+from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
 from neuron_watch.errors import UsageError
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
 
@@ -414,8 +405,8 @@ def diagnose_lines(
 
         kb = knowledge_base(WatchConfig())
     tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
-    tracebacks = _Tracebacks()
-    recent = _Recent()
+    tracebacks = Tracebacks()
+    recent = RecentLines()
     dumps = DumpScanner()
     for line in lines:
         recent.add(line)
@@ -450,121 +441,12 @@ def diagnose_lines(
     verdict = judge.verdict(last, final=True)
     if verdict.label is Label.HEALTHY:
         latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
-        verdict = _open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
+        verdict = open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
     elif verdict.label is Label.OTHER_CRASH:
         progressed = any(st.last_progress is not None for st in judge.ranks.values())
         verdict = (tracebacks.mistake_in_setup(verdict)
                    or mistake_before_progress(verdict, progressed, tracebacks.mistakes) or verdict)
     return verdict, count
-
-
-class _Recent:
-    """Each rank's recent lines, so the judge reads a failure's error block (diagnosis/errorblock.py) around
-    its evidence line. A rank keeps its last :attr:`LINES`: a failure is read at the end of the input, and
-    the block of a rank's failure is among its last lines unless it printed that many after it (then the
-    line is read alone, as the live judge reads it)."""
-
-    LINES = 2000
-
-    def __init__(self) -> None:
-        self.lines: dict[RankKey, collections.deque[LogLine]] = {}
-
-    def add(self, line: LogLine) -> None:
-        kept = self.lines.get(line.key)
-        if kept is None:
-            kept = self.lines[line.key] = collections.deque(maxlen=self.LINES)
-        kept.append(line)
-
-    def around(self, ev: Evidence) -> tuple[list[LogLine], int] | None:
-        """The rank's kept lines and the index of ``ev``'s line among them (None: no longer kept)."""
-        kept = self.lines.get(ev.key)
-        if kept is None:
-            return None
-        lines = list(kept)
-        for i in range(len(lines) - 1, -1, -1):
-            line = lines[i]
-            if line.lineno == ev.lineno and line.source == ev.source and line.text == ev.text:
-                return lines, i
-        return None
-
-
-class _Tracebacks:
-    """Each rank's latest Python traceback: its frames, and the program-mistake exception it ended in.
-
-    A ``ValueError`` or ``KeyError`` says nothing of a cause by its class; where it was raised does
-    (exctaxonomy.raised_in_setup). The live judge needs no frames for it: a failure before the first
-    step that repeats is stopped by the restart policy as a crash loop; offline, the frames say it once.
-    """
-
-    #: frames kept per traceback (the innermost ones: deep recursions print thousands)
-    FRAMES = 64
-
-    def __init__(self) -> None:
-        self.frames: dict[RankKey, list[tuple[str, str]]] = {}
-        #: each rank's last program-mistake exception: its line, its frames, whether its header was read
-        self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]], bool]] = {}
-        self.headed: set[RankKey] = set()
-
-    def observe(self, line: LogLine) -> None:
-        text = line.text
-        if "Traceback (most recent call last)" in text:
-            self.frames[line.key] = []
-            self.headed.add(line.key)
-            return
-        frame = frame_of(text)
-        if frame is not None:
-            frames = self.frames.setdefault(line.key, [])
-            frames.append(frame)
-            del frames[:-self.FRAMES]
-        elif self.frames.get(line.key) and exception_class(text) is not None:
-            # the traceback's exception line ends it, whatever its class
-            frames = self.frames.pop(line.key)
-            if program_mistake(text) is not None:
-                self.mistakes[line.key] = (text, frames, line.key in self.headed)
-            self.headed.discard(line.key)
-
-    def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:
-        """Configuration, when the crash came before any progress and its evidence is a program-mistake
-        exception raised under a set-up function and no function that runs the work."""
-        if verdict.step is not None or not verdict.evidence:
-            return None
-        ev = verdict.evidence[0]
-        found = self.mistakes.get(ev.key)
-        if found is None or found[0] != ev.text:
-            return None
-        function = raised_in_setup(found[1])
-        if function is None:
-            return None
-        name = program_mistake(ev.text)
-        return dataclasses.replace(
-            verdict, label=Label.CONFIG_ERROR, action=Action.STOP, advice=CONFIG_ADVICE,
-            reason=f"{name} raised in set-up code ({function}) before any progress: a setting the program "
-                   f"refuses, which a restart meets again ({ev.text.strip()[:160]})")
-
-
-#: the table's rule for a traceback's header: a frame is part of the same report
-TRACEBACK_SIGNATURE = "python.traceback"
-
-
-def _open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float | None) -> Verdict | None:
-    """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after)
-    with no progress of any rank after it: the process was printing the exception it died of when its
-    log ended. (A rank that printed a stack and went quiet while the others went on is not judged so.)"""
-    for key, tail in tails.items():
-        frame = in_traceback([line.text for line in tail])
-        if frame is not None:
-            line = next(ln for ln in tail if ln.text == frame)
-            if latest_progress is not None and latest_progress > line.mono:
-                continue
-            return Verdict(
-                Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key,
-                evidence=(Evidence(key, frame, TRACEBACK_SIGNATURE, line.source, line.lineno, line.mono),),
-                reason=f"the input ends inside a Python traceback, before its exception line: the process was "
-                       f"printing the error it died of ({frame.strip()[:160]})",
-                advice="The log was cut inside the traceback: read the rank's full log for the exception line "
-                       "under these frames; restart from the last complete checkpoint if the cause is transient.",
-                culprit_source="failure")
-    return None
 
 
 def diagnose_paths(

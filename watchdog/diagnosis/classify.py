@@ -23,7 +23,6 @@ reference :meth:`KnowledgeBase.classify_plain` give the same answers.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import math
 import re
@@ -32,8 +31,19 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 
-from neuron_watch.diagnosis.failureforms import FORM_RULES, FORM_SIGNATURES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
+from neuron_watch.diagnosis.failureforms import FORM_RULES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
 from neuron_watch.diagnosis.keyfinder import _DIGITS, _NL, _TEMPLATE_SAMPLE, _TEMPLATES_FROM, _ascii, _KeyFinder
+from neuron_watch.diagnosis.signature import (
+    CATCH_ALL_ID,
+    STEP_RULES,
+    Effect,
+    Match,
+    Signature,
+    counted_step,
+    form_signatures,
+    int_or_none,
+    signature_from_table,
+)
 from neuron_watch.errors import ConfigError
 from neuron_watch.events import Action, Label, LogLine
 
@@ -42,187 +52,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-
-class Effect(str, enum.Enum):
-    """How the judge uses a match (see the header of ``signatures.toml``)."""
-
-    PROGRESS = "progress"
-    COMPILE_START = "compile_start"
-    COMPILE_END = "compile_end"
-    COMPILE_BEAT = "compile_beat"
-    COMPILE_WAIT = "compile_wait"
-    COMM_WAIT = "comm_wait"
-    SAVE_START = "save_start"
-    SAVE_END = "save_end"
-    TRAIN_END = "train_end"
-    RECOMPILE = "recompile"
-    RECOMPILE_REASON = "recompile_reason"  # why the recompile before it happened (a failed guard)
-    COMPILE_METRIC = "compile_metric"  # a compiler's own account of its compile time (torch-xla's metrics)
-    FATAL = "fatal"
-    #: an error line no other rule explains: a warning while the job progresses, a failure of
-    #: unknown cause when nothing follows it (see :meth:`neuron_watch.diagnosis.judge.Judge.verdict`)
-    UNEXPLAINED = "unexplained"
-    BENIGN = "benign"
-    INFO = "info"
-
-
-SEVERITIES = ("info", "warning", "error", "fatal")
-#: The table's last rule, for an error line no other rule explains (see :meth:`KnowledgeBase._refined`).
-CATCH_ALL_ID = "host.unrecognised_error"
-
-
-
-@dataclass(frozen=True)
-class Signature:
-    """One rule of the table. ``needle`` is the first of ``needles`` ("" = every line is a candidate)."""
-
-    id: str
-    category: Label
-    severity: str
-    action: Action
-    effect: Effect
-    needle: str
-    patterns: tuple[re.Pattern[str], ...]
-    advice: str
-    examples: tuple[str, ...] = ()
-    near_misses: tuple[str, ...] = ()
-    needles: tuple[str, ...] = ()
-    anchor_start: bool = False
-    generic: bool = False
-    requires: tuple[str, ...] = ()
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The literals searched for in ``"\\n" + line`` (anchored needles carry the newline)."""
-        needles = self.needles or ((self.needle,) if self.needle else ())
-        return tuple(_NL + n if self.anchor_start else n for n in needles)
-
-
-@dataclass(frozen=True)
-class Match:
-    """A line matched ``signature``; ``step``/``loss`` are set for progress lines (see :data:`STEP_GROUPS`)."""
-
-    signature: Signature
-    step: int | None = None
-    loss: float | None = None
-
-
-_REQUIRED = ("id", "category", "severity", "action", "effect", "patterns", "advice")
-_KNOWN = frozenset(
-    {*_REQUIRED, "needle", "needles", "anchor", "generic", "examples", "near_misses", "requires"}
-)
-
-
-def _str_list(entry: dict[str, object], key: str) -> tuple[str, ...]:
-    value = entry.get(key, ())
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise TypeError(f"{key} must be a list of strings")
-    return tuple(str(x) for x in value)
-
-
-def _signature_from_table(entry: dict[str, object], where: str) -> Signature:
-    missing = [k for k in _REQUIRED if k not in entry]
-    if "needle" not in entry and "needles" not in entry:
-        missing.append("needle (or needles)")
-    if missing:
-        raise ConfigError(f"{where}: missing {', '.join(missing)}", "every signature needs " + ", ".join(_REQUIRED))
-    unknown = sorted(set(entry) - _KNOWN)
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}", "known keys: " + ", ".join(sorted(_KNOWN)))
-    try:
-        needles = _str_list(entry, "needles") if "needles" in entry else (str(entry["needle"]),)
-        anchor = entry.get("anchor")
-        if anchor not in (None, "start"):
-            raise ValueError(f"anchor must be \"start\" or absent, not {anchor!r}")
-        sig = Signature(
-            id=str(entry["id"]),
-            category=Label(entry["category"]),
-            severity=str(entry["severity"]),
-            action=Action(entry["action"]),
-            effect=Effect(entry["effect"]),
-            needle=needles[0] if needles else "",
-            patterns=tuple(re.compile(p) for p in _str_list(entry, "patterns")),
-            advice=str(entry["advice"]),
-            examples=_str_list(entry, "examples"),
-            near_misses=_str_list(entry, "near_misses"),
-            needles=needles,
-            anchor_start=anchor == "start",
-            generic=bool(entry.get("generic", False)),
-            requires=_str_list(entry, "requires"),
-        )
-    except (ValueError, re.error, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}", "fix the entry in the signature table") from exc
-    if sig.severity not in SEVERITIES:
-        raise ConfigError(f"{where}: severity {sig.severity!r} is not one of {', '.join(SEVERITIES)}")
-    if not sig.patterns:
-        raise ConfigError(f"{where}: no patterns")
-    if any(not r or r != r.lower() for r in sig.requires):
-        raise ConfigError(f"{where}: requires holds an empty or non-lowercase literal", "list lowercase literals")
-    if any(not n or _NL in n for n in needles):
-        raise ConfigError(f"{where}: a needle is empty or contains a newline", "needles are one-line literals")
-    return sig
-
-
-def _float_or_none(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _int_or_none(text: str | None) -> int | None:
-    """Steps print as ``12``, ``4512.0`` or ``3.2e+4`` (PTL's global_step)."""
-    if text is not None and text.isdecimal():
-        return int(text)  # the common case, without the float round trip
-    value = _float_or_none(text)
-    if value is None or not math.isfinite(value):
-        return None
-    return int(value)
-
-
-#: Bumped when the meaning of a progress pattern's named groups changes (part of the KB fingerprint).
-STEP_RULES = 2
-
-#: The named groups a progress pattern may hold, and what :class:`Match` makes of them:
-#:
-#: * ``step``: the global step as printed (``12``, ``4512.0``); it wins over the groups below.
-#: * ``loss``: the loss; a non-finite loss is not progress (the numerical rule ranks earlier).
-#: * ``n``, ``epoch``, ``total``: a count, for lines that do not print the global step.
-#:   ``n`` = units done in the current epoch (or in the run, without ``epoch``), ``epoch`` = the
-#:   current epoch's index counted from 0 (= epochs completed), ``total`` = units per epoch.
-#:   The step is ``epoch * total + n``; ``n`` alone gives ``n``; ``epoch`` and ``total`` without
-#:   ``n`` give ``epoch * total`` (a line printed as an epoch starts); ``epoch`` without a
-#:   numeric ``total`` (``9/?``) gives no step (liveness only). A count of 0 (a bar at ``0/800``,
-#:   ``Epoch 0`` starting) reports nothing done: that pattern does not match the line.
-STEP_GROUPS = ("step", "loss", "n", "epoch", "total")
-
-
-def _counted(m: re.Match[str], has_epoch: bool, has_n: bool, has_total: bool) -> tuple[bool, int | None]:
-    """``(is progress, step)`` from the count groups of ``m`` (see :data:`STEP_GROUPS`)."""
-    n = m.group("n") if has_n else None
-    epoch = m.group("epoch") if has_epoch else None
-    total = m.group("total") if has_total else None
-    count = int(n) if n is not None and n.isdecimal() else None
-    if epoch is not None and epoch.isdecimal():
-        if total is not None and total.isdecimal():
-            count = int(epoch) * int(total) + (count or 0)
-        elif count is not None:
-            return count > 0, None  # the count within an epoch of unknown length: alive, no step
-    if count is None:
-        return True, None
-    return count > 0, count
-
-
-def form_signatures() -> tuple[Signature, ...]:
-    """The signatures the failure-form reader reports under (:data:`neuron_watch.FORM_SIGNATURES`)."""
-    return tuple(
-        Signature(id=i, category=Label(cat), severity=sev, action=Action(act), effect=Effect(eff), needle="",
-                  patterns=(), advice=advice, generic=generic)
-        for i, cat, sev, act, eff, generic, advice in FORM_SIGNATURES
-    )
-
+#: the rule's types come from :mod:`neuron_watch.diagnosis.signature`; the table's users read them here,
+#: beside the knowledge base that matches by them
+__all__ = [
+    "BATCH_RULES", "COMPILER_DOTS", "GOING_ON_SIGNATURES", "UNRAISABLE_SIGNATURE", "ClassifiedBatch", "Effect",
+    "KnowledgeBase", "Match", "Signature", "classify_batch", "coalesce_progress", "compact_matches",
+    "kb_fingerprint", "sig_is_compiler_line",
+]
 
 #: What :meth:`KnowledgeBase._match` needs of a rule without attribute look-ups: the signature, its
 #: ``requires``, whether it is a progress rule, and per pattern (search, has step, has loss, count
@@ -312,7 +148,8 @@ class KnowledgeBase:
         """Build from the TOML text of a signature table.
 
         ``progress_regex`` (the user's ``--progress-regex``) is put first as a progress rule; its named
-        groups are read as :data:`STEP_GROUPS` says (``step``, ``loss``, ``n``/``epoch``/``total``).
+        groups are read as :data:`~neuron_watch.diagnosis.signature.STEP_GROUPS` says (``step``, ``loss``,
+        ``n``/``epoch``/``total``).
 
         Raises:
             ConfigError: the table or the regex is malformed; the message names the entry.
@@ -322,7 +159,7 @@ class KnowledgeBase:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"signature table is not valid TOML: {exc}") from exc
         entries = data.get("signature", [])
-        sigs = [_signature_from_table(e, f"signature #{i} ({e.get('id', '?')})") for i, e in enumerate(entries)]
+        sigs = [signature_from_table(e, f"signature #{i} ({e.get('id', '?')})") for i, e in enumerate(entries)]
         if progress_regex:
             try:
                 user = re.compile(progress_regex)
@@ -381,7 +218,7 @@ class KnowledgeBase:
                     if i == self._catch_all:
                         return self._refined(line, self._bare[i])
                     return self._bare[i]
-                # _float_or_none and _int_or_none, inlined: this runs on every progress line
+                # the float and int_or_none, inlined: this runs on every progress line
                 loss = None
                 if has_loss and (text := m.group("loss")) is not None:
                     try:
@@ -392,9 +229,9 @@ class KnowledgeBase:
                         if not math.isfinite(loss):
                             continue  # the numerical rule ranks earlier; a custom table may not have one
                 text = m.group("step") if has_step else None
-                step = None if text is None else int(text) if text.isdecimal() else _int_or_none(text)
+                step = None if text is None else int(text) if text.isdecimal() else int_or_none(text)
                 if step is None and counts is not None:
-                    alive, step = _counted(m, *counts)
+                    alive, step = counted_step(m, *counts)
                     if not alive:
                         continue  # a bar at 0 reports nothing done
                 return Match(sig, step, loss)
@@ -522,7 +359,7 @@ BATCH_RULES = 4
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
     """A 63-bit fingerprint of ``kb`` (signature ids, order, effects, patterns), of the batch rules
-    and of the step rules (:data:`~neuron_watch.diagnosis.classify.STEP_RULES`).
+    and of the step rules (:data:`~neuron_watch.diagnosis.signature.STEP_RULES`).
 
     Two processes with equal fingerprints classify every line alike, so one may classify for the
     other (:meth:`Judge.observe_batch`). Never 0 (0 on the wire means "not classified").

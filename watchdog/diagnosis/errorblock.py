@@ -57,6 +57,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from neuron_watch.diagnosis.forms_severity import ERROR_RECORD as _ERROR_RECORD
+from neuron_watch.diagnosis.forms_severity import LINE_START_GLOG as _GLOG
+from neuron_watch.diagnosis.forms_severity import QUIET_RECORD as _QUIET_RECORD
 from neuron_watch.events import Label
 
 
@@ -119,15 +122,8 @@ _CXX_TERMINATE = re.compile(r"^terminate called (?:after throwing an instance of
 _GO_PANIC = re.compile(r"^(?:panic|fatal error): ")
 _RUST_PANIC = re.compile(r"^thread '[^']*' panicked at ")
 _RUST_LOCATION = re.compile(r"panicked at [^\s']+:\d+:\d+:\s*$")
-#: glog/absl: "E1126 12:00:00.123456  1234 file.cc:12] ", with the year when glog is asked to print it
-#: ("F20250821 13:22:09.976752 ..."); c10's own logger in brackets without a thread ("[E307 05:30:20.036611330
-#: ProcessGroupNCCL.cpp:744] "); TensorFlow/tsl's ("2024-07-17 11:40:54.103908: E external/xla/...cc:56] ", and
-#: TF 1.x's "E tensorflow/core/...cc:1372] " without a time). E and F open and continue a block.
-_GLOG = re.compile(r"^\[?([IWEF])\d{3,4}(?:\d{4})? \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\d+\s+)?[^\s\]]+:\d+\] "
-                   r"|^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: )?([IWEF]) [^\s\]]+\.\w+:\d+\] ")
-#: a logging record whose level is an error (Python logging, log4j/slf4j, most servers), in its head
-_ERROR_RECORD = re.compile(r"^.{0,80}?(?:^|[\s\[|(:,-])(?:ERROR|FATAL|CRITICAL|SEVERE)(?:[\s\]|:),-]|$)")
-_QUIET_RECORD = re.compile(r"^.{0,80}?(?:^|[\s\[|(:,-])(?:WARN(?:ING)?|INFO|DEBUG|TRACE|NOTICE)(?:[\s\]|:),-]|$)")
+# glog/absl's, c10's and TensorFlow's record heads (_GLOG) and a record's level (_ERROR_RECORD,
+# _QUIET_RECORD) are spelled once, in forms_severity, for the forms and here: E and F open and continue a block.
 #: an exception line at column 0: Python's format_exception_only, Java's Throwable.toString
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z][\w$]*(?:Error|Exception|Throwable|Failure|Exit|Interrupt)"
                         r"(?:\(\w+\))?(?::\s|\s*$)|^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?::\s|\s*$)")

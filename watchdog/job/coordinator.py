@@ -29,27 +29,27 @@ import collections
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from neuron_watch.events import (
     EventKind,
-    EvidenceReport,
     JobState,
     Label,
     RankKey,
     Verdict,
     iso_utc,
 )
-from neuron_watch.iofaults import IOHealth, write_json_atomic
+from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
+from neuron_watch.job.incidentrecord import verdict_document, write_incident_record
 from neuron_watch.job.ingest import Ingest
-from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line, incident_tails
+from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
-from neuron_watch.job.linewriter import JobLogFactory
-from neuron_watch.job.manifest import merge_manifests
+from neuron_watch.job.linewriter import JobLogFactory, told_by_writer
 from neuron_watch.job.nodes import NodeRegistry, NodeView
+from neuron_watch.job.pacing import VerdictPacing
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusdoc import NodeState, liveness, status_document
@@ -86,10 +86,6 @@ log = logging.getLogger("neuron_watch")
 
 #: A standalone coordinator serves this long after the job's end for every node to say it exited.
 NODES_EXIT_GRACE = 10.0
-#: The share of the loop's time a verdict may take at most: it waits this many times its own last
-#: cost (a verdict over tens of thousands of compiling ranks costs a large part of a second:
-#: tests/benchmarks/bench_scale.py prints it); small jobs keep the fixed interval.
-VERDICT_SHARE = 0.25
 
 #: The recovery steps are the job states of :mod:`neuron_watch.recovery.policy` (one state machine for all).
 Phase = JobState
@@ -166,7 +162,7 @@ class Coordinator:
         #: process, or kept by a writer process off the judging path (``job_log``, :mod:`.linewriter`)
         self.joblog: JobLogLike = (
             JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap) if job_log is None
-            else job_log(run_dir, self.settings.tail_lines, self.counters, self._writer_report))
+            else job_log(run_dir, self.settings.tail_lines, self.counters, told_by_writer(self.health, self._io_fault)))
         #: each fresh message into the judge, the job log and the node's view
         self.ingest = Ingest(self, self.nodes, self.joblog, self.events, self.counters)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)
@@ -174,12 +170,9 @@ class Coordinator:
         self._io_told = False  # faults seen before this coordinator existed are told at the first tick
         self.last_verdict: Verdict | None = None
         self.exit_code: int | None = None  # set when the job is over (shutdown sent)
-        self._last_verdict_at = -1e18
-        self._verdict_every = self.settings.verdict_interval
+        #: when a verdict is due (its interval, its cost, our own pauses)
+        self.pacing = VerdictPacing(st.verdict_interval, st.pause_jump, st.pause_grace)
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
-        self._last_tick: float | None = None
-        self._hold_verdicts_until = -1e18  # after a pause of our own: the nodes' buffered news comes first
-        self.pauses: list[float] = []  # our own pauses seen (seconds), for the summary
         self.status_files = StatusFiles(run_dir, self.health)
         #: called with each status document written (once a second): the --progress line
         self.status_listeners = self.status_files.listeners
@@ -193,20 +186,6 @@ class Coordinator:
         """A file of the watchdog failed or works again: an event (it reaches MQTT and the console
         even when events.jsonl is the file that fails)."""
         self.events.emit(kind, self.generation, **fields)
-
-    def _writer_report(self, kind: str, fields: dict[str, Any]) -> None:
-        """What the job log's writer process tells: its disk faults are this watchdog's own, so they
-        count in :attr:`health` (``watchdog_io`` of status.json and job_finished) as an in-process
-        job log's would, and reach the events through it; its other warnings go out as they come."""
-        path = str(fields.get("path", ""))
-        if kind == EventKind.WATCHDOG_DEGRADED and path:
-            self.health.failed(str(fields.get("operation", "write")), path, str(fields.get("error", "")))
-        elif kind == EventKind.WATCHDOG_RECOVERED and path:
-            lines, nbytes = int(fields.get("lost_lines", 0)), int(fields.get("lost_bytes", 0))
-            self.health.lost(lines, nbytes)
-            self.health.ok(path, lines, nbytes)
-        else:
-            self._io_fault(kind, fields)
 
     # -- the wire (its endpoint does the work) ------------------------------------------------
 
@@ -253,10 +232,9 @@ class Coordinator:
 
     def tick(self, now: float) -> Verdict | None:
         """Acks, silence, verdict and recovery steps due at ``now``; returns the verdict if judged."""
-        jump = self.settings.pause_jump
-        if jump is not None and self._last_tick is not None and now - self._last_tick > jump:
-            self._paused(now - self._last_tick, now)
-        self._last_tick = now
+        gap = self.pacing.turn(now)
+        if gap is not None:
+            self._paused(gap, now)
         if not self._io_told:  # after job_started, the first event of a job
             self._io_told = True
             for path, error in sorted(self.health.degraded.items()):
@@ -271,10 +249,7 @@ class Coordinator:
             self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
                              silent_for=round(now - view.last_heard, 3))
         verdict = None
-        if (self.judge is not None and self._enough_nodes() and now >= self._hold_verdicts_until
-                and now - self._last_verdict_at >= self._verdict_every):
-            # Often enough for sub-second latency, not on every loop turn.
-            self._last_verdict_at = now
+        if self.judge is not None and self._enough_nodes() and self.pacing.due(now):
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
             if self.recovery.state in (JobState.STARTING, JobState.RUNNING) and not self.recovery.interrupted:
@@ -282,7 +257,7 @@ class Coordinator:
                 # (exits, "other_crash") is not what the job is: the status keeps the verdict in force.
                 self.last_verdict = verdict
             self.report.after_verdict(self.judge, self.generation, self.recovery.state is JobState.RUNNING, now)
-            self._verdict_every = max(self.settings.verdict_interval, (time.perf_counter() - spent) / VERDICT_SHARE)
+            self.pacing.judged(now, time.perf_counter() - spent)
         if self._relaunching:
             self._relaunch_done(now)
         else:
@@ -298,10 +273,7 @@ class Coordinator:
         re-baseline. The nodes were not silent, we were deaf: their last-heard times move by the
         gap; and no verdict is given until what they buffered meanwhile has arrived (a verdict on
         stale clocks would call a healthy job hung)."""
-        self.pauses.append(round(gap, 3))
         self.registry.rebase(gap, now)
-        self._hold_verdicts_until = now + self.settings.pause_grace
-        self._last_verdict_at = now
         message = (f"the coordinator was not running for {gap:.0f}s (paused?): no verdict for "
                    f"{self.settings.pause_grace:.0f}s while the nodes' buffered output arrives")
         self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_paused", message=message,
@@ -336,27 +308,6 @@ class Coordinator:
     def restarts(self) -> int:
         return self.recovery.policy.restarts
 
-    def _verdict_doc(self, verdict: Verdict, incident: int) -> dict[str, Any]:
-        """The verdict as the bundles' ``verdict.json`` holds it."""
-        return {"incident": incident, "job_id": self.job, "generation": self.generation, **verdict.to_dict()}
-
-    def _write_incident_manifest(self, incident: int, reports: Mapping[str, EvidenceReport | None]) -> None:
-        """The job's manifest of this incident: every node's part, and the nodes that sent none; and
-        the tails of the verdict's ranks as the job log holds them (``tails.log``)."""
-        per_node = {n: None if r is None else r.manifest for n, r in reports.items()}
-        path = os.path.join(self.run_dir, "incidents", f"incident-{incident}", "manifest.json")
-        tails = os.path.join(os.path.dirname(path), "tails.log")
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_json_atomic(path, merge_manifests(self.job, incident, per_node))
-            if self.recovery.pending is not None:
-                path = tails
-                with open(tails, "w", encoding="utf-8") as f:
-                    f.write(incident_tails(self.joblog, self.recovery.pending))
-        except OSError as exc:
-            self.health.failed("write the incident manifest" if path != tails else "write the incident's tails",
-                               path, exc)
-
     # -- carrying out recovery's commands ------------------------------------------------------
 
     def _facts(self, verdict: Verdict | None) -> Facts:
@@ -376,13 +327,15 @@ class Coordinator:
                     log.warning("%s", cmd.fields.get("message", ""))
             elif isinstance(cmd, Capture):
                 self.broadcast(CaptureEvidence(f"incident-{cmd.incident}", cmd.verdict.reason,
-                                               self._verdict_doc(cmd.verdict, cmd.incident)))
+                                               verdict_document(self.job, self.generation, cmd.verdict, cmd.incident)))
             elif isinstance(cmd, RecordIncident):
                 self.last_verdict = self.recovery.pending  # the incident's final verdict
-                self._write_incident_manifest(cmd.incident, cmd.reports)
+                write_incident_record(self.run_dir, self.job, cmd.incident, cmd.reports, self.joblog,
+                                      self.recovery.pending, self.health)
             elif isinstance(cmd, StopJob):
                 final = cmd.verdict
-                doc = NO_VERDICT if final is None or cmd.incident is None else self._verdict_doc(final, cmd.incident)
+                doc = (NO_VERDICT if final is None or cmd.incident is None
+                       else verdict_document(self.job, self.generation, final, cmd.incident))
                 self.broadcast(Stop(cmd.reason, cmd.timeout, doc))
             elif isinstance(cmd, Drain):
                 self.relauncher.drain(cmd.node, cmd.verdict, self.events)
@@ -473,7 +426,7 @@ class Coordinator:
                             "stale_session": c.stale, "unechoed": c.unechoed},
                 "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
-                "unclassified_batches": c.unclassified_batches, "paused": list(self.pauses),
+                "unclassified_batches": c.unclassified_batches, "paused": list(self.pacing.pauses),
                 "merged_lines_shed": c.merged_lines_shed,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}

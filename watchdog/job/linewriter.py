@@ -76,6 +76,26 @@ Tell = Callable[[str, dict[str, Any]], None]
 JobLogFactory = Callable[[str, int, Counters, Tell], JobLogLike]
 
 
+def told_by_writer(health: IOHealth, tell: Tell) -> Tell:
+    """What the writer process tells, as the coordinator takes it: its disk faults are this watchdog's
+    own, so they count in ``health`` (``watchdog_io`` of status.json and job_finished) as an
+    in-process job log's would, and reach the events through it; its other warnings go to ``tell``
+    as they come."""
+
+    def told(kind: str, fields: dict[str, Any]) -> None:
+        path = str(fields.get("path", ""))
+        if kind == EventKind.WATCHDOG_DEGRADED and path:
+            health.failed(str(fields.get("operation", "write")), path, str(fields.get("error", "")))
+        elif kind == EventKind.WATCHDOG_RECOVERED and path:
+            lines, nbytes = int(fields.get("lost_lines", 0)), int(fields.get("lost_bytes", 0))
+            health.lost(lines, nbytes)
+            health.ok(path, lines, nbytes)
+        else:
+            tell(kind, fields)
+
+    return told
+
+
 class LineWriter:
     """The job log kept by a writer process (the coordinator's side of it).
 

@@ -1,0 +1,309 @@
+"""Failure forms that state the failure in their words, whatever the record's level: crashes,
+exceptions, resources that are not there, memory that ran out.
+
+Pure: no I/O. :func:`crash_form` (the process is dying), :func:`stated_error_form` (an error its
+words state) and :func:`exception_form` (an exception line, or what a serving stack wraps) are asked
+by :func:`neuron_watch.diagnosis.failureforms.read_line` in its order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
+from neuron_watch.events import Label
+
+# -- crashes ---------------------------------------------------------------------------------------
+
+_CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # glog CHECK and its trace (glog src/logging.cc: "Check failed: " + condition; "*** Check failure
+    # stack trace: ***"), glog's failure signal handler ("*** Aborted at 1700000000 (unix time) ...",
+    # "*** SIGSEGV (@0x0) received by PID 12 (TID 0x7f..) from PID 0; stack trace: ***") and absl's
+    # ("*** SIGSEGV received at time=1700000000 on cpu 3 ***"); the frames under them ("    @  0x7f..")
+    # are not read alone (they always follow one of these headers)
+    (re.compile(r"\bCheck failed: "), "a failed CHECK (glog/absl)"),
+    (re.compile(r"\*\*\* Check failure stack trace: \*\*\*"), "glog's check-failure stack trace"),
+    (re.compile(r"\*\*\* Aborted at \d+ \(unix time\)"), "glog's fatal signal report"),
+    (re.compile(r"\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) received by PID|received at time=)"), "a fatal signal report"),
+    # Go: runtime/panic.go printpanics ("panic: " + value), runtime.throw ("fatal error: " + msg), and
+    # the traceback of the goroutine that panicked ("goroutine 1 [running]:"; runtime/traceback.go)
+    (re.compile(r"^(?:panic: |fatal error: )\S"), "a Go panic"),
+    (re.compile(r"^goroutine \d+ \[running\]:"), "a Go panic's goroutine trace"),
+    # nccl-tests' checks of every NCCL and CUDA call (src/common.h NCCLCHECK / CUDACHECK: "%s: Test NCCL
+    # failure %s:%d '%s'" with the host, the file, the line and ncclGetErrorString; "Test CUDA failure"):
+    # the test returns its error and the program ends
+    (re.compile(r"\bTest (?:NCCL|CUDA) failure \S+:\d+ '"), "a failed check of nccl-tests"),
+    # Rust: library/std/src/panicking.rs default_hook ("thread '{name}' panicked at {location}:")
+    (re.compile(r"\bthread '[^']*' panicked at "), "a Rust panic"),
+    # Java: the uncaught-exception handler (java.lang.ThreadGroup.uncaughtException:
+    # "Exception in thread \"" + t.getName() + "\" " + e)
+    (re.compile(r"\bException in thread \"[^\"]*\" [\w.$]+"), "an uncaught Java exception"),
+    # C++: libstdc++'s verbose terminate handler
+    (re.compile(r"\bterminate called (?:after throwing an instance of|without an active exception)"),
+     "an uncaught C++ exception"),
+    # Rust: the default allocation-error hook aborts the process (library/std/src/alloc.rs
+    # default_alloc_error_hook: "memory allocation of {size} bytes failed")
+    (re.compile(r"\bmemory allocation of \d+ bytes failed\b"), "a Rust allocation failure"),
+    # Ray: an actor's death as its caller reports it (python/ray/exceptions.py ActorDiedError: "The
+    # actor died unexpectedly before finishing this task.", "The actor died because its node has died.",
+    # "The actor died because of an error raised in its creation task")
+    (re.compile(r"\bThe actor died (?:unexpectedly|because)\b"), "a Ray actor's death"),
+    # a fatal signal named by a launcher, a shell or a handler (signal(7): 4 ILL, 6 ABRT, 7 BUS, 8 FPE, 11 SEGV)
+    (re.compile(r"\b(?:[Ss]ignal|SIGNAL)[: ]+(?:11|6|7|4|8)\b(?! *(?:ms|s|sec|seconds)\b)|"
+                r"\b(?:received|caught|got|by|with|on) (?:signal )?SIG(?:SEGV|ABRT|BUS|ILL|FPE)\b|"
+                r"\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)(?: \(\d+\))? (?:received|caught)\b"), "a fatal signal"),
+    (re.compile(r"^\W*(?:Segmentation fault|Bus error|Illegal instruction|Floating point exception|Aborted)"
+                r"(?: \(core dumped\))?\s*$"), "a fatal signal (the shell's report)"),
+    # Slurm's controller recording a job that a fatal signal ended (src/slurmctld/job_mgr.c
+    # _job_complete: "JobId=%u WTERMSIG %d"; 15, SIGTERM, is a cancel or a time limit and is left out)
+    (re.compile(r"\b_job_complete: JobId=\d+ WTERMSIG (?:4|6|7|8|9|11)\b"), "a Slurm job ended by a fatal signal"),
+    # the kernel's report of a process it killed for a bad access (arch/x86/mm/fault.c show_signal_msg:
+    # "%s[%d]: segfault at %lx ip %px sp %px error %lx")
+    (re.compile(r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+"), "the kernel's segfault report"),
+    # the JVM's fatal error report (HotSpot src/hotspot/share/utilities/vmError.cpp print_error_for_unit_test /
+    # report: "# A fatal error has been detected by the Java Runtime Environment:", then
+    # "#  SIGSEGV (0xb) at pc=0x..., pid=..., tid=..." for a signal in native code)
+    (re.compile(r"^#\s+A fatal error has been detected by the Java Runtime Environment:|"
+                r"^#\s+SIG[A-Z]+ \(0x[0-9a-f]+\) at pc=0x"), "the JVM's fatal error report"),
+    # Open MPI's launcher reporting a rank a signal ended (orte/tools/orterun/help-orterun.txt
+    # [orterun:proc-aborted-signal]: "%s noticed that process rank %s with PID %s on node %s exited on
+    # signal %d (%s)."); SIGINT (2) and SIGTERM (15) are an interrupt or a cancel
+    (re.compile(r"\bnoticed that process rank \d+ with PID \d+ on node \S+ exited on signal (?!2\b|15\b)\d+\b"),
+     "a rank that a signal ended (Open MPI)"),
+)
+
+#: Ray: a worker process that died under a task, as the raylet reports it (src/ray/protobuf/common.proto
+#: WorkerExitType: SYSTEM_ERROR "worker exit due to system level failures (i.e. worker crash)",
+#: UNEXPECTED_SYSTEM_EXIT before Ray 2.0; the message lists an OOM kill, "ray stop --force" and SIGSEGV as
+#: possible causes without knowing which): the process is gone. The driver logs the same message at
+#: WARNING (python/ray/_private/worker.py, its error-message listener) when the task is retried and the
+#: application goes on, so a record whose head says WARNING or INFO is not read as a crash.
+_RAY_WORKER_DIED = re.compile(r"\bWorker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)\b")
+
+# -- exceptions ------------------------------------------------------------------------------------
+
+#: A Python exception's last traceback line whose class does not end in Error/Exception, or that a
+#: wrapper prints with its cause in parentheses: "ray.exceptions.RayTaskError(RuntimeError): ...",
+#: "requests.exceptions.ConnectTimeout: ..." (a dotted module path: a bare "Word: text" is prose).
+_EXCEPTION = re.compile(
+    r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Timeout|Failure|Failed)(?:\(\w+\))?(?::\s|\s*$)|"
+    # ... or whose class lives in a module of exceptions, as Python libraries name them (errors.py,
+    # exceptions.py, errors_impl.py: "triton.runtime.errors.OutOfResources: ...",
+    # "ray.exceptions.RaySystemError: ...")
+    r"^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|errors_impl)\.[A-Z]\w*(?:\(\w+\))?(?::\s|\s*$)")
+#: exception classes whose name states the cause: Triton's OutOfResources (triton/runtime/errors.py;
+#: raised by triton/compiler/compiler.py _init_handles when the compiled kernel needs more shared memory
+#: or registers than the device has: the kernel as compiled cannot run here, and recompiling the same
+#: configuration repeats it)
+_EXCEPTION_CAUSES = {"triton.runtime.errors.OutOfResources": Label.COMPILE_ERROR}
+_EXCEPTION_CLASS = re.compile(r"^\s*((?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?:")
+#: what the uncaught C++ exception says (libstdc++-v3/libsupc++/vterminate.cc: "  what():  %s"),
+#: the line after "terminate called after throwing ...": the error the process died of
+_WHAT = re.compile(r"^\s*what\(\):  ?\S")
+#: Open MPI's runtime error log (orte/mca/errmgr/errmgr.h ORTE_ERROR_LOG -> orte_errmgr_base_log:
+#: "[%s] ORTE_ERROR_LOG: %s in file %s at line %d")
+_ORTE_ERROR = re.compile(r"\bORTE_ERROR_LOG: \S")
+#: a Java exception chain's cause ("Caused by: java.io.IOException: ..."; Throwable.printStackTrace)
+_CAUSED_BY = re.compile(r"^\s*Caused by: [\w.$]+(?:Exception|Error)\b")
+#: serving stacks that wrap a worker's output in their own prefix: TorchServe "... MODEL_LOG - <text>",
+#: Ray "(RayWorker pid=12, ip=10.0.0.1) <text>", vLLM "(VllmWorkerProcess pid=12) <text>"
+_WRAPPED = re.compile(r"^.{0,160}? MODEL_LOG - |^\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+#: an exception whose message is an absl/gRPC status as absl::Status::ToString prints it ("<CODE>: <message>",
+#: absl/status/status.cc; the code names of absl/status/status_code.cc StatusCodeToString): JAX and XLA's
+#: clients raise a status so ("XlaRuntimeError: RESOURCE_EXHAUSTED: ...", "RuntimeError: UNAVAILABLE: ..."),
+#: whatever wraps the class (IPython's "UnfilteredStackTrace: RuntimeError: ..."); its cause is the code's
+#: (cause_of)
+_STATUS_EXCEPTION = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception): (?:CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|"
+    r"PERMISSION_DENIED|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|"
+    r"DATA_LOSS|UNAUTHENTICATED): \S")
+#: the plain Python exception line, inside a wrapper
+_PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
+
+# -- resources that are not there ----------------------------------------------------------------
+
+#: Configuration, not a crash to restart: the errno strings (glibc strerror: EADDRINUSE "Address
+#: already in use", ENODEV "No such device", EBUSY "Device or resource busy", EMFILE "Too many open
+#: files", ENOSPC "No space left on device", EACCES "Permission denied"), the dynamic loader's
+#: "cannot open shared object file", CUDA's "no CUDA-capable device is detected" (cudaErrorNoDevice)
+#: and torch's "No CUDA GPUs are available", CUDA's devices that are there but not this process's
+#: (cudaErrorDevicesUnavailable, cudaGetErrorString: "CUDA-capable device(s) is/are busy or unavailable",
+#: "all CUDA-capable devices are busy or unavailable": a GPU in exclusive-process compute mode held by
+#: another process, or prohibited), shared memory too small, and Slurm's refusals.
+_RESOURCE = re.compile(
+    r"\bAddress already in use\b|\bEADDRINUSE\b|\bNo such device\b|\bDevice or resource busy\b|\bEBUSY\b|"
+    r"\bToo many open files\b|\bNo space left on device\b|\bENOSPC\b|\bPermission denied\b|"
+    r"\bcannot open shared object file\b|\bno CUDA-capable device is detected\b|\bNo CUDA GPUs are available\b|"
+    r"\bCUDA-capable devices? ?(?:\(s\) )?(?:is/are|are|is) busy or unavailable\b|"
+    # TensorRT's runtime finding CUDA unusable (runtime.cpp isCudaInstalledCorrectly: "CUDA initialization
+    # failure with error <cudaError_t>. Please check your CUDA installation": 35 is
+    # cudaErrorInsufficientDriver, 100 cudaErrorNoDevice)
+    r"\bCUDA initialization failure with error \d+\. Please check your CUDA installation\b|"
+    r"\bFound no NVIDIA driver\b|\b(?:/dev/shm|shared memory)\b.{0,80}?\b(?:too small|insufficient|not enough)\b|"
+    r"\b(?:already in use|held|owned|locked) by (?:another|other) process|"
+    r"\bUnable to allocate resources\b|\bRequested node configuration is not available\b|"
+    # Slurm's refusals of a request (src/common/slurm_errno.c: ESLURM_INVALID_GRES,
+    # ESLURM_INVALID_PARTITION_NAME, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS)
+    r"\bInvalid generic resource \(gres\) specification\b|\bInvalid partition name specified\b|"
+    r"\bInvalid account or account/partition combination specified\b|\bInvalid qos specification\b|"
+    # ... and slurmd's refusal of a step whose credential it cannot accept (slurm_errno.c
+    # ESLURMD_CREDENTIAL_EXPIRED "Job credential expired", ESLURMD_INVALID_JOB_CREDENTIAL "Invalid job
+    # credential", ESLURMD_CREDENTIAL_REVOKED "Job credential revoked"): the nodes' clocks or munge keys
+    # disagree with the controller's, and every launch is refused the same way
+    r"\bJob credential (?:expired|revoked)\b|\bInvalid job credential\b|"
+    # NCCL's shared-memory transport unable to make its segment in /dev/shm (src/misc/shmutils.cc ncclShmOpen:
+    # "Error while creating shared memory segment %s (size %d)"): a container's /dev/shm too small for it
+    # (NCCL's troubleshooting guide: Docker's 64 MB default, --shm-size)
+    r"\bError while creating shared memory segment\b|"
+    # Open MPI's mapper refusing more ranks than slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt
+    # [orte-rmaps-base:alloc-error]: "There are not enough slots available in the system to satisfy
+    # the %d slots"), a missing launch agent (orte/mca/plm/rsh/help-plm-rsh.txt [agent-not-found]:
+    # "The value of the MCA parameter \"plm_rsh_agent\" was set to a path that could not be found")
+    r"\bThere are not enough slots available in the system\b|"
+    # ... and mpirun's report of a daemon (orted) that never reported back at start-up ("An ORTE daemon has
+    # unexpectedly failed after launch and before communicating back to mpirun", Open MPI 1.x-4.x): orted
+    # not found or not runnable on the remote node (PATH, a container, an Open MPI built without the
+    # scheduler's support) or no route back to mpirun; no rank ran, and a relaunch fails the same way
+    r"\bAn ORTE daemon has unexpectedly failed after launch\b|"
+    # TensorFlow's check of the cuDNN it loaded against the one it was built with (stream_executor/cuda/
+    # cuda_dnn.cc, LOG(ERROR): "Loaded runtime CuDNN library: %s but source was compiled with: %s. ..."): the
+    # library on this machine is too old for the build, and the first convolution crashes or fails
+    r"\bLoaded runtime CuDNN library: \S+ but source was compiled with: |"
+    r"\bMCA parameter \"plm_rsh_agent\" was set to a path\b|"
+    # a host the launcher cannot reach over ssh: OpenSSH's own failure (sshconnect.c ssh_connect_direct:
+    # "ssh: connect to host %s port %s: %s") and its exit status 255 ("ssh exits with ... 255 if an error
+    # occurred", ssh(1)) as Python's CalledProcessError and pdsh report it
+    # a program that is not there: Slurm's step daemon failing to exec the user's command
+    # (src/slurmd/slurmstepd/task.c exec_task: "execve(): %s: %m"; its own spool script is a node fault,
+    # a table rule)
+    r"\bslurmstepd: error: execve\(\): (?!\S*/slurm_script:)\S+: (?:No such file or directory|Permission denied)|"
+    r"\bssh: connect to host \S+ port \d+: (?:Connection refused|Connection timed out|No route to host|"
+    r"Network is unreachable)|"
+    r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
+    # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
+    # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
+    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option 'gpu-name')|"
+    # ... and the driver finding no code for this GPU in a binary (CUDA driver API
+    # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
+    # "no kernel image is available for execution on the device")
+    r"\bCUDA_ERROR_(?:NO_BINARY_FOR_GPU|INVALID_IMAGE)\b|\bno kernel image is available for execution on the device\b|"
+    # ... or no PTX compiler at all: the driver's JIT library missing (CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
+    # cuGetErrorString "PTX JIT compiler library not found"), XLA finding neither ptxas nor nvJitLink
+    # (xla/stream_executor/cuda: "No PTX compilation provider is available")
+    r"\bPTX JIT compiler library not found\b|\bNo PTX compilation provider is available\b|"
+    # ... or PTX newer than the driver can compile (cudaErrorUnsupportedPtxVersion,
+    # CUDA_ERROR_UNSUPPORTED_PTX_VERSION: "the provided PTX was compiled with an unsupported toolchain."):
+    # a driver older than the CUDA the program was built with
+    r"\bthe provided PTX was compiled with an unsupported toolchain\b|"
+    # a header the C/C++ compiler cannot find (GCC's and Clang's diagnostic "<file>:<line>:<col>: fatal
+    # error: <header>: No such file or directory", "'<header>' file not found"): a toolkit or a
+    # development package that is not installed, when an extension is built at start-up
+    r"\bfatal error: [\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc): No such file or directory|"
+    r"\bfatal error: '[\w./+-]+\.(?:h|hh|hpp|hxx|cuh|inc)' file not found|"
+    # devices asked for that this machine does not have, in Lightning's device parser
+    # (pytorch_lightning/utilities/device_parser.py _sanitize_gpu_ids, lightning/fabric/utilities/
+    # device_parser.py: MisconfigurationException(f"You requested gpu: {gpus}\n But your machine only has:
+    # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
+    r"\bBut your machine only has: \[")
+
+#: JAX's GPU backend that did not come up, logged at WARNING as JAX falls back to the CPU (jax/_src/xla_bridge.py
+#: backends(): "CUDA backend failed to initialize: {err} (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+#: the platform's name upper-cased, ROCm likewise). It is printed only when a GPU plugin is installed, so the
+#: program was set up for a GPU and runs without one: a driver, cuDNN or device-visibility mismatch that a
+#: restart repeats. Read whatever the record's level, as the warning is the failure; the INFO records of
+#: the probe of every platform ("Unable to initialize backend 'tpu': ...") are not this.
+_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S")
+
+#: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
+#: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
+#: clients pass on as they are: an error record whatever the line's head (its cause is the code's)
+_STATUS_GROUP = re.compile(
+    r"(?:^|\s)\(\d+\) (?:[A-Z][A-Z_]+[A-Z]|Resource exhausted|Deadline exceeded|Not found|Permission denied|"
+    r"Unavailable|Internal|Unknown|Aborted|Cancelled|Invalid argument|Failed precondition): \S")
+
+#: An op that ran out of device memory, which TensorFlow logs at WARNING as the op fails
+#: (tensorflow/core/framework/op_kernel.cc CtxFailureWithWarning: LOG(WARNING) << "OP_REQUIRES failed at "
+#: << file << ":" << line << " : " << status; TF 1.0-1.4 logged the status alone), after the BFC
+#: allocator's own warning ("Ran out of memory trying to allocate ..."); TF 1.x printed the record
+#: without its time ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM when
+#: allocating tensor"). The step fails with it. Other op failures logged so (an iterator's "Out of
+#: range: End of sequence") are how a dataset ends: only memory is read here.
+_TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
+                        r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
+
+#: XLA's report of a module that did not fit in device memory (xla/service/buffer_assignment.cc
+#: BufferAssignment::ToVerboseString: "BufferAssignment OOM Debugging.", the allocation stats, then
+#: "Peak buffers:" and per buffer "Size: ", "Operator: ", "XLA Label: <opcode>", "Shape: "), which PJRT
+#: appends to the RESOURCE_EXHAUSTED status of an allocation that failed: the report is printed only
+#: then, so any of its lines stands for the out-of-memory error it explains, when the status line itself
+#: was cut from the excerpt. A buffer's "XLA Label:" is read only indented, as the report prints it.
+_XLA_OOM_REPORT = re.compile(r"\bBufferAssignment OOM Debugging\b|^\s+XLA Label: [\w-]+\s*$")
+
+#: the NVIDIA kernel driver's records ("NVRM: ..."; kernel-open/common/inc/nv-linux.h nv_printf) with an
+#: RM status that says the GPU is gone or must be reset before it runs again (src/common/sdk/nvidia/
+#: inc/nvstatuscodes.h: NV_ERR_GPU_IS_LOST "GPU lost from the bus", NV_ERR_RESET_REQUIRED "Reset
+#: required", which the GSP's RPC path returns once it has hit a fatal error): the device, not the job
+_NVRM_GPU_GONE = re.compile(r"\bNVRM: .*\bNV_ERR_(?:GPU_IS_LOST|RESET_REQUIRED)\b")
+
+#: the hint TensorFlow and XLA's TF-era clients append to a RESOURCE_EXHAUSTED status ("Hint: If you want to
+#: see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for
+#: current allocation info."): it stands under the out-of-memory error it explains, and alone when the
+#: error's own line was cut (transformers#3702, where XRTCompile ran out of TPU memory)
+_TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allocated tensors when OOM happens\b")
+
+
+def crash_form(text: str) -> Form | None:
+    """The form of a process dying: a failed check, a panic, a fatal signal, an uncaught exception's
+    report, a worker's death."""
+    for rx, name in _CRASHES:
+        if rx.search(text):
+            return Form(FormKind.CRASH, name)
+    if _RAY_WORKER_DIED.search(text) and head_level(text) not in QUIET_LEVELS:
+        return Form(FormKind.CRASH, "a Ray worker's death")
+    return None
+
+
+def stated_error_form(text: str) -> Form | None:
+    """The form of an error whose words state it, whatever the record's level: memory that ran out
+    (TensorFlow's op, XLA's report), a GPU gone, a backend that did not come up, a resource that is not
+    there, a status in a list of root errors."""
+    if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
+        return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
+    if _XLA_OOM_REPORT.search(text):
+        return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment)", Label.OOM)
+    if _NVRM_GPU_GONE.search(text):
+        return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
+                    Label.HARDWARE_ERROR)
+    if _GPU_BACKEND_FAILED.search(text):
+        return Form(FormKind.ERROR, "a GPU backend that failed to initialise (JAX falls back to the CPU)",
+                    Label.CONFIG_ERROR)
+    if _RESOURCE.search(text) and head_level(text) not in QUIET_LEVELS:
+        return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
+    if _STATUS_GROUP.search(text):
+        return Form(FormKind.ERROR, "a status in a list of root errors")
+    return None
+
+
+def exception_form(text: str, read_line: Callable[[str], Form | None]) -> Form | None:
+    """The form of an exception line (a class, a chain's cause, a status, what(), a runtime's error log);
+    under a serving stack's prefix, the form of what it wraps (``read_line``: the whole reader)."""
+    if _EXCEPTION.search(text) or _CAUSED_BY.search(text):
+        m = _EXCEPTION_CLASS.search(text)
+        return Form(FormKind.ERROR, "an exception", _EXCEPTION_CAUSES.get(m.group(1)) if m else None)
+    if _STATUS_EXCEPTION.search(text):
+        return Form(FormKind.ERROR, "an exception carrying a status")
+    if _WHAT.search(text):
+        return Form(FormKind.ERROR, "what an uncaught C++ exception says")
+    if _ORTE_ERROR.search(text):
+        return Form(FormKind.ERROR, "an Open MPI runtime error record")
+    wrapped = _WRAPPED.search(text)
+    if wrapped is not None:
+        inner = text[wrapped.end():]
+        if _PY_EXCEPTION.search(inner) or _EXCEPTION.search(inner):
+            return Form(FormKind.ERROR, "a worker's exception under its server's prefix")
+        found = read_line(inner) if inner != text else None
+        if found is not None:
+            return found
+    return None
