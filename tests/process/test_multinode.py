@@ -111,6 +111,20 @@ def test_a_standalone_coordinator_publishes_every_event_to_mqtt(standalone_hang:
     assert run.outputs.rec.events_of_job(f"{run.outputs.topic}/{job_id}/") == [e["event"] for e in evs]
 
 
+@pytest.mark.xdist_group("standalone-hang")
+def test_every_node_answers_the_standalone_coordinators_shutdown(standalone_hang: StandaloneRun) -> None:
+    """At the job's end the coordinator tells every node to shut down and serves on until each says
+    it exited (its summary keeps what each last said): a node that left without saying it kept the
+    coordinator waiting out its grace and was reported unobserved."""
+    run = standalone_hang
+    assert run.coordinator_code == 0, (run.tmp_path / "coordinator.out").read_text()[-3000:]
+    summary = json.loads((run.run_dir / "coordinator.json").read_text())
+    assert {n: v["status"] for n, v in summary["nodes"].items()} == {"n0": "exited", "n1": "exited"}, summary["nodes"]
+    evs = events(run.run_dir)
+    end = next(i for i, e in enumerate(evs) if e["event"] == "job_finished")
+    assert not named(evs[end:], "node_unobserved"), evs[end:]
+
+
 def host_node(i: int) -> str:
     """The name of node ``i`` of a job whose nodes share this host's name."""
     return f"{socket.gethostname().split('.')[0]}-n{i}"
