@@ -455,6 +455,10 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
                     agent.link.tick(time.monotonic(), time.time())  # our own "exited" must go out too
                     coord.poll(0.05)
                     coord.tick(time.monotonic())
+            else:
+                # our "exited" goes out now (the socket's linger delivers it as we close): the
+                # coordinator lingers for it before it ends
+                agent.link.send_pending(time.monotonic())
             return code
         if signals.received is not None:
             sig = signals.received

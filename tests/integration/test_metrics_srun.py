@@ -29,7 +29,9 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | 
 
 def test_the_srun_batch_host_serves_the_jobs_metrics(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     port = free_port()
-    with submitted(slurm_cluster, tmp_path, 2, [], watch_args=["--metrics", f"127.0.0.1:{port}"]) as job:
+    # steps of 0.1 s: the job trains 3 s, time for a scrape while both nodes train
+    with submitted(slurm_cluster, tmp_path, 2, ["--step-time", "0.1"],
+                   watch_args=["--metrics", f"127.0.0.1:{port}"]) as job:
         def both_nodes_training() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
             s = scrape(port)
             ok = (s is not None and s.get(("neuron_watch_nodes", (("state", "observed"),))) == 2

@@ -69,7 +69,7 @@ class SrunJob:
               "--drain-state", str(tmp_path / "drains.json"), *watch_args,
               "srun", "-N", "2", *(["--ntasks-per-node", "2", sys.executable, TOY, "--checkpoint-dir", str(self.ckpt)]
                                    if tasks_as_ranks else ["--ntasks-per-node", "1", str(node_script)]),
-              "--steps", "30", "--step-time", "0.1", *toy_args]
+              "--steps", "30", "--step-time", "0.05", *toy_args]
         batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
         batch.chmod(0o755)
         env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",

@@ -100,7 +100,7 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
     toy_env = dict(toy_env, **s3_moto.env())
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt), "--hang-timeout", "8",
             "--no-prewarm", "--metrics", f"127.0.0.1:{port}", "--cloudwatch", namespace, "--cloudwatch-interval", "2",
-            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), "--steps", "20",
+            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(ckpt), "--steps", "14",
             "--step-time", "0.3", "--checkpoint-every", "5", "--compile-at", "2", "--compile-rank", "0",
             "--compile-seconds", "5", "--hang-at", "8", "--hang-rank", "1"]
     scrapes: list[Scrape] = []

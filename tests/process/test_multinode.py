@@ -111,6 +111,20 @@ def test_a_standalone_coordinator_publishes_every_event_to_mqtt(standalone_hang:
     assert run.outputs.rec.events_of_job(f"{run.outputs.topic}/{job_id}/") == [e["event"] for e in evs]
 
 
+@pytest.mark.xdist_group("standalone-hang")
+def test_every_node_answers_the_standalone_coordinators_shutdown(standalone_hang: StandaloneRun) -> None:
+    """At the job's end the coordinator tells every node to shut down and serves on until each says
+    it exited (its summary keeps what each last said): a node that left without saying it kept the
+    coordinator waiting out its grace and was reported unobserved."""
+    run = standalone_hang
+    assert run.coordinator_code == 0, (run.tmp_path / "coordinator.out").read_text()[-3000:]
+    summary = json.loads((run.run_dir / "coordinator.json").read_text())
+    assert {n: v["status"] for n, v in summary["nodes"].items()} == {"n0": "exited", "n1": "exited"}, summary["nodes"]
+    evs = events(run.run_dir)
+    end = next(i for i, e in enumerate(evs) if e["event"] == "job_finished")
+    assert not named(evs[end:], "node_unobserved"), evs[end:]
+
+
 def host_node(i: int) -> str:
     """The name of node ``i`` of a job whose nodes share this host's name."""
     return f"{socket.gethostname().split('.')[0]}-n{i}"
@@ -181,9 +195,10 @@ def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
             assert time.monotonic() < deadline + 60, out(tmp_path, 1) + out(tmp_path, 2)
             time.sleep(0.2)
         loser = next(i for i in (1, 2) if nodes[i][0].poll() not in (None, 0))
-        for p, _ in nodes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+        # the job ends as an operator ends one: a signal to node 0, whose coordinator stops every
+        # node and shuts it down (a node signalled too would leave without answering the stop, and
+        # the coordinator would wait out its silence and the stop's deadline for it)
+        nodes[0][0].send_signal(signal.SIGTERM)
         wait_all(nodes, 120)
     host = socket.gethostname().split(".")[0]
     refusal = named(evs, "node_refused")

@@ -229,6 +229,12 @@ class AgentLink:
         self._send_due(now)
         return commands
 
+    def send_pending(self, now: float) -> None:
+        """Send what the outbox holds (its window permitting) without waiting for the next tick: the
+        ``exited`` status a shutdown enqueues is the last thing this node says, and no tick follows it
+        (the coordinator otherwise waits out its grace for a node that has left)."""
+        self._send_due(now)
+
     def _rewind(self, now: float) -> None:
         self.outbox.rewind()
         self._last_rewind = now
