@@ -103,6 +103,13 @@ END_REDRAW_SECONDS = 5.0
 STEADY_COLLECTIVES = 3
 
 SIGTERM_CODES = frozenset({-15, 143})
+#: error lines kept per rank since its progress (RankState.errors): a bare fatal signal follows the line
+#: that states its cause within a few lines (a library's error, then the abort it calls)
+ERRORS_KEPT = 8
+#: how many lines of its stream a bare fatal signal may follow the line that states its cause by: the stack
+#: a native crash handler prints between them (glog's check failure trace, a faulthandler dump of every
+#: thread) is tens of lines; an error printed further back is a part of the run the process went on from
+CAUSE_BEFORE_LINES = 200
 
 
 #: a graph compiler killed by SIGKILL, as the Neuron wrappers and Python's subprocess say it
@@ -320,6 +327,9 @@ class RankState:
     unexplained: Evidence | None = None
     #: the first such line after a generic failure (a traceback header): the exception it names
     failure_detail: Evidence | None = None
+    #: this rank's newest error lines (failures and lines no rule explains) since its last progress, oldest
+    #: first, at most ERRORS_KEPT: what a bare fatal signal after them died of (Judge._cause_before)
+    errors: tuple[Evidence, ...] = ()
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
@@ -880,10 +890,12 @@ class Judge:
             # the process that printed an error went on setting up: that error was not its last word
             if st.unexplained is not None and _same_process(st.unexplained.text, line.text):
                 st.unexplained = st.failure_detail = None
+            st.errors = tuple(e for e in st.errors if not _same_process(e.text, line.text))
             if (st.failure is not None and st.failure_match is not None and st.failure_match.signature.generic
                     and _same_process(st.failure.text, line.text)):
                 st.failure = st.failure_match = st.failure_time = st.failure_detail = None
         elif effect is Effect.UNEXPLAINED:
+            st.errors = (*st.errors[1 - ERRORS_KEPT:], ev)
             if st.unexplained is None:
                 st.unexplained = ev
             if st.failure is not None and st.failure_detail is None:
@@ -891,6 +903,7 @@ class Judge:
             if len(self.unexplained) < self.MAX_UNEXPLAINED:
                 self.unexplained.append(ev)
         elif effect is Effect.FATAL:
+            st.errors = (*st.errors[1 - ERRORS_KEPT:], ev)
             self._may_fail[st.key] = st
             if m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE:
                 self.oom_lines.setdefault(line.key.node, ev)
@@ -929,6 +942,7 @@ class Judge:
         if not redraw:
             st.train_end = st.train_end_line = st.train_end_step = None
         st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
+        st.errors = ()
         if st.failure_match is not None and st.failure_match.signature.generic:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
@@ -1260,6 +1274,38 @@ class Judge:
         return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(*evidence, *others), reason=reason,
                        advice=advice, step=step, culprit_source="failure")
 
+    def _cause_before(self, st: RankState) -> Verdict | None:
+        """The verdict of the error line that states a cause, nearest before ``st``'s failure, when that
+        failure is a bare fatal signal or abort (a line that states no cause of its own: ``Segmentation
+        fault``, ``Aborted (core dumped)``, ``*** SIGABRT received``) and the rank printed the line since
+        its last progress: the library that found the problem reports it, then aborts or leaves the
+        process to crash on it (cuDNN's version mismatch, then ``Segmentation fault``; glog's ``Check
+        failed``, then ``*** SIGABRT``). None when the failure states its own cause, or no line before
+        it states one."""
+        failure = st.failure
+        if failure is None or failure.signature == KILLED_SIGNATURE:
+            return None  # SIGKILL comes from outside the process: what it printed before is not why
+        own = self._line_cause(failure.text)
+        if own is not None and own[0] is not Label.OTHER_CRASH:
+            return None
+        at = next((i for i, e in enumerate(st.errors) if e is failure), None)
+        if at is None:
+            return None
+        for ev in reversed(st.errors[:at]):
+            if ev.source == failure.source and failure.lineno - ev.lineno > CAUSE_BEFORE_LINES:
+                break
+            cause = self._line_cause(ev.text)
+            if cause is None or cause[0] in (Label.OTHER_CRASH, Label.HEALTHY):
+                continue
+            label, action, advice, what = cause
+            step = st.step if st.step is not None else self.max_step
+            reason = (f"{_who(st.key)} died of a fatal signal ({failure.text.strip()[:80]}) after an error line that "
+                      f"states the cause ({what}): {label.value} ({ev.text.strip()[:160]})")
+            decided = ev if what not in self.kb.by_id else replace(ev, signature=what)
+            return Verdict(label, action, ranks=(st.key,), culprit=st.key, evidence=(decided, failure),
+                           reason=reason, advice=advice, step=step, culprit_source="failure")
+        return None
+
     def _unexplained_verdict(self, ev: Evidence, code: int | None = None) -> Verdict:
         block = self._block_verdict(ev, code)
         if block is not None:
@@ -1534,6 +1580,8 @@ class Judge:
                 # vague failure whose rule names a cause (a system error of the collective library) gives
                 # way only to a line whose form states another
                 return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
+            elif sig.category is Label.OTHER_CRASH and (before := self._cause_before(st)) is not None:
+                return self._out_of_step(replace(before, ranks=ranks))
             elif sig.id in self._form_failures:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
