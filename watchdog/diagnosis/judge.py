@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
 
+from neuron_watch.diagnosis.blockcontext import BlockLines
 from neuron_watch.diagnosis.classify import (
     GOING_ON_SIGNATURES,
     UNRAISABLE_SIGNATURE,
@@ -565,10 +566,11 @@ class Judge:
         #: that much longer, so a step in flight is never taken for silence
         self.delivery_slack = 0.0
         #: the lines of an evidence line's stream around it, and its index among them, from whoever keeps
-        #: the lines (offline ``diagnose`` keeps each rank's recent ones; the live judge sees only the
-        #: lines a signature matched): the failure's error block is read from them (errorblock.py).
-        #: None: each error line is read alone.
+        #: the lines (offline ``diagnose`` keeps each rank's recent ones): the failure's error block is read
+        #: from them (errorblock.py). None: the runs of lines the nodes sent around their failures
+        #: (:meth:`observe_blocks`), else each error line alone.
         self.context: Callable[[Evidence], tuple[Sequence[LogLine], int] | None] | None = None
+        self.blocks = BlockLines()
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -658,6 +660,13 @@ class Judge:
             if m is not None:
                 out.append((line, m))
         return out
+
+    def observe_blocks(self, runs: Iterable[Sequence[LogLine]]) -> None:
+        """Runs of a rank's consecutive lines around its failures, as its node sent them with the batch
+        (``Lines.blocks``): the error blocks the judge reads a failure's cause from when no :attr:`context`
+        is given (the live judge; offline ``diagnose`` gives its recent lines)."""
+        for run in runs:
+            self.blocks.add(run)
 
     def observe_batch(self, ranks: Sequence[RankSpan], matches: Sequence[LogLine],
                       progress: Sequence[LogLine] = ()) -> None:
@@ -1232,9 +1241,7 @@ class Judge:
         """The verdict the error block of ``ev`` states (errorblock.py), when its most specific line states
         a cause other than a crash of unknown cause; None without the lines (:attr:`context`), outside a
         block, or when no line of it states one."""
-        if self.context is None:
-            return None
-        found = self.context(ev)
+        found = self.context(ev) if self.context is not None else self.blocks.around(ev)
         if found is None:
             return None
         lines, at = found
