@@ -47,6 +47,24 @@ JAVA = [
     "\tat org.apache.spark.memory.MemoryConsumer.throwOom(MemoryConsumer.java:157)",
 ]
 
+# CPython's chain (Lib/traceback.py): a bad value refused while the program sets itself up, re-raised by a
+# wrapper whose own exception says nothing of the cause; its frames say where it was raised
+SETUP = [
+    "Traceback (most recent call last):",
+    '  File "/job/train.py", line 9, in load_config',
+    '    raise ValueError(f"unknown optimizer {name!r}: expected one of sgd, adam")',
+    "ValueError: unknown optimizer 'adamw2': expected one of sgd, adam",
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/job/train.py", line 20, in <module>',
+    "    main()",
+    '  File "/job/train.py", line 15, in main',
+    '    raise RuntimeError("could not set up the run") from e',
+    "RuntimeError: could not set up the run",
+]
+
 
 def records(texts: Sequence[str], rank: int = 0) -> list[LogLine]:
     return [LogLine(RankKey(NODE, rank), t, float(i), 1000.0 + i, f"rank-{rank}.log", i + 1) for i, t in enumerate(texts)]
@@ -86,6 +104,7 @@ def offline(texts: Sequence[str]) -> Verdict:
 @pytest.mark.parametrize(("name", "texts", "label"), [
     ("an RPC's status under its exception", [STEP, *GRPC], Label.OOM),
     ("a Java cause under its wrapper", [STEP, *JAVA], Label.OOM),
+    ("a bad value refused in set-up, re-raised by a wrapper", SETUP, Label.CONFIG_ERROR),
 ])
 def test_the_live_judge_reads_the_block_a_node_sends_as_diagnose_reads_the_log(name: str, texts: list[str],
                                                                                label: Label) -> None:
@@ -172,3 +191,11 @@ def test_a_run_ends_with_its_report_not_with_the_batch() -> None:
     failing = [ln._replace(signature="python.traceback") for ln in lines[1:2]]
     (run,) = ctx.runs(KB, lines, failing)
     assert [ln.text for ln in run] == GRPC and ctx.open == {}
+
+
+def test_a_bad_value_refused_in_the_work_keeps_its_crash_live_and_offline() -> None:
+    work = [t.replace("in load_config", "in forward") for t in SETUP]
+    assert offline(work).label is Label.OTHER_CRASH
+    for batch in (1, 4, len(work)):
+        got, _counters = live(work, batch)
+        assert (got.label, got.action) == (Label.OTHER_CRASH, offline(work).action), (batch, got.reason)

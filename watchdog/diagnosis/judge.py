@@ -46,7 +46,9 @@ from neuron_watch.diagnosis.classify import (
 )
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.events import (
     Action,
@@ -153,6 +155,22 @@ def _same_process(error: str, going_on: str) -> bool:
     of the process that failed. A line without NCCL's prefix is nobody's."""
     a, b = _NCCL_PROCESS.search(error), _NCCL_PROCESS.search(going_on)
     return a is not None and b is not None and a.group(1) == b.group(1)
+
+
+def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, str]], bool]:
+    """The frames (file, function), outermost first, of the Python traceback whose exception line is
+    ``texts[at]``, and whether it was read from its ``Traceback (most recent call last):`` header."""
+    frames: list[tuple[str, str]] = []
+    for i in range(at - 1, -1, -1):
+        text = texts[i]
+        frame = frame_of(text)
+        if frame is not None:
+            frames.append(frame)
+        elif "Traceback (most recent call last)" in text:
+            return frames[::-1], True
+        elif not text[:1].isspace():
+            break  # (a frame's source line and its markers are indented under it)
+    return frames[::-1], False
 
 
 def _who(key: RankKey) -> str:
@@ -1184,7 +1202,7 @@ class Judge:
         if final and v.label in (Label.HEALTHY, Label.COMM_TIMEOUT_TRANSIENT) and v.culprit is None:
             open_error = self._unexplained_at_end()
             if open_error is not None:
-                return self._with_hints(self._unexplained_verdict(open_error))
+                return self._with_hints(self._set_up_mistake(self._unexplained_verdict(open_error)))
         if final and v.label is Label.COMM_TIMEOUT_TRANSIENT and v.culprit is None:
             stalled = self._stall_list_at_end(v)
             if stalled is not None:
@@ -1281,6 +1299,25 @@ class Judge:
         return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(*evidence, *others), reason=reason,
                        advice=advice, step=step, culprit_source="failure")
 
+    def _set_up_mistake(self, v: Verdict) -> Verdict:
+        """``v`` as configuration when it is a crash before any progress whose evidence is a program-mistake
+        exception (``ValueError``, ``KeyError``...) and the frames of its traceback, read from the lines
+        around it (:attr:`context`, or the runs the nodes sent), say it was raised setting the program up
+        (firstfailure.mistake_before_progress): a restart meets the same value again. Without its frames
+        ``v`` stays as it is (live, the restart policy stops such a crash when it repeats)."""
+        if v.label is not Label.OTHER_CRASH or v.step is not None or not v.evidence or self.last_progress_wall:
+            return v
+        ev = v.evidence[0]
+        if program_mistake(ev.text) is None:
+            return v
+        found = self.context(ev) if self.context is not None else self.blocks.around(ev)
+        if found is None:
+            return v
+        frames, whole = _traceback_frames([line.text for line in found[0]], found[1])
+        if not frames:
+            return v
+        return mistake_before_progress(v, False, {ev.key: (ev.text, frames, whole)}) or v
+
     def _cause_before(self, st: RankState) -> Verdict | None:
         """The verdict of the error line that states a cause, nearest before ``st``'s failure, when that
         failure is a bare fatal signal or abort (a line that states no cause of its own: ``Segmentation
@@ -1369,7 +1406,7 @@ class Judge:
         self._asked_at = now
         failed = self._failure_verdict()
         if failed is not None:
-            return self._with_hints(self._after_training(failed))
+            return self._with_hints(self._after_training(self._set_up_mistake(failed)))
         if self.unobserved:
             nodes = sorted(self.unobserved)
             return Verdict(
