@@ -21,7 +21,7 @@ link's ``block_lines_left_out``); the rank's lines themselves always go, whole, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from neuron_watch.diagnosis.classify import Effect, KnowledgeBase
 from neuron_watch.diagnosis.errorblock import blocks
@@ -64,11 +64,8 @@ class ErrorContext:
         if not failing and not self.open:
             return []
         wanted = set(failing) | set(self.open)
-        mine: dict[int, list[LogLine]] = {r: [] for r in wanted}
-        for ln in lines:
-            got = mine.get(ln.key.rank)
-            if got is not None:
-                got.append(ln)
+        mine = _by_rank(lines, wanted)
+        before = _by_rank(previous, failing.keys())
         out: list[list[LogLine]] = []
         budget = BODY_CHARS
         for rank in sorted(wanted):
@@ -77,7 +74,7 @@ class ErrorContext:
                 continue  # nothing of this rank in the batch: an open block waits for its next lines
             tail: list[LogLine] = []
             if rank in failing:
-                run, sent = self._around(rank, previous, new, failing[rank]), 0
+                run, sent = self._around(rank, before[rank], new, failing[rank]), 0
             else:
                 tail, sent = self.open.pop(rank)
                 run = self._going_on(tail, new)
@@ -91,13 +88,13 @@ class ErrorContext:
             self._note_open(rank, [*tail, *run], sent + len(run))
         return out
 
-    def _around(self, rank: int, previous: Sequence[LogLine], new: list[LogLine], failure: LogLine) -> list[LogLine]:
+    def _around(self, rank: int, previous: list[LogLine], new: list[LogLine], failure: LogLine) -> list[LogLine]:
         """The rank's lines of the report its first failing line is in: from the start of its block (looked
-        for in the previous batch too) to the end of the blocks that follow it at once."""
+        for in its ``previous`` batch's lines too) to the end of the blocks that follow it at once."""
         self.open.pop(rank, None)
         at = next((i for i, ln in enumerate(new) if ln.lineno == failure.lineno and ln.text == failure.text), 0)
         source = new[at].source
-        before = [ln for ln in previous if ln.key.rank == rank and ln.source == source][-LOOK_BACK:]
+        before = [ln for ln in previous if ln.source == source][-LOOK_BACK:]
         window = [*before, *[ln for ln in new[:at + READ_AFTER] if ln.source == source]]
         at = len(before) + sum(1 for ln in new[:at] if ln.source == source)
         start, end = _report(window, at)
@@ -133,6 +130,16 @@ class ErrorContext:
         if found and found[-1].end >= last:
             # the block's lines (at most LOOK_BACK of them) are what the next lines are read on with
             self.open[rank] = (run[-max(1, min(len(run) - found[-1].start, LOOK_BACK)):], sent)
+
+
+def _by_rank(lines: Sequence[LogLine], ranks: Collection[int]) -> dict[int, list[LogLine]]:
+    """The lines of each of ``ranks`` among ``lines``, in order (one pass)."""
+    mine: dict[int, list[LogLine]] = {r: [] for r in ranks}
+    for ln in lines:
+        got = mine.get(ln.key.rank)
+        if got is not None:
+            got.append(ln)
+    return mine
 
 
 def _report(lines: Sequence[LogLine], at: int) -> tuple[int, int]:
