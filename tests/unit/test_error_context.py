@@ -199,3 +199,16 @@ def test_a_bad_value_refused_in_the_work_keeps_its_crash_live_and_offline() -> N
     for batch in (1, 4, len(work)):
         got, _counters = live(work, batch)
         assert (got.label, got.action) == (Label.OTHER_CRASH, offline(work).action), (batch, got.reason)
+
+
+def test_the_judge_forgets_the_ranks_that_sent_runs_longest_ago_to_stay_under_the_job_s_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuron_watch.diagnosis import blockcontext
+
+    monkeypatch.setattr(blockcontext, "JOB_LINES", 10)
+    store = BlockLines()
+    ranks = [records([f"rank {r} line {i}" for i in range(5)], rank=r) for r in range(3)]
+    for run in ranks:
+        store.add(run)
+    assert list(store.runs) == [ranks[1][0].key, ranks[2][0].key]
+    assert store.lines == 10 and store.forgotten == 5

@@ -16,14 +16,20 @@ from neuron_watch.events import Evidence, LogLine, RankKey
 
 #: lines kept per rank (its newest runs): a failure's block is in the runs of its own batch or the next few
 RANK_LINES = 2000
+#: lines kept for the whole job (the ranks that sent runs longest ago forgotten first): a large job whose
+#: ranks print error lines now and then keeps a bounded amount, not RANK_LINES for each of its ranks
+JOB_LINES = 200_000
 
 
 class BlockLines:
-    """Per rank, runs of consecutive lines of one stream (oldest first), at most :data:`RANK_LINES` lines."""
+    """Per rank, runs of consecutive lines of one stream (oldest first), at most :data:`RANK_LINES` lines a
+    rank and :data:`JOB_LINES` in all."""
 
     def __init__(self) -> None:
+        #: (in the order the ranks last sent a run: the first is forgotten first)
         self.runs: dict[RankKey, list[list[LogLine]]] = {}
-        #: lines forgotten to keep a rank under RANK_LINES (its oldest runs' lines)
+        self.lines = 0  # lines kept in all
+        #: lines forgotten to stay under the bounds (the oldest runs' lines)
         self.forgotten = 0
 
     def add(self, run: Sequence[LogLine]) -> None:
@@ -33,7 +39,9 @@ class BlockLines:
         if not run:
             return
         key = run[0].key
-        runs = self.runs.setdefault(key, [])
+        runs = self.runs.pop(key, [])
+        self.runs[key] = runs  # (now the newest)
+        before = sum(map(len, runs))
         last = runs[-1] if runs else None
         first = run[0].lineno
         if last is not None and last[0].source == run[0].source and last[0].lineno <= first <= last[-1].lineno + 1:
@@ -54,6 +62,12 @@ class BlockLines:
                 del oldest[:over]
                 total -= over
                 self.forgotten += over
+        self.lines += total - before
+        while self.lines > JOB_LINES and len(self.runs) > 1:
+            stale = next(iter(self.runs))
+            dropped = sum(map(len, self.runs.pop(stale)))
+            self.lines -= dropped
+            self.forgotten += dropped
 
     def around(self, ev: Evidence) -> tuple[list[LogLine], int] | None:
         """The run that holds ``ev``'s line (its stream, number and text) and its index there; None when
