@@ -1305,7 +1305,8 @@ class Judge:
         around it (:attr:`context`, or the runs the nodes sent), say it was raised setting the program up
         (firstfailure.mistake_before_progress): a restart meets the same value again. Without its frames
         ``v`` stays as it is (live, the restart policy stops such a crash when it repeats)."""
-        if v.label is not Label.OTHER_CRASH or v.step is not None or not v.evidence or self.last_progress_wall:
+        progressed = self.last_progress_wall is not None
+        if v.label is not Label.OTHER_CRASH or v.step is not None or not v.evidence or progressed:
             return v
         ev = v.evidence[0]
         if program_mistake(ev.text) is None:
