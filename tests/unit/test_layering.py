@@ -37,12 +37,12 @@ PURE = [
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure", "diagnosis.signature", "diagnosis.formkinds",
     "diagnosis.forms_severity", "diagnosis.forms_errors", "diagnosis.forms_metric", "diagnosis.forms_phase",
-    "diagnosis.offline",
+    "diagnosis.offline", "diagnosis.blockcontext",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",
-    "wire.outbox", "node.line_batches", "node.proc_readings", "node.link_settings", "node.link_commands",
+    "wire.outbox", "node.line_batches", "node.error_context", "node.proc_readings", "node.link_settings", "node.link_commands",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads
 FORBIDDEN = {"os", "subprocess", "zmq", "boto3", "botocore", "asyncio", "socket", "shutil", "signal",

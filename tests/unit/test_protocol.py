@@ -63,6 +63,14 @@ BODIES = [
     Lines((RankLines(5, 2, 0.4, 0.1, 0.4, "step 12 loss 2.5\nstep 13 loss 2.4"), RankLines(6, 1, 0.2, 0.2, 0.2, RX)),
           (LineMatch(1, "ccom.rx_timeout", None, None, 0.2, RX, "/logs/rank6.log", 3),),
           99, (RankProgress(0, "progress.step", 13, 2.4, "/logs/rank5.log", 41),)),  # a rank of steps, coalesced
+    # a rank's failure and the lines around it: the error block its cause is read from
+    Lines((RankLines(3, 2, 0.3, 0.1, 0.3,
+                     "    raise RuntimeError('set-up failed') from e\nRuntimeError: set-up failed"),),
+          (LineMatch(0, "host.unrecognised_error", None, None, 0.1, "RuntimeError: set-up failed", "/logs/rank3.log",
+                     9),),
+          99, (), (p.RankBlock(0, "/logs/rank3.log", 0.1, (5, 6, 8, 9),
+                               "ValueError: bad --lr\n\n    raise RuntimeError('set-up failed') from e\n"
+                               "RuntimeError: set-up failed"),)),
     Heartbeat(3, 120, 2),
     Heartbeat(0, 0, 0, 7),  # 7 lines cut to the wire's line limit so far
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
@@ -184,6 +192,25 @@ def test_inconsistent_progress_rows_are_refused(progress: list[list[object]]) ->
     assert ei.value.problem == "field"
 
 
+@pytest.mark.parametrize("blocks", [
+    [[1, 0, 0.0, [1], "a"]],  # no rank 1 in the batch
+    [[0, 1, 0.0, [1], "a"]],  # no source 1
+    [[0, 0, 0.0, [1, 2], "one line only"]],  # two line numbers, one line
+    [[0, 0, 0.0, [], ""]],  # no line
+    [[0, 0, 0.0, [1.5], "a"]],  # a line number that is not an integer
+    [[0, 0, float("nan"), [1], "a"]],  # an age that is not finite
+    [[0, 0, 0.0, [1]]],  # a field short
+    [[0, 0, 0.0, [1], "a"]] * (p.MAX_BLOCKS_PER_RANK + 1),  # more blocks than a sender sends
+    "not a list",
+])
+def test_inconsistent_error_blocks_are_refused(blocks: object) -> None:
+    frames = [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
+              msgpack.packb([0, [""], [[0, 1, 0.0, 0.0, 0.0, "a"]], [], [], blocks])]
+    with pytest.raises(ProtocolError) as ei:
+        decode(frames)
+    assert ei.value.problem in ("field", "truncated")
+
+
 def test_fingerprint_must_fit_63_bits() -> None:
     assert decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=(1 << 63) - 1)).body.classified == (1 << 63) - 1
     for bad in (-1, 1 << 63):
@@ -207,7 +234,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -215,7 +242,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 4: an agent from before its place in the hello and typed status reports.
     # 5: an agent from before the coalesced progress rows (its lines body has 4 items).
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
-    assert p.SCHEMA_VERSION == 7
+    # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items).
+    assert p.SCHEMA_VERSION == 8
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
 
+from neuron_watch.diagnosis.blockcontext import BlockLines
 from neuron_watch.diagnosis.classify import (
     GOING_ON_SIGNATURES,
     UNRAISABLE_SIGNATURE,
@@ -45,7 +46,9 @@ from neuron_watch.diagnosis.classify import (
 )
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.events import (
     Action,
@@ -103,6 +106,13 @@ END_REDRAW_SECONDS = 5.0
 STEADY_COLLECTIVES = 3
 
 SIGTERM_CODES = frozenset({-15, 143})
+#: error lines kept per rank since its progress (RankState.errors): a bare fatal signal follows the line
+#: that states its cause within a few lines (a library's error, then the abort it calls)
+ERRORS_KEPT = 8
+#: how many lines of its stream a bare fatal signal may follow the line that states its cause by: the stack
+#: a native crash handler prints between them (glog's check failure trace, a faulthandler dump of every
+#: thread) is tens of lines; an error printed further back is a part of the run the process went on from
+CAUSE_BEFORE_LINES = 200
 
 
 #: a graph compiler killed by SIGKILL, as the Neuron wrappers and Python's subprocess say it
@@ -145,6 +155,22 @@ def _same_process(error: str, going_on: str) -> bool:
     of the process that failed. A line without NCCL's prefix is nobody's."""
     a, b = _NCCL_PROCESS.search(error), _NCCL_PROCESS.search(going_on)
     return a is not None and b is not None and a.group(1) == b.group(1)
+
+
+def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, str]], bool]:
+    """The frames (file, function), outermost first, of the Python traceback whose exception line is
+    ``texts[at]``, and whether it was read from its ``Traceback (most recent call last):`` header."""
+    frames: list[tuple[str, str]] = []
+    for i in range(at - 1, -1, -1):
+        text = texts[i]
+        frame = frame_of(text)
+        if frame is not None:
+            frames.append(frame)
+        elif "Traceback (most recent call last)" in text:
+            return frames[::-1], True
+        elif not text[:1].isspace():
+            break  # (a frame's source line and its markers are indented under it)
+    return frames[::-1], False
 
 
 def _who(key: RankKey) -> str:
@@ -320,6 +346,9 @@ class RankState:
     unexplained: Evidence | None = None
     #: the first such line after a generic failure (a traceback header): the exception it names
     failure_detail: Evidence | None = None
+    #: this rank's newest error lines (failures and lines no rule explains) since its last progress, oldest
+    #: first, at most ERRORS_KEPT: what a bare fatal signal after them died of (Judge._cause_before)
+    errors: tuple[Evidence, ...] = ()
     exit_code: int | None = None
     exit_time: float | None = None
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
@@ -555,10 +584,11 @@ class Judge:
         #: that much longer, so a step in flight is never taken for silence
         self.delivery_slack = 0.0
         #: the lines of an evidence line's stream around it, and its index among them, from whoever keeps
-        #: the lines (offline ``diagnose`` keeps each rank's recent ones; the live judge sees only the
-        #: lines a signature matched): the failure's error block is read from them (errorblock.py).
-        #: None: each error line is read alone.
+        #: the lines (offline ``diagnose`` keeps each rank's recent ones): the failure's error block is read
+        #: from them (errorblock.py). None: the runs of lines the nodes sent around their failures
+        #: (:meth:`observe_blocks`), else each error line alone.
         self.context: Callable[[Evidence], tuple[Sequence[LogLine], int] | None] | None = None
+        self.blocks = BlockLines()
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -648,6 +678,13 @@ class Judge:
             if m is not None:
                 out.append((line, m))
         return out
+
+    def observe_blocks(self, runs: Iterable[Sequence[LogLine]]) -> None:
+        """Runs of a rank's consecutive lines around its failures, as its node sent them with the batch
+        (``Lines.blocks``): the error blocks the judge reads a failure's cause from when no :attr:`context`
+        is given (the live judge; offline ``diagnose`` gives its recent lines)."""
+        for run in runs:
+            self.blocks.add(run)
 
     def observe_batch(self, ranks: Sequence[RankSpan], matches: Sequence[LogLine],
                       progress: Sequence[LogLine] = ()) -> None:
@@ -880,10 +917,12 @@ class Judge:
             # the process that printed an error went on setting up: that error was not its last word
             if st.unexplained is not None and _same_process(st.unexplained.text, line.text):
                 st.unexplained = st.failure_detail = None
+            st.errors = tuple(e for e in st.errors if not _same_process(e.text, line.text))
             if (st.failure is not None and st.failure_match is not None and st.failure_match.signature.generic
                     and _same_process(st.failure.text, line.text)):
                 st.failure = st.failure_match = st.failure_time = st.failure_detail = None
         elif effect is Effect.UNEXPLAINED:
+            st.errors = (*st.errors[1 - ERRORS_KEPT:], ev)
             if st.unexplained is None:
                 st.unexplained = ev
             if st.failure is not None and st.failure_detail is None:
@@ -891,6 +930,7 @@ class Judge:
             if len(self.unexplained) < self.MAX_UNEXPLAINED:
                 self.unexplained.append(ev)
         elif effect is Effect.FATAL:
+            st.errors = (*st.errors[1 - ERRORS_KEPT:], ev)
             self._may_fail[st.key] = st
             if m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE:
                 self.oom_lines.setdefault(line.key.node, ev)
@@ -929,6 +969,7 @@ class Judge:
         if not redraw:
             st.train_end = st.train_end_line = st.train_end_step = None
         st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
+        st.errors = ()
         if st.failure_match is not None and st.failure_match.signature.generic:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
@@ -1161,7 +1202,7 @@ class Judge:
         if final and v.label in (Label.HEALTHY, Label.COMM_TIMEOUT_TRANSIENT) and v.culprit is None:
             open_error = self._unexplained_at_end()
             if open_error is not None:
-                return self._with_hints(self._unexplained_verdict(open_error))
+                return self._with_hints(self._set_up_mistake(self._unexplained_verdict(open_error)))
         if final and v.label is Label.COMM_TIMEOUT_TRANSIENT and v.culprit is None:
             stalled = self._stall_list_at_end(v)
             if stalled is not None:
@@ -1218,9 +1259,7 @@ class Judge:
         """The verdict the error block of ``ev`` states (errorblock.py), when its most specific line states
         a cause other than a crash of unknown cause; None without the lines (:attr:`context`), outside a
         block, or when no line of it states one."""
-        if self.context is None:
-            return None
-        found = self.context(ev)
+        found = self.context(ev) if self.context is not None else self.blocks.around(ev)
         if found is None:
             return None
         lines, at = found
@@ -1259,6 +1298,58 @@ class Judge:
         others = [e for e in self.unexplained if e.text not in (decided.text, ev.text)][:18]
         return Verdict(label, action, ranks=(ev.key,), culprit=ev.key, evidence=(*evidence, *others), reason=reason,
                        advice=advice, step=step, culprit_source="failure")
+
+    def _set_up_mistake(self, v: Verdict) -> Verdict:
+        """``v`` as configuration when it is a crash before any progress whose evidence is a program-mistake
+        exception (``ValueError``, ``KeyError``...) and the frames of its traceback, read from the lines
+        around it (:attr:`context`, or the runs the nodes sent), say it was raised setting the program up
+        (firstfailure.mistake_before_progress): a restart meets the same value again. Without its frames
+        ``v`` stays as it is (live, the restart policy stops such a crash when it repeats)."""
+        progressed = self.last_progress_wall is not None
+        if v.label is not Label.OTHER_CRASH or v.step is not None or not v.evidence or progressed:
+            return v
+        ev = v.evidence[0]
+        if program_mistake(ev.text) is None:
+            return v
+        found = self.context(ev) if self.context is not None else self.blocks.around(ev)
+        if found is None:
+            return v
+        frames, whole = _traceback_frames([line.text for line in found[0]], found[1])
+        if not frames:
+            return v
+        return mistake_before_progress(v, False, {ev.key: (ev.text, frames, whole)}) or v
+
+    def _cause_before(self, st: RankState) -> Verdict | None:
+        """The verdict of the error line that states a cause, nearest before ``st``'s failure, when that
+        failure is a bare fatal signal or abort (a line that states no cause of its own: ``Segmentation
+        fault``, ``Aborted (core dumped)``, ``*** SIGABRT received``) and the rank printed the line since
+        its last progress: the library that found the problem reports it, then aborts or leaves the
+        process to crash on it (cuDNN's version mismatch, then ``Segmentation fault``; glog's ``Check
+        failed``, then ``*** SIGABRT``). None when the failure states its own cause, or no line before
+        it states one."""
+        failure = st.failure
+        if failure is None or failure.signature == KILLED_SIGNATURE:
+            return None  # SIGKILL comes from outside the process: what it printed before is not why
+        own = self._line_cause(failure.text)
+        if own is not None and own[0] is not Label.OTHER_CRASH:
+            return None
+        at = next((i for i, e in enumerate(st.errors) if e is failure), None)
+        if at is None:
+            return None
+        for ev in reversed(st.errors[:at]):
+            if ev.source == failure.source and failure.lineno - ev.lineno > CAUSE_BEFORE_LINES:
+                break
+            cause = self._line_cause(ev.text)
+            if cause is None or cause[0] in (Label.OTHER_CRASH, Label.HEALTHY):
+                continue
+            label, action, advice, what = cause
+            step = st.step if st.step is not None else self.max_step
+            reason = (f"{_who(st.key)} died of a fatal signal ({failure.text.strip()[:80]}) after an error line that "
+                      f"states the cause ({what}): {label.value} ({ev.text.strip()[:160]})")
+            decided = ev if what not in self.kb.by_id else replace(ev, signature=what)
+            return Verdict(label, action, ranks=(st.key,), culprit=st.key, evidence=(decided, failure),
+                           reason=reason, advice=advice, step=step, culprit_source="failure")
+        return None
 
     def _unexplained_verdict(self, ev: Evidence, code: int | None = None) -> Verdict:
         block = self._block_verdict(ev, code)
@@ -1316,7 +1407,7 @@ class Judge:
         self._asked_at = now
         failed = self._failure_verdict()
         if failed is not None:
-            return self._with_hints(self._after_training(failed))
+            return self._with_hints(self._after_training(self._set_up_mistake(failed)))
         if self.unobserved:
             nodes = sorted(self.unobserved)
             return Verdict(
@@ -1534,6 +1625,8 @@ class Judge:
                 # vague failure whose rule names a cause (a system error of the collective library) gives
                 # way only to a line whose form states another
                 return self._out_of_step(self._unexplained_verdict(detail, st.exit_code))
+            elif sig.category is Label.OTHER_CRASH and (before := self._cause_before(st)) is not None:
+                return self._out_of_step(replace(before, ranks=ranks))
             elif sig.id in self._form_failures:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))

@@ -41,6 +41,7 @@ from neuron_watch.wire.protocol import (
     Msg,
     Procs,
     Status,
+    block_lines,
     body_lines,
     line_records,
 )
@@ -208,6 +209,8 @@ class Ingest:
         judge = self.job.judge
         if judge is None or view.generation != self.job.generation:
             return
+        if body.blocks:  # the lines around a failure, that its cause is read from (Judge.observe_blocks)
+            judge.observe_blocks(block_lines(body, rank_keys, t_mono, h.wall))
         if body.classified and body.classified == self._kb_fingerprint(judge):
             records = line_records(body, rank_keys, t_mono, h.wall)
             try:

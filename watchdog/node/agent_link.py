@@ -336,7 +336,7 @@ class AgentLink:
                 "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq,
                 "challenges": c.challenges, "truncated_lines": c.truncated_lines,
                 "truncated_bytes": c.truncated_bytes, "split_batches": c.split_batches,
-                "oversize_dropped": c.oversize_dropped}
+                "oversize_dropped": c.oversize_dropped, "block_lines_left_out": c.block_lines_left_out}
 
     def count_truncated(self, lines: int, nbytes: int) -> None:
         """Lines this node cut before they reached the link (longer than the tail keeps): reported

@@ -6,7 +6,8 @@ node's knowledge base matched: the node's own CPU classifies its lines
 (:func:`neuron_watch.diagnosis.classify.classify_batch`, the one classification of a batch), so the
 coordinator's work is per batch and rank, not per line. A rank that printed nothing but steps (most
 ranks of a training job, most of the time) goes as its text and one progress row, its latest step:
-no match, no second copy of the line. The lines and their matches become the body's rows in
+no match, no second copy of the line. With a rank's failure go the lines around it, its error block
+(:mod:`neuron_watch.node.error_context`). The lines and their matches become the body's rows in
 :func:`neuron_watch.wire.protocol.lines_body`. Without a knowledge base the batch goes unclassified
 and the coordinator's judge classifies it.
 
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fingerprint
 from neuron_watch.events import LogLine
+from neuron_watch.node.error_context import ErrorContext
 from neuron_watch.node.link_settings import LinkCounters
 from neuron_watch.wire.protocol import (
     MAX_BODY_BYTES,
@@ -52,6 +54,8 @@ class LineBatches:
         self.kb: KnowledgeBase | None = None
         self.kb_fp = 0
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
+        #: the lines around a failure that go with its batch (the error block the judge reads its cause from)
+        self.context = ErrorContext()
         if kb is not None:
             self.set_knowledge_base(kb)
 
@@ -100,7 +104,11 @@ class LineBatches:
             return lines_body(lines, now, wall)
         found = classify_batch(self.kb, lines)
         self.progress_lines += found.progress_lines
-        return lines_body(lines, now, wall, found.matches, found.progress, self.kb_fp)
+        context = self.context
+        left_out = context.left_out
+        runs = context.runs(self.kb, lines, found.matches)
+        self.counters.block_lines_left_out += context.left_out - left_out
+        return lines_body(lines, now, wall, found.matches, found.progress, self.kb_fp, runs)
 
 
 def split_by_size(pending: list[LogLine]) -> list[list[LogLine]]:

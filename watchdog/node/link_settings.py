@@ -43,3 +43,5 @@ class LinkCounters:
     truncated_bytes: int = 0
     split_batches: int = 0  # batches sent as several messages to stay under the frame limit
     oversize_dropped: int = 0  # messages that could not be made to fit (never expected; counted as dropped)
+    #: lines around a failure a bound kept out of its error block (node/error_context.py; the lines still go)
+    block_lines_left_out: int = 0

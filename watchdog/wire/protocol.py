@@ -55,7 +55,7 @@ from neuron_watch.events import LogLine, RankKey, RankSpan
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
 #: What each version changed: docs/multinode.md, "Schema versions".
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
@@ -227,6 +227,20 @@ class RankProgress(NamedTuple):
     lineno: int = 0
 
 
+class RankBlock(NamedTuple):
+    """Consecutive lines of one rank's stream around a line that reports a failure: its error block, that the
+    judge reads the failure's cause from (:mod:`neuron_watch.diagnosis.errorblock`), as offline ``diagnose``
+    reads it from the rank's log. ``chunk``: the rank (index into ``Lines.ranks``); ``source``: the stream;
+    ``d_mono``: the age of the newest line; ``linenos``: each line's number in its stream; ``text``: the
+    lines joined by "\\n" (``len(linenos) - 1`` of them). The sender bounds it (node/error_context.py)."""
+
+    chunk: int
+    source: str
+    d_mono: float
+    linenos: tuple[int, ...]
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """First message of an agent session: what it runs, and its ``place`` in the job (torchrun's
@@ -251,12 +265,15 @@ class Lines:
     is :func:`neuron_watch.diagnosis.classify.kb_fingerprint` of that knowledge base; 0 = the sender did not
     classify (the receiver classifies the text itself). ``progress``: the ranks that printed only
     steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
+    ``blocks``: the error blocks around the failures among ``matches`` (:class:`RankBlock`); a body without
+    them travels in the layout it had before it could carry them (five items).
     """
 
     ranks: tuple[RankLines, ...]
     matches: tuple[LineMatch, ...] = ()
     classified: int = 0
     progress: tuple[RankProgress, ...] = ()
+    blocks: tuple[RankBlock, ...] = ()
 
     @property
     def n_lines(self) -> int:
@@ -466,8 +483,11 @@ def _body_to_wire(body: Body) -> list[Any]:
             matches.append([m.chunk, m.signature, m.step, m.loss, m.d_mono, m.text, idx, m.lineno])
         progress = [[g.chunk, g.signature, g.step, g.loss, sources.setdefault(g.source, len(sources)), g.lineno]
                     for g in body.progress]
-        return [body.classified, list(sources),
-                [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
+        blocks = [[k.chunk, sources.setdefault(k.source, len(sources)), k.d_mono, list(k.linenos), k.text]
+                  for k in body.blocks]
+        items = [body.classified, list(sources),
+                 [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
+        return [*items, blocks] if blocks else items  # (only then: a body without blocks keeps its five items)
     if isinstance(body, Hello):
         return [body.hostname, body.pid, list(body.ranks), body.agent_version, body.place]
     if isinstance(body, Heartbeat):
@@ -696,13 +716,20 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
 
 
 def _decode_lines(b: list[Any]) -> Lines:
+    if type(b) is list and len(b) == 6:
+        # the error blocks are few (a rank's failure) and checked one by one; the rest as any body's
+        fast = _decode_lines_fast(b[:5])
+        if fast is None:
+            return _decode_lines_checked(b)
+        blocks = _blocks(b[5], len(fast.ranks), b[1])
+        return Lines(fast.ranks, fast.matches, fast.classified, fast.progress, blocks)
     fast = _decode_lines_fast(b)
     return fast if fast is not None else _decode_lines_checked(b)
 
 
 def _decode_lines_checked(b: list[Any]) -> Lines:
     """Row by row, naming the first problem (the slow path; the authority on what is valid)."""
-    _list(b, 5, "lines body")
+    _list(b, 6 if type(b) is list and len(b) == 6 else 5, "lines body")
     classified = _int(b[0], "classified")
     if not 0 <= classified < 1 << 63:
         raise ProtocolError("field", "classified must be a 63-bit fingerprint or 0")
@@ -772,7 +799,38 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
             raise ProtocolError("field", f"progress row source index {si} out of range")
         progress.append(RankProgress(chunk, sig, step, None if loss is None else _float(loss, "loss"), sources[si],
                                      lineno))
-    return Lines(tuple(ranks), tuple(matches), classified, tuple(progress))
+    blocks = _blocks(b[5], n_ranks, sources) if len(b) == 6 else ()
+    return Lines(tuple(ranks), tuple(matches), classified, tuple(progress), blocks)
+
+
+#: error blocks a lines body may carry per rank (the sender sends at most one per rank and batch)
+MAX_BLOCKS_PER_RANK = 4
+
+
+def _blocks(v: Any, n_ranks: int, sources: list[str]) -> tuple[RankBlock, ...]:
+    """A lines body's error blocks, checked (``sources``: the body's, checked already)."""
+    rows = _list(v, None, "blocks")
+    if len(rows) > n_ranks * MAX_BLOCKS_PER_RANK:
+        raise ProtocolError("field", f"a lines body holds at most {MAX_BLOCKS_PER_RANK} error blocks per rank")
+    return tuple(_block(row, n_ranks, sources) for row in rows)
+
+
+def _block(row: Any, n_ranks: int, sources: list[str]) -> RankBlock:
+    """One error block of a lines body, checked."""
+    if type(row) is not list or len(row) != 5:
+        raise ProtocolError("field", "an error block must be [rank index, source, d_mono, linenos, text]")
+    chunk, si, d_mono, linenos, text = row
+    if not (type(chunk) is int and type(si) is int and type(linenos) is list and type(text) is str
+            and set(map(type, linenos)) <= _INT):
+        raise ProtocolError("field", f"an error block has a field of the wrong type: {row!r:.80}")
+    if not 0 <= chunk < n_ranks:
+        raise ProtocolError("field", f"error block rank index {chunk} out of range")
+    if not 0 <= si < len(sources):
+        raise ProtocolError("field", f"error block source index {si} out of range")
+    if not linenos or text.count("\n") != len(linenos) - 1:
+        raise ProtocolError("field", f"an error block announces {len(linenos)} lines, its text holds "
+                                     f"{text.count(chr(10)) + 1}")
+    return RankBlock(chunk, sources[si], _float(d_mono, "d_mono"), tuple(linenos), text)
 
 
 def _decode_procs_fast(b: list[Any]) -> Procs | None:
@@ -956,12 +1014,15 @@ def one_line_each(lines: Sequence[LogLine]) -> Sequence[LogLine]:
 
 
 def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Sequence[LogLine] = (),
-               progress: Sequence[LogLine] = (), classified: int = 0) -> Lines:
+               progress: Sequence[LogLine] = (), classified: int = 0,
+               blocks: Sequence[Sequence[LogLine]] = ()) -> Lines:
     """The ``lines`` body of one node's ``lines`` (in read order, one line each: see
     :func:`one_line_each`), assembled at ``now``/``wall``: per rank one joined text, in the order
     each rank's first line was read. ``matches`` and ``progress``: lines of ``lines`` classified
     with the knowledge base of fingerprint ``classified``
     (:func:`~neuron_watch.diagnosis.classify.classify_batch`); a progress line is its rank's newest.
+    ``blocks``: runs of consecutive lines of one stream of a rank that has lines in ``lines`` (one line
+    each), the error blocks around its failures (node/error_context.py); :func:`block_lines` gives them back.
     The node's name travels once, in the header: :func:`line_records` and :func:`body_lines` give
     the lines back."""
     groups: dict[int, list[Any]] = {}  # rank -> [chunk index, texts, first mono, newest mono, first wall]
@@ -980,7 +1041,10 @@ def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Seque
                                  m.source, m.lineno) for m in matches),
                  classified,
                  tuple(RankProgress(groups[p.key.rank][0], p.signature, p.step, p.loss, p.source, p.lineno)
-                       for p in progress if p.step is not None))
+                       for p in progress if p.step is not None),
+                 tuple(RankBlock(groups[run[0].key.rank][0], run[0].source, max(0.0, now - max(ln.mono for ln in run)),
+                                 tuple(ln.lineno for ln in run), "\n".join(ln.text for ln in run))
+                       for run in blocks if run))
 
 
 class LineRecords(NamedTuple):
@@ -1027,6 +1091,17 @@ def body_lines(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float)
         for i, text in enumerate(c.text.split("\n")):
             out.append(LogLine(key, text, first if i == 0 else last,
                                first_wall if i == 0 else first_wall + last - first))
+    return out
+
+
+def block_lines(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> list[list[LogLine]]:
+    """The error blocks of a lines body, each as the run of lines it is (``keys``, ``t_mono``, ``wall``: see
+    :func:`line_records`); every line of a block takes its newest line's time."""
+    out: list[list[LogLine]] = []
+    for chunk, source, d_mono, linenos, text in body.blocks:
+        key, mono = keys[chunk], t_mono - d_mono
+        out.append([LogLine(key, t, mono, wall - d_mono, source, n)
+                    for t, n in zip(text.split("\n"), linenos, strict=True)])
     return out
 
 
