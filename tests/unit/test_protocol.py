@@ -207,7 +207,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -215,7 +215,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 4: an agent from before its place in the hello and typed status reports.
     # 5: an agent from before the coalesced progress rows (its lines body has 4 items).
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
-    assert p.SCHEMA_VERSION == 7
+    # 7: a coordinator that refuses a procs body saying only what changed (5 items).
+    assert p.SCHEMA_VERSION == 8
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)

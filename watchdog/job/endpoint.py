@@ -85,6 +85,9 @@ class Counters:
     #: lines (and batches) a writer process of merged.log could not take at once: shed, never waited for
     merged_lines_shed: int = 0
     merged_batches_shed: int = 0
+    #: procs readings that referred to one this coordinator does not hold (sent to a coordinator
+    #: before it restarted): what they say was taken, the rest of them is not known
+    procs_unresolved: int = 0
 
     def bad_total(self) -> int:
         return sum(self.bad.values())

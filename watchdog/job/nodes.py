@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from neuron_watch.events import EvidenceReport, NodeStatus, RankExit, StopReport
 from neuron_watch.job.statusdoc import NodeState
+from neuron_watch.wire.protocol import WorkerActivity
 
 
 @dataclass
@@ -56,6 +57,12 @@ class NodeView:
     #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
     transit: float = float("inf")
     transit_next: float = float("inf")
+    #: the rank processes after each of its procs readings (rank -> pid, rank -> its activity), by
+    #: message seq from the newest one a reading referred to (``Procs.same_as``); the newest
+    #: reading's seq, and the judge that took it
+    procs_states: dict[int, tuple[dict[int, int], dict[int, WorkerActivity]]] = field(default_factory=dict)
+    procs_seq: int = -1
+    procs_judge: object = None
 
     @property
     def observed(self) -> bool:
