@@ -36,7 +36,9 @@ What is simulated:
   as their 20 ms loop sees it, nodes spread evenly over the period; the ``procs`` message every
   second (the agents' sampling interval) with the node's 64 rank processes and their CPU, and the
   flight recorder readings of the ranks read since the last one (each rank every 5 s, two process
-  groups), packed directly in the wire layout (checked equal to ``encode_body`` at start-up);
+  groups), packed directly in the wire layout (checked equal to ``encode_body`` at start-up),
+  referring to the node's newest acknowledged procs message as the agents' readings do; every rank
+  trains, so every row of it changed and travels (a hung or idle job's readings say nothing);
 * the hang: one rank of one node prints the Neuron runtime's "suspected hang in collectives" line at
   a known time; it goes in that node's next batch, built through the real agent path. After each
   verdict the judge is replaced by a fresh one and the job set back to running (no recovery here).

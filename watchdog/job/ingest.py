@@ -11,6 +11,7 @@ and the backlog from.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -54,10 +55,8 @@ MAX_KEYS = 1 << 20
 #: a node's procs readings kept for the later ones that refer to them (acks a few seconds late at
 #: one reading a second; a reading referring to one let go is counted in procs_unresolved)
 MAX_PROCS_STATES = 32
-
-
-def _rank_of(a: WorkerActivity) -> int:
-    return a.rank
+#: a worker's rank, read in C
+_rank_of = operator.attrgetter("rank")
 
 
 class JobSide(Protocol):
