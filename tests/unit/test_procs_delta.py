@@ -171,3 +171,18 @@ def test_reset_and_an_unknown_base() -> None:
     node.acked(1)
     third = node.add(now=3.0, job_nodes=1, **r)
     assert third is not None and third.same_as == -1 and len(third.workers) == RANKS
+
+
+def test_a_reading_that_refers_to_one_not_held_is_counted_and_taken_as_far_as_it_goes(tmp_path: Path) -> None:
+    """(Sent to a coordinator before it restarted.) What it carries reaches the judge; the count is
+    in coordinator.json's summary."""
+    c = coordinator(tmp_path / "c")
+    try:
+        body = Procs((), (), ((0, 1000),), (), (WorkerActivity(0, 12.5, "S"),), same_as=41)
+        send(c, 0, body, 50.0)
+        judge = c.judge
+        assert isinstance(judge, Judge)
+        assert c.summary(50.0)["procs_unresolved"] == 1
+        assert judge.ranks[RankKey(NODE, 0)].tree_cpu == 12.5 and c.nodes[NODE].worker_pids == {0: 1000}
+    finally:
+        c.close()
