@@ -36,7 +36,9 @@ What is simulated:
   as their 20 ms loop sees it, nodes spread evenly over the period; the ``procs`` message every
   second (the agents' sampling interval) with the node's 64 rank processes and their CPU, and the
   flight recorder readings of the ranks read since the last one (each rank every 5 s, two process
-  groups), packed directly in the wire layout (checked equal to ``encode_body`` at start-up);
+  groups), packed directly in the wire layout (checked equal to ``encode_body`` at start-up),
+  referring to the node's newest acknowledged procs message as the agents' readings do; every rank
+  trains, so every row of it changed and travels (a hung or idle job's readings say nothing);
 * the hang: one rank of one node prints the Neuron runtime's "suspected hang in collectives" line at
   a known time; it goes in that node's next batch, built through the real agent path. After each
   verdict the judge is replaced by a fresh one and the job set back to running (no recovery here).
@@ -162,32 +164,46 @@ def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: 
     return [LogLine(RankKey(LINE_NODE, offset + i), text, now - age, wall - age) for i, text, age in batch]
 
 
-def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool, span: int = 1) -> list[Any]:
+def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool, span: int = 1,
+               same_as: int = -1) -> list[Any]:
     """Node ``n``'s procs body in the wire layout (protocol._body_to_wire of a Procs): its rank
     processes and their CPU, and the flight recorder readings of the ranks read in the ``span``
-    seconds since its last one (the agent holds readings of a bigger job: procs_every_at)."""
+    seconds since its last one (the agent holds readings of a bigger job: procs_every_at).
+    ``same_as``: the node's acknowledged procs message it refers to (the agents' ProcReadings; -1:
+    none yet, a whole reading). Every rank trains: its CPU and its collectives' progress move from
+    one reading to the next, so every row is one that changed."""
     base = n * ranks
     workers = [[base + i, 10_000 + i, round(t * 0.9 + i, 2), "R"] for i in range(ranks)]
+    delta = [[same_as, []]] if same_as >= 0 else []
     if not collectives:
-        return [[], [], workers]
+        return [[], [], workers, [], *delta] if delta else [[], [], workers]
     seq = 1000 + int(t * 4)  # two collectives a step; every rank agrees on op and shape per sequence id
     readings = [[base + i, 0.1, "", [["0", seq, seq, seq, "nccl:all_reduce", "completed", 1.8e9 + t, seq,
                                       "[[2177]] Float"],
                                      ["1", seq // 2, seq // 2, seq // 2, "nccl:all_gather", "completed", 1.8e9 + t,
                                       seq // 2, "[[512]] Float"]]]
                 for i in range(ranks) if any((i + turn * span + k) % int(PROBE_EVERY) == 0 for k in range(span))]
-    return [[], [], workers, readings]
+    return [[], [], workers, readings, *delta]
 
 
 def check_procs_layout() -> None:
     """The directly packed procs body is what ``encode_body`` makes of the same Procs."""
-    wire = procs_wire(3, 8, 12.5, 0, True)
-    groups = [tuple(GroupProgress(*g) for g in r[3]) for r in wire[3]]
-    body = Procs((), (), tuple((w[0], w[1]) for w in wire[2]),
-                 tuple(RankCollectives(r[0], g, r[2], r[1]) for r, g in zip(wire[3], groups, strict=True)),
-                 tuple(WorkerActivity(w[0], w[2], w[3]) for w in wire[2]))
-    if msgpack.packb(wire, use_bin_type=True) != encode_body(body):
-        raise SystemExit("the simulated procs body differs from encode_body's: update procs_wire")
+    for same_as in (-1, 5):
+        wire = procs_wire(3, 8, 12.5, 0, True, same_as=same_as)
+        groups = [tuple(GroupProgress(*g) for g in r[3]) for r in wire[3]]
+        body = Procs((), (), tuple((w[0], w[1]) for w in wire[2]),
+                     tuple(RankCollectives(r[0], g, r[2], r[1]) for r, g in zip(wire[3], groups, strict=True)),
+                     tuple(WorkerActivity(w[0], w[2], w[3]) for w in wire[2]), same_as)
+        if msgpack.packb(wire, use_bin_type=True) != encode_body(body):
+            raise SystemExit("the simulated procs body differs from encode_body's: update procs_wire")
+
+
+def acked_procs(sent: list[int], outbox_base: int) -> int:
+    """The newest of a node's procs messages (``sent``: their seqs) the coordinator acknowledged:
+    what its next reading refers to (-1: none)."""
+    acked = [s for s in sent if s < outbox_base]
+    del sent[:max(0, len(acked) - 1)]
+    return acked[-1] if acked else -1
 
 
 @dataclass
@@ -253,6 +269,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     # (due wall time, kind 0 = batch / 1 = procs, node, turn)
     heap = [(t0 + plan.period * (n / plan.nodes), 0, n, 0) for n in links]
     heap += [(t0 + plan.procs_every * (n / plan.nodes), 1, n, 0) for n in links]
+    procs_sent: dict[int, list[int]] = {n: [] for n in links}  # each node's procs messages' seqs
     heapq.heapify(heap)
     cpu0 = mark = 0.0
     msgs_mark = 0
@@ -289,9 +306,10 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
         else:
             body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives,
-                                            round(plan.procs_every)), use_bin_type=True)
-            link.outbox.add(Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
-                                   seq=0, mono=now, wall=wall), body, 0)
+                                            round(plan.procs_every), acked_procs(procs_sent[n], link.outbox.base)),
+                                 use_bin_type=True)
+            procs_sent[n].append(link.outbox.add(Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session,
+                                                        generation=0, seq=0, mono=now, wall=wall), body, 0).seq)
             heapq.heappush(heap, (due + plan.procs_every, 1, n, turn + 1))
         rep.msgs_at_end += 1
         link.tick(now, wall)  # sends what is due, takes acks and challenges, resends after 3 s
@@ -338,7 +356,7 @@ class _Captured:
         pass
 
 
-def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
+def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
     """What the coordinator's CPU must do for ``seconds`` of the whole job's traffic, in this
     process, without sockets or real time: every node's AgentLink sends into a list, the frames
     go to :meth:`Coordinator.handle` in the order of their simulated send times, and
@@ -371,7 +389,9 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
         for rid, frames in out:
             c.handle(rid, frames, t0)
         out.clear()
+        procs_sent: dict[int, list[int]] = {n: [] for n in links}  # each node's procs messages' seqs
         cpu = {"lines": 0.0, "procs": 0.0, "tick": 0.0}
+        prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: the machine is shared
         msgs = {"lines": 0, "procs": 0}
         nbytes = {"lines": 0, "procs": 0}  # on the wire: the three frames (header, body, signature)
         lines = 0
@@ -396,15 +416,20 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                                mono=t, wall=w)
                 else:
                     body = msgpack.packb(procs_wire(n, plan.ranks, t - t0, k, plan.collectives,
-                                                    round(plan.procs_every)), use_bin_type=True)
+                                                    round(plan.procs_every),
+                                                    acked_procs(procs_sent[n], link.outbox.base)), use_bin_type=True)
                     h, count = Header(kind=Kind.PROCS, job=JOB, node=link.node, session=link.session, generation=0,
                                       seq=0, mono=t, wall=w), 0
-                link.outbox.add(h, body, count)
+                seq = link.outbox.add(h, body, count).seq
+                if kind == 1:
+                    procs_sent[n].append(seq)
                 link.tick(t, w)
                 link.outbox.ack(link.outbox.next_seq - 1)  # the coordinator's ack (its own cost is in tick)
                 link.tick(t, w)  # the link sees its outbox empty: no resend round after 3 s without acks
                 stamps.append((t, "lines" if kind == 0 else "procs", count))
             measured = second > 0
+            if prof is not None and measured:
+                prof.enable()
             for (t, what, count), (rid, frames) in zip(stamps, out, strict=True):
                 while next_tick <= t:
                     c0 = time.process_time()
@@ -419,6 +444,8 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                     msgs[what] += 1
                     nbytes[what] += sum(map(len, frames))
                     lines += count
+            if prof is not None and measured:
+                prof.disable()
             out.clear()
         judge = c.judge
         assert judge is not None
@@ -429,6 +456,10 @@ def capacity(plan: Plan, seconds: int) -> dict[str, Any]:
                         "refused": c.counters.bad_total() + c.counters.duplicates + c.counters.early})
         c.close()  # the writer process writes what is queued, leaves and is reaped: its CPU is then ours
         figures.update(writer_cpu=children_cpu() - writer_cpu0, merged_shed=c.counters.merged_lines_shed)
+    if prof is not None:
+        out_text = io.StringIO()
+        pstats.Stats(prof, stream=out_text).sort_stats("tottime").print_stats(profile)
+        figures["profile"] = out_text.getvalue()
     return figures
 
 
@@ -625,7 +656,8 @@ def main() -> int:
     ap.add_argument("--no-collectives", action="store_true", help="procs messages without flight recorder readings")
     ap.add_argument("--drain", type=float, default=20.0, help="seconds the nodes may take to get everything acked")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="profile the coordinator in the window (cProfile) and print its top N functions")
+                    help="profile the coordinator in the window (cProfile) and print its top N functions (with "
+                         "--skip realtime: in the replay, its measured seconds)")
     ap.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT)
     ap.add_argument("--replay-seconds", type=int, default=2, help="simulated seconds of the in-process replay")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: replay,realtime")
@@ -659,7 +691,11 @@ def main() -> int:
               f"per node (batch age {age * 1000:.0f} ms, 20 ms agent loop), a procs message every {procs_every:g} s",
               flush=True)
         if "replay" not in skip:
-            print_replay(capacity(plan, a.replay_seconds), a.nodes * a.ranks)
+            r = capacity(plan, a.replay_seconds, a.profile if "realtime" in skip else 0)
+            print_replay(r, a.nodes * a.ranks)
+            if "profile" in r:
+                print("replay profile (the coordinator's handle and tick, measured seconds only):", flush=True)
+                print(r["profile"], flush=True)
         if "realtime" in skip:
             continue
         f = run(plan, a.procs, a.profile)

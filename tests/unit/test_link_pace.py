@@ -16,6 +16,7 @@ from neuron_watch.wire.protocol import (
     Header,
     Kind,
     Procs,
+    WorkerActivity,
     batch_age_at,
     decode,
     delivery_slack_at,
@@ -135,3 +136,39 @@ def test_the_hang_clock_waits_the_delivery_slack() -> None:
         return j.verdict(t).label is Label.COLLECTIVE_HANG
 
     assert hung_at(0.0, 63.0) and not hung_at(4.0, 63.0) and hung_at(4.0, 66.0)
+
+
+def test_a_reading_refers_to_the_acknowledged_one_and_goes_whole_to_a_new_coordinator() -> None:
+    """The link files each procs message's reading under its seq, the coordinator's ack makes it
+    the one the next reading refers to, and a new coordinator session or a new generation makes
+    the next one whole."""
+    link, sock = link_of(1)
+
+    def reading(t: float, cpu: float) -> Procs:
+        link.tick(t, t)  # the acks that came
+        sock.sent.clear()
+        link.add_compilers([], t, t, always=True, workers=[(0, 10), (1, 11)],
+                           activity=[WorkerActivity(0, cpu, "R"), WorkerActivity(1, 5.0, "S")])
+        link.tick(t, t)
+        body = [m.body for m in (decode(f[:2]) for f in sock.sent) if m.header.kind is Kind.PROCS]
+        assert len(body) == 1 and isinstance(body[0], Procs)
+        return body[0]
+
+    first = reading(1.0, 1.0)
+    assert first.same_as == -1 and len(first.workers) == 2
+    seq = link.outbox.next_seq - 1
+    sock.ack(seq, 1)
+    second = reading(2.0, 2.0)  # rank 1 did not move: only rank 0 goes
+    assert second.same_as == seq and second.workers == ((0, 10),)
+    third = reading(3.0, 3.0)  # not acknowledged yet: still against the first
+    assert third.same_as == seq and third.workers == ((0, 10),)
+    sock.ack(link.outbox.next_seq - 1, 1)
+    assert reading(4.0, 3.0).workers == ()  # the same as the third, acknowledged: nothing moved
+    link.set_generation(1)
+    assert reading(5.0, 3.0).same_as == -1
+    sock.ack(link.outbox.next_seq - 1, 1)
+    assert reading(6.0, 3.0).same_as >= 0
+    h = Header(kind=Kind.ACK, job="j", node="coordinator", session=78, generation=1, seq=1, target=5)
+    sock.inbox.append(sock.signer.sign([encode_header(h), encode_body(Ack(-1, 1))]))  # a new coordinator
+    link.tick(7.0, 7.0)
+    assert reading(8.0, 3.0).same_as == -1

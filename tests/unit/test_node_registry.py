@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from neuron_watch.events import NodeStatus
 from neuron_watch.job.nodes import NodeRegistry
 from neuron_watch.job.statusdoc import NodeState
@@ -32,3 +34,38 @@ def test_silence_marks_each_node_once_and_a_rejoin_keeps_its_line_count() -> Non
     again, rejoined = reg.join("a", 2, b"a2", 1, 150.0)
     assert rejoined and again.lines == 42 and again.state is NodeState.CONNECTED and reg.views["a"] is again
     assert reg.size(None) == 2 and reg.size(5) == 5 and reg.enough(2) and not reg.enough(3) and reg.enough(None)
+
+
+def test_silence_is_found_as_a_pass_every_turn_finds_it() -> None:
+    """The registry passes over the nodes only when one can be silent: over a job's life (messages,
+    a pause of ours, rejoins, a node heard again) it marks the same nodes at the same turns as a
+    pass over every node at every turn does."""
+    rng = random.Random(7)
+    reg, ref = NodeRegistry(silence=10.0), NodeRegistry(silence=10.0)
+    for r in (reg, ref):
+        for n in range(20):
+            r.join(f"n{n}", 1, b"x", 0, 0.0)
+    now = 0.0
+    marked: list[str] = []
+    for turn in range(4000):
+        now += 0.05
+        if turn % 97 == 0:
+            for r in (reg, ref):
+                r.rebase(3.0, now)
+        for n in range(20):
+            if rng.random() < (0.002 if n % 5 == 0 else 0.05):  # every 5th node speaks rarely
+                for r in (reg, ref):
+                    v = r.views[f"n{n}"]
+                    v.last_heard, v.state = now, NodeState.CONNECTED  # heard again (the coordinator's received)
+        if turn == 2000:
+            for r in (reg, ref):
+                r.join("n3", 2, b"y", 0, now)  # a rejoin: a new view, heard now
+        got = [v.node for v in reg.newly_silent(now)]
+        want = []  # the pass over every node at every turn
+        for v in ref.views.values():
+            if v.state is NodeState.CONNECTED and now - v.last_heard > ref.silence:
+                v.state = NodeState.UNOBSERVED
+                want.append(v.node)
+        assert got == want, f"turn {turn}"
+        marked += got
+    assert len(marked) > 10  # the rarely speaking nodes went silent, again and again

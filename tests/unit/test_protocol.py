@@ -242,7 +242,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 4: an agent from before its place in the hello and typed status reports.
     # 5: an agent from before the coalesced progress rows (its lines body has 4 items).
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
-    # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items).
+    # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items)
+    #    or a procs body saying only what changed (5 items).
     assert p.SCHEMA_VERSION == 8
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:

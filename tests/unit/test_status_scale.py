@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,28 @@ def test_a_small_job_is_listed_whole(tmp_path: Path) -> None:
         assert "ranks_total" not in doc and not (tmp_path / RANKS_FILE).exists()
     finally:
         c.close()
+
+
+def test_a_bigger_job_writes_its_status_less_often(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """status.json every second up to STATUS_RANKS_PER_SECOND ranks, then a second per that many
+    ranks: 2.5 s for 40,960. (A document's cost is taken as nothing here: the machine's speed
+    stretches the interval further, see STATUS_SHARE.)"""
+    from neuron_watch.iofaults import IOHealth
+    from neuron_watch.job import statusfiles
+    from neuron_watch.job.statusfiles import STATUS_RANKS_PER_SECOND, StatusFiles
+
+    monkeypatch.setattr(statusfiles.time, "perf_counter", lambda: 0.0)
+    for nodes, every in ((2, 1.0), (640, 40_960 / STATUS_RANKS_PER_SECOND)):
+        files = StatusFiles(str(tmp_path), IOHealth())
+        doc = doc_of(nodes, 64, {})
+        written: list[float] = []
+
+        def write(now: float, doc: dict[str, Any] = doc, files: StatusFiles = files,
+                  written: list[float] = written) -> None:
+            files.write(doc, now)
+            written.append(now)
+
+        for k in range(81):  # 8 s of ticks, 0.1 s apart
+            files.turn(k / 10, False, write)
+        assert written == [k * math.ceil(every * 10) / 10 for k in range(len(written))], (nodes, written)
+        assert len(written) == 1 + int(8 // (math.ceil(every * 10) / 10))

@@ -427,7 +427,7 @@ class Coordinator:
                 "challenges": c.challenges,
                 "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
                 "unclassified_batches": c.unclassified_batches, "paused": list(self.pacing.pauses),
-                "merged_lines_shed": c.merged_lines_shed,
+                "merged_lines_shed": c.merged_lines_shed, "procs_unresolved": c.procs_unresolved,
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 

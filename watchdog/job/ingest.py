@@ -11,6 +11,8 @@ and the backlog from.
 from __future__ import annotations
 
 import logging
+import operator
+from collections.abc import Sequence
 from typing import Protocol
 
 from neuron_watch.events import (
@@ -41,6 +43,7 @@ from neuron_watch.wire.protocol import (
     Msg,
     Procs,
     Status,
+    WorkerActivity,
     block_lines,
     body_lines,
     line_records,
@@ -50,6 +53,11 @@ log = logging.getLogger("neuron_watch")
 
 #: rank keys kept for the procs path (65,536 ranks of 1,024 nodes x 64 fit many times over)
 MAX_KEYS = 1 << 20
+#: a node's procs readings kept for the later ones that refer to them (acks a few seconds late at
+#: one reading a second; a reading referring to one let go is counted in procs_unresolved)
+MAX_PROCS_STATES = 32
+#: a worker's rank, read in C
+_rank_of = operator.attrgetter("rank")
 
 
 class JobSide(Protocol):
@@ -147,19 +155,20 @@ class Ingest:
 
     def procs(self, view: NodeView, h: Header, body: Procs, now: float, lag: float) -> None:
         """A node's process reading: compilers, workers' CPU, cache locks, flight recorder readings."""
-        if body.workers:
-            view.worker_pids = dict(body.workers)
         judge = self.job.judge
-        if judge is None or h.generation != self.job.generation:
+        if judge is not None and h.generation != self.job.generation:
+            judge = None
+        activity = self._workers(view, h.seq, body, judge)
+        if judge is None:
             return
         key = self._key
         node = h.node
         judge.observe_compilers(
             [CompilerSample(key(node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
              for s in body.samples], now, node=node)
-        if body.activity:
+        if activity:
             judge.observe_workers([WorkerSample(key(node, a.rank), a.tree_cpu_seconds,
-                                                a.state == "T", now - lag) for a in body.activity], now)
+                                                a.state == "T", now - lag) for a in activity], now)
         if body.locks or view.locks or self._lock_nodes:
             # (the job's locks are the nodes' with locks: not a union over every node for
             # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
@@ -172,6 +181,43 @@ class Ingest:
                 view.recorder[c.rank] = c.problem or "on"
             if not c.problem:
                 judge.observe_collectives(key(node, c.rank), c.groups, now - lag - c.d_mono)
+
+    def _workers(self, view: NodeView, seq: int, body: Procs, judge: JudgeLike | None) -> Sequence[WorkerActivity]:
+        """The node's rank processes after reading ``seq`` (kept in ``view`` for the readings that
+        will refer to it), and those the judge must take: what changed since what it took last."""
+        states = view.procs_states
+        base = states.get(body.same_as) if body.same_as >= 0 else None
+        if base is None and body.same_as >= 0:
+            self.counters.procs_unresolved += 1  # it refers to one sent to a coordinator before us
+            base = states.get(view.procs_seq)
+        pids, active = (dict(base[0]), dict(base[1])) if base is not None else ({}, {})
+        pids.update(body.workers)
+        active.update(zip(map(_rank_of, body.activity), body.activity, strict=True))
+        for r in body.gone:
+            pids.pop(r, None)
+            active.pop(r, None)
+        if body.workers or body.gone:
+            view.worker_pids = pids
+        latest = states.get(view.procs_seq)
+        if body.same_as >= 0:  # the readings from the one it refers to on are the ones to keep
+            for s in [s for s in states if s < body.same_as]:
+                del states[s]
+        if len(states) >= MAX_PROCS_STATES:
+            del states[min(states)]
+        states[seq] = (pids, active)
+        took = view.procs_judge
+        view.procs_seq = seq
+        if judge is None:
+            return ()
+        view.procs_judge = judge
+        # The judge holds what the newest reading said: a whole reading, or one that refers to it,
+        # says what changed; one that refers to an older one (acks late) is compared with it.
+        if body.same_as < 0 or (base is latest and took is judge):
+            return body.activity
+        if took is not judge or latest is None:  # a judge that took none of them (a new generation's)
+            return list(active.values())
+        held = latest[1]
+        return [a for r, a in active.items() if held.get(r) is not a]
 
     def _key(self, node: str, rank: int) -> RankKey:
         """The key of ``node``'s ``rank``: the one its lines came with, else one made once."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from neuron_watch.events import EvidenceReport, NodeStatus, RankExit, StopReport
 from neuron_watch.job.statusdoc import NodeState
+from neuron_watch.wire.protocol import WorkerActivity
 
 
 @dataclass
@@ -56,6 +57,12 @@ class NodeView:
     #: monotonic clocks drift apart (ppm), and a drift must not read as a growing backlog.
     transit: float = float("inf")
     transit_next: float = float("inf")
+    #: the rank processes after each of its procs readings (rank -> pid, rank -> its activity), by
+    #: message seq from the newest one a reading referred to (``Procs.same_as``); the newest
+    #: reading's seq, and the judge that took it
+    procs_states: dict[int, tuple[dict[int, int], dict[int, WorkerActivity]]] = field(default_factory=dict)
+    procs_seq: int = -1
+    procs_judge: object = None
 
     @property
     def observed(self) -> bool:
@@ -73,6 +80,9 @@ class NodeRegistry:
     def __init__(self, silence: float) -> None:
         self.silence = silence  # seconds without a message before a node is unobserved
         self.views: dict[str, NodeView] = {}
+        #: no node can be silent before then: the oldest last-heard time of the last pass plus
+        #: ``silence`` (a node's last-heard time only moves forward, a new node's is its first)
+        self._silent_from = -1e18
 
     def holder(self, node: str, session: int, place: int, now: float) -> tuple[NodeView, bool] | None:
         """The live agent session that holds name ``node`` (or, claimed in a hello, ``place``) against
@@ -100,12 +110,20 @@ class NodeRegistry:
         return view, old is not None
 
     def newly_silent(self, now: float) -> list[NodeView]:
-        """The nodes silent for longer than :attr:`silence` since the last call: marked unobserved."""
+        """The nodes silent for longer than :attr:`silence` since the last call: marked unobserved.
+        A pass over the nodes only when one can be (every few seconds, not every tick)."""
+        if now <= self._silent_from:
+            return []
         out = []
+        oldest = now
         for view in self.views.values():
-            if view.state is NodeState.CONNECTED and now - view.last_heard > self.silence:
-                view.state = NodeState.UNOBSERVED
-                out.append(view)
+            if view.state is NodeState.CONNECTED:
+                if now - view.last_heard > self.silence:
+                    view.state = NodeState.UNOBSERVED
+                    out.append(view)
+                elif view.last_heard < oldest:
+                    oldest = view.last_heard
+        self._silent_from = oldest + self.silence
         return out
 
     def rebase(self, gap: float, now: float) -> None:

@@ -2,9 +2,10 @@
 list every rank, ``ranks.json``; and who else reads each status document (the ``--progress``
 line, metrics).
 
-``status.json`` is written about once a second; less often when a document costs more than
-``STATUS_SHARE`` of the loop's time (tens of thousands of ranks), and at most every
-``SHED_STATUS_EVERY`` seconds while the coordinator is behind the nodes (the verdict comes first).
+``status.json`` is written about once a second; less often in a job of more than
+``STATUS_RANKS_PER_SECOND`` ranks (a second per that many ranks) and when a document costs more
+than ``STATUS_SHARE`` of the loop's time, and at most every ``SHED_STATUS_EVERY`` seconds while the
+coordinator is behind the nodes (the verdict comes first).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ STATUS_SHARE = 0.1
 SHED_STATUS_EVERY = 10.0
 #: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
 RANKS_EVERY = 30.0
+#: status.json at most every (the job's ranks / this) seconds, at least every second: a document's
+#: cost grows with the ranks (~3 us a rank), its readers (status, the --progress line, metrics)
+#: need it no fresher in a big job: 4 s at 65,536 ranks, every second up to 16,384
+STATUS_RANKS_PER_SECOND = 16_384
 
 
 class StatusFiles:
@@ -37,6 +42,7 @@ class StatusFiles:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last = -1e18
         self._every = 1.0
+        self._floor = 1.0  # the interval the job's size asks for (STATUS_RANKS_PER_SECOND)
         self._last_ranks = -1e18
 
     def turn(self, now: float, behind: bool, write: Callable[[float], None]) -> bool:
@@ -50,11 +56,12 @@ class StatusFiles:
             return True
         spent = time.perf_counter()
         write(now)
-        self._every = max(1.0, (time.perf_counter() - spent) / STATUS_SHARE)
+        self._every = max(self._floor, (time.perf_counter() - spent) / STATUS_SHARE)
         return False
 
     def write(self, doc: dict[str, Any], now: float) -> None:
         """``status.json`` (atomic), ``ranks.json`` when due, then the listeners."""
+        self._floor = max(1.0, len(doc["ranks"]) / STATUS_RANKS_PER_SECOND)
         if len(doc["ranks"]) > FULL_RANKS:
             # tens of thousands of rows (9 MB at 65,536 ranks) once a second is most of a tick:
             # status.json summarises them, every row goes to ranks.json twice a minute

@@ -66,6 +66,7 @@ from neuron_watch.wire.protocol import (
     Hello,
     Lines,
     Msg,
+    Procs,
     ProtocolError,
     SequenceTracker,
     Status,
@@ -137,7 +138,9 @@ class AgentLink:
             self.outbox.dropped_msgs += 1
             self.outbox.dropped_lines += lines
             return
-        self.outbox.add(h, data, lines)
+        seq = self.outbox.add(h, data, lines).seq
+        if isinstance(body, Procs):
+            self.readings.enqueued(seq)
 
     def hello(self, hostname: str, pid: int, ranks: Iterable[int], now: float, wall: float, place: int = -1) -> None:
         """Announce this agent session and its place in the job (sent again whenever a new
@@ -284,6 +287,8 @@ class AgentLink:
                 self.coordinator_session = h.session
                 # The coordinator ignored what we sent without its session echoed: resend it all.
                 self._rewind(now)
+                if new_coordinator:  # it holds none of our readings: the next one goes whole
+                    self.readings.reset()
                 if new_coordinator and self._hello is not None:
                     # A restarted coordinator knows nothing of us: introduce ourselves again.
                     self._enqueue(self._hello, now, wall)
@@ -294,6 +299,8 @@ class AgentLink:
                     self.job_nodes, self.coordinator_behind = msg.body.nodes, msg.body.behind
                 if self.outbox.ack(msg.body.seq):
                     self._last_progress = now
+                if msg.body.seq >= 0:
+                    self.readings.acked(msg.body.seq)
                 continue
             out.append(msg)
         return out
@@ -351,6 +358,8 @@ class AgentLink:
 
     def set_generation(self, generation: int) -> None:
         """Messages from now on belong to ``generation`` (after a Launch command)."""
+        if generation != self.generation:  # a new generation's judge holds none of our readings
+            self.readings.reset()
         self.generation = generation
 
     def close(self) -> None:

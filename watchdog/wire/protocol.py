@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.flight_recorder import GroupProgress, group_rows
 from neuron_watch.errors import TransportError
 from neuron_watch.events import LogLine, RankKey, RankSpan
 
@@ -303,19 +303,28 @@ class ProcSample:
 @dataclass(frozen=True, slots=True)
 class Procs:
     """All live compiler processes of the node (an empty tuple: none any more) and the fresh
-    compile-cache ``*.lock`` files it sees."""
+    compile-cache ``*.lock`` files it sees.
+
+    ``same_as``: -1 for a whole reading. Otherwise the reading says only what changed since the one
+    of the node's procs message ``same_as`` (one the coordinator acknowledged): ``workers`` (and
+    ``activity``) hold the rank processes whose pid, CPU or state changed, ``gone`` the ranks whose
+    process left; ``collectives`` holds the groups whose progress changed (a reading none of whose
+    groups changed is left out). The rest is as in that reading.
+    """
 
     samples: tuple[ProcSample, ...]
     locks: tuple[str, ...] = ()
     workers: tuple[tuple[int, int], ...] = ()  # (rank, pid) of the node's rank processes
     collectives: tuple[RankCollectives, ...] = ()  # flight recorder readings taken since the last procs
     activity: tuple[WorkerActivity, ...] = ()  # what each rank process was doing (same order as workers)
+    same_as: int = -1
+    gone: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerActivity:
+class WorkerActivity(NamedTuple):
     """A rank process seen in the process table: CPU seconds of it and everything under it, and
-    its /proc state (``T``: stopped by a signal)."""
+    its /proc state (``T``: stopped by a signal). (A named tuple: the coordinator decodes every
+    node's 64 of them with each reading, built in C.)"""
 
     rank: int
     tree_cpu_seconds: float
@@ -497,11 +506,10 @@ def _body_to_wire(body: Body) -> list[Any]:
         out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
                           [[r, p, active[r].tree_cpu_seconds, active[r].state] if r in active else [r, p]
                            for r, p in body.workers]]
-        if body.collectives:  # only then: a body without readings stays readable by version 2's layout
-            out.append([[c.rank, c.d_mono, c.problem,
-                         [[g.group, g.completed, g.started, g.enqueued, g.op, g.state, g.wall, g.seq, g.shape]
-                          for g in c.groups]]
-                        for c in body.collectives])
+        if body.collectives or body.same_as >= 0:  # a whole reading without readings: the 3-item layout
+            out.append([[c.rank, c.d_mono, c.problem, [list(g) for g in c.groups]] for c in body.collectives])
+        if body.same_as >= 0:
+            out.append([body.same_as, list(body.gone)])
         return out
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
@@ -839,12 +847,14 @@ def _decode_procs_fast(b: list[Any]) -> Procs | None:
     one a second, with every rank's worker and flight recorder reading (1,024 a second on 1,024
     nodes: tests/benchmarks/bench_scale.py). ``None`` when anything is off or of another shape:
     :func:`_decode_procs_checked` then decides, and names the problem."""
-    if not 3 <= len(b) <= 4:
+    if not 3 <= len(b) <= 5:
         return None
     srows, locks, wrows = b[0], b[1], b[2]
-    crows = b[3] if len(b) == 4 else []
+    crows = b[3] if len(b) >= 4 else []
+    same_as, gone = b[4] if len(b) == 5 else (-1, [])
     if not (type(srows) is list and type(locks) is list and type(wrows) is list and type(crows) is list
-            and set(map(type, locks)) <= _STR):
+            and set(map(type, locks)) <= _STR and type(same_as) is int and same_as >= -1 and type(gone) is list
+            and set(map(type, gone)) <= _INT):
         return None
     samples: tuple[ProcSample, ...] = ()
     if srows:
@@ -865,7 +875,8 @@ def _decode_procs_fast(b: list[Any]) -> Procs | None:
                 and set(map(type, state_c)) == _STR and _finite_numbers(tree_c)):
             return None
         workers = tuple(zip(rank_c, pid_c, strict=True))
-        activity = tuple(map(WorkerActivity, rank_c, tree_c, (x[:1] for x in state_c)))
+        states = map(operator.getitem, state_c, itertools.repeat(slice(0, 1)))
+        activity = tuple(map(tuple.__new__, itertools.repeat(WorkerActivity), zip(rank_c, tree_c, states, strict=True)))
     readings: tuple[RankCollectives, ...] = ()
     if crows:
         if set(map(type, crows)) != _LIST or set(map(len, crows)) != {4}:
@@ -884,15 +895,17 @@ def _decode_procs_fast(b: list[Any]) -> Procs | None:
                     == set(map(type, queued_c)) == set(map(type, seq_c)) and set(map(type, wall_c)) == _FLOAT
                     and _finite_numbers(wall_c)):
                 return None
-        readings = tuple(RankCollectives(r, tuple(GroupProgress(*g) for g in gs), problem, age)
-                         for r, age, problem, gs in zip(rank_c, age_c, problem_c, groups_c, strict=True))
-    return Procs(samples, tuple(locks), workers, readings, activity)
+        # Every group of the message built at once, in C, then cut per reading.
+        built = iter(group_rows(rows))
+        groups = [tuple(itertools.islice(built, n)) for n in map(len, groups_c)]
+        readings = tuple(map(RankCollectives, rank_c, groups, problem_c, age_c))
+    return Procs(samples, tuple(locks), workers, readings, activity, same_as, tuple(gone))
 
 
 def _decode_procs_checked(b: list[Any]) -> Procs:
     """Item by item, naming the first problem (the slow path; the authority on what is valid)."""
-    if not isinstance(b, list) or len(b) not in (1, 2, 3, 4):
-        raise ProtocolError("field", "procs body must be a list of 1 to 4 items")
+    if not isinstance(b, list) or len(b) not in (1, 2, 3, 4, 5):
+        raise ProtocolError("field", "procs body must be a list of 1 to 5 items")
     samples = []
     for s in _list(b[0], None, "samples"):
         s = _list(s, 4, "sample")
@@ -909,7 +922,7 @@ def _decode_procs_checked(b: list[Any]) -> Procs:
             activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
                                            _str(w[3], "state")[:1]))
     readings = []
-    for c in _list(b[3], None, "collectives") if len(b) == 4 else []:
+    for c in _list(b[3], None, "collectives") if len(b) >= 4 else []:
         c = _list(c, 4, "collectives reading")
         groups = []
         for g in _list(c[3], None, "groups"):
@@ -922,7 +935,15 @@ def _decode_procs_checked(b: list[Any]) -> Procs:
                                                                 if len(g) == 9 else ())))
         readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
                                         _float(c[1], "d_mono")))
-    return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity))
+    same_as = -1
+    gone_ranks: tuple[int, ...] = ()
+    if len(b) == 5:
+        delta = _list(b[4], 2, "procs delta [same_as, gone]")
+        same_as = _int(delta[0], "same_as")
+        if same_as < -1:
+            raise ProtocolError("field", f"same_as must be -1 or a message's seq, got {same_as}")
+        gone_ranks = tuple(_int(r, "gone rank") for r in _list(delta[1], None, "gone"))
+    return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity), same_as, gone_ranks)
 
 
 def decode_body(kind: Kind, frame: bytes) -> Body:
