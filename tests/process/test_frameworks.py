@@ -11,8 +11,9 @@ in ``NEURON_WATCH_CHECKPOINT``, which the jobs hand to ``resume_from_checkpoint`
 Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
 
 * generation 0 trains to its first checkpoint, then rank 1 gets SIGSTOP: the other rank waits in
-  an all-reduce, both fall silent -> ``collective_hang``, restart (``--stop-timeout 3``: a stopped
-  rank takes SIGKILL at once, the others SIGTERM);
+  an all-reduce, both fall silent -> ``collective_hang``, restart (``--stop-timeout 1``: a stopped
+  rank takes SIGKILL at once, the others SIGTERM and a second later SIGKILL: how the job stops is
+  not the subject, and a rank blocked in the all-reduce takes the whole deadline);
 * generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
 * generation 2 resumes and trains for more than ``OUTLASTS * HANG`` to the end. Steps are ``STEP`` s
   apart with ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
@@ -332,7 +333,7 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
     length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((need + MARGIN) / STEP)
     startup = STARTUP_RICH if rich else STARTUP  # the Rich bar: no progress line at all
     deadline = time.monotonic() + DEADLINE
-    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "3"),
+    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "1"),
                  startup=startup, hang=HANG_RICH if rich else HANG) as run:
         first_checkpoint(run, job, deadline)
         os.kill(_rank_1(run, 0, deadline), signal.SIGSTOP)
