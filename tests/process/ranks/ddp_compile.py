@@ -7,6 +7,9 @@ in DDP's gradient all-reduce. ``--storm``: every step of that rank has a new sha
 every step until dynamo's recompile limit). ``--cold-cache DIR``: the recompiles use inductor's
 cache in ``DIR`` (an empty one: the recompile is real, the system compiler runs), while the first
 compile uses the cache the environment names (``TORCHINDUCTOR_CACHE_DIR``; it is not the subject).
+``--backend``: torch.compile's backend (``inductor``, the default, writes C++ and runs the system
+compiler; ``aot_eager`` traces the same graphs through dynamo and AOT autograd and runs them eagerly:
+a real recompile, guards and dynamo's recompile lines included, without the C++ compile).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ def main() -> None:
     p.add_argument("--storm", action="store_true")
     p.add_argument("--step-time", type=float, default=0.1)
     p.add_argument("--cold-cache", default="")
+    p.add_argument("--backend", default="inductor")
     a = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -47,7 +51,7 @@ def main() -> None:
     torch.manual_seed(0)
     # the model compiled inside DDP (DDP's hooks stay eager); static shapes: a new shape is a whole
     # new compile, as on Neuron
-    compiled = DDP(torch.compile(model(a.width, a.depth), dynamic=False))
+    compiled = DDP(torch.compile(model(a.width, a.depth), backend=a.backend, dynamic=False))
     opt = torch.optim.SGD(compiled.parameters(), lr=0.01)
     for step in range(1, a.steps + 1):
         batch = 8
