@@ -45,6 +45,8 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # NaN as the value of a loss in a list or an array
     ("2022-12-08 17:57:32,672-INFO: Total iter: 10, epoch: 0, batch: 10, loss: [nan]", M, Label.NUMERICAL_ERROR, "corpus (paddleslim-1582)"),
     ("epoch 3 loss: array([nan], dtype=float32)", M, Label.NUMERICAL_ERROR, "numpy's repr of a one-element array"),
+    # the accelerator JAX was set up for did not come up; it runs on the CPU
+    ("W0406 19:31:14.948704 125696970082304 xla_bridge.py:971] A Google TPU may be present on this machine, but either a TPU-enabled jaxlib or libtpu is not installed. Falling back to cpu.", E, Label.CONFIG_ERROR, "corpus (recml-9)"),
     # TensorRT's builder choosing tactics: an engine build at work
     ("[11/27/2024-23:00:09] [TRT] [V] Disabling unused tactic source:", RUN, None, "corpus (tensorrt-llm-2508)"),
 ]
@@ -63,6 +65,7 @@ NEAR_MISSES = [
     "loss_fn: [nanmean]",  # "nan" inside a word in a list
     "[11/27/2024-23:00:09] [TRT] [V] Loaded engine size: 120 MiB",  # a VERBOSE record of the runtime, no tactic
     "Memory usage on this node: 3.1/16.0 GiB",  # Ray's status with memory to spare
+    "No accelerator requested. Falling back to cpu.",  # a CPU run by choice
 ]
 
 #: (line, the cause its form states): causes read from a line another form or rule reads
@@ -70,12 +73,14 @@ CAUSES = [
     ("sky.exceptions.CommandError: Command /bin/bash -i /tmp/sky_setup_jsyb5vgm 2>&1 failed with return code 127.", Label.CONFIG_ERROR),  # corpus (skypilot-1047)
     ("E1107 07:34:03.823179 7 model_repository_manager.cc:1265] failed to poll model 'pipe': model not found in any model repository.", Label.CONFIG_ERROR),  # corpus (triton-model-analyzer-786)
     ("| dolly_v1_6b_onnx | 1       | UNAVAILABLE: Internal: onnx runtime error 6: Exception during initialization: Failed to allocate memory for requested buffer of size 268435456 |", Label.OOM),  # corpus (triton-5661), joined
+    ("| dolly_v1_6b_onnx | 1       | UNAVAILABLE: Internal: onnx runtime error 6: Exception during initialization: /workspace/onnxruntime/onnxruntime/core/framework/bfc_arena.cc:368 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) ", Label.OOM),  # corpus (triton-5661): thrown by the arena's allocate
 ]
 
 NO_CAUSE = [
     "RuntimeError: worker exited with code 1270",  # 127 inside another number
     "subprocess.CalledProcessError: Command 'make' returned non-zero exit status 2.",
     "E0101 00:00:00.000000 1 x.cc:1] failed to allocate memory for the cache, out of retries",  # no size: a pool or a quota
+    "frame #3: c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::free(c10::cuda::CUDACachingAllocator::Native::Block*) + 0x2a",  # an allocator's function, not its allocate
 ]
 
 #: (line, the table rule that reads it, a line alike that the rule must not read)
@@ -95,6 +100,12 @@ RULES = [
     ("2022-10-26 09:09:43.592309478 [E:onnxruntime:, sequential_executor.cc:368 Execute] Non-zero status code returned while running FusedConv node. Status Message: CUDA failure 2: out of memory ; GPU=0 ; hostname=e14ca68f-learner-0 ; expr=cudaMalloc((void**)&p, size);",
      "gpu.cuda_oom",
      "CUDA failure 700: an illegal memory access was encountered ; GPU=0 ; hostname=h ; expr=cudaStreamSynchronize(stream);"),  # corpus (triton-5014)
+    ("Nrt::BuildGlobalComm failed on NeuronCores 0-1(2):  nrt_status=1, message=\"Non specific failure\".",
+     "neuron.nrt.failure_generic",
+     "Nrt::BuildGlobalComm on NeuronCores 0-1(2):  nrt_status=0"),  # corpus (ray-65071)
+    ("[rank1]:[E616 13:41:10.909476913 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught collective operatMERS_CACHE` is deprecated and will be removed in v5 of Transformion timeout: WorkNCCL(SeqNum=2109, OpType=_ALLGATHER_BASE, NumelIn=262711296, NumelOut=525422592, Timeout(ms)=1800000) ran for 1800007 milliseconds before timing out.",
+     "gpu.nccl.watchdog_timeout",
+     "[rank1]:[I616 13:41:10.909476913 ProcessGroupNCCL.cpp:565] [Rank 1] WorkNCCL(SeqNum=2109, OpType=_ALLGATHER_BASE, Timeout(ms)=1800000) ran for 12 milliseconds"),  # corpus (pytorch-143536): another process's text inside the sentence
     ("xla_bridge.py:841] Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared object file: No such file or directory",
      "jax.backend_probe",
      "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices."),  # corpus (alphafold3-656)

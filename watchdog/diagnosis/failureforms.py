@@ -149,7 +149,7 @@ NEEDLES: tuple[str, ...] = (
     # a version mismatch, a command not found, a tool's padded severity, an allocator's failure, a job's status
     "not compatible with the current", "module compiled against", "command not found", ": not found",
     "fatal   : ", "error   : ", "to allocate ", "LOW MEMORY", "status: FAILED", "status FAILED",
-    "ORTE was unable to reliably start",
+    "ORTE was unable to reliably start", "Falling back to cpu",
     # TensorRT's builder choosing tactics
     "[TRT] [V] ",
 )
@@ -243,6 +243,11 @@ _ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout
                            r"\bcontainer init was OOM-killed\b|"
                            # an allocator's own words for it, or Ray's node status (forms_errors)
                            + ALLOCATOR_OOM.pattern)
+#: an exception whose message names where it was thrown (onnxruntime's ORT_THROW / ORT_ENFORCE: "<file>:<line>
+#: <the function's signature> <message>"; c10's "Exception raised from <function> at <file>") when that
+#: function is an allocator's allocate: the allocation failed, whatever the message says after it ("...
+#: bfc_arena.cc:368 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, ...)", triton#5661)
+_THROWN_BY_ALLOCATOR = re.compile(r"\b\w*(?:Arena|Allocator)::(?:Allocate|Alloc|Reserve)\w*\(")
 #: the shell's status for a command it could not find (POSIX: 127, "command not found"), as a launcher or a
 #: scheduler reports a setup script's exit: a missing program, which a restart runs again
 _EXIT_NOT_FOUND = re.compile(r"\b(?:return|exit|error)[ _]?(?:code|status)(?: of)?[:=]? ?127\b|"
@@ -297,6 +302,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return Label.OOM, "an allocation that failed"
     if _IB_RETRY_EXCEEDED.search(text):
         return Label.COMM_ERROR, "an InfiniBand completion whose retries ran out"
+    if _THROWN_BY_ALLOCATOR.search(text):
+        return Label.OOM, "an exception thrown by an allocator's allocate function"
     if _EXIT_NOT_FOUND.search(text):
         return Label.CONFIG_ERROR, "exit status 127: a command the shell could not find"
     if _NOT_THERE.search(text):

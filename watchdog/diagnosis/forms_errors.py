@@ -218,7 +218,12 @@ _RESOURCE = re.compile(
 #: program was set up for a GPU and runs without one: a driver, cuDNN or device-visibility mismatch that a
 #: restart repeats. Read whatever the record's level, as the warning is the failure; the INFO records of
 #: the probe of every platform ("Unable to initialize backend 'tpu': ...") are not this.
-_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S")
+_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S|"
+                                 # ... and the TPU's, when the device is there but the TPU build is not
+                                 # (xla_bridge.py: "A Google TPU may be present on this machine, but either
+                                 # a TPU-enabled jaxlib or libtpu is not installed. Falling back to cpu.")
+                                 r"\bmay be present on this machine, but either a \S+ jaxlib or \S+ is not "
+                                 r"installed\. Falling back to cpu\b")
 
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
@@ -333,7 +338,7 @@ def stated_error_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
                     Label.HARDWARE_ERROR)
     if _GPU_BACKEND_FAILED.search(text):
-        return Form(FormKind.ERROR, "a GPU backend that failed to initialise (JAX falls back to the CPU)",
+        return Form(FormKind.ERROR, "an accelerator backend that failed to initialise (JAX falls back to the CPU)",
                     Label.CONFIG_ERROR)
     if _RESOURCE.search(text) and head_level(text) not in QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
