@@ -27,6 +27,8 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # a version mismatch in the checks' own words
     ("NVIDIA B200 with CUDA capability sm_100 is not compatible with the current PyTorch installation. The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.", E, Label.CONFIG_ERROR, "corpus (kvcached-111)"),
     ("RuntimeError: module compiled against API version 0xf but this version of numpy is 0xe", E, Label.CONFIG_ERROR, "corpus (optimum-neuron-353)"),
+    # argparse's usage error, under a server's prefix at the level it logs a worker's stderr
+    ("2021-09-03 14:26:44,745 [WARN ] W-9000-mymodel1_1.0-stderr MODEL_LOG - model_service_worker.py: error: unrecognized arguments: --sock-type unix --sock-name /tmp/.ts.sock.9000", E, Label.CONFIG_ERROR, "corpus (torchserve-1234)"),
     # the shell's command not found (bash, bash -c, dash)
     ("somenonexit: command not found", E, Label.CONFIG_ERROR, "corpus (skypilot-1047)"),
     ("bash: line 1: torchrun: command not found", E, Label.CONFIG_ERROR, "bash's format"),
@@ -60,6 +62,7 @@ NEAR_MISSES = [
     "The current PyTorch installation supports sm_90; this GPU is compatible",  # the words in prose
     "ptxas info    : Used 32 registers, 384 bytes cmem[0]",  # the tool's INFO column
     "Command not found? See the FAQ for installing the CLI",  # not the shell's layout
+    "2021-09-03 14:26:44,745 [INFO ] W-9000-mymodel1_1.0-stdout MODEL_LOG - error: none, arguments parsed",  # argparse's words without its messages
     "I 01-09 21:50:00 spot_utils.py:327] Logs finished for job 3 (status: SUCCEEDED).",  # a job that succeeded
     "loss: [0.6931]",  # a finite loss in a list
     "loss_fn: [nanmean]",  # "nan" inside a word in a list

@@ -302,6 +302,15 @@ _ALLOCATION_REFUSED = (r"(?i:\b(?:failed|unable) to allocate (?:memory for reque
                        r"\d+(?:\.\d+)? ?(?:[KMGT]i?B|bytes)\b))")
 ALLOCATOR_OOM = re.compile(_ALLOCATION_REFUSED + r"|\*\*\*LOW MEMORY\*\*\*")
 
+#: argparse's error (CPython Lib/argparse.py ArgumentParser.error: "%(prog)s: error: %(message)s",
+#: then exit 2) with the messages its parser raises (parse_args, _parse_known_args, _get_values):
+#: the command line is wrong, quoted or bare (yangjianxin1/Firefly#154: "`error: unrecognized
+#: arguments: --local_rank=0`", one per rank), or under a server's prefix at whatever level it logs a
+#: worker's stderr (TorchServe: "[WARN ] W-9000-m_1.0-stderr MODEL_LOG - model_service_worker.py:
+#: error: unrecognized arguments: ...")
+ARGPARSE_ERROR = re.compile(r"(?:^|[\s`>|*])(?:[\w./-]+: )?error: (?:unrecognized arguments: |the following arguments "
+                            r"are required: |argument [-\w/, ]+: (?:invalid|expected|not allowed)|ambiguous option: )")
+
 #: a command the shell could not find (bash: "<name>: command not found", "bash: line 1: <name>: command not
 #: found"; dash: "/bin/sh: 1: <name>: not found"): a missing program or PATH, which a restart repeats
 _COMMAND_NOT_FOUND = re.compile(r"^(?:\S+: )?(?:line \d+: )?[\w./+-]+: command not found\s*$|"
@@ -351,6 +360,8 @@ def _stated_setup_form(text: str) -> Form | None:
     """A version mismatch, a command not found, a compiler tool's own error, memory an allocator could not get."""
     if _VERSION_MISMATCH.search(text):
         return Form(FormKind.ERROR, "a version mismatch between a program and what it loads", Label.CONFIG_ERROR)
+    if ARGPARSE_ERROR.search(text):
+        return Form(FormKind.ERROR, "argparse's usage error", Label.CONFIG_ERROR)
     if _COMMAND_NOT_FOUND.search(text):
         return Form(FormKind.ERROR, "a command the shell could not find", Label.CONFIG_ERROR)
     tool = _TOOL_SEVERITY.search(text)
