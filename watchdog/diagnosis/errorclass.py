@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from neuron_watch.diagnosis.exctaxonomy import read_structure
 from neuron_watch.diagnosis.failureforms import cause_of
+from neuron_watch.diagnosis.forms_errors import ARGPARSE_ERROR
 from neuron_watch.events import Action, Label
 
 
@@ -134,12 +135,8 @@ _EXCEPTION_LINE = re.compile(
 _BACKEND_RAISED = re.compile(r"\bbackend='[\w.]+' raised:")
 #: absl status codes at the head of an XLA/PJRT message (tsl/platform/status.h)
 _STATUS_OOM = re.compile(r"(?:^|[\s:(])RESOURCE_EXHAUSTED: ")
-#: argparse's error (CPython Lib/argparse.py ArgumentParser.error: "%(prog)s: error: %(message)s",
-#: then exit 2) with the messages its parser raises (parse_args, _parse_known_args, _get_values):
-#: the command line is wrong, quoted or bare (yangjianxin1/Firefly#154: "`error: unrecognized
-#: arguments: --local_rank=0`", one per rank)
-_ARGPARSE = re.compile(r"(?:^|[\s`>|*])(?:[\w./-]+: )?error: (?:unrecognized arguments: |the following arguments "
-                       r"are required: |argument [-\w/, ]+: (?:invalid|expected|not allowed)|ambiguous option: )")
+#: argparse's usage error (forms_errors.ARGPARSE_ERROR): the command line is wrong
+_ARGPARSE = ARGPARSE_ERROR
 #: "<file>:<line> NCCL WARN" (nccl src/include/debug.h) and the subsystem directory of <file>
 _NCCL_WARN = re.compile(r"(?:^|\s)((?:[\w.]+/)*[\w.]+\.(?:cc|cu|c|h|cpp)):\d+ NCCL WARN\b")
 #: NCCL subsystems by source path (nccl src/ layout): the transports, sockets, proxy and bootstrap

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
-from neuron_watch.diagnosis.forms_errors import crash_form, exception_form, stated_error_form
+from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -50,7 +50,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 8
+FORM_RULES = 9
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -143,6 +143,15 @@ NEEDLES: tuple[str, ...] = (
     # or "Exception", all above)
     "[F] ", "Test NCCL failure", "Test CUDA failure", "Job credential", "Invalid job credential",
     "shared memory segment",
+    # absl/gRPC status codes as a record's status (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED above)
+    "CANCELLED: ", "UNKNOWN: ", "INVALID_ARGUMENT: ", "NOT_FOUND: ", "ALREADY_EXISTS: ", "PERMISSION_DENIED: ",
+    "FAILED_PRECONDITION: ", "ABORTED: ", "UNIMPLEMENTED: ", "INTERNAL: ", "DATA_LOSS: ", "UNAUTHENTICATED: ",
+    # a version mismatch, a command not found, a tool's padded severity, an allocator's failure, a job's status
+    "not compatible with the current", "module compiled against", "command not found", ": not found",
+    "fatal   : ", "error   : ", "to allocate ", "LOW MEMORY", "status: FAILED", "status FAILED",
+    "ORTE was unable to reliably start", "Falling back to cpu",
+    # TensorRT's builder choosing tactics
+    "[TRT] [V] ",
 )
 
 
@@ -231,7 +240,22 @@ _ALLOC_FAILED = re.compile(r"\bmemory allocation of \d+ bytes failed\b|(?i:\bout
                            # runc's report of a container whose init the cgroup's OOM killer ended
                            # (libcontainer/process_linux.go: "container init was OOM-killed (memory limit
                            # too low?)")
-                           r"\bcontainer init was OOM-killed\b")
+                           r"\bcontainer init was OOM-killed\b|"
+                           # an allocator's own words for it, or Ray's node status (forms_errors)
+                           + ALLOCATOR_OOM.pattern)
+#: an exception whose message names where it was thrown (onnxruntime's ORT_THROW / ORT_ENFORCE: "<file>:<line>
+#: <the function's signature> <message>"; c10's "Exception raised from <function> at <file>") when that
+#: function is an allocator's allocate: the allocation failed, whatever the message says after it ("...
+#: bfc_arena.cc:368 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, ...)", triton#5661)
+_THROWN_BY_ALLOCATOR = re.compile(r"\b\w*(?:Arena|Allocator)::(?:Allocate|Alloc|Reserve)\w*\(")
+#: the shell's status for a command it could not find (POSIX: 127, "command not found"), as a launcher or a
+#: scheduler reports a setup script's exit: a missing program, which a restart runs again
+_EXIT_NOT_FOUND = re.compile(r"\b(?:return|exit|error)[ _]?(?:code|status)(?: of)?[:=]? ?127\b|"
+                             r"\bexited with (?:code|status) 127\b|\bexitcode: 127\b")
+#: a model or a file the server or the program looked for and did not find (Triton's model repository
+#: manager: "failed to poll model 'pipe': model not found in any model repository."; "model 'x' not found"):
+#: a deployment that names what is not there
+_NOT_THERE = re.compile(r"\b(?:model|checkpoint|file|directory)s? (?:'[^']+' )?(?:is |was )?not found\b")
 #: a peer or a service that could not be reached, in the C library's words (strerror ECONNREFUSED,
 #: ECONNRESET, ETIMEDOUT, EHOSTUNREACH; gai_strerror EAI_AGAIN, EAI_NONAME) or the caller's "failed to
 #: connect to": read last, after the forms that make the same words configuration (ssh's own failure)
@@ -278,6 +302,12 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return Label.OOM, "an allocation that failed"
     if _IB_RETRY_EXCEEDED.search(text):
         return Label.COMM_ERROR, "an InfiniBand completion whose retries ran out"
+    if _THROWN_BY_ALLOCATOR.search(text):
+        return Label.OOM, "an exception thrown by an allocator's allocate function"
+    if _EXIT_NOT_FOUND.search(text):
+        return Label.CONFIG_ERROR, "exit status 127: a command the shell could not find"
+    if _NOT_THERE.search(text):
+        return Label.CONFIG_ERROR, "a model or file that is not there"
     form = read_line(text)
     if form is not None and form.label is not None:
         return form.label, form.name

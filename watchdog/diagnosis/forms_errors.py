@@ -167,6 +167,10 @@ _RESOURCE = re.compile(
     # not found or not runnable on the remote node (PATH, a container, an Open MPI built without the
     # scheduler's support) or no route back to mpirun; no rank ran, and a relaunch fails the same way
     r"\bAn ORTE daemon has unexpectedly failed after launch\b|"
+    # ... and its report that it could not start them at all (orte/mca/plm/base/help-plm-base.txt
+    # [no-orted-...]: "ORTE was unable to reliably start one or more daemons.", then its list of causes:
+    # libraries or binaries not found, no authority, /tmp not writable, no route back to mpirun)
+    r"\bORTE was unable to reliably start one or more daemons\b|"
     # TensorFlow's check of the cuDNN it loaded against the one it was built with (stream_executor/cuda/
     # cuda_dnn.cc, LOG(ERROR): "Loaded runtime CuDNN library: %s but source was compiled with: %s. ..."): the
     # library on this machine is too old for the build, and the first convolution crashes or fails
@@ -214,7 +218,12 @@ _RESOURCE = re.compile(
 #: program was set up for a GPU and runs without one: a driver, cuDNN or device-visibility mismatch that a
 #: restart repeats. Read whatever the record's level, as the warning is the failure; the INFO records of
 #: the probe of every platform ("Unable to initialize backend 'tpu': ...") are not this.
-_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S")
+_GPU_BACKEND_FAILED = re.compile(r"\b(?:CUDA|ROCM|ROCm) backend failed to initialize: \S|"
+                                 # ... and the TPU's, when the device is there but the TPU build is not
+                                 # (xla_bridge.py: "A Google TPU may be present on this machine, but either
+                                 # a TPU-enabled jaxlib or libtpu is not installed. Falling back to cpu.")
+                                 r"\bmay be present on this machine, but either a \S+ jaxlib or \S+ is not "
+                                 r"installed\. Falling back to cpu\b")
 
 #: a status in TensorFlow's list of root errors (tsl/platform/status.cc StatusGroup::as_summary_status:
 #: "%d root error(s) found.", then "  (%d) %s" per status, each "<Code name>: <message>"), which XLA's
@@ -254,6 +263,67 @@ _NVRM_GPU_GONE = re.compile(r"\bNVRM: .*\bNV_ERR_(?:GPU_IS_LOST|RESET_REQUIRED)\
 _TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allocated tensors when OOM happens\b")
 
 
+#: an absl/gRPC status as a record's own status: absl::Status::ToString ("<CODE>: <message>",
+#: absl/status/status.cc; the names of absl/status/status_code.cc StatusCodeToString) at the line's start
+#: ("DEADLINE_EXCEEDED: Deadline Exceeded") or chained after what failed ("... for variable X: INTERNAL:
+#: Failed to fetch URL"), as XLA, PJRT, libtpu and gRPC's C++ clients print a status they return. The
+#: code stands after the line's start or a colon and before a colon, never inside a name
+#: ("Status::INTERNAL", "INTERNAL_ERROR") nor in prose ("returns UNAVAILABLE when ..."). OUT_OF_RANGE
+#: is left out: an input pipeline that ends says it ("OUT_OF_RANGE: End of sequence").
+_STATUS_CODES = ("CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "UNIMPLEMENTED",
+                 "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+_STATUS_RECORD = re.compile(r"(?:^\s*|: )(?:" + "|".join(_STATUS_CODES) + r"): \S")
+
+#: a program and its version that do not fit together, in the words the checks print: PyTorch's check of
+#: the GPU's compute capability against the architectures it was built for (torch/cuda/__init__.py
+#: _check_capability: "<GPU> with CUDA capability sm_<NN> is not compatible with the current PyTorch
+#: installation."), NumPy's C-API check of an extension module (numpy/core/code_generators
+#: generate_numpy_api.py _import_array: "module compiled against API version 0x%x but this version of
+#: numpy is 0x%x"; ABI likewise). A restart loads the same builds again.
+_VERSION_MISMATCH = re.compile(r"\bis not compatible with the current \w+ installation\b|"
+                               r"\bmodule compiled against (?:API|ABI) version \w+ but this version of \w+ is \w+")
+
+#: a command-line tool's own diagnostic, its severity padded to a column (the CUDA toolchain's convention:
+#: "nvcc fatal   : ...", "ptxas fatal   : ...", "ptxas error   : ...", a suffixed build's name as well,
+#: "ptxas-blackwell fatal   : ..."). The CUDA compilers' own (nvcc, ptxas, cicc, nvlink, fatbinary) is
+#: the compile failing.
+_TOOL_SEVERITY = re.compile(r"^\s*([A-Za-z][\w.+-]*) (fatal|error)   : \S")
+_CUDA_COMPILERS = re.compile(r"(?:nvcc|ptxas|cicc|nvlink|fatbinary)\b")
+
+#: memory an allocator could not get, in its own words whatever the record's level, with the size it was
+#: asked for: "Failed to allocate memory for requested buffer of size N" (onnxruntime's BFC arena,
+#: core/framework/bfc_arena.cc), "unable to allocate 2.00 GiB" (a size says it was memory, where "failed to
+#: allocate memory for the cache" alone may be a quota or a pool); and Ray's status of a node nearly out of memory
+#: (python/ray/tune/progress_reporter.py memory_debug_str: "***LOW MEMORY*** less than 10% of the memory on
+#: this node is available for use. This can cause unexpected crashes."), the last thing Ray says before the
+#: kernel's OOM killer ends a worker.
+_ALLOCATION_REFUSED = (r"(?i:\b(?:failed|unable) to allocate (?:memory for requested buffer of size \d+|"
+                       r"\d+(?:\.\d+)? ?(?:[KMGT]i?B|bytes)\b))")
+ALLOCATOR_OOM = re.compile(_ALLOCATION_REFUSED + r"|\*\*\*LOW MEMORY\*\*\*")
+
+#: argparse's error (CPython Lib/argparse.py ArgumentParser.error: "%(prog)s: error: %(message)s",
+#: then exit 2) with the messages its parser raises (parse_args, _parse_known_args, _get_values):
+#: the command line is wrong, quoted or bare (yangjianxin1/Firefly#154: "`error: unrecognized
+#: arguments: --local_rank=0`", one per rank), or under a server's prefix at whatever level it logs a
+#: worker's stderr (TorchServe: "[WARN ] W-9000-m_1.0-stderr MODEL_LOG - model_service_worker.py:
+#: error: unrecognized arguments: ...")
+ARGPARSE_ERROR = re.compile(r"(?:^|[\s`>|*])(?:[\w./-]+: )?error: (?:unrecognized arguments: |the following arguments "
+                            r"are required: |argument [-\w/, ]+: (?:invalid|expected|not allowed)|ambiguous option: )")
+
+#: a command the shell could not find (bash: "<name>: command not found", "bash: line 1: <name>: command not
+#: found"; dash: "/bin/sh: 1: <name>: not found"): a missing program or PATH, which a restart repeats
+_COMMAND_NOT_FOUND = re.compile(r"^(?:\S+: )?(?:line \d+: )?[\w./+-]+: command not found\s*$|"
+                                r"^/bin/(?:ba|da)?sh: \d+: [\w./+-]+: not found\s*$")
+
+#: a launcher's or scheduler's job status word that says the job failed ("(status: FAILED_NO_RESOURCE)",
+#: SkyPilot's job statuses FAILED, FAILED_SETUP, FAILED_PRECHECKS, FAILED_NO_RESOURCE, FAILED_DRIVER,
+#: FAILED_CONTROLLER; sky/skylet/job_lib.py, sky/jobs/state.py); the ones that name a setup step or
+#: resources that could not be had are a configuration a relaunch meets again
+_FAILED_STATUS = re.compile(r"\bstatus:? (FAILED(?:_[A-Z]+)*)\b(?!_)")
+_FAILED_SETUP = re.compile(r"_(?:NO_RESOURCE|SETUP|PRECHECKS)$")
+
+
 def crash_form(text: str) -> Form | None:
     """The form of a process dying: a failed check, a panic, a fatal signal, an uncaught exception's
     report, a worker's death."""
@@ -277,12 +347,41 @@ def stated_error_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
                     Label.HARDWARE_ERROR)
     if _GPU_BACKEND_FAILED.search(text):
-        return Form(FormKind.ERROR, "a GPU backend that failed to initialise (JAX falls back to the CPU)",
+        return Form(FormKind.ERROR, "an accelerator backend that failed to initialise (JAX falls back to the CPU)",
                     Label.CONFIG_ERROR)
     if _RESOURCE.search(text) and head_level(text) not in QUIET_LEVELS:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
         return Form(FormKind.ERROR, "a status in a list of root errors")
+    return _stated_setup_form(text) or _stated_status_form(text)
+
+
+def _stated_setup_form(text: str) -> Form | None:
+    """A version mismatch, a command not found, a compiler tool's own error, memory an allocator could not get."""
+    if _VERSION_MISMATCH.search(text):
+        return Form(FormKind.ERROR, "a version mismatch between a program and what it loads", Label.CONFIG_ERROR)
+    if ARGPARSE_ERROR.search(text):
+        return Form(FormKind.ERROR, "argparse's usage error", Label.CONFIG_ERROR)
+    if _COMMAND_NOT_FOUND.search(text):
+        return Form(FormKind.ERROR, "a command the shell could not find", Label.CONFIG_ERROR)
+    tool = _TOOL_SEVERITY.search(text)
+    if tool is not None:
+        compiler = _CUDA_COMPILERS.match(tool.group(1)) is not None
+        return Form(FormKind.ERROR, f"a {tool.group(2)} diagnostic of {tool.group(1)}",
+                    Label.COMPILE_ERROR if compiler else None)
+    if ALLOCATOR_OOM.search(text) and head_level(text) not in QUIET_LEVELS:
+        return Form(FormKind.ERROR, "memory an allocator could not get, or a node nearly out of it", Label.OOM)
+    return None
+
+
+def _stated_status_form(text: str) -> Form | None:
+    """A record whose status is an absl/gRPC code, or a job status that says the job failed."""
+    if _STATUS_RECORD.search(text) and head_level(text) not in QUIET_LEVELS:
+        return Form(FormKind.ERROR, "a record whose status is an error code")
+    failed = _FAILED_STATUS.search(text)
+    if failed is not None:
+        setup = _FAILED_SETUP.search(failed.group(1)) is not None
+        return Form(FormKind.ERROR, f"a job status {failed.group(1)}", Label.CONFIG_ERROR if setup else None)
     return None
 
 

@@ -21,8 +21,11 @@ _KEY = r"(?:[\w.-]*loss[\w.-]*|grad(?:ient)?[ _-]?norm\w*|[\w.-]*_norm|perplexit
 #: Python's format spec pads a non-finite float with the zeros it asks for (format(float("nan"), "07.5f")
 #: is "0000nan"; printf's %07f pads it with spaces)
 _NONFINITE_VALUE = r"[-+]?0*(?:nan|inf(?:inity)?)\b"
-_METRIC = re.compile(rf"(?i:\b({_KEY}))['\"]?\s*(?:[=:|]\s*)?['\"]?(?:tensor\(\s*)?(?i:{_NONFINITE_VALUE})")
-_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?(?:tensor\(\s*)?[-+]?(?!0*(?i:nan|inf))\d")
+#: (the value alone in a list or an array, as PaddlePaddle prints a fetched tensor: "loss: [nan]",
+#: NumPy's "array([nan])")
+_WRAP = r"(?:tensor\(\s*|array\(\[\s*|\[\s*)?"
+_METRIC = re.compile(rf"(?i:\b({_KEY}))['\"]?\s*(?:[=:|]\s*)?['\"]?{_WRAP}(?i:{_NONFINITE_VALUE})")
+_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?" + _WRAP + r"[-+]?(?!0*(?i:nan|inf))\d")
 #: the frameworks' own words: "loss is nan", "NaN loss detected", "gradients are non-finite",
 #: torch.nn.utils.clip_grad_norm_'s "The total norm of order 2.0 for gradients from `parameters` is
 #: non-finite"

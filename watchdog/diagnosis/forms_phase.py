@@ -29,6 +29,10 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # please wait for a while..."; turbo-ocr "Building TRT engine: <onnx> -> <plan>")
     (re.compile(r"\bBuilding engine, please wait\b|\bBuilding (?:a |the )?(?:TRT|TensorRT) engine\b"),
      "a TensorRT engine build"),
+    # ... and the builder's own VERBOSE records of its tactic selection, which only an engine build
+    # prints (the Python bindings' logger: "[11/27/2024-23:00:09] [TRT] [V] Disabling unused tactic
+    # source: ...", "[TRT] [V] Tactic: 0x... Time: ..."; builder/tacticOptimizer)
+    (re.compile(r"^(?:\[[^\]]{1,40}\] )?\[TRT\] \[V\] .*\b[Tt]actic\b"), "a TensorRT engine build"),
     # neuronx-cc's pass manager, one line per pass ("<YYYY-MM-DDTHH:MM:SSZ> Running <Pass>", then
     # "<Pass> finished after <s> seconds"; aws-neuron/aws-neuron-sdk#892), and neuron-cc's job pipeline
     # ("<date> INFO <pid> [pipeline.compile.0]: Starting job job.WalrusDriver.3 ...", "[job.<Name>.<n>]:
