@@ -115,10 +115,10 @@ _WRAPPED = re.compile(r"^.{0,160}? MODEL_LOG - |^\s*\((?:\w+ )?pid=\d+(?:, ip=[\
 #: clients raise a status so ("XlaRuntimeError: RESOURCE_EXHAUSTED: ...", "RuntimeError: UNAVAILABLE: ..."),
 #: whatever wraps the class (IPython's "UnfilteredStackTrace: RuntimeError: ..."); its cause is the code's
 #: (cause_of)
-_STATUS_EXCEPTION = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception): (?:CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|"
-    r"PERMISSION_DENIED|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|"
-    r"DATA_LOSS|UNAUTHENTICATED): \S")
+ABSL_STATUS_CODES = ("CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                     "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                     "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+_STATUS_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception): (?:" + "|".join(ABSL_STATUS_CODES) + r"): \S")
 #: the plain Python exception line, inside a wrapper
 _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
 
@@ -270,9 +270,7 @@ _TF_OOM_HINT = re.compile(r"^\s*(?:#\s*)?Hint: If you want to see a list of allo
 #: code stands after the line's start or a colon and before a colon, never inside a name
 #: ("Status::INTERNAL", "INTERNAL_ERROR") nor in prose ("returns UNAVAILABLE when ..."). OUT_OF_RANGE
 #: is left out: an input pipeline that ends says it ("OUT_OF_RANGE: End of sequence").
-_STATUS_CODES = ("CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "UNIMPLEMENTED",
-                 "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+_STATUS_CODES = tuple(code for code in ABSL_STATUS_CODES if code != "OUT_OF_RANGE")
 _STATUS_RECORD = re.compile(r"(?:^\s*|: )(?:" + "|".join(_STATUS_CODES) + r"): \S")
 
 #: a program and its version that do not fit together, in the words the checks print: PyTorch's check of
