@@ -84,6 +84,34 @@ Thread 530235 (idle): "MainThread"
     training_step (transformers/trainer.py:2263)
 """
 
+#: DeepSpeed#3032 (py-spy of a ZeRO-2 run hung at its first step on 32 GPUs): the main thread idle in
+#: torch < 2.3's autograd entry, under ZeRO's backward; no frame names a collective
+PYSPY_ZERO2_IDLE_IN_ENGINE = """\
+Thread 4939 (idle): "MainThread"
+    backward (torch/autograd/__init__.py:199)
+    backward (torch/_tensor.py:488)
+    backward (deepspeed/runtime/fp16/loss_scaler.py:51)
+    backward (deepspeed/runtime/zero/stage_1_and_2.py:2013)
+    backward (deepspeed/runtime/engine.py:1860)
+    wrapped_fn (deepspeed/utils/nvtx.py:11)
+Thread 5031 (idle): "Thread-1"
+    wait (threading.py:316)
+    run (threading.py:1264)
+"""
+
+#: The same frames dumped while the backward computes (py-spy's ``active``): a busy rank, not a wait
+PYSPY_ZERO2_ACTIVE_IN_ENGINE = PYSPY_ZERO2_IDLE_IN_ENGINE.replace("Thread 4939 (idle)", "Thread 4939 (active+gil)")
+
+#: Idle under ZeRO's backward, but innermost in a Python hook of the model (not in the engine's entry):
+#: the hook's own frame is where the thread is, and it names nothing
+PYSPY_ZERO2_IDLE_IN_HOOK = """\
+Thread 4939 (idle): "MainThread"
+    _log_activation (mymodel/hooks.py:40)
+    _call_hook (torch/utils/hooks.py:125)
+    backward (torch/autograd/__init__.py:199)
+    backward (deepspeed/runtime/zero/stage_1_and_2.py:2013)
+"""
+
 #: A data loader worker dumped by py-spy while the job runs (the layout of py-spy's dump.rs; the
 #: frames of torch's worker loop waiting for its next index): idle, not hung
 PYSPY_DATALOADER_WORKER = """\
@@ -134,8 +162,12 @@ def _scan(text: str) -> DumpScanner:
     (GSTACK_ALLREDUCE, "gdb", Activity.WAIT, "cuStreamSynchronize"),
     (PYSPY_BACKWARD_ONLY, "py-spy", Activity.OTHER, None),
     (PYSPY_DATALOADER_WORKER, "py-spy", Activity.DATA, "_worker_loop"),
+    (PYSPY_ZERO2_IDLE_IN_ENGINE, "py-spy", Activity.WAIT, "backward"),
+    (PYSPY_ZERO2_ACTIVE_IN_ENGINE, "py-spy", Activity.OTHER, None),
+    (PYSPY_ZERO2_IDLE_IN_HOOK, "py-spy", Activity.OTHER, None),
 ], ids=["py-spy-zero3", "faulthandler-zero3", "gdb-nccl-allreduce", "gstack-allreduce", "py-spy-backward-only",
-        "py-spy-dataloader-worker"])
+        "py-spy-dataloader-worker", "py-spy-idle-in-engine-under-zero2", "py-spy-active-in-engine-busy",
+        "py-spy-idle-in-a-hook"])
 def test_each_layout_is_read_to_its_main_threads_activity(text: str, tool: str, doing: Activity,
                                                           function: str | None) -> None:
     dumps = _scan(text).finish()
@@ -216,6 +248,7 @@ def test_a_dump_under_a_crash_report_says_nothing_of_a_hang(excerpt: str) -> Non
 @pytest.mark.parametrize("excerpt", [
     "collective_hang/deepspeed-6524-zero3-stuck-in-partition-grads-py-spy.log",
     "collective_hang/deepspeed-860-zero3-inference-hangs-in-synchronize-faulthandler.log",
+    "collective_hang/deepspeed-3032-torch-compile-zero2-32gpu-pyspy-backward.log",
 ])
 def test_offline_diagnose_reads_a_pasted_dump_as_a_hang(excerpt: str) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict

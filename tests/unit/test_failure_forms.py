@@ -276,6 +276,9 @@ CAUSES = [
     ("There are not enough slots available in the system to satisfy the 8 slots ", Label.CONFIG_ERROR),
     ("localhost: ssh: connect to host localhost port 22: Connection refused", Label.CONFIG_ERROR),
     ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", Label.CONFIG_ERROR),
+    # ptxas refusing a target: one reading whatever the build's name (a JIT compiler's compile failing)
+    ("ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'", Label.COMPILE_ERROR),
+    ("ptxas-blackwell fatal   : Value 'sm_110a' is not defined for option 'gpu-name'", Label.COMPILE_ERROR),
     ("slurmstepd: error: execve(): python3: No such file or directory", Label.CONFIG_ERROR),
     ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", Label.CONFIG_ERROR),
     ("Tensor had NaN values", Label.NUMERICAL_ERROR),

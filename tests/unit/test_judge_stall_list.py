@@ -23,6 +23,17 @@ STALLED = ["[1,0]<stderr>:Stalled ranks:",
            "[1,0]<stderr>:6: [horovod_allreduce.0, horovod_allreduce.1, horovod_allreduce.10 ...]"]
 MISSING = ["HorovodBroadcast_fully_connected_weights_0 [missing ranks: 0]",
            "HorovodBroadcast_conv_layer1_Conv_biases_0 [missing ranks: 0]"]
+#: horovod#2107 (RETURNN): the list line alone, its "Missing ranks:" header cut off; srun's "3: " label
+#: read as the rank, so the judge sees "[<tensors>]"
+HEADLESS = ["3: [global_tensor_horovod_sum_have_data/HorovodAllreduce_globals_horovod_have_more_data_placeholder_0, "
+            "global_tensor_horovod_sum_have_error/HorovodAllreduce_globals_horovod_have_error_placeholder_0]"]
+#: horovod#100 and horovod#134: the older "Stalled ops:" list of ops and the ranks that *arrived*; one log
+#: that ends on it hung, the other went on: a wait, whatever follows
+READY = ["Stalled ops: ",
+         "model/model/DistributedAdamOptimizer_Allreduce/HorovodAllgather_model_model_gradients_concat_0 "
+         "[ready ranks: 1], ",
+         "model/model/DistributedAdamOptimizer_Allreduce/HorovodAllreduce_model_model_gradients_AddN_58_0 "
+         "[ready ranks: 1], "]
 STEPS = [f"INFO:root:[step {s}]  mlm_loss=1.40114        nsp_loss= 0.02  throughput=14.5K tks/s"
          for s in (83998, 83999)]
 
@@ -42,6 +53,12 @@ def _final(lines: list[str], t0: float = 1000.0) -> tuple[Label, Action, str]:
     ([*STEPS, WARNING], Label.COMM_TIMEOUT_TRANSIENT, Action.WAIT),
     # the job went on after the report: a stall it survived
     ([WARNING, *STALLED, *STEPS], Label.HEALTHY, Action.WAIT),
+    # the list without its header: the same list, read by its own lines
+    ([*STEPS, *HEADLESS], Label.COLLECTIVE_HANG, Action.RESTART),
+    ([*HEADLESS, *STEPS], Label.HEALTHY, Action.WAIT),
+    # ranks that arrived, not those missing: a wait even at the end, never healthy
+    ([*STEPS, *READY], Label.COMM_TIMEOUT_TRANSIENT, Action.WAIT),
+    ([*READY, *STEPS], Label.HEALTHY, Action.WAIT),
 ])
 def test_a_log_ending_on_a_stall_list_is_a_hang(lines: list[str], label: Label, action: Action) -> None:
     got = _final(lines)

@@ -92,6 +92,20 @@ _DATA = re.compile(r"torch/utils/data/|/datasets/|tensorflow/python/data/|\b(?:_
 _GENERIC_WAIT = re.compile(r"(?:^|/)(?:threading|subprocess|queue|selectors|socket|multiprocessing/\w+|"
                            r"concurrent/futures/\w+)\.py$")
 
+#: The Python frames that call torch's C++ autograd engine (``Variable._execution_engine.run_backward``):
+#: ``backward``/``grad`` in torch/autograd/__init__.py (torch < 2.3 calls the engine there) and
+#: ``_engine_run_backward`` in torch/autograd/graph.py. A thread whose innermost frame is one of them is
+#: inside the engine, and py-spy's ``idle`` says it is not computing but blocked there.
+_ENGINE_ENTRY_FILE = re.compile(r"(?:^|/)torch/autograd/(?:__init__|graph)\.py$")
+_ENGINE_ENTRY_FUNCTIONS = frozenset({"backward", "grad", "_engine_run_backward"})
+#: A backward run by a data-parallel engine whose gradient hooks reduce across ranks (DeepSpeed's ZeRO
+#: and engine, torch's DDP and FSDP, fairscale, Horovod, apex's DDP): its engine blocked is a rank
+#: waiting on the others' gradients (DeepSpeed#3032: ``backward (torch/autograd/__init__.py:199)`` idle
+#: under ``backward (deepspeed/runtime/zero/stage_1_and_2.py)``). The same idle frame under a plain
+#: trainer names no peer (a single process's test that hangs in backward).
+_DATA_PARALLEL = re.compile(r"(?:^|/)(?:deepspeed/runtime|torch/nn/parallel|torch/distributed|fairscale|horovod|"
+                            r"apex/parallel)/")
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -133,6 +147,8 @@ class Thread:
     main: bool | None  # None: the layout does not say (faulthandler: decided when the dump ends)
     frames: list[Frame] = field(default_factory=list)  # innermost first, at most INNERMOST
     outermost: Frame | None = None
+    #: py-spy's thread status (``idle``, ``active``, ``active+gil``...); '' for layouts that print none
+    status: str = ""
 
     def add(self, frame: Frame) -> None:
         if len(self.frames) < INNERMOST:
@@ -140,7 +156,11 @@ class Thread:
         self.outermost = frame
 
     def doing(self) -> tuple[Activity, Frame | None]:
-        """The activity of the innermost frame that names one, and that frame."""
+        """The activity of the innermost frame that names one, and that frame; or a wait, when py-spy
+        shows the thread idle inside the autograd engine of a data-parallel backward
+        (:func:`blocked_in_reducing_backward`)."""
+        if blocked_in_reducing_backward(self):
+            return Activity.WAIT, self.frames[0]
         for frame in self.frames:
             found = activity(frame)
             if found is not Activity.OTHER:
@@ -236,7 +256,8 @@ class DumpScanner:
         text = line.text
         m = _PYSPY_THREAD.match(text)
         if m:
-            self._begin(line, "py-spy").threads.append(Thread("py-spy", line, m.group(2) == "MainThread"))
+            self._begin(line, "py-spy").threads.append(
+                Thread("py-spy", line, m.group(2) == "MainThread", status=m.group(1)))
             return True
         if _FH_THREAD.match(text):
             self._begin(line, "faulthandler").threads.append(Thread("faulthandler", line, None))
@@ -270,7 +291,7 @@ class DumpScanner:
             if m:
                 if m.group(2) == "MainThread" and any(t.main for t in dump.threads):
                     return False  # a second MainThread: the next process's dump
-                dump.threads.append(Thread("py-spy", line, m.group(2) == "MainThread"))
+                dump.threads.append(Thread("py-spy", line, m.group(2) == "MainThread", status=m.group(1)))
                 return True
             f = _PYSPY_FRAME.match(text)
             if f:
@@ -310,6 +331,17 @@ class DumpScanner:
             self.dropped += 1
             return
         self.dumps.append(Dump(dump.tool, key, dump.first, dump.crash, main, doing, frame))
+
+
+def blocked_in_reducing_backward(thread: Thread) -> bool:
+    """py-spy shows the thread ``idle`` with its innermost frame the call into the autograd engine, and a
+    data-parallel engine's frame among the innermost: the backward waits on the gradient reduction. An
+    ``active`` thread there is computing its backward, and is not read so."""
+    if thread.status != "idle" or not thread.frames:
+        return False
+    inner = thread.frames[0]
+    return (inner.function in _ENGINE_ENTRY_FUNCTIONS and _ENGINE_ENTRY_FILE.search(inner.file) is not None
+            and any(_DATA_PARALLEL.search(f.file) for f in thread.frames[1:]))
 
 
 def _by_threading(thread: Thread) -> bool:

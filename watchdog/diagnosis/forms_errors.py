@@ -186,9 +186,13 @@ _RESOURCE = re.compile(
     r"\bssh: connect to host \S+ port \d+: (?:Connection refused|Connection timed out|No route to host|"
     r"Network is unreachable)|"
     r"\bCommand '(?:\S*/)?ssh\b[^']*' returned non-zero exit status 255\b|\bssh exited with exit code 255\b|"
-    # a GPU architecture the CUDA toolchain does not know (nvcc: "nvcc fatal   : Unsupported gpu
-    # architecture 'compute_89'"; ptxas: "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'")
-    r"\b(?:nvcc|ptxas) fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined for option 'gpu-name')|"
+    # a GPU architecture nvcc does not know ("nvcc fatal   : Unsupported gpu architecture 'compute_89'"): the
+    # build's own arch list (TORCH_CUDA_ARCH_LIST, -gencode) names a target the installed toolkit lacks.
+    # ptxas's refusal of a target ("ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'",
+    # "ptxas-blackwell fatal   : ...") is not read here: a JIT compiler (Triton, XLA) ran its ptxas on the
+    # PTX it generated, and the compile failed (_TOOL_SEVERITY), whatever the build's name
+    r"\bnvcc fatal\s*: (?:Unsupported gpu architecture|"
+    r"Value '\w+' is not defined for option 'gpu-(?:name|architecture)')|"
     # ... and the driver finding no code for this GPU in a binary (CUDA driver API
     # CUDA_ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_INVALID_IMAGE; runtime cudaErrorNoKernelImageForDevice
     # "no kernel image is available for execution on the device")
