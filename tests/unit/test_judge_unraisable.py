@@ -54,6 +54,8 @@ def _final(lines: list[str]) -> tuple[Label, Action]:
     ([*STEPS, *IGNORED[:2]], (Label.HEALTHY, Action.WAIT)),  # cut after the header
     ([*STEPS, *IGNORED[1:]], (Label.OTHER_CRASH, Action.RESTART)),  # not announced: a crash
     ([*STEPS, *LOADER, *CRASH], (Label.OTHER_CRASH, Action.RESTART)),  # a crash after an ignored one
+    # announced without its traceback, and a crash's traceback long after (lines are 1 s apart here)
+    ([*STEPS, LOADER[0], *STEPS, *STEPS, *CRASH], (Label.OTHER_CRASH, Action.RESTART)),
 ])
 def test_an_ignored_exception_is_not_the_ranks_failure(lines: list[str], verdict: tuple[Label, Action]) -> None:
     assert _final(lines) == verdict

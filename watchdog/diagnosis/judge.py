@@ -194,6 +194,10 @@ UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
 #: its "\tat" frames under it: the record's cause is the throwable's
 _THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwable)(?::\s|\s*$)")
 TRACEBACK_SIGNATURE = "python.traceback"
+#: how long after "Exception ignored in:" its traceback may still come (the report is one write)
+UNRAISABLE_REPORT_S = 5.0
+#: the effects of the matches compact_matches may leave out of a node's batch
+_COMPACTABLE = frozenset({Effect.PROGRESS, Effect.BENIGN, Effect.INFO, Effect.COMM_WAIT, Effect.COMPILE_BEAT})
 #: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
 #: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
 STALL_LIST_SIGNATURES = frozenset({"horovod.stalled_ranks"})
@@ -334,6 +338,7 @@ class RankState:
     folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
     #: inside an exception Python ignored: 1 announced ("Exception ignored in:"), 2 its traceback began
     unraisable: int = 0
+    unraisable_at: float = 0.0  # the announcement's line time
     last_wait: float | None = None
     last_wait_line: Evidence | None = None
     first_lock_wait: float | None = None  # "Another process must be compiling" since
@@ -816,9 +821,15 @@ class Judge:
         ev = line.evidence(m.signature.id)
         effect = m.signature.effect
         if m.signature.id == UNRAISABLE_SIGNATURE:
-            st.unraisable = 1
+            st.unraisable, st.unraisable_at = 1, line.mono
             return m
-        if st.unraisable:
+        # Only the matches a node always sends (compact_matches) move the ignored exception's
+        # state: the progress, benign, info, wait and beat lines it may leave out come from other
+        # output interleaved with the report, and must leave the judge as it leaves it without them.
+        # Python writes the report at once; an announcement older than that is no longer its header.
+        if st.unraisable and effect not in _COMPACTABLE and line.mono - st.unraisable_at > UNRAISABLE_REPORT_S:
+            st.unraisable = 0
+        if st.unraisable and effect not in _COMPACTABLE:
             # the ignored exception's traceback header, then its exception line: not the rank's failure
             if st.unraisable == 1 and m.signature.id == TRACEBACK_SIGNATURE:
                 st.unraisable = 2
