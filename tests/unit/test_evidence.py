@@ -36,3 +36,13 @@ def test_incident_md_names_culprit_evidence_advice_and_location() -> None:
     assert "s3://bkt/runs/job-1/incident-2/n1" in md
     assert "core-dump: no core dump" in md and "neuron-ls.json" in md
     assert "last step reached: 41" in md
+
+
+def test_a_process_stopped_before_py_spy_ran_is_said_stopped_whatever_its_state_after() -> None:
+    """py-spy's attach and detach move a stopped process through other states: the state read
+    before it ran decides (pid 0 has no /proc entry: the state after reads as unknown)."""
+    from neuron_watch.node.stack_capture import _py_spy_failure
+
+    err = "Error: Failed to get stack traces\n   0: backtrace"
+    assert "stopped (state T)" in _py_spy_failure(0, 1, err, state_before="T")
+    assert _py_spy_failure(0, 1, err, state_before="S") == "Error: Failed to get stack traces"

@@ -35,12 +35,19 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _py_spy_failure(pid: int, rc: int, err: str) -> str:
-    """Why py-spy could not read ``pid``, in plain words (its stderr ends in a Rust backtrace)."""
+def _proc_state(pid: int) -> str:
+    """``pid``'s one-letter /proc state, or ''."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        state = ""
+        return ""
+
+
+def _py_spy_failure(pid: int, rc: int, err: str, state_before: str = "") -> str:
+    """Why py-spy could not read ``pid``, in plain words (its stderr ends in a Rust backtrace).
+    ``state_before``: the process state read before py-spy ran (attaching and detaching moves a
+    stopped process through other states, so the state after may no longer say it)."""
+    state = state_before if state_before in ("T", "t") else _proc_state(pid)
     if state in ("T", "t"):
         return f"the process is stopped (state {state}); py-spy cannot read a stopped process"
     if "Failed to find a python interpreter" in err:
@@ -116,11 +123,13 @@ def collect_stacks(rec: Recorder, rank_pids: Mapping[int, int], probe_sockets: M
         if exe is None:
             why.append("py-spy not installed (pip install 'neuron-watch[stacks]')")
             return rank, pid, note, "", why
+        state_before = _proc_state(pid)
         rc, out, err, timed_out = run_bounded([exe, "dump", "--pid", str(pid)], budget)
         note.update(via="py-spy", returncode=rc, timed_out=timed_out)
         if rc == 0 and out.strip():
             return rank, pid, note, out, []
-        why.append(f"py-spy dump --pid {pid}: " + ("timed out" if timed_out else _py_spy_failure(pid, rc, err)))
+        failure = "timed out" if timed_out else _py_spy_failure(pid, rc, err, state_before)
+        why.append(f"py-spy dump --pid {pid}: {failure}")
         return rank, pid, note, out, why
 
     workers = max(1, min(16, len(rank_pids)))
