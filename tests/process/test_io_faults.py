@@ -113,6 +113,18 @@ def run_through_a_full_disk(argv: list[str], tmp_path: Path, env: dict[str, str]
             wait_for("the console's 'watchdog degraded'", lambda: console.saw("watchdog degraded"),
                      within(60), interval=POLL)
             size = {r: f.stat().st_size for r, f in torchrun_files(run_dir / "gen-0" / "torchrun").items()}
+            # The watchdog's own writes may fail first (its job log takes a batch every few ms); the
+            # ranks print 10 lines a second: keep the disk full until no rank's file has grown for
+            # three looks in a row, so that their prints met the full disk too.
+            unchanged = [0]
+
+            def ranks_blocked() -> bool:
+                now = {r: f.stat().st_size for r, f in torchrun_files(run_dir / "gen-0" / "torchrun").items()}
+                unchanged[0] = unchanged[0] + 1 if now == size else 0
+                size.update(now)
+                return unchanged[0] >= 3
+
+            wait_for("the ranks' files to stop growing on the full disk", ranks_blocked, within(60), interval=POLL)
             assert p.poll() is None, console.read()[-3000:]  # the job runs on
             filler.unlink()
             wait_for("the console's 'watchdog recovered'", lambda: console.saw("watchdog recovered"),
