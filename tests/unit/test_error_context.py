@@ -21,6 +21,8 @@ from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_settings import LinkCounters
 from neuron_watch.wire.protocol import Kind, block_lines, decode_body, encode_body, line_records
 
+from .test_errorblock import GRPC
+
 KB = default_knowledge_base()
 NODE = "trn-a"
 SOURCE = "rank-0.log"
@@ -28,16 +30,6 @@ STEP = "step 3 loss 2.3412"
 
 # grpc's _InactiveRpcError (src/python/grpcio/grpc/_channel.py) under a Python traceback: the status line
 # under the exception states the cause, nothing a signature matches does
-GRPC = [
-    "Traceback (most recent call last):",
-    '  File "train.py", line 12, in <module>',
-    "    stub.Push(request)",
-    "grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:",
-    "\tstatus = StatusCode.RESOURCE_EXHAUSTED",
-    '\tdetails = "Received message larger than max (8388613 vs. 4194304)"',
-    '\tdebug_error_string = "{"created":"@1600000000.0","grpc_status":8}"',
-    ">",
-]
 # oom/bigdl-1570-spark-executor-java-heap-space-wide-and-deep style: a Java wrapper over its cause
 JAVA = [
     "2019-08-19 02:42:12 ERROR Executor:91 - Exception in task 0.0 in stage 149.0 (TID 59)",
