@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.fixtures.disk",
     "tests.fixtures.starts",
     "tests.fixtures.runs",
+    "tests.fixtures.cputime",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -104,7 +105,8 @@ _measured: dict[str, float] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Runs in the controller for every worker's report: set-up and teardown of a test's fixtures
-    # count towards it, since they are what a worker spends on it.
+    # count towards it, since they are what a worker spends on it. Its CPU seconds are recorded
+    # beside, with shared fixtures apart (tests/fixtures/cputime.py).
     if os.environ.get("NW_RECORD_DURATIONS"):
         nodeid = _plain(report.nodeid)
         _measured[nodeid] = _measured.get(nodeid, 0.0) + report.duration

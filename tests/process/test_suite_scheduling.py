@@ -92,3 +92,59 @@ def test_the_start_count_counts_torchrun_and_its_ranks_once_and_chains_the_next_
     assert sorted(log.read_text().splitlines()) == ["rank\ttests/process/test_x.py::test_y"] * 2 + [
         "torchrun\ttests/process/test_x.py::test_y"] * 2
     assert tally(log.read_text().splitlines()) == {"tests/process/test_x.py": {"torchrun": 2, "rank": 2}}
+
+
+_PROFILED = '''
+import subprocess
+import sys
+
+import pytest
+
+
+def burn(seconds: float) -> None:
+    """A child that spends ``seconds`` of CPU (reaped here, as a test's real run is)."""
+    code = f"import time\\nwhile time.process_time() < {seconds}: pass\\n"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture(scope="module")
+def shared_run() -> object:
+    burn(1.0)
+    yield "ran"
+    burn(0.5)
+
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("n", range(2))
+def test_reads_the_run(shared_run: str, n: int) -> None:
+    assert shared_run == "ran"
+
+
+def test_burns_its_own() -> None:
+    burn(0.8)
+'''
+
+
+def test_each_tests_cpu_is_recorded_with_a_shared_runs_cpu_apart_across_workers(tmp_path: Path) -> None:
+    """``NW_RECORD_DURATIONS``' CPU seconds (tests/fixtures/cputime.py) as ``tests/run`` runs the
+    suite: a test's own reaped child counts in the test; a module fixture's set-up and teardown
+    count in the fixture, not in the test that happened to set it up or tear it down."""
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "test_profiled.py").write_text(_PROFILED)
+    profile = tmp_path / "profile.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NW_"))}
+    env.update(NW_RECORD_DURATIONS="1", NW_PROFILE=str(profile), PYTHONPATH=str(root))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.fixtures.cputime",
+                        "--rootdir", str(tmp_path), "-n", "2", "--dist", "loadgroup", str(tmp_path)], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads(profile.read_text())
+    tests = {k.split("::", 1)[1]: cpu for k, (_wall, cpu) in data["tests"].items()}
+    assert set(tests) == {"test_reads_the_run[0]", "test_reads_the_run[1]", "test_burns_its_own"}, data
+    (_wall, fixture_cpu, phases) = data["fixtures"]["test_profiled.py::shared_run"]
+    assert fixture_cpu >= 1.5 and phases == 2, data  # its set-up's child and its teardown's
+    assert tests["test_burns_its_own"] >= 0.8, data
+    # the readers spent no more than pytest's own bookkeeping: far less than any child above
+    assert tests["test_reads_the_run[0]"] < 0.5 and tests["test_reads_the_run[1]"] < 0.5, data
