@@ -25,6 +25,7 @@ from neuron_watch.diagnosis.stacks import in_collective, stack_culprit, top_fram
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
+    assert_ended_on_the_fault,
     events,
     force_cleanup,
     named,
@@ -118,15 +119,6 @@ DDP_FAULTS = str(Path(__file__).resolve().parent / "ranks" / "ddp_faults.py")
 #: the fault's verdict, its evidence and the stop are what these runs show: no restart (a restarted
 #: generation would import torch in every rank again and train clean, which other tests show)
 NO_RESTART = ("--max-restarts", "0")
-
-
-def assert_ended_on_the_fault(code: int | None, evs: list[dict[str, Any]], out: str) -> None:
-    """The job ended on its one failure (``--max-restarts 0``): given up, not restarted, and the
-    wrapper's exit code is the one the give-up and the job's end say."""
-    (gave_up,) = named(evs, "gave_up")
-    assert "--max-restarts 0 used up" in gave_up["reason"], gave_up
-    assert code == gave_up["exit_code"] != 0, out[-3000:]
-    assert named(evs, "restart") == [] and named(evs, "job_finished")[0]["exit_code"] == code
 
 
 @contextlib.contextmanager

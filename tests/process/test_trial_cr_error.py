@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end
-from tests.process.test_culprit import assert_ended_on_the_fault
+from tests.fixtures.procs import NEURON_WATCH, assert_ended_on_the_fault, events, named, pids_with_env, run_to_end
 
 pytestmark = pytest.mark.process
 
