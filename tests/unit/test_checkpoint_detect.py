@@ -14,13 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 
 from neuron_watch.recovery.checkpoint_scan import find_checkpoint, snapshot_checkpoint_dir, zip_complete
 from neuron_watch.recovery.checkpoints import CheckpointDir, DirEntry, detect, is_temporary, named_step
 
 
 def torch_file(path: Path, step: int = 0) -> Path:
+    # imported here, not at the module's top: every pytest-xdist worker imports every test module
+    # at collection, and torch costs seconds of CPU in each that never runs these tests
+    import torch
+
     torch.save({"state_dict": {"w": torch.zeros(64)}, "global_step": step}, path)
     return path
 
@@ -93,6 +96,7 @@ def megatron(root: Path, iters: list[int], tracked: int | None) -> None:
 
 
 def dcp(root: Path, name: str, finished: bool = True) -> None:
+    import torch
     import torch.distributed.checkpoint as dist_cp
 
     d = root / name

@@ -8,23 +8,25 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from neuron_watch.recovery.checkpoint_scan import find_checkpoint
 
-
-class _Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids = torch.arange(8) % 50
-        return {"input_ids": ids, "labels": ids}
+# torch is imported in the tests, not at the module's top: every pytest-xdist worker imports every
+# test module at collection, and torch costs seconds of CPU in each that never runs these tests
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
 def test_hugging_face_trainer_checkpoints(tmp_path: Path) -> None:
+    import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    class _Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            ids = torch.arange(8) % 50
+            return {"input_ids": ids, "labels": ids}
 
     steps_run: list[int] = []
 
@@ -63,6 +65,7 @@ def test_hugging_face_trainer_checkpoints(tmp_path: Path) -> None:
 @pytest.mark.parametrize("save_last", [True, "link"])
 def test_lightning_model_checkpoint(tmp_path: Path, save_last: bool | str) -> None:
     import lightning as L
+    import torch
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     class Tiny(L.LightningModule):
