@@ -202,28 +202,29 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
 
 
 def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    """DDP's uneven inputs: rank 2 has one batch fewer, skips the last step's all-reduce, says it
-    is done and exits cleanly; the others wait for it in ``backward``. Not "training finished":
-    the ranks that print progress did not all say so."""
+    """DDP's uneven inputs: rank 1 has one batch fewer, skips the last step's all-reduce, says it
+    is done and exits cleanly; rank 0 waits for it in ``backward``. Not "training finished": the
+    ranks that print progress did not all say so. Two ranks: the rank that left is named by its
+    own exit, or as the only rank that reported nothing, not by a majority."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
-            "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "3",
-            DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "2"]
+            "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "2",
+            DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
         evs = events(run_dir)
         assert_ended_on_the_fault(p.returncode, evs, out)
-        # gloo: when rank 2 closes its connections its peers fail with "Connection closed by peer"
-        # (comm_error); NCCL would leave them hung (collective_hang): the culprit is rank 2 either way
+        # gloo: when rank 1 closes its connections its peer fails with "Connection closed by peer"
+        # (comm_error); NCCL would leave it hung (collective_hang): the culprit is rank 1 either way
         failed = [e for e in named(evs, "verdict") if e["action"] == "restart"]
         assert len(failed) == 1, [(e.get("label"), e.get("reason")) for e in named(evs, "verdict")]
         assert failed[0]["label"] in ("comm_error", "collective_hang"), failed[0]
-        assert failed[0]["culprit"]["rank"] == 2, failed[0]["reason"]
-        # named as the rank that left, or (when every peer reported the closed connection before the
+        assert failed[0]["culprit"]["rank"] == 1, failed[0]["reason"]
+        # named as the rank that left, or (when its peer reported the closed connection before the
         # verdict) as the only rank that reported nothing: the same rank either way
         assert ("said it was done" in failed[0]["reason"]
-                or "vm/rank2 alone reported nothing" in failed[0]["reason"]), failed[0]["reason"]
+                or "vm/rank1 alone reported nothing" in failed[0]["reason"]), failed[0]["reason"]
         assert_incident_says(run_dir / "incidents" / "incident-1" / "vm", failed[0])
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
