@@ -1546,9 +1546,11 @@ class Judge:
         if not ends:
             return None
         # Every rank that printed progress must have said it (or exited cleanly): one rank that
-        # ran out of data early and said "done" while the others wait for it is a hang.
-        if any(st.last_progress is not None and st.train_end_line is None and st.exit_code != 0
-               for st in self.ranks.values()):
+        # ran out of data early and said "done" while the others wait for it is a hang. Only ranks:
+        # a node's own stream (rank -1) says no end, and its "a new complete checkpoint appeared
+        # ... (step N)" is a progress line.
+        if any(st.key.rank >= 0 and st.last_progress is not None and st.train_end_line is None
+               and st.exit_code != 0 for st in self.ranks.values()):
             return None
         return max(ends, key=lambda e: e.mono)
 
