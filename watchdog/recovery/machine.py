@@ -275,7 +275,9 @@ class Recovery:
         """Whatever is due at ``now`` given ``facts``."""
         if not self.live:
             return []
-        if self._interrupt is None and (left := self._left_on_signal(facts)):
+        # (not while restarting: the agents being replaced are ended by us, signals included)
+        if (self._interrupt is None and self.sm.state is not JobState.RESTARTING
+                and (left := self._left_on_signal(facts))):
             # A node's wrapper got a signal of its own and left: the scheduler ends the job (scancel
             # signals every node at once), so the job ends as on a signal to this coordinator
             name, signum = left[0]
