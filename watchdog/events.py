@@ -164,7 +164,8 @@ class StopReport:
     """A node's answer to ``stop`` (status ``stopped``): the rung of the ladder its stop reached
     (``already_gone``, ``sigterm``, ``sigint``, ``sigkill``), how long it took, the pids that
     survived it, the stopped (state ``T``) pids it continued, the uploads of its bundles (None:
-    nothing to upload), ``error`` when the stop itself failed."""
+    nothing to upload), ``error`` when the stop itself failed. ``own_signal``: the node stopped on a
+    signal of its own, not as told (``scancel`` signals every node at once), and leaves; 0 otherwise."""
 
     rung: str | None = None
     seconds: float | None = None
@@ -173,12 +174,13 @@ class StopReport:
     killed_stopped: tuple[int, ...] = ()  # stopped (state T) pids killed at once (SIGTERM waits for nothing)
     uploads: tuple[dict[str, Any], ...] | None = None
     error: str = ""
+    own_signal: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {"rung": self.rung, "seconds": self.seconds, "survivors": list(self.survivors),
                 "continued": list(self.continued), "killed_stopped": list(self.killed_stopped),
                 "uploads": None if self.uploads is None else list(self.uploads),
-                "error": self.error}
+                "error": self.error, "own_signal": self.own_signal}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> StopReport:
@@ -189,7 +191,8 @@ class StopReport:
                    continued=tuple(int(p) for p in d.get("continued") or ()),
                    killed_stopped=tuple(int(p) for p in d.get("killed_stopped") or ()),
                    uploads=None if uploads is None else tuple(u for u in uploads if isinstance(u, dict)),
-                   error=str(d.get("error") or ""))
+                   error=str(d.get("error") or ""),
+                   own_signal=int(d.get("own_signal") or 0))
 
 
 @dataclass(frozen=True)

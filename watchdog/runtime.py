@@ -475,8 +475,7 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
                     coord.interrupt(sig, now)
                 continue  # the coordinator stops every node, then shuts us down with 128+sig
             log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
-            agent.stopping(f"{signal.Signals(sig).name} forwarded")
-            agent.launcher.stop(agent.cfg.stop_timeout, first_signal=sig)
+            agent.leave_on_signal(sig, agent.cfg.stop_timeout)
             return 128 + sig
         if coord is None:
             now = time.monotonic()

@@ -10,6 +10,8 @@ steps under ``--output-dir``. It resumes the way a user wires it for neuron-watc
 Rank 0 prints ``training began at global step N`` (from ``on_train_begin``, which Trainer calls
 after it has restored the checkpoint's state) and ``training done at step N`` at the end.
 ``--step-seconds S`` sleeps S seconds after every optimizer step on every rank (a slow model).
+``--final-save-seconds S`` makes the checkpoint save of the last step S seconds longer on every rank
+(a slow filesystem's flush, silent as Trainer's saves are at its default log level).
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
 class Announce(TrainerCallback):
     """Says where training began and ended (rank 0), and makes steps slow if asked."""
 
-    def __init__(self, step_seconds: float) -> None:
+    def __init__(self, step_seconds: float, final_save_seconds: float = 0.0) -> None:
         self.step_seconds = step_seconds
+        self.final_save_seconds = final_save_seconds
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
@@ -63,6 +66,11 @@ class Announce(TrainerCallback):
         if self.step_seconds > 0:
             time.sleep(self.step_seconds)
 
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
+        if self.final_save_seconds > 0 and state.global_step >= state.max_steps:
+            time.sleep(self.final_save_seconds)
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -71,6 +79,7 @@ def main() -> None:
     p.add_argument("--save-steps", type=int, default=10)
     p.add_argument("--logging-steps", type=int, default=1)
     p.add_argument("--step-seconds", type=float, default=0.0)
+    p.add_argument("--final-save-seconds", type=float, default=0.0)
     p.add_argument("--samples", type=int, default=256)
     a = p.parse_args()
 
@@ -95,7 +104,7 @@ def main() -> None:
         seed=0,
     )
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(a.samples, seed=1),
-                      callbacks=[Announce(a.step_seconds)])
+                      callbacks=[Announce(a.step_seconds, a.final_save_seconds)])
     # neuron-watch passes the newest complete checkpoint of --checkpoint-dir in this variable
     # (empty on the first generation: start from scratch).
     trainer.train(resume_from_checkpoint=os.environ.get("NEURON_WATCH_CHECKPOINT") or None)

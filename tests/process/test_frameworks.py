@@ -15,7 +15,7 @@ Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
   rank takes SIGKILL at once, the others SIGTERM and a second later SIGKILL: how the job stops is
   not the subject, and a rank blocked in the all-reduce takes the whole deadline);
 * generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
-* generation 2 resumes and trains for more than ``3 * HANG`` to the end. Steps are ``STEP`` s
+* generation 2 resumes and trains for more than ``OUTLASTS * HANG`` to the end. Steps are ``STEP`` s
   apart with ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
 
 ``test_stopped_rank_is_a_hang_and_restarts``: exactly one hang, in generation 0, and the job
@@ -24,13 +24,15 @@ generation 1, caused by the crash (no hang verdict after generation 0): had neur
 the steps' progress, the silence of more than ``HANG`` seconds inside generation 2 would have been
 judged a hang and restarted it. A generation is on the long startup timeout until its first
 progress, so the test also asserts that generation 2's first progress was seen more than
-``3 * HANG`` before its end (else it would prove nothing). For Lightning's Rich bar, which prints
-no progress at all, the judge stays on the startup timeout (``--startup-timeout``, from the
-generation's start to its first progress); there generation 2 must outlast
-``STARTUP_RICH + HANG_RICH`` (asserted from the events, else the run would prove nothing) with
-``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight Recorder) keeps it
-from being judged hung. That liveness is read every few seconds (the rank probe's poll), so its
-hang timeout is a few polls long; the jobs that print progress have a short one. The crash's
+``OUTLASTS * HANG`` before its end (else it would prove nothing): two hang timeouts, so that a
+stretch of unseen steps one hang timeout long, and the verdict's slack after it, fit inside it.
+For Lightning's Rich bar, which prints no progress at all, the judge stays on the startup timeout
+(``--startup-timeout``, from the generation's start to its first progress); there generation 2
+must outlast ``STARTUP_RICH + HANG_RICH`` (asserted from the events, else the run would prove
+nothing) with ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight
+Recorder) keeps it from being judged hung. That liveness is read every few seconds (the rank
+probe's poll), so its hang timeout is a few polls long; the jobs that print progress have a short
+one. The crash's
 restart checkpoint is the newest one the framework had written, and the job's own output says
 generation 2 began at its step.
 
@@ -78,11 +80,16 @@ from tests.fixtures.wait import T, wait_for
 pytestmark = pytest.mark.process
 
 JOBS = ROOT / "examples" / "frameworks"
-STEP = 1.0  # seconds per training step (per epoch for the plain DDP job)
+# seconds per training step (per epoch for the plain DDP job). Generation 2 must last a time, not a
+# number of steps, and every step costs CPU (the framework's hooks and logging, a checkpoint every
+# SAVE_EVERY): longer steps are fewer to pay for
+STEP = 1.0
 # --hang-timeout: 6 steps of silence. The silence after the last step (final save, teardown) is the
 # judge's "training finished" wait: each job's last word (HF's final metrics, Lightning's
 # "`Trainer.fit` stopped", the DDP job's "training done after epoch N") is a train-end signature.
 HANG = 6.0
+#: generation 2 trains for more than this many hang timeouts past its first progress (see above)
+OUTLASTS = 2
 # The Rich-bar job's only liveness is its Flight Recorder, read every rank_probe.POLL_EVERY (5 s)
 # plus the answer's own delay under load: silence is judged over a few polls
 HANG_RICH = 12.0
@@ -318,12 +325,14 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
     SIGSTOPped after generation 0's first checkpoint (a hang), SIGKILLed after generation 1's first
     checkpoint (a crash); generation 2 trains in slow steps to the end. No pid of it survives."""
     tmp_path = tmp_path_factory.mktemp(job.name)
-    # generation 2 trains > 3 * HANG from where generation 1 was killed (its first checkpoint:
+    # generation 2 trains > OUTLASTS * HANG from where generation 1 was killed (its first checkpoint:
     # 2 * SAVE_EVERY steps or 4 epochs in), the Rich-bar generation 2 > STARTUP_RICH + HANG_RICH even
     # when its imports are quick; MARGIN more for a kill a step after that checkpoint and a slow end
     rich = job is JOB_RICH
-    need = STARTUP_RICH + HANG_RICH if rich else 3 * HANG
+    need = STARTUP_RICH + HANG_RICH if rich else OUTLASTS * HANG
     length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((need + MARGIN) / STEP)
+    if job is not JOB_DDP:  # the last step is a checkpoint step: its save is part of the healthy end
+        length = SAVE_EVERY * math.ceil(length / SAVE_EVERY)
     startup = STARTUP_RICH if rich else STARTUP  # the Rich bar: no progress line at all
     deadline = time.monotonic() + DEADLINE
     with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "1"),
@@ -379,11 +388,11 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job
         assert end - _t(restarts[1]) > STARTUP_RICH + HANG_RICH
     else:
         # Until its first progress a generation is on the (long) startup timeout. Proves something
-        # only if progress was seen early: generation 2 then trained for more than 3 * HANG on the
-        # hang timeout, which any unseen stretch of steps longer than HANG would have fired.
+        # only if progress was seen early: generation 2 then trained for more than OUTLASTS * HANG
+        # on the hang timeout, which any unseen stretch of steps longer than HANG would have fired.
         seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 2]
         assert seen, "no progress of generation 2 seen"
-        assert end - min(seen) > 3 * HANG, "generation 2's first progress was seen only near its end"
+        assert end - min(seen) > OUTLASTS * HANG, "generation 2's first progress was seen only near its end"
 
 
 @pytest.mark.timeout(DEADLINE + 60)

@@ -244,3 +244,37 @@ def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, t
         assert "lost the coordinator at 127.0.0.1" in out(tmp_path, 1)
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run1), 15) == []
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run0), 15) == []  # node 0's guardian
+
+
+def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_deadline(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """``scancel`` signals every node's wrapper at once. Node 1 stops its ranks on its own SIGTERM
+    and tells the coordinator it leaves; the coordinator (node 0, signalled too) ends the job once
+    node 0 stopped, recording why, instead of waiting out node 1's silence and the stop's deadline
+    for an answer that never comes."""
+    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"]) as nodes:
+        deadline = time.monotonic() + 180
+        # both nodes joined and their ranks train (the rank logs of both nodes show steps)
+        while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= NPROC + 1 for _, run in nodes)
+                   and all("step 2 loss" in _rank_log(run) for _, run in nodes)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p, _ in nodes), out(tmp_path, 0)
+            time.sleep(0.2)
+        for p, _ in nodes:
+            p.send_signal(signal.SIGTERM)
+        codes = wait_all(nodes, 120)
+    assert codes == [143, 143], out(tmp_path, 0) + out(tmp_path, 1)
+    evs = events(nodes[0][1])
+    end = named(evs, "job_finished")[0]
+    assert end["exit_code"] == 143 and end["state"] == "interrupted", end
+    assert "n1 stopped on their own signal and left" in end["reason"], end["reason"]
+    assert "deadline passed" not in end["reason"], end["reason"]  # no stop's deadline ran out
+    said = [(e["state"], e["detail"]) for e in named(evs, "node_status") if e["node"] == "n1"]
+    assert ("exited", "ended by its own SIGTERM") in said, said
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
+
+
+def _rank_log(run_dir: Path) -> str:
+    """The newest rank log of a node's generation 0 (its first rank's), '' before it exists."""
+    logs = sorted((run_dir / "gen-0").glob("rank-*.log"))
+    return logs[0].read_text(errors="replace") if logs else ""

@@ -47,6 +47,19 @@ def test_silence_after_training_finished_is_shutting_down_not_a_hang(end_line: s
     assert trained(None).verdict(10.0 + 100.0).label is Label.COLLECTIVE_HANG  # the same silence without it
 
 
+def test_the_nodes_word_that_the_last_checkpoint_appeared_does_not_hide_the_end() -> None:
+    """The node's own stream (rank -1) says the checkpoint of the last step appeared, a progress
+    line of that step, before Trainer's final metrics: it says no end of its own, and the silence
+    after the end (the teardown) was judged a hang, blamed on rank 0 for leaving early."""
+    j = trained(None)
+    j.observe_line(LogLine(RankKey(N, -1), "neuron-watch: a new complete checkpoint appeared: "
+                           "/fsx/ckpt/checkpoint-10 (step 10)", 10.2, 1_800_000_010.2, "ckpt", 0))
+    j.observe_line(ln(0, HF_END, 10.5))
+    assert j.training_finished() is not None
+    v = j.verdict(10.5 + 100.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT) and "training finished" in v.reason, v.reason
+
+
 def test_a_shutdown_that_never_ends_is_stopped_not_restarted() -> None:
     j = trained(OWN_END, printing=(0, 1))  # our toy job: every rank prints its steps and its end
     v = j.verdict(10.5 + 601.0)

@@ -500,7 +500,52 @@ def test_an_interrupt_is_bounded_by_the_stop_deadline() -> None:
     job.to_running()
     job.rec.interrupt(2, 0.0, job.heard)
     assert job.tick(at=24.9) == []
-    assert job.tick(at=25.0)[-1] == Finish(130, "stopped by signal 2", JobState.INTERRUPTED)
+    assert job.tick(at=25.0)[-1] == Finish(
+        130, "stopped by signal 2; the stop's deadline passed without an answer from node(s) n0, n1",
+        JobState.INTERRUPTED)
+
+
+LEFT = {"rung": "sigterm", "seconds": 0.4, "own_signal": 15}  # a node's stop on its own SIGTERM
+
+
+def test_a_node_that_left_on_its_own_signal_ends_the_job_without_waiting_for_the_stops_deadline() -> None:
+    """``scancel`` signals every node at once: n1's wrapper stops its ranks on its own SIGTERM and
+    leaves, saying so; the job stops everywhere and ends once the others answered, not at the
+    stop's deadline (n1 never answers a stop)."""
+    job = Job()
+    job.to_running()
+    job.say("n1", NodeStatus.STOPPED, report=LEFT)
+    job.say("n1", NodeStatus.EXITED)
+    out = job.tick(at=1.0)
+    said = job.events(EventKind.WARNING)
+    assert [(e.fields["kind"], e.fields["node"], e.fields["signal"]) for e in said] == [
+        ("node_left_on_signal", "n1", 15)]
+    assert out[-1] == StopJob("signal 15", 15) and job.rec.interrupted
+    assert job.tick(at=1.5) == []  # n0 stops as told: its answer is awaited
+    job.say("n0", NodeStatus.STOPPED)
+    assert job.tick(at=2.0)[-1] == Finish(
+        143, "stopped by signal 15; node(s) n1 stopped on their own signal and left", JobState.INTERRUPTED)
+
+
+def test_nodes_that_left_on_their_own_signal_before_the_coordinators_own_end_the_job_at_once() -> None:
+    """Every wrapper signalled: n1's word arrives before this coordinator's own signal is handled."""
+    job = Job()
+    job.to_running()
+    job.say("n1", NodeStatus.STOPPED, report=LEFT)
+    job.rec.interrupt(15, 0.5, job.heard)
+    job.say("n0", NodeStatus.STOPPED)
+    out = job.tick(at=0.6)
+    assert out[-1] == Finish(143, "stopped by signal 15; node(s) n1 stopped on their own signal and left",
+                             JobState.INTERRUPTED)
+    assert not job.events(EventKind.WARNING)  # the job was ending already
+
+
+def test_a_node_stopped_as_told_earlier_is_not_taken_for_one_that_left() -> None:
+    job = Job()
+    job.to_running()
+    job.say("n1", NodeStatus.STOPPED)  # an answer to a stop (no signal of its own)
+    job.say("n1", NodeStatus.LAUNCHED)
+    assert not job.rec.interrupted and not [c for c in job.tick(at=1.0) if isinstance(c, StopJob)]
 
 
 def test_an_interrupt_ends_at_once_when_the_launcher_is_gone() -> None:

@@ -14,9 +14,9 @@ step's environment (``NEURON_WATCH_SECRET``; never printed or logged).
 Recovery is the coordinator's (judge, capture, stop, restart policy). A restart is a new srun
 step in the same allocation from the checkpoint the coordinator chose. A node with a hardware
 verdict (``drain_and_restart``) is drained (:class:`~neuron_watch.slurm.drain.Drainer`, caps respected)
-and excluded from the next step while enough nodes remain; otherwise the job is requeued
-(``ExcNodeList``, ``scontrol requeue``, ``StartTime=now``) and this process exits. Under HyperPod
-with ``--auto-resume=1`` the evidence is captured and the restart is left to HyperPod.
+and excluded from the next step while enough nodes remain; otherwise the job is requeued held
+(``scontrol requeuehold``), given ``ExcNodeList`` and ``StartTime=now``, released, and this process
+exits. Under HyperPod with ``--auto-resume=1`` the evidence is captured and the restart is left to HyperPod.
 ``SLURM_RESTART_COUNT`` counts against ``--max-restarts``.
 """
 
@@ -259,24 +259,30 @@ class SrunJob:
         excluded = slurmtext.join_nodelist(plan.exclude)
         # Written before the requeue: Slurm ends this batch step right after it (SIGTERM, KillWait, SIGKILL).
         self.coord.events.emit(EventKind.REQUEUE, generation, exclude=list(plan.exclude), reason=plan.why)
-        r = self.drainer._run("requeue", self.slurm_job)
+        # Requeued held: a plain requeue leaves the job pending, and slurmctld may start it again
+        # (on the node to exclude) before the exclusion below is set; held, it waits for our release.
+        r = self.drainer._run("requeuehold", self.slurm_job)
         if r.returncode != 0:
-            msg = f"`scontrol requeue {self.slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
+            msg = f"`scontrol requeuehold {self.slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
             self.coord.events.emit(EventKind.REQUEUE_FAILED, generation, error=msg)
             return int(ExitCode.NOT_RESTARTABLE), msg
         # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
         # node is not allocated anyway: the exclusion also covers a drain the caps refused.
-        # Slurm is SIGTERMing this batch step right now: these two calls ignore SIGTERM (an ignored
-        # signal stays ignored across exec) and are done long before KillWait's SIGKILL.
+        # Slurm is SIGTERMing this batch step right now: these calls ignore SIGTERM (an ignored
+        # signal stays ignored across exec) and are done long before KillWait's SIGKILL. The release
+        # comes last and is tried whatever came before: a job left held never runs again.
         previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             for args in (("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
-                         ("update", f"jobid={self.slurm_job}", "StartTime=now")):
+                         ("update", f"jobid={self.slurm_job}", "StartTime=now"),
+                         ("release", self.slurm_job)):
                 r = self.drainer._run(*args)
                 if r.returncode != 0:
+                    then = (f"; the job is held: release it with `scontrol release {self.slurm_job}`"
+                            if args[0] == "release" else "")
                     self.coord.events.emit(
                         EventKind.REQUEUE_UPDATE_FAILED, generation,
-                        error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
+                        error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}{then}")
         finally:
             signal.signal(signal.SIGTERM, previous)
         return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"

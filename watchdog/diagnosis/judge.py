@@ -93,6 +93,22 @@ def xla_duration(text: str) -> float | None:
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
+#: A training bar without a description at its total: the Hugging Face Trainer's (its total is
+#: max_steps, its count the global step) or a plain tqdm loop's, at the last step it was given
+#: ("100%|##########| 30/30 [00:47<00:00,  1.53s/it]"). What follows it is the run's end: Trainer
+#: saves a checkpoint at the last step whatever the step (DefaultFlowCallback: "Save the model at the
+#: end"), silently at its default log level, then logs its final metrics.
+_LAST_STEP_BAR = re.compile(r"^\s*100%\|[^|]*\|\s*(\d+)/(\d+) \[")
+#: A bar drawn at 0 (tqdm draws a new bar at once): a loop that began again after a bar's end
+_NEW_BAR = re.compile(r"^\s*0%\|[^|]*\|\s*0/\d+ \[")
+
+
+def _bar_at_total(text: str, step: int) -> bool:
+    """Is ``text`` a description-less training bar at its total, that total being ``step``?"""
+    m = _LAST_STEP_BAR.match(text)
+    return m is not None and m.group(1) == m.group(2) == str(step)
+
+
 #: the failed guard in dynamo's recompile message (signature torch.dynamo.recompile_reason)
 _GUARD_FAILURE = re.compile(r"\] {4,}- (?:\d+/\d+: )?(\S.*)")
 #: Recompiles of one rank in one generation that make a recompile storm (dynamo's own limit is 8 per
@@ -577,6 +593,9 @@ class Judge:
         self._recompilers: dict[RankKey, RankState] = {}  # recompiled at least once
         self._exited = 0  # ranks with an exit code
         self._progress_seen = False  # see _started
+        #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
+        #: while no other step was seen after it: the run's last configured step was reached
+        self.last_step_line: Evidence | None = None
         #: the newest progress or end of work of any rank (see _latest_work); recomputed only when
         #: a rank's time that was the newest went back (a line read late, with an older time)
         self._work_max: float | None = None
@@ -774,7 +793,8 @@ class Judge:
             st = state_of.get(id(key)) or rank(key, mono)
             ev = Evidence(key, text, sig_id, source, lineno, mono)
             if (max_step is None or step is None or step > max_step or st.train_end is not None
-                    or st.failure_match is not None or st.recompile_open is not None):
+                    or st.failure_match is not None or st.recompile_open is not None
+                    or self.last_step_line is not None):
                 self.last_progress_wall = newest_wall
                 advance(st, mono, wall, step, ev)
                 max_step, newest_wall = self.max_step, self.last_progress_wall
@@ -991,6 +1011,14 @@ class Judge:
             self.last_progress_wall = wall
         if step is not None:
             st.step = step
+            # The last step reached (a new job-level step at the training bar's total), or training
+            # went on to another step (past it, or the next epoch's bar of a loop that draws one per
+            # epoch). A line of that same step is no such news: the bar's closing redraw, or the
+            # node's word that the checkpoint of that step appeared ("checkpoint-30": step 30).
+            if (self.max_step is None or step > self.max_step) and _bar_at_total(ev.text, step):
+                self.last_step_line = ev
+            elif self.last_step_line is not None and step != self.max_step:
+                self.last_step_line = None
             if self.max_step is None or step > self.max_step:
                 self.max_step = step
                 self.max_step_wall = wall
@@ -1518,11 +1546,28 @@ class Judge:
         if not ends:
             return None
         # Every rank that printed progress must have said it (or exited cleanly): one rank that
-        # ran out of data early and said "done" while the others wait for it is a hang.
-        if any(st.last_progress is not None and st.train_end_line is None and st.exit_code != 0
-               for st in self.ranks.values()):
+        # ran out of data early and said "done" while the others wait for it is a hang. Only ranks:
+        # a node's own stream (rank -1) says no end, and its "a new complete checkpoint appeared
+        # ... (step N)" is a progress line.
+        if any(st.key.rank >= 0 and st.last_progress is not None and st.train_end_line is None
+               and st.exit_code != 0 for st in self.ranks.values()):
             return None
         return max(ends, key=lambda e: e.mono)
+
+    def last_step_reached(self) -> Evidence | None:
+        """The training bar's line at its total (the run's last configured step, see
+        :data:`_LAST_STEP_BAR`) when no rank is behind it and none has drawn a new bar since; None
+        otherwise. A rank that stops before that step is judged on the hang timeout as ever."""
+        last = self.last_step_line
+        if last is None:
+            return None
+        step = self.max_step
+        for st in self.ranks.values():
+            if st.step is not None and st.exit_code is None and step is not None and st.step < step:
+                return None  # a rank that prints steps has not reached the last one
+            if st.key == last.key and _NEW_BAR.match(st.last_line_text):
+                return None  # a loop began again: the bar's end was an epoch's
+        return last
 
     def _left_early(self) -> list[RankState]:
         """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
@@ -1830,6 +1875,20 @@ class Judge:
                 "Check that the final checkpoint/model is complete.",
                 step=self.max_step,
                 after_training=True,
+            )
+        last = self.last_step_reached()
+        if live and idle > timeout and last is not None and now - last.mono <= self.settings.save_timeout:
+            return Verdict(
+                Label.HEALTHY,
+                Action.WAIT,
+                ranks=tuple(st.key for st in live),
+                culprit=last.key,
+                evidence=(last,),
+                reason=f"{_who(last.key)} reached the last step ({self.max_step}) {now - last.mono:.0f}s ago "
+                f"({last.text.strip()[:80]!r}): the final checkpoint save and the run's end are work, not "
+                f"silence (a hang after {self.settings.save_timeout:.0f}s)",
+                advice="The training reached its last configured step; the ranks are saving and finishing.",
+                step=self.max_step,
             )
         if live and idle > timeout:
             laggard = self._collective_laggard(live)

@@ -10,6 +10,7 @@ and the backlog from.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 from collections.abc import Sequence
@@ -140,6 +141,10 @@ class Ingest:
             view.evidence, view.evidence_heard = EvidenceReport.from_wire(body.report), self.heard
         elif state is NodeStatus.STOPPED:
             view.stop_report = StopReport.from_wire(body.report)
+            if view.stop_report.own_signal and h.generation != generation:
+                # an agent of a generation already replaced, ended by us (an srun step's agents
+                # at a restart): not a node leaving the job
+                view.stop_report = dataclasses.replace(view.stop_report, own_signal=0)
         view.status_since, view.status_heard = now, self.heard
         if state in (NodeStatus.FINISHED, NodeStatus.FAILED):
             view.launcher_exit = None if ended is None else RankExit(RankKey(h.node, -1), ended.code, now - lag)

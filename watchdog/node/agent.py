@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -215,6 +216,19 @@ class NodeAgent:
     def stop_early(self, sig: int, timeout: float) -> None:
         """A signal before the link exists: stop this node's ranks now (its exit is ours, not the job's failure)."""
         self.stopper.stop_early(sig, timeout)
+
+    def leave_on_signal(self, sig: int, timeout: float) -> None:
+        """This node's wrapper got ``sig`` (``scancel`` signals every node at once): stop its ranks,
+        then tell the coordinator at once (no tick follows) that the node stopped by its own signal
+        and leaves. The coordinator then ends the job without waiting out this node's silence and
+        the stop's deadline for an answer that would never come."""
+        report = self.stopper.stop_early(sig, timeout)
+        now, wall = self.ctx.clock(), self.ctx.wall()
+        name = signal.Signals(sig).name
+        self.link.status(NodeStatus.STOPPED, now, wall, detail=f"stopped by its own {name}: {report.rung}, "
+                         f"{report.seconds or 0.0:.1f}s", checkpoint=self.checkpoint(), report=report)
+        self.link.status(NodeStatus.EXITED, now, wall, detail=f"ended by its own {name}")
+        self.link.send_pending(now)
 
     def tell_io_fault(self, kind: str, fields: dict[str, Any]) -> None:
         """An :class:`~neuron_watch.iofaults.IOHealth` listener for a node without the coordinator in

@@ -101,8 +101,10 @@ class Stopper:
 
         return poll
 
-    def stop_early(self, sig: int, timeout: float) -> None:
-        """A signal before the link exists: stop this node's ranks now (its exit is ours, not the job's failure)."""
+    def stop_early(self, sig: int, timeout: float) -> StopReport:
+        """A signal of our own (before the link exists, or the node's wrapper signalled with every
+        other node's): stop this node's ranks now (its exit is ours, not the job's failure). Returns
+        the stop's report, ``own_signal`` set."""
         launcher = self.ctx.launcher
         gen = self.generations.gen
         self.stopping(f"{signal.Signals(sig).name} forwarded")
@@ -112,6 +114,9 @@ class Stopper:
             gen.exit_code = code if code is not None else -sig
             self.observer.drain(final=True)
             self.say_stopped(gen, f"{result.rung}, {result.seconds:.1f}s")
+        return StopReport(rung=result.rung, seconds=round(result.seconds, 3), survivors=tuple(result.survivors),
+                          continued=tuple(result.continued), killed_stopped=tuple(result.killed_stopped),
+                          own_signal=sig)
 
     def close(self, timeout: float) -> None:
         """Let a stop of ours end (it is bounded) before the last one."""

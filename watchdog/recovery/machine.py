@@ -275,6 +275,16 @@ class Recovery:
         """Whatever is due at ``now`` given ``facts``."""
         if not self.live:
             return []
+        # (not while restarting: the agents being replaced are ended by us, signals included)
+        if (self._interrupt is None and self.sm.state is not JobState.RESTARTING
+                and (left := self._left_on_signal(facts))):
+            # A node's wrapper got a signal of its own and left: the scheduler ends the job (scancel
+            # signals every node at once), so the job ends as on a signal to this coordinator
+            name, signum = left[0]
+            said = self._emit(EventKind.WARNING, kind="node_left_on_signal", node=name, signal=signum,
+                              message=f"node {name} stopped its ranks on its own signal {signum} and left: "
+                              "stopping the job on every node")
+            return [said, *self.interrupt(signum, now, facts.heard)]
         if self._interrupt is not None:
             return self._interrupting(now, facts)
         gone = self._launcher_gone(now, facts)
@@ -497,9 +507,13 @@ class Recovery:
     def _interrupting(self, now: float, facts: Facts) -> list[Command]:
         assert self._interrupt is not None
         signum, since = self._interrupt
-        stopped = self._all(facts, NodeStatus.STOPPED)
+        # a node that stopped on its own signal and left answers no stop: its own stop is its answer
+        left = {name for name, _ in self._left_on_signal(facts)}
+        stopped = bool(facts.nodes) and all(name in left or self._has(n, NodeStatus.STOPPED)
+                                            for name, n in facts.nodes.items())
         # the srun step is gone: nobody is left to answer the stop (scancel signalled its tasks too)
-        over = stopped or facts.launcher_gone is not None or now - since >= self.settings.stop_timeout + 10
+        expired = now - since >= self.settings.stop_timeout + 10
+        over = stopped or facts.launcher_gone is not None or expired
         out: list[Command] = []
         if self._owed_incident:
             # Each node answers the capture before the stop, so a node that stopped (or is silent)
@@ -508,14 +522,29 @@ class Recovery:
             reports = self._reports(facts)
             self._asked = asked
             given = all(reports[name] is not None or not n.observed or self._has(n, NodeStatus.STOPPED)
-                        for name, n in facts.nodes.items())
+                        or name in left for name, n in facts.nodes.items())
             if given or over:
                 self._owed_incident = False
                 out = self._record_incident(reports, facts, interrupted_by=signum)
                 self._asked = asked
         if over:
-            return out + self._finish(128 + signum, f"stopped by signal {signum}", now, JobState.INTERRUPTED)
+            reason = f"stopped by signal {signum}"
+            if left:
+                reason += f"; node(s) {', '.join(sorted(left))} stopped on their own signal and left"
+            if expired and not stopped and facts.launcher_gone is None:
+                silent = sorted(name for name, n in facts.nodes.items()
+                                if name not in left and not self._has(n, NodeStatus.STOPPED))
+                reason += f"; the stop's deadline passed without an answer from node(s) {', '.join(silent)}"
+            return out + self._finish(128 + signum, reason, now, JobState.INTERRUPTED)
         return out
+
+    @staticmethod
+    def _left_on_signal(facts: Facts) -> list[tuple[str, int]]:
+        """The nodes that stopped on a signal of their own and left (their stop's ``own_signal``,
+        their last word ``stopped`` or ``exited``), with that signal, by name."""
+        return [(name, n.stop_report.own_signal) for name, n in sorted(facts.nodes.items())
+                if n.stop_report is not None and n.stop_report.own_signal
+                and n.status in (NodeStatus.STOPPED, NodeStatus.EXITED)]
 
     def _launcher_gone(self, now: float, facts: Facts) -> list[Command] | None:
         """``neuron-watch srun``: the step ended without being told to (a task died, a node failed).
