@@ -75,3 +75,21 @@ class StatusFiles:
             self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
         for listener in self.listeners:
             listener(doc)
+
+    def write_summary(self, summary: dict[str, Any], now: float, every: Callable[[], dict[str, Any]]) -> None:
+        """A big job's ``status.json``: ``summary`` (:func:`~neuron_watch.outputs.status.summarise`'s
+        shape, kept by changes); ``every()`` (the document listing every rank, ~3 us a rank) only
+        when ``ranks.json`` is due or a listener takes the documents."""
+        self._floor = max(1.0, int(summary["ranks_total"]) / STATUS_RANKS_PER_SECOND)
+        self.health.write_json(os.path.join(self.run_dir, "status.json"), summary)
+        due = now - self._last_ranks >= RANKS_EVERY
+        if not due and not self.listeners:
+            return
+        doc = every()
+        if due:
+            self._last_ranks = now
+            self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
+                                   {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
+                                    "ranks": doc["ranks"]})
+        for listener in self.listeners:
+            listener(doc)

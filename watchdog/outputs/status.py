@@ -56,7 +56,8 @@ FULL_RANKS = 1024
 OUTLIERS = 256
 RANKS_FILE = "ranks.json"
 #: Rank states that are not outliers by themselves (the healthy and the over).
-_USUAL = frozenset({"progressing", "finished", "interrupted", "stopped"})
+USUAL_STATES = frozenset({"progressing", "finished", "interrupted", "stopped"})
+_USUAL = USUAL_STATES
 
 #: ANSI clear screen + cursor home: the live view redraws with it, only on a terminal.
 CLEAR = "\x1b[2J\x1b[H"
