@@ -19,7 +19,7 @@ from neuron_watch.iofaults import IOHealth
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 
 #: The share of the loop's time a status document may take at most: it waits this many times its
-#: own last cost (a document of tens of thousands of ranks costs a large part of a second:
+#: own last cost (a document listing tens of thousands of ranks costs a large part of a second:
 #: tests/benchmarks/bench_scale.py prints it); small jobs keep the one-second interval.
 STATUS_SHARE = 0.1
 #: while behind, status.json at most this often
@@ -27,8 +27,9 @@ SHED_STATUS_EVERY = 10.0
 #: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
 RANKS_EVERY = 30.0
 #: status.json at most every (the job's ranks / this) seconds, at least every second: a document's
-#: cost grows with the ranks (~3 us a rank), its readers (status, the --progress line, metrics)
-#: need it no fresher in a big job: 4 s at 65,536 ranks, every second up to 16,384
+#: cost grows with the ranks (the summary kept by changes < 1 us a rank, every rank's document for
+#: ranks.json or a listener ~3-6 us), its readers (status, the --progress line, metrics) need it no
+#: fresher in a big job: 4 s at 65,536 ranks, every second up to 16,384
 STATUS_RANKS_PER_SECOND = 16_384
 
 

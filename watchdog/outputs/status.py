@@ -16,7 +16,8 @@ intervals, at least a minute); ``waiting`` (on a peer); ``compiling``; ``saving`
 
 A job of more than :data:`FULL_RANKS` ranks summarises them in status.json (:func:`summarise`:
 ``ranks_total``, ``ranks_by_state``, ``node_ranks`` per node, ``ranks`` the outliers only,
-``ranks_omitted``) and writes every rank's row to ``ranks.json`` every 30 s; ``--ranks`` shows those.
+``ranks_omitted``; the coordinator keeps that summary by changes, ``job/statusbook.py``) and writes
+every rank's row to ``ranks.json`` every 30 s; ``--ranks`` shows those.
 
 This command reads it and shows one row per rank (per state, per node and the outliers for a big
 job). Unknown is never shown as healthy: a file older than ``--stale-after`` seconds while the job
