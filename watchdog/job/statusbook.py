@@ -73,12 +73,13 @@ class BookJudge(Protocol):
 class _Node:
     """One node's ranks (their states in rank order) and the count of each kept state."""
 
-    __slots__ = ("counts", "dirty", "ranks")
+    __slots__ = ("counts", "dirty", "oldest", "ranks")
 
     def __init__(self) -> None:
         self.ranks: list[Any] = []
         self.counts: dict[str, int] = {}
         self.dirty = False  # a rank was added: sort again by rank
+        self.oldest = 0.0  # the oldest newest line of its ranks at the last refresh
 
 
 class StatusBook:
@@ -107,6 +108,8 @@ class StatusBook:
         for st in touched:
             if id(st) not in state:
                 self._add(st)
+        for node in self._nodes.values():  # (read in C: 65,536 ranks' newest lines)
+            node.oldest = min(map(_LAST_LINE, node.ranks))
         if alive != self._alive:
             self._alive = alive
             again: dict[int, Any] = {id(st): st for node in self._nodes.values() for st in node.ranks}
@@ -115,7 +118,7 @@ class StatusBook:
             again.update(self._odd)
             quiet = now - silent_after
             for node in self._nodes.values():
-                if node.ranks and min(map(_LAST_LINE, node.ranks)) < quiet:
+                if node.oldest < quiet:
                     for st in node.ranks:
                         if st.last_line < quiet and state[id(st)] == PROGRESSING:
                             again[id(st)] = st
@@ -164,7 +167,9 @@ class StatusBook:
                 node.dirty = False
             if not node.ranks:
                 continue
-            steps = [s for s in map(_STEP, node.ranks) if s is not None]
+            steps = list(map(_STEP, node.ranks))  # (read in C; a rank without a step is rare)
+            if None in steps:
+                steps = [s for s in steps if s is not None]
             view = nodes.get(name)
             deaf = name in unobserved or (view is not None and view.state is NodeState.UNOBSERVED)
             counts = {"unobserved": len(node.ranks)} if deaf else dict(node.counts)
@@ -172,7 +177,7 @@ class StatusBook:
                 failed = counts.get("failed", 0)
                 counts = {job_state: len(node.ranks)} if job_state == "failed" else {
                     s: n for s, n in ((job_state, len(node.ranks) - failed), ("failed", failed)) if n}
-            spans[name] = (steps, min(map(_LAST_LINE, node.ranks)), counts, deaf)
+            spans[name] = (steps, node.oldest, counts, deaf)
             if steps:
                 hi = max(steps)
                 top = hi if top is None else max(top, hi)
