@@ -24,6 +24,7 @@ Pure: the judge's states and ``now`` are handed in; nothing here reads a clock o
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, Protocol
@@ -183,7 +184,9 @@ class StatusBook:
                 top = hi if top is None else max(top, hi)
         by_state: dict[str, int] = {}
         node_ranks: dict[str, dict[str, Any]] = {}
-        candidates: list[tuple[str, Any]] = []  # (its state, its rank state)
+        odd: list[tuple[str, Any]] = []  # (its state, its rank state): not progressing nor over
+        late: list[tuple[str, Any]] = []  # progressing (or over) and 2 or more steps behind the newest
+        state = self._state
         for name, (steps, oldest, counts, deaf) in spans.items():
             node = self._nodes[name]
             for s, n in counts.items():
@@ -191,20 +194,29 @@ class StatusBook:
             node_ranks[name] = {"ranks": len(node.ranks), "states": counts,
                                 "last_step": [min(steps), max(steps)] if steps else [None, None],
                                 "last_line_age": round(now - oldest, 3)}
-            late = top - 2 if top is not None and steps and min(steps) <= top - 2 else None
-            if not (set(counts) - USUAL_STATES) and late is None:
+            behind = top - 2 if top is not None and steps and min(steps) <= top - 2 else None
+            if not (set(counts) - USUAL_STATES) and behind is None:
                 continue
+            plain = live and not deaf  # each rank shows its kept state
             for st in node.ranks:
-                s = self._shown(st, deaf, live, job_state)
-                if s not in USUAL_STATES or (late is not None and st.step is not None and st.step <= late):
-                    candidates.append((s, st))
-        ranked = []
-        for s, st in candidates:
+                s = state[id(st)] if plain else self._shown(st, deaf, live, job_state)
+                if s not in USUAL_STATES:
+                    odd.append((s, st))
+                elif behind is not None and st.step is not None and st.step <= behind:
+                    late.append((s, st))
+
+        def urgency(c: tuple[str, Any]) -> tuple[int, int, float, str, int]:
+            s, st = c
             behind_by = top - st.step if top is not None and st.step is not None else 0
-            ranked.append((_URGENCY.get(s, -1), -behind_by, -round(now - st.last_line, 3),
-                           st.key.node, st.key.rank, s, st))
-        ranked.sort(key=lambda o: o[:5])
-        rows = [self._row(st, s, now, nodes) for *_, s, st in ranked[:limit]]
+            return (_URGENCY.get(s, -1), -behind_by, -round(now - st.last_line, 3), st.key.node, st.key.rank)
+
+        # Every state not progressing nor over is more urgent than those (RANK_STATES' order): the
+        # ranks behind (all of a node's whose batch is not in yet, at 10 steps a second) are only
+        # looked through for what room the others leave.
+        ranked = sorted(odd, key=urgency)[:limit]
+        if len(ranked) < limit and late:
+            ranked += heapq.nsmallest(limit - len(ranked), late, key=urgency)
+        rows = [self._row(st, s, now, nodes) for s, st in ranked]
         total = len(self._state)
         return {"ranks": rows, "ranks_total": total, "ranks_by_state": by_state, "node_ranks": node_ranks,
                 "ranks_omitted": total - len(rows), "ranks_file": RANKS_FILE}
