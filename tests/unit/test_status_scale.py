@@ -107,3 +107,48 @@ def test_a_bigger_job_writes_its_status_less_often(tmp_path: Path, monkeypatch: 
             files.turn(k / 10, False, write)
         assert written == [k * math.ceil(every * 10) / 10 for k in range(len(written))], (nodes, written)
         assert len(written) == 1 + int(8 // (math.ceil(every * 10) / 10))
+
+
+def test_a_big_jobs_status_json_is_kept_by_changes_and_says_what_the_whole_document_says(tmp_path: Path) -> None:
+    """The coordinator of more than FULL_RANKS ranks writes the summary its status book keeps:
+    the same as summarise() of the document listing every rank; every row goes to ranks.json when
+    it is due, and to a listener with every document."""
+    from neuron_watch.diagnosis.kb import default_knowledge_base
+    from neuron_watch.events import LogLine, RankKey, RankSpan
+    from neuron_watch.job.coordinator import Coordinator
+    from neuron_watch.runtime import default_judge_factory
+
+    now = [1000.0]
+    c = Coordinator("127.0.0.1:0", b"k" * 32, str(tmp_path), job="j", announce=False,
+                    judge_factory=default_judge_factory(WatchConfig()), clock=lambda: now[0],
+                    wall=lambda: 1.7e9 + now[0])
+    try:
+        judge = c.judge
+        assert judge is not None
+        sig = default_knowledge_base().classify("step 1 loss 2.5").signature.id  # type: ignore[union-attr]
+        nodes, per = FULL_RANKS // 64 + 1, 64
+
+        def batch(t: float, late: set[int]) -> None:
+            for n in range(nodes):
+                keys = [RankKey(f"n{n:02d}", n * per + i) for i in range(per)]
+                steps = [int(t) - (3 if k.rank in late else 0) for k in keys]
+                judge.observe_batch([RankSpan(k, t, t, f"step {s} loss 2.5") for k, s in zip(keys, steps, strict=True)],
+                                    [], [LogLine(k, f"step {s} loss 2.5", t, t, "", 0, sig, s, 2.5)
+                                         for k, s in zip(keys, steps, strict=True)])
+
+        seen: list[dict[str, Any]] = []
+        c.status_listeners.append(seen.append)
+        for t, late in ((1000.0, set()), (1001.0, {5, 700}), (1020.0, {5})):
+            now[0] = t
+            batch(t, late)
+            c.write_status(t)
+            doc = json.loads((tmp_path / "status.json").read_text())
+            whole = summarise(c.status_doc(t))
+            for f in ("ranks", "ranks_total", "ranks_by_state", "node_ranks", "ranks_omitted"):
+                assert doc[f] == whole[f], (t, f)
+            assert len(seen[-1]["ranks"]) == nodes * per  # the listener gets every rank
+        assert [r["rank"] for r in doc["ranks"]] == [5]
+        every = json.loads((tmp_path / RANKS_FILE).read_text())
+        assert len(every["ranks"]) == nodes * per and every["updated_unix"] == 1.7e9 + 1000.0  # due every 30 s
+    finally:
+        c.close()

@@ -547,6 +547,11 @@ class Judge:
         #: a look-up by id is done in C, where a RankKey's hash is a Python call (65,536 ranks a
         #: second on 1,024 nodes). The state holds its key, so an id here never names another object.
         self._by_id: dict[int, RankState] = {}
+        #: the ranks whose status state may have changed since :meth:`take_touched` (by identity): a
+        #: status document kept by changes re-reads these only. The usual progress row of a rank in
+        #: training, a plain line, a worker's CPU and a flight recorder reading leave a progressing
+        #: rank progressing, and are not noted (they come for every rank every second at scale).
+        self.touched: dict[int, RankState] = {}
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
         self.unobserved: dict[str, float] = {}  # node -> since
@@ -621,6 +626,7 @@ class Judge:
         if st is None:
             st = self.ranks[key] = RankState(key=key, first_seen=now, last_line=now, order=len(self.ranks))
             self._by_id[id(key)] = st
+            self.touched[id(st)] = st
         return st
 
     def _adopt(self, states: list[RankState], keys: Iterable[RankKey]) -> None:
@@ -838,6 +844,7 @@ class Judge:
             self._remember(line.text)
         if m is None:
             return None
+        self.touched[id(st)] = st
         ev = line.evidence(m.signature.id)
         effect = m.signature.effect
         if m.signature.id == UNRAISABLE_SIGNATURE:
@@ -984,6 +991,7 @@ class Judge:
 
     def _advance(self, st: RankState, mono: float, wall: float, step: int | None, ev: Evidence) -> None:
         """A progress line of ``st``'s rank at ``mono``/``wall`` (``step``: the step it read)."""
+        self.touched[id(st)] = st
         self._worked(st.last_progress, mono)
         self._progress_seen = True
         st.last_progress, st.last_progress_line = mono, ev
@@ -1036,6 +1044,7 @@ class Judge:
         seen: dict[RankKey, set[int]] = {}
         for s in samples:
             st = self._rank(s.key, now)
+            self.touched[id(st)] = st
             seen.setdefault(s.key, set()).add(s.pid)
             prev = st.compiler_cpu.get(s.pid)
             if prev is None or s.cpu_seconds > prev[0]:
@@ -1049,6 +1058,7 @@ class Judge:
                 continue
             for pid in list(st.compiler_cpu):
                 if pid not in seen.get(key, set()):
+                    self.touched[id(st)] = st
                     del st.compiler_cpu[pid]
                     self._worked(st.last_compile_end, now)
                     st.last_compile_end = now
@@ -1090,6 +1100,7 @@ class Judge:
             st = self._rank(s.key, now)
             if st.recompile_open is not None or st.stopped != s.stopped:
                 self._may_compile[s.key] = st  # its recompile's evidence may count again (compile_evidence)
+                self.touched[id(st)] = st
             st.stopped = s.stopped
             if st.tree_cpu is None or s.tree_cpu_seconds > st.tree_cpu:
                 st.tree_cpu, st.tree_cpu_grew = s.tree_cpu_seconds, s.mono
@@ -1136,6 +1147,7 @@ class Judge:
             self._launcher_exit = ex
             return
         st = self._rank(ex.key, ex.mono)
+        self.touched[id(st)] = st
         if st.exit_code is None:
             st.exit_code, st.exit_time = ex.exit_code, ex.mono
             self._exited += 1
@@ -2025,6 +2037,22 @@ class Judge:
         if len(not_waiting) == 1 and len(live) > 1:
             return not_waiting[0].key
         return None
+
+    def take_touched(self) -> list[RankState]:
+        """The ranks noted in :attr:`touched` since the last call (then forgotten)."""
+        touched, self.touched = list(self.touched.values()), {}
+        return touched
+
+    def state_namer(self, now: float) -> tuple[Callable[[RankState], str], float, bool]:
+        """A rank's status state at ``now`` as :meth:`rank_summaries` names it (an unobserved node
+        aside), with the job-wide inputs it reads: ``silent_after`` and whether a compile-cache lock
+        may still be held (a change of the latter may change a rank no observation touched)."""
+        alive, silent_after, settings = self._lock_holder_alive(now), self.silent_after(), self.settings
+
+        def name(st: RankState) -> str:
+            return st.state_name(now, settings, alive, silent_after)
+
+        return name, silent_after, alive
 
     def rank_summaries(self, now: float) -> list[dict[str, object]]:
         """Per-rank state for status displays (``status.json``)."""

@@ -52,9 +52,11 @@ from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.pacing import VerdictPacing
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
-from neuron_watch.job.statusdoc import NodeState, liveness, status_document
+from neuron_watch.job.statusbook import StatusBook
+from neuron_watch.job.statusdoc import NodeState, liveness, status_document, status_head
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
+from neuron_watch.outputs.status import FULL_RANKS
 from neuron_watch.recovery.machine import (
     Capture,
     ChooseCheckpoint,
@@ -174,6 +176,7 @@ class Coordinator:
         self.pacing = VerdictPacing(st.verdict_interval, st.pause_jump, st.pause_grace)
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self.status_files = StatusFiles(run_dir, self.health)
+        self.status_book = StatusBook()  # a big job's status.json, kept by changes
         #: called with each status document written (once a second): the --progress line
         self.status_listeners = self.status_files.listeners
         if announce:
@@ -432,19 +435,36 @@ class Coordinator:
                 "watchdog_io": self.health.summary()}
 
     def write_status(self, now: float) -> None:
-        """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic)."""
-        self.status_files.write(self.status_doc(now), now)
+        """``status.json``: the job's state and every rank's, for ``neuron-watch status`` (atomic);
+        a big job's summarised, kept by changes (:mod:`.statusbook`), every rank's row only when
+        ``ranks.json`` is due or a listener takes the documents."""
+        judge = self.judge
+        if judge is not None and len(getattr(judge, "ranks", ())) > FULL_RANKS and hasattr(judge, "take_touched"):
+            self.status_files.write_summary(self.status_summary(now), now, lambda: self.status_doc(now))
+        else:
+            self.status_files.write(self.status_doc(now), now)
 
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's state and every rank's (the ``status.json`` document, :mod:`.statusdoc`)."""
         ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
+        return status_document(**self._status_head_fields(now), live=self.sm.live, ranks=ranks)
+
+    def status_summary(self, now: float) -> dict[str, Any]:
+        """The job's state and its ranks summarised (per state, per node, the outliers), kept by
+        changes: what :func:`~neuron_watch.outputs.status.summarise` makes of :meth:`status_doc`."""
+        judge: Any = self.judge
+        self.status_book.refresh(judge, now)
+        return {**status_head(**self._status_head_fields(now)),
+                **self.status_book.summary(now, self.nodes, judge.unobserved, self.sm.live, self.sm.state.value)}
+
+    def _status_head_fields(self, now: float) -> dict[str, Any]:
         timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
-        return status_document(
-            job_id=self.job, generation=self.generation, restarts=self.policy.restarts, state=self.sm.state.value,
-            live=self.sm.live, label=self.last_verdict.label.value if self.last_verdict else None, wall=self.wall(),
-            now=now, ranks=ranks, hang_timeout=timeout, hang_timeout_kind=kind,
-            progress=self.report.progress_fields(self.judge),  # last_progress (ISO time of its line), last_step
-            nodes=self.nodes, watchdog_io=self.health.summary())
+        return {"job_id": self.job, "generation": self.generation, "restarts": self.policy.restarts,
+                "state": self.sm.state.value, "label": self.last_verdict.label.value if self.last_verdict else None,
+                "wall": self.wall(), "now": now, "hang_timeout": timeout, "hang_timeout_kind": kind,
+                # last_progress (ISO time of its line), last_step
+                "progress": self.report.progress_fields(self.judge), "nodes": self.nodes,
+                "watchdog_io": self.health.summary()}
 
     def liveness(self) -> dict[str, Any]:
         """Which liveness signals this generation has (see :func:`.statusdoc.liveness`)."""

@@ -76,6 +76,17 @@ def status_document(*, job_id: str, generation: int, restarts: int, state: str, 
     """The ``status.json`` document. ``ranks``: the judge's rank rows at ``now`` (completed here,
     see :func:`rank_rows`); ``progress``: ``last_progress`` and ``last_step``; ``wall``: the time of
     the document; ``watchdog_io``: the faults of the watchdog's own files."""
+    return {**status_head(job_id=job_id, generation=generation, restarts=restarts, state=state, label=label,
+                          wall=wall, now=now, hang_timeout=hang_timeout, hang_timeout_kind=hang_timeout_kind,
+                          progress=progress, nodes=nodes, watchdog_io=watchdog_io),
+            "ranks": rank_rows(ranks, nodes, live, state)}
+
+
+def status_head(*, job_id: str, generation: int, restarts: int, state: str, label: str | None, wall: float,
+                now: float, hang_timeout: float | None, hang_timeout_kind: str | None, progress: Mapping[str, Any],
+                nodes: Mapping[str, NodeFacts], watchdog_io: Any) -> dict[str, Any]:
+    """The status document without its ranks (:func:`status_document`; a big job's summary adds
+    them from :class:`~neuron_watch.job.statusbook.StatusBook`)."""
     return {
         "job_id": job_id,
         "generation": generation,
@@ -89,7 +100,6 @@ def status_document(*, job_id: str, generation: int, restarts: int, state: str, 
         **progress,
         "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
                   for n, v in sorted(nodes.items())},
-        "ranks": rank_rows(ranks, nodes, live, state),
         "liveness": liveness(nodes),
         "watchdog_io": watchdog_io,
     }

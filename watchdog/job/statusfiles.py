@@ -19,7 +19,7 @@ from neuron_watch.iofaults import IOHealth
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 
 #: The share of the loop's time a status document may take at most: it waits this many times its
-#: own last cost (a document of tens of thousands of ranks costs a large part of a second:
+#: own last cost (a document listing tens of thousands of ranks costs a large part of a second:
 #: tests/benchmarks/bench_scale.py prints it); small jobs keep the one-second interval.
 STATUS_SHARE = 0.1
 #: while behind, status.json at most this often
@@ -27,8 +27,9 @@ SHED_STATUS_EVERY = 10.0
 #: ranks.json (every rank's row of a job too big for status.json to list them) at most this often
 RANKS_EVERY = 30.0
 #: status.json at most every (the job's ranks / this) seconds, at least every second: a document's
-#: cost grows with the ranks (~3 us a rank), its readers (status, the --progress line, metrics)
-#: need it no fresher in a big job: 4 s at 65,536 ranks, every second up to 16,384
+#: cost grows with the ranks (the summary kept by changes < 1 us a rank, every rank's document for
+#: ranks.json or a listener ~3-6 us), its readers (status, the --progress line, metrics) need it no
+#: fresher in a big job: 4 s at 65,536 ranks, every second up to 16,384
 STATUS_RANKS_PER_SECOND = 16_384
 
 
@@ -73,5 +74,23 @@ class StatusFiles:
                                         "ranks": doc["ranks"]})
         else:
             self.health.write_json(os.path.join(self.run_dir, "status.json"), doc)
+        for listener in self.listeners:
+            listener(doc)
+
+    def write_summary(self, summary: dict[str, Any], now: float, every: Callable[[], dict[str, Any]]) -> None:
+        """A big job's ``status.json``: ``summary`` (:func:`~neuron_watch.outputs.status.summarise`'s
+        shape, kept by changes); ``every()`` (the document listing every rank, ~3 us a rank) only
+        when ``ranks.json`` is due or a listener takes the documents."""
+        self._floor = max(1.0, int(summary["ranks_total"]) / STATUS_RANKS_PER_SECOND)
+        self.health.write_json(os.path.join(self.run_dir, "status.json"), summary)
+        due = now - self._last_ranks >= RANKS_EVERY
+        if not due and not self.listeners:
+            return
+        doc = every()
+        if due:
+            self._last_ranks = now
+            self.health.write_json(os.path.join(self.run_dir, RANKS_FILE),
+                                   {"updated": doc["updated"], "updated_unix": doc["updated_unix"],
+                                    "ranks": doc["ranks"]})
         for listener in self.listeners:
             listener(doc)

@@ -16,7 +16,8 @@ intervals, at least a minute); ``waiting`` (on a peer); ``compiling``; ``saving`
 
 A job of more than :data:`FULL_RANKS` ranks summarises them in status.json (:func:`summarise`:
 ``ranks_total``, ``ranks_by_state``, ``node_ranks`` per node, ``ranks`` the outliers only,
-``ranks_omitted``) and writes every rank's row to ``ranks.json`` every 30 s; ``--ranks`` shows those.
+``ranks_omitted``; the coordinator keeps that summary by changes, ``job/statusbook.py``) and writes
+every rank's row to ``ranks.json`` every 30 s; ``--ranks`` shows those.
 
 This command reads it and shows one row per rank (per state, per node and the outliers for a big
 job). Unknown is never shown as healthy: a file older than ``--stale-after`` seconds while the job
@@ -56,7 +57,8 @@ FULL_RANKS = 1024
 OUTLIERS = 256
 RANKS_FILE = "ranks.json"
 #: Rank states that are not outliers by themselves (the healthy and the over).
-_USUAL = frozenset({"progressing", "finished", "interrupted", "stopped"})
+USUAL_STATES = frozenset({"progressing", "finished", "interrupted", "stopped"})
+_USUAL = USUAL_STATES
 
 #: ANSI clear screen + cursor home: the live view redraws with it, only on a terminal.
 CLEAR = "\x1b[2J\x1b[H"
