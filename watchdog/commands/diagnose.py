@@ -38,7 +38,7 @@ from neuron_watch.diagnosis.logtext import (
     split_rank_prefix,
     unwrap_numbered,
 )
-from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
+from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, cause_stated_before, open_traceback
 from neuron_watch.errors import UsageError
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
 
@@ -445,7 +445,8 @@ def diagnose_lines(
     elif verdict.label is Label.OTHER_CRASH:
         progressed = any(st.last_progress is not None for st in judge.ranks.values())
         verdict = (tracebacks.mistake_in_setup(verdict)
-                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes) or verdict)
+                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes)
+                   or cause_stated_before(verdict) or verdict)
     return verdict, count
 
 

@@ -2,8 +2,9 @@
 
 Pure: no I/O. The offline judge has the whole of a saved log and judges it once, at its end, so it
 reads what the live judge leaves to its restart policy: a failure's error block around its evidence
-(:class:`RecentLines`), a program-mistake exception raised in set-up code (:class:`Tracebacks`), and
-a log that ends inside a traceback (:func:`open_traceback`).
+(:class:`RecentLines`), a program-mistake exception raised in set-up code (:class:`Tracebacks`),
+a log that ends inside a traceback (:func:`open_traceback`), and a failure that states no cause after
+another process stated one (:func:`cause_stated_before`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE, read_error
 from neuron_watch.diagnosis.exctaxonomy import (
     exception_class,
     frame_of,
@@ -128,3 +129,38 @@ def open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float |
                        "under these frames; restart from the last complete checkpoint if the cause is transient.",
                 culprit_source="failure")
     return None
+
+
+#: causes one process's failure states that its peers' failures do not echo: a connection that broke is
+#: what every other process sees when one dies (a consequence, often printed first), so it is left out
+_STATED_CAUSES = frozenset({Label.CONFIG_ERROR, Label.OOM, Label.HARDWARE_ERROR, Label.COMPILE_ERROR})
+
+
+def cause_stated_before(verdict: Verdict) -> Verdict | None:
+    """The cause another process stated first, when ``verdict`` is a crash whose own line states none.
+
+    A wrapper reports a worker's failure in words of its own ("Runner Thread raised error.", "Engine core
+    initialization failed. See root cause above."), while the process that failed printed the cause in its
+    own lines before it: Ray's trial runner under ``(pid=1521965)`` after the trainer under ``(pid=1521999)``
+    printed Lightning's "But your machine only has: [0]". Each process is judged as a stream of its own
+    (logtext.split_process), and the verdict rests on the last to fail. Among the verdict's other evidence
+    the earliest line, not later than the verdict's own, whose form states a cause (errorclass.read_error)
+    of configuration, memory, hardware or a compiler decides; None when the verdict's line states a cause,
+    or no earlier line does."""
+    if verdict.label is not Label.OTHER_CRASH or not verdict.evidence:
+        return None
+    own = verdict.evidence[0]
+    if read_error(own.text) is not None:
+        return None
+    stated = [(ev.mono, i, ev, reading) for i, ev in enumerate(verdict.evidence[1:], 1)
+              if ev.mono <= own.mono and (reading := read_error(ev.text)) is not None
+              and reading.label in _STATED_CAUSES]
+    if not stated:
+        return None
+    _, i, ev, reading = min(stated, key=lambda found: (found[0], found[1]))
+    rest = tuple(e for j, e in enumerate(verdict.evidence) if j != i)
+    return dataclasses.replace(
+        verdict, label=reading.label, action=reading.action, culprit=ev.key, evidence=(ev, *rest),
+        advice=reading.advice, culprit_source="failure",
+        reason=f"{own.text.strip()[:100]} states no cause; before it, {ev.key} stated one ({reading.form}): "
+               f"{reading.label.value} ({ev.text.strip()[:160]})")
