@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.exctaxonomy import setup_refusal
+from neuron_watch.diagnosis.exctaxonomy import exception_message, setup_refusal
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.events import Action, Evidence, Label, RankKey, Verdict
 
@@ -169,3 +169,40 @@ def test_an_unhandled_cuda_error_after_progress_stays_a_crash(tmp_path: Path) ->
              "collective_helper.cc:100)"]
     verdict = diagnose_paths([_write(tmp_path, lines)]).verdict
     assert verdict.label is Label.OTHER_CRASH and verdict.action is Action.RESTART
+
+
+#: ray-project/ray#39128 as pasted from a box-drawn (rich) traceback: the message wrapped at the box's width
+BOXED = [
+    "           torch_xla._XLAC._xla_step_marker(                                                     │",
+    "RuntimeError: INVALID_ARGUMENT: Cannot assign a device for operation XRTCompile_16: {{node XRTCompile_16}} "
+    "was explicitly│",
+    " assigned to /job:localservice/replica:0/task:0/device:TPU:1 but available devices are [ /job:localservice/"
+    "replica:0/task│",
+    " /job:localservice/replica:0/task:0/device:XLA_CPU:0 ]. Make sure the device specification refers to a valid "
+    "device.     │",
+    "         [[XRTCompile_16]]",
+]
+
+
+@pytest.mark.parametrize(("lines", "refused"), [
+    (BOXED, True),
+    # near misses: the words after the message's end (a blank line, a record of its own, a new traceback)
+    ([*BOXED[:3], "", BOXED[3]], False),
+    ([*BOXED[:3], "2023-09-01 10:00:00,000 INFO worker.py:12 -- Make sure the device specification is valid"],
+     False),
+    ([*BOXED[:3], "Traceback (most recent call last):", BOXED[3]], False),
+    ([*BOXED[:3], "ValueError: make sure the device is valid"], False),
+], ids=["boxed", "after-blank", "after-a-record", "after-a-traceback", "after-an-exception"])
+def test_the_message_goes_on_over_its_lines(lines: list[str], refused: bool) -> None:
+    message = exception_message(lines, 1)
+    assert message.startswith(lines[1])
+    assert (setup_refusal(message) is not None) is refused
+    found = mistake_before_progress(_crash(lines[1]), False, None, message)
+    assert (found is not None) is refused
+    assert mistake_before_progress(_crash(lines[1]), False) is None  # the first line alone says nothing of it
+
+
+def test_a_boxed_message_in_the_corpus() -> None:
+    path = CORPUS / "config_error" / "ray-39128-trn1-two-workers-one-neuron-core-xrtcompile.log"
+    verdict = diagnose_paths([str(path)]).verdict
+    assert verdict.label is Label.CONFIG_ERROR and verdict.action is Action.STOP

@@ -41,6 +41,7 @@ errors in their own words:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuron_watch.events import Label
@@ -290,6 +291,28 @@ _SETUP_PRESCRIBED = re.compile(
     r"provide|pass|add|ensure|select|configure|export|unset)\b|\bdid you (?:manually |forget |mean\b|set |call )|"
     r"\bmust be (?:configured|set|specified|called|provided|installed|enabled|disabled|one of|either|run|created|"
     r"initiali[sz]ed|launched|started|imported)\b)")
+
+
+#: lines that start something else than the message above them: a traceback's header or frame, a chain's
+#: separator, a record with a level in its head
+_NOT_CONTINUED = re.compile(r'^\s*(?:Traceback \(most recent call last\)|File "|The above exception|During handling)|'
+                            r"^.{0,80}?(?:^|[\s\[|(:-])(?:ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG)(?:[\s\]|:)-]|$)|"
+                            r"^\[?[IWEF]\d{4} ")
+#: lines of an exception's message read after its first (a message printed over several lines, or wrapped)
+MESSAGE_LINES = 6
+
+
+def exception_message(lines: Sequence[str], index: int) -> str:
+    """The exception line ``lines[index]`` and the lines that go on with its message, joined by spaces: up
+    to :data:`MESSAGE_LINES` lines after it, until a blank line, another exception line, a traceback's
+    header or frame, or a record with a level in its head (a box-drawn traceback wraps a message at the
+    terminal's width: "... was explicitly│", " assigned to ... Make sure the device specification ...")."""
+    parts = [lines[index]]
+    for text in lines[index + 1:index + 1 + MESSAGE_LINES]:
+        if not text.strip() or exception_class(text) is not None or _NOT_CONTINUED.search(text):
+            break
+        parts.append(text.strip())
+    return " ".join(parts)
 
 
 def setup_refusal(text: str) -> str | None:

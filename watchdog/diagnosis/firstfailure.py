@@ -33,7 +33,8 @@ Traceback = tuple[str, list[tuple[str, str]], bool]
 
 
 def mistake_before_progress(verdict: Verdict, progressed: bool,
-                            tracebacks: Mapping[RankKey, Traceback] | None = None) -> Verdict | None:
+                            tracebacks: Mapping[RankKey, Traceback] | None = None,
+                            message: str | None = None) -> Verdict | None:
     """``verdict`` as configuration (stop) when it is a crash (``other_crash``) whose evidence is a
     program-mistake exception line, or a line whose message states the set-up it refuses
     (exctaxonomy.setup_refusal), and no rank made progress (``progressed`` False, no step); None otherwise.
@@ -45,13 +46,16 @@ def mistake_before_progress(verdict: Verdict, progressed: bool,
     name no role in a traceback read whole (a script's ``<module>`` and its own helpers: the program's
     own bug) keep the crash. Without frames (one pasted line), or with only the innermost frames of
     a traceback cut above them naming no role, the class and the missing progress decide.
+
+    ``message``: the evidence line with the lines that go on with its message
+    (exctaxonomy.exception_message), where they were read: a set-up refusal may be worded there.
     """
     if verdict.label is not Label.OTHER_CRASH or progressed or verdict.step is not None or not verdict.evidence:
         return None
     ev = verdict.evidence[0]
     name = program_mistake(ev.text)
     if name is None:
-        refusal = setup_refusal(ev.text)
+        refusal = setup_refusal(ev.text if message is None or not message.startswith(ev.text) else message)
         if refusal is None:
             return None
         # the message states the refused set-up itself: where it was raised adds nothing
