@@ -1,5 +1,6 @@
 """diagnosis/offline.py cause_stated_before: a crash whose own line states no cause, after another process
-stated one, takes that cause.
+stated one, takes that cause; child_exception_before: a launcher's report of a failed child, after the child's
+own program-mistake or set-up refusal before any progress, is configuration.
 
 Lines are real: ray-project/ray_lightning#32 (Ray Tune's trial runner under ``(pid=1521965)`` reports a
 trainer's MisconfigurationException that the trainer under ``(pid=1521999)`` printed first), and the near
@@ -75,5 +76,35 @@ def test_two_processes_of_one_driver_log(tmp_path: Path, first: str, label: Labe
 
 def test_the_corpus_excerpt() -> None:
     path = CORPUS / "config_error" / "ray-lightning-32-misconfiguration-requested-gpus-not-available.log"
+    verdict = diagnose_paths([str(path)]).verdict
+    assert verdict.label is Label.CONFIG_ERROR and verdict.action is Action.STOP
+
+
+#: yuvalkirstain/PickScore#2: accelerate's ValueError, then torchrun's elastic agent reporting the child's exit
+CHILD = ["ValueError: When using `deepspeed_config_file`, the following accelerate config variables will be ignored: "
+         "['gradient_accumulation_steps', 'gradient_clipping',",
+         "'zero_stage', 'offload_optimizer_device', 'offload_param_device', 'zero3_save_16bit_model', "
+         "'mixed_precision'].",
+         "Please specify them appropriately in the DeepSpeed config file."]
+REPORT = "[01:26:13] ERROR    failed (exitcode: 1) local_rank: 0 (pid: 1527604) of binary: /usr/bin/python3"
+
+
+@pytest.mark.parametrize(("lines", "label"), [
+    ([*CHILD, REPORT], Label.CONFIG_ERROR),
+    (["RuntimeError: Collective ops must be configured at program startup", REPORT], Label.CONFIG_ERROR),
+    # near misses: progress before it; a child's crash of its own; no exception above the report
+    (["{'loss': 2.3412, 'learning_rate': 5e-05, 'epoch': 0.01}", *CHILD, REPORT], Label.OTHER_CRASH),
+    (["RuntimeError: CUDA error: an illegal memory access was encountered", REPORT], Label.OTHER_CRASH),
+    (["Loading checkpoint shards: 100%", REPORT], Label.OTHER_CRASH),
+], ids=["program-mistake", "refusal", "after-progress", "child-crash", "no-exception"])
+def test_a_launcher_report_after_the_childs_exception(tmp_path: Path, lines: list[str], label: Label) -> None:
+    verdict = diagnose_paths([_write(tmp_path, lines)]).verdict
+    assert verdict.label is label
+    if label is Label.CONFIG_ERROR:
+        assert verdict.evidence[0].text == lines[0] and REPORT.strip()[:40] in verdict.reason
+
+
+def test_the_launcher_report_in_the_corpus() -> None:
+    path = CORPUS / "config_error" / "pickscore-2-accelerate-deepspeed-config-valueerror.log"
     verdict = diagnose_paths([str(path)]).verdict
     assert verdict.label is Label.CONFIG_ERROR and verdict.action is Action.STOP

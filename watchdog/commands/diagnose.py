@@ -39,7 +39,13 @@ from neuron_watch.diagnosis.logtext import (
     split_rank_prefix,
     unwrap_numbered,
 )
-from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, cause_stated_before, open_traceback
+from neuron_watch.diagnosis.offline import (
+    RecentLines,
+    Tracebacks,
+    cause_stated_before,
+    child_exception_before,
+    open_traceback,
+)
 from neuron_watch.errors import UsageError
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
 
@@ -449,6 +455,7 @@ def diagnose_lines(
         message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else None
         verdict = (tracebacks.mistake_in_setup(verdict)
                    or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
+                   or child_exception_before(verdict, progressed, recent)
                    or cause_stated_before(verdict) or verdict)
     return verdict, count
 
