@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.exctaxonomy import exception_message, setup_refusal
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.events import Action, Evidence, Label, RankKey, Verdict
 
@@ -94,3 +95,114 @@ def test_the_rule_itself() -> None:
     assert mistake_before_progress(_crash("KeyError: 'WORLD_SIZE'"), False, other) is not None  # frames of another line
     hang = Verdict(Label.COLLECTIVE_HANG, Action.RESTART, evidence=(Evidence(key, text, ""),))
     assert mistake_before_progress(hang, False) is None
+
+
+#: (a failure's line, whether it states a set-up the program refuses): real lines of the corpus and of the
+#: signature table's examples, and near misses (a crash of the program's own, an advice in a record that is
+#: no exception, a status in prose, NCCL's other results)
+REFUSALS: list[tuple[str, bool]] = [
+    # NCCL's failed CUDA call, in each framework's words (Paddle, c10's terminate, PyTorch, NCCL's name, nccl-tests)
+    ("OSError: (External)  Nccl error, unhandled cuda error  (at /paddle/paddle/fluid/platform/collective_helper.cc"
+     ":100)", True),
+    ("  what():  NCCL Error 1: unhandled cuda error", True),
+    ("torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:317, unhandled cuda error", True),
+    ("ncclUnhandledCudaError: Call to CUDA function failed.", True),
+    ("gpu5: Test NCCL failure common.cu:343 'unhandled cuda error'", True),
+    # an exception whose message says what to change
+    ("RuntimeError: Collective ops must be configured at program startup", True),
+    ("RuntimeError: Lightning can’t create new processes if CUDA is already initialized. Did you manually call "
+     "torch.cuda.* functions, have moved the model to the device, or allocated memory on the GPU any other way? "
+     "Please remove any such calls, or change the selected strategy. You will have to restart the Python kernel.",
+     True),
+    ("RuntimeError: Using hostfile at /home/552/dz9214/hostfile but host=gadi-gpu-v100-0011 was not reachable via "
+     "ssh. If you are running with a single node please remove /home/552/dz9214/hostfile or setup passwordless ssh.",
+     True),
+    ("OSError: glm-4-9b is not a local folder and is not a valid model identifier listed on "
+     "'https://huggingface.co/models' If this is a private repository, make sure to pass a token having permission "
+     "to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`", True),
+    # near misses: the program's own crash; a bug to report; NCCL's other results; advice outside an exception
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", False),
+    ("ResourceExhaustedError: {{function_node _inferencedistributedfunction153395}} Compilation failure: Ran out of "
+     "memory in memory space vmem. It should not be possible to run out of vmem - please file a bug against XLA.",
+     False),
+    ("gpu5:35917:35994 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, "
+     "vendor err 129", False),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled "
+     "system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.14.3", False),
+    ("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", False),
+    ("[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: "
+     "Cannot allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)", False),
+    ("ERROR ||NEURON_CC_WRAPPER||: Got a cached failed neff at /var/tmp/neuron-compile-cache/model.neff. Will skip "
+     "compilation, please set --retry_failed_compilation for recompilation.", False),
+    ("INFO: make sure the dataset is downloaded before training; the run must be configured in train.yaml", False),
+]
+
+
+@pytest.mark.parametrize(("line", "refused"), REFUSALS, ids=[f"{i}" for i in range(len(REFUSALS))])
+def test_setup_refusal_reads_the_message(line: str, refused: bool) -> None:
+    assert (setup_refusal(line) is not None) is refused
+    before = mistake_before_progress(_crash(line), progressed=False)
+    assert (before is not None and before.label is Label.CONFIG_ERROR) is refused
+    # after progress the same line is the run's crash, whatever it says
+    assert mistake_before_progress(_crash(line), progressed=True) is None
+    assert mistake_before_progress(_crash(line, step=12), progressed=False) is None
+
+
+@pytest.mark.parametrize(("excerpt", "label"), [
+    # before any progress: NCCL's failed CUDA call (Paddle's, c10's terminate), an exception that says what to change
+    ("config_error/paddledetection-4139-nccl-unhandled-cuda-error-libnccl", Label.CONFIG_ERROR),
+    ("config_error/yolov7-pytorch-63-terminate-nccl-error-1-core-dumped-zh", Label.CONFIG_ERROR),
+    ("config_error/lightning-18728-cuda-initialized-before-trainer-fork", Label.CONFIG_ERROR),
+    ("config_error/tensorflow-34568-collective-ops-configured-at-startup", Label.CONFIG_ERROR),
+    # near misses: the same NCCL result beside a cause of its own (an IB completion error, CUDA out of memory)
+    ("comm_error/nccl-tests-24-ib-completion-error-12", Label.COMM_ERROR),
+    ("oom/vllm-18446-qwen3-235b-v1-nccl-cuda-out-of-memory", Label.OOM),
+])
+def test_a_refused_setup_before_progress_in_the_corpus(excerpt: str, label: Label) -> None:
+    verdict = diagnose_paths([str(CORPUS / f"{excerpt}.log")]).verdict
+    assert verdict.label is label
+
+
+def test_an_unhandled_cuda_error_after_progress_stays_a_crash(tmp_path: Path) -> None:
+    lines = ["{'loss': 2.3412, 'learning_rate': 5e-05, 'epoch': 0.01}",
+             "OSError: (External)  Nccl error, unhandled cuda error  (at /paddle/paddle/fluid/platform/"
+             "collective_helper.cc:100)"]
+    verdict = diagnose_paths([_write(tmp_path, lines)]).verdict
+    assert verdict.label is Label.OTHER_CRASH and verdict.action is Action.RESTART
+
+
+#: ray-project/ray#39128 as pasted from a box-drawn (rich) traceback: the message wrapped at the box's width
+BOXED = [
+    "           torch_xla._XLAC._xla_step_marker(                                                     │",
+    "RuntimeError: INVALID_ARGUMENT: Cannot assign a device for operation XRTCompile_16: {{node XRTCompile_16}} "
+    "was explicitly│",
+    " assigned to /job:localservice/replica:0/task:0/device:TPU:1 but available devices are [ /job:localservice/"
+    "replica:0/task│",
+    " /job:localservice/replica:0/task:0/device:XLA_CPU:0 ]. Make sure the device specification refers to a valid "
+    "device.     │",
+    "         [[XRTCompile_16]]",
+]
+
+
+@pytest.mark.parametrize(("lines", "refused"), [
+    (BOXED, True),
+    # near misses: the words after the message's end (a blank line, a record of its own, a new traceback)
+    ([*BOXED[:3], "", BOXED[3]], False),
+    ([*BOXED[:3], "2023-09-01 10:00:00,000 INFO worker.py:12 -- Make sure the device specification is valid"],
+     False),
+    ([*BOXED[:3], "Traceback (most recent call last):", BOXED[3]], False),
+    ([*BOXED[:3], "ValueError: make sure the device is valid"], False),
+], ids=["boxed", "after-blank", "after-a-record", "after-a-traceback", "after-an-exception"])
+def test_the_message_goes_on_over_its_lines(lines: list[str], refused: bool) -> None:
+    message = exception_message(lines, 1)
+    assert message.startswith(lines[1])
+    assert (setup_refusal(message) is not None) is refused
+    found = mistake_before_progress(_crash(lines[1]), False, None, message)
+    assert (found is not None) is refused
+    assert mistake_before_progress(_crash(lines[1]), False) is None  # the first line alone says nothing of it
+
+
+def test_a_boxed_message_in_the_corpus() -> None:
+    path = CORPUS / "config_error" / "ray-39128-trn1-two-workers-one-neuron-core-xrtcompile.log"
+    verdict = diagnose_paths([str(path)]).verdict
+    assert verdict.label is Label.CONFIG_ERROR and verdict.action is Action.STOP

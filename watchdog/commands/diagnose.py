@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.exctaxonomy import exception_message
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
@@ -38,7 +39,13 @@ from neuron_watch.diagnosis.logtext import (
     split_rank_prefix,
     unwrap_numbered,
 )
-from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
+from neuron_watch.diagnosis.offline import (
+    RecentLines,
+    Tracebacks,
+    cause_stated_before,
+    child_exception_before,
+    open_traceback,
+)
 from neuron_watch.errors import UsageError
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
 
@@ -444,8 +451,12 @@ def diagnose_lines(
         verdict = open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
     elif verdict.label is Label.OTHER_CRASH:
         progressed = any(st.last_progress is not None for st in judge.ranks.values())
+        around = recent.around(verdict.evidence[0]) if verdict.evidence else None
+        message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else None
         verdict = (tracebacks.mistake_in_setup(verdict)
-                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes) or verdict)
+                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
+                   or child_exception_before(verdict, progressed, recent)
+                   or cause_stated_before(verdict) or verdict)
     return verdict, count
 
 

@@ -41,6 +41,7 @@ errors in their own words:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuron_watch.events import Label
@@ -266,6 +267,65 @@ def raised_in_setup(frames: list[tuple[str, str]]) -> str | None:
     if any(_WORK_FUNCTION.match(func) for func in own):
         return None
     return next((func for func in reversed(own) if _SETUP_FUNCTION.match(func)), None)
+
+
+
+# -- a set-up the program refuses, stated in its message ---------------------------------------------
+
+#: NCCL's result for a CUDA call inside NCCL that failed (nccl.h ncclUnhandledCudaError = 1,
+#: ncclGetErrorString "unhandled cuda error"), in the frameworks' words for it: PyTorch's "NCCL error in:
+#: <file>:<line>, unhandled cuda error", PaddlePaddle's "Nccl error, unhandled cuda error", c10's "NCCL
+#: Error 1: unhandled cuda error". Before any rank made progress, the call that failed is NCCL setting up
+#: its communicator on this machine's CUDA (a libnccl built for another CUDA, a driver older than the
+#: toolkit): a restart makes the same call on the same set-up. A failure after progress is no such thing
+#: (a device fault, an illegal address reported through NCCL), and is not read here.
+_NCCL_CUDA_CALL_FAILED = re.compile(r"(?i:\bunhandled cuda error\b)|\bncclUnhandledCudaError\b")
+#: an exception's message that tells the user what to change before the program can run: a step to take
+#: ("Make sure the device specification refers to a valid device", "Please remove any such calls, or change
+#: the selected strategy", "please set --..."), a question about what was done ("Did you manually call
+#: torch.cuda.* functions ...?"), or a requirement of the set-up ("Collective ops must be configured at
+#: program startup", "It must be either ..."). Programs word a refused setting so; a crash of their own
+#: ("an illegal memory access was encountered", "Please report a bug") names nothing the user set.
+_SETUP_PRESCRIBED = re.compile(
+    r"(?i:\bmake sure\b|\bplease (?:set|specify|remove|install|use|change|upgrade|downgrade|update|reinstall|"
+    r"provide|pass|add|ensure|select|configure|export|unset)\b|\bdid you (?:manually |forget |mean\b|set |call )|"
+    r"\bmust be (?:configured|set|specified|called|provided|installed|enabled|disabled|one of|either|run|created|"
+    r"initiali[sz]ed|launched|started|imported)\b)")
+
+
+#: lines that start something else than the message above them: a traceback's header or frame, a chain's
+#: separator, a record with a level in its head
+_NOT_CONTINUED = re.compile(r'^\s*(?:Traceback \(most recent call last\)|File "|The above exception|During handling)|'
+                            r"^.{0,80}?(?:^|[\s\[|(:-])(?:ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG)(?:[\s\]|:)-]|$)|"
+                            r"^\[?[IWEF]\d{4} ")
+#: lines of an exception's message read after its first (a message printed over several lines, or wrapped)
+MESSAGE_LINES = 6
+
+
+def exception_message(lines: Sequence[str], index: int) -> str:
+    """The exception line ``lines[index]`` and the lines that go on with its message, joined by spaces: up
+    to :data:`MESSAGE_LINES` lines after it, until a blank line, another exception line, a traceback's
+    header or frame, or a record with a level in its head (a box-drawn traceback wraps a message at the
+    terminal's width: "... was explicitly│", " assigned to ... Make sure the device specification ...")."""
+    parts = [lines[index]]
+    for text in lines[index + 1:index + 1 + MESSAGE_LINES]:
+        if not text.strip() or exception_class(text) is not None or _NOT_CONTINUED.search(text):
+            break
+        parts.append(text.strip())
+    return " ".join(parts)
+
+
+def setup_refusal(text: str) -> str | None:
+    """What ``text`` (a failure's line) is, when its message states a set-up the program refuses whatever
+    its exception's class: NCCL's failed CUDA call, or an exception line that tells the user what to change
+    in the set-up. None otherwise. Read of a failure before any progress
+    (:func:`~neuron_watch.diagnosis.firstfailure.mistake_before_progress`)."""
+    if _NCCL_CUDA_CALL_FAILED.search(text):
+        return "NCCL's failed CUDA call (unhandled cuda error)"
+    m = _EXCEPTION_LINE.match(text)
+    if m is not None and _SETUP_PRESCRIBED.search(text, m.end()):
+        return f"{m.group(1).rsplit('.', 1)[-1]} whose message says what to change in the set-up"
+    return None
 
 
 def innermost_role(frames: list[tuple[str, str]]) -> tuple[str, str] | None:

@@ -8,6 +8,11 @@ same command on the same files and meets the same value again. Where the frames 
 function it was raised, the reason names it; where they are missing (one line pasted) the rule still
 holds, since it rests on the exception's class and the absence of progress, not on the frames.
 
+A failure whose message states the set-up it refuses, whatever its class, reads the same way before any
+progress (:func:`~neuron_watch.diagnosis.exctaxonomy.setup_refusal`): NCCL's failed CUDA call as NCCL sets
+up its communicator, an exception that tells the user what to change ("Make sure ...", "Please remove ...",
+"... must be configured at program startup").
+
 The live watchdog reaches the same end in two generations: ``recovery/policy.py`` stops a failure
 before the first step that repeats with the same label and signature in the next generation (a crash
 loop). Offline there is one generation to read, so the class and the missing progress say it at once.
@@ -19,7 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
-from neuron_watch.diagnosis.exctaxonomy import innermost_role, program_mistake, script_not_python
+from neuron_watch.diagnosis.exctaxonomy import innermost_role, program_mistake, script_not_python, setup_refusal
 from neuron_watch.events import Action, Label, RankKey, Verdict
 
 #: a rank's last program-mistake exception: its line, its traceback's frames (file, function),
@@ -28,10 +33,11 @@ Traceback = tuple[str, list[tuple[str, str]], bool]
 
 
 def mistake_before_progress(verdict: Verdict, progressed: bool,
-                            tracebacks: Mapping[RankKey, Traceback] | None = None) -> Verdict | None:
+                            tracebacks: Mapping[RankKey, Traceback] | None = None,
+                            message: str | None = None) -> Verdict | None:
     """``verdict`` as configuration (stop) when it is a crash (``other_crash``) whose evidence is a
-    program-mistake exception line and no rank made progress (``progressed`` False, no step); None
-    otherwise.
+    program-mistake exception line, or a line whose message states the set-up it refuses
+    (exctaxonomy.setup_refusal), and no rank made progress (``progressed`` False, no step); None otherwise.
 
     ``tracebacks``: each rank's last program-mistake exception with its frames. Where the evidence's
     frames were read, they decide: the innermost frame that names a role (exctaxonomy.innermost_role)
@@ -40,13 +46,23 @@ def mistake_before_progress(verdict: Verdict, progressed: bool,
     name no role in a traceback read whole (a script's ``<module>`` and its own helpers: the program's
     own bug) keep the crash. Without frames (one pasted line), or with only the innermost frames of
     a traceback cut above them naming no role, the class and the missing progress decide.
+
+    ``message``: the evidence line with the lines that go on with its message
+    (exctaxonomy.exception_message), where they were read: a set-up refusal may be worded there.
     """
     if verdict.label is not Label.OTHER_CRASH or progressed or verdict.step is not None or not verdict.evidence:
         return None
     ev = verdict.evidence[0]
     name = program_mistake(ev.text)
     if name is None:
-        return None
+        refusal = setup_refusal(ev.text if message is None or not message.startswith(ev.text) else message)
+        if refusal is None:
+            return None
+        # the message states the refused set-up itself: where it was raised adds nothing
+        return dataclasses.replace(
+            verdict, label=Label.CONFIG_ERROR, action=Action.STOP, advice=CONFIG_ADVICE,
+            reason=f"{refusal} before any rank made progress: a set-up the program refuses, which a restart "
+                   f"meets again ({ev.text.strip()[:160]})")
     found = (tracebacks or {}).get(ev.key)
     frames, whole = (found[1], found[2]) if found is not None and found[0] == ev.text else ([], False)
     where = ""

@@ -2,8 +2,10 @@
 
 Pure: no I/O. The offline judge has the whole of a saved log and judges it once, at its end, so it
 reads what the live judge leaves to its restart policy: a failure's error block around its evidence
-(:class:`RecentLines`), a program-mistake exception raised in set-up code (:class:`Tracebacks`), and
-a log that ends inside a traceback (:func:`open_traceback`).
+(:class:`RecentLines`), a program-mistake exception raised in set-up code (:class:`Tracebacks`),
+a log that ends inside a traceback (:func:`open_traceback`), a failure that states no cause after
+another process stated one (:func:`cause_stated_before`), and a launcher's report of a child that failed
+after the child's own exception (:func:`child_exception_before`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE, read_error
 from neuron_watch.diagnosis.exctaxonomy import (
     exception_class,
+    exception_message,
     frame_of,
     in_traceback,
     program_mistake,
     raised_in_setup,
 )
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.judge import TRACEBACK_SIGNATURE
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
 
@@ -40,6 +44,14 @@ class RecentLines:
         if kept is None:
             kept = self.lines[line.key] = collections.deque(maxlen=self.LINES)
         kept.append(line)
+
+    def before(self, ev: Evidence, count: int) -> list[LogLine]:
+        """The last ``count`` kept lines of ``ev``'s source printed before its line, whatever their rank (in
+        line order): a launcher and the child it started write one file under different rank tags."""
+        found = [line for kept in self.lines.values() for line in kept
+                 if line.source == ev.source and line.lineno < ev.lineno]
+        found.sort(key=lambda line: line.lineno)
+        return found[-count:]
 
     def around(self, ev: Evidence) -> tuple[list[LogLine], int] | None:
         """The rank's kept lines and the index of ``ev``'s line among them (None: no longer kept)."""
@@ -127,4 +139,75 @@ def open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float |
                 advice="The log was cut inside the traceback: read the rank's full log for the exception line "
                        "under these frames; restart from the last complete checkpoint if the cause is transient.",
                 culprit_source="failure")
+    return None
+
+
+#: causes one process's failure states that its peers' failures do not echo: a connection that broke is
+#: what every other process sees when one dies (a consequence, often printed first), so it is left out
+_STATED_CAUSES = frozenset({Label.CONFIG_ERROR, Label.OOM, Label.HARDWARE_ERROR, Label.COMPILE_ERROR})
+
+
+def cause_stated_before(verdict: Verdict) -> Verdict | None:
+    """The cause another process stated first, when ``verdict`` is a crash whose own line states none.
+
+    A wrapper reports a worker's failure in words of its own ("Runner Thread raised error.", "Engine core
+    initialization failed. See root cause above."), while the process that failed printed the cause in its
+    own lines before it: Ray's trial runner under ``(pid=1521965)`` after the trainer under ``(pid=1521999)``
+    printed Lightning's "But your machine only has: [0]". Each process is judged as a stream of its own
+    (logtext.split_process), and the verdict rests on the last to fail. Among the verdict's other evidence
+    the earliest line, not later than the verdict's own, whose form states a cause (errorclass.read_error)
+    of configuration, memory, hardware or a compiler decides; None when the verdict's line states a cause,
+    or no earlier line does."""
+    if verdict.label is not Label.OTHER_CRASH or not verdict.evidence:
+        return None
+    own = verdict.evidence[0]
+    if read_error(own.text) is not None:
+        return None
+    stated = [(ev.mono, i, ev, reading) for i, ev in enumerate(verdict.evidence[1:], 1)
+              if ev.mono <= own.mono and (reading := read_error(ev.text)) is not None
+              and reading.label in _STATED_CAUSES]
+    if not stated:
+        return None
+    _, i, ev, reading = min(stated, key=lambda found: (found[0], found[1]))
+    rest = tuple(e for j, e in enumerate(verdict.evidence) if j != i)
+    return dataclasses.replace(
+        verdict, label=reading.label, action=reading.action, culprit=ev.key, evidence=(ev, *rest),
+        advice=reading.advice, culprit_source="failure",
+        reason=f"{own.text.strip()[:100]} states no cause; before it, {ev.key} stated one ({reading.form}): "
+               f"{reading.label.value} ({ev.text.strip()[:160]})")
+
+
+#: a launcher's report of a child process that failed, which names no cause of its own: torchrun's elastic
+#: agent ("failed (exitcode: 1) local_rank: 0 (pid: 1527604) of binary: /usr/bin/python3", the rule
+#: torch.elastic.child_failed), printed after the child's own exception
+LAUNCHER_REPORTS = frozenset({"torch.elastic.child_failed"})
+#: lines read back from a launcher's report for the child's exception
+CHILD_LINES = 40
+
+
+def child_exception_before(verdict: Verdict, progressed: bool, recent: RecentLines) -> Verdict | None:
+    """Configuration, when ``verdict`` is a crash before any progress that rests on a launcher's report of a
+    failed child (:data:`LAUNCHER_REPORTS`), and the child's last exception above it in the same file (at most
+    :data:`CHILD_LINES` lines up, under whatever rank tag) is a program mistake or states the set-up it refuses
+    (firstfailure.mistake_before_progress, its message read over the lines it goes on to). None otherwise."""
+    if verdict.label is not Label.OTHER_CRASH or progressed or verdict.step is not None or not verdict.evidence:
+        return None
+    report = verdict.evidence[0]
+    if report.signature not in LAUNCHER_REPORTS:
+        return None
+    lines = recent.before(report, CHILD_LINES)
+    texts = [line.text for line in lines]
+    for i in range(len(texts) - 1, -1, -1):
+        if exception_class(texts[i]) is None:
+            continue
+        line = lines[i]
+        # (no signature: the line is read by its form, not by a rule of the table)
+        child = Evidence(line.key, line.text, "", line.source, line.lineno, line.mono)
+        found = mistake_before_progress(dataclasses.replace(verdict, evidence=(child, *verdict.evidence)), False,
+                                        None, exception_message(texts, i))
+        if found is None:
+            return None
+        return dataclasses.replace(found, culprit=verdict.culprit, ranks=verdict.ranks,
+                                   reason=f"{found.reason}; the launcher reported the child's exit after it "
+                                          f"({report.text.strip()[:100]})")
     return None
