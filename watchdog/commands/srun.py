@@ -43,7 +43,7 @@ from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.node.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
 from neuron_watch.outputs.console import say, status_line_for
 from neuron_watch.outputs.eventlog import EventLog
-from neuron_watch.recovery.machine import Relaunched, RelaunchEnded, RelaunchOutcome
+from neuron_watch.recovery.commands import Relaunched, RelaunchEnded, RelaunchOutcome
 from neuron_watch.recovery.policy import RestartPolicy
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (

@@ -57,22 +57,19 @@ from neuron_watch.job.statusdoc import NodeState, liveness, status_document, sta
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS
-from neuron_watch.recovery.machine import (
+from neuron_watch.recovery.commands import (
     Capture,
     ChooseCheckpoint,
     Command,
     Drain,
     Emit,
-    Facts,
     Finish,
-    Progress,
     RecordIncident,
-    Recovery,
-    RecoverySettings,
     Relaunch,
     Relaunched,
     StopJob,
 )
+from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.wire.protocol import (
     NO_VERDICT,
@@ -416,21 +413,10 @@ class Coordinator:
         nodes = {}
         for name, v in sorted(self.nodes.items()):
             st = self.tracker.stats(name)
-            nodes[name] = {
-                "state": v.state.value, "last_heard_ago": round(now - v.last_heard, 3), "hostname": v.hostname,
-                "ranks": list(v.ranks), "status": v.status, "generation": v.generation, "lines": v.lines,
-                "seq": st.to_dict() if st else {}, "agent_dropped_lines": v.reported_dropped_lines,
-                "agent_dropped_msgs": v.reported_dropped_msgs, "agent_truncated_lines": v.reported_truncated_lines,
-            }
-        c = self.counters
+            nodes[name] = v.summary(now, st.to_dict() if st else {})
         return {"job": self.job, "endpoint": self.endpoint, "generation": self.generation, "phase": self.phase.value,
-                "restarts": self.restarts, "nodes": nodes, "lines": c.lines, "frames": c.frames,
-                "refused": {"bad": dict(c.bad), "wrong_job": c.wrong_job, "not_agent_kind": c.not_agent_kind,
-                            "stale_session": c.stale, "unechoed": c.unechoed},
-                "challenges": c.challenges,
-                "duplicates": c.duplicates, "early": c.early, "send_failed": c.send_failed,
-                "unclassified_batches": c.unclassified_batches, "paused": list(self.pacing.pauses),
-                "merged_lines_shed": c.merged_lines_shed, "procs_unresolved": c.procs_unresolved,
+                "restarts": self.restarts, "nodes": nodes, **self.counters.summary(),
+                "paused": list(self.pacing.pauses),
                 "verdict": self.last_verdict.to_dict() if self.last_verdict else None,
                 "watchdog_io": self.health.summary()}
 

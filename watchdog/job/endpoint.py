@@ -92,6 +92,15 @@ class Counters:
     def bad_total(self) -> int:
         return sum(self.bad.values())
 
+    def summary(self) -> dict[str, Any]:
+        """What ``coordinator.json`` says of them."""
+        return {"lines": self.lines, "frames": self.frames,
+                "refused": {"bad": dict(self.bad), "wrong_job": self.wrong_job, "not_agent_kind": self.not_agent_kind,
+                            "stale_session": self.stale, "unechoed": self.unechoed},
+                "challenges": self.challenges, "duplicates": self.duplicates, "early": self.early,
+                "send_failed": self.send_failed, "unclassified_batches": self.unclassified_batches,
+                "merged_lines_shed": self.merged_lines_shed, "procs_unresolved": self.procs_unresolved}
+
 
 class Receiver(Protocol):
     """What the endpoint needs of the coordinator behind it."""

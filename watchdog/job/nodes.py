@@ -8,6 +8,7 @@ wire stay with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from neuron_watch.events import EvidenceReport, NodeStatus, RankExit, StopReport
 from neuron_watch.job.statusdoc import NodeState
@@ -63,6 +64,15 @@ class NodeView:
     procs_states: dict[int, tuple[dict[int, int], dict[int, WorkerActivity]]] = field(default_factory=dict)
     procs_seq: int = -1
     procs_judge: object = None
+
+    def summary(self, now: float, seq: dict[str, Any]) -> dict[str, Any]:
+        """This node in ``coordinator.json``: state, last heard, ``seq`` (its sequence gaps), drops."""
+        return {
+            "state": self.state.value, "last_heard_ago": round(now - self.last_heard, 3), "hostname": self.hostname,
+            "ranks": list(self.ranks), "status": self.status, "generation": self.generation, "lines": self.lines,
+            "seq": seq, "agent_dropped_lines": self.reported_dropped_lines,
+            "agent_dropped_msgs": self.reported_dropped_msgs, "agent_truncated_lines": self.reported_truncated_lines,
+        }
 
     @property
     def observed(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from neuron_watch.events import Verdict
 from neuron_watch.outputs.eventlog import EventLog
-from neuron_watch.recovery.machine import Relaunched, RelaunchOutcome
+from neuron_watch.recovery.commands import Relaunched, RelaunchOutcome
 from neuron_watch.wire.protocol import Body, Launch
 
 
