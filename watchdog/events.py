@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -274,6 +275,40 @@ class RankSpan(NamedTuple):
     first: float
     last: float
     text: str
+
+
+class ProgressColumns(NamedTuple):
+    """A batch's progress rows (see :meth:`~neuron_watch.diagnosis.judge.Judge.observe_columns`) as
+    parallel columns, one entry a row: ``chunk`` is the row's rank (an index into the batch's
+    ranks); its newest line's monotonic and wall times, text, stream and line number; the progress
+    signature that read it and the step. (Columns, not a record per row: a batch of a large job
+    carries one row per rank, 65,536 a second on 1,024 nodes.)"""
+
+    chunk: Sequence[int]
+    mono: Sequence[float]
+    wall: Sequence[float]
+    text: Sequence[str]
+    source: Sequence[str]
+    lineno: Sequence[int]
+    signature: Sequence[str]
+    step: Sequence[int]
+
+
+#: a batch without progress rows
+NO_PROGRESS = ProgressColumns((), (), (), (), (), (), (), ())
+
+
+class BatchColumns(NamedTuple):
+    """A classified batch as the judge takes it, by column: per rank (``keys``, in the order each
+    rank's first line was read) the first and the newest line's monotonic times and the newest
+    line's text; the matched lines (:class:`LogLine`, in line order); the progress rows."""
+
+    keys: Sequence[RankKey]
+    first: Sequence[float]
+    last: Sequence[float]
+    text: Sequence[str]
+    matches: Sequence[LogLine]
+    progress: ProgressColumns = NO_PROGRESS
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ import msgpack
 
 from neuron_watch.diagnosis.flight_recorder import GroupProgress, group_rows
 from neuron_watch.errors import TransportError
-from neuron_watch.events import LogLine, RankKey, RankSpan
+from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColumns, RankKey, RankSpan
 
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
@@ -1100,6 +1100,32 @@ def line_records(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: floa
         key, _first, last, text = spans[chunk]
         progress.append(_new_tuple(LogLine, (key, text, last, wall - rows[chunk][3], source, lineno, sig, step, loss)))
     return LineRecords(spans, matches, progress)
+
+
+_newest_line = operator.itemgetter(2)  # of a text's rpartition("\n"): its last line
+
+
+def line_columns(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> BatchColumns:
+    """:func:`line_records` by column, as the coordinator's judge takes a batch
+    (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_columns`): the ranks' times and newest lines,
+    and the progress rows' times, texts and steps, each column built in C (no record per rank or
+    per progress row: one of each per rank and batch is what a job of 65,536 ranks cannot afford).
+    A progress row is its rank's newest line; the matches are whole lines, as in :func:`line_records`.
+    """
+    _rank, _n, d_first, d_last, _d_wall, texts = zip(*body.ranks, strict=True)
+    sub, repeat = operator.sub, itertools.repeat
+    last = list(map(sub, repeat(t_mono), d_last))
+    newest = list(map(_newest_line, map(str.rpartition, texts, repeat("\n"))))
+    matches: list[LogLine] = [_new_tuple(LogLine, (keys[chunk], text, t_mono - d_mono, wall - d_mono, source, lineno,
+                                                   sig, step, loss))
+                              for chunk, sig, step, loss, d_mono, text, source, lineno in body.matches]
+    progress = NO_PROGRESS
+    if body.progress:
+        chunk, sig_c, step_c, _loss, source_c, lineno_c = zip(*body.progress, strict=True)
+        progress = ProgressColumns(chunk, list(map(last.__getitem__, chunk)),
+                                   list(map(sub, repeat(wall), map(d_last.__getitem__, chunk))),
+                                   list(map(newest.__getitem__, chunk)), source_c, lineno_c, sig_c, step_c)
+    return BatchColumns(keys, list(map(sub, repeat(t_mono), d_first)), last, newest, matches, progress)
 
 
 def body_lines(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> list[LogLine]:
