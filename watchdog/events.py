@@ -6,8 +6,10 @@ Nothing here does I/O. Times are plain floats: ``mono`` values come from ``time.
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import enum
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -361,6 +363,23 @@ class Evidence:
             "file": self.source,
             "line": self.lineno,
         }
+
+
+def evidence_rows(keys: Sequence[RankKey], texts: Sequence[str], signatures: Sequence[str], sources: Sequence[str],
+                  linenos: Sequence[int], monos: Sequence[float]) -> list[Evidence]:
+    """One :class:`Evidence` per row of these columns, equal to ``Evidence(key, text, ...)`` of each,
+    built column by column in C: each object's slots are set through their descriptors, with no
+    call of the frozen ``__init__`` (six Python-level ``__setattr__`` calls) per object. A batch of
+    a large job gives its judge one evidence line per rank that progressed, 65,536 a second on
+    1,024 nodes, where ``__init__`` costs several times the rest of the row's work."""
+    out = list(map(object.__new__, itertools.repeat(Evidence, len(keys))))
+    slots = vars(Evidence)  # (each field's slot descriptor)
+    columns: tuple[Sequence[object], ...] = (keys, texts, signatures, sources, linenos, monos)
+    for name, column in zip(("key", "text", "signature", "source", "lineno", "mono"), columns, strict=True):
+        if len(column) != len(out):
+            raise ValueError(f"evidence columns of {len(out)} and {len(column)} rows")
+        collections.deque(map(slots[name].__set__, out, column), maxlen=0)  # (runs the map, keeps nothing)
+    return out
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from neuron_watch.events import (
     RankSpan,
     Verdict,
     WorkerSample,
+    evidence_rows,
 )
 
 _FIRST_LINE = attrgetter("first_line")
@@ -805,12 +806,13 @@ class Judge:
         advance = self._advance
         max_step = self.max_step
         newest_wall = self.last_progress_wall
-        # (the row's state is the batch's, found once by its key object: no look-up per row)
-        for chunk, mono, wall, text, source, lineno, sig_id, step in zip(
-                progress.chunk, progress.mono, progress.wall, progress.text, progress.source, progress.lineno,
-                progress.signature, progress.step, strict=True):
+        # (the row's state is the batch's, found once by its key object: no look-up per row; its
+        # evidence line is built with the others', by column)
+        evidence = evidence_rows(list(map(keys.__getitem__, progress.chunk)), progress.text, progress.signature,
+                                 progress.source, progress.lineno, progress.mono)
+        for chunk, mono, wall, step, ev in zip(progress.chunk, progress.mono, progress.wall, progress.step, evidence,
+                                               strict=True):
             st = states[chunk]
-            ev = Evidence(keys[chunk], text, sig_id, source, lineno, mono)
             if (max_step is None or step > max_step or st.train_end is not None
                     or st.failure_match is not None or st.recompile_open is not None):
                 self.last_progress_wall = newest_wall
