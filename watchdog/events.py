@@ -6,8 +6,11 @@ Nothing here does I/O. Times are plain floats: ``mono`` values come from ``time.
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import enum
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -279,6 +282,40 @@ class RankSpan(NamedTuple):
     text: str
 
 
+class ProgressColumns(NamedTuple):
+    """A batch's progress rows (see :meth:`~neuron_watch.diagnosis.judge.Judge.observe_columns`) as
+    parallel columns, one entry a row: ``chunk`` is the row's rank (an index into the batch's
+    ranks); its newest line's monotonic and wall times, text, stream and line number; the progress
+    signature that read it and the step. (Columns, not a record per row: a batch of a large job
+    carries one row per rank, 65,536 a second on 1,024 nodes.)"""
+
+    chunk: Sequence[int]
+    mono: Sequence[float]
+    wall: Sequence[float]
+    text: Sequence[str]
+    source: Sequence[str]
+    lineno: Sequence[int]
+    signature: Sequence[str]
+    step: Sequence[int]
+
+
+#: a batch without progress rows
+NO_PROGRESS = ProgressColumns((), (), (), (), (), (), (), ())
+
+
+class BatchColumns(NamedTuple):
+    """A classified batch as the judge takes it, by column: per rank (``keys``, in the order each
+    rank's first line was read) the first and the newest line's monotonic times and the newest
+    line's text; the matched lines (:class:`LogLine`, in line order); the progress rows."""
+
+    keys: Sequence[RankKey]
+    first: Sequence[float]
+    last: Sequence[float]
+    text: Sequence[str]
+    matches: Sequence[LogLine]
+    progress: ProgressColumns = NO_PROGRESS
+
+
 @dataclass(frozen=True, slots=True)
 class CompilerSample:
     """A live compiler process seen in the process table: whose it is and its CPU time so far."""
@@ -329,6 +366,23 @@ class Evidence:
             "file": self.source,
             "line": self.lineno,
         }
+
+
+def evidence_rows(keys: Sequence[RankKey], texts: Sequence[str], signatures: Sequence[str], sources: Sequence[str],
+                  linenos: Sequence[int], monos: Sequence[float]) -> list[Evidence]:
+    """One :class:`Evidence` per row of these columns, equal to ``Evidence(key, text, ...)`` of each,
+    built column by column in C: each object's slots are set through their descriptors, with no
+    call of the frozen ``__init__`` (six Python-level ``__setattr__`` calls) per object. A batch of
+    a large job gives its judge one evidence line per rank that progressed, 65,536 a second on
+    1,024 nodes, where ``__init__`` costs several times the rest of the row's work."""
+    out = list(map(object.__new__, itertools.repeat(Evidence, len(keys))))
+    slots = vars(Evidence)  # (each field's slot descriptor)
+    columns: tuple[Sequence[object], ...] = (keys, texts, signatures, sources, linenos, monos)
+    for name, column in zip(("key", "text", "signature", "source", "lineno", "mono"), columns, strict=True):
+        if len(column) != len(out):
+            raise ValueError(f"evidence columns of {len(out)} and {len(column)} rows")
+        collections.deque(map(slots[name].__set__, out, column), maxlen=0)  # (runs the map, keeps nothing)
+    return out
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,15 @@ the matched and progress lines with their stream, line number and match, every l
 from __future__ import annotations
 
 import ast
+import random
 from pathlib import Path
 
 import pytest
 
 from neuron_watch.diagnosis.classify import classify_batch, kb_fingerprint
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings, batch_columns
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import LogLine, RankKey, RankSpan
+from neuron_watch.events import Evidence, LogLine, RankKey, RankSpan, evidence_rows
 from neuron_watch.wire.protocol import (
     Header,
     Kind,
@@ -24,10 +26,12 @@ from neuron_watch.wire.protocol import (
     body_lines,
     decode,
     encode,
+    line_columns,
     line_records,
     lines_body,
     one_line_each,
 )
+from tests.unit.test_judge_batch import _mixed, assert_same
 
 KB = default_knowledge_base()
 NODE = "trn-7"
@@ -126,3 +130,59 @@ def test_the_link_only_transports() -> None:
                 for src in (node / "agent_link.py", node / "line_batches.py")}
     assert "neuron_watch.diagnosis.classify" in imported["line_batches.py"]
     assert all("neuron_watch.diagnosis.judge" not in modules for modules in imported.values())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_columns_leave_the_judge_as_the_records_do(seed: int) -> None:
+    """What the coordinator hands its judge (:func:`line_columns`, no record per rank or progress row)
+    leaves it exactly as the records do (:func:`line_records` into ``observe_batch``), batch after
+    batch of the table's every example line, steps and chatter, through the wire."""
+    lines = _mixed(seed, 1500)
+    # then steady training: each step first printed by one rank, the others follow (progress rows)
+    t, top = lines[-1].mono, max((ln.step for ln in classify_batch(KB, lines).matches if ln.step is not None),
+                                 default=0)
+    for step in range(top + 1, top + 40):
+        for n, r in [(n, r) for n in range(2) for r in range(3)]:
+            t += 0.05
+            lines.append(LogLine(RankKey(f"n{n}", r), f"step {step} loss 2.{r}{n} lr 1e-4", t, t + 1e6))
+    start = min(ln.mono for ln in lines)
+    by_records, by_columns = Judge(KB, JudgeSettings(), start), Judge(KB, JudgeSettings(), start)
+    rng = random.Random(seed)
+    keys: dict[RankKey, RankKey] = {}  # one key object per rank, as the job log gives the coordinator
+    i = columns_rows = 0
+    while i < len(lines):
+        node = f"n{rng.randrange(2)}"
+        batch = [ln for ln in lines[i:i + rng.choice((1, 5, 40))] if ln.node == node]
+        i += max(1, len(batch))
+        if not batch:
+            continue
+        now = max(ln.mono for ln in batch) + 0.5
+        found = classify_batch(KB, batch)
+        h = Header(kind=Kind.LINES, job="j", node=node, session=1, generation=0, seq=0, mono=now, wall=now + 1e6)
+        msg = decode(encode(Msg(h, lines_body(batch, now, now + 1e6, found.matches, found.progress,
+                                              kb_fingerprint(KB)))))
+        assert isinstance(msg.body, Lines)
+        body = msg.body
+        row_keys = [keys.setdefault(RankKey(node, c.rank), RankKey(node, c.rank)) for c in body.ranks]
+        records = line_records(body, row_keys, now, h.wall)
+        cols = line_columns(body, row_keys, now, h.wall)
+        assert batch_columns(records.ranks, records.matches, records.progress) == (
+            cols._replace(first=list(cols.first), last=list(cols.last), text=list(cols.text),
+                          progress=type(cols.progress)(*map(list, cols.progress))))
+        columns_rows += len(cols.progress.chunk)
+        by_records.observe_batch(records.ranks, records.matches, records.progress)
+        by_columns.observe_columns(cols)
+        assert_same(by_records, by_columns, now)
+    assert columns_rows  # the progress rows were taken by column, not only matches
+
+
+def test_evidence_built_by_column_equals_evidence_built_one_by_one() -> None:
+    keys = [RankKey(NODE, r) for r in range(3)]
+    rows = [(k, f"step {k.rank} loss 2.0", "progress.step_loss", f"/run/rank-{k.rank}.log", k.rank + 1, 10.0 + k.rank)
+            for k in keys]
+    built = evidence_rows(*map(list, zip(*rows, strict=True)))
+    assert built == [Evidence(*r) for r in rows]
+    assert [hash(e) for e in built] == [hash(Evidence(*r)) for r in rows]
+    assert built[2].to_dict() == Evidence(*rows[2]).to_dict()
+    with pytest.raises(ValueError, match="3 and 2 rows"):
+        evidence_rows(keys, ["a", "b", "c"], ["s"] * 3, ["x"] * 3, [1, 2, 3], [1.0, 2.0])

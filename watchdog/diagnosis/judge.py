@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Protocol, cast
 
 from neuron_watch.diagnosis.blockcontext import BlockLines
@@ -52,19 +52,20 @@ from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.events import (
     Action,
+    BatchColumns,
     CompilerSample,
     Evidence,
     Label,
     LogLine,
+    ProgressColumns,
     RankExit,
     RankKey,
     RankSpan,
     Verdict,
     WorkerSample,
+    evidence_rows,
 )
 
-#: A record's first field (a span's key), read in C.
-_first_field = itemgetter(0)
 _FIRST_LINE = attrgetter("first_line")
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
@@ -141,6 +142,30 @@ _COMPILER_SIGKILL = re.compile(r"(?:failed with|exit status) -9\b|died with <Sig
 _LINUX_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
                   8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
                   14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+
+def batch_columns(ranks: Sequence[RankSpan], matches: Sequence[LogLine],
+                  progress: Sequence[LogLine] = ()) -> BatchColumns:
+    """A batch given as records (:meth:`Judge.observe_batch`) by column (:meth:`Judge.observe_columns`):
+    each progress line is its rank's row, found by its key among ``ranks``.
+
+    Raises:
+        ValueError: a progress line of a rank that has no span in the batch.
+    """
+    keys = [span.key for span in ranks]
+    index = {key: i for i, key in enumerate(keys)}
+    chunks = []
+    for line in progress:
+        i = index.get(line.key)
+        if i is None:
+            raise ValueError(f"a progress row of {line.key}, a rank with no lines in the batch")
+        chunks.append(i)
+    rows = ProgressColumns(chunks, [p.mono for p in progress], [p.wall for p in progress],
+                           [p.text for p in progress], [p.source for p in progress],
+                           [p.lineno for p in progress], [p.signature for p in progress],
+                           [cast("int", p.step) for p in progress])
+    return BatchColumns(keys, [span.first for span in ranks], [span.last for span in ranks],
+                        [span.text for span in ranks], matches, rows)
 
 
 def _exit_meaning(code: int | None) -> str:
@@ -738,31 +763,44 @@ class Judge:
             ValueError: a signature id this knowledge base does not know (nothing is changed;
                 the caller classifies the lines itself).
         """
+        self.observe_columns(batch_columns(ranks, matches, progress))
+
+    def observe_columns(self, batch: BatchColumns) -> None:
+        """:meth:`observe_batch` of a batch given by column (what the coordinator decodes: no record
+        per rank or per progress row). A progress row's rank is its ``chunk``, an index into
+        ``batch.keys``.
+
+        Raises:
+            ValueError: a signature id this knowledge base does not know, or a progress row of
+                another kind or without a step (nothing is changed; the caller classifies the
+                lines itself).
+        """
         by_id = self.kb.by_id
         resolved: list[tuple[LogLine, Match]] = []
-        for line in matches:
+        for line in batch.matches:
             sig = by_id.get(line.signature)
             if sig is None:
                 raise ValueError(f"unknown signature id {line.signature!r:.60} (another knowledge base?)")
             resolved.append((line, Match(sig, line.step, line.loss)))
-        for line in progress:
-            sig = by_id.get(line.signature)
-            if sig is None or sig.effect is not Effect.PROGRESS or line.step is None:
-                raise ValueError(f"{line.signature!r:.60} is not a progress signature of this knowledge base")
-        rank = self._rank
-        state_of = self._by_id
-        # (the records are unpacked, not read field by field, in the loops below: they run for every
-        # rank of every batch, and an unpacking is one step in C)
+        progress = batch.progress
+        for sig_id in set(progress.signature):  # (a batch's rows share one or two signatures)
+            sig = by_id.get(sig_id)
+            if sig is None or sig.effect is not Effect.PROGRESS:
+                raise ValueError(f"{sig_id!r:.60} is not a progress signature of this knowledge base")
+        if None in progress.step:
+            raise ValueError("a progress row without a step")
+        keys, firsts = batch.keys, batch.first
         # A batch's ranks are known ones by their key objects (the states, found in C), else ranks are
         # created in the order their first line arrived, as line by line.
-        found = list(map(state_of.get, map(id, map(_first_field, ranks))))
+        found = list(map(self._by_id.get, map(id, keys)))
         if all(found):
             states = cast("list[RankState]", found)
         else:
-            states = [rank(key, first) for key, first, _last, _text in ranks]
-            self._adopt(states, map(_first_field, ranks))
+            rank = self._rank
+            states = [rank(key, first) for key, first in zip(keys, firsts, strict=True)]
+            self._adopt(states, keys)
         if not all(map(_FIRST_LINE, states)):  # (a time of 0.0 takes this loop too: it checks for None)
-            for st, (_key, first, _last, _text) in zip(states, ranks, strict=True):
+            for st, first in zip(states, firsts, strict=True):
                 if st.first_line is None:
                     self._first_line(st, first)
         apply = self._apply
@@ -771,34 +809,36 @@ class Judge:
         # A rank of these printed nothing but steps in this batch, none of them a new job-level step
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
-        if progress:
-            self._progress_rows(progress)
+        if progress.chunk:
+            self._progress_rows(states, keys, progress)
         remember = not self.step_times  # (the few recent texts are kept only until a step is seen)
-        for st, (_key, _first, last, text) in zip(states, ranks, strict=True):
+        for st, last, text in zip(states, batch.last, batch.text, strict=True):
             if last > st.last_line:
                 st.last_line = last
             st.last_line_text = text
             if remember:
                 self._remember(text)
 
-    def _progress_rows(self, progress: Sequence[LogLine]) -> None:
-        """The progress rows of a batch (see :meth:`observe_batch`), each as :meth:`_advance` takes it.
+    def _progress_rows(self, states: Sequence[RankState], keys: Sequence[RankKey], progress: ProgressColumns) -> None:
+        """The progress rows of a batch (see :meth:`observe_columns`; ``states`` and ``keys``: the
+        batch's ranks'), each as :meth:`_advance` takes it.
 
         A row of a rank in training (no end said, no failure, no open recompile) at a step the job
         has reached is the usual one, 65,536 a second on 1,024 nodes: it is applied here, with what
         :meth:`_advance` does for it (the rank's progress, step and line, the job's newest work);
         every other row goes through :meth:`_advance`.
         """
-        state_of, rank, advance = self._by_id, self._rank, self._advance
+        advance = self._advance
         max_step = self.max_step
         newest_wall = self.last_progress_wall
-        # A progress line's key is its span's key object (one batch's records share them): found by
-        # identity, a rank's state costs no RankKey hash (a Python-level __hash__) per line; an
-        # equal key of another object takes the usual look-up.
-        for key, text, mono, wall, source, lineno, sig_id, step, _loss in progress:
-            st = state_of.get(id(key)) or rank(key, mono)
-            ev = Evidence(key, text, sig_id, source, lineno, mono)
-            if (max_step is None or step is None or step > max_step or st.train_end is not None
+        # (the row's state is the batch's, found once by its key object: no look-up per row; its
+        # evidence line is built with the others', by column)
+        evidence = evidence_rows(list(map(keys.__getitem__, progress.chunk)), progress.text, progress.signature,
+                                 progress.source, progress.lineno, progress.mono)
+        for chunk, mono, wall, step, ev in zip(progress.chunk, progress.mono, progress.wall, progress.step, evidence,
+                                               strict=True):
+            st = states[chunk]
+            if (max_step is None or step > max_step or st.train_end is not None
                     or st.failure_match is not None or st.recompile_open is not None
                     or self.last_step_line is not None):
                 self.last_progress_wall = newest_wall

@@ -47,7 +47,7 @@ from neuron_watch.wire.protocol import (
     WorkerActivity,
     block_lines,
     body_lines,
-    line_records,
+    line_columns,
 )
 
 log = logging.getLogger("neuron_watch")
@@ -263,9 +263,8 @@ class Ingest:
         if body.blocks:  # the lines around a failure, that its cause is read from (Judge.observe_blocks)
             judge.observe_blocks(block_lines(body, rank_keys, t_mono, h.wall))
         if body.classified and body.classified == self._kb_fingerprint(judge):
-            records = line_records(body, rank_keys, t_mono, h.wall)
             try:
-                judge.observe_batch(records.ranks, records.matches, records.progress)
+                judge.observe_columns(line_columns(body, rank_keys, t_mono, h.wall))
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", h.node, exc)

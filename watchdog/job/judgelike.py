@@ -11,7 +11,16 @@ from typing import Protocol
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.judge import BlindWarning, LauncherExits, RecompileNote
-from neuron_watch.events import CompilerSample, Evidence, LogLine, RankExit, RankKey, RankSpan, Verdict, WorkerSample
+from neuron_watch.events import (
+    BatchColumns,
+    CompilerSample,
+    Evidence,
+    LogLine,
+    RankExit,
+    RankKey,
+    Verdict,
+    WorkerSample,
+)
 
 
 class JudgeLike(Protocol):
@@ -40,8 +49,7 @@ class JudgeLike(Protocol):
 
     def observe_lines(self, lines: Sequence[LogLine]) -> object: ...
     def observe_blocks(self, runs: Iterable[Sequence[LogLine]]) -> None: ...
-    def observe_batch(self, ranks: Sequence[RankSpan], matches: Sequence[LogLine],
-                      progress: Sequence[LogLine] = ()) -> None: ...
+    def observe_columns(self, batch: BatchColumns) -> None: ...
     def observe_compilers(self, samples: Sequence[CompilerSample], now: float, node: str | None = None) -> None: ...
     def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None: ...
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None: ...
