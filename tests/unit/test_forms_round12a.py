@@ -37,7 +37,6 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     ("Your job will now abort.", E, None, "corpus (mukautuva-3: the libfabric EFA provider's fork() notice)"),
     # a build that stopped on an error
     ("ninja: build stopped: subcommand failed.", DONE, None, "corpus (deepspeed-3411)"),
-    ("compilation terminated.", DONE, None, "corpus (deepspeed-3411: GCC after a fatal error)"),
     ("make[2]: *** [CMakeFiles/cpu_adam.dir/build.make:76: cpu_adam.o] Error 1", DONE, None, "GNU make's job.c format"),
 ]
 
@@ -54,7 +53,8 @@ NEAR_MISSES = [
     "ninja: no work to do.",  # a build with nothing to do
     "[2/3] c++ -MMD -MF cpu_adam.o.d -c cpu_adam.cpp -o cpu_adam.o",  # a build step at work
     "make: Nothing to be done for 'all'.",  # make with nothing to do
-    "compilation terminated early is what GCC prints after a fatal error",  # the words in prose
+    "ninja: build stopped is what ninja prints when a step fails",  # the words in prose, not ninja's line
+    "Failed to start the application profiler",  # another program, not the job
 ]
 
 #: (line, the cause its form states): causes read from an error line another form or rule reads

@@ -127,7 +127,8 @@ NEEDLES: tuple[str, ...] = (
     # TensorFlow's CheckNumerics
     "Tensor had",
     # TensorFlow's op failure for want of memory (a WARNING record) and its hint; an op failed with another status
-    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM", "/op_kernel.cc:",
+    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM", "Unavailable: ",
+    "Not found: ", "Unimplemented: ", "Unauthenticated: ",
     # a status in a list of root errors; an exception of a module of exceptions
     "UNAVAILABLE", "DEADLINE_EXCEEDED", "Deadline exceeded", "errors.", "exceptions.",
     # the JVM's fatal error report, Open MPI's rank ended by a signal
@@ -152,12 +153,11 @@ NEEDLES: tuple[str, ...] = (
     "ORTE was unable to reliably start", "Falling back to cpu",
     # TensorRT's builder choosing tactics
     "[TRT] [V] ",
-    # a build that stopped on an error (ninja, make, GCC)
-    "build stopped: ", "*** [", "compilation terminated",
+    # a build that stopped on an error (ninja, make)
+    "build stopped: ", "*** [",
     # a launcher's or a provider's notice that the job did not start or is ending
-    "the specified executable", "the specified application", "launch the job", "start the job",
-    "launch the application", "start the application", "will now abort", "job has been aborted",
-    "job was aborted", "job will now be aborted",
+    "executable", "launch the job", "start the job", "will now abort", "job has been aborted", "job was aborted",
+    "job will now be aborted",
 )
 
 

@@ -350,7 +350,7 @@ _FAILED_SETUP = re.compile(r"_(?:NO_RESOURCE|SETUP|PRECHECKS)$")
 _JOB_NOT_RUN = re.compile(
     r"\b(?:was|is) unable to (?:find the specified executable|launch the specified application as it could not "
     r"(?:access or execute|find) an executable)\b|"
-    r"\b(?:did not|could not|was unable to|failed to) (?:launch|start) the (?:job|application)\b|"
+    r"\b(?:did not|could not|was unable to|failed to) (?:launch|start) the job\b|"
     r"\b[Yy]our (?:job|application) will now abort\b|\b[Tt]he job (?:has been|was|will now be) aborted\b")
 _EXECUTABLE_MISSING = re.compile(r"\bunable to (?:find the specified|launch the specified application as it could not)")
 
