@@ -13,9 +13,9 @@ import pytest
 
 from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.failureforms import NEEDLES, FormKind, cause_of, read_line
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Action, Label, LogLine, RankKey
+from neuron_watch.events import Action, Label
+from tests.unit.test_forms_round11 import PROGRESS, _verdict
 
 KB = default_knowledge_base()
 E, DONE = FormKind.ERROR, FormKind.COMPILE_DONE
@@ -125,21 +125,12 @@ def test_error_without_cause(line: str) -> None:
 
 # -- whole logs, as the judge reads them ------------------------------------------------------------
 
-PROGRESS = [f"step {s} loss 2.{s:03d} step_time 0.5s" for s in range(1, 6)]
 BUILD = [
     "Using /root/.cache/torch_extensions/py38_cu117 as PyTorch extensions root...",
     "/opt/conda/lib/python3.8/site-packages/deepspeed/ops/csrc/includes/custom_cuda_layers.h:12:10: fatal error: curand_kernel.h: No such file or directory",
     "compilation terminated.",
     "ninja: build stopped: subcommand failed.",
 ]
-
-
-def _verdict(lines: list[str], t0: float = 1000.0) -> tuple[Label, Action]:
-    judge = Judge(KB, JudgeSettings(), t0)
-    judge.observe_lines([LogLine(RankKey("n0", 0), text, t0 + i, t0 + i, "rank-0.log", i + 1)
-                         for i, text in enumerate(lines)])
-    v = judge.verdict(t0 + len(lines) + 10, final=True)
-    return v.label, v.action
 
 
 ENDINGS = [
