@@ -50,7 +50,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 9
+FORM_RULES = 10
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -126,8 +126,9 @@ NEEDLES: tuple[str, ...] = (
     "Loaded runtime CuDNN", "no kernel image is available", "your machine only has",
     # TensorFlow's CheckNumerics
     "Tensor had",
-    # TensorFlow's op failure for want of memory (a WARNING record) and its hint
-    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM",
+    # TensorFlow's op failure for want of memory (a WARNING record) and its hint; an op failed with another status
+    "Resource exhausted", "RESOURCE_EXHAUSTED", "allocated tensors when OOM", "Unavailable: ",
+    "Not found: ", "Unimplemented: ", "Unauthenticated: ",
     # a status in a list of root errors; an exception of a module of exceptions
     "UNAVAILABLE", "DEADLINE_EXCEEDED", "Deadline exceeded", "errors.", "exceptions.",
     # the JVM's fatal error report, Open MPI's rank ended by a signal
@@ -152,6 +153,11 @@ NEEDLES: tuple[str, ...] = (
     "ORTE was unable to reliably start", "Falling back to cpu",
     # TensorRT's builder choosing tactics
     "[TRT] [V] ",
+    # a build that stopped on an error (ninja, make)
+    "build stopped: ", "*** [",
+    # a launcher's or a provider's notice that the job did not start or is ending
+    "executable", "launch the job", "start the job", "will now abort", "job has been aborted", "job was aborted",
+    "job will now be aborted",
 )
 
 
@@ -204,7 +210,8 @@ _UPPER_NAMES = {
 #: processing closure: %r:%s")
 _STATUS = re.compile(
     r"(?:^|[\s:(\[\]'\".])(?:(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
-    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$)|(" + "|".join(_STATUS_CAUSES) + r")Error\(\):)")
+    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$| \(see above for traceback\): )|"
+    r"(" + "|".join(_STATUS_CAUSES) + r")Error\(\):)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
 #: throwing an instance of 'std::bad_alloc'"; c10's error classes), or that PaddlePaddle's operator
 #: runner names as it rethrows what an operator raised (paddle/fluid/framework/operator.cc: "Operator
@@ -263,6 +270,58 @@ _PEER_GONE = re.compile(r"\b(?:Connection refused|Connection reset by peer|Conne
                         r"Temporary failure in name resolution|Name or service not known|[Ff]ailed to connect to)\b")
 
 
+#: a gRPC status as a number, in the error strings gRPC's core library attaches to a failed call: the JSON of
+#: grpc_error_string ('{"created":"@1487751897.19","description":"EOF",...,"grpc_status":14}', gRPC 1.x, as
+#: TensorFlow 1.x prints a Recv that lost its peer) and the debug_error_string of later releases ("{grpc_message:
+#: \"...\", grpc_status:14, created_time:...}"); the numbers are include/grpc/impl/codegen/status.h's. Only
+#: the codes whose cause does not depend on the service: RESOURCE_EXHAUSTED (8) from gRPC is a message over
+#: its size limit or a quota as often as memory, and is left out.
+_GRPC_STATUS_NUMBER = re.compile(r"""["']?\bgrpc_status["']?\s*[:=]\s*(\d+)\b""")
+_GRPC_NUMBERS = {4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 7: "PERMISSION_DENIED", 12: "UNIMPLEMENTED", 14: "UNAVAILABLE",
+                 16: "UNAUTHENTICATED"}
+
+#: the Neuron runtime's status (NRT_STATUS, the runtime API's nrt_status.h) as its Python wrappers carry it
+#: in an exception's message: "status=<n> message=<the status's words>" (torch-neuron's "Could not load the
+#: model status=2 message=Invalid", "Failed to execute the model status=5 message=Timeout Exceeded") or after
+#: the API call's name ("nrt_load status=2"). The signature table names the codes it knows in the phrases
+#: printed so far; this reads the number in whatever sentence carries it. The codes whose cause is the
+#: code's: a NEFF the runtime rejects (NRT_INVALID 2, NRT_UNSUPPORTED_NEFF_VERSION 10) or more NeuronCores than
+#: are free (NRT_LOAD_NOT_ENOUGH_NC 9), a restart repeats; device or host memory (NRT_RESOURCE 4,
+#: NRT_FAIL_HOST_MEM_ALLOC 11); an execution timed out (NRT_TIMEOUT 5, a collective or the device stuck);
+#: the hardware (NRT_HW_ERROR 6). NRT_FAILURE (1) names none.
+_NRT_STATUS = re.compile(r"\bnrt_\w+:? status=(\d+)\b|\bstatus=(\d+),? (?:error )?message=")
+_NRT_CAUSES = {
+    2: (Label.CONFIG_ERROR, "NRT_INVALID"), 9: (Label.CONFIG_ERROR, "NRT_LOAD_NOT_ENOUGH_NC"),
+    10: (Label.CONFIG_ERROR, "NRT_UNSUPPORTED_NEFF_VERSION"), 4: (Label.OOM, "NRT_RESOURCE"),
+    11: (Label.OOM, "NRT_FAIL_HOST_MEM_ALLOC"), 5: (Label.COLLECTIVE_HANG, "NRT_TIMEOUT"),
+    6: (Label.HARDWARE_ERROR, "NRT_HW_ERROR"),
+}
+
+#: an error whose own words say the job asks for more devices than the machine has ("The number of node-local
+#: MPI processes 8 cannot be larger than the device count 4", SageMaker's model-parallel library; "nproc_per_node
+#: is greater than the number of available GPUs"): more processes than devices, which a restart repeats
+_TOO_FEW_DEVICES = re.compile(
+    r"\b(?:larger|greater|more) than (?:the )?(?:(?:number|count) of (?:available |visible |local |physical )?"
+    r"(?:devices|GPUs|NeuronCores|accelerators|TPU cores)|(?:available |visible |local )?(?:device|GPU|NeuronCore) "
+    r"count)\b|\bexceeds? (?:the )?(?:number|count) of (?:available |visible |local )?(?:devices|GPUs|NeuronCores)\b")
+#: an error whose words say a setting the program needs is missing or not set (torch_xla's "Missing XLA
+#: configuration" when neither XRT_TPU_CONFIG nor a device is set; "environment variable MASTER_ADDR expected,
+#: but not set"; "No configuration found for ..."): the job's set-up, which a restart repeats
+_SETTING_MISSING = re.compile(
+    r"\b[Mm]issing (?:[\w.-]+ ){0,3}(?:configuration|config|environment variable)s?\b|"
+    r"\b[Nn]o (?:[\w.-]+ ){0,3}configuration (?:found|provided|specified|given|set)\b|"
+    r"\benvironment variable \S+ (?:(?:is |was )?not set|expected, but not set)\b")
+
+#: a memory registration with the network card refused as invalid (EINVAL: -22, "Invalid argument"), in the
+#: words of the RDMA stacks' callers: aws-ofi-nccl's "NET/OFI Unable to register memory (type = 2) for device 0.
+#: RC: -22, Error: Invalid argument" (fi_mr_regattr), a failed ibv_reg_mr / fi_mr_reg. The provider cannot
+#: register that kind of memory with this driver and library build (GPU memory with a libfabric that predates
+#: the NCCL in use, no peer-memory or dma-buf support): the node's software, which a restart meets again.
+#: Other errnos (ENOMEM: the locked-memory limit, or memory) are left to the errno's reading.
+_REGISTRATION = re.compile(r"(?i:\b(?:unable to|failed to|could not|cannot|can't) register (?:the )?(?:\w+ )?memory\b|"
+                           r"\b(?:fi_mr_reg\w*|ibv_reg_(?:dmabuf_)?mr)\b.{0,80}?\bfail)")
+_EINVAL = re.compile(r"\b(?:RC|rc|ret|err(?:no)?)\s*[:=]\s*-?22\b|\bInvalid argument\b|\bEINVAL\b")
+
 #: an RDMA work completion that failed after the transport's retries (IBV_WC_RETRY_EXC_ERR, status 12,
 #: and IBV_WC_RNR_RETRY_EXC_ERR, status 13, in ibv_wc_status_str's words): the link or the peer is gone
 _IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\bIBV_WC_(?:RNR_)?RETRY_EXC_ERR\b")
@@ -295,6 +354,18 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if m is not None:
         name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or m.group(4) or _SPACED_NAMES[m.group(3)]
         return _STATUS_CAUSES[name], f"a status {m.group(1) or m.group(2) or m.group(3) or m.group(4)}"
+    grpc = _GRPC_STATUS_NUMBER.search(text)
+    if grpc is not None and (code := _GRPC_NUMBERS.get(int(grpc.group(1)))) is not None:
+        return _STATUS_CAUSES[_UPPER_NAMES[code]], f"a gRPC status {code} ({grpc.group(1)})"
+    nrt = _NRT_STATUS.search(text)
+    if nrt is not None and (known := _NRT_CAUSES.get(int(nrt.group(1) or nrt.group(2)))) is not None:
+        return known[0], f"a Neuron runtime status {known[1]}"
+    if _REGISTRATION.search(text) and _EINVAL.search(text):
+        return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
+    if _TOO_FEW_DEVICES.search(text):
+        return Label.CONFIG_ERROR, "more processes or devices asked for than the machine has"
+    if _SETTING_MISSING.search(text):
+        return Label.CONFIG_ERROR, "a setting the program needs that is missing"
     m = _THROWN.search(text)
     if m is not None and (thrown := m.group(1) or m.group(2)) in _THROWN_CAUSES:
         return _THROWN_CAUSES[thrown], f"an uncaught {thrown}"

@@ -92,7 +92,11 @@ _EXCEPTION = re.compile(
     # ... or whose class lives in a module of exceptions, as Python libraries name them (errors.py,
     # exceptions.py, errors_impl.py: "triton.runtime.errors.OutOfResources: ...",
     # "ray.exceptions.RaySystemError: ...")
-    r"^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|errors_impl)\.[A-Z]\w*(?:\(\w+\))?(?::\s|\s*$)")
+    r"^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|errors_impl)\.[A-Z]\w*(?:\(\w+\))?(?::\s|\s*$)|"
+    # ... or the summary an exception prints under its own traceback, its bare class name then the note that
+    # the traceback is above (TensorFlow 1.x errors_impl.OpError.__str__: "%s (see above for traceback): %s",
+    # the class's __name__ and the message, after the stack of the op that failed): the run's last line
+    r"^[A-Z]\w*(?:Error|Exception) \(see above for traceback\): \S")
 #: exception classes whose name states the cause: Triton's OutOfResources (triton/runtime/errors.py;
 #: raised by triton/compiler/compiler.py _init_handles when the compiled kernel needs more shared memory
 #: or registers than the device has: the kernel as compiled cannot run here, and recompiling the same
@@ -245,6 +249,16 @@ _STATUS_GROUP = re.compile(
 #: range: End of sequence") are how a dataset ends: only memory is read here.
 _TF_OP_OOM = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
                         r"(?:Resource exhausted|RESOURCE_EXHAUSTED): ")
+#: ... and an op that failed with a status that names a cause outside the process, logged the same way: a peer
+#: or the link gone (Unavailable, Deadline exceeded: a Recv from a parameter server that restarted, whose gRPC
+#: error TF 1.x prints as grpc core's JSON, '"grpc_status":14'), or a request this setup cannot serve (Not found,
+#: Permission denied, Unimplemented, Unauthenticated). The step fails with it; the cause is the status's
+#: (failureforms.cause_of). "Out of range" (a dataset's end), "Cancelled" (a step torn down on purpose) and the
+#: codes that name no cause are left to the statement that raises them.
+_TF_OP_FAILED = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?:OP_REQUIRES failed at \S+ : )?"
+                           r"(?:Unavailable|UNAVAILABLE|Deadline exceeded|DEADLINE_EXCEEDED|Not found|NOT_FOUND|"
+                           r"Permission denied|PERMISSION_DENIED|Unimplemented|UNIMPLEMENTED|Unauthenticated|"
+                           r"UNAUTHENTICATED): ")
 
 #: XLA's report of a module that did not fit in device memory (xla/service/buffer_assignment.cc
 #: BufferAssignment::ToVerboseString: "BufferAssignment OOM Debugging.", the allocation stats, then
@@ -326,6 +340,21 @@ _FAILED_STATUS = re.compile(r"\bstatus:? (FAILED(?:_[A-Z]+)*)\b(?!_)")
 _FAILED_SETUP = re.compile(r"_(?:NO_RESOURCE|SETUP|PRECHECKS)$")
 
 
+#: a launcher or a fabric provider saying, in the prose of its help text, that the job did not start or is
+#: ending: Open MPI's show_help messages (orte/tools/orterun/help-orterun.txt, help-odls-default.txt: "mpirun
+#: was unable to find the specified executable file, and therefore did not launch the job.", "mpirun was
+#: unable to launch the specified application as it could not access or execute an executable:") and the
+#: libfabric EFA provider's abort notice (prov/efa: "... Your job will now abort."). The sentence that names
+#: a program that is not there (a missing or misspelt executable) states the cause: a restart repeats it. A
+#: sentence the program says it retries is no end.
+_JOB_NOT_RUN = re.compile(
+    r"\b(?:was|is) unable to (?:find the specified executable|launch the specified application as it could not "
+    r"(?:access or execute|find) an executable)\b|"
+    r"\b(?:did not|could not|was unable to|failed to) (?:launch|start) the job\b|"
+    r"\b[Yy]our (?:job|application) will now abort\b|\b[Tt]he job (?:has been|was|will now be) aborted\b")
+_EXECUTABLE_MISSING = re.compile(r"\bunable to (?:find the specified|launch the specified application as it could not)")
+
+
 def crash_form(text: str) -> Form | None:
     """The form of a process dying: a failed check, a panic, a fatal signal, an uncaught exception's
     report, a worker's death."""
@@ -343,6 +372,8 @@ def stated_error_form(text: str) -> Form | None:
     there, a status in a list of root errors."""
     if _TF_OP_OOM.search(text) or _TF_OOM_HINT.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that ran out of memory", Label.OOM)
+    if _TF_OP_FAILED.search(text):
+        return Form(FormKind.ERROR, "a TensorFlow op that failed with a status")
     if _XLA_OOM_REPORT.search(text):
         return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment)", Label.OOM)
     if _NVRM_GPU_GONE.search(text):
@@ -355,6 +386,11 @@ def stated_error_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, "a resource that is not there", Label.CONFIG_ERROR)
     if _STATUS_GROUP.search(text):
         return Form(FormKind.ERROR, "a status in a list of root errors")
+    not_run = _JOB_NOT_RUN.search(text)
+    if not_run is not None and head_level(text) not in QUIET_LEVELS and "retry" not in text.lower():
+        missing = _EXECUTABLE_MISSING.search(not_run.group(0)) is not None
+        return Form(FormKind.ERROR, "a launcher's notice that the job did not start or is ending",
+                    Label.CONFIG_ERROR if missing else None)
     return _stated_setup_form(text) or _stated_status_form(text)
 
 

@@ -73,6 +73,12 @@ _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     # tensorrtx's "Build engine successfully!", turbo-ocr's "Built: <plan> (<size> MB)"
     (re.compile(r"\bEngine generation completed in \d|\bBuild engine successfully\b|"
                 r"(?:^|\s)Built: \S+\.(?:trt|engine|plan) \("), "a TensorRT engine built"),
+    # a build that stopped on an error, in the build tools' own words: ninja's (src/ninja.cc / build.cc:
+    # "ninja: build stopped: subcommand failed.", "... interrupted by user.") and GNU make's for a recipe that
+    # failed (job.c: "make: *** [<target>] Error <n>", "make[2]: *** [Makefile:12: all] Error 2"). The build is
+    # over: the compiler's error printed before it is the rank's last word, not output of a compile still running.
+    (re.compile(r"^\s*ninja: build stopped: |^\s*(?:g|gnu)?make(?:\[\d+\])?: \*\*\* \[[^\]]+\] Error \d+"),
+     "a build that stopped on an error"),
 )
 
 #: A rank waiting on a peer, in the forms that say so:
