@@ -50,7 +50,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 9
+FORM_RULES = 10
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -112,7 +112,7 @@ NEEDLES: tuple[str, ...] = (
     "loss", "Loss", "perplexity", "nan",
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
-    "AUTOTUNE",
+    "AUTOTUNE", "Layout('",
     "with global shapes", "Finished XLA compilation", "Building engine", "TRT engine", "TensorRT engine",
     "Engine generation completed", "Build engine successfully", "Built: ",
     "slow compile", "slow_operation_alarm", "Constant folding an",
@@ -152,6 +152,14 @@ NEEDLES: tuple[str, ...] = (
     "ORTE was unable to reliably start", "Falling back to cpu",
     # TensorRT's builder choosing tactics
     "[TRT] [V] ",
+    # a scheduler's or cloud's refusal: the kubelet's eviction, the Kubernetes API's missing kinds, a cloud
+    # API's quota (botocore's "when calling the ... operation", GCE's), a cluster not provisioned
+    "low on resource", "could not find the requested resource", "no matches for kind", "have a resource type",
+    "when calling the", "QUOTA_EXCEEDED", "Quota '", "rovision",
+    # a device without a capability the program needs, a driver refusing a binary, a hardware limit
+    "compute capability", "a supported device", "a supported GPU", "supported on this", "supported on your",
+    "only support", "kernel image is invalid", "driver version is insufficient", "unsupported display driver",
+    "forward compatibility was attempted", "Hardware limit",
 )
 
 
