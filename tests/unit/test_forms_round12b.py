@@ -52,6 +52,7 @@ NEAR_MISSES = [
     "I 11-26 17:44:21 log_utils.py:45] Head node is up.",  # the same head at INFO
     "W 02-09 01:24:30 cloud_vm_ray_backend.py:433] Retrying in another zone.",  # at WARNING, no refusal
     "I 11-26 17:45:57 cloud_vm_ray_backend.py:1356] Successfully provisioned or found existing head VM. Waiting for workers.",  # provisioned, no failure
+    "Failed to fetch the metrics of a node provisioned yesterday; skipping it",  # provisioned, and an unrelated failure
     "UserWarning: TF32 is not supported on this GPU, falling back to fp32",  # a warning that falls back
     "Flash attention is supported on this GPU: using it",  # a capability there, in prose
     "compute capability 8.0 detected",  # the capability stated, no refusal

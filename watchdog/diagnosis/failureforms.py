@@ -157,9 +157,11 @@ NEEDLES: tuple[str, ...] = (
     "low on resource", "could not find the requested resource", "no matches for kind", "have a resource type",
     "when calling the", "QUOTA_EXCEEDED", "Quota '", "rovision",
     # a device without a capability the program needs, a driver refusing a binary, a hardware limit
-    "compute capability", "a supported device", "a supported GPU", "supported on this", "supported on your",
-    "only support", "kernel image is invalid", "driver version is insufficient", "unsupported display driver",
-    "forward compatibility was attempted", "Hardware limit",
+    # (each holds a marker of the batch search, keyfinder._MARKERS: a needle without one costs a literal search)
+    "with compute capability", "a supported device", "a supported GPU", "on this GPU", "on this device",
+    "on your GPU", "on your device", "on this hardware", " GPUs", "kernel image is invalid",
+    "driver version is insufficient", "unsupported display driver", "forward compatibility was attempted",
+    "Hardware limit",
 )
 
 

@@ -349,7 +349,8 @@ _CONTROL_PLANE_REFUSED = re.compile(
     r"\bAn error occurred \((?!Request)\w*(?:LimitExceeded|QuotaExceeded|InsufficientInstanceCapacity|"
     r"InsufficientCapacity)\w*\) when calling the \w+ operation\b|"
     r"\bQUOTA_EXCEEDED\b|\bQuota '\w+' exceeded\b|"
-    r"(?i:\b(?:failed|unable|could not|cannot|timed out)\b[^.;]{0,80}?\bprovision(?:ed|ing)?\b)")
+    r"(?i:\b(?:failed|unable|could not|cannot)(?: to)? (?:be )?provision(?:ed|ing)?\b|"
+    r"\btimed out\b[^.;]{0,80}?\bto be provisioned\b)")
 
 #: a program refusing the device it runs on for a capability the device lacks, in the words the checks print:
 #: a compute capability below what it needs (vLLM's "GPUs with compute capability below 7.0 are not
@@ -358,7 +359,7 @@ _CONTROL_PLANE_REFUSED = re.compile(
 #: feature on this GPU ("FlashAttention only supports Ampere GPUs or newer."); a warning that says it falls
 #: back is no refusal
 _DEVICE_REFUSED = re.compile(
-    r"\bcompute capability (?:of )?(?:at least|below|less than|lower than|>=|<) ?\d|"
+    r"\bwith compute capability (?:of )?(?:at least|below|less than|lower than|>=|<) ?\d|"
     r"\b(?:requires?|needs?) .{0,60}?\ba supported (?:device|GPU)\b|"
     r"\b(?:is|are) (?:not|only) supported on (?:this|your) (?:GPU|device|hardware)\b|"
     r"\bonly supports? \w+ GPUs(?: or newer| and above)?\b")
