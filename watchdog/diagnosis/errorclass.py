@@ -128,7 +128,7 @@ EXCEPTION_BASES: dict[str, str] = {
 #: "[pkg.mod.]ClassName: message" or "ClassName" alone, as a traceback's last line (quoted,
 #: prefixed by a rank tag such as "[rank3]:" or a launcher's "(pid=12) ")
 _EXCEPTION_LINE = re.compile(
-    r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*|\(\w+ pid=\d+[^)]*\)\s*)*"
+    r"^[\s>|`*\"']*(?:\[[^\]]*\]:?\s*|\(\w+ pid=\d+[^)]*\)\s*)*"
     r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Failed))(?::|\s*$)")
 #: dynamo's message for a backend that raised (torch/_dynamo/exc.py BackendCompilerFailed:
 #: "backend={name!r} raised:"), printed without the class when a UI shows the message alone
@@ -151,6 +151,12 @@ _NCCL_SUBSYSTEMS: tuple[tuple[re.Pattern[str], tuple[str, str]], ...] = (
                                     "to the job, or give NCCL a topology file (NCCL_TOPO_FILE).")),
     (re.compile(r"(?:^|/)argcheck\.cc"), _CONFIG),
 )
+#: enqueue.cc plans each collective (its algorithm and protocol from the tuning model, within what NCCL_ALGO and
+#: NCCL_PROTO allow; its arguments): a WARN of its own is a plan the job's settings leave impossible ("Error : no
+#: algorithm/protocol available", NVIDIA/nccl#653 under NCCL_ALGO=CollNet), which every restart plans again.
+#: A call it makes that failed ("Cuda failure 'out of memory'", "Call to ... failed") is that call's error.
+_NCCL_PLANNER = re.compile(r"(?:^|/)enqueue\.cc$")
+_NCCL_CALL_FAILED = re.compile(r"\bfailure\b|\bfailed\b|\bCall to\b", re.I)
 
 
 #: the message of an exception that names a missing file or directory, in the words programs use
@@ -168,6 +174,14 @@ _MISSING_PATH = re.compile(
 #: peer is involved: the node's or container's set-up, which a restart meets again. While the job goes
 #: on (NCCL falling back to sockets) the line is only a warning; the judge asks this of a last word.
 _FABRIC_ABSENT = re.compile(r"\bfi_getinfo\b.{0,80}?(?:\bNo data available\b|\bFI_ENODATA\b|\(-?61\)|[:=] ?-61\b)")
+
+
+#: the C++ source a c10 error names as where it was raised (c10/util/Exception.cpp: "Exception raised from
+#: <function> at <file>:<line>", and before torch 1.5 the message's last line "(<function> at <file>:<line>)"):
+#: DDP's reducer (torch/csrc/distributed/c10d/reducer.cpp) checks how the model uses its parameters (some
+#: unused in the loss, one marked ready twice, a gradient of another layout), a property of the model and
+#: its DDP settings (find_unused_parameters, static_graph) that every restart repeats
+_RAISED_IN_REDUCER = re.compile(r"(?:\bException raised from \w+ at |^[\s\"']*\(\w+ at )\S*\breducer\.cpp:\d+")
 
 
 def family_of(name: str) -> tuple[str, str] | None:
@@ -193,12 +207,16 @@ def read_error(text: str) -> Reading | None:
     warn = _NCCL_WARN.search(text)
     if warn is not None:
         path = warn.group(1)
+        if _NCCL_PLANNER.search(path) and not _NCCL_CALL_FAILED.search(text, warn.end()):
+            return _reading(_CONFIG, f"an NCCL WARN of {path}: a collective its settings leave no plan for")
         for pattern, family in _NCCL_SUBSYSTEMS:
             if pattern.search(path):
                 return _reading(family, f"an NCCL WARN of {path}")
         return None
     if _ARGPARSE.search(text):
         return _reading(_CONFIG, "argparse's usage error")
+    if _RAISED_IN_REDUCER.search(text):
+        return _reading(_CONFIG, "an error raised by DDP's reducer (how the model uses its parameters)")
     if _STATUS_OOM.search(text):
         return _reading(_OOM, "an XLA status RESOURCE_EXHAUSTED")
     if _BACKEND_RAISED.search(text):

@@ -50,7 +50,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 10
+FORM_RULES = 11
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -112,7 +112,7 @@ NEEDLES: tuple[str, ...] = (
     "loss", "Loss", "perplexity", "nan",
     # phases
     "extensions root", "ninja build file", "Building extension module", "Loading extension module", "Time to load",
-    "AUTOTUNE",
+    "AUTOTUNE", "Layout('",
     "with global shapes", "Finished XLA compilation", "Building engine", "TRT engine", "TensorRT engine",
     "Engine generation completed", "Build engine successfully", "Built: ",
     "slow compile", "slow_operation_alarm", "Constant folding an",
@@ -158,6 +158,15 @@ NEEDLES: tuple[str, ...] = (
     # a launcher's or a provider's notice that the job did not start or is ending
     "executable", "launch the job", "start the job", "will now abort", "job has been aborted", "job was aborted",
     "job will now be aborted",
+    # a scheduler's or cloud's refusal: the kubelet's eviction, the Kubernetes API's missing kinds, a cloud
+    # API's quota (botocore's "when calling the ... operation", GCE's), a cluster not provisioned; a device
+    # without a capability the program needs, a driver refusing a binary, a hardware limit. Each is chosen
+    # without the batch search's common markers (keyfinder: "v", "w"), which would cost a try at every one
+    # of them, so that it is found by a plain search of the batch
+    "on resource: ", "could not find the", "no matches for ", "a resource type", "hen calling the ",
+    "QUOTA_EXCEEDED", "Quota '", "rovision", "compute capability", "a supported ", "supported on this ",
+    "supported on your ", "only support", "kernel image is ", "is insufficient for ", "unsupported display ",
+    "compatibility ", "are limit: ",
 )
 
 

@@ -355,6 +355,82 @@ _JOB_NOT_RUN = re.compile(
 _EXECUTABLE_MISSING = re.compile(r"\bunable to (?:find the specified|launch the specified application as it could not)")
 
 
+#: what a scheduler's or a cloud's control plane says when the job cannot have what it asked for, in its own
+#: layouts, whatever the level it is logged at (an operator retries and logs a warning; the job never starts):
+#: * the kubelet evicting a pod for a node short of a resource (pkg/kubelet/eviction/helpers.go:
+#:   "The node was low on resource: %v. "): memory is the host's memory running out; disk or pids are a
+#:   resource that is not there;
+_EVICTED = re.compile(r"\bThe node was low on resource: ([\w-]+)")
+#: * the Kubernetes API server's answers for a kind of object it does not serve (apimachinery
+#:   pkg/api/errors NewNotFound's generic "the server could not find the requested resource"; the REST
+#:   mapper's NoKindMatchError "no matches for kind \"X\" in version \"Y\""; kubectl's "the server doesn't
+#:   have a resource type"): a CRD or an API that is not installed, which no retry installs;
+#: * a cloud API refusing a quota or a capacity (botocore's ClientError: "An error occurred (<Code>) when
+#:   calling the <Op> operation: ", its code a limit or a quota: EC2 VcpuLimitExceeded, InstanceLimitExceeded,
+#:   SageMaker ResourceLimitExceeded, InsufficientInstanceCapacity; GCE's QUOTA_EXCEEDED, "Quota 'X'
+#:   exceeded"); RequestLimitExceeded and Throttling are the API's rate, which a retry waits out;
+#: * a launcher that could not provision the cluster it asked the cloud for (SkyPilot's "Failed provisioning
+#:   the cluster", "Timed out: waited for more than 90 seconds for new workers to be provisioned"; "failed to
+#:   provision"): quota, capacity or permissions, which the same request meets again.
+_CONTROL_PLANE_REFUSED = re.compile(
+    r"\bthe server could not find the requested resource\b|\bno matches for kind \"\w+\" in version\b|"
+    r"\bthe server doesn't have a resource type\b|"
+    r"\bAn error occurred \((?!Request)\w*(?:LimitExceeded|QuotaExceeded|InsufficientInstanceCapacity|"
+    r"InsufficientCapacity)\w*\) when calling the \w+ operation\b|"
+    r"\bQUOTA_EXCEEDED\b|\bQuota '\w+' exceeded\b|"
+    r"(?i:\b(?:failed|unable|could not|cannot)(?: to)? (?:be )?provision(?:ed|ing)?\b|"
+    r"\btimed out\b[^.;]{0,80}?\bto be provisioned\b)")
+
+#: a program refusing the device it runs on for a capability the device lacks, in the words the checks print:
+#: a compute capability below what it needs (vLLM's "GPUs with compute capability below 7.0 are not
+#: supported.", "Bfloat16 is only supported on GPUs with compute capability of at least 8.0"), a precision the
+#: device lacks (accelerate: "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."), a
+#: feature on this GPU ("FlashAttention only supports Ampere GPUs or newer."); a warning that says it falls
+#: back is no refusal
+_DEVICE_REFUSED = re.compile(
+    r"\bwith compute capability (?:of )?(?:at least|below|less than|lower than|>=|<) ?\d|"
+    r"\b(?:requires?|needs?) .{0,60}?\ba supported (?:device|GPU)\b|"
+    r"\b(?:is|are) (?:not|only) supported on (?:this|your) (?:GPU|device|hardware)\b|"
+    r"\bonly supports? \w+ GPUs(?: or newer| and above)?\b")
+_FALLS_BACK = re.compile(r"\w+Warning\b|(?i:\bfall(?:ing|s)? back\b)")
+
+#: the CUDA driver refusing a binary built for another device or a newer driver, in cuGetErrorString's and
+#: cudaGetErrorString's words (CUDA_ERROR_INVALID_IMAGE "device kernel image is invalid",
+#: cudaErrorInsufficientDriver "CUDA driver version is insufficient for CUDA runtime version",
+#: cudaErrorSystemDriverMismatch "system has unsupported display driver / cuda driver combination",
+#: cudaErrorCompatNotSupportedOnDevice "forward compatibility was attempted on non supported HW"): a driver
+#: older than the build, or a build for another architecture, which a restart loads again
+_DRIVER_REFUSED = re.compile(
+    r"\bdevice kernel image is invalid\b|\bCUDA driver version is insufficient for CUDA runtime version\b|"
+    r"\bsystem has unsupported display driver / cuda driver combination\b|"
+    r"\bforward compatibility was attempted on non supported HW\b")
+
+#: Triton's refusal of a kernel that needs more of a resource than the device has (triton/runtime/errors.py
+#: OutOfResources: "out of resource: {name}, Required: {required}, Hardware limit: {limit}"): the device's
+#: limit, not memory in use, so the same kernel on the same GPU fails again
+_HARDWARE_LIMIT = re.compile(r"\bout of resource: [\w ]+, Required: \d+, Hardware limit: \d+")
+
+
+def _stated_platform_form(text: str) -> Form | None:
+    """A scheduler's or cloud's refusal, a device or driver the program cannot use, whatever the record's level."""
+    evicted = _EVICTED.search(text)
+    if evicted is not None:
+        if evicted.group(1) == "memory":
+            return Form(FormKind.ERROR, "a pod evicted for a node low on memory", Label.OOM)
+        return Form(FormKind.ERROR, f"a pod evicted for a node low on {evicted.group(1)}", Label.CONFIG_ERROR)
+    if _CONTROL_PLANE_REFUSED.search(text):
+        return Form(FormKind.ERROR, "a scheduler or cloud refusing what the job asked for", Label.CONFIG_ERROR)
+    if _DRIVER_REFUSED.search(text):
+        return Form(FormKind.ERROR, "a CUDA driver refusing a binary built for another device or driver",
+                    Label.CONFIG_ERROR)
+    if _HARDWARE_LIMIT.search(text):
+        return Form(FormKind.ERROR, "a kernel that needs more than the device's hardware limit", Label.CONFIG_ERROR)
+    if _DEVICE_REFUSED.search(text) and not _FALLS_BACK.search(text):
+        return Form(FormKind.ERROR, "a program refusing a device that lacks a capability it needs",
+                    Label.CONFIG_ERROR)
+    return None
+
+
 def crash_form(text: str) -> Form | None:
     """The form of a process dying: a failed check, a panic, a fatal signal, an uncaught exception's
     report, a worker's death."""
@@ -391,7 +467,7 @@ def stated_error_form(text: str) -> Form | None:
         missing = _EXECUTABLE_MISSING.search(not_run.group(0)) is not None
         return Form(FormKind.ERROR, "a launcher's notice that the job did not start or is ending",
                     Label.CONFIG_ERROR if missing else None)
-    return _stated_setup_form(text) or _stated_status_form(text)
+    return _stated_setup_form(text) or _stated_status_form(text) or _stated_platform_form(text)
 
 
 def _stated_setup_form(text: str) -> Form | None:

@@ -22,6 +22,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # Inductor's max-autotune (torch/_inductor/select_algorithm.py: "AUTOTUNE mm(...)" per op, then
     # the benchmarking summary that ends it)
     (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
+    # Inductor's IR printed as it lowers or autotunes a kernel (torch/_inductor/ir.py: the reprs of
+    # FixedLayout/FlexibleLayout, "FixedLayout('cuda:0', torch.bfloat16, size=[8, 512, 256], stride=[...])",
+    # under the StorageBox/ComputedBuffer that hold them, as autotuning's choices and its debug logs print
+    # them): these objects exist only inside a compile
+    (re.compile(r"\b(?:Fixed|Flexible)Layout\('[\w:]+', torch\.\w+, size=\["), "Inductor lowering a kernel"),
     # JAX (jax/_src/interpreters/pxla.py: "Compiling <fn> with global shapes and types ...")
     (re.compile(r"\bCompiling \S+ with global shapes and types\b"), "a JAX compile"),
     # a TensorRT engine build (minutes to hours for a big network, with nothing printed meanwhile): the

@@ -28,8 +28,11 @@ _FIELD = r"(?:^|[\s\[|(:,-])"
 #: src/logging.cc LogMessage::Init; absl/log/internal/log_format.cc FormatLogPrefix), after an
 #: optional launcher prefix; c10's logger prints it without the thread id and with the month
 #: unpadded ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ..."), or with no time at
-#: all ("[W socket.cpp:426] ..."). Group 1: the severity letter.
-_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} " + _GLOG_TIME + r"|(?<=\[[IWEF]) )[\w./\\+-]+:\d+\]")
+#: all ("[W socket.cpp:426] ..."). Python programs that copy the layout print the letter, a space and
+#: the month and day with a dash (SkyPilot's sky_logging: "%(levelname).1s %(asctime)s %(filename)s:%(lineno)d]"
+#: with the date "%m-%d %H:%M:%S": "E 11-26 17:47:34 backend_utils.py:992] "). Group 1: the severity letter.
+_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} " + _GLOG_TIME + r"| \d\d-\d\d " + _GLOG_TIME +
+                   r"|(?<=\[[IWEF]) )[\w./\\+-]+:\d+\]")
 #: TensorFlow's default logger: "<date> <time>.<us>: <L> <file>:<line>] <msg>"
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
@@ -56,7 +59,8 @@ _HEAD = 90
 #: ProcessGroupNCCL.cpp:744] "); TensorFlow/tsl's ("2024-07-17 11:40:54.103908: E external/xla/...cc:56] ", and
 #: TF 1.x's "E tensorflow/core/...cc:1372] " without a time), at any level: group 1 or 2 is its letter.
 LINE_START_GLOG = re.compile(r"^\[?([IWEF])\d{3,4}(?:\d{4})? " + _GLOG_TIME + r"[^\s\]]+:\d+\] "
-                             r"|^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: )?([IWEF]) [^\s\]]+\.\w+:\d+\] ")
+                             r"|^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: )?([IWEF]) (?:\d\d-\d\d " + _GLOG_TIME +
+                             r")?[^\s\]]+\.\w+:\d+\] ")
 #: a logging record whose level is an error (Python logging, log4j/slf4j, most servers), in its head
 ERROR_RECORD = re.compile(r"^.{0,80}?" + _FIELD + r"(?:ERROR|FATAL|CRITICAL|SEVERE)(?:[\s\]|:),-]|$)")
 #: ... or a level that is no failure
