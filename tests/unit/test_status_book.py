@@ -160,3 +160,20 @@ def test_steady_training_reads_no_rank_again() -> None:
     doc = kept(book, judge, t, nodes, True, "running", 256)
     assert book.reread == 256 and doc["ranks_by_state"] == {"silent": 256}
     assert doc == {**doc, **{f: from_scratch(judge, t, nodes, True, "running", 256)[f] for f in RANK_PART}}
+
+
+def test_a_rank_progressing_only_by_its_collectives_is_read_again_when_they_stop_completing() -> None:
+    # Its lines keep coming (so it is not among the quiet ranks), none of them progress: once its
+    # collectives are older than silent_after, time alone makes it starting or printing.
+    judge, book = Judge(KB, JudgeSettings(), BASE), StatusBook()
+    key, nodes = RankKey("n0", 0), {"n0": View(worker_pids={0: 1000})}
+    _, silent_after, _ = judge.state_namer(BASE)
+    states = []
+    for i, t in enumerate((BASE, BASE + 1.0, BASE + silent_after + 2.0)):
+        judge.observe_batch(*batch_args(judge, [LogLine(key, f"chatter {i}", t, t, "/logs/0.log", i)]))
+        if i < 2:
+            judge.observe_collectives(key, [GroupProgress("0", i + 1, i + 1, i + 1)], t)
+        a, b = kept(book, judge, t, nodes, True, "running", 256), from_scratch(judge, t, nodes, True, "running", 256)
+        assert {f: a[f] for f in RANK_PART} == {f: b[f] for f in RANK_PART}, i
+        states.append(next(iter(b["ranks_by_state"])))
+    assert states[1] == "progressing" and states[2] != "progressing", states  # the sequence did reach both

@@ -9,7 +9,8 @@ can have changed is read again at ``now``:
 * the ranks the judge noted as touched (:meth:`Judge.take_touched`: a match, an exit, a compiler,
   a stopped worker, a new rank);
 * the ranks whose kept state is not ``progressing`` (starting, compiling, saving, waiting, silent,
-  ...: states that time alone moves, and the outliers: few in a healthy job);
+  ...: states that time alone moves, and the outliers: few in a healthy job), and the progressing
+  ones that never printed progress (only their completing collectives make them progressing);
 * the progressing ranks whose newest line is older than ``silent_after`` (time alone makes them
   silent): a node's oldest line is read in C, its ranks only when it is that old;
 * every rank when the job-wide input of a rank's state that time moves (whether a compile-cache
@@ -56,6 +57,9 @@ class RankFacts(Protocol):
     @property
     def compile_open(self) -> float | None: ...
 
+    @property
+    def last_progress(self) -> float | None: ...
+
 
 class BookJudge(Protocol):
     """What the book asks of the judge (:class:`~neuron_watch.diagnosis.judge.Judge`)."""
@@ -93,7 +97,10 @@ class StatusBook:
     def _reset(self) -> None:
         self._nodes: dict[str, _Node] = {}
         self._state: dict[int, str] = {}  # id(rank state) -> its kept state
-        self._odd: dict[int, Any] = {}  # the ranks whose kept state is not progressing
+        #: the ranks read again at every refresh: those whose kept state is not progressing, and the
+        #: progressing ones that never showed progress (their completing collectives alone make them
+        #: progressing, and time alone ends that while their lines keep coming)
+        self._odd: dict[int, Any] = {}
         self._alive: bool | None = None
         self.reread = 0  # ranks read again by the last refresh (a figure for the benchmarks)
 
@@ -135,7 +142,7 @@ class StatusBook:
             if not counts[old]:
                 del counts[old]
             counts[new] = counts.get(new, 0) + 1
-            if new == PROGRESSING:
+            if new == PROGRESSING and st.last_progress is not None:
                 odd.pop(i, None)
             else:
                 odd[i] = st
