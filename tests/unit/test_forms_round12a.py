@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.diagnosis.errorclass import read_error
-from neuron_watch.diagnosis.failureforms import NEEDLES, FormKind, cause_of, read_line
+from neuron_watch.diagnosis.failureforms import FormKind, cause_of
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label
+from tests.unit.form_table import assert_holds_a_needle, assert_read_with_cause, assert_reads_as_nothing
 from tests.unit.test_forms_round11 import PROGRESS, _verdict
 
 KB = default_knowledge_base()
@@ -89,25 +90,18 @@ NO_CAUSE = [
 
 @pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"{k.value}:{i}" for i, (_, k, _, _) in enumerate(FORMS)])
 def test_form_is_read_with_its_cause(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    form = read_line(line)
-    assert form is not None, f"not read ({source})"
-    assert form.kind is kind, f"{form} ({source})"
-    if kind is E:
-        stated = cause_of(line)
-        assert (stated[0] if stated else None) is label, f"{stated} ({source})"
+    assert_read_with_cause(line, kind, label, source, cause_of_kinds=frozenset({E}))
 
 
 @pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"needle:{i}" for i in range(len(FORMS))])
 def test_form_line_holds_a_needle(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    """The classifier reads a line only when its batch search found a needle in it."""
-    assert any(n in "\n" + line for n in NEEDLES), source
-    m = KB.classify(line)
-    assert m is not None, source
+    assert_holds_a_needle(line, source)
+    assert KB.classify(line) is not None, source
 
 
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_near_miss_reads_as_nothing(line: str) -> None:
-    assert read_line(line) is None
+    assert_reads_as_nothing(line)
 
 
 @pytest.mark.parametrize(("line", "label"), CAUSES)
