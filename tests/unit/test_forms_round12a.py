@@ -15,7 +15,7 @@ from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label
-from tests.unit.form_table import assert_holds_a_needle, assert_read_with_cause, assert_reads_as_nothing
+from tests.unit.form_table import table_tests
 from tests.unit.test_forms_round11 import PROGRESS, _verdict
 
 KB = default_knowledge_base()
@@ -88,20 +88,8 @@ NO_CAUSE = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"{k.value}:{i}" for i, (_, k, _, _) in enumerate(FORMS)])
-def test_form_is_read_with_its_cause(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    assert_read_with_cause(line, kind, label, source, cause_of_kinds=frozenset({E}))
-
-
-@pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"needle:{i}" for i in range(len(FORMS))])
-def test_form_line_holds_a_needle(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    assert_holds_a_needle(line, source)
-    assert KB.classify(line) is not None, source
-
-
-@pytest.mark.parametrize("line", NEAR_MISSES)
-def test_near_miss_reads_as_nothing(line: str) -> None:
-    assert_reads_as_nothing(line)
+test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
+    FORMS, NEAR_MISSES, cause_of_kinds=frozenset({E}), classified_by=KB)
 
 
 @pytest.mark.parametrize(("line", "label"), CAUSES)

@@ -16,7 +16,7 @@ from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label, LogLine, RankKey
-from tests.unit.form_table import assert_holds_a_needle, assert_read_with_cause, assert_reads_as_nothing
+from tests.unit.form_table import table_tests
 
 KB = default_knowledge_base()
 E, RUN = FormKind.ERROR, FormKind.COMPILE_RUNNING
@@ -78,19 +78,8 @@ NOT_CONFIG = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"{k.value}:{i}" for i, (_, k, _, _) in enumerate(FORMS)])
-def test_form_is_read_with_its_cause(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    assert_read_with_cause(line, kind, label, source)
-
-
-@pytest.mark.parametrize(("line", "kind", "label", "source"), FORMS, ids=[f"needle:{i}" for i in range(len(FORMS))])
-def test_form_line_holds_a_needle(line: str, kind: FormKind, label: Label | None, source: str) -> None:
-    assert_holds_a_needle(line, source)
-
-
-@pytest.mark.parametrize("line", NEAR_MISSES)
-def test_near_miss_reads_as_nothing(line: str) -> None:
-    assert_reads_as_nothing(line)
+test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
+    FORMS, NEAR_MISSES)
 
 
 def test_dashed_date_head_gives_its_level() -> None:
