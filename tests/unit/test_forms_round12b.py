@@ -13,10 +13,10 @@ import pytest
 from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.failureforms import FormKind
 from neuron_watch.diagnosis.forms_severity import head_level
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Action, Label, LogLine, RankKey
+from neuron_watch.events import Action, Label
 from tests.unit.form_table import table_tests
+from tests.unit.test_forms_round11 import PROGRESS, _verdict
 
 KB = default_knowledge_base()
 E, RUN = FormKind.ERROR, FormKind.COMPILE_RUNNING
@@ -110,17 +110,6 @@ def test_quoted_exception_line_is_an_error_and_prose_is_not() -> None:
 
 
 # -- whole logs, as the judge reads them ------------------------------------------------------------
-
-PROGRESS = [f"step {s} loss 2.{s:03d} step_time 0.5s" for s in range(1, 6)]
-
-
-def _verdict(lines: list[str], t0: float = 1000.0) -> tuple[Label, Action]:
-    judge = Judge(KB, JudgeSettings(), t0)
-    judge.observe_lines([LogLine(RankKey("n0", 0), text, t0 + i, t0 + i, "rank-0.log", i + 1)
-                         for i, text in enumerate(lines)])
-    v = judge.verdict(t0 + len(lines) + 10, final=True)
-    return v.label, v.action
-
 
 ENDINGS = [
     (["Starting cluster sky-5c1e...", "W 02-09 01:24:30 cloud_vm_ray_backend.py:433] Got error(s) in all zones of us-east-1:",
