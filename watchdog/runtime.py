@@ -320,6 +320,7 @@ def knowledge_base(config: WatchConfig) -> KnowledgeBase:
 def default_judge_factory(config: WatchConfig, kb: KnowledgeBase | None = None) -> Callable[[int, float], JudgeLike]:
     """A :class:`neuron_watch.diagnosis.judge.Judge` per generation, from the watch options, all with
     ``kb`` (the entry point's; one built from ``config`` when none is given)."""
+    from neuron_watch.diagnosis.crashreading import CrashReader
     from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 
     table = kb if kb is not None else knowledge_base(config)
@@ -331,7 +332,10 @@ def default_judge_factory(config: WatchConfig, kb: KnowledgeBase | None = None) 
                              compile_timeout=config.compile_timeout, save_timeout=config.save_timeout)
 
     def make(generation: int, now: float) -> JudgeLike:
-        return Judge(table, settings, now)
+        judge = Judge(table, settings, now)
+        # a crash is read as offline ``diagnose`` reads it, from the lines the nodes sent around it
+        judge.crash_reader = CrashReader(judge.blocks.around).read
+        return judge
 
     return make
 

@@ -26,9 +26,8 @@ from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.exctaxonomy import exception_message
-from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
@@ -42,8 +41,6 @@ from neuron_watch.diagnosis.logtext import (
 from neuron_watch.diagnosis.offline import (
     RecentLines,
     Tracebacks,
-    cause_stated_before,
-    child_exception_before,
     open_traceback,
 )
 from neuron_watch.errors import UsageError
@@ -426,6 +423,9 @@ def diagnose_lines(
         if judge is None:
             judge = Judge(kb, settings or JudgeSettings(), line.mono)
             judge.context = recent.around
+            # the reading the live coordinator's judge does too (runtime.default_judge_factory), here with
+            # the whole log's lines and tracebacks
+            judge.crash_reader = CrashReader(recent.around, tracebacks, recent).read
         first = line.mono if first is None else min(first, line.mono)
         last = line.mono if last is None else max(last, line.mono)
         batch.append(line)
@@ -449,14 +449,6 @@ def diagnose_lines(
     if verdict.label is Label.HEALTHY:
         latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
         verdict = open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
-    elif verdict.label is Label.OTHER_CRASH:
-        progressed = any(st.last_progress is not None for st in judge.ranks.values())
-        around = recent.around(verdict.evidence[0]) if verdict.evidence else None
-        message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else None
-        verdict = (tracebacks.mistake_in_setup(verdict)
-                   or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
-                   or child_exception_before(verdict, progressed, recent)
-                   or cause_stated_before(verdict) or verdict)
     return verdict, count
 
 

@@ -13,9 +13,10 @@ progress (:func:`~neuron_watch.diagnosis.exctaxonomy.setup_refusal`): NCCL's fai
 up its communicator, an exception that tells the user what to change ("Make sure ...", "Please remove ...",
 "... must be configured at program startup").
 
-The live watchdog reaches the same end in two generations: ``recovery/policy.py`` stops a failure
-before the first step that repeats with the same label and signature in the next generation (a crash
-loop). Offline there is one generation to read, so the class and the missing progress say it at once.
+Both judges read it at the first failure (diagnosis/crashreading.py: offline over the whole log, live over
+the lines the nodes sent around the failure), so a live job is stopped, not restarted into the same error;
+``recovery/policy.py``'s crash loop (the same failure before the first step twice) stays the net for a
+set-up failure no reader recognises.
 """
 
 from __future__ import annotations

@@ -643,6 +643,9 @@ class Judge:
         #: (:meth:`observe_blocks`), else each error line alone.
         self.context: Callable[[Evidence], tuple[Sequence[LogLine], int] | None] | None = None
         self.blocks = BlockLines()
+        #: what the entry point reads beside a crash verdict (diagnosis/crashreading.py, wired the same for
+        #: the live coordinator and offline ``diagnose``): ``(verdict, progressed) -> verdict``
+        self.crash_reader: Callable[[Verdict, bool], Verdict] | None = None
 
     # -- observations ---------------------------------------------------------------------------
 
@@ -1279,6 +1282,13 @@ class Judge:
         )
 
     def verdict(self, now: float, final: bool = False) -> Verdict:
+        """The job's verdict at ``now`` (:meth:`_judged`), a crash read by :attr:`crash_reader`."""
+        v = self._judged(now, final)
+        if self.crash_reader is None or v.label is not Label.OTHER_CRASH:
+            return v
+        return self.crash_reader(v, self.last_progress_wall is not None)
+
+    def _judged(self, now: float, final: bool = False) -> Verdict:
         """The job's verdict at ``now``. Never ``healthy`` for what could not be observed.
 
         ``final``: nothing more will come (``neuron-watch diagnose`` at the end of its input). An
@@ -1395,7 +1405,7 @@ class Judge:
         exception (``ValueError``, ``KeyError``...) and the frames of its traceback, read from the lines
         around it (:attr:`context`, or the runs the nodes sent), say it was raised setting the program up
         (firstfailure.mistake_before_progress): a restart meets the same value again. Without its frames
-        ``v`` stays as it is (live, the restart policy stops such a crash when it repeats)."""
+        ``v`` stays as it is (:attr:`crash_reader` reads it then)."""
         progressed = self.last_progress_wall is not None
         if v.label is not Label.OTHER_CRASH or v.step is not None or not v.evidence or progressed:
             return v

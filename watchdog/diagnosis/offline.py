@@ -1,17 +1,19 @@
 """What the offline ``diagnose`` reads beside the judge: each rank's recent lines and its Python tracebacks.
 
 Pure: no I/O. The offline judge has the whole of a saved log and judges it once, at its end, so it
-reads what the live judge leaves to its restart policy: a failure's error block around its evidence
+reads a failure's error block around its evidence
 (:class:`RecentLines`), a program-mistake exception raised in set-up code (:class:`Tracebacks`),
 a log that ends inside a traceback (:func:`open_traceback`), a failure that states no cause after
 another process stated one (:func:`cause_stated_before`), and a launcher's report of a child that failed
-after the child's own exception (:func:`child_exception_before`).
+after the child's own exception (:func:`child_exception_before`). The readers of a crash verdict are
+wired into the live judge too, over the lines the nodes sent around the failure (crashreading.py).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Protocol
 
 from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE, read_error
 from neuron_watch.diagnosis.exctaxonomy import (
@@ -70,9 +72,8 @@ class Tracebacks:
     """Each rank's latest Python traceback: its frames, and the program-mistake exception it ended in.
 
     A ``ValueError`` or ``KeyError`` says nothing of a cause by its class; where it was raised does
-    (:func:`~neuron_watch.diagnosis.exctaxonomy.raised_in_setup`). The live judge needs no frames for it: a
-    failure before the first step that repeats is stopped by the restart policy as a crash loop; offline,
-    the frames say it once.
+    (:func:`~neuron_watch.diagnosis.exctaxonomy.raised_in_setup`). Offline it reads every line; live,
+    crashreading.py reads the traceback of the failure from the lines around it.
     """
 
     #: frames kept per traceback (the innermost ones: deep recursions print thousands)
@@ -185,7 +186,14 @@ LAUNCHER_REPORTS = frozenset({"torch.elastic.child_failed"})
 CHILD_LINES = 40
 
 
-def child_exception_before(verdict: Verdict, progressed: bool, recent: RecentLines) -> Verdict | None:
+class LinesBeforeLike(Protocol):
+    """Who keeps a file's lines before an evidence line: :class:`RecentLines` offline, the run a node sent
+    around the failure live (crashreading.LinesBefore)."""
+
+    def before(self, ev: Evidence, count: int) -> list[LogLine]: ...
+
+
+def child_exception_before(verdict: Verdict, progressed: bool, recent: LinesBeforeLike) -> Verdict | None:
     """Configuration, when ``verdict`` is a crash before any progress that rests on a launcher's report of a
     failed child (:data:`LAUNCHER_REPORTS`), and the child's last exception above it in the same file (at most
     :data:`CHILD_LINES` lines up, under whatever rank tag) is a program mistake or states the set-up it refuses

@@ -1,0 +1,80 @@
+"""What both judges read beside the verdict when it is a crash of unknown cause: the one reading, wired by
+each entry point to the lines it keeps. Pure: no I/O.
+
+A verdict of ``other_crash`` is restarted. Before it is, the lines around its evidence may say that a restart
+meets the same failure again, or that another process stated the cause first (offline.py's readers): a
+program-mistake exception raised setting the program up, or before any progress
+(firstfailure.mistake_before_progress), a launcher's report after its child's exception, a cause stated by
+another process. Offline ``diagnose`` has the whole log; the live coordinator has the runs of lines the
+nodes sent around each failure (diagnosis/blockcontext.py, bounded per rank and per job). Both give
+:class:`CrashReader` how to find the lines around an evidence line, and the judge calls it when its
+verdict is a crash (``Judge.crash_reader``): the reading runs only then, never per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from neuron_watch.diagnosis.exctaxonomy import exception_message
+from neuron_watch.diagnosis.firstfailure import mistake_before_progress
+from neuron_watch.diagnosis.offline import (
+    LinesBeforeLike,
+    Tracebacks,
+    cause_stated_before,
+    child_exception_before,
+)
+from neuron_watch.events import Evidence, Label, LogLine, Verdict
+
+#: the lines of an evidence line's stream around it and its index among them (None: not kept)
+Around = Callable[[Evidence], "tuple[Sequence[LogLine], int] | None"]
+
+
+class LinesBefore:
+    """The kept lines of an evidence line's stream printed before it (offline.RecentLines.before's
+    question), answered from the run of lines around it: what a live node sent with the failure."""
+
+    def __init__(self, around: Around) -> None:
+        self.around = around
+
+    def before(self, ev: Evidence, count: int) -> list[LogLine]:
+        found = self.around(ev)
+        if found is None:
+            return []
+        lines, at = found
+        return [line for line in lines[max(0, at - count):at] if line.source == ev.source]
+
+
+class CrashReader:
+    """Reads a crash verdict's lines for a cause a restart does not fix (see the module docstring).
+
+    ``around``: the lines kept around an evidence line. ``tracebacks``: each rank's tracebacks read from
+    every line (offline: the whole log); without it, the traceback the evidence ends is read from the lines
+    around it. ``before``: the lines of a file before a launcher's report, whatever their rank (offline:
+    :class:`~neuron_watch.diagnosis.offline.RecentLines`); without it, the lines around the report.
+    """
+
+    def __init__(self, around: Around, tracebacks: Tracebacks | None = None,
+                 before: LinesBeforeLike | None = None) -> None:
+        self.around = around
+        self.tracebacks = tracebacks
+        self.lines_before: LinesBeforeLike = before or LinesBefore(around)
+
+    def read(self, verdict: Verdict, progressed: bool) -> Verdict:
+        """``verdict`` as the lines around it state it; itself when it is no crash or they add nothing.
+        ``progressed``: some rank made progress in this generation."""
+        if verdict.label is not Label.OTHER_CRASH or not verdict.evidence:
+            return verdict
+        found = self.around(verdict.evidence[0])
+        texts = [line.text for line in found[0]] if found is not None else []
+        message = exception_message(texts, found[1]) if found is not None else None
+        tracebacks = self.tracebacks
+        if tracebacks is None:
+            # the traceback the evidence ends, read from its run as offline reads every line
+            tracebacks = Tracebacks()
+            for line in found[0][:found[1] + 1] if found is not None else ():
+                if line.text.strip():
+                    tracebacks.observe(line)
+        return (tracebacks.mistake_in_setup(verdict)
+                or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
+                or child_exception_before(verdict, progressed, self.lines_before)
+                or cause_stated_before(verdict) or verdict)
