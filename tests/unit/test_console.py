@@ -251,3 +251,14 @@ def test_a_rank_line_quoted_in_our_line_is_shown_not_obeyed() -> None:
     line = buf.getvalue()
     assert line.startswith("[neuron-watch] verdict: other_crash") and line.endswith("\n")
     assert line[:-1].isprintable() and "^[[2J^[]0;x^Gboom" in line
+
+
+def test_a_verdict_that_stops_the_job_says_what_to_do_on_its_line() -> None:
+    advice = "A mistake in the job's setup: fix the command line, then start again."
+    stop = {"event": "verdict", "label": "config_error", "action": "stop", "reason": "a refused set-up",
+            "advice": advice}
+    restart = {**stop, "label": "other_crash", "action": "restart", "advice": "Read the rank's log."}
+    lines = lines_of([stop, restart])
+    assert lines[0] == ("[neuron-watch] verdict: config_error (a refused set-up) -> stop, no restart; "
+                        f"what to do: {advice}")
+    assert lines[1] == "[neuron-watch] verdict: other_crash (a refused set-up) -> restart"  # restarted: no advice

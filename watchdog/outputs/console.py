@@ -190,7 +190,9 @@ class ConsoleSink:
         tail = "" if action == "wait" else f" -> {_ACTIONS.get(action, action)}"
         reason = _one_line(e.get("reason", "")) or ("ranks make progress" if label == "healthy" else "no reason given")
         level = INFO if action == "wait" else WARNING
-        return level, f"{head} ({reason}){tail}"
+        advice = _one_line(e.get("advice", "")) if action == "stop" else ""
+        # a job that is not restarted waits on its user: the verdict says what to change
+        return level, f"{head} ({reason}){tail}" + (f"; what to do: {advice}" if advice else "")
 
     def _command(self, e: dict[str, Any]) -> tuple[int, str] | None:
         if e.get("command") == "capture_evidence":
