@@ -204,3 +204,23 @@ def test_the_judge_forgets_the_ranks_that_sent_runs_longest_ago_to_stay_under_th
         store.add(run)
     assert list(store.runs) == [ranks[1][0].key, ranks[2][0].key]
     assert store.lines == 10 and store.forgotten == 5
+
+
+# config_error/ray-39128-trn1-two-workers-one-neuron-core-xrtcompile: rich's box-drawn traceback wraps the
+# exception's message at the box's edge; what it asks of the set-up ("Make sure ...") is on its last line
+BOXED = [
+    "           torch_xla._XLAC._xla_step_marker(                                                                                    │",
+    "RuntimeError: INVALID_ARGUMENT: Cannot assign a device for operation XRTCompile_16: {{node XRTCompile_16}} was explicitly│",
+    " assigned to /job:localservice/replica:0/task:0/device:TPU:1 but available devices are [ /job:localservice/replica:0/task│",
+    ":0/device:CPU:0, /job:localservice/replica:0/task:0/device:TPU:0, /job:localservice/replica:0/task:0/device:TPU_SYSTEM:0,│",
+    " /job:localservice/replica:0/task:0/device:XLA_CPU:0 ]. Make sure the device specification refers to a valid device.     │",
+]
+
+
+def test_the_run_of_an_exception_holds_its_whole_wrapped_message() -> None:
+    context = ErrorContext()
+    lines = records(BOXED)
+    failing = [ln for ln in lines if ln.text.startswith("RuntimeError")]
+    (run,) = context.runs(KB, lines, [ln._replace(signature="host.unrecognised_error") for ln in failing])
+    assert run[-1].text == BOXED[-1], [ln.text[:40] for ln in run]  # the message's last line goes with it
+    assert context.left_out == 0

@@ -41,6 +41,8 @@ STOPPED = [
     "config_error/tgi-425-shard-assert-each-process-one-gpu",
     "config_error/tensorflow-34568-collective-ops-configured-at-startup",
     "config_error/lightning-18728-cuda-initialized-before-trainer-fork",
+    # the refusal is worded on the last line of a message wrapped in a box: the node sends it with the error
+    "config_error/ray-39128-trn1-two-workers-one-neuron-core-xrtcompile",
 ]
 
 

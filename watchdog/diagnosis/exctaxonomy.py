@@ -307,12 +307,18 @@ def exception_message(lines: Sequence[str], index: int) -> str:
     to :data:`MESSAGE_LINES` lines after it, until a blank line, another exception line, a traceback's
     header or frame, or a record with a level in its head (a box-drawn traceback wraps a message at the
     terminal's width: "... was explicitly│", " assigned to ... Make sure the device specification ...")."""
-    parts = [lines[index]]
+    return " ".join([lines[index], *(text.strip() for text in lines[index + 1:message_end(lines, index) + 1])])
+
+
+def message_end(lines: Sequence[str], index: int) -> int:
+    """The index of the last line of the exception message that starts at ``lines[index]`` (see
+    :func:`exception_message`): ``index`` itself when no line goes on with it."""
+    end = index
     for text in lines[index + 1:index + 1 + MESSAGE_LINES]:
         if not text.strip() or exception_class(text) is not None or _NOT_CONTINUED.search(text):
             break
-        parts.append(text.strip())
-    return " ".join(parts)
+        end += 1
+    return end
 
 
 def setup_refusal(text: str) -> str | None:

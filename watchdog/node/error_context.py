@@ -25,6 +25,7 @@ from collections.abc import Collection, Sequence
 
 from neuron_watch.diagnosis.classify import Effect, KnowledgeBase
 from neuron_watch.diagnosis.errorblock import blocks
+from neuron_watch.diagnosis.exctaxonomy import message_end
 from neuron_watch.events import LogLine
 
 #: lines of a run at most (a block holds at most errorblock.MAX_BLOCK; the head and tail of a chain decide)
@@ -98,6 +99,9 @@ class ErrorContext:
         window = [*before, *[ln for ln in new[:at + READ_AFTER] if ln.source == source]]
         at = len(before) + sum(1 for ln in new[:at] if ln.source == source)
         start, end = _report(window, at)
+        # an exception's message wrapped over the lines after it (a box-drawn traceback) is read whole
+        # (exctaxonomy.exception_message), whether or not the block reads on that far
+        end = max(end, message_end([ln.text for ln in window], at))
         return window[max(start, at - LOOK_BACK):end + 1]
 
     @staticmethod
