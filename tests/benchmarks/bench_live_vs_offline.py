@@ -73,6 +73,7 @@ def main() -> int:
     families: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     worst: dict[str, list[str]] = defaultdict(list)
     healthy_kept = healthy_n = 0
+    healthy_acted: list[str] = []  # healthy excerpts the live watchdog acts on (stops or restarts)
     offline_cpu = live_cpu = 0.0
     for ex in excerpts:
         t0 = time.process_time()
@@ -90,6 +91,9 @@ def main() -> int:
         if ex.label is Label.HEALTHY:
             healthy_n += 1
             healthy_kept += live is Action.WAIT
+            if live is not Action.WAIT:
+                healthy_acted.append(f"  {ex.name:<60} offline {offline.label.value}/{off.value:<18} live "
+                                     f"{outcome.verdict.label.value}/{live.value}")
         if live is off:
             agree[label] += 1
             continue
@@ -129,6 +133,9 @@ def main() -> int:
             print()
             print(f"{name} ({len(worst[name])}):")
             print("\n".join(worst[name]))
+    print()
+    print(f"healthy excerpts acted on live ({len(healthy_acted)}):")
+    print("\n".join(healthy_acted) if healthy_acted else "  none")
     return 0
 
 
