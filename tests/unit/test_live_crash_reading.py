@@ -96,3 +96,19 @@ def test_the_reader_leaves_what_is_no_crash_alone() -> None:
     crash = Verdict(Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key, evidence=(ev,))
     assert reader.read(crash, False).label is Label.CONFIG_ERROR  # before any progress: set-up
     assert reader.read(crash, True).label is Label.OTHER_CRASH  # after progress: the program's own bug
+
+
+def test_a_launcher_report_is_read_with_the_child_exception_the_node_sent_before_it() -> None:
+    # config_error/pickscore-2-accelerate-deepspeed-config-valueerror: accelerate's child refuses its config,
+    # then torchrun's agent reports the child's exit; the verdict rests on the report, live as offline
+    texts = _text("config_error/pickscore-2-accelerate-deepspeed-config-valueerror").splitlines()
+    key = RankKey("n", 0)
+    lines = [LogLine(key, t, float(i), float(i), "rank-0.log", i + 1) for i, t in enumerate(texts)]
+    report = lines[-1]
+    assert "failed (exitcode: 1) local_rank: 0" in report.text
+    ev = Evidence(key, report.text, "torch.elastic.child_failed", report.source, report.lineno, report.mono)
+    crash = Verdict(Label.OTHER_CRASH, Action.RESTART, ranks=(key,), culprit=key, evidence=(ev,))
+    read = CrashReader(lambda e: (lines, len(lines) - 1) if e == ev else None).read(crash, False)
+    assert (read.label, read.action) == (Label.CONFIG_ERROR, Action.STOP), read.reason
+    assert "the launcher reported the child's exit" in read.reason
+    assert read.evidence[0].text.startswith("ValueError: When using `deepspeed_config_file`")
