@@ -11,14 +11,13 @@ and stopped only when it repeated. The live judge now reads a crash as ``diagnos
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
-from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, pids_with_env, run_to_end
+from tests.fixtures.stopped import stopped_as_diagnose_reads_it
 
 pytestmark = pytest.mark.process
 
@@ -42,19 +41,7 @@ def test_a_refused_set_up_is_stopped_in_the_first_generation(tmp_path: Path, toy
             "torchrun", "--nproc_per_node", "2", str(script)]
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    evs = events(run_dir)
-    assert not named(evs, "restart"), out[-3000:]
-    assert sorted(p.name for p in run_dir.glob("gen-*")) == ["gen-0"]
-    verdicts = [e for e in named(evs, "verdict") if e["label"] != "healthy"]
-    assert verdicts, out[-3000:]
-    live = verdicts[-1]
-    assert (live["label"], live["action"]) == ("config_error", "stop"), (live["reason"], out[-3000:])
+    live = stopped_as_diagnose_reads_it(run_dir, code, out, toy_env)
     assert "Collective ops must be configured at program startup" in live["evidence"][0]["text"]
     assert live["advice"] == CONFIG_ADVICE
     assert CONFIG_ADVICE[:60] in out, out[-3000:]  # the console says what to do
-    assert named(evs, "job_finished")[0]["exit_code"] == code == 4, out[-3000:]
-    res = subprocess.run([NEURON_WATCH, "diagnose", "--json", str(run_dir / "gen-0")], capture_output=True,
-                         text=True, timeout=60, env=toy_env)
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
-    assert (doc["label"], doc["action"]) == (live["label"], live["action"]), (doc["reason"], live["reason"])

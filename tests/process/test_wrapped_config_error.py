@@ -10,13 +10,12 @@ failure with them (node/error_context.py), and the judge reads the cause and the
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, events, named, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, pids_with_env, run_to_end
+from tests.fixtures.stopped import stopped_as_diagnose_reads_it
 
 pytestmark = pytest.mark.process
 
@@ -55,18 +54,5 @@ def test_a_bad_argument_re_raised_by_a_wrapper_stops_the_job_as_diagnose_reads_i
             "torchrun", "--nproc_per_node", "2", str(script), "--optimizer", "adamw2"]
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 240)
     assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
-    evs = events(run_dir)
-    assert not named(evs, "restart"), out[-3000:]
-    assert sorted(p.name for p in run_dir.glob("gen-*")) == ["gen-0"]  # one generation
-    verdicts = [e for e in named(evs, "verdict") if e["label"] != "healthy"]
-    assert verdicts, out[-3000:]
-    live = verdicts[-1]
-    assert (live["label"], live["action"]) == ("config_error", "stop"), (live["reason"], out[-3000:])
+    live = stopped_as_diagnose_reads_it(run_dir, code, out, toy_env)
     assert "ValueError: unknown optimizer 'adamw2'" in live["evidence"][0]["text"], live["evidence"]
-    assert named(evs, "job_finished")[0]["exit_code"] == code == 4, out[-3000:]
-    # the same logs offline
-    res = subprocess.run([NEURON_WATCH, "diagnose", "--json", str(run_dir / "gen-0")], capture_output=True,
-                         text=True, timeout=60, env=toy_env)
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
-    assert (doc["label"], doc["action"]) == (live["label"], live["action"]), (doc["reason"], live["reason"])
