@@ -28,10 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.config import WatchConfig
+from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.events import Action, Label
 from neuron_watch.runtime import knowledge_base
 from tests.fixtures.corpus_score import EXPECTED_ACTIONS
-from tests.fixtures.live_replay import End, replay
+from tests.fixtures.live_replay import End, LiveJob, live_lines, replay
 from tests.fixtures.real_logs import Excerpt, load_corpus
 
 LABELS = [label.value for label in Label]
@@ -61,6 +62,8 @@ def main() -> int:
     parser.add_argument("--label", help="only excerpts with this label")
     parser.add_argument("--batch", help="only the excerpts of this collection batch (their `batch` key)")
     parser.add_argument("--all", action="store_true", help="list every disagreement")
+    parser.add_argument("--cost", action="store_true",
+                        help="also time the coordinator's verdict on each crash, with and without the crash reader")
     args = parser.parse_args()
     excerpts = [ex for ex in load_corpus() if (args.label is None or ex.label.value == args.label)
                 and (args.batch is None or ex.batch == args.batch)]
@@ -136,7 +139,43 @@ def main() -> int:
     print()
     print(f"healthy excerpts acted on live ({len(healthy_acted)}):")
     print("\n".join(healthy_acted) if healthy_acted else "  none")
+    if args.cost:
+        print()
+        cost(excerpts, kb)
     return 0
+
+
+def cost(excerpts: list[Excerpt], kb: KnowledgeBase, repeats: int = 50) -> None:
+    """The coordinator's verdict on each excerpt whose process exits, once it exited: CPU microseconds a
+    verdict, with the crash reader and without it (the reader runs only on a crash verdict)."""
+    extra: list[float] = []
+    base: list[float] = []
+    for ex in excerpts:
+        if end_of(ex) is not End.EXIT:
+            continue
+        lines = live_lines(ex.log.read_text(encoding="utf-8", errors="replace"))
+        if not lines:
+            continue
+        job = LiveJob(kb, lines[0].mono)
+        for line in lines:
+            job.feed(line)
+        job.exit(lines[-1].mono + 0.001)
+        judge, now = job.judge, lines[-1].mono + 1.0
+        reader = getattr(judge, "crash_reader", None)
+        timed: list[float] = []
+        for wired in (None, reader):
+            setattr(judge, "crash_reader", wired)  # noqa: B010  (JudgeLike does not name it)
+            t = time.process_time()
+            for _ in range(repeats):
+                judge.verdict(now)
+            timed.append((time.process_time() - t) / repeats * 1e6)
+        base.append(timed[0])
+        extra.append(timed[1] - timed[0])
+    if base:
+        extra.sort()
+        print(f"verdict on a crash, {len(base)} excerpts: {sum(base) / len(base):.0f} us without the reader; "
+              f"the reader adds {sum(extra) / len(extra):.0f} us on average, {extra[len(extra) // 2]:.0f} median, "
+              f"{extra[-1]:.0f} at most")
 
 
 if __name__ == "__main__":
