@@ -47,9 +47,10 @@ from neuron_watch.diagnosis.classify import (
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
-from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SIGNATURE_IDS, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.formkinds import FormKind
 from neuron_watch.events import (
     Action,
     BatchColumns,
@@ -73,6 +74,8 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
+#: the form signature of a compile still running, in the program's own words (failureforms.py)
+PHASE_RUNNING = SIGNATURE_IDS[FormKind.COMPILE_RUNNING]
 #: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
@@ -372,6 +375,11 @@ class RankState:
     compile_open_line: Evidence | None = None
     last_compile_beat: float | None = None
     last_compiler_line: float | None = None  # the compiler's own words (a compile beat other than a dot)
+    #: the newest compile the program announced in its own words (form.compile_running: a TensorRT engine
+    #: build, an XLA module); while no compiler process of the rank is seen after it, the compile runs in
+    #: the rank's own process and the announcement is its evidence (a compiler's is its CPU)
+    phase_running: float | None = None
+    compiler_seen: float | None = None  # the newest reading that showed a compiler process of this rank
     compiles_started: int = 0  # compile start lines seen (parallel graph compiles print one each)
     compiles_ended: int = 0  # compile end lines seen (one PASS per graph)
     last_compile_end: float | None = None
@@ -449,6 +457,12 @@ class RankState:
             return True
         if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
             return True
+        running = self.phase_running
+        if (running is not None and now - running <= settings.compile_timeout
+                and (self.compiler_seen is None or self.compiler_seen < running)
+                and (self.last_compile_end is None or running > self.last_compile_end)
+                and (self.last_progress is None or running > self.last_progress)):
+            return True  # announced, not ended, no progress since: silent for as long as the build takes
         if self.recompiling_until(now, settings) is not None:
             return True
         if (
@@ -975,6 +989,8 @@ class Judge:
         elif effect is Effect.COMPILE_BEAT:
             if sig_is_compiler_line(m):
                 st.last_compiler_line = line.mono
+                if m.signature.id == PHASE_RUNNING:
+                    st.phase_running = line.mono
             elif not st.compile_opened():
                 return m  # output, not a heartbeat: no compile is open to beat for
             st.last_compile_beat = line.mono
@@ -1089,6 +1105,7 @@ class Judge:
             st = self._rank(s.key, now)
             self.touched[id(st)] = st
             seen.setdefault(s.key, set()).add(s.pid)
+            st.compiler_seen = s.mono
             prev = st.compiler_cpu.get(s.pid)
             if prev is None or s.cpu_seconds > prev[0]:
                 st.compiler_cpu[s.pid] = (s.cpu_seconds, s.mono)
