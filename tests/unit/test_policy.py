@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
 from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, JobState, Label, RankKey, Verdict
 from neuron_watch.recovery.policy import Decision, IllegalTransition, JobStateMachine, RestartPolicy
@@ -97,3 +98,19 @@ def test_a_checkpoint_fallback_gets_one_more_generation_then_the_loop_is_called(
     assert p.on_failure(_early(), 0, 1, fallback=True).decision is Decision.RESTART  # from an older checkpoint
     out = p.on_failure(_early(), 0, 1)
     assert out.decision is Decision.GIVE_UP and out.exit_code == ExitCode.NOT_RESTARTABLE
+
+
+def test_a_set_up_mistake_read_from_its_exception_tries_the_fallback_checkpoint_once() -> None:
+    # a KeyError before the first step (firstfailure.py: configuration, stopped) in a generation that started
+    # from a checkpoint: a torn state dict raises the same, so the previous complete checkpoint is tried first
+    mistake = Verdict(Label.CONFIG_ERROR, Action.STOP, culprit=RankKey("n1", 0), advice=CONFIG_ADVICE)
+    p = RestartPolicy(max_restarts=5)
+    assert p.on_failure(mistake, 0, 1, fallback=True).decision is Decision.RESTART
+    out = p.on_failure(mistake, 0, 1)  # the same from the older checkpoint: the set-up, not the checkpoint
+    assert out.decision is Decision.GIVE_UP and out.exit_code == ExitCode.NOT_RESTARTABLE
+    # without a checkpoint to fall back from, or a rule's own cause, or after a step: stopped at once
+    assert RestartPolicy(max_restarts=5).on_failure(mistake, 0, 1).decision is Decision.GIVE_UP
+    named = Verdict(Label.CONFIG_ERROR, Action.STOP, culprit=RankKey("n1", 0), advice="Install the collectives.")
+    assert RestartPolicy(max_restarts=5).on_failure(named, 0, 1, fallback=True).decision is Decision.GIVE_UP
+    later = Verdict(Label.CONFIG_ERROR, Action.STOP, culprit=RankKey("n1", 0), advice=CONFIG_ADVICE, step=7)
+    assert RestartPolicy(max_restarts=5).on_failure(later, 0, 1, fallback=True).decision is Decision.GIVE_UP

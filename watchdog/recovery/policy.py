@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
 from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, JobState, Label, Verdict
 
@@ -78,6 +79,14 @@ class Outcome:
 NEVER_RESTART = frozenset({Label.CONFIG_ERROR, Label.NUMERICAL_ERROR, Label.COMPILE_ERROR})
 
 
+def _read_from_an_exception(verdict: Verdict) -> bool:
+    """A set-up failure before the first step that only an exception's form says is one (the general
+    advice of errorclass: no rule names its cause), as firstfailure reads a ``KeyError`` or a refused value
+    raised while the program set itself up. Loading a torn checkpoint raises the same: in a generation that
+    started from a checkpoint, the fallback to the previous complete one is tried once before it stops."""
+    return verdict.label is Label.CONFIG_ERROR and verdict.step is None and verdict.advice == CONFIG_ADVICE
+
+
 @dataclass
 class RestartPolicy:
     """Decides restart or give up after each failed generation."""
@@ -125,7 +134,8 @@ class RestartPolicy:
                 f"training had finished; {verdict.label.value} while shutting down is not restarted",
                 int(ExitCode.NOT_RESTARTABLE) if job_exit_code is None else fail_code,
             )
-        if verdict.label in NEVER_RESTART or verdict.action is Action.STOP:
+        if (verdict.label in NEVER_RESTART or verdict.action is Action.STOP) and not (
+                fallback and _read_from_an_exception(verdict)):
             # 4 (README): "not fixed by a restart", whoever ended the generation first (the
             # watchdog's verdict or the launcher's own exit): the operator's script can rely on it.
             return Outcome(
