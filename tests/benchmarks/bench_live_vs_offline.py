@@ -43,7 +43,7 @@ WORST: tuple[tuple[str, Callable[[Action, Action], bool]], ...] = (
     ("hardware not drained live", lambda off, live: off is Action.DRAIN_AND_RESTART
      and live is not Action.DRAIN_AND_RESTART),
     ("failure left waiting live", lambda off, live: off is not Action.WAIT and live is Action.WAIT),
-    ("healthy acted on live", lambda off, live: off is Action.WAIT and live is not Action.WAIT),
+    ("offline waits, live acts", lambda off, live: off is Action.WAIT and live is not Action.WAIT),
 )
 
 
