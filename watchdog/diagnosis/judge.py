@@ -102,6 +102,9 @@ def xla_duration(text: str) -> float | None:
 _LAST_STEP_BAR = re.compile(r"^\s*100%\|[^|]*\|\s*(\d+)/(\d+) \[")
 #: A bar drawn at 0 (tqdm draws a new bar at once): a loop that began again after a bar's end
 _NEW_BAR = re.compile(r"^\s*0%\|[^|]*\|\s*0/\d+ \[")
+#: The node's own line when a new complete checkpoint appears in --checkpoint-dir (node/observer.py):
+#: the job wrote a checkpoint, so what it ran was training
+CHECKPOINT_APPEARED_SIGNATURE = "progress.checkpoint_appeared"
 
 
 def _bar_at_total(text: str, step: int) -> bool:
@@ -626,6 +629,9 @@ class Judge:
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
+        #: the first sign that what ran is training (see last_step_reached): a progress line with a
+        #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
+        self.trained: Evidence | None = None
         #: the newest progress or end of work of any rank (see _latest_work); recomputed only when
         #: a rank's time that was the newest went back (a line read late, with an older time)
         self._work_max: float | None = None
@@ -840,7 +846,8 @@ class Judge:
             st = states[chunk]
             if (max_step is None or step > max_step or st.train_end is not None
                     or st.failure_match is not None or st.recompile_open is not None
-                    or self.last_step_line is not None):
+                    or self.last_step_line is not None
+                    or (self.trained is None and ev.signature == CHECKPOINT_APPEARED_SIGNATURE)):
                 self.last_progress_wall = newest_wall
                 advance(st, mono, wall, step, ev)
                 max_step, newest_wall = self.max_step, self.last_progress_wall
@@ -919,6 +926,8 @@ class Judge:
                 if name == SLOW_ALARM_RETURNED:
                     effect = Effect.COMPILE_BEAT
         if effect is Effect.PROGRESS:
+            if m.loss is not None and self.trained is None:
+                self.trained = ev
             self._advance(st, line.mono, line.wall, m.step, ev)
         elif effect is Effect.COMPILE_START:
             st.compiles_started += 1
@@ -944,6 +953,8 @@ class Judge:
                 st.save_open, st.save_open_line = line.mono, ev
         elif effect is Effect.SAVE_END:
             st.save_open, st.save_open_line = None, None
+            if self.trained is None:
+                self.trained = ev
             self._worked(st.last_save_end, line.mono)
             st.last_save_end = line.mono
         elif effect is Effect.RECOMPILE:
@@ -1035,6 +1046,8 @@ class Judge:
         self._worked(st.last_progress, mono)
         self._progress_seen = True
         st.last_progress, st.last_progress_line = mono, ev
+        if self.trained is None and ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
+            self.trained = ev
         # Progress after the end: that was not the end (a second fit()), unless it is the
         # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
         # ProgressCallback closes the training bar right after the final metrics
@@ -1608,18 +1621,38 @@ class Judge:
 
     def last_step_reached(self) -> Evidence | None:
         """The training bar's line at its total (the run's last configured step, see
-        :data:`_LAST_STEP_BAR`) when no rank is behind it and none has drawn a new bar since; None
-        otherwise. A rank that stops before that step is judged on the hang timeout as ever."""
+        :data:`_LAST_STEP_BAR`) when what ran is training (:attr:`trained`), no rank is behind it and
+        none has drawn a new bar since; None otherwise. A rank that stops before that step is judged
+        on the hang timeout as ever.
+
+        A bar without a description is also a data-preparation loop's (tokenising a dataset before
+        the first step: `` 100%|##########| 1000/1000 [00:02<00:00, 500.00it/s]``), and a hang in
+        the first collective after it is silent too: only a loss the ranks logged, a checkpoint
+        completed or the node's word that one appeared says that a bar's end is training's."""
         last = self.last_step_line
-        if last is None:
+        if last is None or self.trained is None:
             return None
         step = self.max_step
         for st in self.ranks.values():
-            if st.step is not None and st.exit_code is None and step is not None and st.step < step:
-                return None  # a rank that prints steps has not reached the last one
+            if (st.step is not None and st.exit_code is None and step is not None and st.step < step
+                    and st.key.rank >= 0):
+                # a rank that prints steps has not reached the last one (a node's own stream, rank -1,
+                # prints the step of the newest checkpoint, not a position in training)
+                return None
             if st.key == last.key and _NEW_BAR.match(st.last_line_text):
                 return None  # a loop began again: the bar's end was an epoch's
         return last
+
+    def _trained_by(self, ev: Evidence) -> str:
+        """What ``ev`` (:attr:`trained`) says of the job, for a verdict's reason."""
+        sig = self.kb.by_id.get(ev.signature)
+        if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
+            what = "a new checkpoint appeared"
+        elif sig is not None and sig.effect is Effect.SAVE_END:
+            what = "a checkpoint save completed"
+        else:
+            what = "a loss was logged"
+        return f"{what}: {_who(ev.key)} {ev.text.strip()[:60]!r}"
 
     def _left_early(self) -> list[RankState]:
         """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
@@ -1930,15 +1963,18 @@ class Judge:
             )
         last = self.last_step_reached()
         if live and idle > timeout and last is not None and now - last.mono <= self.settings.save_timeout:
+            trained = self.trained
+            assert trained is not None  # last_step_reached: training ran
             return Verdict(
                 Label.HEALTHY,
                 Action.WAIT,
                 ranks=tuple(st.key for st in live),
                 culprit=last.key,
-                evidence=(last,),
+                evidence=(last, trained),
                 reason=f"{_who(last.key)} reached the last step ({self.max_step}) {now - last.mono:.0f}s ago "
-                f"({last.text.strip()[:80]!r}): the final checkpoint save and the run's end are work, not "
-                f"silence (a hang after {self.settings.save_timeout:.0f}s)",
+                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by(trained)}): the final "
+                f"checkpoint save and the run's end are work, not silence (a hang after "
+                f"{self.settings.save_timeout:.0f}s)",
                 advice="The training reached its last configured step; the ranks are saving and finishing.",
                 step=self.max_step,
             )

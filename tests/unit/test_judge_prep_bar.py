@@ -1,0 +1,127 @@
+"""A bar without a description at its total is not always training's last step: a data-preparation
+loop (tokenising a dataset on rank 0 before training) draws the same bar. Silence after it is a
+final save only when something says training ran: a loss the ranks logged, a checkpoint save that
+completed, the node's word that a new checkpoint appeared. Else a hang in the first collective after
+the preparation is judged at the hang timeout, not after the save timeout.
+
+The bars are real tqdm output (``data/frameworks/tqdm_prep*.log``, see the README there), the
+training lines a real Hugging Face Trainer run (``test_judge_last_step``), on a fake clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.diagnosis.judge import Judge
+from neuron_watch.diagnosis.logtext import logical_lines
+from neuron_watch.events import Action, Label
+from tests.unit.test_judge_last_step import HANG, LAST_BAR, LINES, SAVE, SAW, fed
+
+DATA = Path(__file__).parent / "data" / "frameworks"
+
+
+def _bar(name: str) -> list[str]:
+    """A recorded bar's redraws as the tail gives them (each ``\\r`` a line)."""
+    out: list[str] = []
+    for piece in (DATA / name).read_bytes().decode().replace("\r", "\n").split("\n"):
+        out.extend(t for t in logical_lines(piece) if t.strip())
+    return out
+
+
+PREP = _bar("tqdm_prep.log")  # for _ in tqdm(range(1000)): a tokenising loop
+MAP = _bar("tqdm_prep-map.log")  # the same with datasets' description, "Map"
+DOWNLOAD = _bar("tqdm_prep-download.log")  # a byte count, as hub downloads draw it
+#: the lines of the real Trainer run without its log dicts (logging_steps beyond max_steps: no loss before the end)
+NO_LOSS = [t for t in LINES[: LAST_BAR + 1] if not t.startswith("{'loss'")]
+
+
+def test_the_recorded_bars_are_what_the_cases_say() -> None:
+    assert PREP[-1].startswith("100%|") and PREP[-1].endswith("]") and "1000/1000" in PREP[-1]
+    assert MAP[-1].startswith("Map: 100%|") and "1000/1000" in MAP[-1]
+    assert DOWNLOAD[-1].startswith("Downloading: 100%|")
+    assert any(t.startswith("{'loss'") for t in LINES[:LAST_BAR]) and not any("'loss'" in t for t in NO_LOSS)
+
+
+def _hang_at_the_hang_timeout(j: Judge, last: float) -> None:
+    """Silence after ``last``: a wait up to the hang timeout, a hang (restart) just after it."""
+    timeout = j.hang_timeout()
+    assert timeout < SAVE
+    v = j.verdict(last + timeout - 0.01)
+    assert v.action is Action.WAIT, v.reason
+    v = j.verdict(last + timeout + 0.01)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+    assert "last step" not in v.reason
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_hang_after_a_data_preparation_bar_is_a_hang_at_the_hang_timeout(batched: bool) -> None:
+    j, last = fed(PREP, batched)
+    assert j.last_step_line is not None and "1000/1000" in j.last_step_line.text  # the bar did end
+    assert j.trained is None and j.last_step_reached() is None
+    _hang_at_the_hang_timeout(j, last)
+    # what the reproduction showed: a wait at 7 s and 100 s of silence, a hang only after the save timeout
+    assert j.verdict(last + 100.0).label is Label.COLLECTIVE_HANG
+
+
+@pytest.mark.xfail(strict=True, reason="the preparation's 1000 steps hide training's 20 from the last-step rule")
+@pytest.mark.parametrize("batched", [False, True])
+def test_preparation_then_training_with_losses_then_silence_at_the_last_step_is_the_final_save(
+        batched: bool) -> None:
+    j, last = fed([*PREP, *LINES, SAW], batched)
+    assert j.trained is not None and j.trained.text.startswith("{'loss'")
+    reached = j.last_step_reached()
+    assert reached is not None and "20/20" in reached.text
+    v = j.verdict(last + HANG + 30.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    assert "reached the last step (20)" in v.reason and "a loss was logged" in v.reason, v.reason
+    assert [e.text for e in v.evidence[:2]] == [reached.text, j.trained.text]
+    # bounded as before: a save that never ends is a hang after the save timeout
+    v = j.verdict(reached.mono + SAVE + 1.0)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_training_bar_at_its_total_with_no_loss_and_no_checkpoint_is_judged_at_the_hang_timeout(
+        batched: bool) -> None:
+    """The bar alone does not say it is training's: a Trainer that logged no loss and saved nothing
+    before its last step is judged as before the last-step rule."""
+    j, last = fed(NO_LOSS, batched)
+    assert j.last_step_line is not None and j.last_step_reached() is None
+    _hang_at_the_hang_timeout(j, last)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_nodes_word_that_a_checkpoint_appeared_says_training_ran(batched: bool) -> None:
+    """The same run, and the node finds its checkpoint of step 10 complete during training."""
+    ckpt10 = (-1, "neuron-watch: a new complete checkpoint appeared: /fsx/ckpt/checkpoint-10 (step 10)")
+    at = next(i for i, t in enumerate(NO_LOSS) if "11/20" in t)
+    j, last = fed([*NO_LOSS[:at], ckpt10, *NO_LOSS[at:]], batched)
+    assert j.trained is not None and j.trained.text == ckpt10[1]
+    v = j.verdict(last + HANG + 30.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    assert "a new checkpoint appeared" in v.reason, v.reason
+
+
+def test_a_completed_checkpoint_save_says_training_ran() -> None:
+    save = "[2026-11-21 10:19:02,117.117: I neuronx_distributed/trainer/checkpoint.py:426] synced saving of " \
+           "checkpoint step_10 completed"
+    at = next(i for i, t in enumerate(NO_LOSS) if "11/20" in t)
+    j, last = fed([*NO_LOSS[:at], save, *NO_LOSS[at:]])
+    assert j.trained is not None and j.trained.text == save
+    v = j.verdict(last + HANG + 30.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT) and "a checkpoint save completed" in v.reason, v.reason
+
+
+@pytest.mark.parametrize("bar", [MAP, DOWNLOAD], ids=["map", "download"])
+def test_a_bar_with_a_description_at_its_total_is_not_the_last_step(bar: list[str]) -> None:
+    """Before training, and after training logged losses (a map run between epochs): never the last step."""
+    j, last = fed(bar)
+    assert j.last_step_line is None and j.last_step_reached() is None
+    j, last = fed([*LINES[:LAST_BAR], *bar])
+    assert j.trained is not None and j.last_step_line is None and j.last_step_reached() is None
+    # the map's bar is liveness (the clock runs from it), the download's byte count is not a count
+    v = j.verdict(last + j.hang_timeout() + 0.01)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+    assert "last step" not in v.reason
