@@ -65,7 +65,6 @@ def test_a_hang_after_a_data_preparation_bar_is_a_hang_at_the_hang_timeout(batch
     assert j.verdict(last + 100.0).label is Label.COLLECTIVE_HANG
 
 
-@pytest.mark.xfail(strict=True, reason="the preparation's 1000 steps hide training's 20 from the last-step rule")
 @pytest.mark.parametrize("batched", [False, True])
 def test_preparation_then_training_with_losses_then_silence_at_the_last_step_is_the_final_save(
         batched: bool) -> None:
@@ -80,6 +79,14 @@ def test_preparation_then_training_with_losses_then_silence_at_the_last_step_is_
     # bounded as before: a save that never ends is a hang after the save timeout
     v = j.verdict(reached.mono + SAVE + 1.0)
     assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_preparation_then_training_stopped_before_its_last_step_is_a_hang_at_the_hang_timeout(batched: bool) -> None:
+    """The preparation's bar ended at its total, training logged losses and stopped at step 19."""
+    j, last = fed([*PREP, *LINES[:LAST_BAR]], batched)
+    assert j.trained is not None and j.last_step_line is None and j.last_step_reached() is None
+    _hang_at_the_hang_timeout(j, last)
 
 
 @pytest.mark.parametrize("batched", [False, True])

@@ -629,6 +629,10 @@ class Judge:
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
+        self.last_step = 0  # the step of last_step_line (its bar's total)
+        #: the highest step since a rank's count last went back (a new loop began, see _advance); None
+        #: while none did (the job's highest step serves)
+        self.loop_step: int | None = None
         #: the first sign that what ran is training (see last_step_reached): a progress line with a
         #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
         self.trained: Evidence | None = None
@@ -835,7 +839,8 @@ class Judge:
         every other row goes through :meth:`_advance`.
         """
         advance = self._advance
-        max_step = self.max_step
+        # the step a row must pass to be news: the job's, or the newest loop's (never above the job's)
+        beyond = self.max_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
         # (the row's state is the batch's, found once by its key object: no look-up per row; its
         # evidence line is built with the others', by column)
@@ -844,13 +849,15 @@ class Judge:
         for chunk, mono, wall, step, ev in zip(progress.chunk, progress.mono, progress.wall, progress.step, evidence,
                                                strict=True):
             st = states[chunk]
-            if (max_step is None or step > max_step or st.train_end is not None
+            if (beyond is None or step > beyond or st.train_end is not None
+                    or (st.step is not None and step < st.step)
                     or st.failure_match is not None or st.recompile_open is not None
                     or self.last_step_line is not None
                     or (self.trained is None and ev.signature == CHECKPOINT_APPEARED_SIGNATURE)):
                 self.last_progress_wall = newest_wall
                 advance(st, mono, wall, step, ev)
-                max_step, newest_wall = self.max_step, self.last_progress_wall
+                beyond = self.max_step if self.loop_step is None else self.loop_step
+                newest_wall = self.last_progress_wall
                 continue
             old, top = st.last_progress, self._work_max  # _worked, inline
             if top is None or mono >= top:
@@ -1071,15 +1078,25 @@ class Judge:
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
         if step is not None:
+            # A rank whose own count went back began a new loop (training's bar after a data-preparation
+            # bar's end, the next epoch's bar): from then on a bar's end is compared with the steps of
+            # the newest loop (loop_step), not with the job's highest step, which the earlier loop may
+            # hold (1000 items tokenised, then 20 training steps). A node's own stream counts
+            # checkpoints, not a loop.
+            if st.step is not None and step < st.step and st.key.rank >= 0:
+                self.loop_step = 0
             st.step = step
-            # The last step reached (a new job-level step at the training bar's total), or training
+            top = self.max_step if self.loop_step is None else self.loop_step
+            # The last step reached (a new step of the loop at the training bar's total), or training
             # went on to another step (past it, or the next epoch's bar of a loop that draws one per
             # epoch). A line of that same step is no such news: the bar's closing redraw, or the
             # node's word that the checkpoint of that step appeared ("checkpoint-30": step 30).
-            if (self.max_step is None or step > self.max_step) and _bar_at_total(ev.text, step):
-                self.last_step_line = ev
-            elif self.last_step_line is not None and step != self.max_step:
+            if (top is None or step > top) and _bar_at_total(ev.text, step):
+                self.last_step_line, self.last_step = ev, step
+            elif self.last_step_line is not None and step != top:
                 self.last_step_line = None
+            if self.loop_step is not None and step > self.loop_step:
+                self.loop_step = step
             if self.max_step is None or step > self.max_step:
                 self.max_step = step
                 self.max_step_wall = wall
@@ -1632,10 +1649,9 @@ class Judge:
         last = self.last_step_line
         if last is None or self.trained is None:
             return None
-        step = self.max_step
+        step = self.last_step
         for st in self.ranks.values():
-            if (st.step is not None and st.exit_code is None and step is not None and st.step < step
-                    and st.key.rank >= 0):
+            if st.step is not None and st.exit_code is None and st.step < step and st.key.rank >= 0:
                 # a rank that prints steps has not reached the last one (a node's own stream, rank -1,
                 # prints the step of the newest checkpoint, not a position in training)
                 return None
@@ -1971,12 +1987,12 @@ class Judge:
                 ranks=tuple(st.key for st in live),
                 culprit=last.key,
                 evidence=(last, trained),
-                reason=f"{_who(last.key)} reached the last step ({self.max_step}) {now - last.mono:.0f}s ago "
+                reason=f"{_who(last.key)} reached the last step ({self.last_step}) {now - last.mono:.0f}s ago "
                 f"({last.text.strip()[:80]!r}) of a training ({self._trained_by(trained)}): the final "
                 f"checkpoint save and the run's end are work, not silence (a hang after "
                 f"{self.settings.save_timeout:.0f}s)",
                 advice="The training reached its last configured step; the ranks are saving and finishing.",
-                step=self.max_step,
+                step=self.last_step,
             )
         if live and idle > timeout:
             laggard = self._collective_laggard(live)
