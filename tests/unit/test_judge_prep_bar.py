@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.diagnosis.judge import Judge
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge
 from neuron_watch.diagnosis.logtext import logical_lines
-from neuron_watch.events import Action, Label
-from tests.unit.test_judge_last_step import HANG, LAST_BAR, LINES, SAVE, SAW, fed
+from neuron_watch.events import Action, Label, RankKey
+from tests.unit.test_judge_last_step import HANG, LAST_BAR, LINES, SAVE, SAW, N, fed
 
 DATA = Path(__file__).parent / "data" / "frameworks"
 
@@ -119,6 +120,23 @@ def test_a_completed_checkpoint_save_says_training_ran() -> None:
     assert j.trained is not None and j.trained.text == save
     v = j.verdict(last + HANG + 30.0)
     assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT) and "a checkpoint save completed" in v.reason, v.reason
+
+
+@pytest.mark.parametrize("readings", [STEADY_COLLECTIVES, STEADY_COLLECTIVES - 1])
+def test_collectives_completing_steadily_say_training_ran(readings: int) -> None:
+    """The run without a loss or a checkpoint, its ranks' flight recorders read every 0.5 s during
+    training: collectives completing in STEADY_COLLECTIVES readings are a training loop's."""
+    j, last = fed(NO_LOSS)
+    for n in range(readings):
+        j.observe_collectives(RankKey(N, 1), [GroupProgress("0", n, n, n)], 1.0 + 0.5 * n)
+    if readings < STEADY_COLLECTIVES:
+        assert j.last_step_reached() is None
+        _hang_at_the_hang_timeout(j, last)
+        return
+    assert j.trained is None and j.trained_collectives == RankKey(N, 1)
+    v = j.verdict(last + HANG + 30.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    assert "node-a/rank1's collectives completed steadily" in v.reason, v.reason
 
 
 @pytest.mark.parametrize("bar", [MAP, DOWNLOAD], ids=["map", "download"])

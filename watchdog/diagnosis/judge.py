@@ -636,6 +636,9 @@ class Judge:
         #: the first sign that what ran is training (see last_step_reached): a progress line with a
         #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
         self.trained: Evidence | None = None
+        #: the first rank whose flight recorder showed collectives completing in STEADY_COLLECTIVES
+        #: readings: a loop of collectives, training's (a preparation on one rank completes none)
+        self.trained_collectives: RankKey | None = None
         #: the newest progress or end of work of any rank (see _latest_work); recomputed only when
         #: a rank's time that was the newest went back (a line read late, with an older time)
         self._work_max: float | None = None
@@ -1196,6 +1199,8 @@ class Judge:
             st.collective_advances += 1
             if st.collective_advances >= STEADY_COLLECTIVES:
                 self._progress_seen = True
+                if self.trained_collectives is None:
+                    self.trained_collectives = key
         return moved
 
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
@@ -1645,9 +1650,10 @@ class Judge:
         A bar without a description is also a data-preparation loop's (tokenising a dataset before
         the first step: `` 100%|##########| 1000/1000 [00:02<00:00, 500.00it/s]``), and a hang in
         the first collective after it is silent too: only a loss the ranks logged, a checkpoint
-        completed or the node's word that one appeared says that a bar's end is training's."""
+        completed, the node's word that one appeared, or a rank's collectives completing steadily
+        says that a bar's end is training's."""
         last = self.last_step_line
-        if last is None or self.trained is None:
+        if last is None or (self.trained is None and self.trained_collectives is None):
             return None
         step = self.last_step
         for st in self.ranks.values():
@@ -1659,8 +1665,11 @@ class Judge:
                 return None  # a loop began again: the bar's end was an epoch's
         return last
 
-    def _trained_by(self, ev: Evidence) -> str:
-        """What ``ev`` (:attr:`trained`) says of the job, for a verdict's reason."""
+    def _trained_by(self) -> str:
+        """What says that training ran (:attr:`trained`, :attr:`trained_collectives`), for a verdict's reason."""
+        ev, steady = self.trained, self.trained_collectives
+        if ev is None:
+            return "no sign of it" if steady is None else f"{_who(steady)}'s collectives completed steadily"
         sig = self.kb.by_id.get(ev.signature)
         if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
             what = "a new checkpoint appeared"
@@ -1979,16 +1988,14 @@ class Judge:
             )
         last = self.last_step_reached()
         if live and idle > timeout and last is not None and now - last.mono <= self.settings.save_timeout:
-            trained = self.trained
-            assert trained is not None  # last_step_reached: training ran
             return Verdict(
                 Label.HEALTHY,
                 Action.WAIT,
                 ranks=tuple(st.key for st in live),
                 culprit=last.key,
-                evidence=(last, trained),
+                evidence=(last,) if self.trained is None else (last, self.trained),
                 reason=f"{_who(last.key)} reached the last step ({self.last_step}) {now - last.mono:.0f}s ago "
-                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by(trained)}): the final "
+                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by()}): the final "
                 f"checkpoint save and the run's end are work, not silence (a hang after "
                 f"{self.settings.save_timeout:.0f}s)",
                 advice="The training reached its last configured step; the ranks are saving and finishing.",
