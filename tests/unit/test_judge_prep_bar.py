@@ -34,6 +34,9 @@ def _bar(name: str) -> list[str]:
 PREP = _bar("tqdm_prep.log")  # for _ in tqdm(range(1000)): a tokenising loop
 MAP = _bar("tqdm_prep-map.log")  # the same with datasets' description, "Map"
 DOWNLOAD = _bar("tqdm_prep-download.log")  # a byte count, as hub downloads draw it
+EPOCHS = _bar("tqdm_epochs.log")  # a bar per epoch, 3 epochs of 10 steps, the loss in its postfix
+#: where each epoch's bar is drawn at 0 (tqdm draws it as the loop begins)
+EPOCH_STARTS = [i for i, t in enumerate(EPOCHS) if t == "  0%|          | 0/10 [00:00<?, ?it/s]"]
 #: the lines of the real Trainer run without its log dicts (logging_steps beyond max_steps: no loss before the end)
 NO_LOSS = [t for t in LINES[: LAST_BAR + 1] if not t.startswith("{'loss'")]
 
@@ -120,6 +123,19 @@ def test_a_completed_checkpoint_save_says_training_ran() -> None:
     assert j.trained is not None and j.trained.text == save
     v = j.verdict(last + HANG + 30.0)
     assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT) and "a checkpoint save completed" in v.reason, v.reason
+
+
+@pytest.mark.parametrize("before", [[], PREP], ids=["alone", "after-preparation"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_end_of_a_later_epochs_bar_is_not_the_last_step(before: list[str], batched: bool) -> None:
+    """A loop with a bar per epoch that logs its loss: the second epoch's bar at its total, then a hang
+    (in the work between epochs) before the third bar is drawn: a hang at the hang timeout. The same
+    total again is the same loop again, not a new one (alone or after a preparation's bar)."""
+    assert len(EPOCH_STARTS) == 3 and EPOCHS[EPOCH_STARTS[2] - 1].startswith("100%|██████████| 10/10 [")
+    j, last = fed([*before, *EPOCHS[: EPOCH_STARTS[2]]], batched)
+    assert j.trained is not None and "loss=" in j.trained.text
+    assert j.last_step_reached() is None
+    _hang_at_the_hang_timeout(j, last)
 
 
 @pytest.mark.parametrize("readings", [STEADY_COLLECTIVES, STEADY_COLLECTIVES - 1])

@@ -100,11 +100,19 @@ def xla_duration(text: str) -> float | None:
 #: saves a checkpoint at the last step whatever the step (DefaultFlowCallback: "Save the model at the
 #: end"), silently at its default log level, then logs its final metrics.
 _LAST_STEP_BAR = re.compile(r"^\s*100%\|[^|]*\|\s*(\d+)/(\d+) \[")
+#: A tqdm bar's count and total ("| 3/30 [")
+_BAR_COUNT = re.compile(r"\|\s*\d+/(\d+) \[")
 #: A bar drawn at 0 (tqdm draws a new bar at once): a loop that began again after a bar's end
 _NEW_BAR = re.compile(r"^\s*0%\|[^|]*\|\s*0/\d+ \[")
 #: The node's own line when a new complete checkpoint appears in --checkpoint-dir (node/observer.py):
 #: the job wrote a checkpoint, so what it ran was training
 CHECKPOINT_APPEARED_SIGNATURE = "progress.checkpoint_appeared"
+
+
+def _bar_total(text: str) -> int | None:
+    """The total of the tqdm bar ``text`` is (``30`` in `` 10%|#   | 3/30 [...]``); None if it is none."""
+    m = _BAR_COUNT.search(text)
+    return None if m is None else int(m.group(1))
 
 
 def _bar_at_total(text: str, step: int) -> bool:
@@ -630,9 +638,10 @@ class Judge:
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
         self.last_step = 0  # the step of last_step_line (its bar's total)
-        #: the highest step since a rank's count last went back (a new loop began, see _advance); None
-        #: while none did (the job's highest step serves)
+        #: the highest step since a rank's count last went back to a bar of another total (a new loop
+        #: began, see _advance); None while none did (the job's highest step serves)
         self.loop_step: int | None = None
+        self.loop_total: int | None = None  # the total of that loop's bar
         #: the first sign that what ran is training (see last_step_reached): a progress line with a
         #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
         self.trained: Evidence | None = None
@@ -1081,13 +1090,17 @@ class Judge:
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
         if step is not None:
-            # A rank whose own count went back began a new loop (training's bar after a data-preparation
-            # bar's end, the next epoch's bar): from then on a bar's end is compared with the steps of
-            # the newest loop (loop_step), not with the job's highest step, which the earlier loop may
-            # hold (1000 items tokenised, then 20 training steps). A node's own stream counts
+            # A rank whose own count went back to a bar of another total began a new loop (training's
+            # bar after a data-preparation bar's end): from then on a bar's end is compared with the
+            # steps of the newest loop (loop_step), not with the job's highest step, which the earlier
+            # loop may hold (1000 items tokenised, then 20 training steps). A node's own stream counts
             # checkpoints, not a loop.
             if st.step is not None and step < st.step and st.key.rank >= 0:
-                self.loop_step = 0
+                # one of the same total is that loop again (a bar per epoch): its end is no news, as
+                # before any loop began again
+                total = _bar_total(ev.text)
+                if total is not None and total != (self.max_step if self.loop_total is None else self.loop_total):
+                    self.loop_step, self.loop_total = 0, total
             st.step = step
             top = self.max_step if self.loop_step is None else self.loop_step
             # The last step reached (a new step of the loop at the training bar's total), or training
