@@ -102,11 +102,23 @@ def xla_duration(text: str) -> float | None:
 _LAST_STEP_BAR = re.compile(r"^\s*100%\|[^|]*\|\s*(\d+)/(\d+) \[")
 #: A tqdm bar's count and total ("| 3/30 [")
 _BAR_COUNT = re.compile(r"\|\s*\d+/(\d+) \[")
+#: the time a tqdm bar has run, as it prints it ("[00:47<00:00", "[1:02:03<00:00": tqdm format_interval)
+_BAR_ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d\d)<")
 #: A bar drawn at 0 (tqdm draws a new bar at once): a loop that began again after a bar's end
 _NEW_BAR = re.compile(r"^\s*0%\|[^|]*\|\s*0/\d+ \[")
 #: The node's own line when a new complete checkpoint appears in --checkpoint-dir (node/observer.py):
 #: the job wrote a checkpoint, so what it ran was training
 CHECKPOINT_APPEARED_SIGNATURE = "progress.checkpoint_appeared"
+
+
+def _elapsed(text: str) -> float:
+    """The seconds a tqdm bar ``text`` says it has run (``[01:02:03<...``: 3723); none read: all time
+    (a bar that does not say when it began may have begun at any time)."""
+    m = _BAR_ELAPSED.search(text)
+    if m is None:
+        return math.inf
+    hours, minutes, seconds = m.groups()
+    return int(hours or 0) * 3600.0 + int(minutes) * 60.0 + int(seconds)
 
 
 def _bar_total(text: str) -> int | None:
@@ -356,6 +368,7 @@ class RankState:
     last_progress: float | None = None
     last_progress_line: Evidence | None = None
     step: int | None = None
+    step_mono: float | None = None  # when its line of that step was seen
     save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
@@ -642,9 +655,10 @@ class Judge:
         #: began, see _advance); None while none did (the job's highest step serves)
         self.loop_step: int | None = None
         self.loop_total: int | None = None  # the total of that loop's bar
-        #: the first sign that what ran is training (see last_step_reached): a progress line with a
+        #: the newest sign that what runs is training (see last_step_reached): a progress line with a
         #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
         self.trained: Evidence | None = None
+        self.trained_first = math.inf  # when the first such sign (or trained_collectives) was seen
         #: the first rank whose flight recorder showed collectives completing in STEADY_COLLECTIVES
         #: readings: a loop of collectives, training's (a preparation on one rank completes none)
         self.trained_collectives: RankKey | None = None
@@ -865,7 +879,7 @@ class Judge:
                     or (st.step is not None and step < st.step)
                     or st.failure_match is not None or st.recompile_open is not None
                     or self.last_step_line is not None
-                    or (self.trained is None and ev.signature == CHECKPOINT_APPEARED_SIGNATURE)):
+                    or ev.signature == CHECKPOINT_APPEARED_SIGNATURE):
                 self.last_progress_wall = newest_wall
                 advance(st, mono, wall, step, ev)
                 beyond = self.max_step if self.loop_step is None else self.loop_step
@@ -879,7 +893,7 @@ class Judge:
             st.last_progress, st.last_progress_line = mono, ev
             st.unexplained = st.failure_detail = None
             st.first_lock_wait = None
-            st.step = step
+            st.step, st.step_mono = step, mono
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
         self.last_progress_wall = newest_wall
@@ -945,9 +959,9 @@ class Judge:
                 if name == SLOW_ALARM_RETURNED:
                     effect = Effect.COMPILE_BEAT
         if effect is Effect.PROGRESS:
-            if m.loss is not None and self.trained is None:
-                self.trained = ev
             self._advance(st, line.mono, line.wall, m.step, ev)
+            if m.loss is not None:
+                self._saw_training(ev)  # (after _advance: this line may be the first of training's loop)
         elif effect is Effect.COMPILE_START:
             st.compiles_started += 1
             if st.compile_open is None:
@@ -972,8 +986,7 @@ class Judge:
                 st.save_open, st.save_open_line = line.mono, ev
         elif effect is Effect.SAVE_END:
             st.save_open, st.save_open_line = None, None
-            if self.trained is None:
-                self.trained = ev
+            self._saw_training(ev)
             self._worked(st.last_save_end, line.mono)
             st.last_save_end = line.mono
         elif effect is Effect.RECOMPILE:
@@ -1065,8 +1078,8 @@ class Judge:
         self._worked(st.last_progress, mono)
         self._progress_seen = True
         st.last_progress, st.last_progress_line = mono, ev
-        if self.trained is None and ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
-            self.trained = ev
+        if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
+            self._saw_training(ev)
         # Progress after the end: that was not the end (a second fit()), unless it is the
         # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
         # ProgressCallback closes the training bar right after the final metrics
@@ -1090,18 +1103,22 @@ class Judge:
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
         if step is not None:
-            # A rank whose own count went back to a bar of another total began a new loop (training's
-            # bar after a data-preparation bar's end): from then on a bar's end is compared with the
-            # steps of the newest loop (loop_step), not with the job's highest step, which the earlier
-            # loop may hold (1000 items tokenised, then 20 training steps). A node's own stream counts
-            # checkpoints, not a loop.
-            if st.step is not None and step < st.step and st.key.rank >= 0:
+            # A rank whose own count went back to a bar of another total with nothing before the end of
+            # its loop before that said that training ran began training's loop (its bar after a
+            # data-preparation bar's end; a loss in its first lines is training's own): from
+            # then on a bar's end is compared with the steps of that loop (loop_step), not with the
+            # job's highest step, which the preparation may hold (1000 items tokenised, then 20
+            # training steps). Once training ran, a loop that begins is not training's own (an
+            # evaluation's bar between epochs): the job's highest step serves, as ever. A node's own
+            # stream counts checkpoints, not a loop.
+            if (st.step is not None and step < st.step and st.key.rank >= 0
+                    and (st.step_mono is None or self.trained_first > st.step_mono)):
                 # one of the same total is that loop again (a bar per epoch): its end is no news, as
                 # before any loop began again
                 total = _bar_total(ev.text)
                 if total is not None and total != (self.max_step if self.loop_total is None else self.loop_total):
                     self.loop_step, self.loop_total = 0, total
-            st.step = step
+            st.step, st.step_mono = step, mono
             top = self.max_step if self.loop_step is None else self.loop_step
             # The last step reached (a new step of the loop at the training bar's total), or training
             # went on to another step (past it, or the next epoch's bar of a loop that draws one per
@@ -1214,6 +1231,7 @@ class Judge:
                 self._progress_seen = True
                 if self.trained_collectives is None:
                     self.trained_collectives = key
+                    self.trained_first = min(self.trained_first, now)
         return moved
 
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
@@ -1666,7 +1684,7 @@ class Judge:
         completed, the node's word that one appeared, or a rank's collectives completing steadily
         says that a bar's end is training's."""
         last = self.last_step_line
-        if last is None or (self.trained is None and self.trained_collectives is None):
+        if last is None or not self._trained_since(last.mono - _elapsed(last.text)):
             return None
         step = self.last_step
         for st in self.ranks.values():
@@ -1677,6 +1695,21 @@ class Judge:
             if st.key == last.key and _NEW_BAR.match(st.last_line_text):
                 return None  # a loop began again: the bar's end was an epoch's
         return last
+
+    def _saw_training(self, ev: Evidence) -> None:
+        """``ev`` says that training runs (see :attr:`trained`): the newest such sign is kept."""
+        if self.trained is None or ev.mono >= self.trained.mono:
+            self.trained = ev
+        self.trained_first = min(self.trained_first, ev.mono)
+
+    def _trained_since(self, began: float) -> bool:
+        """Did something say after ``began`` that training runs: a loss, a checkpoint, or a rank's
+        collectives completing steadily?"""
+        if self.trained is not None and self.trained.mono > began:
+            return True
+        steady = self.trained_collectives
+        seen = None if steady is None else self.ranks[steady].last_collective
+        return seen is not None and seen > began
 
     def _trained_by(self) -> str:
         """What says that training ran (:attr:`trained`, :attr:`trained_collectives`), for a verdict's reason."""
@@ -1690,7 +1723,7 @@ class Judge:
             what = "a checkpoint save completed"
         else:
             what = "a loss was logged"
-        return f"{what}: {_who(ev.key)} {ev.text.strip()[:60]!r}"
+        return f"{what} by {_who(ev.key)}"
 
     def _left_early(self) -> list[RankState]:
         """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
@@ -2006,7 +2039,7 @@ class Judge:
                 Action.WAIT,
                 ranks=tuple(st.key for st in live),
                 culprit=last.key,
-                evidence=(last,) if self.trained is None else (last, self.trained),
+                evidence=(last,),
                 reason=f"{_who(last.key)} reached the last step ({self.last_step}) {now - last.mono:.0f}s ago "
                 f"({last.text.strip()[:80]!r}) of a training ({self._trained_by()}): the final "
                 f"checkpoint save and the run's end are work, not silence (a hang after "
