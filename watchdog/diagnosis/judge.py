@@ -1698,9 +1698,11 @@ class Judge:
 
     def _saw_training(self, ev: Evidence) -> None:
         """``ev`` says that training runs (see :attr:`trained`): the newest such sign is kept."""
-        if self.trained is None or ev.mono >= self.trained.mono:
+        mono = ev.mono
+        if self.trained is None or mono >= self.trained.mono:
             self.trained = ev
-        self.trained_first = min(self.trained_first, ev.mono)
+        if mono < self.trained_first:
+            self.trained_first = mono
 
     def _trained_since(self, began: float) -> bool:
         """Did something say after ``began`` that training runs: a loss, a checkpoint, or a rank's
