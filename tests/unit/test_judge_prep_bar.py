@@ -16,12 +16,13 @@ print must agree with the clock the judge reads).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge
+from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge, _elapsed
 from neuron_watch.diagnosis.logtext import logical_lines
 from neuron_watch.events import Action, Label, RankKey
 from tests.unit.test_judge_last_step import HANG, LAST_BAR, LINES, SAVE, N, fed
@@ -222,3 +223,13 @@ def test_a_bar_with_a_description_at_its_total_is_not_the_last_step(bar: list[st
     v = j.verdict(last + j.hang_timeout() + 0.01)
     assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
     assert "last step" not in v.reason
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("100%|██████████| 20/20 [00:04<00:00,  5.92it/s]", 4.0),
+    ("100%|##########| 30/30 [00:47<00:00,  1.53s/it]", 47.0),
+    ("100%|██████████| 9000/9000 [1:02:03<00:00,  2.42it/s]", 3723.0),  # tqdm's format_interval past an hour
+    ("100%|██████████| 20/20", math.inf),  # no time printed: the bar may have begun at any time
+])
+def test_a_bar_says_how_long_it_ran(text: str, seconds: float) -> None:
+    assert _elapsed(text) == seconds

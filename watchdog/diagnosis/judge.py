@@ -121,6 +121,11 @@ def _elapsed(text: str) -> float:
     return int(hours or 0) * 3600.0 + int(minutes) * 60.0 + int(seconds)
 
 
+def _bar_began(bar: Evidence) -> float:
+    """When the tqdm bar whose line is ``bar`` began, by the time it says it has run."""
+    return bar.mono - _elapsed(bar.text)
+
+
 def _bar_total(text: str) -> int | None:
     """The total of the tqdm bar ``text`` is (``30`` in `` 10%|#   | 3/30 [...]``); None if it is none."""
     m = _BAR_COUNT.search(text)
@@ -1681,10 +1686,10 @@ class Judge:
         A bar without a description is also a data-preparation loop's (tokenising a dataset before
         the first step: `` 100%|##########| 1000/1000 [00:02<00:00, 500.00it/s]``), and a hang in
         the first collective after it is silent too: only a loss the ranks logged, a checkpoint
-        completed, the node's word that one appeared, or a rank's collectives completing steadily
-        says that a bar's end is training's."""
+        completed, the node's word that one appeared, or a rank's collectives completing steadily,
+        after the bar began (by its own elapsed time), says that a bar's end is training's."""
         last = self.last_step_line
-        if last is None or not self._trained_since(last.mono - _elapsed(last.text)):
+        if last is None or not self._trained_since(_bar_began(last)):
             return None
         step = self.last_step
         for st in self.ranks.values():
@@ -1713,10 +1718,10 @@ class Judge:
         seen = None if steady is None else self.ranks[steady].last_collective
         return seen is not None and seen > began
 
-    def _trained_by(self) -> str:
-        """What says that training ran (:attr:`trained`, :attr:`trained_collectives`), for a verdict's reason."""
+    def _trained_by(self, began: float) -> str:
+        """What said after ``began`` that training runs (see :meth:`_trained_since`), for a verdict's reason."""
         ev, steady = self.trained, self.trained_collectives
-        if ev is None:
+        if ev is None or ev.mono <= began:
             return "no sign of it" if steady is None else f"{_who(steady)}'s collectives completed steadily"
         sig = self.kb.by_id.get(ev.signature)
         if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
@@ -2043,7 +2048,7 @@ class Judge:
                 culprit=last.key,
                 evidence=(last,),
                 reason=f"{_who(last.key)} reached the last step ({self.last_step}) {now - last.mono:.0f}s ago "
-                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by()}): the final "
+                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by(_bar_began(last))}): the final "
                 f"checkpoint save and the run's end are work, not silence (a hang after "
                 f"{self.settings.save_timeout:.0f}s)",
                 advice="The training reached its last configured step; the ranks are saving and finishing.",
