@@ -10,6 +10,7 @@ logs its final metrics (``{'train_runtime': ...}``, a train-end signature).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,15 @@ def judge() -> Judge:
     return j
 
 
-def fed(lines: list[str | tuple[int, str]], batched: bool = False) -> tuple[Judge, float]:
-    """A judge that read ``lines`` (on rank 0, or ``(rank, text)``), 0.25 s apart; the time of the
-    last one. ``batched``: in batches as a node sends them (``observe_batch``), each leaving the
-    judge as line by line."""
+def fed(lines: list[str | tuple[int, str]], batched: bool = False,
+        times: Sequence[float] | None = None) -> tuple[Judge, float]:
+    """A judge that read ``lines`` (on rank 0, or ``(rank, text)``), 0.25 s apart or at ``times``; the
+    time of the last one. ``batched``: in batches as a node sends them (``observe_batch``), each
+    leaving the judge as line by line."""
     pairs = [(0, t) if isinstance(t, str) else t for t in lines]
-    rows = [LogLine(RankKey(N, r), t, 0.25 * i, 1_800_000_000.0 + 0.25 * i, f"rank-{r}.log", i)
+    at = [0.25 * i for i in range(len(pairs))] if times is None else list(times)
+    assert len(at) == len(pairs)
+    rows = [LogLine(RankKey(N, r), t, at[i], 1_800_000_000.0 + at[i], f"rank-{r}.log", i)
             for i, (r, t) in enumerate(pairs)]
     if batched:
         _, j = feed_both(rows, lambda: 7, JudgeSettings(hang_timeout=HANG, save_timeout=SAVE))

@@ -103,8 +103,36 @@ def xla_duration(text: str) -> float | None:
 #: saves a checkpoint at the last step whatever the step (DefaultFlowCallback: "Save the model at the
 #: end"), silently at its default log level, then logs its final metrics.
 _LAST_STEP_BAR = re.compile(r"^\s*100%\|[^|]*\|\s*(\d+)/(\d+) \[")
+#: A tqdm bar's count and total ("| 3/30 [")
+_BAR_COUNT = re.compile(r"\|\s*\d+/(\d+) \[")
+#: the time a tqdm bar has run, as it prints it ("[00:47<00:00", "[1:02:03<00:00": tqdm format_interval)
+_BAR_ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d\d)<")
 #: A bar drawn at 0 (tqdm draws a new bar at once): a loop that began again after a bar's end
 _NEW_BAR = re.compile(r"^\s*0%\|[^|]*\|\s*0/\d+ \[")
+#: The node's own line when a new complete checkpoint appears in --checkpoint-dir (node/observer.py):
+#: the job wrote a checkpoint, so what it ran was training
+CHECKPOINT_APPEARED_SIGNATURE = "progress.checkpoint_appeared"
+
+
+def _elapsed(text: str) -> float:
+    """The seconds a tqdm bar ``text`` says it has run (``[01:02:03<...``: 3723); none read: all time
+    (a bar that does not say when it began may have begun at any time)."""
+    m = _BAR_ELAPSED.search(text)
+    if m is None:
+        return math.inf
+    hours, minutes, seconds = m.groups()
+    return int(hours or 0) * 3600.0 + int(minutes) * 60.0 + int(seconds)
+
+
+def _bar_began(bar: Evidence) -> float:
+    """When the tqdm bar whose line is ``bar`` began, by the time it says it has run."""
+    return bar.mono - _elapsed(bar.text)
+
+
+def _bar_total(text: str) -> int | None:
+    """The total of the tqdm bar ``text`` is (``30`` in `` 10%|#   | 3/30 [...]``); None if it is none."""
+    m = _BAR_COUNT.search(text)
+    return None if m is None else int(m.group(1))
 
 
 def _bar_at_total(text: str, step: int) -> bool:
@@ -348,6 +376,7 @@ class RankState:
     last_progress: float | None = None
     last_progress_line: Evidence | None = None
     step: int | None = None
+    step_mono: float | None = None  # when its line of that step was seen
     save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
     save_open_line: Evidence | None = None
     last_save_end: float | None = None
@@ -640,6 +669,18 @@ class Judge:
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
+        self.last_step = 0  # the step of last_step_line (its bar's total)
+        #: the highest step since a rank's count last went back to a bar of another total (a new loop
+        #: began, see _advance); None while none did (the job's highest step serves)
+        self.loop_step: int | None = None
+        self.loop_total: int | None = None  # the total of that loop's bar
+        #: the newest sign that what runs is training (see last_step_reached): a progress line with a
+        #: loss, a checkpoint save that completed, the node's word that a new checkpoint appeared
+        self.trained: Evidence | None = None
+        self.trained_first = math.inf  # when the first such sign (or trained_collectives) was seen
+        #: the first rank whose flight recorder showed collectives completing in STEADY_COLLECTIVES
+        #: readings: a loop of collectives, training's (a preparation on one rank completes none)
+        self.trained_collectives: RankKey | None = None
         #: the newest progress or end of work of any rank (see _latest_work); recomputed only when
         #: a rank's time that was the newest went back (a line read late, with an older time)
         self._work_max: float | None = None
@@ -846,7 +887,8 @@ class Judge:
         every other row goes through :meth:`_advance`.
         """
         advance = self._advance
-        max_step = self.max_step
+        # the step a row must pass to be news: the job's, or the newest loop's (never above the job's)
+        beyond = self.max_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
         # (the row's state is the batch's, found once by its key object: no look-up per row; its
         # evidence line is built with the others', by column)
@@ -855,12 +897,15 @@ class Judge:
         for chunk, mono, wall, step, ev in zip(progress.chunk, progress.mono, progress.wall, progress.step, evidence,
                                                strict=True):
             st = states[chunk]
-            if (max_step is None or step > max_step or st.train_end is not None
+            if (beyond is None or step > beyond or st.train_end is not None
+                    or (st.step is not None and step < st.step)
                     or st.failure_match is not None or st.recompile_open is not None
-                    or self.last_step_line is not None):
+                    or self.last_step_line is not None
+                    or ev.signature == CHECKPOINT_APPEARED_SIGNATURE):
                 self.last_progress_wall = newest_wall
                 advance(st, mono, wall, step, ev)
-                max_step, newest_wall = self.max_step, self.last_progress_wall
+                beyond = self.max_step if self.loop_step is None else self.loop_step
+                newest_wall = self.last_progress_wall
                 continue
             old, top = st.last_progress, self._work_max  # _worked, inline
             if top is None or mono >= top:
@@ -870,7 +915,7 @@ class Judge:
             st.last_progress, st.last_progress_line = mono, ev
             st.unexplained = st.failure_detail = None
             st.first_lock_wait = None
-            st.step = step
+            st.step, st.step_mono = step, mono
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
         self.last_progress_wall = newest_wall
@@ -937,6 +982,8 @@ class Judge:
                     effect = Effect.COMPILE_BEAT
         if effect is Effect.PROGRESS:
             self._advance(st, line.mono, line.wall, m.step, ev)
+            if m.loss is not None:
+                self._saw_training(ev)  # (after _advance: this line may be the first of training's loop)
         elif effect is Effect.COMPILE_START:
             st.compiles_started += 1
             if st.compile_open is None:
@@ -961,6 +1008,7 @@ class Judge:
                 st.save_open, st.save_open_line = line.mono, ev
         elif effect is Effect.SAVE_END:
             st.save_open, st.save_open_line = None, None
+            self._saw_training(ev)
             self._worked(st.last_save_end, line.mono)
             st.last_save_end = line.mono
         elif effect is Effect.RECOMPILE:
@@ -1054,6 +1102,8 @@ class Judge:
         self._worked(st.last_progress, mono)
         self._progress_seen = True
         st.last_progress, st.last_progress_line = mono, ev
+        if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
+            self._saw_training(ev)
         # Progress after the end: that was not the end (a second fit()), unless it is the
         # closing redraw of a bar: tqdm redraws a bar as it closes it, and transformers'
         # ProgressCallback closes the training bar right after the final metrics
@@ -1077,15 +1127,33 @@ class Judge:
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
         if step is not None:
-            st.step = step
-            # The last step reached (a new job-level step at the training bar's total), or training
+            # A rank whose own count went back to a bar of another total with nothing before the end of
+            # its loop before that said that training ran began training's loop (its bar after a
+            # data-preparation bar's end; a loss in its first lines is training's own): from
+            # then on a bar's end is compared with the steps of that loop (loop_step), not with the
+            # job's highest step, which the preparation may hold (1000 items tokenised, then 20
+            # training steps). Once training ran, a loop that begins is not training's own (an
+            # evaluation's bar between epochs): the job's highest step serves, as ever. A node's own
+            # stream counts checkpoints, not a loop.
+            if (st.step is not None and step < st.step and st.key.rank >= 0
+                    and (st.step_mono is None or self.trained_first > st.step_mono)):
+                # one of the same total is that loop again (a bar per epoch): its end is no news, as
+                # before any loop began again
+                total = _bar_total(ev.text)
+                if total is not None and total != (self.max_step if self.loop_total is None else self.loop_total):
+                    self.loop_step, self.loop_total = 0, total
+            st.step, st.step_mono = step, mono
+            top = self.max_step if self.loop_step is None else self.loop_step
+            # The last step reached (a new step of the loop at the training bar's total), or training
             # went on to another step (past it, or the next epoch's bar of a loop that draws one per
             # epoch). A line of that same step is no such news: the bar's closing redraw, or the
             # node's word that the checkpoint of that step appeared ("checkpoint-30": step 30).
-            if (self.max_step is None or step > self.max_step) and _bar_at_total(ev.text, step):
-                self.last_step_line = ev
-            elif self.last_step_line is not None and step != self.max_step:
+            if (top is None or step > top) and _bar_at_total(ev.text, step):
+                self.last_step_line, self.last_step = ev, step
+            elif self.last_step_line is not None and step != top:
                 self.last_step_line = None
+            if self.loop_step is not None and step > self.loop_step:
+                self.loop_step = step
             if self.max_step is None or step > self.max_step:
                 self.max_step = step
                 self.max_step_wall = wall
@@ -1186,6 +1254,9 @@ class Judge:
             st.collective_advances += 1
             if st.collective_advances >= STEADY_COLLECTIVES:
                 self._progress_seen = True
+                if self.trained_collectives is None:
+                    self.trained_collectives = key
+                    self.trained_first = min(self.trained_first, now)
         return moved
 
     def observe_cache_locks(self, fresh_lock_paths: Iterable[str], now: float) -> None:
@@ -1635,18 +1706,58 @@ class Judge:
 
     def last_step_reached(self) -> Evidence | None:
         """The training bar's line at its total (the run's last configured step, see
-        :data:`_LAST_STEP_BAR`) when no rank is behind it and none has drawn a new bar since; None
-        otherwise. A rank that stops before that step is judged on the hang timeout as ever."""
+        :data:`_LAST_STEP_BAR`) when what ran is training (:attr:`trained`), no rank is behind it and
+        none has drawn a new bar since; None otherwise. A rank that stops before that step is judged
+        on the hang timeout as ever.
+
+        A bar without a description is also a data-preparation loop's (tokenising a dataset before
+        the first step: `` 100%|##########| 1000/1000 [00:02<00:00, 500.00it/s]``), and a hang in
+        the first collective after it is silent too: only a loss the ranks logged, a checkpoint
+        completed, the node's word that one appeared, or a rank's collectives completing steadily,
+        after the bar began (by its own elapsed time), says that a bar's end is training's."""
         last = self.last_step_line
-        if last is None:
+        if last is None or not self._trained_since(_bar_began(last)):
             return None
-        step = self.max_step
+        step = self.last_step
         for st in self.ranks.values():
-            if st.step is not None and st.exit_code is None and step is not None and st.step < step:
-                return None  # a rank that prints steps has not reached the last one
+            if st.step is not None and st.exit_code is None and st.step < step and st.key.rank >= 0:
+                # a rank that prints steps has not reached the last one (a node's own stream, rank -1,
+                # prints the step of the newest checkpoint, not a position in training)
+                return None
             if st.key == last.key and _NEW_BAR.match(st.last_line_text):
                 return None  # a loop began again: the bar's end was an epoch's
         return last
+
+    def _saw_training(self, ev: Evidence) -> None:
+        """``ev`` says that training runs (see :attr:`trained`): the newest such sign is kept."""
+        mono = ev.mono
+        if self.trained is None or mono >= self.trained.mono:
+            self.trained = ev
+        if mono < self.trained_first:
+            self.trained_first = mono
+
+    def _trained_since(self, began: float) -> bool:
+        """Did something say after ``began`` that training runs: a loss, a checkpoint, or a rank's
+        collectives completing steadily?"""
+        if self.trained is not None and self.trained.mono > began:
+            return True
+        steady = self.trained_collectives
+        seen = None if steady is None else self.ranks[steady].last_collective
+        return seen is not None and seen > began
+
+    def _trained_by(self, began: float) -> str:
+        """What said after ``began`` that training runs (see :meth:`_trained_since`), for a verdict's reason."""
+        ev, steady = self.trained, self.trained_collectives
+        if ev is None or ev.mono <= began:
+            return "no sign of it" if steady is None else f"{_who(steady)}'s collectives completed steadily"
+        sig = self.kb.by_id.get(ev.signature)
+        if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
+            what = "a new checkpoint appeared"
+        elif sig is not None and sig.effect is Effect.SAVE_END:
+            what = "a checkpoint save completed"
+        else:
+            what = "a loss was logged"
+        return f"{what} by {_who(ev.key)}"
 
     def _left_early(self) -> list[RankState]:
         """Ranks that said they were done (or exited cleanly) while the training as a whole was not:
@@ -1963,11 +2074,12 @@ class Judge:
                 ranks=tuple(st.key for st in live),
                 culprit=last.key,
                 evidence=(last,),
-                reason=f"{_who(last.key)} reached the last step ({self.max_step}) {now - last.mono:.0f}s ago "
-                f"({last.text.strip()[:80]!r}): the final checkpoint save and the run's end are work, not "
-                f"silence (a hang after {self.settings.save_timeout:.0f}s)",
+                reason=f"{_who(last.key)} reached the last step ({self.last_step}) {now - last.mono:.0f}s ago "
+                f"({last.text.strip()[:80]!r}) of a training ({self._trained_by(_bar_began(last))}): the final "
+                f"checkpoint save and the run's end are work, not silence (a hang after "
+                f"{self.settings.save_timeout:.0f}s)",
                 advice="The training reached its last configured step; the ranks are saving and finishing.",
-                step=self.max_step,
+                step=self.last_step,
             )
         if live and idle > timeout:
             laggard = self._collective_laggard(live)
