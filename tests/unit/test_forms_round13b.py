@@ -34,6 +34,9 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # a frame in an argument validator, cut before its path's start, under a rank prefix
     ('Megatron-LM/megatron/training/arguments.py", line 561, in validate_args', E, Label.CONFIG_ERROR, "corpus (ms-swift-5737)"),
     ('[rank3]:   File "/opt/nemo/nemo/collections/llm/recipes/config.py", line 88, in _validate_config', E, Label.CONFIG_ERROR, "a validator's frame under a rank prefix"),
+    # the outermost frame of a traceback in rich's layout, its box's left edge cut off
+    ("     /Data/cj/ML/train_custom_LLM-main/train.py:105 in <module>                   \u2502", E, None, "corpus (train-custom-llm-8)"),
+    ("\u2502 /home/user/app/cli.py:42 in <module>  \u2502", E, None, "rich.traceback's frame"),
     # Volcano's gang scheduler that cannot place a job, as an event, a condition and its reason
     ("  Warning  Unschedulable  69s (x78789 over 26h)  volcano  1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable.", CRASH, Label.CONFIG_ERROR, "corpus (volcano-1094)"),
     ("0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable", CRASH, Label.CONFIG_ERROR, "corpus (volcano-3220)"),
@@ -57,6 +60,9 @@ NEAR_MISSES = [
     '  File "/home/user/mygraph/graph.py", line 12, in build',  # a graph.py that is not Inductor's
     "    # dynamo calls raise BackendCompilerFailed(...) when the backend fails",  # the statement named in a comment
     '  File "/app/train.py", line 40, in validate',  # a validator that is not the arguments'
+    '  File "/app/train.py", line 105, in <module>',  # a frame in CPython's layout: its exception line says the error
+    "\u2502 /home/user/app/cli.py:42 in main  \u2502",  # an inner frame of rich's box: the outermost frame holds the error
+    "Running /home/user/app/cli.py:42 in <module> scope",  # a path and a scope in prose
     "validate_args() checks the parallel sizes before the model is built",  # the function named in prose
     "    Message:               all tasks in gang scheduled; minAvailable reached",  # the gang placed
     "  Normal   Scheduled  5s  volcano  Successfully assigned default/job-1-nginx-0 to node1",  # the scheduler placing a pod

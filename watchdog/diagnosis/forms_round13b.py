@@ -36,8 +36,8 @@ NEEDLES: tuple[str, ...] = (
     'codecache.py", line',
     # ... and the statement that re-raises a backend's failure as dynamo's (its source line in the frame)
     "raise BackendCompilerFailed(",
-    # a frame in an argument validator
-    "validate_args", "validate_arguments", "validate_config",
+    # a frame in an argument validator; the outermost frame of a traceback in rich's layout
+    "validate_args", "validate_arguments", "validate_config", " in <module>",
     # a gang scheduler's refusal, a scheduler's reason, a pod over its own limit, Ray's memory monitor
     "minAvailable", "NotEnoughResources", "exceeds the total limit", "exceeded its local ephemeral",
     "Memory on the node",
@@ -61,6 +61,13 @@ _BACKEND_RERAISE = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?raise BackendCompilerFai
 #: ``validate_arguments``, ``validate_config``): the exception raised there refuses the configuration.
 _VALIDATOR_FRAME = re.compile(r"""\.py", line \d+, in _?(?:validate_args|validate_arguments|validate_config)\b""")
 
+#: The outermost frame of a traceback in rich's layout (rich.traceback, as transformers' and many CLIs' error
+#: handlers print an uncaught exception: a box "╭─── Traceback (most recent call last) ───╮", each frame's
+#: "│ <path>.py:<line> in <function> │" with its source lines, "│ ❱ <line> │ <code>" marking the line that
+#: raised): printed only for an exception that propagated, and the box's first frame is the script's
+#: ``<module>``. The exception line follows the box; a log cut inside the box still holds an error.
+_RICH_FRAME = re.compile(r"\.py:\d+ in <module>\s*\u2502\s*$")
+
 #: Volcano's gang scheduler (pkg/scheduler/api/job_info.go FitError and the podgroup condition: "<n>/<m>
 #: tasks in gang unschedulable: pod group is not ready, <k> Pending, <j> minAvailable", the condition's
 #: reason NotEnoughResources): the cluster or the queue cannot give the job what it asks for, so it never
@@ -80,9 +87,10 @@ _OVER_OWN_LIMIT = re.compile(r"\bephemeral local storage usage exceeds the total
 _RAY_MEMORY_KILL = re.compile(r"\bMemory on the node \(IP: [\w.:]+, ID: \w+\) where the (?:task|actor)\b")
 
 #: The forms read by their pattern alone, in order: (pattern, kind, what it is, the cause it states).
-_FORMS: tuple[tuple[re.Pattern[str], FormKind, str, Label], ...] = (
+_FORMS: tuple[tuple[re.Pattern[str], FormKind, str, Label | None], ...] = (
     (_BACKEND_RERAISE, FormKind.ERROR, "dynamo re-raising a compiler backend's failure", Label.COMPILE_ERROR),
     (_VALIDATOR_FRAME, FormKind.ERROR, "a traceback raised in the program's argument validation", Label.CONFIG_ERROR),
+    (_RICH_FRAME, FormKind.ERROR, "a traceback in rich's layout", None),
     (_GANG_UNSCHEDULABLE, FormKind.CRASH, "a gang scheduler that cannot place the job's tasks", Label.CONFIG_ERROR),
     (_OVER_OWN_LIMIT, FormKind.CRASH, "a pod evicted for exceeding its own storage limit", Label.CONFIG_ERROR),
     (_RAY_MEMORY_KILL, FormKind.CRASH, "Ray's memory monitor killing a task", Label.OOM),
