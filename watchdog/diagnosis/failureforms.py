@@ -41,6 +41,8 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
+from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
+from neuron_watch.diagnosis.forms_round13b import round13b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -50,7 +52,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 11
+FORM_RULES = 12
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -153,6 +155,8 @@ NEEDLES: tuple[str, ...] = (
     "ORTE was unable to reliably start", "Falling back to cpu",
     # TensorRT's builder choosing tactics
     "[TRT] [V] ",
+    # TensorRT's builder starting its timing pass (the logger's layouts: "[I] [TRT] ...", "[TRT] [I] ...")
+    "[TRT] Local timing cache", "[I] Local timing cache", "Global timing cache",
     # a build that stopped on an error (ninja, make)
     "build stopped: ", "*** [",
     # a launcher's or a provider's notice that the job did not start or is ending
@@ -167,14 +171,18 @@ NEEDLES: tuple[str, ...] = (
     "QUOTA_EXCEEDED", "Quota '", "rovision", "compute capability", "a supported ", "supported on this ",
     "supported on your ", "only support", "kernel image is ", "is insufficient for ", "unsupported display ",
     "compatibility ", "are limit: ",
+    # a traceback's frames in a compiler or a validator, a scheduler's refusal, Ray's memory monitor
+    *ROUND13B_NEEDLES,
 )
 
 
 def read_line(text: str) -> Form | None:
     """The failure form ``text`` (one log line) holds, or None. Crash forms first (the process is
-    dying), then metrics, resources, alarms, severities, exceptions, and compile phases."""
+    dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
+    and compile phases."""
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or alarm_form(text) or severity_form(text) or exception_form(text, read_line) or phase_form(text))
+            or round13b_form(text) or alarm_form(text) or severity_form(text) or exception_form(text, read_line)
+            or phase_form(text))
 
 
 def _model_unavailable(text: str) -> Form | None:

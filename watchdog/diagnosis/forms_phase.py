@@ -38,6 +38,11 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # prints (the Python bindings' logger: "[11/27/2024-23:00:09] [TRT] [V] Disabling unused tactic
     # source: ...", "[TRT] [V] Tactic: 0x... Time: ..."; builder/tacticOptimizer)
     (re.compile(r"^(?:\[[^\]]{1,40}\] )?\[TRT\] \[V\] .*\b[Tt]actic\b"), "a TensorRT engine build"),
+    # ... and the builder's notice that its timing pass begins (builder: "Local timing cache in use. Profiling
+    # results in this builder pass will not be stored." with a private cache, "Global timing cache in use.
+    # Profiling results in this builder pass will be stored." with a shared one): the tactics are then timed
+    # one by one, minutes for a large network, before "Engine generation completed"
+    (re.compile(r"\[TRT\] (?:\[I\] )?(?:Local|Global) timing cache in use\b"), "a TensorRT engine build"),
     # neuronx-cc's pass manager, one line per pass ("<YYYY-MM-DDTHH:MM:SSZ> Running <Pass>", then
     # "<Pass> finished after <s> seconds"; aws-neuron/aws-neuron-sdk#892), and neuron-cc's job pipeline
     # ("<date> INFO <pid> [pipeline.compile.0]: Starting job job.WalrusDriver.3 ...", "[job.<Name>.<n>]:
