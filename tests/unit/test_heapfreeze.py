@@ -1,0 +1,92 @@
+"""When the coordinator freezes its heap (every announced rank held) and unfreezes it (a new judge,
+the coordinator closing); a real freeze keeps the frozen state out of a collection's walk."""
+
+from __future__ import annotations
+
+import gc
+
+from neuron_watch.job.heapfreeze import FREEZE_RANKS, Collector, HeapFreeze
+
+
+class Recorder:
+    """A collector that records what it was asked to do, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def collector(self) -> Collector:
+        return Collector(collect=lambda: self.calls.append("collect"), freeze=lambda: self.calls.append("freeze"),
+                         unfreeze=lambda: self.calls.append("unfreeze"))
+
+
+def test_frozen_once_every_announced_rank_is_held_after_a_collection() -> None:
+    rec = Recorder()
+    heap = HeapFreeze(floor=100, collector=rec.collector())
+    judge = object()
+    assert not heap.turn(judge, 150, 200)  # 50 announced ranks not yet held: their state is still to come
+    assert rec.calls == []
+    assert heap.turn(judge, 200, 200)
+    assert rec.calls == ["collect", "freeze"]  # no garbage of the start-up frozen with the state
+    assert not heap.turn(judge, 200, 200)  # nothing new to freeze
+    assert rec.calls == ["collect", "freeze"]
+    assert heap.frozen_ranks == 200 and heap.freezes == 1
+
+
+def test_a_node_that_joins_later_is_frozen_with_the_rest_once_held() -> None:
+    rec = Recorder()
+    heap = HeapFreeze(floor=100, collector=rec.collector())
+    judge = object()
+    heap.turn(judge, 200, 200)
+    assert not heap.turn(judge, 200, 264)  # a node announced 64 ranks the judge does not hold yet
+    assert heap.turn(judge, 264, 264)
+    assert rec.calls == ["collect", "freeze"] * 2 and heap.frozen_ranks == 264
+
+
+def test_a_small_job_is_left_as_it_is() -> None:
+    rec = Recorder()
+    heap = HeapFreeze(collector=rec.collector())
+    judge = object()
+    assert not heap.turn(judge, FREEZE_RANKS - 1, FREEZE_RANKS - 1)
+    assert not heap.turn(None, 0, 0)
+    assert rec.calls == []
+
+
+def test_a_new_judge_unfreezes_the_old_state_then_freezes_its_own_when_complete() -> None:
+    rec = Recorder()
+    heap = HeapFreeze(floor=100, collector=rec.collector())
+    old, new = object(), object()
+    heap.turn(old, 200, 200)
+    assert not heap.turn(new, 10, 200)  # the new generation's ranks are still arriving
+    assert rec.calls == ["collect", "freeze", "unfreeze"] and heap.frozen_ranks == 0
+    assert heap.turn(new, 200, 200)
+    assert rec.calls[-2:] == ["collect", "freeze"] and heap.unfreezes == 1
+
+
+def test_release_unfreezes_only_what_it_froze() -> None:
+    rec = Recorder()
+    heap = HeapFreeze(floor=100, collector=rec.collector())
+    heap.release()
+    heap.turn(object(), 50, 50)  # below the floor: nothing frozen
+    heap.release()
+    assert rec.calls == []
+    heap.turn(object(), 200, 200)
+    heap.release()
+    heap.release()
+    assert rec.calls == ["collect", "freeze", "unfreeze"]
+
+
+def test_the_real_collector_keeps_frozen_state_out_of_a_collection_and_gives_it_back() -> None:
+    assert gc.get_freeze_count() == 0, "another test left the heap frozen"
+    heap = HeapFreeze(floor=1)
+    state = [[i] for i in range(1000)]  # long-lived containers, as a judge's per-rank state
+    try:
+        assert heap.turn(state, len(state), len(state))
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(state)
+        walked = {id(o) for o in gc.get_objects()}  # what a collection walks: the frozen state is not in it
+        assert not walked & {id(x) for x in state}
+    finally:
+        heap.release()
+    assert gc.get_freeze_count() == 0
+    walked = {id(o) for o in gc.get_objects()}
+    assert {id(x) for x in state} <= walked
