@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import gc
 
-from neuron_watch.job.heapfreeze import FREEZE_RANKS, Collector, HeapFreeze
+from neuron_watch.job.heapfreeze import FREEZE_RANKS, OLDEST_LESS_OFTEN, Collector, HeapFreeze
 
 
 class Recorder:
-    """A collector that records what it was asked to do, in order."""
+    """A collector that records what it was asked to do, in order (its thresholds kept apart)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.threshold = (700, 10, 10)
+
+    def set_threshold(self, young: int, middle: int, oldest: int) -> None:
+        self.threshold = (young, middle, oldest)
 
     def collector(self) -> Collector:
         return Collector(collect=lambda: self.calls.append("collect"), freeze=lambda: self.calls.append("freeze"),
-                         unfreeze=lambda: self.calls.append("unfreeze"))
+                         unfreeze=lambda: self.calls.append("unfreeze"), get_threshold=lambda: self.threshold,
+                         set_threshold=self.set_threshold)
 
 
 def test_frozen_once_every_announced_rank_is_held_after_a_collection() -> None:
@@ -30,6 +35,7 @@ def test_frozen_once_every_announced_rank_is_held_after_a_collection() -> None:
     assert not heap.turn(judge, 200, 200)  # nothing new to freeze
     assert rec.calls == ["collect", "freeze"]
     assert heap.frozen_ranks == 200 and heap.freezes == 1
+    assert rec.threshold == (700, 10, 10 * OLDEST_LESS_OFTEN)  # the oldest generation walked less often
 
 
 def test_a_node_that_joins_later_is_frozen_with_the_rest_once_held() -> None:
@@ -40,6 +46,7 @@ def test_a_node_that_joins_later_is_frozen_with_the_rest_once_held() -> None:
     assert not heap.turn(judge, 200, 264)  # a node announced 64 ranks the judge does not hold yet
     assert heap.turn(judge, 264, 264)
     assert rec.calls == ["collect", "freeze"] * 2 and heap.frozen_ranks == 264
+    assert rec.threshold == (700, 10, 10 * OLDEST_LESS_OFTEN)  # raised once, not again
 
 
 def test_a_small_job_is_left_as_it_is() -> None:
@@ -58,6 +65,7 @@ def test_a_new_judge_unfreezes_the_old_state_then_freezes_its_own_when_complete(
     heap.turn(old, 200, 200)
     assert not heap.turn(new, 10, 200)  # the new generation's ranks are still arriving
     assert rec.calls == ["collect", "freeze", "unfreeze"] and heap.frozen_ranks == 0
+    assert rec.threshold == (700, 10, 10)  # as before the freeze while nothing is frozen
     assert heap.turn(new, 200, 200)
     assert rec.calls[-2:] == ["collect", "freeze"] and heap.unfreezes == 1
 
@@ -72,11 +80,12 @@ def test_release_unfreezes_only_what_it_froze() -> None:
     heap.turn(object(), 200, 200)
     heap.release()
     heap.release()
-    assert rec.calls == ["collect", "freeze", "unfreeze"]
+    assert rec.calls == ["collect", "freeze", "unfreeze"] and rec.threshold == (700, 10, 10)
 
 
 def test_the_real_collector_keeps_frozen_state_out_of_a_collection_and_gives_it_back() -> None:
     assert gc.get_freeze_count() == 0, "another test left the heap frozen"
+    before = gc.get_threshold()
     heap = HeapFreeze(floor=1)
     state = [[i] for i in range(1000)]  # long-lived containers, as a judge's per-rank state
     try:
@@ -87,6 +96,6 @@ def test_the_real_collector_keeps_frozen_state_out_of_a_collection_and_gives_it_
         assert not walked & {id(x) for x in state}
     finally:
         heap.release()
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
     walked = {id(o) for o in gc.get_objects()}
     assert {id(x) for x in state} <= walked

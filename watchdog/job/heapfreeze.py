@@ -16,6 +16,14 @@ next unfreeze. When the judge is replaced (a new generation), the frozen state i
 when its ranks are all known again. A node that joins later (more ranks announced and held) makes
 the state be frozen again once the judge holds its ranks too.
 
+While the state is frozen, the oldest generation is collected :data:`OLDEST_LESS_OFTEN` times less
+often. What it holds then is what was made since the freeze and lives on: each rank's newest
+evidence line, flight recorder readings and process readings, replaced every second or few at one
+line a second, ~140,000 objects at 65,536 ranks, each walk ~60 ms. Replaced ones are freed by
+reference counting, not by the collector: such a walk finds no garbage (tests/benchmarks/bench_scale.py's
+replay: none in any of them), so walking it every half second is spent for nothing. The thresholds
+are put back when the state is unfrozen.
+
 Jobs of fewer than :data:`FREEZE_RANKS` ranks are left as they are: a full collection of their
 state is cheap, and the processes that run them (tests among them) keep the collector as it is.
 """
@@ -31,6 +39,11 @@ from dataclasses import dataclass
 FREEZE_RANKS = 4096
 
 
+#: while the state is frozen, the oldest generation is collected this many times less often (see
+#: the module's text)
+OLDEST_LESS_OFTEN = 10
+
+
 @dataclass(frozen=True)
 class Collector:
     """What :class:`HeapFreeze` does to the process's collector (tests hand in their own)."""
@@ -38,6 +51,8 @@ class Collector:
     collect: Callable[[], object] = gc.collect
     freeze: Callable[[], None] = gc.freeze
     unfreeze: Callable[[], None] = gc.unfreeze
+    get_threshold: Callable[[], tuple[int, int, int]] = gc.get_threshold
+    set_threshold: Callable[[int, int, int], None] = gc.set_threshold
 
 
 class HeapFreeze:
@@ -52,6 +67,7 @@ class HeapFreeze:
         self.floor = floor
         self.collector = collector or Collector()
         self._holder: object = None
+        self._threshold: tuple[int, int, int] | None = None  # the collector's thresholds before the freeze
         #: ranks the judge held at the last freeze (0: nothing of this judge's is frozen)
         self.frozen_ranks = 0
         self.freezes = 0
@@ -68,8 +84,12 @@ class HeapFreeze:
         if holder is None or ranks < self.floor or ranks < announced or ranks <= self.frozen_ranks:
             return False
         spent = time.process_time()
-        self.collector.collect()
-        self.collector.freeze()
+        gcs = self.collector
+        gcs.collect()
+        gcs.freeze()
+        if self._threshold is None:
+            self._threshold = young, middle, oldest = gcs.get_threshold()
+            gcs.set_threshold(young, middle, oldest * OLDEST_LESS_OFTEN)
         self.last_freeze_s = time.process_time() - spent
         self.frozen_ranks = ranks
         self.freezes += 1
@@ -81,4 +101,7 @@ class HeapFreeze:
             self.collector.unfreeze()
             self.unfreezes += 1
             self.frozen_ranks = 0
+        if self._threshold is not None:
+            self.collector.set_threshold(*self._threshold)
+            self._threshold = None
         self._holder = None
