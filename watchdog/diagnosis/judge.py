@@ -50,6 +50,7 @@ from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
     BatchColumns,
@@ -776,12 +777,12 @@ class Judge:
                 lines itself).
         """
         by_id = self.kb.by_id
-        resolved: list[tuple[LogLine, Match]] = []
+        resolved: list[tuple[LogLine, Signature]] = []
         for line in batch.matches:
             sig = by_id.get(line.signature)
             if sig is None:
                 raise ValueError(f"unknown signature id {line.signature!r:.60} (another knowledge base?)")
-            resolved.append((line, Match(sig, line.step, line.loss)))
+            resolved.append((line, sig))
         progress = batch.progress
         for sig_id in set(progress.signature):  # (a batch's rows share one or two signatures)
             sig = by_id.get(sig_id)
@@ -803,9 +804,10 @@ class Judge:
             for st, first in zip(states, firsts, strict=True):
                 if st.first_line is None:
                     self._first_line(st, first)
-        apply = self._apply
-        for line, m in resolved:
-            apply(line, m)
+        apply, steady = self._apply, self._steady_step
+        for line, sig in resolved:
+            if sig.effect is not Effect.PROGRESS or not steady(line, sig.id):
+                apply(line, Match(sig, line.step, line.loss))
         # A rank of these printed nothing but steps in this batch, none of them a new job-level step
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
@@ -818,6 +820,37 @@ class Judge:
             st.last_line_text = text
             if remember:
                 self._remember(text)
+
+    def _steady_step(self, line: LogLine, signature: str) -> bool:
+        """A progress match ``line`` (of ``signature``) of a known rank in training (no end said, no
+        failure, no open recompile, no ignored exception being reported) at a step the job has
+        reached, while no last step is awaited: what :meth:`_apply` and :meth:`_advance` do for it,
+        without their tests for the other kinds (a batch's matches at 10 lines a second are mostly
+        such steps: the ranks' lines that travel as matches because another line of theirs is in the
+        batch). Returns False, having changed nothing, for any other line: :meth:`_apply` takes it."""
+        step, max_step = line.step, self.max_step
+        st = self._by_id.get(id(line.key))
+        if (st is None or step is None or max_step is None or step > max_step or not self.step_times
+                or st.first_line is None or st.train_end is not None or st.failure_match is not None
+                or st.recompile_open is not None or st.unraisable or self.last_step_line is not None
+                or signature == UNRAISABLE_SIGNATURE):
+            return False
+        mono, wall = line.mono, line.wall
+        if mono > st.last_line:
+            st.last_line = mono
+        st.last_line_text = line.text
+        self.touched[id(st)] = st
+        self._worked(st.last_progress, mono)
+        self._progress_seen = True
+        st.last_progress, st.last_progress_line = mono, line.evidence(signature)
+        st.train_end_line = st.train_end_step = None
+        st.unexplained = st.failure_detail = None
+        st.errors = ()
+        st.first_lock_wait = None
+        if self.last_progress_wall is None or wall > self.last_progress_wall:
+            self.last_progress_wall = wall
+        st.step = step
+        return True
 
     def _progress_rows(self, states: Sequence[RankState], keys: Sequence[RankKey], progress: ProgressColumns) -> None:
         """The progress rows of a batch (see :meth:`observe_columns`; ``states`` and ``keys``: the
