@@ -4,8 +4,13 @@ the coordinator closing); a real freeze keeps the frozen state out of a collecti
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
+from neuron_watch.config import WatchConfig
+from neuron_watch.events import RankKey
+from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.job.heapfreeze import FREEZE_RANKS, OLDEST_LESS_OFTEN, Collector, HeapFreeze
+from neuron_watch.runtime import default_judge_factory
 
 
 class Recorder:
@@ -99,3 +104,27 @@ def test_the_real_collector_keeps_frozen_state_out_of_a_collection_and_gives_it_
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
     walked = {id(o) for o in gc.get_objects()}
     assert {id(x) for x in state} <= walked
+
+
+def test_the_coordinator_freezes_at_a_status_turn_once_its_judge_holds_every_announced_rank(tmp_path: Path) -> None:
+    rec = Recorder()
+    c = Coordinator("127.0.0.1:0", b"a heap freeze secret of enough bytes", str(tmp_path), job="job-heap",
+                    judge_factory=default_judge_factory(WatchConfig()), announce=False)
+    try:
+        c.heap = HeapFreeze(floor=4, collector=rec.collector())
+        view, _ = c.registry.join("trn-1", 7, b"r1", 0, 10.0)
+        view.ranks = (0, 1, 2, 3)  # as its hello announced them
+        judge = c.judge
+        assert judge is not None
+        judge.expect([RankKey("trn-1", r) for r in range(3)], 10.0)
+        c.write_status(10.0)
+        assert rec.calls == []  # a rank of the four is not held yet
+        judge.expect([RankKey("trn-1", 3)], 11.0)
+        c.write_status(11.0)
+        assert rec.calls == ["collect", "freeze"]
+        c.judge = c._new_judge(1, 12.0)  # a new generation's judge
+        c.write_status(12.0)
+        assert rec.calls == ["collect", "freeze", "unfreeze"]
+    finally:
+        c.close()
+    assert rec.threshold == (700, 10, 10)
