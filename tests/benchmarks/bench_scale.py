@@ -48,9 +48,11 @@ machine has 2 cores shared with other work, so the simulated nodes and the coord
 them: the node processes' CPU, how far they fell behind their schedule and the load average are
 printed with the figures. The replay (first, in this process) needs no real time: it hands every
 node's frames of a few simulated seconds to the coordinator and measures its CPU per simulated
-second, i.e. the cores a coordinator needs for the job's traffic. Its first simulated second fills
-the judge and ends with a status.json written (not measured), as in a coordinator that has run a
-while: the window's status.json is one of steady training, ranks.json (every 30 s) is not in it.
+second, i.e. the cores a coordinator needs for the job's traffic. Its first simulated seconds (one,
+or as many as it takes every node to send a batch) fill the judge and end with a status.json
+written (not measured), as in a coordinator that has run a while: the judge holds every rank, its
+state is frozen (heapfreeze.py), the window's status.json is one of steady training, ranks.json
+(every 30 s) is not in it.
 """
 
 from __future__ import annotations
@@ -366,9 +368,10 @@ def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
     process, without sockets or real time: every node's AgentLink sends into a list, the frames
     go to :meth:`Coordinator.handle` in the order of their simulated send times, and
     :meth:`Coordinator.tick` runs every 50 ms of simulated time (acks: signed, encoded and handed
-    to the ROUTER, which knows no such peer; verdicts; status.json). The first simulated second
-    only fills the judge. CPU seconds per simulated second = the cores a coordinator needs, however
-    busy the machine (the real-time run's simulated nodes compete with it for 2 shared cores)."""
+    to the ROUTER, which knows no such peer; verdicts; status.json). The first simulated seconds
+    (until every node sent a batch: the judge then holds every rank) only fill the judge. CPU
+    seconds per simulated second = the cores a coordinator needs, however busy the machine (the
+    real-time run's simulated nodes compete with it for 2 shared cores)."""
     config = WatchConfig()
     kb = default_knowledge_base()
     batches = template_rows(plan)
@@ -401,7 +404,8 @@ def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
         nbytes = {"lines": 0, "procs": 0}  # on the wire: the three frames (header, body, signature)
         lines = 0
         next_tick = t0
-        for second in range(seconds + 1):
+        fill = max(1, math.ceil(plan.period))
+        for second in range(fill + seconds):
             # node n's j-th batch at period * (n / nodes + j), its procs at n / nodes + second
             sends = [(t0 + plan.period * (n / plan.nodes + j), 0, n, j) for n in links
                      for j in range(math.ceil(second / plan.period - n / plan.nodes),
@@ -432,7 +436,7 @@ def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
                 link.outbox.ack(link.outbox.next_seq - 1)  # the coordinator's ack (its own cost is in tick)
                 link.tick(t, w)  # the link sees its outbox empty: no resend round after 3 s without acks
                 stamps.append((t, "lines" if kind == 0 else "procs", count))
-            measured = second > 0
+            measured = second >= fill
             if prof is not None and measured:
                 prof.enable()
             for (t, what, count), (rid, frames) in zip(stamps, out, strict=True):
@@ -452,17 +456,20 @@ def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
             if prof is not None and measured:
                 prof.disable()
             out.clear()
-            if second == 0:
+            if second == fill - 1:
                 # A coordinator that has run a while: its status book holds every rank and ranks.json
                 # (every 30 s) is not due; the window then has the status.json of steady training.
                 c.write_status(next_tick)
         judge = c.judge
         assert judge is not None
+        heap = getattr(c, "heap", None)  # (the same benchmark measures a tree from before the freeze)
+        freeze = (heap.frozen_ranks, heap.last_freeze_s) if heap is not None else (0, 0.0)
         figures = full_verdict(c, next_tick)
-        figures.update({"cpu": cpu, "msgs": msgs, "bytes": nbytes, "lines": lines, "seconds": seconds,
+        figures.update({"cpu": cpu, "msgs": msgs, "bytes": nbytes, "lines": lines, "seconds": seconds, "fill": fill,
                         "rss_mb": rss_mb() - rss0, "ingested": c.counters.lines, "nodes": plan.nodes,
                         "unclassified": c.counters.unclassified_batches,
-                        "refused": c.counters.bad_total() + c.counters.duplicates + c.counters.early})
+                        "refused": c.counters.bad_total() + c.counters.duplicates + c.counters.early,
+                        "freeze": freeze, "load": os.getloadavg()[0]})
         c.close()  # the writer process writes what is queued, leaves and is reaped: its CPU is then ours
         figures.update(writer_cpu=children_cpu() - writer_cpu0, merged_shed=c.counters.merged_lines_shed)
     if prof is not None:
@@ -638,8 +645,8 @@ def print_replay(r: dict[str, Any], streams: int) -> None:
     cpu, msgs, secs = r["cpu"], r["msgs"], r["seconds"]
     total = sum(cpu.values()) / secs
     per_line = cpu["lines"] / max(r["lines"], 1) * 1e6
-    print(f"replay (in this process, no sockets, {secs} simulated s after 1 s to fill the judge): the coordinator "
-          f"needs {total:.2f} cores: {msgs['lines'] / secs:,.0f} lines messages/s x "
+    print(f"replay (in this process, no sockets, {secs} simulated s after {r['fill']} s to fill the judge): "
+          f"the coordinator needs {total:.2f} cores: {msgs['lines'] / secs:,.0f} lines messages/s x "
           f"{cpu['lines'] / max(msgs['lines'], 1) * 1e6:.0f} us ({per_line:.1f} us a line), "
           f"{msgs['procs'] / secs:,.0f} procs messages/s x {cpu['procs'] / max(msgs['procs'], 1) * 1e6:.0f} us, "
           f"ticks (acks, verdicts, status.json) {cpu['tick'] / secs * 1000:.0f} ms/s; "
@@ -653,10 +660,12 @@ def print_replay(r: dict[str, Any], streams: int) -> None:
           f"one status document {1000 * r['status_s']:.0f} ms CPU (status.json, {r['status_bytes'] / 1e3:,.0f} kB, "
           f"{r['reread']:,} ranks read again), every rank's {1000 * r['every_s']:.0f} ms (on request); "
           f"the coordinator's state grew RSS by "
-          f"{r['rss_mb']:,.0f} MB", flush=True)
+          f"{r['rss_mb']:,.0f} MB; its heap frozen at {r['freeze'][0]:,} ranks (once, {1000 * r['freeze'][1]:.0f} ms "
+          f"CPU, not measured); load average {r['load']:.1f}", flush=True)
     if JOB_LOG is not None:
-        print(f"replay: merged.log and the tails in the writer process: {r['writer_cpu'] / (secs + 1):.2f} cores "
-              f"(its CPU over all {secs + 1} simulated s, the judge's fill included), "
+        print(f"replay: merged.log and the tails in the writer process: "
+              f"{r['writer_cpu'] / (secs + r['fill']):.2f} cores "
+              f"(its CPU over all {secs + r['fill']} simulated s, the judge's fill included), "
               f"{r['merged_shed']:,} lines shed", flush=True)
 
 

@@ -51,6 +51,7 @@ from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SIGNATURE_IDS, SL
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.formkinds import FormKind
+from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
     BatchColumns,
@@ -834,12 +835,12 @@ class Judge:
                 lines itself).
         """
         by_id = self.kb.by_id
-        resolved: list[tuple[LogLine, Match]] = []
+        resolved: list[tuple[LogLine, Signature]] = []
         for line in batch.matches:
             sig = by_id.get(line.signature)
             if sig is None:
                 raise ValueError(f"unknown signature id {line.signature!r:.60} (another knowledge base?)")
-            resolved.append((line, Match(sig, line.step, line.loss)))
+            resolved.append((line, sig))
         progress = batch.progress
         for sig_id in set(progress.signature):  # (a batch's rows share one or two signatures)
             sig = by_id.get(sig_id)
@@ -861,9 +862,10 @@ class Judge:
             for st, first in zip(states, firsts, strict=True):
                 if st.first_line is None:
                     self._first_line(st, first)
-        apply = self._apply
-        for line, m in resolved:
-            apply(line, m)
+        apply, steady = self._apply, self._steady_step
+        for line, sig in resolved:
+            if sig.effect is not Effect.PROGRESS or not steady(line, sig.id):
+                apply(line, Match(sig, line.step, line.loss))
         # A rank of these printed nothing but steps in this batch, none of them a new job-level step
         # (coalesce_progress): its latest one leaves the judge as all of them would, in any order
         # with the other ranks' matches.
@@ -876,6 +878,37 @@ class Judge:
             st.last_line_text = text
             if remember:
                 self._remember(text)
+
+    def _steady_step(self, line: LogLine, signature: str) -> bool:
+        """A progress match ``line`` (of ``signature``) of a known rank in training (no end said, no
+        failure, no open recompile, no ignored exception being reported) at a step the job has
+        reached, while no last step is awaited: what :meth:`_apply` and :meth:`_advance` do for it,
+        without their tests for the other kinds (a batch's matches at 10 lines a second are mostly
+        such steps: the ranks' lines that travel as matches because another line of theirs is in the
+        batch). Returns False, having changed nothing, for any other line: :meth:`_apply` takes it."""
+        step, max_step = line.step, self.max_step
+        st = self._by_id.get(id(line.key))
+        if (st is None or step is None or max_step is None or step > max_step or not self.step_times
+                or st.first_line is None or st.train_end is not None or st.failure_match is not None
+                or st.recompile_open is not None or st.unraisable or self.last_step_line is not None
+                or signature == UNRAISABLE_SIGNATURE):
+            return False
+        mono, wall = line.mono, line.wall
+        if mono > st.last_line:
+            st.last_line = mono
+        st.last_line_text = line.text
+        self.touched[id(st)] = st
+        self._worked(st.last_progress, mono)
+        self._progress_seen = True
+        st.last_progress, st.last_progress_line = mono, line.evidence(signature)
+        st.train_end_line = st.train_end_step = None
+        st.unexplained = st.failure_detail = None
+        st.errors = ()
+        st.first_lock_wait = None
+        if self.last_progress_wall is None or wall > self.last_progress_wall:
+            self.last_progress_wall = wall
+        st.step = step
+        return True
 
     def _progress_rows(self, states: Sequence[RankState], keys: Sequence[RankKey], progress: ProgressColumns) -> None:
         """The progress rows of a batch (see :meth:`observe_columns`; ``states`` and ``keys``: the
@@ -1224,14 +1257,22 @@ class Judge:
 
     def observe_workers(self, samples: Sequence[WorkerSample], now: float) -> None:
         """Rank processes seen at ``now``: their process tree's CPU time and whether they are stopped."""
-        for s in samples:
-            st = self._rank(s.key, now)
-            if st.recompile_open is not None or st.stopped != s.stopped:
-                self._may_compile[s.key] = st  # its recompile's evidence may count again (compile_evidence)
-                self.touched[id(st)] = st
-            st.stopped = s.stopped
-            if st.tree_cpu is None or s.tree_cpu_seconds > st.tree_cpu:
-                st.tree_cpu, st.tree_cpu_grew = s.tree_cpu_seconds, s.mono
+        self.observe_worker_columns([s.key for s in samples], [s.tree_cpu_seconds for s in samples],
+                                    [s.stopped for s in samples], [s.mono for s in samples], now)
+
+    def observe_worker_columns(self, keys: Sequence[RankKey], tree_cpu: Sequence[float], stopped: Sequence[bool],
+                               mono: Sequence[float], now: float) -> None:
+        """:meth:`observe_workers` of samples given by column (a node's procs message: its 64 rank
+        processes, 256 messages a second on 1,024 nodes, with no record built per sample)."""
+        rank, by_id, may_compile, touched = self._rank, self._by_id, self._may_compile, self.touched
+        for key, cpu, halted, t in zip(keys, tree_cpu, stopped, mono, strict=True):
+            st = by_id.get(id(key)) or rank(key, now)
+            if st.recompile_open is not None or st.stopped != halted:
+                may_compile[key] = st  # its recompile's evidence may count again (compile_evidence)
+                touched[id(st)] = st
+            st.stopped = halted
+            if st.tree_cpu is None or cpu > st.tree_cpu:
+                st.tree_cpu, st.tree_cpu_grew = cpu, t
 
     def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool:
         """A flight recorder reading of one rank taken at ``now`` (its process groups' sequence ids).
@@ -1241,13 +1282,25 @@ class Judge:
         it sets no training step). The first reading counts when it shows a completed
         collective. Returns whether it advanced.
         """
-        st = self._rank(key, now)
+        return self._reading(self._rank(key, now), groups, now)
+
+    def observe_readings(self, keys: Sequence[RankKey], readings: Sequence[Sequence[GroupProgress]],
+                         times: Sequence[float]) -> None:
+        """:meth:`observe_collectives` of several ranks' readings, in order (a node's procs message:
+        ~50 ranks' readings, 256 messages a second on 1,024 nodes)."""
+        rank, by_id, reading = self._rank, self._by_id, self._reading
+        for key, groups, now in zip(keys, readings, times, strict=True):
+            reading(by_id.get(id(key)) or rank(key, now), groups, now)
+
+    def _reading(self, st: RankState, groups: Sequence[GroupProgress], now: float) -> bool:
+        """One rank's flight recorder reading (:meth:`observe_collectives`)."""
         moved = False
+        held = st.collectives
         for g in groups:
-            prev = st.collectives.get(g.group)
+            prev = held.get(g.group)
             if g.completed > (prev.completed if prev is not None else -1):
                 moved = True
-            st.collectives[g.group] = g
+            held[g.group] = g
         if moved:
             self._worked(st.last_collective, now)
             st.last_collective = now

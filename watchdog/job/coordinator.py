@@ -42,6 +42,7 @@ from neuron_watch.events import (
 )
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
+from neuron_watch.job.heapfreeze import HeapFreeze
 from neuron_watch.job.incidentrecord import verdict_document, write_incident_record
 from neuron_watch.job.ingest import Ingest
 from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
@@ -174,6 +175,8 @@ class Coordinator:
         self.announce = announce  # standalone: coordinator_started/_stopped frame the job's events
         self.status_files = StatusFiles(run_dir, self.health)
         self.status_book = StatusBook()  # a big job's status.json, kept by changes
+        #: a big job's per-rank state out of the collector's full walks once every rank is known
+        self.heap = HeapFreeze()
         #: called with each status document written (once a second): the --progress line
         self.status_listeners = self.status_files.listeners
         if announce:
@@ -425,6 +428,8 @@ class Coordinator:
         a big job's summarised, kept by changes (:mod:`.statusbook`), every rank's row only when
         ``ranks.json`` is due or a listener takes the documents."""
         judge = self.judge
+        # (once a status turn: whether the judge now holds every rank the nodes announced)
+        self.heap.turn(judge, len(getattr(judge, "ranks", ())), sum(len(v.ranks) for v in self.nodes.values()))
         if judge is not None and len(getattr(judge, "ranks", ())) > FULL_RANKS and hasattr(judge, "take_touched"):
             self.status_files.write_summary(self.status_summary(now), now, lambda: self.status_doc(now))
         else:
@@ -490,6 +495,7 @@ class Coordinator:
         self.wire.close()
         self.joblog.close()
         self.events.close()
+        self.heap.release()
 
 
 def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:

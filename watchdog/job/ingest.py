@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import operator
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from neuron_watch.events import (
     CompilerSample,
@@ -25,7 +25,6 @@ from neuron_watch.events import (
     RankExit,
     RankKey,
     StopReport,
-    WorkerSample,
 )
 from neuron_watch.job.endpoint import SHED_BEHIND, Counters
 from neuron_watch.job.joblog import JobLogLike
@@ -172,8 +171,10 @@ class Ingest:
             [CompilerSample(key(node, s.rank), s.pid, s.cpu_seconds, now - lag - s.d_mono)
              for s in body.samples], now, node=node)
         if activity:
-            judge.observe_workers([WorkerSample(key(node, a.rank), a.tree_cpu_seconds,
-                                                a.state == "T", now - lag) for a in activity], now)
+            # (by column: a node's 64 rank processes a reading, no record built per process)
+            ranks, cpus, states = zip(*activity, strict=True)
+            judge.observe_worker_columns(self._keys_of(node, ranks), cpus, [s == "T" for s in states],
+                                         [now - lag] * len(ranks), now)
         if body.locks or view.locks or self._lock_nodes:
             # (the job's locks are the nodes' with locks: not a union over every node for
             # every node's reading, 1,024 x 1,024 a second on 1,024 nodes)
@@ -181,11 +182,16 @@ class Ingest:
             (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
             judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
                                                            if n in self.nodes))), now)
+        recorder = view.recorder
+        read = []
         for c in body.collectives:
-            if view.recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
-                view.recorder[c.rank] = c.problem or "on"
+            if recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
+                recorder[c.rank] = c.problem or "on"
             if not c.problem:
-                judge.observe_collectives(key(node, c.rank), c.groups, now - lag - c.d_mono)
+                read.append(c)
+        if read:  # (the readings of a message at once: ~50 ranks' a message on 1,024 nodes)
+            judge.observe_readings(self._keys_of(node, [c.rank for c in read]), [c.groups for c in read],
+                                   [now - lag - c.d_mono for c in read])
 
     def _workers(self, view: NodeView, seq: int, body: Procs, judge: JudgeLike | None) -> Sequence[WorkerActivity]:
         """The node's rank processes after reading ``seq`` (kept in ``view`` for the readings that
@@ -223,6 +229,14 @@ class Ingest:
             return list(active.values())
         held = latest[1]
         return [a for r, a in active.items() if held.get(r) is not a]
+
+    def _keys_of(self, node: str, ranks: Sequence[int]) -> list[RankKey]:
+        """The keys of ``node``'s ``ranks`` (:meth:`_key` of each), found in C."""
+        keys = self._keys
+        found = list(map(keys.get, zip([node] * len(ranks), ranks, strict=True)))
+        if None in found:
+            found = [k if k is not None else self._key(node, r) for k, r in zip(found, ranks, strict=True)]
+        return cast("list[RankKey]", found)
 
     def _key(self, node: str, rank: int) -> RankKey:
         """The key of ``node``'s ``rank``: the one its lines came with, else one made once."""
