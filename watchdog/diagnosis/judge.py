@@ -886,12 +886,15 @@ class Judge:
         without their tests for the other kinds (a batch's matches at 10 lines a second are mostly
         such steps: the ranks' lines that travel as matches because another line of theirs is in the
         batch). Returns False, having changed nothing, for any other line: :meth:`_apply` takes it."""
-        step, max_step = line.step, self.max_step
+        step = line.step
+        # the step a line must pass to be news: the job's, or the newest loop's (see _advance)
+        beyond = self.max_step if self.loop_step is None else self.loop_step
         st = self._by_id.get(id(line.key))
-        if (st is None or step is None or max_step is None or step > max_step or not self.step_times
+        if (st is None or step is None or beyond is None or step > beyond or not self.step_times
                 or st.first_line is None or st.train_end is not None or st.failure_match is not None
                 or st.recompile_open is not None or st.unraisable or self.last_step_line is not None
-                or signature == UNRAISABLE_SIGNATURE):
+                or (st.step is not None and step < st.step)
+                or signature == UNRAISABLE_SIGNATURE or signature == CHECKPOINT_APPEARED_SIGNATURE):
             return False
         mono, wall = line.mono, line.wall
         if mono > st.last_line:
@@ -900,14 +903,17 @@ class Judge:
         self.touched[id(st)] = st
         self._worked(st.last_progress, mono)
         self._progress_seen = True
-        st.last_progress, st.last_progress_line = mono, line.evidence(signature)
+        ev = st.last_progress_line = line.evidence(signature)
+        st.last_progress = mono
         st.train_end_line = st.train_end_step = None
         st.unexplained = st.failure_detail = None
         st.errors = ()
         st.first_lock_wait = None
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
-        st.step = step
+        st.step, st.step_mono = step, mono
+        if line.loss is not None:
+            self._saw_training(ev)
         return True
 
     def _progress_rows(self, states: Sequence[RankState], keys: Sequence[RankKey], progress: ProgressColumns) -> None:
@@ -1308,7 +1314,7 @@ class Judge:
             if st.collective_advances >= STEADY_COLLECTIVES:
                 self._progress_seen = True
                 if self.trained_collectives is None:
-                    self.trained_collectives = key
+                    self.trained_collectives = st.key
                     self.trained_first = min(self.trained_first, now)
         return moved
 
