@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for the misses of round issue23-heldout-13 (Intel MPI/MPICH, Open MPI under Slurm, DeepSpeed's op
-builder, c10d's store, libfabric/EFA, NCCL's shared memory, TF1/XLA on TPU, the Neuron compiler, TensorFlow's
+builder, c10d's store, libfabric/EFA, NCCL's shared memory and its CUDA failures, TF1/XLA on TPU, the Neuron compiler, TensorFlow's
 duplicate plugins), each as a rule of its family (a process manager's spawn and banner, a build's version or
 support, a server's port, a fabric call's error return, a compiler pass's check, and a resource in a warning's words), with real
 lines and the near misses the rule must leave alone.
@@ -106,6 +106,22 @@ def test_neuron_code_after_iso_time_is_compile_error() -> None:
     assert m is not None and m.signature.id == "neuron.compile.error_code"
     # an ISO time before a logger's bracketed level is not a code
     assert KB.classify("2024-10-07T21:55:32Z [INFO] compiling module 3 of 8") is None
+
+
+def test_nccl_cuda_failure_naming_the_setup_is_config() -> None:
+    """NCCL's "Cuda failure '<cudaGetErrorString>'" whose string is the node's CUDA set-up is not the generic
+    CUDA call that failed; one that names no set-up still is."""
+    stub = "[1] c940b4ae7a81:36:37 [1] init.cc:255 NCCL WARN Cuda failure 'CUDA driver is a stub library'"  # corpus (horovod-3625)
+    m = KB.classify(stub)
+    assert m is not None and m.signature.id == "gpu.cuda_unavailable"
+    no_device = "node1:12:12 [0] init.cc:255 NCCL WARN Cuda failure 'no CUDA-capable device is detected'"
+    m = KB.classify(no_device)
+    assert m is not None and m.signature.id != "gpu.nccl.unhandled_cuda_error"
+    reading = read_error(no_device)
+    assert reading is not None and reading.label is Label.CONFIG_ERROR
+    generic = "tomte401:1850301:1881341 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'"
+    m = KB.classify(generic)
+    assert m is not None and m.signature.id == "gpu.nccl.unhandled_cuda_error"
 
 
 # -- whole logs, as the judge reads them ------------------------------------------------------------
