@@ -57,6 +57,8 @@ CAUSES = [
     ("tensorflow.python.framework.errors_impl.InternalError: RET_CHECK failure (learning/brain/google/xla/distributed_tpu_rewrite_pass.cc:800) arg_shape.handle_type != DT_INVALID", Label.COMPILE_ERROR),  # corpus (simclr-53)
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure (external/xla/xla/service/gpu/ir_emitter.cc:1234) slice.size() == 2", Label.COMPILE_ERROR),  # an emitter's check
     ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device", Label.CONFIG_ERROR),  # corpus (nccl-290)
+    ("OPAL ERROR: Unreachable in file pmix3x_client.c at line 112", Label.CONFIG_ERROR),  # corpus (mpi4py-141)
+    ("[node1:01234] OPAL ERROR: Unreachable in file ext3x_client.c at line 112", Label.CONFIG_ERROR),  # Open MPI 4's ext3x component
 ]
 
 #: error lines whose form says nothing of a cause
@@ -64,6 +66,7 @@ NO_CAUSE = [
     "RuntimeError: the server socket was closed by the peer",  # a socket, not a bind
     "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure (external/xla/xla/pjrt/pjrt_stream_executor_client.cc:100) buffer != nullptr",  # a runtime's check, not a pass's
     "gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to mmap failed : Invalid argument",  # another errno
+    "OPAL ERROR: Timeout in file base/grpcomm_base_stubs.c at line 355",  # another code, another file
 ]
 
 

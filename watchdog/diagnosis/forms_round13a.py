@@ -73,6 +73,14 @@ _CHECK_IN_COMPILER_PASS = re.compile(
     r"\bRET_CHECK failure \((?:\S*/)?\w*(?:_pass|rewrite\w*|compiler|_lowering|emitter|legalize\w*|verifier)"
     r"\.cc:\d+\)")
 
+#: Open MPI's error log (opal/util/error.h OPAL_ERROR_LOG: "OPAL ERROR: %s in file %s at line %d", the error
+#: code's string) when the code is OPAL_ERR_UNREACH ("Unreachable") and the file is the PMIx client's
+#: (opal/mca/pmix/pmix3x/pmix3x_client.c, ext2x, ext3x): a rank started without a PMIx server to reach, as
+#: when srun launches it directly and Open MPI was not built with Slurm's PMI support (mpi4py#141): how the
+#: job is launched or the library built, which a relaunch repeats
+_PMIX_UNREACHABLE = re.compile(r"\bOPAL ERROR: Unreachable in file \S*(?:pmix\w*|ext\dx)_client\.c\b")
+
+
 def round13a_form(text: str) -> Form | None:
     """A launcher's spawn failure or its exit banner, a build refused, a fabric call that failed, or None."""
     if _SPAWN_EXEC_FAILED.search(text):
@@ -95,6 +103,8 @@ def round13a_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
     if _SERVER_CANNOT_BIND.search(text):
         return Label.CONFIG_ERROR, "a server that could not listen on its port"
+    if _PMIX_UNREACHABLE.search(text):
+        return Label.CONFIG_ERROR, "a rank with no PMIx server to reach (a launch without the launcher's support)"
     if _CHECK_IN_COMPILER_PASS.search(text):
         return Label.COMPILE_ERROR, "a compiler's internal check failing in one of its passes"
     # a resource that is not there (forms_errors: the errno strings, the loader's, CUDA's), in an error line
