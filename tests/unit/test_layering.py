@@ -37,6 +37,7 @@ PURE = [
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure", "diagnosis.signature", "diagnosis.formkinds",
     "diagnosis.forms_severity", "diagnosis.forms_errors", "diagnosis.forms_metric", "diagnosis.forms_phase",
+    "diagnosis.forms_round13a",
     "diagnosis.forms_round13b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",

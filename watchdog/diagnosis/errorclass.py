@@ -212,6 +212,11 @@ def read_error(text: str) -> Reading | None:
         for pattern, family in _NCCL_SUBSYSTEMS:
             if pattern.search(path):
                 return _reading(family, f"an NCCL WARN of {path}")
+        # another subsystem's WARN says its cause in the words of the call that failed, when it does
+        # ("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device")
+        cause = cause_of(text)
+        if cause is not None and cause[0].value in _ACTIONS:
+            return _reading((cause[0].value, _ADVICE[cause[0].value]), f"an NCCL WARN of {path}: {cause[1]}")
         return None
     if _ARGPARSE.search(text):
         return _reading(_CONFIG, "argparse's usage error")

@@ -41,6 +41,7 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
+from neuron_watch.diagnosis.forms_round13a import round13a_cause, round13a_form
 from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
 from neuron_watch.diagnosis.forms_round13b import round13b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -52,7 +53,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 12
+FORM_RULES = 13
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -173,6 +174,9 @@ NEEDLES: tuple[str, ...] = (
     "compatibility ", "are limit: ",
     # a traceback's frames in a compiler or a validator, a scheduler's refusal, Ray's memory monitor
     *ROUND13B_NEEDLES,
+    # MPICH's Hydra failing to run a program, and its banner of a rank that ended badly; a build without a
+    # support the launch needs; a libfabric call's error return (fi_getinfo's ENODATA)
+    "execvp error", "BAD TERMINATION", "was not built with", "was not compiled with", "No data available",
 )
 
 
@@ -181,7 +185,8 @@ def read_line(text: str) -> Form | None:
     dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
     and compile phases."""
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or round13b_form(text) or alarm_form(text) or severity_form(text) or exception_form(text, read_line)
+            or round13a_form(text) or round13b_form(text) or alarm_form(text) or severity_form(text)
+            or exception_form(text, read_line)
             or phase_form(text))
 
 
@@ -379,6 +384,9 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return known[0], f"a Neuron runtime status {known[1]}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
+    stated = round13a_cause(text)
+    if stated is not None:
+        return stated
     if _TOO_FEW_DEVICES.search(text):
         return Label.CONFIG_ERROR, "more processes or devices asked for than the machine has"
     if _SETTING_MISSING.search(text):

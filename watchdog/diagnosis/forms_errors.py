@@ -220,6 +220,10 @@ _RESOURCE = re.compile(
     # {all_available_gpus}")), whose second line is often all that is left under a wrapper's prefix
     r"\bBut your machine only has: \[")
 
+#: (the resource forms, as :func:`~neuron_watch.diagnosis.failureforms.cause_of` reads them in an error line of
+#: any level)
+RESOURCE = _RESOURCE
+
 #: JAX's GPU backend that did not come up, logged at WARNING as JAX falls back to the CPU (jax/_src/xla_bridge.py
 #: backends(): "CUDA backend failed to initialize: {err} (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
 #: the platform's name upper-cased, ROCm likewise). It is printed only when a GPU plugin is installed, so the
