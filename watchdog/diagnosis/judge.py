@@ -894,7 +894,7 @@ class Judge:
                 or st.first_line is None or st.train_end is not None or st.failure_match is not None
                 or st.recompile_open is not None or st.unraisable or self.last_step_line is not None
                 or (st.step is not None and step < st.step)
-                or signature == UNRAISABLE_SIGNATURE or signature == CHECKPOINT_APPEARED_SIGNATURE):
+                or signature in (UNRAISABLE_SIGNATURE, CHECKPOINT_APPEARED_SIGNATURE)):
             return False
         mono, wall = line.mono, line.wall
         if mono > st.last_line:

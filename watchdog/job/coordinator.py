@@ -54,7 +54,7 @@ from neuron_watch.job.pacing import VerdictPacing
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusbook import StatusBook
-from neuron_watch.job.statusdoc import NodeState, liveness, status_document, status_head
+from neuron_watch.job.statusdoc import NodeState, status_document, status_head
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS
@@ -252,7 +252,7 @@ class Coordinator:
             self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
                              silent_for=round(now - view.last_heard, 3))
         verdict = None
-        if self.judge is not None and self._enough_nodes() and self.pacing.due(now):
+        if self.judge is not None and self.registry.enough(self.settings.expected_nodes) and self.pacing.due(now):
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
             if self.recovery.state in (JobState.STARTING, JobState.RUNNING) and not self.recovery.interrupted:
@@ -288,9 +288,6 @@ class Coordinator:
         """The job's size as the acks announce it: the nodes heard from, or expected if more."""
         return self.registry.size(self.settings.expected_nodes)
 
-    def _enough_nodes(self) -> bool:
-        return self.registry.enough(self.settings.expected_nodes)
-
     @property
     def phase(self) -> JobState:
         return self.recovery.state
@@ -314,7 +311,8 @@ class Coordinator:
     # -- carrying out recovery's commands ------------------------------------------------------
 
     def _facts(self, verdict: Verdict | None) -> Facts:
-        return Facts(nodes=self.nodes, heard=self.heard, verdict=verdict, enough_nodes=self._enough_nodes(),
+        return Facts(nodes=self.nodes, heard=self.heard, verdict=verdict,
+                     enough_nodes=self.registry.enough(self.settings.expected_nodes),
                      progress=Progress(**self.report.progress_fields(self.judge),
                                        progressed_for=progressed_for(self.judge)),
                      launcher_gone=self.relauncher.gone())
@@ -456,10 +454,6 @@ class Coordinator:
                 # last_progress (ISO time of its line), last_step
                 "progress": self.report.progress_fields(self.judge), "nodes": self.nodes,
                 "watchdog_io": self.health.summary()}
-
-    def liveness(self) -> dict[str, Any]:
-        """Which liveness signals this generation has (see :func:`.statusdoc.liveness`)."""
-        return liveness(self.nodes)
 
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
