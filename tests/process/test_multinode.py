@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -28,6 +28,7 @@ from tests.fixtures.procs import (
     kill_group,
     named,
     pids_with_env,
+    toy_environment,
     wait_until_gone,
 )
 from tests.fixtures.runs import StandaloneRun, TwoNodeRun
@@ -86,16 +87,45 @@ def out(tmp_path: Path, i: int) -> str:
     return (tmp_path / f"node{i}.out").read_text()[-3000:]
 
 
-def test_two_nodes_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    with job(tmp_path, toy_env, 2, ["--steps", "8"]) as nodes:
-        codes = wait_all(nodes, 240)
+class NodesRun(NamedTuple):
+    codes: list[int]  # each node's exit code
+    tmp_path: Path  # its directory, with node<i>.out
+    run_dirs: list[Path]  # each node's run dir
+
+
+#: the steps of the compile run below
+COMPILE_STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def compile_on_node1(tmp_path_factory: pytest.TempPathFactory) -> NodesRun:
+    """One run read by the two nodes' finish test and the compile's not-a-restart test: nodes n0, n1
+    (2 ranks each); rank 3, on the node without the coordinator, compiles for 20 s at step 3 of
+    ``COMPILE_STEPS`` while every other rank, on both nodes, waits for it in a collective (RX
+    timeouts every 2 s), hang timeout 6 s; both nodes finish. No pid of it survives."""
+    tmp_path = tmp_path_factory.mktemp("multinode-compile")
+    with job(tmp_path, toy_environment(), 2, ["--steps", str(COMPILE_STEPS), "--compile-at", "3", "--compile-rank",
+                                              "3", "--compile-seconds", "20", "--rx-warn-every", "2"],
+             ["--hang-timeout", "6"]) as nodes:
+        codes = wait_all(nodes, 300)
+    for _p, run_dir in nodes:
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return NodesRun(codes, tmp_path, [run_dir for _p, run_dir in nodes])
+
+
+@pytest.mark.xdist_group("multinode-compile")
+def test_two_nodes_finish(compile_on_node1: NodesRun) -> None:
+    """Both nodes end with the job's code 0; node 0's merged log has both nodes' last steps, node 1
+    keeps its own rank logs (the compile in the run is the other test's subject)."""
+    codes, tmp_path, (run0, run1) = compile_on_node1
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
-    evs = events(nodes[0][1])
+    evs = events(run0)
     assert named(evs, "job_finished")[0]["exit_code"] == 0
     assert {e["node"] for e in named(evs, "node_joined")} == {"n0", "n1"}
-    merged = (nodes[0][1] / "merged.log").read_text()
-    assert "n0/rank0 | step 8 loss" in merged and "n1/rank3 | step 8 loss" in merged
-    assert (nodes[1][1] / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
+    merged = (run0 / "merged.log").read_text()
+    last = f"step {COMPILE_STEPS} loss"
+    assert f"n0/rank0 | {last}" in merged and f"n1/rank3 | {last}" in merged
+    assert (run1 / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
 
 
 @pytest.mark.xdist_group("standalone-hang")
@@ -209,21 +239,17 @@ def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
         assert not wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30)
 
 
-def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
-    tmp_path: Path, toy_env: dict[str, str]
-) -> None:
+@pytest.mark.xdist_group("multinode-compile")
+def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(compile_on_node1: NodesRun) -> None:
     # 2 nodes: the compiling rank is on the node without the coordinator, and every other rank, on
     # both nodes, waits for it in a collective
-    with job(tmp_path, toy_env, 2, ["--steps", "6", "--compile-at", "3", "--compile-rank", "3",
-                                     "--compile-seconds", "20", "--rx-warn-every", "2"],
-             ["--hang-timeout", "6"]) as nodes:
-        codes = wait_all(nodes, 300)
+    codes, tmp_path, (run0, _run1) = compile_on_node1
     assert codes == [0, 0], out(tmp_path, 0)
-    evs = events(nodes[0][1])
+    evs = events(run0)
     assert not named(evs, "restart") and not named(evs, "incident")
     compiling = [e for e in named(evs, "verdict") if e["label"] == "compiling"]
     assert compiling and compiling[0]["culprit"] == {"node": "n1", "rank": 3}
-    assert "Timeout waiting for RX" in (nodes[0][1] / "gen-0" / "rank-0.log").read_text()
+    assert "Timeout waiting for RX" in (run0 / "gen-0" / "rank-0.log").read_text()
 
 
 def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, toy_env: dict[str, str]) -> None:
