@@ -41,13 +41,14 @@ NPROC = 2
 @contextmanager
 def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: Sequence[str] = (),
         rank_cmd: Sequence[str] | None = None, coord_port: int | None = None,
-        job_id: str | None = None, named: bool = True,
-        node_ranks: Sequence[int] | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+        job_id: str | None = None, named: bool = True, node_ranks: Sequence[int] | None = None,
+        nproc: int = NPROC) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all.
 
     The ranks run the toy job with ``toy_args``, or ``rank_cmd`` (a script and its arguments).
     ``named``: each node gets ``NEURON_WATCH_NODE=n<i>``; else its name comes from the host name,
     which all of them share here. ``node_ranks``: one wrapper per entry (default ``range(nnodes)``).
+    ``nproc``: ranks per node; 1 where the scenario is about the nodes, not the ranks beside a culprit.
     """
     master, coord = free_port(), coord_port or free_port()
     job_id = job_id or f"mn-{secrets.token_hex(3)}"
@@ -62,7 +63,7 @@ def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], w
                 node_env["NEURON_WATCH_NODE"] = f"n{i}"
             argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir),
                     "--checkpoint-dir", str(ckpt), "--coordinator", f"127.0.0.1:{coord}", *watch_args,
-                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(node_rank), "--nproc_per_node", str(NPROC),
+                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(node_rank), "--nproc_per_node", str(nproc),
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
                     *(rank_cmd if rank_cmd is not None else (TOY, "--checkpoint-dir", str(ckpt), *toy_args))]
             out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
@@ -208,8 +209,9 @@ def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_bot
 
 def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
+    # one rank a node: the claim is the nodes' (three wrappers, two places)
     with job(tmp_path, toy_env, 2, ["--steps", "400"], ["--hang-timeout", "60"], named=False,
-             node_ranks=[0, 1, 1]) as nodes:
+             node_ranks=[0, 1, 1], nproc=1) as nodes:
         evs: list[dict[str, Any]] = []
 
         def refused() -> bool:
@@ -256,11 +258,14 @@ def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, t
     # node 1's ranks hang in their next collective (silent); its agent keeps them while the
     # coordinator might come back, and stops them (exit 3) once the coordinator has been silent
     # for --coordinator-loss-timeout and its ranks for longer than the hang timeout (docs/multinode.md)
+    nproc = 1  # one rank a node: the loss and the stop are the nodes'
     with job(tmp_path, toy_env, 2, ["--steps", "100000"],
-             ["--coordinator-silence", "5", "--coordinator-loss-timeout", "10", "--hang-timeout", "5"]) as nodes:
+             ["--coordinator-silence", "5", "--coordinator-loss-timeout", "10", "--hang-timeout", "5"],
+             nproc=nproc) as nodes:
         (p0, run0), (p1, run1) = nodes
         deadline = time.monotonic() + 120
-        while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < NPROC + 1:
+        # node 1's torchrun and its rank are up and the rank trains
+        while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < nproc + 1 or "step 1 loss" not in _rank_log(run1):
             assert time.monotonic() < deadline and p1.poll() is None, out(tmp_path, 1)
             time.sleep(0.2)
         os.killpg(p0.pid, signal.SIGKILL)  # the whole node 0 wrapper dies at once
@@ -278,10 +283,11 @@ def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_d
     and tells the coordinator it leaves; the coordinator (node 0, signalled too) ends the job once
     node 0 stopped, recording why, instead of waiting out node 1's silence and the stop's deadline
     for an answer that never comes."""
-    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"]) as nodes:
+    nproc = 1  # one rank a node: the signal, the stop and the leaving are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"], nproc=nproc) as nodes:
         deadline = time.monotonic() + 180
         # both nodes joined and their ranks train (the rank logs of both nodes show steps)
-        while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= NPROC + 1 for _, run in nodes)
+        while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= nproc + 1 for _, run in nodes)
                    and all("step 2 loss" in _rank_log(run) for _, run in nodes)):
             assert time.monotonic() < deadline and all(p.poll() is None for p, _ in nodes), out(tmp_path, 0)
             time.sleep(0.2)
