@@ -17,6 +17,13 @@ It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding th
 * ``--slow-save-at STEP --save-seconds S``: the synced checkpoint save of that step takes S seconds
   more on rank 0 (a slow shared filesystem) while every other rank waits in the save's barrier.
 
+The gradients are averaged by ``DistributedDataParallel`` and stepped by ``torch.optim.SGD``
+(``--grad-sync ddp``, the default). ``--grad-sync allreduce`` (or ``TOY_GRAD_SYNC=allreduce``) does
+the same arithmetic by hand: one ``all_reduce`` of the flattened gradients, then ``p -= lr * grad``.
+A step then runs the same collectives (the gradients' all-reduce, the loss's) in the same places,
+but the rank never imports ``torch._dynamo``, which DDP's and the optimizer's constructors do: a
+second or more of CPU at every rank's start, which a job whose subject is not DDP need not pay.
+
 Run it with torchrun (or ``neuron-watch torchrun``)::
 
     torchrun --nproc_per_node 4 examples/toy/train.py --steps 40 --checkpoint-dir /tmp/ckpt
@@ -40,7 +47,6 @@ import uuid
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,6 +75,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--hw-error-rank", type=int, default=1)
     p.add_argument("--slow-save-at", type=int, default=-1, help="the checkpoint save of this step is slow")
     p.add_argument("--save-seconds", type=float, default=30.0)
+    p.add_argument("--grad-sync", choices=("ddp", "allreduce"), default=os.environ.get("TOY_GRAD_SYNC", "ddp"),
+                   help="ddp: DistributedDataParallel and torch.optim.SGD; allreduce: the same by hand, one "
+                        "all_reduce of the gradients (no torch._dynamo import; default $TOY_GRAD_SYNC or ddp)")
     return p.parse_args()
 
 
@@ -128,8 +137,53 @@ def emulate_compile(seconds: float) -> None:
         f"for model.{module}.hlo_module.pb")
 
 
-def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, rank: int,
-                    extra_seconds: float = 0.0) -> None:
+class HandSGD:
+    """``torch.optim.SGD`` without momentum, with the gradients averaged over the ranks by one
+    ``all_reduce`` (what DDP does in ``backward``): no ``torch.optim``, no DDP, so no ``torch._dynamo``."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, world: int) -> None:
+        self.params = list(model.parameters())
+        self.lr, self.world = lr, world
+        with torch.no_grad():  # DDP's start: every rank begins from rank 0's weights
+            for p in self.params:
+                dist.broadcast(p, 0)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _grads(self) -> list[torch.Tensor]:
+        grads = []
+        for p in self.params:
+            assert p.grad is not None, "backward() runs before the gradients are averaged"
+            grads.append(p.grad)
+        return grads
+
+    def sync(self) -> None:
+        """Average the gradients over the ranks: the collective a hung peer blocks."""
+        grads = self._grads()
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= self.world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def step(self) -> None:
+        with torch.no_grad():
+            for p, g in zip(self.params, self._grads(), strict=True):
+                p.add_(g, alpha=-self.lr)
+
+    def state_dict(self) -> dict[str, float]:
+        return {"lr": self.lr}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        pass  # no momentum: an SGD has no state to carry over
+
+
+def save_checkpoint(ckdir: str, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer | HandSGD,
+                    rank: int, extra_seconds: float = 0.0) -> None:
     tag = os.path.join(ckdir, f"step_{step}")
     if rank == 0:
         log(f"synced saving of checkpoint step_{step} began")
@@ -159,14 +213,23 @@ def main() -> None:
         dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt: torch.optim.Optimizer | HandSGD
+    if args.grad_sync == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model: torch.nn.Module = DDP(net)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    else:
+        model = net
+        opt = HandSGD(net, 0.01, world)
     resume = args.resume_from if args.resume_from is not None else os.environ.get("NEURON_WATCH_CHECKPOINT", "")
     start = 1
     if resume:
         state = torch.load(os.path.join(resume, "state.pt"), weights_only=True)
-        model.module.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
+        net.load_state_dict(state["model"])
+        if "param_groups" in state["opt"]:  # an optimizer's own state (not HandSGD's)
+            opt.load_state_dict(state["opt"])
         start = state["step"] + 1
         log(f"loading checkpoint from {resume} done: resuming at step {start}")
     warner = CcomWarner(args.rx_warn_every)
@@ -192,6 +255,8 @@ def main() -> None:
         opt.zero_grad()
         warner.waiting_since = time.monotonic()
         loss.backward()  # DDP all-reduces the gradients here: the collective a hung peer blocks
+        if isinstance(opt, HandSGD):
+            opt.sync()
         t = torch.tensor([loss.item()])
         dist.all_reduce(t)
         warner.waiting_since = None
@@ -203,7 +268,7 @@ def main() -> None:
         log(f"step {step} loss {mean:.6f} step_time {time.monotonic() - t0:.3f}s")
         if step % args.checkpoint_every == 0:
             slow = faults_on and step == args.slow_save_at
-            save_checkpoint(args.checkpoint_dir, step, model.module, opt, rank, args.save_seconds if slow else 0.0)
+            save_checkpoint(args.checkpoint_dir, step, net, opt, rank, args.save_seconds if slow else 0.0)
     dist.barrier()
     log(f"training done at step {args.steps}")
     dist.destroy_process_group()

@@ -4,12 +4,14 @@
 
 Runs the toy job as the process tests start it (``neuron-watch --quiet torchrun --nproc_per_node 2
 examples/toy/train.py ...`` with the tests' environment: ``OMP_NUM_THREADS=1``, the stand-in
-compiler at a quarter of a core) and reads ``/proc/<pid>/stat`` of every process under the wrapper
-every ``--interval`` seconds (a process's figure is its last reading: what it spent after that is
-not seen, at most one interval of it). Printed: each process's CPU seconds and its role (wrapper =
-agent and coordinator in one process; torchrun per generation; each rank per generation; helpers),
-the sum per role (a rank by its torchrun's generation), the run's wall time, and the CPU of all
-the wrapper's reaped descendants as the kernel counts it (the check on the sampled sum).
+compiler at a quarter of a core, the gradients averaged by one all_reduce instead of DDP,
+``TOY_GRAD_SYNC=allreduce``, unless the environment sets it) and reads ``/proc/<pid>/stat`` of
+every process under the wrapper every ``--interval`` seconds (a process's figure is its last
+reading: what it spent after that is not seen, at most one interval of it). Printed: each process's
+CPU seconds and its role (wrapper = agent and coordinator in one process; torchrun per generation;
+each rank per generation; helpers), the sum per role (a rank by its torchrun's generation), the
+run's wall time, and the CPU of all the wrapper's reaped descendants as the kernel counts it (the
+check on the sampled sum).
 
 ``crash``: rank 1 crashes at step 12 of 16, one restart (test_console's crash test). ``hang``:
 rank 1 hangs at step 8 of 14, ``--hang-timeout 10``, one restart. ``clean``: 16 steps, no fault.
@@ -87,6 +89,7 @@ def main() -> None:
     watch, toy = SCENARIOS[args.scenario]
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_WATCH_")}
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", OMP_NUM_THREADS="1", TOY_COMPILER_CPU_SHARE="0.25")
+    env.setdefault("TOY_GRAD_SYNC", "allreduce")  # as toy_env; TOY_GRAD_SYNC=ddp for the DDP job's cost
     with tempfile.TemporaryDirectory(prefix="bench-run-cpu-") as tmp:
         ckpt = f"{tmp}/ckpt"
         argv = [str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/run", "--checkpoint-dir", ckpt, *watch,

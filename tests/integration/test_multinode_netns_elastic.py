@@ -31,9 +31,9 @@ def test_two_hosts_elastic_without_node_rank_hang_judged_both_restart(
             run_dir = tmp_path / name
             argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt),
                     "--hang-timeout", "6",
-                    "torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                    "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
                     "--rdzv_endpoint", f"{ip0}:29400", "--rdzv_id", rdzv_id,
-                    TOY, "--checkpoint-dir", str(ckpt), "--steps", "14", "--hang-at", "8", "--hang-rank", "3"]
+                    TOY, "--checkpoint-dir", str(ckpt), "--steps", "14", "--hang-at", "8", "--hang-rank", "1"]
             env = dict(toy_env, NEURON_WATCH_SECRET="n" * 32, GLOO_SOCKET_IFNAME="eth0")
             p = start_node(stack, in_host(name, tmp_path, argv), cwd=tmp_path, env=env,
                            out=tmp_path / f"{name}.out", run_dir=run_dir)
@@ -51,8 +51,8 @@ def test_two_hosts_elastic_without_node_rank_hang_judged_both_restart(
         for node, (host, place) in hellos.items():
             assert node == f"{host}-n{place}"  # named after its host and the place torchrun gave it
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 3
-        assert hellos[hang[0]["culprit"]["node"]][1] == 1  # ranks 2-3 are group rank 1's
+        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 1
+        assert hellos[hang[0]["culprit"]["node"]][1] == 1  # rank 1 is group rank 1's (one rank a node)
         restart = named(evs, "restart")
         assert len(restart) == 1 and restart[0]["checkpoint"].endswith("step_5")
         node_of_host = {host: node for node, (host, _) in hellos.items()}

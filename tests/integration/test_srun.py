@@ -34,7 +34,7 @@ END_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_O
 RUN_NODE = """#!/bin/bash
 # The Neuron pattern: one task per node, torchrun inside (node rank from Slurm, fixed master).
 echo "node $SLURMD_NODENAME nodeid $SLURM_NODEID procid $SLURM_PROCID step $SLURM_STEP_ID"
-exec torchrun --nnodes 2 --nproc_per_node 2 --node_rank "$SLURM_NODEID" \\
+exec torchrun --nnodes 2 --nproc_per_node "$NPROC" --node_rank "$SLURM_NODEID" \\
     --master_addr 127.0.0.1 --master_port "$MASTER_PORT" "$TOY" --checkpoint-dir "$CKPT" "$@"
 """
 
@@ -53,9 +53,10 @@ class SrunJob:
 
     def __init__(self, c: SlurmCluster, tmp_path: Path, nodes: int, toy_args: list[str],
                  watch_args: list[str] = (), sbatch_args: list[str] = (), env: dict[str, str] | None = None,
-                 tasks_as_ranks: bool = False) -> None:
+                 tasks_as_ranks: bool = False, nproc: int = 2) -> None:
         """``tasks_as_ranks``: ``srun -N 2 --ntasks-per-node 2 python train.py`` (each task a rank,
-        its rank SLURM_PROCID: the Megatron/NeMo way) instead of one task per node running torchrun."""
+        its rank SLURM_PROCID: the Megatron/NeMo way) instead of one task per node running torchrun.
+        ``nproc``: the ranks of each node's torchrun; 1 where the scenario is the nodes' alone."""
         self.c, self.tmp = c, tmp_path
         self.run_dir = tmp_path / "run"
         self.ckpt = tmp_path / "ckpt"
@@ -73,7 +74,8 @@ class SrunJob:
         batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
         batch.chmod(0o755)
         env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY, **(env or {}))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY,
+                   NPROC=str(nproc), **(env or {}))
         r = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-D", str(tmp_path), "-o", str(self.out),
                             "--open-mode=append", *sbatch_args, str(batch)],
                            env=env, capture_output=True, text=True, timeout=30, check=True)
@@ -234,13 +236,17 @@ def _secs(a: str, b: str) -> float:
     return (p(b) - p(a)).total_seconds()
 
 
+#: the hardware-error jobs' ranks a node: the drain, the exclusion and the requeue are the nodes'
+HW_NPROC = 1
+
+
 def _hw_args() -> list[str]:
-    return ["--hw-error-at", "12", "--hw-error-rank", "2"]  # rank 2 = node rank 1 (n2), local rank 0
+    return ["--hw-error-at", "12", "--hw-error-rank", "1"]  # rank 1 = node rank 1 (n2), its one rank
 
 
 def test_hardware_error_drains_the_node_and_continues_on_the_spare(slurm_cluster: SlurmCluster,
                                                                    tmp_path: Path) -> None:
-    with submitted(slurm_cluster, tmp_path, 3, _hw_args()) as job:
+    with submitted(slurm_cluster, tmp_path, 3, _hw_args(), nproc=HW_NPROC) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
         evs = events(job.run_dir)
@@ -262,7 +268,7 @@ def test_hardware_error_drains_the_node_and_continues_on_the_spare(slurm_cluster
 
 def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cluster: SlurmCluster,
                                                                         tmp_path: Path) -> None:
-    with submitted(slurm_cluster, tmp_path, 2, _hw_args(), sbatch_args=["--requeue"]) as job:
+    with submitted(slurm_cluster, tmp_path, 2, _hw_args(), sbatch_args=["--requeue"], nproc=HW_NPROC) as job:
         state = job.wait(timeout=400)
         assert state == "COMPLETED", job.explain()
         info = slurm_cluster.scontrol("show", "job", job.id)
@@ -281,7 +287,8 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cl
 
 
 def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    with submitted(slurm_cluster, tmp_path, 2, ["--steps", "100000"]) as job:
+    # one rank a node: the scancel's reach is the job's processes, whatever their count
+    with submitted(slurm_cluster, tmp_path, 2, ["--steps", "100000"], nproc=1) as job:
         slurm_cluster.wait_for("progress", lambda: (job.run_dir / "events.jsonl").exists()
                                and named(events(job.run_dir), "progress"), timeout=120, interval=0.5)
         slurm_cluster.run("scancel", job.id)

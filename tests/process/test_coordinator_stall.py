@@ -40,19 +40,21 @@ def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Pat
     # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). 300 steps of
     # 0.05 s: the pause ends near step 150 (20 before it, about 70 while node 1 notices, 60 after),
     # so the job trains on for 7 s and more after it, while both nodes say what they saw.
+    # one rank a node: the pause, its notice and the job's going on are the nodes'
     with job(tmp_path, toy_env, 2, ["--steps", "300", "--step-time", "0.05"],
-             ["--coordinator-silence", "3", "--hang-timeout", "8"]) as nodes:
+             ["--coordinator-silence", "3", "--hang-timeout", "8"], nproc=1) as nodes:
         (p0, run0), (p1, run1) = nodes
-        rank2 = run1 / "gen-0" / "rank-2.log"
-        wait_for("node 1's ranks to train", lambda: _last_step(rank2) >= 20, within(180), alive=p1)
+        node1_rank = run1 / "gen-0" / "rank-1.log"
+        wait_for("node 1's ranks to train", lambda: _last_step(node1_rank) >= 20, within(180), alive=p1)
         os.kill(p0.pid, signal.SIGSTOP)  # node 0's wrapper: the coordinator and node 0's agent
         try:
             wait_for("node 1 to say the coordinator is lost",
                      lambda: "lost the coordinator" in out(tmp_path, 1), within(60), alive=p1)
-            paused_at = _last_step(rank2)
+            paused_at = _last_step(node1_rank)
             # the job trains on while its coordinator is away (node 1's ranks, and node 0's, whose
             # output goes to files the paused wrapper reads later)
-            wait_for("node 1's ranks to train on", lambda: _last_step(rank2) >= paused_at + 60, within(120), alive=p1)
+            wait_for("node 1's ranks to train on", lambda: _last_step(node1_rank) >= paused_at + 60, within(120),
+                     alive=p1)
             assert p1.poll() is None, out(tmp_path, 1)
         finally:
             os.kill(p0.pid, signal.SIGCONT)
@@ -72,10 +74,11 @@ def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Pat
 def test_a_node_whose_wrapper_is_killed_is_not_relaunched_onto(tmp_path: Path, toy_env: dict[str, str]) -> None:
     # --coordinator-loss-timeout: how long the coordinator waits for the killed node to answer the
     # stop before it ends the job; a dead node never answers, so any wait shows the same
+    # one rank a node: the killed wrapper and the relaunch not made are the nodes'
     with job(tmp_path, toy_env, 2, ["--steps", "100000", "--pg-timeout", "20"],
-             ["--coordinator-loss-timeout", "5"]) as nodes:
+             ["--coordinator-loss-timeout", "5"], nproc=1) as nodes:
         (p0, run0), (p1, run1) = nodes
-        wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-2.log") >= 5, within(180),
+        wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-1.log") >= 5, within(180),
                  alive=p1)
         os.kill(p1.pid, signal.SIGKILL)  # node 1's wrapper only: its guardian stops its ranks
         p1.wait(30)

@@ -1,6 +1,6 @@
 """The culprit of a real hang, the stop of a stuck rank, and an incident that says what happened.
 
-Real torchrun jobs (the toy DDP job, gloo, CPU ranks): as few ranks as the scenario needs, 2 where
+Real torchrun jobs (the toy job and a DDP job, gloo, CPU ranks): as few ranks as the scenario needs, 2 where
 the culprit shows by itself (a stopped process, an abort), 3 where it is the one rank apart from a
 majority, 4 where the rank that noticed a mismatch is set aside before the majority. A fault is made from outside, as it
 happens to real jobs: a rank SIGSTOPped (a debugger, a frozen container, a paused cgroup) while the

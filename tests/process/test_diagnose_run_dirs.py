@@ -1,6 +1,6 @@
 """``neuron-watch diagnose`` of a run directory says what the watchdog said live.
 
-Real torchrun jobs (the toy DDP job, 2 CPU ranks, gloo) under neuron-watch, one per kind of
+Real torchrun jobs (the toy job, 2 CPU ranks, gloo) under neuron-watch, one per kind of
 generation the process tests make: a clean run, a crash, a hang, a compile (each a run other tests
 read too: tests/process/conftest.py, tests/fixtures/runs.py). Then ``diagnose`` reads the
 generation's directory (the rank logs once, dated by their time index; the ranks' exits and the

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -28,6 +28,7 @@ from tests.fixtures.procs import (
     kill_group,
     named,
     pids_with_env,
+    toy_environment,
     wait_until_gone,
 )
 from tests.fixtures.runs import StandaloneRun, TwoNodeRun
@@ -40,13 +41,14 @@ NPROC = 2
 @contextmanager
 def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], watch_args: Sequence[str] = (),
         rank_cmd: Sequence[str] | None = None, coord_port: int | None = None,
-        job_id: str | None = None, named: bool = True,
-        node_ranks: Sequence[int] | None = None) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+        job_id: str | None = None, named: bool = True, node_ranks: Sequence[int] | None = None,
+        nproc: int = NPROC) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """Start ``nnodes`` wrappers; yields (process, run dir) per node; stops and reaps them all.
 
     The ranks run the toy job with ``toy_args``, or ``rank_cmd`` (a script and its arguments).
     ``named``: each node gets ``NEURON_WATCH_NODE=n<i>``; else its name comes from the host name,
     which all of them share here. ``node_ranks``: one wrapper per entry (default ``range(nnodes)``).
+    ``nproc``: ranks per node; 1 where the scenario is about the nodes, not the ranks beside a culprit.
     """
     master, coord = free_port(), coord_port or free_port()
     job_id = job_id or f"mn-{secrets.token_hex(3)}"
@@ -61,7 +63,7 @@ def job(tmp_path: Path, env: dict[str, str], nnodes: int, toy_args: list[str], w
                 node_env["NEURON_WATCH_NODE"] = f"n{i}"
             argv = [NEURON_WATCH, "--quiet", "--job-id", job_id, "--run-dir", str(run_dir),
                     "--checkpoint-dir", str(ckpt), "--coordinator", f"127.0.0.1:{coord}", *watch_args,
-                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(node_rank), "--nproc_per_node", str(NPROC),
+                    "torchrun", "--nnodes", str(nnodes), "--node_rank", str(node_rank), "--nproc_per_node", str(nproc),
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
                     *(rank_cmd if rank_cmd is not None else (TOY, "--checkpoint-dir", str(ckpt), *toy_args))]
             out = open(tmp_path / f"node{i}.out", "w")  # noqa: SIM115 - closed by the stack
@@ -86,16 +88,45 @@ def out(tmp_path: Path, i: int) -> str:
     return (tmp_path / f"node{i}.out").read_text()[-3000:]
 
 
-def test_two_nodes_finish(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    with job(tmp_path, toy_env, 2, ["--steps", "8"]) as nodes:
-        codes = wait_all(nodes, 240)
+class NodesRun(NamedTuple):
+    codes: list[int]  # each node's exit code
+    tmp_path: Path  # its directory, with node<i>.out
+    run_dirs: list[Path]  # each node's run dir
+
+
+#: the steps of the compile run below
+COMPILE_STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def compile_on_node1(tmp_path_factory: pytest.TempPathFactory) -> NodesRun:
+    """One run read by the two nodes' finish test and the compile's not-a-restart test: nodes n0, n1
+    (2 ranks each); rank 3, on the node without the coordinator, compiles for 20 s at step 3 of
+    ``COMPILE_STEPS`` while every other rank, on both nodes, waits for it in a collective (RX
+    timeouts every 2 s), hang timeout 6 s; both nodes finish. No pid of it survives."""
+    tmp_path = tmp_path_factory.mktemp("multinode-compile")
+    with job(tmp_path, toy_environment(), 2, ["--steps", str(COMPILE_STEPS), "--compile-at", "3", "--compile-rank",
+                                              "3", "--compile-seconds", "20", "--rx-warn-every", "2"],
+             ["--hang-timeout", "6"]) as nodes:
+        codes = wait_all(nodes, 300)
+    for _p, run_dir in nodes:
+        assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
+    return NodesRun(codes, tmp_path, [run_dir for _p, run_dir in nodes])
+
+
+@pytest.mark.xdist_group("multinode-compile")
+def test_two_nodes_finish(compile_on_node1: NodesRun) -> None:
+    """Both nodes end with the job's code 0; node 0's merged log has both nodes' last steps, node 1
+    keeps its own rank logs (the compile in the run is the other test's subject)."""
+    codes, tmp_path, (run0, run1) = compile_on_node1
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
-    evs = events(nodes[0][1])
+    evs = events(run0)
     assert named(evs, "job_finished")[0]["exit_code"] == 0
     assert {e["node"] for e in named(evs, "node_joined")} == {"n0", "n1"}
-    merged = (nodes[0][1] / "merged.log").read_text()
-    assert "n0/rank0 | step 8 loss" in merged and "n1/rank3 | step 8 loss" in merged
-    assert (nodes[1][1] / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
+    merged = (run0 / "merged.log").read_text()
+    last = f"step {COMPILE_STEPS} loss"
+    assert f"n0/rank0 | {last}" in merged and f"n1/rank3 | {last}" in merged
+    assert (run1 / "gen-0" / "rank-3.log").exists()  # node 1 keeps its own rank logs
 
 
 @pytest.mark.xdist_group("standalone-hang")
@@ -178,8 +209,9 @@ def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_bot
 
 def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
+    # one rank a node: the claim is the nodes' (three wrappers, two places)
     with job(tmp_path, toy_env, 2, ["--steps", "400"], ["--hang-timeout", "60"], named=False,
-             node_ranks=[0, 1, 1]) as nodes:
+             node_ranks=[0, 1, 1], nproc=1) as nodes:
         evs: list[dict[str, Any]] = []
 
         def refused() -> bool:
@@ -209,32 +241,31 @@ def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
         assert not wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30)
 
 
-def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(
-    tmp_path: Path, toy_env: dict[str, str]
-) -> None:
+@pytest.mark.xdist_group("multinode-compile")
+def test_a_rank_compiling_on_one_node_while_the_others_wait_is_not_restarted(compile_on_node1: NodesRun) -> None:
     # 2 nodes: the compiling rank is on the node without the coordinator, and every other rank, on
     # both nodes, waits for it in a collective
-    with job(tmp_path, toy_env, 2, ["--steps", "6", "--compile-at", "3", "--compile-rank", "3",
-                                     "--compile-seconds", "20", "--rx-warn-every", "2"],
-             ["--hang-timeout", "6"]) as nodes:
-        codes = wait_all(nodes, 300)
+    codes, tmp_path, (run0, _run1) = compile_on_node1
     assert codes == [0, 0], out(tmp_path, 0)
-    evs = events(nodes[0][1])
+    evs = events(run0)
     assert not named(evs, "restart") and not named(evs, "incident")
     compiling = [e for e in named(evs, "verdict") if e["label"] == "compiling"]
     assert compiling and compiling[0]["culprit"] == {"node": "n1", "rank": 3}
-    assert "Timeout waiting for RX" in (nodes[0][1] / "gen-0" / "rank-0.log").read_text()
+    assert "Timeout waiting for RX" in (run0 / "gen-0" / "rank-0.log").read_text()
 
 
 def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, toy_env: dict[str, str]) -> None:
     # node 1's ranks hang in their next collective (silent); its agent keeps them while the
     # coordinator might come back, and stops them (exit 3) once the coordinator has been silent
     # for --coordinator-loss-timeout and its ranks for longer than the hang timeout (docs/multinode.md)
+    nproc = 1  # one rank a node: the loss and the stop are the nodes'
     with job(tmp_path, toy_env, 2, ["--steps", "100000"],
-             ["--coordinator-silence", "5", "--coordinator-loss-timeout", "10", "--hang-timeout", "5"]) as nodes:
+             ["--coordinator-silence", "5", "--coordinator-loss-timeout", "10", "--hang-timeout", "5"],
+             nproc=nproc) as nodes:
         (p0, run0), (p1, run1) = nodes
         deadline = time.monotonic() + 120
-        while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < NPROC + 1:
+        # node 1's torchrun and its rank are up and the rank trains
+        while len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run1))) < nproc + 1 or "step 1 loss" not in _rank_log(run1):
             assert time.monotonic() < deadline and p1.poll() is None, out(tmp_path, 1)
             time.sleep(0.2)
         os.killpg(p0.pid, signal.SIGKILL)  # the whole node 0 wrapper dies at once
@@ -252,10 +283,11 @@ def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_d
     and tells the coordinator it leaves; the coordinator (node 0, signalled too) ends the job once
     node 0 stopped, recording why, instead of waiting out node 1's silence and the stop's deadline
     for an answer that never comes."""
-    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"]) as nodes:
+    nproc = 1  # one rank a node: the signal, the stop and the leaving are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"], nproc=nproc) as nodes:
         deadline = time.monotonic() + 180
         # both nodes joined and their ranks train (the rank logs of both nodes show steps)
-        while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= NPROC + 1 for _, run in nodes)
+        while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= nproc + 1 for _, run in nodes)
                    and all("step 2 loss" in _rank_log(run) for _, run in nodes)):
             assert time.monotonic() < deadline and all(p.poll() is None for p, _ in nodes), out(tmp_path, 0)
             time.sleep(0.2)

@@ -1,7 +1,8 @@
 """The main job on one node, for real: torchrun with 2 CPU ranks (gloo) under neuron-watch.
 
-Each test runs the toy DDP job (examples/toy/train.py) with a fault injected in generation 0 and
-reads what a user would read: the exit code, events.jsonl, the per-rank logs, the process table.
+Each test runs the toy job (examples/toy/train.py, its gradients averaged by one all_reduce) with a
+fault injected in generation 0 and reads what a user would read: the exit code, events.jsonl, the
+per-rank logs, the process table.
 """
 
 from __future__ import annotations
