@@ -185,6 +185,12 @@ _Alt = tuple[bytes, int, int, tuple[str, ...]]
 _BSearch = Callable[..., "re.Match[bytes] | None"]  # a compiled bytes regex's search
 
 
+#: Literals searched alone that share a piece of a word this long or longer are searched as that
+#: piece, one pass for them all (``error:``, ``errors.``, ``port error``: one search for ``error``).
+_SHARED_PIECE = 5
+_WORDS = re.compile(rb"[A-Za-z]{%d,}" % _SHARED_PIECE)
+
+
 def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
     """The literals to search for ``keys`` (the ones without a trigger), each with the keys found
     through it: a key holding another key is found through it."""
@@ -193,6 +199,26 @@ def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
         inner = next((f for f in groups if f in k), None)
         groups.setdefault(inner if inner is not None else k, []).append(k)
     return groups
+
+
+def _by_shared_piece(groups: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
+    """``groups`` (see :func:`_literal_searches`) with the literals that share a piece of a word
+    (:data:`_SHARED_PIECE`) searched as the piece shared by the most of them, their keys found
+    through it."""
+    groups = dict(groups)
+    while True:
+        holders: dict[bytes, set[bytes]] = {}  # piece of a word -> the literals holding it
+        for f in groups:
+            for w in _WORDS.findall(f):
+                for i in range(len(w) - _SHARED_PIECE + 1):
+                    for j in range(i + _SHARED_PIECE, len(w) + 1):
+                        holders.setdefault(w[i:j], set()).add(f)
+        shared = [(len(fs), len(w), w) for w, fs in holders.items() if len(fs) > 1]
+        if not shared:
+            return groups
+        piece = max(shared)[2]
+        merged = {k for f in holders[piece] for k in groups.pop(f)}
+        groups[piece] = sorted(merged, key=lambda k: (len(k), k))
 
 
 class _KeyFinder:
@@ -250,7 +276,7 @@ class _KeyFinder:
         plain = [lit for lit in literals if lit not in first and lit not in second and lit not in found_through]
         self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
             (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
-            for f, ls in sorted(_literal_searches(plain).items())
+            for f, ls in sorted(_by_shared_piece(_literal_searches(plain)).items())
         )
         self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
         # How each is looked for in a batch: a short literal by the regex engine, whose scan for a
