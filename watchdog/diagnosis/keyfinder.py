@@ -98,6 +98,43 @@ _MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
 #: 0.7 occurrences a line; the commoner characters are left to literal searches.
 _RARE = "$Q~@Y?;J&#!ZjqX{}%\\HK+`Vz^<WB>GMUPDSx\"I|A)Tw(FLvO'*E[]R=Nk"
 _RARE_BYTES = bytes(c for c in _RARE.encode("ascii") if c not in _MARKER_BYTES)
+#: Characters commoner than :data:`_RARE`'s, with how often each occurs a line (same measure): the
+#: characters a needle without a trigger at the markers above may still be searched from, as one
+#: more marker of the second set. A marker there costs a try wherever it occurs, a literal search
+#: of the batch costs about one try a line (:data:`_SEARCH_TRIES`; the second set's pass over the
+#: benchmark's unique batches: 35-47 ns a try, a literal search 31-37 ns a line), so a character
+#: joins the set when it spares more literal searches than it occurs a line (see
+#: :func:`_common_starts`).
+_COMMON = {"y": 0.65, "b": 0.69, "9": 0.70, "7": 0.71, "8": 0.73, "6": 0.81, "f": 0.82, ",": 0.83, "5": 0.86,
+           "g": 0.91, "4": 0.93, "h": 0.98, "3": 1.08, "_": 1.14, "m": 1.30, "/": 1.42, "u": 1.43, "-": 1.52,
+           "2": 1.54, ".": 1.57, "d": 1.66, "p": 1.67, "1": 1.74, ":": 1.84}
+_SEARCH_TRIES = 1.0
+
+
+def _common_starts(literals: Iterable[bytes], rare: set[int]) -> dict[bytes, int]:
+    """Where some of ``literals`` (the ones no marker set gives a trigger) are searched from
+    (literal -> position, see :func:`_trigger_start`) once the characters of :data:`_COMMON` that
+    pay for themselves join ``rare`` (the second set, updated): greedily, the character that spares
+    the most literal searches for the tries it costs, while one spares more than it costs."""
+    left = set(literals)
+    starts: dict[bytes, int] = {}
+    while left:
+        best: tuple[float, int, dict[bytes, int]] = (0.0, 0, {})
+        for ch, per_line in _COMMON.items():
+            c = ord(ch)
+            if c in rare or c in _MARKER_BYTES:
+                continue
+            marks = frozenset(rare | {c})
+            got = {lit: at for lit in sorted(left) if (at := _trigger_start(lit, marks)) is not None}
+            gain = len(got) * _SEARCH_TRIES - per_line
+            if gain > best[0]:
+                best = (gain, c, got)
+        if not best[2]:
+            return starts
+        rare.add(best[1])
+        starts.update(best[2])
+        left -= best[2].keys()
+    return starts
 
 
 #: Literals shorter than this are searched in a batch by a regex of the literal, longer ones by
@@ -148,6 +185,12 @@ _Alt = tuple[bytes, int, int, tuple[str, ...]]
 _BSearch = Callable[..., "re.Match[bytes] | None"]  # a compiled bytes regex's search
 
 
+#: Literals searched alone that share a piece of a word this long or longer are searched as that
+#: piece, one pass for them all (``error:``, ``errors.``, ``port error``: one search for ``error``).
+_SHARED_PIECE = 5
+_WORDS = re.compile(rb"[A-Za-z]{%d,}" % _SHARED_PIECE)
+
+
 def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
     """The literals to search for ``keys`` (the ones without a trigger), each with the keys found
     through it: a key holding another key is found through it."""
@@ -156,6 +199,26 @@ def _literal_searches(keys: Iterable[bytes]) -> dict[bytes, list[bytes]]:
         inner = next((f for f in groups if f in k), None)
         groups.setdefault(inner if inner is not None else k, []).append(k)
     return groups
+
+
+def _by_shared_piece(groups: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
+    """``groups`` (see :func:`_literal_searches`) with the literals that share a piece of a word
+    (:data:`_SHARED_PIECE`) searched as the piece shared by the most of them, their keys found
+    through it."""
+    groups = dict(groups)
+    while True:
+        holders: dict[bytes, set[bytes]] = {}  # piece of a word -> the literals holding it
+        for f in groups:
+            for w in _WORDS.findall(f):
+                for i in range(len(w) - _SHARED_PIECE + 1):
+                    for j in range(i + _SHARED_PIECE, len(w) + 1):
+                        holders.setdefault(w[i:j], set()).add(f)
+        shared = [(len(fs), len(w), w) for w, fs in holders.items() if len(fs) > 1]
+        if not shared:
+            return groups
+        piece = max(shared)[2]
+        merged = {k for f in holders[piece] for k in groups.pop(f)}
+        groups[piece] = sorted(merged, key=lambda k: (len(k), k))
 
 
 class _KeyFinder:
@@ -168,8 +231,9 @@ class _KeyFinder:
     bytes; a literal starting with "\\n" is anchored at a line start.
 
     The trigger of a literal is the literal from one of its markers on: a character of
-    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds; this second set
-    depends on the literals). The batch is translated so that the markers of each set are one
+    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds), or else one of
+    :data:`_COMMON` where that spares more literal searches than it costs tries (this second set
+    depends on the literals). The batch is translated once per set so that the set's markers are one
     byte; for each set the regex engine skips from marker to marker at C speed and tries a trie of
     the translated trigger rests at each. Where a rest ends, a lookbehind checks the translated
     part of its literal before the marker ("terminate called after thro" before "wing"), so
@@ -186,19 +250,33 @@ class _KeyFinder:
         second = {
             lit: at for lit in usable if lit not in first and (at := _trigger_start(lit, frozenset(rare))) is not None
         }
-        marks = _MARKERS.encode("ascii") + bytes(sorted(rare))
-        self._table = bytes.maketrans(
-            marks + _MARK + _MARK2, _MARK * len(_MARKERS) + _MARK2 * len(rare) + _MARK_ESC + _MARK_ESC
+        # The literals left are looked for one literal search each, a literal holding another
+        # through it; one the second set's common characters start is in its pass, and reports
+        # the literals found through it.
+        groups = _literal_searches(lit for lit in usable if lit not in first and lit not in second)
+        common = _common_starts(groups, rare)
+        second.update(common)
+        payloads = dict(literals)
+        for f in common:
+            payloads[f] = tuple(sorted({p for lit in groups[f] for p in literals[lit]}))
+        found_through = {lit for f in common for lit in groups[f]}
+        # One table per set: a character of the second set stays itself in the first set's rests
+        # and lookbehinds, which stay as selective as the first set's markers alone make them.
+        marks2 = bytes(sorted(rare))
+        escapes = _MARK + _MARK_ESC + _MARK2
+        tables = (
+            bytes.maketrans(_MARKERS.encode("ascii") + escapes, _MARK * len(_MARKERS) + _MARK_ESC * 3),
+            bytes.maketrans(marks2 + escapes, _MARK2 * len(marks2) + _MARK_ESC * 3),
         )
         self._regexes = tuple(
-            search
-            for mark, starts in ((_MARK, first), (_MARK2, second))
-            if (search := self._trigger_search(mark, starts, literals)) is not None
+            (table, *search)
+            for mark, starts, table in ((_MARK, first, tables[0]), (_MARK2, second, tables[1]))
+            if (search := self._trigger_search(mark, starts, payloads, table)) is not None
         )
-        plain = [lit for lit in literals if lit not in first and lit not in second]
+        plain = [lit for lit in literals if lit not in first and lit not in second and lit not in found_through]
         self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
             (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
-            for f, ls in sorted(_literal_searches(plain).items())
+            for f, ls in sorted(_by_shared_piece(_literal_searches(plain)).items())
         )
         self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
         # How each is looked for in a batch: a short literal by the regex engine, whose scan for a
@@ -225,16 +303,16 @@ class _KeyFinder:
         )
 
     def _trigger_search(
-        self, mark: bytes, starts: dict[bytes, int], literals: dict[bytes, tuple[str, ...]]
+        self, mark: bytes, starts: dict[bytes, int], literals: dict[bytes, tuple[str, ...]], table: bytes
     ) -> tuple[re.Pattern[bytes], dict[bytes, tuple[str, ...]]] | None:
         """The regex finding the literals of ``starts`` (literal -> where its trigger starts) at
-        the ``mark`` byte, and the payloads of what it reports."""
+        the ``mark`` byte of the batch translated by ``table``, and the payloads of what it reports."""
         if not starts:
             return None
         rests: dict[bytes, list[bytes]] = {}  # translated rest -> the literals whose trigger it ends
         before: dict[bytes, set[bytes]] = {}  # translated rest -> its literals, translated (b"": none to check)
         for lit, at in starts.items():
-            t = lit.translate(self._table)
+            t = lit.translate(table)
             rests.setdefault(t[at + 1 :], []).append(lit)
             before.setdefault(t[at + 1 :], set()).add(t if at else b"")
         # At each marker the longest rest whose literal is there is reported; the literals whose
@@ -257,14 +335,13 @@ class _KeyFinder:
         """:meth:`hits` of one line: ``text`` = "\\n" + the line."""
         data = _ascii(text)
         found = []
-        if self._regexes:
-            translated = data.translate(self._table)
-            for regex, payload in self._regexes:
-                search = regex.search
-                m = search(translated)
-                while m is not None:
-                    found.append(payload[m.group(1)])
-                    m = search(translated, m.start() + 1)
+        for table, regex, payload in self._regexes:
+            translated = data.translate(table)
+            search = regex.search
+            m = search(translated)
+            while m is not None:
+                found.append(payload[m.group(1)])
+                m = search(translated, m.start() + 1)
         if not text.isascii():
             text = data.decode("ascii")
         found.extend([ps for lit, ps in self._plain_text if lit in text])  # str search: no buffer set-up
@@ -277,18 +354,17 @@ class _KeyFinder:
         hits: dict[int, list[tuple[str, ...]]] = {}
         get = hits.get
         starts: list[int] | None = None  # starts[i] = position of the "\n" before line i
-        if self._regexes:
-            translated = data.translate(self._table)
-            for regex, payload in self._regexes:
-                for m in regex.finditer(translated):
-                    if starts is None:
-                        starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
-                    i = bisect_left(starts, m.start()) - 1  # the marker is a byte of line i
-                    found = get(i)
-                    if found is None:
-                        hits[i] = [payload[m.group(1)]]
-                    else:
-                        found.append(payload[m.group(1)])
+        for table, regex, payload in self._regexes:
+            translated = data.translate(table)
+            for m in regex.finditer(translated):
+                if starts is None:
+                    starts = list(accumulate(map(add, lengths, repeat(1)), initial=0))
+                i = bisect_left(starts, m.start()) - 1  # the marker is a byte of line i
+                found = get(i)
+                if found is None:
+                    hits[i] = [payload[m.group(1)]]
+                else:
+                    found.append(payload[m.group(1)])
         for search, alts in self._shared_search:
             hit = search(data)
             if hit is None:
