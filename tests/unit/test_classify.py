@@ -378,8 +378,11 @@ def test_short_literals_sharing_a_pass_are_each_found_on_their_lines() -> None:
 
 #: Literal searches a batch of the packaged table costs beside the marker passes: each is a pass over
 #: every batch (about 30 ns a line), where a needle with a trigger costs nothing more than its rest in
-#: the marker passes' tries. Raise it only with bench_classify's unique figure before and after.
-LITERAL_SEARCHES = 11
+#: the marker passes' tries. Raise it only with bench_classify's unique figure before and after. The
+#: twelfth: the Neuron compiler's code after its ISO time alone ("...:32Z [XTP003] Number of
+#: instructions ... is over the threshold"), found by the time's "Z [" (unique 374-384 k lines/s with it,
+#: 299 k before the commoner markers; --lines 300000, a quiet machine).
+LITERAL_SEARCHES = 12
 
 
 def test_needles_searched_alone_stay_few() -> None:
