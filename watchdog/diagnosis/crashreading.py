@@ -65,13 +65,13 @@ class CrashReader:
         if verdict.label is not Label.OTHER_CRASH or not verdict.evidence:
             return verdict
         found = self.around(verdict.evidence[0])
-        texts = [line.text for line in found[0]] if found is not None else []
-        message = exception_message(texts, found[1]) if found is not None else None
+        lines, at = found if found is not None else ((), -1)
+        message = exception_message([line.text for line in lines], at) if found is not None else None
         tracebacks = self.tracebacks
         if tracebacks is None:
             # the traceback the evidence ends, read from its run as offline reads every line
             tracebacks = Tracebacks()
-            for line in found[0][:found[1] + 1] if found is not None else ():
+            for line in lines[:at + 1]:
                 if line.text.strip():
                     tracebacks.observe(line)
         return (tracebacks.mistake_in_setup(verdict)
