@@ -31,7 +31,9 @@ What is simulated:
   match: the coordinator's worst case), and every 8th round a CCOM RX warning on every 8th rank,
   every 16th round a compiler line and its PASS on every 16th rank (the mix of ``bench_wire``);
   the lines of ``--cycle`` rounds are pre-built and sent again and again with a fresh header,
-  sequence number and signature (the step numbers repeat after a cycle);
+  sequence number and signature (the step numbers repeat after a cycle: in the real-time run, a
+  rank's loop beginning again every 2 s; the replay's cycle covers its fill and its window, so its
+  steps only grow, as in training);
 * the agents' timing: a node sends a batch every ``period`` seconds, the agents' batch age (50 ms)
   as their 20 ms loop sees it, nodes spread evenly over the period; the ``procs`` message every
   second (the agents' sampling interval) with the node's 64 rank processes and their CPU, and the
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import gc
 import heapq
 import io
@@ -522,7 +525,14 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
                 ready.wait(READY_TIMEOUT)
                 arrived = len(ps)
             elif time.monotonic() - t_build > READY_TIMEOUT or not all(p.is_alive() for p in ps):
-                raise SystemExit("the node processes did not get ready (see their tracebacks above)")
+                # (the node processes wait at the barrier: stopped and reaped here, not left to wait it out)
+                for p in ps:
+                    p.terminate()
+                for p in ps:
+                    p.join(10)
+                c.close()
+                raise SystemExit(f"the node processes did not get ready within {READY_TIMEOUT:g} s (--ready-timeout; "
+                                 "a traceback above, if any, says why; on a busy machine they may only be starved)")
         build_s = time.monotonic() - t_build
         print(f"# {len(c.nodes)} nodes joined in {build_s:.0f} s; sending", flush=True)
         t0 = time.time() + 1.0
@@ -714,6 +724,10 @@ def main() -> int:
         procs_every = a.procs_every if a.procs_every is not None else procs_every_at(a.nodes)
         period = batch_period(rate, a.ranks, age)
         cycle = a.cycle or max(1, round(2 * rate))
+        # The replay's steps never go back: its cycle covers the fill and the window. A step number
+        # that repeats (the cycle sent again) is a rank's loop beginning again, which training never
+        # does: the judge takes it through Judge._advance, the way of news, not of steady training.
+        replay_cycle = a.cycle or max(cycle, math.ceil((math.ceil(period) + a.replay_seconds + 1) * rate))
         # in the first 80% of the window: the judge replaced after the last one holds every rank again at the end
         hangs = tuple((a.warmup + 0.8 * a.seconds * (k + 0.5) / a.trials, (k * 389 + 17) % a.nodes,
                        (k * 7 + 5) % a.ranks) for k in range(a.trials))
@@ -723,7 +737,8 @@ def main() -> int:
               f"per node (batch age {age * 1000:.0f} ms, 20 ms agent loop), a procs message every {procs_every:g} s",
               flush=True)
         if "replay" not in skip:
-            r = capacity(plan, a.replay_seconds, a.profile if "realtime" in skip else 0)
+            r = capacity(dataclasses.replace(plan, cycle=replay_cycle), a.replay_seconds,
+                         a.profile if "realtime" in skip else 0)
             print_replay(r, a.nodes * a.ranks)
             if "profile" in r:
                 print("replay profile (the coordinator's handle and tick, measured seconds only):", flush=True)
