@@ -226,6 +226,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metrics", _host_port, None,
            "serve the job's metrics for Prometheus at http://HOST:PORT/metrics (where the coordinator runs)",
            "HOST:PORT"),
+    Option("--metrics-final-wait", _seconds_or_zero, 30.0,
+           "at the job's end, how long --metrics may keep serving so that each scraper that has been scraping "
+           "fetches the final values once (it waits about two of that scraper's intervals; not after a signal; "
+           "0 = stop serving at once)", "SECONDS"),
     Option("--cloudwatch", check_namespace, None,
            "send the job's metrics to CloudWatch (PutMetricData) in this namespace, with the AWS credential "
            "chain and region; another endpoint from AWS_ENDPOINT_URL_CLOUDWATCH or AWS_ENDPOINT_URL "
@@ -279,6 +283,7 @@ class WatchConfig:
     mqtt: str | None = None
     notify: str | None = None
     metrics: str | None = None
+    metrics_final_wait: float = 30.0
     cloudwatch: str | None = None
     cloudwatch_interval: float = 60.0
     drain_state: str | None = None

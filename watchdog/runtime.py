@@ -195,14 +195,15 @@ def attach_sinks(events: EventLog, config: WatchConfig, job_id: str, status_line
         events.attach(NotifySink(config.notify, job_id))
 
 
-def attach_metrics(coord: Coordinator, address: str) -> None:
+def attach_metrics(coord: Coordinator, address: str, final_wait: float = 0.0) -> None:
     """``--metrics``: the coordinator's events and status documents served to Prometheus on
-    ``address``, until the coordinator closes its event log. An address that cannot be bound is
-    said and costs only the metrics: the job is already running on some entry points."""
+    ``address``, until the coordinator closes its event log (and its scrapers fetched the final
+    values, for up to ``final_wait`` seconds: ``--metrics-final-wait``). An address that cannot be
+    bound is said and costs only the metrics: the job is already running on some entry points."""
     from neuron_watch.outputs.metrics_http import MetricsSink
 
     try:
-        sink = MetricsSink(address, coord.job)
+        sink = MetricsSink(address, coord.job, final_wait=final_wait)
     except OSError as exc:
         coord.events.emit(EventKind.WARNING, coord.generation, kind="metrics_unavailable", address=address,
                           message=f"--metrics {address}: cannot listen there ({exc}); no metrics for this job "
@@ -357,7 +358,7 @@ def build_coordinator(config: WatchConfig, kb: KnowledgeBase, *, bind: str, secr
                         relauncher=relauncher, generation=generation, health=health, job_log=line_writer)
     attach_sinks(coord.events, config, job_id, status_line)
     if config.metrics:
-        attach_metrics(coord, config.metrics)
+        attach_metrics(coord, config.metrics, config.metrics_final_wait)
     if config.cloudwatch:
         attach_cloudwatch(coord, config.cloudwatch, config.cloudwatch_interval)
     if status_line is not None:

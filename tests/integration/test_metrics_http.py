@@ -3,9 +3,13 @@ urllib in both formats, checked by Prometheus' own ``promtool check metrics``, s
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
+import threading
+import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from neuron_watch.events import iso_utc
 from neuron_watch.outputs.metrics_http import MetricsSink
 from tests.conftest import require_binary
 from tests.fixtures.procs import free_port
+from tests.fixtures.wait import wait_for, within
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +36,8 @@ def scrape(port: int, accept: str | None = None) -> tuple[str, str]:
         return resp.headers.get("Content-Type", ""), resp.read().decode()
 
 
-def fed_sink(port: int) -> MetricsSink:
-    sink = MetricsSink(f"127.0.0.1:{port}", "job-9", wall=lambda: T0 + 50)
+def fed_sink(port: int, **options: Any) -> MetricsSink:
+    sink = MetricsSink(f"127.0.0.1:{port}", "job-9", wall=lambda: T0 + 50, **options)
     for e in (ev(0, "job_started", 0), ev(0.1, "recovery_phase", 0, phase="running", previous="starting"),
               ev(5, "progress", 0, step=1),
               ev(30, "verdict", 0, label="collective_hang", action="restart", culprit={"node": "n0", "rank": 2}),
@@ -118,3 +123,81 @@ def test_a_status_document_the_mapping_cannot_read_is_counted_not_raised_into_th
         assert 'neuron_watch_restarts_total{label="collective_hang"} 1.0' in text
     finally:
         sink.close()
+
+
+def values_of(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def ended(sink: MetricsSink, state: str) -> None:
+    """The job's end as the coordinator hands it over: its last status document, then ``job_finished``."""
+    sink.status({"job_id": "job-9", "generation": 1, "state": state, "label": "healthy", "updated_unix": T0 + 49,
+                 "last_step": 14, "nodes": {"n0": {"state": "connected"}}, "ranks": []})
+    sink.emit(ev(49, "job_finished", 1, state=state, exit_code=0 if state == "finished" else 143))
+
+
+def test_the_end_serves_the_final_values_to_a_scraper_before_the_port_closes() -> None:
+    port = free_port()
+    sink = fed_sink(port, final_wait=60.0)
+    seen: list[dict[tuple[str, tuple[tuple[str, str], ...]], float]] = []
+    stop = threading.Event()
+
+    def scraper() -> None:  # a scraper with its own period, as Prometheus has: until the port closes
+        while not stop.is_set():
+            try:
+                seen.append(values_of(scrape(port)[1]))
+            except (urllib.error.URLError, ConnectionError):
+                return
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=scraper)
+    thread.start()
+    try:
+        wait_for("two scrapes", lambda: len(seen) >= 2, within(60))
+        ended(sink, "finished")
+    finally:
+        sink.close()  # returns once the scraper has fetched the end
+        stop.set()
+        thread.join()
+    final = seen[-1]
+    assert final[("neuron_watch_last_step", ())] == 14, seen[-3:]
+    assert final[("neuron_watch_job_state", (("neuron_watch_job_state", "finished"),))] == 1
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", port))
+
+
+def stepping(step: float) -> Callable[[], float]:
+    """A clock that moves ``step`` seconds at each reading."""
+    now = [-step]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def test_a_scraper_that_does_not_come_back_is_said_and_a_stop_by_signal_is_not_waited(
+        caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    # read at each scrape (0, 10: every 10 s), at the close (20), then in the wait (30, 40)
+    sink = fed_sink(port, final_wait=30.0, clock=stepping(10.0))
+    for _ in range(2):
+        scrape(port)
+    ended(sink, "failed")
+    with caplog.at_level(logging.WARNING, logger="neuron_watch"):
+        sink.close()
+    said = [r.getMessage() for r in caplog.records if "final values" in r.getMessage()]
+    assert len(said) == 1 and "Python-urllib" in said[0] and "every ~10s" in said[0], said
+    caplog.clear()
+    port = free_port()
+    sink = fed_sink(port, final_wait=600.0, clock=lambda: 0.0)  # a clock that never moves: a wait never ends
+    for _ in range(2):
+        scrape(port)
+    ended(sink, "interrupted")
+    with caplog.at_level(logging.WARNING, logger="neuron_watch"):
+        sink.close()  # at once
+    assert not [r for r in caplog.records if "final values" in r.getMessage()]
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", port))

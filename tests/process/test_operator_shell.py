@@ -163,6 +163,19 @@ def test_killing_wrapper_and_guardian_together_leaves_no_orphans(tmp_path: Path,
             p.wait(timeout=30)
             # torchrun got SIGTERM from the kernel (its lifeline) and stops its workers itself
             left = wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 60)
+            survivors = {pid: _signal_state(pid) for pid in left}  # read before the cleanup kills them
     finally:
         force_cleanup(str(run_dir))
-    assert not left, left
+    assert not left, survivors
+
+
+def _signal_state(pid: int) -> str:
+    """What a survivor is and what it does with signals: its command, parent, state, and its pending,
+    blocked, ignored and caught signal masks (a SIGTERM that never arrived, or one still pending)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "gone"
+    keep = ("State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    return cmd + " | " + " ".join(line.replace("\t", "") for line in status.splitlines() if line.startswith(keep))

@@ -13,7 +13,17 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from neuron_watch.events import iso_utc
 from neuron_watch.outputs.goodput import compute_goodput
-from neuron_watch.outputs.metrics import PREFIX, Family, JobMetrics, badput_seconds, fold_ranks
+from neuron_watch.outputs.metrics import (
+    FINAL_SCRAPE_SLACK,
+    PREFIX,
+    SCRAPERS_KEPT,
+    Family,
+    JobMetrics,
+    Missed,
+    Scrapers,
+    badput_seconds,
+    fold_ranks,
+)
 from neuron_watch.outputs.metrics_http import to_prometheus
 from neuron_watch.outputs.status import RANK_STATES
 from tests.unit.test_layering import FORBIDDEN, PURE, WATCHDOG, _imports
@@ -243,3 +253,64 @@ def test_ranks_are_counted_from_the_newest_document_only() -> None:
     ranks = by_name(m.families(T0 + 2))[PREFIX + "ranks"]
     assert (ranks.value("silent"), ranks.value("progressing")) == (2, 0)
     assert m.pending_ranks() is None  # folded once per document
+
+
+# -- the end: the final values fetched once by every scraper that has been scraping --------------------------
+
+PROM, CURL = "10.0.0.5 Prometheus/2.45.3", "10.0.0.9 curl/7.88.1"
+
+
+def scraped_every(book: Scrapers, who: str, interval: float, times: int, first: float = 0.0) -> float:
+    """``times`` scrapes by ``who``, ``interval`` apart from ``first``; returns the last's start."""
+    for i in range(times):
+        book.scraped(who, first + i * interval)
+    return first + (times - 1) * interval
+
+
+def test_the_end_waits_for_a_regular_scraper_until_it_has_fetched_the_final_values() -> None:
+    book = Scrapers()
+    last = scraped_every(book, PROM, 15.0, 4)  # 0, 15, 30, 45
+    book.scraped(CURL, 20.0)  # one scrape: a person, not a scraper to wait for
+    book.close(50.0, cap=30.0)
+    assert book.interval(PROM) == 15.0 and book.interval(CURL) is None
+    # two of its intervals and the slack after its last scrape, at most the cap from the close
+    assert book.wait(50.0) == min(last + 2 * 15.0 + FINAL_SCRAPE_SLACK, 50.0 + 30.0) - 50.0
+    book.scraped(PROM, 49.0)  # a scrape that began before the close served older values
+    assert book.wait(55.0) > 0 and not book.served(PROM)
+    book.scraped(PROM, 60.0)  # the next one serves the final values
+    assert book.served(PROM) and book.wait(60.5) == 0 and book.missed() == []
+
+
+def test_the_wait_is_capped_and_a_scraper_that_never_came_back_is_named() -> None:
+    book = Scrapers()
+    scraped_every(book, PROM, 60.0, 3)  # 0, 60, 120: due 120 + 121 = 241
+    book.close(130.0, cap=30.0)
+    assert book.wait(130.0) == 30.0 and book.wait(160.0) == 0
+    assert book.missed() == [Missed(PROM, 60.0, 10.0)]
+
+
+def test_no_wait_without_scrapers_for_a_scraper_gone_quiet_or_without_a_cap() -> None:
+    assert Scrapers().wait(0.0) == 0  # nobody ever scraped
+    book = Scrapers()
+    scraped_every(book, PROM, 1.0, 5)  # 0..4: due 4 + 2 + 1 = 7
+    book.close(8.0, cap=30.0)  # it missed two scrapes: gone
+    assert book.wait(8.0) == 0 and book.missed() == []
+    book = Scrapers()
+    scraped_every(book, PROM, 1.0, 5)
+    book.close(4.5, cap=0.0)  # --metrics-final-wait 0, or the job was stopped by a signal
+    assert book.wait(4.5) == 0 and book.missed() == []
+
+
+def test_the_interval_is_the_longest_recent_gap_and_scrapers_are_kept_bounded() -> None:
+    book = Scrapers()
+    for t in (0.0, 1.0, 4.0, 5.0, 6.0):  # one scrape came 2 s late under load
+        book.scraped(PROM, t)
+    assert book.interval(PROM) == 3.0
+    for t in (7.0, 8.0, 9.0, 10.0):  # the late gap leaves the last SCRAPE_GAPS_KEPT gaps
+        book.scraped(PROM, t)
+    assert book.interval(PROM) == 1.0
+    for i in range(SCRAPERS_KEPT + 5):  # a scanner with ever-new user agents
+        scraped_every(book, f"10.0.0.66 scanner/{i}", 1.0, 2, first=20.0)
+    book.close(22.0, cap=30.0)
+    assert book.interval(PROM) is None  # the oldest was let go ...
+    assert book.wait(22.0) == 20.0 + 1 + 2 + FINAL_SCRAPE_SLACK - 22.0  # ... the book kept SCRAPERS_KEPT

@@ -17,6 +17,7 @@ import re
 import resource
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,15 +66,23 @@ def lifeline(then: Callable[[], object] | None = None) -> Callable[[], None]:
     workers running. With the lifeline the kernel itself sends torchrun SIGTERM, and
     torchrun stops its workers (torch/distributed/elastic/multiprocessing/api.py: its SIGTERM handler
     raises SignalException, ``close()`` sends SIGTERM to every worker and SIGKILL after 30 s).
-    The signal fires when the *thread* that forked the child ends: every launch happens on the
-    main thread (the agent has no threads), which ends only with the process. If we died between
-    fork and prctl (the parent already changed), the child stops itself at once. Linux only: where
-    prctl is missing the lifeline is skipped and the guardian remains the only cleanup.
+    The signal fires when the *thread* that forked the child ends (prctl(2)), not the process:
+    every launch happens on the main thread, which ends only with the process. A start from any
+    other thread gets no lifeline, and says so: its child would be sent SIGTERM as that thread
+    ends, a healthy job stopped (the guardian still cleans up after a wrapper killed alone). If we
+    died between fork and prctl (the parent already changed), the child stops itself at once.
+    Linux only: where prctl is missing the lifeline is skipped and the guardian remains the only cleanup.
     """
     parent = os.getpid()
     try:
         prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
+        prctl = None
+    thread = threading.current_thread()
+    if prctl is not None and thread is not threading.main_thread():
+        log.warning("a process started from thread %r has no lifeline (its SIGTERM would come when that thread "
+                    "ends, not when neuron-watch dies); the guardian still stops it if neuron-watch is killed",
+                    thread.name)
         prctl = None
 
     def preexec() -> None:

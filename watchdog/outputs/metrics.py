@@ -19,6 +19,7 @@ into 65,536 series); the culprit is one ``_info`` series. README "Metrics" has t
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -116,6 +117,95 @@ def fold_ranks(ranks: Sequence[Any]) -> RankFigures:
         states[str(state)] += n
     compiles: list[float] = [r["compile_seconds"] for r in plain if type(r.get("compile_seconds")) in (int, float)]
     return RankFigures(dict(states), float(max(compiles)) if compiles else None)
+
+
+#: a scraper's interval is the longest gap among its last scrapes (a scrape made late by load does not
+#: shorten the wait for its next)
+SCRAPE_GAPS_KEPT = 4
+#: scrapers followed at once: a scanner's ever-new user agents must not grow the book
+SCRAPERS_KEPT = 16
+#: beyond two of its intervals, the time a scraper is given for the last scrape (a slow answer, a
+#: Prometheus on a busy host)
+FINAL_SCRAPE_SLACK = 1.0
+
+
+@dataclass(frozen=True)
+class Missed:
+    """A scraper that did not fetch the final values: who (address and user agent), its interval,
+    and how long before the end its last scrape began."""
+
+    scraper: str
+    interval: float
+    last_before_end: float
+
+
+class Scrapers:
+    """Who scrapes the metrics, and how often, so that the end of a job can wait until every
+    scraper that has been fetching them regularly has fetched the final values once.
+
+    Prometheus pulls: without this, a job's last values (its last steps, its end state) reach a
+    Prometheus only if a scrape happens to fall between the final status document and the server's
+    close, a window far shorter than any scrape interval. Pure: times (monotonic seconds) are passed in.
+
+        book = Scrapers()
+        book.scraped("10.0.0.5 Prometheus/2.45.3", started)   # each scrape served whole
+        book.close(now, cap=30.0)                             # the final values are folded
+        book.wait(now)                                        # seconds still to wait (0: done)
+        book.missed()                                         # who never fetched them
+    """
+
+    def __init__(self) -> None:
+        self._starts: dict[str, collections.deque[float]] = {}  # oldest scraper first
+        self.closing: float | None = None
+        self._until: dict[str, float] = {}
+
+    def scraped(self, who: str, started: float) -> None:
+        """``who`` was served a whole scrape that began at ``started``."""
+        starts = self._starts.pop(who, None) or collections.deque(maxlen=SCRAPE_GAPS_KEPT + 1)
+        starts.append(started)
+        self._starts[who] = starts  # the most recent scraper last
+        while len(self._starts) > SCRAPERS_KEPT:
+            del self._starts[next(iter(self._starts))]
+
+    def interval(self, who: str) -> float | None:
+        """The longest gap between ``who``'s last scrapes; None before its second."""
+        starts = self._starts.get(who, ())
+        return max(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None
+
+    def close(self, now: float, cap: float) -> None:
+        """The final values are folded at ``now``: a scrape that begins from now on serves them.
+        Each scraper that scrapes regularly (two scrapes or more) and has not missed two of its
+        scrapes yet is awaited until two of its intervals after its last scrape (and
+        :data:`FINAL_SCRAPE_SLACK`), at most ``cap`` seconds from now. One scrape only (a person's
+        curl) or a scraper gone quiet is not awaited; with ``cap`` 0 none is (nor said missed)."""
+        self.closing = now
+        self._until = {}
+        for who, starts in self._starts.items() if cap > 0 else ():
+            interval = self.interval(who)
+            if interval is None:
+                continue
+            due = starts[-1] + 2 * interval + FINAL_SCRAPE_SLACK
+            if due > now:
+                self._until[who] = min(due, now + cap)
+
+    def served(self, who: str) -> bool:
+        """Whether ``who`` began a scrape after :meth:`close` (it fetched the final values)."""
+        starts = self._starts.get(who)
+        return self.closing is not None and starts is not None and starts[-1] >= self.closing
+
+    def wait(self, now: float) -> float:
+        """Seconds the end still waits at ``now``: until the last awaited scraper not served yet is due."""
+        pending = [until for who, until in self._until.items() if not self.served(who)]
+        return max(0.0, max(pending, default=now) - now)
+
+    def missed(self) -> list[Missed]:
+        """The awaited scrapers that did not fetch the final values (call once :meth:`wait` is 0)."""
+        out = []
+        for who in self._until:
+            starts = self._starts.get(who)
+            if starts is not None and not self.served(who) and self.closing is not None:
+                out.append(Missed(who, self.interval(who) or 0.0, round(self.closing - starts[-1], 3)))
+        return out
 
 
 class JobMetrics:

@@ -4,7 +4,7 @@
     coord.events.attach(sink)                      # every event of the job
     coord.status_listeners.append(sink.status)     # each status document (about once a second)
     ...
-    sink.close()                                   # with the coordinator (EventLog.close)
+    sink.close()      # with the coordinator (EventLog.close), once its scrapers fetched the final values
 
 The coordinator's loop only folds what it already has into :class:`~neuron_watch.outputs.metrics.JobMetrics`
 under a lock held for that fold. A scrape runs in ``prometheus_client``'s server thread: it computes
@@ -18,12 +18,14 @@ for it (``Accept: application/openmetrics-text``), as Prometheus does.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,8 +35,9 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from neuron_watch.events import JobState
 from neuron_watch.outputs.goodput import compute_goodput
-from neuron_watch.outputs.metrics import Family, JobMetrics, fold_ranks
+from neuron_watch.outputs.metrics import Family, JobMetrics, Scrapers, fold_ranks
 from neuron_watch.outputs.status import RANK_STATES
 
 log = logging.getLogger("neuron_watch")
@@ -132,27 +135,109 @@ class MetricsFold:
             return self._metrics.families(now)
 
 
+#: the end states a job reaches by itself: its final values are worth a wait (after a signal, the
+#: operator's stop comes first)
+ENDS_WORTH_A_WAIT = frozenset({JobState.FINISHED.value, JobState.FAILED.value})
+
+
 class MetricsSink(MetricsFold):
     """An event sink and status listener that serves the job's metrics on ``address`` (HOST:PORT).
+
+    ``final_wait``: at the job's end, :meth:`close` keeps serving until every scraper that has been
+    scraping regularly has fetched the final values once (:class:`~neuron_watch.outputs.metrics.Scrapers`:
+    about two of its intervals at most), for at most this many seconds; 0 closes at once. Not after
+    a signal (a job ``interrupted``): the operator's stop comes first. Scrapers are told apart by
+    address and user agent.
 
     Raises:
         OSError: the address cannot be bound (in use, not this host's).
     """
 
-    def __init__(self, address: str, job_id: str, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, address: str, job_id: str, wall: Callable[[], float] = time.time,
+                 final_wait: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(job_id, "--metrics", wall)
         host, _, port = address.rpartition(":")
         self.address = address
+        self.final_wait = final_wait
+        self._clock = clock
+        self._scrapers = Scrapers()
+        self._scraped = threading.Condition()
         registry = CollectorRegistry()
         registry.register(_Collector(self))
-        self._server, self._thread = start_http_server(int(port), host, registry)
+        self._server = _serve(host, int(port), self._counting(make_wsgi_app(registry)))
+        self._thread = threading.Thread(target=self._server.serve_forever, name="neuron-watch-metrics", daemon=True)
+        self._thread.start()
         self.port: int = self._server.server_port
 
+    def _counting(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+        """``app`` (prometheus_client's), each scrape of it that is sent whole noted in the book."""
+
+        def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            started = self._clock()
+            said: list[tuple[str, list[tuple[str, str]]]] = []
+            body = list(app(environ, lambda status, headers, exc_info=None: said.append((status, headers))))
+            status, headers = said[-1]
+            if not any(k.lower() == "content-length" for k, _ in headers):
+                headers = [*headers, ("Content-Length", str(sum(map(len, body))))]
+            start_response(status, headers)
+            scrape = environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") != "/favicon.ico"
+            if not (scrape and status.startswith("200")):
+                return body
+            who = f"{environ.get('REMOTE_ADDR', '?')} {environ.get('HTTP_USER_AGENT', '-')}"
+            return self._noted(body, who, started)
+
+        return counted
+
+    def _noted(self, body: list[bytes], who: str, started: float) -> Iterator[bytes]:
+        yield from body
+        # here once the server asked for more after writing the last chunk: the scrape was sent
+        with self._scraped:
+            self._scrapers.scraped(who, started)
+            self._scraped.notify_all()
+
     def close(self, timeout: float = 5.0) -> None:
-        """Stop serving: the listening socket is closed when this returns."""
+        """Serve the final values to the scrapers that have been scraping (``final_wait``), then
+        stop serving: the listening socket is closed when this returns. A scraper that did not
+        fetch them is said."""
+        with self._lock:
+            ended = self._metrics.state in ENDS_WORTH_A_WAIT
+        with self._scraped:
+            closing = self._clock()
+            self._scrapers.close(closing, self.final_wait if ended else 0.0)
+            while (left := self._scrapers.wait(self._clock())) > 0:
+                self._scraped.wait(left)
+            waited, missed = self._clock() - closing, self._scrapers.missed()
+        if waited > 0:
+            log.info("--metrics %s: waited %.1fs at the end for its scrapers to fetch the final values", self.address,
+                     waited)
+        for m in missed:
+            log.warning("--metrics %s: %s did not fetch the job's final values within %gs (it scraped every "
+                        "~%.0fs; its last scrape began %.1fs before the end)", self.address, m.scraper,
+                        self.final_wait, m.interval, m.last_before_end)
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout)
+
+
+def _serve(host: str, port: int, app: Callable[..., Iterable[bytes]]) -> ThreadingWSGIServer:
+    """``app`` served on ``host:port`` by a server of threads (as ``prometheus_client.start_http_server``,
+    whose app cannot be wrapped), IPv6 where ``host`` is such an address."""
+
+    family, _, _, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(str(where[0]), port, app, Server, handler_class=_Quiet)
+    assert isinstance(server, Server)
+    return server
+
+
+class _Quiet(WSGIRequestHandler):
+    """No line on stderr per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 class _Collector(Collector):
