@@ -160,3 +160,26 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    if not hasattr(config, "workerinput"):  # once, before pytest-xdist starts its workers
+        compile_project_bytecode()
+
+
+#: the project's own sources, imported by the processes the tests start (wrappers, agents, the line
+#: writer, the guardian, the ranks' probe, the rank programs' imports)
+_PROJECT_SOURCES = ("watchdog", "launchers", "examples", "tests")
+
+
+def compile_project_bytecode() -> None:
+    """Write the project's bytecode (``__pycache__``, ignored by git) before any test starts a process.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (this machine's environment sets it), Python reads a
+    ``.pyc`` but never writes one, so every process the suite starts compiled the whole
+    ``neuron_watch`` package from source again: ~0.4 CPU-s for each wrapper and agent, in hundreds
+    of them a run (pip compiled the installed packages' bytecode when it installed them; torch
+    and the frameworks are not concerned). ``compileall`` writes what is missing or stale whatever
+    that variable says, and an import still checks each file's time stamp: a source edited later is
+    compiled again in memory, never read stale."""
+    import compileall
+
+    for name in _PROJECT_SOURCES:
+        compileall.compile_dir(str(ROOT / name), quiet=2)
