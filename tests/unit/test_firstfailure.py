@@ -142,6 +142,20 @@ REFUSALS: list[tuple[str, bool]] = [
     ("RuntimeError: Tensors must be CUDA and dense", True),
     ("RuntimeError: torch_xla requires torch 2.1 but found torch 2.0.1", True),
     ("ImportWarningError: The ABI of this extension is not compatible with the installed torch", True),
+    # ... in an error record of a runtime or a library (a level of error in its head, or NCCL's WARN): NCCL's
+    # argument check (corpus nccl-963), Triton's model repository (triton-model-analyzer-786)
+    ("9306dc444753:248281:248306 [1] misc/argcheck.cc:39 NCCL WARN Recv : invalid root 0 (root should be in the 0..0 "
+     "range)", True),
+    ("E1107 07:34:03.823179 7 model_repository_manager.cc:1265] failed to poll model 'pipe': model not found in any "
+     "model repository.", True),
+    # near misses in records: a failed check of the program's own invariant (lmdeploy-4453), a record at a level
+    # that is no error, NCCL's WARN of a connection it retries
+    ("[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first ==bitmask_shape"
+     ".first logits and bitmask must have the same batch size.", False),
+    ("I1107 07:34:03.823179 7 server.cc:123] the model config must be one of the formats listed; using the default",
+     False),
+    ("node1:12:40 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.2<45213> failed : Connection refused; the "
+     "address must be reachable", False),
     # near misses of the grammar: the words of a fault that passes (a peer that reset, a download that could not
     # connect: transformers' offline message), a generic CUDA error, a refusal outside an exception (a warning
     # the program goes on from, a record), a numerical check

@@ -44,6 +44,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.events import Label
 
 
@@ -378,7 +379,7 @@ def setup_refusal(text: str) -> str | None:
         return "NCCL's failed CUDA call (unhandled cuda error)"
     m = _EXCEPTION_LINE.match(text) or _BARE_EXCEPTION.match(text)
     if m is None:
-        return None
+        return _record_refusal(text)
     name = m.group(1).rsplit(".", 1)[-1]
     if _SETUP_PRESCRIBED.search(text, m.end()):
         return f"{name} whose message says what to change in the set-up"
@@ -441,3 +442,28 @@ def read_structure(text: str) -> Cause | None:
         if cause is not None:
             return cause
     return errno_cause(text)
+
+
+#: levels of a record that reports an error (forms_severity.head_level), and NCCL's WARN, the level at which NCCL
+#: prints the failure it returns ("misc/argcheck.cc:39 NCCL WARN Recv : invalid root 0 (root should be in the 0..0
+#: range)", NVIDIA/nccl#963)
+_ERROR_LEVELS = frozenset({"E", "F", "ERROR", "FATAL", "CRITICAL"})
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+#: a failed check of the program's own invariant (glog's CHECK, C's assert): "must have the same batch size" there
+#: is the program's bug, not a setting ("[TM][FATAL] ... Check failed: logits_shape.first == bitmask_shape.first
+#: logits and bitmask must have the same batch size.", lmdeploy#4453)
+_INVARIANT = re.compile(r"\bCheck failed\b|\bAssertion\b|\bassert(?:ion)? failed\b")
+
+
+def _record_refusal(text: str) -> str | None:
+    """An error record (a level of error in its head, or NCCL's WARN) whose words are those of a refusal of the
+    set-up (:data:`_REFUSAL_GRAMMAR`, without the words of a fault that passes): the runtime or the library states
+    what it refuses in its own record rather than in an exception ("E1107 ... model_repository_manager.cc:1265]
+    failed to poll model 'pipe': model not found in any model repository.", triton-model-analyzer#786)."""
+    warn = _NCCL_WARN.search(text)
+    if warn is None and head_level(text) not in _ERROR_LEVELS:
+        return None
+    refused = _REFUSAL_GRAMMAR.search(text, warn.end() if warn is not None else 0)
+    if refused is None or _PASSING.search(text) or _INVARIANT.search(text):
+        return None
+    return f"an error record whose words state the set-up it refuses ('{refused.group(0)}')"
