@@ -26,7 +26,8 @@ would have caught without the batch's phrases. A tree without ``errorclass.py`` 
 and its row says so. The second figure adds what ``diagnose`` reads of a whole excerpt after the
 judge (commands/diagnose.py): an input that ends inside a traceback is not healthy, a stack dump whose
 main thread waits on its peers or its device is a hang (one that compiles, compiling), a program-mistake
-exception before any progress is configuration unless whole frames place it in the work. It is applied to each grafted
+exception before any progress is configuration unless whole frames place it in the work, and so is a crash before
+any progress whose message states the set-up it refuses (exctaxonomy.setup_refusal). It is applied to each grafted
 answer from the excerpt's text as one stream (ranks not split), an approximation of the product.
 
 ``--graft-blocks`` does ``--graft`` and scores each grafted tree once more with today's
@@ -58,7 +59,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.exctaxonomy import frame_of, in_traceback, program_mistake
+from neuron_watch.diagnosis.exctaxonomy import (
+    exception_message,
+    frame_of,
+    in_traceback,
+    program_mistake,
+    setup_refusal,
+)
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.logtext import split_rank_prefix
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
@@ -432,6 +439,12 @@ def whole_log(ex: Excerpt, answer: dict[str, str]) -> dict[str, str]:
             frames, headed = [], False  # the line is not in the text as one line: its frames are unknown
         crash = Verdict(Label.OTHER_CRASH, Action.RESTART, evidence=(Evidence(key, answer["line"], ""),))
         if mistake_before_progress(crash, False, {key: (answer["line"], frames, headed)}) is not None:
+            return {**answer, "label": "config_error", "action": "stop"}
+    elif answer.get("label") == "other_crash" and answer.get("step") is None and answer.get("line"):
+        # a failure whose message states the set-up it refuses, whatever its class (exctaxonomy.setup_refusal),
+        # read over the lines its message goes on to, as the product's crash reading does
+        at = next((i for i, text in enumerate(lines) if text == answer["line"]), None)
+        if at is not None and setup_refusal(exception_message(lines, at)) is not None:
             return {**answer, "label": "config_error", "action": "stop"}
     return answer
 

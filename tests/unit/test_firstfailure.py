@@ -120,6 +120,55 @@ REFUSALS: list[tuple[str, bool]] = [
     ("OSError: glm-4-9b is not a local folder and is not a valid model identifier listed on "
      "'https://huggingface.co/models' If this is a private repository, make sure to pass a token having permission "
      "to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`", True),
+    # the grammar of a refusal, whatever the words around it (exctaxonomy._REFUSAL_GRAMMAR): a support the device
+    # lacks (corpus vllm-1284), a build without one (farl-10), what was expected against what was found
+    # (pytorch-xla-2483), a requirement not met (instructerc-16, an AssertionError), more than the machine has
+    # (amazon-sagemaker-examples-2023), versions that disagree (deepspeed-1077), a configuration that cannot be
+    # loaded (awsome-distributed-ai-363), a device that is not there (hrnet-171), a thing not found where it was
+    # named (baichuan-sft-lora-1)
+    ("RuntimeError: GPUs with compute capability below 7.0 are not supported.", True),
+    ("RuntimeError: Distributed package doesn't have NCCL built in", True),
+    ("RuntimeError: The number of devices must be either 1 or 8, got 2 instead", True),
+    ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", True),
+    ("RuntimeError: The number of node-local MPI processes 8cannot be larger than the device count 4", True),
+    ("Exception: Installed CUDA version 11.0 does not match the version torch was compiled with 10.1, unable to "
+     "compile cuda/cpp extensions without a matching cuda version.", True),
+    ("OSErrorOSError: OSError: : Can't load the configuration of '/fsx/ubuntu/awsome-distributed-training/3.test_cases/"
+     "22.SMHP-trainium-llama3/8B_config_llama3'.", True),
+    ("RuntimeError: cuda runtime error (10) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:33", True),
+    ("RuntimeError: Target modules [] not found in the base model.", True),
+    # ... and the formats of programs' own checks, filled in: torch.distributed's backend check
+    # (distributed_c10d.py "Expected backend ... got"), c10d's rendezvous ("requires ... but"), an ABI check
+    ("RuntimeError: Tensors must be CUDA and dense", True),
+    ("RuntimeError: torch_xla requires torch 2.1 but found torch 2.0.1", True),
+    ("ImportWarningError: The ABI of this extension is not compatible with the installed torch", True),
+    # ... in an error record of a runtime or a library (a level of error in its head, or NCCL's WARN): NCCL's
+    # argument check (corpus nccl-963), Triton's model repository (triton-model-analyzer-786)
+    ("9306dc444753:248281:248306 [1] misc/argcheck.cc:39 NCCL WARN Recv : invalid root 0 (root should be in the 0..0 "
+     "range)", True),
+    ("E1107 07:34:03.823179 7 model_repository_manager.cc:1265] failed to poll model 'pipe': model not found in any "
+     "model repository.", True),
+    # near misses in records: a failed check of the program's own invariant (lmdeploy-4453), a record at a level
+    # that is no error, NCCL's WARN of a connection it retries
+    ("[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first ==bitmask_shape"
+     ".first logits and bitmask must have the same batch size.", False),
+    ("I1107 07:34:03.823179 7 server.cc:123] the model config must be one of the formats listed; using the default",
+     False),
+    ("node1:12:40 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.2<45213> failed : Connection refused; the "
+     "address must be reachable", False),
+    # near misses of the grammar: the words of a fault that passes (a peer that reset, a download that could not
+    # connect: transformers' offline message), a generic CUDA error, a refusal outside an exception (a warning
+    # the program goes on from, a record), a numerical check
+    ("RuntimeError: Connection reset by peer; expected 4 bytes but got 0", False),
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files "
+     "and it looks like bert-base-uncased is not the path to a directory containing a file named config.json.", False),
+    ("RuntimeError: CUDA error: invalid argument", False),
+    ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: [Rank 3] Watchdog "
+     "caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 1800000 milliseconds", False),
+    ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:83: UserWarning: flash attention is not supported on "
+     "this device, falling back to the math kernel", False),
+    ("INFO: fused kernels are not supported on this device, using the reference implementation", False),
+    ("RuntimeError: loss should be finite, got nan", False),
     # near misses: the program's own crash; a bug to report; NCCL's other results; advice outside an exception
     ("RuntimeError: CUDA error: an illegal memory access was encountered", False),
     ("ResourceExhaustedError: {{function_node _inferencedistributedfunction153395}} Compilation failure: Ran out of "

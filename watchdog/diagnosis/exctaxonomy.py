@@ -44,6 +44,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.events import Label
 
 
@@ -293,6 +294,53 @@ _SETUP_PRESCRIBED = re.compile(
     r"initiali[sz]ed|launched|started|imported)\b)")
 
 
+#: the grammar in which a program's check refuses its set-up, whatever the program and its words: what was
+#: expected against what was found ("The number of devices must be either 1 or 8, got 2 instead", "environment
+#: variable RANK expected, but not set"), a requirement the set-up does not
+#: meet ("should be divisible by", "has to be greater than 0", "requires CUDA 11 but"), a support the build or
+#: the device lacks ("GPUs with compute capability below 7.0 are not supported", "is only supported with GPUs",
+#: "Distributed package doesn't have NCCL built in"), a thing named that is not there or not valid ("is not a
+#: local folder and is not a valid model identifier", "not found in the base model", "invalid device
+#: ordinal", "Can't load the configuration of", "missing 1 required positional argument", "Missing XLA
+#: configuration"), a limit the setting passes with the change it needs ("is larger than the maximum number of tokens
+#: ... Try increasing `gpu_memory_utilization`"), or versions that do not agree ("version mismatch"). Read only
+#: of an exception's message (after its class), of a failure before any progress (firstfailure), and never
+#: with the words of a fault that passes (:data:`_PASSING`).
+#: (a clause: up to a sentence's end, a full stop inside a version number or a path going on with it)
+_CLAUSE = r"(?:[^.;]|\.(?=\w))"
+_REFUSAL_GRAMMAR = re.compile(
+    r"(?i:\bexpected\b" + _CLAUSE + r"{0,120}?(?:\bgot\b|\bbut (?:got|found|received|is|was|not)\b|\binstead\b)|"
+    r"\b(?:should|has to|have to|needs? to|must) (?:be|have|match|equal|contain)\b|"
+    r"\brequires?\b" + _CLAUSE + r"{0,80}?\bbut\b|"
+    r"\b(?:is|are) (?:not|no longer|only) supported\b|\bnot supported (?:on|by|with|in|for)\b|"
+    r"\b(?:was|were|is|are)(?:n't| not) (?:built|compiled) with\b|\bdoes(?:n't| not) have \w+ built in\b|"
+    r"\bis not a (?:valid|local|known|supported|recogni[sz]ed|directory|file)\b|"
+    r"\bnot found in\b|\bno such (?:file|directory|device|option|model|module|key|attribute)\b|"
+    r"\b(?:cannot|can't|could not|couldn't|unable to) (?:find|load|locate|open) (?:the |a |any )?"
+    r"(?:config\w*|model|file|director\w+|checkpoint|tokenizer|module|library|dataset|path|device)|"
+    r"\binvalid (?:device|option|choice|config\w*|strategy|parameter|combination|specification|model|path)s?\b|"
+    r"cannot be (?:larger|greater|more|smaller|less|fewer|higher|lower) than\b|"
+    r"\b(?:versions?|CUDA|driver|API|ABI)\b" + _CLAUSE + r"{0,80}?(?:\bmismatch|\bdoes(?:n't| not) match\b|"
+    r"\b(?:is|are) (?:incompatible|not compatible)\b)|"
+    r"\b(?:no|found no) (?:GPUs?|CUDA GPUs?|devices?|NeuronCores?|accelerators?|NVIDIA driver) "
+    r"(?:found|available|detected)\b|"
+    r"\bmissing (?:\d+ )?(?:required )?(?:[\w-]+ ){0,2}(?:configuration|config|environment variable|argument|"
+    r"dependency|dependencies|package|library|module|key|field|parameter)s?\b|"
+    r"\bis (?:larger|greater|smaller|less|more|fewer|higher|lower) than the (?:maximum|minimum|number|available|"
+    r"allowed|supported)\b|"
+    r"\btry (?:increasing|decreasing|setting|using|installing|passing|upgrading|downgrading|specifying)\b)")
+#: Python's base class raised as is (``raise Exception("Installed CUDA version 11.0 does not match ...")``, DeepSpeed's
+#: op builder), which the exception line above leaves to the forms: its message is read for a refusal all the same
+_BARE_EXCEPTION = re.compile(r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*)*(Exception): \S")
+#: words of a fault that passes (a peer or a link late or gone, a resource busy for now) or of another cause
+#: (memory, a value that is not a number): a refusal worded with them may be met differently by the next
+#: attempt, or is not the set-up's, so it stops nothing
+_PASSING = re.compile(r"(?i:\btime[ds]? ?out\b|\btimeout|\btemporar|\btry again\b|\bretr(?:y|ies|ied)\b|"
+                      r"\bunreachable\b|\bconnect|\brefused\b|\breset\b|\bnetwork\b|\bresolv|\bunavailable\b|"
+                      r"\bbusy\b|\bdeadline\b|\binterrupt|\bbroken pipe\b|\bsocket\b|\bpeer\b|\bclosed\b|"
+                      r"\bout of memory\b|\bOOM\b|\bnan\b|\binf\b|\bfinite\b)")
+
+
 #: lines that start something else than the message above them: a traceback's header or frame, a chain's
 #: separator, a record with a level in its head
 _NOT_CONTINUED = re.compile(r'^\s*(?:Traceback \(most recent call last\)|File "|The above exception|During handling)|'
@@ -323,14 +371,21 @@ def message_end(lines: Sequence[str], index: int) -> int:
 
 def setup_refusal(text: str) -> str | None:
     """What ``text`` (a failure's line) is, when its message states a set-up the program refuses whatever
-    its exception's class: NCCL's failed CUDA call, or an exception line that tells the user what to change
-    in the set-up. None otherwise. Read of a failure before any progress
+    its exception's class: NCCL's failed CUDA call, an exception line that tells the user what to change
+    in the set-up, or one whose message is worded in the grammar of a refusal (:data:`_REFUSAL_GRAMMAR`)
+    without the words of a fault that passes (:data:`_PASSING`). None otherwise. Read of a failure before any progress
     (:func:`~neuron_watch.diagnosis.firstfailure.mistake_before_progress`)."""
     if _NCCL_CUDA_CALL_FAILED.search(text):
         return "NCCL's failed CUDA call (unhandled cuda error)"
-    m = _EXCEPTION_LINE.match(text)
-    if m is not None and _SETUP_PRESCRIBED.search(text, m.end()):
-        return f"{m.group(1).rsplit('.', 1)[-1]} whose message says what to change in the set-up"
+    m = _EXCEPTION_LINE.match(text) or _BARE_EXCEPTION.match(text)
+    if m is None:
+        return _record_refusal(text)
+    name = m.group(1).rsplit(".", 1)[-1]
+    if _SETUP_PRESCRIBED.search(text, m.end()):
+        return f"{name} whose message says what to change in the set-up"
+    refused = _REFUSAL_GRAMMAR.search(text, m.end())
+    if refused is not None and not _PASSING.search(text, m.end()):
+        return f"{name} whose message states the set-up it refuses ('{refused.group(0)}')"
     return None
 
 
@@ -387,3 +442,28 @@ def read_structure(text: str) -> Cause | None:
         if cause is not None:
             return cause
     return errno_cause(text)
+
+
+#: levels of a record that reports an error (forms_severity.head_level), and NCCL's WARN, the level at which NCCL
+#: prints the failure it returns ("misc/argcheck.cc:39 NCCL WARN Recv : invalid root 0 (root should be in the 0..0
+#: range)", NVIDIA/nccl#963)
+_ERROR_LEVELS = frozenset({"E", "F", "ERROR", "FATAL", "CRITICAL"})
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+#: a failed check of the program's own invariant (glog's CHECK, C's assert): "must have the same batch size" there
+#: is the program's bug, not a setting ("[TM][FATAL] ... Check failed: logits_shape.first == bitmask_shape.first
+#: logits and bitmask must have the same batch size.", lmdeploy#4453)
+_INVARIANT = re.compile(r"\bCheck failed\b|\bAssertion\b|\bassert(?:ion)? failed\b")
+
+
+def _record_refusal(text: str) -> str | None:
+    """An error record (a level of error in its head, or NCCL's WARN) whose words are those of a refusal of the
+    set-up (:data:`_REFUSAL_GRAMMAR`, without the words of a fault that passes): the runtime or the library states
+    what it refuses in its own record rather than in an exception ("E1107 ... model_repository_manager.cc:1265]
+    failed to poll model 'pipe': model not found in any model repository.", triton-model-analyzer#786)."""
+    warn = _NCCL_WARN.search(text)
+    if warn is None and head_level(text) not in _ERROR_LEVELS:
+        return None
+    refused = _REFUSAL_GRAMMAR.search(text, warn.end() if warn is not None else 0)
+    if refused is None or _PASSING.search(text) or _INVARIANT.search(text):
+        return None
+    return f"an error record whose words state the set-up it refuses ('{refused.group(0)}')"

@@ -11,7 +11,9 @@ holds, since it rests on the exception's class and the absence of progress, not 
 A failure whose message states the set-up it refuses, whatever its class, reads the same way before any
 progress (:func:`~neuron_watch.diagnosis.exctaxonomy.setup_refusal`): NCCL's failed CUDA call as NCCL sets
 up its communicator, an exception that tells the user what to change ("Make sure ...", "Please remove ...",
-"... must be configured at program startup").
+"... must be configured at program startup"), an exception or an error record worded in the grammar of a
+refusal ("expected ... got", "is not supported", "not found in", "should be ...") without the words of a fault
+that passes (a timeout, a connection, a busy device, memory).
 
 Both judges read it at the first failure (diagnosis/crashreading.py: offline over the whole log, live over
 the lines the nodes sent around the failure), so a live job is stopped, not restarted into the same error;
