@@ -39,6 +39,7 @@ PURE = [
     "diagnosis.forms_severity", "diagnosis.forms_errors", "diagnosis.forms_metric", "diagnosis.forms_phase",
     "diagnosis.forms_round13a",
     "diagnosis.forms_round13b",
+    "diagnosis.forms_round14b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands",
