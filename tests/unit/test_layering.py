@@ -40,6 +40,7 @@ PURE = [
     "diagnosis.forms_round13a",
     "diagnosis.forms_round13b",
     "diagnosis.forms_round14a",
+    "diagnosis.forms_round14b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from neuron_watch.diagnosis.exctaxonomy import read_structure
 from neuron_watch.diagnosis.failureforms import cause_of
 from neuron_watch.diagnosis.forms_errors import ARGPARSE_ERROR
+from neuron_watch.diagnosis.forms_round14b import refined_family
 from neuron_watch.events import Action, Label
 
 
@@ -230,7 +231,8 @@ def read_error(text: str) -> Reading | None:
     if found is not None:
         known = family_of(found.group(1))
         if known is not None:
-            return _reading(known, found.group(1))
+            label = refined_family(known[0], text, cause_of(text))
+            return _reading(known if label == known[0] else (label, _ADVICE[label]), found.group(1))
         if _MISSING_PATH.search(text, found.end()):
             return _reading(_CONFIG, f"{found.group(1)} naming a missing file")
     # the forms of failure (failureforms.py): a status code, a resource that is not there, a

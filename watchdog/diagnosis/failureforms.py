@@ -46,6 +46,8 @@ from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
 from neuron_watch.diagnosis.forms_round13b import round13b_form
 from neuron_watch.diagnosis.forms_round14a import NEEDLES as ROUND14A_NEEDLES
 from neuron_watch.diagnosis.forms_round14a import round14a_cause, round14a_form
+from neuron_watch.diagnosis.forms_round14b import NEEDLES as ROUND14B_NEEDLES
+from neuron_watch.diagnosis.forms_round14b import round14b_cause, round14b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -55,7 +57,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 14
+FORM_RULES = 15
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -182,6 +184,9 @@ NEEDLES: tuple[str, ...] = (
     # Hydra's error record, an OOM-killed container, Paddle's rethrown operator exception, the Neuron runtime
     # daemon's records, a failed exec
     *ROUND14A_NEEDLES,
+    # c10d's and NCCL's reports of a collective that never completed, the compiler's own exceptions, a refusal
+    # for want of memory, CUDA's peer-access limits
+    *ROUND14B_NEEDLES,
 )
 
 
@@ -190,7 +195,7 @@ def read_line(text: str) -> Form | None:
     dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
     and compile phases."""
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or round13a_form(text) or round13b_form(text) or round14a_form(text)
+            or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or alarm_form(text) or severity_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
@@ -390,7 +395,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return known[0], f"a Neuron runtime status {known[1]}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
-    stated = round13a_cause(text) or round14a_cause(text)
+    stated = round13a_cause(text) or round14a_cause(text) or round14b_cause(text)
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
