@@ -14,6 +14,12 @@ It checkpoints every few steps in the NxD layout (``<dir>/step_<N>/`` holding th
   ``neuronx-cc compile ...`` (``examples/toy/neuronx-cc``), while the other ranks wait in the
   collective and print the Neuron runtime's ``Timeout waiting for RX`` warning every
   ``--rx-warn-every`` seconds, as real ranks do while a peer compiles;
+* ``--build-at STEP --build-rank R --build-seconds S``: rank R builds an engine in its own process, as a
+  program that builds its TensorRT engines itself does: it prints the announcement (turbo-ocr's
+  ``Building TRT engine: <onnx> -> <plan>``), burns CPU in the rank itself for S seconds with nothing
+  printed and no compiler process, then prints ``Built: <plan> (<size> MB)``; with ``--build-stuck``
+  the announced build never runs: the rank waits forever, using no CPU (a builder deadlocked), while
+  the other ranks wait for it in the collective;
 * ``--slow-save-at STEP --save-seconds S``: the synced checkpoint save of that step takes S seconds
   more on rank 0 (a slow shared filesystem) while every other rank waits in the save's barrier.
 
@@ -47,6 +53,7 @@ import uuid
 
 import torch
 import torch.distributed as dist
+from cpuburn import burn_cpu  # (this script's folder is the first on the path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,6 +76,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--compile-rank", type=int, default=0)
     p.add_argument("--compile-seconds", type=float, default=30.0)
     p.add_argument("--rx-warn-every", type=float, default=120.0)
+    p.add_argument("--build-at", type=int, default=-1)
+    p.add_argument("--build-rank", type=int, default=1)
+    p.add_argument("--build-seconds", type=float, default=30.0)
+    p.add_argument("--build-stuck", action="store_true", help="the announced build never runs (no CPU)")
     p.add_argument("--nan-at", type=int, default=-1, help="from this step on, report a NaN loss (numerical error)")
     p.add_argument("--hw-error-at", type=int, default=-1,
                    help="at this step, rank --hw-error-rank prints the runtime's uncorrectable-HBM error and exits 1")
@@ -135,6 +146,23 @@ def emulate_compile(seconds: float) -> None:
     log("Compiler status PASS")
     log(f"{time.strftime('%Y-%m-%d %H:%M:%S')}.000003: {os.getpid()} [INFO]: Compilation Successfully Completed "
         f"for model.{module}.hlo_module.pb")
+
+
+def emulate_engine_build(seconds: float, stuck: bool) -> None:
+    """What an engine build in the rank's own process looks like from outside: the program's own
+    announcement (turbo-ocr's words, tests/data/real-logs/compiling/turboocr-17-building-trt-engines-hours),
+    nothing printed while the rank computes, then the engine's line; no compiler process, so only the
+    rank's CPU time shows the build. ``stuck``: it never builds, and waits forever without CPU."""
+    plan = f"/tmp/{os.environ.get('USER', 'no-user')}/toy-engines/model_{uuid.uuid4().int % 10**19}.trt"
+
+    def stamp() -> str:
+        return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    log(f"{stamp()} Building TRT engine: model.onnx -> {plan}")
+    while stuck:
+        time.sleep(3600)
+    burn_cpu(seconds)
+    log(f"{stamp()} Built: {plan} (4.59903 MB)")
 
 
 class HandSGD:
@@ -252,6 +280,8 @@ def main() -> None:
             os._exit(1)
         if faults_on and rank == args.compile_rank and step == args.compile_at:
             emulate_compile(args.compile_seconds)
+        if faults_on and rank == args.build_rank and step == args.build_at:
+            emulate_engine_build(args.build_seconds, args.build_stuck)
         opt.zero_grad()
         warner.waiting_since = time.monotonic()
         loss.backward()  # DDP all-reduces the gradients here: the collective a hung peer blocks

@@ -81,6 +81,14 @@ PHASE_RUNNING = SIGNATURE_IDS[FormKind.COMPILE_RUNNING]
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
 IN_PROCESS_COMPILE_STALL = 30.0
+#: ... and "using the CPU" is a compile's pace, not a waiting process's: a rank hung in a collective or
+#: deadlocked still wakes now and then (a library's watchdog thread, a warning printer, the worker server
+#: our probe asks every few seconds), a clock tick (10 ms) every 1.5 to 2.5 s, 0.4-0.7% of a core
+#: (measured on the toy's ranks under neuron-watch, one stuck after announcing a build, one waiting for it
+#: in the collective). Growth counts when it reaches this share of a core over at least
+#: TREE_PACE_WINDOW seconds (six ticks and more): a compile using even a sliver of a loaded core passes.
+IN_PROCESS_COMPILE_PACE = 0.02
+TREE_PACE_WINDOW = 3.0
 #: A rank's stdout and stderr are separate files, read in turn: a step line printed just before a
 #: recompile announcement on the other stream can be read in the same poll as it, or after it.
 STREAM_SKEW = 0.25
@@ -391,8 +399,12 @@ class RankState:
     recompile_open: float | None = None
     recompile_step: int | None = None
     recompile_own_step: int | None = None  # this rank's own step when it announced the recompile
-    tree_cpu: float | None = None  # CPU seconds of the rank's process tree (process sampling)
-    tree_cpu_grew: float | None = None  # when that last grew (None: the rank's processes are not seen)
+    #: CPU seconds of the rank's process tree (process sampling) at the reading growth is measured from,
+    #: and that reading's time (see Judge.observe_worker_columns)
+    tree_cpu: float | None = None
+    tree_cpu_at: float = 0.0
+    #: when the tree last grew at a compile's pace (IN_PROCESS_COMPILE_PACE; None: its processes are not seen)
+    tree_cpu_grew: float | None = None
     stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
     last_recompile_note: RecompileNote | None = None  # its newest recompile still to get its reason
     #: torch-xla's metrics report: after "Metric: CompileTime", the graphs it counted; then its total
@@ -406,9 +418,14 @@ class RankState:
     last_compile_beat: float | None = None
     last_compiler_line: float | None = None  # the compiler's own words (a compile beat other than a dot)
     #: the newest compile the program announced in its own words (form.compile_running: a TensorRT engine
-    #: build, an XLA module); while no compiler process of the rank is seen after it, the compile runs in
-    #: the rank's own process and the announcement is its evidence (a compiler's is its CPU)
+    #: build, an XLA module) while it is open: the rank's next progress line and the compile's end close it,
+    #: by the order they are read in (a step printed just before it is often read in the same poll, at
+    #: the same time). While no compiler process of the rank is seen after it, the compile runs in the
+    #: rank's own process (see announced_compile_until; a compiler's evidence is its own CPU).
     phase_running: float | None = None
+    #: the newest compile beat was such an announcement: where the rank's processes are seen, its tree's
+    #: CPU bounds it (announced_compile_until), not the beat window that a compiler's dots get
+    beat_announced: bool = False
     compiler_seen: float | None = None  # the newest reading that showed a compiler process of this rank
     compiles_started: int = 0  # compile start lines seen (parallel graph compiles print one each)
     compiles_ended: int = 0  # compile end lines seen (one PASS per graph)
@@ -479,20 +496,16 @@ class RankState:
         return self.compile_evidence(now, settings, lock_holder_alive)
 
     def compile_evidence(self, now: float, settings: JudgeSettings, lock_holder_alive: bool = True) -> bool:
-        """:meth:`compiling` whether or not the rank exited or is stopped (a recompile's evidence
-        aside: it does not count while stopped). Every piece of evidence counts within a window that
+        """:meth:`compiling` whether or not the rank exited or is stopped (a compile in the rank's own
+        process aside: its evidence does not count while stopped). Every piece of evidence counts within a window that
         closes as ``now`` grows: once this is false (with ``lock_holder_alive``), only a new
         observation of the rank (a line, a compiler or worker reading) makes it true again."""
         if self.compiler_active(now, settings.compiler_cpu_stall):
             return True
         if self.compile_open is not None and now - self.compile_open <= settings.compile_timeout:
             return True
-        running = self.phase_running
-        if (running is not None and now - running <= settings.compile_timeout
-                and (self.compiler_seen is None or self.compiler_seen < running)
-                and (self.last_compile_end is None or running > self.last_compile_end)
-                and (self.last_progress is None or running > self.last_progress)):
-            return True  # announced, not ended, no progress since: silent for as long as the build takes
+        if self.announced_compile_until(now, settings) is not None:
+            return True
         if self.recompiling_until(now, settings) is not None:
             return True
         if (
@@ -500,6 +513,8 @@ class RankState:
             and now - self.last_compile_beat <= COMPILE_BEAT_WINDOW
             # dots printed before the compile's PASS line belong to that finished compile
             and (self.last_compile_end is None or self.last_compile_beat > self.last_compile_end)
+            # an announcement is a beat too; where the rank's processes are seen, its CPU decides instead
+            and not (self.beat_announced and self.tree_cpu_grew is not None)
         ):
             return True
         return (
@@ -510,22 +525,59 @@ class RankState:
             and now - self.first_lock_wait <= settings.compile_timeout
         )
 
+    def _in_process_compile_until(self, announced: float, now: float) -> float | None:
+        """Where the rank's processes are seen: the newest evidence that a compile it announced at
+        ``announced`` and nothing has closed still runs in its own process tree at ``now``; None if none.
+
+        A compile in the rank (dynamo and inductor's Python between the compilers they run, a TensorRT
+        engine build, an XLA module) keeps its process tree on the CPU; a rank hung after announcing one
+        (deadlocked, waiting on a peer forever, stopped) does not. So the evidence is the tree's CPU growth
+        since the announcement, within :data:`IN_PROCESS_COMPILE_STALL`; the announcement itself counts
+        until a reading can say otherwise."""
+        if self.stopped:
+            return None  # a stopped rank computes nothing
+        grew = self.tree_cpu_grew
+        if grew is not None and grew >= announced and now - grew <= IN_PROCESS_COMPILE_STALL:
+            return grew
+        return announced if now - announced <= IN_PROCESS_COMPILE_STALL else None
+
+    def announced_compile(self) -> float | None:
+        """When the compile this rank announced in its own words (:attr:`phase_running`) was announced,
+        while nothing closed it (the rank's progress, the compile's end) and no compiler process of the rank
+        was seen after it (the compiler's CPU is the evidence then); None if none is open."""
+        running = self.phase_running
+        if running is None or (self.compiler_seen is not None and self.compiler_seen >= running):
+            return None
+        return running
+
+    def announced_compile_until(self, now: float, settings: JudgeSettings) -> float | None:
+        """The newest evidence (monotonic time) that the compile this rank announced in its own words
+        (:meth:`announced_compile`) still runs at ``now``, within the compile budget; None if none.
+
+        Where the rank's processes are seen, its process tree's CPU (:meth:`_in_process_compile_until`):
+        a rank that announced a build and then hung is judged at the hang timeout, not held for the
+        compile budget. Without process readings (offline ``diagnose`` of a log), the announcement
+        alone: a log that ends inside a build ends compiling, for as long as the build takes."""
+        running = self.announced_compile()
+        if running is None or now - running > settings.compile_timeout:
+            return None
+        if self.tree_cpu_grew is not None:
+            return self._in_process_compile_until(running, now)
+        return running
+
     def recompiling_until(self, now: float, settings: JudgeSettings) -> float | None:
         """The newest evidence (monotonic time) that an announced, unclosed recompile still runs at
         ``now``; None if there is none.
 
         Where the rank's processes are seen, the evidence is its process tree still using the CPU
-        (:data:`IN_PROCESS_COMPILE_STALL`): a recompile is Python work in the rank between the
+        (:meth:`_in_process_compile_until`): a recompile is Python work in the rank between the
         compilers it runs, and a rank that trains on after it is closed by the job's next step.
         Without process readings (offline, no sampling), the announcement alone counts for
         :data:`COMPILE_BEAT_WINDOW`, until a compiler process ends after it."""
-        if self.recompile_open is None or self.stopped or now - self.recompile_open > settings.compile_timeout:
+        if self.recompile_open is None or now - self.recompile_open > settings.compile_timeout:
             return None
         if self.tree_cpu_grew is not None:
-            if self.tree_cpu_grew >= self.recompile_open and now - self.tree_cpu_grew <= IN_PROCESS_COMPILE_STALL:
-                return self.tree_cpu_grew
-            # the announcement itself is evidence until the next reading can say otherwise
-            return self.recompile_open if now - self.recompile_open <= IN_PROCESS_COMPILE_STALL else None
+            return self._in_process_compile_until(self.recompile_open, now)
         if now - self.recompile_open <= COMPILE_BEAT_WINDOW and (
             self.last_compile_end is None or self.recompile_open > self.last_compile_end
         ):
@@ -648,6 +700,9 @@ class Judge:
         #: oom_kill after the shell's "Killed", ArjunaCluster/ArjunaUsers#52)
         self.oom_lines: dict[str, Evidence] = {}
         self.open_recompiles: set[RankKey] = set()  # ranks whose announced recompile is not closed
+        #: ranks that announced a compile in their own words (RankState.phase_running), at least those
+        #: whose announcement no progress, compile end or compiler has closed (see _latest_work)
+        self._announcers: dict[RankKey, RankState] = {}
         #: recompiles to say one by one (fewer than RECOMPILE_STORM per rank), oldest first
         self.recompile_notes: list[RecompileNote] = []
         #: compile time by the compiler's own account, as reported: (rank, graphs, seconds), oldest first
@@ -762,6 +817,16 @@ class Judge:
             if st is not None and st.recompile_open is not None and st.tree_cpu_grew is not None and (
                     latest is None or st.tree_cpu_grew > latest):
                 latest = st.tree_cpu_grew
+        # ... and of a compile a rank announced in its own words, within the compile budget
+        budget = self.settings.compile_timeout
+        for key, st in list(self._announcers.items()):
+            running = st.announced_compile()
+            if running is None:
+                del self._announcers[key]  # closed: a new announcement opens one again
+            elif st.tree_cpu_grew is not None:
+                grew = min(st.tree_cpu_grew, running + budget)
+                if latest is None or grew > latest:
+                    latest = grew
         return latest
 
     def _stepped(self, mono: float) -> None:
@@ -881,8 +946,8 @@ class Judge:
 
     def _steady_step(self, line: LogLine, signature: str) -> bool:
         """A progress match ``line`` (of ``signature``) of a known rank in training (no end said, no
-        failure, no open recompile, no ignored exception being reported) at a step the job has
-        reached, while no last step is awaited: what :meth:`_apply` and :meth:`_advance` do for it,
+        failure, no open recompile or announced compile, no ignored exception being reported) at a step
+        the job has reached, while no last step is awaited: what :meth:`_apply` and :meth:`_advance` do for it,
         without their tests for the other kinds (a batch's matches at 10 lines a second are mostly
         such steps: the ranks' lines that travel as matches because another line of theirs is in the
         batch). Returns False, having changed nothing, for any other line: :meth:`_apply` takes it."""
@@ -892,7 +957,8 @@ class Judge:
         st = self._by_id.get(id(line.key))
         if (st is None or step is None or beyond is None or step > beyond or not self.step_times
                 or st.first_line is None or st.train_end is not None or st.failure_match is not None
-                or st.recompile_open is not None or st.unraisable or self.last_step_line is not None
+                or st.recompile_open is not None or st.phase_running is not None or st.unraisable
+                or self.last_step_line is not None
                 or (st.step is not None and step < st.step)
                 or signature in (UNRAISABLE_SIGNATURE, CHECKPOINT_APPEARED_SIGNATURE)):
             return False
@@ -920,8 +986,8 @@ class Judge:
         """The progress rows of a batch (see :meth:`observe_columns`; ``states`` and ``keys``: the
         batch's ranks'), each as :meth:`_advance` takes it.
 
-        A row of a rank in training (no end said, no failure, no open recompile) at a step the job
-        has reached is the usual one, 65,536 a second on 1,024 nodes: it is applied here, with what
+        A row of a rank in training (no end said, no failure, no open recompile or announced compile) at a
+        step the job has reached is the usual one, 65,536 a second on 1,024 nodes: it is applied here, with what
         :meth:`_advance` does for it (the rank's progress, step and line, the job's newest work);
         every other row goes through :meth:`_advance`.
         """
@@ -938,7 +1004,7 @@ class Judge:
             st = states[chunk]
             if (beyond is None or step > beyond or st.train_end is not None
                     or (st.step is not None and step < st.step)
-                    or st.failure_match is not None or st.recompile_open is not None
+                    or st.failure_match is not None or st.recompile_open is not None or st.phase_running is not None
                     or self.last_step_line is not None
                     or ev.signature == CHECKPOINT_APPEARED_SIGNATURE):
                 self.last_progress_wall = newest_wall
@@ -1040,6 +1106,7 @@ class Judge:
                 st.compile_seconds += line.mono - st.compile_open
             st.compile_open, st.compile_open_line = None, None
             st.first_lock_wait = None
+            st.phase_running = None
             self._worked(st.last_compile_end, line.mono)
             st.last_compile_end = line.mono
         elif effect is Effect.SAVE_START:
@@ -1078,9 +1145,11 @@ class Judge:
                 st.last_compiler_line = line.mono
                 if m.signature.id == PHASE_RUNNING:
                     st.phase_running = line.mono
+                    self._announcers[st.key] = st
             elif not st.compile_opened():
                 return m  # output, not a heartbeat: no compile is open to beat for
             st.last_compile_beat = line.mono
+            st.beat_announced = m.signature.id == PHASE_RUNNING
             self._may_compile[st.key] = st
         elif effect is Effect.COMPILE_WAIT:
             if st.first_lock_wait is None:
@@ -1161,6 +1230,7 @@ class Judge:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
         st.first_lock_wait = None
+        st.phase_running = None  # progress after a compile it announced: that compile is over
         if st.recompile_open is not None and _ends_recompile(st, mono, step):
             st.recompile_open = None  # its own progress after it: that recompile is over
         if self.last_progress_wall is None or wall > self.last_progress_wall:
@@ -1229,6 +1299,7 @@ class Judge:
                     del st.compiler_cpu[pid]
                     self._worked(st.last_compile_end, now)
                     st.last_compile_end = now
+                    st.phase_running = None
             if not st.compiler_cpu:
                 del self._compiler_ranks[key]
 
@@ -1273,12 +1344,20 @@ class Judge:
         rank, by_id, may_compile, touched = self._rank, self._by_id, self._may_compile, self.touched
         for key, cpu, halted, t in zip(keys, tree_cpu, stopped, mono, strict=True):
             st = by_id.get(id(key)) or rank(key, now)
-            if st.recompile_open is not None or st.stopped != halted:
-                may_compile[key] = st  # its recompile's evidence may count again (compile_evidence)
+            # The tree grew when it used IN_PROCESS_COMPILE_PACE of a core since the reading growth is
+            # measured from, over TREE_PACE_WINDOW at least; that reading moves on when it grew, or after
+            # the window without (a waiting rank's occasional tick never adds up to a compile's pace).
+            base, since = st.tree_cpu, t - st.tree_cpu_at
+            grew = base is None or cpu - base >= IN_PROCESS_COMPILE_PACE * max(since, TREE_PACE_WINDOW)
+            if st.recompile_open is not None or st.stopped != halted or (
+                    grew and st.phase_running is not None and st.announced_compile() is not None):
+                may_compile[key] = st  # its in-process compile's evidence may count again (compile_evidence)
                 touched[id(st)] = st
             st.stopped = halted
-            if st.tree_cpu is None or cpu > st.tree_cpu:
-                st.tree_cpu, st.tree_cpu_grew = cpu, t
+            if grew:
+                st.tree_cpu, st.tree_cpu_at, st.tree_cpu_grew = cpu, t, t
+            elif since >= TREE_PACE_WINDOW:
+                st.tree_cpu, st.tree_cpu_at = cpu, t
 
     def observe_collectives(self, key: RankKey, groups: Sequence[GroupProgress], now: float) -> bool:
         """A flight recorder reading of one rank taken at ``now`` (its process groups' sequence ids).
@@ -2057,7 +2136,8 @@ class Judge:
         # torchrun exits 0 only once every worker it started has exited 0: none is live after it
         finished = self.launcher_exit is not None and self.launcher_exit.exit_code == 0
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
-        # So does the end of a recompile inside a rank: its process tree's last CPU growth.
+        # So does the end of a recompile inside a rank, or of a compile it announced in its own words:
+        # its process tree's last growth at a compile's pace.
         latest = self._latest_work()
         if self._started():
             assert latest is not None  # started: a rank has progressed
@@ -2274,6 +2354,11 @@ class Judge:
         not_waiting = [st for st in first if st.last_wait is None or st.last_wait < last(st)]
         if len(not_waiting) == 1 and len(live) > 1:
             return not_waiting[0].key
+        # the only one whose last word was a compile it began (a build announced, nothing since): the
+        # others wait for it in a collective, silently where the library prints nothing while it waits
+        announced = [st for st in not_waiting if st.announced_compile() is not None]
+        if len(announced) == 1 and len(live) > 1:
+            return announced[0].key
         return None
 
     def take_touched(self) -> list[RankState]:
