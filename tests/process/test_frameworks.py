@@ -72,6 +72,7 @@ from tests.fixtures.procs import (
     force_cleanup,
     named,
     pids_with_env,
+    rank_pid,
     started,
     toy_environment,
 )
@@ -203,16 +204,8 @@ class Run:
         return "".join(self.out)[-4000:]
 
     def rank_pid(self, rank: int, generation: int) -> int | None:
-        """The pid of ``rank`` of ``generation``: the process carrying our run dir and that RANK."""
-        want = {b"RANK=%d" % rank, b"NEURON_WATCH_GENERATION=%d" % generation}
-        for pid in pids_with_env("NEURON_WATCH_RUN_DIR", str(self.run_dir)):
-            try:
-                env = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
-            except OSError:
-                continue
-            if want <= env:
-                return pid
-        return None
+        """The pid of ``rank`` of ``generation`` (procs.rank_pid)."""
+        return rank_pid(self.run_dir, rank, generation)
 
     def rank_log(self, rank: int, generation: int) -> str:
         try:

@@ -71,4 +71,7 @@ def test_a_stopped_process_counts_again_and_only_growth_moves_its_time() -> None
     j.observe_worker_columns([k], [4.0], [True], [12.0], 12.0)  # stopped by a signal
     assert st.stopped and k in j._may_compile and j.take_touched() == [st]
     j.observe_worker_columns([k], [6.5], [True], [13.0], 13.0)
-    assert (st.tree_cpu, st.tree_cpu_grew) == (6.5, 13.0)
+    # still stopped: what its tree burns (its compile workers finishing) is noted, not its work
+    assert (st.tree_cpu, st.tree_cpu_grew, st.stopped_since) == (6.5, 10.0, 12.0)
+    j.observe_worker_columns([k], [7.0], [False], [14.0], 14.0)  # continued: it computes again
+    assert (st.tree_cpu, st.tree_cpu_grew, st.stopped, st.stopped_since) == (7.0, 14.0, False, None)

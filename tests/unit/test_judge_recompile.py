@@ -120,6 +120,49 @@ def test_a_stopped_rank_is_not_compiling_even_with_its_compiler_alive() -> None:
     assert j.verdict(25.0).label is Label.COMPILING
 
 
+def pool_compiling(j: Judge, t: float, stopped: bool) -> None:
+    """A node's reading at ``t`` as the coordinator takes it (compilers, then the rank processes): under
+    rank 1, inductor's compile workers run one g++ after another (a new pid every 3 s), so its tree's
+    CPU grows at every reading; rank 1 itself waits for them (``stopped``: SIGSTOPped)."""
+    j.observe_compilers([CompilerSample(RankKey(N, 1), 5000 + int(t) // 3, t % 3, t)], t)
+    working(j, t, t, stopped)
+
+
+def test_a_rank_stopped_while_its_compile_workers_go_on_compiling_is_a_hang_with_that_rank_the_culprit() -> None:
+    """SIGSTOP of the rank mid-recompile stops the rank alone: inductor's compile workers (processes of
+    their own under it) go on compiling the kernels it gave them, so its tree's CPU keeps growing and
+    compilers keep ending. That is no work of the job (the stopped rank will not read their results):
+    the hang comes one hang timeout after the stop, with the stopped rank the culprit, and stays
+    (seen under load: the full suite's run waited 600 s for a hang verdict that never came)."""
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    for t in range(6, 12):
+        pool_compiling(j, float(t), stopped=False)
+    assert j.verdict(11.0).label is Label.COMPILING
+    stop = 12.0
+    for t in range(12, 120):
+        pool_compiling(j, float(t), stopped=True)
+        v = j.verdict(float(t))
+        assert v.label is not Label.COMPILING, (t, v.reason)  # a stopped rank compiles nothing
+        if t - stop > 10.0:  # the hang timeout (the first stopped reading is the rank's last sign of work)
+            assert v.label is Label.COLLECTIVE_HANG, (t, v.reason)
+            assert v.culprit == RankKey(N, 1) and v.culprit_source == "process_state", (t, v.reason)
+            assert "node-a/rank1 is stopped (state T) for" in v.reason, v.reason
+    pool_compiling(j, 120.0, stopped=False)  # SIGCONT: it computes again, its recompile still open
+    assert j.verdict(120.0).label is Label.COMPILING
+
+
+def test_a_rank_waiting_while_its_compile_workers_compile_is_compiling_however_long() -> None:
+    """The same readings with the rank waiting for its compile workers (state S, not stopped): a
+    legitimate compile, never a hang."""
+    j = stepped()
+    j.observe_line(ln(1, RECOMPILING, 5.5))
+    for t in range(6, 400):
+        pool_compiling(j, float(t), stopped=False)
+        v = j.verdict(float(t))
+        assert v.label is Label.COMPILING and v.culprit == RankKey(N, 1), (t, v.reason)
+
+
 def test_a_recompile_is_closed_by_the_jobs_next_step_not_by_the_step_under_way() -> None:
     """Only rank 0 prints steps. Both finish step 5's all-reduce; rank 1 starts step 6 and
     announces its recompile a moment before rank 0's "step 5" line arrives: that line does not close

@@ -51,16 +51,17 @@ def send(coord: Coordinator, seq: int, body: Procs, now: float, generation: int 
 
 def reading(t: int) -> dict[str, Any]:
     """The node's reading at second ``t``: rank 0 trains (CPU and collectives move), rank 1 is stuck
-    from t=4 (nothing moves), rank 2 idles from t=5 to t=8 and is stopped by a signal at t=6 only,
+    from t=4 (nothing moves), rank 2 idles from t=5 to t=8 and is stopped by a signal at t=6 and 7
+    (its tree's CPU grows at 7 all the same: its compile workers finish what it gave them),
     rank 3 leaves at t=9 and comes back with a new pid at t=11; every rank's flight recorder read
     each second."""
     workers, activity, collectives = [], [], []
     for r in range(RANKS):
         if r == 3 and 9 <= t < 11:
             continue
-        cpu = {0: 10.0 + t, 1: 10.0 + min(t, 4), 2: 10.0 + min(t, 5) + max(0, t - 8), 3: 1.0 * t}[r]
+        cpu = {0: 10.0 + t, 1: 10.0 + min(t, 4), 2: 10.0 + min(t, 5) + max(0, t - 8) + 0.5 * (t >= 7), 3: 1.0 * t}[r]
         workers.append((r, (3000 if r == 3 and t >= 11 else 1000) + r))
-        activity.append(WorkerActivity(r, cpu, "T" if r == 2 and t == 6 else "S"))
+        activity.append(WorkerActivity(r, cpu, "T" if r == 2 and t in (6, 7) else "S"))
         done = {0: t, 1: min(t, 4), 2: min(t, 6) + max(0, t - 8), 3: t}[r]
         groups = (GroupProgress("0", done, done, done, "gloo:all_reduce", "completed", 1e9 + done, done, "[[8]] Float"),
                   GroupProgress("1", 3, 3, 3, "gloo:barrier", "completed", 1e9, 3, "[] "))
@@ -70,7 +71,7 @@ def reading(t: int) -> dict[str, Any]:
 
 
 def state(judge: Judge) -> dict[RankKey, tuple[Any, ...]]:
-    return {k: (st.tree_cpu, st.tree_cpu_grew, st.stopped, dict(st.collectives), st.last_collective,
+    return {k: (st.tree_cpu, st.tree_cpu_grew, st.stopped, st.stopped_since, dict(st.collectives), st.last_collective,
                 st.collective_advances, st.last_progress) for k, st in judge.ranks.items()}
 
 
@@ -145,6 +146,16 @@ def test_a_lost_reading_is_never_referred_to(pair: tuple[Coordinator, Coordinato
     assert state(delta_c.judge) == state(whole_c.judge)
     assert delta_c.nodes[NODE].worker_pids == whole_c.nodes[NODE].worker_pids
     assert verdicts(delta_c) == verdicts(whole_c)
+
+
+def test_the_reading_that_first_shows_a_rank_stopped_is_said_again_when_it_is_lost(
+        pair: tuple[Coordinator, Coordinator]) -> None:
+    """Rank 2's state T is no change the node sends once: a delta says what differs from the reading
+    the coordinator acknowledged, and a lost one is never acknowledged. So the next reading says it
+    again, and the judge holds the rank stopped from then on (no full reading needed for it)."""
+    deltas = run(pair, lost=frozenset({6}))
+    assert deltas[7].same_as == 5 and (2, 15.5, "T") in deltas[7].activity
+    assert (2, 15.5, "S") in deltas[8].activity  # continued: said too
 
 
 def test_late_acks_compare_with_what_the_judge_holds(pair: tuple[Coordinator, Coordinator]) -> None:

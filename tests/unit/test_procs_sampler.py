@@ -86,27 +86,60 @@ def test_compilers_are_recognised_by_their_command_line() -> None:
     assert [is_compiler(a) for a in NOT_COMPILERS] == [False] * len(NOT_COMPILERS)
 
 
-def test_a_real_gxx_under_a_rank_is_that_ranks_compiler(tmp_path: Path) -> None:
+#: a worker that runs the system C++ compiler, which waits for its source on stdin (the worker's)
+_WORKER_RUNNING_GXX = ("import os, subprocess, sys; "
+                       "p = subprocess.Popen(['g++', '-x', 'c++', '-O2', '-c', '-', '-o', os.devnull], "
+                       "stdin=subprocess.PIPE); sys.stdin.readline(); p.stdin.close(); p.wait()")
+
+
+def _launcher_of_gxx_worker() -> subprocess.Popen[bytes]:
+    """A launcher whose worker (RANK=3) runs g++ (:data:`_WORKER_RUNNING_GXX`)."""
+    env = dict(os.environ, LOCAL_RANK="1", RANK="3")
+    return subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                             f"{_WORKER_RUNNING_GXX!r}])"], stdin=subprocess.PIPE, env=env, start_new_session=True)
+
+
+def _compilers_by_name(sampler: ProcessSampler, launcher_pid: int) -> dict[str, tuple[int, int]]:
+    """The compilers the sampler finds under the launcher: program name -> (pid, rank)."""
+    _, compilers = sampler.sample(launcher_pid)
+    return {os.path.basename(_cmdline(c.pid).split(b"\0")[0].decode()): (c.pid, c.rank) for c in compilers}
+
+
+def test_a_real_gxx_under_a_rank_is_that_ranks_compiler() -> None:
     """A launcher's worker (RANK=3) runs the system C++ compiler, which waits for its source on
     stdin: the sampler names g++ and its cc1plus pass as rank 3's compilers."""
-    worker = ("import os, subprocess, sys; "
-              "p = subprocess.Popen(['g++', '-x', 'c++', '-O2', '-c', '-', '-o', os.devnull], stdin=subprocess.PIPE); "
-              "sys.stdin.readline(); p.stdin.close(); p.wait()")
-    env = dict(os.environ, LOCAL_RANK="1", RANK="3")
-    launcher = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
-                                 f"{worker!r}])"], stdin=subprocess.PIPE, env=env, start_new_session=True)
+    launcher = _launcher_of_gxx_worker()
     try:
         sampler = ProcessSampler()
-        found: list[tuple[int, str]] = []
+        found: dict[str, tuple[int, int]] = {}
 
         def compilers_seen() -> bool:
-            _, compilers = sampler.sample(launcher.pid)
-            found[:] = [(c.rank, os.path.basename(_cmdline(c.pid).split(b"\0")[0].decode())) for c in compilers]
-            return any(name == "cc1plus" for _, name in found)
+            found.clear()
+            found.update(_compilers_by_name(sampler, launcher.pid))
+            return "cc1plus" in found
 
         _wait(compilers_seen)
-        assert {rank for rank, _ in found} == {3}
-        assert {"g++", "cc1plus"} <= {name for _, name in found}, found
+        assert {rank for _, rank in found.values()} == {3}
+        assert {"g++", "cc1plus"} <= set(found), found
+    finally:
+        kill_group(launcher)
+
+
+def test_a_stopped_compiler_is_no_live_compiler_until_it_is_continued() -> None:
+    """SIGSTOP of the g++ driver under a rank (the rank waits for it): a stopped compiler computes nothing
+    and holds its rank as long as it stays stopped, so it is not sampled as a live compiler (its
+    CPU-stall window would keep the rank "compiling" for minutes); its cc1plus, not stopped, still is.
+    Continued, it is a compiler again."""
+    launcher = _launcher_of_gxx_worker()
+    try:
+        sampler = ProcessSampler()
+        _wait(lambda: {"g++", "cc1plus"} <= set(_compilers_by_name(sampler, launcher.pid)))
+        gxx, _rank = _compilers_by_name(sampler, launcher.pid)["g++"]
+        os.kill(gxx, signal.SIGSTOP)
+        _wait(lambda: Path(f"/proc/{gxx}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T")
+        assert set(_compilers_by_name(sampler, launcher.pid)) == {"cc1plus"}
+        os.kill(gxx, signal.SIGCONT)
+        _wait(lambda: "g++" in _compilers_by_name(sampler, launcher.pid))
     finally:
         kill_group(launcher)
 

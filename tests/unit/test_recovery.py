@@ -275,6 +275,22 @@ def test_the_final_verdict_names_the_culprit_from_the_evidence() -> None:
     assert set(record.reports) == {"n0", "n1"}
 
 
+def test_a_stopped_culprit_the_judge_named_from_its_own_readings_is_not_said_twice() -> None:
+    """The judge names a rank stopped by a signal from the nodes' process readings; the evidence capture's
+    reading of /proc says the same: the verdict keeps the culprit and says it once."""
+    said = "no rank progressed and none compiled for 12s (> hang timeout 10s); n1/rank3 is stopped (state T) for 11s"
+    hang = Verdict(Label.COLLECTIVE_HANG, Action.RESTART, culprit=RankKey("n1", 3), culprit_source="process_state",
+                   reason=said)
+    job = Job()
+    job.to_running()
+    job.tick(hang)
+    job.say("n0", NodeStatus.EVIDENCE_DONE, report={"bundle": "/b/n0", "proc_states": {"0": "S", "1": "S"}})
+    job.say("n1", NodeStatus.EVIDENCE_DONE, report={"bundle": "/b/n1", "proc_states": {"2": "S", "3": "T"}})
+    stop = next(c for c in job.tick() if isinstance(c, StopJob))
+    assert stop.verdict is not None and stop.verdict.culprit == RankKey("n1", 3)
+    assert stop.verdict.culprit_source == "process_state" and stop.verdict.reason == said
+
+
 @pytest.mark.parametrize(("settle_wait", "captured"), [(2.9, False), (3.0, True)])
 def test_a_failure_that_is_not_a_hang_waits_for_its_root_cause(settle_wait: float, captured: bool) -> None:
     job = Job()

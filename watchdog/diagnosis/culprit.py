@@ -60,8 +60,9 @@ def culprit_from_evidence(verdict: Verdict, reports: Mapping[str, EvidenceReport
         clause = f"{key} {_STATE_WORDS.get(state, f'is in state {state}')}"
         if others:
             clause += f" (also: {', '.join(str(k) for k in others)})"
+        said = clause in verdict.reason  # the judge's own readings of the processes said it already
         return dataclasses.replace(verdict, culprit=key, culprit_source="process_state",
-                                   reason=f"{verdict.reason}; {clause}")
+                                   reason=verdict.reason if said else f"{verdict.reason}; {clause}")
     if verdict.culprit is not None and verdict.culprit_source in ("failure", "flight_recorder"):
         return verdict
     tops = {k: str(t) for k, t in _per_rank(reports, "stack_tops").items()}

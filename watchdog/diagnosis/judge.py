@@ -406,6 +406,7 @@ class RankState:
     #: when the tree last grew at a compile's pace (IN_PROCESS_COMPILE_PACE; None: its processes are not seen)
     tree_cpu_grew: float | None = None
     stopped: bool = False  # a signal stopped the rank (SIGSTOP, Ctrl-Z): it computes nothing
+    stopped_since: float | None = None  # the first reading that showed it stopped (None: not stopped)
     last_recompile_note: RecompileNote | None = None  # its newest recompile still to get its reason
     #: torch-xla's metrics report: after "Metric: CompileTime", the graphs it counted; then its total
     compile_metric_samples: int | None = None
@@ -1297,8 +1298,9 @@ class Judge:
                 if pid not in seen.get(key, set()):
                     self.touched[id(st)] = st
                     del st.compiler_cpu[pid]
-                    self._worked(st.last_compile_end, now)
-                    st.last_compile_end = now
+                    if not st.stopped:  # a stopped rank's compiler ending is no work: the rank waits for nothing
+                        self._worked(st.last_compile_end, now)
+                        st.last_compile_end = now
                     st.phase_running = None
             if not st.compiler_cpu:
                 del self._compiler_ranks[key]
@@ -1353,7 +1355,15 @@ class Judge:
                     grew and st.phase_running is not None and st.announced_compile() is not None):
                 may_compile[key] = st  # its in-process compile's evidence may count again (compile_evidence)
                 touched[id(st)] = st
-            st.stopped = halted
+            if halted and st.stopped:
+                # Stopped already at the last reading: what its tree still burns is inductor's compile
+                # workers and their compilers finishing what the rank gave them before it stopped. The
+                # rank will not read their results: no work of the job, so no restart of the hang clock
+                # (_latest_work) nor an in-process compile still running (recompiling_until); growth is
+                # measured again from here once it is continued.
+                st.tree_cpu, st.tree_cpu_at = max(cpu, st.tree_cpu or 0.0), t
+                continue
+            st.stopped, st.stopped_since = halted, (t if halted else None)
             if grew:
                 st.tree_cpu, st.tree_cpu_at, st.tree_cpu_grew = cpu, t, t
             elif since >= TREE_PACE_WINDOW:
@@ -2226,7 +2236,16 @@ class Judge:
             found_by: str | None
             left = self._left_early()
             mismatch = self._collective_mismatch()
-            if mismatch is not None:
+            stopped = [st for st in live if st.stopped and st.key.rank >= 0]
+            if stopped:
+                # The strongest evidence there is: a stopped process computes nothing, and its peers wait
+                # for it in their next collective (the evidence capture's own reading says it again).
+                culprit, found_by = stopped[0].key, "process_state"
+                stopped_at = stopped[0].stopped_since
+                how = (f"; {_who(culprit)} is stopped (state T)"
+                       f"{'' if stopped_at is None else f' for {now - stopped_at:.0f}s'} (SIGSTOP, Ctrl-Z)"
+                       f"{f', and {len(stopped) - 1} more rank(s)' if len(stopped) > 1 else ''}")
+            elif mismatch is not None:
                 culprit, found_by, how = mismatch[0], "flight_recorder", f"; {mismatch[1]}"
             elif laggard is not None:
                 culprit, found_by, how = laggard[0], "flight_recorder", f"; {laggard[1]}"

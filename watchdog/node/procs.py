@@ -465,7 +465,10 @@ class ProcessSampler:
                 pid = stack.pop()
                 stack.extend(children.get(pid, []))
                 tree_cpu += stats[pid].cpu_seconds + stats[pid].children_cpu_seconds
-                if stats[pid].state != "Z" and is_compiler(read_cmdline(pid)):
+                # A compiler stopped by a signal (state T) computes nothing and holds the rank as long as it
+                # stays stopped: not a live compiler (its CPU-stall window would keep the rank "compiling"
+                # for minutes); it counts again once continued.
+                if stats[pid].state not in ("Z", "T") and is_compiler(read_cmdline(pid)):
                     compilers.append(CompilerProc(pid, rank, stats[pid].cpu_seconds))
             workers.append(WorkerProc(wpid, local_rank, rank, stats[wpid].cpu_seconds, tree_cpu, stats[wpid].state,
                                       group_rank))
