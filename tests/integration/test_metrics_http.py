@@ -154,7 +154,7 @@ def test_the_end_serves_the_final_values_to_a_scraper_before_the_port_closes() -
     thread = threading.Thread(target=scraper)
     thread.start()
     try:
-        wait_for("two scrapes", lambda: len(seen) >= 2, within(60))
+        wait_for("two scrapes", lambda: len(seen) >= 2 and sink.scrapes_served >= 2, within(60))
         ended(sink, "finished")
     finally:
         sink.close()  # returns once the scraper has fetched the end
@@ -185,6 +185,8 @@ def test_a_scraper_that_does_not_come_back_is_said_and_a_stop_by_signal_is_not_w
     sink = fed_sink(port, final_wait=30.0, clock=stepping(10.0))
     for _ in range(2):
         scrape(port)
+    # noted by the server after the scraper has read the body: the close must see both
+    wait_for("both scrapes noted", lambda: sink.scrapes_served == 2, within(30))
     ended(sink, "failed")
     with caplog.at_level(logging.WARNING, logger="neuron_watch"):
         sink.close()
@@ -195,6 +197,7 @@ def test_a_scraper_that_does_not_come_back_is_said_and_a_stop_by_signal_is_not_w
     sink = fed_sink(port, final_wait=600.0, clock=lambda: 0.0)  # a clock that never moves: a wait never ends
     for _ in range(2):
         scrape(port)
+    wait_for("both scrapes noted", lambda: sink.scrapes_served == 2, within(30))
     ended(sink, "interrupted")
     with caplog.at_level(logging.WARNING, logger="neuron_watch"):
         sink.close()  # at once

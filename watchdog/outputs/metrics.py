@@ -158,11 +158,13 @@ class Scrapers:
         self._starts: dict[str, collections.deque[float]] = {}  # oldest scraper first
         self.closing: float | None = None
         self._until: dict[str, float] = {}
+        self.served_total = 0  # whole scrapes noted, ever
 
     def scraped(self, who: str, started: float) -> None:
         """``who`` was served a whole scrape that began at ``started``."""
         starts = self._starts.pop(who, None) or collections.deque(maxlen=SCRAPE_GAPS_KEPT + 1)
         starts.append(started)
+        self.served_total += 1
         self._starts[who] = starts  # the most recent scraper last
         while len(self._starts) > SCRAPERS_KEPT:
             del self._starts[next(iter(self._starts))]

@@ -195,6 +195,13 @@ class MetricsSink(MetricsFold):
             self._scrapers.scraped(who, started)
             self._scraped.notify_all()
 
+    @property
+    def scrapes_served(self) -> int:
+        """Whole scrapes served so far. A scrape is noted once the server has written its last
+        chunk, which can be after the scraper has read it all."""
+        with self._scraped:
+            return self._scrapers.served_total
+
     def close(self, timeout: float = 5.0) -> None:
         """Serve the final values to the scrapers that have been scraping (``final_wait``), then
         stop serving: the listening socket is closed when this returns. A scraper that did not
