@@ -70,7 +70,9 @@ def _out(tmp_path: Path, name: str) -> str:
 
 def test_two_jobs_sharing_a_port_and_a_secret_are_refused_by_name(tmp_path: Path, toy_env: dict[str, str]) -> None:
     port = free_port()
-    with two_node_job(tmp_path, toy_env, "a", port, steps=60, step_time=0.25) as job_a:
+    # Job A must outlast job B's start-up (two wrappers and torchruns, whose multi-node argument
+    # check imports torch): 15 s of training was passed at load 13 on 2 cores (A finished first)
+    with two_node_job(tmp_path, toy_env, "a", port, steps=90, step_time=0.5) as job_a:
         run_a = job_a[0][1]
         deadline = time.monotonic() + 180
         # Job A runs: both of its nodes joined its coordinator.
