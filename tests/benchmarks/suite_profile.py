@@ -21,7 +21,9 @@ PROFILE = Path(__file__).resolve().parents[1] / "profile.json"
 
 
 def load(path: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float, int]]]:
-    """(by test: (wall, cpu)), (by shared fixture: (wall, cpu, set-ups and teardowns)) from ``path``."""
+    """(by test: (wall, cpu)), (by shared fixture: (wall, cpu, set-ups)) from ``path``. A profile
+    recorded before set-ups were counted apart holds set-ups and teardowns together there (a run
+    started once counted 2)."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -67,7 +69,7 @@ def main() -> None:
     for file, n, wall, cpu in by_file(tests, fixtures)[:args.files]:
         print(f"{cpu:8.1f} {100 * cpu / max(total_cpu, 1e-9):5.1f} {wall:8.1f} {n:6d}  {file}")
     rows = [(c, w, k, "") for k, (w, c) in tests.items()]
-    rows += [(c, w, k, f" (shared, {n} set-up/teardown)") for k, (w, c, n) in fixtures.items()]
+    rows += [(c, w, k, f" (shared, {n} set-up{'s' if n != 1 else ''})") for k, (w, c, n) in fixtures.items()]
     rows.sort(key=lambda r: -r[0])
     print(f"\nby test (top {args.top} by CPU)\n{'CPU-s':>8} {'wall-s':>8}  test")
     for cpu, wall, key, note in rows[:args.top]:
