@@ -158,6 +158,28 @@ RECOMPILE_STORM = 5
 #: how long after a "training finished" line a progress line may be a bar's closing redraw rather
 #: than more training (transformers closes its bar milliseconds after the final metrics)
 END_REDRAW_SECONDS = 5.0
+#: Hang timeouts that ranks still running get, from a "training finished" line said by other ranks at
+#: their final step, to exit: most programs print the end on rank 0 only (the DDP tutorial's
+#: ``if rank == 0: print``, HF's final metrics, Lightning's ``rank_zero_info``, Megatron's
+#: ``print_rank_0``), and the others' silence meanwhile is their teardown (destroy_process_group,
+#: interpreter exit: seconds under load). One hang timeout for the silence of the last step that any
+#: step gets, one for the teardown; at least TEARDOWN_FLOOR. Once every rank that said it has exited,
+#: its own teardown is over and measured: the others get one hang timeout from that exit (theirs is
+#: the same work).
+TEARDOWN_GRACE = 2.0
+#: The shortest teardown grace, seconds: a short --hang-timeout (tests, a quick job) must not make a
+#: loaded machine's exit a hang. Measured on 2 cores at load 9-10: 9.5-11.4 s from the DDP job's
+#: "training done" line to torchrun's exit without neuron-watch, 7.6 s to its ranks' exit under it
+#: (tests/process/ranks/ddp_faults.py --fault slow_teardown --teardown-seconds 0).
+TEARDOWN_FLOOR = 30.0
+
+
+def teardown_grace(hang_timeout: float) -> float:
+    """Seconds from a "training finished" line said on some ranks for the others, at its step, to
+    exit (:data:`TEARDOWN_GRACE` hang timeouts, at least :data:`TEARDOWN_FLOOR`)."""
+    return max(TEARDOWN_GRACE * hang_timeout, TEARDOWN_FLOOR)
+
+
 #: Flight recorder readings with a newly completed collective after which collectives count as the
 #: job's progress (the probe reads every 5 s: 15 s of collectives completing, a training loop's)
 STEADY_COLLECTIVES = 3
@@ -252,6 +274,22 @@ def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, st
         elif not text[:1].isspace():
             break  # (a frame's source line and its markers are indented under it)
     return frames[::-1], False
+
+
+@dataclass(frozen=True)
+class EndOnSomeRanks:
+    """Training said finished by some ranks at the final step of the others, still running
+    (:meth:`Judge._end_said_by_some`)."""
+
+    end: Evidence  # the newest "training finished" line
+    quiet: tuple[RankKey, ...]  # the ranks still running that did not say it
+    step: int  # the step at which it was said (the quiet ranks reached it)
+    until: float  # monotonic time by which the quiet ranks have to exit (teardown_grace)
+
+
+def _ranks_said(keys: Sequence[RankKey]) -> str:
+    """``vm/rank1`` or ``vm/rank1 and 3 more rank(s)``: ranks named in a verdict's reason."""
+    return _who(keys[0]) + (f" and {len(keys) - 1} more rank(s)" if len(keys) > 1 else "")
 
 
 def _who(key: RankKey) -> str:
@@ -1915,6 +1953,55 @@ class Judge:
         return [st for st in self.ranks.values()
                 if st.key.rank >= 0 and st.failure is None and (st.exit_code == 0 or st.train_end is not None)]
 
+    def _end_said_by_some(self, live: Sequence[RankState]) -> EndOnSomeRanks | None:
+        """Training said finished by some ranks (:attr:`RankState.train_end`) but not by every rank that
+        printed progress (so :meth:`training_finished` is None), while each of those still running has
+        reached the step at which it was said: the end of a program that prints it on rank 0 only, the
+        others shutting down. None when it is not that: no end said, a failure or a stopped rank among
+        them, a rank behind that step or of no known step (it may be in a collective the ones that
+        left never joined: uneven data), or a rank waiting on a peer since the end was said.
+
+        Returns the newest end line, the ranks still running that did not say it, their step, and
+        until when they have to exit (:func:`teardown_grace`)."""
+        said = [st for st in self.ranks.values()
+                if st.key.rank >= 0 and st.train_end_line is not None and st.failure is None]
+        if not said or self.training_finished() is not None:
+            return None
+        end = max((st.train_end_line for st in said if st.train_end_line is not None), key=lambda e: e.mono)
+        steps = [st.train_end_step for st in said]
+        if None in steps:
+            return None
+        step = max(s for s in steps if s is not None)
+        quiet = [st for st in live if st.key.rank >= 0 and st.train_end_line is None]
+        if not quiet or any(st.failure is not None or st.stopped or st.step is None or st.step < step
+                            or (st.last_wait is not None and st.last_wait >= end.mono) for st in quiet):
+            return None
+        timeout = self.hang_timeout()
+        until = end.mono + teardown_grace(timeout)
+        exits = [st.exit_time for st in said]
+        if all(st.exit_code == 0 for st in said) and None not in exits:
+            until = min(until, max(end.mono, *(t for t in exits if t is not None)) + timeout)
+        return EndOnSomeRanks(end, tuple(st.key for st in quiet), step, until)
+
+    def _teardown_verdict(self, shutting: EndOnSomeRanks, now: float) -> Verdict:
+        """Healthy: some ranks said training finished at the others' final step, and the others have
+        until ``shutting.until`` to exit (:meth:`_end_said_by_some`)."""
+        end = shutting.end
+        return Verdict(
+            Label.HEALTHY,
+            Action.WAIT,
+            ranks=shutting.quiet,
+            culprit=end.key,
+            evidence=(end,),
+            reason=f"training finished {now - end.mono:.0f}s ago ({_who(end.key)}: {end.text.strip()[:80]!r}); "
+            f"{_ranks_said(shutting.quiet)} reached the same final step ({shutting.step}) and said no end of "
+            f"their own (most programs print it on rank 0 only): shutting down; a hang if not exited in "
+            f"{shutting.until - now:.0f}s (then a rank that left a collective, uneven data, or a teardown "
+            "that hangs)",
+            advice="The training has finished on the rank that prints its end; the others are exiting.",
+            step=self.max_step,
+        )
+
     def _after_training(self, v: Verdict) -> Verdict:
         """A failure that came after the job said its training had finished happened while shutting
         down (an abort at interpreter exit, a teardown error): the work is done, so it is reported
@@ -2215,6 +2302,9 @@ class Judge:
                 step=self.max_step,
                 after_training=True,
             )
+        shutting = self._end_said_by_some(live)
+        if live and idle > timeout and shutting is not None and now <= shutting.until:
+            return self._teardown_verdict(shutting, now)
         last = self.last_step_reached()
         if live and idle > timeout and last is not None and now - last.mono <= self.settings.save_timeout:
             return Verdict(
@@ -2235,6 +2325,13 @@ class Judge:
             culprit: RankKey | None
             found_by: str | None
             left = self._left_early()
+            # the others had reached the final step of the ranks that said the end: it may also be their
+            # teardown that hangs, and the watchdog cannot tell which (said wherever no evidence tells)
+            unsure = "" if shutting is None else (
+                f"; {_ranks_said(shutting.quiet)} reached the final step ({shutting.step}) of "
+                f"{_who(shutting.end.key)}'s end and did not exit within the teardown grace "
+                f"({now - shutting.end.mono:.0f}s since it was said): a collective left by a rank that said it "
+                "was done (uneven data), or a teardown that hangs; no reading tells which")
             mismatch = self._collective_mismatch()
             stopped = [st for st in live if st.stopped and st.key.rank >= 0]
             if stopped:
@@ -2254,9 +2351,9 @@ class Judge:
                 # rank-dependent branch around a collective).
                 culprit, found_by = left[0].key, "process_state"
                 how = (f"; {_who(culprit)} said it was done or exited cleanly while the others wait: it left "
-                       "without a collective they are in (uneven data, a skipped collective)")
+                       f"without a collective they are in (uneven data, a skipped collective){unsure}")
             else:
-                culprit, how = self._hang_culprit(live), ""
+                culprit, how = self._hang_culprit(live), unsure
                 found_by = None if culprit is None else "progress"
             # the culprit's last sign of life first, then what each rank was doing
             order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))

@@ -14,7 +14,10 @@ DDP's gradient all-reduce in ``backward`` and wait there:
   ``dist.all_reduce`` after each step (the common pattern); at ``--at`` the rank skips it and goes
   on into the next step's backward, so its collectives no longer match the others';
 * ``abort_at_exit``: trains to the end, says so, then aborts while exiting (SIGABRT, as a C++
-  thread left joinable at interpreter exit does: "terminate called without an active exception").
+  thread left joinable at interpreter exit does: "terminate called without an active exception");
+* ``slow_teardown``: trains to the end; rank 0 alone says so (as most programs print their end:
+  the DDP tutorial, HF Trainer, Lightning, Megatron), then every rank takes ``--teardown-seconds``
+  to exit after ``destroy_process_group`` (an interpreter exit on a loaded machine), silently.
 
 Later generations run clean, so a restart finishes the job.
 """
@@ -58,10 +61,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--fault", default="none",
-                   choices=["none", "sleep", "spin", "loader", "uneven", "skip_allreduce", "abort_at_exit"])
+                   choices=["none", "sleep", "spin", "loader", "uneven", "skip_allreduce", "abort_at_exit",
+                            "slow_teardown"])
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
+    p.add_argument("--teardown-seconds", type=float, default=8.0, help="slow_teardown: seconds to exit")
     a = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -87,8 +92,12 @@ def main() -> None:
         mean_loss /= dist.get_world_size()
         time.sleep(a.step_time)
         print(f"step {step} loss {mean_loss.item():.4f}", flush=True)
-    print(f"training done at step {steps}", flush=True)
+    rank_0_only = a.fault == "slow_teardown" and os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
+    if not rank_0_only or rank == 0:
+        print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
+    if rank_0_only:
+        time.sleep(a.teardown_seconds)
     if faulty and a.fault == "abort_at_exit":
         os.abort()
 
