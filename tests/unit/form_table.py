@@ -1,7 +1,7 @@
 """The tests every round's table of failure forms makes of its rows (tests/unit/test_forms_round*.py):
 a row's line reads as its kind with the cause it states and holds a needle of the classifier's batch
-search; a near miss reads as nothing. A round's module binds them to its tables with
-:func:`table_tests`."""
+search; a near miss reads as nothing; an error line states its cause, or none. A round's module binds them
+to its tables with :func:`table_tests` and :func:`cause_tests`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.failureforms import NEEDLES, FormKind, cause_of, read_line
 from neuron_watch.events import Label
 
@@ -47,3 +48,22 @@ def table_tests(forms: Sequence[FormRow], near_misses: Sequence[str], *,
         assert read_line(line) is None, line
 
     return test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing
+
+
+def cause_tests(causes: Sequence[tuple[str, Label]], no_cause: Sequence[str]) -> tuple[Callable[..., None], ...]:
+    """The two parametrized tests of a round's ``causes`` (an error line, the cause its form states: both
+    :func:`cause_of` and the judge's reading of the error say it) and ``no_cause`` (error lines whose form
+    states none)."""
+
+    @pytest.mark.parametrize(("line", "label"), causes)
+    def test_cause_of_error(line: str, label: Label) -> None:
+        stated = cause_of(line)
+        assert stated is not None and stated[0] is label, stated
+        reading = read_error(line)
+        assert reading is not None and reading.label is label
+
+    @pytest.mark.parametrize("line", no_cause)
+    def test_error_without_cause(line: str) -> None:
+        assert cause_of(line) is None
+
+    return test_cause_of_error, test_error_without_cause

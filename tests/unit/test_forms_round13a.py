@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.diagnosis.errorclass import read_error
-from neuron_watch.diagnosis.failureforms import FormKind, cause_of
+from neuron_watch.diagnosis.failureforms import FormKind
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Action, Label
-from tests.unit.form_table import table_tests
+from tests.unit.form_table import cause_tests, table_tests
 from tests.unit.test_forms_round11 import PROGRESS, _verdict
 
 KB = default_knowledge_base()
@@ -74,17 +74,7 @@ test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_
     FORMS, NEAR_MISSES, cause_of_kinds=frozenset({E}), classified_by=KB)
 
 
-@pytest.mark.parametrize(("line", "label"), CAUSES)
-def test_cause_of_error(line: str, label: Label) -> None:
-    stated = cause_of(line)
-    assert stated is not None and stated[0] is label, stated
-    reading = read_error(line)
-    assert reading is not None and reading.label is label
-
-
-@pytest.mark.parametrize("line", NO_CAUSE)
-def test_error_without_cause(line: str) -> None:
-    assert cause_of(line) is None
+test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
 
 
 def test_fabric_call_without_provider_is_setup() -> None:

@@ -48,6 +48,8 @@ from neuron_watch.diagnosis.forms_round14a import NEEDLES as ROUND14A_NEEDLES
 from neuron_watch.diagnosis.forms_round14a import round14a_cause, round14a_form
 from neuron_watch.diagnosis.forms_round14b import NEEDLES as ROUND14B_NEEDLES
 from neuron_watch.diagnosis.forms_round14b import round14b_cause, round14b_form
+from neuron_watch.diagnosis.forms_round15a import NEEDLES as ROUND15A_NEEDLES
+from neuron_watch.diagnosis.forms_round15a import round15a_cause, round15a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -57,7 +59,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 15
+FORM_RULES = 16
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -187,6 +189,9 @@ NEEDLES: tuple[str, ...] = (
     # c10d's and NCCL's reports of a collective that never completed, the compiler's own exceptions, a refusal
     # for want of memory, CUDA's peer-access limits
     *ROUND14B_NEEDLES,
+    # Open MPI's help texts for a peer that hung up, a component not opened, a runtime that did not start;
+    # the Ray GCS's record of a worker's exit
+    *ROUND15A_NEEDLES,
 )
 
 
@@ -196,6 +201,7 @@ def read_line(text: str) -> Form | None:
     and compile phases."""
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
+            or round15a_form(text)
             or alarm_form(text) or severity_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
@@ -395,7 +401,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return known[0], f"a Neuron runtime status {known[1]}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
-    stated = round13a_cause(text) or round14a_cause(text) or round14b_cause(text)
+    stated = round13a_cause(text) or round14a_cause(text) or round14b_cause(text) or round15a_cause(text)
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

@@ -45,7 +45,7 @@ from neuron_watch.diagnosis.classify import (
     sig_is_compiler_line,
 )
 from neuron_watch.diagnosis.errorblock import cause_from
-from neuron_watch.diagnosis.errorclass import read_error
+from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SIGNATURE_IDS, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
@@ -260,6 +260,18 @@ def _same_process(error: str, going_on: str) -> bool:
     return a is not None and b is not None and a.group(1) == b.group(1)
 
 
+def _relayed_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, Evidence] | None:
+    """The reading and the line of the first error that states a cause in the log a launcher relays after
+    ``ev`` (``errors`` from ``ev`` on): the process's own error lines, from its announcement (``_LOG_RELAYED``)
+    on, within :data:`RELAYED_LINES` of them. None without an announcement or a cause."""
+    same = [e for e in errors if e.key == ev.key and e.source == ev.source][:RELAYED_LINES]
+    start = next((i for i, e in enumerate(same) if _LOG_RELAYED.search(e.text)), None)
+    for relayed in same[start + 1:] if start is not None else ():
+        if (reading := read_error(relayed.text)) is not None:
+            return reading, relayed
+    return None
+
+
 def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, str]], bool]:
     """The frames (file, function), outermost first, of the Python traceback whose exception line is
     ``texts[at]``, and whether it was read from its ``Traceback (most recent call last):`` header."""
@@ -312,6 +324,13 @@ UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
 #: log4j's and logback's layouts put on the line after the message of logger.error(message, throwable),
 #: its "\tat" frames under it: the record's cause is the throwable's
 _THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwable)(?::\s|\s*$)")
+#: A launcher's announcement that the log of the tool it ran follows, under its own error prefix (pyxis,
+#: src/pyxis_slurmstepd.c: "printing enroot log file:" after "failed to import docker image", then each line of
+#: enroot's log as "pyxis:     <line>"): the tool's error in that log is the cause of the launcher's failure
+#: lines before it, which state none ("child N failed with error code: 1").
+_LOG_RELAYED = re.compile(r"\bpyxis: printing (?:enroot|container) log file:")
+#: how many of the process's error lines after the announcement the relayed log's cause is looked for in
+RELAYED_LINES = 40
 TRACEBACK_SIGNATURE = "python.traceback"
 #: how long after "Exception ignored in:" its traceback may still come (the report is one write)
 UNRAISABLE_REPORT_S = 5.0
@@ -1754,6 +1773,10 @@ class Judge:
                     and _THROWABLE.match(after.text) and (reading := read_error(after.text)) is not None):
                 # a logger's record of an exception: the throwable it was given follows on the next line
                 line = f"{line[:80]}, then {after.text.strip()[:120]}"
+            if reading is None and (relayed := _relayed_cause(self.unexplained[at:], ev)) is not None:
+                # a launcher's failure lines state no cause, and it prints the log of the tool that failed
+                reading, cause = relayed
+                line = f"{line[:80]}, then {cause.text.strip()[:120]}"
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
             label, action, advice = reading.label, reading.action, reading.advice
