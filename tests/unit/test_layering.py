@@ -41,6 +41,7 @@ PURE = [
     "diagnosis.forms_round13b",
     "diagnosis.forms_round14a",
     "diagnosis.forms_round14b",
+    "diagnosis.forms_round15b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands",

@@ -403,11 +403,18 @@ _FALLS_BACK = re.compile(r"\w+Warning\b|(?i:\bfall(?:ing|s)? back\b)")
 #: cudaErrorInsufficientDriver "CUDA driver version is insufficient for CUDA runtime version",
 #: cudaErrorSystemDriverMismatch "system has unsupported display driver / cuda driver combination",
 #: cudaErrorCompatNotSupportedOnDevice "forward compatibility was attempted on non supported HW"): a driver
-#: older than the build, or a build for another architecture, which a restart loads again
+#: older than the build, or a build for another architecture, which a restart loads again. A binary without code
+#: for this device says it in the runtime's words too (cudaErrorInvalidDeviceFunction "invalid device function":
+#: the device function "is not compiled for the proper device architecture"; cudaErrorSymbolNotFound "named symbol
+#: not found", the kernel a library looks up by its symbol absent from its fat binary: NCCL built with
+#: NVCC_GENCODE for sm_80 run on sm_90, in NCCL's "Cuda failure 'named symbol not found'", round
+#: issue23-heldout-15)
 _DRIVER_REFUSED = re.compile(
     r"\bdevice kernel image is invalid\b|\bCUDA driver version is insufficient for CUDA runtime version\b|"
     r"\bsystem has unsupported display driver / cuda driver combination\b|"
-    r"\bforward compatibility was attempted on non supported HW\b")
+    r"\bforward compatibility was attempted on non supported HW\b|"
+    r"(?:\bCuda failure (?:\d+ )?'|\bCUDA error: |\bcudaError\w*: ?)"
+    r"(?:named symbol not found|invalid device function)\b")
 
 #: Triton's refusal of a kernel that needs more of a resource than the device has (triton/runtime/errors.py
 #: OutOfResources: "out of resource: {name}, Required: {required}, Hardware limit: {limit}"): the device's
