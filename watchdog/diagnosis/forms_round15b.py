@@ -59,7 +59,7 @@ _UNREADABLE_WEIGHTS = re.compile(
 
 def round15b_form(text: str) -> Form | None:
     """The failure form Click's usage hint is in ``text``."""
-    if _CLICK_HINT.search(text):
+    if "Try " in text and _CLICK_HINT.search(text):
         return Form(FormKind.ERROR, "Click's usage error (its hint to try the help option)", Label.CONFIG_ERROR)
     return None
 
