@@ -50,6 +50,8 @@ from neuron_watch.diagnosis.forms_round14b import NEEDLES as ROUND14B_NEEDLES
 from neuron_watch.diagnosis.forms_round14b import round14b_cause, round14b_form
 from neuron_watch.diagnosis.forms_round15a import NEEDLES as ROUND15A_NEEDLES
 from neuron_watch.diagnosis.forms_round15a import round15a_cause, round15a_form
+from neuron_watch.diagnosis.forms_round15b import NEEDLES as ROUND15B_NEEDLES
+from neuron_watch.diagnosis.forms_round15b import round15b_cause, round15b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -59,7 +61,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 16
+FORM_RULES = 17
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -178,6 +180,8 @@ NEEDLES: tuple[str, ...] = (
     "QUOTA_EXCEEDED", "Quota '", "rovision", "compute capability", "a supported ", "supported on this ",
     "supported on your ", "only support", "kernel image is ", "is insufficient for ", "unsupported display ",
     "compatibility ", "are limit: ",
+    # CUDA's words for a binary without code for this device (forms_errors._DRIVER_REFUSED)
+    "named symbol not found", "invalid device function",
     # a traceback's frames in a compiler or a validator, a scheduler's refusal, Ray's memory monitor
     *ROUND13B_NEEDLES,
     # MPICH's Hydra failing to run a program, and its banner of a rank that ended badly; a build without a
@@ -192,6 +196,8 @@ NEEDLES: tuple[str, ...] = (
     # Open MPI's help texts for a peer that hung up, a component not opened, a runtime that did not start;
     # the Ray GCS's record of a worker's exit
     *ROUND15A_NEEDLES,
+    # Click's usage error
+    *ROUND15B_NEEDLES,
 )
 
 
@@ -201,7 +207,7 @@ def read_line(text: str) -> Form | None:
     and compile phases."""
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
-            or round15a_form(text)
+            or round15a_form(text) or round15b_form(text)
             or alarm_form(text) or severity_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
@@ -370,8 +376,12 @@ _IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\
 #: version <n>: " + Status::AsString(), "<Code>: <message>"). Its backends give a model file that is not in the
 #: repository the code Unavailable (pytorch_backend's model instance: TRITONSERVER_ERROR_UNAVAILABLE, "unable to
 #: find '<path>' for model instance '<name>'"): the server is local, so the word names no peer, and a model
-#: file the repository lacks is a deployment mistake a restart repeats.
-_TRITON_LOAD_UNAVAILABLE = re.compile(r"\bfailed to load '[^']+' version \d+: (?:Unavailable|UNAVAILABLE): (.*)")
+#: file the repository lacks is a deployment mistake a restart repeats. Whatever the code, the message is the
+#: backend's reason (the libtorch backend catches torch::jit::load's exception as Status(INTERNAL, "load failed
+#: for libtorch model -> '<name>': " + ex.what()): a TorchScript file from a newer PyTorch, a file that is not a
+#: model); one that states no cause of its own is still a model this server cannot load, which a restart loads
+#: again in vain (round issue23-heldout-15, triton-server-1808).
+_TRITON_LOAD_FAILED = re.compile(r"\bfailed to load '[^']+' version \d+: (\w+): (.*)")
 _MODEL_FILE_MISSING = re.compile(r"^unable to find '[^']+'")
 
 
@@ -384,11 +394,14 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
         return cause_of(unavailable.group(1))
-    load = _TRITON_LOAD_UNAVAILABLE.search(text)
+    load = _TRITON_LOAD_FAILED.search(text)
     if load is not None:
-        if _MODEL_FILE_MISSING.search(load.group(1)):
+        if _MODEL_FILE_MISSING.search(load.group(2)):
             return Label.CONFIG_ERROR, "a model file the inference server could not find"
-        return cause_of(load.group(1))
+        stated = cause_of(load.group(2))
+        if stated is not None or load.group(1).upper() == "UNAVAILABLE":
+            return stated
+        return Label.CONFIG_ERROR, "a model the inference server could not load"
     m = _STATUS.search(text)
     if m is not None:
         name = _UPPER_NAMES[m.group(1)] if m.group(1) else m.group(2) or m.group(4) or _SPACED_NAMES[m.group(3)]
@@ -401,7 +414,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return known[0], f"a Neuron runtime status {known[1]}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
-    stated = round13a_cause(text) or round14a_cause(text) or round14b_cause(text) or round15a_cause(text)
+    stated = (round13a_cause(text) or round14a_cause(text) or round14b_cause(text) or round15a_cause(text)
+              or round15b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

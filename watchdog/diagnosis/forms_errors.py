@@ -403,11 +403,20 @@ _FALLS_BACK = re.compile(r"\w+Warning\b|(?i:\bfall(?:ing|s)? back\b)")
 #: cudaErrorInsufficientDriver "CUDA driver version is insufficient for CUDA runtime version",
 #: cudaErrorSystemDriverMismatch "system has unsupported display driver / cuda driver combination",
 #: cudaErrorCompatNotSupportedOnDevice "forward compatibility was attempted on non supported HW"): a driver
-#: older than the build, or a build for another architecture, which a restart loads again
+#: older than the build, or a build for another architecture, which a restart loads again. A binary without code
+#: for this device says it in the runtime's words too (cudaErrorInvalidDeviceFunction "invalid device function":
+#: the device function "is not compiled for the proper device architecture"; cudaErrorSymbolNotFound "named symbol
+#: not found", the kernel a library looks up by its symbol absent from its fat binary: NCCL built with
+#: NVCC_GENCODE for sm_80 run on sm_90, in NCCL's "Cuda failure 'named symbol not found'", round
+#: issue23-heldout-15)
 _DRIVER_REFUSED = re.compile(
     r"\bdevice kernel image is invalid\b|\bCUDA driver version is insufficient for CUDA runtime version\b|"
     r"\bsystem has unsupported display driver / cuda driver combination\b|"
     r"\bforward compatibility was attempted on non supported HW\b")
+#: (searched only in a line that holds the words: the prefixes have no literal the regex engine could skip to)
+_WITHOUT_CODE_WORDS = ("named symbol not found", "invalid device function")
+_WITHOUT_CODE = re.compile(r"(?:\bCuda failure (?:\d+ )?'|\bCUDA error: |\bcudaError\w*: ?)"
+                           r"(?:named symbol not found|invalid device function)\b")
 
 #: Triton's refusal of a kernel that needs more of a resource than the device has (triton/runtime/errors.py
 #: OutOfResources: "out of resource: {name}, Required: {required}, Hardware limit: {limit}"): the device's
@@ -424,7 +433,7 @@ def _stated_platform_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, f"a pod evicted for a node low on {evicted.group(1)}", Label.CONFIG_ERROR)
     if _CONTROL_PLANE_REFUSED.search(text):
         return Form(FormKind.ERROR, "a scheduler or cloud refusing what the job asked for", Label.CONFIG_ERROR)
-    if _DRIVER_REFUSED.search(text):
+    if _DRIVER_REFUSED.search(text) or (any(w in text for w in _WITHOUT_CODE_WORDS) and _WITHOUT_CODE.search(text)):
         return Form(FormKind.ERROR, "a CUDA driver refusing a binary built for another device or driver",
                     Label.CONFIG_ERROR)
     if _HARDWARE_LIMIT.search(text):
