@@ -38,6 +38,7 @@ from typing import Protocol, cast
 from neuron_watch.diagnosis.blockcontext import BlockLines
 from neuron_watch.diagnosis.classify import (
     GOING_ON_SIGNATURES,
+    PHASE_RUNNING,
     UNRAISABLE_SIGNATURE,
     Effect,
     KnowledgeBase,
@@ -47,10 +48,9 @@ from neuron_watch.diagnosis.classify import (
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
-from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SIGNATURE_IDS, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.formkinds import FormKind
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
@@ -75,8 +75,6 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
-#: the form signature of a compile still running, in the program's own words (failureforms.py)
-PHASE_RUNNING = SIGNATURE_IDS[FormKind.COMPILE_RUNNING]
 #: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
