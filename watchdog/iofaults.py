@@ -190,9 +190,16 @@ class AppendFile:
     def failing(self) -> bool:
         return self._failing
 
-    def flush(self) -> bool:
-        """Write what is buffered; False when the disk refused (kept for a retry, counted)."""
-        if not self._buf and not self._lost_bytes:
+    def create(self) -> bool:
+        """Open the file now, creating it, before anything is written to it: its readers (an operator's
+        ``tail -f``, whoever lists the run dir) find it from the start. False when the disk refused:
+        counted and told as a write's fault is; it is opened again at the next flush."""
+        return self.flush(opened=True)
+
+    def flush(self, opened: bool = False) -> bool:
+        """Write what is buffered; False when the disk refused (kept for a retry, counted).
+        ``opened``: the file is to be open (and so exist) afterwards even with nothing to write."""
+        if not self._buf and not self._lost_bytes and not (opened and self._fd is None):
             return True
         now = self.clock()
         if self._failing and now < self._retry_at:

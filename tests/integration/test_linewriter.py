@@ -195,3 +195,41 @@ def test_a_coordinator_with_the_writer_logs_every_line_of_its_agents_and_reaps_t
     texts = [ln.split(" | ", 1) for ln in (run_dir / "merged.log").read_text().splitlines()]
     assert [t for tag, t in texts if tag.endswith(" node1/rank0")] == [f"step {i}" for i in range(0, 1000, 2)]
     assert len(texts) == 1000
+
+
+def test_merged_log_is_there_from_the_start_and_a_counted_line_reaches_it_when_the_writer_runs(tmp_path: Path) -> None:
+    """merged.log exists from the coordinator's start, before its writer process runs or any line came
+    (an operator's ``tail -f``, whoever lists the run dir). A line the coordinator counted (its
+    summary, coordinator.json) is written by the writer process when that process runs: here it is
+    stopped, as a writer not yet scheduled on a loaded machine is, so the count is there and the line
+    not yet; continued, it writes it. (test_fuzz read merged.log as soon as the count said 1, and
+    once found no file at all.)"""
+    run_dir = tmp_path / "coord"
+    coord = Coordinator("127.0.0.1:0", SECRET, str(run_dir), job=JOB, job_log=line_writer)
+    assert isinstance(coord.joblog, LineWriter)
+    writer_pid = coord.joblog.pid
+    os.kill(writer_pid, signal.SIGSTOP)
+    stopped = True
+    merged = run_dir / "merged.log"
+    link = AgentLink(coord.endpoint, SECRET, job=JOB, node="node1", session=new_session(time.time()))
+    try:
+        assert merged.read_text() == ""  # there, empty: no line yet
+        link.add_line(LogLine(RankKey("node1", 0), "the first line", time.monotonic(), time.time()))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (coord.counters.lines == 1 and len(link.outbox) == 0):
+            link.tick(time.monotonic(), time.time())
+            coord.poll(0.005)
+            coord.tick(time.monotonic())
+        assert coord.counters.lines == 1 and coord.summary(time.monotonic())["lines"] == 1
+        assert merged.read_text() == ""  # counted, not written: the writer has not run
+        os.kill(writer_pid, signal.SIGCONT)
+        stopped = False
+        while time.monotonic() < deadline + 30 and not merged.read_text():
+            coord.poll(0.05)
+        assert merged.read_text().endswith(" node1/rank0 | the first line\n")
+    finally:
+        if stopped:
+            os.kill(writer_pid, signal.SIGCONT)
+        link.close()
+        coord.close()
+    assert not alive(writer_pid)

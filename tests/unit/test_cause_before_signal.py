@@ -69,3 +69,49 @@ def test_a_signal_keeps_its_crash_without_a_cause_right_before_it(judged: object
     v = judged(texts)
     assert v.label is not Label.CONFIG_ERROR, (name, v.reason)
     assert v.evidence and v.evidence[0].text != CUDNN, name
+
+
+OTHER = RankKey("trn-a", 1)
+
+
+def _batch(judge: Judge, said: Sequence[tuple[RankKey, str]], t: float) -> None:
+    """One batch as a node classifies and sends it (matches compacted, plain-progress ranks as rows)."""
+    lines = [LogLine(key, text, t + i / 100, 1000.0 + t + i / 100, f"rank-{key.rank}.log", int(t) * 100 + i)
+             for i, (key, text) in enumerate(said)]
+    spans: dict[RankKey, RankSpan] = {}
+    for ln in lines:
+        first = spans[ln.key].first if ln.key in spans else ln.mono
+        spans[ln.key] = RankSpan(ln.key, first, ln.mono, ln.text)
+    found = classify_batch(KB, lines)
+    judge.observe_batch(list(spans.values()), found.matches, found.progress)
+
+
+#: rank 0's step 6 after its error line, each way a progress line reaches the judge: a match that raises
+#: the job's step (``_advance``), a match of a step the job has (``_steady_step``: rank 0 printed another
+#: line too), a progress row (``_progress_rows``: rank 0 printed only that step, rank 1 showed it first)
+PATHS = {
+    "advance": [(KEY, "step 6 loss 2.1")],
+    "steady step": [(OTHER, "step 6 loss 2.1"), (KEY, "step 6 loss 2.1"), (KEY, "tokens/s 4810")],
+    "progress row": [(OTHER, "step 6 loss 2.1"), (KEY, "step 6 loss 2.1")],
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_progress_withdraws_the_error_lines_before_it_on_every_path(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rank went on after an error line that states a cause: whichever way its progress line comes,
+    that line is withdrawn (``RankState.errors``), so a bare fatal signal later is not read as its cause."""
+    judge = Judge(KB, JudgeSettings(), 0.0)
+    for step in range(1, 6):
+        _batch(judge, [(KEY, f"step {step} loss 2.{step}"), (OTHER, f"step {step} loss 2.{step}")], float(step))
+    _batch(judge, [(KEY, CUDNN)], 5.5)
+    assert [e.text for e in judge.ranks[KEY].errors] == [CUDNN]
+    advanced: list[RankKey] = []
+    advance = judge._advance
+    monkeypatch.setattr(judge, "_advance", lambda st, *a: (advanced.append(st.key), advance(st, *a)))
+    _batch(judge, PATHS[path], 6.0)
+    assert (KEY in advanced) is (path == "advance")  # the path taken is the one named
+    st = judge.ranks[KEY]
+    assert (st.errors, st.unexplained, st.step, st.last_progress) == ((), None, 6, 6.0 + (path != "advance") / 100)
+    _batch(judge, [(KEY, SEGV)], 7.0)
+    v = judge.verdict(8.0, final=True)
+    assert v.label is not Label.CONFIG_ERROR and all(e.text != CUDNN for e in v.evidence), v.reason

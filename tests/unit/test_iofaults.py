@@ -50,6 +50,24 @@ def test_append_file_keeps_what_the_disk_refuses_and_writes_it_in_order_when_it_
     f.close()
 
 
+def test_create_makes_the_file_before_any_write_and_a_refusal_is_told_then_mended_at_a_flush(tmp_path: Path) -> None:
+    health, clock = IOHealth("n1"), Clock()
+    heard = _heard(health)
+    made = AppendFile(str(tmp_path / "merged.log"), health, clock=clock)
+    assert made.create() and (tmp_path / "merged.log").read_text() == ""  # there, empty
+    made.close()
+    path = tmp_path / "gone" / "merged.log"  # its directory does not exist: the open fails (ENOENT)
+    f = AppendFile(str(path), health, clock=clock)
+    assert not f.create() and not path.exists()
+    assert [k for k, _ in heard] == ["watchdog_degraded"] and health.faults == 1
+    path.parent.mkdir()
+    clock.now += 1.5
+    f.write("one\n")
+    assert f.flush() and path.read_text() == "one\n"
+    assert [k for k, _ in heard] == ["watchdog_degraded", "watchdog_recovered"]
+    f.close()
+
+
 def test_append_file_beyond_its_bound_counts_what_it_drops_and_marks_the_gap(tmp_path: Path) -> None:
     health, clock = IOHealth(), Clock()
     heard = _heard(health)

@@ -16,7 +16,7 @@ import pytest
 from neuron_watch.diagnosis.classify import Effect, classify_batch, compact_matches, kb_fingerprint
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import LogLine, RankKey, RankSpan
+from neuron_watch.events import Label, LogLine, RankKey, RankSpan
 
 from .scenario_lines import (
     BASE,
@@ -194,3 +194,27 @@ def test_fingerprint_tells_knowledge_bases_apart() -> None:
     assert kb_fingerprint(KB) == kb_fingerprint(default_knowledge_base())
     assert kb_fingerprint(KB) != kb_fingerprint(default_knowledge_base(r"it=(?P<step>\d+)"))
     assert 0 < kb_fingerprint(KB) < 1 << 63
+
+
+#: A compile the program announces in its own words (form.compile_running: XLA's slow-compile alarm,
+#: google-deepmind/tapnet#53), then the compiler's own pipeline line (neuronx-cc's "Running <pass>").
+ANNOUNCED_BUILD = ("[Compiling module jit_apply_fn] Very slow compile? If you want to file a bug, run with envvar "
+                   "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.")
+COMPILER_PASS = "2023-12-12T17:28:24Z Running birverifier"
+
+
+@pytest.mark.parametrize("after", [COMPILER_PASS, ANNOUNCED_BUILD, "."])
+def test_an_announced_compile_followed_by_another_compiler_line_of_its_rank_is_kept(after: str) -> None:
+    """The announcement opens a compile the judge waits on (``RankState.phase_running``); another
+    compiler line of the same rank after it in the batch does not (it is a beat): leaving the
+    announcement out would miss a compile still running. A second announcement sets it again, later."""
+    key = RankKey("n0", 1)
+    said = [(0, "step 5 loss 2.5"), (1, "step 5 loss 2.5"), (1, ANNOUNCED_BUILD), (0, "chatter"), (1, after)]
+    lines = [LogLine(RankKey("n0", r), text, 5.0 + i / 10, 5.0 + i / 10, f"/l/{r}", i)
+             for i, (r, text) in enumerate(said)]
+    found = KB.scan([ln.text for ln in lines])
+    kept = {found[i][0] for i in compact_matches([(lines[i].key, m) for i, m in found])}
+    a, b = feed_both(lines, lambda: len(lines))  # one batch; every state and verdict alike
+    assert b.ranks[key].phase_running == (5.4 if after == ANNOUNCED_BUILD else 5.2)
+    assert (2 in kept) is (after != ANNOUNCED_BUILD)
+    assert a.verdict(5.0 + 600).label is Label.COMPILING  # past the beat window: the announcement holds it

@@ -55,8 +55,8 @@ else:  # pragma: no cover - exercised on 3.10 only
 #: the rule's types come from :mod:`neuron_watch.diagnosis.signature`; the table's users read them here,
 #: beside the knowledge base that matches by them
 __all__ = [
-    "BATCH_RULES", "COMPILER_DOTS", "GOING_ON_SIGNATURES", "UNRAISABLE_SIGNATURE", "ClassifiedBatch", "Effect",
-    "KnowledgeBase", "Match", "Signature", "classify_batch", "coalesce_progress", "compact_matches",
+    "BATCH_RULES", "COMPILER_DOTS", "GOING_ON_SIGNATURES", "PHASE_RUNNING", "UNRAISABLE_SIGNATURE", "ClassifiedBatch",
+    "Effect", "KnowledgeBase", "Match", "Signature", "classify_batch", "coalesce_progress", "compact_matches",
     "kb_fingerprint", "sig_is_compiler_line",
 ]
 
@@ -350,11 +350,15 @@ GOING_ON_SIGNATURES = frozenset({"gpu.nccl.setup_progress"})
 #: Python's "Exception ignored in: ..." (signatures.toml): the traceback header after it and that
 #: traceback's exception line are the ignored exception's, not the rank's failure
 UNRAISABLE_SIGNATURE = "python.exception_ignored"
+#: A compile the program announced in its own words (a TensorRT engine build, an XLA module: the form
+#: signature of failureforms.py): a compiler line that opens a compile the judge waits on
+#: (``RankState.phase_running``), which no other compiler line does.
+PHASE_RUNNING = SIGNATURE_IDS[FormKind.COMPILE_RUNNING]
 
 #: Bumped whenever :func:`compact_matches`, :func:`coalesce_progress` or :meth:`Judge._apply` change
 #: what a match does: it is part of :func:`kb_fingerprint`, so a sender with other rules is never
-#: trusted to compact.
-BATCH_RULES = 4
+#: trusted to compact. (5: an announced compile followed by another compiler line is kept.)
+BATCH_RULES = 5
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> int:
@@ -398,7 +402,9 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
       "training finished" whenever this one would: it is later, and its step is no lower);
     * a ``comm_wait`` / ``compile_beat`` match when the same rank's next match has the same
       effect (only the latest time and line are kept by the judge), except a compiler's own line
-      followed by dots (it opens the compile the dots beat for).
+      followed by dots (it opens the compile the dots beat for) and an announced compile
+      (:data:`PHASE_RUNNING`) followed by anything but another announcement (it opens a compile
+      the judge waits on; a compiler's pass line or dots after it do not).
     """
     n = len(matches)
     keep = [True] * n
@@ -431,8 +437,10 @@ def compact_matches(matches: Sequence[tuple[Hashable, Match]]) -> list[int]:
                     and nxt.step is not None and nxt.step >= m.step):
                 keep[i] = False
         elif effect in _SUPERSEDED_BY_SAME and nxt.signature.effect is effect:
-            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened)
-            keep[i] = sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)
+            # a compiler's own line opens a compile for the dots after it (RankState.compile_opened);
+            # an announcement opens one that only a later announcement sets again (phase_running)
+            keep[i] = (sig_is_compiler_line(m) and not sig_is_compiler_line(nxt)) or (
+                m.signature.id == PHASE_RUNNING and nxt.signature.id != PHASE_RUNNING)
     return [i for i in range(n) if keep[i]]
 
 

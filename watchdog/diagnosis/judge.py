@@ -38,6 +38,7 @@ from typing import Protocol, cast
 from neuron_watch.diagnosis.blockcontext import BlockLines
 from neuron_watch.diagnosis.classify import (
     GOING_ON_SIGNATURES,
+    PHASE_RUNNING,
     UNRAISABLE_SIGNATURE,
     Effect,
     KnowledgeBase,
@@ -47,10 +48,9 @@ from neuron_watch.diagnosis.classify import (
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
-from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SIGNATURE_IDS, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.formkinds import FormKind
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
@@ -75,8 +75,6 @@ SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEO
 
 #: Dots arrive every ~20 s from neuronx-cc; a compile with no dot for this long has no heartbeat.
 COMPILE_BEAT_WINDOW = 120.0
-#: the form signature of a compile still running, in the program's own words (failureforms.py)
-PHASE_RUNNING = SIGNATURE_IDS[FormKind.COMPILE_RUNNING]
 #: A graph recompile inside the rank (dynamo/inductor's own Python, its compile workers, the
 #: compilers they run) keeps the rank's process tree on the CPU: no CPU growth in the whole tree for
 #: this long and the compile is over (or stuck). Readings come every second or so.
@@ -1025,16 +1023,12 @@ class Judge:
             st.last_line = mono
         st.last_line_text = line.text
         self.touched[id(st)] = st
-        self._worked(st.last_progress, mono)
+        ev = line.evidence(signature)
+        self._progressed(st, mono, ev)
         self._progress_seen = True
-        ev = st.last_progress_line = line.evidence(signature)
-        st.last_progress = mono
-        st.train_end_line = st.train_end_step = None
-        st.unexplained = st.failure_detail = None
-        st.errors = ()
-        st.first_lock_wait = None
         if self.last_progress_wall is None or wall > self.last_progress_wall:
             self.last_progress_wall = wall
+        st.train_end_line = st.train_end_step = None
         st.step, st.step_mono = step, mono
         if line.loss is not None:
             self._saw_training(ev)
@@ -1049,7 +1043,7 @@ class Judge:
         :meth:`_advance` does for it (the rank's progress, step and line, the job's newest work);
         every other row goes through :meth:`_advance`.
         """
-        advance = self._advance
+        advance, progressed = self._advance, self._progressed
         # the step a row must pass to be news: the job's, or the newest loop's (never above the job's)
         beyond = self.max_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
@@ -1070,14 +1064,7 @@ class Judge:
                 beyond = self.max_step if self.loop_step is None else self.loop_step
                 newest_wall = self.last_progress_wall
                 continue
-            old, top = st.last_progress, self._work_max  # _worked, inline
-            if top is None or mono >= top:
-                self._work_max, self._work_stale = mono, False
-            elif old is not None and mono < old == top:
-                self._work_stale = True
-            st.last_progress, st.last_progress_line = mono, ev
-            st.unexplained = st.failure_detail = None
-            st.first_lock_wait = None
+            progressed(st, mono, ev)
             st.step, st.step_mono = step, mono
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
@@ -1262,12 +1249,32 @@ class Judge:
             self.hints.append((ev, m))
         return m
 
+    def _progressed(self, st: RankState, mono: float, ev: Evidence) -> None:
+        """What every progress line ``ev`` of ``st``'s rank (read at ``mono``) does to the rank, whichever
+        way it comes: line by line (:meth:`_advance`), as a batch's steady step (:meth:`_steady_step`) or
+        as a progress row (:meth:`_progress_rows`), one rule for the three. Its progress and the job's
+        newest work move; the error lines it printed since its last progress are withdrawn (it went on
+        from them: neither its last word nor the cause of a bare fatal signal it dies of later,
+        :meth:`_cause_before`), and so is the compile lock it waited on. (The job's newest progress
+        wall time is the caller's: a batch's rows set it once. :meth:`_worked` inline: a big job's rows
+        come here 65,536 times a second.)"""
+        old, top = st.last_progress, self._work_max
+        if top is None or mono >= top:
+            self._work_max, self._work_stale = mono, False
+        elif old is not None and mono < old == top:
+            self._work_stale = True
+        st.last_progress, st.last_progress_line = mono, ev
+        st.unexplained = st.failure_detail = None
+        st.errors = ()
+        st.first_lock_wait = None
+
     def _advance(self, st: RankState, mono: float, wall: float, step: int | None, ev: Evidence) -> None:
         """A progress line of ``st``'s rank at ``mono``/``wall`` (``step``: the step it read)."""
         self.touched[id(st)] = st
-        self._worked(st.last_progress, mono)
+        self._progressed(st, mono, ev)
         self._progress_seen = True
-        st.last_progress, st.last_progress_line = mono, ev
+        if self.last_progress_wall is None or wall > self.last_progress_wall:
+            self.last_progress_wall = wall
         if ev.signature == CHECKPOINT_APPEARED_SIGNATURE:
             self._saw_training(ev)
         # Progress after the end: that was not the end (a second fit()), unless it is the
@@ -1282,17 +1289,12 @@ class Judge:
                   and (step is None or st.train_end_step is None or step <= st.train_end_step))
         if not redraw:
             st.train_end = st.train_end_line = st.train_end_step = None
-        st.unexplained = st.failure_detail = None  # an error line the rank went on from was not fatal
-        st.errors = ()
         if st.failure_match is not None and st.failure_match.signature.generic:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
-        st.first_lock_wait = None
         st.phase_running = None  # progress after a compile it announced: that compile is over
         if st.recompile_open is not None and _ends_recompile(st, mono, step):
             st.recompile_open = None  # its own progress after it: that recompile is over
-        if self.last_progress_wall is None or wall > self.last_progress_wall:
-            self.last_progress_wall = wall
         if step is not None:
             # A rank whose own count went back to a bar of another total with nothing before the end of
             # its loop before that said that training ran began training's loop (its bar after a

@@ -36,6 +36,9 @@ def gap_line(wall: float, node: str, lines: int, nbytes: int, error: str) -> str
             f"job's output are missing here: {error} (each rank's own log still has them)")
 
 
+#: The job's log in its run dir: every rank of every node, one line each.
+MERGED_LOG = "merged.log"
+
 #: An incident's ``tails.log`` holds the tails of at most this many of the verdict's ranks.
 INCIDENT_TAIL_RANKS = 8
 
@@ -62,7 +65,8 @@ class JobLog:
 
     def __init__(self, run_dir: str, health: IOHealth, tail_lines: int,
                  gap: Callable[[int, int, str], str]) -> None:
-        self.merged = AppendFile(os.path.join(run_dir, "merged.log"), health, gap=gap)
+        self.merged = AppendFile(os.path.join(run_dir, MERGED_LOG), health, gap=gap)
+        self.merged.create()  # there from the start, before the first line (a fault is counted and told)
         self.tail_lines = tail_lines
         # Per rank, its last batches' joined texts (each holds >= 1 line); read with tail().
         self.tails: dict[RankKey, _Tail] = {}

@@ -42,9 +42,9 @@ import msgpack
 import zmq
 
 from neuron_watch.events import EventKind, RankKey, iso_utc
-from neuron_watch.iofaults import IOHealth
+from neuron_watch.iofaults import AppendFile, IOHealth
 from neuron_watch.job.endpoint import COORDINATOR_NODE, Counters
-from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
+from neuron_watch.job.joblog import MERGED_LOG, JobLog, JobLogLike, gap_line
 from neuron_watch.wire.protocol import Header, Kind, Lines, ProtocolError, decode_body
 
 log = logging.getLogger("neuron_watch")
@@ -110,6 +110,14 @@ class LineWriter:
     def __init__(self, run_dir: str, tail_lines: int, *, counters: Counters, tell: Tell, start: Start, stop: Stop,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.tail_lines, self.counters, self.tell, self._stop, self.clock = tail_lines, counters, tell, stop, clock
+        # merged.log is there from the coordinator's start, not from the writer's first line: the writer
+        # is another process, up and scheduled when the machine lets it (seconds under load). A fault
+        # is told as the writer's own are (it opens the same file again, and tells when it works).
+        health = IOHealth(node=COORDINATOR_NODE)
+        health.listeners.append(tell)
+        merged = AppendFile(os.path.join(run_dir, MERGED_LOG), health)
+        merged.create()
+        merged.close()
         self._dir = tempfile.mkdtemp(prefix="nw-lines-")  # mode 0700: nobody else reaches the sockets
         self._ctx = zmq.Context()
         self._bulk = self._ctx.socket(zmq.PUSH)
