@@ -1978,19 +1978,20 @@ class Judge:
         return [st for st in self.ranks.values()
                 if st.key.rank >= 0 and st.failure is None and (st.exit_code == 0 or st.train_end is not None)]
 
-    def _end_said_by_some(self, live: Sequence[RankState]) -> EndOnSomeRanks | None:
+    def _end_said_by_some(self, live: Sequence[RankState], finished: Evidence | None) -> EndOnSomeRanks | None:
         """Training said finished by some ranks (:attr:`RankState.train_end`) but not by every rank that
-        printed progress (so :meth:`training_finished` is None), while each of those still running has
-        reached the step at which it was said: the end of a program that prints it on rank 0 only, the
-        others shutting down. None when it is not that: no end said, a failure or a stopped rank among
-        them, a rank behind that step or of no known step (it may be in a collective the ones that
-        left never joined: uneven data), or a rank waiting on a peer since the end was said.
+        printed progress (``finished``, what :meth:`training_finished` returned, is None), while each of
+        those still running has reached the step at which it was said: the end of a program that prints
+        it on rank 0 only, the others shutting down. None when it is not that: no end said, a failure
+        or a stopped rank among them, a rank behind that step or of no known step (it may be in a
+        collective the ones that left never joined: uneven data), or a rank waiting on a peer since the
+        end was said.
 
         Returns the newest end line, the ranks still running that did not say it, their step, and
         until when they have to exit (:func:`teardown_grace`)."""
         said = [st for st in self.ranks.values()
                 if st.key.rank >= 0 and st.train_end_line is not None and st.failure is None]
-        if not said or self.training_finished() is not None:
+        if not said or finished is not None:
             return None
         end = max((st.train_end_line for st in said if st.train_end_line is not None), key=lambda e: e.mono)
         steps = [st.train_end_step for st in said]
@@ -2327,7 +2328,7 @@ class Judge:
                 step=self.max_step,
                 after_training=True,
             )
-        shutting = self._end_said_by_some(live)
+        shutting = self._end_said_by_some(live, end)
         if live and idle > timeout and shutting is not None and now <= shutting.until:
             return self._teardown_verdict(shutting, now)
         last = self.last_step_reached()
