@@ -158,6 +158,11 @@ _NCCL_SUBSYSTEMS: tuple[tuple[re.Pattern[str], tuple[str, str]], ...] = (
 #: A call it makes that failed ("Cuda failure 'out of memory'", "Call to ... failed") is that call's error.
 _NCCL_PLANNER = re.compile(r"(?:^|/)enqueue\.cc$")
 _NCCL_CALL_FAILED = re.compile(r"\bfailure\b|\bfailed\b|\bCall to\b", re.I)
+#: The subsystem of a WARN says where NCCL failed, not why: a transport's WARN that quotes a call's error in words
+#: that state a cause of the machine or of the set-up (transport/p2p.cu "failed to open CUDA IPC handle : %d %s"
+#: with cudaGetErrorString's "peer access is not supported between these two devices", horovod#785; a memory that
+#: ran out; a hardware fault) is that cause, which the transport's family (a link between ranks) would restart.
+_STATED_BEYOND_TRANSPORT = frozenset({Label.CONFIG_ERROR, Label.HARDWARE_ERROR, Label.OOM})
 
 
 #: the message of an exception that names a missing file or directory, in the words programs use
@@ -174,7 +179,12 @@ _MISSING_PATH = re.compile(
 #: fabric (an EFA or InfiniBand device, its provider library) is not there for this process, before any
 #: peer is involved: the node's or container's set-up, which a restart meets again. While the job goes
 #: on (NCCL falling back to sockets) the line is only a warning; the judge asks this of a last word.
-_FABRIC_ABSENT = re.compile(r"\bfi_getinfo\b.{0,80}?(?:\bNo data available\b|\bFI_ENODATA\b|\(-?61\)|[:=] ?-61\b)")
+#: aws-ofi-nccl says the same in its own words (src/nccl_ofi_net.c find_ofi_provider: fi_getinfo's -FI_ENODATA is
+#: NCCL_OFI_WARN "Couldn't find any optimal provider", another code "OFI call failed with RC %d, %s" with
+#: fi_strerror's words; the plugin's WARN prints its function, not its file: "find_ofi_provider:543 NCCL WARN
+#: NET/OFI Couldn't find any optimal provider", an EFA device not given to a container, round issue23-heldout-16).
+_FABRIC_ABSENT = re.compile(r"\bfi_getinfo\b.{0,80}?(?:\bNo data available\b|\bFI_ENODATA\b|\(-?61\)|[:=] ?-61\b)|"
+                            r"\bNET/OFI (?:Couldn't find any optimal provider\b|OFI call failed with RC -61\b)")
 
 
 #: the C++ source a c10 error names as where it was raised (c10/util/Exception.cpp: "Exception raised from
@@ -210,14 +220,15 @@ def read_error(text: str) -> Reading | None:
         path = warn.group(1)
         if _NCCL_PLANNER.search(path) and not _NCCL_CALL_FAILED.search(text, warn.end()):
             return _reading(_CONFIG, f"an NCCL WARN of {path}: a collective its settings leave no plan for")
-        for pattern, family in _NCCL_SUBSYSTEMS:
-            if pattern.search(path):
-                return _reading(family, f"an NCCL WARN of {path}")
+        stated = cause_of(text)
+        if stated is None or stated[0] not in _STATED_BEYOND_TRANSPORT:
+            for pattern, family in _NCCL_SUBSYSTEMS:
+                if pattern.search(path):
+                    return _reading(family, f"an NCCL WARN of {path}")
         # another subsystem's WARN says its cause in the words of the call that failed, when it does
         # ("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device")
-        cause = cause_of(text)
-        if cause is not None and cause[0].value in _ACTIONS:
-            return _reading((cause[0].value, _ADVICE[cause[0].value]), f"an NCCL WARN of {path}: {cause[1]}")
+        if stated is not None and stated[0].value in _ACTIONS:
+            return _reading((stated[0].value, _ADVICE[stated[0].value]), f"an NCCL WARN of {path}: {stated[1]}")
         return None
     if _ARGPARSE.search(text):
         return _reading(_CONFIG, "argparse's usage error")

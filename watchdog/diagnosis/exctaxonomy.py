@@ -188,9 +188,11 @@ _CUDA_ERROR = re.compile(r"\b(?:CUDA_ERROR_|cudaError)(" + "|".join(_CUDA_ERRORS
 #: an uncorrected error): the host's memory, not the job
 _EDAC_MEMORY = re.compile(r"\bEDAC \w+ MC\d+: HANDLING MCE MEMORY ERROR\b|\bEDAC MC\d+: \d+ UE\b")
 #: Slurm's srun refusing to create the job step (srun's launch_common_create_job_step: "Unable to create
-#: step for job %u: %m"): the request (nodes, tasks, GRES, memory) does not fit the allocation or the partition, and
-#: asking again asks for the same
-_SRUN_NO_STEP = re.compile(r"\bsrun: error: Unable to create step for job \d+: ")
+#: step for job %u: %m"; before it, src/srun/allocate.c create_job_step: "Unable to create job step: %m"; pasted
+#: also as "unable to create step: More processors requested than permitted", round issue23-heldout-16, pysr-891):
+#: the request (nodes, tasks, GRES, memory) does not fit the allocation or the partition, and asking again asks for
+#: the same
+_SRUN_NO_STEP = re.compile(r"\bsrun: error: [Uu]nable to create (?:job )?step(?: for job \d+)?: ")
 
 
 def report_cause(text: str) -> Cause | None:

@@ -84,8 +84,12 @@ _REGISTRY_REFUSED = re.compile(r"\bURL \S+ returned error code: (?:401|403|404)\
 #: An MLIR dialect conversion that could not lower an operation (mlir/lib/Transforms/Utils/DialectConversion.cpp:
 #: emitError "failed to legalize operation '<name>'", with " that was explicitly marked illegal" when the target
 #: marks it so), as XLA's, IREE's, Mosaic's and the Neuron compiler's pipelines print it: the compiler cannot
-#: compile the program it was given.
-_MLIR_LEGALIZE = re.compile(r"\berror: failed to legalize operation '[\w.$-]+'")
+#: compile the program it was given. A pipeline that returns the diagnostic as a status prints it after the
+#: status's code (absl/status/status.h StatusCode names) instead of the severity (JAX's Mosaic:
+#: "jax.errors.JaxRuntimeError: INTERNAL: failed to legalize operation 'tpu.reshape':", round issue23-heldout-16,
+#: jax-36750).
+_MLIR_LEGALIZE = re.compile(r"(?:\berror|\b(?:INTERNAL|UNKNOWN|INVALID_ARGUMENT|FAILED_PRECONDITION|UNIMPLEMENTED|"
+                            r"ABORTED)): failed to legalize operation '[\w.$-]+'")
 
 #: The forms read by their pattern alone, in order: (literals one of which every line of the form holds, looked
 #: for first since most lines the reader is asked about hold none; pattern, kind, what it is, the cause it states).
