@@ -199,19 +199,21 @@ class TorchrunLauncher(Launcher):
         return _shape(r.returncode, r.stdout, r.stderr)
 
     def _check_argv(self, gen_dir: str) -> list[str]:
-        """The reader's arguments asking for torchrun's configuration check whatever the job's shape."""
+        """The reader's arguments asking for torchrun's configuration check after its parser."""
         return [CHECK, *self.our_args(gen_dir), *replace_placeholder(self.user_args, "")]
 
     def describe(self, gen_dir: str) -> LaunchInfo:
         return self._info(self.parse(gen_dir), gen_dir)
 
     def checks_after_exit(self, info: LaunchInfo) -> bool:
-        return info.nnodes == 1  # torchrun_args.one_node: its reader checks jobs of several nodes itself
+        # Whatever the shape: torchrun checks its configuration before its rendezvous (torchrun_args),
+        # so a torchrun of several nodes that refuses it ends early as one of one node does
+        return True
 
     def refusal(self, gen_dir: str, timeout: float) -> LauncherArgsError | None:
-        """torchrun's configuration check, for a job of one node whose torchrun ended before any
-        worker started (its shape reader leaves the check out: it imports torch, ~1.5 CPU-s, which
-        a launch that starts its workers never needs). None: no refusal, or no answer by ``timeout``."""
+        """torchrun's configuration check, for a torchrun that ended before any worker started (its
+        shape reader leaves the check out: it imports torch, 4.4-4.6 CPU-s, which a launch that
+        starts its workers never needs). None: no refusal, or no answer by ``timeout``."""
         argv = self._check_argv(gen_dir)
         proc = start_in_new_group([self.python, "-c", _parse_snippet(), *argv], os.environ, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)

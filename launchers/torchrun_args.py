@@ -3,11 +3,12 @@
 Run with ``python -c <this file's text> ARGS...`` by the Python that runs torchrun; prints
 torchrun's parsed arguments as one JSON line, or exits 2 with argparse's message when torchrun's
 parser refuses them, or with the error of torchrun's own configuration check (:func:`refusal`).
-That check imports torch in full, so it runs here only where its answer is needed before torchrun's
-own: for a job of one node it is left to the caller, who runs it (``python -c <text>`` with
-:data:`CHECK` before ARGS) only when torchrun ends before any worker started; a job of several
-nodes is checked at once (its torchrun waits in the rendezvous before starting workers, so a
-torchrun with no workers yet says nothing). :data:`CHECK` before ARGS: always check.
+That check imports torch in full (4.4-4.6 CPU-s on a small machine), so it runs only where its
+answer is needed: when the caller asks for it (:data:`CHECK` before ARGS), which it does only when
+torchrun ended before any worker started, whatever the job's shape. torchrun runs the same check
+first thing (``run`` calls ``config_from_args`` before ``elastic_launch``, so before the
+rendezvous of a job of several nodes): a torchrun that refuses its arguments exits with no worker
+and without waiting for the other nodes, and one that started a worker passed it.
 torchrun's parser needs argparse and a few small definitions, not ``torch/__init__`` (~1.5 CPU-s):
 this reads ``get_args_parser`` from ``torch/distributed/run.py`` and executes that definition, and
 each definition it names, from torch's own source, leaving every module's top level unexecuted, so
@@ -34,7 +35,7 @@ from typing import Any, ClassVar
 
 _TOP = "torch"
 _RUN = "torch.distributed.run"
-#: First argument: run torchrun's configuration check whatever the job's shape (torchrun has no such flag)
+#: First argument: run torchrun's configuration check after its parser (torchrun has no such flag)
 CHECK = "--neuron-watch-config-check"
 
 
@@ -166,17 +167,12 @@ def refusal(argv: list[str]) -> str | None:
     return None
 
 
-def one_node(args: dict[str, Any]) -> bool:
-    """Whether parsed arguments are a job of one node (``--nnodes 1``, or a range up to 1)."""
-    return str(args.get("nnodes", "1")).split(":")[-1] == "1"
-
-
 if __name__ == "__main__":
     sys.argv[0] = "torchrun"  # argparse names the program in its errors
     check = sys.argv[1:2] == [CHECK]
     argv = sys.argv[2:] if check else sys.argv[1:]
     args = parsed(argv)  # exits 2 with argparse's message on a bad flag
-    why = refusal(argv) if check or not one_node(args) else None
+    why = refusal(argv) if check else None
     if why is not None:
         print(why, file=sys.stderr)
         sys.exit(2)

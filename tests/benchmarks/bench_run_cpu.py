@@ -1,6 +1,6 @@
 """Where the CPU of one real run goes, process by process (prints figures; no pass/fail).
 
-    .venv/bin/python tests/benchmarks/bench_run_cpu.py [--scenario crash|hang|clean] [--interval 0.1]
+    .venv/bin/python tests/benchmarks/bench_run_cpu.py [--scenario crash|hang|clean|two-nodes] [--interval 0.1]
 
 Runs the toy job as the process tests start it (``neuron-watch --quiet torchrun --nproc_per_node 2
 examples/toy/train.py ...`` with the tests' environment: ``OMP_NUM_THREADS=1``, the stand-in
@@ -15,6 +15,9 @@ check on the sampled sum).
 
 ``crash``: rank 1 crashes at step 12 of 16, one restart (test_console's crash test). ``hang``:
 rank 1 hangs at step 8 of 14, ``--hang-timeout 10``, one restart. ``clean``: 16 steps, no fault.
+``two-nodes``: the clean job as two nodes on this machine (test_multinode's launch: one wrapper a
+node, ``--nnodes 2 --node_rank I``, a static rendezvous on loopback, one rank a node, node 0 hosting
+the coordinator); both wrappers and their descendants are counted.
 For the cost of one rank without neuron-watch, compare with plain ``torchrun`` on the same job.
 """
 
@@ -24,6 +27,8 @@ import argparse
 import os
 import re
 import resource
+import secrets
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +44,7 @@ SCENARIOS = {
     "crash": ((), ("--steps", "16", "--crash-at", "12", "--crash-rank", "1")),
     "hang": (("--hang-timeout", "10"), ("--steps", "14", "--hang-at", "8")),
     "clean": ((), ("--steps", "16")),
+    "two-nodes": ((), ("--steps", "16")),
 }
 
 
@@ -92,14 +98,23 @@ def main() -> None:
     env.setdefault("TOY_GRAD_SYNC", "allreduce")  # as toy_env; TOY_GRAD_SYNC=ddp for the DDP job's cost
     with tempfile.TemporaryDirectory(prefix="bench-run-cpu-") as tmp:
         ckpt = f"{tmp}/ckpt"
-        argv = [str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/run", "--checkpoint-dir", ckpt, *watch,
-                "torchrun", "--nproc_per_node", "2", str(TOY), "--checkpoint-dir", ckpt, *toy]
+        job = [str(TOY), "--checkpoint-dir", ckpt, *toy]
+        if args.scenario == "two-nodes":
+            master, coordinator = _free_port(), _free_port()
+            env["NEURON_WATCH_SECRET"] = secrets.token_hex(16)
+            argvs = [[str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/node{i}", "--checkpoint-dir", ckpt,
+                      "--coordinator", f"127.0.0.1:{coordinator}", "--job-id", "bench-two-nodes", *watch, "torchrun",
+                      "--nnodes", "2", "--node_rank", str(i), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
+                      "--master_port", str(master), *job] for i in range(2)]
+        else:
+            argvs = [[str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/run", "--checkpoint-dir", ckpt, *watch,
+                      "torchrun", "--nproc_per_node", "2", *job]]
         began = time.monotonic()
-        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-        ours = {p.pid}
+        wrappers = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True) for argv in argvs]
+        ours = {p.pid for p in wrappers}
         seen: dict[int, tuple[float, str]] = {}  # pid -> (CPU seconds, role at first sight)
-        while p.poll() is None:
+        while any(p.poll() is None for p in wrappers):
             procs = table()
             grew = True
             while grew:  # descendants, however deep (torchrun starts its ranks in a session of its own)
@@ -107,14 +122,15 @@ def main() -> None:
                 ours |= new
                 grew = bool(new)
             for pid in ours & procs.keys():
-                kind = seen[pid][1] if pid in seen else "wrapper" if pid == p.pid else role(command(pid))
+                first = seen[pid][1] if pid in seen else None
+                kind = first or ("wrapper" if pid in {p.pid for p in wrappers} else role(command(pid)))
                 if kind == "rank" and procs[pid][0] in seen:  # a rank of its torchrun's generation
                     kind = "rank " + seen[procs[pid][0]][1].removeprefix("torchrun ")
                 seen[pid] = (procs[pid][1], kind)
             time.sleep(args.interval)
         wall = time.monotonic() - began
     kernel = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"scenario {args.scenario}: exit {p.returncode}, wall {wall:.1f} s")
+    print(f"scenario {args.scenario}: exit {', '.join(str(p.returncode) for p in wrappers)}, wall {wall:.1f} s")
     by_role: dict[str, float] = {}
     for pid, (cpu, kind) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
         by_role[kind] = by_role.get(kind, 0.0) + cpu
@@ -126,6 +142,13 @@ def main() -> None:
         print(f"  {cpu:6.2f} s  {100 * cpu / total:4.0f}%  {kind}")
     print(f"sampled {total:.2f} s; the kernel's count for the wrapper and its reaped descendants "
           f"{kernel.ru_utime + kernel.ru_stime:.2f} s")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 if __name__ == "__main__":

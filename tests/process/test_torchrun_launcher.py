@@ -80,9 +80,8 @@ def test_the_parse_child_refuses_a_bad_flag_before_importing_torch_and_a_bad_val
     assert "invalid choice: 'bogus'" in bad.stderr
     assert not _torch_imported(bad.stderr)
     # a value the parser takes and torchrun's own configuration check refuses (torchrun exits 1 there):
-    # refused at once for a job of several nodes (its torchrun waits in the rendezvous before it
-    # starts workers), and by the check asked for (torchrun_args.CHECK), as after an early end
-    for argv in (["--nnodes", "2", "--nproc_per_node", "two", "train.py"],
+    # refused by the check asked for (torchrun_args.CHECK, after torchrun's early end), whatever the shape
+    for argv in ([torchrun_args.CHECK, "--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "two", "train.py"],
                  [torchrun_args.CHECK, "--nproc_per_node", "two", "train.py"]):
         two = subprocess.run([sys.executable, "-c", _parse_snippet(), *argv], capture_output=True, text=True,
                              timeout=120)
@@ -91,16 +90,18 @@ def test_the_parse_child_refuses_a_bad_flag_before_importing_torch_and_a_bad_val
         assert two.stdout.strip() == ""
 
 
-def test_the_parse_child_of_a_one_node_job_imports_no_torch_and_leaves_the_check_to_an_early_end() -> None:
-    # every launch of one node: its shape without torch (torchrun's check runs only if it ends early)
-    for argv in (_SHAPES[0], ["--nproc_per_node", "two", "train.py"]):
+def test_the_parse_child_imports_no_torch_for_any_shape_and_leaves_the_check_to_an_early_end() -> None:
+    # every launch, of one node or several: its shape without torch (torchrun's check runs only if it
+    # ends early; it checks before its rendezvous, so a torchrun of several nodes that refuses ends early)
+    for argv in (*_SHAPES[:2], ["--nproc_per_node", "two", "train.py"],
+                 ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "two", "train.py"]):
         one = subprocess.run([sys.executable, "-X", "importtime", "-c", _parse_snippet(), *argv],
                              capture_output=True, text=True, timeout=120)
         assert one.returncode == 0, one.stderr[-2000:]
         assert json.loads(one.stdout.strip().splitlines()[-1]) == torchrun_args.parsed(argv)
         assert not _torch_imported(one.stderr), argv
     launcher = TorchrunLauncher(["--nproc_per_node", "two", "train.py"], marker="test")
-    assert launcher.checks_after_exit(LaunchInfo(nnodes=1)) and not launcher.checks_after_exit(LaunchInfo(nnodes=2))
+    assert all(launcher.checks_after_exit(LaunchInfo(nnodes=n)) for n in (1, 2, None))
     refused = launcher.refusal("/g", 120)
     assert refused is not None and "Unsupported nproc_per_node value: two" in refused.message
     assert TorchrunLauncher(["--nproc_per_node", "2", "train.py"], marker="test").refusal("/g", 120) is None

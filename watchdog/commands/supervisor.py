@@ -75,8 +75,12 @@ EARLY_SIGNAL_WAIT = 3.0
 #: torchrun reads its arguments with the same parser as its shape reader, at our priority (the reader
 #: runs at nice 19), so a torchrun that refuses them has exited by the time the refusal is known, or
 #: soon after; one still running this long after accepted them after all and is watched as a job.
-#: Also the bound on waiting for a one-node job's first worker or early end, where its configuration
-#: check is left to that end: a torchrun still without workers then is watched as a job.
+#: Also the bound on waiting for a job's first worker or early end, where its configuration check is
+#: left to that end: a torchrun still without workers then is watched as a job. torchrun checks its
+#: configuration as soon as it has imported torch (3-12 s here at load 4-20), before it waits in the
+#: rendezvous of a job of several nodes, so by then it has passed the check. The price: a static job
+#: whose nodes join late gets its coordinator up to this much later (an elastic node already waits
+#: for its place); nothing is lost meanwhile, as there is no worker yet and launcher lines are kept.
 REFUSAL_WAIT = 30.0
 #: torchrun's configuration check after its early end imports torch: seconds on a loaded node
 REFUSAL_CHECK_TIMEOUT = 120.0
@@ -152,7 +156,11 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             if _placed(agent):
                 placed_at = time.monotonic() if placed_at is None else placed_at
                 # A job whose configuration check is left to after torchrun's early end: torchrun
-                # starting its workers passed it; a torchrun ending before any did is asked about it
+                # starting its workers passed it; a torchrun ending before any did is asked about it.
+                # Several nodes too: torchrun's check comes before its rendezvous (torchrun_args), so
+                # one refusing ends as early as one of one node, and this wait needs no other node.
+                # Reading the check at every start instead imported torch in each node's shape
+                # reader (4.4-4.6 CPU-s) for the rare launch that is refused.
                 if (signals.received is not None or not _check_pending(agent)
                         or time.monotonic() - placed_at > REFUSAL_WAIT):
                     break
