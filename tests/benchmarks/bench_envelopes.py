@@ -167,14 +167,29 @@ ENVELOPES: dict[str, Wrap] = {
 }
 
 
+def _first_stamp(lines: list[str]) -> tuple[int, float]:
+    """The year of the excerpt's first full stamp and that stamp's time (as ``diagnose`` dates a
+    file's head: the lines above the first stamp were written just before it)."""
+    probe = TimeParser()
+    for line in lines:
+        if probe.parse(line) is not None and probe.year_seen is not None:
+            year = probe.year_seen
+            clock = TimeParser(year=year)
+            return year, next(t for ln in lines if (t := clock.parse(ln)) is not None)
+    return 2024, EPOCH0
+
+
 def wrap(text: str, envelope: Wrap) -> str:
     """``text`` with every line in ``envelope``; each line's time is its own stamp where it has one
     (a shipper stamps a line when it is written), else the last time plus a millisecond, never
-    running backwards (a shipper's clock does not)."""
-    clock = TimeParser(year=2024, start=EPOCH0)
-    last = EPOCH0
+    running backwards (a shipper's clock does not). Lines above the first stamp are stamped just
+    before it."""
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    year, first = _first_stamp(lines)
+    clock = TimeParser(year=year, start=first)
+    last = first - 0.5
     out: list[str] = []
-    for line in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+    for line in lines:
         own = clock.parse(line)
         last = max(last + 0.001, own if own is not None else 0.0)
         out.extend(envelope(line, last))
