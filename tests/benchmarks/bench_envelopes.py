@@ -168,15 +168,13 @@ ENVELOPES: dict[str, Wrap] = {
 
 
 def _first_stamp(lines: list[str]) -> tuple[int, float]:
-    """The year of the excerpt's first full stamp and that stamp's time (as ``diagnose`` dates a
-    file's head: the lines above the first stamp were written just before it)."""
+    """The year of the excerpt's first full stamp (else 2024) and its first stamp's time, of any
+    kind (as ``diagnose`` dates a file's head: the lines above the first stamp were written just
+    before it); an excerpt without stamps starts at :data:`EPOCH0`."""
     probe = TimeParser()
-    for line in lines:
-        if probe.parse(line) is not None and probe.year_seen is not None:
-            year = probe.year_seen
-            clock = TimeParser(year=year)
-            return year, next(t for ln in lines if (t := clock.parse(ln)) is not None)
-    return 2024, EPOCH0
+    year = next((probe.year_seen for line in lines if probe.parse(line) is not None and probe.year_seen), 2024)
+    clock = TimeParser(year=year)
+    return year, next((t for line in lines if (t := clock.parse(line)) is not None), EPOCH0)
 
 
 def wrap(text: str, envelope: Wrap) -> str:
