@@ -28,11 +28,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.events import Label
+from neuron_watch.events import Label, Verdict
 from tests.fixtures.corpus_score import ACTION_CHANGES, action_confusion
-from tests.fixtures.real_logs import load_corpus
+from tests.fixtures.real_logs import Excerpt, load_corpus
 
 LABELS = [label.value for label in Label]
+
+
+def select(label: str | None = None, platform: str | None = None, batch: str | None = None) -> list[Excerpt]:
+    """The corpus's excerpts, those of one label, platform or collection batch when given."""
+    return [
+        ex for ex in load_corpus()
+        if (label is None or ex.label.value == label)
+        and (platform is None or ex.platform == platform)
+        and (batch is None or ex.batch == batch)
+    ]
+
+
+def verdict_of(log: Path) -> Verdict:
+    """What ``neuron-watch diagnose LOG`` says of one log file alone."""
+    return diagnose_paths([str(log)]).verdict
 
 
 def main() -> int:
@@ -43,12 +58,7 @@ def main() -> int:
     parser.add_argument("--batch", help="only the excerpts of this collection batch (their `batch` key)")
     args = parser.parse_args()
 
-    excerpts = [
-        ex for ex in load_corpus()
-        if (args.label is None or ex.label.value == args.label)
-        and (args.platform is None or ex.platform == args.platform)
-        and (args.batch is None or ex.batch == args.batch)
-    ]
+    excerpts = select(args.label, args.platform, args.batch)
     confusion: dict[str, Counter[str]] = defaultdict(Counter)
     action_right: Counter[str] = Counter()
     changes: Counter[str] = Counter()
@@ -57,7 +67,7 @@ def main() -> int:
     wrong: list[str] = []
     started = time.process_time()
     for ex in excerpts:
-        verdict = diagnose_paths([str(ex.log)]).verdict
+        verdict = verdict_of(ex.log)
         said = verdict.label.value
         confusion[ex.label.value][said] += 1
         change = action_confusion(ex.label, verdict.label, verdict.action)

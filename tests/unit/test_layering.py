@@ -32,7 +32,8 @@ MODULES: dict[str, Path] = {
 
 PURE = [
     "events", "errors", "redact",
-    "diagnosis.classify", "diagnosis.keyfinder", "diagnosis.judge", "diagnosis.logtext", "diagnosis.stacks",
+    "diagnosis.classify", "diagnosis.keyfinder", "diagnosis.judge", "diagnosis.logtext", "diagnosis.envelopes",
+    "diagnosis.stacks",
     "diagnosis.flight_recorder",
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure", "diagnosis.signature", "diagnosis.formkinds",

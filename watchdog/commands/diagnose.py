@@ -28,6 +28,7 @@ from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.envelopes import EnvelopeReader
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
@@ -236,6 +237,8 @@ def _clock_hints(head: bytes, mtime: float | None) -> tuple[int, float | None]:
     lines = head.decode("utf-8", errors="replace").splitlines()
     if len(head) >= _HEAD:
         lines = lines[:-1]  # cut mid-line
+    # through the envelope, if any, as the lines are read: its stamp first, else the message's own
+    lines = [stamp or text for _, text, stamp, _ in EnvelopeReader[int]().read(list(enumerate(lines)), final=True)]
     probe = TimeParser()
     year = None
     for text in lines:
@@ -281,13 +284,23 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
     pending: list[tuple[int, str]] = []
 
     block_rank, block_left = -1, 0  # inside torchrun's "Root Cause" block: the rank it names
+    envelopes = EnvelopeReader[int]()  # a shipper's envelope around every line (JSON, CRI, prefixes), if any
 
-    def emit(batch: list[tuple[int, str]]) -> Iterator[LogLine]:
+    def emit(batch: list[tuple[int, str]], final: bool) -> Iterator[LogLine]:
         nonlocal seq, block_rank, block_left, at
+        # the envelope's time and name, by line number (where it has them)
+        told: dict[int, tuple[str | None, str | None]] = {}
+        if not envelopes.plain:
+            opened = envelopes.read(batch, final)
+            batch = [(n, text) for n, text, _, _ in opened]
+            told = {n: (stamp, who) for n, _, stamp, who in opened if stamp is not None or who is not None}
         for n, raw in unwrap_numbered(batch):
+            stamp, pod = told.get(n, (None, None)) if told else (None, None)
             for piece in logical_lines(raw):
                 rank, text = split_rank_prefix(piece)
                 host, process, text = split_process(text)
+                if pod is not None and host is None:
+                    host = pod  # the pod, container or host the envelope names: the lines' node
                 if host is not None and rank is None:
                     rank, text = split_rank_prefix(text)  # pdsh's host, then the node's launcher's rank
                 # a rank prefix names the process best; otherwise the process a prefix names is a
@@ -301,7 +314,12 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
                         at += 1
                     t = times[at][1] if times else None
                 else:
-                    t = clock.parse(text)
+                    # the envelope's clock where it has one (on every line, never running backwards)
+                    # rather than the message's own stamps, which may be in another zone: one clock
+                    # per source
+                    t = clock.parse(stamp) if stamp is not None else None
+                    if t is None:
+                        t = clock.parse(text)
                 if t is not None:
                     src.timed = True
                 seq += 1
@@ -330,7 +348,7 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
                 lineno += 1
                 pending.append((lineno, line))
             if len(pending) >= BATCH or not chunk:
-                yield from emit(pending)
+                yield from emit(pending, not chunk)
                 pending = []
             if not chunk:
                 return

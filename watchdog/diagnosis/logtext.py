@@ -46,8 +46,11 @@ _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: 
 #: jobs launched through it: "[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO ..."). Other
 #: words in brackets (``[epoch3]:``, ``[step10]:``) are a program's own text, not a launcher's.
 _ROLE = r"(?:rank|default|trainer|worker)"
-_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[" + _ROLE + r"\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)")
-_RANK_PREFIX = re.compile(r"^\s*\[" + _ROLE + r"(\d+)\]:\s?|^(\d{1,5}): |^\s*\[\d+,(\d+)\]<std(?:out|err)>:")
+#: SageMaker's mpirun adds the host: ``[1,mpirank:3,algo-2]<stderr>:INFO:root:...``
+#: (aws-samples/sagemaker-distributed-training-workshop#6).
+_MPI_TAG = r"\[\d+,(?:mpirank:)?(\d+)(?:,[\w.-]+)?\]<std(?:out|err)>:"
+_MIDLINE_RANK = re.compile(r"(?<=\S)\s*(?=\[" + _ROLE + r"\d+\]:|" + _MPI_TAG.replace("(\\d+)", "\\d+") + ")")
+_RANK_PREFIX = re.compile(r"^\s*\[" + _ROLE + r"(\d+)\]:\s?|^(\d{1,5}): |^\s*" + _MPI_TAG)
 _PATH_RANK = (
     re.compile(r"(?:^|[/\\])rank[-_.]?(\d+)(?:\.[A-Za-z]+)*$"),
     re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.(?:log|txt|json)$"),

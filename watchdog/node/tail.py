@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from neuron_watch.diagnosis.envelopes import EnvelopeReader
 from neuron_watch.diagnosis.logtext import ERROR_LIKE, logical_lines, split_rank_prefix, strip_ansi
 from neuron_watch.events import LogLine, RankKey
 from neuron_watch.iofaults import AppendFile, IOHealth
@@ -325,6 +326,8 @@ class RankStreams:
         self._tails: dict[str, tuple[FileTail, int]] = {}  # path -> (tail, local rank)
         self._out: dict[int, AppendFile] = {}
         self._lineno: dict[int, int] = {}
+        #: rank -> the envelope its output comes in (a JSON logger's records, say), read as diagnose reads it
+        self._envelopes: dict[int, EnvelopeReader[int]] = {}
         self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
         self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
         self._times: dict[int, AppendFile] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
@@ -438,9 +441,14 @@ class RankStreams:
                 continue  # the judge had this state as a redraw already
             # The judge sees what `neuron-watch diagnose` sees: escapes and redrawn bars removed,
             # torch's own "[rankN]:" prefix dropped (the file already says which rank it is).
-            for part in logical_lines(text):
-                out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
-                                   self.rank_log(rank), n))
+            envelope = self._envelopes.get(rank)
+            if envelope is None:
+                envelope = self._envelopes[rank] = EnvelopeReader[int]()
+            inner = [text] if envelope.plain else [t for _, t, _, _ in envelope.read([(n, text)])]
+            for message in inner:
+                for part in logical_lines(message):
+                    out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
+                                       self.rank_log(rank), n))
         self._index(ranked, wall)
         for f in self._out.values():
             f.flush()

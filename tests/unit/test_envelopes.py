@@ -1,0 +1,193 @@
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+"""Envelopes around pasted log lines (neuron_watch.diagnosis.envelopes): each form read from real
+lines of it, and the near misses that must stay what they are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.envelopes import DETECT_LINES, EnvelopeReader, detect
+from neuron_watch.diagnosis.logtext import logical_lines, split_rank_prefix
+from neuron_watch.events import Label
+from neuron_watch.node.tail import RankStreams
+
+TRACEBACK = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/workspace/train.py", line 88, in <module>',
+    "[rank1]:     loss.backward()",
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+]
+
+
+def _docker(text: str, t: str = "2024-05-01T12:00:00.123456789Z", stream: str = "stderr") -> str:
+    return json.dumps({"log": text, "stream": stream, "time": t}, separators=(",", ":"))
+
+
+def _read(lines: list[str], final: bool = True) -> list[tuple[int, str, str | None, str | None]]:
+    return EnvelopeReader().read(list(enumerate(lines)), final)
+
+
+#: (envelope, the wrapped lines as their writer writes them, the inner texts, the first stamp, the first who)
+CASES = [
+    ("docker json-file", [_docker(t + "\n") for t in TRACEBACK], TRACEBACK, "2024-05-01T12:00:00.123456789Z", None),
+    # the kubelet's own test of parseCRILog: "2016-10-06T00:17:09.669794202Z stdout F log content 1"
+    ("cri", ["2016-10-06T00:17:09.669794202Z stdout F log content 1", "2016-10-06T00:17:09.669794203Z stderr F log content 2"],
+     ["log content 1", "log content 2"], "2016-10-06T00:17:09.669794202Z", None),
+    ("kubectl --prefix", [f"[pod/llama-train-worker-0/pytorch] {t}" for t in TRACEBACK], TRACEBACK, None,
+     "pod/llama-train-worker-0/pytorch"),
+    ("kubectl --timestamps", [f"2024-05-01T12:00:0{i}.12345678{i}Z {t}" for i, t in enumerate(TRACEBACK)], TRACEBACK,
+     "2024-05-01T12:00:00.123456780Z", None),
+    ("github actions", ["2024-01-01T00:00:00.0000000Z ##[group]Run python train.py", "2024-01-01T00:00:01.0000000Z error: Cannot find name 'fetch'"],
+     ["##[group]Run python train.py", "error: Cannot find name 'fetch'"], "2024-01-01T00:00:00.0000000Z", None),
+    # SageMaker local mode is docker compose (aws/sagemaker-training-toolkit#37)
+    ("compose v1", ["algo-1-8gd7b_1  | 2019-10-22 09:06:21,345 sagemaker-containers INFO     Imported framework sagemaker_pytorch_container.training",
+                    "algo-1-8gd7b_1  | 2019-10-22 09:06:21,349 sagemaker-containers INFO     No GPUs detected (normal if no gpus installed)"],
+     ["2019-10-22 09:06:21,345 sagemaker-containers INFO     Imported framework sagemaker_pytorch_container.training",
+      "2019-10-22 09:06:21,349 sagemaker-containers INFO     No GPUs detected (normal if no gpus installed)"], None, "algo-1-8gd7b_1"),
+    ("compose v2", [f"trainer-1  | {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-1"),
+    ("journald", [f"Nov 27 12:00:0{i} ip-10-0-1-12 python[4121]: {t}" for i, t in enumerate(TRACEBACK)], TRACEBACK, None,
+     "ip-10-0-1-12 python[4121]"),
+    ("ts", [f"Nov 27 12:00:0{i} {t}" for i, t in enumerate(TRACEBACK)], TRACEBACK, None, None),
+    ("cloudwatch export", [f"2024-05-01T12:00:00.12{i}Z\t{t}" for i, t in enumerate(TRACEBACK)], TRACEBACK, "2024-05-01T12:00:00.120Z", None),
+    ("fluent-bit", [json.dumps({"date": 1714564800.5, "log": t + "\n", "stream": "stderr", "time": "2024-05-01T12:00:00.5Z",
+                                "kubernetes": {"pod_name": "train-0", "container_name": "pytorch"}}) for t in TRACEBACK],
+     TRACEBACK, "2024-05-01T12:00:00.5Z", "train-0/pytorch"),
+    ("zap", ['{"level":"info","ts":1714564800.123,"caller":"launcher/main.go:88","msg":"starting workers","count":8}',
+             '{"level":"error","ts":1714564801.5,"caller":"launcher/main.go:120","msg":"worker exited","error":"exit status 137"}'],
+     ["starting workers", "ERROR worker exited", "exit status 137"], "2024-05-01T12:00:00.123000Z", None),
+    ("python-json-logger", ['{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
+                            '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nRuntimeError: NCCL error"}'],
+     ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: NCCL error"],
+     "2024-05-01 12:00:00,123", None),
+]
+
+
+@pytest.mark.parametrize(("name", "wrapped", "inner", "stamp", "who"), CASES, ids=[c[0] for c in CASES])
+def test_each_envelope_is_opened_from_its_real_lines(name: str, wrapped: list[str], inner: list[str],
+                                                       stamp: str | None, who: str | None) -> None:
+    opened = _read(wrapped)
+    assert [text for _, text, _, _ in opened] == inner
+    assert opened[0][2] == stamp
+    assert opened[0][3] == who
+
+
+def test_json_file_pieces_of_a_long_line_are_joined() -> None:
+    # Docker's copier cuts a line longer than its 16 KiB buffer: every piece but the last has no "\n"
+    long = "[rank0]: RuntimeError: " + "x" * 40
+    pieces = [_docker(long[:20]), _docker(long[20:50]), _docker(long[50:] + "\n"), _docker("next\n")]
+    opened = _read(pieces)
+    assert [(k, text) for k, text, _, _ in opened] == [(0, long), (3, "next")]
+
+
+def test_cri_partial_records_are_joined_across_reads() -> None:
+    reader = EnvelopeReader()
+    first = reader.read([(1, "2024-05-01T12:00:00.000000001Z stdout F starting"),
+                         (2, "2024-05-01T12:00:00.000000002Z stderr P [rank3]: torch.distributed.DistBackendError: NCCL error in: ")])
+    assert [t for _, t, _, _ in first] == ["starting"]  # the piece waits for the rest of its line
+    rest = reader.read([(3, "2024-05-01T12:00:00.000000003Z stderr F ProcessGroupNCCL.cpp:1970, unhandled system error")], final=True)
+    assert rest == [(2, "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+                     "2024-05-01T12:00:00.000000002Z", None)]
+
+
+def test_a_piece_left_open_at_the_end_is_kept() -> None:
+    assert [t for _, t, _, _ in _read(["2024-05-01T12:00:00.000000001Z stdout F a", "2024-05-01T12:00:00.000000002Z stdout P cut her"])] == ["a", "cut her"]
+
+
+def test_a_header_above_the_records_passes_unchanged() -> None:
+    lines = ["Attaching to trainer-1", *(f"trainer-1  | step {i} loss 2.{i}" for i in range(8))]
+    opened = _read(lines)
+    assert opened[0][1] == "Attaching to trainer-1"
+    assert [t for _, t, _, _ in opened[1:]] == [f"step {i} loss 2.{i}" for i in range(8)]
+
+
+#: logs that carry no envelope: every line must come out exactly as it went in
+NEAR_MISSES = [
+    # a program's own metrics, as Hugging Face's Trainer prints them, and as JSON (with NaN, which
+    # Python's json reads)
+    ("HF metrics dicts", ["{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.5}",
+                          "{'loss': 2.3012, 'grad_norm': 1.07, 'learning_rate': 1e-05, 'epoch': 0.51}"]),
+    ("JSON metrics", ['{"loss": NaN, "step": 10, "lr": 0.0001}', '{"loss": 2.1, "step": 11, "lr": 0.0001}']),
+    # JSON with a message-like key but nothing a logger adds beside it
+    ("JSON that is not a record", ['{"msg": "hello", "n": 1}', '{"msg": "world", "n": 2}']),
+    ("JSON event with a time", ['{"event": "epoch_end", "time": 12.5, "loss": 2.1}', '{"event": "epoch_end", "time": 13.5, "loss": 2.0}']),
+    # a logger's own time at the start of a healthy line stays (space-separated, comma, milliseconds)
+    ("python logging", ["2024-04-12 07:13:06,123 - INFO - training_utils - Loading batch 1203 from shard 7",
+                        "2024-04-12 07:13:07,123 - INFO - training_utils - step 1203 loss 2.0417"]),
+    ("ISO milliseconds", ["2024-05-01T12:00:00.123Z INFO step 10 loss 2.31", "2024-05-01T12:00:01.123Z INFO step 11 loss 2.30"]),
+    ("a table", ["epoch | loss | acc", "1 | 2.31 | 0.51", "2 | 2.10 | 0.55"]),
+    ("srun --label", ["0: step 10 loss 2.31", "1: step 10 loss 2.33"]),
+]
+
+
+@pytest.mark.parametrize(("name", "lines"), NEAR_MISSES, ids=[c[0] for c in NEAR_MISSES])
+def test_a_log_without_an_envelope_is_left_as_it_is(name: str, lines: list[str]) -> None:
+    assert detect(lines, complete=True) is None
+    assert [t for _, t, _, _ in _read(lines)] == lines
+
+
+def test_one_ambiguous_line_decides_nothing() -> None:
+    # a single line that starts with a machine stamp may be the program's own: not enough to strip it
+    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=True) is None
+    # while more lines may come, a weak form is not decided (False), a strong one is
+    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=False) is False
+    assert detect([_docker("hello\n")], complete=False) is not None
+
+
+def test_a_plain_log_is_decided_once_and_then_passes_for_nothing() -> None:
+    reader = EnvelopeReader()
+    lines = [f"step {i} loss 2.{i}" for i in range(DETECT_LINES)]
+    assert [t for _, t, _, _ in reader.read(list(enumerate(lines)))] == lines
+    assert reader.plain
+    assert reader.read([(9, '{"log":"not read now\\n","stream":"stdout","time":"2024-05-01T12:00:00Z"}')])[0][1].startswith("{")
+
+
+def test_sagemaker_mpi_tag_names_the_rank() -> None:
+    # SageMaker's mpirun: "[1,mpirank:3,algo-1]<stderr>:INFO:root:Reducer buckets have been rebuilt in this iteration."
+    assert split_rank_prefix("[1,mpirank:3,algo-1]<stderr>:INFO:root:Reducer buckets have been rebuilt in this iteration.") == (
+        3, "INFO:root:Reducer buckets have been rebuilt in this iteration.")
+    # two ranks' lines glued by mpirun's output buffering are split, as Open MPI's plain tags are
+    assert logical_lines("[1,mpirank:0,algo-1]<stdout>:Train Epoch: 10 loss 0.12[1,mpirank:1,algo-2]<stdout>:Train Epoch: 10 loss 0.24") == [
+        "[1,mpirank:0,algo-1]<stdout>:Train Epoch: 10 loss 0.12", "[1,mpirank:1,algo-2]<stdout>:Train Epoch: 10 loss 0.24"]
+
+
+@pytest.mark.parametrize("envelope", ["docker", "cri", "kubectl"])
+def test_diagnose_reads_a_wrapped_failure_as_the_bare_one(tmp_path: Path, envelope: str) -> None:
+    lines = ["2024-05-01 12:00:00,001 - INFO - step 1 loss 2.31", "2024-05-01 12:00:01,001 - INFO - step 2 loss 2.30", *TRACEBACK]
+    wrap = {
+        "docker": lambda i, t: _docker(t + "\n", f"2024-05-01T12:00:0{i}.000000000Z"),
+        "cri": lambda i, t: f"2024-05-01T12:00:0{i}.000000000Z stderr F {t}",
+        "kubectl": lambda i, t: f"[pod/train-worker-0/pytorch] {t}",
+    }[envelope]
+    bare, wrapped = tmp_path / "bare.log", tmp_path / "wrapped.log"
+    bare.write_text("\n".join(lines) + "\n")
+    wrapped.write_text("\n".join(wrap(i, t) for i, t in enumerate(lines)) + "\n")
+    expected = diagnose_paths([str(bare)]).verdict
+    assert expected.label is Label.OOM
+    got = diagnose_paths([str(wrapped)]).verdict
+    assert (got.label, got.action) == (expected.label, expected.action)
+
+
+def test_the_live_tail_reads_a_rank_s_json_records_as_diagnose_does(tmp_path: Path) -> None:
+    # a rank that logs through python-json-logger: the judge gets the messages, the rank log keeps the records
+    root = tmp_path / "torchrun"
+    d = root / "job_abc" / "attempt_0" / "0"
+    d.mkdir(parents=True)
+    records = [
+        '{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
+        '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\nRuntimeError: NCCL error"}',
+    ]
+    (d / "stdout.log").write_text("\n".join(records) + "\n")
+    (d / "stderr.log").write_text("")
+    streams = RankStreams("n0", str(tmp_path / "gen"))
+    (tmp_path / "gen").mkdir()
+    streams.set_log_root(str(root))
+    streams.rank_offset = 0
+    lines = streams.poll(1.0, 1.0, final=True)
+    assert [ln.text for ln in lines] == ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):",
+                                         "RuntimeError: NCCL error"]
+    assert (tmp_path / "gen" / "rank-0.log").read_text() == "\n".join(records) + "\n"
+    streams.close()

@@ -1,0 +1,335 @@
+"""Open the envelopes that log shippers, schedulers and terminals wrap around every line: pure, no I/O.
+
+A failure users paste is often not the program's own text but that text *inside an envelope*
+added to every line by whatever carried it: Docker's json-file driver, the container runtime's
+CRI log, ``kubectl logs --prefix``/``--timestamps``, ``docker compose``, a CloudWatch export, a
+fluent-bit/fluentd record, a JSON logger, journald, a CI runner, ``ts``. Left closed, the
+envelope hides what the classifier reads (``[rank3]:`` and signatures anchored at the start of a
+line, tracebacks JSON-escaped onto one line, long lines cut in pieces).
+
+:class:`EnvelopeReader` recognises a log's envelope **once, from its first lines** (never from one
+ambiguous line: the envelope must be on most of the first :data:`DETECT_LINES` non-blank lines, and
+a weak form -- a bare prefix or time a program could print itself -- on at least two; one line is
+enough only for a form no program prints as its own text: a JSON record with a shipper's ``log``
+key or a logger's level/time/name beside its message, a CRI record, ``[pod/p/c] ``, a syslog
+``host program[pid]: ``), and then
+yields each line's inner message, with the envelope's time stamp and the name of the process or
+pod where the envelope has one. A log with no envelope pays for the detection once and nothing
+per line after it (:attr:`EnvelopeReader.plain`). Pieces of one long line (CRI ``P`` records,
+json-file records without their final ``\\n``) are joined back into the line.
+
+Each form is read as its writer writes it (cited beside it). What a program prints itself stays
+what it is: a metrics line ``{"loss": nan, ...}`` is not an envelope (no message key, and not
+JSON), a line that starts with a date is not stripped of it unless the date is an envelope's
+machine stamp (RFC 3339 with 7 or 9 fraction digits: the kubelet's and GitHub's, not a logger's
+``2024-05-01 12:00:00,123``) on most of the first lines.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Sequence
+from typing import Generic, Literal, TypeVar
+
+#: How many of a log's first non-blank lines decide its envelope.
+DETECT_LINES = 8
+#: The share of those lines an envelope must be on (a header line or two above it is common:
+#: ``Attaching to trainer-1``, a ``$ kubectl logs ...`` command pasted with the output).
+DETECT_SHARE = 0.75
+
+#: Lines remembered for the decision at most (blank lines do not count towards DETECT_LINES).
+_HEAD_MAX = 256
+
+K = TypeVar("K")
+#: One inner record: (the caller's key of the line it came from, its text, the envelope's time
+#: stamp as text or None, the process or pod the envelope names or None).
+Opened = tuple[K, str, str | None, str | None]
+#: What :meth:`Envelope.open` reads of one line: (text, stamp, who, partial: the line continues in
+#: the next record).
+_Parts = tuple[str, str | None, str | None, bool]
+
+
+class Envelope:
+    """One envelope format: a name, how many first lines it needs, and how a line is opened."""
+
+    name = ""
+    #: lines that must carry it before it is believed (1: the form cannot be a program's own text)
+    min_lines = 2
+
+    def open(self, line: str) -> _Parts | None:
+        """The line's inner message and what the envelope says of it, or None (not this envelope)."""
+        raise NotImplementedError
+
+    def primed(self, sample: Sequence[str]) -> Envelope:
+        """This envelope, told what the detected lines showed (e.g. whether its records keep their
+        newline); by default itself."""
+        return self
+
+
+# -- JSON records ------------------------------------------------------------------------------------
+
+#: The key that holds the message, in the order they are tried: Docker's json-file driver
+#: (moby ``daemon/logger/jsonfilelog/jsonlog``: ``{"log":"...\\n","stream":"stderr","time":"..."}``)
+#: and fluent-bit's/fluentd's tail of it (``log``), Python's JSON loggers and fluentd (``message``),
+#: zap, zerolog, logrus, pino (``msg``), journald's JSON (``MESSAGE``). structlog's ``event`` is not
+#: read: a program's own JSON often names its records so.
+_MESSAGE_KEYS = ("log", "message", "msg", "MESSAGE")
+#: Keys only a logger or a shipper puts beside the message: a JSON object with a ``msg`` and one of
+#: these is a log record, not a program's own JSON output.
+_RECORD_KEYS = frozenset({
+    "level", "levelname", "severity", "lvl", "loglevel", "time", "ts", "timestamp", "@timestamp", "asctime",
+    "date", "stream", "logger", "name", "caller", "logtag", "kubernetes", "container_name", "_HOSTNAME",
+    "PRIORITY", "__REALTIME_TIMESTAMP",
+})
+#: Where the record's time is, in the order tried (a string stamp, or epoch seconds as a number).
+_TIME_KEYS = ("time", "timestamp", "@timestamp", "ts", "asctime", "date", "t")
+_LEVEL_KEYS = ("level", "levelname", "severity", "lvl", "loglevel")
+#: Levels that say the record is an error: said in the text (``ERROR ...``), where the classifier's
+#: reader of failure forms sees it, because the message itself rarely repeats it.
+_ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "panic", "dpanic", "alert", "emerg",
+                           "emergency"})
+#: Fields loggers put an exception or stack in beside the message (zap ``error``/``stacktrace``,
+#: python-json-logger ``exc_info``, structlog ``exception``, logrus ``error``).
+_ERROR_KEYS = ("error", "err", "exc_info", "exception", "stacktrace", "stack_trace", "stack")
+
+
+def _epoch_stamp(value: float) -> str | None:
+    # zap's "ts" and fluent-bit's "date" are epoch seconds; milliseconds where they are that large
+    seconds = value / 1000.0 if value > 1e11 else value
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _record(line: str) -> dict[str, object] | None:
+    if not (line.startswith("{") and line.rstrip().endswith("}")):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class JsonRecords(Envelope):
+    """One JSON object a line holding the message under a known key (see :data:`_MESSAGE_KEYS`)."""
+
+    name = "json"
+    #: one record is enough: a message under a shipper's key, or beside a logger's level, time or
+    #: name, is a log record whatever wrote it (a program's metrics have no message key)
+    min_lines = 1
+
+    def __init__(self, keeps_newline: bool = False) -> None:
+        #: the records end their message with "\\n" (Docker's json-file does): one without it is a
+        #: piece of a longer line (the copier's 16 KiB buffer, moby ``daemon/logger/copier.go``)
+        self.keeps_newline = keeps_newline
+
+    @staticmethod
+    def _key(obj: dict[str, object]) -> str | None:
+        for key in _MESSAGE_KEYS:
+            if isinstance(obj.get(key), str):
+                # "log" is a shipper's own key; the others are common words: a logger's record
+                # has a level, a time or a logger name beside them
+                if key == "log" or not _RECORD_KEYS.isdisjoint(obj):
+                    return key
+                return None
+        return None
+
+    def primed(self, sample: Sequence[str]) -> Envelope:
+        texts = [obj.get("log") for obj in map(_record, sample) if obj is not None]
+        return JsonRecords(any(isinstance(t, str) and t.endswith("\n") for t in texts))
+
+    def open(self, line: str) -> _Parts | None:
+        obj = _record(line)
+        if obj is None:
+            return None
+        key = self._key(obj)
+        if key is None:
+            return None
+        text = str(obj[key])
+        partial = False
+        tag = obj.get("logtag")  # fluent-bit's CRI parser keeps the CRI tag (P: a piece)
+        if tag == "P":
+            partial = True
+        elif self.keeps_newline and key == "log":
+            partial = not text.endswith("\n")
+        if text.endswith("\n"):
+            text = text[:-1]
+        level = next((v for k in _LEVEL_KEYS if isinstance(v := obj.get(k), str)), None)
+        if level is not None and level.lower() in _ERROR_LEVELS and not text.lstrip().upper().startswith(level.upper()):
+            text = f"{level.upper()} {text}"
+        for k in _ERROR_KEYS:
+            extra = obj.get(k)
+            if isinstance(extra, str) and extra and extra not in text:
+                text = f"{text}\n{extra}"
+        stamp: str | None = None
+        for k in _TIME_KEYS:
+            v = obj.get(k)
+            if isinstance(v, str) and v:
+                stamp = v
+                break
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                stamp = _epoch_stamp(float(v))
+                break
+        who = None
+        kube = obj.get("kubernetes")
+        if isinstance(kube, dict) and isinstance(kube.get("pod_name"), str):
+            who = f"{kube['pod_name']}/{kube.get('container_name', '')}"
+        return text, stamp, who, partial
+
+
+# -- prefixes ------------------------------------------------------------------------------------------
+
+
+_RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"
+
+
+class Cri(Envelope):
+    """The CRI container log (containerd, CRI-O; what the kubelet reads and ``/var/log/pods`` holds):
+    ``2024-05-01T12:00:00.123456789Z stderr F message`` (kubelet ``pkg/kubelet/kuberuntime/logs``
+    ``parseCRILog``: time, stream, tag, content; tag ``P`` is a piece of a line longer than the
+    runtime's buffer, ``F`` ends it)."""
+
+    name = "cri"
+    min_lines = 1
+    _rx = re.compile(r"(" + _RFC3339 + r") (?:stdout|stderr) ([PF])(?::\S*)? ?")
+
+    def open(self, line: str) -> _Parts | None:
+        m = self._rx.match(line)
+        if m is None:
+            return None
+        return line[m.end():], m.group(1), None, m.group(2) == "P"
+
+
+class Prefix(Envelope):
+    """A prefix before every line, removed; its groups name the time (``stamp``) and the process (``who``)."""
+
+    def __init__(self, name: str, rx: str, min_lines: int = 2) -> None:
+        self.name = name
+        self.min_lines = min_lines
+        self._rx = re.compile(rx)
+
+    def open(self, line: str) -> _Parts | None:
+        m = self._rx.match(line)
+        if m is None:
+            return None
+        groups = m.groupdict()
+        return line[m.end():], groups.get("stamp"), groups.get("who"), False
+
+
+#: The envelopes, most specific first (the first that fits the first lines is taken).
+ENVELOPES: tuple[Envelope, ...] = (
+    JsonRecords(),
+    Cri(),
+    # kubectl logs --prefix (staging/src/k8s.io/kubectl/pkg/cmd/logs/logs.go, addPrefixIfNeeded):
+    # "[pod/<pod>/<container>] "; a name cannot hold "/" or "]"
+    Prefix("kubectl-prefix", r"\[(?P<who>pod/[^/\]\s]+/[^\]\s]*)\] ", min_lines=1),
+    # the kubelet's RFC 3339 with nanoseconds before each line (kubectl logs --timestamps) and a
+    # GitHub Actions job's raw log (seven fraction digits): a machine's stamp, not a logger's
+    Prefix("rfc3339-stamp", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(?:\d{9}|\d{7})(?:Z|[+-]\d\d:\d\d)) "),
+    # a CloudWatch Logs export or a copy of the console's table: "<time>\t<message>"
+    Prefix("tab-stamp", r"(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\t"),
+    # journald's short output and syslog files (RFC 3164): "May 01 12:00:00 host ident[pid]: "
+    # (the kernel's lines have no pid: "Nov 27 12:00:00 host kernel: NVRM: Xid ..."); a single line
+    # is enough with a pid after the program
+    Prefix("syslog", r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<who>[\w.-]+ [\w./@-]+(?:\[\d+\])?): "),
+    Prefix("syslog-pid", r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<who>[\w.-]+ [\w./@-]+\[\d+\]): ", min_lines=1),
+    # moreutils ts with its default format "%b %d %H:%M:%S" (no host, no program)
+    Prefix("ts", r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d "),
+    # docker compose logs: the container's name padded to the widest, " | " (v2 "trainer-1  | ",
+    # v1 "project_trainer_1  | "; SageMaker local mode "algo-1-8gd7b_1  | ",
+    # aws/sagemaker-training-toolkit#37); the name ends in the replica number, so a table's
+    # "epoch | loss" is not taken for it
+    Prefix("compose", r"(?P<who>[A-Za-z0-9][\w.-]*[-_]\d+) *\| ?"),
+)
+
+
+def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | None:
+    """The envelope of a log whose first lines are ``lines``: an :class:`Envelope`, None (none), or
+    False (not decided yet: too few lines, and more may come unless ``complete``)."""
+    sample = [ln for ln in lines if ln.strip()][:DETECT_LINES]
+    if not sample:
+        return None if complete else False
+    enough = complete or len(sample) >= DETECT_LINES
+    for env in ENVELOPES:
+        hits = [ln for ln in sample if env.open(ln) is not None]
+        if len(hits) < env.min_lines:
+            continue
+        if len(hits) == len(sample) or (enough and len(hits) >= DETECT_SHARE * len(sample)):
+            return env.primed(hits)
+    return None if enough else False
+
+
+class EnvelopeReader(Generic[K]):
+    """Reads one stream's lines (a file, a rank's output) through the envelope its first lines show.
+
+    :meth:`read` takes ``(key, line)`` pairs (the caller's line number, a record) and returns the
+    inner records as :data:`Opened`, in order; a line the envelope does not fit passes unchanged
+    (a header above the records, a line a shipper did not wrap). Until the envelope is decided
+    (fewer than :data:`DETECT_LINES` non-blank lines seen and more to come) lines pass unchanged
+    and are remembered for the decision.
+    """
+
+    def __init__(self) -> None:
+        self.envelope: Envelope | None = None
+        #: decided: no envelope (every later line passes unchanged; a caller may skip :meth:`read`)
+        self.plain = False
+        self._head: list[str] = []
+        self._piece: Opened[K] | None = None  # a line's pieces so far
+
+    def read(self, items: Sequence[tuple[K, str]], final: bool = False) -> list[Opened[K]]:
+        """The inner records of ``items`` (``final``: no more lines will come: decide now, and end a
+        line still in pieces)."""
+        if self.plain:
+            return [(k, line, None, None) for k, line in items]
+        if self.envelope is None:
+            if len(self._head) < _HEAD_MAX:
+                self._head.extend(line for _, line in items[: _HEAD_MAX - len(self._head)])
+            found = detect(self._head, final)
+            if found is False:
+                return [(k, line, None, None) for k, line in items]
+            self._head = []
+            if found is None:
+                self.plain = True
+                return [(k, line, None, None) for k, line in items]
+            self.envelope = found
+        return self._open(items, final)
+
+    def _open(self, items: Sequence[tuple[K, str]], final: bool) -> list[Opened[K]]:
+        env = self.envelope
+        assert env is not None
+        out: list[Opened[K]] = []
+        for key, line in items:
+            parts = env.open(line)
+            if parts is None:
+                self._end_piece(out)
+                out.append((key, line, None, None))
+                continue
+            text, stamp, who, partial = parts
+            if self._piece is not None:
+                first, head, stamp0, who0 = self._piece
+                text, key, stamp, who = head + text, first, stamp0, who0
+                self._piece = None
+            if partial:
+                self._piece = (key, text, stamp, who)
+                continue
+            self._emit(out, key, text, stamp, who)
+        if final:
+            self._end_piece(out)
+        return out
+
+    def _end_piece(self, out: list[Opened[K]]) -> None:
+        if self._piece is not None:
+            key, text, stamp, who = self._piece
+            self._piece = None
+            self._emit(out, key, text, stamp, who)
+
+    @staticmethod
+    def _emit(out: list[Opened[K]], key: K, text: str, stamp: str | None, who: str | None) -> None:
+        if "\n" in text:  # a JSON message holding a traceback: one record a line, as printed
+            out.extend((key, part, stamp, who) for part in text.split("\n"))
+        else:
+            out.append((key, text, stamp, who))
