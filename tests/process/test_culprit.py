@@ -65,6 +65,15 @@ def assert_incident_says(bundle: Path, verdict: dict[str, Any]) -> str:
     return md
 
 
+def _rank_states(run_dir: Path) -> dict[int, str]:
+    """rank -> state in the run's status.json ({} while there is none, or a torn read)."""
+    try:
+        doc = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {r["rank"]: r["state"] for r in doc.get("ranks") or [] if isinstance(r, dict) and "rank" in r}
+
+
 def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_quick(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
@@ -82,9 +91,15 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
             pid = rank_pid(run_dir, 1)
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
+            # status.json names the stopped rank's state (the node's process reading, state T) while the
+            # job runs, before the hang timeout ends it
+            wait_for("status.json to show rank 1 stopped",
+                     lambda: _rank_states(run_dir).get(1) == "stopped", deadline, alive=p)
+            shown = _rank_states(run_dir)
             out, _ = p.communicate(timeout=240)
         evs = events(run_dir)
         assert_ended_on_the_fault(p.returncode, evs, out)
+        assert shown.get(0) != "stopped", shown  # its peer waits for it: not stopped itself
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1
         assert hang[0]["culprit"]["rank"] == 1 and hang[0]["culprit_source"] == "process_state"

@@ -650,7 +650,9 @@ class RankState:
                    silent_after: float = SILENT_FLOOR, grace: float = BLIND_AFTER) -> str:
         """The rank's state for status displays.
 
-        exited | failed | compiling | saving | waiting (on a peer, since its last progress) |
+        exited | failed | stopped (a signal stopped its process: state T in the node's readings; it
+        computes nothing, whatever its last line said) | compiling | saving | waiting (on a peer,
+        since its last progress) |
         starting (no line yet, within the startup timeout; or printing but no progress yet, within
         ``grace`` of its first line) | silent (no output for ``silent_after``; see
         :meth:`Judge.silent_after`) | progressing (output keeps coming and it has shown progress) |
@@ -660,6 +662,8 @@ class RankState:
             return "exited"
         if self.failure is not None:
             return "failed"
+        if self.stopped:
+            return "stopped"
         if self.compiling(now, settings, lock_holder_alive):
             return "compiling"
         if self.saving_since(now, settings) is not None:
