@@ -324,6 +324,21 @@ def test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang(tmp_path: Path,
         assert waited and waited[0]["label"] == "healthy" and waited[0]["culprit"]["rank"] == 0, verdicts
         assert "/rank1 reached the same final step" in waited[0]["reason"], waited[0]
         assert named(evs, "restart") == [] and named(evs, "job_finished")[0]["exit_code"] == 0
+        # Each rank's clean exit reached the judge, read on the node from the rank's own record of a
+        # normal interpreter exit (torchrun reports failed ranks only): code 0, presumed.
+        exits = [e for e in named(evs, "rank_exit") if e["rank"] >= 0]
+        assert sorted((e["rank"], e["exit_code"], e.get("presumed")) for e in exits) == [
+            (0, 0, True), (1, 0, True)], exits
+        # ... and ended the teardown grace: no verdict after the ranks' exits says that they are
+        # shutting down (events are written in the coordinator's order)
+        last_exit = max(evs.index(e) for e in exits)
+        late = [e for e in evs[last_exit:] if e["event"] == "verdict" and "a hang if not exited" in e["reason"]]
+        assert late == [], late
+        assert evs.index(waited[0]) < last_exit  # the grace was given while they ran
+        finished = named(evs, "job_finished")[0]
+        # the figures (printed, not asserted): when the exits were read and the job ended
+        print(f"\nslow teardown: the ranks' exits read {_t(evs[last_exit]) - _t(waited[0]):.1f} s after the grace "
+              f"verdict, the job finished {_t(finished) - _t(evs[last_exit]):.1f} s after the last of them")
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))
