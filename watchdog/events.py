@@ -339,11 +339,15 @@ class WorkerSample:
 
 @dataclass(frozen=True, slots=True)
 class RankExit:
-    """A rank process (or the whole launcher on a node, rank=-1) exited."""
+    """A rank process (or the whole launcher on a node, rank=-1) exited.
+
+    ``presumed``: ``exit_code`` 0 is presumed from the rank's own record of a normal interpreter exit
+    (no exit status was read: see ``wire.protocol.ExitInfo``); an exit status reported later replaces it."""
 
     key: RankKey
     exit_code: int
     mono: float
+    presumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

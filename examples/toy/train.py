@@ -86,6 +86,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--hw-error-rank", type=int, default=1)
     p.add_argument("--slow-save-at", type=int, default=-1, help="the checkpoint save of this step is slow")
     p.add_argument("--save-seconds", type=float, default=30.0)
+    p.add_argument("--normal-exit", action="store_true",
+                   help="at the end, leave through the interpreter's normal exit (its exit handlers run, the rank "
+                        "probe records a clean exit) instead of os._exit(0)")
     p.add_argument("--grad-sync", choices=("ddp", "allreduce"), default=os.environ.get("TOY_GRAD_SYNC", "ddp"),
                    help="ddp: DistributedDataParallel and torch.optim.SGD; allreduce: the same by hand, one "
                         "all_reduce of the gradients (no torch._dynamo import; default $TOY_GRAD_SYNC or ddp)")
@@ -305,7 +308,8 @@ def main() -> None:
     # torch's interpreter teardown takes seconds on a busy machine and prints nothing; a demo job
     # has nothing left to flush, so it leaves at once (the watchdog sees the exit, not a silence).
     sys.stdout.flush()
-    os._exit(0)
+    if not args.normal_exit:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def rank_lines(run_dir: Path, node: str, generation: int) -> str:
 
 
 def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    with submitted(slurm_cluster, tmp_path, 2, []) as job:
+    # --normal-exit: the ranks leave through the interpreter's exit (the toy's os._exit leaves no record)
+    with submitted(slurm_cluster, tmp_path, 2, ["--normal-exit"]) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
         evs = events(job.run_dir)
@@ -131,6 +132,12 @@ def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_pat
         for key in ("n1/rank0", "n1/rank1", "n2/rank2", "n2/rank3"):
             assert f"{key} | step 30 loss" in merged, key
         assert "training done at step 30" in rank_lines(job.run_dir, "n1", 0)
+        # every rank's clean exit reached the judge, read on its node from the rank's own record as under
+        # `neuron-watch torchrun` (test_culprit.py::test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang;
+        # torchrun, inside each task, reports failed ranks only): code 0, presumed
+        exits = {(e["node"], e["rank"]): (e["exit_code"], e.get("presumed"))
+                 for e in named(evs, "rank_exit") if e["rank"] >= 0}
+        assert exits == {("n1", 0): (0, True), ("n1", 1): (0, True), ("n2", 2): (0, True), ("n2", 3): (0, True)}
         assert "NEURON_WATCH_SECRET" not in job.output() + (job.run_dir / "events.jsonl").read_text()
         job.assert_nothing_survives()
 
@@ -201,6 +208,12 @@ def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the
         assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart
         assert [s["generation"] for s in named(evs, "srun_step")] == [0, 1]
         assert named(evs, "job_finished")[-1]["exit_code"] == 0
+        # a task that is a rank is its agent's own child: its exit status itself reached the judge (by
+        # another path than torchrun's ranks: the task's exit, never presumed), for each rank that finished
+        finished = sorted((e["node"], e["rank"], e["exit_code"], e.get("presumed"))
+                          for e in named(evs, "rank_exit") if e["generation"] == 1 and e["rank"] >= 0)
+        assert finished == [("n1", 0, 0, None), ("n1-t1", 1, 0, None), ("n2", 2, 0, None),
+                            ("n2-t1", 3, 0, None)], finished
         # each task's output is its rank's log, as torchrun's ranks' are
         assert "resuming at step 11" in rank_lines(job.run_dir, "n2-t1", 1)
         assert "training done at step 30" in rank_lines(job.run_dir, "n1", 1)

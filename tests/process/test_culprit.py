@@ -65,6 +65,15 @@ def assert_incident_says(bundle: Path, verdict: dict[str, Any]) -> str:
     return md
 
 
+def _rank_states(run_dir: Path) -> dict[int, str]:
+    """rank -> state in the run's status.json ({} while there is none, or a torn read)."""
+    try:
+        doc = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {r["rank"]: r["state"] for r in doc.get("ranks") or [] if isinstance(r, dict) and "rank" in r}
+
+
 def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_quick(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
@@ -82,9 +91,15 @@ def test_a_sigstopped_rank_is_the_culprit_by_its_process_state_and_the_stop_is_q
             pid = rank_pid(run_dir, 1)
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
+            # status.json names the stopped rank's state (the node's process reading, state T) while the
+            # job runs, before the hang timeout ends it
+            wait_for("status.json to show rank 1 stopped",
+                     lambda: _rank_states(run_dir).get(1) == "stopped", deadline, alive=p)
+            shown = _rank_states(run_dir)
             out, _ = p.communicate(timeout=240)
         evs = events(run_dir)
         assert_ended_on_the_fault(p.returncode, evs, out)
+        assert shown.get(0) != "stopped", shown  # its peer waits for it: not stopped itself
         hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
         assert len(hang) == 1
         assert hang[0]["culprit"]["rank"] == 1 and hang[0]["culprit_source"] == "process_state"
@@ -309,6 +324,21 @@ def test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang(tmp_path: Path,
         assert waited and waited[0]["label"] == "healthy" and waited[0]["culprit"]["rank"] == 0, verdicts
         assert "/rank1 reached the same final step" in waited[0]["reason"], waited[0]
         assert named(evs, "restart") == [] and named(evs, "job_finished")[0]["exit_code"] == 0
+        # Each rank's clean exit reached the judge, read on the node from the rank's own record of a
+        # normal interpreter exit (torchrun reports failed ranks only): code 0, presumed.
+        exits = [e for e in named(evs, "rank_exit") if e["rank"] >= 0]
+        assert sorted((e["rank"], e["exit_code"], e.get("presumed")) for e in exits) == [
+            (0, 0, True), (1, 0, True)], exits
+        # ... and ended the teardown grace: no verdict after the ranks' exits says that they are
+        # shutting down (events are written in the coordinator's order)
+        last_exit = max(evs.index(e) for e in exits)
+        late = [e for e in evs[last_exit:] if e["event"] == "verdict" and "a hang if not exited" in e["reason"]]
+        assert late == [], late
+        assert evs.index(waited[0]) < last_exit  # the grace was given while they ran
+        finished = named(evs, "job_finished")[0]
+        # the figures (printed, not asserted): when the exits were read and the job ended
+        print(f"\nslow teardown: the ranks' exits read {_t(evs[last_exit]) - _t(waited[0]):.1f} s after the grace "
+              f"verdict, the job finished {_t(finished) - _t(evs[last_exit]):.1f} s after the last of them")
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
         force_cleanup(str(run_dir))

@@ -102,7 +102,8 @@ def _observed(tmp_path: Path, own_rank: int | None) -> list[Any]:
     checkpoints = NodeCheckpoints(ctx)
     early = EarlyObservations()
     observer = Observer(ctx, Generations(ctx, checkpoints), checkpoints, lambda: early)
-    gen = type("Gen", (), {"exit_code": None, "gave_up": False, "checkpoint": ""})()
+    gen = type("Gen", (), {"exit_code": None, "gave_up": False, "checkpoint": "", "probe_dir": None,
+                           "worker_pids": {}, "ended_pids": {}})()
     observer.check_exit(gen, 5.0, 6.0)  # type: ignore[arg-type]
     assert gen.exit_code == 3
     return early.seen

@@ -84,6 +84,8 @@ BODIES = [
     # what each rank process does: its tree's CPU, stopped or not (rank 1 stopped)
     Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(0, 812.25, "R"), p.WorkerActivity(1, 3.5, "T"))),
     Exits((ExitInfo(2, -9, 0.0), ExitInfo(-1, 1, 0.5))),
+    # a clean exit read from the rank's own record (schema 9): code 0 presumed, next to an exit status
+    Exits((ExitInfo(1, 0, 0.25, presumed=True), ExitInfo(3, 3, 0.0))),
     Status("stopped", "sigkill, 15.0s", "/ckpt/step_1200", 0, 0,
            report=StopReport(rung="sigkill", seconds=15.0, survivors=(77,), uploads=({"ok": True},)).to_wire()),
     Status("evidence_done", "/run/incidents/incident-1/n0", "", 1, 2, 3,
@@ -138,6 +140,17 @@ def test_a_collectives_reading_without_the_newest_entrys_shape_still_decodes() -
     assert reading.groups[0].seq == -1 and reading.groups[0].shape == ""
     with pytest.raises(ProtocolError, match="group must have 7 or 9 fields"):
         decode([head, msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [[*group, 13]]]]])])
+
+
+def test_an_exit_says_presumed_only_as_a_4th_item_of_1() -> None:
+    body = Exits((ExitInfo(1, 0, 0.25, presumed=True), ExitInfo(2, -9, 0.0)))
+    head, raw = encode(Msg(_header(Kind.EXITS), body))
+    assert msgpack.unpackb(raw) == [[[1, 0, 0.25, 1], [2, -9, 0.0]]]  # an exit status keeps its 3 items
+    assert decode([head, raw]).body == body
+    for bad, says in (([1, 0, 0.25, 0], "presumed"), ([1, 0, 0.25, True], "presumed"),
+                      ([1, 0, 0.25, 1, 7], "expected 3 or 4"), ([1, 0], "expected 3 or 4")):
+        with pytest.raises(ProtocolError, match=says):
+            decode([head, msgpack.packb([[bad]])])
 
 
 def test_lines_send_each_source_once() -> None:
@@ -234,7 +247,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -244,7 +257,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
     # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items)
     #    or a procs body saying only what changed (5 items).
-    assert p.SCHEMA_VERSION == 8
+    # 8: a coordinator that refuses an exit of 4 items (a clean exit presumed from the rank's record).
+    assert p.SCHEMA_VERSION == 9
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)

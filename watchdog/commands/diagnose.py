@@ -367,7 +367,7 @@ class RunRecord:
     generation: int
     began: float
     ended: float
-    exits: tuple[tuple[int, int, float], ...]  # (rank, exit code, when)
+    exits: tuple[tuple[int, int, float, bool], ...]  # (rank, exit code, when, presumed: RankExit.presumed)
 
 
 def _wall(iso: object) -> float | None:
@@ -386,7 +386,7 @@ def read_run_record(run_dir: str, generation: int) -> RunRecord | None:
     except OSError:
         return None
     times: list[float] = []
-    exits: list[tuple[int, int, float]] = []
+    exits: list[tuple[int, int, float, bool]] = []
     with f:
         for raw in f:
             try:
@@ -401,7 +401,7 @@ def read_run_record(run_dir: str, generation: int) -> RunRecord | None:
             times.append(t)
             rank, code = ev.get("rank"), ev.get("exit_code")
             if ev.get("event") == "rank_exit" and isinstance(rank, int) and isinstance(code, int):
-                exits.append((rank, code, t))
+                exits.append((rank, code, t, ev.get("presumed") is True))
     if not times:
         return None
     return RunRecord(generation, min(times), max(times), tuple(exits))
@@ -461,8 +461,8 @@ def diagnose_lines(
     if record is not None:
         judge.start = min(first, record.began)
         last = max(last, record.ended)
-        for rank, code, t in record.exits:
-            judge.observe_exit(RankExit(RankKey("", rank), code, t))
+        for rank, code, t, presumed in record.exits:
+            judge.observe_exit(RankExit(RankKey("", rank), code, t, presumed))
     verdict = judge.verdict(last, final=True)
     if verdict.label is Label.HEALTHY:
         latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)

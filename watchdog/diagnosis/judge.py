@@ -508,6 +508,9 @@ class RankState:
     errors: tuple[Evidence, ...] = ()
     exit_code: int | None = None
     exit_time: float | None = None
+    #: exit_code 0 is presumed from the rank's record of a normal interpreter exit (RankExit.presumed):
+    #: an exit status reported for the rank later replaces it
+    exit_presumed: bool = False
     compiler_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (cpu, mono of growth)
     last_collective: float | None = None  # a reading showed a newly completed collective (flight recorder)
     collectives: dict[str, GroupProgress] = field(default_factory=dict)  # process group -> newest reading
@@ -650,7 +653,9 @@ class RankState:
                    silent_after: float = SILENT_FLOOR, grace: float = BLIND_AFTER) -> str:
         """The rank's state for status displays.
 
-        exited | failed | compiling | saving | waiting (on a peer, since its last progress) |
+        exited | failed | stopped (a signal stopped its process: state T in the node's readings; it
+        computes nothing, whatever its last line said) | compiling | saving | waiting (on a peer,
+        since its last progress) |
         starting (no line yet, within the startup timeout; or printing but no progress yet, within
         ``grace`` of its first line) | silent (no output for ``silent_after``; see
         :meth:`Judge.silent_after`) | progressing (output keeps coming and it has shown progress) |
@@ -660,6 +665,8 @@ class RankState:
             return "exited"
         if self.failure is not None:
             return "failed"
+        if self.stopped:
+            return "stopped"
         if self.compiling(now, settings, lock_holder_alive):
             return "compiling"
         if self.saving_since(now, settings) is not None:
@@ -1480,15 +1487,20 @@ class Judge:
             self.last_lock_seen = now
 
     def observe_exit(self, ex: RankExit) -> None:
-        """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``)."""
+        """A rank exited (``rank >= 0``) or the node's launcher did (``rank == -1``).
+
+        The first exit of a rank stands, except a presumed clean one (:attr:`RankExit.presumed`: the
+        rank's own record of a normal interpreter exit), which an exit status reported after it replaces
+        (torchrun's failure report of a ``sys.exit(3)``, or of an abort in the interpreter's teardown)."""
         if ex.key.rank < 0:
             self._launcher_exit = ex
             return
         st = self._rank(ex.key, ex.mono)
         self.touched[id(st)] = st
-        if st.exit_code is None:
-            st.exit_code, st.exit_time = ex.exit_code, ex.mono
-            self._exited += 1
+        if st.exit_code is None or (st.exit_presumed and not ex.presumed):
+            self._exited += st.exit_code is None
+            st.exit_code, st.exit_presumed = ex.exit_code, ex.presumed
+            st.exit_time = ex.mono if st.exit_time is None else min(st.exit_time, ex.mono)
             self._may_fail[ex.key] = st
 
     @property

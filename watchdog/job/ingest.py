@@ -121,7 +121,7 @@ class Ingest:
             self.procs(view, h, body, now, lag)
         elif isinstance(body, Exits):
             for e in body.exits:
-                self.exited(h, e.rank, e.exit_code, now - lag - e.d_mono)
+                self.exited(h, e.rank, e.exit_code, now - lag - e.d_mono, e.presumed)
 
     def status(self, view: NodeView, h: Header, body: Status, now: float, lag: float) -> None:
         """A node's state: its view, its launcher's exit (the one report of it), its checkpoint."""
@@ -247,12 +247,14 @@ class Ingest:
             k = self._keys[(node, rank)] = RankKey(node, rank)
         return k
 
-    def exited(self, h: Header, rank: int, code: int, t_mono: float) -> None:
-        """A rank of node ``h.node`` exited (its launcher's exit comes in its status)."""
+    def exited(self, h: Header, rank: int, code: int, t_mono: float, presumed: bool = False) -> None:
+        """A rank of node ``h.node`` exited (its launcher's exit comes in its status); ``presumed``: its
+        code 0 is presumed from its record of a normal interpreter exit (``protocol.ExitInfo``)."""
         judge = self.job.judge
         if judge and h.generation == self.job.generation:
-            judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono))
-        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code)
+            judge.observe_exit(RankExit(RankKey(h.node, rank), code, t_mono, presumed))
+        said = {"presumed": True} if presumed else {}
+        self.events.emit(EventKind.RANK_EXIT, h.generation, node=h.node, rank=rank, exit_code=code, **said)
 
     def lines(self, view: NodeView, h: Header, body: Lines, t_mono: float, frame: bytes = b"") -> None:
         """One batch: the job's log (:class:`.JobLog`), then the judge. Per rank and per match, never

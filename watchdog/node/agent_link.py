@@ -186,9 +186,11 @@ class AgentLink:
         if body is not None:
             self._enqueue(body, now, wall)
 
-    def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float) -> None:
-        """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher)."""
-        e = tuple(ExitInfo(r, c, max(0.0, now - m)) for r, c, m in exits)
+    def add_exits(self, exits: Iterable[tuple[int, int, float]], now: float, wall: float,
+                  presumed: bool = False) -> None:
+        """``(rank, exit_code, mono)`` of processes that exited (rank -1: the node's launcher);
+        ``presumed``: code 0 presumed from each rank's record of a normal interpreter exit."""
+        e = tuple(ExitInfo(r, c, max(0.0, now - m), presumed) for r, c, m in exits)
         if e:
             self.flush_lines(now, wall)  # lines printed before an exit must arrive before it
             self._flush_procs(now, wall)  # and the processes seen before it

@@ -74,6 +74,9 @@ class NodeGeneration:
     probe_said: dict[int, str] = field(default_factory=dict)  # rank -> the probe state last logged
     probe_line: str = ""  # the node's last line about ranks without a reading
     last_words: set[int] = field(default_factory=set)  # ranks whose exit-time recorder dump was sent
+    #: ranks whose exit this node has reported (the launcher's failure report, or a clean exit read from
+    #: the rank's own record: Observer._clean_exits), so that each is reported once
+    exits_told: set[int] = field(default_factory=set)
     #: the compilers of the newest sample, (rank, pid, cpu seconds, mono): a message sent between
     #: two samples carries them again, as the coordinator reads every such message as the whole set
     compilers_seen: list[tuple[int, int, float, float]] = field(default_factory=list)

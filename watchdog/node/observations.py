@@ -41,11 +41,13 @@ class LinesLost:
 
 @dataclass(frozen=True)
 class RanksExited:
-    """Processes that exited: ``(rank, exit code, monotonic time)``."""
+    """Processes that exited: ``(rank, exit code, monotonic time)``. ``presumed``: their code 0 is
+    presumed from their own record of a normal interpreter exit (``protocol.ExitInfo.presumed``)."""
 
     exits: tuple[tuple[int, int, float], ...]
     now: float
     wall: float
+    presumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def deliver(link: AgentLink, seen: Observation) -> None:
     elif isinstance(seen, LinesLost):
         link.count_lost(seen.lines)
     elif isinstance(seen, RanksExited):
-        link.add_exits(seen.exits, seen.now, seen.wall)
+        link.add_exits(seen.exits, seen.now, seen.wall, seen.presumed)
     elif isinstance(seen, StatusSeen):
         link.status(seen.state, seen.now, seen.wall, detail=seen.detail, checkpoint=seen.checkpoint,
                     report=seen.report)

@@ -134,6 +134,7 @@ class Observer:
             words = self._last_words(gen, [rank])
             if words:  # where it was in its collectives, before its exit is judged
                 self.out().observe(ProcessesSeen(tuple(gen.compilers_seen), now, wall, collectives=tuple(words)))
+            gen.exits_told.add(rank)
             self.out().observe(RanksExited(((rank, code, now),), now, wall))
 
     def _sample(self, gen: NodeGeneration, now: float, wall: float) -> None:
@@ -179,6 +180,29 @@ class Observer:
                                   workers=tuple(sorted(gen.worker_pids.items())), collectives=tuple(readings),
                                   activity=tuple(WorkerActivity(w.rank, w.tree_cpu_seconds, w.state)
                                                  for w in workers)))
+        self._clean_exits(gen, ended_now, now, wall)
+
+    def _clean_exits(self, gen: NodeGeneration, ended: Iterable[int], now: float, wall: float) -> None:
+        """Report, once, the ranks among ``ended`` (their process gone) whose own record says their
+        interpreter finished normally with no uncaught exception (the rank bootstrap's ``exited``
+        status): exit code 0 presumed (:class:`RanksExited` ``presumed``). torchrun's workers are its
+        children, not ours, and it reports failed ranks only: without this, a rank that ended cleanly
+        while others run is never known to have exited, and a teardown grace waits on it. A rank with
+        no such record (killed by a signal, ``os._exit``, no torch.distributed, ``--no-rank-probe``) is
+        left to the launcher's report. Its last lines first (its files to their end), then its exit."""
+        if gen.probe_dir is None:
+            return
+        clean = []
+        for rank in ended:
+            if rank in gen.exits_told:
+                continue
+            status = read_status(gen.probe_dir, rank)
+            if status.get("state") == "exited" and not status.get("uncaught"):
+                gen.exits_told.add(rank)
+                clean.append((rank, 0, now))
+        if clean:
+            self._drain_ranks(gen, to_eof=True)
+            self.out().observe(RanksExited(tuple(clean), now, wall, presumed=True))
 
     def _last_words(self, gen: NodeGeneration, ranks: Iterable[int]) -> list[Reading]:
         """The Flight Recorder each of ``ranks`` left as it exited (the bootstrap's ``r<RANK>.fr.json``),
@@ -283,6 +307,8 @@ class Observer:
             own = launcher.own_rank  # a task that is a rank: its exit is that rank's too
             if own is not None:
                 out.observe(RanksExited(((own, code, self.ctx.clock()),), now, wall))
+            else:  # the ranks that ended since the last sample (torchrun exits 0.1 s after its last worker)
+                self._clean_exits(gen, sorted(set(gen.worker_pids) | set(gen.ended_pids)), now, wall)
             out.observe(StatusSeen(NodeStatus.FINISHED if code == 0 else NodeStatus.FAILED, now, wall,
                                    detail=f"exit code {code}",
                                    checkpoint=self.checkpoints.newest_complete(gen.checkpoint),

@@ -401,7 +401,8 @@ class StatusLine:
         self.shown = True
 
     def render(self, doc: Mapping[str, Any]) -> str:
-        """``[neuron-watch] gen 1 | step 23 | 4.2 steps/s | running (healthy) | silent 0/8 ranks``."""
+        """``[neuron-watch] gen 1 | step 23 | 4.2 steps/s | running (healthy) | silent 0/8 ranks``, and
+        ``| stopped 1`` while a rank's process is stopped by a signal (state ``T``: it holds the others)."""
         ranks = [r for r in doc.get("ranks") or [] if isinstance(r, dict)]
         steps = [r["last_step"] for r in ranks if isinstance(r.get("last_step"), int)]
         step = max(steps) if steps else None
@@ -417,9 +418,13 @@ class StatusLine:
                 rate = f"{(step - s0) / (t - t0):.1f} steps/s"
         silent = sum(1 for r in ranks if isinstance(r.get("last_line_age"), (int, float))
                      and r["last_line_age"] > self.SILENT_AFTER)
+        by_state = doc.get("ranks_by_state")  # a big job's document lists its outliers only, and counts them all
+        stopped = (by_state.get("stopped", 0) if isinstance(by_state, dict)
+                   else sum(1 for r in ranks if r.get("state") == "stopped"))
         label = doc.get("label") or "-"
         return (f"{PREFIX} gen {gen} | step {'-' if step is None else step} | {rate} | {doc.get('state')} "
-                f"({label}) | silent {silent}/{doc.get('ranks_total') or len(ranks)} ranks")
+                f"({label}) | silent {silent}/{doc.get('ranks_total') or len(ranks)} ranks"
+                + (f" | stopped {stopped}" if stopped else ""))
 
 
 def status_line_for(config: WatchConfig, stream: IO[str] | None = None) -> StatusLine | None:

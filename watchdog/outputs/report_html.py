@@ -42,10 +42,9 @@ PHASE_COLOURS: dict[PhaseKind, str] = {
     PhaseKind.ENDING: "#d9d9d9",
 }
 STATE_COLOURS: dict[str, str] = {
-    "unobserved": "#000000", "failed": "#a50f15", "silent": "#de2d26", "exited": "#636363",
+    "unobserved": "#000000", "failed": "#a50f15", "stopped": "#ae017e", "silent": "#de2d26", "exited": "#636363",
     "waiting": "#fd8d3c", "printing": "#fdd0a2", "compiling": "#fdae6b", "saving": "#6baed6",
     "starting": "#9ecae1", "progressing": "#74c476", "finished": "#31a354", "interrupted": "#756bb1",
-    "stopped": "#969696",
 }
 GEN_COLOURS = ("#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b")
 #: Points of the step curve drawn per generation (more are thinned evenly: a week of progress events).

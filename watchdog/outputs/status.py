@@ -8,11 +8,12 @@ The supervisor writes ``<run-dir>/status.json`` atomically about once a second::
      "ranks": [{"node", "rank", "state", "last_step", "last_line_age", "compile_seconds", "pid"}]}
 
 Rank states (from the judge): ``progressing``; ``silent`` (no output for a few normal step
-intervals, at least a minute); ``waiting`` (on a peer); ``compiling``; ``saving``; ``exited``;
-``failed``; ``starting`` (no line yet, or no progress yet shortly after its first line);
-``printing`` (output keeps coming, but none of it was ever recognised as progress: see
-``--progress-regex``). Once the job is over every rank shows the job's state (``finished``,
-``failed``, ``interrupted``), except a rank that failed.
+intervals, at least a minute); ``waiting`` (on a peer); ``compiling``; ``saving``; ``stopped`` (its
+process is stopped by a signal, state ``T`` in the node's readings: SIGSTOP, a debugger, Ctrl-Z;
+it computes nothing until continued); ``exited``; ``failed``; ``starting`` (no line yet, or no
+progress yet shortly after its first line); ``printing`` (output keeps coming, but none of it was
+ever recognised as progress: see ``--progress-regex``). Once the job is over every rank shows the
+job's state (``finished``, ``failed``, ``interrupted``), except a rank that failed.
 
 A job of more than :data:`FULL_RANKS` ranks summarises them in status.json (:func:`summarise`:
 ``ranks_total``, ``ranks_by_state``, ``node_ranks`` per node, ``ranks`` the outliers only,
@@ -44,11 +45,12 @@ from neuron_watch.errors import ExitCode, TransportError, UsageError
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import Header, Kind, Msg, ProtocolError, StatusQuery, StatusReply, decode, encode
 
-#: Rank states, most urgent first (see the module doc).
-RANK_STATES = ("unobserved", "failed", "silent", "exited", "waiting", "printing", "compiling", "saving",
-               "starting", "progressing", "finished", "interrupted", "stopped")
+#: Rank states, most urgent first (see the module doc). A stopped rank (a signal stopped its process)
+#: holds every rank that waits for it in a collective: the hang's likely culprit, next to a failed one.
+RANK_STATES = ("unobserved", "failed", "stopped", "silent", "exited", "waiting", "printing", "compiling",
+               "saving", "starting", "progressing", "finished", "interrupted")
 #: Job states after which status.json stops being refreshed: an old file is then expected.
-FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted", "stopped"})
+FINAL_JOB_STATES = frozenset({"finished", "failed", "interrupted"})
 STALE_AFTER = 5.0
 
 #: A bigger job's status.json summarises its ranks (:func:`summarise`): per state, per node, and
@@ -57,7 +59,7 @@ FULL_RANKS = 1024
 OUTLIERS = 256
 RANKS_FILE = "ranks.json"
 #: Rank states that are not outliers by themselves (the healthy and the over).
-USUAL_STATES = frozenset({"progressing", "finished", "interrupted", "stopped"})
+USUAL_STATES = frozenset({"progressing", "finished", "interrupted"})
 _USUAL = USUAL_STATES
 
 #: ANSI clear screen + cursor home: the live view redraws with it, only on a terminal.

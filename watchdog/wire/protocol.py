@@ -55,7 +55,7 @@ from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColu
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
 #: What each version changed: docs/multinode.md, "Schema versions".
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
@@ -347,11 +347,18 @@ class RankCollectives:
 
 @dataclass(frozen=True, slots=True)
 class ExitInfo:
-    """A rank (or the node's launcher, rank -1) exited with ``exit_code``, ``d_mono`` seconds ago."""
+    """A rank (or the node's launcher, rank -1) exited with ``exit_code``, ``d_mono`` seconds ago.
+
+    ``presumed`` (schema 9): the code is not an exit status the node read but what the rank's own
+    record says: its interpreter finished normally with no uncaught exception (the rank bootstrap's
+    ``exited`` status, written at its exit) and its process is gone, so 0 is presumed. A
+    ``sys.exit(3)`` or an abort after that record looks the same: a launcher's report of another code
+    for the rank (torchrun's failure report) replaces it. On the wire: a 4th item, 1, only when set."""
 
     rank: int
     exit_code: int
     d_mono: float = 0.0
+    presumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,7 +519,8 @@ def _body_to_wire(body: Body) -> list[Any]:
             out.append([body.same_as, list(body.gone)])
         return out
     if isinstance(body, Exits):
-        return [[[e.rank, e.exit_code, e.d_mono] for e in body.exits]]
+        return [[[e.rank, e.exit_code, e.d_mono, 1] if e.presumed else [e.rank, e.exit_code, e.d_mono]
+                 for e in body.exits]]
     if isinstance(body, Status):
         return [body.state, body.detail, body.checkpoint, body.dropped_lines, body.dropped_msgs, body.truncated_lines,
                 body.report]
@@ -971,8 +979,14 @@ def decode_body(kind: Kind, frame: bytes) -> Body:
         _list(b, 1, "exits body")
         exits = []
         for e in _list(b[0], None, "exits"):
-            e = _list(e, 3, "exit")
-            exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono")))
+            e = _list(e, None, "exit")
+            if len(e) not in (3, 4):
+                raise ProtocolError("truncated" if len(e) < 3 else "field",
+                                    f"exit has {len(e)} fields, expected 3 or 4")
+            presumed = len(e) == 4
+            if presumed and _int(e[3], "presumed") != 1:
+                raise ProtocolError("field", f"an exit's 4th item (presumed) must be 1, got {e[3]!r}")
+            exits.append(ExitInfo(_int(e[0], "rank"), _int(e[1], "exit_code"), _float(e[2], "d_mono"), presumed))
         return Exits(tuple(exits))
     if kind is Kind.STATUS:
         _list(b, 7, "status body")

@@ -12,7 +12,8 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
   server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
   starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
 * never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
-  (``{"pid", "state": "armed" | "listening" | "failed" | "exited", "error", "socket"}``) for the
+  (``{"pid", "state": "armed" | "listening" | "failed" | "exited", "error", "socket"}``; ``exited``
+  also says ``uncaught``, the type of an exception that ended the rank, "" for none) for the
   agent; at exit, the Flight Recorder as the rank leaves it goes to ``<probe dir>/r<RANK>.fr.json``,
   and where it was when an exception or SIGTERM ended it to ``r<RANK>.death.txt``;
 * keeps a full disk under the rank's output files from killing the rank (:func:`_guard_output`).
@@ -217,7 +218,12 @@ class _Probe:
         with open(tmp, "wb") as f:
             f.write(doc if isinstance(doc, bytes) else str(doc).encode())
         os.replace(tmp, path)
-        _status(self.status, state="exited", socket=self.socket, error="", fr=path)
+        # Python's atexit cannot see the exit code; an uncaught exception (exit 1) it can: Python set
+        # sys.last_value as it printed it. The agent reads "exited" without one as a clean exit (0
+        # presumed; a sys.exit(3) looks the same, and the launcher's failure report corrects it).
+        uncaught = getattr(sys, "last_value", None)
+        _status(self.status, state="exited", socket=self.socket, error="", fr=path,
+                uncaught="" if uncaught is None else type(uncaught).__name__)
 
 
 
