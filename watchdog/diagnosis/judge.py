@@ -1787,6 +1787,12 @@ class Judge:
                     and _THROWABLE.match(after.text) and (reading := read_error(after.text)) is not None):
                 # a logger's record of an exception: the throwable it was given follows on the next line
                 line = f"{line[:80]}, then {after.text.strip()[:120]}"
+            if (reading is None and after is not None and after.source == ev.source and after.lineno == ev.lineno + 1
+                    and ev.text.rstrip().endswith(":") and (reading := read_error(after.text)) is not None):
+                # an exception whose message ends on a colon goes on with the output it introduces on the next
+                # lines (Triton's "RuntimeError: Internal Triton PTX codegen error:" over ptxas's diagnostics,
+                # python/triton/backends/nvidia/compiler.py; XLA's "..., output:"): that output states the cause
+                line = f"{line[:80]} {after.text.strip()[:120]}"
             if reading is None and (relayed := _relayed_cause(self.unexplained[at:], ev)) is not None:
                 # a launcher's failure lines state no cause, and it prints the log of the tool that failed
                 reading, cause = relayed
