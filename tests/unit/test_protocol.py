@@ -119,113 +119,37 @@ def test_round_trip(body: p.Body) -> None:
     assert decode(frames) == msg
 
 
-def test_a_procs_body_of_an_agent_that_sends_no_activity_still_decodes() -> None:
-    body = Procs((), (), ((0, 11),), (), (p.WorkerActivity(0, 9.0, "S"),))
+def test_a_procs_body_with_a_worker_without_activity_decodes() -> None:
+    """Schema 9 sends a procs body by column: a worker the agent saw no activity of has None for its CPU
+    and state; one with only one of the two is refused."""
+    body = Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(1, 9.0, "S"),))
     head, raw = encode(Msg(_header(Kind.PROCS), body))
-    older = msgpack.packb([[], [], [[0, 11]]])  # workers as [rank, pid] only
-    assert decode([head, older]).body == Procs((), (), ((0, 11),))
-    with pytest.raises(ProtocolError, match="worker must be"):
-        decode([head, msgpack.packb([[], [], [[0, 11, 9.0]]])])
     assert decode([head, raw]).body == body
+    wire = msgpack.unpackb(raw)
+    assert wire[2] == [[0, 1], [11, 12], [None, 9.0], [None, "S"]]  # the workers' four columns
+    wire[2][3][0] = "R"  # a state without its CPU
+    with pytest.raises(ProtocolError, match="both its tree_cpu_seconds and its state, or neither"):
+        decode([head, msgpack.packb(wire)])
 
 
-def test_a_collectives_reading_without_the_newest_entrys_shape_still_decodes() -> None:
-    head, _ = encode(Msg(_header(Kind.PROCS), Procs((), (), ((0, 11),))))
-    group = ["0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5]  # an agent of before seq and shape
-    older = msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [group]]]])
-    (reading,) = decode([head, older]).body.collectives  # type: ignore[union-attr]
-    assert reading.groups == (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5),)
-    assert reading.groups[0].seq == -1 and reading.groups[0].shape == ""
-    with pytest.raises(ProtocolError, match="group must have 7 or 9 fields"):
-        decode([head, msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [[*group, 13]]]]])])
-
-
-def test_lines_send_each_source_once() -> None:
-    text = "\n".join(f"step {i}" for i in range(50))
-    lines = Lines((RankLines(0, 50, 0.0, 0.0, 0.0, text),),
-                  tuple(LineMatch(0, "progress.step", i, None, 0.0, f"step {i}", "/very/long/path/to/rank0.log", i)
-                        for i in range(50)), 7)
-    body = encode(Msg(_header(Kind.LINES), lines))[1]
-    assert body.count(b"/very/long/path/to/rank0.log") == 1
-    assert decode(encode(Msg(_header(Kind.LINES), lines))).body == lines
-
-
-def _lines_body(ranks: list[list[object]], matches: list[list[object]] | None = None, sources: list[str] | None = None,
-                classified: int = 0, progress: list[list[object]] | None = None) -> list[bytes]:
-    return [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
-            msgpack.packb([classified, sources or [""], ranks, matches or [], progress or []])]
-
-
-@pytest.mark.parametrize("ranks, matches", [
-    ([[0, 2, 0.0, 0.0, 0.0, "one line only"]], None),  # announced 2 lines, holds 1
-    ([[0, 1, 0.0, 0.0, 0.0, "two\nlines"]], None),  # announced 1, holds 2
-    ([[0, 0, 0.0, 0.0, 0.0, ""]], None),  # zero lines
-    ([], None),  # no rank at all
-    ([[0, 1, 0.0, 0.0, 0.0, "a"], [0, 1, 0.0, 0.0, 0.0, "b"]], None),  # a rank twice
-    ([[0, 1, 0.0, 0.5, 0.0, "a"]], None),  # the newest line older than the first
-    ([[0, 1, float("nan"), 0.0, 0.0, "a"]], None),
-    ([[0, 1, 0.0, 0.0, 0.0, b"bytes, not text"]], None),
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[1, "progress.step", 1, None, 0.0, "a", 0, 0]]),  # no rank 1 in the batch
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a", 1, 0]]),  # no source 1
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, float("inf"), 0.0, "a", 0, 0]]),  # loss not finite
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1.5, None, 0.0, "a", 0, 0]]),  # step not an integer
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a\nb", 0, 0]]),  # newline in a match
-    ([[0, 1, 0.0, 0.0, 0.0, "a"]], [[0, "progress.step", 1, None, 0.0, "a", 0]]),  # a field short
-])
-def test_inconsistent_lines_bodies_are_refused(ranks: list[list[object]], matches: list[list[object]] | None) -> None:
-    with pytest.raises(ProtocolError) as ei:
-        decode(_lines_body(ranks, matches))
-    assert ei.value.problem == "field"
-
-
-@pytest.mark.parametrize("progress", [
-    [[1, "progress.step", 3, None, 0, 0]],  # no rank 1 in the batch
-    [[0, "progress.step", 3, None, 0, 0], [0, "progress.step", 4, None, 0, 0]],  # one rank coalesced twice
-    [[0, "progress.step", None, None, 0, 0]],  # a progress row always has its step
-    [[0, "progress.step", 3, None, 1, 0]],  # no source 1
-    [[0, "progress.step", 3, float("nan"), 0, 0]],  # loss not finite
-    [[0, "progress.step", 3, None, 0]],  # a field short
-])
-def test_inconsistent_progress_rows_are_refused(progress: list[list[object]]) -> None:
-    with pytest.raises(ProtocolError) as ei:
-        decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "step 3"]], progress=progress))
-    assert ei.value.problem == "field"
-
-
-@pytest.mark.parametrize("blocks", [
-    [[1, 0, 0.0, [1], "a"]],  # no rank 1 in the batch
-    [[0, 1, 0.0, [1], "a"]],  # no source 1
-    [[0, 0, 0.0, [1, 2], "one line only"]],  # two line numbers, one line
-    [[0, 0, 0.0, [], ""]],  # no line
-    [[0, 0, 0.0, [1.5], "a"]],  # a line number that is not an integer
-    [[0, 0, float("nan"), [1], "a"]],  # an age that is not finite
-    [[0, 0, 0.0, [1]]],  # a field short
-    [[0, 0, 0.0, [1], "a"]] * (p.MAX_BLOCKS_PER_RANK + 1),  # more blocks than a sender sends
-    "not a list",
-])
-def test_inconsistent_error_blocks_are_refused(blocks: object) -> None:
-    frames = [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
-              msgpack.packb([0, [""], [[0, 1, 0.0, 0.0, 0.0, "a"]], [], [], blocks])]
-    with pytest.raises(ProtocolError) as ei:
-        decode(frames)
-    assert ei.value.problem in ("field", "truncated")
-
-
-def test_fingerprint_must_fit_63_bits() -> None:
-    assert decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=(1 << 63) - 1)).body.classified == (1 << 63) - 1
-    for bad in (-1, 1 << 63):
-        with pytest.raises(ProtocolError):
-            decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=bad))
-
-
-def test_lines_count() -> None:
-    assert BODIES[1].n_lines == 3 and BODIES[2].n_lines == 3
-
-
-def test_commands_and_agent_kinds_are_disjoint() -> None:
-    assert {k for k in Kind if k.is_command} == {Kind.ACK, Kind.CAPTURE_EVIDENCE, Kind.STOP, Kind.LAUNCH,
-                                                 Kind.SHUTDOWN, Kind.REFUSED, Kind.STATUS_REPLY}
-    assert p.AGENT_KINDS.isdisjoint(p.COMMAND_KINDS)
+def test_a_procs_body_sends_each_text_of_its_groups_once_and_shares_it() -> None:
+    """The groups' names, ops, states and shapes travel as indices into one list of texts a message: the
+    decoded groups of every rank share one object per text (the judge keeps them for every rank)."""
+    group = GroupProgress("0", 41, 41, 41, "nccl:all_reduce", "completed", 1.5, 41, "[[2177]] Float")
+    body = Procs((), (), (), tuple(p.RankCollectives(r, (group, group._replace(group="1")), "", 0.5) for r in range(3)))
+    head, raw = encode(Msg(_header(Kind.PROCS), body))
+    wire = msgpack.unpackb(raw)
+    assert wire[3][0] == ["0", "1", "nccl:all_reduce", "completed", "[[2177]] Float"]
+    decoded = decode([head, raw]).body
+    assert decoded == body and isinstance(decoded, Procs)
+    assert len({id(g.op) for c in decoded.collectives for g in c.groups}) == 1
+    for where, value, problem in ((4, [3, 2, 2], "more groups than the columns hold"),  # the counts
+                                  (4, [2, 2, 1], "more groups than the readings announce"),
+                                  (5, [0, 0, 0, 0, 0, 9], "text index 9 out of range")):  # a group's name
+        bad = msgpack.unpackb(raw)
+        bad[3][where] = value
+        with pytest.raises(ProtocolError, match=problem):
+            decode([head, msgpack.packb(bad)])
 
 
 def test_kind_must_match_body() -> None:
@@ -234,7 +158,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -244,7 +168,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
     # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items)
     #    or a procs body saying only what changed (5 items).
-    assert p.SCHEMA_VERSION == 8
+    # 8: a peer that sends a procs body by row (a list per worker and per flight recorder group).
+    assert p.SCHEMA_VERSION == 9
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -433,33 +358,41 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
 def test_fast_procs_decode_agrees_with_the_checked_one() -> None:
     """Every node's procs body (its workers, their activity, the flight recorder readings) is decoded
     column by column; it accepts exactly what the item-by-item decode accepts, and decodes it alike.
-    Bodies as agents send them, and older shapes, mutated one field at a time into wrong values."""
+    Bodies as agents send them (workers without activity too), mutated one field at a time into wrong
+    values, a column shortened or lengthened."""
     rng = random.Random(78)
     wrong = [None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x", b"b", [], [1], {"k": 1}]
     tally: Counter[str] = Counter()
     for _ in range(3000):
         n = rng.randrange(0, 4)
-        samples = [[r, 900 + r, rng.random() * 50, rng.random()] for r in range(rng.randrange(0, 3))]
-        workers = [[r, 100 + r, rng.random() * 900, rng.choice(("R", "S", "T"))] if rng.random() < 0.95
-                   else [r, 100 + r] for r in range(n)]
-        groups = [[str(g), 40, 40, 41, "gloo:all_reduce", "scheduled", 1795451782.4, 41, "[[4]] Float"][
-            : 9 if rng.random() < 0.95 else 7] for g in range(rng.randrange(0, 3))]
-        readings = [[r, rng.random(), rng.choice(("", "no recorder")), [list(g) for g in groups]] for r in range(n)]
-        body: list[object] = [samples, ["/cache/a.lock"], workers, readings][: rng.choice((3, 4, 4, 4))]
+        samples = [ProcSample(r, 900 + r, rng.random() * 50, rng.random())
+                   for r in range(rng.randrange(0, 3))]
+        workers = tuple((r, 100 + r) for r in range(n))
+        activity = tuple(p.WorkerActivity(r, rng.random() * 900, rng.choice(("R", "S", "T")))
+                         for r in range(n) if rng.random() < 0.95)
+        groups = tuple(GroupProgress(str(g), 40, 40, 41, "gloo:all_reduce", "scheduled", 1795451782.4, 41,
+                                     "[[4]] Float") for g in range(rng.randrange(0, 3)))
+        readings = tuple(p.RankCollectives(r, groups, rng.choice(("", "no recorder")), rng.random()) for r in range(n))
+        body: list[Any] = msgpack.unpackb(p.encode_body(Procs(tuple(samples), ("/cache/a.lock",), workers, readings,
+                                                              activity, rng.choice((-1, 4)), (7,))))
         if rng.random() < 0.9:
-            targets: list[list[object]] = [body, *samples, *workers, *readings,
-                                           *(g for r in readings for g in r[3])]  # type: ignore[misc]
-            target = rng.choice(targets)
-            if target:
-                target[rng.randrange(len(target))] = rng.choice(wrong)
+            columns: list[list[Any]] = [body, body[1], body[4], body[4][1], *body[2], *body[3], *body[0]]
+            target = rng.choice([c for c in columns if c])
+            spot = rng.randrange(len(target))
+            if rng.random() < 0.1:
+                del target[spot]
+            elif rng.random() < 0.1:
+                target.append(target[spot])
+            else:
+                target[spot] = rng.choice(wrong)
         try:
-            fast = p._decode_procs_fast(body)  # type: ignore[arg-type]
+            fast = p._decode_procs_fast(body)
         except Exception as exc:  # the fast path refuses by returning None, never by raising
             raise AssertionError(f"the fast path raised {exc!r} on {body!r:.200}") from exc
         _agree(fast, p._decode_procs_checked, body, tally)
     assert tally["fast_only"] == 0 and tally["both"] > 300
-    # older shapes and integers where agents send floats: the checked path decides
-    assert tally["slow_only"] < 600
+    # workers without activity and integers where agents send floats: the checked path decides
+    assert tally["slow_only"] < 900
 
 
 def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_decode() -> None:
