@@ -6,7 +6,6 @@ Nothing here does I/O. Times are plain floats: ``mono`` values come from ``time.
 
 from __future__ import annotations
 
-import collections
 import datetime as _dt
 import enum
 import itertools
@@ -372,21 +371,48 @@ class Evidence:
         }
 
 
-def evidence_rows(keys: Sequence[RankKey], texts: Sequence[str], signatures: Sequence[str], sources: Sequence[str],
-                  linenos: Sequence[int], monos: Sequence[float]) -> list[Evidence]:
-    """One :class:`Evidence` per row of these columns, equal to ``Evidence(key, text, ...)`` of each,
-    built column by column in C: each object's slots are set through their descriptors, with no
-    call of the frozen ``__init__`` (six Python-level ``__setattr__`` calls) per object. A batch of
-    a large job gives its judge one evidence line per rank that progressed, 65,536 a second on
-    1,024 nodes, where ``__init__`` costs several times the rest of the row's work."""
-    out = list(map(object.__new__, itertools.repeat(Evidence, len(keys))))
-    slots = vars(Evidence)  # (each field's slot descriptor)
-    columns: tuple[Sequence[object], ...] = (keys, texts, signatures, sources, linenos, monos)
-    for name, column in zip(("key", "text", "signature", "source", "lineno", "mono"), columns, strict=True):
-        if len(column) != len(out):
-            raise ValueError(f"evidence columns of {len(out)} and {len(column)} rows")
-        collections.deque(map(slots[name].__set__, out, column), maxlen=0)  # (runs the map, keeps nothing)
-    return out
+class LazyEvidence(tuple[RankKey, str, str, str, int, float]):
+    """The fields of an :class:`Evidence` (``key, text, signature, source, lineno, mono``), held until
+    a verdict reads them (:meth:`build`). A batch of a large job gives its judge a progress line per
+    rank that progressed, 65,536 a second on 1,024 nodes, and a verdict reads a few of them: these
+    are built in C by column (:func:`lazy_evidence_rows`), where an :class:`Evidence` (its frozen
+    ``__init__``, or its six slots set one by one) costs several times the rest of the row's work.
+    Equal to the :class:`Evidence` it builds (and to another of the same fields), so the states that
+    hold one compare as if they held the other."""
+
+    __slots__ = ()
+
+    def build(self) -> Evidence:
+        """The :class:`Evidence` of these fields."""
+        return Evidence(*self)
+
+    @property
+    def signature(self) -> str:
+        return self[2]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyEvidence):
+            return tuple.__eq__(self, other)
+        return isinstance(other, Evidence) and self.build() == other  # (a plain tuple is not evidence)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (what it stands for is hashed as the Evidence it builds)
+
+
+def lazy_evidence_rows(keys: Sequence[RankKey], texts: Sequence[str], signatures: Sequence[str],
+                       sources: Sequence[str], linenos: Sequence[int], monos: Sequence[float]) -> list[LazyEvidence]:
+    """One :class:`LazyEvidence` per row of these columns (each equal to ``Evidence(key, text, ...)``
+    of its row), built in C: no Python call per row.
+
+    Raises:
+        ValueError: the columns differ in length.
+    """
+    columns = (keys, texts, signatures, sources, linenos, monos)
+    if len(set(map(len, columns))) != 1:
+        raise ValueError(f"evidence columns of {' and '.join(sorted({str(len(c)) for c in columns}))} rows")
+    return list(map(tuple.__new__, itertools.repeat(LazyEvidence), zip(*columns, strict=True)))
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,11 @@ import msgpack
 from bench_scale import JOB, SECRET, node_name, procs_wire  # tests/benchmarks is on sys.path: run as a script
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.node.proc_readings import ProcReadings
 from neuron_watch.runtime import default_judge_factory
 from neuron_watch.wire.auth import Signer
-from neuron_watch.wire.protocol import Header, Hello, Kind, WorkerActivity, decode_body, encode_body, encode_header
+from neuron_watch.wire.protocol import Header, Hello, Kind, Procs, decode_body, encode_body, encode_header
 
 RANKS = 64
 EVERY = 4.0  # procs_every_at(1,024)
@@ -64,9 +63,11 @@ def run(nodes: int, rounds: int, delta: bool, idle: bool) -> float:
                 t = t0 + EVERY * k + n / nodes
                 w = procs_wire(n, RANKS, 0.0 if idle else EVERY * k, 0 if idle else k, True, int(EVERY))
                 r = readers[n]
-                body = r.add([], t, nodes, always=True, workers=[(x[0], x[1]) for x in w[2]],
-                             collectives=[(x[0], tuple(GroupProgress(*g) for g in x[3]), "", t) for x in w[3]],
-                             activity=[WorkerActivity(x[0], x[2], x[3]) for x in w[2]])
+                whole = decode_body(Kind.PROCS, msgpack.packb(w))
+                assert isinstance(whole, Procs)
+                body = r.add([], t, nodes, always=True, workers=whole.workers,
+                             collectives=[(x.rank, x.groups, "", t) for x in whole.collectives],
+                             activity=whole.activity)
                 assert body is not None
                 r.enqueued(seqs[n])
                 f = frames(n, Kind.PROCS, encode_body(body), t)
@@ -88,7 +89,7 @@ def main() -> int:
     wire = procs_wire(3, RANKS, 12.0, 0, True, int(EVERY))
     frame = msgpack.packb(wire, use_bin_type=True)
     best = min(timeit.repeat(lambda: decode_body(Kind.PROCS, frame), number=2000, repeat=7)) / 2000
-    print(f"decode of a procs body ({RANKS} workers, {len(wire[3])} flight recorder readings of 2 groups, "
+    print(f"decode of a procs body ({RANKS} workers, {len(wire[3][1])} flight recorder readings of 2 groups, "
           f"{len(frame):,} B): {best * 1e6:.0f} us (best of 7)", flush=True)
     for idle in (False, True):
         for delta in (False, True):

@@ -86,7 +86,6 @@ import zmq
 from bench_wire import HANG_LINE, JOB, SECRET, _pct, round_lines  # tests/benchmarks is on sys.path: run as a script
 
 from neuron_watch.config import WatchConfig
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import JobState, Label, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
@@ -100,9 +99,8 @@ from neuron_watch.wire.protocol import (
     Kind,
     Lines,
     Procs,
-    RankCollectives,
-    WorkerActivity,
     batch_age_at,
+    decode_body,
     encode_body,
     procs_every_at,
 )
@@ -174,38 +172,43 @@ def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: 
     return [LogLine(RankKey(LINE_NODE, offset + i), text, now - age, wall - age) for i, text, age in batch]
 
 
+#: the texts of a simulated node's flight recorder groups, in the order encode_body lists them (the
+#: groups' names, then their ops, states and shapes: protocol._procs_to_wire)
+GROUP_TEXTS = ["0", "1", "nccl:all_reduce", "nccl:all_gather", "completed", "[[2177]] Float", "[[512]] Float"]
+
+
 def procs_wire(n: int, ranks: int, t: float, turn: int, collectives: bool, span: int = 1,
                same_as: int = -1) -> list[Any]:
-    """Node ``n``'s procs body in the wire layout (protocol._body_to_wire of a Procs): its rank
-    processes and their CPU, and the flight recorder readings of the ranks read in the ``span``
+    """Node ``n``'s procs body in the wire layout (protocol._procs_to_wire of a Procs: by column): its
+    rank processes and their CPU, and the flight recorder readings of the ranks read in the ``span``
     seconds since its last one (the agent holds readings of a bigger job: procs_every_at).
     ``same_as``: the node's acknowledged procs message it refers to (the agents' ProcReadings; -1:
     none yet, a whole reading). Every rank trains: its CPU and its collectives' progress move from
     one reading to the next, so every row is one that changed."""
     base = n * ranks
-    workers = [[base + i, 10_000 + i, round(t * 0.9 + i, 2), "R"] for i in range(ranks)]
-    delta = [[same_as, []]] if same_as >= 0 else []
-    if not collectives:
-        return [[], [], workers, [], *delta] if delta else [[], [], workers]
+    workers = [[base + i for i in range(ranks)], [10_000 + i for i in range(ranks)],
+               [round(t * 0.9 + i, 2) for i in range(ranks)], ["R"] * ranks]
+    delta = [same_as, []]
+    read = [base + i for i in range(ranks)
+            if collectives and any((i + turn * span + k) % int(PROBE_EVERY) == 0 for k in range(span))]
+    if not read:
+        return [[], [], workers, [[], [], [], [], [], *([[]] * 9)], delta]
     seq = 1000 + int(t * 4)  # two collectives a step; every rank agrees on op and shape per sequence id
-    readings = [[base + i, 0.1, "", [["0", seq, seq, seq, "nccl:all_reduce", "completed", 1.8e9 + t, seq,
-                                      "[[2177]] Float"],
-                                     ["1", seq // 2, seq // 2, seq // 2, "nccl:all_gather", "completed", 1.8e9 + t,
-                                      seq // 2, "[[512]] Float"]]]
-                for i in range(ranks) if any((i + turn * span + k) % int(PROBE_EVERY) == 0 for k in range(span))]
-    return [[], [], workers, readings, *delta]
+    k = len(read)
+    readings = [GROUP_TEXTS, read, [0.1] * k, [""] * k, [2] * k,
+                [0, 1] * k, [seq, seq // 2] * k, [seq, seq // 2] * k, [seq, seq // 2] * k, [2, 3] * k, [4, 4] * k,
+                [1.8e9 + t] * (2 * k), [seq, seq // 2] * k, [5, 6] * k]
+    return [[], [], workers, readings, delta]
 
 
 def check_procs_layout() -> None:
     """The directly packed procs body is what ``encode_body`` makes of the same Procs."""
     for same_as in (-1, 5):
-        wire = procs_wire(3, 8, 12.5, 0, True, same_as=same_as)
-        groups = [tuple(GroupProgress(*g) for g in r[3]) for r in wire[3]]
-        body = Procs((), (), tuple((w[0], w[1]) for w in wire[2]),
-                     tuple(RankCollectives(r[0], g, r[2], r[1]) for r, g in zip(wire[3], groups, strict=True)),
-                     tuple(WorkerActivity(w[0], w[2], w[3]) for w in wire[2]), same_as)
-        if msgpack.packb(wire, use_bin_type=True) != encode_body(body):
-            raise SystemExit("the simulated procs body differs from encode_body's: update procs_wire")
+        for collectives in (True, False):
+            frame = msgpack.packb(procs_wire(3, 8, 12.5, 0, collectives, same_as=same_as), use_bin_type=True)
+            body = decode_body(Kind.PROCS, frame)
+            if not isinstance(body, Procs) or frame != encode_body(body) or len(body.collectives) != 2 * collectives:
+                raise SystemExit("the simulated procs body differs from encode_body's: update procs_wire")
 
 
 def acked_procs(sent: list[int], outbox_base: int) -> int:

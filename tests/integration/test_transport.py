@@ -383,7 +383,7 @@ def test_agents_classify_their_lines_when_their_table_is_the_coordinators(
         assert isinstance(judge, Judge)
         assert judge.max_step == 300 and [st.step for st in judge.ranks.values()] == [300] * 4
         assert judge.ranks[RankKey("node1", 2)].last_wait_line is not None
-        assert judge.ranks[RankKey("node1", 3)].last_progress_line.lineno == (300 if classified else 0)
+        assert judge.ranks[RankKey("node1", 3)].progress_line().lineno == (300 if classified else 0)  # type: ignore[union-attr]
     finally:
         link.close()
         coord.close()

@@ -17,7 +17,7 @@ import pytest
 from neuron_watch.diagnosis.classify import classify_batch, kb_fingerprint
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings, batch_columns
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Evidence, LogLine, RankKey, RankSpan, evidence_rows
+from neuron_watch.events import Evidence, LogLine, RankKey, RankSpan, lazy_evidence_rows
 from neuron_watch.wire.protocol import (
     Header,
     Kind,
@@ -176,13 +176,16 @@ def test_the_columns_leave_the_judge_as_the_records_do(seed: int) -> None:
     assert columns_rows  # the progress rows were taken by column, not only matches
 
 
-def test_evidence_built_by_column_equals_evidence_built_one_by_one() -> None:
+def test_evidence_taken_by_column_equals_evidence_built_one_by_one() -> None:
     keys = [RankKey(NODE, r) for r in range(3)]
     rows = [(k, f"step {k.rank} loss 2.0", "progress.step_loss", f"/run/rank-{k.rank}.log", k.rank + 1, 10.0 + k.rank)
             for k in keys]
-    built = evidence_rows(*map(list, zip(*rows, strict=True)))
-    assert built == [Evidence(*r) for r in rows]
+    lazy = lazy_evidence_rows(*map(list, zip(*rows, strict=True)))
+    assert lazy == [Evidence(*r) for r in rows] and [Evidence(*r) for r in rows] == lazy  # either way round
+    assert lazy[0] != Evidence(*rows[1]) and lazy[0] != lazy[1] and lazy[0] != rows[0]
+    built = [e.build() for e in lazy]
+    assert built == [Evidence(*r) for r in rows] and all(type(e) is Evidence for e in built)
     assert [hash(e) for e in built] == [hash(Evidence(*r)) for r in rows]
-    assert built[2].to_dict() == Evidence(*rows[2]).to_dict()
-    with pytest.raises(ValueError, match="3 and 2 rows"):
-        evidence_rows(keys, ["a", "b", "c"], ["s"] * 3, ["x"] * 3, [1, 2, 3], [1.0, 2.0])
+    assert built[2].to_dict() == Evidence(*rows[2]).to_dict() and lazy[2].signature == "progress.step_loss"
+    with pytest.raises(ValueError, match="2 and 3 rows"):
+        lazy_evidence_rows(keys, ["a", "b", "c"], ["s"] * 3, ["x"] * 3, [1, 2, 3], [1.0, 2.0])

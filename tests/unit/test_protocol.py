@@ -121,25 +121,37 @@ def test_round_trip(body: p.Body) -> None:
     assert decode(frames) == msg
 
 
-def test_a_procs_body_of_an_agent_that_sends_no_activity_still_decodes() -> None:
-    body = Procs((), (), ((0, 11),), (), (p.WorkerActivity(0, 9.0, "S"),))
+def test_a_procs_body_with_a_worker_without_activity_decodes() -> None:
+    """Schema 9 sends a procs body by column: a worker the agent saw no activity of has None for its CPU
+    and state; one with only one of the two is refused."""
+    body = Procs((), (), ((0, 11), (1, 12)), (), (p.WorkerActivity(1, 9.0, "S"),))
     head, raw = encode(Msg(_header(Kind.PROCS), body))
-    older = msgpack.packb([[], [], [[0, 11]]])  # workers as [rank, pid] only
-    assert decode([head, older]).body == Procs((), (), ((0, 11),))
-    with pytest.raises(ProtocolError, match="worker must be"):
-        decode([head, msgpack.packb([[], [], [[0, 11, 9.0]]])])
     assert decode([head, raw]).body == body
+    wire = msgpack.unpackb(raw)
+    assert wire[2] == [[0, 1], [11, 12], [None, 9.0], [None, "S"]]  # the workers' four columns
+    wire[2][3][0] = "R"  # a state without its CPU
+    with pytest.raises(ProtocolError, match="both its tree_cpu_seconds and its state, or neither"):
+        decode([head, msgpack.packb(wire)])
 
 
-def test_a_collectives_reading_without_the_newest_entrys_shape_still_decodes() -> None:
-    head, _ = encode(Msg(_header(Kind.PROCS), Procs((), (), ((0, 11),))))
-    group = ["0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5]  # an agent of before seq and shape
-    older = msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [group]]]])
-    (reading,) = decode([head, older]).body.collectives  # type: ignore[union-attr]
-    assert reading.groups == (GroupProgress("0", 41, -1, 42, "gloo:all_reduce", "scheduled", 1.5),)
-    assert reading.groups[0].seq == -1 and reading.groups[0].shape == ""
-    with pytest.raises(ProtocolError, match="group must have 7 or 9 fields"):
-        decode([head, msgpack.packb([[], [], [[0, 11]], [[0, 0.5, "", [[*group, 13]]]]])])
+def test_a_procs_body_sends_each_text_of_its_groups_once_and_shares_it() -> None:
+    """The groups' names, ops, states and shapes travel as indices into one list of texts a message: the
+    decoded groups of every rank share one object per text (the judge keeps them for every rank)."""
+    group = GroupProgress("0", 41, 41, 41, "nccl:all_reduce", "completed", 1.5, 41, "[[2177]] Float")
+    body = Procs((), (), (), tuple(p.RankCollectives(r, (group, group._replace(group="1")), "", 0.5) for r in range(3)))
+    head, raw = encode(Msg(_header(Kind.PROCS), body))
+    wire = msgpack.unpackb(raw)
+    assert wire[3][0] == ["0", "1", "nccl:all_reduce", "completed", "[[2177]] Float"]
+    decoded = decode([head, raw]).body
+    assert decoded == body and isinstance(decoded, Procs)
+    assert len({id(g.op) for c in decoded.collectives for g in c.groups}) == 1
+    for where, value, problem in ((4, [3, 2, 2], "more groups than the columns hold"),  # the counts
+                                  (4, [2, 2, 1], "more groups than the readings announce"),
+                                  (5, [0, 0, 0, 0, 0, 9], "text index 9 out of range")):  # a group's name
+        bad = msgpack.unpackb(raw)
+        bad[3][where] = value
+        with pytest.raises(ProtocolError, match=problem):
+            decode([head, msgpack.packb(bad)])
 
 
 def test_an_exit_says_presumed_only_as_a_4th_item_of_1() -> None:
@@ -257,7 +269,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 6: a peer that sends the verdict of a capture or a stop as JSON in a string.
     # 7: a coordinator that refuses a lines body carrying the error blocks around a failure (6 items)
     #    or a procs body saying only what changed (5 items).
-    # 8: a coordinator that refuses an exit of 4 items (a clean exit presumed from the rank's record).
+    # 8: a peer that sends a procs body by row (a list per worker and per flight recorder group), or a coordinator
+    # that refuses an exit of 4 items (a clean exit presumed from the rank's record).
     assert p.SCHEMA_VERSION == 9
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
@@ -447,33 +460,41 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
 def test_fast_procs_decode_agrees_with_the_checked_one() -> None:
     """Every node's procs body (its workers, their activity, the flight recorder readings) is decoded
     column by column; it accepts exactly what the item-by-item decode accepts, and decodes it alike.
-    Bodies as agents send them, and older shapes, mutated one field at a time into wrong values."""
+    Bodies as agents send them (workers without activity too), mutated one field at a time into wrong
+    values, a column shortened or lengthened."""
     rng = random.Random(78)
     wrong = [None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x", b"b", [], [1], {"k": 1}]
     tally: Counter[str] = Counter()
     for _ in range(3000):
         n = rng.randrange(0, 4)
-        samples = [[r, 900 + r, rng.random() * 50, rng.random()] for r in range(rng.randrange(0, 3))]
-        workers = [[r, 100 + r, rng.random() * 900, rng.choice(("R", "S", "T"))] if rng.random() < 0.95
-                   else [r, 100 + r] for r in range(n)]
-        groups = [[str(g), 40, 40, 41, "gloo:all_reduce", "scheduled", 1795451782.4, 41, "[[4]] Float"][
-            : 9 if rng.random() < 0.95 else 7] for g in range(rng.randrange(0, 3))]
-        readings = [[r, rng.random(), rng.choice(("", "no recorder")), [list(g) for g in groups]] for r in range(n)]
-        body: list[object] = [samples, ["/cache/a.lock"], workers, readings][: rng.choice((3, 4, 4, 4))]
+        samples = [ProcSample(r, 900 + r, rng.random() * 50, rng.random())
+                   for r in range(rng.randrange(0, 3))]
+        workers = tuple((r, 100 + r) for r in range(n))
+        activity = tuple(p.WorkerActivity(r, rng.random() * 900, rng.choice(("R", "S", "T")))
+                         for r in range(n) if rng.random() < 0.95)
+        groups = tuple(GroupProgress(str(g), 40, 40, 41, "gloo:all_reduce", "scheduled", 1795451782.4, 41,
+                                     "[[4]] Float") for g in range(rng.randrange(0, 3)))
+        readings = tuple(p.RankCollectives(r, groups, rng.choice(("", "no recorder")), rng.random()) for r in range(n))
+        body: list[Any] = msgpack.unpackb(p.encode_body(Procs(tuple(samples), ("/cache/a.lock",), workers, readings,
+                                                              activity, rng.choice((-1, 4)), (7,))))
         if rng.random() < 0.9:
-            targets: list[list[object]] = [body, *samples, *workers, *readings,
-                                           *(g for r in readings for g in r[3])]  # type: ignore[misc]
-            target = rng.choice(targets)
-            if target:
-                target[rng.randrange(len(target))] = rng.choice(wrong)
+            columns: list[list[Any]] = [body, body[1], body[4], body[4][1], *body[2], *body[3], *body[0]]
+            target = rng.choice([c for c in columns if c])
+            spot = rng.randrange(len(target))
+            if rng.random() < 0.1:
+                del target[spot]
+            elif rng.random() < 0.1:
+                target.append(target[spot])
+            else:
+                target[spot] = rng.choice(wrong)
         try:
-            fast = p._decode_procs_fast(body)  # type: ignore[arg-type]
+            fast = p._decode_procs_fast(body)
         except Exception as exc:  # the fast path refuses by returning None, never by raising
             raise AssertionError(f"the fast path raised {exc!r} on {body!r:.200}") from exc
         _agree(fast, p._decode_procs_checked, body, tally)
     assert tally["fast_only"] == 0 and tally["both"] > 300
-    # older shapes and integers where agents send floats: the checked path decides
-    assert tally["slow_only"] < 600
+    # workers without activity and integers where agents send floats: the checked path decides
+    assert tally["slow_only"] < 900
 
 
 def test_capture_and_stop_from_a_coordinator_without_the_verdict_field_still_decode() -> None:

@@ -36,7 +36,7 @@ class GroupProgress(NamedTuple):
     ``torch/distributed/flight_recorder`` analysis reports as a mismatch).
 
     A named tuple, not a dataclass: the coordinator decodes every node's readings, ~100 groups a
-    node, and a tuple is built in C (:func:`group_rows`).
+    node, and a tuple is built in C (``protocol._decode_procs_fast``).
     """
 
     group: str
@@ -49,13 +49,6 @@ class GroupProgress(NamedTuple):
     seq: int = -1
     shape: str = ""
 
-
-_new_group = tuple.__new__
-
-
-def group_rows(rows: list[list[Any]]) -> tuple[GroupProgress, ...]:
-    """Rows of a group's nine fields, already checked (the wire's decoder), as GroupProgress, in C."""
-    return tuple(map(_new_group, [GroupProgress] * len(rows), rows))
 
 
 def _shape(e: Mapping[str, Any]) -> str:

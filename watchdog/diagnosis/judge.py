@@ -58,6 +58,7 @@ from neuron_watch.events import (
     CompilerSample,
     Evidence,
     Label,
+    LazyEvidence,
     LogLine,
     ProgressColumns,
     RankExit,
@@ -65,7 +66,7 @@ from neuron_watch.events import (
     RankSpan,
     Verdict,
     WorkerSample,
-    evidence_rows,
+    lazy_evidence_rows,
 )
 
 _FIRST_LINE = attrgetter("first_line")
@@ -438,7 +439,9 @@ class RankState:
     last_line_text: str = ""
     first_line: float | None = None  # when its first line was seen (None: expected, not heard yet)
     last_progress: float | None = None
-    last_progress_line: Evidence | None = None
+    #: its newest progress line as evidence; a batch's progress row leaves its fields, built when a verdict
+    #: reads them (progress_line)
+    last_progress_line: Evidence | LazyEvidence | None = None
     step: int | None = None
     step_mono: float | None = None  # when its line of that step was seen
     save_open: float | None = None  # a synced checkpoint save began (log) and has not completed
@@ -516,6 +519,13 @@ class RankState:
     collectives: dict[str, GroupProgress] = field(default_factory=dict)  # process group -> newest reading
     collective_advances: int = 0  # readings in which a collective completed
     order: int = 0  # the judge's n-th rank: lists of ranks keep the order in which they appeared
+
+    def progress_line(self) -> Evidence | None:
+        """The rank's newest progress line as evidence (a batch's row's built now, once)."""
+        line = self.last_progress_line
+        if isinstance(line, LazyEvidence):
+            line = self.last_progress_line = line.build()
+        return line
 
     def compiler_active(self, now: float, stall: float) -> bool:
         """A compiler of this rank burned CPU within ``stall`` of ``now``, and the rank has not made
@@ -1055,19 +1065,19 @@ class Judge:
         beyond = self.max_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
         # (the row's state is the batch's, found once by its key object: no look-up per row; its
-        # evidence line is built with the others', by column)
-        evidence = evidence_rows(list(map(keys.__getitem__, progress.chunk)), progress.text, progress.signature,
-                                 progress.source, progress.lineno, progress.mono)
-        for chunk, mono, wall, step, ev in zip(progress.chunk, progress.mono, progress.wall, progress.step, evidence,
-                                               strict=True):
+        # evidence line's fields are taken with the others', by column, and built if a verdict reads them)
+        evidence = lazy_evidence_rows(list(map(keys.__getitem__, progress.chunk)), progress.text, progress.signature,
+                                      progress.source, progress.lineno, progress.mono)
+        for chunk, mono, wall, step, ev, sig in zip(progress.chunk, progress.mono, progress.wall, progress.step,
+                                                    evidence, progress.signature, strict=True):
             st = states[chunk]
             if (beyond is None or step > beyond or st.train_end is not None
                     or (st.step is not None and step < st.step)
                     or st.failure_match is not None or st.recompile_open is not None or st.phase_running is not None
                     or self.last_step_line is not None
-                    or ev.signature == CHECKPOINT_APPEARED_SIGNATURE):
+                    or sig == CHECKPOINT_APPEARED_SIGNATURE):
                 self.last_progress_wall = newest_wall
-                advance(st, mono, wall, step, ev)
+                advance(st, mono, wall, step, ev.build())
                 beyond = self.max_step if self.loop_step is None else self.loop_step
                 newest_wall = self.last_progress_wall
                 continue
@@ -1256,7 +1266,7 @@ class Judge:
             self.hints.append((ev, m))
         return m
 
-    def _progressed(self, st: RankState, mono: float, ev: Evidence) -> None:
+    def _progressed(self, st: RankState, mono: float, ev: Evidence | LazyEvidence) -> None:
         """What every progress line ``ev`` of ``st``'s rank (read at ``mono``) does to the rank, whichever
         way it comes: line by line (:meth:`_advance`), as a batch's steady step (:meth:`_steady_step`) or
         as a progress row (:meth:`_progress_rows`), one rule for the three. Its progress and the job's
@@ -2402,7 +2412,7 @@ class Judge:
             # the culprit's last sign of life first, then what each rank was doing
             order = sorted(live, key=lambda s: (s.key != culprit, s.key.rank))
             evidence = tuple(
-                e for st in order for e in (st.last_wait_line, st.last_progress_line) if e is not None
+                e for st in order for e in (st.last_wait_line, st.progress_line()) if e is not None
             )
             return Verdict(
                 Label.COLLECTIVE_HANG,

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from neuron_watch.diagnosis.flight_recorder import GroupProgress, group_rows
+from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.errors import TransportError
 from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColumns, RankKey, RankSpan
 
@@ -331,12 +331,12 @@ class WorkerActivity(NamedTuple):
     state: str
 
 
-@dataclass(frozen=True, slots=True)
-class RankCollectives:
+class RankCollectives(NamedTuple):
     """One rank's flight recorder reading, ``d_mono`` seconds old.
 
     ``problem``: why there is no reading (``""``: ``groups`` is the reading; an empty ``groups``
     with no problem means the recorder answered but no process group recorded a collective yet).
+    (A named tuple: the coordinator decodes ~50 of them with every node's reading, built in C.)
     """
 
     rank: int
@@ -509,15 +509,7 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Heartbeat):
         return [body.buffered, body.dropped_lines, body.dropped_msgs, body.truncated_lines]
     if isinstance(body, Procs):
-        active = {a.rank: a for a in body.activity}
-        out: list[Any] = [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks),
-                          [[r, p, active[r].tree_cpu_seconds, active[r].state] if r in active else [r, p]
-                           for r, p in body.workers]]
-        if body.collectives or body.same_as >= 0:  # a whole reading without readings: the 3-item layout
-            out.append([[c.rank, c.d_mono, c.problem, [list(g) for g in c.groups]] for c in body.collectives])
-        if body.same_as >= 0:
-            out.append([body.same_as, list(body.gone)])
-        return out
+        return _procs_to_wire(body)
     if isinstance(body, Exits):
         return [[[e.rank, e.exit_code, e.d_mono, 1] if e.presumed else [e.rank, e.exit_code, e.d_mono]
                  for e in body.exits]]
@@ -539,6 +531,33 @@ def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, StatusReply):
         return [body.nonce, body.doc]
     return [body.reason, body.exit_code]  # Shutdown
+
+
+def _procs_to_wire(body: Procs) -> list[Any]:
+    """A procs body by column (schema 9): ``[samples, locks, workers, collectives, [same_as, gone]]``.
+
+    ``workers``: ``[ranks, pids, tree CPU seconds, states]``, a worker without activity has ``None``
+    for both; ``collectives``: ``[texts, ranks, ages, problems, groups a reading, then each group's
+    name, completed, started, enqueued, op, state, wall, seq, shape]``, the group's name, op, state
+    and shape as indices into ``texts`` (a message's readings repeat a few of them: every rank runs
+    the same collectives). A column of each field, not a row of each worker and group: the
+    coordinator unpacks ~15 lists a message instead of ~270, and each repeated text once."""
+    active = {a.rank: a for a in body.activity}
+    ranks = [r for r, _p in body.workers]
+    acts = list(map(active.get, ranks))
+    workers = [ranks, [p for _r, p in body.workers], [None if a is None else a.tree_cpu_seconds for a in acts],
+               [None if a is None else a.state for a in acts]]
+    texts: dict[str, int] = {}
+    text = texts.setdefault
+    groups = [g for c in body.collectives for g in c.groups]
+    collectives = [[c.rank for c in body.collectives], [c.d_mono for c in body.collectives],
+                   [c.problem for c in body.collectives], [len(c.groups) for c in body.collectives],
+                   [text(g.group, len(texts)) for g in groups], [g.completed for g in groups],
+                   [g.started for g in groups], [g.enqueued for g in groups], [text(g.op, len(texts)) for g in groups],
+                   [text(g.state, len(texts)) for g in groups], [g.wall for g in groups], [g.seq for g in groups],
+                   [text(g.shape, len(texts)) for g in groups]]
+    return [[[s.rank, s.pid, s.cpu_seconds, s.d_mono] for s in body.samples], list(body.locks), workers,
+            [list(texts), *collectives], [body.same_as, list(body.gone)]]
 
 
 def encode_header(h: Header) -> bytes:
@@ -850,20 +869,27 @@ def _block(row: Any, n_ranks: int, sources: list[str]) -> RankBlock:
     return RankBlock(chunk, sources[si], _float(d_mono, "d_mono"), tuple(linenos), text)
 
 
+#: a procs body's columns: a worker's four, a reading's texts and four, a group's nine
+_WORKER_COLUMNS = 4
+_READING_COLUMNS = 5
+_GROUP_COLUMNS = 9
+
+
 def _decode_procs_fast(b: list[Any]) -> Procs | None:
-    """A procs body as every agent sends it (workers with their activity; groups with the newest
-    entry's seq and shape; floats where floats go), checked column by column in C: every node sends
-    one a second, with every rank's worker and flight recorder reading (1,024 a second on 1,024
-    nodes: tests/benchmarks/bench_scale.py). ``None`` when anything is off or of another shape:
-    :func:`_decode_procs_checked` then decides, and names the problem."""
-    if not 3 <= len(b) <= 5:
+    """A procs body as every agent sends it (workers with their activity; floats where floats go),
+    checked column by column in C: every node sends one every few seconds, with every rank's worker
+    and ~50 flight recorder readings (256 a second on 1,024 nodes: tests/benchmarks/bench_scale.py).
+    ``None`` when anything is off: :func:`_decode_procs_checked` then decides, and names the problem."""
+    if len(b) != 5:
         return None
-    srows, locks, wrows = b[0], b[1], b[2]
-    crows = b[3] if len(b) >= 4 else []
-    same_as, gone = b[4] if len(b) == 5 else (-1, [])
-    if not (type(srows) is list and type(locks) is list and type(wrows) is list and type(crows) is list
-            and set(map(type, locks)) <= _STR and type(same_as) is int and same_as >= -1 and type(gone) is list
-            and set(map(type, gone)) <= _INT):
+    srows, locks, wcols, ccols, delta = b
+    if not (type(srows) is list and type(locks) is list and type(wcols) is list and type(ccols) is list
+            and type(delta) is list and len(wcols) == _WORKER_COLUMNS
+            and len(ccols) == _READING_COLUMNS + _GROUP_COLUMNS and len(delta) == 2
+            and set(map(type, locks)) <= _STR and set(map(type, wcols)) == _LIST == set(map(type, ccols))):
+        return None
+    same_as, gone = delta
+    if not (type(same_as) is int and same_as >= -1 and type(gone) is list and set(map(type, gone)) <= _INT):
         return None
     samples: tuple[ProcSample, ...] = ()
     if srows:
@@ -876,82 +902,106 @@ def _decode_procs_fast(b: list[Any]) -> Procs | None:
         samples = tuple(map(ProcSample, rank_c, pid_c, cpu_c, age_c))
     workers: tuple[tuple[int, int], ...] = ()
     activity: tuple[WorkerActivity, ...] = ()
-    if wrows:
-        if set(map(type, wrows)) != _LIST or set(map(len, wrows)) != {4}:
-            return None
-        rank_c, pid_c, tree_c, state_c = zip(*wrows, strict=True)
-        if not (set(map(type, rank_c)) == _INT == set(map(type, pid_c)) and set(map(type, tree_c)) == _FLOAT
+    wrank_c, wpid_c, tree_c, state_c = wcols
+    if len(set(map(len, wcols))) != 1:
+        return None
+    if wrank_c:
+        if not (set(map(type, wrank_c)) == _INT == set(map(type, wpid_c)) and set(map(type, tree_c)) == _FLOAT
                 and set(map(type, state_c)) == _STR and _finite_numbers(tree_c)):
             return None
-        workers = tuple(zip(rank_c, pid_c, strict=True))
+        workers = tuple(zip(wrank_c, wpid_c, strict=True))
         states = map(operator.getitem, state_c, itertools.repeat(slice(0, 1)))
-        activity = tuple(map(tuple.__new__, itertools.repeat(WorkerActivity), zip(rank_c, tree_c, states, strict=True)))
+        activity = tuple(map(tuple.__new__, itertools.repeat(WorkerActivity),
+                             zip(wrank_c, tree_c, states, strict=True)))
+    texts, crank_c, cage_c, problem_c, count_c, *group_cols = ccols
+    group_c, done_c, started_c, queued_c, op_c, gstate_c, wall_c, seq_c, shape_c = group_cols
+    if not (len(crank_c) == len(cage_c) == len(problem_c) == len(count_c) and len(set(map(len, group_cols))) == 1
+            and set(map(type, texts)) <= _STR):
+        return None
     readings: tuple[RankCollectives, ...] = ()
-    if crows:
-        if set(map(type, crows)) != _LIST or set(map(len, crows)) != {4}:
+    if crank_c:
+        if not (set(map(type, crank_c)) == _INT == set(map(type, count_c)) and set(map(type, cage_c)) == _FLOAT
+                and _finite_numbers(cage_c) and set(map(type, problem_c)) == _STR and min(count_c) >= 0
+                and sum(count_c) == len(group_c)):
             return None
-        rank_c, age_c, problem_c, groups_c = zip(*crows, strict=True)
-        if not (set(map(type, rank_c)) == _INT and set(map(type, age_c)) == _FLOAT and _finite_numbers(age_c)
-                and set(map(type, problem_c)) == _STR and set(map(type, groups_c)) == _LIST):
-            return None
-        rows = [g for gs in groups_c for g in gs]
-        if rows:
-            if set(map(type, rows)) != _LIST or set(map(len, rows)) != {9}:
+        if group_c:
+            indices = group_c + op_c + gstate_c + shape_c  # (one pass of each check over the four text columns)
+            if not (set(map(type, indices)) == _INT == set(map(type, done_c + started_c + queued_c + seq_c))
+                    and min(indices) >= 0 and max(indices) < len(texts)
+                    and set(map(type, wall_c)) == _FLOAT and _finite_numbers(wall_c)):
                 return None
-            group_c, done_c, started_c, queued_c, op_c, state_c, wall_c, seq_c, shape_c = zip(*rows, strict=True)
-            if not (set(map(type, group_c)) == _STR == set(map(type, op_c)) == set(map(type, state_c))
-                    == set(map(type, shape_c)) and set(map(type, done_c)) == _INT == set(map(type, started_c))
-                    == set(map(type, queued_c)) == set(map(type, seq_c)) and set(map(type, wall_c)) == _FLOAT
-                    and _finite_numbers(wall_c)):
-                return None
-        # Every group of the message built at once, in C, then cut per reading.
-        built = iter(group_rows(rows))
-        groups = [tuple(itertools.islice(built, n)) for n in map(len, groups_c)]
-        readings = tuple(map(RankCollectives, rank_c, groups, problem_c, age_c))
+        # Every group of the message built at once, in C (its texts shared, not one copy a group),
+        # then cut per reading.
+        text = texts.__getitem__
+        built = iter(map(tuple.__new__, itertools.repeat(GroupProgress),
+                         zip(map(text, group_c), done_c, started_c, queued_c, map(text, op_c), map(text, gstate_c),
+                             wall_c, seq_c, map(text, shape_c), strict=True)))
+        groups = map(tuple, map(itertools.islice, itertools.repeat(built), count_c))
+        readings = tuple(map(tuple.__new__, itertools.repeat(RankCollectives),
+                             zip(crank_c, groups, problem_c, cage_c, strict=True)))
+    elif group_c:
+        return None
     return Procs(samples, tuple(locks), workers, readings, activity, same_as, tuple(gone))
 
 
 def _decode_procs_checked(b: list[Any]) -> Procs:
     """Item by item, naming the first problem (the slow path; the authority on what is valid)."""
-    if not isinstance(b, list) or len(b) not in (1, 2, 3, 4, 5):
-        raise ProtocolError("field", "procs body must be a list of 1 to 5 items")
+    _list(b, 5, "procs body [samples, locks, workers, collectives, [same_as, gone]]")
     samples = []
     for s in _list(b[0], None, "samples"):
         s = _list(s, 4, "sample")
         samples.append(ProcSample(_int(s[0], "rank"), _int(s[1], "pid"), _float(s[2], "cpu_seconds"),
                                   _float(s[3], "d_mono")))
-    locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks")) if len(b) >= 2 else ()
+    locks = tuple(_str(x, "lock") for x in _list(b[1], None, "locks"))
+    wcols = _list(b[2], _WORKER_COLUMNS, "workers [ranks, pids, tree_cpu_seconds, states]")
+    ranks, pids, cpus, states = (_list(c, None, "a workers column") for c in wcols)
+    if not len(ranks) == len(pids) == len(cpus) == len(states):
+        raise ProtocolError("field", "the workers' columns differ in length")
     workers, activity = [], []
-    for w in _list(b[2], None, "workers") if len(b) >= 3 else []:
-        w = _list(w, None, "worker")
-        if len(w) not in (2, 4):
-            raise ProtocolError("field", "worker must be [rank, pid] or [rank, pid, tree_cpu_seconds, state]")
-        workers.append((_int(w[0], "rank"), _int(w[1], "pid")))
-        if len(w) == 4:
-            activity.append(WorkerActivity(workers[-1][0], _float(w[2], "tree_cpu_seconds"),
-                                           _str(w[3], "state")[:1]))
+    for rank, pid, cpu, state in zip(ranks, pids, cpus, states, strict=True):
+        workers.append((_int(rank, "rank"), _int(pid, "pid")))
+        if (cpu is None) != (state is None):
+            raise ProtocolError("field", "a worker has both its tree_cpu_seconds and its state, or neither")
+        if cpu is not None:
+            activity.append(WorkerActivity(rank, _float(cpu, "tree_cpu_seconds"), _str(state, "state")[:1]))
+    ccols = _list(b[3], _READING_COLUMNS + _GROUP_COLUMNS,
+                  "collectives [texts, ranks, ages, problems, counts, and a group's nine columns]")
+    texts = [_str(t, "text") for t in _list(ccols[0], None, "texts")]
+    crank, ages, problems, counts = (_list(c, None, "a readings column") for c in ccols[1:_READING_COLUMNS])
+    gcols = [_list(c, None, "a groups column") for c in ccols[_READING_COLUMNS:]]
+    if not len(crank) == len(ages) == len(problems) == len(counts):
+        raise ProtocolError("field", "the readings' columns differ in length")
+    if len({len(c) for c in gcols}) != 1:
+        raise ProtocolError("field", "the groups' columns differ in length")
+
+    def text(v: Any) -> str:
+        i = _int(v, "text index")
+        if not 0 <= i < len(texts):
+            raise ProtocolError("field", f"text index {i} out of range")
+        return texts[i]
+
+    rows = iter(zip(*gcols, strict=True))
     readings = []
-    for c in _list(b[3], None, "collectives") if len(b) >= 4 else []:
-        c = _list(c, 4, "collectives reading")
+    for rank, age, problem, count in zip(crank, ages, problems, counts, strict=True):
+        n = _int(count, "groups of a reading")
+        if not 0 <= n <= MAX_BATCH_ITEMS:
+            raise ProtocolError("field", f"a reading of {n} groups")
         groups = []
-        for g in _list(c[3], None, "groups"):
-            g = _list(g, None, "group")
-            if len(g) not in (7, 9):  # 7: before the newest entry's seq and shape travelled
-                raise ProtocolError("field", "group must have 7 or 9 fields")
-            groups.append(GroupProgress(_str(g[0], "group"), _int(g[1], "completed"), _int(g[2], "started"),
-                                        _int(g[3], "enqueued"), _str(g[4], "op"), _str(g[5], "state"),
-                                        _float(g[6], "wall"), *((_int(g[7], "seq"), _str(g[8], "shape"))
-                                                                if len(g) == 9 else ())))
-        readings.append(RankCollectives(_int(c[0], "rank"), tuple(groups), _str(c[2], "problem"),
-                                        _float(c[1], "d_mono")))
-    same_as = -1
-    gone_ranks: tuple[int, ...] = ()
-    if len(b) == 5:
-        delta = _list(b[4], 2, "procs delta [same_as, gone]")
-        same_as = _int(delta[0], "same_as")
-        if same_as < -1:
-            raise ProtocolError("field", f"same_as must be -1 or a message's seq, got {same_as}")
-        gone_ranks = tuple(_int(r, "gone rank") for r in _list(delta[1], None, "gone"))
+        for g in itertools.islice(rows, n):
+            groups.append(GroupProgress(text(g[0]), _int(g[1], "completed"), _int(g[2], "started"),
+                                        _int(g[3], "enqueued"), text(g[4]), text(g[5]), _float(g[6], "wall"),
+                                        _int(g[7], "seq"), text(g[8])))
+        if len(groups) != n:
+            raise ProtocolError("field", "the readings announce more groups than the columns hold")
+        readings.append(RankCollectives(_int(rank, "rank"), tuple(groups), _str(problem, "problem"),
+                                        _float(age, "d_mono")))
+    if next(rows, None) is not None:
+        raise ProtocolError("field", "the columns hold more groups than the readings announce")
+    delta = _list(b[4], 2, "procs delta [same_as, gone]")
+    same_as = _int(delta[0], "same_as")
+    if same_as < -1:
+        raise ProtocolError("field", f"same_as must be -1 or a message's seq, got {same_as}")
+    gone_ranks = tuple(_int(r, "gone rank") for r in _list(delta[1], None, "gone"))
     return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity), same_as, gone_ranks)
 
 
