@@ -35,3 +35,8 @@ class Form:
     label: Label | None = None
 
 
+def stated_cause(form: Form | None) -> tuple[Label, str] | None:
+    """The cause ``form`` states, as ``(label, name)``; None for no form or a form that states none."""
+    return None if form is None or form.label is None else (form.label, form.name)
+
+

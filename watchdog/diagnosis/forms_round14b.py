@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
 from neuron_watch.events import Label
 
@@ -109,9 +109,8 @@ def round14b_form(text: str) -> Form | None:
 
 def round14b_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
-    form = round14b_form(text)
-    if form is not None and form.label is not None:
-        return form.label, form.name
+    if (stated := stated_cause(round14b_form(text))) is not None:
+        return stated
     if _PEER_LIMIT.search(text):
         return Label.CONFIG_ERROR, "more peers mapped than CUDA's peer-access limit allows"
     if _NOT_ENOUGH_MEMORY.search(text) and not _SHARED_MEMORY.search(text):

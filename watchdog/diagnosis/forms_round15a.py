@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free, each holding a marker character of the classifier's batch search: a capital, a
@@ -124,7 +124,4 @@ def round15a_form(text: str) -> Form | None:
 
 def round15a_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
-    form = round15a_form(text)
-    if form is not None and form.label is not None:
-        return form.label, form.name
-    return None
+    return stated_cause(round15a_form(text))

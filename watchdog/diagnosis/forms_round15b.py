@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free, each with a marker character of the classifier's batch search before its last: a
@@ -66,9 +66,8 @@ def round15b_form(text: str) -> Form | None:
 
 def round15b_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
-    form = round15b_form(text)
-    if form is not None and form.label is not None:
-        return form.label, form.name
+    if (stated := stated_cause(round15b_form(text))) is not None:
+        return stated
     if _CLICK_USAGE_ERROR.search(text):
         return Label.CONFIG_ERROR, "Click's usage error (the command line refused)"
     if _UNREADABLE_WEIGHTS.search(text):

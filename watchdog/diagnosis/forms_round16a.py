@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free, each with a marker character of the classifier's batch search before its last: a
@@ -61,9 +61,8 @@ def round16a_form(text: str) -> Form | None:
 
 def round16a_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
-    form = round16a_form(text)
-    if form is not None and form.label is not None:
-        return form.label, form.name
+    if (stated := stated_cause(round16a_form(text))) is not None:
+        return stated
     if "AssertionError" in text and _UNITTEST_NON_FINITE.search(text):
         return Label.NUMERICAL_ERROR, "a unittest comparison with a value that is not finite (nan or inf)"
     return None

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
 from neuron_watch.events import Label
 
@@ -111,9 +111,8 @@ def round16b_form(text: str) -> Form | None:
 
 def round16b_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in these forms (whatever its level: the line is an error already)."""
-    form = round16b_form(text)
-    if form is not None and form.label is not None:
-        return form.label, form.name
+    if (stated := stated_cause(round16b_form(text))) is not None:
+        return stated
     if " validation error" in text and _PYDANTIC_CONFIG_TITLE.search(text):
         return Label.CONFIG_ERROR, "pydantic's validation error of a configuration"
     if "torchinductor_" in text and _INDUCTOR_CXX_ERROR.search(text):
