@@ -324,6 +324,20 @@ def same_launchers(commit: str) -> tuple[Path, ...]:
     return (ROOT / "launchers",) if theirs and theirs == ours and clean else ()
 
 
+def own_launchers(tree: Path, commit: str) -> None:
+    """The commit's own ``launchers/`` inside its ``watchdog/`` tree, where it is not this checkout's.
+
+    ``neuron_watch.launchers`` is found in the package's own directory before the editable install's
+    finder (appended last to ``sys.meta_path``) maps it to this checkout's ``launchers/``: a blind
+    product whose launchers differ from today's then imports its own, which the origin check accepts.
+    A commit from before ``launchers/`` existed needs none."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"{commit}:launchers"],
+                      capture_output=True).returncode != 0:
+        return
+    subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", "launchers"], check=True, capture_output=True)
+    (tree / "launchers").rename(tree / PRODUCT / "launchers")
+
+
 def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
                   grafted: bool = False, blocks: bool = False) -> tuple[dict[str, dict[str, str]], bool]:
     """The blind product's answers, and whether today's readers (``blocks``: and block reader) were grafted."""
@@ -334,8 +348,11 @@ def blind_answers(commit: str, excerpts: list[Excerpt], deadline: float,
             subprocess.run(["git", "-C", str(tree), "checkout", commit, "--", PRODUCT], check=True,
                            capture_output=True)
             done = grafted and graft(tree / PRODUCT, blocks)
+            also = same_launchers(commit)
+            if not also:
+                own_launchers(tree, commit)
             return run_child(tree / PRODUCT, [str(ex.log) for ex in excerpts], deadline,
-                             also=same_launchers(commit), blocks=done and blocks), done
+                             also=also, blocks=done and blocks), done
         finally:
             git("worktree", "remove", "--force", str(tree))
 
