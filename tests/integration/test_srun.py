@@ -109,6 +109,7 @@ def submitted(*args: Any, **kwargs: Any) -> Any:
         job.c.run("scancel", job.id, check=False)
         left = wait_until_gone("SLURM_JOB_ID", job.id, 20)
         killed = kill_job_processes(job.id) if left else []
+        job.c.count_job_cpu()  # in the test or shared run that ran the job
         assert not killed, f"had to SIGKILL leftovers of job {job.id}: {killed}"
 
 
