@@ -150,3 +150,47 @@ def test_each_tests_cpu_is_recorded_with_a_shared_runs_cpu_apart_across_workers(
     assert tests["test_burns_its_own"] >= 0.8, data
     # the readers spent no more than pytest's own bookkeeping: far less than any child above
     assert tests["test_reads_the_run[0]"] < 0.5 and tests["test_reads_the_run[1]"] < 0.5, data
+
+
+_ORPHAN = '''
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()  # away from its parent, which exits at once: pid 1 reaps it, nobody here does
+    while time.process_time() < 1.0:
+        pass
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(repr(time.process_time()))
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+os._exit(0)
+'''
+
+
+def test_a_control_group_counts_the_cpu_of_a_process_nobody_here_reaps(tmp_path: Path) -> None:
+    """What tests/fixtures/cpugroup.py is for (a Slurm job step, re-parented to pid 1): a process
+    started in the group that forks an orphan, which burns a CPU second; the group counts the
+    orphan's CPU, which this process's reaped children (``RUSAGE_CHILDREN``) never hold."""
+    import resource
+
+    from tests.conftest import IN_CI
+    from tests.fixtures.cpugroup import CpuGroup
+    from tests.fixtures.wait import wait_for, within
+
+    group = CpuGroup.create(f"nw-test-{os.getpid()}-{tmp_path.name}")
+    if isinstance(group, str):
+        if IN_CI:
+            pytest.fail(f"no control group for the Slurm tests' CPU: {group}")
+        pytest.skip(group)
+    try:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([*group.enter_then(), sys.executable, "-c", _ORPHAN, str(tmp_path / "cpu")], check=True,
+                       timeout=60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        orphan_cpu = float(wait_for("the orphan's CPU second", lambda: (tmp_path / "cpu").exists()
+                                    and (tmp_path / "cpu").read_text(), within(120), interval=0.1))
+        wait_for("the orphan's exit", lambda: not group.pids(), within(30))
+        user, system = group.cpu_seconds()
+        reaped = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        assert user + system >= orphan_cpu, (user, system, orphan_cpu)
+        assert reaped < orphan_cpu, (reaped, orphan_cpu)  # the parent alone: a Python start, not the second
+    finally:
+        assert group.remove() == "", group.pids()
