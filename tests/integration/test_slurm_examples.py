@@ -16,6 +16,7 @@ import pytest
 
 from tests.fixtures.procs import free_port
 from tests.fixtures.slurm import REPO, SlurmCluster
+from tests.integration.test_srun import END_STATES
 
 pytestmark = pytest.mark.integration
 EXAMPLES = REPO / "examples" / "parallelcluster"
@@ -35,14 +36,17 @@ def run_job(c: SlurmCluster, tmp_path: Path, script: str, train_args: list[str],
                        env=job_env, capture_output=True, text=True, timeout=30, check=True)
     job = r.stdout.strip().split(";")[0]
     t0 = time.monotonic()
-    state = c.wait_for(f"job {job} to end", lambda: (s := c.job_state(job)) in
-                       ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") and s, timeout=240, interval=0.5)
+    try:
+        state = c.wait_for(f"job {job} to end", lambda: (s := c.job_state(job)) in END_STATES and s, timeout=240,
+                           interval=0.5)
+    finally:  # the cluster is the session's: a job that outlived a failed wait must not reach the next test
+        c.run("scancel", job, check=False)
     print(f"{script}: job {job} {state} in {time.monotonic() - t0:.1f}s")
     return str(state), out.read_text() if out.exists() else ""
 
 
-def test_train_sbatch_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    c = slurm_cluster
+def test_train_sbatch_runs_the_toy_job_on_two_nodes(quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    c = quiet_slurm_cluster
     args = ["--steps", "6", "--checkpoint-every", "3", "--step-time", "0.01"]
     state, out = run_job(c, tmp_path, "train.sbatch", args)
     assert state == "COMPLETED", out
@@ -51,8 +55,8 @@ def test_train_sbatch_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster,
     assert (tmp_path / "ckpt" / "step_6" / "done").exists(), sorted(p.name for p in (tmp_path / "ckpt").iterdir())
 
 
-def test_compile_sbatch_runs_the_extraction_pass(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    c = slurm_cluster
+def test_compile_sbatch_runs_the_extraction_pass(quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    c = quiet_slurm_cluster
     state, out = run_job(c, tmp_path, "compile.sbatch", ["--step-time", "0.01", "--checkpoint-every", "2"])
     assert state == "COMPLETED", out
     assert "neuron_parallel_compile not found; running the graph-extraction pass only" in out

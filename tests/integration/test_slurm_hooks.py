@@ -141,6 +141,9 @@ def test_drainer_against_real_scontrol_caps_and_admin_drains(slurm_cluster: Slur
 def test_epilog_kills_a_leftover_process_of_the_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     c = slurm_cluster
     write_config(c, fake_trn1(tmp_path / "root"), fqdn="short.example")
+    # the leftover ignores SIGTERM: the epilog's SIGKILL comes at its stop deadline, a second here (10 by default)
+    with c.hook_config.open("a") as f:
+        f.write("[epilog]\nstop_timeout = 1\n")
     pidfile = tmp_path / "leftover.pid"
     # setsid + background: the process leaves the step's process tree, which linuxproc then loses track of
     script = tmp_path / "job.sh"

@@ -2,7 +2,7 @@
 
 Each "node" of the fixture is a slurmd on this host (NodeAddr 127.0.0.1). The sbatch script runs
 ``neuron-watch srun -N 2 --ntasks-per-node 1 run_node.sh``; the per-node script runs
-``torchrun --nnodes 2 --nproc_per_node 2 --node_rank $SLURM_NODEID ... examples/toy/train.py``
+``torchrun --nnodes 2 --nproc_per_node $NPROC --node_rank $SLURM_NODEID ... examples/toy/train.py``
 in the Neuron pattern (one task per node, torchrun inside). Everything the job starts carries
 ``SLURM_JOB_ID``, which is how the tests assert that nothing survives.
 """
@@ -118,32 +118,53 @@ def rank_lines(run_dir: Path, node: str, generation: int) -> str:
                    for p in sorted((run_dir / "nodes" / node / f"gen-{generation}").glob("rank-*.log")))
 
 
-def test_srun_runs_the_toy_job_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    # --normal-exit: the ranks leave through the interpreter's exit (the toy's os._exit leaves no record)
-    with submitted(slurm_cluster, tmp_path, 2, ["--normal-exit"]) as job:
-        state = job.wait()
-        assert state == "COMPLETED", job.explain()
-        evs = events(job.run_dir)
-        finished = named(evs, "job_finished")
-        assert finished and finished[-1]["exit_code"] == 0 and finished[-1]["restarts"] == 0
-        assert len(named(evs, "srun_step")) == 1
-        assert {e["node"] for e in named(evs, "node_joined")} == {"n1", "n2"}
-        # every rank's output reached the coordinator, named by node and global rank
-        merged = (job.run_dir / "merged.log").read_text()
-        for key in ("n1/rank0", "n1/rank1", "n2/rank2", "n2/rank3"):
-            assert f"{key} | step 30 loss" in merged, key
-        assert "training done at step 30" in rank_lines(job.run_dir, "n1", 0)
-        # every rank's clean exit reached the judge, read on its node from the rank's own record as under
-        # `neuron-watch torchrun` (test_culprit.py::test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang;
-        # torchrun, inside each task, reports failed ranks only): code 0, presumed
-        exits = {(e["node"], e["rank"]): (e["exit_code"], e.get("presumed"))
-                 for e in named(evs, "rank_exit") if e["rank"] >= 0}
-        assert exits == {("n1", 0): (0, True), ("n1", 1): (0, True), ("n2", 2): (0, True), ("n2", 3): (0, True)}
-        assert "NEURON_WATCH_SECRET" not in job.output() + (job.run_dir / "events.jsonl").read_text()
-        job.assert_nothing_survives()
+#: the clean run's toy: the ranks leave through the interpreter's exit (the toy's os._exit leaves no
+#: record); steps of 0.1 s, so that it trains 3 s: time for test_metrics_srun's scrape while both nodes train
+CLEAN = ["--normal-exit", "--step-time", "0.1"]
+#: the tests reading the shared clean srun run (``srun_clean``, tests/integration/conftest.py), here and in
+#: test_metrics_srun.py: on one pytest-xdist worker, so that the run starts once
+SRUN_CLEAN_GROUP = "srun-clean"
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """The shared clean run (tests/integration/conftest.py): the job, how it ended, and its metrics
+    (``--metrics``) scraped while both nodes trained and after the end."""
+
+    job: SrunJob
+    state: str
+    scraped: dict[Any, float] | None  # the first scrape with both nodes observed and a step; None: none did
+    after: dict[Any, float] | None  # a scrape once the job had ended (None: the port was closed)
+
+
+@pytest.mark.xdist_group(SRUN_CLEAN_GROUP)
+def test_srun_runs_the_toy_job_on_two_nodes(srun_clean: CleanRun) -> None:
+    job = srun_clean.job
+    assert srun_clean.state == "COMPLETED", job.explain()
+    evs = events(job.run_dir)
+    finished = named(evs, "job_finished")
+    assert finished and finished[-1]["exit_code"] == 0 and finished[-1]["restarts"] == 0
+    assert len(named(evs, "srun_step")) == 1
+    assert {e["node"] for e in named(evs, "node_joined")} == {"n1", "n2"}
+    # every rank's output reached the coordinator, named by node and global rank
+    merged = (job.run_dir / "merged.log").read_text()
+    for key in ("n1/rank0", "n1/rank1", "n2/rank2", "n2/rank3"):
+        assert f"{key} | step 30 loss" in merged, key
+    assert "training done at step 30" in rank_lines(job.run_dir, "n1", 0)
+    # every rank's clean exit reached the judge, read on its node from the rank's own record as under
+    # `neuron-watch torchrun` (test_culprit.py::test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang;
+    # torchrun, inside each task, reports failed ranks only): code 0, presumed
+    exits = {(e["node"], e["rank"]): (e["exit_code"], e.get("presumed"))
+             for e in named(evs, "rank_exit") if e["rank"] >= 0}
+    assert exits == {("n1", 0): (0, True), ("n1", 1): (0, True), ("n2", 2): (0, True), ("n2", 3): (0, True)}
+    assert "NEURON_WATCH_SECRET" not in job.output() + (job.run_dir / "events.jsonl").read_text()
 
 
 HANG = ["--hang-at", "12", "--hang-rank", "3"]  # rank 3: node rank 1 (n2), local rank 1
+#: the shared srun hang run (``srun_hang``): one rank a node, the scenario being the nodes' (a new srun
+#: step from the checkpoint, each node's bundle, the console, the events); rank 1 is n2's one rank
+SRUN_HANG = ["--hang-at", "12", "--hang-rank", "1"]
+SRUN_HANG_NPROC = 1
 #: the hang runs' timeout: a few seconds, since the judge applies it only after a rank's first step
 #: (start-up, the srun step's launch and torchrun's rendezvous included, has its own timeout)
 HANG_WATCH = ["--hang-timeout", f"{HANG_TIMEOUT:g}"]
@@ -189,11 +210,11 @@ def test_hang_on_one_node_restarts_in_a_new_step_from_the_checkpoint(srun_hang: 
 
 
 def test_tasks_that_are_ranks_are_judged_per_rank_the_culprit_task_named_and_the_step_restarted(
-        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+        quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """``srun -N 2 --ntasks-per-node 2 python train.py``: four tasks, each one rank (SLURM_PROCID),
     each with its own agent. Task 3 (the second task on n2) hangs out of a collective; the others
     wait in it. The hang is judged, task 3 named, the step restarted from the checkpoint."""
-    with submitted(slurm_cluster, tmp_path, 2, HANG, HANG_WATCH,
+    with submitted(quiet_slurm_cluster, tmp_path, 2, HANG, HANG_WATCH,
                    ["--ntasks-per-node", "2"], tasks_as_ranks=True) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
@@ -300,12 +321,13 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cl
         job.assert_nothing_survives()
 
 
-def test_scancel_stops_every_process_of_the_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+def test_scancel_stops_every_process_of_the_job(quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    c = quiet_slurm_cluster
     # one rank a node: the scancel's reach is the job's processes, whatever their count
-    with submitted(slurm_cluster, tmp_path, 2, ["--steps", "100000"], nproc=1) as job:
-        slurm_cluster.wait_for("progress", lambda: (job.run_dir / "events.jsonl").exists()
-                               and named(events(job.run_dir), "progress"), timeout=120, interval=0.5)
-        slurm_cluster.run("scancel", job.id)
+    with submitted(c, tmp_path, 2, ["--steps", "100000"], nproc=1) as job:
+        c.wait_for("progress", lambda: (job.run_dir / "events.jsonl").exists()
+                   and named(events(job.run_dir), "progress"), timeout=120, interval=0.5)
+        c.run("scancel", job.id)
         assert job.wait(60) == "CANCELLED"
         job.assert_nothing_survives()
         finished = named(events(job.run_dir), "job_finished")

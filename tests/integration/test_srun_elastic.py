@@ -23,16 +23,22 @@ pytestmark = pytest.mark.integration
 ELASTIC_RUN_NODE = """#!/bin/bash
 # torchrun's elastic form: no node rank, the c10d rendezvous places each node.
 echo "node $SLURMD_NODENAME nodeid $SLURM_NODEID procid $SLURM_PROCID step $SLURM_STEP_ID"
-exec torchrun --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$MASTER_PORT" \\
+exec torchrun --nnodes 2 --nproc_per_node "$NPROC" --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$MASTER_PORT" \\
     --rdzv_id "$SLURM_JOB_ID" "$TOY" --checkpoint-dir "$CKPT" "$@"
 """
 
 
+#: one rank a node: the scenario is the nodes' placement (the rendezvous numbers them, perhaps not as
+#: Slurm does); the last rank, on whichever node the rendezvous put second, hangs
+NPROC = 1
+CULPRIT = 2 * NPROC - 1
+
+
 def test_an_elastic_torchrun_in_each_task_hang_judged_and_the_step_restarted(
-        slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        quiet_slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(test_srun, "RUN_NODE", ELASTIC_RUN_NODE)
-    with submitted(slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", "3"],
-                   test_srun.HANG_WATCH) as job:
+    with submitted(quiet_slurm_cluster, tmp_path, 2, ["--hang-at", "12", "--hang-rank", str(CULPRIT)],
+                   test_srun.HANG_WATCH, nproc=NPROC) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
         assert "--node_rank" not in (tmp_path / "run_node.sh").read_text()
@@ -40,10 +46,10 @@ def test_an_elastic_torchrun_in_each_task_hang_judged_and_the_step_restarted(
         hellos = sorted((e["node"], e["place"]) for e in named(evs, "node_hello") if e["generation"] == 0)
         assert hellos == [("n1", 0), ("n2", 1)]  # places from SLURM_PROCID
         hang = [e for e in named(evs, "verdict") if e.get("label") == "collective_hang"]
-        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 3, [e["event"] for e in evs]
+        assert len(hang) == 1 and hang[0]["culprit"]["rank"] == CULPRIT, [e["event"] for e in evs]
         culprit_node = hang[0]["culprit"]["node"]
-        # rank 3 is where the rendezvous put it: the culprit's node is the one that logged it
-        assert (job.run_dir / "nodes" / culprit_node / "gen-0" / "rank-3.log").exists()
+        # the culprit rank is where the rendezvous put it: the culprit's node is the one that logged it
+        assert (job.run_dir / "nodes" / culprit_node / "gen-0" / f"rank-{CULPRIT}.log").exists()
         assert [s["generation"] for s in named(evs, "srun_step")] == [0, 1]
         restart = named(evs, "restart")[0]
         assert restart["checkpoint"] and restart["checkpoint"].endswith("step_10"), restart

@@ -26,8 +26,9 @@ from tests.process.test_wrapped_config_error import SCRIPT
 pytestmark = pytest.mark.integration
 
 
-def test_srun_tasks_that_fail_on_a_wrapped_bad_argument_stop_as_diagnose_reads_them(slurm_cluster: SlurmCluster,
-                                                                                     tmp_path: Path) -> None:
+def test_srun_tasks_that_fail_on_a_wrapped_bad_argument_stop_as_diagnose_reads_them(
+        quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    cluster = quiet_slurm_cluster
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     run_dir = tmp_path / "run"
@@ -37,15 +38,15 @@ def test_srun_tasks_that_fail_on_a_wrapped_bad_argument_stop_as_diagnose_reads_t
     batch = tmp_path / "job.sbatch"
     batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
     batch.chmod(0o755)
-    env = dict(slurm_cluster.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env = dict(cluster.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     # (the allocation holds both tasks: srun refuses a step of more tasks than sbatch was given)
     r = subprocess.run(["sbatch", "--parsable", "-N", "1", "--ntasks-per-node", "2", "-D", str(tmp_path),
                         "-o", str(tmp_path / "job.out"), str(batch)],
                        env=env, capture_output=True, text=True, timeout=30, check=True)
     job = r.stdout.strip().split(";")[0]
     try:
-        state = slurm_cluster.wait_for(f"job {job} to end", lambda: (s := slurm_cluster.job_state(job)) in END_STATES
-                                       and s, timeout=240, interval=0.5)
+        state = cluster.wait_for(f"job {job} to end", lambda: (s := cluster.job_state(job)) in END_STATES and s,
+                                 timeout=240, interval=0.5)
         out = (tmp_path / "job.out").read_text(errors="replace") + "".join(
             p.read_text(errors="replace")[-3000:] for p in sorted((run_dir / "steps").glob("*.log")))
         assert state == "FAILED", out[-3000:]
@@ -67,7 +68,7 @@ def test_srun_tasks_that_fail_on_a_wrapped_bad_argument_stop_as_diagnose_reads_t
         assert wait_until_gone("SLURM_JOB_ID", job, 30) == []
         assert pids_with_env("NEURON_WATCH_RUN_DIR", str(run_dir)) == []
     finally:
-        slurm_cluster.run("scancel", job, check=False)
+        cluster.run("scancel", job, check=False)
         left = wait_until_gone("SLURM_JOB_ID", job, 20)
         killed = kill_job_processes(job) if left else []
         assert not killed, f"had to SIGKILL leftovers of job {job}: {killed}"
