@@ -269,8 +269,15 @@ _TF_OP_FAILED = re.compile(r"(?:^|: )W (?:\S+/)?framework/op_kernel\.cc:\d+\] (?
 #: "Peak buffers:" and per buffer "Size: ", "Operator: ", "XLA Label: <opcode>", "Shape: "), which PJRT
 #: appends to the RESOURCE_EXHAUSTED status of an allocation that failed: the report is printed only
 #: then, so any of its lines stands for the out-of-memory error it explains, when the status line itself
-#: was cut from the excerpt. A buffer's "XLA Label:" is read only indented, as the report prints it.
-_XLA_OOM_REPORT = re.compile(r"\bBufferAssignment OOM Debugging\b|^\s+XLA Label: [\w-]+\s*$")
+#: was cut from the excerpt. A buffer's "XLA Label:" is read only indented, as the report prints it. The TPU
+#: compiler's report of a program over its HBM prints its own heads, under the RESOURCE_EXHAUSTED status
+#: ("Ran out of memory in memory space hbm. Used 49.34G of 32.00G hbm.") or on their own when the status is cut
+#: (the layout XLA's error-code pages quote for E1000, "Total hbm usage >= 49.34G: reserved 3.12M program ...";
+#: the report's sections "Program hbm requirement 10.96G:" and "Largest program allocations in hbm:"): each is
+#: printed only for a program that did not fit (round issue23-heldout-17: flax-1733).
+_XLA_OOM_REPORT = re.compile(r"\bBufferAssignment OOM Debugging\b|^\s+XLA Label: [\w-]+\s*$|"
+                             r"^\s*(?:Total hbm usage >=|Program hbm requirement) [\d.]+[KMGTP]?i?B?:|"
+                             r"^\s*Largest program allocations in hbm:\s*$")
 
 #: the NVIDIA kernel driver's records ("NVRM: ..."; kernel-open/common/inc/nv-linux.h nv_printf) with an
 #: RM status that says the GPU is gone or must be reset before it runs again (src/common/sdk/nvidia/
@@ -350,13 +357,18 @@ _FAILED_SETUP = re.compile(r"_(?:NO_RESOURCE|SETUP|PRECHECKS)$")
 #: unable to launch the specified application as it could not access or execute an executable:") and the
 #: libfabric EFA provider's abort notice (prov/efa: "... Your job will now abort."). The sentence that names
 #: a program that is not there (a missing or misspelt executable) states the cause: a restart repeats it. A
-#: sentence the program says it retries is no end.
+#: sentence the program says it retries is no end. Open MPI's help files break their text into lines
+#: (help-odls-default.txt [execve error]: "%s was unable to launch the specified application as it could not
+#: access\nor execute an executable:"), so the sentence's second line, alone, names the executable that could
+#: not be run (round issue23-heldout-17: hyphy-1751, aiida-tutorials-465); its errhandler's abort
+#: (ompi/errhandler/errhandler_predefined.c) says "*** Your MPI job will now abort."
 _JOB_NOT_RUN = re.compile(
     r"\b(?:was|is) unable to (?:find the specified executable|launch the specified application as it could not "
-    r"(?:access or execute|find) an executable)\b|"
+    r"(?:access or execute|find) an executable)\b|^\s*or execute an executable:\s*$|"
     r"\b(?:did not|could not|was unable to|failed to) (?:launch|start) the job\b|"
-    r"\b[Yy]our (?:job|application) will now abort\b|\b[Tt]he job (?:has been|was|will now be) aborted\b")
-_EXECUTABLE_MISSING = re.compile(r"\bunable to (?:find the specified|launch the specified application as it could not)")
+    r"\b[Yy]our (?:MPI )?(?:job|application) will now abort\b|\b[Tt]he job (?:has been|was|will now be) aborted\b")
+_EXECUTABLE_MISSING = re.compile(r"\bunable to (?:find the specified|launch the specified application as it could not)|"
+                                 r"^\s*or execute an executable:")
 
 
 #: what a scheduler's or a cloud's control plane says when the job cannot have what it asked for, in its own
@@ -373,6 +385,12 @@ _EVICTED = re.compile(r"\bThe node was low on resource: ([\w-]+)")
 #:   calling the <Op> operation: ", its code a limit or a quota: EC2 VcpuLimitExceeded, InstanceLimitExceeded,
 #:   SageMaker ResourceLimitExceeded, InsufficientInstanceCapacity; GCE's QUOTA_EXCEEDED, "Quota 'X'
 #:   exceeded"); RequestLimitExceeded and Throttling are the API's rate, which a retry waits out;
+#: * an AWS service refusing a request as the Java SDK words it (aws-sdk-java AmazonServiceException.getMessage:
+#:   "<message> (Service: <name>; Status Code: <n>; Error Code: <code>; Request ID: <id>)"), which CloudFormation's
+#:   stack events relay ("CREATE_FAILED AWS::AutoScaling::AutoScalingGroup ... (Service: AmazonAutoScaling; Status
+#:   Code: 400; Error Code: ValidationError; ...)", round issue23-heldout-17: aws-parallelcluster-1855): a 4xx is
+#:   the request's own fault (the template, a parameter, a permission), which the same request meets again; 429
+#:   and the throttling codes are the API's rate, and 5xx the service's, left out;
 #: * a launcher that could not provision the cluster it asked the cloud for (SkyPilot's "Failed provisioning
 #:   the cluster", "Timed out: waited for more than 90 seconds for new workers to be provisioned"; "failed to
 #:   provision"): quota, capacity or permissions, which the same request meets again.
@@ -382,6 +400,8 @@ _CONTROL_PLANE_REFUSED = re.compile(
     r"\bAn error occurred \((?!Request)\w*(?:LimitExceeded|QuotaExceeded|InsufficientInstanceCapacity|"
     r"InsufficientCapacity)\w*\) when calling the \w+ operation\b|"
     r"\bQUOTA_EXCEEDED\b|\bQuota '\w+' exceeded\b|"
+    r"\(Service: [\w .-]+; Status Code: 4(?!29)\d\d; Error Code: "
+    r"(?!Throttl|RequestLimitExceeded|TooManyRequests|SlowDown|RequestTimeout)\w+|"
     r"(?i:\b(?:failed|unable|could not|cannot)(?: to)? (?:be )?provision(?:ed|ing)?\b|"
     r"\btimed out\b[^.;]{0,80}?\bto be provisioned\b)")
 
@@ -464,7 +484,7 @@ def stated_error_form(text: str) -> Form | None:
     if _TF_OP_FAILED.search(text):
         return Form(FormKind.ERROR, "a TensorFlow op that failed with a status")
     if _XLA_OOM_REPORT.search(text):
-        return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment)", Label.OOM)
+        return Form(FormKind.ERROR, "XLA's out-of-memory report (BufferAssignment, or the TPU's HBM report)", Label.OOM)
     if _NVRM_GPU_GONE.search(text):
         return Form(FormKind.ERROR, "the NVIDIA driver's status: the GPU is lost or needs a reset",
                     Label.HARDWARE_ERROR)

