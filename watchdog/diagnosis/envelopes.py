@@ -249,18 +249,27 @@ ENVELOPES: tuple[Envelope, ...] = (
 
 def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | None:
     """The envelope of a log whose first lines are ``lines``: an :class:`Envelope`, None (none), or
-    False (not decided yet: too few lines, and more may come unless ``complete``)."""
+    False (not decided yet: more lines may come unless ``complete``, and they could change it).
+
+    A decision is made only where the lines still to come cannot change it: the answer for a log
+    is the same whether its lines arrive at once (``diagnose``) or a few at a time (a live rank), so
+    the live judge reads a rank as ``diagnose`` reads its log. With more to come, that is when
+    :data:`DETECT_LINES` non-blank lines are in, or earlier, None, once no envelope can still be on
+    :data:`DETECT_SHARE` of them (three plain lines of a healthy rank decide it)."""
     sample = [ln for ln in lines if ln.strip()][:DETECT_LINES]
     if not sample:
         return None if complete else False
     enough = complete or len(sample) >= DETECT_LINES
+    still_possible = False
     for env in ENVELOPES:
         hits = [ln for ln in sample if env.open(ln) is not None]
-        if len(hits) < env.min_lines:
-            continue
-        if len(hits) == len(sample) or (enough and len(hits) >= DETECT_SHARE * len(sample)):
-            return env.primed(hits)
-    return None if enough else False
+        if enough:
+            if len(hits) >= env.min_lines and (len(hits) == len(sample) or len(hits) >= DETECT_SHARE * len(sample)):
+                return env.primed(hits)
+        elif len(hits) + DETECT_LINES - len(sample) >= DETECT_SHARE * DETECT_LINES:
+            # the lines still to come could give it its share (whether they will is theirs to say)
+            still_possible = True
+    return False if still_possible else None
 
 
 class EnvelopeReader(Generic[K]):
@@ -268,9 +277,15 @@ class EnvelopeReader(Generic[K]):
 
     :meth:`read` takes ``(key, line)`` pairs (the caller's line number, a record) and returns the
     inner records as :data:`Opened`, in order; a line the envelope does not fit passes unchanged
-    (a header above the records, a line a shipper did not wrap). Until the envelope is decided
-    (fewer than :data:`DETECT_LINES` non-blank lines seen and more to come) lines pass unchanged
-    and are remembered for the decision.
+    (a header above the records, a line a shipper did not wrap).
+
+    Until the envelope is decided (see :func:`detect`), a line that some envelope would open is held
+    back, and every line after it (the order is kept); a line no envelope opens, with nothing held
+    before it, passes at once (it comes out the same whatever is decided). Held lines come out when
+    the decision does, so the records are the same however the lines were cut into reads: a live
+    rank's lines are what ``diagnose`` reads in its log. A caller that cannot wait for the decision
+    (a live rank gone quiet after its first lines, or ended) takes the held lines with
+    :meth:`release`.
     """
 
     def __init__(self) -> None:
@@ -278,7 +293,13 @@ class EnvelopeReader(Generic[K]):
         #: decided: no envelope (every later line passes unchanged; a caller may skip :meth:`read`)
         self.plain = False
         self._head: list[str] = []
+        self._held: list[tuple[K, str]] = []  # lines held back until the envelope is decided
         self._piece: Opened[K] | None = None  # a line's pieces so far
+
+    @property
+    def holding(self) -> int:
+        """How many lines are held back for the decision."""
+        return len(self._held)
 
     def read(self, items: Sequence[tuple[K, str]], final: bool = False) -> list[Opened[K]]:
         """The inner records of ``items`` (``final``: no more lines will come: decide now, and end a
@@ -286,21 +307,44 @@ class EnvelopeReader(Generic[K]):
         if self.plain:
             return [(k, line, None, None) for k, line in items]
         if self.envelope is None:
-            if len(self._head) < _HEAD_MAX:
-                self._head.extend(line for _, line in items[: _HEAD_MAX - len(self._head)])
-            found = detect(self._head, final)
+            room = _HEAD_MAX - len(self._head)
+            if room > 0:
+                self._head.extend(line for _, line in items[:room])
+            # a head of _HEAD_MAX lines decides with what it has (mostly blank lines: nothing to wait for)
+            found = detect(self._head, final or len(self._head) >= _HEAD_MAX)
             if found is False:
-                return [(k, line, None, None) for k, line in items]
-            self._head = []
+                return self._hold(items)
+            items = [*self._held, *items]
+            self._head, self._held = [], []
             if found is None:
                 self.plain = True
                 return [(k, line, None, None) for k, line in items]
             self.envelope = found
-        return self._open(items, final)
+        return self._open(self.envelope, items, final)
 
-    def _open(self, items: Sequence[tuple[K, str]], final: bool) -> list[Opened[K]]:
-        env = self.envelope
-        assert env is not None
+    def release(self) -> list[Opened[K]]:
+        """The lines held back for the decision, now: opened as the lines seen so far decide if no
+        more came (:func:`detect` with ``complete``). The decision itself stays open: the lines after
+        them are read as the first :data:`DETECT_LINES` decide. A rank that printed three lines and
+        ended is read as ``diagnose`` reads its three-line log."""
+        if not self._held:
+            return []
+        held, self._held = self._held, []
+        found = detect(self._head, True)
+        if found is None or found is False:
+            return [(k, line, None, None) for k, line in held]
+        return self._open(found, held, final=True)
+
+    def _hold(self, items: Sequence[tuple[K, str]]) -> list[Opened[K]]:
+        out: list[Opened[K]] = []
+        for key, line in items:
+            if self._held or any(env.open(line) is not None for env in ENVELOPES):
+                self._held.append((key, line))
+            else:
+                out.append((key, line, None, None))
+        return out
+
+    def _open(self, env: Envelope, items: Sequence[tuple[K, str]], final: bool) -> list[Opened[K]]:
         out: list[Opened[K]] = []
         for key, line in items:
             parts = env.open(line)
