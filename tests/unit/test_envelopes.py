@@ -59,6 +59,23 @@ CASES = [
     ("zap", ['{"level":"info","ts":1714564800.123,"caller":"launcher/main.go:88","msg":"starting workers","count":8}',
              '{"level":"error","ts":1714564801.5,"caller":"launcher/main.go:120","msg":"worker exited","error":"exit status 137"}'],
      ["starting workers", "ERROR worker exited", "exit status 137"], "2024-05-01T12:00:00.123000Z", None),
+    # stern's default output on a terminal: "{{color .PodColor .PodName}} {{color .ContainerColor .ContainerName}} {{.Message}}"
+    ("stern", [f"\x1b[96mllama-train-worker-0\x1b[0m \x1b[36mpytorch\x1b[0m {t}" for t in TRACEBACK], TRACEBACK, None,
+     "llama-train-worker-0/pytorch"),
+    # ... written to a file: a pod name Kubernetes generated (a Deployment's ReplicaSet's)
+    ("stern plain", [f"trainer-6d9f7c8b5-x2x9z pytorch {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-6d9f7c8b5-x2x9z/pytorch"),
+    # aws logs tail --format detailed (the default): the time as isoformat(timespec='microseconds'), the stream
+    ("aws logs tail", [f"2024-01-01T00:00:0{i}.123000+00:00 llama-train/algo-1-1714564800 {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2024-01-01T00:00:00.123000+00:00", "llama-train/algo-1-1714564800"),
+    # ... on a terminal (colorama: the time green, the stream cyan)
+    ("aws logs tail coloured", [f"\x1b[32m2024-01-01T00:00:0{i}.123000+00:00\x1b[0m \x1b[36malgo-1-1714564800\x1b[0m {t}"
+                                for i, t in enumerate(TRACEBACK)], TRACEBACK, "2024-01-01T00:00:00.123000+00:00", "algo-1-1714564800"),
+    ("kubectl --prefix --timestamps", [f"[pod/train-worker-0/pytorch] 2024-05-01T12:00:0{i}.12345678{i}Z {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2024-05-01T12:00:00.123456780Z", "pod/train-worker-0/pytorch"),
+    # docker compose logs on a terminal: the padded name and " |" in the service's colour
+    ("compose coloured", [f"\x1b[36mtrainer-1  |\x1b[0m {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-1"),
+    # a screen hardcopy of an 80-column terminal: rows padded to the width, the long line wrapped
+    ("screen 80 columns", [t[i:i + 80].ljust(80) for t in TRACEBACK for i in range(0, len(t), 80)], TRACEBACK, None, None),
     ("python-json-logger", ['{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
                             '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nRuntimeError: NCCL error"}'],
      ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: NCCL error"],
@@ -120,6 +137,16 @@ NEAR_MISSES = [
     ("ISO milliseconds", ["2024-05-01T12:00:00.123Z INFO step 10 loss 2.31", "2024-05-01T12:00:01.123Z INFO step 11 loss 2.30"]),
     ("a table", ["epoch | loss | acc", "1 | 2.31 | 0.51", "2 | 2.10 | 0.55"]),
     ("srun --label", ["0: step 10 loss 2.31", "1: step 10 loss 2.33"]),
+    # a logger's own coloured time and level (loguru, rich): not stern's two coloured names
+    ("loguru colours", ["\x1b[32m2024-05-01 12:00:00.123\x1b[0m | \x1b[1mINFO    \x1b[0m | train:main:42 - step 10 loss 2.31",
+                        "\x1b[32m2024-05-01 12:00:01.123\x1b[0m | \x1b[1mINFO    \x1b[0m | train:main:42 - step 11 loss 2.30"]),
+    ("coloured words", ["\x1b[1mepoch\x1b[0m 1 step 10 loss 2.31", "\x1b[1mepoch\x1b[0m 1 step 11 loss 2.30"]),
+    # two plain words that are not a generated pod name and a container
+    ("two words", ["loading checkpoint shards: 100%", "loading checkpoint shards: 100%", "training started now"]),
+    # a logger's isoformat time with its offset, then a level or a rank prefix: no stream name
+    ("isoformat logger", ["2024-05-01T12:00:00.123456+00:00 INFO step 10 loss 2.31", "2024-05-01T12:00:01.123456+00:00 [rank0]: step 11"]),
+    # lines that share a length (a fixed-width metrics table) without a row ending in padding
+    ("fixed width", [f"| step {i:04d} | loss {2.0 + i / 100:.4f} | lr 1.00e-04 | grad_norm 0.8813 | tput 123.4 |" for i in range(8)]),
 ]
 
 

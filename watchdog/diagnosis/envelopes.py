@@ -62,6 +62,10 @@ class Envelope:
         """The line's inner message and what the envelope says of it, or None (not this envelope)."""
         raise NotImplementedError
 
+    def hits(self, sample: Sequence[str]) -> list[str]:
+        """The lines of ``sample`` (a log's first non-blank lines) this envelope is on."""
+        return [ln for ln in sample if self.open(ln) is not None]
+
     def primed(self, sample: Sequence[str]) -> Envelope:
         """This envelope, told what the detected lines showed (e.g. whether its records keep their
         newline); by default itself."""
@@ -204,8 +208,36 @@ class Cri(Envelope):
         return line[m.end():], m.group(1), None, m.group(2) == "P"
 
 
+#: A terminal escape sequence (SGR colours above all): the tools that print an envelope colour it
+#: when they write to a terminal (stern's pod and container names, ``aws logs tail``'s time and
+#: stream, ``docker compose``'s service names), and a paste keeps the escapes.
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _match_coloured(rx: re.Pattern[str], line: str) -> tuple[int, dict[str, str | None]] | None:
+    """``rx`` matched at the start of ``line`` read without its escape sequences: where the prefix
+    ends in ``line`` (escapes just after it included) and its groups; None if it does not match."""
+    kept: list[int] = []  # index in line of each character kept
+    parts: list[str] = []
+    pos = 0
+    for esc in _ESCAPE.finditer(line):
+        parts.append(line[pos:esc.start()])
+        kept.extend(range(pos, esc.start()))
+        pos = esc.end()
+    parts.append(line[pos:])
+    kept.extend(range(pos, len(line)))
+    m = rx.match("".join(parts))
+    if m is None:
+        return None
+    end = kept[m.end()] if m.end() < len(kept) else len(line)
+    while (reset := _ESCAPE.match(line, end)) is not None:  # a colour reset right after the prefix
+        end = reset.end()
+    return end, m.groupdict()
+
+
 class Prefix(Envelope):
-    """A prefix before every line, removed; its groups name the time (``stamp``) and the process (``who``)."""
+    """A prefix before every line, removed; its groups name the time (``stamp``) and the process (``who``).
+    The prefix is read through the colour escapes a terminal tool puts in it."""
 
     def __init__(self, name: str, rx: str, min_lines: int = 2) -> None:
         self.name = name
@@ -214,10 +246,58 @@ class Prefix(Envelope):
 
     def open(self, line: str) -> _Parts | None:
         m = self._rx.match(line)
-        if m is None:
+        if m is not None:
+            end, groups = m.end(), m.groupdict()
+        elif "\x1b" in line and (found := _match_coloured(self._rx, line)) is not None:
+            end, groups = found
+        else:
             return None
-        groups = m.groupdict()
-        return line[m.end():], groups.get("stamp"), groups.get("who"), False
+        who = groups.get("who")
+        if groups.get("pod") is not None:
+            who = f"{groups['pod']}/{groups.get('container') or ''}"
+        return line[end:], groups.get("stamp"), who, False
+
+
+class Padded(Envelope):
+    """A terminal's screen saved as text (``screen``'s hardcopy, ``tmux capture-pane -J``/``-N``, a
+    copy of a terminal window): every line padded with spaces to the terminal's width, a line longer
+    than the width wrapped onto the next rows (graphgpt-44's paste in the corpus, at 75 columns).
+    The padding is removed, and a row that fills the width without padding (no trailing space, or
+    one) joined with the next (it was cut there). Known only from the lines together: most of the first lines have the
+    same length, at least :data:`PAD_MIN_WIDTH`, and at least two of them end in a space (a log whose
+    lines merely share a length, a fixed-width table, never ends them so)."""
+
+    name = "padded"
+
+    def __init__(self, width: int = 0) -> None:
+        self.width = width
+
+    def hits(self, sample: Sequence[str]) -> list[str]:
+        lengths = [len(ln) for ln in sample if len(ln) >= PAD_MIN_WIDTH]
+        if not lengths:
+            return []
+        width = max(set(lengths), key=lengths.count)
+        rows = [ln for ln in sample if len(ln) == width]
+        return rows if sum(1 for ln in rows if ln.endswith(" ")) >= 2 else []
+
+    def primed(self, sample: Sequence[str]) -> Envelope:
+        return Padded(len(sample[0]))
+
+    def open(self, line: str) -> _Parts | None:
+        if not self.width:  # not primed: a row that may be padded (what a live reader holds back)
+            return (line.rstrip(" "), None, None, False) if len(line) >= PAD_MIN_WIDTH and line.endswith("  ") else None
+        if len(line) != self.width:
+            return None
+        if line.endswith("  "):  # padded: the line ends here
+            return line.rstrip(" "), None, None, False
+        # cut at the width, mid-word or just after a space (one space: a line of width - 1
+        # characters padded by one is rarer than a cut after a word): it goes on in the next row
+        return line, None, None, True
+
+
+#: The narrowest terminal whose padded rows are read as :class:`Padded` (80 is the common default;
+#: graphgpt-44's was 75).
+PAD_MIN_WIDTH = 40
 
 
 #: The envelopes, most specific first (the first that fits the first lines is taken).
@@ -226,7 +306,27 @@ ENVELOPES: tuple[Envelope, ...] = (
     Cri(),
     # kubectl logs --prefix (staging/src/k8s.io/kubectl/pkg/cmd/logs/logs.go, addPrefixIfNeeded):
     # "[pod/<pod>/<container>] "; a name cannot hold "/" or "]"
-    Prefix("kubectl-prefix", r"\[(?P<who>pod/[^/\]\s]+/[^\]\s]*)\] ", min_lines=1),
+    # "[pod/<pod>/<container>] "; a name cannot hold "/" or "]"; with --timestamps too the kubelet's
+    # stamp follows it (the prefix is added around the stream the kubelet already stamped)
+    Prefix("kubectl-prefix", r"\[(?P<who>pod/[^/\]\s]+/[^\]\s]*)\] (?:(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}"
+           r"(?:Z|[+-]\d\d:\d\d)) )?", min_lines=1),
+    # stern's default output (stern/stern cmd/cmd.go generateTemplate, output "default"):
+    # "{{color .PodColor .PodName}} {{color .ContainerColor .ContainerName}} {{.Message}}". On a
+    # terminal each name is in its own colour (fatih/color: "\x1b[96m" ... "\x1b[0m"): sure from one
+    # line. Plain (stern ... > file, --color never) two words are only stern's where the pod's name is
+    # one Kubernetes generates (a ReplicaSet's "-<hash>-<5 chars>", a Job's or StatefulSet's "-<n>").
+    # (With --all-namespaces the namespace comes first: read as the pod, the pod as the container.)
+    Prefix("stern", r"\x1b\[[0-9;]*m(?P<pod>[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\x1b\[0m "
+           r"\x1b\[[0-9;]*m(?P<container>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\x1b\[0m ", min_lines=1),
+    Prefix("stern-plain", r"(?P<pod>[a-z0-9][-a-z0-9.]*-(?:[a-z0-9]{5}|\d{1,4})) "
+           r"(?P<container>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?) "),
+    # aws logs tail, its default --format detailed (aws/aws-cli awscli/customizations/logs/tail.py,
+    # DetailedLogEventsFormatter): "<time.isoformat(timespec='microseconds')> <log stream> <message>",
+    # the time green and the stream cyan on a terminal. A stream name holds no ":" (CloudWatch refuses
+    # it) and has a digit or a separator ("algo-1-1714564800", "ecs/trainer/0a1b2c"): a logger's own
+    # "<time> INFO ..." or "<time> [rank0]: ..." is not taken for it
+    Prefix("aws-logs-tail", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d) "
+           r"(?P<who>[^\s:]*[-/._\d][^\s:]*) "),
     # the kubelet's RFC 3339 with nanoseconds before each line (kubectl logs --timestamps) and a
     # GitHub Actions job's raw log (seven fraction digits): a machine's stamp, not a logger's
     Prefix("rfc3339-stamp", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(?:\d{9}|\d{7})(?:Z|[+-]\d\d:\d\d)) "),
@@ -244,6 +344,7 @@ ENVELOPES: tuple[Envelope, ...] = (
     # aws/sagemaker-training-toolkit#37); the name ends in the replica number, so a table's
     # "epoch | loss" is not taken for it
     Prefix("compose", r"(?P<who>[A-Za-z0-9][\w.-]*[-_]\d+) *\| ?"),
+    Padded(),
 )
 
 
@@ -262,7 +363,7 @@ def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | 
     enough = complete or len(sample) >= DETECT_LINES
     still_possible = False
     for env in ENVELOPES:
-        hits = [ln for ln in sample if env.open(ln) is not None]
+        hits = env.hits(sample)
         if enough:
             if len(hits) >= env.min_lines and (len(hits) == len(sample) or len(hits) >= DETECT_SHARE * len(sample)):
                 return env.primed(hits)
