@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import Source, diagnose_paths, read_lines
-from neuron_watch.diagnosis.envelopes import DETECT_LINES, EnvelopeReader, detect
+from neuron_watch.diagnosis.envelopes import DETECT_LINES, UNDECIDED, EnvelopeReader, detect
 from neuron_watch.diagnosis.logtext import LineSplitter, logical_lines, split_rank_prefix
 from neuron_watch.events import Label
 from neuron_watch.node.tail import HOLD_UNDECIDED, RankStreams
@@ -159,20 +159,20 @@ def test_a_log_without_an_envelope_is_left_as_it_is(name: str, lines: list[str])
 def test_one_ambiguous_line_decides_nothing() -> None:
     # a single line that starts with a machine stamp may be the program's own: not enough to strip it
     assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=True) is None
-    # while more lines may come nothing is decided that they could change (False): not a weak form,
+    # while more lines may come nothing is decided that they could change (UNDECIDED): not a weak form,
     # nor a strong one (seven plain lines after it would make the log plain)
-    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=False) is False
-    assert detect([_docker("hello\n")], complete=False) is False
+    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=False) is UNDECIDED
+    assert detect([_docker("hello\n")], complete=False) is UNDECIDED
     assert detect([_docker("hello\n")], complete=True) is not None
 
 
 def test_plain_first_lines_decide_a_log_plain_before_eight() -> None:
     # three plain lines: no envelope can be on 6 of the first 8 lines any more
     plain = ["import torch", "step 1 loss 2.3", "step 2 loss 2.2"]
-    assert detect(plain[:2], complete=False) is False
+    assert detect(plain[:2], complete=False) is UNDECIDED
     assert detect(plain, complete=False) is None
     # a header and two records: the records may still be the log's envelope
-    assert detect(["Attaching to trainer-1", "trainer-1  | a", "trainer-1  | b"], complete=False) is False
+    assert detect(["Attaching to trainer-1", "trainer-1  | a", "trainer-1  | b"], complete=False) is UNDECIDED
 
 
 #: (what the first lines are, the lines): heads whose decision the first lines alone cannot make

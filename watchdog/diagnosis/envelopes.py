@@ -28,10 +28,11 @@ machine stamp (RFC 3339 with 7 or 9 fraction digits: the kubelet's and GitHub's,
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import re
 from collections.abc import Sequence
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 #: How many of a log's first non-blank lines decide its envelope.
 DETECT_LINES = 8
@@ -348,9 +349,20 @@ ENVELOPES: tuple[Envelope, ...] = (
 )
 
 
-def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | None:
-    """The envelope of a log whose first lines are ``lines``: an :class:`Envelope`, None (none), or
-    False (not decided yet: more lines may come unless ``complete``, and they could change it).
+class Undecided(enum.Enum):
+    """:func:`detect`'s answer while the lines still to come could change it."""
+
+    MORE_LINES = "more lines may change the decision"
+
+
+#: :func:`detect`'s answer while undecided (the only member of :class:`Undecided`)
+UNDECIDED = Undecided.MORE_LINES
+
+
+def detect(lines: Sequence[str], complete: bool) -> Envelope | Undecided | None:
+    """The envelope of a log whose first lines are ``lines``, one of three answers: an
+    :class:`Envelope` (decided: this one), None (decided: the log has no envelope), or
+    :data:`UNDECIDED` (only while more lines may come, ``complete`` false: they could change it).
 
     A decision is made only where the lines still to come cannot change it: the answer for a log
     is the same whether its lines arrive at once (``diagnose``) or a few at a time (a live rank), so
@@ -359,7 +371,7 @@ def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | 
     :data:`DETECT_SHARE` of them (three plain lines of a healthy rank decide it)."""
     sample = [ln for ln in lines if ln.strip()][:DETECT_LINES]
     if not sample:
-        return None if complete else False
+        return None if complete else UNDECIDED
     enough = complete or len(sample) >= DETECT_LINES
     still_possible = False
     for env in ENVELOPES:
@@ -370,7 +382,7 @@ def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | 
         elif len(hits) + DETECT_LINES - len(sample) >= DETECT_SHARE * DETECT_LINES:
             # the lines still to come could give it its share (whether they will is theirs to say)
             still_possible = True
-    return False if still_possible else None
+    return UNDECIDED if still_possible else None
 
 
 class EnvelopeReader(Generic[K]):
@@ -413,7 +425,7 @@ class EnvelopeReader(Generic[K]):
                 self._head.extend(line for _, line in items[:room])
             # a head of _HEAD_MAX lines decides with what it has (mostly blank lines: nothing to wait for)
             found = detect(self._head, final or len(self._head) >= _HEAD_MAX)
-            if found is False:
+            if found is UNDECIDED:
                 return self._hold(items)
             items = [*self._held, *items]
             self._head, self._held = [], []
@@ -431,8 +443,8 @@ class EnvelopeReader(Generic[K]):
         if not self._held:
             return []
         held, self._held = self._held, []
-        found = detect(self._head, True)
-        if found is None or found is False:
+        found = detect(self._head, True)  # complete: decided, never UNDECIDED
+        if not isinstance(found, Envelope):
             return [(k, line, None, None) for k, line in held]
         return self._open(found, held, final=True)
 
