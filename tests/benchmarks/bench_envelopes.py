@@ -143,6 +143,56 @@ def ts_prefix(line: str, t: float) -> list[str]:
     return [f"{_syslog_time(t)} {line}"]
 
 
+def stern(line: str, t: float) -> list[str]:
+    # stern's default output on a terminal (stern/stern cmd/cmd.go, output "default"):
+    # "{{color .PodColor .PodName}} {{color .ContainerColor .ContainerName}} {{.Message}}", the
+    # colours fatih/color's SGR codes (a pod's pair: hi-cyan, cyan)
+    return [f"\x1b[96mllama-train-worker-0\x1b[0m \x1b[36mpytorch\x1b[0m {line}"]
+
+
+def stern_plain(line: str, t: float) -> list[str]:
+    # the same, not on a terminal (stern ... > file, or --color never): no colours
+    return [f"llama-train-worker-0 pytorch {line}"]
+
+
+def _aws_time(t: float) -> str:
+    # datetime.isoformat(timespec='microseconds') of a UTC time: "2024-05-01T12:00:00.123000+00:00"
+    return _rfc3339(t, 6, "+00:00")
+
+
+def aws_logs_tail(line: str, t: float) -> list[str]:
+    # aws logs tail's default --format detailed (aws/aws-cli awscli/customizations/logs/tail.py,
+    # DetailedLogEventsFormatter): "<timestamp> <log stream name> <message>"; a SageMaker training
+    # job's stream is "<job>/algo-<n>-<epoch>"
+    return [f"{_aws_time(t)} llama-train/algo-1-1714564800 {line}"]
+
+
+def aws_logs_tail_colour(line: str, t: float) -> list[str]:
+    # the same on a terminal: the time green and the stream cyan (colorama), reset after each
+    return [f"\x1b[32m{_aws_time(t)}\x1b[0m \x1b[36mllama-train/algo-1-1714564800\x1b[0m {line}"]
+
+
+def kubectl_prefix_timestamps(line: str, t: float) -> list[str]:
+    # kubectl logs --prefix --timestamps: the prefix around the kubelet's stamped stream
+    return [f"[pod/train-worker-0/pytorch] {_rfc3339(t)} {line}"]
+
+
+def compose_colour(line: str, t: float) -> list[str]:
+    # docker compose logs on a terminal (docker/compose cmd/formatter/logs.go, setPrefix: the name
+    # padded and " |" in the service's colour, then " " and the line)
+    return [f"\x1b[36mtrainer-1  |\x1b[0m {line}"]
+
+
+#: the width of the terminal a screen or tmux capture was taken from
+SCREEN_WIDTH = 80
+
+
+def screen_capture(line: str, t: float) -> list[str]:
+    # a terminal's screen saved as text (screen's hardcopy; tmux capture-pane -N keeps the padding):
+    # each row padded with spaces to the width, a longer line wrapped onto the next rows
+    return [line[i:i + SCREEN_WIDTH].ljust(SCREEN_WIDTH) for i in range(0, max(len(line), 1), SCREEN_WIDTH)]
+
+
 def crlf(line: str, t: float) -> list[str]:
     # a log saved on Windows: every line ends "\r\n" (the "\n" is added when the file is written)
     return [line + "\r"]
@@ -164,6 +214,13 @@ ENVELOPES: dict[str, Wrap] = {
     "github-actions": github_actions,
     "ts": ts_prefix,
     "crlf": crlf,
+    "stern": stern,
+    "stern-plain": stern_plain,
+    "aws-logs-tail": aws_logs_tail,
+    "aws-logs-tail-colour": aws_logs_tail_colour,
+    "kubectl-prefix-timestamps": kubectl_prefix_timestamps,
+    "compose-colour": compose_colour,
+    "screen-80": screen_capture,
 }
 
 
@@ -212,7 +269,7 @@ def main() -> int:
     acted = sum(1 for ex in excerpts if action_confusion(ex.label, plain[ex.name].label, plain[ex.name].action) is None)
     print(f"excerpts: {len(excerpts)}  unwrapped: labels right {right}, actions right {acted}, "
           f"not healthy {failures}")
-    print(f"{'envelope':<20}{'same label':>12}{'same action':>13}{'->healthy':>11}{'right':>7}{'acted':>7}{'cpu s':>8}")
+    print(f"{'envelope':<26}{'same label':>12}{'same action':>13}{'->healthy':>11}{'right':>7}{'acted':>7}{'cpu s':>8}")
     with tempfile.TemporaryDirectory(prefix="bench-envelopes-") as tmp:
         for name in names:
             t0 = time.process_time()
@@ -232,7 +289,7 @@ def main() -> int:
                     changed.append(f"    {ex.name:<58} {p.label.value}/{p.action.value} -> "
                                    f"{v.label.value}/{v.action.value}")
             n = len(excerpts)
-            print(f"{name:<20}{same_label:>7}/{n:<4}{same_action:>8}/{n:<4}{hidden:>11}{now_right:>7}{now_acted:>7}"
+            print(f"{name:<26}{same_label:>7}/{n:<4}{same_action:>8}/{n:<4}{hidden:>11}{now_right:>7}{now_acted:>7}"
                   f"{time.process_time() - t0:>8.1f}", flush=True)
             for line in changed[: args.show]:
                 print(line)

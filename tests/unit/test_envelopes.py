@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.envelopes import DETECT_LINES, EnvelopeReader, detect
-from neuron_watch.diagnosis.logtext import logical_lines, split_rank_prefix
+from neuron_watch.commands.diagnose import Source, diagnose_paths, read_lines
+from neuron_watch.diagnosis.envelopes import DETECT_LINES, UNDECIDED, EnvelopeReader, detect
+from neuron_watch.diagnosis.logtext import LineSplitter, logical_lines, split_rank_prefix
 from neuron_watch.events import Label
-from neuron_watch.node.tail import RankStreams
+from neuron_watch.node.tail import HOLD_UNDECIDED, RankStreams
 
 TRACEBACK = [
     "[rank1]: Traceback (most recent call last):",
@@ -59,6 +59,23 @@ CASES = [
     ("zap", ['{"level":"info","ts":1714564800.123,"caller":"launcher/main.go:88","msg":"starting workers","count":8}',
              '{"level":"error","ts":1714564801.5,"caller":"launcher/main.go:120","msg":"worker exited","error":"exit status 137"}'],
      ["starting workers", "ERROR worker exited", "exit status 137"], "2024-05-01T12:00:00.123000Z", None),
+    # stern's default output on a terminal: "{{color .PodColor .PodName}} {{color .ContainerColor .ContainerName}} {{.Message}}"
+    ("stern", [f"\x1b[96mllama-train-worker-0\x1b[0m \x1b[36mpytorch\x1b[0m {t}" for t in TRACEBACK], TRACEBACK, None,
+     "llama-train-worker-0/pytorch"),
+    # ... written to a file: a pod name Kubernetes generated (a Deployment's ReplicaSet's)
+    ("stern plain", [f"trainer-6d9f7c8b5-x2x9z pytorch {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-6d9f7c8b5-x2x9z/pytorch"),
+    # aws logs tail --format detailed (the default): the time as isoformat(timespec='microseconds'), the stream
+    ("aws logs tail", [f"2024-01-01T00:00:0{i}.123000+00:00 llama-train/algo-1-1714564800 {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2024-01-01T00:00:00.123000+00:00", "llama-train/algo-1-1714564800"),
+    # ... on a terminal (colorama: the time green, the stream cyan)
+    ("aws logs tail coloured", [f"\x1b[32m2024-01-01T00:00:0{i}.123000+00:00\x1b[0m \x1b[36malgo-1-1714564800\x1b[0m {t}"
+                                for i, t in enumerate(TRACEBACK)], TRACEBACK, "2024-01-01T00:00:00.123000+00:00", "algo-1-1714564800"),
+    ("kubectl --prefix --timestamps", [f"[pod/train-worker-0/pytorch] 2024-05-01T12:00:0{i}.12345678{i}Z {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2024-05-01T12:00:00.123456780Z", "pod/train-worker-0/pytorch"),
+    # docker compose logs on a terminal: the padded name and " |" in the service's colour
+    ("compose coloured", [f"\x1b[36mtrainer-1  |\x1b[0m {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-1"),
+    # a screen hardcopy of an 80-column terminal: rows padded to the width, the long line wrapped
+    ("screen 80 columns", [t[i:i + 80].ljust(80) for t in TRACEBACK for i in range(0, len(t), 80)], TRACEBACK, None, None),
     ("python-json-logger", ['{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
                             '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nRuntimeError: NCCL error"}'],
      ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: NCCL error"],
@@ -87,9 +104,9 @@ def test_cri_partial_records_are_joined_across_reads() -> None:
     reader = EnvelopeReader()
     first = reader.read([(1, "2024-05-01T12:00:00.000000001Z stdout F starting"),
                          (2, "2024-05-01T12:00:00.000000002Z stderr P [rank3]: torch.distributed.DistBackendError: NCCL error in: ")])
-    assert [t for _, t, _, _ in first] == ["starting"]  # the piece waits for the rest of its line
+    assert first == []  # two lines do not decide the envelope: held (see the reads a few at a time below)
     rest = reader.read([(3, "2024-05-01T12:00:00.000000003Z stderr F ProcessGroupNCCL.cpp:1970, unhandled system error")], final=True)
-    assert rest == [(2, "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+    assert rest == [(1, "starting", "2024-05-01T12:00:00.000000001Z", None), (2, "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
                      "2024-05-01T12:00:00.000000002Z", None)]
 
 
@@ -120,6 +137,16 @@ NEAR_MISSES = [
     ("ISO milliseconds", ["2024-05-01T12:00:00.123Z INFO step 10 loss 2.31", "2024-05-01T12:00:01.123Z INFO step 11 loss 2.30"]),
     ("a table", ["epoch | loss | acc", "1 | 2.31 | 0.51", "2 | 2.10 | 0.55"]),
     ("srun --label", ["0: step 10 loss 2.31", "1: step 10 loss 2.33"]),
+    # a logger's own coloured time and level (loguru, rich): not stern's two coloured names
+    ("loguru colours", ["\x1b[32m2024-05-01 12:00:00.123\x1b[0m | \x1b[1mINFO    \x1b[0m | train:main:42 - step 10 loss 2.31",
+                        "\x1b[32m2024-05-01 12:00:01.123\x1b[0m | \x1b[1mINFO    \x1b[0m | train:main:42 - step 11 loss 2.30"]),
+    ("coloured words", ["\x1b[1mepoch\x1b[0m 1 step 10 loss 2.31", "\x1b[1mepoch\x1b[0m 1 step 11 loss 2.30"]),
+    # two plain words that are not a generated pod name and a container
+    ("two words", ["loading checkpoint shards: 100%", "loading checkpoint shards: 100%", "training started now"]),
+    # a logger's isoformat time with its offset, then a level or a rank prefix: no stream name
+    ("isoformat logger", ["2024-05-01T12:00:00.123456+00:00 INFO step 10 loss 2.31", "2024-05-01T12:00:01.123456+00:00 [rank0]: step 11"]),
+    # lines that share a length (a fixed-width metrics table) without a row ending in padding
+    ("fixed width", [f"| step {i:04d} | loss {2.0 + i / 100:.4f} | lr 1.00e-04 | grad_norm 0.8813 | tput 123.4 |" for i in range(8)]),
 ]
 
 
@@ -132,9 +159,75 @@ def test_a_log_without_an_envelope_is_left_as_it_is(name: str, lines: list[str])
 def test_one_ambiguous_line_decides_nothing() -> None:
     # a single line that starts with a machine stamp may be the program's own: not enough to strip it
     assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=True) is None
-    # while more lines may come, a weak form is not decided (False), a strong one is
-    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=False) is False
-    assert detect([_docker("hello\n")], complete=False) is not None
+    # while more lines may come nothing is decided that they could change (UNDECIDED): not a weak form,
+    # nor a strong one (seven plain lines after it would make the log plain)
+    assert detect(["2024-01-01T00:00:01.0000000Z hello"], complete=False) is UNDECIDED
+    assert detect([_docker("hello\n")], complete=False) is UNDECIDED
+    assert detect([_docker("hello\n")], complete=True) is not None
+
+
+def test_plain_first_lines_decide_a_log_plain_before_eight() -> None:
+    # three plain lines: no envelope can be on 6 of the first 8 lines any more
+    plain = ["import torch", "step 1 loss 2.3", "step 2 loss 2.2"]
+    assert detect(plain[:2], complete=False) is UNDECIDED
+    assert detect(plain, complete=False) is None
+    # a header and two records: the records may still be the log's envelope
+    assert detect(["Attaching to trainer-1", "trainer-1  | a", "trainer-1  | b"], complete=False) is UNDECIDED
+
+
+#: (what the first lines are, the lines): heads whose decision the first lines alone cannot make
+HEADS = [
+    ("records only", [_docker(t + "\n") for t in TRACEBACK]),
+    ("records after a warning", ["/opt/venv/lib/python3.10/site-packages/torch/distributed/launch.py:208: FutureWarning: The module torch.distributed.launch is deprecated",
+                                 *(_docker(t + "\n") for t in TRACEBACK)]),
+    ("records then plain", [_docker("starting\n"), *(f"step {i} loss 2.{i}" for i in range(8))]),
+    ("weak prefix", [f"2024-05-01T12:00:0{i}.12345678{i}Z {t}" for i, t in enumerate(TRACEBACK)]),
+    ("compose with a header", ["Attaching to trainer-1", *(f"trainer-1  | step {i} loss 2.{i}" for i in range(9))]),
+    ("cri pieces", ["2024-05-01T12:00:00.000000001Z stdout F starting",
+                    "2024-05-01T12:00:00.000000002Z stderr P [rank3]: torch.distributed.DistBackendError: NCCL error in: ",
+                    "2024-05-01T12:00:00.000000003Z stderr F ProcessGroupNCCL.cpp:1970, unhandled system error",
+                    *(f"2024-05-01T12:00:01.00000000{i}Z stdout F step {i}" for i in range(8))]),
+    ("plain", [f"step {i} loss 2.{i}" for i in range(12)]),
+    ("blank lines between", ["", _docker("a\n"), "", "", _docker("b\n"), "", _docker("c\n")]),
+]
+
+
+@pytest.mark.parametrize(("name", "lines"), HEADS, ids=[h[0] for h in HEADS])
+def test_lines_read_a_few_at_a_time_are_read_as_the_whole_log(name: str, lines: list[str]) -> None:
+    whole = _read(lines)
+    for size in (1, 2, 3, 5):
+        reader = EnvelopeReader[int]()
+        got: list[tuple[int, str, str | None, str | None]] = []
+        numbered = list(enumerate(lines))
+        for at in range(0, len(numbered), size):
+            got += reader.read(numbered[at:at + size])
+        got += reader.read([], final=True)
+        assert got == whole, size
+
+
+@pytest.mark.parametrize(("name", "lines"), HEADS, ids=[h[0] for h in HEADS])
+def test_a_stream_that_ends_after_its_first_lines_is_read_as_its_short_log(name: str, lines: list[str]) -> None:
+    # a rank that prints three lines and dies: what it printed is released as diagnose reads those three lines
+    for n in (1, 3, 4):
+        reader = EnvelopeReader[int]()
+        got = reader.read(list(enumerate(lines[:n])))
+        got += reader.release()
+        assert reader.holding == 0
+        assert got == _read(lines[:n]), n
+
+
+def test_a_line_no_envelope_opens_is_not_held() -> None:
+    reader = EnvelopeReader[int]()
+    assert reader.read([(0, "Attaching to trainer-1")]) == [(0, "Attaching to trainer-1", None, None)]
+    assert reader.read([(1, "trainer-1  | step 1")]) == []  # may be the log's envelope: held
+    assert reader.holding == 1
+    assert reader.read([(2, "step 2 loss 2.2")]) == []  # behind a held line: held too, in order
+    assert reader.holding == 2
+    # released, the decision stays open: the lines after are read as the first eight decide
+    assert [t for _, t, _, _ in reader.release()] == ["trainer-1  | step 1", "step 2 loss 2.2"]
+    assert reader.envelope is None and not reader.plain
+    rest = reader.read([(i, f"trainer-1  | step {i}") for i in range(3, 9)])
+    assert [t for _, t, _, _ in rest] == [f"step {i}" for i in range(3, 9)]
 
 
 def test_a_plain_log_is_decided_once_and_then_passes_for_nothing() -> None:
@@ -190,4 +283,67 @@ def test_the_live_tail_reads_a_rank_s_json_records_as_diagnose_does(tmp_path: Pa
     assert [ln.text for ln in lines] == ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):",
                                          "RuntimeError: NCCL error"]
     assert (tmp_path / "gen" / "rank-0.log").read_text() == "\n".join(records) + "\n"
+    streams.close()
+
+
+def _rank_dir(tmp_path: Path) -> tuple[RankStreams, Path]:
+    d = tmp_path / "torchrun" / "job_abc" / "attempt_0" / "0"
+    d.mkdir(parents=True)
+    (d / "stderr.log").write_text("")
+    (tmp_path / "gen").mkdir()
+    streams = RankStreams("n0", str(tmp_path / "gen"))
+    streams.set_log_root(str(tmp_path / "torchrun"))
+    streams.rank_offset = 0
+    return streams, d / "stdout.log"
+
+
+def _offline(path: Path) -> list[str]:
+    """The texts `neuron-watch diagnose` judges in a rank log (its reader, whole file)."""
+    src = Source(str(path), str(path), 0)
+    with open(path, "rb") as f:
+        return [ln.text for ln in read_lines(src, f, LineSplitter())]
+
+
+#: a rank that logs through a JSON logger after a library's warning went out plain, then fails
+WARNED_RECORDS = [
+    "/opt/venv/lib/python3.10/site-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml package is deprecated.",
+    '{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "loading /etc/train/config.yaml"}',
+    '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nModuleNotFoundError: No module named \'torch_neuronx\'"}',
+    '{"asctime": "2024-05-01 12:00:01,457", "levelname": "INFO", "name": "train", "message": "exiting with 1"}',
+]
+
+
+def test_a_rank_that_prints_its_first_lines_and_dies_is_read_live_as_diagnose_reads_its_log(tmp_path: Path) -> None:
+    streams, out = _rank_dir(tmp_path)
+    live: list[str] = []
+    with open(out, "w") as f:
+        for i, record in enumerate(WARNED_RECORDS):  # one line a poll, as a rank prints them
+            f.write(record + "\n")
+            f.flush()
+            live += [ln.text for ln in streams.poll(1.0 + i * 0.1, 1.0, final=False)]
+    assert live == [WARNED_RECORDS[0]]  # the plain warning at once, the records held for the decision
+    live += [ln.text for ln in streams.poll(1.5, 1.5, to_eof=True)]  # the rank ended: its files read to the end
+    streams.close()
+    assert live == _offline(tmp_path / "gen" / "rank-0.log")
+    assert "ModuleNotFoundError: No module named 'torch_neuronx'" in live
+
+
+def test_a_rank_quiet_after_its_first_lines_has_them_judged_within_the_hold(tmp_path: Path) -> None:
+    streams, out = _rank_dir(tmp_path)
+    out.write_text("\n".join(WARNED_RECORDS) + "\n")
+    first = [ln.text for ln in streams.poll(10.0, 10.0)]
+    assert first == [WARNED_RECORDS[0]]
+    assert streams.poll(10.0 + HOLD_UNDECIDED / 2, 10.0) == []  # held, the rank compiling
+    released = [ln.text for ln in streams.poll(10.0 + HOLD_UNDECIDED, 11.0)]
+    assert released[:2] == ["loading /etc/train/config.yaml", "ERROR Training failed"]
+    streams.close()
+
+
+def test_a_plain_rank_s_lines_are_never_held(tmp_path: Path) -> None:
+    streams, out = _rank_dir(tmp_path)
+    with open(out, "w") as f:
+        for i in range(12):
+            f.write(f"step {i} loss 2.{i}\n")
+            f.flush()
+            assert [ln.text for ln in streams.poll(float(i), float(i))] == [f"step {i} loss 2.{i}"]
     streams.close()

@@ -28,10 +28,11 @@ machine stamp (RFC 3339 with 7 or 9 fraction digits: the kubelet's and GitHub's,
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import re
 from collections.abc import Sequence
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 #: How many of a log's first non-blank lines decide its envelope.
 DETECT_LINES = 8
@@ -61,6 +62,10 @@ class Envelope:
     def open(self, line: str) -> _Parts | None:
         """The line's inner message and what the envelope says of it, or None (not this envelope)."""
         raise NotImplementedError
+
+    def hits(self, sample: Sequence[str]) -> list[str]:
+        """The lines of ``sample`` (a log's first non-blank lines) this envelope is on."""
+        return [ln for ln in sample if self.open(ln) is not None]
 
     def primed(self, sample: Sequence[str]) -> Envelope:
         """This envelope, told what the detected lines showed (e.g. whether its records keep their
@@ -204,8 +209,36 @@ class Cri(Envelope):
         return line[m.end():], m.group(1), None, m.group(2) == "P"
 
 
+#: A terminal escape sequence (SGR colours above all): the tools that print an envelope colour it
+#: when they write to a terminal (stern's pod and container names, ``aws logs tail``'s time and
+#: stream, ``docker compose``'s service names), and a paste keeps the escapes.
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _match_coloured(rx: re.Pattern[str], line: str) -> tuple[int, dict[str, str | None]] | None:
+    """``rx`` matched at the start of ``line`` read without its escape sequences: where the prefix
+    ends in ``line`` (escapes just after it included) and its groups; None if it does not match."""
+    kept: list[int] = []  # index in line of each character kept
+    parts: list[str] = []
+    pos = 0
+    for esc in _ESCAPE.finditer(line):
+        parts.append(line[pos:esc.start()])
+        kept.extend(range(pos, esc.start()))
+        pos = esc.end()
+    parts.append(line[pos:])
+    kept.extend(range(pos, len(line)))
+    m = rx.match("".join(parts))
+    if m is None:
+        return None
+    end = kept[m.end()] if m.end() < len(kept) else len(line)
+    while (reset := _ESCAPE.match(line, end)) is not None:  # a colour reset right after the prefix
+        end = reset.end()
+    return end, m.groupdict()
+
+
 class Prefix(Envelope):
-    """A prefix before every line, removed; its groups name the time (``stamp``) and the process (``who``)."""
+    """A prefix before every line, removed; its groups name the time (``stamp``) and the process (``who``).
+    The prefix is read through the colour escapes a terminal tool puts in it."""
 
     def __init__(self, name: str, rx: str, min_lines: int = 2) -> None:
         self.name = name
@@ -214,10 +247,58 @@ class Prefix(Envelope):
 
     def open(self, line: str) -> _Parts | None:
         m = self._rx.match(line)
-        if m is None:
+        if m is not None:
+            end, groups = m.end(), m.groupdict()
+        elif "\x1b" in line and (found := _match_coloured(self._rx, line)) is not None:
+            end, groups = found
+        else:
             return None
-        groups = m.groupdict()
-        return line[m.end():], groups.get("stamp"), groups.get("who"), False
+        who = groups.get("who")
+        if groups.get("pod") is not None:
+            who = f"{groups['pod']}/{groups.get('container') or ''}"
+        return line[end:], groups.get("stamp"), who, False
+
+
+class Padded(Envelope):
+    """A terminal's screen saved as text (``screen``'s hardcopy, ``tmux capture-pane -J``/``-N``, a
+    copy of a terminal window): every line padded with spaces to the terminal's width, a line longer
+    than the width wrapped onto the next rows (graphgpt-44's paste in the corpus, at 75 columns).
+    The padding is removed, and a row that fills the width without padding (no trailing space, or
+    one) joined with the next (it was cut there). Known only from the lines together: most of the first lines have the
+    same length, at least :data:`PAD_MIN_WIDTH`, and at least two of them end in a space (a log whose
+    lines merely share a length, a fixed-width table, never ends them so)."""
+
+    name = "padded"
+
+    def __init__(self, width: int = 0) -> None:
+        self.width = width
+
+    def hits(self, sample: Sequence[str]) -> list[str]:
+        lengths = [len(ln) for ln in sample if len(ln) >= PAD_MIN_WIDTH]
+        if not lengths:
+            return []
+        width = max(set(lengths), key=lengths.count)
+        rows = [ln for ln in sample if len(ln) == width]
+        return rows if sum(1 for ln in rows if ln.endswith(" ")) >= 2 else []
+
+    def primed(self, sample: Sequence[str]) -> Envelope:
+        return Padded(len(sample[0]))
+
+    def open(self, line: str) -> _Parts | None:
+        if not self.width:  # not primed: a row that may be padded (what a live reader holds back)
+            return (line.rstrip(" "), None, None, False) if len(line) >= PAD_MIN_WIDTH and line.endswith("  ") else None
+        if len(line) != self.width:
+            return None
+        if line.endswith("  "):  # padded: the line ends here
+            return line.rstrip(" "), None, None, False
+        # cut at the width, mid-word or just after a space (one space: a line of width - 1
+        # characters padded by one is rarer than a cut after a word): it goes on in the next row
+        return line, None, None, True
+
+
+#: The narrowest terminal whose padded rows are read as :class:`Padded` (80 is the common default;
+#: graphgpt-44's was 75).
+PAD_MIN_WIDTH = 40
 
 
 #: The envelopes, most specific first (the first that fits the first lines is taken).
@@ -226,7 +307,27 @@ ENVELOPES: tuple[Envelope, ...] = (
     Cri(),
     # kubectl logs --prefix (staging/src/k8s.io/kubectl/pkg/cmd/logs/logs.go, addPrefixIfNeeded):
     # "[pod/<pod>/<container>] "; a name cannot hold "/" or "]"
-    Prefix("kubectl-prefix", r"\[(?P<who>pod/[^/\]\s]+/[^\]\s]*)\] ", min_lines=1),
+    # "[pod/<pod>/<container>] "; a name cannot hold "/" or "]"; with --timestamps too the kubelet's
+    # stamp follows it (the prefix is added around the stream the kubelet already stamped)
+    Prefix("kubectl-prefix", r"\[(?P<who>pod/[^/\]\s]+/[^\]\s]*)\] (?:(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}"
+           r"(?:Z|[+-]\d\d:\d\d)) )?", min_lines=1),
+    # stern's default output (stern/stern cmd/cmd.go generateTemplate, output "default"):
+    # "{{color .PodColor .PodName}} {{color .ContainerColor .ContainerName}} {{.Message}}". On a
+    # terminal each name is in its own colour (fatih/color: "\x1b[96m" ... "\x1b[0m"): sure from one
+    # line. Plain (stern ... > file, --color never) two words are only stern's where the pod's name is
+    # one Kubernetes generates (a ReplicaSet's "-<hash>-<5 chars>", a Job's or StatefulSet's "-<n>").
+    # (With --all-namespaces the namespace comes first: read as the pod, the pod as the container.)
+    Prefix("stern", r"\x1b\[[0-9;]*m(?P<pod>[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\x1b\[0m "
+           r"\x1b\[[0-9;]*m(?P<container>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\x1b\[0m ", min_lines=1),
+    Prefix("stern-plain", r"(?P<pod>[a-z0-9][-a-z0-9.]*-(?:[a-z0-9]{5}|\d{1,4})) "
+           r"(?P<container>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?) "),
+    # aws logs tail, its default --format detailed (aws/aws-cli awscli/customizations/logs/tail.py,
+    # DetailedLogEventsFormatter): "<time.isoformat(timespec='microseconds')> <log stream> <message>",
+    # the time green and the stream cyan on a terminal. A stream name holds no ":" (CloudWatch refuses
+    # it) and has a digit or a separator ("algo-1-1714564800", "ecs/trainer/0a1b2c"): a logger's own
+    # "<time> INFO ..." or "<time> [rank0]: ..." is not taken for it
+    Prefix("aws-logs-tail", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d) "
+           r"(?P<who>[^\s:]*[-/._\d][^\s:]*) "),
     # the kubelet's RFC 3339 with nanoseconds before each line (kubectl logs --timestamps) and a
     # GitHub Actions job's raw log (seven fraction digits): a machine's stamp, not a logger's
     Prefix("rfc3339-stamp", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(?:\d{9}|\d{7})(?:Z|[+-]\d\d:\d\d)) "),
@@ -244,23 +345,44 @@ ENVELOPES: tuple[Envelope, ...] = (
     # aws/sagemaker-training-toolkit#37); the name ends in the replica number, so a table's
     # "epoch | loss" is not taken for it
     Prefix("compose", r"(?P<who>[A-Za-z0-9][\w.-]*[-_]\d+) *\| ?"),
+    Padded(),
 )
 
 
-def detect(lines: Sequence[str], complete: bool) -> Envelope | Literal[False] | None:
-    """The envelope of a log whose first lines are ``lines``: an :class:`Envelope`, None (none), or
-    False (not decided yet: too few lines, and more may come unless ``complete``)."""
+class Undecided(enum.Enum):
+    """:func:`detect`'s answer while the lines still to come could change it."""
+
+    MORE_LINES = "more lines may change the decision"
+
+
+#: :func:`detect`'s answer while undecided (the only member of :class:`Undecided`)
+UNDECIDED = Undecided.MORE_LINES
+
+
+def detect(lines: Sequence[str], complete: bool) -> Envelope | Undecided | None:
+    """The envelope of a log whose first lines are ``lines``, one of three answers: an
+    :class:`Envelope` (decided: this one), None (decided: the log has no envelope), or
+    :data:`UNDECIDED` (only while more lines may come, ``complete`` false: they could change it).
+
+    A decision is made only where the lines still to come cannot change it: the answer for a log
+    is the same whether its lines arrive at once (``diagnose``) or a few at a time (a live rank), so
+    the live judge reads a rank as ``diagnose`` reads its log. With more to come, that is when
+    :data:`DETECT_LINES` non-blank lines are in, or earlier, None, once no envelope can still be on
+    :data:`DETECT_SHARE` of them (three plain lines of a healthy rank decide it)."""
     sample = [ln for ln in lines if ln.strip()][:DETECT_LINES]
     if not sample:
-        return None if complete else False
+        return None if complete else UNDECIDED
     enough = complete or len(sample) >= DETECT_LINES
+    still_possible = False
     for env in ENVELOPES:
-        hits = [ln for ln in sample if env.open(ln) is not None]
-        if len(hits) < env.min_lines:
-            continue
-        if len(hits) == len(sample) or (enough and len(hits) >= DETECT_SHARE * len(sample)):
-            return env.primed(hits)
-    return None if enough else False
+        hits = env.hits(sample)
+        if enough:
+            if len(hits) >= env.min_lines and (len(hits) == len(sample) or len(hits) >= DETECT_SHARE * len(sample)):
+                return env.primed(hits)
+        elif len(hits) + DETECT_LINES - len(sample) >= DETECT_SHARE * DETECT_LINES:
+            # the lines still to come could give it its share (whether they will is theirs to say)
+            still_possible = True
+    return UNDECIDED if still_possible else None
 
 
 class EnvelopeReader(Generic[K]):
@@ -268,9 +390,15 @@ class EnvelopeReader(Generic[K]):
 
     :meth:`read` takes ``(key, line)`` pairs (the caller's line number, a record) and returns the
     inner records as :data:`Opened`, in order; a line the envelope does not fit passes unchanged
-    (a header above the records, a line a shipper did not wrap). Until the envelope is decided
-    (fewer than :data:`DETECT_LINES` non-blank lines seen and more to come) lines pass unchanged
-    and are remembered for the decision.
+    (a header above the records, a line a shipper did not wrap).
+
+    Until the envelope is decided (see :func:`detect`), a line that some envelope would open is held
+    back, and every line after it (the order is kept); a line no envelope opens, with nothing held
+    before it, passes at once (it comes out the same whatever is decided). Held lines come out when
+    the decision does, so the records are the same however the lines were cut into reads: a live
+    rank's lines are what ``diagnose`` reads in its log. A caller that cannot wait for the decision
+    (a live rank gone quiet after its first lines, or ended) takes the held lines with
+    :meth:`release`.
     """
 
     def __init__(self) -> None:
@@ -278,7 +406,13 @@ class EnvelopeReader(Generic[K]):
         #: decided: no envelope (every later line passes unchanged; a caller may skip :meth:`read`)
         self.plain = False
         self._head: list[str] = []
+        self._held: list[tuple[K, str]] = []  # lines held back until the envelope is decided
         self._piece: Opened[K] | None = None  # a line's pieces so far
+
+    @property
+    def holding(self) -> int:
+        """How many lines are held back for the decision."""
+        return len(self._held)
 
     def read(self, items: Sequence[tuple[K, str]], final: bool = False) -> list[Opened[K]]:
         """The inner records of ``items`` (``final``: no more lines will come: decide now, and end a
@@ -286,21 +420,44 @@ class EnvelopeReader(Generic[K]):
         if self.plain:
             return [(k, line, None, None) for k, line in items]
         if self.envelope is None:
-            if len(self._head) < _HEAD_MAX:
-                self._head.extend(line for _, line in items[: _HEAD_MAX - len(self._head)])
-            found = detect(self._head, final)
-            if found is False:
-                return [(k, line, None, None) for k, line in items]
-            self._head = []
+            room = _HEAD_MAX - len(self._head)
+            if room > 0:
+                self._head.extend(line for _, line in items[:room])
+            # a head of _HEAD_MAX lines decides with what it has (mostly blank lines: nothing to wait for)
+            found = detect(self._head, final or len(self._head) >= _HEAD_MAX)
+            if found is UNDECIDED:
+                return self._hold(items)
+            items = [*self._held, *items]
+            self._head, self._held = [], []
             if found is None:
                 self.plain = True
                 return [(k, line, None, None) for k, line in items]
             self.envelope = found
-        return self._open(items, final)
+        return self._open(self.envelope, items, final)
 
-    def _open(self, items: Sequence[tuple[K, str]], final: bool) -> list[Opened[K]]:
-        env = self.envelope
-        assert env is not None
+    def release(self) -> list[Opened[K]]:
+        """The lines held back for the decision, now: opened as the lines seen so far decide if no
+        more came (:func:`detect` with ``complete``). The decision itself stays open: the lines after
+        them are read as the first :data:`DETECT_LINES` decide. A rank that printed three lines and
+        ended is read as ``diagnose`` reads its three-line log."""
+        if not self._held:
+            return []
+        held, self._held = self._held, []
+        found = detect(self._head, True)  # complete: decided, never UNDECIDED
+        if not isinstance(found, Envelope):
+            return [(k, line, None, None) for k, line in held]
+        return self._open(found, held, final=True)
+
+    def _hold(self, items: Sequence[tuple[K, str]]) -> list[Opened[K]]:
+        out: list[Opened[K]] = []
+        for key, line in items:
+            if self._held or any(env.open(line) is not None for env in ENVELOPES):
+                self._held.append((key, line))
+            else:
+                out.append((key, line, None, None))
+        return out
+
+    def _open(self, env: Envelope, items: Sequence[tuple[K, str]], final: bool) -> list[Opened[K]]:
         out: list[Opened[K]] = []
         for key, line in items:
             parts = env.open(line)

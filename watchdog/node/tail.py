@@ -301,6 +301,12 @@ class FileTail:
             self._fd = None
 
 
+#: Seconds a rank's first lines may be held back while its envelope is undecided (lines that some
+#: envelope would open, while fewer than DETECT_LINES lines are in): no longer than a new rank's
+#: first lines already wait to be found (DISCOVER_EVERY). A rank whose lines no envelope opens is
+#: never held (its first plain lines decide it: see envelopes.detect).
+HOLD_UNDECIDED = DISCOVER_EVERY
+
 #: ``rank-R.log`` gets a time index ``rank-R.times``: one ``N WALL`` line (N lines of the log were
 #: written by wall time WALL, seconds since the epoch) at most this often, and the last at close.
 #: ``neuron-watch diagnose`` dates the rank's lines by it (rank output rarely carries its own stamps).
@@ -328,6 +334,7 @@ class RankStreams:
         self._lineno: dict[int, int] = {}
         #: rank -> the envelope its output comes in (a JSON logger's records, say), read as diagnose reads it
         self._envelopes: dict[int, EnvelopeReader[int]] = {}
+        self._held_since: dict[int, float] = {}  # rank -> when its envelope reader began to hold lines (holding only)
         self._pending: list[tuple[int, Record]] = []  # (local rank, record) until the offset is known
         self._redraw_logged: dict[int, float] = {}  # rank -> when a redraw was last written
         self._times: dict[int, AppendFile] = {}  # rank -> its time index (see TIME_INDEX_EVERY)
@@ -420,6 +427,7 @@ class RankStreams:
             ranked = [(local_rank + self.rank_offset, rec.text, rec) for local_rank, rec in raw]
         out: list[LogLine] = []
         echo_lines: list[str] = []
+        judged: dict[int, list[tuple[int, str]]] = {}  # rank -> (line number, text) for the judge, in order
         for rank, text, rec in ranked:
             f = self._out.get(rank)
             if f is None:
@@ -439,16 +447,10 @@ class RankStreams:
                 n = self._lineno.get(rank, 0)
             if rec.seen:
                 continue  # the judge had this state as a redraw already
-            # The judge sees what `neuron-watch diagnose` sees: escapes and redrawn bars removed,
-            # torch's own "[rankN]:" prefix dropped (the file already says which rank it is).
-            envelope = self._envelopes.get(rank)
-            if envelope is None:
-                envelope = self._envelopes[rank] = EnvelopeReader[int]()
-            inner = [text] if envelope.plain else [t for _, t, _, _ in envelope.read([(n, text)])]
-            for message in inner:
-                for part in logical_lines(message):
-                    out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
-                                       self.rank_log(rank), n))
+            judged.setdefault(rank, []).append((n, text))
+        for rank, items in judged.items():
+            self._judge_lines(rank, items, mono, wall, out)
+        self._settle_envelopes(mono, wall, final, to_eof, out)
         self._index(ranked, wall)
         for f in self._out.values():
             f.flush()
@@ -456,6 +458,46 @@ class RankStreams:
             self.echo("\n".join(echo_lines))
         self.lines_seen += len(out)
         return out
+
+    def _judge_lines(self, rank: int, items: list[tuple[int, str]], mono: float, wall: float,
+                     out: list[LogLine]) -> None:
+        """The judge's records of one rank's new lines: what `neuron-watch diagnose` reads in its log,
+        the envelope opened (see :meth:`_settle_envelopes`), escapes and redrawn bars removed, torch's
+        own "[rankN]:" prefix dropped (the file already says which rank it is)."""
+        envelope = self._envelopes.get(rank)
+        if envelope is None:
+            envelope = self._envelopes[rank] = EnvelopeReader[int]()
+        if envelope.plain:
+            self._emit(rank, items, mono, wall, out)
+            return
+        self._emit(rank, [(n, t) for n, t, _, _ in envelope.read(items)], mono, wall, out)
+        if not envelope.holding:
+            self._held_since.pop(rank, None)
+        elif rank not in self._held_since:
+            self._held_since[rank] = mono
+
+    def _settle_envelopes(self, mono: float, wall: float, final: bool, to_eof: bool, out: list[LogLine]) -> None:
+        """Lines a rank's envelope reader holds until its first lines decide the envelope go out when
+        it is decided, or at the latest :data:`HOLD_UNDECIDED` seconds after the first was held (a
+        rank quiet after its first lines, compiling), when the rank's files are read to their end
+        (``to_eof``: a rank ended; its last lines are its root cause), or at the end (``final``: the
+        envelope decided as for the whole log, a line still in pieces ended)."""
+        if final:
+            for rank, envelope in self._envelopes.items():
+                if not envelope.plain:
+                    self._emit(rank, [(n, t) for n, t, _, _ in envelope.read([], final=True)], mono, wall, out)
+            self._held_since.clear()
+            return
+        for rank, since in list(self._held_since.items()):  # only the ranks holding lines: a poll's cost stays
+            if to_eof or mono - since >= HOLD_UNDECIDED:
+                self._emit(rank, [(n, t) for n, t, _, _ in self._envelopes[rank].release()], mono, wall, out)
+                del self._held_since[rank]
+
+    def _emit(self, rank: int, items: list[tuple[int, str]], mono: float, wall: float, out: list[LogLine]) -> None:
+        for n, message in items:
+            for part in logical_lines(message):
+                out.append(LogLine(RankKey(self.node, rank), split_rank_prefix(part)[1], mono, wall,
+                                   self.rank_log(rank), n))
 
     def _index(self, ranked: list[tuple[int, str, Record]], wall: float, final: bool = False) -> None:
         """Note in each rank's time index how many lines its log holds at ``wall`` (at most every
