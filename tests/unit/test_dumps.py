@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.dumps import Activity, DumpScanner, dump_verdict, finding
+from neuron_watch.diagnosis.dumps import INNERMOST, Activity, DumpScanner, dump_verdict, finding
 from neuron_watch.events import Label, LogLine, RankKey
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
@@ -73,6 +73,15 @@ Thread 1 (process 24745):
 #6  0x00002b196e200287 in ?? () from /usr/lib64/libcuda.so.1
 #7  0x00002b196e344ae2 in cuStreamSynchronize () from /usr/lib64/libcuda.so.1
 """  # noqa: E501 (the lines as pasted)
+
+#: pytorch/pytorch#95944 (gdb ``bt`` of the one rank not in cudaDeviceSynchronize): twelve frames of the
+#: stripped CUDA driver, then the runtime's, under the API call that entered them (corpus
+#: collective_hang/pytorch-95944-gdb-backtrace-last-rank-cudamemcpyasync)
+GDB_STRIPPED_DRIVER = (CORPUS / "collective_hang/pytorch-95944-gdb-backtrace-last-rank-cudamemcpyasync.log").read_text(
+    encoding="utf-8")
+
+#: the same backtrace cut before the call that entered the driver: nothing in it is named
+GDB_ONLY_UNNAMED = "".join(GDB_STRIPPED_DRIVER.splitlines(keepends=True)[:12])
 
 #: huggingface/transformers#17308 (py-spy of a hung test): the main thread in autograd's
 #: ``backward`` under a test runner; no frame that names a wait on peers or the device
@@ -160,12 +169,14 @@ def _scan(text: str) -> DumpScanner:
     (FAULTHANDLER_ZERO3, "faulthandler", Activity.WAIT, "synchronize"),
     (GDB_ALLREDUCE, "gdb", Activity.WAIT, "cudaStreamSynchronize"),
     (GSTACK_ALLREDUCE, "gdb", Activity.WAIT, "cuStreamSynchronize"),
+    (GDB_STRIPPED_DRIVER, "gdb", Activity.WAIT, "cudaMemcpyAsync"),
     (PYSPY_BACKWARD_ONLY, "py-spy", Activity.OTHER, None),
     (PYSPY_DATALOADER_WORKER, "py-spy", Activity.DATA, "_worker_loop"),
     (PYSPY_ZERO2_IDLE_IN_ENGINE, "py-spy", Activity.WAIT, "backward"),
     (PYSPY_ZERO2_ACTIVE_IN_ENGINE, "py-spy", Activity.OTHER, None),
     (PYSPY_ZERO2_IDLE_IN_HOOK, "py-spy", Activity.OTHER, None),
-], ids=["py-spy-zero3", "faulthandler-zero3", "gdb-nccl-allreduce", "gstack-allreduce", "py-spy-backward-only",
+], ids=["py-spy-zero3", "faulthandler-zero3", "gdb-nccl-allreduce", "gstack-allreduce",
+        "gdb-unnamed-driver-frames-under-a-copy", "py-spy-backward-only",
         "py-spy-dataloader-worker", "py-spy-idle-in-engine-under-zero2", "py-spy-active-in-engine-busy",
         "py-spy-idle-in-a-hook"])
 def test_each_layout_is_read_to_its_main_threads_activity(text: str, tool: str, doing: Activity,
@@ -176,6 +187,16 @@ def test_each_layout_is_read_to_its_main_threads_activity(text: str, tool: str, 
     assert (dump.tool, dump.doing, dump.crash) == (tool, doing, False)
     assert (dump.frame.function if dump.frame else None) == function
     assert dump.main is not None and dump.main.main
+
+
+def test_frames_gdb_could_not_name_say_nothing_and_take_no_place() -> None:
+    """A backtrace of unnamed frames only (the driver's, cut before the call that entered it) names nothing;
+    under them, the named call decides though it is beyond the innermost window of frames."""
+    dumps = _scan(GDB_ONLY_UNNAMED).finish()
+    assert [(d.tool, d.doing, d.frame) for d in dumps] == [("gdb", Activity.OTHER, None)]
+    assert finding(dumps) is None
+    assert len(GDB_ONLY_UNNAMED.splitlines()) > INNERMOST  # the call is beyond the window of frames
+    assert finding(_scan(GDB_STRIPPED_DRIVER).finish()) is not None
 
 
 @pytest.mark.parametrize("text", [TRACEBACK_THROUGH_ALL_REDUCE, FINISHED_ALL_REDUCE],
@@ -249,6 +270,7 @@ def test_a_dump_under_a_crash_report_says_nothing_of_a_hang(excerpt: str) -> Non
     "collective_hang/deepspeed-6524-zero3-stuck-in-partition-grads-py-spy.log",
     "collective_hang/deepspeed-860-zero3-inference-hangs-in-synchronize-faulthandler.log",
     "collective_hang/deepspeed-3032-torch-compile-zero2-32gpu-pyspy-backward.log",
+    "collective_hang/pytorch-95944-gdb-backtrace-last-rank-cudamemcpyasync.log",
 ])
 def test_offline_diagnose_reads_a_pasted_dump_as_a_hang(excerpt: str) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict

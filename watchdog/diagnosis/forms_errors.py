@@ -415,7 +415,14 @@ _DEVICE_REFUSED = re.compile(
     r"\bwith compute capability (?:of )?(?:at least|below|less than|lower than|>=|<) ?\d|"
     r"\b(?:requires?|needs?) .{0,60}?\ba supported (?:device|GPU)\b|"
     r"\b(?:is|are) (?:not|only) supported on (?:this|your) (?:GPU|device|hardware)\b|"
-    r"\bonly supports? \w+ GPUs(?: or newer| and above)?\b")
+    r"\bonly supports? \w+ GPUs(?: or newer| and above)?\b|"
+    # torch.compile's refusal of a GPU Triton cannot compile for (torch/_inductor/exc.py GPUTooOldForTriton, and
+    # the RuntimeError torch raised before it: "Found <GPU> which is too old to be supported by the triton GPU
+    # compiler, which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your
+    # device is of CUDA capability 6.1"), under dynamo's "BackendCompilerFailed: backend=... raised:" (round
+    # issue23-heldout-17, nnunet-2349); a terminal may wrap it between its two sentences
+    r"\bwhich is too old to be supported by the triton GPU compiler\b|"
+    r"\bTriton only supports devices of CUDA Capability >= ?\d")
 _FALLS_BACK = re.compile(r"\w+Warning\b|(?i:\bfall(?:ing|s)? back\b)")
 
 #: the CUDA driver refusing a binary built for another device or a newer driver, in cuGetErrorString's and

@@ -22,6 +22,13 @@ _COMPILE_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     # Inductor's max-autotune (torch/_inductor/select_algorithm.py: "AUTOTUNE mm(...)" per op, then
     # the benchmarking summary that ends it)
     (re.compile(r"(?:^|[\s>|])AUTOTUNE \w+\("), "Inductor autotuning"),
+    # ... and the table's rows under that header, one a choice it timed (select_algorithm.py
+    # AlgorithmSelectorCache.log_results: f"  {choice.name} {result:.4f} ms {best_time / result:.1%}
+    # {choice.description}"; a Triton template's description is its config, "... num_stages=3, num_warps=4"):
+    # a log cut inside the table, without its header, is still a compile at work (round issue23-heldout-17,
+    # kandinsky-5-35). Only a Triton choice's row is read (its "num_warps=" is the needle); the aten rows
+    # between them ("  mm 0.3848 ms 100.0% ") say nothing a neighbouring row does not.
+    (re.compile(r"(?:^|[\s\]:>|]) {2}\w+ \d+\.\d{4} ms \d{1,3}\.\d% .*\bnum_warps=\d"), "Inductor autotuning"),
     # Inductor's IR printed as it lowers or autotunes a kernel (torch/_inductor/ir.py: the reprs of
     # FixedLayout/FlexibleLayout, "FixedLayout('cuda:0', torch.bfloat16, size=[8, 512, 256], stride=[...])",
     # under the StorageBox/ComputedBuffer that hold them, as autotuning's choices and its debug logs print

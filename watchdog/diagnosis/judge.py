@@ -271,6 +271,22 @@ def _relayed_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, E
     return None
 
 
+#: the causes a compiler's raised exception may state that are not the compile's own: the set-up it ran in
+_SETUP_LABELS = frozenset({Label.CONFIG_ERROR, Label.OOM, Label.HARDWARE_ERROR})
+
+
+def _raised_setup(failure: Evidence | None, detail: Evidence | None) -> Evidence | None:
+    """``detail`` when ``failure`` (a compile error's line) ends on a colon and ``detail``, the error line right
+    under it in the same source, states a set-up cause (:data:`_SETUP_LABELS`): what a compiler wrapper raised
+    (torch/_dynamo/exc.py BackendCompilerFailed's message is "backend='<name>' raised:" and the exception the
+    backend raised prints on the next line); None otherwise."""
+    if (failure is None or detail is None or not failure.text.rstrip().endswith(":")
+            or detail.source != failure.source or detail.lineno != failure.lineno + 1):
+        return None
+    reading = read_error(detail.text)
+    return detail if reading is not None and reading.label in _SETUP_LABELS else None
+
+
 def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, str]], bool]:
     """The frames (file, function), outermost first, of the Python traceback whose exception line is
     ``texts[at]``, and whether it was read from its ``Traceback (most recent call last):`` header."""
@@ -2154,6 +2170,13 @@ class Judge:
             elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
                 return self._compile_killed_verdict(st, ranks, evidence,
                                                     "the graph compiler was killed by signal 9 (SIGKILL)")
+            elif (sig.category is Label.COMPILE_ERROR and (raised := _raised_setup(st.failure, st.failure_detail))
+                  is not None):
+                # the compiler's failure ends on a colon and the next line is what it raised: that line states a
+                # set-up the compiler met (dynamo's "BackendCompilerFailed: backend='inductor' raised:" over
+                # "RuntimeError: Found <GPU> which is too old to be supported by the triton GPU compiler ...";
+                # round issue23-heldout-17, nnunet-2349), which the same compile meets again
+                return self._out_of_step(self._unexplained_verdict(raised, st.exit_code))
             elif sig.generic and (detail := st.failure_detail or st.unexplained) is not None and (
                     sig.category is Label.OTHER_CRASH or read_error(detail.text) is not None):
                 # a traceback header or an exit report, and the rank's own error line no rule knows; a

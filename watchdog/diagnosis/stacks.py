@@ -26,9 +26,13 @@ COLLECTIVE_FRAMES = re.compile(
 #: queued on it: torch's ``Stream``/``Event``/``cuda.synchronize`` (torch/cuda/streams.py,
 #: torch/cuda/__init__.py), the CUDA runtime's and driver's synchronising calls by their API names
 #: (``cudaStreamSynchronize``, ``cuStreamSynchronize``...), c10d's wait on a work object
-#: (``WorkNCCL::wait``/``synchronize``), XLA's ``wait_device_ops`` and JAX's ``block_until_ready``.
+#: (``WorkNCCL::wait``/``synchronize``), XLA's ``wait_device_ops`` and JAX's ``block_until_ready``; and the
+#: copies to the host that wait for the stream's work before they copy (the CUDA runtime API's "API synchronization
+#: behavior": ``cudaMemcpy``, and ``cudaMemcpyAsync`` into pageable memory, return when the copy is done, after the
+#: work queued before it), as torch's ``.item()``/``.cpu()`` make them (``_local_scalar_dense_cuda``).
 DEVICE_WAIT_FRAMES = re.compile(
     r"\b(?:synchronize|cu(?:da)?(?:Stream|Device|Event|Ctx)Synchronize|wait_device_ops|block_until_ready|"
+    r"cudaMemcpy(?:Async)?|cuMemcpyDtoH(?:_v2)?|_local_scalar_dense_cuda|"
     r"WorkNCCL::(?:wait|synchronize\w*)|Work(?:Gloo)?::wait)\b|torch/cuda/streams\.py"
 )
 
