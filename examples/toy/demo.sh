@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo: a real 4-rank torchrun training job (CPU, gloo) under neuron-watch. Rank 2 hangs in a
+# The demo: a real 3-rank torchrun training job (CPU, gloo) under neuron-watch. Rank 2 hangs in a
 # collective at step 12 of the first run; neuron-watch sees that no rank progresses, captures the
 # evidence (stack dumps of every rank, before anything is killed), stops the job, and restarts it
 # from the newest complete checkpoint; the job then finishes. Run from anywhere:
@@ -11,7 +11,7 @@ D=$(mktemp -d "${TMPDIR:-/tmp}/neuron-watch-demo.XXXXXX")
 export PATH="$PWD/.venv/bin:$PATH"
 set +e
 neuron-watch --run-dir "$D/run" --checkpoint-dir "$D/checkpoints" --hang-timeout 10 \
-  torchrun --nproc_per_node 4 examples/toy/train.py \
+  torchrun --nproc_per_node 3 examples/toy/train.py \
     --steps 30 --checkpoint-dir "$D/checkpoints" --hang-at 12 --hang-rank 2
 code=$?
 set -e

@@ -15,26 +15,34 @@ Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
   rank takes SIGKILL at once, the others SIGTERM and a second later SIGKILL: how the job stops is
   not the subject, and a rank blocked in the all-reduce takes the whole deadline);
 * generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
-* generation 2 resumes and trains for more than ``OUTLASTS * HANG`` to the end. Steps are ``STEP`` s
-  apart with ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
+* generation 2 resumes and trains in slow steps to the end. Steps are ``STEP`` s apart with
+  ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
+
+Three generations are the fewest that show the scenarios: each fault is followed by a resume from
+the framework's newest checkpoint, and the job then ends healthy (its own last words, its final
+save), so the second fault's generation cannot also be the last. The slow steps ride on that last
+generation, which must run anyway.
+
+A job shows it lives in three ways, each of which restarts the hang clock: its progress output,
+a new checkpoint in ``--checkpoint-dir`` (the node tells the judge, with the checkpoint's step),
+and its collectives completing (the Flight Recorder, read by the rank probe in every rank).
 
 ``test_stopped_rank_is_a_hang_and_restarts``: exactly one hang, in generation 0, and the job
 finishes. ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: exactly one failure in
-generation 1, caused by the crash (no hang verdict after generation 0): had neuron-watch not seen
-the steps' progress, the silence of more than ``HANG`` seconds inside generation 2 would have been
-judged a hang and restarted it. A generation is on the long startup timeout until its first
-progress, so the test also asserts that generation 2's first progress was seen more than
-``OUTLASTS * HANG`` before its end (else it would prove nothing): two hang timeouts, so that a
-stretch of unseen steps one hang timeout long, and the verdict's slack after it, fit inside it.
-For Lightning's Rich bar, which prints no progress at all, the judge stays on the startup timeout
-(``--startup-timeout``, from the generation's start to its first progress); there generation 2
-must outlast ``STARTUP_RICH + HANG_RICH`` (asserted from the events, else the run would prove
-nothing) with ``--startup-timeout STARTUP_RICH``: only liveness seen some other way (Flight
-Recorder) keeps it from being judged hung. That liveness is read every few seconds (the rank
-probe's poll), so its hang timeout is a few polls long; the jobs that print progress have a short
-one. The crash's
-restart checkpoint is the newest one the framework had written, and the job's own output says
-generation 2 began at its step.
+generation 1, caused by the crash (no hang verdict after generation 0), and generation 2 lived
+through its slow steps. For the jobs that print progress: a progress event of generation 2 is
+dated by a line of the ranks, not by the node's word of a new checkpoint (the framework's own
+output was read, not only its checkpoints), and generation 2's first progress came more than
+``OUTLASTS * HANG`` before the end: a generation is on the long startup timeout until its first
+progress, so progress seen only near the end would prove nothing; two hang timeouts, so that a
+stretch one hang timeout long with no sign of life, and the verdict's slack after it, fit inside
+it. Lightning's Rich bar prints nothing while it trains (stdout is a file), and its checkpoints are
+``SAVE_RICH`` steps apart: after generation 2's first new checkpoint (progress: the hang timeout in
+force) there must be a stretch longer than ``QUIET_RICH`` in which the run's merged log got no line
+(no rank output, no new checkpoint), so only the collectives kept it from being judged hung. That
+liveness is read every few seconds (the rank probe's poll), so its hang timeout is a few polls long;
+the jobs that print progress have a short one. The crash's restart checkpoint is the newest one the
+framework had written, and the job's own output says generation 2 began at its step.
 
 Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
 pass. No pid of a run survives it.
@@ -49,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import math
 import os
@@ -91,18 +100,24 @@ STEP = 1.0
 HANG = 6.0
 #: generation 2 trains for more than this many hang timeouts past its first progress (see above)
 OUTLASTS = 2
-# The Rich-bar job's only liveness is its Flight Recorder, read every rank_probe.POLL_EVERY (5 s)
-# plus the answer's own delay under load: silence is judged over a few polls
+# The Rich-bar job prints nothing: between two of its checkpoints its only liveness is its Flight
+# Recorder, read every rank_probe.POLL_EVERY (5 s) plus the answer's own delay under load: silence is
+# judged over a few polls
 HANG_RICH = 12.0
 SAVE_EVERY = 5  # steps between two checkpoints (the DDP job: 2 epochs, its snapshot's own pace)
+# The Rich-bar job's checkpoints are further apart: a new checkpoint is a sign of life of its own (the
+# node reports it to the judge), so generation 2 must hold a stretch between two of them, on the hang
+# timeout, in which only the collectives show that the job lives: longer than QUIET_RICH
+SAVE_RICH = 25
+#: the Rich-bar job's quiet stretch must outlast this: the hang timeout and the verdict's slack after
+#: it (a verdict comes at the loop's next tick after the timeout); a new checkpoint is seen up to a scan
+#: (hang timeout / 3) after it is written, which SAVE_RICH's 25 s between two of them cover
+QUIET_RICH = HANG_RICH + 3.0
 MARGIN = 8.0  # seconds of generation 2's training beyond what its assertion needs
 # --startup-timeout: from a generation's start to its first progress, so it must cover the imports
-# (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13)
+# (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13;
+# 87 s from the restart to the Rich-bar job's first checkpoint at load 18)
 STARTUP = 180.0
-# small, so that a generation of the Rich-bar job outlasts it (see above), but it must cover a
-# generation's imports and Trainer set-up before its first collective: 45 s was passed at load ~7
-# on 2 cores (generation 1 judged hung in its start-up, the test failed)
-STARTUP_RICH = 100.0
 DEADLINE = 720.0  # for one whole run of three generations, on a busy 2-core machine
 
 
@@ -168,11 +183,11 @@ JOB_HF = Job(
 )
 
 
-def _lightning(bar: str) -> Job:
+def _lightning(bar: str, save_every: int = SAVE_EVERY) -> Job:
     return Job(
         f"lightning_job-{bar}",
         lambda ckpt, n, s: [str(JOBS / "lightning_job.py"), "--ckpt-dir", str(ckpt), "--max-steps", str(n),
-                            "--save-every", str(SAVE_EVERY), "--bar", bar, "--step-seconds", str(s)],
+                            "--save-every", str(save_every), "--bar", bar, "--step-seconds", str(s)],
         _lightning_checkpoints,
         BEGAN,
         "training done at step",
@@ -189,7 +204,8 @@ JOB_DDP = Job(
     "training done after epoch",
 )
 
-JOB_RICH = _lightning("default")  # Lightning's own choice: RichProgressBar, rich being importable here
+# Lightning's own choice: RichProgressBar, rich being importable here
+JOB_RICH = _lightning("default", save_every=SAVE_RICH)
 JOBS_ALL = [JOB_HF, _lightning("tqdm"), JOB_RICH, JOB_DDP]
 
 
@@ -268,7 +284,28 @@ def saved_epochs(log: str) -> int:
 
 
 def _t(event: dict[str, Any]) -> float:
-    return dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+    return _epoch(event["time"])
+
+
+def _epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+# merged.log: "<ISO time> <node>/rank<N> | <text>"; the node's own word of a new checkpoint in
+# --checkpoint-dir: "<ISO time> <node>/rank? | neuron-watch: a new complete checkpoint appeared: <path> (step N)"
+MERGED_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\S+Z) \S+ \| (.*)$")
+APPEARED = "neuron-watch: a new complete checkpoint appeared: "
+
+
+def _merged(run: Run) -> list[tuple[float, bool, str]]:
+    """Every line of the run's merged.log: its time, whether it is the node's word of a new
+    checkpoint (else a rank's output), and its text."""
+    found = []
+    for line in (run.run_dir / "merged.log").read_text(errors="replace").splitlines():
+        m = MERGED_LINE.match(line)
+        if m is not None:  # else a continuation of a long line
+            found.append((_epoch(m.group(1)), m.group(2).startswith(APPEARED), m.group(2)))
+    return found
 
 
 def fw_environment() -> dict[str, str]:
@@ -321,18 +358,23 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
     SIGSTOPped after generation 0's first checkpoint (a hang), SIGKILLed after generation 1's first
     checkpoint (a crash); generation 2 trains in slow steps to the end. No pid of it survives."""
     tmp_path = tmp_path_factory.mktemp(job.name)
-    # generation 2 trains > OUTLASTS * HANG from where generation 1 was killed (its first checkpoint:
-    # 2 * SAVE_EVERY steps or 4 epochs in), the Rich-bar generation 2 > STARTUP_RICH + HANG_RICH even
-    # when its imports are quick; MARGIN more for a kill a step after that checkpoint and a slow end
     rich = job is JOB_RICH
-    need = STARTUP_RICH + HANG_RICH if rich else OUTLASTS * HANG
-    length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((need + MARGIN) / STEP)
-    if job is not JOB_DDP:  # the last step is a checkpoint step: its save is part of the healthy end
-        length = SAVE_EVERY * math.ceil(length / SAVE_EVERY)
-    startup = STARTUP_RICH if rich else STARTUP  # the Rich bar: no progress line at all
+    if rich:
+        # generation 2 resumes at generation 1's first checkpoint (2 * SAVE_RICH), writes one more (the
+        # hang timeout is then in force) and trains SAVE_RICH quiet steps on to the last one's checkpoint
+        length = 4 * SAVE_RICH
+    else:
+        # generation 2 trains > OUTLASTS * HANG from where generation 1 was killed (its first checkpoint:
+        # 2 * SAVE_EVERY steps or 4 epochs in); MARGIN more for a kill a step after that checkpoint and a
+        # slow end
+        length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((OUTLASTS * HANG + MARGIN) / STEP)
+        if job is not JOB_DDP:  # the last step is a checkpoint step: its save is part of the healthy end
+            length = SAVE_EVERY * math.ceil(length / SAVE_EVERY)
     deadline = time.monotonic() + DEADLINE
-    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "1"),
-                 startup=startup, hang=HANG_RICH if rich else HANG) as run:
+    # --no-prewarm: a torchrun started ahead for a next generation (once a generation has trained for
+    # a minute) would be started, in vain, in the last one; how a restart starts is not the subject
+    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "1", "--no-prewarm"),
+                 hang=HANG_RICH if rich else HANG) as run:
         first_checkpoint(run, job, deadline)
         os.kill(_rank_1(run, 0, deadline), signal.SIGSTOP)
         victim = _rank_1(run, 1, deadline)  # generation 1 runs: generation 0 is over
@@ -378,17 +420,33 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job
         assert chosen_step >= fw_run.newest_at_kill[0] >= step
         assert int(began.group(1)) == chosen_step  # generation 2 began where the checkpoint was
     end = _t(named(evs, "job_finished")[0])
+    restarted = _t(restarts[1])
+    seen = [e for e in named(evs, "progress") if e["generation"] == 2]
+    assert seen, "no progress of generation 2 seen"
     if job is JOB_RICH:
-        # proves something only if generation 2 lasted longer than the startup grace and a hang
-        # timeout: a job whose liveness is never seen would have been restarted by then
-        assert end - _t(restarts[1]) > STARTUP_RICH + HANG_RICH
+        # Rich prints nothing. Between generation 2's first new checkpoint (progress: the hang timeout
+        # is in force) and the job's last word, a stretch longer than a hang timeout and its slack in
+        # which merged.log got no line at all (no rank output, no word of a new checkpoint): only the
+        # collectives, read by the rank probe, said that the job lived; a job whose collectives were
+        # not seen would have been judged hung in it
+        merged = [(t, checkpoint, text) for t, checkpoint, text in _merged(run) if t > restarted]
+        appeared = [t for t, checkpoint, _ in merged if checkpoint]
+        done = [t for t, _, text in merged if job.done in text]
+        assert appeared and done, "no new checkpoint of generation 2, or no last word, seen"
+        training = [t for t, _, _ in merged if appeared[0] <= t <= done[0]]
+        quiet = max((b - a for a, b in itertools.pairwise(training)), default=0.0)
+        assert quiet > QUIET_RICH, f"generation 2's longest quiet stretch was {quiet:.1f}s"
     else:
+        # the framework's own progress output was read: a progress event dated by a rank's line (an
+        # event is dated by the line that showed the progress; a new checkpoint is progress too)
+        announced = [t for t, checkpoint, _ in _merged(run) if checkpoint]
+        printed = [e for e in seen if all(abs(_t(e) - t) > 0.001 for t in announced)]
+        assert printed, f"generation 2's progress came only from its new checkpoints: {seen}"
         # Until its first progress a generation is on the (long) startup timeout. Proves something
         # only if progress was seen early: generation 2 then trained for more than OUTLASTS * HANG
-        # on the hang timeout, which any unseen stretch of steps longer than HANG would have fired.
-        seen = [_t(e) for e in named(evs, "progress") if e["generation"] == 2]
-        assert seen, "no progress of generation 2 seen"
-        assert end - min(seen) > OUTLASTS * HANG, "generation 2's first progress was seen only near its end"
+        # on the hang timeout, which any stretch longer than HANG with no sign of life would have fired.
+        first = min(_t(e) for e in seen)
+        assert end - first > OUTLASTS * HANG, "generation 2's first progress was seen only near its end"
 
 
 @pytest.mark.timeout(DEADLINE + 60)

@@ -24,7 +24,7 @@ NW = [sys.executable, "-m", "neuron_watch.cli"]
 # The events of a real hang-and-restart run (examples/toy/demo.sh), abridged to their fields.
 HANG_RUN = [
     {"event": "job_started", "generation": 0, "job_id": "nw-1", "node": "n1", "nodes": 1,
-     "command": ["/v/bin/torchrun", "--log-dir", "/r/gen-0/torchrun/n1", "--redirects", "3", "--nproc_per_node", "4",
+     "command": ["/v/bin/torchrun", "--log-dir", "/r/gen-0/torchrun/n1", "--redirects", "3", "--nproc_per_node", "3",
                  "train.py"], "checkpoint": None, "config": {"run_dir": "/r", "max_restarts": 3}},
     {"event": "recovery_phase", "generation": 0, "phase": "running", "previous": "starting"},
     {"event": "command", "generation": 0, "command": "capture_evidence", "nodes": ["n1"], "incident": "incident-1",
@@ -53,7 +53,7 @@ def test_every_decision_of_a_hang_and_restart_is_one_line_in_order() -> None:
     lines = lines_of(HANG_RUN)
     assert all(ln.startswith("[neuron-watch] ") for ln in lines)
     assert lines == [
-        "[neuron-watch] start: job nw-1 on n1 (1 node); watching torchrun --nproc_per_node 4 train.py; "
+        "[neuron-watch] start: job nw-1 on n1 (1 node); watching torchrun --nproc_per_node 3 train.py; "
         "hang timeout 10s (--hang-timeout), run dir /r",
         "[neuron-watch] failure seen: capturing evidence (incident-1) on 1 node(s) before anything is stopped",
         "[neuron-watch] verdict: collective_hang, culprit n1/rank2 (no rank progressed and none compiled for 10s)"
