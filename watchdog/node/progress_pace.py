@@ -3,7 +3,7 @@
 A training rank prints a step line every step; on 1,024 nodes x 64 ranks that is 65,536 progress rows
 a second (or more), each one the coordinator's judging thread took one by one, though a row that only
 moves a rank's last step a second on changes no verdict. The node keeps each rank's newest progress
-and sends the judge what changed (issue 25, item 1):
+and sends the judge what changed:
 
 * **at once**: every match the batch keeps (a compile, a save begun or ended, a wait, an error, a
   step that raises the batch's step: :func:`~neuron_watch.diagnosis.classify.compact_matches`), a
