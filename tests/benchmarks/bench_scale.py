@@ -21,8 +21,9 @@ What is real:
   TCP connection, session, sequence numbers, bounded resend buffer, signing, the challenge/echo
   handshake, acks, resends after 3 s without an ack, heartbeats when idle;
 * the batches: built by the real agent path (:meth:`LineBatches.batch`: joined per rank, classified
-  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.classify.compact_matches`), once, for one
-  node's ranks; a line's text names its *local* rank only, so another node's batch is the same body
+  with the packaged knowledge base, :func:`~neuron_watch.diagnosis.classify.compact_matches`, the judge's share
+  of steady progress paced as at the job's size: node/progress_pace.py), once, for one node's ranks, each
+  batch at its flush time; a line's text names its *local* rank only, so another node's batch is the same body
   with its global ranks (which the agent would build from the same lines: checked at start-up).
 
 What is simulated:
@@ -91,6 +92,7 @@ from neuron_watch.events import JobState, Label, LogLine, RankKey
 from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.node.agent_link import AgentLink, new_session
+from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.outputs.status import FULL_RANKS, summarise
 from neuron_watch.runtime import default_judge_factory, line_writer
@@ -103,6 +105,7 @@ from neuron_watch.wire.protocol import (
     decode_body,
     encode_body,
     procs_every_at,
+    progress_pace_at,
 )
 from neuron_watch.wire.transport import AgentSocket
 
@@ -165,7 +168,21 @@ def template_rows(plan: Plan) -> list[list[tuple[int, str, float]]]:
 def shifted(body: Lines, offset: int) -> Lines:
     """``body`` of node 0's ranks as another node's: the same lines, ranks + ``offset``."""
     return Lines(tuple(r._replace(rank=r.rank + offset) for r in body.ranks), body.matches, body.classified,
-                 body.progress)
+                 body.progress, body.blocks, body.judged, tuple(g._replace(rank=g.rank + offset) for g in body.held))
+
+
+def template_bodies(plan: Plan, batches: list[list[tuple[int, str, float]]], build: LineBatches, t0: float,
+                    wall0: float) -> list[Lines]:
+    """The cycle's bodies as node 0's agent builds them, each at its flush time (the judge's share of
+    steady progress paced as at the job's size: protocol.progress_pace_at)."""
+    pace = progress_pace_at(plan.nodes)
+    span = plan.cycle / plan.rate / len(batches)
+    out = []
+    for j, b in enumerate(batches):
+        now = t0 + (j + 1) * span
+        wall = wall0 + now - t0
+        out.append(build.batch(rows_of(b, 0, now, wall), now, wall, pace))
+    return out
 
 
 def rows_of(batch: list[tuple[int, str, float]], offset: int, now: float, wall: float) -> list[LogLine]:
@@ -255,7 +272,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     batches = template_rows(plan)
     now, wall = time.monotonic(), time.time()
     scratch = links[first]
-    base_bodies = [scratch.batches.batch(rows_of(b, 0, now, wall), now, wall) for b in batches]
+    base_bodies = template_bodies(plan, batches, scratch.batches, now, wall)
     # The agent builds another node's batch from the same lines as node 0's body with its ranks:
     for n in (first, first + count - 1):
         real = scratch.batches.batch(rows_of(batches[0], n * plan.ranks, now, wall), now, wall)
@@ -393,7 +410,7 @@ def capacity(plan: Plan, seconds: int, profile: int = 0) -> dict[str, Any]:
                  for n in range(plan.nodes)}
         scratch = AgentLink(c.endpoint, SECRET, job=JOB, node="template", session=1,
                             socket=_Captured([], b""), kb=kb)  # type: ignore[arg-type]
-        base = [scratch.batches.batch(rows_of(b, 0, t0, wall0), t0, wall0) for b in batches]
+        base = template_bodies(plan, batches, scratch.batches, t0, wall0)
         bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base] for n in links}
         n_lines = [b.n_lines for b in base]
         for n, link in links.items():  # as after the handshake: the agents echo the coordinator's session

@@ -52,7 +52,8 @@ PURE = [
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",
-    "wire.outbox", "node.line_batches", "node.error_context", "node.proc_readings", "node.link_settings",
+    "wire.outbox", "node.line_batches", "node.progress_pace", "node.error_context", "node.proc_readings",
+    "node.link_settings",
     "node.link_commands",
 ]
 #: I/O, processes, clocks (pure code takes ``now``), networking and threads

@@ -71,6 +71,13 @@ BODIES = [
           99, (), (p.RankBlock(0, "/logs/rank3.log", 0.1, (5, 6, 8, 9),
                                "ValueError: bad --lr\n\n    raise RuntimeError('set-up failed') from e\n"
                                "RuntimeError: set-up failed"),)),
+    # paced (schema 10): rank 5 held (its lines only for the job's log), rank 6 judged with its row of 3 progress
+    # lines (2 held before), and rank 9's held row, due, in a batch where it has no line
+    Lines((RankLines(5, 1, 0.4, 0.4, 0.4, "step 14 loss 2.3"), RankLines(6, 1, 0.2, 0.2, 0.2, "step 14 loss 2.2")),
+          (), 99, (RankProgress(1, "progress.step", 14, 2.2, "/logs/rank6.log", 44, 3),), (), (1,),
+          (p.HeldProgress(9, "progress.step", 13, None, 2.5, 2.5, "step 13", "/logs/rank9.log", 40, 4),)),
+    # held rows alone (the ranks went quiet), every rank judged
+    Lines((), (), 99, (), (), None, (p.HeldProgress(2, "progress.step", 7, 0.5, 3.0, 3.25, "step 7", "", 0),)),
     Heartbeat(3, 120, 2),
     Heartbeat(0, 0, 0, 7),  # 7 lines cut to the wire's line limit so far
     Procs((ProcSample(1, 5151, 93.5, 0.2),)),
@@ -204,12 +211,13 @@ def test_inconsistent_lines_bodies_are_refused(ranks: list[list[object]], matche
 
 
 @pytest.mark.parametrize("progress", [
-    [[1, "progress.step", 3, None, 0, 0]],  # no rank 1 in the batch
-    [[0, "progress.step", 3, None, 0, 0], [0, "progress.step", 4, None, 0, 0]],  # one rank coalesced twice
-    [[0, "progress.step", None, None, 0, 0]],  # a progress row always has its step
-    [[0, "progress.step", 3, None, 1, 0]],  # no source 1
-    [[0, "progress.step", 3, float("nan"), 0, 0]],  # loss not finite
-    [[0, "progress.step", 3, None, 0]],  # a field short
+    [[1, "progress.step", 3, None, 0, 0, 1]],  # no rank 1 in the batch
+    [[0, "progress.step", 3, None, 0, 0, 1], [0, "progress.step", 4, None, 0, 0, 1]],  # one rank coalesced twice
+    [[0, "progress.step", None, None, 0, 0, 1]],  # a progress row always has its step
+    [[0, "progress.step", 3, None, 1, 0, 1]],  # no source 1
+    [[0, "progress.step", 3, float("nan"), 0, 0, 1]],  # loss not finite
+    [[0, "progress.step", 3, None, 0, 0, 0]],  # standing for no line
+    [[0, "progress.step", 3, None, 0, 0]],  # a field short (schema 9's row, without its count)
 ])
 def test_inconsistent_progress_rows_are_refused(progress: list[list[object]]) -> None:
     with pytest.raises(ProtocolError) as ei:
@@ -236,6 +244,41 @@ def test_inconsistent_error_blocks_are_refused(blocks: object) -> None:
     assert ei.value.problem in ("field", "truncated")
 
 
+_STEP_RANKS = [[0, 1, 0.0, 0.0, 0.0, "step 3"], [1, 1, 0.0, 0.0, 0.0, "step 3"]]
+
+
+@pytest.mark.parametrize("matches, progress, judged, held", [
+    ([], [], [2], []),  # no rank 2 in the batch
+    ([], [], [0, 0], []),  # a rank judged twice
+    ([], [], "all", []),  # not a list
+    ([], [[1, "progress.step", 3, None, 0, 0, 1]], [0], []),  # a progress row of a rank not judged
+    ([[1, "progress.step", 3, None, 0.0, "step 3", 0, 0]], [], [0], []),  # a match of a rank not judged
+    ([], [], None, [[1, "progress.step", 3, None, 0.0, 0.0, "step 3", 0, 0, 1]]),  # held, but it has lines here
+    ([], [], None, [[5, "progress.step", 3, None, 0.0, 0.0, "step 3", 0, 0, 1]] * 2),  # held twice
+    ([], [], None, [[5, "progress.step", None, None, 0.0, 0.0, "step 3", 0, 0, 1]]),  # held without its step
+    ([], [], None, [[5, "progress.step", 3, None, 0.0, 0.0, "step 3\nstep 4", 0, 0, 1]]),  # two lines in one
+    ([], [], None, [[5, "progress.step", 3, None, 0.0, 0.0, "step 3", 1, 0, 1]]),  # no source 1
+    ([], [], None, [[5, "progress.step", 3, None, 0.0, 0.0, "step 3", 0, 0, 0]]),  # standing for no line
+    ([], [], None, [[5, "progress.step", 3, None, 0.0, 0.0, "step 3", 0, 0]]),  # a field short
+])
+def test_inconsistent_paced_bodies_are_refused(matches: list[Any], progress: list[Any], judged: Any,
+                                               held: list[Any]) -> None:
+    frames = [encode(Msg(_header(Kind.LINES), BODIES[2]))[0],
+              msgpack.packb([99, [""], _STEP_RANKS, matches, progress, [], judged, held])]
+    with pytest.raises(ProtocolError) as ei:
+        decode(frames)
+    assert ei.value.problem == "field"
+
+
+def test_only_a_body_with_held_rows_may_name_no_rank() -> None:
+    held = [[5, "progress.step", 3, None, 0.0, 0.0, "step 3", 0, 0, 1]]
+    head = encode(Msg(_header(Kind.LINES), BODIES[2]))[0]
+    body = decode([head, msgpack.packb([99, [""], [], [], [], [], None, held])]).body
+    assert isinstance(body, Lines) and not body.ranks and body.held[0].rank == 5
+    with pytest.raises(ProtocolError):
+        decode([head, msgpack.packb([99, [""], [], [], [], [], None, []])])
+
+
 def test_fingerprint_must_fit_63_bits() -> None:
     assert decode(_lines_body([[0, 1, 0.0, 0.0, 0.0, "a"]], classified=(1 << 63) - 1)).body.classified == (1 << 63) - 1
     for bad in (-1, 1 << 63):
@@ -259,7 +302,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -271,7 +314,9 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     #    or a procs body saying only what changed (5 items).
     # 8: a peer that sends a procs body by row (a list per worker and per flight recorder group), or a coordinator
     # that refuses an exit of 4 items (a clean exit presumed from the rank's record).
-    assert p.SCHEMA_VERSION == 9
+    # 9: a coordinator that takes every rank of a lines body to its judge (schema 10 leaves out the ranks whose
+    # steady progress the node holds: Lines.judged) and knows neither held rows nor a progress row's count.
+    assert p.SCHEMA_VERSION == 10
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -445,7 +490,7 @@ def test_fast_lines_decode_agrees_with_the_checked_one() -> None:
                  for r, k, d in ((r, rng.randrange(1, 4), rng.random()) for r in range(n))]
         matches = [[rng.randrange(n), "sig", rng.choice((None, 3)), rng.choice((None, 1.5)), 0.25, "t", 0, 9]
                    for _ in range(rng.randrange(0, 4))]
-        progress = [[c, "step", 7, rng.choice((None, 2.5)), 0, 4]
+        progress = [[c, "step", 7, rng.choice((None, 2.5)), 0, 4, rng.choice((1, 3))]
                     for c in rng.sample(range(n), rng.randrange(0, n + 1))]
         body: list[object] = [rng.choice((0, 5)), ["/a"], ranks, matches, progress]
         if rng.random() < 0.9:

@@ -11,6 +11,7 @@ and the backlog from.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import operator
 from collections.abc import Sequence
@@ -264,7 +265,8 @@ class Ingest:
         """
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.job.behind >= SHED_BEHIND
-        rank_keys, n = self.joblog.write(h, body, not shed, frame)
+        # (a body of held progress rows alone has no line for the job's log)
+        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks else ([], 0)
         if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
@@ -280,7 +282,8 @@ class Ingest:
             judge.observe_blocks(block_lines(body, rank_keys, t_mono, h.wall))
         if body.classified and body.classified == self._kb_fingerprint(judge):
             try:
-                judge.observe_columns(line_columns(body, rank_keys, t_mono, h.wall))
+                judge.observe_columns(line_columns(body, rank_keys, t_mono, h.wall,
+                                                   functools.partial(self._key, h.node)))
                 return
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", h.node, exc)

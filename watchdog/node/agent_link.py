@@ -76,6 +76,7 @@ from neuron_watch.wire.protocol import (
     encode_body,
     encode_header,
     kind_of,
+    progress_pace_at,
     window_bytes_at,
 )
 from neuron_watch.wire.transport import AgentSocket
@@ -154,9 +155,11 @@ class AgentLink:
         if self.batches.add(line):
             self.flush_lines(line.mono, line.wall)
 
-    def flush_lines(self, now: float, wall: float) -> None:
-        """Turn the pending lines into ``lines`` messages (joined per rank, classified, split by size)."""
-        for body in self.batches.take(now, wall):
+    def flush_lines(self, now: float, wall: float, everything: bool = False) -> None:
+        """Turn the pending lines into ``lines`` messages (joined per rank, classified, split by size), the
+        judge's share of steady progress paced by the job's size (:func:`progress_pace_at`; ``everything``:
+        every row held goes now: what an exit or a status must follow)."""
+        for body in self.batches.take(now, wall, progress_pace_at(self.job_nodes), everything):
             self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
 
     def add_compilers(self, samples: Iterable[Sample], now: float, wall: float,
@@ -192,14 +195,14 @@ class AgentLink:
         ``presumed``: code 0 presumed from each rank's record of a normal interpreter exit."""
         e = tuple(ExitInfo(r, c, max(0.0, now - m), presumed) for r, c, m in exits)
         if e:
-            self.flush_lines(now, wall)  # lines printed before an exit must arrive before it
+            self.flush_lines(now, wall, everything=True)  # lines printed before an exit must arrive before it
             self._flush_procs(now, wall)  # and the processes seen before it
             self._enqueue(Exits(e), now, wall)
 
     def status(self, state: NodeStatus, now: float, wall: float, detail: str = "", checkpoint: str = "",
                report: EvidenceReport | StopReport | LauncherExit | None = None) -> None:
         """Report the node's state, with the typed report of ``evidence_done`` and ``stopped``."""
-        self.flush_lines(now, wall)
+        self.flush_lines(now, wall, everything=True)
         self._flush_procs(now, wall)
         self._enqueue(Status(state.value, detail, checkpoint, self.outbox.dropped_lines, self.outbox.dropped_msgs,
                              self.counters.truncated_lines, {} if report is None else report.to_wire()), now, wall)
@@ -214,7 +217,7 @@ class AgentLink:
         """
         commands = self._receive(now, wall)
         s = self.settings
-        if self.batches.due(now, batch_age_at(self.job_nodes, s.batch_age)):
+        if self.batches.due(now, batch_age_at(self.job_nodes, s.batch_age), progress_pace_at(self.job_nodes)):
             self.flush_lines(now, wall)
         self._flush_procs(now, wall, due=True)
         if len(self.outbox) == 0 and now - self._last_sent >= s.heartbeat:
@@ -291,6 +294,7 @@ class AgentLink:
                 self._rewind(now)
                 if new_coordinator:  # it holds none of our readings: the next one goes whole
                     self.readings.reset()
+                    self.batches.pace.reset()  # nor our ranks' progress: what is held goes, the next rows at once
                 if new_coordinator and self._hello is not None:
                     # A restarted coordinator knows nothing of us: introduce ourselves again.
                     self._enqueue(self._hello, now, wall)
@@ -362,6 +366,7 @@ class AgentLink:
         """Messages from now on belong to ``generation`` (after a Launch command)."""
         if generation != self.generation:  # a new generation's judge holds none of our readings
             self.readings.reset()
+            self.batches.pace.clear()
         self.generation = generation
 
     def close(self) -> None:

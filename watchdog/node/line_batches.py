@@ -24,6 +24,7 @@ from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fi
 from neuron_watch.events import LogLine
 from neuron_watch.node.error_context import ErrorContext
 from neuron_watch.node.link_settings import LinkCounters
+from neuron_watch.node.progress_pace import ProgressPace
 from neuron_watch.wire.protocol import (
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
@@ -56,6 +57,8 @@ class LineBatches:
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
         #: the lines around a failure that go with its batch (the error block the judge reads its cause from)
         self.context = ErrorContext()
+        #: each rank's progress as the judge has it, and the rows held for it (schema 10)
+        self.pace = ProgressPace()
         if kb is not None:
             self.set_knowledge_base(kb)
 
@@ -79,26 +82,36 @@ class LineBatches:
         self.pending.append(line)
         return len(self.pending) >= self.batch_lines
 
-    def due(self, now: float, age: float) -> bool:
-        """Whether the oldest pending line is ``age`` seconds old."""
-        return self.since is not None and now - self.since >= age
+    def due(self, now: float, age: float, pace: float = 0.0) -> bool:
+        """Whether the oldest pending line is ``age`` seconds old, or a held progress row is due (its
+        rank's ``pace`` interval has passed: :class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
+        return (self.since is not None and now - self.since >= age) or (self.kb is not None
+                                                                         and self.pace.due(now, pace))
 
-    def take(self, now: float, wall: float) -> Iterator[Lines]:
-        """The pending lines as ``lines`` bodies (joined per rank, classified), one at a time: a flood
-        split in several bodies is never held whole twice. The batch is empty once it starts."""
+    def take(self, now: float, wall: float, pace: float = 0.0, everything: bool = False) -> Iterator[Lines]:
+        """The pending lines as ``lines`` bodies (joined per rank, classified, the judge's share paced at
+        ``pace`` seconds; ``everything``: every held row goes now), one at a time: a flood split in
+        several bodies is never held whole twice. The batch is empty once it starts. With no line
+        pending, the held rows that are due go alone."""
         if not self.pending:
+            if self.kb is not None and (everything or self.pace.due(now, pace)):
+                body = self.batch((), now, wall, pace, everything)
+                if body.held:
+                    yield body
             return
         pending = self.pending
         self.pending = []
         self.since = None
         for part in split_by_size(pending):
-            yield self.batch(part, now, wall)
+            yield self.batch(part, now, wall, pace, everything)
             if part is not pending:
                 self.counters.split_batches += 1
 
-    def batch(self, lines: Sequence[LogLine], now: float, wall: float) -> Lines:
+    def batch(self, lines: Sequence[LogLine], now: float, wall: float, pace: float = 0.0,
+              everything: bool = False) -> Lines:
         """The ``lines`` body of ``lines`` (this node's, in read order), classified with the knowledge
-        base when there is one (:func:`~neuron_watch.diagnosis.classify.classify_batch`)."""
+        base when there is one (:func:`~neuron_watch.diagnosis.classify.classify_batch`), the judge's
+        share paced at ``pace`` seconds (:class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
         lines = one_line_each(lines)
         if self.kb is None:
             return lines_body(lines, now, wall)
@@ -108,7 +121,9 @@ class LineBatches:
         left_out = context.left_out
         runs = context.runs(self.kb, lines, found.matches)
         self.counters.block_lines_left_out += context.left_out - left_out
-        return lines_body(lines, now, wall, found.matches, found.progress, self.kb_fp, runs)
+        paced = self.pace.take(lines, found.matches, found.progress, now, pace, everything)
+        return lines_body(lines, now, wall, paced.matches, paced.progress, self.kb_fp, runs, paced.judged,
+                          paced.held, paced.counts)
 
 
 def split_by_size(pending: list[LogLine]) -> list[list[LogLine]]:

@@ -37,11 +37,12 @@ Coordinator -> agent kinds (commands): ack, capture_evidence, stop, launch, shut
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -55,7 +56,7 @@ from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColu
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
 #: What each version changed: docs/multinode.md, "Schema versions".
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
@@ -157,6 +158,15 @@ def procs_every_at(nodes: int, floor: float = 1.0) -> float:
     return max(floor, min(MAX_PROCS_EVERY, nodes / PROCS_MSGS_PER_SECOND))
 
 
+def progress_pace_at(nodes: int) -> float:
+    """Seconds a node may hold a rank's steady progress before the judge sees it, in a job of ``nodes``
+    nodes: the process readings' growth (``procs_every_at(nodes) - 1``): 0 up to 256 nodes (every row
+    goes with its batch), 3 s at 1,024. The judge's hang clock already waits that much longer
+    (:func:`delivery_slack_at` counts the same growth), so a row held that long is never taken for
+    silence (see :class:`Lines`, ``judged`` and ``held``)."""
+    return procs_every_at(nodes) - 1.0
+
+
 #: What every node together may have sent the coordinator and not yet had acknowledged: its receive
 #: queues (libzmq bounds them in messages, not bytes) never hold more than this, plus one message a
 #: node and the copies of a resend round (which waits while the coordinator is behind).
@@ -216,8 +226,10 @@ class LineMatch(NamedTuple):
 class RankProgress(NamedTuple):
     """A rank whose lines in the batch were all progress lines with a step, coalesced to its latest
     one: the last line of ``Lines.ranks[chunk]`` (its text, ``d_last`` old) read ``step`` and
-    ``loss`` with ``signature``. Its count and first and last times are the rank's row's; the text
-    travels once, in the row (see :func:`neuron_watch.diagnosis.classify.coalesce_progress`)."""
+    ``loss`` with ``signature``. Its first and last times are the rank's row's; the text
+    travels once, in the row (see :func:`neuron_watch.diagnosis.classify.coalesce_progress`).
+    ``stands_for`` (schema 10): the progress lines it stands for, this batch's and those the node held
+    since the rank's last row (for the record: the judge reads the newest line only)."""
 
     chunk: int
     signature: str
@@ -225,6 +237,25 @@ class RankProgress(NamedTuple):
     loss: float | None
     source: str = ""
     lineno: int = 0
+    stands_for: int = 1
+
+
+class HeldProgress(NamedTuple):
+    """A rank's newest line, a progress line the node held (schema 10: see ``Lines.held``), sent in a
+    batch where the rank has no line: the rank (its number, not an index into ``Lines.ranks``), the
+    match (``signature``, ``step``, ``loss``), its age on the header's monotonic and wall clocks, its
+    stream and line number, its text, and ``stands_for``, the progress lines it stands for."""
+
+    rank: int
+    signature: str
+    step: int
+    loss: float | None
+    d_mono: float
+    d_wall: float
+    text: str
+    source: str = ""
+    lineno: int = 0
+    stands_for: int = 1
 
 
 class RankBlock(NamedTuple):
@@ -267,6 +298,14 @@ class Lines:
     steps, each coalesced to its latest step (:class:`RankProgress`), instead of a match each.
     ``blocks``: the error blocks around the failures among ``matches`` (:class:`RankBlock`); a body without
     them travels in the layout it had before it could carry them (five items).
+
+    ``judged`` and ``held`` (schema 10): the node keeps each rank's progress and sends the judge what
+    changed (:mod:`neuron_watch.node.progress_pace`). ``judged``: the indices into ``ranks`` of the ranks
+    the judge takes this batch (their times and newest line); ``None``: every rank (a body without
+    ``judged`` or ``held`` keeps its five or six items). A rank left out printed nothing but steady
+    progress the node holds: its lines are the job log's (``merged.log``, the tails), not the judge's,
+    until its row is due. Every rank of ``matches`` and ``progress`` is judged. ``held``: the rows the
+    node held of ranks with no line in this batch, now due (:class:`HeldProgress`).
     """
 
     ranks: tuple[RankLines, ...]
@@ -274,6 +313,8 @@ class Lines:
     classified: int = 0
     progress: tuple[RankProgress, ...] = ()
     blocks: tuple[RankBlock, ...] = ()
+    judged: tuple[int, ...] | None = None
+    held: tuple[HeldProgress, ...] = ()
 
     @property
     def n_lines(self) -> int:
@@ -497,12 +538,16 @@ def _body_to_wire(body: Body) -> list[Any]:
         for m in body.matches:
             idx = sources.setdefault(m.source, len(sources))
             matches.append([m.chunk, m.signature, m.step, m.loss, m.d_mono, m.text, idx, m.lineno])
-        progress = [[g.chunk, g.signature, g.step, g.loss, sources.setdefault(g.source, len(sources)), g.lineno]
-                    for g in body.progress]
+        progress = [[g.chunk, g.signature, g.step, g.loss, sources.setdefault(g.source, len(sources)), g.lineno,
+                     g.stands_for] for g in body.progress]
         blocks = [[k.chunk, sources.setdefault(k.source, len(sources)), k.d_mono, list(k.linenos), k.text]
                   for k in body.blocks]
+        held = [[g.rank, g.signature, g.step, g.loss, g.d_mono, g.d_wall, g.text,
+                 sources.setdefault(g.source, len(sources)), g.lineno, g.stands_for] for g in body.held]
         items = [body.classified, list(sources),
                  [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
+        if body.judged is not None or held:  # (only then: a body that judges every rank keeps five or six items)
+            return [*items, blocks, None if body.judged is None else list(body.judged), held]
         return [*items, blocks] if blocks else items  # (only then: a body without blocks keeps its five items)
     if isinstance(body, Hello):
         return [body.hostname, body.pid, list(body.ranks), body.agent_version, body.place]
@@ -721,18 +766,18 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
     ranks: tuple[RankLines, ...] = tuple(map(tuple.__new__, itertools.repeat(RankLines), rows))
     progress: tuple[RankProgress, ...] = ()
     if prows:
-        if set(map(type, prows)) != _LIST or set(map(len, prows)) != {6}:
+        if set(map(type, prows)) != _LIST or set(map(len, prows)) != {7}:
             return None
-        pchunk_c, psig_c, pstep_c, ploss_c, psi_c, plineno_c = zip(*prows, strict=True)
-        if not (set(map(type, pchunk_c + pstep_c + psi_c + plineno_c)) == _INT and set(map(type, psig_c)) == _STR
-                and set(map(type, ploss_c)) <= _FLOAT_NONE
+        pchunk_c, psig_c, pstep_c, ploss_c, psi_c, plineno_c, pcount_c = zip(*prows, strict=True)
+        if not (set(map(type, pchunk_c + pstep_c + psi_c + plineno_c + pcount_c)) == _INT
+                and set(map(type, psig_c)) == _STR and set(map(type, ploss_c)) <= _FLOAT_NONE
                 and all(map(math.isfinite, filter(None, ploss_c)))  # (None and 0.0 left out: not a float, finite)
                 and min(pchunk_c) >= 0 and max(pchunk_c) < len(ranks) and len(set(pchunk_c)) == len(pchunk_c)
-                and min(psi_c) >= 0 and max(psi_c) < len(sources)):
+                and min(psi_c) >= 0 and max(psi_c) < len(sources) and min(pcount_c) >= 1):
             return None
         progress = tuple(map(tuple.__new__, itertools.repeat(RankProgress),
                              zip(pchunk_c, psig_c, pstep_c, ploss_c, map(sources.__getitem__, psi_c), plineno_c,
-                                 strict=True)))
+                                 pcount_c, strict=True)))
     if not mrows:
         return Lines(ranks, (), classified, progress)
     if set(map(type, mrows)) != _LIST or set(map(len, mrows)) != {8}:
@@ -752,27 +797,74 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
 
 
 def _decode_lines(b: list[Any]) -> Lines:
-    if type(b) is list and len(b) == 6:
+    if type(b) is list and len(b) in (6, 8):
         # the error blocks are few (a rank's failure) and checked one by one; the rest as any body's
         fast = _decode_lines_fast(b[:5])
         if fast is None:
             return _decode_lines_checked(b)
         blocks = _blocks(b[5], len(fast.ranks), b[1])
-        return Lines(fast.ranks, fast.matches, fast.classified, fast.progress, blocks)
+        judged, held = _paced(b[6], b[7], fast, b[1]) if len(b) == 8 else (None, ())
+        return Lines(fast.ranks, fast.matches, fast.classified, fast.progress, blocks, judged, held)
     fast = _decode_lines_fast(b)
     return fast if fast is not None else _decode_lines_checked(b)
 
 
+#: a held progress row's fields (HeldProgress on the wire: the source as an index into the body's sources)
+_HELD_FIELDS = 10
+
+
+def _paced(judged_v: Any, held_v: Any, body: Lines, sources: list[str]) -> tuple[tuple[int, ...] | None,
+                                                                                tuple[HeldProgress, ...]]:
+    """A schema 10 body's ``judged`` and ``held`` (``body``: its other items, checked already; ``sources``: its
+    sources, checked already), checked: the judged ranks are distinct indices into ``body.ranks`` and hold
+    every rank of its matches and progress rows; a held row is a rank with no line in the body, once."""
+    n_ranks = len(body.ranks)
+    judged: tuple[int, ...] | None = None
+    if judged_v is not None:
+        col = _list(judged_v, None, "judged")
+        if not set(map(type, col)) <= _INT or len(set(col)) != len(col) or (
+                col and (min(col) < 0 or max(col) >= n_ranks)):
+            raise ProtocolError("field", "judged must be distinct indices of the body's ranks")
+        named = {m.chunk for m in body.matches} | {g.chunk for g in body.progress}
+        if not named <= set(col):
+            raise ProtocolError("field", f"ranks {sorted(named - set(col))[:5]} of matches or progress rows "
+                                         "are not judged")
+        judged = tuple(col)
+    rows = _list(held_v, None, "held")
+    if len(rows) > MAX_BATCH_ITEMS:
+        raise ProtocolError("field", f"a lines body holds at most {MAX_BATCH_ITEMS} held rows")
+    held = []
+    own = {r.rank for r in body.ranks}
+    for row in rows:
+        if type(row) is not list or len(row) != _HELD_FIELDS:
+            raise ProtocolError("field", "a held row must be [rank, signature, step, loss, d_mono, d_wall, text, "
+                                         "source, lineno, count]")
+        rank, sig, step, loss, d_mono, d_wall, text, si, lineno, count = row
+        if not (type(rank) is int and type(sig) is str and type(step) is int and type(text) is str
+                and type(si) is int and type(lineno) is int and type(count) is int):
+            raise ProtocolError("field", f"a held row has a field of the wrong type: {row!r:.80}")
+        if rank in own or count < 1 or "\n" in text:
+            raise ProtocolError("field", f"held row of rank {rank}: a rank of the body or given twice, a count "
+                                         "under 1, or a text with a newline")
+        own.add(rank)
+        if not 0 <= si < len(sources):
+            raise ProtocolError("field", f"held row source index {si} out of range")
+        held.append(HeldProgress(rank, sig, step, None if loss is None else _float(loss, "loss"),
+                                 _float(d_mono, "d_mono"), _float(d_wall, "d_wall"), text, sources[si], lineno, count))
+    return judged, tuple(held)
+
+
 def _decode_lines_checked(b: list[Any]) -> Lines:
     """Row by row, naming the first problem (the slow path; the authority on what is valid)."""
-    _list(b, 6 if type(b) is list and len(b) == 6 else 5, "lines body")
+    _list(b, len(b) if type(b) is list and len(b) in (6, 8) else 5, "lines body")
     classified = _int(b[0], "classified")
     if not 0 <= classified < 1 << 63:
         raise ProtocolError("field", "classified must be a 63-bit fingerprint or 0")
     sources = [_str(s, "source") for s in _list(b[1], None, "sources")]
     n_sources = len(sources)
     rows = _list(b[2], None, "ranks")
-    if not rows or len(rows) > MAX_BATCH_ITEMS:
+    # (a body of held rows alone names no rank of its own: schema 10)
+    if (not rows and not (len(b) == 8 and type(b[7]) is list and b[7])) or len(rows) > MAX_BATCH_ITEMS:
         raise ProtocolError("field", f"a lines body must name 1 to {MAX_BATCH_ITEMS} ranks, got {len(rows)}")
     ranks = []
     seen: set[int] = set()
@@ -822,11 +914,12 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
     progress = []
     coalesced: set[int] = set()
     for row in rows:
-        if type(row) is not list or len(row) != 6:
-            raise ProtocolError("field", "a progress row must be [rank index, signature, step, loss, source, lineno]")
-        chunk, sig, step, loss, si, lineno = row
+        if type(row) is not list or len(row) != 7:
+            raise ProtocolError("field", "a progress row must be [rank index, signature, step, loss, source, lineno, "
+                                         "count]")
+        chunk, sig, step, loss, si, lineno, count = row
         if not (type(chunk) is int and type(sig) is str and type(step) is int and type(si) is int
-                and type(lineno) is int):
+                and type(lineno) is int and type(count) is int and count >= 1):
             raise ProtocolError("field", f"a progress row has a field of the wrong type: {row!r:.80}")
         if not 0 <= chunk < n_ranks or chunk in coalesced:
             raise ProtocolError("field", f"progress row rank index {chunk} out of range or given twice")
@@ -834,9 +927,13 @@ def _decode_lines_checked(b: list[Any]) -> Lines:
         if not 0 <= si < n_sources:
             raise ProtocolError("field", f"progress row source index {si} out of range")
         progress.append(RankProgress(chunk, sig, step, None if loss is None else _float(loss, "loss"), sources[si],
-                                     lineno))
-    blocks = _blocks(b[5], n_ranks, sources) if len(b) == 6 else ()
-    return Lines(tuple(ranks), tuple(matches), classified, tuple(progress), blocks)
+                                     lineno, count))
+    blocks = _blocks(b[5], n_ranks, sources) if len(b) >= 6 else ()
+    body = Lines(tuple(ranks), tuple(matches), classified, tuple(progress), blocks)
+    if len(b) == 8:
+        judged, held = _paced(b[6], b[7], body, sources)
+        return dataclasses.replace(body, judged=judged, held=held)
+    return body
 
 
 #: error blocks a lines body may carry per rank (the sender sends at most one per rank and batch)
@@ -1101,7 +1198,8 @@ def one_line_each(lines: Sequence[LogLine]) -> Sequence[LogLine]:
 
 def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Sequence[LogLine] = (),
                progress: Sequence[LogLine] = (), classified: int = 0,
-               blocks: Sequence[Sequence[LogLine]] = ()) -> Lines:
+               blocks: Sequence[Sequence[LogLine]] = (), judged: Sequence[int] | None = None,
+               held: Sequence[tuple[LogLine, int]] = (), counts: Mapping[int, int] | None = None) -> Lines:
     """The ``lines`` body of one node's ``lines`` (in read order, one line each: see
     :func:`one_line_each`), assembled at ``now``/``wall``: per rank one joined text, in the order
     each rank's first line was read. ``matches`` and ``progress``: lines of ``lines`` classified
@@ -1110,7 +1208,11 @@ def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Seque
     ``blocks``: runs of consecutive lines of one stream of a rank that has lines in ``lines`` (one line
     each), the error blocks around its failures (node/error_context.py); :func:`block_lines` gives them back.
     The node's name travels once, in the header: :func:`line_records` and :func:`body_lines` give
-    the lines back."""
+    the lines back.
+
+    Paced (:mod:`neuron_watch.node.progress_pace`): ``judged``, the rank numbers the judge takes (None:
+    every rank); ``held``, each due held row of a rank with no line in ``lines`` and the progress lines it
+    stands for; ``counts``, the progress lines each row of ``progress`` stands for (by rank; 1 if not given)."""
     groups: dict[int, list[Any]] = {}  # rank -> [chunk index, texts, first mono, newest mono, first wall]
     for ln in lines:
         rank, mono = ln.key.rank, ln.mono
@@ -1126,11 +1228,22 @@ def lines_body(lines: Sequence[LogLine], now: float, wall: float, matches: Seque
                  tuple(LineMatch(groups[m.key.rank][0], m.signature, m.step, m.loss, max(0.0, now - m.mono), m.text,
                                  m.source, m.lineno) for m in matches),
                  classified,
-                 tuple(RankProgress(groups[p.key.rank][0], p.signature, p.step, p.loss, p.source, p.lineno)
+                 tuple(RankProgress(groups[p.key.rank][0], p.signature, p.step, p.loss, p.source, p.lineno,
+                                    1 if counts is None else counts.get(p.key.rank, 1))
                        for p in progress if p.step is not None),
                  tuple(RankBlock(groups[run[0].key.rank][0], run[0].source, max(0.0, now - max(ln.mono for ln in run)),
                                  tuple(ln.lineno for ln in run), "\n".join(ln.text for ln in run))
-                       for run in blocks if run))
+                       for run in blocks if run),
+                 None if judged is None else tuple(groups[r][0] for r in judged),
+                 tuple(HeldProgress(h.key.rank, h.signature, _step_of(h.step), h.loss, max(0.0, now - h.mono),
+                                    wall - h.wall, h.text, h.source, h.lineno, n) for h, n in held))
+
+
+def _step_of(step: int | None) -> int:
+    """A held row's step (a held row is a progress line that read one)."""
+    if step is None:
+        raise ValueError("a held progress row without a step")
+    return step
 
 
 class LineRecords(NamedTuple):
@@ -1144,53 +1257,95 @@ class LineRecords(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-def line_records(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> LineRecords:
-    """The records of a lines body the sender classified: a span per rank, the matched lines and the
-    progress lines, each line whole (its rank's key, text, times, stream, match).
+def line_records(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float,
+                 key_of: Callable[[int], RankKey] | None = None) -> LineRecords:
+    """The records of a lines body the sender classified: a span per judged rank, the matched lines and
+    the progress lines, each line whole (its rank's key, text, times, stream, match).
 
     ``keys``: the key of each of ``body.ranks`` (their node is the header's, the sender's
     authenticated name: a sender speaks for its own node only); ``t_mono``: the receiver's
     monotonic time of the header's ``mono`` (ages are relative to it); ``wall``: the header's wall
-    clock. A progress row is its rank's newest line (time and text)."""
-    # (tuples built in C from a tuple, not through the named tuples' __new__, and rows unpacked, not read
-    # field by field: this runs for every rank of every batch)
-    spans: list[RankSpan] = [_new_tuple(RankSpan, (key, t_mono - d_first, t_mono - d_last, text.rpartition("\n")[2]))
-                             for key, (_r, _n, d_first, d_last, _w, text) in zip(keys, body.ranks, strict=True)]
-    matches: list[LogLine] = [_new_tuple(LogLine, (keys[chunk], text, t_mono - d_mono, wall - d_mono, source, lineno,
-                                                   sig, step, loss))
-                              for chunk, sig, step, loss, d_mono, text, source, lineno in body.matches]
-    rows = body.ranks
-    progress: list[LogLine] = []
-    for chunk, sig, step, loss, source, lineno in body.progress:
-        key, _first, last, text = spans[chunk]
-        progress.append(_new_tuple(LogLine, (key, text, last, wall - rows[chunk][3], source, lineno, sig, step, loss)))
-    return LineRecords(spans, matches, progress)
+    clock. A progress row is its rank's newest line (time and text). A held row (``body.held``) is
+    its rank's newest line too: a span of that line and a progress line, its rank's key ``key_of(rank)``.
+
+    Raises:
+        ValueError: held rows and no ``key_of``.
+    """
+    cols = line_columns(body, keys, t_mono, wall, key_of)
+    spans = [RankSpan(*span) for span in zip(cols.keys, cols.first, cols.last, cols.text, strict=True)]
+    p = cols.progress
+    progress: list[LogLine] = [
+        _new_tuple(LogLine, (cols.keys[chunk], text, mono, w, source, lineno, sig, step, loss))
+        for chunk, mono, w, text, source, lineno, sig, step, loss in zip(
+            p.chunk, p.mono, p.wall, p.text, p.source, p.lineno, p.signature, p.step, _row_losses(body), strict=True)]
+    return LineRecords(spans, list(cols.matches), progress)
+
+
+def _row_losses(body: Lines) -> list[float | None]:
+    """The loss of each progress row of ``body``, in :func:`line_columns`' order: the batch's rows, then the held."""
+    return [g.loss for g in body.progress] + [g.loss for g in body.held]
 
 
 _newest_line = operator.itemgetter(2)  # of a text's rpartition("\n"): its last line
 
 
-def line_columns(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> BatchColumns:
+def line_columns(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float,
+                 key_of: Callable[[int], RankKey] | None = None) -> BatchColumns:
     """:func:`line_records` by column, as the coordinator's judge takes a batch
-    (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_columns`): the ranks' times and newest lines,
+    (:meth:`~neuron_watch.diagnosis.judge.Judge.observe_columns`): the judged ranks' times and newest lines,
     and the progress rows' times, texts and steps, each column built in C (no record per rank or
     per progress row: one of each per rank and batch is what a job of 65,536 ranks cannot afford).
     A progress row is its rank's newest line; the matches are whole lines, as in :func:`line_records`.
+    The ranks the node held (not in ``body.judged``) are left out; each held row (``body.held``) is a
+    rank of its own (``key_of(rank)``), its line both the rank's newest line and its progress row.
+
+    Raises:
+        ValueError: held rows and no ``key_of``.
     """
-    _rank, _n, d_first, d_last, _d_wall, texts = zip(*body.ranks, strict=True)
-    sub, repeat = operator.sub, itertools.repeat
-    last = list(map(sub, repeat(t_mono), d_last))
-    newest = list(map(_newest_line, map(str.rpartition, texts, repeat("\n"))))
+    rows: Sequence[RankLines] = body.ranks
+    judged, sub, repeat = body.judged, operator.sub, itertools.repeat
     matches: list[LogLine] = [_new_tuple(LogLine, (keys[chunk], text, t_mono - d_mono, wall - d_mono, source, lineno,
                                                    sig, step, loss))
                               for chunk, sig, step, loss, d_mono, text, source, lineno in body.matches]
+    chunks: Sequence[int] = ()
+    if judged is not None:  # the ranks the judge takes, in the body's order; a row's rank is its place among them
+        place = dict(zip(judged, range(len(judged)), strict=True))
+        keys, rows = list(map(keys.__getitem__, judged)), list(map(rows.__getitem__, judged))
+        chunks = list(map(place.__getitem__, [g.chunk for g in body.progress]))
+    elif body.progress:
+        chunks = [g.chunk for g in body.progress]
+    if rows:
+        _rank, _n, d_first, d_last, _d_wall, texts = zip(*rows, strict=True)
+    else:
+        d_first = d_last = texts = ()
+    first = list(map(sub, repeat(t_mono), d_first))
+    last = list(map(sub, repeat(t_mono), d_last))
+    newest = list(map(_newest_line, map(str.rpartition, texts, repeat("\n"))))
     progress = NO_PROGRESS
     if body.progress:
-        chunk, sig_c, step_c, _loss, source_c, lineno_c = zip(*body.progress, strict=True)
-        progress = ProgressColumns(chunk, list(map(last.__getitem__, chunk)),
-                                   list(map(sub, repeat(wall), map(d_last.__getitem__, chunk))),
-                                   list(map(newest.__getitem__, chunk)), source_c, lineno_c, sig_c, step_c)
-    return BatchColumns(keys, list(map(sub, repeat(t_mono), d_first)), last, newest, matches, progress)
+        _c, sig_c, step_c, _loss, source_c, lineno_c, _count = zip(*body.progress, strict=True)
+        progress = ProgressColumns(chunks, list(map(last.__getitem__, chunks)),
+                                   list(map(sub, repeat(wall), map(d_last.__getitem__, chunks))),
+                                   list(map(newest.__getitem__, chunks)), source_c, lineno_c, sig_c, step_c)
+    if body.held:
+        if key_of is None:
+            raise ValueError("a body with held rows needs the keys of their ranks (key_of)")
+        keys = list(keys)
+        n = len(keys)
+        for g in body.held:  # (rows of quiet ranks: few, each once a pace interval)
+            mono = t_mono - g.d_mono
+            keys.append(key_of(g.rank))
+            first.append(mono)
+            last.append(mono)
+            newest.append(g.text)
+        h = body.held
+        progress = ProgressColumns([*progress.chunk, *range(n, n + len(h))],
+                                   [*progress.mono, *last[n:]], [*progress.wall, *(wall - g.d_wall for g in h)],
+                                   [*progress.text, *(g.text for g in h)], [*progress.source, *(g.source for g in h)],
+                                   [*progress.lineno, *(g.lineno for g in h)],
+                                   [*progress.signature, *(g.signature for g in h)],
+                                   [*progress.step, *(g.step for g in h)])
+    return BatchColumns(keys, first, last, newest, matches, progress)
 
 
 def body_lines(body: Lines, keys: Sequence[RankKey], t_mono: float, wall: float) -> list[LogLine]:
