@@ -8,8 +8,9 @@ every step until dynamo's recompile limit). ``--cold-cache DIR``: the recompiles
 cache in ``DIR`` (an empty one: the recompile is real, the system compiler runs), while the first
 compile uses the cache the environment names (``TORCHINDUCTOR_CACHE_DIR``; it is not the subject).
 ``--backend``: torch.compile's backend (``inductor``, the default, writes C++ and runs the system
-compiler; ``aot_eager`` traces the same graphs through dynamo and AOT autograd and runs them eagerly:
-a real recompile, guards and dynamo's recompile lines included, without the C++ compile).
+compiler; ``aot_eager`` traces the same graphs through dynamo and AOT autograd and runs them eagerly;
+``eager`` hands dynamo's graphs to eager PyTorch: both a real recompile, guards and dynamo's recompile
+lines included, without the C++ compile).
 """
 
 from __future__ import annotations
