@@ -59,6 +59,7 @@ from neuron_watch.diagnosis.forms_round16b import round16b_cause, round16b_form
 from neuron_watch.diagnosis.forms_round17a import NEEDLES as ROUND17A_NEEDLES
 from neuron_watch.diagnosis.forms_round17a import round17a_cause, round17a_form
 from neuron_watch.diagnosis.forms_round17b import round17b_cause
+from neuron_watch.diagnosis.forms_round18b import round18b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -68,7 +69,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 21
+FORM_RULES = 22
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -431,9 +432,11 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return known[0], f"a Neuron runtime status {known[1]}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
-    stated = (round13a_cause(text) or round14a_cause(text) or round14b_cause(text) or round15a_cause(text)
-              or round15b_cause(text) or round16a_cause(text) or round16b_cause(text) or round17a_cause(text)
-              or round17b_cause(text))
+    # a device's fault stated in CUDA's words outranks the component that met it (an allocator's record of the
+    # failed free, a C++ terminate): round18b's forms first
+    stated = (round18b_cause(text) or round13a_cause(text) or round14a_cause(text) or round14b_cause(text)
+              or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
+              or round17a_cause(text) or round17b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

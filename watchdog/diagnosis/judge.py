@@ -1195,6 +1195,18 @@ class Judge:
             self._saw_training(ev)
             self._worked(st.last_save_end, line.mono)
             st.last_save_end = line.mono
+        elif effect is Effect.RECOMPILE and m.signature.severity == "warning":
+            # dynamo's recompile-limit record (torch/_dynamo/convert_frame.py: log.warning("torch._dynamo hit
+            # config.%s (%s) ...") then, unless fullgraph raises FailOnRecompileLimitHit, unimplemented(): the
+            # frame is skipped and runs without compiling): no compile starts there, the one announced before it
+            # gave up. A storm by dynamo's own word (Judge.recompile_storms), not a compile at work.
+            st.recompile_open = None
+            self.open_recompiles.discard(st.key)
+            self._recompilers[st.key] = st
+            st.recompiles += 1
+            st.last_recompile_line = ev
+            st.recompile_limit_hit = True
+            st.last_recompile_note = None
         elif effect is Effect.RECOMPILE:
             st.recompile_open, st.recompile_step = line.mono, self.max_step  # see RankState.recompiling_until
             st.recompile_own_step = st.step
@@ -1202,7 +1214,6 @@ class Judge:
             self._may_compile[st.key] = self._recompilers[st.key] = st
             st.recompiles += 1
             st.last_recompile_line = ev
-            st.recompile_limit_hit = st.recompile_limit_hit or m.signature.severity == "warning"
             # said one by one up to a storm; a storm is said once, as a storm (Judge.recompile_storms)
             if m.signature.severity == "info" and st.recompiles < RECOMPILE_STORM:
                 st.last_recompile_note = RecompileNote(ev)
