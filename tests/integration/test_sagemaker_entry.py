@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import free_port
+from tests.fixtures.procs import free_port, toy_settings
 from tests.fixtures.s3 import S3Endpoint
 from tests.integration.test_cloudwatch import cloudwatch, listed
 
@@ -28,6 +28,7 @@ TOY = REPO / "examples" / "toy" / "train.py"
 
 def sm_env(tmp_path: Path, hosts: list[str], current: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_WATCH_", "SM_", "MASTER_"))}
+    env.update(toy_settings())
     env.update(SM_HOSTS=json.dumps(hosts), SM_CURRENT_HOST=current, SM_NUM_NEURONS="0", SM_NUM_GPUS="0",
                NPROC_PER_NODE="1", CHECKPOINT_DIR=str(tmp_path / "ckpt"), RUN_DIR=str(tmp_path / "runs" / current),
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")

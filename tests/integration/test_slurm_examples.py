@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import free_port
+from tests.fixtures.procs import free_port, toy_settings
 from tests.fixtures.slurm import REPO, SlurmCluster
 from tests.integration.test_srun import END_STATES
 
@@ -24,7 +24,8 @@ EXAMPLES = REPO / "examples" / "parallelcluster"
 
 def run_job(c: SlurmCluster, tmp_path: Path, script: str, train_args: list[str], **env: str) -> tuple[str, str]:
     out = tmp_path / f"{script}.out"
-    job_env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    job_env = dict(c.env, **toy_settings(),
+                   PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                    NPROC_PER_NODE="1", MASTER_PORT=str(29400 + os.getpid() % 500),
                    # node 0's coordinator would take this host's default port 29510, which another test
                    # running at the same time (tests/run runs two pytest-xdist workers) may hold

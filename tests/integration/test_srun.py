@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.mqtt import MqttRecorder
-from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, wait_until_gone
+from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, toy_settings, wait_until_gone
 from tests.fixtures.runs import HANG_TIMEOUT
 from tests.fixtures.slurm import SlurmCluster
 
@@ -73,7 +73,10 @@ class SrunJob:
               "--steps", "30", "--step-time", "0.05", *toy_args]
         batch.write_text("#!/bin/bash\n" + " ".join(nw) + "\n")
         batch.chmod(0o755)
-        env = dict(c.env, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        # sbatch passes its environment on to the batch script and every task: the toy's test settings
+        # (no DDP, one OpenMP thread: tests/fixtures/procs.py) reach every rank of every generation
+        env = dict(c.env, **toy_settings(),
+                   PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), CKPT=str(self.ckpt), TOY=TOY,
                    NPROC=str(nproc), **(env or {}))
         r = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-D", str(tmp_path), "-o", str(self.out),
@@ -279,8 +282,9 @@ def _hw_args() -> list[str]:
     return ["--hw-error-at", "12", "--hw-error-rank", "1"]  # rank 1 = node rank 1 (n2), its one rank
 
 
-def test_hardware_error_drains_the_node_and_continues_on_the_spare(slurm_cluster: SlurmCluster,
+def test_hardware_error_drains_the_node_and_continues_on_the_spare(drainable_slurm_cluster: SlurmCluster,
                                                                    tmp_path: Path) -> None:
+    slurm_cluster = drainable_slurm_cluster
     with submitted(slurm_cluster, tmp_path, 3, _hw_args(), nproc=HW_NPROC) as job:
         state = job.wait()
         assert state == "COMPLETED", job.explain()
@@ -301,8 +305,9 @@ def test_hardware_error_drains_the_node_and_continues_on_the_spare(slurm_cluster
         job.assert_nothing_survives()
 
 
-def test_hardware_error_without_spare_requeues_the_job_without_the_node(slurm_cluster: SlurmCluster,
+def test_hardware_error_without_spare_requeues_the_job_without_the_node(drainable_slurm_cluster: SlurmCluster,
                                                                         tmp_path: Path) -> None:
+    slurm_cluster = drainable_slurm_cluster
     with submitted(slurm_cluster, tmp_path, 2, _hw_args(), sbatch_args=["--requeue"], nproc=HW_NPROC) as job:
         state = job.wait(timeout=400)
         assert state == "COMPLETED", job.explain()
