@@ -26,6 +26,7 @@ from tests.fixtures.procs import (
     events,
     force_cleanup,
     free_port,
+    hosted_coordinator_pid,
     kill_group,
     named,
     pids_with_env,
@@ -313,19 +314,6 @@ def _rank_log(run_dir: Path) -> str:
     return logs[0].read_text(errors="replace") if logs else ""
 
 
-def _hosted_coordinator(run_dir: Path) -> int | None:
-    """The pid of the job's coordinator process that node 0's wrapper started for ``run_dir`` (not its
-    job log's writer, which carries the same mark), or None."""
-    for pid in pids_with_env(HOSTED_MARKER_ENV, str(run_dir)):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"neuron_watch.commands.hosted" in cmdline:
-            return pid
-    return None
-
-
 def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_judged_and_restarted(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
     """libzmq's ``Assertion failed: !_io_error`` abort (SIGABRT) of the job's coordinator, mid-run: it
@@ -338,10 +326,10 @@ def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_j
         (p0, run0), (p1, run1) = nodes
         deadline = time.monotonic() + 180
         # both nodes train (their first steps are in their rank logs) and the coordinator process is up
-        while not (all("step 2 loss" in _rank_log(run) for _, run in nodes) and _hosted_coordinator(run0)):
+        while not (all("step 2 loss" in _rank_log(run) for _, run in nodes) and hosted_coordinator_pid(run0)):
             assert time.monotonic() < deadline and p0.poll() is None and p1.poll() is None, out(tmp_path, 0)
             time.sleep(0.2)
-        first = _hosted_coordinator(run0)
+        first = hosted_coordinator_pid(run0)
         assert first is not None and first not in (p0.pid, p1.pid)
         os.kill(first, signal.SIGABRT)
         codes = wait_all(nodes, 300)
