@@ -35,6 +35,7 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,11 +58,12 @@ from neuron_watch.job.coordinator import (
     coordinator_settings,
 )
 from neuron_watch.job.endpoint import Counters
+from neuron_watch.job.hosting import HostedCoordinator
 from neuron_watch.job.judgelike import JudgeLike
 from neuron_watch.job.linewriter import LineWriter, Tell
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
-from neuron_watch.node.procs import MARKER_ENV, start_in_new_group, stop_group
+from neuron_watch.node.procs import MARKER_ENV, dies_with_parent, start_in_new_group, stop_group
 from neuron_watch.outputs.console import StatusLine, attach_console, console_echo, say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
@@ -398,6 +400,19 @@ def close_coordinator(coord: Coordinator, kb: KnowledgeBase) -> None:
         log.warning("timeline.json not written: %s", exc)
 
 
+# -- the coordinator in a process of its own --------------------------------------------------------
+
+
+def hosted_coordinator(config: WatchConfig, **spec: Any) -> HostedCoordinator:
+    """The job's coordinator as a child process of the node that hosts it (:mod:`neuron_watch.job.hosting`):
+    a process group we own, on a lifeline that kills it with this process (its SIGTERM would stop the job)."""
+
+    def start(argv: list[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        return start_in_new_group(argv, env, preexec_fn=dies_with_parent, **kwargs)
+
+    return HostedCoordinator(config, start=start, stop=stop_group, **spec)
+
+
 # -- the loops -----------------------------------------------------------------------------------------
 
 
@@ -428,12 +443,15 @@ class SignalLatch:
         return old
 
 
-def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str) -> int:
+def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str,
+                  host: HostedCoordinator | None = None) -> int:
     """One node's loop, for every entry point with an agent: its agent, and the job's coordinator
-    where this node hosts it. Runs until the coordinator shuts this node down, a signal arrives, or
-    the coordinator is lost for good (the policy of :mod:`neuron_watch.recovery.lostlink`: never while this
-    node's ranks work)."""
+    where this node hosts it (``coord``: in this process; ``host``: a child process, started again
+    when it dies). Runs until the coordinator shuts this node down, a signal arrives, or the
+    coordinator is lost for good (the policy of :mod:`neuron_watch.recovery.lostlink`: never while
+    this node's ranks work)."""
     started = time.monotonic()
+    forwarded: int | None = None  # the hosted coordinator (pid) a signal went to: it stops every node, then us
     cfg = agent.cfg
     loss = CoordinatorLoss(LossSettings(silence=cfg.coordinator_silence, loss_timeout=cfg.coordinator_loss_timeout,
                                         hang_window=cfg.hang_timeout or HangCalibration().default), address)
@@ -452,6 +470,10 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             coord.tick(time.monotonic())
         else:
             time.sleep(0.02)
+        if host is not None:
+            said = host.poll()
+            if said is not None:
+                log.warning("%s", said)
         code = agent.tick()
         if code is not None:
             if coord is not None:  # keep serving briefly so every node receives the shutdown
@@ -479,6 +501,19 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
                     agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
                     coord.interrupt(sig, now)
                 continue  # the coordinator stops every node, then shuts us down with 128+sig
+            if host is not None and host.alive:
+                if forwarded == host.pid:
+                    continue  # our coordinator stops every node, then shuts us down with 128+sig
+                # as above: a stop broadcast before our hello reached it would reach no node
+                if agent.link.coordinator_session is None and now - max(started, signals.at or started) < JOIN_WAIT:
+                    continue
+                if forwarded is None:
+                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    agent.stopping(f"{signal.Signals(sig).name} forwarded")
+                    agent.launcher.send_signal(sig)
+                host.interrupt(sig)  # again to a coordinator started after the first one died
+                forwarded = host.pid
+                continue
             log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
             agent.leave_on_signal(sig, agent.cfg.stop_timeout)
             return 128 + sig

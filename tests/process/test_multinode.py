@@ -19,12 +19,14 @@ from typing import Any, NamedTuple
 import pytest
 
 from neuron_watch.diagnosis.stacks import main_thread
+from neuron_watch.job.hosting import HOSTED_MARKER_ENV
 from tests.fixtures.procs import (
     NEURON_WATCH,
     TOY,
     events,
     force_cleanup,
     free_port,
+    hosted_coordinator_pid,
     kill_group,
     named,
     pids_with_env,
@@ -310,3 +312,44 @@ def _rank_log(run_dir: Path) -> str:
     """The newest rank log of a node's generation 0 (its first rank's), '' before it exists."""
     logs = sorted((run_dir / "gen-0").glob("rank-*.log"))
     return logs[0].read_text(errors="replace") if logs else ""
+
+
+def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_judged_and_restarted(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """libzmq's ``Assertion failed: !_io_error`` abort (SIGABRT) of the job's coordinator, mid-run: it
+    runs in a process of its own, so node 0's wrapper and both nodes' ranks go on; the wrapper starts
+    it again, the nodes reconnect, the new coordinator takes up the job, and the hang that comes
+    after (rank 3 of node n1 never joins step 20's collective) is judged with its culprit and every
+    node restarted from one checkpoint; the job finishes. No pid of it survives."""
+    with job(tmp_path, toy_env, 2, ["--steps", "40", "--step-time", "0.5", "--hang-at", "20", "--hang-rank", "3"],
+             ["--hang-timeout", "6"]) as nodes:
+        (p0, run0), (p1, run1) = nodes
+        deadline = time.monotonic() + 180
+        # both nodes train (their first steps are in their rank logs) and the coordinator process is up
+        while not (all("step 2 loss" in _rank_log(run) for _, run in nodes) and hosted_coordinator_pid(run0)):
+            assert time.monotonic() < deadline and p0.poll() is None and p1.poll() is None, out(tmp_path, 0)
+            time.sleep(0.2)
+        first = hosted_coordinator_pid(run0)
+        assert first is not None and first not in (p0.pid, p1.pid)
+        os.kill(first, signal.SIGABRT)
+        codes = wait_all(nodes, 300)
+        assert first not in pids_with_env(HOSTED_MARKER_ENV, str(run0))
+    said = out(tmp_path, 0)
+    assert codes == [0, 0], said + out(tmp_path, 1)
+    assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in (tmp_path / "node0.out").read_text()
+    evs = events(run0)
+    (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
+    assert restarted["cause"] == "signal SIGABRT" and restarted["resumed"] and restarted["pid"] != first
+    hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n1", "rank": 3}
+    assert evs.index(restarted) < evs.index(hang[0])  # judged by the coordinator started again
+    restarts = named(evs, "restart")
+    assert len(restarts) == 1
+    end = named(evs, "job_finished")
+    assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1, end
+    assert "resuming at step" in (run1 / "gen-1" / "rank-2.log").read_text()
+    state = json.loads((run0 / "coordinator-state.json").read_text())
+    assert state["generation"] == 1 and state["restarts"] == 1 and state["incidents"] == 1
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
+    assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []

@@ -48,7 +48,7 @@ PURE = [
     "diagnosis.forms_round17b", "diagnosis.forms_round18b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
-    "recovery.commands",
+    "recovery.commands", "recovery.coordcrash",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",
@@ -225,7 +225,7 @@ def test_one_composition_root_builds_every_entry_points_parts() -> None:
     # the node before the job's shape (a signal during start-up) records its end with the same sinks
     assert called["attach_sinks"] == {"runtime.build_coordinator", "supervisor._record_without_coordinator"}
     assert called["artifact_storage"] == {"runtime.build_agent"}
-    assert called["build_coordinator"] == {"supervisor._run_supervised", "srun.run", "standalone.run"}
+    assert called["build_coordinator"] == {"supervisor._run_supervised", "srun.run", "standalone.run", "hosted.serve"}
     assert called["build_agent"] == {"supervisor._run_supervised", "srun_agent.run"}
     assert {"supervisor._run_supervised", "srun.__init__", "standalone.run"} <= called["resolve_job_id"]
     assert called["rank_environment"] == {"supervisor._run_supervised", "srun_agent.run"}

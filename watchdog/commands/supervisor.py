@@ -26,6 +26,7 @@ import shlex
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 from neuron_watch import __version__
 from neuron_watch.config import WatchConfig
@@ -33,6 +34,7 @@ from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, EventKind, Label, NodeIdentity, Verdict
 from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
 from neuron_watch.job.coordinator import Coordinator
+from neuron_watch.job.hosting import HostedCoordinator
 from neuron_watch.launchers.base import Launcher, LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher
 from neuron_watch.node.agent import NodeAgent
@@ -53,6 +55,7 @@ from neuron_watch.runtime import (
     close_coordinator,
     elastic_torchrun_node,
     host_name,
+    hosted_coordinator,
     knowledge_base,
     on_this_host,
     rank_environment,
@@ -145,6 +148,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     signals = SignalLatch()
     old = signals.install()
     coord: Coordinator | None = None
+    host: HostedCoordinator | None = None  # the job's coordinator as this node's child process
     code = int(ExitCode.JOB_FAILED)
     try:
         agent.start()  # torchrun starts now; its shape (torchrun's own parser) decides the topology
@@ -207,10 +211,15 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             agent.job_id = job_id
             if env.get("NEURON_WATCH_HOST_COORDINATOR", "1") != "0" and _may_host(config, info, address):
                 try:
-                    coord = build_coordinator(config, kb, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", secret=secret,
-                                              run_dir=run_dir, job_id=job_id, nodes=info.nnodes, health=health,
-                                              status_line=status_line)
+                    # the coordinator in a process of its own: its crash (a libzmq abort) is not this
+                    # node's, and this wrapper starts it again (docs/multinode.md)
+                    host = hosted_coordinator(config, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", run_dir=run_dir,
+                                             job_id=job_id, nodes=info.nnodes, node=agent.node,
+                                             job_started=_job_started(agent, launcher, config, run_dir, job_id,
+                                                                      info.nnodes or 1))
+                    host.start()
                 except PortInUse:
+                    host = None
                     if not info.elastic:
                         raise  # node_rank 0 hosts it: a port held by anything else is the operator's to free
                     # Another wrapper on this host bound it first: a node of this job (it hosts the
@@ -227,14 +236,11 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
         if coord is None:  # this node's file faults reach the coordinator as lines of the node
             health.listeners.append(agent.tell_io_fault)
         if coord is not None:
-            coord.events.emit(EventKind.JOB_STARTED, 0, job_id=job_id, node=agent.node, version=__version__,
-                              command=mask_value(launcher.command(os.path.join(run_dir, "gen-0"),
-                                                                  agent.gen.checkpoint if agent.gen else "")),
-                              checkpoint=(agent.gen.checkpoint if agent.gen else "") or None,
-                              config=config.redacted(), nodes=info.nnodes or 1, liveness=agent.liveness_plan())
+            coord.events.emit(EventKind.JOB_STARTED, 0,
+                              **_job_started(agent, launcher, config, run_dir, job_id, info.nnodes or 1))
         agent.attach(AgentLink(address, secret, job=job_id, node=agent.node, session=new_session(time.time())))
         agent.introduce()
-        code = run_node_loop(agent, coord, signals, address)
+        code = run_node_loop(agent, coord, signals, address, host)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -245,12 +251,24 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             agent.link.close()
         if coord is not None:
             close_coordinator(coord, kb)
+        if host is not None:
+            host.close()
         release(guardian, guardian_fd)
-    if coord is not None:
+    if coord is not None or host is not None:
         say(f"exit code {code}; events in {os.path.join(run_dir, 'events.jsonl')}")
     else:
         say(f"node {agent.node} done: exit code {code} (the job's decisions are on the coordinator's console)")
     return code
+
+
+def _job_started(agent: NodeAgent, launcher: Launcher, config: WatchConfig, run_dir: str, job_id: str,
+                 nodes: int) -> dict[str, Any]:
+    """The ``job_started`` event's fields, written by the job's coordinator (here or its own process)."""
+    checkpoint = agent.gen.checkpoint if agent.gen else ""
+    return {"job_id": job_id, "node": agent.node, "version": __version__,
+            "command": mask_value(launcher.command(os.path.join(run_dir, "gen-0"), checkpoint)),
+            "checkpoint": checkpoint or None, "config": config.redacted(), "nodes": nodes,
+            "liveness": agent.liveness_plan()}
 
 
 def _placed(agent: NodeAgent) -> bool:

@@ -252,6 +252,7 @@ class Coordinator:
             self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
                              silent_for=round(now - view.last_heard, 3))
         verdict = None
+        self.status_files.kept.turn(self.recovery, self.pacing, self.registry.enough(self.settings.expected_nodes), now)
         if self.judge is not None and self.registry.enough(self.settings.expected_nodes) and self.pacing.due(now):
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from neuron_watch.iofaults import IOHealth
+from neuron_watch.job.memory import Takeover
 from neuron_watch.outputs.status import FULL_RANKS, RANKS_FILE, summarise
 
 #: The share of the loop's time a status document may take at most: it waits this many times its
@@ -41,6 +42,8 @@ class StatusFiles:
         self.run_dir = run_dir
         self.health = health
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        #: coordinator-state.json: the job kept for a coordinator's successor, a predecessor's taken up
+        self.kept = Takeover(run_dir, health)
         self._last = -1e18
         self._every = 1.0
         self._floor = 1.0  # the interval the job's size asks for (STATUS_RANKS_PER_SECOND)

@@ -96,6 +96,17 @@ def lifeline(then: Callable[[], object] | None = None) -> Callable[[], None]:
     return preexec
 
 
+def dies_with_parent() -> None:
+    """A ``preexec_fn`` (after :func:`lifeline`'s): the child gets SIGKILL, not SIGTERM, when this
+    process dies. For a child whose SIGTERM means something else (a hosted coordinator stops the
+    whole job on it): it must die with the wrapper as it died inside it, saying nothing to anyone."""
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
 def start_in_new_group(
     argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None, **kwargs: object
 ) -> subprocess.Popen[bytes]:

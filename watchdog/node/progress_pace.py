@@ -53,6 +53,8 @@ class _RankPace:
     step: int | None = None  # the newest step the node saw of it
     held: LogLine | None = None  # its newest progress row, not yet sent (its newest line)
     count: int = 0  # the progress lines ``held`` stands for
+    #: its newest progress the judge got: a new coordinator (its predecessor crashed) gets it again
+    sent: LogLine | None = None
 
 
 class PacedBatch(NamedTuple):
@@ -79,9 +81,16 @@ class ProgressPace:
 
     def reset(self) -> None:
         """A judge that holds none of what was sent (a new coordinator session): everything held is
-        due at once, and every rank's next progress goes at once."""
+        due at once, and every rank's next progress goes at once. A rank with nothing held holds its
+        newest progress the old judge got, again: the new judge learns every rank's last progress and
+        its real time (a coordinator restarted after its predecessor crashed judges a hang by the
+        hang timeout from it, not by the startup timeout of a judge that never saw a step). Nothing
+        newer can reach the judge before it: what the link resends is older or the same line."""
         for st in self._ranks.values():
             st.forwarded, st.steady = -math.inf, False
+            # (a held row carries a step; the node's own stream, rank -1, is never held)
+            if st.held is None and st.sent is not None and st.sent.step is not None and st.sent.key.rank >= 0:
+                st.held, st.count = st.sent, 1
         self._oldest = -math.inf if any(st.held is not None for st in self._ranks.values()) else math.inf
 
     def clear(self) -> None:
@@ -127,6 +136,7 @@ class ProgressPace:
             judged.append(rank)
             if st.held is not None and (own is not None or row is None):
                 lead.append(st.held)  # before the batch's lines (it is older than all of them), as a match
+                st.sent = st.held
             if row is not None:  # (a held row it supersedes, as within a batch, is counted in it)
                 due_rows.append(row)
                 counts[rank] = n - (0 if own is None else len(own)) + (0 if own is not None else st.count)
@@ -134,10 +144,12 @@ class ProgressPace:
             steps = [m.step for m in own or () if m.step is not None]
             if row is not None:
                 st.forwarded, st.steady, st.step = now, all(m.step is not None for m in own or ()), row.step
+                st.sent = row
             elif own is not None:
                 st.steady = len(steps) == len(own)  # progress alone (a step that raised the batch's)
                 if steps:
                     st.forwarded, st.step = now, steps[-1]
+                    st.sent = next(m for m in reversed(own) if m.step is not None)
             # (plain lines alone change nothing of its progress: a rank never heard progress from stays unsteady)
         held: list[tuple[LogLine, int]] = []
         oldest = math.inf
@@ -146,7 +158,7 @@ class ProgressPace:
                 continue
             if everything or now - st.forwarded >= pace:
                 held.append((st.held, st.count))
-                st.held, st.count, st.forwarded = None, 0, now
+                st.sent, st.held, st.count, st.forwarded = st.held, None, 0, now
             else:
                 oldest = min(oldest, st.forwarded)
         for rank in n_lines:
