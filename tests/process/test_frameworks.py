@@ -6,7 +6,9 @@ glob, no marker): neuron-watch must see the framework's own progress output (tqd
 with ``\\r``, HF's log dicts, the DDP tutorial's epoch lines, and Lightning's Rich bar, which
 prints nothing while stdout is a file), find the framework's own checkpoints, and pass the newest
 in ``NEURON_WATCH_CHECKPOINT``, which the jobs hand to ``resume_from_checkpoint`` / ``ckpt_path``
-(the plain DDP job resumes from its ``snapshot.pt`` by itself).
+(the plain DDP job resumes from its ``snapshot.pt`` by itself). The Lightning jobs run as a Lightning
+user without Hugging Face does, in a venv like this one but without transformers
+(``tests/fixtures/venvs.py``: torchmetrics would import it at every rank start).
 
 Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
 
@@ -85,6 +87,7 @@ from tests.fixtures.procs import (
     started,
     toy_environment,
 )
+from tests.fixtures.venvs import venv_without
 from tests.fixtures.wait import T, wait_for
 
 pytestmark = pytest.mark.process
@@ -133,6 +136,8 @@ class Job:
     checkpoints: Callable[[Path], list[tuple[int, Path]]]  # the complete checkpoints: (step, path)
     began: re.Pattern[str]  # rank 0's line saying where training began (group 1: the step)
     done: str  # rank 0's last line
+    #: distributions installed here that the job's environment lacks (tests/fixtures/venvs.py)
+    absent: tuple[str, ...] = ()
 
     def newest(self, ckpt: Path) -> tuple[int, Path] | None:
         return max(self.checkpoints(ckpt), default=None)
@@ -191,6 +196,10 @@ def _lightning(bar: str, save_every: int = SAVE_EVERY) -> Job:
         _lightning_checkpoints,
         BEGAN,
         "training done at step",
+        # Lightning imports torchmetrics, which imports transformers' AutoModel and AutoTokenizer
+        # whenever transformers is installed (~2-2.5 CPU-s at every rank start, 12 here); the user of
+        # a Lightning job without Hugging Face has no transformers, and nor does this job
+        absent=("transformers",),
     )
 
 
@@ -370,10 +379,13 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
         length = (4 if job is JOB_DDP else 2 * SAVE_EVERY) + math.ceil((OUTLASTS * HANG + MARGIN) / STEP)
         if job is not JOB_DDP:  # the last step is a checkpoint step: its save is part of the healthy end
             length = SAVE_EVERY * math.ceil(length / SAVE_EVERY)
+    env = fw_environment()
+    if job.absent:
+        env["PATH"] = f"{venv_without(tmp_path / 'venv', job.absent)}{os.pathsep}{env['PATH']}"
     deadline = time.monotonic() + DEADLINE
     # --no-prewarm: a torchrun started ahead for a next generation (once a generation has trained for
     # a minute) would be started, in vain, in the last one; how a restart starts is not the subject
-    with watched(tmp_path, fw_environment(), job, length, STEP, watch_args=("--stop-timeout", "1", "--no-prewarm"),
+    with watched(tmp_path, env, job, length, STEP, watch_args=("--stop-timeout", "1", "--no-prewarm"),
                  hang=HANG_RICH if rich else HANG) as run:
         first_checkpoint(run, job, deadline)
         os.kill(_rank_1(run, 0, deadline), signal.SIGSTOP)
