@@ -271,6 +271,11 @@ def test_a_dump_under_a_crash_report_says_nothing_of_a_hang(excerpt: str) -> Non
     "collective_hang/deepspeed-860-zero3-inference-hangs-in-synchronize-faulthandler.log",
     "collective_hang/deepspeed-3032-torch-compile-zero2-32gpu-pyspy-backward.log",
     "collective_hang/pytorch-95944-gdb-backtrace-last-rank-cudamemcpyasync.log",
+    # native dumps cut by their users to Horovod's helper threads, no main thread shown (round issue23-heldout-18)
+    "collective_hang/horovod-1182-gdb-pmpi-gather-missing-ranks.log",
+    "collective_hang/horovod-1799-gdb-ncclbarrierenqueuewait-stuck.log",
+    "collective_hang/horovod-2944-gdb-data-parallel-hang-culaunchkernel.log",
+    "collective_hang/nccl-788-lldb-alltoallv-horovod-hang.log",
 ])
 def test_offline_diagnose_reads_a_pasted_dump_as_a_hang(excerpt: str) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
@@ -295,3 +300,97 @@ def test_dumps_beyond_the_bound_are_counted() -> None:
             scanner.observe(line)
     assert len(scanner.finish()) == module.MAX_DUMPS
     assert scanner.dropped == 3
+
+
+#: lldb's ``bt all`` (lldb/docs/use/formatting.rst, the default thread and frame formats): the main thread
+#: (#1, selected) in a sleep, a helper thread innermost in the runtime's synchronize under unnamed driver frames
+LLDB_MAIN_AND_HELPER = """\
+* thread #1, name = 'python', stop reason = signal SIGSTOP
+  * frame #0: 0x00007ff58f2a0bd1 libc.so.6`__nanosleep + 17
+    frame #1: 0x00007ff58f2a0aa4 libc.so.6`sleep + 52
+  thread #12, name = 'python'
+    frame #0: 0x00007ff4c42944df libcuda.so.1`___lldb_unnamed_symbol5986$$libcuda.so.1 + 175
+    frame #1: 0x00007ff58df57708 libcudart.so.11.0`cudaEventSynchronize + 344
+"""
+
+#: The same dump cut by its user to the helper thread (NVIDIA/nccl#788 pasted Horovod's finalizer only)
+LLDB_HELPER_ONLY = "".join(LLDB_MAIN_AND_HELPER.splitlines(keepends=True)[3:])
+
+#: lldb stopped the process on a fatal signal: a crash, not a hang
+LLDB_SEGV = LLDB_HELPER_ONLY.replace("thread #12, name = 'python'",
+                                     "* thread #12, name = 'python', stop reason = signal SIGSEGV")
+
+#: gdb's ``thread apply all bt`` cut to Horovod's background thread (horovod/horovod#1799's layout): no thread 1,
+#: the thread shown in ncclAllReduce, with a frame gdb wrapped before its "from"
+GDB_HELPER_IN_NCCL = """\
+Thread 39 (Thread 0x7f2b5effd700 (LWP 2187)):
+#0  0x00007f2c2a4c7b2f in ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1
+#1  0x00007f2b7c51b5f0 in ncclAllReduce ()
+   from /usr/local/lib/python3.6/dist-packages/horovod/torch/mpi_lib_v2.cpython-36m-x86_64-linux-gnu.so
+#2  0x00007f2b7c4a1e6c in horovod::common::NCCLAllreduce::Execute ()
+   from /usr/local/lib/python3.6/dist-packages/horovod/torch/mpi_lib_v2.cpython-36m-x86_64-linux-gnu.so
+---Type <return> to continue, or q <return> to quit---
+#3  0x00007f2b7c4733a1 in horovod::common::RunLoopOnce ()
+"""
+
+#: A kernel launch over a condition variable (horovod/horovod#2944's thread): the launch queue full, the thread
+#: waits on its device; the same launch with no blocking frame under it is a launch sampled while it runs
+GDB_LAUNCH_BLOCKED = """\
+Thread 204 (Thread 0x7f00d3e5e700 (LWP 6483)):
+#0  0x00007f01da356de2 in pthread_cond_timedwait@@GLIBC_2.3.2 () from /usr/lib64/libpthread.so.0
+#1  0x00007f00e53edaa7 in ?? () from /usr/local/nvidia/cpu_lib/libcuda.so.1
+#2  0x00007f00e54674f3 in cuLaunchKernel () from /usr/local/nvidia/cpu_lib/libcuda.so.1
+"""
+GDB_LAUNCH_RUNNING = """\
+Thread 204 (Thread 0x7f00d3e5e700 (LWP 6483)):
+#0  0x00007f00e53edaa7 in ?? () from /usr/local/nvidia/cpu_lib/libcuda.so.1
+#1  0x00007f00e54674f3 in cuLaunchKernel () from /usr/local/nvidia/cpu_lib/libcuda.so.1
+"""
+
+
+def test_lldbs_layout_is_read_and_its_thread_1_is_the_main_thread() -> None:
+    dumps = _scan(LLDB_MAIN_AND_HELPER).finish()
+    assert [(d.tool, d.crash, d.doing) for d in dumps] == [("lldb", False, Activity.OTHER)]
+    assert dumps[0].main is not None and dumps[0].main.frames[0].function == "__nanosleep"
+    # the helper's synchronize says nothing while the main thread sleeps
+    assert dump_verdict(dumps, latest_progress=None) is None
+
+
+def test_a_native_dump_without_its_main_thread_speaks_through_the_thread_that_waits() -> None:
+    dumps = _scan(LLDB_HELPER_ONLY).finish()
+    assert [(d.tool, d.doing) for d in dumps] == [("lldb", Activity.WAIT)]
+    assert dumps[0].main is None
+    assert dumps[0].frame is not None and dumps[0].frame.function == "cudaEventSynchronize"
+    verdict = dump_verdict(dumps, latest_progress=None)
+    assert verdict is not None and (verdict.label, verdict.action.value) == (Label.COLLECTIVE_HANG, "restart")
+
+
+def test_lldbs_fatal_stop_reason_is_a_crash() -> None:
+    dumps = _scan(LLDB_SEGV).finish()
+    assert [d.crash for d in dumps] == [True]
+    assert finding(dumps) is None
+
+
+def test_gdbs_core_file_report_heads_a_crash() -> None:
+    dumps = _scan("Program terminated with signal SIGABRT, Aborted.\n" + GDB_HELPER_IN_NCCL).finish()
+    assert [d.crash for d in dumps] == [True]
+
+
+def test_gdbs_wrapped_frames_and_pager_prompt_stay_in_the_dump() -> None:
+    dumps = _scan(GDB_HELPER_IN_NCCL).finish()
+    assert [(d.doing, d.frame.function if d.frame else None) for d in dumps] == [(Activity.WAIT, "ncclAllReduce")]
+    # thread 1, after the wrapped frames and the prompt, is read into the same dump: its sleep speaks
+    main = ("Thread 1 (Thread 0x7f2c2b4f1740 (LWP 2101)):\n"
+            "#0  0x00007f2c2b0c6c20 in __nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n")
+    whole = _scan(GDB_HELPER_IN_NCCL + main).finish()
+    assert len(whole) == 1 and whole[0].main is not None
+    assert [f.function for f in whole[0].main.frames] == ["__nanosleep"]
+    assert whole[0].doing is Activity.OTHER
+
+
+def test_a_kernel_launch_waits_only_over_a_blocking_frame() -> None:
+    blocked = _scan(GDB_LAUNCH_BLOCKED).finish()
+    assert [(d.doing, d.frame.function if d.frame else None) for d in blocked] == [(Activity.WAIT, "cuLaunchKernel")]
+    running = _scan(GDB_LAUNCH_RUNNING).finish()
+    assert [(d.doing, d.frame) for d in running] == [(Activity.OTHER, None)]
+

@@ -21,7 +21,13 @@ however quiet the log is around it. Three layouts, each read as its tool prints 
   ``Thread <n> (Thread 0x<id> (LWP <lwp>) "<name>"):`` then ``#<level>  0x<pc> in <function> (<args>)
   at <file>:<line>`` or ``... from <library>``, innermost (``#0``) first. gdb numbers an inferior's
   first thread 1: the main thread. A lone ``bt`` has no thread header; its frames are the thread
-  gdb stopped in. A dump under gdb's ``received signal SIGSEGV`` is a crash, not a hang.
+  gdb stopped in. A dump under gdb's ``received signal SIGSEGV`` (or, of a core file, corelow.c's ``Program
+  terminated with signal SIGABRT``) is a crash, not a hang.
+* **lldb's backtrace** (lldb/docs/use/formatting.rst, the default thread-stop-format and frame-format; ``bt all``):
+  ``* thread #<n>, name = '<name>', stop reason = <reason>`` (``*`` marks the selected thread), then ``frame #<n>:
+  0x<pc> <module>`<function> + <offset> at <file>:<line>:<column>``, innermost (``#0``) first. lldb numbers a
+  process's threads from 1 in the order they were created: #1 is the main thread. A function lldb could not name is
+  ``___lldb_unnamed_symbol<N>$$<module>``. A thread stopped by ``signal SIGSEGV`` (``SIGABRT``, ...) crashed.
 
 Each thread is reduced to its innermost frames (:data:`INNERMOST`), and the first of them, from
 the innermost out, that names an activity says what the thread does: a compile, a save, data
@@ -29,7 +35,12 @@ loading, or a wait on peers or the device (the frames :mod:`~neuron_watch.diagno
 :data:`~neuron_watch.diagnosis.stacks.COLLECTIVE_FRAMES` and
 :data:`~neuron_watch.diagnosis.stacks.DEVICE_WAIT_FRAMES`). A dump speaks through its main thread
 only: a helper thread in a collective (a gradient hook's reducer) while the main thread loads data
-or sleeps says nothing.
+or sleeps says nothing. A native dump (gdb's, lldb's) pasted without its main thread, cut by the user to the
+threads that matter, speaks through the first thread shown that waits or compiles: Horovod runs every collective
+from its background thread (horovod/common/operations.cc, BackgroundThreadLoop and RunLoopOnce) and waits for the
+device from its GPU finalizer (GPUContext::impl::WaitForEvents), so a pasted Horovod hang shows those threads
+(round issue23-heldout-18: horovod-1182's coordinator in PMPI_Gather, NVIDIA/nccl#788's finalizer in
+cudaEventSynchronize, shown in lldb's layout).
 """
 
 from __future__ import annotations
@@ -83,6 +94,25 @@ _SAVE = re.compile(
     r"torch/serialization\.py|torch/distributed/checkpoint/|safetensors/|neuronx_distributed/trainer/checkpoint|"
     r"\b(?:save_checkpoint|_save_checkpoint|save_state|save_model|save_pretrained|_save_to_state_dict)\b"
 )
+#: A native collective call a thread is blocked in: NCCL's API (src/collectives.cc, src/group.cc: ncclAllReduce,
+#: ncclAllGather, ncclReduceScatter, ncclBroadcast, ncclBcast, ncclReduce, ncclAllToAll, ncclSend, ncclRecv,
+#: ncclGroupEnd) and MPI's blocking collectives and completions, by the C bindings of the MPI standard and their
+#: profiling names (PMPI_Allreduce, PMPI_Gather, PMPI_Barrier, PMPI_Wait...): a thread inside one waits on its
+#: peers (round issue23-heldout-18: horovod-1799's background thread in ncclAllReduce, horovod-1182's coordinator in
+#: PMPI_Gather). NCCL's own service threads (ncclProxyProgress, ncclProxyService) are not among them.
+_NATIVE_COLLECTIVE = re.compile(
+    r"\b(?:nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Bcast|Reduce|AllToAll|Send|Recv|GroupEnd)|"
+    r"P?MPI_(?:Allreduce|Allgatherv?|Alltoall[vw]?|Barrier|Bcast|Gatherv?|Reduce|Reduce_scatter\w*|Scatterv?|"
+    r"Wait\w*|Recv|Sendrecv\w*|Probe))\b")
+#: A kernel launch (the driver's cuLaunchKernel, the runtime's cudaLaunchKernel) ...
+_KERNEL_LAUNCH = re.compile(r"\bcu(?:da)?LaunchKernel\b")
+#: ... that sits over a blocking primitive (a condition variable, a futex, a semaphore, a poll): launches are
+#: asynchronous and block only when the device's launch queue is full, the device not draining its work (a kernel
+#: that never ends, as a collective waiting for a peer): the thread waits on its device (round issue23-heldout-18:
+#: horovod-2944's thread in pthread_cond_timedwait under cuLaunchKernel). A launch sampled while it runs, with no
+#: such frame under it, says nothing.
+_BLOCKING = re.compile(r"\b(?:__)?(?:pthread_cond_(?:timed)?wait|futex\w*|sem_(?:timed)?wait|poll|epoll_wait|"
+                       r"nanosleep|sched_yield)\b")
 #: Data loading, by torch's DataLoader (torch/utils/data/), datasets and tf.data: a worker waiting for
 #: its next index, or the main thread waiting for a batch.
 _DATA = re.compile(r"torch/utils/data/|/datasets/|tensorflow/python/data/|\b(?:_next_data|_worker_loop)\b")
@@ -135,7 +165,7 @@ def activity(frame: Frame) -> Activity:
         return Activity.SAVE
     if _DATA.search(text):
         return Activity.DATA
-    if COLLECTIVE_FRAMES.search(text) or DEVICE_WAIT_FRAMES.search(text):
+    if COLLECTIVE_FRAMES.search(text) or DEVICE_WAIT_FRAMES.search(text) or _NATIVE_COLLECTIVE.search(text):
         return Activity.WAIT
     return Activity.OTHER
 
@@ -167,10 +197,14 @@ class Thread:
         (:func:`blocked_in_reducing_backward`)."""
         if blocked_in_reducing_backward(self):
             return Activity.WAIT, self.frames[0]
+        blocked = False
         for frame in self.frames:
             found = activity(frame)
             if found is not Activity.OTHER:
                 return found, frame
+            if blocked and _KERNEL_LAUNCH.search(frame.function):
+                return Activity.WAIT, frame
+            blocked = blocked or _BLOCKING.search(frame.function) is not None
         return Activity.OTHER, None
 
 
@@ -202,10 +236,23 @@ _FH_OTHER = re.compile(r"^\s+(?:<no Python frame>|\.\.\.)\s*$")
 #: ``Thread 1 (process 24745):``
 _GDB_THREAD = re.compile(r"^Thread (\d+)(?:\.(\d+))? \((?:Thread 0x[0-9a-fA-F]+ )?\(?(?:LWP|process) \d+\)?.*\):\s*$")
 _GDB_FRAME = re.compile(r"^#(\d+)\s+(?:0x[0-9a-fA-F]+ in )?(\S.*?)(?: \(.*\))?(?: at (\S+?):\d+| from (\S+))?\s*$")
+#: gdb: the rest of a wrapped frame (indented), and its pager's prompt
+_GDB_WRAPPED = re.compile(r"^\s{2,}\S")
+_GDB_PAGER = re.compile(r"^-+Type <(?:return|RET)> to continue")
 #: reports that head a dump of a process that crashed: faulthandler's fatal error (Modules/faulthandler.c
 #: ``faulthandler_fatal_error``, CPython's ``Py_FatalError``) and gdb's signal stop (infrun.c
 #: ``print_signal_received_reason``: ``Thread 1 "python" received signal SIGSEGV``)
-_CRASH = re.compile(r"^Fatal Python error: |\breceived signal SIG(?:SEGV|ABRT|BUS|FPE|ILL|KILL|TERM)\b")
+_CRASH = re.compile(r"^Fatal Python error: |\breceived signal SIG(?:SEGV|ABRT|BUS|FPE|ILL|KILL|TERM)\b|"
+                    r"^Program terminated with signal SIG")
+#: lldb: ``* thread #1, name = 'python', stop reason = signal SIGSTOP``, ``  thread #149, name = 'python'``
+_LLDB_THREAD = re.compile(r"^\s*(?:\*\s+)?thread #(\d+)(?:, |\s*$)")
+_LLDB_FRAME = re.compile(r"^\s*(?:\*\s+)?frame #(\d+): (?:0x[0-9a-fA-F]+ )?(?:([^`\s]+)`)?(\S.*?)(?: \+ \d+)?"
+                         r"(?: at (\S+?):\d+(?::\d+)?)?\s*$")
+#: lldb's name for a function it could not find, and a thread it found stopped by a fatal signal
+_LLDB_UNNAMED = "___lldb_unnamed_symbol"
+_LLDB_CRASH = re.compile(r"\bstop reason = signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b")
+#: the layouts of native debuggers, whose dumps a user cuts to the threads that matter
+_NATIVE_TOOLS = frozenset({"gdb", "lldb"})
 
 
 class _Open:
@@ -216,6 +263,12 @@ class _Open:
         self.first = first
         self.crash = crash
         self.threads: list[Thread] = []
+
+
+def _lldb_thread(dump: _Open, line: LogLine, header: re.Match[str]) -> None:
+    """An lldb thread header: the thread (#1 is the main thread), and a crash when a fatal signal stopped it."""
+    dump.crash = dump.crash or _LLDB_CRASH.search(line.text) is not None
+    dump.threads.append(Thread("lldb", line, header.group(1) == "1"))
 
 
 class DumpScanner:
@@ -239,9 +292,9 @@ class DumpScanner:
             return
         if current is not None:
             self._close(key)
-        if text[:1] in _HEAD_FIRST and self._starts(line):
+        if (text[:1] in _HEAD_FIRST or "thread #" in text) and self._starts(line):
             return
-        if "Fatal Python error" in text or "received signal" in text:
+        if "Fatal Python error" in text or "received signal" in text or "terminated with signal" in text:
             if _CRASH.search(text):
                 self._crash_left[key] = _CRASH_WINDOW
         elif key in self._crash_left:
@@ -272,6 +325,10 @@ class DumpScanner:
         if g:
             main = (g.group(2) or g.group(1)) == "1"
             self._begin(line, "gdb").threads.append(Thread("gdb", line, main))
+            return True
+        ll = _LLDB_THREAD.match(text)
+        if ll:
+            _lldb_thread(self._begin(line, "lldb"), line, ll)
             return True
         f = _GDB_FRAME.match(text)
         if f and f.group(1) == "0":
@@ -313,6 +370,18 @@ class DumpScanner:
                 thread.add(Frame(f.group(2), f.group(1), line))
                 return True
             return _FH_OTHER.match(text) is not None
+        if dump.tool == "lldb":
+            ll = _LLDB_THREAD.match(text)
+            if ll:
+                _lldb_thread(dump, line, ll)
+                return True
+            fr = _LLDB_FRAME.match(text)
+            if fr:
+                function = fr.group(3).split("(", 1)[0]
+                thread.add(Frame(_UNNAMED if function.startswith(_LLDB_UNNAMED) else function,
+                                 fr.group(4) or fr.group(2) or "", line))
+                return True
+            return False
         g = _GDB_THREAD.match(text)
         if g:
             dump.threads.append(Thread("gdb", line, (g.group(2) or g.group(1)) == "1"))
@@ -321,7 +390,12 @@ class DumpScanner:
         if f:
             thread.add(Frame(f.group(2), f.group(3) or f.group(4) or "", line))
             return True
-        return False
+        # gdb wraps a frame too long for the terminal before its arguments' rest, its "at" or its "from" (stack.c,
+        # print_frame, through the pager's wrap_here), and its pager may stop a long dump (utils.c, the "Type
+        # <return> to continue" prompt): an indented line under a frame is the frame's rest (horovod-1182:
+        # "#0  0x... in mca_btl_smcuda_component_progress ()" then "   from .../mca_btl_smcuda.so")
+        return ((_GDB_WRAPPED.match(text) is not None and thread.outermost is not None)
+                or _GDB_PAGER.match(text) is not None)
 
     def _close(self, key: RankKey) -> None:
         dump = self._open.pop(key)
@@ -332,7 +406,12 @@ class DumpScanner:
             for t in dump.threads:
                 t.main = bool(started) and t is started[-1]
         main = next((t for t in dump.threads if t.main and t.frames), None)
-        doing, frame = main.doing() if main is not None else (Activity.OTHER, None)
+        speaker = main
+        if speaker is None and dump.tool in _NATIVE_TOOLS:
+            # a native dump pasted without its main thread: the first thread shown that waits or compiles speaks
+            speaker = next((t for t in dump.threads
+                            if t.frames and t.doing()[0] in (Activity.WAIT, Activity.COMPILE)), None)
+        doing, frame = speaker.doing() if speaker is not None else (Activity.OTHER, None)
         if len(self.dumps) >= MAX_DUMPS:
             self.dropped += 1
             return

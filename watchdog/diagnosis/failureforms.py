@@ -60,6 +60,8 @@ from neuron_watch.diagnosis.forms_round17a import NEEDLES as ROUND17A_NEEDLES
 from neuron_watch.diagnosis.forms_round17a import round17a_cause, round17a_form
 from neuron_watch.diagnosis.forms_round17b import round17b_cause
 from neuron_watch.diagnosis.forms_round18b import round18b_cause
+from neuron_watch.diagnosis.forms_round18a import NEEDLES as ROUND18A_NEEDLES
+from neuron_watch.diagnosis.forms_round18a import round18a_cause, round18a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -69,7 +71,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 22
+FORM_RULES = 23
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -216,6 +218,8 @@ NEEDLES: tuple[str, ...] = (
     # the TPU compiler's HBM report without its status (forms_errors._XLA_OOM_REPORT), an AWS service's refusal in
     # the Java SDK's words (forms_errors._CONTROL_PLANE_REFUSED)
     "Total hbm usage", "hbm requirement", "Largest program allocations", "Status Code: ",
+    # the dynamic loader's refusal of a library built against a symbol version it lacks
+    *ROUND18A_NEEDLES,
 )
 
 
@@ -226,7 +230,7 @@ def read_line(text: str) -> Form | None:
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
-            or round17a_form(text) or alarm_form(text) or severity_form(text)
+            or round17a_form(text) or round18a_form(text) or alarm_form(text) or severity_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
 
@@ -436,7 +440,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     # failed free, a C++ terminate): round18b's forms first
     stated = (round18b_cause(text) or round13a_cause(text) or round14a_cause(text) or round14b_cause(text)
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
-              or round17a_cause(text) or round17b_cause(text))
+              or round17a_cause(text) or round17b_cause(text) or round18a_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

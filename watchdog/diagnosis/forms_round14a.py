@@ -73,14 +73,17 @@ _ERROR_HEAD = re.compile(r"^.{0,60}?(?:\[ERROR\]|\bERROR\b|\b[EF]\d{4} \d\d:)")
 #: (<file>:<line>): <message>" (src/pm/hydra/lib/utils: HYDU_error_printf prints HYDU_dump_prefix's "[%s] "
 #: (mpiexec@<host>, proxy:<pgid>:<id>@<host>), then "%s (%s:%d): " with __func__, __FILE__, __LINE__): every
 #: such line is an error, and Hydra stops the launch after it.
-_HYDRA_ERROR = re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:mpiexec|proxy:[\d:]+)@[\w.-]+\] \w+ \((?:[\w.]+/)*[\w.]+:\d+\): ")
+#: Intel MPI 2021's mpiexec also prints a record with its level in place of the location ("[mpiexec@<host>] Error:
+#: Unable to run bstrap_proxy on localhost:2 (pid 13546, exit code 65280)", round issue23-heldout-18: warpx-6980).
+_HYDRA_ERROR = re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:mpiexec|proxy:[\d:]+)@[\w.-]+\] "
+                          r"(?:\w+ \((?:[\w.]+/)*[\w.]+:\d+\)|Error): ")
 #: ... the words of its launch stage, where the proxies that run the program on each host are started
 #: (ui_cmd_cb "Launch proxy failed.", HYDU_sock_connect "unable to get host address for %s" / "unable to connect
 #: to server %s at port %d (check for firewalls!)", Intel's "unable to run bstrap_proxy on %s", "error setting up
 #: the bootstrap proxies"): the program never started, and the host list, the interface or the bootstrap
 #: (ssh, the scheduler's launcher) is the set-up a relaunch repeats.
 _HYDRA_LAUNCH = re.compile(r"\b(?:Launch proxy failed|unable to get host address for|unable to connect to server|"
-                           r"unable to run bstrap_proxy|error setting up the bootstrap proxies)\b")
+                           r"[Uu]nable to run bstrap_proxy|error setting up the bootstrap proxies)\b")
 
 #: A Kubernetes container the kernel's OOM killer ended: the container status' terminated reason, "OOMKilled",
 #: as the runtime sets it (containerd's CRI: reason "OOMKilled" when the task exited on an OOM event), printed by
