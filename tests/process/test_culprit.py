@@ -1,6 +1,8 @@
 """The culprit of a real hang, the stop of a stuck rank, and an incident that says what happened.
 
-Real torchrun jobs (the toy job and a DDP job, gloo, CPU ranks): as few ranks as the scenario needs, 2 where
+Real torchrun jobs (the toy job and ranks/ddp_faults.py, gloo, CPU ranks; DDP where DDP's backward or
+its gradient bucket is the subject, one all_reduce of the gradients where a collective is, which spares
+each rank torch._dynamo's import): as few ranks as the scenario needs, 2 where
 the culprit shows by itself (a stopped process, an abort), 3 where it is the one rank apart from a
 majority, 4 where the rank that noticed a mismatch is set aside before the majority. A fault is made from outside, as it
 happens to real jobs: a rank SIGSTOPped (a debugger, a frozen container, a paused cgroup) while the
@@ -217,14 +219,15 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
 
 
 def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    """DDP's uneven inputs: rank 1 has one batch fewer, skips the last step's all-reduce, says it
-    is done and exits cleanly; rank 0 waits for it in ``backward``. Not "training finished": the
-    ranks that print progress did not all say so. Two ranks: the rank that left is named by its
-    own exit, or as the only rank that reported nothing, not by a majority."""
+    """Uneven inputs (DDP's classic bug): rank 1 has one batch fewer, skips the last step's
+    all-reduce of the gradients, says it is done and exits cleanly; rank 0 waits for it in that
+    all-reduce. Not "training finished": the ranks that print progress did not all say so. Two ranks:
+    the rank that left is named by its own exit, or as the only rank that reported nothing, not by a
+    majority. The subject is a collective left, not DDP: one all_reduce averages the gradients."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
             "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "2",
-            DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "1"]
+            DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "8", "--fault", "uneven", "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
@@ -276,10 +279,12 @@ def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restart
 ) -> None:
     """Every rank trained to the end and said so; rank 1 then aborts while exiting (SIGABRT). The
     failure is reported with its cause, the job is not restarted (the training is done), and the
-    exit code is the job's own (torchrun's 1: something did fail)."""
+    exit code is the job's own (torchrun's 1: something did fail). One all_reduce averages the
+    gradients: the subject is the end, not DDP."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "30", "--no-prewarm",
-            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--steps", "6", "--fault", "abort_at_exit", "--rank", "1"]
+            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "6",
+            "--fault", "abort_at_exit", "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
@@ -388,11 +393,14 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
 def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_recorders(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
-    """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
+    """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code while
+    the others wait in the all_reduce of the gradients (one all_reduce, not DDP: the subject is the
+    recorders of both nodes)."""
     from tests.process.test_multinode import job
 
     watch = [*HANG, "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
-    rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
+    rank_cmd = [DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "14", "--fault", "sleep", "--at", "4",
+                "--rank", "3"]
     with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
         procs = [p for p, _ in nodes]
         codes = [p.wait(300) for p in procs]
