@@ -1,6 +1,8 @@
 """The culprit of a real hang, the stop of a stuck rank, and an incident that says what happened.
 
-Real torchrun jobs (the toy job and a DDP job, gloo, CPU ranks): as few ranks as the scenario needs, 2 where
+Real torchrun jobs (the toy job and ranks/ddp_faults.py, gloo, CPU ranks; DDP where DDP's backward or
+its gradient bucket is the subject, one all_reduce of the gradients where a collective is, which spares
+each rank torch._dynamo's import): as few ranks as the scenario needs, 2 where
 the culprit shows by itself (a stopped process, an abort), 3 where it is the one rank apart from a
 majority, 4 where the rank that noticed a mismatch is set aside before the majority. A fault is made from outside, as it
 happens to real jobs: a rank SIGSTOPped (a debugger, a frozen container, a paused cgroup) while the
@@ -217,14 +219,15 @@ def test_the_rank_stuck_outside_ddps_backward_is_named_by_its_stack_without_a_re
 
 
 def test_the_rank_that_skipped_the_last_collective_and_left_is_named(tmp_path: Path, toy_env: dict[str, str]) -> None:
-    """DDP's uneven inputs: rank 1 has one batch fewer, skips the last step's all-reduce, says it
-    is done and exits cleanly; rank 0 waits for it in ``backward``. Not "training finished": the
-    ranks that print progress did not all say so. Two ranks: the rank that left is named by its
-    own exit, or as the only rank that reported nothing, not by a majority."""
+    """Uneven inputs (DDP's classic bug): rank 1 has one batch fewer, skips the last step's
+    all-reduce of the gradients, says it is done and exits cleanly; rank 0 waits for it in that
+    all-reduce. Not "training finished": the ranks that print progress did not all say so. Two ranks:
+    the rank that left is named by its own exit, or as the only rank that reported nothing, not by a
+    majority. The subject is a collective left, not DDP: one all_reduce averages the gradients."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--stop-timeout", "10",
             "--no-prewarm", *NO_RESTART, "torchrun", "--nproc_per_node", "2",
-            DDP_FAULTS, "--steps", "8", "--fault", "uneven", "--rank", "1"]
+            DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "8", "--fault", "uneven", "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
@@ -276,10 +279,12 @@ def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restart
 ) -> None:
     """Every rank trained to the end and said so; rank 1 then aborts while exiting (SIGABRT). The
     failure is reported with its cause, the job is not restarted (the training is done), and the
-    exit code is the job's own (torchrun's 1: something did fail)."""
+    exit code is the job's own (torchrun's 1: something did fail). One all_reduce averages the
+    gradients: the subject is the end, not DDP."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "30", "--no-prewarm",
-            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--steps", "6", "--fault", "abort_at_exit", "--rank", "1"]
+            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "6",
+            "--fault", "abort_at_exit", "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)
@@ -297,32 +302,53 @@ def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restart
         force_cleanup(str(run_dir))
 
 
+def _grace_verdicts(run_dir: Path) -> list[dict[str, Any]]:
+    """The teardown grace's verdicts written so far (a rank at rank 0's final step is shutting down)."""
+    try:
+        text = (run_dir / "events.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    whole = text[:text.rfind("\n") + 1].splitlines()  # a line being written is read at the next poll
+    return [e for e in map(json.loads, whole)
+            if e["event"] == "verdict" and "reached the same final step" in e["reason"]]
+
+
 def test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang(tmp_path: Path, toy_env: dict[str, str]) -> None:
     """Rank 0 alone says "training done" (as the DDP tutorial, HF Trainer, Lightning and Megatron
-    print their end), then every rank spends 11 s in its teardown, silently: longer than the 10 s
-    hang timeout after the ranks' last step line (so every rank is still running when the hang
-    timeout has passed: a rank seen gone would make the job's end the launcher's to say). Rank 1,
-    which said no end, reached rank 0's final step: its silence is its teardown, not a collective
-    rank 0 left (uneven data: test_the_rank_that_skipped_the_last_collective_and_left_is_named),
-    and the ranks exit within the teardown grace (two hang
-    timeouts from the end line, 30 s at least) even with the seconds an exit takes on a loaded
-    machine (7.6 s measured for this job under neuron-watch at load 10 on 2 cores). Was: a hang
-    blamed on rank 0 "left without a collective", and a restart (tests/process/test_frameworks.py
-    [ddp_plain] under load). No restart allowed: a hang verdict ends the job with exit 5."""
-    run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "10", "--no-prewarm",
-            *NO_RESTART, "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--steps", "8", "--fault",
-            "slow_teardown", "--teardown-seconds", "11"]
+    print their end), then every rank stays in its teardown, silently, past the hang timeout after
+    the ranks' last step line, until the watchdog has said that they are shutting down (the test then
+    ends the teardown: the ranks are provably running when it is said, whatever the load; a fixed
+    teardown of 11 s against a 10 s hang timeout raced the probe's reading of the last collectives,
+    which restarts the hang clock up to 5 s later, and the job ended 0 with no verdict to read at load 5).
+    Rank 1, which said no end, reached rank 0's final step: its silence is its teardown, not a
+    collective rank 0 left (uneven data: test_the_rank_that_skipped_the_last_collective_and_left_is_named),
+    and the ranks exit within the teardown grace (two hang timeouts from the end line, 30 s at
+    least) even with the seconds an exit takes on a loaded machine (7.6 s measured for this job under
+    neuron-watch at load 10 on 2 cores). Was: a hang blamed on rank 0 "left without a collective", and
+    a restart (tests/process/test_frameworks.py [ddp_plain] under load). No restart allowed: a hang
+    verdict ends the job with exit 5, and the wait for the grace verdict fails at once. A collective,
+    not DDP, is what the ranks leave: the gradients are averaged by one all_reduce."""
+    run_dir, over = tmp_path / "run", tmp_path / "teardown-over"
+    # the teardown's own bound, far past the grace: were the grace never said, the grace's end would
+    # be a hang verdict (exit 5), which the wait below reports
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), *HANG, "--no-prewarm", *NO_RESTART,
+            "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "8",
+            "--fault", "slow_teardown", "--teardown-seconds", "200", "--teardown-until", str(over)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
-            out, _ = p.communicate(timeout=300)
+            said = wait_for("the teardown grace verdict while the ranks run", lambda: _grace_verdicts(run_dir),
+                            time.monotonic() + 240, alive=p)
+            over.touch()
+            out, _ = p.communicate(timeout=240)
         evs = events(run_dir)
         verdicts = named(evs, "verdict")
         assert p.returncode == 0, out[-3000:]
         assert [e for e in verdicts if e["action"] != "wait"] == [], verdicts
         waited = [e for e in verdicts if "reached the same final step" in e["reason"]]
-        assert waited and waited[0]["label"] == "healthy" and waited[0]["culprit"]["rank"] == 0, verdicts
-        assert "/rank1 reached the same final step" in waited[0]["reason"], waited[0]
+        assert waited[0] == said[0]
+        assert waited[0]["label"] == "healthy" and waited[0]["culprit"]["rank"] == 0, verdicts
+        assert "/rank1 reached the same final step (8)" in waited[0]["reason"], waited[0]
+        assert "a hang if not exited in" in waited[0]["reason"], waited[0]
         assert named(evs, "restart") == [] and named(evs, "job_finished")[0]["exit_code"] == 0
         # Each rank's clean exit reached the judge, read on the node from the rank's own record of a
         # normal interpreter exit (torchrun reports failed ranks only): code 0, presumed.
@@ -334,7 +360,7 @@ def test_an_end_said_on_rank_0_and_a_slow_teardown_is_not_a_hang(tmp_path: Path,
         last_exit = max(evs.index(e) for e in exits)
         late = [e for e in evs[last_exit:] if e["event"] == "verdict" and "a hang if not exited" in e["reason"]]
         assert late == [], late
-        assert evs.index(waited[0]) < last_exit  # the grace was given while they ran
+        assert evs.index(waited[0]) < min(evs.index(e) for e in exits)  # the grace was given while both ran
         finished = named(evs, "job_finished")[0]
         # the figures (printed, not asserted): when the exits were read and the job ended
         print(f"\nslow teardown: the ranks' exits read {_t(evs[last_exit]) - _t(waited[0]):.1f} s after the grace "
@@ -367,11 +393,14 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
 def test_the_culprit_on_node_1_of_2_is_named_by_the_coordinator_from_both_nodes_recorders(
     tmp_path: Path, toy_env: dict[str, str]
 ) -> None:
-    """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code."""
+    """2 nodes x 2 ranks (static rendezvous on loopback): rank 3 (node 1) sleeps in its own code while
+    the others wait in the all_reduce of the gradients (one all_reduce, not DDP: the subject is the
+    recorders of both nodes)."""
     from tests.process.test_multinode import job
 
     watch = [*HANG, "--stop-timeout", "10", "--no-prewarm", *NO_RESTART]
-    rank_cmd = [DDP_FAULTS, "--steps", "14", "--fault", "sleep", "--at", "4", "--rank", "3"]
+    rank_cmd = [DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "14", "--fault", "sleep", "--at", "4",
+                "--rank", "3"]
     with job(tmp_path, toy_env, 2, [], watch_args=watch, rank_cmd=rank_cmd) as nodes:
         procs = [p for p, _ in nodes]
         codes = [p.wait(300) for p in procs]

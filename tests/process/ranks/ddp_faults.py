@@ -2,7 +2,11 @@
 
 Every rank prints ``step N loss X`` after each optimizer step. In generation 0 (neuron-watch's
 ``NEURON_WATCH_GENERATION``), at ``--at`` the rank ``--rank`` gets stuck while the others go on into
-DDP's gradient all-reduce in ``backward`` and wait there:
+DDP's gradient all-reduce in ``backward`` and wait there (``--grad-sync ddp``, the default), or into
+the one ``dist.all_reduce`` of the gradients that replaces DDP where a test's subject is a collective
+and not DDP (``--grad-sync allreduce``: the same collectives at the same points, stepped by hand;
+DDP's and ``torch.optim``'s constructors import ``torch._dynamo``, 2.6 CPU-s of every rank's start on
+this machine at load 10):
 
 * ``sleep``: sleeps in its own code (a slow host call, a lock);
 * ``spin``: spins in a Python loop;
@@ -17,7 +21,9 @@ DDP's gradient all-reduce in ``backward`` and wait there:
   thread left joinable at interpreter exit does: "terminate called without an active exception");
 * ``slow_teardown``: trains to the end; rank 0 alone says so (as most programs print their end:
   the DDP tutorial, HF Trainer, Lightning, Megatron), then every rank takes ``--teardown-seconds``
-  to exit after ``destroy_process_group`` (an interpreter exit on a loaded machine), silently.
+  to exit after ``destroy_process_group`` (an interpreter exit on a loaded machine), silently; with
+  ``--teardown-until PATH``, until PATH exists (at most ``--teardown-seconds``): the test ends the
+  teardown once it has seen the watchdog's word on it, so the ranks are provably running when it is said.
 
 Later generations run clean, so a restart finishes the job.
 """
@@ -27,10 +33,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -57,6 +63,40 @@ def spin_forever() -> None:
         x = (x * 31 + 7) % 1_000_003
 
 
+class AllReduceSGD:
+    """DDP and ``torch.optim.SGD`` (no momentum) by hand: rank 0's weights to every rank at the start,
+    the gradients averaged by one ``dist.all_reduce`` after ``backward`` (the collective a stuck peer
+    blocks), a plain step. No DDP, no ``torch.optim``: no ``torch._dynamo`` import."""
+
+    def __init__(self, model: torch.nn.Module, lr: float) -> None:
+        self.params, self.lr = list(model.parameters()), lr
+        with torch.no_grad():
+            for param in self.params:
+                dist.broadcast(param, 0)
+
+    def step(self) -> None:
+        grads = [param.grad for param in self.params if param.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        with torch.no_grad():
+            offset = 0
+            for param, g in zip(self.params, grads, strict=True):
+                param.sub_(self.lr * flat[offset:offset + g.numel()].view_as(param))
+                offset += g.numel()
+
+    def zero_grad(self) -> None:
+        for param in self.params:
+            param.grad = None
+
+
+def teardown(seconds: float, until: str | None) -> None:
+    """The silent teardown of ``slow_teardown``: ``seconds``, or until the file ``until`` exists."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (until is not None and Path(until).exists()):
+        time.sleep(0.1)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
@@ -66,14 +106,25 @@ def main() -> None:
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
-    p.add_argument("--teardown-seconds", type=float, default=8.0, help="slow_teardown: seconds to exit")
+    p.add_argument("--teardown-seconds", type=float, default=8.0, help="slow_teardown: seconds to exit (at most)")
+    p.add_argument("--teardown-until", help="slow_teardown: exit once this file exists")
+    p.add_argument("--grad-sync", choices=("ddp", "allreduce"), default="ddp",
+                   help="ddp: DistributedDataParallel and torch.optim.SGD; allreduce: one all_reduce of the "
+                        "gradients after backward and a step by hand (no torch._dynamo import)")
     a = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     faulty = a.fault != "none" and rank == a.rank and os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
     torch.manual_seed(0)
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model: torch.nn.Module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt: torch.optim.Optimizer | AllReduceSGD
+    if a.grad_sync == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    else:
+        opt = AllReduceSGD(model, lr=0.01)
     steps = a.steps - 1 if faulty and a.fault == "uneven" else a.steps
     data = Batches(steps, a.at if faulty and a.fault == "loader" else -1)
     loader = DataLoader(data, batch_size=None, num_workers=1 if a.fault == "loader" else 0)
@@ -84,7 +135,7 @@ def main() -> None:
             spin_forever()
         loss = model(x).pow(2).mean()
         loss.backward()  # DDP's all-reduce of the gradients: the other ranks wait here
-        opt.step()
+        opt.step()  # (or here: --grad-sync allreduce)
         opt.zero_grad()
         mean_loss = loss.detach().clone()
         if not (faulty and step == a.at and a.fault == "skip_allreduce"):
@@ -97,7 +148,7 @@ def main() -> None:
         print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
     if rank_0_only:
-        time.sleep(a.teardown_seconds)
+        teardown(a.teardown_seconds, a.teardown_until)
     if faulty and a.fault == "abort_at_exit":
         os.abort()
 
