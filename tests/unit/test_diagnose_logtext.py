@@ -130,6 +130,20 @@ def test_rank_prefixes_of_torch_elastic(line: str, rank: int | None, rest: str) 
          "rdma-gpu-train-worker-0", "rdma-gpu-train-worker-0 pid 19491",
          "rdma-gpu-train-worker-0:19491:21059 [7] proxy.cc:1143 NCCL WARN Socket recv failed"),
         ("worker-1: [rank3]: Traceback (most recent call last):", "worker-1", None, "[rank3]: Traceback (most recent call last):"),
+        # NCCL 2.2's records, without the word NCCL: kept
+        ("tesla-node:1473:1473 [0] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so[.1]", None, "tesla-node pid 1473",
+         "tesla-node:1473:1473 [0] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so[.1]"),
+        ("tesla-node:1473:1473 [0] INFO Launch mode Group/CGMD", None, "tesla-node pid 1473",
+         "tesla-node:1473:1473 [0] INFO Launch mode Group/CGMD"),
+        ("ip-10-0-0-5:1929:1937 [0] nccl_net_ofi_init:1443 NET/OFI Selected provider is efa", None, "ip-10-0-0-5 pid 1929",
+         "ip-10-0-0-5:1929:1937 [0] nccl_net_ofi_init:1443 NET/OFI Selected provider is efa"),
+        # ... another program's line carried under the same prefix: the prefix names the process and goes
+        ("gpu-015:8588:64405 [5] ValueError: Target modules ['q_proj', 'v_proj'] not found in the base model.", None,
+         "gpu-015 pid 8588", "ValueError: Target modules ['q_proj', 'v_proj'] not found in the base model."),
+        ("gpu-015:8588:64405 [5]     raise ValueError(", None, "gpu-015 pid 8588", "    raise ValueError("),
+        # pdsh's host before a line that starts with spaces (py-spy's frame under DeepSpeed's runner)
+        ("queue1-dy-p4d24xlarge-37:     backward (torch/autograd/__init__.py:199)", "queue1-dy-p4d24xlarge-37", None,
+         "    backward (torch/autograd/__init__.py:199)"),
         # vLLM's workers (_add_prefix), Ray's worker logs (print_worker_logs), SkyPilot's task
         ("(VllmWorker rank=2 pid=3717) ERROR 06-26 23:10:13 [multiproc_executor.py:527] WorkerProc hit an exception.", None,
          "VllmWorker rank=2 pid 3717", "ERROR 06-26 23:10:13 [multiproc_executor.py:527] WorkerProc hit an exception."),
@@ -143,6 +157,8 @@ def test_rank_prefixes_of_torch_elastic(line: str, rank: int | None, rest: str) 
         # near misses: a tool's own "NAME-LEVEL:", a setting, a time of day, a tuple, a host:port
         ("SG-ERROR: File /opt/pkg/generic-flow.py line 12", None, None, "SG-ERROR: File /opt/pkg/generic-flow.py line 12"),
         ("bf16: True", None, None, "bf16: True"),
+        ("learning-rate:   0.001", None, None, "learning-rate:   0.001"),
+        ("fp-16:" + " " * 20 + "x", None, None, "fp-16:" + " " * 20 + "x"),
         ("12:30:01 clock", None, None, "12:30:01 clock"),
         ("(pid, status) = os.waitpid(child, 0)", None, None, "(pid, status) = os.waitpid(child, 0)"),
         ("localhost:29500:12 connections open", None, None, "localhost:29500:12 connections open"),

@@ -76,6 +76,17 @@ CASES = [
     ("compose coloured", [f"\x1b[36mtrainer-1  |\x1b[0m {t}" for t in TRACEBACK], TRACEBACK, None, "trainer-1"),
     # a screen hardcopy of an 80-column terminal: rows padded to the width, the long line wrapped
     ("screen 80 columns", [t[i:i + 80].ljust(80) for t in TRACEBACK for i in range(0, len(t), 80)], TRACEBACK, None, None),
+    # Airflow's task log relaying a BashOperator's child line by line (SubprocessHook: "{subprocess.py:93} INFO - ")
+    ("airflow relay", [f"[2024-05-01, 12:00:0{i} UTC] {{subprocess.py:93}} INFO - {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2024-05-01, 12:00:00 UTC", "subprocess.py"),
+    ("airflow 1.x relay", [f"[2021-03-02 10:11:1{i},123] {{bash_operator.py:157}} INFO - {t}" for i, t in enumerate(TRACEBACK)],
+     TRACEBACK, "2021-03-02 10:11:10,123", "bash_operator.py"),
+    # a wrapper logging its child's stdout with the logging cookbook's format: a frame's indent is no logging call's
+    ("logger relay", [f"2024-05-01 12:00:0{i},000 - runner - INFO - {t}" for i, t in
+                      enumerate(["step 1 loss 2.31", "", *(t.removeprefix("[rank1]: ") for t in TRACEBACK)])],
+     ["step 1 loss 2.31", "", *(t.removeprefix("[rank1]: ") for t in TRACEBACK)], "2024-05-01 12:00:00,000", "runner"),
+    ("one relayed exception", ["2024-05-01 12:00:00,000 - runner - INFO - ValueError: The port number of the rendezvous endpoint 'None:None' must be an integer"],
+     ["ValueError: The port number of the rendezvous endpoint 'None:None' must be an integer"], "2024-05-01 12:00:00,000", "runner"),
     ("python-json-logger", ['{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
                             '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nRuntimeError: NCCL error"}'],
      ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: NCCL error"],
@@ -136,6 +147,17 @@ NEAR_MISSES = [
                         "2024-04-12 07:13:07,123 - INFO - training_utils - step 1203 loss 2.0417"]),
     ("ISO milliseconds", ["2024-05-01T12:00:00.123Z INFO step 10 loss 2.31", "2024-05-01T12:00:01.123Z INFO step 11 loss 2.30"]),
     ("a table", ["epoch | loss | acc", "1 | 2.31 | 0.51", "2 | 2.10 | 0.55"]),
+    # a program's own records in the cookbook's format: its messages are logging calls' (no frame, no blank,
+    # no exception): the level stays on them
+    ("cookbook logger", [f"2024-05-01 12:00:0{i},000 - train - INFO - step {i} loss 2.3{i}" for i in range(8)]
+     + ["2024-05-01 12:00:09,000 - train - INFO -   indented after the decision"]),
+    ("one record", ["2024-05-01 12:00:00,000 - train - INFO - ValueError counts are reset each epoch"]),
+    # ... several loggers: a program's, never one relay
+    ("several loggers", ["2024-05-01 12:00:00,000 - train - INFO - Traceback (most recent call last):",
+                         "2024-05-01 12:00:01,000 - data - INFO - step 1 loss 2.31"]),
+    # Airflow's own records between the relayed ones name another file: a relay is one logger
+    ("airflow own records", ["[2024-05-01, 12:00:00 UTC] {taskinstance.py:1234} INFO - Starting attempt 1 of 1",
+                             "[2024-05-01, 12:00:01 UTC] {subprocess.py:93} INFO - Traceback (most recent call last):"]),
     ("srun --label", ["0: step 10 loss 2.31", "1: step 10 loss 2.33"]),
     # a logger's own coloured time and level (loguru, rich): not stern's two coloured names
     ("loguru colours", ["\x1b[32m2024-05-01 12:00:00.123\x1b[0m | \x1b[1mINFO    \x1b[0m | train:main:42 - step 10 loss 2.31",
@@ -247,13 +269,14 @@ def test_sagemaker_mpi_tag_names_the_rank() -> None:
         "[1,mpirank:0,algo-1]<stdout>:Train Epoch: 10 loss 0.12", "[1,mpirank:1,algo-2]<stdout>:Train Epoch: 10 loss 0.24"]
 
 
-@pytest.mark.parametrize("envelope", ["docker", "cri", "kubectl"])
+@pytest.mark.parametrize("envelope", ["docker", "cri", "kubectl", "airflow"])
 def test_diagnose_reads_a_wrapped_failure_as_the_bare_one(tmp_path: Path, envelope: str) -> None:
     lines = ["2024-05-01 12:00:00,001 - INFO - step 1 loss 2.31", "2024-05-01 12:00:01,001 - INFO - step 2 loss 2.30", *TRACEBACK]
     wrap = {
         "docker": lambda i, t: _docker(t + "\n", f"2024-05-01T12:00:0{i}.000000000Z"),
         "cri": lambda i, t: f"2024-05-01T12:00:0{i}.000000000Z stderr F {t}",
         "kubectl": lambda i, t: f"[pod/train-worker-0/pytorch] {t}",
+        "airflow": lambda i, t: f"[2024-05-01, 12:00:0{i} UTC] {{subprocess.py:93}} INFO - {t}",
     }[envelope]
     bare, wrapped = tmp_path / "bare.log", tmp_path / "wrapped.log"
     bare.write_text("\n".join(lines) + "\n")

@@ -296,6 +296,37 @@ class Padded(Envelope):
         return line, None, None, True
 
 
+#: What only a collector's record holds as its message, never a program's own logging call: nothing, a
+#: line that starts with spaces (a traceback's frame, a stack dump's), a traceback's head, an exception
+#: line, a launcher's rank prefix, another record's head with its own time or glog letter.
+_CARRIED = re.compile(r"$|\s|Traceback \(most recent call last\):|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |"
+                      r"\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[ T]\d\d:\d\d|[IWEF]\d{4} \d\d:\d\d")
+
+
+class CollectorLogger(Prefix):
+    """A program's output relayed line by line through a Python logger at a quiet level: each line of
+    the child becomes the message of one record of the same logger (Airflow's SubprocessHook and
+    BashOperator: ``[2024-01-01, 12:00:00 UTC] {subprocess.py:93} INFO - <line>``; a wrapper logging
+    its child's stdout with the logging cookbook's ``%(asctime)s - %(name)s - %(levelname)s -
+    %(message)s``). The record's level is the relay's, not the line's: left on, it hides the child's own
+    exception or severity behind an INFO. A program's own records look the same, so the prefix is
+    taken for a relay only when the first lines show one: the same logger and level on each, and a
+    message no logging call makes (:data:`_CARRIED`); a short log (fewer than :data:`DETECT_LINES`
+    non-blank lines, two of them relayed) needs no such line, a single relayed line is one."""
+
+    def __init__(self, name: str, rx: str) -> None:
+        super().__init__(name, rx, min_lines=1)
+
+    def hits(self, sample: Sequence[str]) -> list[str]:
+        found = [(ln, m) for ln in sample if (m := self._rx.match(ln)) is not None]
+        if len({m.group("who") for _, m in found}) > 1:
+            return []
+        carried = any(_CARRIED.match(ln, m.end()) for ln, m in found)
+        if (len(sample) >= DETECT_LINES or len(found) < 2) and not carried:
+            return []
+        return [ln for ln, _ in found]
+
+
 #: The narrowest terminal whose padded rows are read as :class:`Padded` (80 is the common default;
 #: graphgpt-44's was 75).
 PAD_MIN_WIDTH = 40
@@ -345,6 +376,13 @@ ENVELOPES: tuple[Envelope, ...] = (
     # aws/sagemaker-training-toolkit#37); the name ends in the replica number, so a table's
     # "epoch | loss" is not taken for it
     Prefix("compose", r"(?P<who>[A-Za-z0-9][\w.-]*[-_]\d+) *\| ?"),
+    # a child's lines relayed through a logger at INFO (CollectorLogger): Airflow's task log (2.x
+    # "[2024-01-01, 12:00:00 UTC] {subprocess.py:93} INFO - ", 1.x "[2021-01-01 12:00:00,123]
+    # {bash_operator.py:157} INFO - "), the logging cookbook's format
+    CollectorLogger("airflow-relay", r"\[(?P<stamp>\d{4}-\d\d-\d\d,? \d\d:\d\d:\d\d(?:[.,]\d+)?"
+                    r"(?: ?UTC|[+-]\d\d:?\d\d)?)\] \{(?P<who>[\w.-]+\.py):\d+\} (?:INFO|DEBUG) - "),
+    CollectorLogger("logger-relay", r"(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - (?P<who>[\w.-]+) - "
+                    r"(?:INFO|DEBUG) - "),
     Padded(),
 )
 

@@ -218,7 +218,8 @@ def split_rank_prefix(line: str) -> tuple[int | None, str]:
 #:   starts every node's launcher under pdsh): ``rdma-gpu-train-worker-0: <line>``. A host name of
 #:   dash- or dot-separated parts holding a digit, so that ``SG-ERROR: ``, ``top-k: `` or
 #:   ``bf16: `` are not hosts. Removed: what follows is the node's own line.
-_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)+): (?=\S)")
+#:   The remote line may start with spaces (py-spy's frames, a traceback's): ``%h:     backward (...)``.
+_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)+): (?= {0,15}\S)")
 #: * a worker's name and pid before its line: vLLM's multiprocessing workers
 #:   (``_add_prefix``: ``(VllmWorkerProcess pid=123) ``, V1's ``(VllmWorker rank=2 pid=123) ``,
 #:   ``(EngineCore_DP0 pid=123) ``, ``(APIServer pid=123) ``), Ray's worker logs on the driver
@@ -232,6 +233,13 @@ _WORKER = re.compile(r"\((?:([A-Za-z_][\w.-]*(?: rank=\d+)?),? )?pid=(\d+)(?:, i
 #:   ``ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'``.
 #:   Network plugins log through it (aws-ofi-nccl's ``NET/OFI`` lines). Kept: the table reads it.
 _NCCL = re.compile(r"(?:\[[^\]\n]{1,40}\] )?([\w-]+):(\d+):\d+ (?:\[-?\d+\] |NCCL CALL )")
+#:   What NCCL writes after its prefix: its own record (``NCCL INFO``/``NCCL WARN``, a source location
+#:   first; NCCL 2.2's ``INFO ...``, ``misc/ibvwrap.cu:60 WARN ...`` without the word NCCL; a network
+#:   plugin's ``NET/OFI`` through it). Anything else under the prefix is another program's line that a
+#:   collector carried under the same prefix (each line of a process stamped ``host:pid:tid [dev] ``):
+#:   the prefix names the process and is removed, so the line is read as its program wrote it (a
+#:   traceback, an exception, a severity at its head).
+_NCCL_OWN = re.compile(r"(?:[\w./-]+:\d+ )?(?:NCCL|INFO|WARN|TRACE|ABORT)\b|.{0,80}?\bNCCL\b|.{0,80}?\bNET/")
 
 
 #: What :func:`split_process` reads of a line: ``(host, process, text)`` (a plain tuple: it is made
@@ -243,8 +251,8 @@ def split_process(line: str) -> Stream:
     """``(host, process, text)``: the node pdsh's prefix names (or None); the process a line's
     prefixes name (see :data:`_PDSH`, :data:`_WORKER`, :data:`_NCCL`), e.g. ``"ng30903 pid 3063028"``,
     ``"VllmWorker rank=2 pid 4101"`` (the worker's ``ip`` or the pdsh host first when given), or
-    None; and the line without pdsh's or a server's prefix (NCCL's prefix stays: it is part of
-    NCCL's line).
+    None; and the line without pdsh's or a server's prefix (NCCL's prefix stays on NCCL's own
+    record: it is part of NCCL's line).
 
     One file often holds several processes' streams (a node's ranks, a server's workers, pdsh's
     nodes); told apart, one process's readable error is not taken for the sequel of another's.
@@ -258,7 +266,8 @@ def split_process(line: str) -> Stream:
         label = f"{name} pid {pid}" if name else f"pid {pid}"
         return host, f"{where} {label}" if where else label, line[w.end() :]
     if ":" in line and (n := _NCCL.match(line)) is not None:
-        return host, f"{n.group(1)} pid {n.group(2)}", line
+        own = _NCCL_OWN.match(line, n.end()) is not None
+        return host, f"{n.group(1)} pid {n.group(2)}", line if own else line[n.end():]
     return host, None, line
 
 
