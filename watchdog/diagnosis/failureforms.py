@@ -59,9 +59,9 @@ from neuron_watch.diagnosis.forms_round16b import round16b_cause, round16b_form
 from neuron_watch.diagnosis.forms_round17a import NEEDLES as ROUND17A_NEEDLES
 from neuron_watch.diagnosis.forms_round17a import round17a_cause, round17a_form
 from neuron_watch.diagnosis.forms_round17b import round17b_cause
-from neuron_watch.diagnosis.forms_round18b import round18b_cause
 from neuron_watch.diagnosis.forms_round18a import NEEDLES as ROUND18A_NEEDLES
 from neuron_watch.diagnosis.forms_round18a import round18a_cause, round18a_form
+from neuron_watch.diagnosis.forms_round18b import round18b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
