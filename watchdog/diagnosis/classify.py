@@ -108,7 +108,10 @@ class KnowledgeBase:
         self.by_id = {s.id: s for s in (*self.signatures, *self.form_signatures)}
         self._form_matches = {kind: Match(self.by_id[sid]) for kind, sid in SIGNATURE_IDS.items()
                               if sid in self.by_id}
-        self._always: tuple[int, ...] = tuple(i for i, s in enumerate(self.signatures) if not s.keys)
+        # each rule's keys, once (Signature.keys builds them on every read; the plain reference
+        # reads every rule's for every line)
+        self._keys: tuple[tuple[str, ...], ...] = tuple(s.keys for s in self.signatures)
+        self._always: tuple[int, ...] = tuple(i for i, ks in enumerate(self._keys) if not ks)
         by_key: dict[str, list[int]] = {}
         for i, s in enumerate(self.signatures):
             for k in s.keys:
@@ -271,7 +274,7 @@ class KnowledgeBase:
         needle ``"\\n" + line`` holds (anchored needles carry the newline) and whose patterns match.
         Slow (every key is looked for); tests hold :meth:`scan` and :meth:`classify` to it."""
         text = _NL + line
-        rules = [i for i, s in enumerate(self.signatures) if not s.keys or any(k in text for k in s.keys)]
+        rules = [i for i, ks in enumerate(self._keys) if not ks or any(k in text for k in ks)]
         if self.form_signatures and any(k in text for k in NEEDLES):
             rules.append(self._forms_index)
         return self._match(line, rules)

@@ -317,8 +317,9 @@ class _KeyFinder:
             before.setdefault(t[at + 1 :], set()).add(t if at else b"")
         # At each marker the longest rest whose literal is there is reported; the literals whose
         # rests are prefixes of it may be there too (their payloads come with it).
+        # (a rest's prefixes are looked up, not every rest compared: the table's hundreds of rests)
         payload = {
-            u: tuple(sorted({p for o, ls in rests.items() if u.startswith(o) for lit in ls for p in literals[lit]}))
+            u: tuple(sorted({p for n in range(len(u) + 1) for lit in rests.get(u[:n], ()) for p in literals[lit]}))
             for u in rests
         }
         leaves = {}
