@@ -71,7 +71,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 23
+FORM_RULES = 24
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -112,13 +112,14 @@ FORM_SIGNATURES: tuple[tuple[str, str, str, str, str, bool, str], ...] = (
 #: every line holding a form holds one; the unit tests hold each form's examples to it.
 NEEDLES: tuple[str, ...] = (
     # severities (glog's FATAL always prints "*** Check failure stack trace: ***"); libfabric's levels
-    "\nE", "[E", ": E", ": F", "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
+    "\nE", "\nF ", "[E", ": E", ": F",
+    "ERROR", "CRITICAL", "FATAL", "Error", "Critical", "Fatal", "level=", "severity=",
     "\"level\"", "'level'", "\"severity\"", "levelname", "<warn>", "<error>", "BUG:", "Oops:", "[Hardware Error]",
     "Kernel panic", "blocked for more than",
     # crashes ("error:" holds Go's "fatal error: " and Slurm's "srun: error: "; a Go panic that says no
     # error is read from its goroutine trace)
     "Check failed", "Check failure", "[running]:", "error:", "panicked at", "Exception in thread",
-    "terminate called after throwing", "SIGSEGV",
+    "terminate called after throwing", "SIGSEGV", "Abort(",
     "SIGABRT", "SIGBUS ", "SIGILL ", "SIGFPE ", "]: segfault at", "Segmentation fault", "Bus error",
     "Illegal instruction", "Floating point exception", "Aborted", "WTERMSIG",
     # exceptions, and what an uncaught C++ exception says
@@ -274,10 +275,11 @@ _UPPER_NAMES = {
 }
 #: (an error class also as Python's repr prints it, "UnavailableError():", the way TensorFlow's cluster
 #: coordinator logs a closure's failure: cluster_coordinator.py "... encountered the following error when
-#: processing closure: %r:%s")
+#: processing closure: %r:%s"; and a class's repr before the error's value, "<class '...UnavailableError'>, ...",
+#: as TensorFlow 1.x's Coordinator.request_stop logs it)
 _STATUS = re.compile(
     r"(?:^|[\s:(\[\]'\".])(?:(?:(" + "|".join(_UPPER_NAMES) + r")|(" + "|".join(_STATUS_CAUSES) + r")(?:Error)?|"
-    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$| \(see above for traceback\): )|"
+    r"(" + "|".join(_SPACED_NAMES) + r"))(?::\s|\s*$| \(see above for traceback\): |'>, )|"
     r"(" + "|".join(_STATUS_CAUSES) + r")Error\(\):)")
 #: a C++ exception type an uncaught-exception report names (libstdc++: "terminate called after
 #: throwing an instance of 'std::bad_alloc'"; c10's error classes), or that PaddlePaddle's operator

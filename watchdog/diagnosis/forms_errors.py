@@ -72,6 +72,15 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # signal %d (%s)."); SIGINT (2) and SIGTERM (15) are an interrupt or a cancel
     (re.compile(r"\bnoticed that process rank \d+ with PID \d+ on node \S+ exited on signal (?!2\b|15\b)\d+\b"),
      "a rank that a signal ended (Open MPI)"),
+    # MPICH's (and Intel MPI's, built on it) abort record: MPID_Abort prints "Abort(<exit code>) on node <n>
+    # (rank <r> in comm <c>): " before the error stack's first line ("Fatal error in PMPI_Init: ..."): the
+    # rank is ending, whatever the message's words
+    (re.compile(r"^(?:\[[\w:.-]+\]:? )?Abort\(\d+\) on node \d+ \(rank \d+ in comm \d+\): "), "an MPICH abort record"),
+    # a record's head naming itself fatal ("LLVM Fatal Error ...", "Fatal error in MPI_Init: ...", "FATAL ERROR:
+    # ..."): one or two words of its source before it, none a negation ("No fatal errors" is a summary)
+    (re.compile(r"^(?!(?i:no|not|without|zero)\b)(?:[A-Za-z][\w.+-]*:? ){0,2}"
+                r"(?:Fatal|FATAL) (?:[Ee]rror|ERROR)\b(?!s)"),
+     "a fatal error record"),
 )
 
 #: Ray: a worker process that died under a task, as the raylet reports it (src/ray/protobuf/common.proto
@@ -125,6 +134,15 @@ ABSL_STATUS_CODES = ("CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEE
 _STATUS_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception): (?:" + "|".join(ABSL_STATUS_CODES) + r"): \S")
 #: the plain Python exception line, inside a wrapper
 _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
+#: heads a line may carry before an exception line that are no part of it: a time stamp (ISO 8601 / RFC
+#: 3339 with any fraction and offset, a CloudWatch or console copy: "2021-12-02T11:01:44.277+01:00 "), and
+#: pytest's short test summary ("FAILED <nodeid> - <exception line>", _pytest/terminal.py
+#: _get_line_with_reprcrash_message: f"{word} {pos}" + " - " + the crash's message; word FAILED or ERROR)
+_EXCEPTION_HEAD = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? +|"
+                             r"^(?:FAILED|ERROR) \S+::\S+ - ")
+#: the type and the value of an exception printed together ("%s, %s" % (type(e), e): TensorFlow 1.x's
+#: Coordinator.request_stop logs "Error reported to Coordinator: <class '...InvalidArgumentError'>, <message>")
+_TYPE_AND_VALUE = re.compile(r"<class '(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)'>, \S")
 
 # -- resources that are not there ----------------------------------------------------------------
 
@@ -551,6 +569,11 @@ def exception_form(text: str, read_line: Callable[[str], Form | None]) -> Form |
         return Form(FormKind.ERROR, "what an uncaught C++ exception says")
     if _ORTE_ERROR.search(text):
         return Form(FormKind.ERROR, "an Open MPI runtime error record")
+    head = _EXCEPTION_HEAD.match(text)
+    if head is not None and (_PY_EXCEPTION.search(rest := text[head.end():]) or _EXCEPTION.search(rest)):
+        return Form(FormKind.ERROR, "an exception behind a time stamp or a test's summary")
+    if _TYPE_AND_VALUE.search(text):
+        return Form(FormKind.ERROR, "an exception's type and value")
     wrapped = _WRAPPED.search(text)
     if wrapped is not None:
         inner = text[wrapped.end():]

@@ -84,7 +84,7 @@ _LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\
 _TRT = re.compile(r"^(?:\[[^\]]{1,40}\] ){0,3}\[([EF])\] \S")
 #: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
 #: (the runtime's log format; its modules are TDRV, NRT, NMGR, ENC, NCCL and the like)
-_NEURON = re.compile(r"\d+:\d+ (ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
+_NEURON = re.compile(r"\d+:\d+\s+(ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
 #: the kernel's own fault reports (lib/bug.c "BUG: ", arch/x86
 #: "general protection fault", mm "segfault at <addr> ip", kernel/panic.c "Kernel panic - ")
 _KERNEL_FAULT = re.compile(

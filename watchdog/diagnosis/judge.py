@@ -51,6 +51,7 @@ from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
@@ -335,6 +336,8 @@ KILLED_CODES = frozenset({-9, 137})
 KILLED_SIGNATURE = "host.killed_sigkill"
 #: The last rule of the table: an error line nothing above explains (signatures.toml).
 UNRECOGNISED_SIGNATURE = "host.unrecognised_error"
+#: the levels of a record's head that say it failed (forms_severity.head_level: words and glog's letters)
+_FAILED_LEVELS = frozenset({"ERROR", "FATAL", "CRITICAL", "E", "F"})
 #: a Java throwable as Throwable.toString prints it ("java.lang.OutOfMemoryError: Java heap space"), which
 #: log4j's and logback's layouts put on the line after the message of logger.error(message, throwable),
 #: its "\tat" frames under it: the record's cause is the throwable's
@@ -1648,6 +1651,8 @@ class Judge:
             open_error = self._unexplained_at_end()
             if open_error is not None:
                 return self._with_hints(self._set_up_mistake(self._unexplained_verdict(open_error)))
+        if final and v.label is Label.COMPILING and (failed := self._compile_failed_at_end()) is not None:
+            return self._with_hints(self._set_up_mistake(self._compile_failed_verdict(failed)))
         if final and v.label is Label.COMM_TIMEOUT_TRANSIENT and v.culprit is None:
             stalled = self._stall_list_at_end(v)
             if stalled is not None:
@@ -1673,6 +1678,35 @@ class Judge:
                     "from the last complete checkpoint; if it repeats, look at those ranks (a rank-dependent branch, "
                     "a rank stuck or dead before the collective)."),
             step=waiting.step,
+        )
+
+    def _compile_failed_at_end(self) -> Evidence | None:
+        """An error record (its head's level ERROR or FATAL: :func:`head_level`) a compiling rank printed
+        after its compile opened, with no progress of that rank after it, at the end of the input: the compile's
+        last word is its failure (a compiler wrapper reports the failed command in one such record: the Neuron
+        wrapper's "ERROR ||NEURON_CC_WRAPPER||: Failed compilation with [...]"), not a compile at work.
+        A warning, or an error the rank went on from (a step after it), leaves the compile open."""
+        for st in self.ranks.values():
+            err = st.unexplained
+            if (err is not None and st.compile_open is not None and err.mono >= st.compile_open
+                    and (st.last_progress is None or st.last_progress < err.mono)
+                    and head_level(err.text) in _FAILED_LEVELS):
+                return err
+        return None
+
+    def _compile_failed_verdict(self, ev: Evidence) -> Verdict:
+        """The verdict of a compile whose last word is an error record: the record's own cause where its
+        form states one, else the compile failed (``compile_error``: the same graph fails again)."""
+        v = self._unexplained_verdict(ev)
+        if v.label is not Label.OTHER_CRASH:
+            return v
+        return replace(
+            v, label=Label.COMPILE_ERROR, action=Action.STOP,
+            reason=(f"the input ends inside a compile whose last word is an error record, with no progress after "
+                    f"it: the compile failed ({ev.text.strip()[:160]})"),
+            advice=("The graph compiler failed: the same graph fails again on a restart. Read the compiler's log "
+                    "(its error record names the failed command and, above it, the cause) and fix the model, the "
+                    "compiler's flags or the set-up it reports."),
         )
 
     def _unexplained_at_end(self) -> Evidence | None:
