@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
-from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
+from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level, record_message
 from neuron_watch.events import Label
 
 # -- crashes ---------------------------------------------------------------------------------------
@@ -125,6 +125,13 @@ ABSL_STATUS_CODES = ("CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEE
 _STATUS_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception): (?:" + "|".join(ABSL_STATUS_CODES) + r"): \S")
 #: the plain Python exception line, inside a wrapper
 _PY_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|\s*$)")
+#: an exception line behind any prefix: a stamp no envelope reader knows ("2021-12-02T11:01:44.277+01:00 "),
+#: pytest's short summary ("FAILED <test> - <exception line>", _pytest/terminal.py _get_line_with_reprcrash_message),
+#: markdown's bold ("** "), a tag. Python prints an exception's last line as "<qualified class>: <message>"
+#: (Lib/traceback.py TracebackException.format_exception_only: f"{stype}: {value}"), and PEP 8 names an
+#: exception class with the suffix "Error" (or "Exception"): that shape, after a separator, in a line's head
+_PREFIXED_EXCEPTION = re.compile(r"(?:^|[\s:>\]|*(-])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\(\w+\))?: \S")
+_PREFIXED_HEAD = 160
 
 # -- resources that are not there ----------------------------------------------------------------
 
@@ -551,6 +558,14 @@ def exception_form(text: str, read_line: Callable[[str], Form | None]) -> Form |
         return Form(FormKind.ERROR, "what an uncaught C++ exception says")
     if _ORTE_ERROR.search(text):
         return Form(FormKind.ERROR, "an Open MPI runtime error record")
+    message = record_message(text)
+    if message is not None and (_PY_EXCEPTION.search(message) or _EXCEPTION.search(message.lstrip())):
+        # a glog/absl or TensorFlow record is one record whatever its level: a warning that carries an
+        # exception line is the program reporting the exception it met (SkyPilot's "W ... ] botocore...Error: ")
+        return Form(FormKind.ERROR, "an exception in a glog/absl or TensorFlow record")
+    if (_PREFIXED_EXCEPTION.search(text, 0, _PREFIXED_HEAD) and head_level(text) not in QUIET_LEVELS
+            and "retry" not in text.lower()):
+        return Form(FormKind.ERROR, "an exception line behind a prefix")
     wrapped = _WRAPPED.search(text)
     if wrapped is not None:
         inner = text[wrapped.end():]
