@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from tests.fixtures.perturb import ENVELOPE_NAMES, interleave, line_form, perturb_identifiers, perturb_words, wrap_envelope
+from tests.fixtures.perturb import (
+    ENVELOPE_NAMES,
+    interleave,
+    line_form,
+    perturb_identifiers,
+    perturb_words,
+    wrap_envelope,
+)
 
 # real lines (NCCL's prefix, torchrun's failure report, a Neuron runtime record, glog, a frame)
 IDENTIFIED = "\n".join([
