@@ -12,6 +12,9 @@ form (``tests/fixtures/perturb.py``), written to a file of the same name in a te
 * ``envelopes``: every line inside one collector's prefix or record (``[rank3]:``, ``[default0]:``, srun's
   ``0: ``, ``host:pid:tid``, pdsh's ``host: ``, ISO and kubelet stamps, CRI and Docker json-file records,
   a Python logging prefix). Label and action must not change.
+* ``interleave``: the excerpt's lines interleaved with the first lines of a healthy excerpt of another program
+  (drawn by the seed), as two processes writing to one unmarked stream interleave them, each stream's lines in
+  their order. A healthy neighbour's lines never hide a failure: label and action must not change.
 * ``words``: in every line holding a failure form, the message's free-text words replaced by words of
   healthy real logs that no reader uses, the form kept. The label may change; a failure must never read
   as ``healthy``, and its action must stay a failure's.
@@ -40,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.events import Action, Label, Verdict
 from tests.fixtures.corpus_score import EXPECTED_ACTIONS
-from tests.fixtures.perturb import line_form, perturb_identifiers, perturb_words, vocabulary, wrap_envelope
+from tests.fixtures.perturb import interleave, line_form, perturb_identifiers, perturb_words, vocabulary, wrap_envelope
 from tests.fixtures.real_logs import Excerpt, load_corpus
 
-KINDS = ("identifiers", "envelopes", "words")
+KINDS = ("identifiers", "envelopes", "interleave", "words")
 ROOT = Path(__file__).resolve().parents[2]
 #: what a verdict may say of a job that needs nothing done
 _CALM = frozenset({Label.HEALTHY, Label.COMPILING, Label.COMM_TIMEOUT_TRANSIENT, Label.UNOBSERVED})
@@ -78,8 +81,14 @@ def carrying_lineno(verdict: Verdict) -> int:
     return next((e.lineno for e in verdict.evidence if e.lineno), 0)
 
 
-def perturb(kind: str, text: str, rng: random.Random, words: list[str]) -> tuple[str, dict[int, str], str]:
+def perturb(kind: str, text: str, rng: random.Random, words: list[str],
+            neighbours: list[Excerpt]) -> tuple[str, dict[int, str], str]:
     """(the perturbed text, the form of each changed line for ``words``, the variant's name)."""
+    if kind == "interleave":
+        # a healthy neighbour other than the excerpt itself
+        neighbour = rng.choice(neighbours)
+        lines = neighbour.log.read_bytes().decode("utf-8", "surrogateescape")
+        return interleave(text, lines, rng), {}, f"{neighbour.platform} neighbour"
     if kind == "identifiers":
         return perturb_identifiers(text, rng), {}, "identifiers"
     if kind == "envelopes":
@@ -90,12 +99,13 @@ def perturb(kind: str, text: str, rng: random.Random, words: list[str]) -> tuple
 
 
 def run_kind(kind: str, excerpts: list[Excerpt], seed: int, words: list[str], before: dict[str, Verdict],
-             tmp: Path) -> list[Outcome]:
+             tmp: Path, healthy: list[Excerpt]) -> list[Outcome]:
     outcomes = []
     for ex in excerpts:
         text = ex.log.read_bytes().decode("utf-8", "surrogateescape")
         rng = random.Random(f"{seed}:{kind}:{ex.name}")
-        changed, _forms, variant = perturb(kind, text, rng, words)
+        neighbours = [h for h in healthy if h.name != ex.name]
+        changed, _forms, variant = perturb(kind, text, rng, words, neighbours)
         path = tmp / ex.log.name
         path.write_bytes(changed.encode("utf-8", "surrogateescape"))
         after = verdict_of(path)
@@ -184,6 +194,7 @@ def main() -> int:
     healthy_texts = [ex.log.read_text(encoding="utf-8", errors="replace") for ex in corpus
                      if ex.label is Label.HEALTHY]
     words = vocabulary(healthy_texts, reader_sources())
+    healthy = [ex for ex in corpus if ex.label is Label.HEALTHY]
     started = time.process_time()
     before = {ex.name: verdict_of(ex.log) for ex in excerpts}
     print(f"seed {args.seed}, {len(excerpts)} excerpts, {len(words)} replacement words "
@@ -193,7 +204,7 @@ def main() -> int:
     runner: Callable[[str], list[Outcome]]
     with tempfile.TemporaryDirectory(prefix="nw-robust-") as tmp:
         def runner(kind: str) -> list[Outcome]:
-            return run_kind(kind, excerpts, args.seed, words, before, Path(tmp))
+            return run_kind(kind, excerpts, args.seed, words, before, Path(tmp), healthy)
 
         for kind in args.kind or KINDS:
             report(kind, runner(kind), args.wrong)

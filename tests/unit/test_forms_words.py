@@ -1,106 +1,82 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
-"""Forms read whatever the message's words (the ``words`` perturbation of tests/benchmarks/bench_form_robustness.py:
-a failure line whose free-text words are replaced must not read as healthy): MPICH's abort record, a record's head
-naming itself fatal, an exception behind a time stamp or pytest's short summary, an exception's type and value, a
-Neuron runtime record whatever its spacing, the runtime dump's Failure field, TensorFlow's F record at a line's
-start, and a compile whose last word is an error record.
+"""Forms read whatever their words (issue 23's words perturbation): a log-level field where its logging scheme puts
+it, an exception line behind any prefix, a glog/absl or TensorFlow record of any level that carries an exception,
+MPICH's "Fatal error in <func>:" record, the Neuron runtime's padded record and its dump's Failure field; with the
+near misses each rule must leave alone (a benign warning, the word in a path, ``E`` as a word, a healthy line of the
+same program).
 
-Each line is from the corpus (tests/data/real-logs, named by its excerpt), a perturbed one (its words replaced,
-the form kept, as the benchmark does), or the format a project's source prints, filled in (the source is named)."""
+Each line is from the corpus (tests/data/real-logs, named by its excerpt), the same line with its free words
+replaced as ``tests/fixtures/perturb.py`` replaces them (named "words"), or the format a project's source prints,
+filled in (the source is named)."""
 
 from __future__ import annotations
 
-import pytest
-
 from neuron_watch.diagnosis.failureforms import FormKind
-from neuron_watch.events import Action, Label
-from tests.unit.form_table import cause_tests, table_tests
-from tests.unit.test_forms_round11 import PROGRESS, _verdict
+from neuron_watch.diagnosis.kb import default_knowledge_base
+from neuron_watch.events import Label
+from tests.unit.form_table import FormRow, cause_tests, table_tests
 
-FORMS = [
-    # MPICH's abort record (Intel MPI's, built on MPICH; corpus qmcpack-1158), and with its words replaced
-    ("Abort(1094543) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:",
-     FormKind.CRASH, None, "qmcpack-1158"),
-    ("Abort(1614735) on node 0 (rank 0 in comm 0): Fatal error filling PMPI_Init: Unknown error constexpr, error stack:",
-     FormKind.CRASH, None, "onedal-3741, words perturbed"),
-    ("[cli_3]: Abort(69) on node 3 (rank 3 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 69) - process 3",
-     FormKind.CRASH, None, "MPICH's MPI_Abort under mpiexec's client prefix"),
-    # a record's head naming itself fatal (corpus xla-47982; its words replaced)
-    ("LLVM Fatal Error while compiling target binary for module: jit_iota", FormKind.CRASH, None, "xla-47982"),
-    ("LLVM Fatal Error interactive streaming cola implemented expansion favor: jit_iota", FormKind.CRASH, None,
-     "xla-47982, words perturbed"),
-    ("FATAL ERROR: Ineffective mark-compacts near heap limit Allocation failed - JavaScript heap out of memory",
-     FormKind.CRASH, None, "node's V8 fatal OOM (src/node_errors.cc OnFatalError: 'FATAL ERROR: %s %s')"),
-    # an exception behind a CloudWatch copy's ISO stamp with its offset (corpus amazon-sagemaker-examples-3046)
-    ("2021-12-02T11:01:44.277+01:00 ConversationBucketsError: CUDA scratch exported memory. Mmdet unusually activate 288.00 MiB",
-     FormKind.ERROR, None, "amazon-sagemaker-examples-3046, words perturbed"),
-    # ... behind pytest's short test summary (corpus trl-4237)
-    ("FAILED tests/test_sft_trainer.py::TestSFTTrainer::test_train_toolcall_data - torch.OptimizePytorchjobError: CUDA rcount adversely memory.",
-     FormKind.ERROR, None, "trl-4237, words perturbed"),
-    ("ERROR tests/test_data.py::test_load - FileNotFoundError: [Errno 2] No such file or directory: 'data.json'",
-     FormKind.ERROR, None, "pytest's summary of an error in a fixture"),
-    # an exception's type and value (TensorFlow 1.x Coordinator.request_stop; corpus tf-models-5516)
-    ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, LossTensor flushes inf modelzoo nan.",
-     FormKind.ERROR, None, "tf-models-5516, words perturbed"),
-    # the Neuron runtime's record with two spaces after its pid:tid (corpus aws-neuron-sdk-1189)
-    ("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump                            Failure: NRT_INVALID criterion nrt_load()",
-     FormKind.ERROR, None, "aws-neuron-sdk-1189, words perturbed"),
-    # TensorFlow 1.x's F record at a line's start (corpus tensorflow-1222; its words replaced)
-    ("F /usr/local/lib/python2.7/dist-packages/tensorflow/include/tensorflow/core/framework/op_kernel.h:1087] Cudart turning: params_->device->RequiresRecordingAccessedTensors() == record_tensor_accesses_",
-     FormKind.CRASH, None, "tensorflow-1222, words perturbed"),
+E, C = FormKind.ERROR, FormKind.CRASH
+
+FORMS: list[FormRow] = [
+    # MPICH's fatal error handler under its abort record (corpus onedal-3741, qmcpack-1158), and with its words changed
+    ("Abort(1614735) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Unknown error class, error stack:", C, None, "corpus onedal-3741"),
+    ("Abort(1614735) on node 0 (rank 0 in comm 0): Fatal error filling PMPI_Init: Unknown error constexpr, error stack:", C, None, "words of onedal-3741"),
+    ("Abort(1094543) on node 0 (rank 0 in comm 0): Fatal error rllib PMPI_Init_thread: Approx MPI error, error stack:", C, None, "words of qmcpack-1158"),
+    ("Fatal error in MPI_Allreduce: Other MPI error, error stack:", C, None, "MPICH errutil.c MPIR_Handle_fatal_error, no abort record"),
+    # "<Component> Fatal Error ..." (corpus xla-47982; NVHPC's OpenACC runtime)
+    ("LLVM Fatal Error interactive streaming cola implemented expansion favor: jit_iota", C, None, "words of xla-47982"),
+    ("Accelerator Fatal Error: call to cuCtxCreate returned error 214: Other", C, None, "NVHPC OpenACC runtime"),
+    # the Neuron runtime's record with its fields padded (two spaces after the tid), and its dump's Failure field
+    ("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump                            Failure: NRT_INVALID criterion nrt_load()", E, Label.CONFIG_ERROR, "words of aws-neuron-sdk-1189"),
+    ("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   TDRV:dma_ring_allocate                      some other words", E, None, "the runtime's format, padded"),
+    # TensorFlow's FATAL record at a line's start, without a time (corpus tensorflow-1222, its words changed)
+    ("F /usr/local/lib/python2.7/dist-packages/tensorflow/include/tensorflow/core/framework/op_kernel.h:1087] Cudart turning: params_->device->RequiresRecordingAccessedTensors() == record_tensor_accesses_", C, None, "words of tensorflow-1222"),
+    # a glog record of any level that carries an exception (SkyPilot's sky_logging, corpus skypilot-290)
+    ("W 02-09 01:24:30 cloud_vm_ray_backend.py:435]   botocore.exceptions.CausingImgsizeError: Timesteps error buckets (VcpuLimitExceeded) regularize", E, None, "words of skypilot-290"),
+    ("W0209 01:24:30.123456 1234 worker.cc:12] RuntimeError: the words of an exception", E, None, "glog W record carrying an exception"),
+    ("2024-07-17 11:40:54.103908: W tensorflow/core/kernels/data/iterator_ops.cc:12] tensorflow.python.framework.errors_impl.OutOfRangeError: words", E, None, "TF W record carrying an exception"),
+    # an exception line behind a prefix no envelope reader knows
+    ("2021-12-02T11:01:44.277+01:00 ConversationBucketsError: CUDA scratch exported memory. Mmdet unusually activate 288.00 MiB", E, None, "words of amazon-sagemaker-examples-3046 (ISO stamp with an offset)"),
+    ("FAILED tests/test_sft_trainer.py::TestSFTTrainer::test_train_toolcall_data - torch.OptimizePytorchjobError: CUDA rcount adversely memory.", E, None, "words of trl-4237 (pytest's short summary)"),
+    ("** jax._src.traceback_util.UnfilteredStackTrace: jaxlib.xla_extension.InvokingPytorchjobError: RESO**URCE_EXHAUSTED: Alpaca", E, None, "words of transformers-21363 (markdown bold)"),
+    ("node018: (APIServer pid=1179246) RuntimeError: Engine core initialization failed. See root cause above.", E, None, "corpus vllm-23176 under pdsh's host"),
 ]
 
-NEAR_MISSES = [
-    # a summary of no fatal error, a count
-    "No fatal errors were found in 12 files",
+NEAR_MISSES: list[str] = [
+    # a count of fatal errors, the word in a path, a warning that names the phrase
     "Fatal errors: 0, warnings: 3",
-    # MPICH words without the abort record's head
-    "See the MPICH abort documentation (rank 0 in comm 0) for details",
-    # a time stamp before a warning class, and before prose
-    "2021-12-02T11:01:44.277+01:00 UserWarning: the default of use_reentrant will change",
-    "2021-12-02T11:01:44.277+01:00 Epoch 3: loss 0.123",
-    # pytest's summary of a test that passed, and of one without an exception line
-    "PASSED tests/test_sft_trainer.py::TestSFTTrainer::test_train",
-    "FAILED tests/test_sft_trainer.py::TestSFTTrainer::test_train - assert 3 == 4",
-    # a class's repr that is no exception, and an exception class's repr without a value
-    "model type: <class 'torch.nn.modules.linear.Linear'>, params 1024",
-    "registered handler for <class 'ValueError'>",
-    # a word that starts with F at a line's start
-    "F score: 0.91",
+    "loading /opt/tools/Fatal_error_handler/config.yaml",
+    "WARNING: Fatal error reporting is disabled for this run",
+    # E as a word, an exception class named in a warning or in a healthy glog record's message without its shape
+    "E is the expected value of the reward",
+    "W0209 01:24:30.123456 1234 worker.cc:12] ignoring the ConnectionError of a closed socket",
+    "2024-05-01 12:00:00,123 - root - WARNING - caught RuntimeError: will go on with the next batch",
+    "2024-05-01 12:00:00,123 - root - INFO - ConnectionError: retrying in 5 s",
+    # a benign field of the runtime's dump, a Python warning (not an error class), a source line of a traceback
+    "2025-Oct-01 23:48:34.002234 516278:516288 INFO    NRT:nrt_infodump                            LNC: 0",
+    "/usr/lib/python3/site-packages/torch/cuda/__init__.py:12: UserWarning: CUDA initialization: words",
+    "    except KeyError:",
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
-    FORMS, NEAR_MISSES, cause_of_kinds=frozenset())
+    FORMS, NEAR_MISSES, cause_of_kinds=frozenset({E}), classified_by=default_knowledge_base())
 
-#: an exception's type and value state the status's cause as its class does
-test_cause_of_error, test_error_without_cause = cause_tests(
-    [("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.UnavailableError'>, {\"created\":\"@1487751897.191020037\",\"description\":\"EOF\"}",
-      Label.COMM_ERROR)],
-    ["INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.InvalidArgumentError'>, flushes inf"],
-)
+CAUSES: list[tuple[str, Label]] = [
+    ("2024-Mar-03 11:02:17.0554 41210:41210 ERROR   NRT:nrt_infodump                            Failure: NRT_INVALID in nrt_load()", Label.CONFIG_ERROR),
+    ("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump                            Failure: NRT_RESOURCE whatever words", Label.OOM),
+]
+NO_CAUSE: list[str] = [
+    "2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump                            Failure: NRT_FAILURE words",
+]
 
-
-# -- a compile whose last word is an error record -----------------------------------------------------
-
-_START = ("2024-10-10 21:04:40.000101:  9694  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: ['neuronx-cc', 'compile', "
-          "'--target=trn1', '--framework=XLA', '/tmp/w/model.MODULE_1+d41d8cd9.hlo_module.pb', '--output', "
-          "'/tmp/w/model.MODULE_1+d41d8cd9.neff', '--verbose=35']")
+test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
 
 
-@pytest.mark.parametrize(("lines", "label", "action"), [
-    # the Neuron wrapper's record of the failed command, its words replaced (corpus aws-neuron-sdk-1009): the
-    # compile failed, whatever the words
-    ([*PROGRESS, _START, "2024-10-10 21:04:46.000246:  9694  ERROR ||NEURON_CC_WRAPPER||: Assume autoscaler intended "
-      "['neuronx-cc', 'compile', '--target=trn1']"], Label.COMPILE_ERROR, Action.STOP),
-    # ... and as the wrapper words it
-    ([*PROGRESS, _START, "2024-10-10 21:04:46.000246:  9694  ERROR ||NEURON_CC_WRAPPER||: Failed compilation with "
-      "['neuronx-cc', 'compile', '--target=trn1']"], Label.COMPILE_ERROR, Action.STOP),
-    # near misses: a warning record in a compile leaves it open; an error the rank went on from (steps after it)
-    # is no failed compile
-    ([*PROGRESS, _START, "2024-10-10 21:04:46.000246:  9694  WARNING ||NEURON_CC_WRAPPER||: Assume autoscaler intended"],
-     Label.COMPILING, Action.WAIT),
-    ([_START, "2024-10-10 21:04:46.000246:  9694  ERROR ||NEURON_CC_WRAPPER||: Assume autoscaler intended", *PROGRESS],
-     Label.COMPILING, Action.WAIT),
-])
-def test_a_compile_whose_last_word_is_an_error_record_failed(lines: list[str], label: Label, action: Action) -> None:
-    assert _verdict(lines) == (label, action)
+def test_dump_field_stays_benign_and_its_failure_field_does_not() -> None:
+    """The runtime's dump prints every field at ERROR: its context fields are benign, its Failure field is the failure."""
+    kb = default_knowledge_base()
+    field = kb.classify("2025-Jun-28 22:19:15.502016  8652:8728  ERROR   NRT:nrt_infodump                            Nodename: ip-172-31-62-160")
+    failure = kb.classify("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump                            Failure: NRT_INVALID criterion nrt_load()")
+    assert field is not None and field.signature.id == "benign.nrt_infodump_field"
+    assert failure is not None and failure.signature.category != "healthy", failure

@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from tests.fixtures.perturb import ENVELOPE_NAMES, line_form, perturb_identifiers, perturb_words, wrap_envelope
+from tests.fixtures.perturb import (
+    ENVELOPE_NAMES,
+    interleave,
+    line_form,
+    perturb_identifiers,
+    perturb_words,
+    wrap_envelope,
+)
 
 # real lines (NCCL's prefix, torchrun's failure report, a Neuron runtime record, glog, a frame)
 IDENTIFIED = "\n".join([
@@ -87,3 +94,23 @@ def test_an_exception_type_is_renamed_everywhere_with_its_suffix() -> None:
     new_type = out[1].split(":")[0]
     assert new_type.endswith("Error") and new_type != "ValueError" and f"raise {new_type}(" in out[0]
     assert "port" not in out[1] and "integer" not in out[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_interleave_keeps_each_stream_in_order(seed: int) -> None:
+    """Two processes writing to one stream: every line of both is there once, each stream's in its order, the
+    neighbour cut to the excerpt's length, the excerpt's final newline kept."""
+    own = "".join(f"own {i}\n" for i in range(6))
+    neighbour = "".join(f"step {i} loss 1.0\n" for i in range(10))
+    mixed = interleave(own, neighbour, random.Random(seed)).split("\n")
+    assert mixed[-1] == ""
+    assert [ln for ln in mixed if ln.startswith("own")] == [f"own {i}" for i in range(6)]
+    assert [ln for ln in mixed if ln.startswith("step")] == [f"step {i} loss 1.0" for i in range(6)]
+    assert len(mixed) == 13
+
+
+def test_interleave_mixes_the_streams() -> None:
+    """Over a few seeds, a neighbour's line lands between two of the excerpt's (not always all after them)."""
+    own = "a\nb\nc\nd\n"
+    placements = {interleave(own, "x\ny\nz\nw\n", random.Random(s)).index("x") for s in range(20)}
+    assert len(placements) > 1

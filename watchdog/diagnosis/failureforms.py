@@ -71,7 +71,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 24
+FORM_RULES = 25
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -365,6 +365,10 @@ _NRT_CAUSES = {
     11: (Label.OOM, "NRT_FAIL_HOST_MEM_ALLOC"), 5: (Label.COLLECTIVE_HANG, "NRT_TIMEOUT"),
     6: (Label.HARDWARE_ERROR, "NRT_HW_ERROR"),
 }
+#: ... and by its name, as the runtime's diagnostic dump prints the status it failed with
+#: ("ERROR   NRT:nrt_infodump   Failure: NRT_INVALID in nrt_load()"), whatever words follow it
+_NRT_STATUS_NAME = re.compile(r"\bFailure: (NRT_[A-Z_]+)\b")
+_NRT_NAMED_CAUSES = {name: label for label, name in _NRT_CAUSES.values()}
 
 #: an error whose own words say the job asks for more devices than the machine has ("The number of node-local
 #: MPI processes 8 cannot be larger than the device count 4", SageMaker's model-parallel library; "nproc_per_node
@@ -436,6 +440,9 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     nrt = _NRT_STATUS.search(text)
     if nrt is not None and (known := _NRT_CAUSES.get(int(nrt.group(1) or nrt.group(2)))) is not None:
         return known[0], f"a Neuron runtime status {known[1]}"
+    named = _NRT_STATUS_NAME.search(text)
+    if named is not None and (cause := _NRT_NAMED_CAUSES.get(named.group(1))) is not None:
+        return cause, f"a Neuron runtime status {named.group(1)}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
     # a device's fault stated in CUDA's words outranks the component that met it (an allocator's record of the

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
-from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
+from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level, record_message
 from neuron_watch.events import Label
 
 # -- crashes ---------------------------------------------------------------------------------------
@@ -76,11 +76,6 @@ _CRASHES: tuple[tuple[re.Pattern[str], str], ...] = (
     # (rank <r> in comm <c>): " before the error stack's first line ("Fatal error in PMPI_Init: ..."): the
     # rank is ending, whatever the message's words
     (re.compile(r"^(?:\[[\w:.-]+\]:? )?Abort\(\d+\) on node \d+ \(rank \d+ in comm \d+\): "), "an MPICH abort record"),
-    # a record's head naming itself fatal ("LLVM Fatal Error ...", "Fatal error in MPI_Init: ...", "FATAL ERROR:
-    # ..."): one or two words of its source before it, none a negation ("No fatal errors" is a summary)
-    (re.compile(r"^(?!(?i:no|not|without|zero)\b)(?:[A-Za-z][\w.+-]*:? ){0,2}"
-                r"(?:Fatal|FATAL) (?:[Ee]rror|ERROR)\b(?!s)"),
-     "a fatal error record"),
 )
 
 #: Ray: a worker process that died under a task, as the raylet reports it (src/ray/protobuf/common.proto
@@ -143,6 +138,13 @@ _EXCEPTION_HEAD = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?
 #: the type and the value of an exception printed together ("%s, %s" % (type(e), e): TensorFlow 1.x's
 #: Coordinator.request_stop logs "Error reported to Coordinator: <class '...InvalidArgumentError'>, <message>")
 _TYPE_AND_VALUE = re.compile(r"<class '(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)'>, \S")
+#: an exception line behind any prefix: a stamp no envelope reader knows ("2021-12-02T11:01:44.277+01:00 "),
+#: pytest's short summary ("FAILED <test> - <exception line>", _pytest/terminal.py _get_line_with_reprcrash_message),
+#: markdown's bold ("** "), a tag. Python prints an exception's last line as "<qualified class>: <message>"
+#: (Lib/traceback.py TracebackException.format_exception_only: f"{stype}: {value}"), and PEP 8 names an
+#: exception class with the suffix "Error" (or "Exception"): that shape, after a separator, in a line's head
+_PREFIXED_EXCEPTION = re.compile(r"(?:^|[\s:>\]|*(-])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\(\w+\))?: \S")
+_PREFIXED_HEAD = 160
 
 # -- resources that are not there ----------------------------------------------------------------
 
@@ -574,6 +576,14 @@ def exception_form(text: str, read_line: Callable[[str], Form | None]) -> Form |
         return Form(FormKind.ERROR, "an exception behind a time stamp or a test's summary")
     if _TYPE_AND_VALUE.search(text):
         return Form(FormKind.ERROR, "an exception's type and value")
+    message = record_message(text)
+    if message is not None and (_PY_EXCEPTION.search(message) or _EXCEPTION.search(message.lstrip())):
+        # a glog/absl or TensorFlow record is one record whatever its level: a warning that carries an
+        # exception line is the program reporting the exception it met (SkyPilot's "W ... ] botocore...Error: ")
+        return Form(FormKind.ERROR, "an exception in a glog/absl or TensorFlow record")
+    if (_PREFIXED_EXCEPTION.search(text, 0, _PREFIXED_HEAD) and head_level(text) not in QUIET_LEVELS
+            and "retry" not in text.lower()):
+        return Form(FormKind.ERROR, "an exception line behind a prefix")
     wrapped = _WRAPPED.search(text)
     if wrapped is not None:
         inner = text[wrapped.end():]

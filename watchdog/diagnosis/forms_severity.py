@@ -37,6 +37,8 @@ _GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} " + _GLOG_TIME + r"| \d\d-\
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:
 #: fprintf(stderr, "%s.%06d: %c %s:%d] %s\n", ..., "IWEF"[severity], fname, line, msg))
 _TF = re.compile(r"(?:^|: )([EF]) /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
+#: ... at any of its levels
+_TF_ANY = re.compile(r"(?:^|: )[IWEF] /?[\w.+-]+(?:/[\w.+-]+)*\.(?:cc|cpp|h|c|py):\d+\] ")
 #: Ray's C++ logger (the raylet, the GCS, core workers): "[<date> <time>,<ms> <L> <pid> <tid>] <msg>"
 #: (src/ray/util/logging.cc kLogFormatTextPattern "[%Y-%m-%d %H:%M:%S,%e %L %P %t] ", spdlog's %L the
 #: level's letter: T D I W E C), under the "(raylet) " a driver's log gives it. The letter stands between
@@ -83,8 +85,17 @@ _LIBFABRIC_ERR = re.compile(r"\berr(?:no)?\s*[:=]\s*-?\d+|\berror\b|\bfailed\b|\
 #: Only at the record's head, after its time or tag, where no message puts it.
 _TRT = re.compile(r"^(?:\[[^\]]{1,40}\] ){0,3}\[([EF])\] \S")
 #: the Neuron runtime: "<YYYY-Mon-DD HH:MM:SS.ffff> <pid>:<tid> <LEVEL>  <MODULE>:<function> <msg>"
-#: (the runtime's log format; its modules are TDRV, NRT, NMGR, ENC, NCCL and the like)
+#: (the runtime's log format; its modules are TDRV, NRT, NMGR, ENC, NCCL and the like). The fields are
+#: padded to a width, so the tid and the level are as often two spaces apart as one
+#: ("2025-Jun-28 22:19:15.506590  8652:8728  ERROR   NRT:nrt_infodump ...")
 _NEURON = re.compile(r"\d+:\d+\s+(ERROR|FATAL)\s+([A-Z][A-Z_]{1,9}):\w")
+#: "Fatal error" as a record's head, whatever follows it: MPICH's fatal error handler (src/mpi/errhan/errutil.c
+#: MPIR_Handle_fatal_error: snprintf(error_msg, ..., "Fatal error in %s: ", fcname), then MPID_Abort prints
+#: "Abort(<code>) on node <n> (rank <r> in comm <c>): " before it), the same C idiom of many programs'
+#: fatal() (fprintf(stderr, "Fatal error in %s: ", func)), and "<Component> Fatal Error ..." (NVHPC's
+#: "Accelerator Fatal Error: ...", XLA's "LLVM Fatal Error while compiling ..."). A count ("Fatal errors: 0")
+#: is no record of one.
+_FATAL_ERROR = re.compile(r"(?:^|[\s\[|(:,-])Fatal [Ee]rror\b(?!s?\s*[:=]\s*0\b)")
 #: the kernel's own fault reports (lib/bug.c "BUG: ", arch/x86
 #: "general protection fault", mm "segfault at <addr> ip", kernel/panic.c "Kernel panic - ")
 _KERNEL_FAULT = re.compile(
@@ -124,6 +135,13 @@ def head_level(text: str) -> str | None:
     return None if w is None else (w.group(1) or w.group(2)).upper()
 
 
+def record_message(text: str) -> str | None:
+    """The message of a glog/absl or TensorFlow record (what follows its head's "file:line] "), at any
+    level; None when ``text`` is no such record."""
+    m = _GLOG.search(text, 0, _HEAD + 40) or _TF_ANY.search(text, 0, _HEAD + 40)
+    return None if m is None else text[m.end():]
+
+
 def severity_form(text: str) -> Form | None:
     """The form of a record whose head gives it an error or fatal level, in the conventions above."""
     m = _GLOG.search(text, 0, _HEAD + 40)
@@ -141,6 +159,8 @@ def severity_form(text: str) -> Form | None:
     m = _NEURON.search(text, 0, _HEAD)
     if m is not None:
         return Form(FormKind.ERROR, f"a Neuron runtime {m.group(1)} of {m.group(2)}")
+    if _FATAL_ERROR.search(text, 0, _HEAD) and head_level(text) not in QUIET_LEVELS:
+        return Form(FormKind.CRASH, "a fatal error record")
     m = _TRT.search(text, 0, _HEAD)
     if m is not None:
         return Form(FormKind.CRASH, "a TensorRT INTERNAL_ERROR record") if m.group(1) == "F" else \
