@@ -335,12 +335,26 @@ def _coordinator_view(address: str, config: WatchConfig, stale_after: float,
     return view
 
 
+def json_text(view: dict[str, Any]) -> str:
+    """``view`` as ``status --json`` prints it: indented and sorted, its ``ranks`` last, one rank a line.
+
+    (Each rank's row is encoded by the json module's C encoder; an indented document goes through its
+    Python one, object by object: 5.6 of the 7 s CPU of ``status --json --ranks`` of 65,536 ranks.)"""
+    rows = view.get("ranks")
+    rest = {k: v for k, v in view.items() if k != "ranks"}
+    if not isinstance(rows, list) or not rest:
+        return json.dumps(view, indent=1, sort_keys=True)
+    head = json.dumps(rest, indent=1, sort_keys=True)  # "{\n ...\n}"
+    encode = json.JSONEncoder(sort_keys=True).encode
+    listed = "[\n  " + ",\n  ".join(map(encode, rows)) + "\n ]" if rows else "[]"
+    return f'{head[:-2]},\n "ranks": {listed}\n}}'
+
+
 def _run_view(args: argparse.Namespace, view: Callable[[], dict[str, Any]]) -> int:
     if args.json or args.once:
         v = view()
         if args.json:
-            json.dump(v, sys.stdout, indent=1, sort_keys=True)
-            sys.stdout.write("\n")
+            sys.stdout.write(json_text(v) + "\n")
         else:
             sys.stdout.write(table(v))
         return int(ExitCode.OK if v["observed"] else ExitCode.UNOBSERVED)
