@@ -173,8 +173,11 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     tmux = shutil.which("tmux") or require_binary("tmux")
     sock = f"nw-test-{os.getpid()}-{tmp_path.name}"  # tmp_path.name repeats across concurrent sessions
     done = tmp_path / "done"
-    # 6 s of steps: a dozen half-second looks at the screen, each step's line redrawn in place
-    argv = _toy(tmp_path, "--steps", "30", "--step-time", "0.2", watch=("--progress", "--quiet"))
+    # 6 s of steps: a dozen half-second looks at the screen, each step's line redrawn in place; torch-free
+    # ranks (a step line every 0.1 s) under the real torchrun: the subject is the status line, not torch
+    steps = str(Path(__file__).parent / "ranks" / "io_faults.py")
+    argv = [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--progress", "--quiet",
+            "torchrun", "--nproc_per_node", "2", steps, "steady", "6"]
     shell = f"{shlex.join(argv)} ; echo $? > {shlex.quote(str(done))}; sleep 600"
     tm = [tmux, "-L", sock, "-f", "/dev/null"]
     env = {**toy_env, "TERM": "xterm"}
