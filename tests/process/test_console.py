@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, ROOT, force_cleanup, pids_with_env, run_to_end
 from tests.fixtures.runs import TwoNodeRun
 
 pytestmark = pytest.mark.process
@@ -79,11 +79,6 @@ def test_demo_console_shows_what_the_readme_shows(tmp_path: Path, toy_env: dict[
     assert_in_order(out, shown)
     assert_no_teardown_after_our_stop(out)
     assert "stopped by neuron-watch" in out
-
-
-def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
-    return [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--checkpoint-dir", str(tmp_path / "ckpt"), *watch,
-            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
 
 
 @pytest.mark.xdist_group("crash-restart")
