@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, ROOT, force_cleanup, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, ROOT, STEP_RANKS, force_cleanup, pids_with_env, run_to_end
 from tests.fixtures.runs import TwoNodeRun
 
 pytestmark = pytest.mark.process
@@ -170,9 +170,8 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     done = tmp_path / "done"
     # 6 s of steps: a dozen half-second looks at the screen, each step's line redrawn in place; torch-free
     # ranks (a step line every 0.1 s) under the real torchrun: the subject is the status line, not torch
-    steps = str(Path(__file__).parent / "ranks" / "io_faults.py")
     argv = [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--progress", "--quiet",
-            "torchrun", "--nproc_per_node", "2", steps, "steady", "6"]
+            "torchrun", "--nproc_per_node", "2", STEP_RANKS, "steady", "6"]
     shell = f"{shlex.join(argv)} ; echo $? > {shlex.quote(str(done))}; sleep 600"
     tm = [tmux, "-L", sock, "-f", "/dev/null"]
     env = {**toy_env, "TERM": "xterm"}

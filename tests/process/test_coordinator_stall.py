@@ -36,9 +36,6 @@ from tests.process.test_multinode import NPROC, job, out, wait_all
 
 pytestmark = pytest.mark.process
 
-# torch-free ranks: ``steady SECONDS`` prints ``step N loss X`` every 0.1 s, then ``training done``
-STEP_RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
-
 
 def _last_step(log: Path) -> int:
     try:
@@ -50,13 +47,12 @@ def _last_step(log: Path) -> int:
 
 def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Path, toy_env: dict[str, str]) -> None:
     # --coordinator-silence 3 stands for the old 30 s limit: the pause below outlasts it (node 1 says
-    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). 24 s of steps
-    # every 0.1 s: the pause ends near step 150 (20 before it, about 70 while node 1 notices, 60 after),
-    # so the job trains on for 9 s and more after it, while both nodes say what they saw.
-    # one rank a node: the pause, its notice and the job's going on are the nodes'; torch-free ranks
-    # (a step line every 0.1 s) under the real torchrun: the subject is the coordinator, not torch
-    with job(tmp_path, toy_env, 2, [], ["--coordinator-silence", "3", "--hang-timeout", "8"], nproc=1,
-             rank_cmd=[STEP_RANKS, "steady", "24"]) as nodes:
+    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). 300 steps of
+    # 0.05 s: the pause ends near step 150 (20 before it, about 70 while node 1 notices, 60 after),
+    # so the job trains on for 7 s and more after it, while both nodes say what they saw.
+    # one rank a node: the pause, its notice and the job's going on are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "300", "--step-time", "0.05"],
+             ["--coordinator-silence", "3", "--hang-timeout", "8"], nproc=1) as nodes:
         (p0, run0), (p1, run1) = nodes
         node1_rank = run1 / "gen-0" / "rank-1.log"
         wait_for("node 1's ranks to train", lambda: _last_step(node1_rank) >= 20, within(180), alive=p1)

@@ -29,9 +29,6 @@ from tests.fixtures.s3 import S3Endpoint
 from tests.integration.test_cloudwatch import cloudwatch, listed, series
 from tests.integration.test_notify import receiver
 
-# torch-free ranks: ``steady SECONDS`` prints ``step N loss X`` every 0.1 s, then ``training done``
-STEP_RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
-
 pytestmark = pytest.mark.process
 
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -192,7 +189,7 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
 
 def test_a_webhook_and_cloudwatch_that_are_down_cost_the_job_nothing_and_are_reported(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
-    run_dir = tmp_path / "run"
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     dead = free_port()  # nothing listens there
     secret = "cw-s3cret-not-real"
     toy_env = dict(toy_env, AWS_ENDPOINT_URL_CLOUDWATCH=f"http://127.0.0.1:{dead}", AWS_ACCESS_KEY_ID="AKIATEST",
@@ -200,7 +197,8 @@ def test_a_webhook_and_cloudwatch_that_are_down_cost_the_job_nothing_and_are_rep
                    AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--no-prewarm", "--notify",
             f"http://127.0.0.1:{dead}/hooks/T0/s3cret", "--cloudwatch", "NW-down", "torchrun", "--nproc_per_node",
-            "2", STEP_RANKS, "steady", "0.6"]  # 6 steps; torch-free ranks: the subject is the endpoints
+            "2", TOY,
+            "--checkpoint-dir", str(ckpt), "--steps", "6"]
     out_path = tmp_path / "console.log"
     with out_path.open("w") as out:
         p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=out, stderr=subprocess.STDOUT,

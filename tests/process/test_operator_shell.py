@@ -20,6 +20,7 @@ import pytest
 
 from tests.fixtures.procs import (
     NEURON_WATCH,
+    STEP_RANKS,
     events,
     force_cleanup,
     named,
@@ -44,10 +45,6 @@ def read_until(p: subprocess.Popen[str], needle: str, timeout: float = 120.0) ->
         if needle in line:
             return "".join(seen)
     raise AssertionError(f"{needle!r} never printed:\n" + "".join(seen[-40:]))
-
-
-# torch-free ranks: ``steady SECONDS`` prints ``step N loss X`` every 0.1 s, then ``training done``
-STEP_RANKS = str(Path(__file__).parent / "ranks" / "io_faults.py")
 
 
 def job(run_dir: Path, seconds: float) -> list[str]:

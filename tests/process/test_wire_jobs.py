@@ -22,6 +22,7 @@ import pytest
 
 from tests.fixtures.procs import (
     NEURON_WATCH,
+    STEP_RANKS,
     events,
     force_cleanup,
     free_port,
@@ -36,16 +37,14 @@ pytestmark = pytest.mark.process
 
 SECRET = "one secret in a shell profile, 32+"
 RANK_SCRIPT = Path(__file__).parent / "ranks" / "megabyte_lines.py"
-# torch-free ranks: ``steady SECONDS --save-to DIR --until FILE`` prints a step line every 0.1 s, rank 0
-# saves an NxD-style checkpoint at step 5 (what a wrongly joined node would be relaunched from)
-STEP_RANKS = Path(__file__).parent / "ranks" / "io_faults.py"
 
 
 @contextmanager
 def two_node_job(tmp_path: Path, env: dict[str, str], name: str, coord_port: int, seconds: float,
                  until: Path) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """A 2-node job (nodes n0, n1 as on the other job's hosts), no --job-id, the given coordinator port;
-    its ranks train for at most ``seconds``, and end as soon as ``until`` exists."""
+    its ranks train for at most ``seconds``, and end as soon as ``until`` exists; rank 0 saves an NxD-style
+    checkpoint at step 5 (what a node joined to the wrong job would be relaunched from)."""
     master = free_port()
     ckpt = tmp_path / f"{name}-ckpt"
     nodes = []
@@ -57,7 +56,7 @@ def two_node_job(tmp_path: Path, env: dict[str, str], name: str, coord_port: int
                     "--coordinator", f"127.0.0.1:{coord_port}",
                     "torchrun", "--nnodes", "2", "--node_rank", str(i), "--nproc_per_node", "1",
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
-                    str(STEP_RANKS), "steady", str(seconds), "--save-to", str(ckpt), "--until", str(until)]
+                    STEP_RANKS, "steady", str(seconds), "--save-to", str(ckpt), "--until", str(until)]
             out = open(tmp_path / f"{name}-node{i}.out", "w")  # noqa: SIM115 - closed by the stack
             stack.callback(out.close)
             p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
