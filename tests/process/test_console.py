@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import NEURON_WATCH, ROOT, TOY, force_cleanup, pids_with_env, run_to_end
+from tests.fixtures.procs import NEURON_WATCH, ROOT, STEP_RANKS, force_cleanup, pids_with_env, run_to_end
 from tests.fixtures.runs import TwoNodeRun
 
 pytestmark = pytest.mark.process
@@ -79,11 +79,6 @@ def test_demo_console_shows_what_the_readme_shows(tmp_path: Path, toy_env: dict[
     assert_in_order(out, shown)
     assert_no_teardown_after_our_stop(out)
     assert "stopped by neuron-watch" in out
-
-
-def _toy(tmp_path: Path, *toy: str, watch: tuple[str, ...] = ()) -> list[str]:
-    return [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--checkpoint-dir", str(tmp_path / "ckpt"), *watch,
-            "torchrun", "--nproc_per_node", "2", TOY, "--checkpoint-dir", str(tmp_path / "ckpt"), *toy]
 
 
 @pytest.mark.xdist_group("crash-restart")
@@ -173,8 +168,10 @@ def test_progress_is_one_redrawn_line_on_a_terminal(tmp_path: Path, toy_env: dic
     tmux = shutil.which("tmux") or require_binary("tmux")
     sock = f"nw-test-{os.getpid()}-{tmp_path.name}"  # tmp_path.name repeats across concurrent sessions
     done = tmp_path / "done"
-    # 6 s of steps: a dozen half-second looks at the screen, each step's line redrawn in place
-    argv = _toy(tmp_path, "--steps", "30", "--step-time", "0.2", watch=("--progress", "--quiet"))
+    # 6 s of steps: a dozen half-second looks at the screen, each step's line redrawn in place; torch-free
+    # ranks (a step line every 0.1 s) under the real torchrun: the subject is the status line, not torch
+    argv = [NEURON_WATCH, "--run-dir", str(tmp_path / "run"), "--progress", "--quiet",
+            "torchrun", "--nproc_per_node", "2", STEP_RANKS, "steady", "6"]
     shell = f"{shlex.join(argv)} ; echo $? > {shlex.quote(str(done))}; sleep 600"
     tm = [tmux, "-L", sock, "-f", "/dev/null"]
     env = {**toy_env, "TERM": "xterm"}

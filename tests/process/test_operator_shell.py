@@ -20,7 +20,7 @@ import pytest
 
 from tests.fixtures.procs import (
     NEURON_WATCH,
-    TOY,
+    STEP_RANKS,
     events,
     force_cleanup,
     named,
@@ -47,16 +47,17 @@ def read_until(p: subprocess.Popen[str], needle: str, timeout: float = 120.0) ->
     raise AssertionError(f"{needle!r} never printed:\n" + "".join(seen[-40:]))
 
 
-def toy(run_dir: Path, ckpt: Path, steps: int, step_time: float = 0.05) -> list[str]:
-    return ["--run-dir", str(run_dir), "--checkpoint-dir", str(ckpt), "torchrun", "--nproc_per_node", "2", TOY,
-            "--steps", str(steps), "--step-time", str(step_time), "--checkpoint-dir", str(ckpt)]
+def job(run_dir: Path, seconds: float) -> list[str]:
+    """A 2-rank job under the real torchrun whose ranks print a step line every 0.1 s for ``seconds`` (torch-free:
+    the subject is how the wrapper, torchrun and the ranks take signals and a closed terminal, not torch)."""
+    return ["--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", STEP_RANKS, "steady", str(seconds)]
 
 
 def test_nohup_keeps_sighup_ignored_and_the_job_finishes(tmp_path: Path, toy_env: dict[str, str]) -> None:
     nohup = shutil.which("nohup")
     assert nohup, "coreutils nohup"
     run_dir = tmp_path / "run"
-    argv = [nohup, NEURON_WATCH, *toy(run_dir, tmp_path / "ckpt", steps=60, step_time=0.1)]
+    argv = [nohup, NEURON_WATCH, *job(run_dir, 6)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             head = read_until(p, "step 3 ")
@@ -81,7 +82,7 @@ def test_a_closed_terminal_ends_the_job_cleanly_with_its_events(tmp_path: Path, 
     def controlling_tty() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    p = subprocess.Popen([NEURON_WATCH, *toy(run_dir, tmp_path / "ckpt", steps=2000)], cwd=tmp_path, env=toy_env,
+    p = subprocess.Popen([NEURON_WATCH, *job(run_dir, 100)], cwd=tmp_path, env=toy_env,
                          stdin=slave, stdout=slave, stderr=slave, start_new_session=True, preexec_fn=controlling_tty)
     os.close(slave)
     seen = b""
@@ -115,7 +116,7 @@ def test_a_closed_terminal_ends_the_job_cleanly_with_its_events(tmp_path: Path, 
 
 def test_sigterm_during_start_up_ends_with_job_finished(tmp_path: Path, toy_env: dict[str, str]) -> None:
     run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, *toy(run_dir, tmp_path / "ckpt", steps=2000)]
+    argv = [NEURON_WATCH, *job(run_dir, 100)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             head = read_until(p, "liveness:")  # signal handlers are in place; torchrun's parser still runs
@@ -151,7 +152,7 @@ def _guardian_of(pid: int) -> int:
 
 def test_killing_wrapper_and_guardian_together_leaves_no_orphans(tmp_path: Path, toy_env: dict[str, str]) -> None:
     run_dir = tmp_path / "run"
-    argv = [NEURON_WATCH, *toy(run_dir, tmp_path / "ckpt", steps=4000)]
+    argv = [NEURON_WATCH, *job(run_dir, 200)]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             read_until(p, "step 2 ")

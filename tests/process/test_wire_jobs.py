@@ -1,8 +1,9 @@
 """The wire with real jobs: jobs that share a port and a secret, and megabyte lines.
 
 Two real jobs on one machine, one coordinator port and one secret, no ``--job-id`` (a secret
-exported in a shell profile): before, both derived the same job id from the coordinator address;
-job B's node joined job A (``node_rejoined``) and job A's coordinator relaunched it from job A's
+exported in a shell profile), their ranks torch-free step printers under a real torchrun (the subject
+is the wire, not torch: no rank pays ``import torch``): before, both derived the same job id from the
+coordinator address; job B's node joined job A (``node_rejoined``) and job A's coordinator relaunched it from job A's
 checkpoint. Now the job id includes torchrun's rendezvous and is bound into the signing keys: job
 A's coordinator refuses job B's node by name, both sides say so, and job A finishes untouched.
 
@@ -21,7 +22,7 @@ import pytest
 
 from tests.fixtures.procs import (
     NEURON_WATCH,
-    TOY,
+    STEP_RANKS,
     events,
     force_cleanup,
     free_port,
@@ -39,9 +40,11 @@ RANK_SCRIPT = Path(__file__).parent / "ranks" / "megabyte_lines.py"
 
 
 @contextmanager
-def two_node_job(tmp_path: Path, env: dict[str, str], name: str, coord_port: int, steps: int,
-                 step_time: float) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
-    """A 2-node job (nodes n0, n1 as on the other job's hosts), no --job-id, the given coordinator port."""
+def two_node_job(tmp_path: Path, env: dict[str, str], name: str, coord_port: int, seconds: float,
+                 until: Path) -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+    """A 2-node job (nodes n0, n1 as on the other job's hosts), no --job-id, the given coordinator port;
+    its ranks train for at most ``seconds``, and end as soon as ``until`` exists; rank 0 saves an NxD-style
+    checkpoint at step 5 (what a node joined to the wrong job would be relaunched from)."""
     master = free_port()
     ckpt = tmp_path / f"{name}-ckpt"
     nodes = []
@@ -53,7 +56,7 @@ def two_node_job(tmp_path: Path, env: dict[str, str], name: str, coord_port: int
                     "--coordinator", f"127.0.0.1:{coord_port}",
                     "torchrun", "--nnodes", "2", "--node_rank", str(i), "--nproc_per_node", "1",
                     "--master_addr", "127.0.0.1", "--master_port", str(master),
-                    TOY, "--checkpoint-dir", str(ckpt), "--steps", str(steps), "--step-time", str(step_time)]
+                    STEP_RANKS, "steady", str(seconds), "--save-to", str(ckpt), "--until", str(until)]
             out = open(tmp_path / f"{name}-node{i}.out", "w")  # noqa: SIM115 - closed by the stack
             stack.callback(out.close)
             p = subprocess.Popen(argv, cwd=tmp_path, env=node_env, stdout=out, stderr=subprocess.STDOUT, text=True,
@@ -70,9 +73,10 @@ def _out(tmp_path: Path, name: str) -> str:
 
 def test_two_jobs_sharing_a_port_and_a_secret_are_refused_by_name(tmp_path: Path, toy_env: dict[str, str]) -> None:
     port = free_port()
-    # Job A must outlast job B's start-up (two wrappers and torchruns, whose multi-node argument
-    # check imports torch): 15 s of training was passed at load 13 on 2 cores (A finished first)
-    with two_node_job(tmp_path, toy_env, "a", port, steps=90, step_time=0.5) as job_a:
+    # Job A must outlast job B (two wrappers and torchruns, whose multi-node argument check imports
+    # torch): it trains until B has ended (``a_may_end``), 240 s at most
+    a_may_end = tmp_path / "job-b-ended"
+    with two_node_job(tmp_path, toy_env, "a", port, seconds=240, until=a_may_end) as job_a:
         run_a = job_a[0][1]
         deadline = time.monotonic() + 180
         # Job A runs: both of its nodes joined its coordinator.
@@ -81,10 +85,12 @@ def test_two_jobs_sharing_a_port_and_a_secret_are_refused_by_name(tmp_path: Path
             assert time.monotonic() < deadline and all(p.poll() is None for p, _ in job_a), _out(tmp_path, "a-node0")
             time.sleep(0.2)
         job_a_id = named(events(run_a), "job_started")[0]["job_id"]
-        with two_node_job(tmp_path, toy_env, "b", port, steps=5, step_time=0.05) as job_b:
+        with two_node_job(tmp_path, toy_env, "b", port, seconds=0.5, until=tmp_path / "never") as job_b:
             # B's node 0 cannot host its coordinator (A holds the port); B's node 1 reaches A's.
             b1_code = job_b[1][0].wait(180)
             b0_code = job_b[0][0].wait(180)
+        assert all(p.poll() is None for p, _ in job_a), _out(tmp_path, "a-node0")[-3000:]  # A outlasted B
+        a_may_end.touch()  # A's ranks print "training done" and exit
         codes_a = [p.wait(240) for p, _ in job_a]
     b1 = _out(tmp_path, "b-node1")
     assert codes_a == [0, 0], _out(tmp_path, "a-node0")[-3000:]
