@@ -2193,8 +2193,11 @@ class Judge:
                 # Every report is a peer-side consequence (timeouts, closed connections). The rank
                 # that reported nothing is the one that never reached the collective or died mute.
                 failed = {f[2].key for f in failures}
+                # (a rank that had said it was done and that the launcher's teardown then stopped, SIGTERM
+                # landing on its interpreter's way out, reported nothing either)
                 quiet = [
-                    k for k, r in self.ranks.items() if k not in failed and k.rank >= 0 and r.exit_code in (None, 0)
+                    k for k, r in self.ranks.items() if k not in failed and k.rank >= 0 and (
+                        r.exit_code in (None, 0) or (r.exit_code in SIGTERM_CODES and r.train_end is not None))
                 ]
                 left = [r.key for r in self._left_early() if r.key in quiet]
                 if len(quiet) == 1 and len(failed) >= 1:

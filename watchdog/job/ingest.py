@@ -97,8 +97,7 @@ class Ingest:
         self._fp = 0
         #: one key object per rank, the job log's (a batch's): the judge finds a rank's state by its
         #: key object's identity, so a procs reading names the rank with the object its lines use
-        self._keys: dict[str, dict[int, RankKey]] = {}  # by node, then rank (a node's 64 found by int in C)
-        self._n_keys = 0
+        self._keys: dict[tuple[str, int], RankKey] = {}
         self._node_keys: dict[str, list[RankKey]] = {}  # each node's last batch's keys (seen already)
 
     def message(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
@@ -234,27 +233,20 @@ class Ingest:
 
     def _keys_of(self, node: str, ranks: Sequence[int]) -> list[RankKey]:
         """The keys of ``node``'s ``ranks`` (:meth:`_key` of each), found in C."""
-        found = list(map(self._keys.get(node, {}).get, ranks))
+        keys = self._keys
+        found = list(map(keys.get, zip([node] * len(ranks), ranks, strict=True)))
         if None in found:
             found = [k if k is not None else self._key(node, r) for k, r in zip(found, ranks, strict=True)]
         return cast("list[RankKey]", found)
 
     def _key(self, node: str, rank: int) -> RankKey:
         """The key of ``node``'s ``rank``: the one its lines came with, else one made once."""
-        k = self._keys.get(node, {}).get(rank)
+        k = self._keys.get((node, rank))
         if k is None:
-            k = RankKey(node, rank)
-            self._keep_key(k)
+            if len(self._keys) >= MAX_KEYS:  # (ranks a node never had: a bound, not a case)
+                self._keys.clear()
+            k = self._keys[(node, rank)] = RankKey(node, rank)
         return k
-
-    def _keep_key(self, k: RankKey) -> None:
-        """Keep ``k`` as its rank's key (at most MAX_KEYS: ranks a node never had are a bound, not a case)."""
-        if self._n_keys >= MAX_KEYS:
-            self._keys.clear()
-            self._n_keys = 0
-        of_node = self._keys.setdefault(k.node, {})
-        self._n_keys += k.rank not in of_node
-        of_node[k.rank] = k
 
     def exited(self, h: Header, rank: int, code: int, t_mono: float, presumed: bool = False) -> None:
         """A rank of node ``h.node`` exited (its launcher's exit comes in its status); ``presumed``: its
@@ -278,7 +270,7 @@ class Ingest:
         if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
-                self._keep_key(k)
+                self._keys[(k.node, k.rank)] = k
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n
