@@ -26,10 +26,8 @@ from typing import Any, BinaryIO
 
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.diagnosis.classify import KnowledgeBase
-from neuron_watch.diagnosis.crashreading import CrashReader
-from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
 from neuron_watch.diagnosis.envelopes import EnvelopeReader
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.judge import JudgeSettings
 from neuron_watch.diagnosis.logtext import (
     LineSplitter,
     TimeParser,
@@ -39,13 +37,9 @@ from neuron_watch.diagnosis.logtext import (
     split_rank_prefix,
     unwrap_numbered,
 )
-from neuron_watch.diagnosis.offline import (
-    RecentLines,
-    Tracebacks,
-    open_traceback,
-)
+from neuron_watch.diagnosis.offline_reading import RunRecord, judge_offline
 from neuron_watch.errors import UsageError
-from neuron_watch.events import Action, Evidence, Label, LogLine, RankExit, RankKey, Verdict
+from neuron_watch.events import Evidence, LogLine, RankKey, Verdict
 
 CHUNK = 1 << 20  # bytes read at a time
 BATCH = 4096  # lines handed to the judge at a time
@@ -359,17 +353,6 @@ def read_lines(src: Source, stream: BinaryIO, splitter: LineSplitter, node: str 
 # -- judging -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """What a run directory's ``events.jsonl`` says of one generation: when it began and ended
-    (wall seconds) and the ranks' exits -- what the live judge knew besides the lines."""
-
-    generation: int
-    began: float
-    ended: float
-    exits: tuple[tuple[int, int, float, bool], ...]  # (rank, exit code, when, presumed: RankExit.presumed)
-
-
 def _wall(iso: object) -> float | None:
     if not isinstance(iso, str):
         return None
@@ -417,57 +400,15 @@ def diagnose_lines(
     run's events say of the generation (its ranks' exits; it is judged at its end, not at its last
     line: a hung job's last line is long before the watchdog stopped it). ``kb``: the entry point's
     knowledge base (:func:`neuron_watch.runtime.knowledge_base`; by default that of the default options).
+
+    A stream whose lines name no process may be read twice (:func:`~neuron_watch.diagnosis.offline_reading.
+    judge_offline`): ``lines`` is then iterated twice.
     """
-    judge: Judge | None = None
-    first = last = None
-    count = 0
-    batch: list[LogLine] = []
     if kb is None:
         from neuron_watch.runtime import knowledge_base
 
         kb = knowledge_base(WatchConfig())
-    tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
-    tracebacks = Tracebacks()
-    recent = RecentLines()
-    dumps = DumpScanner()
-    for line in lines:
-        recent.add(line)
-        if line.text.strip():
-            tail = tails.setdefault(line.key, [])
-            tail.append(line)
-            del tail[:-2]
-            tracebacks.observe(line)
-            dumps.observe(line)
-        if judge is None:
-            judge = Judge(kb, settings or JudgeSettings(), line.mono)
-            judge.context = recent.around
-            # the reading the live coordinator's judge does too (runtime.default_judge_factory), here with
-            # the whole log's lines and tracebacks
-            judge.crash_reader = CrashReader(recent.around, tracebacks, recent).read
-        first = line.mono if first is None else min(first, line.mono)
-        last = line.mono if last is None else max(last, line.mono)
-        batch.append(line)
-        count += 1
-        if len(batch) >= BATCH:
-            judge.observe_lines(batch)
-            batch = []
-    if judge is None or first is None or last is None:
-        empty = Verdict(Label.UNOBSERVED, Action.WAIT, reason="the logs hold no lines",
-                        advice="Nothing to judge: pass the ranks' logs (rank-N.log) or the run directory.")
-        return empty, 0
-    if batch:
-        judge.observe_lines(batch)
-    judge.start = first
-    if record is not None:
-        judge.start = min(first, record.began)
-        last = max(last, record.ended)
-        for rank, code, t, presumed in record.exits:
-            judge.observe_exit(RankExit(RankKey("", rank), code, t, presumed))
-    verdict = judge.verdict(last, final=True)
-    if verdict.label is Label.HEALTHY:
-        latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None), default=None)
-        verdict = open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
-    return verdict, count
+    return judge_offline(lines, kb, settings or JudgeSettings(), record)
 
 
 def diagnose_paths(
@@ -497,7 +438,14 @@ def diagnose_paths(
                 if src.path is not None:
                     stream.close()
 
-    verdict, count = diagnose_lines(all_lines(), settings, kb, record)
+    class AllLines:
+        """The sources' lines, read anew each time they are iterated (:func:`diagnose_lines` may read twice)."""
+
+        def __iter__(self) -> Iterator[LogLine]:
+            splitters.clear()
+            return all_lines()
+
+    verdict, count = diagnose_lines(AllLines(), settings, kb, record)
     untimed = [s.display for s in sources if not s.timed]
     if untimed and len(untimed) < len(sources):
         notes.append(

@@ -82,7 +82,7 @@ _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b|_)|[A-Z][a-z]+|[a-z]+|\d+")
 _EXCEPTION_LINE = re.compile(
     r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*|\((?:\w+ )?pid=\d+[^)]*\)\s*)*"
     r"((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failed|Failure|Timeout|Exceeded|Unavailable|Closed|"
-    r"Disconnected|Refused|Reset|NotFound|Denied)|(?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?(?::\s|\s*$)")
+    r"Disconnected|Refused|Reset|NotFound|Denied)|(?:[a-z_]\w*\.)+[A-Z]\w*)(?:\(\w+\))?(?::\s|:?\s*$)")
 
 
 def exception_class(text: str) -> str | None:

@@ -1,0 +1,162 @@
+"""The judge, offline, over a log's lines: :func:`judge_offline` (``neuron-watch diagnose``'s reading).
+
+Pure: no I/O. The lines are fed to the live :class:`~neuron_watch.diagnosis.judge.Judge` in batches, as the
+coordinator feeds it, with the offline readers around it (tracebacks, stack dumps, recent lines), and judged
+at the time of the last of them. A stream whose lines name no process may be read twice
+(:mod:`neuron_watch.diagnosis.lastword`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from neuron_watch.diagnosis.classify import KnowledgeBase
+from neuron_watch.diagnosis.crashreading import CrashReader
+from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.judge import Judge, JudgeSettings
+from neuron_watch.diagnosis.lastword import UncaughtTracebacks, last_word
+from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
+from neuron_watch.diagnosis.signature import Effect
+from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, Verdict
+
+BATCH = 4096  # lines handed to the judge at a time
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run directory's ``events.jsonl`` says of one generation: when it began and ended
+    (wall seconds) and the ranks' exits -- what the live judge knew besides the lines."""
+
+    generation: int
+    began: float
+    ended: float
+    exits: tuple[tuple[int, int, float, bool], ...]  # (rank, exit code, when, presumed: RankExit.presumed)
+
+
+
+def judge_offline(lines: Iterable[LogLine], kb: KnowledgeBase, settings: JudgeSettings,
+                  record: RunRecord | None = None) -> tuple[Verdict, int]:
+    """The verdict for ``lines``, judged at the time of the last of them (``record``: see
+    :func:`neuron_watch.commands.diagnose.diagnose_lines`); and how many lines there were.
+
+    A stream whose lines name no process (a pasted console) may mix processes, and the judge reads it as
+    one: progress after an error withdraws the error. When that reading is calm and the stream holds a
+    process's last word (:mod:`neuron_watch.diagnosis.lastword`: a form after which the process that
+    printed it does not go on), the lines are read again without the progress that came after it in
+    that stream (another process's): if that reading is a failure, it is the verdict. ``lines`` is then
+    iterated twice (a one-shot iterator is kept in a list for it).
+    """
+    if iter(lines) is lines:
+        lines = list(lines)
+    first = OfflineReading(kb, settings, record)
+    verdict = first.read(lines)
+    if verdict.action is not Action.WAIT or not first.last_words:
+        return verdict, first.count
+    second = OfflineReading(kb, settings, record, ended=first.last_words)
+    again = second.read(lines)
+    if again.action is Action.WAIT or second.count != first.count:
+        return verdict, first.count
+    ended = min(first.last_words.values(), key=lambda e: e[0])
+    reason = (f"{again.reason}; in this stream of unnamed processes, {second.dropped} line(s) of progress after line "
+              f"{ended[1].lineno} ({ended[2]}: the process that printed it ends there) are another process's "
+              f"({ended[1].text.strip()[:160]})")
+    return replace(again, reason=reason), first.count
+
+
+class OfflineReading:
+    """One reading of a log's lines by a new judge (:func:`diagnose_lines`). ``ended``: each unnamed stream's
+    last word (its index among the lines) after which its lines of progress are left out."""
+
+    def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, record: RunRecord | None,
+                 ended: dict[RankKey, tuple[int, LogLine, str]] | None = None) -> None:
+        self.kb, self.settings, self.record, self.ended = kb, settings, record, ended or {}
+        self.count = 0
+        #: each unnamed stream's last line that ends the process that printed it: (index, line, its form)
+        self.last_words: dict[RankKey, tuple[int, LogLine, str]] = {}
+        self.dropped = 0  # lines of progress left out (``ended``)
+
+    def read(self, lines: Iterable[LogLine]) -> Verdict:
+        judge: Judge | None = None
+        first = last = None
+        batch: list[LogLine] = []
+        base = 0  # the index of the batch's first line
+        tails: dict[RankKey, list[LogLine]] = {}  # each rank's last two non-blank lines
+        tracebacks = Tracebacks()
+        uncaught = UncaughtTracebacks()
+        recent = RecentLines()
+        dumps = DumpScanner()
+        for line in lines:
+            recent.add(line)
+            if line.text.strip():
+                tail = tails.setdefault(line.key, [])
+                tail.append(line)
+                del tail[:-2]
+                tracebacks.observe(line)
+                dumps.observe(line)
+                if line.key.rank < 0 and uncaught.observe(line.key, line.text):
+                    self.last_words[line.key] = (self.count, line, _UNCAUGHT)
+            if judge is None:
+                judge = Judge(self.kb, self.settings, line.mono)
+                judge.context = recent.around
+                # the reading the live coordinator's judge does too (runtime.default_judge_factory), here with
+                # the whole log's lines and tracebacks
+                judge.crash_reader = CrashReader(recent.around, tracebacks, recent).read
+            first = line.mono if first is None else min(first, line.mono)
+            last = line.mono if last is None else max(last, line.mono)
+            batch.append(line)
+            self.count += 1
+            if len(batch) >= BATCH:
+                self._observe(judge, batch, base)
+                base += len(batch)
+                batch = []
+        if judge is None or first is None or last is None:
+            return Verdict(Label.UNOBSERVED, Action.WAIT, reason="the logs hold no lines",
+                           advice="Nothing to judge: pass the ranks' logs (rank-N.log) or the run directory.")
+        if batch:
+            self._observe(judge, batch, base)
+        judge.start = first
+        record = self.record
+        if record is not None:
+            judge.start = min(first, record.began)
+            last = max(last, record.ended)
+            for rank, code, t, presumed in record.exits:
+                judge.observe_exit(RankExit(RankKey("", rank), code, t, presumed))
+        verdict = judge.verdict(last, final=True)
+        if verdict.label is Label.HEALTHY:
+            latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None),
+                         default=None)
+            verdict = open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest) or verdict
+        return verdict
+
+    def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:
+        """Hand ``batch`` (its first line's index ``base``) to the judge: without the progress of an ended
+        stream, and noting each unnamed stream's last word among its failures."""
+        if self.ended:
+            batch = self._without_progress_after_last_words(batch, base)
+        at = 0
+        for line, m in judge.observe_lines(batch):
+            while batch[at] is not line:
+                at += 1
+            if line.key.rank < 0 and m.signature.effect in _FAILING and (form := last_word(line.text)) is not None:
+                self.last_words[line.key] = (base + at, line, form)
+
+    def _without_progress_after_last_words(self, batch: list[LogLine], base: int) -> list[LogLine]:
+        ended = self.ended
+        after = [i for i, line in enumerate(batch)
+                 if (e := ended.get(line.key)) is not None and base + i > e[0]]
+        if not after:
+            return batch
+        going_on = {after[i] for i, m in self.kb.scan([batch[j].text for j in after])
+                    if m.signature.effect in _GOING_ON}
+        self.dropped += len(going_on)
+        return [line for i, line in enumerate(batch) if i not in going_on]
+
+
+_UNCAUGHT = "a Python exception that reached the top of its program"
+#: the effects of a line that fails its process (the last word is read among them)
+_FAILING = frozenset({Effect.FATAL, Effect.UNEXPLAINED})
+#: the effects of a line that says its process went on (left out after another process's last word)
+_GOING_ON = frozenset({Effect.PROGRESS, Effect.TRAIN_END})
+
+
