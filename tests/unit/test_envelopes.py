@@ -32,6 +32,16 @@ def _read(lines: list[str], final: bool = True) -> list[tuple[int, str, str | No
 
 
 #: (envelope, the wrapped lines as their writer writes them, the inner texts, the first stamp, the first who)
+#: a relayed program's healthy lines, as many as the envelope's decision reads (DETECT_LINES): no logging call's
+#: form among them, so the line after them is what shows the relay
+PLAIN = [f"step {n} loss 2.{40 - n}" for n in range(1, 8)]
+
+
+def _relayed(last: list[str]) -> list[str]:
+    """PLAIN and ``last`` relayed through the logging cookbook's format, as a wrapper logs its child's stdout."""
+    return [f"2025-03-14 09:00:00,{i:03d} - collector - INFO - {t}" for i, t in enumerate([*PLAIN, *last])]
+
+
 CASES = [
     ("docker json-file", [_docker(t + "\n") for t in TRACEBACK], TRACEBACK, "2024-05-01T12:00:00.123456789Z", None),
     # the kubelet's own test of parseCRILog: "2016-10-06T00:17:09.669794202Z stdout F log content 1"
@@ -87,6 +97,20 @@ CASES = [
      ["step 1 loss 2.31", "", *(t.removeprefix("[rank1]: ") for t in TRACEBACK)], "2024-05-01 12:00:00,000", "runner"),
     ("one relayed exception", ["2024-05-01 12:00:00,000 - runner - INFO - ValueError: The port number of the rendezvous endpoint 'None:None' must be an integer"],
      ["ValueError: The port number of the rendezvous endpoint 'None:None' must be an integer"], "2024-05-01 12:00:00,000", "runner"),
+    # ... another program's line heads, which no logging call writes: srun's error (dragon-61), gdb's frames
+    # (pytorch-95944), Ray's worker and raylet prefixes with their colour escape lost in a paste (openrlhf-1139)
+    ("logger relay of srun", _relayed(["srun: error: Unable to create step for job 17627941: Requested node configuration is not available"]),
+     [*PLAIN, "srun: error: Unable to create step for job 17627941: Requested node configuration is not available"],
+     "2025-03-14 09:00:00,000", "collector"),
+    ("logger relay of gdb", _relayed(["#14 0x000014cdd8a6cf36 in cudaMemcpyAsync () from /usr/local/cuda/lib64/libcudart.so.11.0"]),
+     [*PLAIN, "#14 0x000014cdd8a6cf36 in cudaMemcpyAsync () from /usr/local/cuda/lib64/libcudart.so.11.0"],
+     "2025-03-14 09:00:00,000", "collector"),
+    ("logger relay of ray", _relayed(["[33m(raylet) A worker died or was killed while executing a task by an unexpected system error."]),
+     [*PLAIN, "[33m(raylet) A worker died or was killed while executing a task by an unexpected system error."],
+     "2025-03-14 09:00:00,000", "collector"),
+    ("logger relay of a ray worker", _relayed(["(Worker pid=6625) ERROR 04-15 07:27:42 [multiproc_executor.py:871] RuntimeError: Unable"]),
+     [*PLAIN, "(Worker pid=6625) ERROR 04-15 07:27:42 [multiproc_executor.py:871] RuntimeError: Unable"],
+     "2025-03-14 09:00:00,000", "collector"),
     ("python-json-logger", ['{"asctime": "2024-05-01 12:00:00,123", "levelname": "INFO", "name": "train", "message": "step 10 loss 2.31"}',
                             '{"asctime": "2024-05-01 12:00:01,456", "levelname": "ERROR", "name": "train", "message": "Training failed", "exc_info": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3, in <module>\\nRuntimeError: NCCL error"}'],
      ["step 10 loss 2.31", "ERROR Training failed", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: NCCL error"],
@@ -152,6 +176,11 @@ NEAR_MISSES = [
     ("cookbook logger", [f"2024-05-01 12:00:0{i},000 - train - INFO - step {i} loss 2.3{i}" for i in range(8)]
      + ["2024-05-01 12:00:09,000 - train - INFO -   indented after the decision"]),
     ("one record", ["2024-05-01 12:00:00,000 - train - INFO - ValueError counts are reset each epoch"]),
+    # a program's own records that mention an error or a pid in prose, not at the message's head
+    ("cookbook logger mentions", [f"2024-05-01 12:00:0{i},000 - train - INFO - {t}" for i, t in enumerate(
+        ["eval error: 0.12 at step 10", "worker (pid=6625) joined", "step 11 loss 2.30 #1 of 8", "step 12 loss 2.29",
+         "step 13 loss 2.28", "step 14 loss 2.27", "step 15 loss 2.26", "step 16 loss 2.25", "step 17 loss 2.24"])]),
+
     # ... several loggers: a program's, never one relay
     ("several loggers", ["2024-05-01 12:00:00,000 - train - INFO - Traceback (most recent call last):",
                          "2024-05-01 12:00:01,000 - data - INFO - step 1 loss 2.31"]),

@@ -298,9 +298,14 @@ class Padded(Envelope):
 
 #: What only a collector's record holds as its message, never a program's own logging call: nothing, a
 #: line that starts with spaces (a traceback's frame, a stack dump's), a traceback's head, an exception
-#: line, a launcher's rank prefix, another record's head with its own time or glog letter.
+#: line, a launcher's rank prefix, another record's head with its own time or glog letter; another
+#: program's own line heads: a command's error ("srun: error: ", "<prog>: error: " of argparse or a linker),
+#: a debugger's frame (gdb's "#14 0x00007f.. in <function> ()"), Ray's prefix of a worker's or the raylet's
+#: line ("(Worker pid=6625) ", "(raylet, ip=10.0.3.179) ", python/ray/_private/log_monitor.py), with the
+#: colour escape a terminal program puts before it (its ESC often lost in a paste: "[33m(raylet) ...").
 _CARRIED = re.compile(r"$|\s|Traceback \(most recent call last\):|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |"
-                      r"\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[ T]\d\d:\d\d|[IWEF]\d{4} \d\d:\d\d")
+                      r"\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[ T]\d\d:\d\d|[IWEF]\d{4} \d\d:\d\d|"
+                      r"[\w.-]+: error: |#\d+ +0x[0-9a-f]+ in |(?:\x1b?\[[0-9;]*m)?\((?:raylet|[\w:]+ pid=\d+)[,)]")
 
 
 class CollectorLogger(Prefix):
