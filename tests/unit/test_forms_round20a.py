@@ -43,8 +43,6 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # Open MPI's and PRRTE's error trace (prrte src/util/error.h PRTE_ERROR_LOG: "PRTE ERROR: %s in file %s at line %d")
     ("[noname:70172] PRRTE ERROR:  in file ../../../../../../../prrte/src/mca/rmaps/round_robin/rmaps_rr.c at line 249",
      C, None, "corpus (ompi-7413): the mapper's trace before the slots help text"),
-    ("[node01:12345] [[5963,0],0] ORTE_ERROR_LOG: Not found in file ess_hnp_module.c at line 170", C, None,
-     "Open MPI 4's ORTE_ERROR_LOG format, filled in"),
     ("[host1:04321] PMIX ERROR: UNREACHABLE in file server/pmix_server.c at line 2795", C, None,
      "PMIx's PMIX_ERROR_LOG format, filled in"),
 ]

@@ -32,9 +32,9 @@ Each form is read where its program prints it:
   ``torch_npu._npu_flash_attention`` that an unpaired torch-npu lacks, ``numpy.float`` after its removal), a
   mismatch of the installed versions that a restart meets at the same line. An attribute missing from an *object*
   ("'AdamW' object has no attribute ...") is left to the readers of program mistakes (exctaxonomy).
-* Open MPI's and PRRTE's error trace (PRRTE src/util/error.h ``PRTE_ERROR_LOG``: "PRTE ERROR: %s in file %s at
-  line %d" with ``prte_strerror`` of the code; Open MPI 4's orte/mca/errmgr ``ORTE_ERROR_LOG``: "[[<job>,<vpid>],
-  <rank>] ORTE_ERROR_LOG: %s in file %s at line %d"): a breadcrumb of the code path an error came back along, its
+* PRRTE's error trace (PRRTE src/util/error.h ``PRTE_ERROR_LOG``: "PRTE ERROR: %s in file %s at line %d" with
+  ``prte_strerror`` of the code; Open MPI 4's ``ORTE_ERROR_LOG`` stays forms_errors' error): a breadcrumb of the
+  code path an error came back along, its
   status often empty or generic, printed before the help text that says what failed ("There are not enough slots
   available in the system ..."). It is read as a crash of unknown cause, so that a line of the same process that
   states one replaces it (round issue23-heldout-20: PRRTE's mapper refusing seven ranks on four cores).
@@ -69,9 +69,8 @@ _UNDEFINED_SYMBOL = re.compile(r"\.so(?:\.\d+)*: undefined symbol: \S")
 #: CPython's missing module attribute, as the AttributeError line prints it
 _MODULE_ATTRIBUTE = re.compile(r"\bAttributeError: (?:partially initialized )?module '[\w.]+' has no attribute '\w+'")
 
-#: Open MPI's and PRRTE's error trace line ("[host:pid] PRRTE ERROR: <status> in file <path> at line <n>",
-#: "[[5963,0],0] ORTE_ERROR_LOG: Not found in file ess_hnp_module.c at line 170")
-_RUNTIME_ERROR_TRACE = re.compile(r"\b(?:PRTE|PRRTE|ORTE_ERROR_LOG|OPAL_ERROR_LOG|PMIX)(?: ERROR)?: .{0,80}?\bin file "
+#: PRRTE's error trace line ("[host:pid] PRRTE ERROR: <status> in file <path> at line <n>")
+_RUNTIME_ERROR_TRACE = re.compile(r"\b(?:PRTE|PRRTE|PMIX)(?: ERROR)?: .{0,80}?\bin file "
                                   r"\S+ at line \d+\s*$")
 
 
