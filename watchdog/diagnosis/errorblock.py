@@ -149,6 +149,14 @@ _GO_SIGNAL = re.compile(r"^\[signal [A-Z]+")
 _RUST_FRAME = re.compile(r"^\s*(?:\d+: \S|at \S+:\d+(?::\d+)?\s*$|stack backtrace:\s*$)")
 _RUST_NOTE = re.compile(r"^note: (?:run with `RUST_BACKTRACE|Some details are omitted)")
 _GRPC_DETAIL = re.compile(r"^\s+(?:status = StatusCode\.\w+|details = |debug_error_string = )|^>\s*$")
+#: CANN's error message (the error manager's, as aclGetRecentErrMsg returns it and torch_npu quotes it after
+#: "detail:" or under its own "[ERROR] ... ERR<n>" record): "<code>: Inner Error!", then lines that start with
+#: the same code ("EZ9999: [PID: n] <time> <message>"), then an indented "TraceBack (most recent call last):" and
+#: the inner errors indented under it (round issue23-heldout-20: "Op Cast does not has any binary." four lines
+#: under the head that states nothing). A line that starts with a code (E, a letter or digit, four digits, then ": "
+#: or, in older releases, two spaces: "EZ9999  Cannot parse json for config file [...]") continues the block.
+_CANN_CODE = re.compile(r"\bE[A-Z0-9]\d{4}: ")
+_CANN_LINE = re.compile(r"^E[A-Z0-9]\d{4}(?::\s|\s\s)")
 
 #: what a layout puts before the message it carries: Java's "Caused by: " and "Suppressed: ", the JVM's
 #: "Exception in thread "<name>" ", libstdc++'s "what():  ", Go's "panic: " (and a nested panic's tab),
@@ -204,6 +212,7 @@ class _Reader:
         self.kind = ""  # the layout that opened the block
         self.after_header = False  # the line right after the opening header
         self.glog = False
+        self.cann = False  # the block carries CANN's error message, whose lines start with its code
 
     def close(self) -> None:
         if self.cur:
@@ -225,6 +234,7 @@ class _Reader:
         self.depth = 0
         glog = _GLOG.match(text)
         self.glog = glog is not None
+        self.cann = _CANN_CODE.search(text) is not None
         if _PY_HEADER.search(text):
             self.kind = "python"
         elif _RUST_PANIC.match(text):
@@ -294,6 +304,8 @@ class _Reader:
         if text[0].isspace():
             # an indented line: a frame's source line under a frame, else the record's next line
             return Role.FRAME if self.last is Role.FRAME and self.kind == "python" else Role.MESSAGE
+        if self.cann and _CANN_LINE.match(text):
+            return Role.MESSAGE
         if self.glog:
             glog = _GLOG.match(text)
             return Role.MESSAGE if glog is not None and (glog.group(1) or glog.group(2)) in "EF" else None
