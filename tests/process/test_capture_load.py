@@ -62,10 +62,12 @@ def test_an_incident_after_a_flood_of_rank_logs_is_captured_within_its_bound(
     # 4 x the capture's timeline window per log (evidence.TIMELINE_LOG_BYTES): read whole, the two
     # logs would take ~4 s at the ~16 MiB/s the timeline reads on one loaded core, more than its
     # share of the --evidence-timeout bound (evidence.TIMELINE_SHARE: 2.5 s); read by their ends,
-    # under a second. The flood is the test's costliest part: no bigger than that proof needs.
-    mb = 32
+    # under a second. The flood is the test's costliest part: no bigger than that proof needs, and in lines
+    # of 1,000 bytes: the bound is on bytes, while each line costs the node, the coordinator and the rank
+    # their CPU (lines of 94 bytes were ten times as many for the same 64 MiB).
+    mb, width = 32, 1000
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--max-restarts", "0", "--hang-timeout", "10",
-            "--evidence-timeout", "5", "torchrun", "--nproc_per_node", "2", RANKS, "flood", str(mb), "16"]
+            "--evidence-timeout", "5", "torchrun", "--nproc_per_node", "2", RANKS, "flood", str(mb), "16", str(width)]
     try:
         code, out, peak = run_watching_rss(argv, tmp_path, toy_env, run_dir, 400)
         logs = {r: (run_dir / "gen-0" / f"rank-{r}.log").stat().st_size for r in (0, 1)}

@@ -16,11 +16,13 @@ import re
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fixtures.procs import (
     NEURON_WATCH,
+    STEP_RANKS,
     TOY,
     events,
     force_cleanup,
@@ -45,17 +47,32 @@ def _last_step(log: Path) -> int:
     return int(steps[-1]) if steps else -1
 
 
+def _written_events(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's events written so far (a line being written is read at the next poll)."""
+    try:
+        text = (run_dir / "events.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+
+
 def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Path, toy_env: dict[str, str]) -> None:
     # --coordinator-silence 3 stands for the old 30 s limit: the pause below outlasts it (node 1 says
-    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). 300 steps of
-    # 0.05 s: the pause ends near step 150 (20 before it, about 70 while node 1 notices, 60 after),
-    # so the job trains on for 7 s and more after it, while both nodes say what they saw.
-    # one rank a node: the pause, its notice and the job's going on are the nodes'
-    with job(tmp_path, toy_env, 2, ["--steps", "300", "--step-time", "0.05"],
-             ["--coordinator-silence", "3", "--hang-timeout", "8"], nproc=1) as nodes:
+    # the coordinator is lost) and outlasts the coordinator's own pause detection (5 s). The ranks print
+    # a step line every 0.1 s until the test has seen every node say what it saw after the pause (a job
+    # of fixed length could end before a loaded host's nodes said it); then they say "training done".
+    # One rank a node, torch-free ranks under the real torchrun: the pause, its notice and the job's
+    # going on are the nodes' and the coordinator's, not torch's.
+    seen = tmp_path / "seen"
+    with job(tmp_path, toy_env, 2, [], ["--coordinator-silence", "3", "--hang-timeout", "8"], nproc=1,
+             rank_cmd=[STEP_RANKS, "steady", "600", "--until", str(seen)]) as nodes:
         (p0, run0), (p1, run1) = nodes
         node1_rank = run1 / "gen-0" / "rank-1.log"
         wait_for("node 1's ranks to train", lambda: _last_step(node1_rank) >= 20, within(180), alive=p1)
+        # the coordinator's loop turns (it has judged the ranks' progress): a pause is a jump of that loop.
+        # These ranks print their first step well before a loaded host has started the coordinator's process.
+        wait_for("the coordinator to see the job progress", lambda: [
+            e for e in _written_events(run0) if e["event"] == "progress"], within(180), alive=p0)
         # node 0 paused as a suspended VM pauses it: its wrapper (node 0's agent) and the job's
         # coordinator, a process of its own (docs/multinode.md, "The coordinator's own process")
         coordinator = hosted_coordinator_pid(run0)
@@ -77,6 +94,17 @@ def test_a_paused_coordinator_costs_a_healthy_two_node_job_nothing(tmp_path: Pat
         finally:
             for pid in (coordinator, p0.pid):
                 os.kill(pid, signal.SIGCONT)
+        # the job trains on after the pause while both nodes say what they saw
+        resumed_at = _last_step(node1_rank)
+        wait_for("node 1 to say the coordinator answers again",
+                 lambda: "answers again" in (tmp_path / "node1.out").read_text(), within(120), alive=p1)
+        wait_for("node 0's agent to re-baseline", lambda: "was not running for" in (tmp_path / "node0.out").read_text(),
+                 within(120), alive=p0)
+        wait_for("the coordinator to notice its own pause", lambda: [
+            e for e in _written_events(run0) if e.get("kind") == "coordinator_paused"], within(120), alive=p0)
+        wait_for("node 1's ranks to train on after the pause", lambda: _last_step(node1_rank) >= resumed_at + 20,
+                 within(120), alive=p1)
+        seen.touch()
         codes = wait_all(nodes, 300)
     assert codes == [0, 0], out(tmp_path, 0) + out(tmp_path, 1)
     evs = events(run0)

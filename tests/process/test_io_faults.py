@@ -328,9 +328,12 @@ def test_a_flood_is_logged_or_counted_line_for_line(tmp_path: Path, toy_env: dic
     """A flood that ends before the node's link exists (seconds, under load) once reached job_finished
     without its skipped lines: they were added to the count after the replayed "finished" status."""
     run_dir = tmp_path / "run"
-    n = 2_500_000  # ~70 MB per rank, more than the 32 MiB backlog the watchdog keeps up with
+    # ~70 MB per rank, more than the 32 MiB backlog the watchdog keeps up with, in lines of ~280 bytes: the
+    # skip is by bytes, and each line the node reads costs its CPU, each line a rank writes the rank's
+    # (2.5 million lines of 28 bytes cost the test ~10x the lines read, written and counted)
+    n, pad = 250_000, 250
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "torchrun", "--nproc_per_node", "2", RANKS,
-            "flood", str(n)]
+            "flood", str(n), "--pad", str(pad)]
     code, out = run_to_end(argv, str(tmp_path), toy_env, run_dir, 280)
     assert code == 0, out[-3000:]
     evs = events(run_dir)

@@ -24,8 +24,19 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import IN_CI, require_binary
-from tests.fixtures.procs import NEURON_WATCH, TOY, events, force_cleanup, free_port, kill_group, named, pids_with_env
+from tests.fixtures.procs import (
+    NEURON_WATCH,
+    STEP_RANKS,
+    TOY,
+    events,
+    force_cleanup,
+    free_port,
+    kill_group,
+    named,
+    pids_with_env,
+)
 from tests.fixtures.s3 import S3Endpoint
+from tests.fixtures.wait import wait_for
 from tests.integration.test_cloudwatch import cloudwatch, listed, series
 from tests.integration.test_notify import receiver
 
@@ -189,7 +200,7 @@ def test_metrics_follow_a_compile_a_hang_a_restart_and_the_end(tmp_path: Path, t
 
 def test_a_webhook_and_cloudwatch_that_are_down_cost_the_job_nothing_and_are_reported(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
-    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    run_dir, said = tmp_path / "run", tmp_path / "said"
     dead = free_port()  # nothing listens there
     secret = "cw-s3cret-not-real"
     toy_env = dict(toy_env, AWS_ENDPOINT_URL_CLOUDWATCH=f"http://127.0.0.1:{dead}", AWS_ACCESS_KEY_ID="AKIATEST",
@@ -197,13 +208,19 @@ def test_a_webhook_and_cloudwatch_that_are_down_cost_the_job_nothing_and_are_rep
                    AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     argv = [NEURON_WATCH, "--run-dir", str(run_dir), "--no-prewarm", "--notify",
             f"http://127.0.0.1:{dead}/hooks/T0/s3cret", "--cloudwatch", "NW-down", "torchrun", "--nproc_per_node",
-            "2", TOY,
-            "--checkpoint-dir", str(ckpt), "--steps", "6"]
+            # torch-free ranks (the endpoints are the subject), a step line every 0.1 s until the loop has said
+            # the failed request: CloudWatch's first publish (at the start, from a thread that first imports
+            # boto3) must fail while the job runs, whatever the load (the next is a minute later)
+            "2", STEP_RANKS, "steady", "600", "--until", str(said)]
     out_path = tmp_path / "console.log"
     with out_path.open("w") as out:
         p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=out, stderr=subprocess.STDOUT,
                              start_new_session=True)
         try:
+            wait_for("the loop to say CloudWatch's failed request",
+                     lambda: "--cloudwatch NW-down: 1 request(s) failed" in out_path.read_text(errors="replace"),
+                     time.monotonic() + 240, alive=p, explain=lambda: out_path.read_text(errors="replace")[-3000:])
+            said.touch()
             code = p.wait(240)
         finally:
             kill_group(p)

@@ -1,8 +1,9 @@
 """Rank programs that load the watchdog's capture and tailing (no torch: fast to start).
 
-    flood MB AHEAD    step lines until the watchdog saw one; then MB MiB of plain lines (a step line
-                      every MiB), at most AHEAD MiB ahead of the rank's log; then ``flood done`` and
-                      silence (a hang: the watchdog captures after a flood of rank logs)
+    flood MB AHEAD [WIDTH]
+                      step lines until the watchdog saw one; then MB MiB of plain lines of WIDTH bytes
+                      (default 94; a step line every MiB), at most AHEAD MiB ahead of the rank's log; then
+                      ``flood done`` and silence (a hang: the watchdog captures after a flood of rank logs)
     hangon FILE       ignores SIGTERM (the stop waits its whole deadline); a step line every 0.2 s until
                       FILE exists, then silence (a hang)
     longlines MB N    5 step lines; then N lines of MB MiB each (each ends ``<end of line R.I>``), 5 more
@@ -32,7 +33,7 @@ def progress_seen(run_dir: str) -> bool:
         return False
 
 
-def flood(mb: int, ahead_mb: int) -> None:
+def flood(mb: int, ahead_mb: int, width: int = 94) -> None:
     """Steps until the watchdog has seen one (its start may come after ours under load), then MB MiB of
     lines, never more than ``ahead_mb`` MiB ahead of what the watchdog wrote to this rank's log (so the
     flood lands in the rank log, not in a skipped backlog), then silence."""
@@ -44,7 +45,8 @@ def flood(mb: int, ahead_mb: int) -> None:
         n += 1
         print(f"step {n} loss {1.0 / n:.4f}", flush=True)
         time.sleep(0.2)
-    line = f"rank {rank} flood " + "z" * 80 + "\n"
+    head = f"rank {rank} flood "
+    line = head + "z" * max(1, width - len(head) - 1) + "\n"
     block = line * ((1 << 20) // len(line))
     out = sys.stdout
     written = 0
@@ -90,7 +92,7 @@ def main() -> None:
     if mode == "hangon":
         hangon(sys.argv[2])
     elif mode == "flood":
-        flood(int(sys.argv[2]), int(sys.argv[3]))
+        flood(int(sys.argv[2]), int(sys.argv[3]), *(int(w) for w in sys.argv[4:5]))
     elif mode == "longlines":
         longlines(int(sys.argv[2]), int(sys.argv[3]))
     else:

@@ -9,7 +9,8 @@
         is the longest; it ends (``training done``) as soon as FILE exists (the test has seen what it
         waited for).
     bigline MB        5 step lines, one line of MB MiB, 10 step lines, ``training done``
-    flood N           N short lines as fast as Python writes them, then ``training done``
+    flood N [--pad B] N lines as fast as Python writes them (each B more characters long with ``--pad``),
+                      then ``training done``
     hwburst MB        5 step lines; then rank 1 writes MB MiB of lines, the runtime's uncorrectable
                       HBM error line (the runtime's own format) and exits 1; the others wait
 """
@@ -65,8 +66,9 @@ def main() -> None:
         print("training done", flush=True)
     elif mode == "flood":
         w = sys.stdout.write
+        pad = " " + "x" * int(opts["--pad"]) if "--pad" in opts else ""
         for i in range(int(arg)):
-            w(f"flood line {i} of rank {rank}\n")
+            w(f"flood line {i} of rank {rank}{pad}\n")
         sys.stdout.flush()
         print("training done", flush=True)
     elif mode == "hwburst":
