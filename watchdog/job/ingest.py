@@ -98,6 +98,8 @@ class Ingest:
         #: one key object per rank, the job log's (a batch's): the judge finds a rank's state by its
         #: key object's identity, so a procs reading names the rank with the object its lines use
         self._keys: dict[tuple[str, int], RankKey] = {}
+        #: the same keys by node, then by rank: a procs message's ranks are found without a tuple each
+        self._node_ranks: dict[str, dict[int, RankKey]] = {}
         self._node_keys: dict[str, list[RankKey]] = {}  # each node's last batch's keys (seen already)
 
     def message(self, view: NodeView, msg: Msg, now: float, frame: bytes = b"") -> None:
@@ -233,8 +235,8 @@ class Ingest:
 
     def _keys_of(self, node: str, ranks: Sequence[int]) -> list[RankKey]:
         """The keys of ``node``'s ``ranks`` (:meth:`_key` of each), found in C."""
-        keys = self._keys
-        found = list(map(keys.get, zip([node] * len(ranks), ranks, strict=True)))
+        of_node = self._node_ranks.get(node)
+        found: list[RankKey | None] = list(map(of_node.get, ranks)) if of_node is not None else [None] * len(ranks)
         if None in found:
             found = [k if k is not None else self._key(node, r) for k, r in zip(found, ranks, strict=True)]
         return cast("list[RankKey]", found)
@@ -245,7 +247,9 @@ class Ingest:
         if k is None:
             if len(self._keys) >= MAX_KEYS:  # (ranks a node never had: a bound, not a case)
                 self._keys.clear()
+                self._node_ranks.clear()
             k = self._keys[(node, rank)] = RankKey(node, rank)
+            self._node_ranks.setdefault(node, {})[rank] = k
         return k
 
     def exited(self, h: Header, rank: int, code: int, t_mono: float, presumed: bool = False) -> None:
@@ -271,6 +275,7 @@ class Ingest:
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
                 self._keys[(k.node, k.rank)] = k
+                self._node_ranks.setdefault(k.node, {})[k.rank] = k
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n

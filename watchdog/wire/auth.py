@@ -129,8 +129,11 @@ def status_key(secret: bytes) -> bytes:
     return _sub(secret, b"status", "")
 
 
-def _mac(key: bytes, frames: Sequence[bytes]) -> bytes:
-    h = hmac.new(key, digestmod=hashlib.sha256)
+def _mac(keyed: hmac.HMAC, frames: Sequence[bytes]) -> bytes:
+    # ``keyed``: HMAC-SHA256 of the key and nothing yet, copied per message (the same MAC as one made
+    # from the key each time, without hashing the key's pads again: ~2 us less a message, ~2,500
+    # messages a second at the coordinator of 1,024 nodes)
+    h = keyed.copy()
     for f in frames:
         h.update(len(f).to_bytes(8, "big"))
         h.update(f)
@@ -141,8 +144,8 @@ class Signer:
     """Signs outgoing frames with one key and checks incoming frames against another."""
 
     def __init__(self, send_key: bytes, recv_key: bytes, secret: bytes = b"") -> None:
-        self._send_key = send_key
-        self._recv_key = recv_key
+        self._send_mac = hmac.new(send_key, digestmod=hashlib.sha256)
+        self._recv_mac = hmac.new(recv_key, digestmod=hashlib.sha256)
         self._secret = secret  # kept by a coordinator's signer only (other_job)
         self._others: dict[str, Signer] = {}
 
@@ -176,7 +179,7 @@ class Signer:
 
     def sign(self, frames: Sequence[bytes]) -> list[bytes]:
         """``frames`` plus a last frame holding their MAC."""
-        return [*frames, _mac(self._send_key, frames)]
+        return [*frames, _mac(self._send_mac, frames)]
 
     def verify(self, frames: Sequence[bytes]) -> list[bytes]:
         """The frames without the MAC frame.
@@ -187,6 +190,6 @@ class Signer:
         if len(frames) < 2 or len(frames[-1]) != MAC_BYTES:
             raise AuthError(f"unsigned message ({len(frames)} frames, no {MAC_BYTES}-byte signature last)")
         body = [bytes(f) for f in frames[:-1]]
-        if not hmac.compare_digest(_mac(self._recv_key, body), bytes(frames[-1])):
+        if not hmac.compare_digest(_mac(self._recv_mac, body), bytes(frames[-1])):
             raise AuthError("bad signature: the peer has another job secret, or the message was altered")
         return body
