@@ -45,7 +45,7 @@ PURE = [
     "diagnosis.forms_round15a",
     "diagnosis.forms_round15b",
     "diagnosis.forms_round16a", "diagnosis.forms_round16b", "diagnosis.forms_round17a",
-    "diagnosis.forms_round17b", "diagnosis.forms_round18a", "diagnosis.forms_round18b",
+    "diagnosis.forms_round17b", "diagnosis.forms_round18a", "diagnosis.forms_round18b", "diagnosis.forms_round20b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands", "recovery.coordcrash",
