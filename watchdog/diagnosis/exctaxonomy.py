@@ -167,8 +167,9 @@ def errno_cause(text: str) -> Cause | None:
 #: CUDA's error enumerations, by the names programs print (the driver API's CUresult, cuda.h
 #: "CUDA_ERROR_<NAME>"; the runtime's cudaError_t, driver_types.h "cudaError<Name>"): memory that ran
 #: out; a device that is not there, not this process's, or that the driver or toolkit cannot serve
-#: (configuration); an uncorrectable ECC or NVLink error (the device). The others (an illegal address,
-#: a launch failure, not initialised) say nothing of a cause by their name.
+#: (configuration); an uncorrectable ECC or NVLink error, an error the GPU's containment fenced off
+#: (cudaErrorContained: an invalid peer access over NVLink or a hardware error; forms_round20b) (the device).
+#: The others (an illegal address, a launch failure, not initialised) say nothing of a cause by their name.
 _CUDA_ERRORS: dict[str, Label] = {
     "OUT_OF_MEMORY": Label.OOM, "MemoryAllocation": Label.OOM,
     "NO_DEVICE": Label.CONFIG_ERROR, "NoDevice": Label.CONFIG_ERROR,
@@ -181,6 +182,7 @@ _CUDA_ERRORS: dict[str, Label] = {
     "SystemNotReady": Label.CONFIG_ERROR,
     "ECC_UNCORRECTABLE": Label.HARDWARE_ERROR, "ECCUncorrectable": Label.HARDWARE_ERROR,
     "NVLINK_UNCORRECTABLE": Label.HARDWARE_ERROR, "NvlinkUncorrectable": Label.HARDWARE_ERROR,
+    "CONTAINED": Label.HARDWARE_ERROR, "Contained": Label.HARDWARE_ERROR,
 }
 _CUDA_ERROR = re.compile(r"\b(?:CUDA_ERROR_|cudaError)(" + "|".join(_CUDA_ERRORS) + r")\b")
 #: the kernel's EDAC drivers decoding a machine check of memory (drivers/edac/sb_edac.c and skx_common.c:

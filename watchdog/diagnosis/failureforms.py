@@ -64,6 +64,8 @@ from neuron_watch.diagnosis.forms_round18a import round18a_cause, round18a_form
 from neuron_watch.diagnosis.forms_round18b import round18b_cause
 from neuron_watch.diagnosis.forms_round20a import NEEDLES as ROUND20A_NEEDLES
 from neuron_watch.diagnosis.forms_round20a import round20a_cause, round20a_form
+from neuron_watch.diagnosis.forms_round20b import NEEDLES as ROUND20B_NEEDLES
+from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -73,7 +75,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 26
+FORM_RULES = 27
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -225,6 +227,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND18A_NEEDLES,
     # Paddle's comparison check with a value that is not finite, CANN's operator without a kernel binary
     *ROUND20A_NEEDLES,
+    # torch's warning of CUDA it could not initialise, NCCL's record of a contained CUDA error
+    *ROUND20B_NEEDLES,
 )
 
 
@@ -235,7 +239,8 @@ def read_line(text: str) -> Form | None:
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
-            or round17a_form(text) or round18a_form(text) or round20a_form(text) or alarm_form(text)
+            or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
+            or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
@@ -451,8 +456,9 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
     # a device's fault stated in CUDA's words outranks the component that met it (an allocator's record of the
-    # failed free, a C++ terminate): round18b's forms first
-    stated = (round18b_cause(text) or round13a_cause(text) or round14a_cause(text) or round14b_cause(text)
+    # failed free, a C++ terminate, a server's pipeline that caught it): round18b's and round20b's forms first
+    stated = (round18b_cause(text) or round20b_cause(text) or round13a_cause(text) or round14a_cause(text)
+              or round14b_cause(text)
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text))
     if stated is not None:
