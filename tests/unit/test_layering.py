@@ -48,7 +48,7 @@ PURE = [
     "diagnosis.forms_round17b", "diagnosis.forms_round18a", "diagnosis.forms_round18b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
-    "recovery.commands", "recovery.coordcrash",
+    "recovery.commands", "recovery.coordcrash", "recovery.turns",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",

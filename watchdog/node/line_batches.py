@@ -88,6 +88,15 @@ class LineBatches:
         return (self.since is not None and now - self.since >= age) or (self.kb is not None
                                                                          and self.pace.due(now, pace))
 
+    def next_due(self, age: float, pace: float = 0.0) -> float | None:
+        """When :meth:`due` next turns true with nothing added (None: nothing pending or held)."""
+        dues = [] if self.since is None else [self.since + age]
+        if self.kb is not None:
+            held = self.pace.next_due(pace)
+            if held is not None:
+                dues.append(held)
+        return min(dues) if dues else None
+
     def take(self, now: float, wall: float, pace: float = 0.0, everything: bool = False) -> Iterator[Lines]:
         """The pending lines as ``lines`` bodies (joined per rank, classified, the judge's share paced at
         ``pace`` seconds; ``everything``: every held row goes now), one at a time: a flood split in
