@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -31,7 +32,7 @@ from neuron_watch.recovery.turns import (
     earliest,
     wait_for,
 )
-from neuron_watch.wire.waker import Waker
+from neuron_watch.wire.waker import Waker, poll_ms
 
 
 @pytest.mark.parametrize(
@@ -55,6 +56,13 @@ def test_wait_for_the_earliest_due_joined_with_its_neighbours(dues: list[float |
 def test_wait_for_a_ceiling_of_its_own() -> None:
     assert wait_for(0.0, [5.0], ceiling=2.0) == 2.0
     assert wait_for(0.0, [], ceiling=0.02) == 0.02
+
+
+@pytest.mark.parametrize(("seconds", "ms"), [(0.0, 0), (-0.5, 0), (0.0001, 1), (0.0149, 15), (0.015, 15), (0.5, 500)])
+def test_a_wait_is_rounded_up_to_whole_milliseconds(seconds: float, ms: int) -> None:
+    """Rounded down, a wait of 14.9 ms woke 0.9 ms before what it waited for was due, and the turns
+    until it was (each then a 0 ms wait) spun."""
+    assert poll_ms(seconds) == ms
 
 
 def test_earliest() -> None:
@@ -112,6 +120,27 @@ def test_a_pending_batch_is_due_at_its_age() -> None:
     assert not batches.due(10.049, 0.05) and batches.due(10.05, 0.05)  # the same instant as due()
 
 
+def test_lines_read_from_a_file_read_every_batch_age_are_due_one_age_after_the_read_before() -> None:
+    """The rank files are read every batch age: a line written just after a read waited there a
+    whole age before the next read found it; counted from that read, it went a second age later."""
+    age = 0.05
+    batches = LineBatches(100, LinkCounters())
+    batches.written_since(9.0)  # nothing pending: nothing changes
+    assert batches.next_due(age) is None
+    batches.add(_line(10.05))  # read at 10.05; the read before was at 10.0
+    batches.written_since(10.0)
+    assert batches.next_due(age) == pytest.approx(10.05)  # due at its read: within one age of its writing
+    list(batches.take(10.05, 1e9))
+    batches.add(_line(10.06))  # a launcher line (its pipe wakes the loop), then a read of the files at 10.08
+    batches.written_since(10.03)
+    # never sooner than one age after the last batch: the rate of batches the job's size allows
+    assert batches.next_due(age) == pytest.approx(10.1)
+    list(batches.take(10.1, 1e9))
+    batches.add(_line(10.2))
+    batches.written_since(10.25)  # a read before the line's: the line's own time stands
+    assert batches.next_due(age) == pytest.approx(10.25)
+
+
 def test_a_held_progress_row_is_due_at_its_pace() -> None:
     pace = ProgressPace()
     assert pace.next_due(3.0) is None
@@ -161,7 +190,9 @@ def test_the_waker_wakes_on_a_pipe_a_socket_a_signal_and_sigchld() -> None:
         push.connect(f"tcp://127.0.0.1:{port}")
         with Waker() as waker:
             assert waker.signals_wake
-            assert not waker.wait(0.0, [read_fd, pull])  # nothing yet: the timeout ends it
+            # a signal latched before the waker listened wrote to no pipe: its first wait does not sleep
+            assert waker.wait(5.0, [read_fd, pull])
+            assert not waker.wait(0.0, [read_fd, pull])  # nothing since: the timeout ends it
             os.write(write_fd, b"x")
             assert waker.wait(5.0, [read_fd, pull])  # the pipe
             os.read(read_fd, 1)
@@ -186,6 +217,39 @@ def test_the_waker_wakes_on_a_pipe_a_socket_a_signal_and_sigchld() -> None:
         pull.close(linger=0)
         push.close(linger=0)
         ctx.term()
+
+
+def test_the_wakeup_pipe_is_not_inherited_by_a_child() -> None:
+    """torchrun, its ranks and the hosted coordinator must not hold the loop's wakeup pipe (a
+    child's signals would wake the loop; an exited loop's pipe would stay open): even a child
+    started with every inheritable descriptor kept has neither end."""
+    with Waker() as waker:
+        fds = [waker._read, waker._write]
+        assert not any(os.get_inheritable(fd) for fd in fds)
+        probe = ("import os, sys\nopen_fds = []\nfor fd in map(int, sys.argv[1:]):\n    try:\n        os.fstat(fd)\n"
+                 "        open_fds.append(fd)\n    except OSError:\n        pass\nprint(open_fds)\n")
+        out = subprocess.run([sys.executable, "-c", probe, *map(str, fds)], close_fds=False, check=True,
+                             capture_output=True, text=True).stdout
+        assert out.strip() == "[]"
+
+
+def test_a_waker_leaves_another_owners_wakeup_fd_and_turns_as_often_as_the_loop_did() -> None:
+    """An event loop of the main thread owns the wakeup fd: the waker does not take it (its owner
+    would miss signals), and sleeps at most 20 ms at a time (a wait of an hour returns)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    before_fd = signal.set_wakeup_fd(write_fd)
+    try:
+        with Waker() as waker:
+            assert not waker.signals_wake
+            assert signal.set_wakeup_fd(write_fd) == write_fd  # still the owner's
+            assert not waker.wait(3600.0)
+        assert signal.set_wakeup_fd(before_fd) == write_fd
+        assert signal.getsignal(signal.SIGCHLD) is signal.SIG_DFL
+    finally:
+        signal.set_wakeup_fd(before_fd)
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def test_a_waker_off_the_main_thread_still_waits_on_its_sockets() -> None:

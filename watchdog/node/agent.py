@@ -275,7 +275,10 @@ class NodeAgent:
         self.generations.poll_shape()
         link = self.link
         self.observer.read_every = batch_age_at(link.job_nodes, link.settings.batch_age)
+        read_before = self.observer.last_read
         self.observer.drain(final=False)
+        if self.observer.last_read != read_before:  # the rank files were read: their lines waited there
+            link.batches.written_since(read_before)
         gen = self.gen
         stopping = link.stop_running  # the stop's thread owns the launcher's end meanwhile
         if gen is not None and not stopping:

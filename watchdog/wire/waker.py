@@ -10,14 +10,18 @@ handler writes the signal's number to a pipe the poller watches, before the Pyth
 Every signal with a Python handler wakes the loop (the :class:`~neuron_watch.runtime.SignalLatch`'s
 SIGTERM/SIGINT/SIGHUP); SIGCHLD gets a handler of its own (SIG_DFL discards it, and nothing would
 be written), installed with SA_RESTART so that the system calls of other threads are not
-interrupted by it. Only the main thread may install them; elsewhere the waker still waits on its
-sockets and pipes, and says that signals do not wake it (:attr:`signals_wake`).
+interrupted by it. Only the main thread may install them, and a wakeup fd that is already
+another's (an event loop's) is left to its owner: then the waker still waits on its sockets and
+pipes, says that signals do not wake it (:attr:`signals_wake`), and sleeps at most
+:data:`SIGNALS_UNSEEN_WAIT` at a time, as the loop once did. The pipe is close-on-exec (``os.pipe``):
+no child (torchrun, its ranks, the hosted coordinator) inherits it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import threading
@@ -31,6 +35,16 @@ log = logging.getLogger("neuron_watch")
 
 #: Something a loop can wait on: a ZeroMQ socket, or a file descriptor (a pipe).
 Waitable = zmq.Socket[bytes] | int
+
+#: The longest a waker sleeps when signals do not wake it (off the main thread, or the wakeup fd is
+#: another's): a latched signal is then seen as soon as the loop's old 20 ms turns saw it.
+SIGNALS_UNSEEN_WAIT = 0.02
+
+
+def poll_ms(timeout: float) -> int:
+    """``timeout`` seconds as the poller's whole milliseconds, rounded up: a wait rounded down wakes
+    before what it waits for is due, and the turns until it is (each a 0 ms wait) spin."""
+    return max(0, math.ceil(timeout * 1000))
 
 
 def _on_child(_signum: int, _frame: FrameType | None) -> None:
@@ -60,10 +74,18 @@ class Waker:
 
     def __enter__(self) -> Waker:
         if threading.current_thread() is threading.main_thread():
-            self._old_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+            old = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+            if old != -1:  # another's (an event loop's): put it back; we turn often enough to see signals
+                signal.set_wakeup_fd(old)
+                log.debug("the signals' wakeup fd is another's (%d): this loop's turns notice signals instead", old)
+                return self
+            self._old_fd = old
             self._old_child = signal.signal(signal.SIGCHLD, _on_child)
             signal.siginterrupt(signal.SIGCHLD, False)
             self.signals_wake = True
+            # A signal latched before this (the loop's handlers are installed earlier) wrote to no
+            # pipe: the first wait returns at once, and the loop's turn sees it.
+            os.write(self._write, b"\0")
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -81,7 +103,10 @@ class Waker:
 
     def wait(self, timeout: float, watch: Iterable[Waitable] = ()) -> bool:
         """Sleep until something in ``watch`` is readable, a signal came, or ``timeout`` seconds
-        passed. Returns whether anything woke it before the timeout."""
+        passed (at most :data:`SIGNALS_UNSEEN_WAIT` where signals do not wake it). Returns whether
+        anything woke it before the timeout."""
+        if not self.signals_wake:
+            timeout = min(timeout, SIGNALS_UNSEEN_WAIT)
         wanted = set(watch)
         for gone in self._watched - wanted:
             with contextlib.suppress(KeyError, zmq.ZMQError):
@@ -90,7 +115,7 @@ class Waker:
             self._poller.register(new, zmq.POLLIN)
         self._watched = wanted
         try:
-            ready = self._poller.poll(max(0, int(timeout * 1000)))
+            ready = self._poller.poll(poll_ms(timeout))
         except zmq.ZMQError as exc:  # a socket closed under us: the turn finds out what happened
             log.debug("the loop's poll failed (%s): turning now", exc)
             return True
