@@ -59,6 +59,7 @@ class Launcher(abc.ABC):
         self.tag = ""  # the node's name: per-node paths inside a run dir nodes may share
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
+        self._output_ended = False
 
     @abc.abstractmethod
     def command(self, gen_dir: str, checkpoint: str) -> list[str]:
@@ -103,6 +104,7 @@ class Launcher(abc.ABC):
         fd = proc.stdout.fileno()
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         self._buf = b""
+        self._output_ended = False  # its pipe reached its end (read_output)
         return proc.pid
 
     def reports_end(self, text: str) -> bool:
@@ -130,6 +132,15 @@ class Launcher(abc.ABC):
     def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
+    def output_fd(self) -> int | None:
+        """The pipe of the launcher's own output while it can still bring lines (None: none, or
+        its launcher ended: a pipe at its end is always readable and would wake a loop at once)."""
+        proc = self.proc
+        if (proc is None or proc.stdout is None or proc.stdout.closed or proc.returncode is not None
+                or self._output_ended):
+            return None
+        return proc.stdout.fileno()
+
     def read_output(self, final: bool = False) -> list[str]:
         """Lines the launcher itself printed since the last call (non-blocking)."""
         if self.proc is None or self.proc.stdout is None or self.proc.stdout.closed:
@@ -143,6 +154,7 @@ class Launcher(abc.ABC):
             except OSError:
                 break
             if not data:
+                self._output_ended = True
                 break
             chunks.append(data)
         buf = self._buf + b"".join(chunks)

@@ -57,6 +57,7 @@ from neuron_watch.job.coordinator import (
     Relauncher,
     coordinator_settings,
 )
+from neuron_watch.job.coordinator import next_due as coordinator_due
 from neuron_watch.job.endpoint import Counters
 from neuron_watch.job.hosting import HostedCoordinator
 from neuron_watch.job.judgelike import JudgeLike
@@ -76,6 +77,8 @@ from neuron_watch.recovery.checkpoints import newest_complete
 from neuron_watch.recovery.envpolicy import HostFacts, plan_environment
 from neuron_watch.recovery.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.recovery.policy import RestartPolicy
+from neuron_watch.recovery.turns import REAP_SWEEP_EVERY, Every, wait_for
+from neuron_watch.wire.waker import Waitable, Waker
 
 log = logging.getLogger("neuron_watch")
 
@@ -450,13 +453,43 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
     when it dies). Runs until the coordinator shuts this node down, a signal arrives, or the
     coordinator is lost for good (the policy of :mod:`neuron_watch.recovery.lostlink`: never while
     this node's ranks work)."""
+    with Waker() as waker:
+        return _node_loop(agent, coord, signals, address, host, waker)
+
+
+def _wait_turn(waker: Waker, agent: NodeAgent, coord: Coordinator | None, reap: Every) -> bool:
+    """Sleep until something can have happened or is due (:mod:`neuron_watch.recovery.turns`): the
+    coordinator's and the agent's sockets, the launcher's pipe, a signal, SIGCHLD, the next thing
+    the agent, the coordinator or the orphans' sweep is due for. Returns whether orphans are to be
+    reaped this turn (SIGCHLD came, or the sweep is due)."""
+    now = time.monotonic()
+    dues = [agent.next_due(now), reap.next_due()]
+    watch: list[Waitable] = [agent.link.sock.sock]
+    fd = agent.launcher.output_fd()
+    if fd is not None:
+        watch.append(fd)
+    if coord is not None:
+        dues.append(coordinator_due(coord, now))
+        watch.append(coord.wire.sock.sock)
+    waker.wait(wait_for(now, dues), watch)
+    now = time.monotonic()
+    if reap.due(now, asked=waker.take_child()):
+        reap.done(now)
+        return True
+    return False
+
+
+def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str,
+               host: HostedCoordinator | None, waker: Waker) -> int:
     started = time.monotonic()
     forwarded: int | None = None  # the hosted coordinator (pid) a signal went to: it stops every node, then us
     cfg = agent.cfg
     loss = CoordinatorLoss(LossSettings(silence=cfg.coordinator_silence, loss_timeout=cfg.coordinator_loss_timeout,
                                         hang_window=cfg.hang_timeout or HangCalibration().default), address)
     last_turn: float | None = None
+    reap = Every(REAP_SWEEP_EVERY)
     while True:
+        reap_now = _wait_turn(waker, agent, coord, reap)
         now = time.monotonic()
         gap = loop_jump(last_turn, now, PAUSE_JUMP)
         last_turn = now
@@ -466,15 +499,13 @@ def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLa
             say(f"neuron-watch on {agent.node} was not running for {gap:.0f}s (paused?): that time is not "
                 "counted as silence of the ranks or of the coordinator")
         if coord is not None:
-            coord.poll(0.02)
+            coord.poll(0)
             coord.tick(time.monotonic())
-        else:
-            time.sleep(0.02)
         if host is not None:
             said = host.poll()
             if said is not None:
                 log.warning("%s", said)
-        code = agent.tick()
+        code = agent.tick(reap=reap_now)
         if code is not None:
             if coord is not None:  # keep serving briefly so every node receives the shutdown
                 end = time.monotonic() + SHUTDOWN_GRACE
@@ -552,14 +583,15 @@ def serve_coordinator(coord: Coordinator, signals: SignalLatch, *, stop_job_on_s
     every node first and ends the job with 128+signal (``stop_job_on_signal``: the ``srun`` batch
     side, whose step the job is), or only ends this process (the standalone coordinator: its agents
     keep their ranks running while they work, as when any coordinator is lost)."""
-    if not stop_job_on_signal:
-        code = coord.serve(lambda: signals.received is not None)
-        return 128 + signals.received if signals.received is not None else code
+    with Waker() as waker:  # the signals wake its loop as its socket does
+        if not stop_job_on_signal:
+            code = coord.serve(lambda: signals.received is not None, waker=waker)
+            return 128 + signals.received if signals.received is not None else code
 
-    def forward() -> bool:
-        if signals.received is not None and not coord.interrupted:
-            log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
-            coord.interrupt(signals.received, time.monotonic())
-        return False
+        def forward() -> bool:
+            if signals.received is not None and not coord.interrupted:
+                log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
+                coord.interrupt(signals.received, time.monotonic())
+            return False
 
-    return coord.serve(forward)
+        return coord.serve(forward, waker=waker)

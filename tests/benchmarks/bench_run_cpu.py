@@ -15,6 +15,8 @@ check on the sampled sum).
 
 ``crash``: rank 1 crashes at step 12 of 16, one restart (test_console's crash test). ``hang``:
 rank 1 hangs at step 8 of 14, ``--hang-timeout 10``, one restart. ``clean``: 16 steps, no fault.
+``idle``: one rank that only sleeps ``--idle-seconds`` (default 20) and prints nothing: what the
+wrapper costs while nothing happens (its CPU-s per second of the run is printed).
 ``two-nodes``: the clean job as two nodes on this machine (test_multinode's launch: one wrapper a
 node, ``--nnodes 2 --node_rank I``, a static rendezvous on loopback, one rank a node, node 0 hosting
 the coordinator); both wrappers and their descendants are counted.
@@ -45,7 +47,11 @@ SCENARIOS = {
     "hang": (("--hang-timeout", "10"), ("--steps", "14", "--hang-at", "8")),
     "clean": ((), ("--steps", "16")),
     "two-nodes": ((), ("--steps", "16")),
+    "idle": ((), ()),
 }
+
+#: The idle scenario's rank: it sleeps, prints nothing, ends cleanly.
+IDLE_RANK = "import sys, time\ntime.sleep(float(sys.argv[1]))\n"
 
 
 def table() -> dict[int, tuple[int, float]]:
@@ -78,7 +84,7 @@ def role(cmd: str) -> str:
         return f"torchrun gen-{gen.group(1) if gen else '?'}"
     if "torchrun's own argument parser" in cmd:
         return "torchrun argument reader"
-    if str(TOY) in cmd or "train.py" in cmd:
+    if str(TOY) in cmd or "train.py" in cmd or "idle_rank.py" in cmd:
         return "rank"
     if "neuronx-cc" in cmd:
         return "stand-in compiler"
@@ -91,6 +97,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", choices=sorted(SCENARIOS), default="crash")
     ap.add_argument("--interval", type=float, default=0.1)
+    ap.add_argument("--idle-seconds", type=float, default=20.0, help="how long the idle scenario's rank sleeps")
     args = ap.parse_args()
     watch, toy = SCENARIOS[args.scenario]
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_WATCH_")}
@@ -99,6 +106,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-run-cpu-") as tmp:
         ckpt = f"{tmp}/ckpt"
         job = [str(TOY), "--checkpoint-dir", ckpt, *toy]
+        if args.scenario == "idle":
+            idle = Path(tmp) / "idle_rank.py"
+            idle.write_text(IDLE_RANK)
+            job = [str(idle), str(args.idle_seconds)]
         if args.scenario == "two-nodes":
             master, coordinator = _free_port(), _free_port()
             env["NEURON_WATCH_SECRET"] = secrets.token_hex(16)
@@ -108,12 +119,13 @@ def main() -> None:
                       "--master_port", str(master), *job] for i in range(2)]
         else:
             argvs = [[str(BIN / "neuron-watch"), "--quiet", "--run-dir", f"{tmp}/run", "--checkpoint-dir", ckpt, *watch,
-                      "torchrun", "--nproc_per_node", "2", *job]]
+                      "torchrun", "--nproc_per_node", "1" if args.scenario == "idle" else "2", *job]]
         began = time.monotonic()
         wrappers = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True) for argv in argvs]
         ours = {p.pid for p in wrappers}
         seen: dict[int, tuple[float, str]] = {}  # pid -> (CPU seconds, role at first sight)
+        steady: list[tuple[float, float]] = []  # (time, the wrappers' CPU seconds) while ranks run
         while any(p.poll() is None for p in wrappers):
             procs = table()
             grew = True
@@ -127,6 +139,10 @@ def main() -> None:
                 if kind == "rank" and procs[pid][0] in seen:  # a rank of its torchrun's generation
                     kind = "rank " + seen[procs[pid][0]][1].removeprefix("torchrun ")
                 seen[pid] = (procs[pid][1], kind)
+            ranks_live = any(kind.startswith("rank") for pid, (_cpu, kind) in seen.items() if pid in procs)
+            wrapper_now = sum(seen[p.pid][0] for p in wrappers if p.pid in seen)
+            if ranks_live:  # the wrappers' CPU while ranks run (start-up and the end left out)
+                steady.append((time.monotonic(), wrapper_now))
             time.sleep(args.interval)
         wall = time.monotonic() - began
     kernel = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,6 +156,12 @@ def main() -> None:
     print("by role:")
     for kind, cpu in sorted(by_role.items(), key=lambda kv: -kv[1]):
         print(f"  {cpu:6.2f} s  {100 * cpu / total:4.0f}%  {kind}")
+    wrapper_cpu = by_role.get("wrapper", 0.0)
+    print(f"wrapper: {wrapper_cpu:.2f} CPU-s over {wall:.1f} s of wall, {wrapper_cpu / wall:.4f} CPU-s per second")
+    if len(steady) >= 2 and steady[-1][0] > steady[0][0]:
+        (t0, c0), (t1, c1) = steady[0], steady[-1]
+        print(f"wrapper while ranks ran: {c1 - c0:.2f} CPU-s over {t1 - t0:.1f} s, "
+              f"{(c1 - c0) / (t1 - t0):.4f} CPU-s per second")
     print(f"sampled {total:.2f} s; the kernel's count for the wrapper and its reaped descendants "
           f"{kernel.ru_utime + kernel.ru_stime:.2f} s")
 

@@ -279,6 +279,22 @@ def test_losing_the_coordinators_node_stops_the_others_cleanly(tmp_path: Path, t
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run0), 15) == []  # node 0's guardian
 
 
+def _heard(run_dir: Path, node: str) -> bool:
+    """Whether the coordinator's events (being written) show a status of ``node``."""
+    try:
+        lines = (run_dir / "events.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return False
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:  # the line being written
+            continue
+        if e.get("event") == "node_status" and e.get("node") == node:
+            return True
+    return False
+
+
 def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_deadline(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
     """``scancel`` signals every node's wrapper at once. Node 1 stops its ranks on its own SIGTERM
@@ -288,9 +304,10 @@ def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_d
     nproc = 1  # one rank a node: the signal, the stop and the leaving are the nodes'
     with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"], nproc=nproc) as nodes:
         deadline = time.monotonic() + 180
-        # both nodes joined and their ranks train (the rank logs of both nodes show steps)
+        # both nodes joined (the coordinator heard node 1: its ranks training says nothing of that,
+        # and a node never heard cannot tell it leaves) and their ranks train (their logs show steps)
         while not (all(len(pids_with_env("NEURON_WATCH_RUN_DIR", str(run))) >= nproc + 1 for _, run in nodes)
-                   and all("step 2 loss" in _rank_log(run) for _, run in nodes)):
+                   and all("step 2 loss" in _rank_log(run) for _, run in nodes) and _heard(nodes[0][1], "n1")):
             assert time.monotonic() < deadline and all(p.poll() is None for p, _ in nodes), out(tmp_path, 0)
             time.sleep(0.2)
         for p, _ in nodes:

@@ -39,7 +39,7 @@ from neuron_watch import __version__
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.events import EventKind, Verdict
-from neuron_watch.job.coordinator import Coordinator
+from neuron_watch.job.coordinator import Coordinator, wait_turn
 from neuron_watch.node.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
 from neuron_watch.outputs.console import say, status_line_for
 from neuron_watch.outputs.eventlog import EventLog
@@ -58,6 +58,7 @@ from neuron_watch.runtime import (
 from neuron_watch.slurm import hyperpod, slurmtext, srunplan
 from neuron_watch.slurm.drain import DrainCaps, Drainer
 from neuron_watch.wire.protocol import Shutdown
+from neuron_watch.wire.waker import Waker
 
 log = logging.getLogger("neuron_watch")
 
@@ -339,16 +340,17 @@ class SrunJob:
         """Serve the coordinator until the job is over. Recovery (:mod:`neuron_watch.recovery.machine`)
         decides everything, this step included: a step that ended by itself (:meth:`gone`), a
         signal (stop every node; the step gone means nobody is left to answer)."""
-        while True:
-            coord.poll(0.05)
-            now = time.monotonic()
-            if signals.received is not None and not coord.interrupted:
-                log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
-                coord.interrupt(signals.received, now)
-            coord.tick(now)
-            if coord.exit_code is not None:
-                self._end_step_now(STEP_END_GRACE)
-                return coord.exit_code
+        with Waker() as waker:  # a turn when a node speaks, a signal or the step's SIGCHLD comes, or a verdict is due
+            while True:
+                wait_turn(coord, waker)
+                now = time.monotonic()
+                if signals.received is not None and not coord.interrupted:
+                    log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
+                    coord.interrupt(signals.received, now)
+                coord.tick(now)
+                if coord.exit_code is not None:
+                    self._end_step_now(STEP_END_GRACE)
+                    return coord.exit_code
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command

@@ -29,7 +29,7 @@ import collections
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from neuron_watch.events import (
@@ -72,6 +72,7 @@ from neuron_watch.recovery.commands import (
 )
 from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
+from neuron_watch.recovery.turns import BUSY_WAIT, earliest, wait_for
 from neuron_watch.wire.protocol import (
     NO_VERDICT,
     Body,
@@ -81,6 +82,7 @@ from neuron_watch.wire.protocol import (
     Stop,
     delivery_slack_at,
 )
+from neuron_watch.wire.waker import Waitable, Waker
 
 log = logging.getLogger("neuron_watch")
 
@@ -459,20 +461,10 @@ class Coordinator:
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
 
-    def serve(self, stop: Callable[[], bool], interval: float = 0.05) -> int:
-        """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code."""
-        last_summary = -1e18
-        while not stop() and self.exit_code is None:
-            self.poll(interval)
-            now = self.clock()
-            self.tick(now)
-            if now - last_summary >= 1.0:
-                last_summary = now
-                self.write_summary(now)
-        if self.exit_code is not None:
-            self.linger_for_nodes(NODES_EXIT_GRACE, interval)
-        self.write_summary(self.clock())
-        return self.exit_code or 0
+    def serve(self, stop: Callable[[], bool], interval: float = 0.05, waker: Waker | None = None) -> int:
+        """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code
+        (:func:`serve_until`)."""
+        return serve_until(self, stop, interval, waker)
 
     def linger_for_nodes(self, grace: float, interval: float = 0.05) -> None:
         """After the job's end, serve until every node said it exited or ``grace`` passed: the
@@ -493,6 +485,51 @@ class Coordinator:
         self.heap.release()
 
 
+def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 0.05,
+                waker: Waker | None = None) -> int:
+    """Run ``coord``'s ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit
+    code. ``waker``: each turn sleeps on it until the next thing due (:func:`wait_turn`: the socket,
+    the signals behind ``stop``), not ``interval``."""
+    last_summary = -1e18
+    while not stop() and coord.exit_code is None:
+        if waker is None:
+            coord.poll(interval)
+        else:
+            wait_turn(coord, waker, last_summary + 1.0)
+        now = coord.clock()
+        coord.tick(now)
+        if now - last_summary >= 1.0:
+            last_summary = now
+            coord.write_summary(now)
+    if coord.exit_code is not None:
+        coord.linger_for_nodes(NODES_EXIT_GRACE, interval)
+    coord.write_summary(coord.clock())
+    return coord.exit_code or 0
+
+
+def next_due(coord: Coordinator, now: float) -> float | None:
+    """When ``coord``'s :meth:`~Coordinator.tick` next has something to do by time (monotonic): the
+    next verdict, the next acks; :data:`~neuron_watch.recovery.turns.BUSY_WAIT` from now while
+    recovery moves (a capture, a stop, a relaunch, a signal's stop: their steps and deadlines are
+    checked as often as they always were). What the nodes send wakes the loop on the socket.
+    None: nothing by time (the loop's ceiling still bounds its wait)."""
+    recovery = coord.recovery
+    if coord._relaunching or recovery.interrupted or recovery.state not in (JobState.STARTING, JobState.RUNNING):
+        return now + BUSY_WAIT
+    dues = [coord.wire.next_ack()]
+    if coord.judge is not None and coord.registry.enough(coord.settings.expected_nodes):
+        dues.append(coord.pacing.next_due())
+    return earliest(dues)
+
+
+def wait_turn(coord: Coordinator, waker: Waker, *dues: float | None, watch: Sequence[Waitable] = ()) -> None:
+    """Sleep on ``waker`` until something arrives on ``coord``'s socket or on ``watch``, a signal
+    comes, or the next thing is due (:func:`next_due`, ``dues``); then take in what arrived."""
+    now = coord.clock()
+    waker.wait(wait_for(now, [next_due(coord, now), *dues]), [coord.wire.sock.sock, *watch])
+    coord.poll(0)
+
+
 def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
     """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
     reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
@@ -500,4 +537,4 @@ def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str
 
 
 __all__ = ["PAUSE_JUMP", "Coordinator", "CoordinatorSettings", "Label", "NodeState", "NodeView", "Phase", "Relauncher",
-           "coordinator_settings"]
+           "coordinator_settings", "next_due", "wait_turn"]

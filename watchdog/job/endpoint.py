@@ -358,6 +358,10 @@ class Endpoint:
             self._emit(EventKind.COMMAND, command=kind_of(body).value, nodes=sorted(self.nodes), **_fields(body))
         return [n for n in sorted(self.nodes) if not self.send(n, body)]
 
+    def next_ack(self) -> float | None:
+        """When the next acks go (None: no node sent anything since the last ones)."""
+        return self._last_ack + self.ack_interval if self._to_ack else None
+
     def ack(self, now: float, job_nodes: int) -> bool:
         """Acknowledge what each node sent since our last ack, once per ``ack_interval``; the ack
         carries the job's size and how far behind we are (:attr:`behind`, measured here, and said

@@ -53,6 +53,10 @@ class VerdictPacing:
         """Whether a verdict is due at ``now``: often enough for sub-second latency, not on every turn."""
         return now >= self.hold_until and now - self.last_verdict_at >= self.every
 
+    def next_due(self) -> float:
+        """When :meth:`due` next turns true."""
+        return max(self.hold_until, self.last_verdict_at + self.every)
+
     def judged(self, now: float, cost: float) -> None:
         """A verdict was given at ``now`` and took ``cost`` seconds: the next waits at least the
         interval, and long enough that verdicts take at most :data:`VERDICT_SHARE` of the loop."""

@@ -34,7 +34,8 @@ from neuron_watch.node.tail import UNATTRIBUTED
 from neuron_watch.outputs.console import say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.storage import Storage
-from neuron_watch.wire.protocol import NO_VERDICT
+from neuron_watch.recovery.turns import BUSY_WAIT, earliest
+from neuron_watch.wire.protocol import NO_VERDICT, batch_age_at
 
 log = logging.getLogger("neuron_watch")
 
@@ -265,17 +266,26 @@ class NodeAgent:
         reap_children()
         return known
 
-    def tick(self) -> int | None:
-        """One turn: forward output, samples and exits; carry out commands. Returns an exit code at shutdown."""
+    def tick(self, reap: bool = True) -> int | None:
+        """One turn: forward output, samples and exits; carry out commands. Returns an exit code at shutdown.
+
+        ``reap``: reap exited orphans this turn (the loop asks when SIGCHLD came, and on a slow
+        sweep: a look at every child's state is the costliest part of a quiet turn)."""
         now, wall = self.ctx.clock(), self.ctx.wall()
         self.generations.poll_shape()
+        link = self.link
+        self.observer.read_every = batch_age_at(link.job_nodes, link.settings.batch_age)
+        read_before = self.observer.last_read
         self.observer.drain(final=False)
+        if self.observer.last_read != read_before:  # the rank files were read: their lines waited there
+            link.batches.written_since(read_before)
         gen = self.gen
-        stopping = self.link.stop_running  # the stop's thread owns the launcher's end meanwhile
+        stopping = link.stop_running  # the stop's thread owns the launcher's end meanwhile
         if gen is not None and not stopping:
             self.observer.check_exit(gen, now, wall)
             self.observer.maybe_prewarm(gen, now)
-        reap_children()
+        if reap:
+            reap_children()
         if not stopping:
             self.incidents.retry_held(now)
         commands = self.link.tick(now, wall)
@@ -285,6 +295,24 @@ class NodeAgent:
         except JobRefused as exc:
             self._refused(exc)
             raise
+
+    def next_due(self, now: float) -> float | None:
+        """When :meth:`tick` next has something to do by time (monotonic; None: nothing by time):
+        the observer's reads and samples, the link's batches, heartbeats and resends, the prewarm,
+        a held write's retry; :data:`~neuron_watch.recovery.turns.BUSY_WAIT` from now while a stop
+        or a capture runs on its thread, or the job's shape is read in the background (their ends
+        have no file descriptor to wake the loop: it turns as often as it always did). What
+        arrives (commands, acks, the launcher's output, signals, SIGCHLD) wakes the loop by itself."""
+        link = self.link
+        if link.stop_running or link.capture_running or self.generations.shape_pending:
+            return now + BUSY_WAIT
+        dues = [self.observer.next_due(), link.next_due(now), self.incidents.next_retry()]
+        gen = self.gen
+        cfg = self.ctx.cfg
+        if (gen is not None and not gen.prewarmed and gen.exit_code is None and gen.trained_since is not None
+                and not cfg.no_prewarm):
+            dues.append(gen.trained_since + cfg.prewarm_after)
+        return earliest(dues)
 
     def activity_ago(self, now: float) -> float | None:
         """Seconds since this node's ranks last showed work (see :meth:`Observer.activity_ago`)."""

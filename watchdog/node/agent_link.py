@@ -52,6 +52,7 @@ from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_commands import CommandRunner, NodeControl
 from neuron_watch.node.link_settings import LinkCounters, LinkSettings
 from neuron_watch.node.proc_readings import ProcReadings, Reading, Sample
+from neuron_watch.recovery.turns import earliest
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.outbox import Outbox
 from neuron_watch.wire.protocol import (
@@ -236,6 +237,26 @@ class AgentLink:
                                     self.counters.truncated_lines), now, wall)
         self._send_due(now)
         return commands
+
+    def next_due(self, now: float) -> float | None:
+        """When :meth:`tick` next has something to do by time (monotonic): the pending batch's age,
+        a held progress row's pace, the held process reading, a heartbeat, a resend round; ``now``
+        when a message waits for the socket to take it (a refused send is retried at the batch age).
+        Commands and acks wake the loop on the socket."""
+        s = self.settings
+        age = batch_age_at(self.job_nodes, s.batch_age)
+        dues: list[float | None] = [self.batches.next_due(age, progress_pace_at(self.job_nodes)),
+                                    self.readings.next_due(self.job_nodes)]
+        if len(self.outbox) == 0:
+            dues.append(self._last_sent + s.heartbeat)
+        else:
+            wait = s.resend_after + self.coordinator_behind
+            last_progress = now if self._last_progress is None else self._last_progress
+            dues.append(max(last_progress + wait, self._last_rewind + wait))
+            waits_for_challenge = not self.coordinator_session and self.outbox.in_flight
+            if self.outbox.unsent() is not None and not waits_for_challenge:
+                dues.append(now + age)
+        return earliest(dues)
 
     def send_pending(self, now: float) -> None:
         """Send what the outbox holds (its window permitting) without waiting for the next tick: the

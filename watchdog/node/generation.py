@@ -234,6 +234,11 @@ class Generations:
         self.info = LaunchInfo()
         self._describe = None
 
+    @property
+    def shape_pending(self) -> bool:
+        """The job's shape is still being read in the background (nothing wakes the loop when it is known)."""
+        return self.info is None and self._describe is not None
+
     def poll_shape(self) -> bool:
         """Whether the job's shape is known (polls the background reader; never blocks)."""
         if self.info is not None or self._describe is None:

@@ -142,6 +142,10 @@ class Incidents:
                 log.warning("the evidence bundle %s is whole on disk now (the files the disk refused are written)",
                             bundle.bundle_dir)
 
+    def next_retry(self) -> float | None:
+        """When :meth:`retry_held` next writes (None: nothing is held)."""
+        return self._held_retry_at if self.held else None
+
     def retry_held(self, now: float) -> None:
         """Write what a full disk refused, at most every :data:`HELD_RETRY_EVERY` seconds."""
         if self.held and now >= self._held_retry_at:

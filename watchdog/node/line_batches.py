@@ -18,6 +18,7 @@ counted (``truncated_lines``), and a batch whose text would exceed
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fingerprint
@@ -52,6 +53,8 @@ class LineBatches:
         self.pending: list[LogLine] = []
         #: when the oldest pending line was read (None: nothing pending)
         self.since: float | None = None
+        #: when the last batch was taken: the next is never due sooner than the batch age after it
+        self.taken_at = -math.inf
         self.kb: KnowledgeBase | None = None
         self.kb_fp = 0
         self.progress_lines = 0  # progress lines this node's knowledge base matched so far
@@ -82,11 +85,29 @@ class LineBatches:
         self.pending.append(line)
         return len(self.pending) >= self.batch_lines
 
+    def written_since(self, earliest: float) -> None:
+        """The pending lines were written no sooner than ``earliest`` (a read of files that are read
+        only every batch age: what it finds waited there since the read before): the batch's age
+        counts from then, so that a line written to a rank's file goes within one batch age, not
+        two; never from before the last batch was taken (batches go at most once a batch age: the
+        rate the job's size allows, :func:`~neuron_watch.wire.protocol.batch_age_at`)."""
+        if self.since is not None:
+            self.since = max(self.taken_at, min(self.since, earliest))
+
     def due(self, now: float, age: float, pace: float = 0.0) -> bool:
         """Whether the oldest pending line is ``age`` seconds old, or a held progress row is due (its
         rank's ``pace`` interval has passed: :class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
         return (self.since is not None and now - self.since >= age) or (self.kb is not None
                                                                          and self.pace.due(now, pace))
+
+    def next_due(self, age: float, pace: float = 0.0) -> float | None:
+        """When :meth:`due` next turns true with nothing added (None: nothing pending or held)."""
+        dues = [] if self.since is None else [self.since + age]
+        if self.kb is not None:
+            held = self.pace.next_due(pace)
+            if held is not None:
+                dues.append(held)
+        return min(dues) if dues else None
 
     def take(self, now: float, wall: float, pace: float = 0.0, everything: bool = False) -> Iterator[Lines]:
         """The pending lines as ``lines`` bodies (joined per rank, classified, the judge's share paced at
@@ -102,6 +123,7 @@ class LineBatches:
         pending = self.pending
         self.pending = []
         self.since = None
+        self.taken_at = now
         for part in split_by_size(pending):
             yield self.batch(part, now, wall, pace, everything)
             if part is not pending:

@@ -34,6 +34,7 @@ from neuron_watch.node.observations import (
 from neuron_watch.node.procs import ProcessSampler, cgroup_memory_events
 from neuron_watch.node.rank_probe import read_rank, read_status
 from neuron_watch.node.tail import UNATTRIBUTED
+from neuron_watch.recovery.turns import chore_due
 from neuron_watch.wire.protocol import WorkerActivity
 
 log = logging.getLogger("neuron_watch")
@@ -41,6 +42,7 @@ log = logging.getLogger("neuron_watch")
 SAMPLE_EVERY = 1.0  # seconds between process-table samples
 LOCKS_EVERY = 5.0  # seconds between compile-cache lock scans
 CHECKPOINT_SCAN_EVERY = 15.0  # seconds between looks for a new complete checkpoint (a liveness signal)
+READ_EVERY = 0.05  # seconds between reads of the rank files until the agent sets the link's batch age
 
 # torchrun's failure summary: "rank      : 1 (local_rank: 1)" then "exitcode  : 3 (pid: 1234)"
 _TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
@@ -73,11 +75,17 @@ class Observer:
         self.last_progress_at: float | None = None
         self._skipped_told = 0  # flood lines skipped unread, already added to the link's drop count
         self._cut_told = (0, 0)  # over-long lines cut by the tail (lines, bytes), already added to the link's
+        #: seconds between reads of the rank files (regular files: nothing wakes the loop when a rank
+        #: writes to one): the link's batch age, which the agent keeps current (a line read sooner
+        #: would wait in the batch for as long anyway)
+        self.read_every = READ_EVERY
+        self.last_read = -1e18
 
     def new_generation(self) -> None:
         """The new generation's streams count from zero, and are sampled at once."""
         self._skipped_told, self._cut_told = 0, (0, 0)
         self.last_sample = -1e18
+        self.last_read = -1e18
 
     def drain(self, final: bool, to_eof: bool = False) -> None:
         """Launcher and rank output since the last call (``final`` or ``to_eof``: every rank file
@@ -97,7 +105,19 @@ class Observer:
         if now - self.last_sample >= SAMPLE_EVERY or final:
             self.last_sample = now
             self._sample(gen, now, wall)
-        self._drain_ranks(gen, final, to_eof or final)
+        if final or to_eof or chore_due(now, self.last_read, self.read_every) or gen.streams.behind:
+            self.last_read = now
+            self._drain_ranks(gen, final, to_eof or final)
+
+    def next_due(self) -> float | None:
+        """When the observer next has something to do by time (monotonic; None: no generation):
+        the next read of the rank files (at once when a flood left one behind) or process sample."""
+        gen = self.generations.gen
+        if gen is None:
+            return None
+        if gen.streams.behind:
+            return self.last_read
+        return min(self.last_read + self.read_every, self.last_sample + SAMPLE_EVERY)
 
     def _drain_ranks(self, gen: NodeGeneration, final: bool = False, to_eof: bool = False) -> None:
         out = self.out()

@@ -89,6 +89,10 @@ class ProcReadings:
             return None
         return self._reading(samples, now, locks, always, workers, collectives, activity)
 
+    def next_due(self, job_nodes: int) -> float | None:
+        """When the held periodic reading goes (:meth:`flush` with ``due``; None: none is held)."""
+        return None if self._held_procs is None else self._last_procs + procs_every_at(job_nodes)
+
     def flush(self, now: float, job_nodes: int, due: bool = False) -> Procs | None:
         """The held reading's body (``due``: only once procs_every has passed), or None."""
         if self._held_procs is None or (due and now - self._last_procs < procs_every_at(job_nodes)):

@@ -107,6 +107,10 @@ class ProgressPace:
         """Whether a held row is due (its rank's pace interval has passed)."""
         return now - self._oldest >= pace
 
+    def next_due(self, pace: float) -> float | None:
+        """When :meth:`due` next turns true (None: no row is held)."""
+        return None if self._oldest == math.inf else self._oldest + pace
+
     def take(self, lines: Sequence[LogLine], matches: Sequence[LogLine], progress: Sequence[LogLine], now: float,
              pace: float, everything: bool = False) -> PacedBatch:
         """What of one classified batch (``lines`` in read order, its ``matches`` and its ``progress`` rows:
