@@ -461,10 +461,11 @@ class Coordinator:
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
 
-    def serve(self, stop: Callable[[], bool], interval: float = 0.05, waker: Waker | None = None) -> int:
+    def serve(self, stop: Callable[[], bool], interval: float = 0.05, waker: Waker | None = None,
+              watch: Sequence[Waitable] = ()) -> int:
         """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code
         (:func:`serve_until`)."""
-        return serve_until(self, stop, interval, waker)
+        return serve_until(self, stop, interval, waker, watch)
 
     def linger_for_nodes(self, grace: float, interval: float = 0.05) -> None:
         """After the job's end, serve until every node said it exited or ``grace`` passed: the
@@ -486,16 +487,16 @@ class Coordinator:
 
 
 def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 0.05,
-                waker: Waker | None = None) -> int:
+                waker: Waker | None = None, watch: Sequence[Waitable] = ()) -> int:
     """Run ``coord``'s ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit
     code. ``waker``: each turn sleeps on it until the next thing due (:func:`wait_turn`: the socket,
-    the signals behind ``stop``), not ``interval``."""
+    ``watch``, the signals behind ``stop``), not ``interval``."""
     last_summary = -1e18
     while not stop() and coord.exit_code is None:
         if waker is None:
             coord.poll(interval)
         else:
-            wait_turn(coord, waker, last_summary + 1.0)
+            wait_turn(coord, waker, last_summary + 1.0, watch=watch)
         now = coord.clock()
         coord.tick(now)
         if now - last_summary >= 1.0:
