@@ -3,7 +3,9 @@
     python -m neuron_watch.commands.hosted SPEC_FILE READY_FD [--after CAUSE]
 
 Not a command for operators: node 0's wrapper (``neuron-watch torchrun`` of a multi-node job)
-starts it (:class:`neuron_watch.runtime.HostedCoordinator`) so that a crash of the coordinator
+or the batch step of ``neuron-watch srun`` (which keeps the srun steps and answers this
+coordinator's requests for them: :class:`neuron_watch.commands.srun.HostedSteps`) starts it
+(:class:`neuron_watch.runtime.HostedCoordinator`) so that a crash of the coordinator
 (libzmq's ``Assertion failed: !_io_error`` abort, any bug of its code) ends this process, not the
 wrapper whose agent keeps the node's ranks; the wrapper starts it again (``--after``: why the
 last one ended) and the new one takes up the job from its run dir (:mod:`neuron_watch.job.memory`).

@@ -451,6 +451,12 @@ class HostedSteps:
         code = self.state.get("exit_code")
         return int(code) if isinstance(code, int) else None
 
+    def running_generation(self) -> int | None:
+        self.read()
+        if not self.state:
+            return None
+        return int(self.state.get("generation", 0)) if self.state.get("running") else -1
+
     def finish(self, grace: float, timeout: float) -> None:
         """At the job's end: ask the batch step to end the step (``grace`` for it to end by itself)
         and wait for its answer, at most ``timeout`` (its ``srun_step_ended`` is then emitted)."""

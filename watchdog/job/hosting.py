@@ -1,6 +1,7 @@
 """The job's coordinator as a child process of the node that hosts it.
 
-Node 0's wrapper (``neuron-watch torchrun`` of a multi-node job) starts the coordinator as
+Node 0's wrapper (``neuron-watch torchrun`` of a multi-node job) and the batch step of
+``neuron-watch srun`` start the coordinator as
 ``python -m neuron_watch.commands.hosted`` instead of running it in its own process: a crash of the
 coordinator (libzmq's ``Assertion failed: !_io_error`` abort, any bug of its code) ends that child,
 and the wrapper, whose agent keeps the node's ranks, starts it again (:mod:`neuron_watch.recovery.coordcrash`

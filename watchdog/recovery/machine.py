@@ -237,6 +237,38 @@ class Recovery:
             return self._finish(outcome.code, outcome.reason, now, JobState.FAILED)
         return self._move(JobState.STARTING, now)
 
+    def resume_stop(self, verdict: Verdict, now: float, heard: int) -> list[Command]:
+        """A coordinator started again after its predecessor died capturing or stopping for
+        ``verdict`` (its incident numbered, its restart not yet counted): the verdict stands; what is
+        left of the generation is stopped (nodes already stopped answer at once) and the restart goes
+        on from there as any, counted once at the stop's end. The evidence captured stays the
+        incident's; what was not captured is not asked again (the ranks may be stopped already)."""
+        if self.sm.state not in (JobState.STARTING, JobState.RUNNING) or self._interrupt is not None:
+            return []
+        self.pending, self._last_label = verdict, verdict.label
+        self._asked = heard
+        return [*self._resume_to(JobState.STOPPING, now),
+                StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, verdict)]
+
+    def resume_relaunch(self, verdict: Verdict, now: float, heard: int) -> list[Command]:
+        """A coordinator started again after its predecessor died relaunching: the restart was
+        counted and the generation (:attr:`generation`) and its checkpoint (:attr:`launched_from`)
+        chosen, and it does not run: relaunch it, counting nothing again."""
+        if self.sm.state not in (JobState.STARTING, JobState.RUNNING) or self._interrupt is not None:
+            return []
+        self.pending = verdict
+        self._asked = heard
+        return [*self._resume_to(JobState.RESTARTING, now), Relaunch(self.generation, self.launched_from, verdict)]
+
+    def _resume_to(self, state: JobState, now: float) -> list[Command]:
+        """The machine moved along its table to ``state`` (the predecessor's moves before it), said as one move."""
+        previous = self.sm.state
+        for step in (JobState.CAPTURING, JobState.STOPPING, JobState.RESTARTING):
+            if self.sm.state is not state:
+                self.sm.move(step, now)
+        self.phase_since = now
+        return [self._emit(EventKind.RECOVERY_PHASE, phase=state.value, previous=previous.value, resumed=True)]
+
     # -- the states ----------------------------------------------------------------------------
 
     def _watching(self, now: float, facts: Facts) -> list[Command]:
