@@ -2,7 +2,7 @@
 relaunch) and was started again (docs/multinode.md, "A crash mid-recovery"): what it reads of its
 predecessor's recovery (:mod:`neuron_watch.job.memory`), what it decides once it knows what runs
 (:func:`neuron_watch.recovery.coordcrash.resume`, pure), and how the machine finishes the recovery
-(:meth:`Recovery.resume_stop`, :meth:`Recovery.resume_relaunch`): the restart neither lost nor done
+(``recovery.machine.resume_stop``, ``resume_relaunch``): the restart neither lost nor done
 twice (counted once), and no healthy new generation stopped."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from neuron_watch.events import JobState, NodeStatus
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.memory import JobMemory, Takeover, memory_of, recall, verdict_from_record, verdict_record
 from neuron_watch.recovery.coordcrash import RESUME_JOIN_WAIT, ResumeAction, UnderWay, resume
-from neuron_watch.recovery.machine import ChooseCheckpoint, Facts, Relaunch, StopJob
+from neuron_watch.recovery.machine import ChooseCheckpoint, Facts, Relaunch, StopJob, resume_relaunch, resume_stop
 from tests.unit.test_recovery import HANG, HW, Job, kinds
 
 CAPTURE, STOP, RELAUNCH = UnderWay.CAPTURE, UnderWay.STOP, UnderWay.RELAUNCH
@@ -115,7 +115,7 @@ def test_died_while_stopping_the_new_one_stops_what_is_left_and_restarts_once(tm
     decided = takeover.resumption(job.now + 1, launched=None, nodes_at=(0, 0), all_back=True)
     assert decided is not None and decided[0].action is ResumeAction.STOP_AND_RESTART
     assert takeover.resumption(job.now + 2, launched=None, nodes_at=(0, 0), all_back=True) is None  # decided once
-    out = job.rec.resume_stop(decided[1], job.now, job.heard)
+    out = resume_stop(job.rec, decided[1], job.now, job.heard)
     assert job.rec.state is JobState.STOPPING
     (stop,) = [c for c in out if isinstance(c, StopJob)]
     assert stop.incident == 1 and stop.verdict is not None and stop.verdict.culprit == HANG.culprit  # incident-1's
@@ -146,7 +146,7 @@ def test_died_relaunching_the_new_one_relaunches_the_chosen_generation_counting_
     assert job.rec.generation == 1 and job.rec.policy.restarts == 1
     decided = takeover.resumption(200.0, launched=-1, nodes_at=(), all_back=False)  # srun: no step runs
     assert decided is not None and decided[0].action is ResumeAction.RELAUNCH
-    out = job.rec.resume_relaunch(decided[1], 200.0, job.heard)
+    out = resume_relaunch(job.rec, decided[1], 200.0, job.heard)
     (relaunch,) = [c for c in out if isinstance(c, Relaunch)]
     assert (relaunch.generation, relaunch.checkpoint) == (1, "/ckpt/step_6")
     assert job.rec.state is JobState.RESTARTING and job.rec.policy.restarts == 1  # not counted again
@@ -169,5 +169,5 @@ def test_a_resumption_after_a_signal_or_the_end_does_nothing() -> None:
     job = Job()
     job.to_running()
     job.rec.interrupt(15, 1.0, 0)
-    assert job.rec.resume_stop(HANG, 2.0, 0) == [] and job.rec.resume_relaunch(HANG, 2.0, 0) == []
+    assert resume_stop(job.rec, HANG, 2.0, 0) == [] and resume_relaunch(job.rec, HANG, 2.0, 0) == []
     assert job.rec.state is JobState.RUNNING

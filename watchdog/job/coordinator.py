@@ -71,7 +71,7 @@ from neuron_watch.recovery.commands import (
     StopJob,
 )
 from neuron_watch.recovery.coordcrash import ResumeAction
-from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings
+from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings, resume_relaunch, resume_stop
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.recovery.turns import BUSY_WAIT, earliest, wait_for
 from neuron_watch.wire.protocol import (
@@ -268,7 +268,7 @@ class Coordinator:
         if self._relaunching:
             self._relaunch_done(now)
         else:
-            self._resume_owed(now)
+            resume_owed(self, now)
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
         self.status_files.kept.record(self.recovery)  # what this turn's commands did, before the next one
         self.joblog.flush()
@@ -276,26 +276,6 @@ class Coordinator:
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
             self.counters.status_writes_shed += 1
         return verdict
-
-    def _resume_owed(self, now: float) -> None:
-        """Started again after a predecessor died mid-recovery (:mod:`.memory`): once what runs is
-        known, finish its recovery (:func:`neuron_watch.recovery.coordcrash.resume`), saying so."""
-        kept = self.status_files.kept
-        if kept.owed is None:
-            return
-        decided = kept.resumption(now, launched=self.relauncher.running_generation(),
-                                  nodes_at=tuple(v.generation for v in self.nodes.values()),
-                                  all_back=self.registry.enough(self.settings.expected_nodes))
-        if decided is None:
-            return
-        resumption, verdict = decided
-        self.events.emit(EventKind.WARNING, self.generation, kind="coordinator_resumed",
-                         action=resumption.action.value, message=resumption.message)
-        log.warning("%s", resumption.message)
-        if resumption.action is ResumeAction.STOP_AND_RESTART:
-            self._execute(self.recovery.resume_stop(verdict, now, self.heard), now)
-        elif resumption.action is ResumeAction.RELAUNCH:
-            self._execute(self.recovery.resume_relaunch(verdict, now, self.heard), now)
 
     def _paused(self, gap: float, now: float) -> None:
         """We did not run for ``gap`` seconds (SIGSTOP of the wrapper, a console pipe nobody read):
@@ -507,6 +487,27 @@ class Coordinator:
         self.joblog.close()
         self.events.close()
         self.heap.release()
+
+
+def resume_owed(coord: Coordinator, now: float) -> None:
+    """Started again after a predecessor died mid-recovery (:mod:`.memory`): once what runs is
+    known, finish its recovery (:func:`neuron_watch.recovery.coordcrash.resume`), saying so."""
+    kept = coord.status_files.kept
+    if kept.owed is None:
+        return
+    decided = kept.resumption(now, launched=coord.relauncher.running_generation(),
+                              nodes_at=tuple(v.generation for v in coord.nodes.values()),
+                              all_back=coord.registry.enough(coord.settings.expected_nodes))
+    if decided is None:
+        return
+    resumption, verdict = decided
+    coord.events.emit(EventKind.WARNING, coord.generation, kind="coordinator_resumed",
+                      action=resumption.action.value, message=resumption.message)
+    log.warning("%s", resumption.message)
+    if resumption.action is ResumeAction.STOP_AND_RESTART:
+        coord._execute(resume_stop(coord.recovery, verdict, now, coord.heard), now)
+    elif resumption.action is ResumeAction.RELAUNCH:
+        coord._execute(resume_relaunch(coord.recovery, verdict, now, coord.heard), now)
 
 
 def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 0.05,
