@@ -37,7 +37,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -578,14 +578,16 @@ class CoordinatorLost(UsageError):
         )
 
 
-def serve_coordinator(coord: Coordinator, signals: SignalLatch, *, stop_job_on_signal: bool) -> int:
+def serve_coordinator(coord: Coordinator, signals: SignalLatch, *, stop_job_on_signal: bool,
+                      watch: Sequence[Waitable] = ()) -> int:
     """A coordinator without an agent of its own: serve until the job is over. A signal either stops
     every node first and ends the job with 128+signal (``stop_job_on_signal``: the ``srun`` batch
     side, whose step the job is), or only ends this process (the standalone coordinator: its agents
-    keep their ranks running while they work, as when any coordinator is lost)."""
+    keep their ranks running while they work, as when any coordinator is lost). ``watch``: what
+    else wakes its loop (a hosted coordinator's socket to its wrapper)."""
     with Waker() as waker:  # the signals wake its loop as its socket does
         if not stop_job_on_signal:
-            code = coord.serve(lambda: signals.received is not None, waker=waker)
+            code = coord.serve(lambda: signals.received is not None, waker=waker, watch=watch)
             return 128 + signals.received if signals.received is not None else code
 
         def forward() -> bool:
@@ -594,4 +596,4 @@ def serve_coordinator(coord: Coordinator, signals: SignalLatch, *, stop_job_on_s
                 coord.interrupt(signals.received, time.monotonic())
             return False
 
-        return coord.serve(forward, waker=waker)
+        return coord.serve(forward, waker=waker, watch=watch)

@@ -22,8 +22,18 @@ from typing import Any
 
 import pytest
 
+from neuron_watch.job.hosting import HOSTED_MARKER_ENV
 from tests.fixtures.mqtt import MqttRecorder
-from tests.fixtures.procs import TOY, events, free_port, named, pids_with_env, toy_settings, wait_until_gone
+from tests.fixtures.procs import (
+    TOY,
+    events,
+    free_port,
+    hosted_coordinator_pid,
+    named,
+    pids_with_env,
+    toy_settings,
+    wait_until_gone,
+)
 from tests.fixtures.runs import HANG_TIMEOUT
 from tests.fixtures.slurm import SlurmCluster
 
@@ -324,6 +334,47 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(drainabl
         assert st == "drained" and reason.startswith("neuron-watch: hardware_error:"), (st, reason)
         assert "training done at step 30" in rank_lines(job.run_dir, "n3", 1)
         job.assert_nothing_survives()
+
+
+def test_the_coordinator_aborting_under_srun_is_survived_restarted_and_a_later_hang_still_judged(
+        quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """libzmq's ``Assertion failed: !_io_error`` abort (SIGABRT) of the srun job's coordinator, mid-run:
+    it runs in a process of its own, so the batch step (``neuron-watch srun``, which keeps the srun
+    step) and both nodes' ranks go on; the batch step starts it again, the agents reconnect, the new
+    coordinator takes up the job, and the hang that comes after (rank 1, n2's one rank, stops at step
+    20) is judged with its culprit and the step restarted from the checkpoint; the job completes.
+    No process of it survives."""
+    c = quiet_slurm_cluster
+    with submitted(c, tmp_path, 2, ["--steps", "40", "--step-time", "0.5", "--hang-at", "20", "--hang-rank", "1"],
+                   HANG_WATCH, nproc=1) as job:
+        # both nodes train (their first steps are in their rank logs) and the coordinator's process is up
+        c.wait_for("both nodes training and the coordinator's process up",
+                   lambda: all("step 2 loss" in rank_lines(job.run_dir, n, 0) for n in ("n1", "n2"))
+                   and hosted_coordinator_pid(job.run_dir), timeout=180, interval=0.3)
+        first = hosted_coordinator_pid(job.run_dir)
+        assert first is not None
+        os.kill(first, signal.SIGABRT)
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        assert first not in pids_with_env(HOSTED_MARKER_ENV, str(job.run_dir))
+        out = job.output()
+        assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in out, out[-4000:]
+        evs = events(job.run_dir)
+        (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
+        assert restarted["cause"] == "signal SIGABRT" and restarted["resumed"] and restarted["pid"] != first
+        hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n2", "rank": 1}, hang
+        assert evs.index(restarted) < evs.index(hang[0])  # judged by the coordinator started again
+        # the step of generation 0 was said once (by the first coordinator), the new step once
+        assert [s["generation"] for s in named(evs, "srun_step")] == [0, 1]
+        assert len(named(evs, "restart")) == 1
+        end = named(evs, "job_finished")
+        assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1, end
+        assert "training done at step 40" in rank_lines(job.run_dir, "n2", 1)
+        memory = json.loads((job.run_dir / "coordinator-state.json").read_text())
+        assert memory["generation"] == 1 and memory["restarts"] == 1 and memory["incidents"] == 1
+        job.assert_nothing_survives()
+        assert wait_until_gone(HOSTED_MARKER_ENV, str(job.run_dir), 30) == []
 
 
 def test_scancel_stops_every_process_of_the_job(quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

@@ -370,3 +370,54 @@ def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_j
     for _p, run_dir in nodes:
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
     assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []
+
+
+def _phases(run_dir: Path) -> list[str]:
+    """The recovery phases in a run dir's events so far (a line being written is not read yet)."""
+    path = run_dir / "events.jsonl"
+    found = []
+    for line in (path.read_text(errors="replace").splitlines() if path.exists() else []):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == "recovery_phase":
+            found.append(e["phase"])
+    return found
+
+
+def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the_job_once(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """The coordinator aborts just after its verdict on a hang, as the nodes capture evidence: the one
+    started again reads that recovery in coordinator-state.json and finishes it (docs/multinode.md, "A
+    crash mid-recovery"): the job restarts once, from one checkpoint, its restart counted once, and
+    finishes; no pid survives."""
+    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "3"],
+             ["--hang-timeout", "6"]) as nodes:
+        (p0, run0), (p1, run1) = nodes
+        deadline = time.monotonic() + 240
+        while "capturing" not in _phases(run0):
+            assert time.monotonic() < deadline and p0.poll() is None and p1.poll() is None, out(tmp_path, 0)
+            time.sleep(0.05)
+        first = hosted_coordinator_pid(run0)
+        assert first is not None
+        os.kill(first, signal.SIGABRT)
+        codes = wait_all(nodes, 300)
+    said = out(tmp_path, 0)
+    assert codes == [0, 0], said + out(tmp_path, 1)
+    assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in said
+    evs = events(run0)
+    (resumed,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_resumed"]
+    # killed as the capture began: the verdict stands and its restart is owed (a slower kill finds
+    # the relaunch under way or done: then it is relaunched, or left running, never done twice)
+    print("resumed:", resumed["action"], resumed["message"])
+    assert resumed["action"] in ("stop_and_restart", "relaunch", "go_on"), resumed
+    assert len(named(evs, "restart")) == 1, named(evs, "restart")
+    end = named(evs, "job_finished")
+    assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1 and end[0]["restarts"] == 1, end
+    state = json.loads((run0 / "coordinator-state.json").read_text())
+    assert state["generation"] == 1 and state["restarts"] == 1 and state["under_way"] == ""
+    assert "resuming at step" in (run1 / "gen-1" / "rank-2.log").read_text()
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
+    assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []

@@ -3,7 +3,9 @@
     python -m neuron_watch.commands.hosted SPEC_FILE READY_FD [--after CAUSE]
 
 Not a command for operators: node 0's wrapper (``neuron-watch torchrun`` of a multi-node job)
-starts it (:class:`neuron_watch.runtime.HostedCoordinator`) so that a crash of the coordinator
+or the batch step of ``neuron-watch srun`` (which keeps the srun steps and answers this
+coordinator's requests for them: :class:`neuron_watch.commands.srun.HostedSteps`) starts it
+(:class:`neuron_watch.runtime.HostedCoordinator`) so that a crash of the coordinator
 (libzmq's ``Assertion failed: !_io_error`` abort, any bug of its code) ends this process, not the
 wrapper whose agent keeps the node's ranks; the wrapper starts it again (``--after``: why the
 last one ended) and the new one takes up the job from its run dir (:mod:`neuron_watch.job.memory`).
@@ -19,31 +21,27 @@ node 0's wrapper always did (the wrapper forwards its own).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import sys
 from typing import Any
 
+from neuron_watch.commands.srun import STEP_END_GRACE, HostedSteps, hosted_steps
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode, NeuronWatchError
 from neuron_watch.events import EventKind
 from neuron_watch.iofaults import IOHealth
+from neuron_watch.job.hosting import HostLink
 from neuron_watch.job.memory import recall
 from neuron_watch.outputs.console import status_line_for
 from neuron_watch.outputs.nbconsole import nonblocking_console
+from neuron_watch.recovery.policy import RestartPolicy
 from neuron_watch.runtime import SignalLatch, build_coordinator, close_coordinator, knowledge_base, serve_coordinator
 from neuron_watch.wire.auth import load_secret
 from neuron_watch.wire.transport import PortInUse
 
 log = logging.getLogger("neuron_watch")
-
-
-def _tell(fd: int, text: str) -> None:
-    """One line to the wrapper; a wrapper gone is not our problem (its lifeline ends us)."""
-    with contextlib.suppress(OSError):
-        os.write(fd, (text + "\n").encode())
 
 
 def serve(spec: dict[str, Any], ready_fd: int, after: str | None) -> int:
@@ -53,15 +51,26 @@ def serve(spec: dict[str, Any], ready_fd: int, after: str | None) -> int:
     secret = load_secret(os.environ, config.secret_file)
     kb = knowledge_base(config)
     health = IOHealth(spec.get("node", ""))
+    wrapper = HostLink(ready_fd)  # a wrapper gone is not our problem (its lifeline ends us)
+    entry = spec.get("entry") or {}
+    steps: HostedSteps | None = None
+    policy: RestartPolicy | None = None
+    generation = 0
+    if entry.get("kind") == "srun":  # the batch step keeps the srun steps; we ask it (commands/srun.py)
+        steps, policy, generation = hosted_steps(config, entry, wrapper, restarted=after is not None)
+        steps.read()  # what the batch step keeps: a coordinator started again learns it first
     try:
         coord = build_coordinator(config, kb, bind=spec["bind"], secret=secret, run_dir=run_dir, job_id=job_id,
-                                  nodes=spec.get("nodes"), health=health, status_line=status_line_for(config))
+                                  nodes=spec.get("nodes"), health=health, status_line=status_line_for(config),
+                                  relauncher=steps, generation=generation, policy=policy)
     except PortInUse:
-        _tell(ready_fd, "port-in-use")
+        wrapper.tell("port-in-use")
         return int(ExitCode.UNOBSERVED)
+    if steps is not None:
+        steps.coord = coord
     try:
         if after is None:
-            coord.events.emit(EventKind.JOB_STARTED, 0, **spec["job_started"])
+            coord.events.emit(EventKind.JOB_STARTED, generation, **spec["job_started"])
         else:
             memory = recall(run_dir)
             if memory is not None:
@@ -76,13 +85,15 @@ def serve(spec: dict[str, Any], ready_fd: int, after: str | None) -> int:
                               pid=os.getpid(), message=message, resumed=memory is not None,
                               restarts=coord.restarts)
             log.warning("%s", message)
-        _tell(ready_fd, f"ready {coord.endpoint}")
+        wrapper.tell("ready", coord.endpoint)
         signals = SignalLatch()
         signals.install()
         with nonblocking_console():  # a stalled console must not stall the coordinator (nbconsole.py)
-            code = serve_coordinator(coord, signals, stop_job_on_signal=True)
+            code = serve_coordinator(coord, signals, stop_job_on_signal=True, watch=[ready_fd])
+            if steps is not None:  # the job is over: its step ends (its srun_step_ended is ours to say)
+                steps.finish(STEP_END_GRACE, STEP_END_GRACE + config.stop_timeout + 10.0)
         if coord.exit_code is not None:
-            _tell(ready_fd, f"over {code}")
+            wrapper.tell("over", str(code))
         return code
     finally:
         close_coordinator(coord, kb)

@@ -23,15 +23,18 @@ exits. Under HyperPod with ``--auto-resume=1`` the evidence is captured and the 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import secrets
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +42,20 @@ from neuron_watch import __version__
 from neuron_watch.config import OPTIONS, WatchConfig
 from neuron_watch.errors import ExitCode, PlatformError, UsageError
 from neuron_watch.events import EventKind, Verdict
-from neuron_watch.job.coordinator import Coordinator, wait_turn
+from neuron_watch.job.coordinator import Coordinator
+from neuron_watch.job.hosting import HostedCoordinator, HostLink
 from neuron_watch.node.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
-from neuron_watch.outputs.console import say, status_line_for
+from neuron_watch.outputs.console import say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.recovery.commands import Relaunched, RelaunchEnded, RelaunchOutcome
 from neuron_watch.recovery.policy import RestartPolicy
+from neuron_watch.recovery.turns import BUSY_WAIT, wait_for
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (
     SignalLatch,
-    build_coordinator,
     checkpoint_chooser,
-    close_coordinator,
+    host_name,
+    hosted_coordinator,
     knowledge_base,
     resolve_job_id,
     resolve_run_dir,
@@ -94,11 +99,13 @@ def advertised_host(env: dict[str, str] | os._Environ[str]) -> str:
 
 
 class SrunJob:
-    """One watched Slurm job seen from the batch host: the coordinator and the current srun step."""
+    """One watched Slurm job seen from the batch host: what Slurm gave it (read the same way by the
+    batch step and by its coordinator's process), and the current srun step (the batch step's)."""
 
-    def __init__(self, config: WatchConfig, srun_args: list[str], cmd: list[str], env: dict[str, str]) -> None:
+    def __init__(self, config: WatchConfig, srun_args: list[str], cmd: list[str],
+                 env: Mapping[str, str]) -> None:
         self.cfg = config
-        self.env = env
+        self.env = dict(env)
         self.slurm_job = env.get("SLURM_JOB_ID", "")
         if not self.slurm_job:
             raise UsageError("`neuron-watch srun` runs inside a Slurm allocation (no SLURM_JOB_ID here)",
@@ -106,6 +113,7 @@ class SrunJob:
         self.job_id = resolve_job_id(config, env)
         self.run_dir = resolve_run_dir(config, self.job_id)
         self.srun_args, self.user_exclude = srunplan.without_exclude(srun_args)
+        self.given_srun_args = list(srun_args)
         self.cmd = cmd
         self.allocation = slurmtext.expand_nodelist(env.get("SLURM_JOB_NODELIST", env.get("SLURM_NODELIST", "")))
         self.needed = srunplan.nodes_wanted(self.srun_args, len(self.allocation))
@@ -120,17 +128,17 @@ class SrunJob:
         self.bad: list[str] = []  # nodes this job keeps out of its steps
         self.drainer = Drainer(config.drain_state, DrainCaps(per_job=config.drain_per_job,
                                                              per_hour=config.drain_per_hour), env=env)
-        owner = hyperpod.restart_owner(hyperpod.detect(), hyperpod.auto_resume_requested(srun_args, env))
-        self.owner = owner
+        self.owner = hyperpod.restart_owner(hyperpod.detect(), hyperpod.auto_resume_requested(srun_args, env))
         self.step: subprocess.Popen[bytes] | None = None
         self.step_log: Path = Path(self.run_dir) / "steps"
-        self.step_started: dict[int, float] = {}
-        self.coord: Coordinator | None = None
+        self.host: HostedCoordinator | None = None
         self.address = ""
-        #: a relaunch under way: (generation, checkpoint, the thread ending the old step, its result)
-        self._relaunch: tuple[int, str, threading.Thread, dict[str, Any]] | None = None
+        #: the step as the coordinator was last told (:func:`step_state`)
+        self.told: dict[str, Any] = {}
+        #: an end of the step under way: the thread ending it, its result, the request it answers
+        self._ending: tuple[threading.Thread, dict[str, Any], str] | None = None
 
-    # -- the steps -------------------------------------------------------------------------------
+    # -- the steps (the batch step's process) -----------------------------------------------------
 
     def step_argv(self, generation: int) -> list[str]:
         exclude = [*self.user_exclude, *([slurmtext.join_nodelist(self.bad)] if self.bad else [])]
@@ -139,21 +147,30 @@ class SrunJob:
                 "--job-id", self.job_id, *agent_options(self.cfg), "agent", "--generation", str(generation),
                 *(["--task-is-rank"] if self.task_ranks else []), "--", *self.cmd]
 
-    def start_step(self, generation: int, checkpoint: str) -> None:
-        """Start generation ``generation`` as a new srun step (our child, its own process group)."""
+    def start_step(self, generation: int, checkpoint: str, answer: str = "") -> None:
+        """Start generation ``generation`` as a new srun step (our child, its own process group) and
+        tell the coordinator (``answer``: the request this answers)."""
         argv = self.step_argv(generation)
         env = dict(self.env)
         env.update({"NEURON_WATCH_SECRET": self.secret, "NEURON_WATCH_CHECKPOINT": checkpoint,
                     "NEURON_WATCH_RESTART_COUNT": str(generation), MARKER_ENV: self.marker})
         self.step_log.mkdir(parents=True, exist_ok=True)
-        with open(self.step_log / f"gen-{generation}.log", "ab") as out:
-            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=lifeline())  # srun cancels the step on SIGTERM
-        self.step_started[generation] = time.monotonic()
-        assert self.coord is not None
-        self.coord.events.emit(EventKind.SRUN_STEP, generation, argv=argv, pid=self.step.pid,
-                               exclude=list(self.bad), checkpoint=checkpoint or None)
+        try:
+            with open(self.step_log / f"gen-{generation}.log", "ab") as out:
+                self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=subprocess.STDOUT, start_new_session=True,
+                                             preexec_fn=lifeline())  # srun cancels the step on SIGTERM
+        except OSError as exc:
+            self._tell_step(step_state(generation, answer=answer, error=f"srun did not start: {exc}",
+                                       exclude=self.bad, checkpoint=checkpoint))
+            return
+        self._tell_step(step_state(generation, answer=answer, pid=self.step.pid, argv=argv, exclude=self.bad,
+                                   checkpoint=checkpoint))
+
+    def _tell_step(self, state: dict[str, Any]) -> None:
+        self.told = state
+        if self.host is not None:
+            self.host.remember("step", json.dumps(state))
 
     def end_step(self, grace: float) -> dict[str, Any] | None:
         """Let the step end by itself within ``grace`` (its agents were shut down), then SIGTERM,
@@ -169,87 +186,303 @@ class SrunJob:
         self.step = None
         return {"exit_code": step.returncode, "rung": result.rung, "survivors": result.survivors}
 
-    def _end_step_now(self, grace: float) -> None:
-        """:meth:`end_step` on the loop's thread (the job is over), its event emitted."""
-        ended = self.end_step(grace)
-        if ended is not None and self.coord is not None:
-            self.coord.events.emit(EventKind.SRUN_STEP_ENDED, self.coord.generation, **ended)
+    def _asked(self, word: str, text: str) -> None:
+        """A request of the coordinator: start the next step, or end the one that runs (in a thread:
+        the loop goes on watching the coordinator). Each is answered by the step's state."""
+        try:
+            request = json.loads(text)
+        except ValueError:
+            log.warning("the coordinator asked %r, not understood: ignored", (word + " " + text)[:200])
+            return
+        answer = str(request.get("id", ""))
+        generation = int(request.get("generation", self.told.get("generation", 0)))
+        if word == "step-start":
+            self.bad = [str(n) for n in request.get("exclude", self.bad)]
+            if self.step is not None and self.step.poll() is None:
+                # a coordinator started again asks for what already runs: it is told, not given a second one
+                self._tell_step({**self.told, "answer": answer})
+            else:
+                self.start_step(generation, str(request.get("checkpoint", "")), answer)
+        elif word == "step-end":
+            if self._ending is not None:
+                self._ending = (self._ending[0], self._ending[1], answer)  # answered when it is done
+                return
+            if self.step is None:
+                self._tell_step({**self.told, "running": False, "answer": answer})
+                return
+            ending: dict[str, Any] = {}
+            grace = float(request.get("grace", STEP_END_GRACE))
 
-    # -- the coordinator's relauncher ------------------------------------------------------------
+            def work() -> None:
+                try:
+                    ending["ended"] = self.end_step(grace)
+                except Exception as exc:  # said to the coordinator; the relaunch must not wait forever
+                    log.exception("ending the srun step failed")
+                    ending["error"] = str(exc)
+
+            thread = threading.Thread(target=work, name="neuron-watch-end-step", daemon=True)
+            thread.start()
+            self._ending = (thread, ending, answer)
+        else:
+            log.warning("the coordinator asked %r, not understood: ignored", word)
+
+    def _watch_step(self) -> None:
+        """The step's end, asked (its thread done) or by itself, told to the coordinator."""
+        if self._ending is not None:
+            thread, ending, answer = self._ending
+            if thread.is_alive():
+                return
+            self._ending = None
+            self._tell_step({**self.told, "running": False, "asked": True, "answer": answer,
+                             "exit_code": (ending.get("ended") or {}).get("exit_code"), **ending})
+            return
+        step = self.step
+        if step is not None and self.told.get("running") and step.poll() is not None:
+            self._tell_step({**self.told, "running": False, "asked": False, "exit_code": step.returncode})
+
+    # -- the batch step: the coordinator in its own process, the steps here ------------------------
+
+    def run(self) -> int:
+        os.makedirs(self.run_dir, exist_ok=True)
+        knowledge_base(self.cfg)  # a bad table or regex fails here, before anything starts
+        port = int(self.cfg.coordinator.rsplit(":", 1)[1]) if self.cfg.coordinator else 0
+        try:
+            remembered = [n for n in self.drainer.excluded_nodes() if n in self.allocation]
+        except PlatformError as exc:
+            remembered = []
+            log.warning("remembered drains not read: %s", exc)
+        self.bad.extend(n for n in remembered if n not in self.bad)
+        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, False)
+        if plan.how != "exclude":
+            raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
+                                       "allocate more nodes")
+        checkpoint = checkpoint_chooser(self.cfg)({})
+        # The coordinator in a process of its own (docs/multinode.md, "The coordinator's own process"):
+        # its crash (a libzmq abort) is not this process's, whose steps are the job; it is started again.
+        self.host = host = hosted_coordinator(
+            self.cfg, bind=f"0.0.0.0:{port}", run_dir=self.run_dir, job_id=self.job_id, nodes=self.agents,
+            node=host_name(), env={**self.env, "NEURON_WATCH_SECRET": self.secret},
+            job_started=dict(job_id=self.job_id, node=host_name(), version=__version__,
+                             command=mask_value(["srun", *self.srun_args, *self.cmd]),
+                             checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
+                             agents=self.agents, tasks_are_ranks=self.task_ranks,
+                             slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
+                             allocation=self.allocation, restart_owner=self.owner.owner),
+            entry={"kind": "srun", "srun_args": self.given_srun_args, "cmd": self.cmd, "bad": self.bad})
+        become_subreaper()
+        signals = SignalLatch()
+        old = signals.install()
+        try:
+            endpoint = host.start()
+            self.address = f"{advertised_host(self.env)}:{endpoint.rsplit(':', 1)[1]}"
+            say(f"coordinator on {self.address}; each generation's srun output: {self.step_log}/gen-<G>.log")
+            self.start_step(self.restart_count, checkpoint)
+            return self._loop(host, signals)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            if self._ending is not None:
+                self._ending[0].join()
+            self.end_step(0.0 if signals.received else STEP_END_GRACE)
+            host.close()
+
+    def _loop(self, host: HostedCoordinator, signals: SignalLatch) -> int:
+        """Until the job is over: the coordinator's requests (the next step, the end of this one)
+        answered, the step's end told to it, a coordinator that died started again (within the
+        bound of :mod:`neuron_watch.recovery.coordcrash`), a signal forwarded to it (it stops every
+        node and ends the job with 128+signal). Recovery is the coordinator's."""
+        forwarded: int | None = None
+        with Waker() as waker:  # a turn when the coordinator speaks or ends, a signal or the step's SIGCHLD comes
+            while True:
+                now = time.monotonic()
+                due = [now + BUSY_WAIT] if self._ending is not None else []  # the step's end: its thread
+                waker.wait(wait_for(now, due), [host.fd] if host.fd >= 0 else [])
+                said = host.poll()
+                if said is not None:
+                    log.warning("%s", said)
+                for word, text in host.take_requests():
+                    self._asked(word, text)
+                self._watch_step()
+                if host.proc is None and host.over:  # it ended the job, said so, and exited
+                    return host.over_code if host.over_code is not None else int(ExitCode.JOB_FAILED)
+                sig = signals.received
+                if host.gave_up:
+                    # nobody judges: the step runs on, unobserved (said by the poll), to its own end
+                    if sig is not None:
+                        return 128 + sig
+                    if self.step is None or self.step.poll() is not None:
+                        code = self.step.returncode if self.step is not None else int(ExitCode.UNOBSERVED)
+                        say(f"the srun step ended ({code}) with no coordinator watching it")
+                        return code
+                elif sig is not None and host.alive and forwarded != host.pid:
+                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    host.interrupt(sig)  # again to a coordinator started after the first one died
+                    forwarded = host.pid
+
+
+def step_state(generation: int, *, answer: str = "", pid: int | None = None, argv: list[str] | None = None,
+               exclude: list[str] | None = None, checkpoint: str = "", error: str = "") -> dict[str, Any]:
+    """The srun step as the batch step tells its coordinator (a line ``step <json>``): its generation,
+    whether it runs, its pid and argv; once ended ``exit_code``, ``asked`` (ended on request) and
+    the ``srun_step_ended`` fields (``ended``) or ``error``; ``answer``: the request it answers."""
+    state: dict[str, Any] = {"generation": generation, "running": pid is not None, "pid": pid, "argv": argv or [],
+                             "exclude": list(exclude or []), "checkpoint": checkpoint, "answer": answer}
+    if error:
+        state["error"] = error
+    return state
+
+
+class HostedSteps:
+    """The coordinator's relauncher of srun steps, in the coordinator's own process: it asks the
+    batch step (its wrapper, which keeps the steps: a coordinator that dies does not take the job
+    with it) to end a step or start the next one, over :class:`~neuron_watch.job.hosting.HostLink`,
+    and reads the step's state it is told. A coordinator started again is told its predecessor's
+    last step first (:meth:`HostedCoordinator.remember`) and says nothing of it."""
 
     replaces_agents = True  # a generation is a new srun step: new agents join
 
+    def __init__(self, job: SrunJob, link: HostLink, *, restarted: bool) -> None:
+        self.job, self.link = job, link
+        self.coord: Coordinator | None = None
+        self.state: dict[str, Any] = {}
+        self._quiet = restarted  # the first state read is the predecessor's: announced already
+        self._asked_id: str | None = None  # the request whose answer is awaited
+        self._asked_count = 0
+        #: a relaunch under way: (generation, checkpoint, phase: "ending" | "starting")
+        self._relaunch: tuple[int, str, str] | None = None
+
+    # -- the batch step's word -------------------------------------------------------------------
+
+    def read(self) -> None:
+        """Take in what the batch step said (never waits)."""
+        for word, text in self.link.lines():
+            if word != "step":
+                log.warning("the batch step said %r, not understood: ignored", word)
+                continue
+            try:
+                state = json.loads(text)
+            except ValueError:
+                log.warning("the batch step's word on its step not understood: ignored")
+                continue
+            self._learn(state)
+
+    def _learn(self, state: dict[str, Any]) -> None:
+        before, self.state = self.state, state
+        answered = bool(state.get("answer")) and state.get("answer") == self._asked_id
+        if answered:
+            self._asked_id = None
+        if self._quiet:
+            self._quiet = False
+            self.job.bad = [str(n) for n in state.get("exclude", self.job.bad)]
+            return
+        coord = self.coord
+        if coord is None:
+            return
+        generation = int(state.get("generation", coord.generation))
+        if state.get("running") and state.get("pid") != before.get("pid"):
+            coord.events.emit(EventKind.SRUN_STEP, generation, argv=state.get("argv", []), pid=state["pid"],
+                              exclude=list(state.get("exclude", [])), checkpoint=state.get("checkpoint") or None)
+        elif answered and state.get("ended"):
+            coord.events.emit(EventKind.SRUN_STEP_ENDED, generation, **state["ended"])
+
+    def _ask(self, word: str, **request: Any) -> None:
+        self._asked_count += 1
+        self._asked_id = f"{os.getpid()}-{self._asked_count}"
+        if not self.link.tell(word, json.dumps({"id": self._asked_id, **request})):
+            log.error("the batch step did not take the request %s (it is gone or not reading)", word)
+
+    @property
+    def waiting(self) -> bool:
+        return self._asked_id is not None
+
+    # -- the relauncher --------------------------------------------------------------------------
+
     def begin(self, generation: int, checkpoint: str, verdict: Verdict) -> None:
-        """The old step's ranks are stopped: tell its agents to shut down and end the step in a
-        thread (its grace and stop deadline), while the coordinator's loop keeps serving; then
-        :meth:`poll` starts the next step (or requeues) on the loop's thread."""
+        """The old step's ranks are stopped: tell its agents to shut down and ask the batch step to
+        end the step; :meth:`poll` then asks for the next one (or requeues)."""
         coord = self.coord
         assert coord is not None
-        if self.owner.leave_to_hyperpod:
+        if self.job.owner.leave_to_hyperpod:
             # The step fails (its tasks exit 1): the restart is HyperPod's, not ours.
             coord.broadcast(Shutdown("restart left to HyperPod auto-resume", int(ExitCode.JOB_FAILED)))
         else:
             coord.broadcast(Shutdown("generation over: a new srun step follows", 0))
-        ending: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                ending["ended"] = self.end_step(STEP_END_GRACE)
-            except Exception as exc:  # said at the poll; the relaunch must not wait forever
-                log.exception("ending the srun step failed")
-                ending["error"] = str(exc)
-
-        thread = threading.Thread(target=work, name="neuron-watch-end-step", daemon=True)
-        thread.start()
-        self._relaunch = (generation, checkpoint, thread, ending)
+        self._relaunch = (generation, checkpoint, "ending")
+        self._ask("step-end", grace=STEP_END_GRACE)
 
     def poll(self, now: float) -> RelaunchOutcome | None:
-        """Once the old step has ended: start the next one in the same allocation (bad nodes
+        """Once the old step has ended: ask for the next one in the same allocation (bad nodes
         excluded), or requeue the job, or end it (HyperPod's, too few nodes)."""
-        if self._relaunch is None or self._relaunch[2].is_alive():
+        self.read()
+        if self._relaunch is None or self.waiting:
             return None
-        generation, checkpoint, _thread, ending = self._relaunch
-        self._relaunch = None
+        generation, checkpoint, phase = self._relaunch
         coord = self.coord
         assert coord is not None
-        if ending.get("ended"):
-            coord.events.emit(EventKind.SRUN_STEP_ENDED, generation, **ending["ended"])
-        if "error" in ending:
-            return RelaunchEnded(int(ExitCode.JOB_FAILED), f"ending the srun step failed: {ending['error']}")
-        if self.owner.leave_to_hyperpod:
-            coord.events.emit(EventKind.LEFT_TO_HYPERPOD, generation, reason=self.owner.why)
+        if phase == "starting":
+            self._relaunch = None
+            if self.state.get("running"):
+                return Relaunched(fresh_agents=True)
+            return RelaunchEnded(int(ExitCode.JOB_FAILED), str(self.state.get("error", "the srun step did not start")))
+        if "error" in self.state:
+            self._relaunch = None
+            return RelaunchEnded(int(ExitCode.JOB_FAILED), f"ending the srun step failed: {self.state['error']}")
+        if self.job.owner.leave_to_hyperpod:
+            self._relaunch = None
+            coord.events.emit(EventKind.LEFT_TO_HYPERPOD, generation, reason=self.job.owner.why)
             return RelaunchEnded(int(ExitCode.JOB_FAILED), "restart left to HyperPod auto-resume")
-        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, self._requeue_allowed())
+        plan = srunplan.plan_restart(self.job.allocation, self.job.bad, self.job.needed, self._requeue_allowed())
         coord.events.emit(EventKind.RESTART_PLAN, generation, how=plan.how, exclude=list(plan.exclude),
                           usable=list(plan.usable), reason=plan.why)
         if plan.how == "exclude":
-            self.start_step(generation, checkpoint)
-            return Relaunched(fresh_agents=True)
+            self._relaunch = (generation, checkpoint, "starting")
+            self._ask("step-start", generation=generation, checkpoint=checkpoint, exclude=self.job.bad)
+            return None
+        self._relaunch = None
         if plan.how == "requeue":
             return RelaunchEnded(*self._requeue(plan, generation))
         return RelaunchEnded(int(ExitCode.NOT_RESTARTABLE), plan.why)
 
+    def gone(self) -> int | None:
+        """The step's exit code when it ended without being told to (None while it runs or is being ended)."""
+        self.read()
+        if self._relaunch is not None or self.waiting or self.state.get("running", True) or self.state.get("asked"):
+            return None
+        code = self.state.get("exit_code")
+        return int(code) if isinstance(code, int) else None
+
+    def running_generation(self) -> int | None:
+        self.read()
+        if not self.state:
+            return None
+        return int(self.state.get("generation", 0)) if self.state.get("running") else -1
+
+    def finish(self, grace: float, timeout: float) -> None:
+        """At the job's end: ask the batch step to end the step (``grace`` for it to end by itself)
+        and wait for its answer, at most ``timeout`` (its ``srun_step_ended`` is then emitted)."""
+        if not self.state.get("running") and self._relaunch is None:
+            return
+        self._ask("step-end", grace=grace)
+        end = time.monotonic() + timeout
+        while self.waiting and not self.link.closed and time.monotonic() < end:
+            select.select([self.link.fd], [], [], min(1.0, max(0.0, end - time.monotonic())))
+            self.read()
+
     def drain(self, node: str, verdict: Verdict, events: EventLog) -> None:
         """Drain the Slurm node behind a faulty agent (caps respected); keep it out of the next steps."""
+        job = self.job
         slurm = srunplan.slurm_node(node)
         mine = [e for e in verdict.evidence if e.key == verdict.culprit] or list(verdict.evidence)
         evidence = srunplan.short_evidence(mine[0].key.rank, mine[0].text) if mine else verdict.reason
-        outcome = self.drainer.drain(slurm, self.slurm_job, verdict.label.value, evidence)
+        outcome = job.drainer.drain(slurm, job.slurm_job, verdict.label.value, evidence)
         events.emit(EventKind.DRAIN, self.coord.generation if self.coord else 0, node=slurm,
                     drained=outcome.drained, reason=outcome.reason, message=outcome.message)
-        if slurm not in self.bad:
-            self.bad.append(slurm)
-
-    def gone(self) -> int | None:
-        """The step's exit code when it ended without being told to (None while it runs or is being ended)."""
-        step = self.step
-        if step is None or self._relaunch is not None:
-            return None
-        return step.poll()
+        if slurm not in job.bad:
+            job.bad.append(slurm)
 
     def _requeue_allowed(self) -> bool:
         try:
-            r = self.drainer._run("show", "job", self.slurm_job)
+            r = self.job.drainer._run("show", "job", self.job.slurm_job)
         except PlatformError:
             return False
         jobs = slurmtext.parse_jobs(r.stdout)
@@ -257,14 +490,15 @@ class SrunJob:
 
     def _requeue(self, plan: srunplan.RestartPlan, generation: int) -> tuple[int, str]:
         assert self.coord is not None
+        slurm_job, run = self.job.slurm_job, self.job.drainer._run
         excluded = slurmtext.join_nodelist(plan.exclude)
         # Written before the requeue: Slurm ends this batch step right after it (SIGTERM, KillWait, SIGKILL).
         self.coord.events.emit(EventKind.REQUEUE, generation, exclude=list(plan.exclude), reason=plan.why)
         # Requeued held: a plain requeue leaves the job pending, and slurmctld may start it again
         # (on the node to exclude) before the exclusion below is set; held, it waits for our release.
-        r = self.drainer._run("requeuehold", self.slurm_job)
+        r = run("requeuehold", slurm_job)
         if r.returncode != 0:
-            msg = f"`scontrol requeuehold {self.slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
+            msg = f"`scontrol requeuehold {slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
             self.coord.events.emit(EventKind.REQUEUE_FAILED, generation, error=msg)
             return int(ExitCode.NOT_RESTARTABLE), msg
         # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
@@ -274,12 +508,12 @@ class SrunJob:
         # comes last and is tried whatever came before: a job left held never runs again.
         previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
-            for args in (("update", f"jobid={self.slurm_job}", f"ExcNodeList={excluded}"),
-                         ("update", f"jobid={self.slurm_job}", "StartTime=now"),
-                         ("release", self.slurm_job)):
-                r = self.drainer._run(*args)
+            for args in (("update", f"jobid={slurm_job}", f"ExcNodeList={excluded}"),
+                         ("update", f"jobid={slurm_job}", "StartTime=now"),
+                         ("release", slurm_job)):
+                r = run(*args)
                 if r.returncode != 0:
-                    then = (f"; the job is held: release it with `scontrol release {self.slurm_job}`"
+                    then = (f"; the job is held: release it with `scontrol release {slurm_job}`"
                             if args[0] == "release" else "")
                     self.coord.events.emit(
                         EventKind.REQUEUE_UPDATE_FAILED, generation,
@@ -288,69 +522,18 @@ class SrunJob:
             signal.signal(signal.SIGTERM, previous)
         return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"
 
-    # -- the loop --------------------------------------------------------------------------------
 
-    def run(self) -> int:
-        os.makedirs(self.run_dir, exist_ok=True)
-        kb = knowledge_base(self.cfg)  # a bad table or regex fails here, before anything starts
-        port = int(self.cfg.coordinator.rsplit(":", 1)[1]) if self.cfg.coordinator else 0
-        policy = RestartPolicy(max_restarts=self.cfg.max_restarts, can_exclude_nodes=True)
-        # Requeues of this job so far count against the budget (they were restarts too).
-        policy.restarts = policy.consecutive_failures = self.restart_count
-        # A requeued job goes on counting generations (rank logs land in new gen-<G> dirs; a fault
-        # injected "in generation 0 only" stays in the first run).
-        self.coord = coord = build_coordinator(
-            self.cfg, kb, bind=f"0.0.0.0:{port}", secret=self.secret.encode(), run_dir=self.run_dir, job_id=self.job_id,
-            nodes=self.agents, status_line=status_line_for(self.cfg), relauncher=self,
-            generation=self.restart_count, policy=policy)
-        self.address = f"{advertised_host(self.env)}:{coord.endpoint.rsplit(':', 1)[1]}"
-        try:
-            remembered = [n for n in self.drainer.excluded_nodes() if n in self.allocation]
-        except PlatformError as exc:
-            remembered = []
-            log.warning("remembered drains not read: %s", exc)
-        self.bad.extend(n for n in remembered if n not in self.bad)
-        checkpoint = checkpoint_chooser(self.cfg)({})
-        coord.events.emit(EventKind.JOB_STARTED, self.restart_count, job_id=self.job_id,
-                          node=socket.gethostname().split(".")[0], version=__version__,
-                          command=mask_value(["srun", *self.srun_args, *self.cmd]),
-                          checkpoint=checkpoint or None, config=self.cfg.redacted(), nodes=self.needed,
-                          agents=self.agents, tasks_are_ranks=self.task_ranks,
-                          slurm_job=self.slurm_job, slurm_restart_count=self.restart_count,
-                          allocation=self.allocation, restart_owner=self.owner.owner)
-        say(f"coordinator on {self.address}; each generation's srun output: {self.step_log}/gen-<G>.log")
-        plan = srunplan.plan_restart(self.allocation, self.bad, self.needed, False)
-        if plan.how != "exclude":
-            coord.close()
-            raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
-                                       "allocate more nodes")
-        become_subreaper()
-        signals = SignalLatch()
-        old = signals.install()
-        try:
-            self.start_step(self.restart_count, checkpoint)
-            return self._loop(coord, signals)
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-            self._end_step_now(0.0 if signals.received else STEP_END_GRACE)
-            close_coordinator(coord, kb)
-
-    def _loop(self, coord: Coordinator, signals: SignalLatch) -> int:
-        """Serve the coordinator until the job is over. Recovery (:mod:`neuron_watch.recovery.machine`)
-        decides everything, this step included: a step that ended by itself (:meth:`gone`), a
-        signal (stop every node; the step gone means nobody is left to answer)."""
-        with Waker() as waker:  # a turn when a node speaks, a signal or the step's SIGCHLD comes, or a verdict is due
-            while True:
-                wait_turn(coord, waker)
-                now = time.monotonic()
-                if signals.received is not None and not coord.interrupted:
-                    log.info("received %s: stopping the job on every node", signal.Signals(signals.received).name)
-                    coord.interrupt(signals.received, now)
-                coord.tick(now)
-                if coord.exit_code is not None:
-                    self._end_step_now(STEP_END_GRACE)
-                    return coord.exit_code
+def hosted_steps(config: WatchConfig, entry: dict[str, Any], link: HostLink, *,
+                 restarted: bool) -> tuple[HostedSteps, RestartPolicy, int]:
+    """For the coordinator's own process of a ``neuron-watch srun`` job (:mod:`neuron_watch.commands.hosted`):
+    its relauncher, its restart policy and its first generation. Requeues of this job so far count
+    against the budget (they were restarts too), and a requeued job goes on counting generations
+    (rank logs land in new gen-<G> dirs; a fault injected "in generation 0 only" stays in the first run)."""
+    job = SrunJob(config, list(entry["srun_args"]), list(entry["cmd"]), os.environ)
+    job.bad = [str(n) for n in entry.get("bad", [])]
+    policy = RestartPolicy(max_restarts=config.max_restarts, can_exclude_nodes=True)
+    policy.restarts = policy.consecutive_failures = job.restart_count
+    return HostedSteps(job, link, restarted=restarted), policy, job.restart_count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover - verbatim command

@@ -70,7 +70,8 @@ from neuron_watch.recovery.commands import (
     Relaunched,
     StopJob,
 )
-from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings
+from neuron_watch.recovery.coordcrash import ResumeAction
+from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings, resume_relaunch, resume_stop
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.recovery.turns import BUSY_WAIT, earliest, wait_for
 from neuron_watch.wire.protocol import (
@@ -267,7 +268,9 @@ class Coordinator:
         if self._relaunching:
             self._relaunch_done(now)
         else:
+            resume_owed(self, now)
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
+        self.status_files.kept.record(self.recovery)  # what this turn's commands did, before the next one
         self.joblog.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
@@ -461,10 +464,11 @@ class Coordinator:
     def write_summary(self, now: float) -> None:
         self.health.write_json(os.path.join(self.run_dir, "coordinator.json"), self.summary(now))
 
-    def serve(self, stop: Callable[[], bool], interval: float = 0.05, waker: Waker | None = None) -> int:
+    def serve(self, stop: Callable[[], bool], interval: float = 0.05, waker: Waker | None = None,
+              watch: Sequence[Waitable] = ()) -> int:
         """Run ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit code
         (:func:`serve_until`)."""
-        return serve_until(self, stop, interval, waker)
+        return serve_until(self, stop, interval, waker, watch)
 
     def linger_for_nodes(self, grace: float, interval: float = 0.05) -> None:
         """After the job's end, serve until every node said it exited or ``grace`` passed: the
@@ -485,17 +489,38 @@ class Coordinator:
         self.heap.release()
 
 
+def resume_owed(coord: Coordinator, now: float) -> None:
+    """Started again after a predecessor died mid-recovery (:mod:`.memory`): once what runs is
+    known, finish its recovery (:func:`neuron_watch.recovery.coordcrash.resume`), saying so."""
+    kept = coord.status_files.kept
+    if kept.owed is None:
+        return
+    decided = kept.resumption(now, launched=coord.relauncher.running_generation(),
+                              nodes_at=tuple(v.generation for v in coord.nodes.values()),
+                              all_back=coord.registry.enough(coord.settings.expected_nodes))
+    if decided is None:
+        return
+    resumption, verdict = decided
+    coord.events.emit(EventKind.WARNING, coord.generation, kind="coordinator_resumed",
+                      action=resumption.action.value, message=resumption.message)
+    log.warning("%s", resumption.message)
+    if resumption.action is ResumeAction.STOP_AND_RESTART:
+        coord._execute(resume_stop(coord.recovery, verdict, now, coord.heard), now)
+    elif resumption.action is ResumeAction.RELAUNCH:
+        coord._execute(resume_relaunch(coord.recovery, verdict, now, coord.heard), now)
+
+
 def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 0.05,
-                waker: Waker | None = None) -> int:
+                waker: Waker | None = None, watch: Sequence[Waitable] = ()) -> int:
     """Run ``coord``'s ``poll``/``tick`` until ``stop()`` or until the job is over; returns the exit
     code. ``waker``: each turn sleeps on it until the next thing due (:func:`wait_turn`: the socket,
-    the signals behind ``stop``), not ``interval``."""
+    ``watch``, the signals behind ``stop``), not ``interval``."""
     last_summary = -1e18
     while not stop() and coord.exit_code is None:
         if waker is None:
             coord.poll(interval)
         else:
-            wait_turn(coord, waker, last_summary + 1.0)
+            wait_turn(coord, waker, last_summary + 1.0, watch=watch)
         now = coord.clock()
         coord.tick(now)
         if now - last_summary >= 1.0:

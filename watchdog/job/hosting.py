@@ -1,6 +1,7 @@
 """The job's coordinator as a child process of the node that hosts it.
 
-Node 0's wrapper (``neuron-watch torchrun`` of a multi-node job) starts the coordinator as
+Node 0's wrapper (``neuron-watch torchrun`` of a multi-node job) and the batch step of
+``neuron-watch srun`` start the coordinator as
 ``python -m neuron_watch.commands.hosted`` instead of running it in its own process: a crash of the
 coordinator (libzmq's ``Assertion failed: !_io_error`` abort, any bug of its code) ends that child,
 and the wrapper, whose agent keeps the node's ranks, starts it again (:mod:`neuron_watch.recovery.coordcrash`
@@ -19,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,6 +44,67 @@ HOSTED_START_TIMEOUT = 120.0
 HOSTED_END_WAIT = 30.0
 #: The variable that marks a hosted coordinator's processes with the run dir (tests find them by it).
 HOSTED_MARKER_ENV = "NEURON_WATCH_COORDINATOR_OF"
+#: How long one line to the other side may wait for room in the socket (it is read every turn).
+TELL_TIMEOUT = 5.0
+
+
+def split_lines(buffer: bytes) -> tuple[list[tuple[str, str]], bytes]:
+    """The complete lines of ``buffer`` as (word, rest), and what is left of a line not yet complete."""
+    *complete, rest = buffer.split(b"\n")
+    out = []
+    for raw in complete:
+        word, _, text = raw.decode(errors="replace").partition(" ")
+        if word:
+            out.append((word, text))
+    return out, rest
+
+
+def write_line(fd: int, word: str, text: str, timeout: float = TELL_TIMEOUT) -> bool:
+    """``word text`` as one line on ``fd`` (blocking or not), waiting at most ``timeout`` for room.
+    Returns False when the other side is gone or did not make room (the caller says what that costs)."""
+    data = f"{word} {text}\n".encode()
+    end = time.monotonic() + timeout
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([], [fd], [], left)
+        except OSError:
+            return False
+    return True
+
+
+class HostLink:
+    """The hosted coordinator's end of its wrapper's socket: what the wrapper tells it (its lines,
+    read without waiting) and what it tells the wrapper. The wrapper tells every coordinator it
+    starts what it keeps (:meth:`HostedCoordinator.remember`) first: a coordinator started again
+    reads its predecessor's last word on those things before anything new."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._rest = b""
+        self.closed = False
+
+    def tell(self, word: str, text: str = "") -> bool:
+        return write_line(self.fd, word, text)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """What the wrapper said since the last call (never waits)."""
+        got = b""
+        while not self.closed and select.select([self.fd], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.closed = True  # the wrapper is gone; its lifeline ends us
+                break
+            got += chunk
+        out, self._rest = split_lines(self._rest + got)
+        return out
 
 
 def cause_of(returncode: int) -> str:
@@ -66,62 +129,104 @@ class HostedCoordinator:
 
     def __init__(self, config: WatchConfig, *, start: Start, stop: Stop, bind: str, run_dir: str, job_id: str,
                  nodes: int | None, node: str, job_started: dict[str, Any],
-                 env: Mapping[str, str] = os.environ) -> None:
+                 env: Mapping[str, str] = os.environ, entry: dict[str, Any] | None = None) -> None:
+        """``entry``: what the coordinator of an entry point other than torchrun's needs to build
+        itself (``srun``: its steps, :mod:`neuron_watch.commands.srun`); in its spec as given."""
         self._start, self._stop = start, stop
         self.run_dir = run_dir
         self.node = node
         self.spec_path = os.path.join(run_dir, "coordinator-spec.json")
         config_fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "origins"}
         spec = {"config": config_fields, "bind": bind, "run_dir": run_dir, "job_id": job_id, "nodes": nodes,
-                "node": node, "job_started": job_started}
+                "node": node, "job_started": job_started, "entry": entry}
         os.makedirs(run_dir, exist_ok=True)
-        # mode 0600: the options may hold credentials (an MQTT URL's password); the secret is never in it
-        fd = os.open(self.spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(spec, f, default=str)
+        self._write_spec(spec)
         self.env = {**env, HOSTED_MARKER_ENV: run_dir}
         self.proc: subprocess.Popen[bytes] | None = None
         self._ready_fd = -1
-        self._said = b""
+        self._rest = b""
+        self.port_in_use = False
         self.endpoint = ""
         self.over = False  # it said the job is over
+        self.over_code: int | None = None  # the job's exit code it said with it
+        #: what the coordinator asked of the wrapper (a word it does not know itself), oldest first
+        self.requests: list[tuple[str, str]] = []
+        #: what the wrapper tells every coordinator it starts, first (:meth:`remember`)
+        self._kept: dict[str, str] = {}
         self.restarts = 0
         self.gave_up = False
         self.pids: list[int] = []  # every coordinator process started, for the record
 
+    def _write_spec(self, spec: dict[str, Any]) -> None:
+        # mode 0600: the options may hold credentials (an MQTT URL's password); the secret is never in it
+        fd = os.open(self.spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(spec, f, default=str)
+
     def _spawn(self, after: str | None) -> None:
-        read_fd, write_fd = os.pipe()
+        # one socket both ways: the coordinator says ready/over and asks; the wrapper answers
+        mine, theirs = socket.socketpair()
+        read_fd, write_fd = mine.detach(), theirs.detach()
         argv = [sys.executable, "-m", "neuron_watch.commands.hosted", self.spec_path, str(write_fd)]
         if after is not None:
             argv += ["--after", after]
         try:
             self.proc = self._start(argv, self.env, pass_fds=(write_fd,), stdin=subprocess.DEVNULL)
+        except BaseException:
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)
         os.set_blocking(read_fd, False)
-        self._ready_fd, self._said, self.endpoint, self.over = read_fd, b"", "", False
+        self._ready_fd, self._rest, self.endpoint, self.over, self.port_in_use = read_fd, b"", "", False, False
+        self.requests.clear()  # a dead coordinator's questions die with it; the new one asks again
         self.pids.append(self.proc.pid)
+        for word, text in self._kept.items():
+            self.tell(word, text)
+
+    @property
+    def fd(self) -> int:
+        """The socket to the coordinator (-1: none now): readable when it said something or ended."""
+        return self._ready_fd
+
+    def tell(self, word: str, text: str = "") -> bool:
+        """One line to the coordinator now (False: it is gone, or its socket stayed full)."""
+        return self._ready_fd >= 0 and write_line(self._ready_fd, word, text)
+
+    def remember(self, word: str, text: str) -> None:
+        """``word text`` to the coordinator now and, first of all, to every one started after it."""
+        self._kept[word] = text
+        self.tell(word, text)
 
     def _read_said(self) -> None:
-        """What the coordinator said on its pipe so far (``ready``, ``port-in-use``, ``over``)."""
+        """What the coordinator said on its socket so far (``ready``, ``port-in-use``, ``over``;
+        anything else is a request to the wrapper: :attr:`requests`)."""
         if self._ready_fd < 0:
             return
+        got = b""
         while True:
             try:
-                chunk = os.read(self._ready_fd, 4096)
+                chunk = os.read(self._ready_fd, 65536)
             except BlockingIOError:
                 break
+            except OSError:
+                chunk = b""
             if not chunk:
                 os.close(self._ready_fd)
                 self._ready_fd = -1
                 break
-            self._said += chunk
-        for line in self._said.decode(errors="replace").splitlines():
-            word, _, rest = line.partition(" ")
+            got += chunk
+        lines, self._rest = split_lines(self._rest + got)
+        for word, rest in lines:
             if word == "ready":
                 self.endpoint = rest
+            elif word == "port-in-use":
+                self.port_in_use = True
             elif word == "over":
                 self.over = True
+                self.over_code = int(rest) if rest.lstrip("-").isdigit() else None
+            else:
+                self.requests.append((word, rest))
 
     def start(self, timeout: float = HOSTED_START_TIMEOUT) -> str:
         """Start it and wait until it listens; returns its endpoint."""
@@ -130,7 +235,7 @@ class HostedCoordinator:
         end = time.monotonic() + timeout
         while not self.endpoint:
             self._read_said()
-            if b"port-in-use" in self._said:
+            if self.port_in_use:
                 self.proc.wait()
                 self._close_pipe()
                 raise PortInUse(self.spec_endpoint())
@@ -144,7 +249,19 @@ class HostedCoordinator:
                 select.select([self._ready_fd], [], [], 0.1)
             else:
                 time.sleep(0.05)
+        self._pin_port()
         return self.endpoint
+
+    def _pin_port(self) -> None:
+        """A coordinator bound on port 0 (srun's: any free port) got one; the nodes were told it. One
+        started again must listen there too: its spec gets that port."""
+        with open(self.spec_path, encoding="utf-8") as f:
+            spec = json.load(f)
+        host, _, port = str(spec["bind"]).rpartition(":")
+        if port != "0":
+            return
+        spec["bind"] = f"{host}:{self.endpoint.rsplit(':', 1)[1]}"
+        self._write_spec(spec)
 
     def spec_endpoint(self) -> str:
         with open(self.spec_path, encoding="utf-8") as f:
@@ -154,6 +271,11 @@ class HostedCoordinator:
         if self._ready_fd >= 0:
             os.close(self._ready_fd)
             self._ready_fd = -1
+
+    def take_requests(self) -> list[tuple[str, str]]:
+        """What the coordinator asked since the last call, oldest first."""
+        asked, self.requests = self.requests, []
+        return asked
 
     @property
     def alive(self) -> bool:

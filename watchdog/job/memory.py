@@ -8,9 +8,10 @@ the incidents numbered (a new one must not overwrite ``incidents/incident-1``), 
 generation started from. The coordinator writes it to ``coordinator-state.json`` in its run dir
 (atomically) each time it changes; the next one reads it.
 
-What is not kept: a recovery under way (the capture, the stop). A coordinator that crashed in
-the middle of one starts in the current generation; the nodes it had asked keep their ranks as
-they are, and the judge judges them again.
+A recovery under way is kept too (``under_way``, the verdict it acts on): a coordinator that died
+after its verdict, during the capture, the stop or the relaunch, is replaced by one that finishes
+it -- neither lost nor done twice, and no healthy new generation stopped
+(:func:`neuron_watch.recovery.coordcrash.resume` decides, once it knows what runs).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from neuron_watch.events import Action, JobState, Label, RankKey, Verdict
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.pacing import VerdictPacing
+from neuron_watch.recovery.coordcrash import ResumeAction, Resumption, UnderWay, resume
 from neuron_watch.recovery.machine import Recovery
 
 #: the file in the coordinator's run dir
@@ -39,9 +42,19 @@ class JobMemory:
     failures: tuple[tuple[str, int | None], ...] = field(default_factory=tuple)
     incidents: int = 0
     launched_from: str = ""
+    #: the recovery under way ("" none; :class:`UnderWay`) and the verdict it acts on (:func:`verdict_record`)
+    under_way: str = ""
+    verdict: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "failures": [list(f) for f in self.failures]}
+
+    @property
+    def owed(self) -> UnderWay | None:
+        try:
+            return UnderWay(self.under_way) if self.under_way else None
+        except ValueError:
+            return None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobMemory:
@@ -55,9 +68,38 @@ class JobMemory:
             if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
                 failures.append((item[0], item[1] if isinstance(item[1], int) else None))
         launched = data.get("launched_from")
+        under_way, verdict = data.get("under_way"), data.get("verdict")
         return cls(generation=num("generation"), restarts=num("restarts"),
                    consecutive_failures=num("consecutive_failures"), failures=tuple(failures),
-                   incidents=num("incidents"), launched_from=launched if isinstance(launched, str) else "")
+                   incidents=num("incidents"), launched_from=launched if isinstance(launched, str) else "",
+                   under_way=under_way if isinstance(under_way, str) else "",
+                   verdict=verdict if isinstance(verdict, dict) else {})
+
+
+def verdict_record(verdict: Verdict) -> dict[str, Any]:
+    """What a successor needs of the verdict a recovery acts on (its evidence stays in the incident's files)."""
+    culprit = verdict.culprit
+    return {"label": verdict.label.value, "action": verdict.action.value, "reason": verdict.reason,
+            "advice": verdict.advice, "step": verdict.step, "culprit_source": verdict.culprit_source,
+            "culprit": None if culprit is None else [culprit.node, culprit.rank]}
+
+
+def verdict_from_record(data: dict[str, Any]) -> Verdict | None:
+    """The verdict of :func:`verdict_record`; None when it cannot be read (the recovery is then not resumed)."""
+    try:
+        culprit, step, source = data.get("culprit"), data.get("step"), data.get("culprit_source")
+        return Verdict(Label(data["label"]), Action(data["action"]),
+                       culprit=RankKey(str(culprit[0]), int(culprit[1])) if culprit else None,
+                       reason=str(data.get("reason", "")), advice=str(data.get("advice", "")),
+                       step=step if isinstance(step, int) else None,
+                       culprit_source=source if isinstance(source, str) else None)
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
+
+
+#: the recovery states a successor finishes, by what is owed
+_UNDER_WAY = {JobState.CAPTURING: UnderWay.CAPTURE, JobState.STOPPING: UnderWay.STOP,
+              JobState.RESTARTING: UnderWay.RELAUNCH}
 
 
 def remember(run_dir: str, memory: JobMemory, health: IOHealth) -> bool:
@@ -79,9 +121,13 @@ def recall(run_dir: str) -> JobMemory | None:
 def memory_of(recovery: Recovery) -> JobMemory:
     """What a successor of this coordinator could not learn from the nodes."""
     policy = recovery.policy
+    # a signal's stop is not a restart: a successor of a coordinator that died stopping for one owes none
+    owed = None if recovery.interrupted else _UNDER_WAY.get(recovery.state)
     return JobMemory(generation=recovery.generation, restarts=policy.restarts,
                      consecutive_failures=policy.consecutive_failures, failures=tuple(policy.failures),
-                     incidents=recovery.incident, launched_from=recovery.launched_from)
+                     incidents=recovery.incident, launched_from=recovery.launched_from,
+                     under_way=owed.value if owed is not None else "",
+                     verdict=verdict_record(recovery.pending) if owed is not None else {})
 
 
 class Takeover:
@@ -92,6 +138,10 @@ class Takeover:
         self.run_dir, self.health = run_dir, health
         self._written: JobMemory | None = None
         self._waiting = False  # a predecessor's job taken up, its nodes not all back yet
+        #: a predecessor's recovery still to finish, and the verdict it acts on
+        self.owed: tuple[UnderWay, Verdict] | None = None
+        self._since: float | None = None  # this coordinator's first turn, after a restore
+        self._owed_generation = 0
 
     def turn(self, recovery: Recovery, pacing: VerdictPacing, enough: bool, now: float) -> None:
         """Once a coordinator's turn, before its verdict (``enough``: every node of the job joined).
@@ -100,12 +150,34 @@ class Takeover:
         pause grace, as after a pause of the coordinator's own: what the nodes buffered for it
         meanwhile (their ranks' newest progress among it) arrives first -- a verdict on part of it
         names no culprit, or the wrong one."""
-        memory = memory_of(recovery)
-        if memory != self._written and remember(self.run_dir, memory, self.health):
-            self._written = memory
+        self.record(recovery)
+        if self._since is None:
+            self._since = now
         if self._waiting and enough:
             self._waiting = False
             pacing.hold_until = max(pacing.hold_until, now + pacing.pause_grace)
+
+    def record(self, recovery: Recovery) -> None:
+        """The record written if it changed (also at the end of a turn: what the turn's commands did
+        is on disk before the next turn, so a crash loses at most the commands of one turn)."""
+        memory = memory_of(recovery)
+        if memory != self._written and remember(self.run_dir, memory, self.health):
+            self._written = memory
+
+    def resumption(self, now: float, *, launched: int | None, nodes_at: tuple[int, ...],
+                   all_back: bool) -> tuple[Resumption, Verdict] | None:
+        """What to do now about the recovery a predecessor left (:func:`resume`); None when nothing is
+        owed or it still waits for the nodes. Once decided, it is not asked again."""
+        if self.owed is None:
+            return None
+        under_way, verdict = self.owed
+        since = self._since if self._since is not None else now
+        decided = resume(under_way, self._owed_generation, launched=launched, nodes_at=nodes_at,
+                         all_back=all_back, waited=now - since)
+        if decided.action is ResumeAction.WAIT:
+            return None
+        self.owed = None
+        return decided, verdict
 
     def restore(self, recovery: Recovery, memory: JobMemory) -> None:
         """``recovery`` goes on from ``memory``: its generation, budget spent, failures, incidents.
@@ -116,3 +188,8 @@ class Takeover:
         policy.restarts, policy.consecutive_failures = memory.restarts, memory.consecutive_failures
         policy.failures = list(memory.failures)
         self._waiting = True
+        verdict = verdict_from_record(memory.verdict)
+        owed = memory.owed
+        if owed is not None and verdict is not None:
+            self.owed, self._owed_generation = (owed, verdict), memory.generation
+            recovery.pending = verdict

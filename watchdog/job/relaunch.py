@@ -36,6 +36,11 @@ class Relauncher(Protocol):
     def gone(self) -> int | None:
         """The launcher's exit code when it ended by itself (the srun step), else None."""
 
+    def running_generation(self) -> int | None:
+        """The generation this relauncher knows to run (the srun step's), -1 when nothing runs, None
+        when it cannot know (each node's agent launches): what a coordinator started again resumes
+        from (:func:`neuron_watch.recovery.coordcrash.resume`)."""
+
 
 class LaunchOnNodes:
     """The default relaunch: every node's agent starts the next generation itself (``launch``).
@@ -64,3 +69,6 @@ class LaunchOnNodes:
 
     def gone(self) -> int | None:
         return None
+
+    def running_generation(self) -> int | None:
+        return None  # each node's agent says its own

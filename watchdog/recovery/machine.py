@@ -515,6 +515,42 @@ class Recovery:
         return n.evidence if heard is not None and heard > self._asked else None
 
 
+
+# -- a coordinator started again mid-recovery (docs/multinode.md, "A crash mid-recovery") ----------------
+
+
+def resume_stop(rec: Recovery, verdict: Verdict, now: float, heard: int) -> list[Command]:
+    """A coordinator started again after its predecessor died capturing or stopping for ``verdict``
+    (its incident numbered, its restart not yet counted): the verdict stands; what is left of the
+    generation is stopped (nodes already stopped answer at once) and the restart goes on from there
+    as any, counted once at the stop's end. The evidence captured stays the incident's; what was
+    not captured is not asked again (the ranks may be stopped already)."""
+    if rec.sm.state not in (JobState.STARTING, JobState.RUNNING) or rec.interrupted:
+        return []
+    rec.pending, rec._last_label, rec._asked = verdict, verdict.label, heard
+    return [*_resume_to(rec, JobState.STOPPING, now),
+            StopJob(f"incident-{rec.incident}", rec.settings.stop_timeout, rec.incident, verdict)]
+
+
+def resume_relaunch(rec: Recovery, verdict: Verdict, now: float, heard: int) -> list[Command]:
+    """A coordinator started again after its predecessor died relaunching: the restart was counted
+    and the generation (:attr:`Recovery.generation`) and its checkpoint (:attr:`Recovery.launched_from`)
+    chosen, and it does not run: relaunch it, counting nothing again."""
+    if rec.sm.state not in (JobState.STARTING, JobState.RUNNING) or rec.interrupted:
+        return []
+    rec.pending, rec._asked = verdict, heard
+    return [*_resume_to(rec, JobState.RESTARTING, now), Relaunch(rec.generation, rec.launched_from, verdict)]
+
+
+def _resume_to(rec: Recovery, state: JobState, now: float) -> list[Command]:
+    """The machine moved along its table to ``state`` (the predecessor's moves before it), said as one move."""
+    previous = rec.sm.state
+    for step in (JobState.CAPTURING, JobState.STOPPING, JobState.RESTARTING):
+        if rec.sm.state is not state:
+            rec.sm.move(step, now)
+    rec.phase_since = now
+    return [rec._emit(EventKind.RECOVERY_PHASE, phase=state.value, previous=previous.value, resumed=True)]
+
 def _parent(path: str) -> str:
     """The directory holding ``path`` (pure: no ``os.path``)."""
     head, _, _ = path.rstrip("/").rpartition("/")
