@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
@@ -35,6 +36,14 @@ class RunRecord:
 
 
 
+class LastWord(NamedTuple):
+    """An unnamed stream's line that ends the process that printed it (:mod:`neuron_watch.diagnosis.lastword`)."""
+
+    at: int  # its index among the lines read
+    line: LogLine
+    form: str
+
+
 def judge_offline(lines: Iterable[LogLine], kb: KnowledgeBase, settings: JudgeSettings,
                   record: RunRecord | None = None) -> tuple[Verdict, int]:
     """The verdict for ``lines``, judged at the time of the last of them (``record``: see
@@ -57,23 +66,23 @@ def judge_offline(lines: Iterable[LogLine], kb: KnowledgeBase, settings: JudgeSe
     again = second.read(lines)
     if again.action is Action.WAIT or second.count != first.count:
         return verdict, first.count
-    ended = min(first.last_words.values(), key=lambda e: e[0])
+    ended = min(first.last_words.values(), key=lambda w: w.at)
     reason = (f"{again.reason}; in this stream of unnamed processes, {second.dropped} line(s) of progress after line "
-              f"{ended[1].lineno} ({ended[2]}: the process that printed it ends there) are another process's "
-              f"({ended[1].text.strip()[:160]})")
+              f"{ended.line.lineno} ({ended.form}: the process that printed it ends there) are another process's "
+              f"({ended.line.text.strip()[:160]})")
     return replace(again, reason=reason), first.count
 
 
 class OfflineReading:
-    """One reading of a log's lines by a new judge (:func:`diagnose_lines`). ``ended``: each unnamed stream's
-    last word (its index among the lines) after which its lines of progress are left out."""
+    """One reading of a log's lines by a new judge (:func:`judge_offline`). ``ended``: each unnamed stream's
+    last word, after which its lines of progress are left out."""
 
     def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, record: RunRecord | None,
-                 ended: dict[RankKey, tuple[int, LogLine, str]] | None = None) -> None:
+                 ended: dict[RankKey, LastWord] | None = None) -> None:
         self.kb, self.settings, self.record, self.ended = kb, settings, record, ended or {}
         self.count = 0
-        #: each unnamed stream's last line that ends the process that printed it: (index, line, its form)
-        self.last_words: dict[RankKey, tuple[int, LogLine, str]] = {}
+        #: each unnamed stream's last line that ends the process that printed it
+        self.last_words: dict[RankKey, LastWord] = {}
         self.dropped = 0  # lines of progress left out (``ended``)
 
     def read(self, lines: Iterable[LogLine]) -> Verdict:
@@ -95,7 +104,7 @@ class OfflineReading:
                 tracebacks.observe(line)
                 dumps.observe(line)
                 if line.key.rank < 0 and uncaught.observe(line.key, line.text):
-                    self.last_words[line.key] = (self.count, line, _UNCAUGHT)
+                    self.last_words[line.key] = LastWord(self.count, line, _UNCAUGHT)
             if judge is None:
                 judge = Judge(self.kb, self.settings, line.mono)
                 judge.context = recent.around
@@ -139,12 +148,12 @@ class OfflineReading:
             while batch[at] is not line:
                 at += 1
             if line.key.rank < 0 and m.signature.effect in _FAILING and (form := last_word(line.text)) is not None:
-                self.last_words[line.key] = (base + at, line, form)
+                self.last_words[line.key] = LastWord(base + at, line, form)
 
     def _without_progress_after_last_words(self, batch: list[LogLine], base: int) -> list[LogLine]:
         ended = self.ended
         after = [i for i, line in enumerate(batch)
-                 if (e := ended.get(line.key)) is not None and base + i > e[0]]
+                 if (w := ended.get(line.key)) is not None and base + i > w.at]
         if not after:
             return batch
         going_on = {after[i] for i, m in self.kb.scan([batch[j].text for j in after])
