@@ -15,8 +15,8 @@ form (``tests/fixtures/perturb.py``), written to a file of the same name in a te
 * ``interleave``: the excerpt's lines interleaved with the first lines of a healthy excerpt of another program
   (drawn by the seed), as two processes writing to one unmarked stream interleave them, each stream's lines in
   their order. A healthy neighbour's lines never hide a failure: label and action must not change. The
-  neighbours are the healthy excerpts that print no time of day (107 of 252), so that the stream keeps the
-  excerpt's own clock.
+  neighbours are the healthy excerpts that print no time of day (114 of 261), so that the stream keeps the
+  excerpt's own clock; and whose kept first lines read healthy alone (else another is drawn).
 * ``words``: in every line holding a failure form, the message's free-text words replaced by words of
   healthy real logs that no reader uses, the form kept. The label may change; a failure must never read
   as ``healthy``, and its action must stay a failure's.
@@ -50,7 +50,7 @@ from tests.fixtures.perturb import interleave, line_form, perturb_identifiers, p
 from tests.fixtures.real_logs import Excerpt, load_corpus
 
 #: a time of day in a line (a stamp's): the interleave kind's neighbours print none
-_TIME_OF_DAY = re.compile(r"\b\d\d:\d\d:\d\d\b")
+_TIME_OF_DAY = re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?!\d)")  # "T02:36:20Z" too: no \b after a T
 KINDS = ("identifiers", "envelopes", "interleave", "words")
 ROOT = Path(__file__).resolve().parents[2]
 #: what a verdict may say of a job that needs nothing done
@@ -86,13 +86,36 @@ def carrying_lineno(verdict: Verdict) -> int:
     return next((e.lineno for e in verdict.evidence if e.lineno), 0)
 
 
+#: neighbours drawn at most for one excerpt until one reads healthy as kept (the last is used regardless)
+_NEIGHBOUR_DRAWS = 8
+_kept_verdicts: dict[tuple[str, int], bool] = {}
+
+
+def healthy_as_kept(neighbour: Excerpt, text: str, n_lines: int) -> bool:
+    """Does the neighbour's part that ``interleave`` keeps (its first ``n_lines`` lines) read calm alone?"""
+    kept = "\n".join(text.rstrip("\n").split("\n")[:n_lines]) + "\n"
+    key = (neighbour.name, kept.count("\n"))
+    if key not in _kept_verdicts:
+        with tempfile.TemporaryDirectory(prefix="nw-neighbour-") as tmp:
+            path = Path(tmp) / neighbour.log.name
+            path.write_bytes(kept.encode("utf-8", "surrogateescape"))
+            _kept_verdicts[key] = not is_failure(verdict_of(path))
+    return _kept_verdicts[key]
+
+
 def perturb(kind: str, text: str, rng: random.Random, words: list[str],
             neighbours: list[Excerpt]) -> tuple[str, dict[int, str], str]:
     """(the perturbed text, the form of each changed line for ``words``, the variant's name)."""
     if kind == "interleave":
-        # a healthy neighbour other than the excerpt itself
-        neighbour = rng.choice(neighbours)
-        lines = neighbour.log.read_bytes().decode("utf-8", "surrogateescape")
+        # a healthy neighbour other than the excerpt itself, whose lines that are kept read healthy alone: a
+        # healthy excerpt's first lines may hold an error that only its later lines show to be harmless (a
+        # probe NCCL retried), and a neighbour that is not healthy as kept is no test of a failure's reading
+        n_own = len((text[:-1] if text.endswith("\n") else text).split("\n"))  # as interleave counts them
+        for _ in range(_NEIGHBOUR_DRAWS):
+            neighbour = rng.choice(neighbours)
+            lines = neighbour.log.read_bytes().decode("utf-8", "surrogateescape")
+            if healthy_as_kept(neighbour, lines, n_own):
+                break
         return interleave(text, lines, rng), {}, f"{neighbour.platform} neighbour"
     if kind == "identifiers":
         return perturb_identifiers(text, rng), {}, "identifiers"
