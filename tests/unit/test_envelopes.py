@@ -51,6 +51,12 @@ CASES = [
      "pod/llama-train-worker-0/pytorch"),
     ("kubectl --timestamps", [f"2024-05-01T12:00:0{i}.12345678{i}Z {t}" for i, t in enumerate(TRACEBACK)], TRACEBACK,
      "2024-05-01T12:00:00.123456780Z", None),
+    # six fraction digits and a Z: Rust tracing-subscriber's default time (TGI's launcher and router), Cloud
+    # Logging's export, a collector's isoformat() + "Z"; before a line whose own form starts it (a gRPC status)
+    ("iso microseconds Z", ["2025-03-14T09:00:00.000000Z DEADLINE_EXCEEDED: Deadline Exceeded",
+                            "2025-03-14T09:00:00.001000Z RPC: /tensorflow.CoordinationService/RegisterTask"],
+     ["DEADLINE_EXCEEDED: Deadline Exceeded", "RPC: /tensorflow.CoordinationService/RegisterTask"],
+     "2025-03-14T09:00:00.000000Z", None),
     ("github actions", ["2024-01-01T00:00:00.0000000Z ##[group]Run python train.py", "2024-01-01T00:00:01.0000000Z error: Cannot find name 'fetch'"],
      ["##[group]Run python train.py", "error: Cannot find name 'fetch'"], "2024-01-01T00:00:00.0000000Z", None),
     # SageMaker local mode is docker compose (aws/sagemaker-training-toolkit#37)

@@ -21,8 +21,9 @@ json-file records without their final ``\\n``) are joined back into the line.
 Each form is read as its writer writes it (cited beside it). What a program prints itself stays
 what it is: a metrics line ``{"loss": nan, ...}`` is not an envelope (no message key, and not
 JSON), a line that starts with a date is not stripped of it unless the date is an envelope's
-machine stamp (RFC 3339 with 7 or 9 fraction digits: the kubelet's and GitHub's, not a logger's
-``2024-05-01 12:00:00,123``) on most of the first lines.
+machine stamp (RFC 3339 with 7 or 9 fraction digits: the kubelet's and GitHub's; or 6 and a ``Z``: Rust
+tracing's, Cloud Logging's; not a logger's ``2024-05-01 12:00:00,123`` or ``...T12:00:00.123Z``) on most of the
+first lines.
 """
 
 from __future__ import annotations
@@ -365,8 +366,12 @@ ENVELOPES: tuple[Envelope, ...] = (
     Prefix("aws-logs-tail", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d) "
            r"(?P<who>[^\s:]*[-/._\d][^\s:]*) "),
     # the kubelet's RFC 3339 with nanoseconds before each line (kubectl logs --timestamps) and a
-    # GitHub Actions job's raw log (seven fraction digits): a machine's stamp, not a logger's
-    Prefix("rfc3339-stamp", r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(?:\d{9}|\d{7})(?:Z|[+-]\d\d:\d\d)) "),
+    # GitHub Actions job's raw log (seven fraction digits): a machine's stamp, not a logger's; and six digits
+    # with a Z: tracing-subscriber's default time (tokio-rs/tracing, fmt::time::SystemTime: RFC 3339 in
+    # microseconds, UTC), which TGI's launcher prints, and Cloud Logging's exports. The message after it is
+    # read as the line (a status word or a launcher's record at its head); the stamp stays its time
+    Prefix("rfc3339-stamp",
+           r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(?:\d{9}|\d{7}|\d{6}(?=Z))(?:Z|[+-]\d\d:\d\d)) "),
     # a CloudWatch Logs export or a copy of the console's table: "<time>\t<message>"
     Prefix("tab-stamp", r"(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\t"),
     # journald's short output and syslog files (RFC 3164): "May 01 12:00:00 host ident[pid]: "
