@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -222,3 +223,24 @@ def test_the_processes_of_one_file_are_judged_apart(
     assert d.to_dict()["culprit"]["line"] == line
     assert f"culprit:  {culprit}  (" in render_text(d)
     assert any(n.startswith(f"{tmp_path / 'job.out'}: 2 processes told apart") for n in d.notes)
+
+
+def test_a_calm_verdict_says_a_hang_after_the_last_line_is_not_in_the_log(tmp_path: Path) -> None:
+    # a real excerpt's whole text (lightning#16614: eight ranks froze right after this line)
+    log = tmp_path / "train.log"
+    log.write_text("c6e071419451:770438:771643 [0] NCCL INFO comm 0x43820a60 rank 0 nranks 8 cudaDev 0 busId 4f000 - Init COMPLETE\n")
+    written = T0 + 100.0
+    os.utime(log, (written, written))
+    d = diagnose_paths([str(log)], now=written + 45 * 60)
+    assert d.verdict.label.value == "healthy"
+    said = [n for n in d.notes if n.startswith("judged at the last line read")]
+    assert said and "a hang after it is silence" in said[0] and "last written 45 min ago" in said[0], d.notes
+    assert f"note:     {said[0]}" in render_text(d)
+
+
+def test_a_failure_needs_no_such_note(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                   "RuntimeError: CUDA error: out of memory\n")
+    d = diagnose_paths([str(log)], now=T0)
+    assert d.verdict.action.value != "wait" and not any("judged at the last line" in n for n in d.notes), d

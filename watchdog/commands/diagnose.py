@@ -39,7 +39,7 @@ from neuron_watch.diagnosis.logtext import (
 )
 from neuron_watch.diagnosis.offline_reading import RunRecord, judge_offline
 from neuron_watch.errors import UsageError
-from neuron_watch.events import Evidence, LogLine, RankKey, Verdict
+from neuron_watch.events import Action, Evidence, LogLine, RankKey, Verdict
 
 CHUNK = 1 << 20  # bytes read at a time
 BATCH = 4096  # lines handed to the judge at a time
@@ -412,9 +412,11 @@ def diagnose_lines(
 
 
 def diagnose_paths(
-    paths: Iterable[str], settings: JudgeSettings | None = None, kb: KnowledgeBase | None = None
+    paths: Iterable[str], settings: JudgeSettings | None = None, kb: KnowledgeBase | None = None,
+    now: float | None = None,
 ) -> Diagnosis:
     """Read ``paths`` (see the module docstring) and judge them with ``kb`` (see :func:`diagnose_lines`).
+    ``now`` (wall time; default the clock's): when the files' last writes are measured from (:func:`after_the_end`).
 
     Raises:
         UsageError: a path does not exist or cannot be read (exit 2).
@@ -460,6 +462,8 @@ def diagnose_paths(
     truncated = sum(s.truncated for s in splitters)
     if truncated:
         notes.append(f"{truncated} over-long line(s) were cut to their first 64 KiB")
+    if verdict.action is Action.WAIT and record is None:
+        notes.append(after_the_end(_last_written(sources), time.time() if now is None else now))
     return Diagnosis(verdict, [s.display for s in sources], count, truncated, notes)
 
 
@@ -474,6 +478,40 @@ def _run_record(paths: list[str], sources: list[Source]) -> RunRecord | None:
     if m is None:
         return None
     return read_run_record(os.path.dirname(gen_dir) or ".", int(m.group(1)))
+
+
+def _last_written(sources: list[Source]) -> float | None:
+    """The newest modification time of the sources that are files (None: only stdin, or none readable)."""
+    times = []
+    for src in sources:
+        if src.path is not None:
+            try:
+                times.append(os.stat(src.path).st_mtime)
+            except OSError:
+                continue
+    return max(times, default=None)
+
+
+def after_the_end(last_written: float | None, now: float) -> str:
+    """What a calm verdict of a log cannot say: the log is judged at its last line, and a job that hung
+    after it printed nothing more (a hang is silence). Where the files' last write is known, how long
+    ago it was: a log still being written shows a silence the reader of a copy cannot."""
+    said = ("judged at the last line read: a hang after it is silence, which a log cannot show; "
+            "to judge a silence, run the job under neuron-watch")
+    if last_written is None:
+        return said
+    age = max(0.0, now - last_written)
+    return f"{said} (the newest file was last written {_age(age)} ago)"
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
 
 
 def render_text(diag: Diagnosis) -> str:
