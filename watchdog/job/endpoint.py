@@ -159,6 +159,9 @@ class Endpoint:
         self._behind_since: float | None = None
         self._behind_told = -1e18
         self._to_ack: dict[str, NodeView] = {}  # the nodes with news since the last acks
+        #: decode a paced lines body's judged part alone (:attr:`~neuron_watch.wire.protocol.Lines.logged`): set
+        #: by a receiver whose job log decodes the frames itself (the writer process)
+        self.judged_only = False
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class Endpoint:
                 self._foreign(routing_id, frames, h, now)
                 return
             frame = self.signer.verify(frames)[1]
-            body = decode_body(h.kind, frame)
+            body = decode_body(h.kind, frame, self.judged_only)
         except ProtocolError as exc:
             self._bad(exc.problem)
             if exc.problem == "version" and self.counters.bad["version"] == 1:

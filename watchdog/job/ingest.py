@@ -40,6 +40,7 @@ from neuron_watch.wire.protocol import (
     Header,
     Heartbeat,
     Hello,
+    Kind,
     Lines,
     Msg,
     Procs,
@@ -47,6 +48,7 @@ from neuron_watch.wire.protocol import (
     WorkerActivity,
     block_lines,
     body_lines,
+    decode_body,
     line_columns,
 )
 
@@ -270,12 +272,15 @@ class Ingest:
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.job.behind >= SHED_BEHIND
         # (a body of held progress rows alone has no line for the job's log)
-        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks else ([], 0)
+        logged = body.logged
+        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks or logged else ([], 0)
         if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
                 self._keys[(k.node, k.rank)] = k
                 self._node_ranks.setdefault(k.node, {})[k.rank] = k
+        if logged is not None:  # decoded for the judge alone: its ranks are the judged ones of the batch's
+            rank_keys = list(map(rank_keys.__getitem__, logged.judged))
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n
@@ -293,8 +298,12 @@ class Ingest:
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", h.node, exc)
         # Not classified by the agent (no knowledge base, another table, an older judge): the judge
-        # classifies it, line by line.
+        # classifies it, line by line (every rank's: a body decoded for the judge alone is decoded whole).
         self.counters.unclassified_batches += 1
+        if logged is not None:
+            whole = decode_body(Kind.LINES, frame)
+            assert isinstance(whole, Lines)
+            body, rank_keys = whole, self._node_keys[h.node]
         judge.observe_lines(body_lines(body, rank_keys, t_mono, h.wall))
 
     def _kb_fingerprint(self, judge: JudgeLike) -> int:

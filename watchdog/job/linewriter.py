@@ -140,22 +140,25 @@ class LineWriter:
         self.closed = False
         self._gone_told = False
 
+    #: the writer decodes each batch's frame itself: the coordinator decodes only the judge's part of it
+    decodes_frames = True
+
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]:
         """Hand batch ``frame`` (``body`` as it crossed the wire) to the writer, or shed it at once."""
-        rows = body.ranks
         # A node sends the same ranks batch after batch: their keys are looked up once per set of
-        # ranks, and nothing here steps through the rows in Python.
-        ranks = tuple(map(_RANK, rows))
+        # ranks, and nothing here steps through the rows in Python. (A body decoded for the judge
+        # alone names every rank of the batch in ``logged``.)
+        ranks = tuple(map(_RANK, body.ranks)) if body.logged is None else body.logged.ranks
         rank_keys = self._row_keys.get((h.node, ranks))
         if rank_keys is None:
             if len(self._row_keys) >= MAX_ROW_KEYS:
                 self._row_keys.clear()
             rank_keys = self._row_keys[(h.node, ranks)] = [self._key(h.node, r) for r in ranks]
-        n = sum(map(_N_LINES, rows))
+        n = sum(map(_N_LINES, body.ranks)) if body.logged is None else body.logged.n_lines
         meta = msgpack.packb([h.node, h.wall, keep_tails, self._unmarked])
         try:
             self._bulk.send_multipart([meta, frame], zmq.NOBLOCK, copy=False)
