@@ -85,6 +85,9 @@ class Counters:
     #: lines (and batches) a writer process of merged.log could not take at once: shed, never waited for
     merged_lines_shed: int = 0
     merged_batches_shed: int = 0
+    #: batches the writer process could not decode (a row of a rank the judge did not take, which the
+    #: judging thread does not check): missing from merged.log, marked there, said
+    merged_batches_unreadable: int = 0
     #: procs readings that referred to one this coordinator does not hold (sent to a coordinator
     #: before it restarted): what they say was taken, the rest of them is not known
     procs_unresolved: int = 0
@@ -99,7 +102,8 @@ class Counters:
                             "stale_session": self.stale, "unechoed": self.unechoed},
                 "challenges": self.challenges, "duplicates": self.duplicates, "early": self.early,
                 "send_failed": self.send_failed, "unclassified_batches": self.unclassified_batches,
-                "merged_lines_shed": self.merged_lines_shed, "procs_unresolved": self.procs_unresolved}
+                "merged_lines_shed": self.merged_lines_shed,
+                "merged_batches_unreadable": self.merged_batches_unreadable, "procs_unresolved": self.procs_unresolved}
 
 
 class Receiver(Protocol):
