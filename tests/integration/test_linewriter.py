@@ -7,12 +7,14 @@ and what the writer wrote are checked against each other, and its process is gon
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from neuron_watch.events import LogLine, RankKey
@@ -22,7 +24,7 @@ from neuron_watch.job.linewriter import BULK_HWM, LineWriter
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.procs import alive, start_in_new_group, stop_group
 from neuron_watch.runtime import line_writer
-from neuron_watch.wire.protocol import Header, Kind, Lines, encode_body, lines_body
+from neuron_watch.wire.protocol import Header, Kind, Lines, ProtocolError, decode_body, encode_body, lines_body
 
 pytestmark = pytest.mark.integration
 
@@ -233,3 +235,37 @@ def test_merged_log_is_there_from_the_start_and_a_counted_line_reaches_it_when_t
         link.close()
         coord.close()
     assert not alive(writer_pid)
+
+
+def test_a_batch_the_writer_cannot_decode_is_marked_counted_and_said(tmp_path: Path) -> None:
+    """The judging thread decodes a light batch's judged ranks alone (``Lines.logged``): a fault in another
+    rank's row is found by the writer, which decodes the whole frame. The batch is marked in merged.log where
+    it is missing, counted (``merged_batches_unreadable``) and said; the next batch is written."""
+    told: list[tuple[str, dict[str, Any]]] = []
+    w = writer(tmp_path, told)
+    now, wall = time.monotonic(), time.time()
+    lines = [LogLine(RankKey("n0", r), f"rank {r} step 1", now, wall) for r in range(4)]
+    b = msgpack.unpackb(encode_body(dataclasses.replace(lines_body(lines, now, wall), judged=(0,))))
+    b[2][2][1] = 3  # rank 2 (not judged) says 3 lines, its text holds 1
+    frame = msgpack.packb(b)
+    with pytest.raises(ProtocolError):
+        decode_body(Kind.LINES, frame)
+    part = decode_body(Kind.LINES, frame, judged_only=True)  # what the judging thread took
+    assert isinstance(part, Lines) and part.logged is not None
+    h = Header(kind=Kind.LINES, job="j", node="n0", session=1, generation=0, seq=0, mono=now, wall=wall)
+    try:
+        assert w.write(h, part, True, frame)[1] == 6
+        h2, body2, frame2 = batch("n0", range(2), 7, 1)
+        w.write(h2, body2, True, frame2)
+        deadline = time.monotonic() + 30
+        # (the writer's report comes on the control channel, its tail answers too: a round trip each turn)
+        while time.monotonic() < deadline and not (w.tail(RankKey("n0", 1)) and w.counters.merged_batches_unreadable):
+            w.flush()
+    finally:
+        w.close()
+    assert w.counters.merged_batches_unreadable == 1
+    said = [f for kind, f in told if kind == "warning" and f["kind"] == "merged_log_unreadable"]
+    assert len(said) == 1 and said[0]["node"] == "n0" and "rank 2" in said[0]["message"]
+    merged = (tmp_path / "merged.log").read_text().splitlines()
+    assert len(merged) == 3 and " coordinator | neuron-watch: a batch of n0 is missing here" in merged[0]
+    assert merged[1].endswith(" n0/rank0 | rank 0 line 7") and merged[2].endswith(" n0/rank1 | rank 1 line 7")

@@ -85,6 +85,9 @@ class Counters:
     #: lines (and batches) a writer process of merged.log could not take at once: shed, never waited for
     merged_lines_shed: int = 0
     merged_batches_shed: int = 0
+    #: batches the writer process could not decode (a row of a rank the judge did not take, which the
+    #: judging thread does not check): missing from merged.log, marked there, said
+    merged_batches_unreadable: int = 0
     #: procs readings that referred to one this coordinator does not hold (sent to a coordinator
     #: before it restarted): what they say was taken, the rest of them is not known
     procs_unresolved: int = 0
@@ -99,7 +102,8 @@ class Counters:
                             "stale_session": self.stale, "unechoed": self.unechoed},
                 "challenges": self.challenges, "duplicates": self.duplicates, "early": self.early,
                 "send_failed": self.send_failed, "unclassified_batches": self.unclassified_batches,
-                "merged_lines_shed": self.merged_lines_shed, "procs_unresolved": self.procs_unresolved}
+                "merged_lines_shed": self.merged_lines_shed,
+                "merged_batches_unreadable": self.merged_batches_unreadable, "procs_unresolved": self.procs_unresolved}
 
 
 class Receiver(Protocol):
@@ -159,6 +163,9 @@ class Endpoint:
         self._behind_since: float | None = None
         self._behind_told = -1e18
         self._to_ack: dict[str, NodeView] = {}  # the nodes with news since the last acks
+        #: decode a paced lines body's judged part alone (:attr:`~neuron_watch.wire.protocol.Lines.logged`): set
+        #: by a receiver whose job log decodes the frames itself (the writer process)
+        self.judged_only = False
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -208,7 +215,7 @@ class Endpoint:
                 self._foreign(routing_id, frames, h, now)
                 return
             frame = self.signer.verify(frames)[1]
-            body = decode_body(h.kind, frame)
+            body = decode_body(h.kind, frame, self.judged_only)
         except ProtocolError as exc:
             self._bad(exc.problem)
             if exc.problem == "version" and self.counters.bad["version"] == 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 import operator
 from collections.abc import Sequence
@@ -40,13 +41,16 @@ from neuron_watch.wire.protocol import (
     Header,
     Heartbeat,
     Hello,
+    Kind,
     Lines,
     Msg,
     Procs,
+    RankCollectives,
     Status,
     WorkerActivity,
     block_lines,
     body_lines,
+    decode_body,
     line_columns,
 )
 
@@ -57,8 +61,10 @@ MAX_KEYS = 1 << 20
 #: a node's procs readings kept for the later ones that refer to them (acks a few seconds late at
 #: one reading a second; a reading referring to one let go is counted in procs_unresolved)
 MAX_PROCS_STATES = 32
-#: a worker's rank, read in C
+#: a worker's or a flight recorder reading's rank, read in C; a reading's problem, groups and age
 _rank_of = operator.attrgetter("rank")
+_problem_of, _groups_of = operator.attrgetter("problem"), operator.attrgetter("groups")
+_age_of = operator.attrgetter("d_mono")
 
 
 class JobSide(Protocol):
@@ -176,7 +182,7 @@ class Ingest:
         if activity:
             # (by column: a node's 64 rank processes a reading, no record built per process)
             ranks, cpus, states = zip(*activity, strict=True)
-            judge.observe_worker_columns(self._keys_of(node, ranks), cpus, [s == "T" for s in states],
+            judge.observe_worker_columns(self._keys_of(node, ranks), cpus, list(map("T".__eq__, states)),
                                          [now - lag] * len(ranks), now)
         if body.locks or view.locks or self._lock_nodes:
             # (the job's locks are the nodes' with locks: not a union over every node for
@@ -185,16 +191,23 @@ class Ingest:
             (self._lock_nodes.add if view.locks else self._lock_nodes.discard)(h.node)
             judge.observe_cache_locks(sorted(set().union(*(self.nodes[n].locks for n in self._lock_nodes
                                                            if n in self.nodes))), now)
+        readings = body.collectives
+        if not readings:
+            return
+        # (by column, in C: ~50 ranks' readings a message on 1,024 nodes, each of a rank whose recorder
+        # answered before and without a problem, but for a rank's first reading or a problem)
+        read_ranks, problems = list(map(_rank_of, readings)), list(map(_problem_of, readings))
         recorder = view.recorder
-        read = []
-        for c in body.collectives:
-            if recorder.get(c.rank) != "on":  # once read, available (an ending rank stops answering)
-                recorder[c.rank] = c.problem or "on"
-            if not c.problem:
-                read.append(c)
-        if read:  # (the readings of a message at once: ~50 ranks' a message on 1,024 nodes)
-            judge.observe_readings(self._keys_of(node, [c.rank for c in read]), [c.groups for c in read],
-                                   [now - lag - c.d_mono for c in read])
+        read: Sequence[RankCollectives] = readings
+        if any(problems) or set(map(recorder.get, read_ranks)) != {"on"}:
+            for rank, problem in zip(read_ranks, problems, strict=True):
+                if recorder.get(rank) != "on":  # once read, available (an ending rank stops answering)
+                    recorder[rank] = problem or "on"
+            read = [c for c, problem in zip(readings, problems, strict=True) if not problem]
+            read_ranks = list(map(_rank_of, read))
+        if read:  # (the readings of a message at once)
+            judge.observe_readings(self._keys_of(node, read_ranks), list(map(_groups_of, read)),
+                                   list(map(operator.sub, itertools.repeat(now - lag), map(_age_of, read))))
 
     def _workers(self, view: NodeView, seq: int, body: Procs, judge: JudgeLike | None) -> Sequence[WorkerActivity]:
         """The node's rank processes after reading ``seq`` (kept in ``view`` for the readings that
@@ -237,7 +250,7 @@ class Ingest:
         """The keys of ``node``'s ``ranks`` (:meth:`_key` of each), found in C."""
         of_node = self._node_ranks.get(node)
         found: list[RankKey | None] = list(map(of_node.get, ranks)) if of_node is not None else [None] * len(ranks)
-        if None in found:
+        if not all(found):  # (not ``None in found``: that compares each key with None, a Python call each)
             found = [k if k is not None else self._key(node, r) for k, r in zip(found, ranks, strict=True)]
         return cast("list[RankKey]", found)
 
@@ -270,12 +283,15 @@ class Ingest:
         # Behind the nodes, the tails (read by nothing on the verdict's path) are the first work shed.
         shed = self.job.behind >= SHED_BEHIND
         # (a body of held progress rows alone has no line for the job's log)
-        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks else ([], 0)
+        logged = body.logged
+        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks or logged else ([], 0)
         if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
                 self._keys[(k.node, k.rank)] = k
                 self._node_ranks.setdefault(k.node, {})[k.rank] = k
+        if logged is not None:  # decoded for the judge alone: its ranks are the judged ones of the batch's
+            rank_keys = list(map(rank_keys.__getitem__, logged.judged))
         if shed:
             self.counters.tail_lines_shed += n
         view.lines += n
@@ -293,8 +309,12 @@ class Ingest:
             except ValueError as exc:  # a signature we do not know: classify here instead
                 log.debug("classifying a batch of %s here: %s", h.node, exc)
         # Not classified by the agent (no knowledge base, another table, an older judge): the judge
-        # classifies it, line by line.
+        # classifies it, line by line (every rank's: a body decoded for the judge alone is decoded whole).
         self.counters.unclassified_batches += 1
+        if logged is not None:
+            whole = decode_body(Kind.LINES, frame)
+            assert isinstance(whole, Lines)
+            body, rank_keys = whole, self._node_keys[h.node]
         judge.observe_lines(body_lines(body, rank_keys, t_mono, h.wall))
 
     def _kb_fingerprint(self, judge: JudgeLike) -> int:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from neuron_watch.events import RankKey, Verdict, iso_utc
 from neuron_watch.iofaults import AppendFile, IOHealth
-from neuron_watch.wire.protocol import Header, Lines
+from neuron_watch.wire.protocol import Header, Kind, Lines, decode_body
 
 
 class JobLogLike(Protocol):
@@ -78,7 +78,13 @@ class JobLog:
         Returns each row's rank key (in the body's order) and the number of lines.
 
         The node is the header's, the sender's authenticated name: a node speaks for itself only.
+        A body decoded for the judge alone (``Lines.logged``: for a job log that decodes the frames
+        itself) is decoded whole again from ``frame``.
         """
+        if body.logged is not None:
+            whole = decode_body(Kind.LINES, frame)
+            assert isinstance(whole, Lines)
+            body = whole
         return self.write_rows(h.node, h.wall, body, keep_tails)
 
     def write_rows(self, node: str, wall: float, body: Lines, keep_tails: bool) -> tuple[list[RankKey], int]:

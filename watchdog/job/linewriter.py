@@ -65,6 +65,9 @@ SHED_REPEAT = 10.0
 MAX_ROW_KEYS = 65_536
 #: The writer writes merged.log out at least this often (seconds).
 FLUSH_EVERY = 0.2
+#: Reports the writer keeps for the coordinator while its control socket takes none (more are left out:
+#: each is also in the writer's log and, for a batch, marked in merged.log)
+MAX_REPORTS = 1024
 
 #: ``(argv, env) -> process``: starts the writer as the leader of a process group we own.
 Start = Callable[[Sequence[str], Mapping[str, str]], "subprocess.Popen[bytes]"]
@@ -140,22 +143,25 @@ class LineWriter:
         self.closed = False
         self._gone_told = False
 
+    #: the writer decodes each batch's frame itself: the coordinator decodes only the judge's part of it
+    decodes_frames = True
+
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]:
         """Hand batch ``frame`` (``body`` as it crossed the wire) to the writer, or shed it at once."""
-        rows = body.ranks
         # A node sends the same ranks batch after batch: their keys are looked up once per set of
-        # ranks, and nothing here steps through the rows in Python.
-        ranks = tuple(map(_RANK, rows))
+        # ranks, and nothing here steps through the rows in Python. (A body decoded for the judge
+        # alone names every rank of the batch in ``logged``.)
+        ranks = tuple(map(_RANK, body.ranks)) if body.logged is None else body.logged.ranks
         rank_keys = self._row_keys.get((h.node, ranks))
         if rank_keys is None:
             if len(self._row_keys) >= MAX_ROW_KEYS:
                 self._row_keys.clear()
             rank_keys = self._row_keys[(h.node, ranks)] = [self._key(h.node, r) for r in ranks]
-        n = sum(map(_N_LINES, rows))
+        n = sum(map(_N_LINES, body.ranks)) if body.logged is None else body.logged.n_lines
         meta = msgpack.packb([h.node, h.wall, keep_tails, self._unmarked])
         try:
             self._bulk.send_multipart([meta, frame], zmq.NOBLOCK, copy=False)
@@ -220,6 +226,13 @@ class LineWriter:
     def _report(self, reply: list[Any]) -> None:
         if reply[0] == "io":
             self.tell(str(reply[1]), dict(reply[2]))
+        elif reply[0] == "unreadable":  # (each is said: an agent that builds bodies this version cannot read)
+            self.counters.merged_batches_unreadable += 1
+            message = (f"merged.log: a batch of {reply[1]} could not be decoded by its writer ({reply[2]}): its lines "
+                       "are missing there (marked where); each rank's own log has them")
+            self.tell(EventKind.WARNING, {"kind": "merged_log_unreadable", "message": message, "node": reply[1],
+                                          "batches": self.counters.merged_batches_unreadable})
+            log.warning("%s", message)
 
     def close(self) -> None:
         """The writer writes what is queued and leaves; at the deadline its group is stopped. Reaped."""
@@ -260,8 +273,16 @@ def serve(run_dir: str, tail_lines: int, bulk_url: str, control_url: str) -> int
         sock.setsockopt(zmq.LINGER, 0)
     bulk.bind(bulk_url)
     ctl.bind(control_url)
+    # What the coordinator must hear (disk faults, batches that could not be decoded) waits here until its
+    # control socket has connected: a DEALER with no peer yet takes nothing (a writer that started first).
+    reports: list[list[Any]] = []
+
+    def report(item: list[Any]) -> None:
+        if len(reports) < MAX_REPORTS:
+            reports.append(item)
+
     health = IOHealth(node=COORDINATOR_NODE)
-    health.listeners.append(lambda kind, fields: _send(ctl, ["io", kind, fields]))
+    health.listeners.append(lambda kind, fields: report(["io", kind, fields]))
     joblog = JobLog(run_dir, health, tail_lines,
                     gap=lambda lines, nbytes, error: gap_line(time.time(), COORDINATOR_NODE, lines, nbytes, error))
     poller = zmq.Poller()
@@ -274,7 +295,9 @@ def serve(run_dir: str, tail_lines: int, bulk_url: str, control_url: str) -> int
         if ctl in ready:  # before the bulk: a tail is evidence someone waits for
             closing = _control(ctl, joblog)
         if bulk in ready or closing:
-            closing = _batches(bulk, joblog, limit=None if closing else 64) or closing
+            closing = _batches(bulk, joblog, report, limit=None if closing else 64) or closing
+        while reports and _send(ctl, reports[0]):
+            del reports[0]
         if time.monotonic() - flushed >= FLUSH_EVERY:
             joblog.flush()
             flushed = time.monotonic()
@@ -285,9 +308,13 @@ def serve(run_dir: str, tail_lines: int, bulk_url: str, control_url: str) -> int
     return 0
 
 
-def _send(sock: zmq.Socket[bytes], item: list[Any]) -> None:
-    with contextlib.suppress(zmq.Again):
+def _send(sock: zmq.Socket[bytes], item: list[Any]) -> bool:
+    """``item`` to the coordinator if its socket takes it now (False: no peer yet, or its queue is full)."""
+    try:
         sock.send(msgpack.packb(item), zmq.NOBLOCK)
+    except zmq.Again:
+        return False
+    return True
 
 
 def _control(ctl: zmq.Socket[bytes], joblog: JobLog) -> bool:
@@ -303,9 +330,10 @@ def _control(ctl: zmq.Socket[bytes], joblog: JobLog) -> bool:
             _send(ctl, ["tail", req[1], joblog.tail(RankKey(req[2], req[3]), req[4])])
 
 
-def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, limit: int | None) -> bool:
-    """Up to ``limit`` queued batches (None: all) into the job log. Returns whether the last batch
-    was handed over (the coordinator closes)."""
+def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, report: Callable[[list[Any]], None], limit: int | None) -> bool:
+    """Up to ``limit`` queued batches (None: all) into the job log; a batch that cannot be decoded is
+    marked in merged.log and ``report``-ed to the coordinator (which counts it). Returns whether the
+    last batch was handed over (the coordinator closes)."""
     done = 0
     while limit is None or done < limit:
         try:
@@ -323,8 +351,13 @@ def _batches(bulk: zmq.Socket[bytes], joblog: JobLog, limit: int | None) -> bool
                                 "ranks' own logs have them)\n")
         try:
             body = decode_body(Kind.LINES, frame)
-        except ProtocolError as exc:  # authenticated and decoded by the coordinator: never expected
-            log.warning("merged.log: a batch of %s could not be decoded again: %s", node, exc)
+        except ProtocolError as exc:
+            # Authenticated; the coordinator decoded the part its judge takes (a light batch's judged ranks:
+            # Lines.logged), not the other ranks' rows: a fault there is found here, marked and counted.
+            log.warning("merged.log: a batch of %s could not be decoded: %s", node, exc)
+            joblog.merged.write(f"{iso_utc(time.time())} {COORDINATOR_NODE} | neuron-watch: a batch of {node} is "
+                                f"missing here: it could not be decoded ({exc}); the ranks' own logs have its lines\n")
+            report(["unreadable", node, str(exc)])
             continue
         assert isinstance(body, Lines)
         joblog.write_rows(node, wall, body, keep_tails)

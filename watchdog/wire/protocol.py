@@ -272,6 +272,16 @@ class RankBlock(NamedTuple):
     text: str
 
 
+class LoggedRanks(NamedTuple):
+    """What a body decoded for the judge alone (:attr:`Lines.logged`) keeps of the rows it did not decode:
+    every rank of the batch in the body's order (the job log's keys), the batch's lines, and the
+    judged ranks' places among them (the rows ``Lines.ranks`` holds)."""
+
+    ranks: tuple[int, ...]
+    n_lines: int
+    judged: tuple[int, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """First message of an agent session: what it runs, and its ``place`` in the job (torchrun's
@@ -306,6 +316,11 @@ class Lines:
     progress the node holds: its lines are the job log's (``merged.log``, the tails), not the judge's,
     until its row is due. Every rank of ``matches`` and ``progress`` is judged. ``held``: the rows the
     node held of ranks with no line in this batch, now due (:class:`HeldProgress`).
+
+    ``logged``: set on a body decoded for the judge alone (``decode_body(..., judged_only=True)``): ``ranks``
+    then holds the judged ranks only (``matches``, ``progress`` and ``blocks`` index them, ``judged`` is
+    None), and ``logged`` names every rank of the batch and counts its lines (the job log's, whose writer
+    decodes the frame itself). Such a body is never encoded again.
     """
 
     ranks: tuple[RankLines, ...]
@@ -315,9 +330,12 @@ class Lines:
     blocks: tuple[RankBlock, ...] = ()
     judged: tuple[int, ...] | None = None
     held: tuple[HeldProgress, ...] = ()
+    logged: LoggedRanks | None = None
 
     @property
     def n_lines(self) -> int:
+        if self.logged is not None:
+            return self.logged.n_lines
         return sum(r.n_lines for r in self.ranks)
 
 
@@ -532,6 +550,9 @@ def kind_of(body: Body) -> Kind:
 
 def _body_to_wire(body: Body) -> list[Any]:
     if isinstance(body, Lines):
+        if body.logged is not None:
+            raise ValueError("a lines body decoded for the judge alone holds the judged ranks only: it is "
+                             "never encoded again (send the frame it came in)")
         # Paths repeat on every match of a file: send each once per batch, index it per match.
         sources: dict[str, int] = {}
         matches = []
@@ -809,6 +830,61 @@ def _decode_lines(b: list[Any]) -> Lines:
     return fast if fast is not None else _decode_lines_checked(b)
 
 
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def _rechunked(rows: list[Any], place: dict[int, int]) -> list[Any] | None:
+    """Rows whose first item is a rank index (matches, progress rows, error blocks) with that index
+    turned into its rank's place among the judged ranks; None when a row is not a list starting with a
+    judged rank's index (the whole body's decode then names the problem)."""
+    if not rows:
+        return rows
+    if set(map(type, rows)) != _LIST or 0 in set(map(len, rows)):
+        return None
+    chunks = list(map(_first, rows))
+    if not set(map(type, chunks)) <= _INT:
+        return None
+    places = list(map(place.get, chunks))
+    if None in places:
+        return None
+    return [[i, *row[1:]] for i, row in zip(places, rows, strict=True)]
+
+
+def _decode_lines_judged(b: list[Any]) -> Lines | None:
+    """The judged part of a paced body (schema 10: a ``judged`` list) decoded alone, for a coordinator
+    whose job log's writer decodes the whole frame itself: every rank's number and line count
+    (checked: the job log's keys and counts), the judged ranks' rows, the matches, progress rows, error
+    blocks and held rows, all checked as in the whole body's decode; the other ranks' times and texts are
+    neither checked nor built (a light batch at 1,024 nodes judges one or a few of its 64 ranks). The
+    result's chunks index the judged ranks (:attr:`Lines.logged`). ``None``: not such a body, most of its
+    ranks judged (the whole decode costs no more), or anything off (the whole decode names it)."""
+    if len(b) != 8 or type(b[6]) is not list or type(b[2]) is not list or type(b[1]) is not list:
+        return None
+    classified, sources, rows, mrows, prows, brows, judged, held_v = b
+    if not judged or 2 * len(judged) > len(rows) or len(rows) > MAX_BATCH_ITEMS:
+        return None
+    if set(map(type, rows)) != _LIST or set(map(len, rows)) != {6}:
+        return None
+    rank_c, n_c = tuple(map(_first, rows)), tuple(map(_second, rows))
+    if not (set(map(type, rank_c + n_c + tuple(judged))) == _INT and len(set(rank_c)) == len(rank_c)
+            and min(n_c) >= 1 and len(set(judged)) == len(judged) and min(judged) >= 0 and max(judged) < len(rows)
+            and type(mrows) is list and type(prows) is list and type(brows) is list):
+        return None
+    place = dict(zip(judged, range(len(judged)), strict=True))
+    mrows, prows, brows = _rechunked(mrows, place), _rechunked(prows, place), _rechunked(brows, place)
+    if mrows is None or prows is None or brows is None:
+        return None
+    part = _decode_lines_fast([classified, sources, list(map(rows.__getitem__, judged)), mrows, prows])
+    if part is None or len(brows) > len(judged) * MAX_BLOCKS_PER_RANK:
+        return None
+    try:
+        blocks, held = _blocks(brows, len(part.ranks), sources), _held(held_v, set(rank_c), sources)
+    except ProtocolError:
+        return None
+    return Lines(part.ranks, part.matches, part.classified, part.progress, blocks, None, held,
+                 LoggedRanks(rank_c, sum(n_c), tuple(judged)))
+
+
 #: a held progress row's fields (HeldProgress on the wire: the source as an index into the body's sources)
 _HELD_FIELDS = 10
 
@@ -830,11 +906,16 @@ def _paced(judged_v: Any, held_v: Any, body: Lines, sources: list[str]) -> tuple
             raise ProtocolError("field", f"ranks {sorted(named - set(col))[:5]} of matches or progress rows "
                                          "are not judged")
         judged = tuple(col)
+    return judged, _held(held_v, {r.rank for r in body.ranks}, sources)
+
+
+def _held(held_v: Any, own: set[int], sources: list[str]) -> tuple[HeldProgress, ...]:
+    """A schema 10 body's held rows, checked: each a rank not among ``own`` (the body's ranks), once."""
     rows = _list(held_v, None, "held")
     if len(rows) > MAX_BATCH_ITEMS:
         raise ProtocolError("field", f"a lines body holds at most {MAX_BATCH_ITEMS} held rows")
     held = []
-    own = {r.rank for r in body.ranks}
+    own = set(own)
     for row in rows:
         if type(row) is not list or len(row) != _HELD_FIELDS:
             raise ProtocolError("field", "a held row must be [rank, signature, step, loss, d_mono, d_wall, text, "
@@ -851,7 +932,7 @@ def _paced(judged_v: Any, held_v: Any, body: Lines, sources: list[str]) -> tuple
             raise ProtocolError("field", f"held row source index {si} out of range")
         held.append(HeldProgress(rank, sig, step, None if loss is None else _float(loss, "loss"),
                                  _float(d_mono, "d_mono"), _float(d_wall, "d_wall"), text, sources[si], lineno, count))
-    return judged, tuple(held)
+    return tuple(held)
 
 
 def _decode_lines_checked(b: list[Any]) -> Lines:
@@ -1102,13 +1183,20 @@ def _decode_procs_checked(b: list[Any]) -> Procs:
     return Procs(tuple(samples), locks, tuple(workers), tuple(readings), tuple(activity), same_as, gone_ranks)
 
 
-def decode_body(kind: Kind, frame: bytes) -> Body:
+def decode_body(kind: Kind, frame: bytes, judged_only: bool = False) -> Body:
     """Decode and validate a body frame of ``kind`` (after its header was decoded and the message's
-    signature checked). Raises :class:`ProtocolError` like :func:`decode`."""
+    signature checked). Raises :class:`ProtocolError` like :func:`decode`.
+
+    ``judged_only``: of a paced lines body whose judged ranks are fewer than half its ranks, decode the
+    judge's part alone (:attr:`Lines.logged`): for a coordinator whose job log decodes the frame itself."""
     b = _unpack(frame, "body")
     if type(b) is not list:
         raise ProtocolError("garbage", f"{kind.value} body is not an array")
     if kind is Kind.LINES:
+        if judged_only:
+            part = _decode_lines_judged(b)
+            if part is not None:
+                return part
         return _decode_lines(b)
     if kind is Kind.HELLO:
         _list(b, 5, "hello body")
