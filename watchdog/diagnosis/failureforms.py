@@ -66,6 +66,7 @@ from neuron_watch.diagnosis.forms_round20a import NEEDLES as ROUND20A_NEEDLES
 from neuron_watch.diagnosis.forms_round20a import round20a_cause, round20a_form
 from neuron_watch.diagnosis.forms_round20b import NEEDLES as ROUND20B_NEEDLES
 from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
+from neuron_watch.diagnosis.forms_round21b import round21b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -75,7 +76,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 27
+FORM_RULES = 28
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -460,7 +461,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     stated = (round18b_cause(text) or round20b_cause(text) or round13a_cause(text) or round14a_cause(text)
               or round14b_cause(text)
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
-              or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text))
+              or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
+              or round21b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
