@@ -30,6 +30,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from neuron_watch.events import (
@@ -256,7 +257,7 @@ class Coordinator:
                              silent_for=round(now - view.last_heard, 3))
         verdict = None
         self.status_files.kept.turn(self.recovery, self.pacing, self.registry.enough(self.settings.expected_nodes), now,
-                                    self._runs)
+                                    partial(runs, self))
         if self.judge is not None and self.registry.enough(self.settings.expected_nodes) and self.pacing.due(now):
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
@@ -271,7 +272,8 @@ class Coordinator:
         else:
             resume_owed(self, now)
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
-        self.status_files.kept.record(self.recovery, self._runs)  # what this turn's commands did, before the next one
+        # what this turn's commands did, before the next one
+        self.status_files.kept.record(self.recovery, partial(runs, self))
         self.joblog.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
@@ -330,7 +332,7 @@ class Coordinator:
         a stop asked or a generation relaunched, even if this process dies before their events or
         their messages are out; docs/multinode.md, "A crash mid-recovery")."""
         if commands:
-            self.status_files.kept.record(self.recovery, self._runs)
+            self.status_files.kept.record(self.recovery, partial(runs, self))
         queue = collections.deque(commands)
         while queue:
             cmd = queue.popleft()
@@ -362,13 +364,6 @@ class Coordinator:
                 self._relaunching = True
             elif isinstance(cmd, Finish):
                 self._finish(cmd, now)
-
-    def _runs(self, generation: int) -> bool:
-        """Whether ``generation`` is known to run (:func:`~neuron_watch.recovery.coordcrash.launch_confirmed`):
-        until then a relaunch is still recorded as under way, for a successor to finish."""
-        return launch_confirmed(generation, launched=self.relauncher.running_generation(),
-                                nodes_at=tuple(v.generation for v in self.nodes.values()),
-                                all_back=self.registry.enough(self.settings.expected_nodes))
 
     def _relaunch_done(self, now: float) -> None:
         """While a relaunch is under way: its answer, once it has one."""
@@ -500,6 +495,14 @@ class Coordinator:
         self.joblog.close()
         self.events.close()
         self.heap.release()
+
+
+def runs(coord: Coordinator, generation: int) -> bool:
+    """Whether ``generation`` is known to run (:func:`~neuron_watch.recovery.coordcrash.launch_confirmed`):
+    until then a relaunch is still recorded as under way, for a successor to finish."""
+    return launch_confirmed(generation, launched=coord.relauncher.running_generation(),
+                            nodes_at=tuple(v.generation for v in coord.nodes.values()),
+                            all_back=coord.registry.enough(coord.settings.expected_nodes))
 
 
 def resume_owed(coord: Coordinator, now: float) -> None:
