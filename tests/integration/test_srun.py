@@ -31,6 +31,7 @@ from tests.fixtures.procs import (
     hosted_coordinator_pid,
     named,
     pids_with_env,
+    recovery_phases,
     toy_settings,
     wait_until_gone,
 )
@@ -373,6 +374,51 @@ def test_the_coordinator_aborting_under_srun_is_survived_restarted_and_a_later_h
         assert "training done at step 40" in rank_lines(job.run_dir, "n2", 1)
         memory = json.loads((job.run_dir / "coordinator-state.json").read_text())
         assert memory["generation"] == 1 and memory["restarts"] == 1 and memory["incidents"] == 1
+        job.assert_nothing_survives()
+        assert wait_until_gone(HOSTED_MARKER_ENV, str(job.run_dir), 30) == []
+
+
+def test_the_srun_coordinator_dying_while_the_step_restarts_is_replaced_by_one_that_restarts_it_once(
+        quiet_slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """srun's resume path (docs/multinode.md, "A crash mid-recovery"): the hang (rank 1, n2's one rank,
+    stops at step 20) is judged and the job's coordinator is killed (SIGABRT) as soon as it says it
+    stops the step, before a new step runs. The batch step starts it again; the new one reads the
+    recovery under way in coordinator-state.json and what runs from the batch step (the step's state),
+    and finishes it: the step is restarted exactly once, as generation 1, from the checkpoint, and
+    the job completes. No process of it survives."""
+    c = quiet_slurm_cluster
+    with submitted(c, tmp_path, 2, ["--steps", "40", "--step-time", "0.3", "--hang-at", "20", "--hang-rank", "1"],
+                   HANG_WATCH, nproc=1) as job:
+        c.wait_for("the hang's verdict and the stop of the step", lambda: "stopping" in recovery_phases(job.run_dir),
+                   timeout=240, interval=0.05)
+        first = hosted_coordinator_pid(job.run_dir)
+        assert first is not None
+        assert [s["generation"] for s in named(events(job.run_dir), "srun_step")] == [0]  # no new step yet
+        os.kill(first, signal.SIGABRT)
+        state = job.wait()
+        assert state == "COMPLETED", job.explain()
+        out = job.output()
+        assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in out, out[-4000:]
+        evs = events(job.run_dir)
+        (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
+        assert restarted["resumed"] and restarted["pid"] != first
+        (resumed,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_resumed"]
+        print("resumed:", resumed["action"], resumed["message"])
+        # killed as the stop began: its verdict stands and the step's restart is owed (the record says
+        # capture or stop: the kill lands within a turn of the event)
+        assert resumed["action"] == "stop_and_restart", resumed
+        assert evs.index(restarted) < evs.index(resumed)
+        (hang,) = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
+        assert hang["culprit"] == {"node": "n2", "rank": 1}, hang
+        assert [s["generation"] for s in named(evs, "srun_step")] == [0, 1]
+        assert len(named(evs, "restart")) == 1, named(evs, "restart")
+        end = named(evs, "job_finished")
+        assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1, end
+        assert end[0]["restarts"] == 1, end
+        assert "training done at step 40" in rank_lines(job.run_dir, "n2", 1)
+        assert "resuming at step" in rank_lines(job.run_dir, "n2", 1)
+        memory = json.loads((job.run_dir / "coordinator-state.json").read_text())
+        assert memory["generation"] == 1 and memory["restarts"] == 1 and memory["under_way"] == "", memory
         job.assert_nothing_survives()
         assert wait_until_gone(HOSTED_MARKER_ENV, str(job.run_dir), 30) == []
 

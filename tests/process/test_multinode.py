@@ -30,10 +30,12 @@ from tests.fixtures.procs import (
     kill_group,
     named,
     pids_with_env,
+    recovery_phases,
     toy_environment,
     wait_until_gone,
 )
 from tests.fixtures.runs import StandaloneRun, TwoNodeRun
+from tests.fixtures.wait import wait_for, within
 
 pytestmark = pytest.mark.process
 
@@ -372,18 +374,25 @@ def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_j
     assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []
 
 
-def _phases(run_dir: Path) -> list[str]:
-    """The recovery phases in a run dir's events so far (a line being written is not read yet)."""
-    path = run_dir / "events.jsonl"
-    found = []
-    for line in (path.read_text(errors="replace").splitlines() if path.exists() else []):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == "recovery_phase":
-            found.append(e["phase"])
-    return found
+def _abort_the_coordinator_at(phase: str, what: str, tmp_path: Path,
+                              nodes: list[tuple[subprocess.Popen[str], Path]]) -> list[dict[str, Any]]:
+    """SIGABRT to node 0's coordinator process as soon as its events say the recovery ``phase`` (a
+    wait on what the run writes), then the job's end: both nodes exit 0 and node 0's wrapper said
+    the death. Returns node 0's events."""
+    (p0, run0), (p1, _run1) = nodes
+    wait_for(what, lambda: phase in recovery_phases(run0), within(240), alive=p1,
+             explain=lambda: out(tmp_path, 0), interval=0.02)
+    first = hosted_coordinator_pid(run0)
+    assert first is not None and p0.poll() is None
+    os.kill(first, signal.SIGABRT)
+    codes = wait_all(nodes, 300)
+    said = out(tmp_path, 0)
+    assert codes == [0, 0], said + out(tmp_path, 1)
+    assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in said
+    evs = events(run0)
+    (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
+    assert restarted["pid"] != first and restarted["cause"] == "signal SIGABRT", restarted
+    return evs
 
 
 def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the_job_once(
@@ -394,19 +403,8 @@ def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the
     finishes; no pid survives."""
     with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "3"],
              ["--hang-timeout", "6"]) as nodes:
-        (p0, run0), (p1, run1) = nodes
-        deadline = time.monotonic() + 240
-        while "capturing" not in _phases(run0):
-            assert time.monotonic() < deadline and p0.poll() is None and p1.poll() is None, out(tmp_path, 0)
-            time.sleep(0.05)
-        first = hosted_coordinator_pid(run0)
-        assert first is not None
-        os.kill(first, signal.SIGABRT)
-        codes = wait_all(nodes, 300)
-    said = out(tmp_path, 0)
-    assert codes == [0, 0], said + out(tmp_path, 1)
-    assert f"the job's coordinator (pid {first}) died (signal SIGABRT)" in said
-    evs = events(run0)
+        (_p0, run0), (_p1, run1) = nodes
+        evs = _abort_the_coordinator_at("capturing", "the hang's verdict and its capture", tmp_path, nodes)
     (resumed,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_resumed"]
     # killed as the capture began: the verdict stands and its restart is owed (a slower kill finds
     # the relaunch under way or done: then it is relaunched, or left running, never done twice)
@@ -418,6 +416,41 @@ def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the
     state = json.loads((run0 / "coordinator-state.json").read_text())
     assert state["generation"] == 1 and state["restarts"] == 1 and state["under_way"] == ""
     assert "resuming at step" in (run1 / "gen-1" / "rank-2.log").read_text()
+    for _p, run_dir in nodes:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
+    assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []
+
+
+def test_the_coordinator_dying_as_the_new_generation_starts_neither_restarts_it_again_nor_loses_the_restart(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """The coordinator aborts during the relaunch itself: the old generation stopped, the restart
+    counted, the launch of generation 1 sent, the new torchruns starting (docs/multinode.md, "A crash
+    mid-recovery"). The one started again reads the relaunch as under way until every node said it
+    runs generation 1, and the generation each node says in its hello: it goes on with a new
+    generation that starts (or relaunches one whose launch was lost), never restarting it again. One
+    restart, counted once; the job finishes from one checkpoint; no pid survives."""
+    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "3"],
+             ["--hang-timeout", "6"]) as nodes:
+        (_p0, run0), (_p1, run1) = nodes
+        evs = _abort_the_coordinator_at("restarting", "the old generation stopped and the relaunch asked", tmp_path,
+                                        nodes)
+    (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
+    assert restarted["resumed"]
+    resumed = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_resumed"]
+    # killed within the relaunch: the record says it is owed until both nodes run generation 1, so the
+    # successor goes on (the launch arrived) or relaunches (it was lost); a kill that lands after both
+    # nodes said `launched` finds nothing owed. Never a stop, never a second restart.
+    print("resumed:", [(e["action"], e["message"]) for e in resumed])
+    assert len(resumed) <= 1 and all(e["action"] in ("go_on", "relaunch") for e in resumed), resumed
+    assert len(named(evs, "restart")) == 1, named(evs, "restart")
+    assert [e["label"] for e in named(evs, "verdict") if e["action"] != "wait"] == ["collective_hang"]
+    end = named(evs, "job_finished")
+    assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1 and end[0]["restarts"] == 1, end
+    state = json.loads((run0 / "coordinator-state.json").read_text())
+    assert state["generation"] == 1 and state["restarts"] == 1 and state["under_way"] == "", state
+    for run_dir, rank in ((run0, 0), (run1, 2)):  # each node's first rank
+        assert not (run_dir / "gen-2").exists()
+        assert "resuming at step" in (run_dir / "gen-1" / f"rank-{rank}.log").read_text()
     for _p, run_dir in nodes:
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
     assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []

@@ -14,7 +14,8 @@ import pytest
 from neuron_watch.events import JobState, NodeStatus
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.memory import JobMemory, Takeover, memory_of, recall, verdict_from_record, verdict_record
-from neuron_watch.recovery.coordcrash import RESUME_JOIN_WAIT, ResumeAction, UnderWay, resume
+from neuron_watch.recovery.commands import Relaunched
+from neuron_watch.recovery.coordcrash import RESUME_JOIN_WAIT, ResumeAction, UnderWay, launch_confirmed, resume
 from neuron_watch.recovery.machine import ChooseCheckpoint, Facts, Relaunch, StopJob, resume_relaunch, resume_stop
 from tests.unit.test_recovery import HANG, HW, Job, kinds
 
@@ -171,3 +172,81 @@ def test_a_resumption_after_a_signal_or_the_end_does_nothing() -> None:
     job.rec.interrupt(15, 1.0, 0)
     assert resume_stop(job.rec, HANG, 2.0, 0) == [] and resume_relaunch(job.rec, HANG, 2.0, 0) == []
     assert job.rec.state is JobState.RUNNING
+
+
+# -- a crash during the relaunch itself: after the launch was sent, before every node took it ---------------
+
+
+@pytest.mark.parametrize(("launched", "nodes_at", "all_back", "runs"), [
+    (None, (1, 1), True, True),  # every node says it runs generation 1 (its hello, its `launched` status)
+    (None, (2, 1), True, True),  # ... or a later one
+    (None, (1, 0), True, False),  # one node still in 0: its `launch` may be lost with the coordinator
+    (None, (1,), False, False),  # a node not back: not known
+    (None, (), True, False),
+    (1, (), False, True),  # srun: the batch step says the step of 1 runs
+    (-1, (1, 1), False, False),  # ... no step runs
+])
+def test_a_generation_is_confirmed_once_every_node_or_the_step_says_it_runs(
+        launched: int | None, nodes_at: tuple[int, ...], all_back: bool, runs: bool) -> None:
+    assert launch_confirmed(1, launched=launched, nodes_at=nodes_at, all_back=all_back) is runs
+
+
+def relaunched_job() -> Job:
+    """A job its coordinator relaunched as generation 1 (restart counted, launch sent), now starting."""
+    job = Job()
+    job.to_running()
+    job.fail_and_capture(HANG)
+    job.everyone(NodeStatus.STOPPED)
+    job.rec.tick(job.now + 1, Facts(job.nodes, job.heard, None, True, job.progress, job.gone))
+    job.rec.checkpoint_chosen("/ckpt/step_6", job.now + 1, job.heard)
+    job.rec.relaunched(Relaunched(), job.now + 1)
+    assert job.rec.state is JobState.STARTING and job.rec.generation == 1 and job.rec.policy.restarts == 1
+    return job
+
+
+def test_the_relaunch_stays_owed_in_the_record_until_every_node_runs_the_new_generation(tmp_path: Path) -> None:
+    job = relaunched_job()
+    takeover = Takeover(str(tmp_path), IOHealth("n0"))
+    asked: list[int] = []
+
+    def nobody_yet(generation: int) -> bool:
+        asked.append(generation)
+        return False
+
+    takeover.record(job.rec, nobody_yet)
+    left = recall(str(tmp_path))
+    assert left is not None and asked == [1]
+    assert (left.under_way, left.generation, left.restarts, left.launched_from) == ("relaunch", 1, 1, "/ckpt/step_6")
+    assert verdict_from_record(left.verdict) is not None
+    job.to_running()  # RUNNING before the nodes said so: still owed
+    takeover.record(job.rec, nobody_yet)
+    assert memory_of(job.rec, launch_unconfirmed=True).under_way == "relaunch"
+    takeover.record(job.rec, lambda generation: generation <= 1)  # every node says it runs 1
+    confirmed = recall(str(tmp_path))
+    assert confirmed is not None and confirmed.under_way == "" and confirmed.generation == 1
+    takeover.record(job.rec, nobody_yet)  # not asked again once confirmed
+    assert asked == [1, 1] and recall(str(tmp_path)) == confirmed
+
+
+@pytest.mark.parametrize(("nodes_at", "expected"), [
+    ((0, 0), ResumeAction.RELAUNCH),  # the launch was lost with the coordinator: started now, not counted again
+    ((1, 1), ResumeAction.GO_ON),  # it arrived: the new generation starts, healthy, and is not touched
+    ((1, 0), ResumeAction.GO_ON),  # one node has it: a node that works is never stopped
+])
+def test_died_while_the_new_generation_starts_the_restart_is_neither_lost_nor_done_twice(
+        tmp_path: Path, nodes_at: tuple[int, int], expected: ResumeAction) -> None:
+    first = Takeover(str(tmp_path), IOHealth("n0"))
+    first.record(relaunched_job().rec, lambda generation: False)  # then it dies
+    left = recall(str(tmp_path))
+    assert left is not None
+    job, takeover = restarted_job(left, tmp_path)
+    decided = takeover.resumption(5.0, launched=None, nodes_at=nodes_at, all_back=True)
+    assert decided is not None and decided[0].action is expected, decided
+    out = resume_relaunch(job.rec, decided[1], 5.0, job.heard) if expected is ResumeAction.RELAUNCH else []
+    assert [c.generation for c in out if isinstance(c, Relaunch)] == ([1] if expected is ResumeAction.RELAUNCH else [])
+    assert not [c for c in out if kinds([c]) == ["restart"]]
+    assert job.rec.policy.restarts == 1 and job.rec.generation == 1
+    # the successor keeps the relaunch owed until every node runs generation 1, as its predecessor did
+    takeover.record(job.rec, lambda generation: min(nodes_at) >= generation)
+    again = recall(str(tmp_path))
+    assert again is not None and again.under_way == ("" if min(nodes_at) == 1 else "relaunch"), again

@@ -30,6 +30,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from neuron_watch.events import (
@@ -70,7 +71,7 @@ from neuron_watch.recovery.commands import (
     Relaunched,
     StopJob,
 )
-from neuron_watch.recovery.coordcrash import ResumeAction
+from neuron_watch.recovery.coordcrash import ResumeAction, launch_confirmed
 from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings, resume_relaunch, resume_stop
 from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
 from neuron_watch.recovery.turns import BUSY_WAIT, earliest, wait_for
@@ -257,7 +258,8 @@ class Coordinator:
             self.events.emit(EventKind.NODE_UNOBSERVED, self.generation, node=view.node,
                              silent_for=round(now - view.last_heard, 3))
         verdict = None
-        self.status_files.kept.turn(self.recovery, self.pacing, self.registry.enough(self.settings.expected_nodes), now)
+        self.status_files.kept.turn(self.recovery, self.pacing, self.registry.enough(self.settings.expected_nodes), now,
+                                    partial(runs, self))
         if self.judge is not None and self.registry.enough(self.settings.expected_nodes) and self.pacing.due(now):
             spent = time.perf_counter()
             verdict = self.judge.verdict(now)
@@ -272,7 +274,8 @@ class Coordinator:
         else:
             resume_owed(self, now)
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
-        self.status_files.kept.record(self.recovery)  # what this turn's commands did, before the next one
+        # what this turn's commands did, before the next one
+        self.status_files.kept.record(self.recovery, partial(runs, self))
         self.joblog.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
@@ -326,7 +329,12 @@ class Coordinator:
                      launcher_gone=self.relauncher.gone())
 
     def _execute(self, commands: list[Command], now: float) -> None:
-        """Carry out recovery's commands in order; what an execution answers goes back to it at once."""
+        """Carry out recovery's commands in order; what an execution answers goes back to it at once.
+        The record is written first (write-ahead: a successor finds the recovery the commands act on,
+        a stop asked or a generation relaunched, even if this process dies before their events or
+        their messages are out; docs/multinode.md, "A crash mid-recovery")."""
+        if commands:
+            self.status_files.kept.record(self.recovery, partial(runs, self))
         queue = collections.deque(commands)
         while queue:
             cmd = queue.popleft()
@@ -489,6 +497,14 @@ class Coordinator:
         self.joblog.close()
         self.events.close()
         self.heap.release()
+
+
+def runs(coord: Coordinator, generation: int) -> bool:
+    """Whether ``generation`` is known to run (:func:`~neuron_watch.recovery.coordcrash.launch_confirmed`):
+    until then a relaunch is still recorded as under way, for a successor to finish."""
+    return launch_confirmed(generation, launched=coord.relauncher.running_generation(),
+                            nodes_at=tuple(v.generation for v in coord.nodes.values()),
+                            all_back=coord.registry.enough(coord.settings.expected_nodes))
 
 
 def resume_owed(coord: Coordinator, now: float) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,6 +101,8 @@ def verdict_from_record(data: dict[str, Any]) -> Verdict | None:
 #: the recovery states a successor finishes, by what is owed
 _UNDER_WAY = {JobState.CAPTURING: UnderWay.CAPTURE, JobState.STOPPING: UnderWay.STOP,
               JobState.RESTARTING: UnderWay.RELAUNCH}
+#: the states in which a generation runs (a relaunch done, or not yet confirmed by the nodes)
+_WATCHING = (JobState.STARTING, JobState.RUNNING)
 
 
 def remember(run_dir: str, memory: JobMemory, health: IOHealth) -> bool:
@@ -118,11 +121,16 @@ def recall(run_dir: str) -> JobMemory | None:
     return JobMemory.from_dict(data) if isinstance(data, dict) else None
 
 
-def memory_of(recovery: Recovery) -> JobMemory:
-    """What a successor of this coordinator could not learn from the nodes."""
+def memory_of(recovery: Recovery, launch_unconfirmed: bool = False) -> JobMemory:
+    """What a successor of this coordinator could not learn from the nodes. ``launch_unconfirmed``:
+    the generation was relaunched but not every node says it runs it yet (:class:`Takeover`): the
+    relaunch is still owed to a successor, which relaunches it if the nodes are back in the old one
+    and goes on if they run the new one."""
     policy = recovery.policy
     # a signal's stop is not a restart: a successor of a coordinator that died stopping for one owes none
     owed = None if recovery.interrupted else _UNDER_WAY.get(recovery.state)
+    if owed is None and launch_unconfirmed and not recovery.interrupted and recovery.state in _WATCHING:
+        owed = UnderWay.RELAUNCH
     return JobMemory(generation=recovery.generation, restarts=policy.restarts,
                      consecutive_failures=policy.consecutive_failures, failures=tuple(policy.failures),
                      incidents=recovery.incident, launched_from=recovery.launched_from,
@@ -142,25 +150,38 @@ class Takeover:
         self.owed: tuple[UnderWay, Verdict] | None = None
         self._since: float | None = None  # this coordinator's first turn, after a restore
         self._owed_generation = 0
+        #: the newest generation known to run on every node (or the srun step): a later one was
+        #: relaunched and its ``launch`` may not have arrived yet (:func:`launch_confirmed`)
+        self._confirmed = 0
 
-    def turn(self, recovery: Recovery, pacing: VerdictPacing, enough: bool, now: float) -> None:
+    def turn(self, recovery: Recovery, pacing: VerdictPacing, enough: bool, now: float,
+             runs: Callable[[int], bool] | None = None) -> None:
         """Once a coordinator's turn, before its verdict (``enough``: every node of the job joined).
         The record is written when it changed (what the last turn did; a fault is counted and tried
         again). At the first turn with every node back after a :meth:`restore`, no verdict for the
         pause grace, as after a pause of the coordinator's own: what the nodes buffered for it
         meanwhile (their ranks' newest progress among it) arrives first -- a verdict on part of it
         names no culprit, or the wrong one."""
-        self.record(recovery)
+        self.record(recovery, runs)
         if self._since is None:
             self._since = now
         if self._waiting and enough:
             self._waiting = False
             pacing.hold_until = max(pacing.hold_until, now + pacing.pause_grace)
 
-    def record(self, recovery: Recovery) -> None:
+    def record(self, recovery: Recovery, runs: Callable[[int], bool] | None = None) -> None:
         """The record written if it changed (also at the end of a turn: what the turn's commands did
-        is on disk before the next turn, so a crash loses at most the commands of one turn)."""
-        memory = memory_of(recovery)
+        is on disk before the next turn, so a crash loses at most the commands of one turn).
+        ``runs(generation)``: whether the nodes (or the srun step) say they run ``generation``
+        (:func:`launch_confirmed`); asked only from a relaunch until it says yes, and without it a
+        relaunch counts as confirmed once done."""
+        unconfirmed = False
+        if recovery.generation > self._confirmed and recovery.state in _WATCHING:
+            if runs is None or runs(recovery.generation):
+                self._confirmed = recovery.generation
+            else:
+                unconfirmed = True
+        memory = memory_of(recovery, unconfirmed)
         if memory != self._written and remember(self.run_dir, memory, self.health):
             self._written = memory
 
@@ -188,6 +209,9 @@ class Takeover:
         policy.restarts, policy.consecutive_failures = memory.restarts, memory.consecutive_failures
         policy.failures = list(memory.failures)
         self._waiting = True
+        # a relaunch recorded as owed is confirmed (or done again) by the resumption; else the
+        # recorded generation ran when it was written
+        self._confirmed = memory.generation - 1 if memory.owed is UnderWay.RELAUNCH else memory.generation
         verdict = verdict_from_record(memory.verdict)
         owed = memory.owed
         if owed is not None and verdict is not None:

@@ -84,6 +84,16 @@ class Resumption:
 RESUME_JOIN_WAIT = 30.0
 
 
+def launch_confirmed(generation: int, *, launched: int | None, nodes_at: tuple[int, ...], all_back: bool) -> bool:
+    """Whether ``generation`` is known to run: the relauncher says so (the srun step of it), or every
+    node of the job is back and says it runs it or a later one (its hello, its statuses: an agent
+    takes a generation when its ``launch`` arrives). Until then a relaunch may still be lost (a
+    coordinator that dies with the ``launch`` in its socket's queue), so it stays ``under_way``
+    (pure; the arguments as :func:`resume`'s)."""
+    return (launched is not None and launched >= generation) or (all_back and bool(nodes_at)
+                                                                 and min(nodes_at) >= generation)
+
+
 def resume(under_way: UnderWay | None, generation: int, *, launched: int | None, nodes_at: tuple[int, ...],
            all_back: bool, waited: float, join_wait: float = RESUME_JOIN_WAIT) -> Resumption:
     """What a coordinator started again does about the recovery its predecessor had ``under_way``
@@ -100,7 +110,7 @@ def resume(under_way: UnderWay | None, generation: int, *, launched: int | None,
     settled = all_back or waited >= join_wait or launched == -1
     newest = max(nodes_at, default=-1)
     if under_way is UnderWay.RELAUNCH:
-        if (launched is not None and launched >= generation) or (all_back and nodes_at and min(nodes_at) >= generation):
+        if launch_confirmed(generation, launched=launched, nodes_at=nodes_at, all_back=all_back):
             return Resumption(ResumeAction.GO_ON, f"generation {generation} runs: the relaunch its predecessor "
                                                   "asked for was done; it is judged as any generation")
         if launched is None and not settled:
