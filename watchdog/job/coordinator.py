@@ -274,8 +274,7 @@ class Coordinator:
         else:
             resume_owed(self, now)
             self._execute(self.recovery.tick(now, self._facts(verdict)), now)
-        # what this turn's commands did, before the next one
-        self.status_files.kept.record(self.recovery, partial(runs, self))
+        self.status_files.kept.record(self.recovery, partial(runs, self))  # this turn's doing, before the next
         self.joblog.flush()
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
@@ -329,10 +328,9 @@ class Coordinator:
                      launcher_gone=self.relauncher.gone())
 
     def _execute(self, commands: list[Command], now: float) -> None:
-        """Carry out recovery's commands in order; what an execution answers goes back to it at once.
-        The record is written first (write-ahead: a successor finds the recovery the commands act on,
-        a stop asked or a generation relaunched, even if this process dies before their events or
-        their messages are out; docs/multinode.md, "A crash mid-recovery")."""
+        """Carry out recovery's commands in order; what an execution answers goes back to it at once. The record
+        is written first (write-ahead: a successor finds the stop or relaunch the commands act on even if this
+        process dies before their events or messages are out; docs/multinode.md, "A crash mid-recovery")."""
         if commands:
             self.status_files.kept.record(self.recovery, partial(runs, self))
         queue = collections.deque(commands)
