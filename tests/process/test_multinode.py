@@ -22,6 +22,7 @@ from neuron_watch.diagnosis.stacks import main_thread
 from neuron_watch.job.hosting import HOSTED_MARKER_ENV
 from tests.fixtures.procs import (
     NEURON_WATCH,
+    STEP_RANKS,
     TOY,
     events,
     force_cleanup,
@@ -213,9 +214,10 @@ def test_two_nodes_that_share_a_host_name_are_two_nodes_a_hang_is_judged_and_bot
 
 def test_two_agents_claiming_one_node_rank_are_refused_with_both_hosts_named(
         tmp_path: Path, toy_env: dict[str, str]) -> None:
-    # one rank a node: the claim is the nodes' (three wrappers, two places)
-    with job(tmp_path, toy_env, 2, ["--steps", "400"], ["--hang-timeout", "60"], named=False,
-             node_ranks=[0, 1, 1], nproc=1) as nodes:
+    # one rank a node: the claim is the nodes' (three wrappers, two places); torch-free ranks (STEP_RANKS)
+    # under real torchruns: neither torch nor a collective is the subject
+    with job(tmp_path, toy_env, 2, [], ["--hang-timeout", "60"], named=False,
+             node_ranks=[0, 1, 1], nproc=1, rank_cmd=[STEP_RANKS, "steady", "600"]) as nodes:
         evs: list[dict[str, Any]] = []
 
         def refused() -> bool:
@@ -304,7 +306,10 @@ def test_every_node_signalled_at_once_ends_the_job_on_their_word_not_the_stops_d
     node 0 stopped, recording why, instead of waiting out node 1's silence and the stop's deadline
     for an answer that never comes."""
     nproc = 1  # one rank a node: the signal, the stop and the leaving are the nodes'
-    with job(tmp_path, toy_env, 2, ["--steps", "100000"], ["--hang-timeout", "60"], nproc=nproc) as nodes:
+    # torch-free ranks (STEP_RANKS, "step N loss X" every 0.1 s) under real torchruns: neither torch nor
+    # a collective is the subject
+    with job(tmp_path, toy_env, 2, [], ["--hang-timeout", "60"], nproc=nproc,
+             rank_cmd=[STEP_RANKS, "steady", "600"]) as nodes:
         deadline = time.monotonic() + 180
         # both nodes joined (the coordinator heard node 1: its ranks training says nothing of that,
         # and a node never heard cannot tell it leaves) and their ranks train (their logs show steps)
