@@ -66,6 +66,8 @@ from neuron_watch.diagnosis.forms_round20a import NEEDLES as ROUND20A_NEEDLES
 from neuron_watch.diagnosis.forms_round20a import round20a_cause, round20a_form
 from neuron_watch.diagnosis.forms_round20b import NEEDLES as ROUND20B_NEEDLES
 from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
+from neuron_watch.diagnosis.forms_round21a import NEEDLES as ROUND21A_NEEDLES
+from neuron_watch.diagnosis.forms_round21a import round21a_cause, round21a_form
 from neuron_watch.diagnosis.forms_round21b import round21b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
@@ -76,7 +78,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 28
+FORM_RULES = 29
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -230,6 +232,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND20A_NEEDLES,
     # torch's warning of CUDA it could not initialise, NCCL's record of a contained CUDA error
     *ROUND20B_NEEDLES,
+    # a TPU slice's failure code, the entries of XLA's OOM report, the Ascend runtime's stream timeout
+    *ROUND21A_NEEDLES,
 )
 
 
@@ -241,6 +245,7 @@ def read_line(text: str) -> Form | None:
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
+            or round21a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -462,7 +467,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round14b_cause(text)
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
-              or round21b_cause(text))
+              or round21a_cause(text) or round21b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

@@ -42,11 +42,13 @@ _SPANK_REFUSED = re.compile(r"\bspank: required plugin \S+: \w+\(\) failed with 
 _CANN_RECORD = re.compile(r"(?:^|[\s\]>:|])(?:([A-Z][A-Za-z]*(?:_[A-Za-z0-9]+)+)\((E[A-Z]\d{4})\)|(E[A-Z]\d{4})):\s")
 #: The causes the registries' entries state, by code (HCCL's EI codes and HCCP's EJ codes, hcomm's registry):
 #: a configuration the collective library refuses, a collective a peer never joined (EI0002's notify wait), a
-#: connection that failed, device memory, a device held by a process that is still running (EJ0001).
+#: connection that failed, device memory, a device held by a process that is still running (EJ0001). EI0009 is
+#: the registry's Communication_Error_Initialize_Transport ("Device %s transport init error. Reason: %s.").
 _CANN_CODES = {
     "EI0001": Label.CONFIG_ERROR, "EI0002": Label.COLLECTIVE_HANG, "EI0003": Label.CONFIG_ERROR,
     "EI0004": Label.CONFIG_ERROR, "EI0005": Label.CONFIG_ERROR, "EI0006": Label.COMM_ERROR, "EI0007": Label.OOM,
-    "EI0008": Label.CONFIG_ERROR, "EI0010": Label.COMM_ERROR, "EI0011": Label.OOM, "EI0013": Label.COMM_ERROR,
+    "EI0008": Label.CONFIG_ERROR, "EI0009": Label.COMM_ERROR, "EI0010": Label.COMM_ERROR, "EI0011": Label.OOM,
+    "EI0013": Label.COMM_ERROR,
     "EI0014": Label.CONFIG_ERROR, "EI0016": Label.CONFIG_ERROR, "EI0017": Label.CONFIG_ERROR,
     "EJ0001": Label.CONFIG_ERROR, "EJ0003": Label.CONFIG_ERROR, "EJ0004": Label.CONFIG_ERROR,
 }
@@ -81,9 +83,15 @@ _HYDRA_ERROR = re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:mpiexec|proxy:[\d:]+)@[\w.-]
 #: (ui_cmd_cb "Launch proxy failed.", HYDU_sock_connect "unable to get host address for %s" / "unable to connect
 #: to server %s at port %d (check for firewalls!)", Intel's "unable to run bstrap_proxy on %s", "error setting up
 #: the bootstrap proxies"): the program never started, and the host list, the interface or the bootstrap
-#: (ssh, the scheduler's launcher) is the set-up a relaunch repeats.
+#: (ssh, the scheduler's launcher) is the set-up a relaunch repeats. HYDU_ERR_POP's "create process returned
+#: error" follows a failed HYDU_create_process (fork, exec, the CPU binding) of a proxy or, in a proxy's
+#: launch_procs, of the program itself (and "launch_procs returned error" after it): nothing was started either
+#: (round issue23-heldout-21: khiops-164, Hydra's binding with no topology library in Debian's mpich). That
+#: binding's own record (tools/topo/topo.c HYDT_topo_bind: "no topology library available", when a binding is
+#: asked of a Hydra built without hwloc) is the same launch.
 _HYDRA_LAUNCH = re.compile(r"\b(?:Launch proxy failed|unable to get host address for|unable to connect to server|"
-                           r"[Uu]nable to run bstrap_proxy|error setting up the bootstrap proxies)\b")
+                           r"[Uu]nable to run bstrap_proxy|error setting up the bootstrap proxies|"
+                           r"(?:create process|launch_procs) returned error|no topology library available)\b")
 
 #: A Kubernetes container the kernel's OOM killer ended: the container status' terminated reason, "OOMKilled",
 #: as the runtime sets it (containerd's CRI: reason "OOMKilled" when the task exited on an OOM event), printed by
