@@ -168,7 +168,7 @@ class Coordinator:
             JobLog(run_dir, self.health, self.settings.tail_lines, gap=self._merged_gap) if job_log is None
             else job_log(run_dir, self.settings.tail_lines, self.counters, told_by_writer(self.health, self._io_fault)))
         # (a writer process decodes each batch's frame itself: the judging thread decodes the judge's part)
-        self.wire.judged_only = getattr(self.joblog, "decodes_frames", False)
+        self.wire.judged_only = self.joblog.decodes_frames
         #: each fresh message into the judge, the job log and the node's view
         self.ingest = Ingest(self, self.nodes, self.joblog, self.events, self.counters)
         #: what the judge found that the operator must hear while the job runs (progress, warnings)

@@ -22,7 +22,10 @@ from neuron_watch.wire.protocol import Header, Kind, Lines, decode_body
 class JobLogLike(Protocol):
     """The job log's contract, kept in this process (:class:`JobLog`) or by a writer process
     (:class:`neuron_watch.job.linewriter.LineWriter`). ``frame``: the batch's body as it crossed
-    the wire (what a writer process takes, unparsed, instead of the decoded body)."""
+    the wire (what a writer process takes, unparsed, instead of the decoded body). ``decodes_frames``:
+    the job log decodes each batch's frame itself, so the judging thread decodes only the judge's part."""
+
+    decodes_frames: bool
 
     def write(self, h: Header, body: Lines, keep_tails: bool, frame: bytes = b"") -> tuple[list[RankKey], int]: ...
     def tail(self, key: RankKey, n: int | None = None) -> list[str]: ...
@@ -62,6 +65,9 @@ class JobLog:
     Args:
         gap: the line written into ``merged.log`` where lines could not be (see :class:`AppendFile`).
     """
+
+    #: the coordinator decodes each batch whole and hands this log the decoded body
+    decodes_frames = False
 
     def __init__(self, run_dir: str, health: IOHealth, tail_lines: int,
                  gap: Callable[[int, int, str], str]) -> None:
