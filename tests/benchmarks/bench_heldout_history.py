@@ -5,7 +5,8 @@
 For each collection batch of ``tests/data/real-logs/`` (their ``batch`` key, see its README), the
 commit that added the batch's excerpts is found in git history: the newest commit that touched
 the batch's files while ``watchdog/`` was still the tree it was before the first of them (so no
-fix learnt from them yet). That commit is checked out into a temporary detached git worktree,
+fix learnt from them yet; each file's history is read from the commit where it entered the batch).
+That commit is checked out into a temporary detached git worktree,
 its ``watchdog/`` imported as ``neuron_watch`` (the package mapping of ``pyproject.toml``) by a
 child process of this venv's python, and it diagnoses **the batch's excerpts as they are today**
 (today's text and labels). The same child runs on today's product for the second pair of
@@ -211,12 +212,26 @@ def batch_files(excerpts: list[Excerpt]) -> list[str]:
     return files
 
 
-def find_blind(excerpts: list[Excerpt]) -> BlindCommit:
-    """The batch's blind commit (see :func:`tests.fixtures.corpus_score.blind_commit`)."""
+def entered_batch(excerpt: Excerpt, batch: str) -> str | None:
+    """The commit at which ``excerpt`` entered ``batch``: the oldest that wrote its ``batch`` line as
+    it is today. An excerpt relabelled into a batch from another keeps its older history, which is
+    not the batch's (round 21 once took over a round-5 excerpt; its history then began in round 5)."""
+    toml = str(excerpt.log.with_suffix(".toml").relative_to(ROOT))
+    found = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H",
+                "-S", f'batch = "{batch}"', "--", toml).split()
+    return found[-1] if found else None
+
+
+def find_blind(excerpts: list[Excerpt], batch: str) -> BlindCommit:
+    """The batch's blind commit (see :func:`tests.fixtures.corpus_score.blind_commit`), from the
+    history of the batch's files since each of them entered the batch."""
     files = batch_files(excerpts)
     commits = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H", "--", *files).split()
     if not commits:
         raise NoBlindCommit("its excerpts are not committed yet: commit them, alone, before any fix")
+    entries = {entered_batch(ex, batch) for ex in excerpts} - {None}
+    oldest = max((commits.index(c) for c in entries if c in commits), default=len(commits) - 1)
+    commits = commits[:oldest + 1]
     history = [(c, product_tree(c)) for c in commits]
     base = product_tree(f"{commits[-1]}^")
     return blind_commit(history, base)
@@ -518,7 +533,7 @@ def main() -> int:
     for name in names:
         excerpts = batches[name]
         try:
-            chosen = find_blind(excerpts)
+            chosen = find_blind(excerpts, name)
         except NoBlindCommit as exc:
             rows.append(f"{name:<20}{len(excerpts):>4}  no blind commit: {exc}")
             continue
