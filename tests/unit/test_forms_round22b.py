@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for half B of the misses of round issue23-heldout-22 (load_state_dict's refusal of a checkpoint that
-does not fit the model, an assertion of ggml's family that failed, and a model Triton's table lists as
+does not fit the model, an assertion of ggml's family that failed, Inductor's fallback-kernel hint as a compile at
+work, and a model Triton's table lists as
 UNAVAILABLE with a load error that states no cause), each as a rule of its family, with real lines and the near
 misses the rule must leave alone.
 
@@ -21,6 +22,7 @@ from tests.unit.form_table import cause_tests, table_tests
 
 E = FormKind.ERROR
 C = FormKind.CRASH
+R = FormKind.COMPILE_RUNNING
 
 #: (line, the kind it reads as, the cause the form states or None, where it is from)
 FORMS: list[tuple[str, FormKind, Label | None, str]] = [
@@ -53,6 +55,12 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # ... the macro's older layout (fprintf(stderr, "GGML_ASSERT: %s:%d: %s\n", __FILE__, __LINE__, #x)), filled in
     ("GGML_ASSERT: ggml.c:4785: view_src == NULL || data_size + view_offs <= ggml_nbytes(view_src)", C, None,
      "ggml.h before ggml_abort (Cyberhan123/stable-diffusion-desktop#11 quotes it), filled in"),
+    # Inductor's hint of a fallback kernel (torch/_inductor/graph.py perf_hint_log), glued to a sampler's bar
+    ("  0%|          | 0/50 [00:00<?, ?it/s]Using FallbackKernel: aten._scaled_dot_product_efficient_attention", R, None,
+     "corpus (pytorch-104913-inductor-fallback-kernel-at-zero-percent)"),
+    # ... torch 2.0's WARNING record of it, another thread (pytorch/pytorch#93495)
+    ("[2022-12-22 14:41:22,477] torch._inductor.ir: [WARNING] Using FallbackKernel: aten.cumsum", R, None,
+     "pytorch/pytorch#93495"),
     # Triton's table with a load error that states no cause (a plan this TensorRT cannot deserialize)
     ("| <redacted> | 1       | UNAVAILABLE: Internal: unable to create TensorRT engine |", E, Label.CONFIG_ERROR,
      "corpus (triton-server-3786-model-table-unable-to-create-trt-engine)"),
@@ -76,6 +84,9 @@ NEAR_MISSES = [
     # the assert macro in source code, its definition, and a call
     "    GGML_ASSERT(ctx != NULL);",
     '#define GGML_ASSERT(x) if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x)',
+    # Inductor's lowering call in source, and a pull request's title about the hint
+    "    make_fallback(aten.cumsum)",
+    "[inductor] Lower fallback kernel warnings from WARNING to INFO",
     # the macro's name in prose
     "fix: GGML_ASSERT(n_tokens > 0) could fail on an empty prompt",
 ]
@@ -155,6 +166,7 @@ def test_a_non_strict_load_warning_then_training_is_healthy(tmp_path: Path) -> N
     ("config_error/llamafactory-1320-lora-size-mismatch-13696.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/triton-server-3786-model-table-unable-to-create-trt-engine.log", Label.CONFIG_ERROR, Action.STOP),
     ("other_crash/llamacpp-9170-mamba-ggml-assert-seq-id.log", Label.OTHER_CRASH, Action.RESTART),
+    ("compiling/pytorch-104913-inductor-fallback-kernel-at-zero-percent.log", Label.COMPILING, Action.WAIT),
 ])
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict

@@ -1,5 +1,5 @@
 """Failure forms read for the misses of round issue23-heldout-22 (half B): a checkpoint that does not fit the model
-it is loaded into, and an assertion of ggml's family that failed.
+it is loaded into, an assertion of ggml's family that failed, and Inductor lowering a graph.
 
 Pure: no I/O. :func:`round22b_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
 forms of round 21, and :func:`round22b_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the
@@ -27,6 +27,12 @@ Each form is read where its program prints it:
   ``host.unrecognised_error`` already. A crash whose cause the expression does not state; a more specific line of
   the same log (an allocator's OOM, a device fault) still decides. The macro's definition or a call in source
   code (``GGML_ASSERT(ctx != NULL);``) is not a failure and reads as nothing.
+* Inductor's hint that it lowers an operator to a fallback kernel (torch/_inductor/graph.py, GraphLowering's
+  ``perf_hint_log.info("Using FallbackKernel: %s", name)``; torch 2.0's torch._inductor.ir logged it at WARNING):
+  it is printed while Inductor lowers a graph, so a log that ends on it ends inside a compile (round
+  issue23-heldout-22: Stable Diffusion's UNet at its sampler's 0% bar, pytorch-104913, read as healthy). A beat of
+  a compile at work, as forms_phase reads Inductor's IR printouts and autotuning (the judge's compile window says
+  when it is over). The lowering's call in source (``make_fallback(aten.cumsum)``) is not the hint.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from neuron_watch.events import Label
 #: The literals (digit-free, each with a marker character of the classifier's batch search: a capital, a bracket
 #: or a backquote) that the lines these forms read hold, besides the failure forms' needles
 NEEDLES: tuple[str, ...] = ("loading state_dict for ", "key(s) in state_dict", "param with shape ", "_ASSERT(",
-                            "_ASSERT: ")
+                            "_ASSERT: ", "Using FallbackKernel: ")
 
 #: load_state_dict's refusal: its head, and the three kinds of line it lists under it
 _STATE_DICT_REFUSED = re.compile(
@@ -52,6 +58,9 @@ _STATE_DICT_REFUSED = re.compile(
 #: read as nothing; a paste that wrapped the expression keeps the location)
 _ASSERTION_FAILED = re.compile(r":\d+: [A-Z][A-Z0-9]*_ASSERT\(|\b[A-Z][A-Z0-9]*_ASSERT: \S+:\d+: ")
 
+#: Inductor's hint of an operator it lowers to a fallback kernel, with the operator's name
+_FALLBACK_KERNEL = re.compile(r"\bUsing FallbackKernel: [\w.]+")
+
 
 def round22b_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -62,6 +71,8 @@ def round22b_form(text: str) -> Form | None:
     if "_ASSERT" in text and _ASSERTION_FAILED.search(text):
         return Form(FormKind.CRASH, "an assertion that failed (an assert macro of ggml's family): the process "
                     "aborts")
+    if "FallbackKernel" in text and _FALLBACK_KERNEL.search(text):
+        return Form(FormKind.COMPILE_RUNNING, "Inductor lowering a graph (its fallback-kernel hint)")
     return None
 
 
