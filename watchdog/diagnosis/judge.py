@@ -71,6 +71,8 @@ from neuron_watch.events import (
 )
 
 _FIRST_LINE = attrgetter("first_line")
+_new_tuple = tuple.__new__  # a named tuple (LazyEvidence) built in C from its fields
+_BY_ORDER = attrgetter("order")  # a rank state's place in Judge.ranks (Judge._ordered)
 
 #: Categories that usually describe what happened *to* a rank because a peer failed.
 SECONDARY = frozenset({Label.COMM_ERROR, Label.COLLECTIVE_HANG, Label.COMM_TIMEOUT_TRANSIENT})
@@ -882,9 +884,9 @@ class Judge:
         self._work_stale = True
 
     @staticmethod
-    def _ordered(index: dict[RankKey, RankState]) -> list[RankState]:
-        """The ranks of an index in the order of ``self.ranks``."""
-        return sorted(index.values(), key=lambda st: st.order)
+    def _ordered(index: dict[RankKey, RankState] | Iterable[RankState]) -> list[RankState]:
+        """The ranks of an index (or of any of its subsets) in the order of ``self.ranks``."""
+        return sorted(index.values() if isinstance(index, dict) else index, key=_BY_ORDER)
 
     def _worked(self, old: float | None, new: float) -> None:
         """A rank's progress or end-of-work time moved from ``old`` to ``new`` (see _latest_work)."""
@@ -1059,7 +1061,9 @@ class Judge:
             st.last_line = mono
         st.last_line_text = line.text
         self.touched[id(st)] = st
-        ev = line.evidence(signature)
+        # (its evidence held as fields, built if a verdict reads it, as a progress row's: an Evidence a
+        # line, ~24 a batch at 10 lines/s on 1,024 nodes, cost more than the rest of this step)
+        ev = _new_tuple(LazyEvidence, (line.key, line.text, signature, line.source, line.lineno, mono))
         self._progressed(st, mono, ev)
         self._progress_seen = True
         if self.last_progress_wall is None or wall > self.last_progress_wall:
@@ -1067,7 +1071,9 @@ class Judge:
         st.train_end_line = st.train_end_step = None
         st.step, st.step_mono = step, mono
         if line.loss is not None:
-            self._saw_training(ev)
+            trained = self.trained  # (_saw_training's test first: it keeps the newest sign, built)
+            if trained is None or mono >= trained.mono or mono < self.trained_first:
+                self._saw_training(ev.build())
         return True
 
     def _progress_rows(self, states: Sequence[RankState], keys: Sequence[RankKey], progress: ProgressColumns) -> None:
@@ -1079,10 +1085,16 @@ class Judge:
         :meth:`_advance` does for it (the rank's progress, step and line, the job's newest work);
         every other row goes through :meth:`_advance`.
         """
-        advance, progressed = self._advance, self._progressed
+        advance = self._advance
         # the step a row must pass to be news: the job's, or the newest loop's (never above the job's)
         beyond = self.max_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
+        # (what _progressed does for a row, inline, with the job's newest work kept in locals: a big job's
+        # rows come here 22,000 a second at 1,024 nodes, and a call and two attribute writes a row were a
+        # fifth of it. The locals go back to the judge before every _advance and come back after it.)
+        work_max, work_stale = self._work_max, self._work_stale
+        awaiting_last = self.last_step_line is not None
+        checkpoint_rows = CHECKPOINT_APPEARED_SIGNATURE in progress.signature
         # (the row's state is the batch's, found once by its key object: no look-up per row; its
         # evidence line's fields are taken with the others', by column, and built if a verdict reads them)
         evidence = lazy_evidence_rows(list(map(keys.__getitem__, progress.chunk)), progress.text, progress.signature,
@@ -1090,20 +1102,32 @@ class Judge:
         for chunk, mono, wall, step, ev, sig in zip(progress.chunk, progress.mono, progress.wall, progress.step,
                                                     evidence, progress.signature, strict=True):
             st = states[chunk]
-            if (beyond is None or step > beyond or st.train_end is not None
+            if (beyond is None or step > beyond or awaiting_last or st.train_end is not None
                     or (st.step is not None and step < st.step)
                     or st.failure_match is not None or st.recompile_open is not None or st.phase_running is not None
-                    or self.last_step_line is not None
-                    or sig == CHECKPOINT_APPEARED_SIGNATURE):
+                    or (checkpoint_rows and sig == CHECKPOINT_APPEARED_SIGNATURE)):
                 self.last_progress_wall = newest_wall
+                self._work_max, self._work_stale = work_max, work_stale
                 advance(st, mono, wall, step, ev.build())
                 beyond = self.max_step if self.loop_step is None else self.loop_step
                 newest_wall = self.last_progress_wall
+                work_max, work_stale = self._work_max, self._work_stale
+                awaiting_last = self.last_step_line is not None
                 continue
-            progressed(st, mono, ev)
+            # _progressed(st, mono, ev), inline
+            old = st.last_progress
+            if work_max is None or mono >= work_max:
+                work_max, work_stale = mono, False
+            elif old is not None and mono < old == work_max:
+                work_stale = True
+            st.last_progress, st.last_progress_line = mono, ev
+            st.unexplained = st.failure_detail = None
+            st.errors = ()
+            st.first_lock_wait = None
             st.step, st.step_mono = step, mono
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
+        self._work_max, self._work_stale = work_max, work_stale
         self.last_progress_wall = newest_wall
         self._progress_seen = True
 
@@ -1304,7 +1328,8 @@ class Judge:
         from them: neither its last word nor the cause of a bare fatal signal it dies of later,
         :meth:`_cause_before`), and so is the compile lock it waited on. (The job's newest progress
         wall time is the caller's: a batch's rows set it once. :meth:`_worked` inline: a big job's rows
-        come here 65,536 times a second.)"""
+        come here 65,536 times a second; :meth:`_progress_rows` has this inline for its rows: the two change
+        together, and tests/unit/test_judge_batch.py holds them to line by line's states.)"""
         old, top = st.last_progress, self._work_max
         if top is None or mono >= top:
             self._work_max, self._work_stale = mono, False
@@ -2372,8 +2397,10 @@ class Judge:
             # Nothing is overdue, or no rank is live: only ranks waiting on a peer can change the
             # answer (no pass over every rank: the costliest part of a verdict at 65,536 ranks,
             # tests/benchmarks/bench_scale.py).
-            waiting = [] if finished else [st for st in self._ordered(self._waiters) if st.exit_code is None
-                                           and st.last_wait is not None and st.last_wait >= reference]
+            # (filtered, then ordered: at 10 lines/s on 1,024 nodes the index holds ~8,000 ranks that printed an
+            # RX wait once, few of them since the newest work; sorting them all took most of a verdict)
+            waiting = [] if finished else self._ordered([st for st in self._waiters.values() if st.exit_code is None
+                                                         and st.last_wait is not None and st.last_wait >= reference])
             return self._waiting_or_healthy(waiting, idle, timeout)
         live = [st for st in self.ranks.values() if st.exit_code is None]
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
