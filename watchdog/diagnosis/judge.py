@@ -813,6 +813,8 @@ class Judge:
         self._compiler_ranks: dict[RankKey, RankState] = {}  # with live compiler pids
         self._may_fail: dict[RankKey, RankState] = {}  # a failure line or an exit seen
         self._waiters: dict[RankKey, RankState] = {}  # printed that it waits on a peer
+        #: the newest ``last_wait`` of any rank (its one assignment is in _apply): no rank waits since a time after it
+        self._newest_wait = -math.inf
         self._recompilers: dict[RankKey, RankState] = {}  # recompiled at least once
         self._exited = 0  # ranks with an exit code
         self._progress_seen = False  # see _started
@@ -1274,6 +1276,8 @@ class Judge:
             self._may_compile[st.key] = self._lock_waiters[st.key] = st
         elif effect is Effect.COMM_WAIT:
             st.last_wait, st.last_wait_line = line.mono, ev
+            if line.mono > self._newest_wait:
+                self._newest_wait = line.mono
             # The rank retries the operation an error line it printed was about: NCCL warns of a
             # failed connect, then retries it (nccl src/misc/socket.cc, NVIDIA/nccl#1618: "NCCL WARN
             # socketPollConnect poll() failed ... Connection timed out", then "NCCL INFO
@@ -2399,8 +2403,10 @@ class Judge:
             # tests/benchmarks/bench_scale.py).
             # (filtered, then ordered: at 10 lines/s on 1,024 nodes the index holds ~8,000 ranks that printed an
             # RX wait once, few of them since the newest work; sorting them all took most of a verdict)
-            waiting = [] if finished else self._ordered([st for st in self._waiters.values() if st.exit_code is None
-                                                         and st.last_wait is not None and st.last_wait >= reference])
+            # (and none of them is looked at when no rank printed a wait since the newest work)
+            waiting = [] if finished or self._newest_wait < reference else self._ordered(
+                [st for st in self._waiters.values()
+                 if st.exit_code is None and st.last_wait is not None and st.last_wait >= reference])
             return self._waiting_or_healthy(waiting, idle, timeout)
         live = [st for st in self.ranks.values() if st.exit_code is None]
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
