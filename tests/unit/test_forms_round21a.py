@@ -38,6 +38,12 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "corpus (ascend-pytorch-48-stream-sync-timeout)"),
     ("[W NPUStream.cpp:365] Warning: NPU warning, error code is 507048[Error]: .", E, Label.COLLECTIVE_HANG,
      "torch_npu's warning with ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, filled in"),
+    # ... raised from a failed call by torch_npu's NPU_CHECK_ERROR ("NPU function error: <call>, error code is <code>")
+    ("RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:479 NPU function error: "
+     "AclrtSynchronizeDeviceWithTimeout, error code is 507048", E, Label.COLLECTIVE_HANG,
+     "corpus (vllm-ascend-1443-507048-allreduce-notify, under Ray's (train pid=N) prefix)"),
+    ("RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU function error: aclrtSynchronizeDevice, "
+     "error code is 507046", E, Label.COLLECTIVE_HANG, "Ascend/pytorch#62 (issues corpus)"),
     # forms_round14a: MPICH Hydra's records of a launch that never started the program (pm/pmiserv/pmip_cb.c, tools/topo/topo.c)
     ("[proxy:0:0@8f731690f735] launch_procs (pm/pmiserv/pmip_cb.c:730): create process returned error", E, Label.CONFIG_ERROR,
      "corpus (khiops-164-hydra-no-topology-library)"),
@@ -72,6 +78,9 @@ CAUSES = [
 
 #: error lines whose form states no cause
 NO_CAUSE = [
+    # a failed call with another runtime code (507035, the vector core's exception: vllm-ascend, issues corpus)
+    "RuntimeError: operator():build/CMakeFiles/torch_npu.dir/compiler_depend.ts:26 NPU function error: "
+    "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(copy_stream), error code is 507035",
     "        wait for compute device to finish failed, runtime result = 107020.[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:161]",  # another code
 ]
 

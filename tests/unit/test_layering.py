@@ -47,6 +47,7 @@ PURE = [
     "diagnosis.forms_round16a", "diagnosis.forms_round16b", "diagnosis.forms_round17a",
     "diagnosis.forms_round17b", "diagnosis.forms_round18a", "diagnosis.forms_round18b", "diagnosis.forms_round20a",
     "diagnosis.forms_round20b", "diagnosis.forms_round21a", "diagnosis.forms_round21b",
+    "diagnosis.forms_round22a",
     "diagnosis.forms_round22b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword",
     "diagnosis.offline_reading",

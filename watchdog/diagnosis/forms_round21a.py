@@ -26,7 +26,9 @@ Each form is read where its program prints it:
   program allocations"); this is the same report's body.
 * The Ascend runtime's error codes (CANN acl/error_codes/rt_error_codes.h: ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
   "stream sync time out", ACL_ERROR_RT_EVENT_SYNC_TIMEOUT 507047, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT 507048), as
-  torch_npu warns of them ("NPU warning, error code is 507046[Error]: ...", NPUStream.cpp) and as CANN's error
+  torch_npu warns of them ("NPU warning, error code is 507046[Error]: ...", NPUStream.cpp) or raises them from a
+  failed call (NPU_CHECK_ERROR's "NPU function error: <call>, error code is 507048", NPUException.h: Ascend/pytorch#62,
+  vllm-ascend#1443 under Ray's ``(train pid=N)`` prefix; round issue23-heldout-22) and as CANN's error
   manager reports the call ("wait for compute device to finish failed, runtime result = 507046."): the tasks of a
   device stream (on a distributed job, its HCCL collectives) never completed within the timeout, a hang (round
   issue23-heldout-21: a 16-NPU job with HCCL_EXEC_TIMEOUT raised). Other codes in the same words are left to the
@@ -43,7 +45,7 @@ from neuron_watch.events import Label
 #: The literals (digit-free, each with a marker character of the classifier's batch search before its last: a
 #: capital) that the lines these forms read hold, besides the failure forms' needles
 NEEDLES: tuple[str, ...] = ("SLICE_FAILURE_", "Extra memory due to padding: ", "Allocation type: HLO temp",
-                            "NPU warning, error code is ")
+                            "NPU warning, error code is ", "NPU function error: ")
 
 #: libtpu's detection of a slice failure ("Detected failure SLICE_FAILURE_<TYPE> in session <id>")
 _SLICE_FAILURE = re.compile(r"\bDetected failure SLICE_FAILURE_([A-Z_]+)\b")
@@ -57,7 +59,8 @@ _OOM_REPORT_ENTRY = re.compile(r"^\s*(?:Extra memory due to padding: [\d.]+\s?[K
 
 #: the Ascend runtime's codes of a stream, event or FFTS+ task that did not complete in time, as torch_npu's warning
 #: and CANN's report of the failed call print them
-_RT_TIMEOUT = re.compile(r"\b(?:NPU warning, error code is|runtime result =) (50704[678])\b")
+_RT_TIMEOUT = re.compile(r"\b(?:NPU warning, error code is|NPU function error: .*?, error code is|runtime result =) "
+                         r"(50704[678])\b")
 
 
 def round21a_form(text: str) -> Form | None:
@@ -70,7 +73,7 @@ def round21a_form(text: str) -> Form | None:
     if ("Allocation type" in text or "due to padding" in text) and _OOM_REPORT_ENTRY.search(text):
         return Form(FormKind.ERROR, "an entry of XLA's out-of-memory report (a buffer the device could not hold)",
                     Label.OOM)
-    if "NPU warning" in text and _RT_TIMEOUT.search(text):
+    if ("NPU warning" in text or "NPU function error" in text) and _RT_TIMEOUT.search(text):
         return Form(FormKind.ERROR, "the Ascend runtime's timeout of a stream whose tasks never completed",
                     Label.COLLECTIVE_HANG)
     return None
