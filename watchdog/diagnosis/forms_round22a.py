@@ -32,7 +32,8 @@ def round22a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
     if "No backend type" in text and _NO_BACKEND_FOR_DEVICE.search(text):
         return Form(FormKind.ERROR, "a collective on a device the process group has no backend for (c10d's "
-                    "refusal): the job's set-up and its tensors disagree, the same on every restart", Label.CONFIG_ERROR)
+                    "refusal): the job's set-up and its tensors disagree, the same on every restart",
+                    Label.CONFIG_ERROR)
     return None
 
 
