@@ -343,10 +343,11 @@ def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_j
     """libzmq's ``Assertion failed: !_io_error`` abort (SIGABRT) of the job's coordinator, mid-run: it
     runs in a process of its own, so node 0's wrapper and both nodes' ranks go on; the wrapper starts
     it again, the nodes reconnect, the new coordinator takes up the job, and the hang that comes
-    after (rank 3 of node n1 never joins step 20's collective) is judged with its culprit and every
+    after (rank 1, node n1's only rank, never joins step 20's collective) is judged with its culprit and every
     node restarted from one checkpoint; the job finishes. No pid of it survives."""
-    with job(tmp_path, toy_env, 2, ["--steps", "40", "--step-time", "0.5", "--hang-at", "20", "--hang-rank", "3"],
-             ["--hang-timeout", "6"]) as nodes:
+    # one rank a node: the coordinator's death, its return and the hang's culprit are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "40", "--step-time", "0.5", "--hang-at", "20", "--hang-rank", "1"],
+             ["--hang-timeout", "6"], nproc=1) as nodes:
         (p0, run0), (p1, run1) = nodes
         deadline = time.monotonic() + 180
         # both nodes train (their first steps are in their rank logs) and the coordinator process is up
@@ -365,13 +366,13 @@ def test_the_coordinator_aborting_is_survived_restarted_and_a_later_hang_still_j
     (restarted,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_restarted"]
     assert restarted["cause"] == "signal SIGABRT" and restarted["resumed"] and restarted["pid"] != first
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
-    assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n1", "rank": 3}
+    assert len(hang) == 1 and hang[0]["culprit"] == {"node": "n1", "rank": 1}
     assert evs.index(restarted) < evs.index(hang[0])  # judged by the coordinator started again
     restarts = named(evs, "restart")
     assert len(restarts) == 1
     end = named(evs, "job_finished")
     assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1, end
-    assert "resuming at step" in (run1 / "gen-1" / "rank-2.log").read_text()
+    assert "resuming at step" in (run1 / "gen-1" / "rank-1.log").read_text()
     state = json.loads((run0 / "coordinator-state.json").read_text())
     assert state["generation"] == 1 and state["restarts"] == 1 and state["incidents"] == 1
     for _p, run_dir in nodes:
@@ -406,8 +407,9 @@ def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the
     started again reads that recovery in coordinator-state.json and finishes it (docs/multinode.md, "A
     crash mid-recovery"): the job restarts once, from one checkpoint, its restart counted once, and
     finishes; no pid survives."""
-    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "3"],
-             ["--hang-timeout", "6"]) as nodes:
+    # one rank a node: the coordinator's death and the recovery it leaves half done are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "1"],
+             ["--hang-timeout", "6"], nproc=1) as nodes:
         (_p0, run0), (_p1, run1) = nodes
         evs = _abort_the_coordinator_at("capturing", "the hang's verdict and its capture", tmp_path, nodes)
     (resumed,) = [e for e in named(evs, "warning") if e.get("kind") == "coordinator_resumed"]
@@ -420,7 +422,7 @@ def test_the_coordinator_dying_mid_recovery_is_replaced_by_one_that_restarts_the
     assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1 and end[0]["restarts"] == 1, end
     state = json.loads((run0 / "coordinator-state.json").read_text())
     assert state["generation"] == 1 and state["restarts"] == 1 and state["under_way"] == ""
-    assert "resuming at step" in (run1 / "gen-1" / "rank-2.log").read_text()
+    assert "resuming at step" in (run1 / "gen-1" / "rank-1.log").read_text()
     for _p, run_dir in nodes:
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 30) == []
     assert wait_until_gone(HOSTED_MARKER_ENV, str(run0), 30) == []
@@ -434,8 +436,9 @@ def test_the_coordinator_dying_as_the_new_generation_starts_neither_restarts_it_
     runs generation 1, and the generation each node says in its hello: it goes on with a new
     generation that starts (or relaunches one whose launch was lost), never restarting it again. One
     restart, counted once; the job finishes from one checkpoint; no pid survives."""
-    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "3"],
-             ["--hang-timeout", "6"]) as nodes:
+    # one rank a node: the coordinator's death and the recovery it leaves half done are the nodes'
+    with job(tmp_path, toy_env, 2, ["--steps", "30", "--step-time", "0.3", "--hang-at", "12", "--hang-rank", "1"],
+             ["--hang-timeout", "6"], nproc=1) as nodes:
         (_p0, run0), (_p1, run1) = nodes
         evs = _abort_the_coordinator_at("restarting", "the old generation stopped and the relaunch asked", tmp_path,
                                         nodes)
@@ -453,7 +456,7 @@ def test_the_coordinator_dying_as_the_new_generation_starts_neither_restarts_it_
     assert len(end) == 1 and end[0]["exit_code"] == 0 and end[0]["generation"] == 1 and end[0]["restarts"] == 1, end
     state = json.loads((run0 / "coordinator-state.json").read_text())
     assert state["generation"] == 1 and state["restarts"] == 1 and state["under_way"] == "", state
-    for run_dir, rank in ((run0, 0), (run1, 2)):  # each node's first rank
+    for run_dir, rank in ((run0, 0), (run1, 1)):  # each node's only rank
         assert not (run_dir / "gen-2").exists()
         assert "resuming at step" in (run_dir / "gen-1" / f"rank-{rank}.log").read_text()
     for _p, run_dir in nodes:
