@@ -430,6 +430,23 @@ class HangCalibration:
         return len(intervals) - self.warmup_steps >= self.min_samples
 
 
+def _rank_progressed(st: RankState, mono: float, ev: Evidence | LazyEvidence, work_max: float | None,
+                     work_stale: bool) -> tuple[float | None, bool]:
+    """What a progress line ``ev`` of ``st``'s rank (read at ``mono``) does to the rank (see
+    :meth:`Judge._progressed`), given the job's newest work and whether it is stale: returns them as they
+    are after it. A function of its arguments, so the batch loops keep the job's pair in locals."""
+    old = st.last_progress
+    if work_max is None or mono >= work_max:
+        work_max, work_stale = mono, False
+    elif old is not None and mono < old == work_max:
+        work_stale = True
+    st.last_progress, st.last_progress_line = mono, ev
+    st.unexplained = st.failure_detail = None
+    st.errors = ()
+    st.first_lock_wait = None
+    return work_max, work_stale
+
+
 @dataclass(frozen=True)
 class JudgeSettings:
     """Timeouts in seconds. ``hang_timeout=None`` means calibrated (see :class:`HangCalibration`)."""
@@ -1084,16 +1101,7 @@ class Judge:
             # (its evidence held as fields, built if a verdict reads it, as a progress row's: an Evidence a
             # line cost more than the rest of this step)
             ev = _new_tuple(LazyEvidence, (line.key, line.text, sig.id, line.source, line.lineno, mono))
-            # _progressed(st, mono, ev), inline (see _progress_rows)
-            old = st.last_progress
-            if work_max is None or mono >= work_max:
-                work_max, work_stale = mono, False
-            elif old is not None and mono < old == work_max:
-                work_stale = True
-            st.last_progress, st.last_progress_line = mono, ev
-            st.unexplained = st.failure_detail = None
-            st.errors = ()
-            st.first_lock_wait = None
+            work_max, work_stale = _rank_progressed(st, mono, ev, work_max, work_stale)
             self._progress_seen = True
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
@@ -1144,16 +1152,7 @@ class Judge:
                 work_max, work_stale = self._work_max, self._work_stale
                 awaiting_last = self.last_step_line is not None
                 continue
-            # _progressed(st, mono, ev), inline
-            old = st.last_progress
-            if work_max is None or mono >= work_max:
-                work_max, work_stale = mono, False
-            elif old is not None and mono < old == work_max:
-                work_stale = True
-            st.last_progress, st.last_progress_line = mono, ev
-            st.unexplained = st.failure_detail = None
-            st.errors = ()
-            st.first_lock_wait = None
+            work_max, work_stale = _rank_progressed(st, mono, ev, work_max, work_stale)
             st.step, st.step_mono = step, mono
             if newest_wall is None or wall > newest_wall:
                 newest_wall = wall
@@ -1362,15 +1361,7 @@ class Judge:
         wall time is the caller's. :meth:`_worked` inline. :meth:`_progress_rows` and :meth:`_observe_matches`
         have this inline, for a big job's many rows and steady steps: the three change together, and
         tests/unit/test_judge_batch.py holds the batch's ways to line by line's states.)"""
-        old, top = st.last_progress, self._work_max
-        if top is None or mono >= top:
-            self._work_max, self._work_stale = mono, False
-        elif old is not None and mono < old == top:
-            self._work_stale = True
-        st.last_progress, st.last_progress_line = mono, ev
-        st.unexplained = st.failure_detail = None
-        st.errors = ()
-        st.first_lock_wait = None
+        self._work_max, self._work_stale = _rank_progressed(st, mono, ev, self._work_max, self._work_stale)
 
     def _advance(self, st: RankState, mono: float, wall: float, step: int | None, ev: Evidence) -> None:
         """A progress line of ``st``'s rank at ``mono``/``wall`` (``step``: the step it read)."""
