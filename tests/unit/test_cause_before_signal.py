@@ -87,7 +87,7 @@ def _batch(judge: Judge, said: Sequence[tuple[RankKey, str]], t: float) -> None:
 
 
 #: rank 0's step 6 after its error line, each way a progress line reaches the judge: a match that raises
-#: the job's step (``_advance``), a match of a step the job has (``_steady_step``: rank 0 printed another
+#: the job's step (``_advance``), a match of a step the job has (``_observe_matches``' steady step: rank 0 printed another
 #: line too), a progress row (``_progress_rows``: rank 0 printed only that step, rank 1 showed it first)
 PATHS = {
     "advance": [(KEY, "step 6 loss 2.1")],

@@ -905,9 +905,9 @@ class Judge:
         self._work_stale = True
 
     @staticmethod
-    def _ordered(index: dict[RankKey, RankState] | Iterable[RankState]) -> list[RankState]:
-        """The ranks of an index (or of any of its subsets) in the order of ``self.ranks``."""
-        return sorted(index.values() if isinstance(index, dict) else index, key=_BY_ORDER)
+    def _ordered(index: dict[RankKey, RankState]) -> list[RankState]:
+        """The ranks of an index in the order of ``self.ranks``."""
+        return sorted(index.values(), key=_BY_ORDER)
 
     def _worked(self, old: float | None, new: float) -> None:
         """A rank's progress or end-of-work time moved from ``old`` to ``new`` (see _latest_work)."""
@@ -2423,9 +2423,9 @@ class Judge:
             # (filtered, then ordered: at 10 lines/s on 1,024 nodes the index holds ~8,000 ranks that printed an
             # RX wait once, few of them since the newest work; sorting them all took most of a verdict)
             # (and none of them is looked at when no rank printed a wait since the newest work)
-            waiting = [] if finished or self._newest_wait < reference else self._ordered(
-                [st for st in self._waiters.values()
-                 if st.exit_code is None and st.last_wait is not None and st.last_wait >= reference])
+            waiting = [] if finished or self._newest_wait < reference else sorted(
+                (st for st in self._waiters.values()
+                 if st.exit_code is None and st.last_wait is not None and st.last_wait >= reference), key=_BY_ORDER)
             return self._waiting_or_healthy(waiting, idle, timeout)
         live = [st for st in self.ranks.values() if st.exit_code is None]
         waiting = [st for st in live if st.last_wait is not None and st.last_wait >= reference]
