@@ -212,14 +212,22 @@ def batch_files(excerpts: list[Excerpt]) -> list[str]:
     return files
 
 
-def entered_batch(excerpt: Excerpt, batch: str) -> str | None:
-    """The commit at which ``excerpt`` entered ``batch``: the oldest that wrote its ``batch`` line as
-    it is today. An excerpt relabelled into a batch from another keeps its older history, which is
-    not the batch's (round 21 once took over a round-5 excerpt; its history then began in round 5)."""
-    toml = str(excerpt.log.with_suffix(".toml").relative_to(ROOT))
-    found = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H",
-                "-S", f'batch = "{batch}"', "--", toml).split()
-    return found[-1] if found else None
+def entered_batch(excerpts: list[Excerpt], batch: str) -> set[str]:
+    """The commits at which ``excerpts`` entered ``batch``: for each, the oldest that wrote its ``batch`` line
+    as it is today (one ``git log`` for them all). An excerpt relabelled into a batch from another keeps its
+    older history, which is not the batch's (round 21 once took over a round-5 excerpt; its history then
+    began in round 5)."""
+    tomls = [str(ex.log.with_suffix(".toml").relative_to(ROOT)) for ex in excerpts]
+    out = git("log", "--full-history", "--no-merges", "--topo-order", "--format=commit %H", "--name-only",
+              "-S", f'batch = "{batch}"', "--", *tomls)
+    oldest: dict[str, str] = {}  # file -> the oldest commit seen (the log is newest first)
+    commit = ""
+    for line in out.splitlines():
+        if line.startswith("commit "):
+            commit = line.split()[1]
+        elif line:
+            oldest[line] = commit
+    return set(oldest.values())
 
 
 def find_blind(excerpts: list[Excerpt], batch: str) -> BlindCommit:
@@ -229,7 +237,7 @@ def find_blind(excerpts: list[Excerpt], batch: str) -> BlindCommit:
     commits = git("log", "--full-history", "--no-merges", "--topo-order", "--format=%H", "--", *files).split()
     if not commits:
         raise NoBlindCommit("its excerpts are not committed yet: commit them, alone, before any fix")
-    entries = {entered_batch(ex, batch) for ex in excerpts} - {None}
+    entries = entered_batch(excerpts, batch)
     oldest = max((commits.index(c) for c in entries if c in commits), default=len(commits) - 1)
     commits = commits[:oldest + 1]
     history = [(c, product_tree(c)) for c in commits]
