@@ -127,6 +127,11 @@ def test_a_node_whose_wrapper_is_killed_is_not_relaunched_onto(tmp_path: Path, t
         (p0, run0), (p1, run1) = nodes
         wait_for("node 1's ranks to train", lambda: _last_step(run1 / "gen-0" / "rank-1.log") >= 5, within(180),
                  alive=p1)
+        # the premise: node 1 joined the coordinator before it is lost (its ranks train as soon as
+        # torchrun's rendezvous completes, which on a loaded host can be before its hello is heard;
+        # a node never heard is another scenario: tests/unit/test_recovery_interrupt.py)
+        wait_for("the coordinator to hear node 1", lambda: any(
+            e.get("node") == "n1" for e in _written_events(run0) if e["event"] == "node_joined"), within(120), alive=p1)
         os.kill(p1.pid, signal.SIGKILL)  # node 1's wrapper only: its guardian stops its ranks
         p1.wait(30)
         code = p0.wait(240)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from neuron_watch.errors import ExitCode
 from neuron_watch.events import EventKind, JobState, NodeStatus
-from neuron_watch.recovery.machine import Capture, Finish, RecordIncident, StopJob
+from neuron_watch.recovery.machine import Capture, Finish, Progress, RecordIncident, StopJob
 from tests.unit.test_recovery import CONFIG, HANG, Job, Node
 
 
@@ -81,6 +82,7 @@ def test_a_launcher_that_failed_before_every_node_joined_ends_the_job_with_its_c
     """torchrun's rendezvous timed out waiting for the other node (RendezvousTimeoutError, exit 1):
     the judge never runs with a node missing, so without this the wrapper waited on, silent."""
     job = Job(nodes=1)
+    job.progress = Progress()  # no rank trained: the rendezvous never completed
     job.tick(enough=False)
     job.say("n0", NodeStatus.FAILED, code=1)
     assert len(job.tick(at=1.0, enough=False)) == 1  # said at once, then a wait for the others to join
@@ -91,6 +93,20 @@ def test_a_launcher_that_failed_before_every_node_joined_ends_the_job_with_its_c
     out = job.tick(at=61.0, enough=False)
     assert isinstance(out[-1], Finish) and (out[-1].code, out[-1].state) == (1, JobState.FAILED)
     assert "before every node of the job joined" in out[-1].reason
+
+
+def test_a_launcher_that_failed_after_its_ranks_trained_with_a_node_never_heard_is_unobserved() -> None:
+    """The ranks trained (step 7), so torchrun's rendezvous had every node, but one node's wrapper never
+    reached the coordinator (lost before its hello): its ranks ran unobserved, the failure cannot be
+    judged -- exit 3 (unobserved) saying so, not the launcher's code with a rendezvous timeout blamed."""
+    job = Job(nodes=1)
+    job.say("n0", NodeStatus.FAILED, code=1)
+    job.tick(at=1.0, enough=False)
+    warning = job.events(EventKind.WARNING)[0].fields
+    assert "after its ranks trained (step 7)" in warning["message"] and "exit 3" in warning["message"]
+    out = job.tick(at=61.0, enough=False)
+    assert isinstance(out[-1], Finish) and (out[-1].code, out[-1].state) == (ExitCode.UNOBSERVED, JobState.FAILED)
+    assert "never reached the coordinator" in out[-1].reason and "before every node" not in out[-1].reason
 
 
 def test_a_node_that_joins_within_the_grace_lets_the_judge_decide() -> None:

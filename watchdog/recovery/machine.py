@@ -299,17 +299,29 @@ class Recovery:
             self._ended_alone = None
             return []
         joined = ", ".join(sorted(facts.nodes))
-        reason = (f"the launcher ended (exit {failed[0]}) on {joined} before every node of the job joined: "
-                  "the job cannot start without them (a rendezvous that timed out waiting for them?)")
+        trained = facts.progress.last_step
+        if trained is None:
+            code = failed[0]
+            reason = (f"the launcher ended (exit {code}) on {joined} before every node of the job joined: "
+                      "the job cannot start without them (a rendezvous that timed out waiting for them?)")
+        else:
+            # The ranks trained, so torchrun's rendezvous had the whole job: the nodes not heard ran
+            # ranks this coordinator never saw (their wrappers could not reach it, or were lost
+            # before their hello). What failed cannot be judged without them: unobserved, not a
+            # rendezvous that timed out.
+            code = int(ExitCode.UNOBSERVED)
+            reason = (f"the launcher ended (exit {failed[0]}) on {joined} after its ranks trained (step {trained}) "
+                      "while the job's other node(s) never reached the coordinator: they ran ranks it could not "
+                      "observe, so the failure cannot be judged")
         if self._ended_alone is None:
             self._ended_alone = now
             wait = self.settings.absent_grace
             return [self._emit(EventKind.WARNING, kind="nodes_missing", nodes=sorted(facts.nodes),
                                message=f"{reason}; waiting {wait:.0f}s for the others to join, then the job ends "
-                                       f"with exit {failed[0]}")]
+                                       f"with exit {code}")]
         if now - self._ended_alone < self.settings.absent_grace:
             return []  # a node that joins now still lets the judge name the failure
-        return self._finish(failed[0], reason, now, JobState.FAILED)
+        return self._finish(code, reason, now, JobState.FAILED)
 
     def _capturing(self, now: float, facts: Facts) -> list[Command]:
         # a node silent past the silence bound cannot answer in time: its evidence is missing, not awaited
