@@ -210,21 +210,19 @@ def test_a_signal_while_an_elastic_node_waits_for_its_place_stops_it_and_records
     """SIGTERM to a wrapper whose torchrun waits in the rendezvous for a node that never comes (the
     job's shape is known, its place is not): its torchrun is stopped, it exits 143, and its events
     end with ``job_finished`` (interrupted)."""
-    run_dir = tmp_path / "node0"
+    run_dir, rdzv_port = tmp_path / "node0", free_port()
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--coordinator", f"127.0.0.1:{free_port()}",
             "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"wait-{secrets.token_hex(3)}",
+            "--rdzv_endpoint", f"127.0.0.1:{rdzv_port}", "--rdzv_id", f"wait-{secrets.token_hex(3)}",
             TOY, "--steps", "5"]
     with ExitStack() as stack:
         p = start_node(stack, argv, cwd=tmp_path, env=dict(toy_env, NEURON_WATCH_SECRET="e" * 32),
                        out=tmp_path / "node0.out", run_dir=run_dir)
-        # the shape is known once torchrun's parser (a child of the wrapper) has come and gone
-        seen, deadline = False, time.monotonic() + 180
-        while True:  # polls the wrapper's children
-            parsing = any(b"get_args_parser" in _cmdline(c) for c in _children(p.pid))
-            seen = seen or parsing
-            if seen and not parsing:
-                break
+        # torchrun waits in its rendezvous once its c10d store listens on the endpoint. The shape is
+        # known once torchrun's parser (a child of the wrapper, started with torchrun, ~0.04 CPU-s:
+        # too short-lived to be caught by polling) is gone.
+        deadline = time.monotonic() + 180
+        while not (_listening(rdzv_port) and not any(b"get_args_parser" in _cmdline(c) for c in _children(p.pid))):
             assert p.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.out").read_text()[-3000:]
             time.sleep(0.05)
         torchrun = [c for c in _children(p.pid) if b"torch" in _cmdline(c)]
@@ -236,6 +234,7 @@ def test_a_signal_while_an_elastic_node_waits_for_its_place_stops_it_and_records
     assert len(finished) == 1 and finished[0]["state"] == "interrupted" and finished[0]["exit_code"] == 143
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
     assert not any(alive(pid) for pid in torchrun)
+
 
 
 def _children(pid: int) -> list[int]:
