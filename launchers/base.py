@@ -24,7 +24,10 @@ class LaunchInfo:
     """What the launcher knows about the job's shape (None = unknown)."""
 
     nproc_per_node: int | None = None
-    nnodes: int | None = None
+    nnodes: int | None = None  # the most nodes the job runs on (an elastic range's maximum)
+    #: an elastic range's minimum (torchrun's ``--nnodes 1:4``: the job runs once 1 node joined);
+    #: None: ``nnodes``
+    min_nnodes: int | None = None
     node_rank: int | None = None
     # Global rank of this node's local rank 0, when the launcher fixes it before start (torchrun's
     # static rendezvous: node_rank * nproc_per_node); None when a rendezvous assigns it at run time.
@@ -41,6 +44,12 @@ class LaunchInfo:
     #: is_host=``); None: not told
     rendezvous_host: bool | None = None
     warnings: tuple[str, ...] = ()
+
+    @property
+    def nodes_to_judge(self) -> int | None:
+        """How many nodes must have joined before the job is judged: the job runs with that many
+        (an elastic range's minimum; waiting for its maximum never judged a job that runs below it)."""
+        return self.min_nnodes if self.min_nnodes is not None else self.nnodes
 
 
 class Launcher(abc.ABC):

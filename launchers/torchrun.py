@@ -266,9 +266,11 @@ class TorchrunLauncher(Launcher):
         endpoint = str(a.get("rdzv_endpoint") or "")
         if str(a.get("rdzv_backend", "static")) != "static" and endpoint:
             host = endpoint.rsplit(":", 1)[0] if ":" in endpoint else endpoint
-        nproc_text, nnodes_text = str(a.get("nproc_per_node")), str(a.get("nnodes", "1")).split(":")[-1]
+        nproc_text = str(a.get("nproc_per_node"))
+        min_text, _, nnodes_text = str(a.get("nnodes", "1")).rpartition(":")  # "N", or an elastic range "MIN:MAX"
         nproc = int(nproc_text) if nproc_text.isdigit() else None
         nnodes = int(nnodes_text) if nnodes_text.isdigit() else None
+        min_nnodes = int(min_text) if min_text.isdigit() else None
         node_rank = int(str(a["node_rank"])) if str(a.get("node_rank", "")).lstrip("-").isdigit() else None
         # A static rendezvous makes node_rank the group rank, so the global ranks are known before
         # start (the same --nproc_per_node on every node, as launch scripts pass it); any other
@@ -280,6 +282,7 @@ class TorchrunLauncher(Launcher):
             rendezvous_host=_is_host(str(a.get("rdzv_conf") or "")),
             nproc_per_node=nproc,
             nnodes=nnodes,
+            min_nnodes=min_nnodes,
             node_rank=node_rank,
             rank_offset=offset,
             log_dir=str(a.get("log_dir") or self.log_root(gen_dir)),

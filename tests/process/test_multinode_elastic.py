@@ -249,3 +249,27 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_an_elastic_range_running_below_its_maximum_is_judged_and_its_hang_restarted(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """``--nnodes 1:2`` with one node: torchrun's rendezvous starts the job at the range's minimum, and
+    judging starts there too (the coordinator used to wait for the maximum: a hang of this job went
+    unseen for as long as it lived). Rank 1 never joins step 5's collective: a collective hang with
+    rank 1 the culprit, one restart, and the job finishes."""
+    run_dir = tmp_path / "node0"
+    argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "5", "--max-restarts", "1",
+            "torchrun", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"range-{secrets.token_hex(3)}",
+            "--rdzv_conf", "last_call_timeout=1", TOY, "--steps", "12", "--hang-at", "5", "--hang-rank", "1"]
+    with ExitStack() as stack:
+        p = start_node(stack, argv, cwd=tmp_path, env=dict(toy_env, NEURON_WATCH_SECRET="e" * 32),
+                       out=tmp_path / "node0.out", run_dir=run_dir)
+        code = p.wait(240)
+    said = (tmp_path / "node0.out").read_text()[-3000:]
+    assert code == 0, said
+    evs = events(run_dir)
+    (hang,) = [v for v in named(evs, "verdict") if v["action"] == "restart"]
+    assert hang["label"] == "collective_hang" and hang["culprit"]["rank"] == 1, hang
+    assert len(named(evs, "restart")) == 1 and named(evs, "job_finished")[0]["exit_code"] == 0, said
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []

@@ -47,6 +47,16 @@ def test_c10d_is_elastic_static_and_standalone_are_not() -> None:
     assert info_of(rdzv_backend="c10d", rdzv_endpoint="h:1", nnodes="1:4").elastic
 
 
+@pytest.mark.parametrize(("nnodes", "most", "judged_at"),
+                         [("2", 2, 2), ("1:4", 4, 1), ("2:2", 2, 2), ("x", None, None)])
+def test_an_elastic_range_is_judged_once_its_minimum_joined(nnodes: str, most: int | None,
+                                                            judged_at: int | None) -> None:
+    """``--nnodes 1:4`` runs once one node joined: waiting for four before judging never judged a
+    job that runs on fewer (a hang on one node of ``1:2`` went unseen)."""
+    info = info_of(rdzv_backend="c10d", rdzv_endpoint="h:1", nnodes=nnodes)
+    assert (info.nnodes, info.nodes_to_judge) == (most, judged_at)
+
+
 @pytest.mark.parametrize(("conf", "expected"), [("", None), ("is_host=true", True), ("timeout=9,is_host=0", False),
                                                 ("join_timeout=600", None), ("is_host=maybe", None)])
 def test_rdzv_conf_is_host_is_read_as_torchrun_reads_it(conf: str, expected: bool | None) -> None:

@@ -214,7 +214,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                     # the coordinator in a process of its own: its crash (a libzmq abort) is not this
                     # node's, and this wrapper starts it again (docs/multinode.md)
                     host = hosted_coordinator(config, bind=f"0.0.0.0:{address.rsplit(':', 1)[1]}", run_dir=run_dir,
-                                             job_id=job_id, nodes=info.nnodes, node=agent.node,
+                                             job_id=job_id, nodes=info.nodes_to_judge, node=agent.node,
                                              job_started=_job_started(agent, launcher, config, run_dir, job_id,
                                                                       info.nnodes or 1))
                     host.start()

@@ -124,6 +124,23 @@ class Facts:
 _HEALTHY_WAIT = Verdict(Label.HEALTHY, Action.WAIT)
 
 
+def _end_before_all_joined(launcher_code: int, joined: list[str], trained: int | None) -> tuple[int, str]:
+    """The exit code and reason of a job whose joined nodes' launchers all ended, one failing with
+    ``launcher_code``, before every node joined; ``trained``: the last step its ranks reached."""
+    nodes = ", ".join(joined)
+    if trained is None:
+        return launcher_code, (f"the launcher ended (exit {launcher_code}) on {nodes} before every node of the job "
+                               "joined: the job cannot start without them (a rendezvous that timed out waiting for "
+                               "them?)")
+    # The ranks trained, so the launchers' rendezvous had the whole job: the nodes not heard ran ranks
+    # this coordinator never saw (their wrappers could not reach it, or were lost before their hello).
+    # What failed cannot be judged without them: unobserved, not a rendezvous that timed out.
+    return int(ExitCode.UNOBSERVED), (
+        f"the launcher ended (exit {launcher_code}) on {nodes} after its ranks trained (step {trained}) while the "
+        "job's other node(s) never reached the coordinator: they ran ranks it could not observe, so the failure "
+        "cannot be judged")
+
+
 @dataclass
 class Recovery:
     """The job's recovery. Call :meth:`tick` every turn; carry out the commands in order."""
@@ -298,21 +315,7 @@ class Recovery:
         if self.fresh_agents_per_generation or not ended or not failed:
             self._ended_alone = None
             return []
-        joined = ", ".join(sorted(facts.nodes))
-        trained = facts.progress.last_step
-        if trained is None:
-            code = failed[0]
-            reason = (f"the launcher ended (exit {code}) on {joined} before every node of the job joined: "
-                      "the job cannot start without them (a rendezvous that timed out waiting for them?)")
-        else:
-            # The ranks trained, so torchrun's rendezvous had the whole job: the nodes not heard ran
-            # ranks this coordinator never saw (their wrappers could not reach it, or were lost
-            # before their hello). What failed cannot be judged without them: unobserved, not a
-            # rendezvous that timed out.
-            code = int(ExitCode.UNOBSERVED)
-            reason = (f"the launcher ended (exit {failed[0]}) on {joined} after its ranks trained (step {trained}) "
-                      "while the job's other node(s) never reached the coordinator: they ran ranks it could not "
-                      "observe, so the failure cannot be judged")
+        code, reason = _end_before_all_joined(failed[0], sorted(facts.nodes), facts.progress.last_step)
         if self._ended_alone is None:
             self._ended_alone = now
             wait = self.settings.absent_grace
