@@ -57,6 +57,16 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     ("[0/0] Ignoring this choice.", C, None, "corpus (pytorch-159688-autotune-choice-out-of-resource-ignored)"),
     ("E0324 10:12:55.123000 4242 torch/_inductor/select_algorithm.py:1720] [0/0] CUDA compilation error during autotuning: ", C, None,
      'torch/_inductor/select_algorithm.py log.error("CUDA compilation error during autotuning: \\n%s. \\nIgnoring this choice.", ...)'),
+    # accelerate's refusal of a mixed precision
+    ("ValueError: fp16 mixed precision requires a GPU", E, Label.CONFIG_ERROR,
+     "corpus (kohya-ss-719-accelerate-fp16-requires-gpu); the same line in bmaltais/kohya_ss#378"),
+    ("ValueError: fp16 mixed precision requires PyTorch >= 1.6", E, Label.CONFIG_ERROR,
+     'accelerate/accelerator.py raise ValueError(err.format(mode="fp16", requirement="PyTorch >= 1.6"))'),
+    # SkyPilot's resources that cannot be had
+    ("sky.exceptions.ResourcesUnavailableError: Catalog does not contain any instances satisfying the request:", E, Label.CONFIG_ERROR,
+     "corpus (skypilot-3454-serve-catalog-no-instances)"),
+    ("sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. Relax the task's resource requirements: 1x RunPod(cpus=32+, {'H100': 8}, disk_tier=best, disk_size=512, ports=['8081'])", E, Label.CONFIG_ERROR,
+     "corpus (skypilot-5600-runpod-failed-to-provision-all-zones), another thread"),
 ]
 
 #: lines that look like the forms and must read as nothing
@@ -73,6 +83,9 @@ NEAR_MISSES = [
     "| [Tradeoff 1] | [Gain] | [Loss] | [Justification] |",  # a table cell
     "[WIN] hold the corner | [LOSS] strung out",  # a word, not a metric
     "Ignoring this choice of learning rate schedule",  # other words
+    'err = "{mode} mixed precision requires {requirement}"',  # accelerator.py's format string
+    "class ResourcesUnavailableError(Exception):",  # sky/exceptions.py
+    "except sky.exceptions.ResourcesUnavailableError as e:",  # a caller's handler
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -96,6 +109,9 @@ test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
     ("config_error/ray-22472-job-submit-runtime-env-pip-setup-failed.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/llama-cpp-2867-server-model-file-not-found.log", Label.CONFIG_ERROR, Action.STOP),
     ("numerical_error/lion-9-loguru-loss-explodes-then-nan.log", Label.NUMERICAL_ERROR, Action.STOP),
+    ("config_error/kohya-ss-719-accelerate-fp16-requires-gpu.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/skypilot-3454-serve-catalog-no-instances.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/skypilot-5600-runpod-failed-to-provision-all-zones.log", Label.CONFIG_ERROR, Action.STOP),
     # the autotuner's dropped candidate is a compile at work, not an out-of-memory crash: the action is to wait
     ("healthy/pytorch-159688-autotune-choice-out-of-resource-ignored.log", Label.COMPILING, Action.WAIT),
 ])

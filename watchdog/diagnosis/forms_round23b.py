@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-23 (half B): c10d's report of an NCCL call that failed,
 a Kubernetes admission webhook's refusal, a Ray job whose runtime environment could not be set up, a file a native
-program could not open, a loss printed as a bracketed key, and Inductor's autotuner dropping a candidate.
+program could not open, a loss printed as a bracketed key, Inductor's autotuner dropping a candidate, accelerate's
+refusal of a mixed precision and SkyPilot's resources that cannot be had.
 
 Pure: no I/O. :func:`round23b_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
 forms of round 22, and :func:`round23b_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the
@@ -42,6 +43,17 @@ Each form is read where its program prints it:
   autotuning"): a configuration that does not fit the device (more shared memory than the SM has) is dropped and
   the search goes on with the others; projects filter these lines as noise. The autotuner at work: a compile beat,
   as forms_phase reads Inductor's AUTOTUNE tables (round issue23-heldout-23: pytorch-159688, read as OOM).
+* accelerate's refusal of the mixed precision the job asks for (accelerate/accelerator.py: ``err = "{mode} mixed
+  precision requires {requirement}"``, raised as ValueError with "a GPU" when torch sees no CUDA device, "PyTorch >=
+  1.6", "PyTorch >= 1.10 and a supported device"): the machine or the install lacks what the setting needs, and
+  every restart meets it (round issue23-heldout-23: kohya-ss-719, a torch without CUDA, read as a crash; the bf16
+  variant was already read by forms_errors' device refusal).
+* SkyPilot's launch that cannot get the resources the task asks for (sky/exceptions.py ResourcesUnavailableError,
+  "Raised when resources are unavailable": no instance in the catalog satisfies the request, every zone refused,
+  the quota is out; ResourcesMismatchError, a request the existing cluster cannot meet), as the CLI prints it,
+  ``sky.exceptions.ResourcesUnavailableError: ...``: the job never started, and the same request fails the same
+  until it is relaxed (or retried until capacity appears, ``--retry-until-up``): configuration, as the corpus reads
+  SkyPilot's quota and provisioning refusals (round issue23-heldout-23: skypilot-3454, read as a comm error).
 """
 
 from __future__ import annotations
@@ -54,7 +66,7 @@ from neuron_watch.events import Label
 #: The literals the lines these forms read hold, besides the failure forms' needles ("loss"/"Loss" among them)
 NEEDLES: tuple[str, ...] = ("NCCL error in: ", "denied the request", "runtime_env setup failed: ",
                             "RuntimeEnvSetupError: ", ": No such file or directory", "during autotuning: ",
-                            "Ignoring this choice.")
+                            "Ignoring this choice.", " mixed precision requires ", "sky.exceptions.")
 
 #: c10d's NCCL check: the file and line of the call, then the reason in NCCL's words
 _NCCL_CHECK_FAILED = re.compile(r"\bNCCL error in: \S+:\d+, \S")
@@ -75,6 +87,12 @@ _BRACKETED_LOSS = re.compile(r"\[(?i:[\w.-]*loss[\w.-]*)\]\s*:?\s*[-+]?(?i:nan|i
 #: Inductor's autotuner dropping a candidate: the head of its record, and its last line
 _AUTOTUNE_REJECTED = re.compile(r"\b(?:Runtime|CUDA compilation) error during autotuning: |\bIgnoring this choice\.")
 
+#: accelerate's refusal of a mixed precision, with what it requires
+_PRECISION_REFUSED = re.compile(r"\b\w+ mixed precision requires (?:a |an |PyTorch |torch )\S")
+
+#: SkyPilot's exceptions of resources that cannot be had, as its CLI prints them
+_SKY_RESOURCES = re.compile(r"\bsky\.exceptions\.Resources(?:Unavailable|Mismatch)Error: \S")
+
 
 def round23b_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -92,6 +110,12 @@ def round23b_form(text: str) -> Form | None:
         return Form(FormKind.METRIC, "a non-finite loss (a bracketed key)", Label.NUMERICAL_ERROR)
     if ("autotuning" in text or "this choice" in text) and _AUTOTUNE_REJECTED.search(text):
         return Form(FormKind.COMPILE_RUNNING, "Inductor's autotuner dropping a candidate kernel and going on")
+    if "mixed precision requires" in text and _PRECISION_REFUSED.search(text):
+        return Form(FormKind.ERROR, "a mixed precision the machine or the install cannot give (accelerate's "
+                    "refusal), the same on every restart", Label.CONFIG_ERROR)
+    if "sky.exceptions." in text and _SKY_RESOURCES.search(text):
+        return Form(FormKind.ERROR, "resources the task asks for that the clouds cannot give (SkyPilot's "
+                    "launch refused), the same until the request changes", Label.CONFIG_ERROR)
     return None
 
 
