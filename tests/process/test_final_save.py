@@ -5,7 +5,10 @@
 checkpoint every ``SAVE_EVERY`` steps, so its last step is a checkpoint step, and its
 ``--final-save-seconds`` makes that save ``SLOW`` s longer on every rank (a slow filesystem's flush):
 Trainer says nothing while it saves at its default log level, so the judge sees its bar reach
-``LENGTH/LENGTH``, then silence far past ``--hang-timeout HANG``, then the final metrics. The run
+``LENGTH/LENGTH``, then silence far past ``--hang-timeout HANG``, then the final metrics. The node's
+word that ``checkpoint-LENGTH`` appeared may reach the judge before that bar or after it (a late agent
+tick scans the checkpoint dir before it reads the rank files: on a slow machine, before), and either
+way the bar is the last step reached (``tests/unit/test_judge_last_step.py`` holds both orders). The run
 must finish with no restart and no hang verdict, saying why it waited; and a run that stops during
 training is still a hang (``test_frameworks``: a SIGSTOPped rank). No pid of the run survives it.
 """

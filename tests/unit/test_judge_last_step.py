@@ -83,6 +83,32 @@ def test_a_slow_save_at_the_last_step_is_work_not_a_hang(batched: bool) -> None:
 
 
 @pytest.mark.parametrize("batched", [False, True])
+def test_the_checkpoint_seen_before_the_bar_of_its_step_still_leaves_the_last_step_reached(batched: bool) -> None:
+    """The node's word that the last step's checkpoint appeared may come before rank 0's bar at that step:
+    a late agent tick scans --checkpoint-dir before it reads the rank files (the save took less than
+    the tick was late), another node sees a shared checkpoint dir on its own clock. A real HF run under
+    neuron-watch on a starved machine did so, and its slow final save was judged a hang, restarted.
+    The bar's end is the last step reached, whichever came first."""
+    j, last = fed([*LINES[:LAST_BAR], SAW, *LINES[LAST_BAR:]], batched)
+    assert j.last_step_reached() is not None
+    v = j.verdict(last + HANG + 30.0)
+    assert (v.label, v.action) == (Label.HEALTHY, Action.WAIT), v.reason
+    assert "reached the last step (20)" in v.reason and "20/20" in v.evidence[0].text
+    # still bounded by the save timeout
+    v = j.verdict(LAST_BAR * 0.25 + SAVE + 1.0)
+    assert (v.label, v.action) == (Label.COLLECTIVE_HANG, Action.RESTART), v.reason
+
+
+def test_a_checkpoint_past_the_last_step_reached_is_training_going_on() -> None:
+    """The node's word of a checkpoint of a later step than the bar's end: that end was not the run's last
+    step (training went on); a silence after it is judged at the hang timeout."""
+    j, last = fed([*LINES, (-1, "neuron-watch: a new complete checkpoint appeared: /fsx/ckpt/checkpoint-30 (step 30)")])
+    assert j.last_step_reached() is None
+    v = j.verdict(last + j.hang_timeout() + 0.01)
+    assert v.label is Label.COLLECTIVE_HANG, v.reason
+
+
+@pytest.mark.parametrize("batched", [False, True])
 def test_a_rank_that_stops_before_the_last_step_is_a_hang_at_the_same_time(batched: bool) -> None:
     """The same run stopped at step 19 (both its bar and its log dict seen): a hang as soon as the
     silence passes the hang timeout, exactly as without the last-step rule."""

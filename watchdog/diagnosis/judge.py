@@ -788,6 +788,12 @@ class Judge:
         self.touched: dict[int, RankState] = {}
         self.step_times: list[float] = []  # mono time each new job-level max step was first seen
         self.max_step: int | None = None
+        #: the highest step a rank's own line showed (rank >= 0): where training is. The node's word that
+        #: a checkpoint of a step appeared moves max_step, not this: it may come before the line of the
+        #: rank that reached that step (the node scans --checkpoint-dir before it reads the rank files
+        #: of a late tick; another node sees a shared checkpoint dir on its own clock), and that line is
+        #: still news (the last step's bar, see _advance)
+        self.rank_step: int | None = None
         self.unobserved: dict[str, float] = {}  # node -> since
         #: where the launchers' exits are kept when the caller keeps them (the coordinator: its
         #: nodes' views); None: this judge keeps the ones it is given (:meth:`observe_exit`)
@@ -1077,8 +1083,8 @@ class Judge:
         newest_wall: float | None = None
         for line, sig in resolved:
             if stale:
-                # the step a line must pass to be news: the job's, or the newest loop's (see _advance)
-                beyond = self.max_step if self.loop_step is None else self.loop_step
+                # the step a line must pass to be news: the ranks', or the newest loop's (see _advance)
+                beyond = self.rank_step if self.loop_step is None else self.loop_step
                 training = beyond is not None and bool(self.step_times) and self.last_step_line is None
                 work_max, work_stale, newest_wall = self._work_max, self._work_stale, self.last_progress_wall
                 stale = False
@@ -1124,8 +1130,8 @@ class Judge:
         every other row goes through :meth:`_advance`.
         """
         advance = self._advance
-        # the step a row must pass to be news: the job's, or the newest loop's (never above the job's)
-        beyond = self.max_step if self.loop_step is None else self.loop_step
+        # the step a row must pass to be news: the ranks', or the newest loop's (never above the ranks')
+        beyond = self.rank_step if self.loop_step is None else self.loop_step
         newest_wall = self.last_progress_wall
         # (what _progressed does for a row, inline, with the job's newest work kept in locals: a big job's
         # rows come here 22,000 a second at 1,024 nodes, and a call and two attribute writes a row were a
@@ -1147,7 +1153,7 @@ class Judge:
                 self.last_progress_wall = newest_wall
                 self._work_max, self._work_stale = work_max, work_stale
                 advance(st, mono, wall, step, ev.build())
-                beyond = self.max_step if self.loop_step is None else self.loop_step
+                beyond = self.rank_step if self.loop_step is None else self.loop_step
                 newest_wall = self.last_progress_wall
                 work_max, work_stale = self._work_max, self._work_stale
                 awaiting_last = self.last_step_line is not None
@@ -1407,17 +1413,23 @@ class Judge:
                 if total is not None and total != (self.max_step if self.loop_total is None else self.loop_total):
                     self.loop_step, self.loop_total = 0, total
             st.step, st.step_mono = step, mono
-            top = self.max_step if self.loop_step is None else self.loop_step
-            # The last step reached (a new step of the loop at the training bar's total), or training
-            # went on to another step (past it, or the next epoch's bar of a loop that draws one per
-            # epoch). A line of that same step is no such news: the bar's closing redraw, or the
-            # node's word that the checkpoint of that step appeared ("checkpoint-30": step 30).
-            if (top is None or step > top) and _bar_at_total(ev.text, step):
-                self.last_step_line, self.last_step = ev, step
-            elif self.last_step_line is not None and step != top:
+            top = self.rank_step if self.loop_step is None else self.loop_step
+            if st.key.rank >= 0:
+                # The last step reached (a new step of the loop at the training bar's total), or training
+                # went on to another step (past it, or the next epoch's bar of a loop that draws one per
+                # epoch). A line of that same step is no such news: the bar's closing redraw.
+                if (top is None or step > top) and _bar_at_total(ev.text, step):
+                    self.last_step_line, self.last_step = ev, step
+                elif self.last_step_line is not None and step != top:
+                    self.last_step_line = None
+                if self.loop_step is not None and step > self.loop_step:
+                    self.loop_step = step
+                if self.rank_step is None or step > self.rank_step:
+                    self.rank_step = step
+            elif self.last_step_line is not None and top is not None and step > top:
+                # the node's word that a checkpoint appeared ("checkpoint-30": step 30), before or after
+                # the bar of that step: news only past the step the ranks reached (training went on)
                 self.last_step_line = None
-            if self.loop_step is not None and step > self.loop_step:
-                self.loop_step = step
             if self.max_step is None or step > self.max_step:
                 self.max_step = step
                 self.max_step_wall = wall
