@@ -164,3 +164,22 @@ def test_an_error_record_after_an_announced_compile_is_the_compile_s_failure(tmp
     log.write_text("\n".join(head) + "\nERROR:Alternate:neuron-cc abgebrochen entire autoscaler clipnorm receive intent call:\n")
     verdict = diagnose_paths([str(log)]).verdict
     assert (verdict.label, verdict.action) == (Label.COMPILE_ERROR, Action.STOP), verdict.reason
+
+
+def test_mindspore_s_sections_under_its_c_plus_plus_error_record() -> None:
+    """MindSpore's C++ log prints the same sections under an ERROR record (a reliability test's log in the issues
+    corpus); the traceback after the blank line is another block."""
+    lines = [
+        "[ERROR] DEVICE(164104,ffff841795d0,python):2022-12-01-03:58:52.033.355 [mindspore/ccsrc/runtime/device/kernel_runtime_manager.cc:138] WaitTaskFinishOnDevice] SyncStream failed, exception:The pointer[stream] is null.",
+        "",
+        "----------------------------------------------------",
+        "- C++ Call Stack: (For framework developers)",
+        "----------------------------------------------------",
+        "mindspore/ccsrc/runtime/device/kernel_runtime.cc:124 LockRuntime",
+        "",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 377, in <module>',
+    ]
+    first, second = blocks(lines)
+    assert first.end == 5 and first.lines[-1].role is Role.FRAME
+    assert second.start == 7

@@ -40,12 +40,13 @@ The layouts, each as its printer writes it:
   before; ``note: run with `RUST_BACKTRACE=1` ...``; ``std::backtrace``: ``stack backtrace:``,
   ``   <n>: <symbol>``, ``             at <file>:<l>:<c>``).
 * **MindSpore** (its exception report, mindspore/core/utils/log_adapter.cc and the Python layer that raises it):
-  the exception line, then sections, each a rule of dashes, ``- <Title>:`` (``Framework Error Message:``,
-  ``Ascend Error Message:``, ``Device load error message:``, ``Framework Unexpected Exception Raised:``, ``C++
-  Call Stack: (For framework developers)``, ``The Traceback of Net Construct Code:``), a rule, and the section's
-  lines, a blank line between sections. What a message section says is the exception's detail, deeper than its
-  line (a ``RuntimeError: Unsupported device target Ascend...`` over the loader's ``libge_runner.so: cannot open
-  shared object file``); the call stack and the net's traceback are frames.
+  the exception line (or an ``[ERROR] <MODULE>(<pid>,...)`` record of its C++ log), then sections, each a rule of
+  dashes, ``- <Title>:`` (``Framework Error Message:``, ``Ascend Error Message:``, ``Device load error message:``,
+  ``Framework Unexpected Exception Raised:``, ``C++ Call Stack: (For framework developers)``, ``The Traceback of
+  Net Construct Code:``), a rule, and the section's lines, a blank line between sections. What a message section
+  says is the exception's detail, deeper than its line (a ``RuntimeError: Unsupported device target Ascend...``
+  over the loader's ``libge_runner.so: cannot open shared object file``); the call stack and the net's traceback
+  are frames.
 * **gRPC** (grpc ``src/python/grpcio/grpc/_channel.py`` ``_InactiveRpcError``/``_RPCState``: the
   repr ``<_InactiveRpcError of RPC that terminated with:`` then ``\\tstatus = StatusCode.<CODE>``,
   ``\\tdetails = "..."``, ``\\tdebug_error_string = "..."``, ``>``; the codes are
@@ -296,7 +297,8 @@ class _Reader:
 
     def _continues(self, text: str, after_header: bool) -> Role | None:
         """The role of ``text`` as the next line of the open block, or None when it is not one."""
-        if self.ms or (self.kind in ("exception", "python") and self.last is Role.MESSAGE and _MS_RULE.match(text)):
+        if self.ms or (self.kind in ("exception", "python", "record") and self.last in (Role.MESSAGE, Role.HEADER)
+                       and _MS_RULE.match(text)):
             return self._ms_section(text)
         if _PY_CAUSE.match(text):
             # Python prints the root first: what follows a separator is further from the root
