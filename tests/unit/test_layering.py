@@ -49,6 +49,7 @@ PURE = [
     "diagnosis.forms_round20b", "diagnosis.forms_round21a", "diagnosis.forms_round21b",
     "diagnosis.forms_round22a",
     "diagnosis.forms_round22b",
+    "diagnosis.forms_round23a",
     "diagnosis.forms_round23b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword",
     "diagnosis.offline_reading",

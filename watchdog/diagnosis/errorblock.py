@@ -39,6 +39,14 @@ The layouts, each as its printer writes it:
   <file>:<l>:<c>:`` and the message on the next line since 1.73, ``panicked at '<msg>', <file>``
   before; ``note: run with `RUST_BACKTRACE=1` ...``; ``std::backtrace``: ``stack backtrace:``,
   ``   <n>: <symbol>``, ``             at <file>:<l>:<c>``).
+* **MindSpore** (its exception report, mindspore/core/utils/log_adapter.cc and the Python layer that raises it):
+  the exception line (or an ``[ERROR] <MODULE>(<pid>,...)`` record of its C++ log), then sections, each a rule of
+  dashes, ``- <Title>:`` (``Framework Error Message:``, ``Ascend Error Message:``, ``Device load error message:``,
+  ``Framework Unexpected Exception Raised:``, ``C++ Call Stack: (For framework developers)``, ``The Traceback of
+  Net Construct Code:``), a rule, and the section's lines, a blank line between sections. What a message section
+  says is the exception's detail, deeper than its line (a ``RuntimeError: Unsupported device target Ascend...``
+  over the loader's ``libge_runner.so: cannot open shared object file``); the call stack and the net's traceback
+  are frames.
 * **gRPC** (grpc ``src/python/grpcio/grpc/_channel.py`` ``_InactiveRpcError``/``_RPCState``: the
   repr ``<_InactiveRpcError of RPC that terminated with:`` then ``\\tstatus = StatusCode.<CODE>``,
   ``\\tdetails = "..."``, ``\\tdebug_error_string = "..."``, ``>``; the codes are
@@ -157,6 +165,11 @@ _GRPC_DETAIL = re.compile(r"^\s+(?:status = StatusCode\.\w+|details = |debug_err
 #: or, in older releases, two spaces: "EZ9999  Cannot parse json for config file [...]") continues the block.
 _CANN_CODE = re.compile(r"\bE[A-Z0-9]\d{4}: ")
 _CANN_LINE = re.compile(r"^E[A-Z0-9]\d{4}(?::\s|\s\s)")
+#: MindSpore's report sections under an exception line: a rule of dashes (MindSpore prints 52, some sections 66),
+#: the section's title, a rule again; the titles of the sections that hold frames, not words
+_MS_RULE = re.compile(r"^-{20,}\s*$")
+_MS_TITLE = re.compile(r"^- [A-Z][\w+ '/-]*:(?: \(For framework developers\))?\s*$")
+_MS_FRAMES = re.compile(r"Call Stack|Traceback")
 
 #: what a layout puts before the message it carries: Java's "Caused by: " and "Suppressed: ", the JVM's
 #: "Exception in thread "<name>" ", libstdc++'s "what():  ", Go's "panic: " (and a nested panic's tab),
@@ -213,6 +226,8 @@ class _Reader:
         self.after_header = False  # the line right after the opening header
         self.glog = False
         self.cann = False  # the block carries CANN's error message, whose lines start with its code
+        self.ms = ""  # in MindSpore's report sections: "rule" (a rule read), "title", "words" or "frames"
+        self.title_frames = False  # the section's title names frames (a call stack, the net's traceback)
 
     def close(self) -> None:
         if self.cur:
@@ -235,6 +250,7 @@ class _Reader:
         glog = _GLOG.match(text)
         self.glog = glog is not None
         self.cann = _CANN_CODE.search(text) is not None
+        self.ms = ""
         if _PY_HEADER.search(text):
             self.kind = "python"
         elif _RUST_PANIC.match(text):
@@ -274,12 +290,16 @@ class _Reader:
             if _opens(text):
                 self.open(index, text)
             return
-        # what a wrapper carries (a C++ exception's what(), an RPC's status) sits under it in the chain
-        deeper = role is Role.MESSAGE and (_CXX_WHAT.match(text) or _GRPC_DETAIL.match(text))
+        # what a wrapper carries (a C++ exception's what(), an RPC's status, a MindSpore report's section) sits
+        # under it in the chain
+        deeper = role is Role.MESSAGE and (_CXX_WHAT.match(text) or _GRPC_DETAIL.match(text) or self.ms == "words")
         self.add(index, role, self.depth * 10 + 2 if deeper else None)
 
     def _continues(self, text: str, after_header: bool) -> Role | None:
         """The role of ``text`` as the next line of the open block, or None when it is not one."""
+        if self.ms or (self.kind in ("exception", "python", "record") and self.last in (Role.MESSAGE, Role.HEADER)
+                       and _MS_RULE.match(text)):
+            return self._ms_section(text)
         if _PY_CAUSE.match(text):
             # Python prints the root first: what follows a separator is further from the root
             self.depth -= 1
@@ -325,6 +345,25 @@ class _Reader:
             return Role.MESSAGE
         if self.last is Role.SEPARATOR and (_PY_HEADER.search(text) or _EXCEPTION.match(text)):
             return Role.HEADER if _PY_HEADER.search(text) else Role.MESSAGE
+        return None
+
+
+    def _ms_section(self, text: str) -> Role | None:
+        """The role of ``text`` in MindSpore's report sections (a rule, a title, a rule, the section's lines up to a
+        blank line), or None when the lines are no such section."""
+        if _MS_RULE.match(text):
+            if self.ms == "title":
+                self.ms = "frames" if self.title_frames else "words"
+            else:
+                self.ms = "rule"
+            return Role.SEPARATOR
+        if self.ms == "rule" and _MS_TITLE.match(text):
+            self.ms, self.title_frames = "title", _MS_FRAMES.search(text) is not None
+            return Role.SEPARATOR
+        if self.ms in ("words", "frames") and not self.pending:
+            # a section's lines run to a blank line; after it only the next section's rule goes on
+            return Role.FRAME if self.ms == "frames" else Role.MESSAGE
+        self.ms = ""
         return None
 
 

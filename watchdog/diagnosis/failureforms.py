@@ -40,7 +40,7 @@ import re
 from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
-from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
+from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round13a import round13a_cause, round13a_form
 from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
 from neuron_watch.diagnosis.forms_round13b import round13b_form
@@ -73,18 +73,21 @@ from neuron_watch.diagnosis.forms_round22a import NEEDLES as ROUND22A_NEEDLES
 from neuron_watch.diagnosis.forms_round22a import round22a_cause, round22a_form
 from neuron_watch.diagnosis.forms_round22b import NEEDLES as ROUND22B_NEEDLES
 from neuron_watch.diagnosis.forms_round22b import round22b_cause, round22b_form
+from neuron_watch.diagnosis.forms_round23a import NEEDLES as ROUND23A_NEEDLES
+from neuron_watch.diagnosis.forms_round23a import round23a_cause, round23a_form
 from neuron_watch.diagnosis.forms_round23b import NEEDLES as ROUND23B_NEEDLES
 from neuron_watch.diagnosis.forms_round23b import round23b_cause, round23b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
 #: the reader, what it answers (Form, FormKind) and the names the judge reads a form by: one module to import
-__all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATURE_IDS", "SLOW_ALARM_RETURNED",
+__all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATURE_IDS", "SLOW_ALARM",
+           "SLOW_ALARM_RETURNED",
            "Form", "FormKind", "cause_of", "read_line"]
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 32
+FORM_RULES = 33
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -244,6 +247,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND22B_NEEDLES,
     # c10d's refusal of a collective on a device its group has no backend for
     *ROUND22A_NEEDLES,
+    # torch-neuron's records of a graph handed to neuron-cc and of the compiler's exit
+    *ROUND23A_NEEDLES,
     # c10d's failed NCCL check, an admission webhook's refusal, Ray's runtime env, a file not there, a bracketed
     # loss, Inductor's autotuner dropping a candidate
     *ROUND23B_NEEDLES,
@@ -258,7 +263,8 @@ def read_line(text: str) -> Form | None:
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
-            or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23b_form(text)
+            or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
+            or round23b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -489,7 +495,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
-              or round22b_cause(text) or round23b_cause(text))
+              or round22b_cause(text) or round23a_cause(text) or round23b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

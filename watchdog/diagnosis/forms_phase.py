@@ -77,6 +77,7 @@ _SLOW_COMPILE_DONE = re.compile(r"\bslow_operation_alarm\.cc:\d+\] The operation
 #: alarm it is one instruction folded, and the compile goes on (the judge reads it so).
 _FOLDING_ALARM = re.compile(r"\bConstant folding an instruction is taking > ")
 FOLDING_ALARM = "XLA's constant-folding alarm"
+SLOW_ALARM = "XLA's slow-compile alarm"
 SLOW_ALARM_RETURNED = "XLA's slow-compile alarm: the compile returned"
 _COMPILE_DONE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bLoading extension module \w+\.\.\."), "a C++/CUDA extension loaded"),
@@ -125,7 +126,7 @@ def alarm_form(text: str) -> Form | None:
     if _FOLDING_ALARM.search(text):
         return Form(FormKind.COMPILE_RUNNING, FOLDING_ALARM)
     if _SLOW_COMPILE.search(text):
-        return Form(FormKind.COMPILE_RUNNING, "XLA's slow-compile alarm")
+        return Form(FormKind.COMPILE_RUNNING, SLOW_ALARM)
     return None
 
 

@@ -48,7 +48,7 @@ from neuron_watch.diagnosis.classify import (
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
-from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM_RETURNED, read_line
+from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
 from neuron_watch.diagnosis.forms_severity import head_level
@@ -531,6 +531,7 @@ class RankState:
     last_compile_end: float | None = None
     compile_seconds: float = 0.0  # finished compiles, for reports
     folding_alarm: bool = False  # XLA's last slow-operation alarm on this rank was constant folding's
+    alarm_returned: bool = False  # XLA's last slow-compile record on this rank said the compile returned
     #: inside an exception Python ignored: 1 announced ("Exception ignored in:"), 2 its traceback began
     unraisable: int = 0
     unraisable_at: float = 0.0  # the announcement's line time
@@ -1220,11 +1221,20 @@ class Judge:
             form = read_line(line.text) if m.signature.id in self._form_ids else None
             name = None if form is None else form.name
             if effect is Effect.COMPILE_BEAT:
+                if st.alarm_returned and name == SLOW_ALARM and "slow_operation_alarm" not in line.text:
+                    # the returned record repeats its alarm's banner under "The operation took <t>"
+                    # (xla/service/slow_operation_alarm.cc, ~SlowOperationAlarm: LOG(ERROR) << "The operation
+                    # took " << duration << "\n" << msg_fn_()): the same record, not a compile begun again; a
+                    # new alarm opens with a record of its own (its "slow_operation_alarm.cc:<n>]" head)
+                    return m
                 st.folding_alarm = name == FOLDING_ALARM
+                st.alarm_returned = False
             elif st.folding_alarm:
                 st.folding_alarm = False
                 if name == SLOW_ALARM_RETURNED:
                     effect = Effect.COMPILE_BEAT
+            else:
+                st.alarm_returned = name == SLOW_ALARM_RETURNED
         if effect is Effect.PROGRESS:
             self._advance(st, line.mono, line.wall, m.step, ev)
             if m.loss is not None:
@@ -1742,13 +1752,16 @@ class Judge:
 
     def _compile_failed_at_end(self) -> Evidence | None:
         """An error record (its head's level ERROR or FATAL: :func:`head_level`) a compiling rank printed
-        after its compile opened, with no progress of that rank after it, at the end of the input: the compile's
+        after its compile opened (a compiler's start, or a compile the rank announced in its own words: torch-neuron's
+        "Compiling function ... with neuron-cc", an extension build), with no progress of that rank after it, at the
+        end of the input: the compile's
         last word is its failure (a compiler wrapper reports the failed command in one such record: the Neuron
         wrapper's "ERROR ||NEURON_CC_WRAPPER||: Failed compilation with [...]"), not a compile at work.
         A warning, or an error the rank went on from (a step after it), leaves the compile open."""
         for st in self.ranks.values():
             err = st.unexplained
-            if (err is not None and st.compile_open is not None and err.mono >= st.compile_open
+            opened = st.compile_open if st.compile_open is not None else st.announced_compile()
+            if (err is not None and opened is not None and err.mono >= opened
                     and (st.last_progress is None or st.last_progress < err.mono)
                     and head_level(err.text) in _FAILED_LEVELS):
                 return err
