@@ -50,6 +50,7 @@ PURE = [
     "diagnosis.forms_round22a",
     "diagnosis.forms_round22b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword",
+    "diagnosis.interleaved",
     "diagnosis.offline_reading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands", "recovery.coordcrash", "recovery.turns",
