@@ -97,3 +97,19 @@ def test_a_named_rank_stream_is_read_once() -> None:
     for rank, expected in ((3, Action.WAIT), (-1, Action.RESTART)):
         verdict, count = diagnose_lines(_lines(texts, rank))
         assert count == len(texts) and verdict.action is expected, (rank, verdict)
+
+
+def test_a_plain_line_is_read_only_inside_an_open_block() -> None:
+    """The lines no signature matched (a traceback's frames) are read only while a block is open in their
+    stream: the traceback's header, which the table reads, opens it; a plain line before it is passed over."""
+    lines = _lines([STEPS[0], "loading shards", TRACEBACK[0], STEPS[1], *TRACEBACK[1:]])
+    detector = InterleavedProgress()
+    detector.observe(0, lines[0], "progress.nemo")
+    detector.observe_plain(1, lines[1])
+    assert not detector.open
+    detector.observe(2, lines[2], None)  # the exception line: a form the reader matched
+    assert detector.open == {RankKey("", -1)}
+    detector.observe(3, lines[3], "progress.nemo")
+    for i in range(4, len(lines)):
+        detector.observe_plain(i, lines[i])  # frames and source lines: no signature matches them
+    assert [(f.at, f.line.lineno) for f in detector.found.values()] == [(2, 4)]

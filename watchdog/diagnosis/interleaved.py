@@ -52,9 +52,20 @@ class InterleavedProgress:
         self._feeds: dict[RankKey, BlockFeed] = {}
         self._opened: dict[RankKey, tuple[int, LogLine]] = {}  # each stream's open block: its first line
         self._pending: dict[RankKey, _Pending] = {}
+        #: the streams with a block open now (empty: a plain line needs no reading, :meth:`observe_plain`)
+        self.open: set[RankKey] = set()
+
+    def observe_plain(self, at: int, line: LogLine) -> None:
+        """Line ``at`` of the lines read, which no signature or form matched: read only inside an open block
+        (a frame, a message's next line). A block's first line (a traceback's header, an exception, an error
+        record) is a line the table or the forms read (1,475 of the corpus's 1,479), so a plain line outside a
+        block is passed over without the block reader's patterns: most of a log's lines cost a lookup."""
+        if line.key in self.open:
+            self.observe(at, line, None)
 
     def observe(self, at: int, line: LogLine, progress: str | None) -> None:
-        """Line ``at`` of the lines read; ``progress``: the id of the progress signature it matched, if any."""
+        """Line ``at`` of the lines read, which a signature or a form matched (or any line: see
+        :meth:`observe_plain`); ``progress``: the id of the progress signature it matched, if any."""
         key = line.key
         feed = self._feeds.get(key)
         if feed is None:
@@ -67,9 +78,11 @@ class InterleavedProgress:
             return
         if not line.text.strip():
             feed.feed(at, line.text)  # a blank line inside a block is the block's only if it goes on
+            self._note_open(key, feed)
             return
         before = feed.open_at
         joined = feed.feed(at, line.text)
+        self._note_open(key, feed)
         pending = self._pending.pop(key, None)
         if joined is None:
             return
@@ -82,3 +95,9 @@ class InterleavedProgress:
             seen = self.found.get(key)
             self.found[key] = (ForeignProgress(start, first, pending.first, pending.conventions) if seen is None
                                else seen._replace(conventions=seen.conventions | pending.conventions))
+
+    def _note_open(self, key: RankKey, feed: BlockFeed) -> None:
+        if feed.open_at is None:
+            self.open.discard(key)
+        else:
+            self.open.add(key)

@@ -164,8 +164,8 @@ class OfflineReading:
         interleaved = self.interleaved
         for line, m in judge.observe_lines(batch):
             while batch[at] is not line:
-                if batch[at].key.rank < 0:
-                    interleaved.observe(base + at, batch[at], None)
+                if interleaved.open:  # a block is open somewhere: its stream's plain lines may go on with it
+                    interleaved.observe_plain(base + at, batch[at])
                 at += 1
             if line.key.rank < 0:
                 effect = m.signature.effect
@@ -173,9 +173,8 @@ class OfflineReading:
                 if effect in _FAILING and (form := last_word(line.text)) is not None:
                     self.last_words[line.key] = LastWord(base + at, line, form)
             at += 1
-        for rest in range(at, len(batch)):
-            if batch[rest].key.rank < 0:
-                interleaved.observe(base + rest, batch[rest], None)
+        for rest in range(at, len(batch)) if interleaved.open else ():
+            interleaved.observe_plain(base + rest, batch[rest])
 
     def _without_progress_of_others(self, batch: list[LogLine], base: int) -> list[LogLine]:
         """``batch`` without the progress of its streams' other processes: every line of progress after a
