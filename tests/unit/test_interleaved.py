@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neuron_watch.commands.diagnose import diagnose_lines, diagnose_paths
-from neuron_watch.diagnosis.interleaved import InterleavedProgress
+from neuron_watch.diagnosis.interleaved import MAX_BOX_LINES, InterleavedProgress
 from neuron_watch.events import Action, Label, LogLine, RankKey
 
 TRACEBACK = [
@@ -113,3 +113,48 @@ def test_a_plain_line_is_read_only_inside_an_open_block() -> None:
     for i in range(4, len(lines)):
         detector.observe_plain(i, lines[i])  # frames and source lines: no signature matches them
     assert [(f.at, f.line.lineno) for f in detector.found.values()] == [(2, 4)]
+
+
+#: Open MPI's help message as config_error/deepmimic-85 pasted it (opal/util/show_help.c: one write)
+RULE = "-" * 74
+HELP = [RULE, 'The value of the MCA parameter "plm_rsh_agent" was set to a path', "that could not be found:", "",
+        "  plm_rsh_agent: ssh : rsh", "", "Please either unset the parameter, or check that the path is correct", RULE]
+
+
+def _found_plain(texts: list[str], progress: set[int]) -> list[tuple[int, int]]:
+    """As :func:`_found`, the lines no signature matches (the rules, the message's prose) fed as plain lines."""
+    detector = InterleavedProgress()
+    for i, line in enumerate(_lines(texts)):
+        if i in progress:
+            detector.observe(i, line, "progress.hf_trainer")
+        elif line.text.startswith(("-", " ")) or not line.text:
+            detector.observe_plain(i, line)
+        else:
+            detector.observe(i, line, None)
+    return [(f.at, f.line.lineno) for f in detector.found.values()]
+
+
+def test_progress_between_the_rules_of_an_open_mpi_help_message_is_another_process() -> None:
+    texts = [HF_STEP, *HELP[:3], HF_STEP, *HELP[3:], HF_STEP]
+    assert _found_plain(texts, {0, 4, 10}) == [(1, 5)]
+    # outside the message, before and after it: nothing
+    assert _found_plain([HF_STEP, *HELP, HF_STEP], {0, 9}) == []
+    # a closing rule right before the next message's opening one opens that one
+    assert _found_plain([*HELP, RULE, "It looks like orte_init failed for some reason", HF_STEP, RULE], {10}) == [(8, 11)]
+
+
+def test_a_rule_with_no_other_near_it_is_no_message() -> None:
+    """A lone rule (a table's, a message cut by the paste) is closed by nothing within MAX_BOX_LINES lines: the
+    steps after it are not inside a message, whatever rule comes far later."""
+    prose = [f"line {i} of a report" for i in range(MAX_BOX_LINES + 1)]
+    texts = [RULE, HF_STEP, *prose, RULE]
+    assert _found_plain(texts, {1}) == []
+
+
+def test_an_open_mpi_error_interleaved_with_another_programs_steps_is_the_failure(tmp_path: Path) -> None:
+    texts = [HF_STEP, *HELP[:5], HF_STEP, *HELP[5:], HF_STEP, HF_STEP]
+    label, action, reason = _diagnose(tmp_path, texts)
+    assert (label, action) == (Label.CONFIG_ERROR, Action.STOP), reason
+    assert "inside the error block of line 2 (line 7)" in reason
+    # the same message whole, then the steps: the steps withdraw it, as before
+    assert _diagnose(tmp_path, [HF_STEP, *HELP, HF_STEP, HF_STEP])[:2] == (Label.HEALTHY, Action.WAIT)

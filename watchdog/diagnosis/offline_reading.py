@@ -15,7 +15,7 @@ from typing import NamedTuple
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.interleaved import ForeignProgress, InterleavedProgress
+from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.lastword import UncaughtTracebacks, last_word
 from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
@@ -164,7 +164,8 @@ class OfflineReading:
         interleaved = self.interleaved
         for line, m in judge.observe_lines(batch):
             while batch[at] is not line:
-                if interleaved.open:  # a block is open somewhere: its stream's plain lines may go on with it
+                # a block open somewhere (its stream's plain lines may go on with it), or a help message's rule
+                if interleaved.open or batch[at].text.startswith(RULE_START):
                     interleaved.observe_plain(base + at, batch[at])
                 at += 1
             if line.key.rank < 0:
@@ -173,8 +174,9 @@ class OfflineReading:
                 if effect in _FAILING and (form := last_word(line.text)) is not None:
                     self.last_words[line.key] = LastWord(base + at, line, form)
             at += 1
-        for rest in range(at, len(batch)) if interleaved.open else ():
-            interleaved.observe_plain(base + rest, batch[rest])
+        for rest in range(at, len(batch)):
+            if interleaved.open or batch[rest].text.startswith(RULE_START):
+                interleaved.observe_plain(base + rest, batch[rest])
 
     def _without_progress_of_others(self, batch: list[LogLine], base: int) -> list[LogLine]:
         """``batch`` without the progress of its streams' other processes: every line of progress after a
