@@ -16,7 +16,9 @@ form (``tests/fixtures/perturb.py``), written to a file of the same name in a te
   (drawn by the seed), as two processes writing to one unmarked stream interleave them, each stream's lines in
   their order. A healthy neighbour's lines never hide a failure: label and action must not change. The
   neighbours are the healthy excerpts that print no time of day (114 of 261), so that the stream keeps the
-  excerpt's own clock; and whose kept first lines read healthy alone (else another is drawn).
+  excerpt's own clock; and whose kept first lines read healthy alone (else another is drawn). An excerpt that is
+  a debugger's or py-spy's dump (13: gdb, lldb, py-spy) is kept whole at a drawn point of the neighbour's lines:
+  one run of the tool prints it in one go, so no real stream has another process's line between its lines.
 * ``words``: in every line holding a failure form, the message's free-text words replaced by words of
   healthy real logs that no reader uses, the form kept. The label may change; a failure must never read
   as ``healthy``, and its action must stay a failure's.

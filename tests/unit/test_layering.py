@@ -52,6 +52,7 @@ PURE = [
     "diagnosis.forms_round23a",
     "diagnosis.forms_round23b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword",
+    "diagnosis.interleaved",
     "diagnosis.offline_reading",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands", "recovery.coordcrash", "recovery.turns",

@@ -10,6 +10,7 @@ import pytest
 from tests.fixtures.perturb import (
     ENVELOPE_NAMES,
     interleave,
+    is_debugger_session,
     line_form,
     perturb_identifiers,
     perturb_words,
@@ -114,3 +115,36 @@ def test_interleave_mixes_the_streams() -> None:
     own = "a\nb\nc\nd\n"
     placements = {interleave(own, "x\ny\nz\nw\n", random.Random(s)).index("x") for s in range(20)}
     assert len(placements) > 1
+
+
+#: gdb's ``thread apply all bt`` as horovod-1799 pasted it; py-spy's dump (deepspeed-6524); lldb's (nccl-788)
+SESSIONS = [
+    "(gdb) thread apply all bt\nThread 307 (Thread 0x7fb67c314700 (LWP 55522)):\n"
+    "#0  0x00007fb6932cbc81 in ?? () from /lib64/libcuda.so.1\n"
+    "#1  0x00007fb6932cbd85 in ?? () from /lib64/libcuda.so.1\n",
+    'Thread 4886 (idle): "MainThread"\n    _engine_run_backward (torch/autograd/graph.py:769)\n'
+    "    backward (torch/autograd/__init__.py:289)\n",
+    "  thread #149, name = 'python', stop reason = signal SIGSTOP\n"
+    "    frame #0: 0x00007ff4c42944df libcuda.so.1`___lldb_unnamed_symbol5986$$libcuda.so.1 + 175\n",
+]
+
+
+@pytest.mark.parametrize("session", SESSIONS)
+def test_a_debugger_session_is_kept_whole_among_the_neighbours_lines(session: str) -> None:
+    """A dump is printed in one go: the neighbour's lines land before or after it, never between its lines,
+    and at more than one place over a few seeds."""
+    assert is_debugger_session(session)
+    neighbour = "".join(f"step {i} loss 1.0\n" for i in range(10))
+    places = set()
+    for seed in range(20):
+        mixed = interleave(session, neighbour, random.Random(seed))
+        assert session in mixed and mixed.endswith("\n")
+        places.add(mixed.index(session))
+    assert len(places) > 1
+
+
+def test_faulthandlers_dump_and_a_traceback_are_not_a_debugger_session() -> None:
+    """faulthandler writes its dump to the job's own stderr line by line; a traceback is the program's."""
+    faulthandler = 'Thread 0x00007f57caf71740 (most recent call first):\n  File "train.py", line 9 in step\n'
+    assert not is_debugger_session(faulthandler)
+    assert not is_debugger_session('Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n')

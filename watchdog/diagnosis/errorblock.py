@@ -376,6 +376,30 @@ def blocks(lines: Sequence[str]) -> list[Block]:
     return reader.out
 
 
+class BlockFeed:
+    """:func:`blocks` one line at a time, for a stream read once and not kept: :meth:`feed` says which
+    open block the line joined (by the index of the block's first line). A blank line joins nothing yet
+    (it is kept only if the block goes on)."""
+
+    def __init__(self) -> None:
+        self._reader = _Reader()
+
+    @property
+    def open_at(self) -> int | None:
+        """The first line's index of the block open now (the last line fed may still continue it)."""
+        cur = self._reader.cur
+        return cur[0].index if cur else None
+
+    def feed(self, index: int, text: str) -> int | None:
+        """Feed line ``index`` (after every line before it): the first line's index of the block it is a
+        line of, or None."""
+        reader = self._reader
+        reader.feed(index, text)
+        reader.out.clear()  # closed blocks are not kept: the feed's memory is one block's
+        cur = reader.cur
+        return cur[0].index if cur and cur[-1].index == index else None
+
+
 def _held(found: Sequence[Block], lines: Sequence[str], index: int) -> int | None:
     """The position in ``found`` of the block :func:`block_at` answers for line ``index``."""
     before: int | None = None

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.lastword import UncaughtTracebacks, last_word
 from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
@@ -53,24 +54,36 @@ def judge_offline(lines: Iterable[LogLine], kb: KnowledgeBase, settings: JudgeSe
     one: progress after an error withdraws the error. When that reading is calm and the stream holds a
     process's last word (:mod:`neuron_watch.diagnosis.lastword`: a form after which the process that
     printed it does not go on), the lines are read again without the progress that came after it in
-    that stream (another process's): if that reading is a failure, it is the verdict. ``lines`` is then
-    iterated twice (a one-shot iterator is kept in a list for it).
+    that stream (another process's): if that reading is a failure, it is the verdict. So too when a line
+    of progress was printed inside an error block of that stream (:mod:`neuron_watch.diagnosis.interleaved`:
+    another process's): the second reading leaves out the progress of that line's convention from the
+    block on. ``lines`` is then iterated twice (a one-shot iterator is kept in a list for it).
     """
     if iter(lines) is lines:
         lines = list(lines)
     first = OfflineReading(kb, settings, record)
     verdict = first.read(lines)
-    if verdict.action is not Action.WAIT or not first.last_words:
+    if verdict.action is not Action.WAIT or not (first.last_words or first.interleaved.found):
         return verdict, first.count
-    second = OfflineReading(kb, settings, record, ended=first.last_words)
+    second = OfflineReading(kb, settings, record, ended=first.last_words, foreign=first.interleaved.found)
     again = second.read(lines)
     if again.action is Action.WAIT or second.count != first.count:
         return verdict, first.count
-    ended = min(first.last_words.values(), key=lambda w: w.at)
-    reason = (f"{again.reason}; in this stream of unnamed processes, {second.dropped} line(s) of progress after line "
-              f"{ended.line.lineno} ({ended.form}: the process that printed it ends there) are another process's "
-              f"({ended.line.text.strip()[:160]})")
-    return replace(again, reason=reason), first.count
+    return replace(again, reason=f"{again.reason}; {_why_left_out(first, second.dropped)}"), first.count
+
+
+def _why_left_out(first: OfflineReading, dropped: int) -> str:
+    """Why the second reading left ``dropped`` lines of progress out (the earliest reason of the stream)."""
+    told = f"in this stream of unnamed processes, {dropped} line(s) of progress"
+    ended = min(first.last_words.values(), key=lambda w: w.at, default=None)
+    foreign = min(first.interleaved.found.values(), key=lambda f: f.at, default=None)
+    if ended is not None and (foreign is None or ended.at <= foreign.at):
+        return (f"{told} after line {ended.line.lineno} ({ended.form}: the process that printed it ends there) "
+                f"are another process's ({ended.line.text.strip()[:160]})")
+    assert foreign is not None
+    return (f"{told} are another process's: its progress ({', '.join(sorted(foreign.conventions))}) was printed "
+            f"inside the error block of line {foreign.block.lineno} (line {foreign.line.lineno}), which one "
+            f"process writes in one go ({foreign.block.text.strip()[:160]})")
 
 
 class OfflineReading:
@@ -78,12 +91,16 @@ class OfflineReading:
     last word, after which its lines of progress are left out."""
 
     def __init__(self, kb: KnowledgeBase, settings: JudgeSettings, record: RunRecord | None,
-                 ended: dict[RankKey, LastWord] | None = None) -> None:
+                 ended: dict[RankKey, LastWord] | None = None,
+                 foreign: dict[RankKey, ForeignProgress] | None = None) -> None:
         self.kb, self.settings, self.record, self.ended = kb, settings, record, ended or {}
+        #: each unnamed stream's progress of another process (left out from its block on, ``foreign``)
+        self.foreign = foreign or {}
+        self.interleaved = InterleavedProgress()
         self.count = 0
         #: each unnamed stream's last line that ends the process that printed it
         self.last_words: dict[RankKey, LastWord] = {}
-        self.dropped = 0  # lines of progress left out (``ended``)
+        self.dropped = 0  # lines of progress left out (``ended``, ``foreign``)
 
     def read(self, lines: Iterable[LogLine]) -> Verdict:
         judge: Judge | None = None
@@ -141,25 +158,50 @@ class OfflineReading:
     def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:
         """Hand ``batch`` (its first line's index ``base``) to the judge: without the progress of an ended
         stream, and noting each unnamed stream's last word among its failures."""
-        if self.ended:
-            batch = self._without_progress_after_last_words(batch, base)
+        if self.ended or self.foreign:
+            batch = self._without_progress_of_others(batch, base)
         at = 0
+        interleaved = self.interleaved
         for line, m in judge.observe_lines(batch):
             while batch[at] is not line:
+                # a block open somewhere (its stream's plain lines may go on with it), or a help message's rule
+                if interleaved.open or batch[at].text.startswith(RULE_START):
+                    interleaved.observe_plain(base + at, batch[at])
                 at += 1
-            if line.key.rank < 0 and m.signature.effect in _FAILING and (form := last_word(line.text)) is not None:
-                self.last_words[line.key] = LastWord(base + at, line, form)
+            if line.key.rank < 0:
+                effect = m.signature.effect
+                interleaved.observe(base + at, line, m.signature.id if effect in _GOING_ON else None)
+                if effect in _FAILING and (form := last_word(line.text)) is not None:
+                    self.last_words[line.key] = LastWord(base + at, line, form)
+            at += 1
+        for rest in range(at, len(batch)):
+            if interleaved.open or batch[rest].text.startswith(RULE_START):
+                interleaved.observe_plain(base + rest, batch[rest])
 
-    def _without_progress_after_last_words(self, batch: list[LogLine], base: int) -> list[LogLine]:
-        ended = self.ended
-        after = [i for i, line in enumerate(batch)
-                 if (w := ended.get(line.key)) is not None and base + i > w.at]
+    def _without_progress_of_others(self, batch: list[LogLine], base: int) -> list[LogLine]:
+        """``batch`` without the progress of its streams' other processes: every line of progress after a
+        stream's last word, and after a block where another process's progress was printed, the progress
+        of that process's conventions."""
+        after = [i for i, line in enumerate(batch) if self._others(line.key, base + i) is not None]
         if not after:
             return batch
-        going_on = {after[i] for i, m in self.kb.scan([batch[j].text for j in after])
-                    if m.signature.effect in _GOING_ON}
+        going_on = set()
+        for i, m in self.kb.scan([batch[j].text for j in after]):
+            others = self._others(batch[after[i]].key, base + after[i])
+            if m.signature.effect in _GOING_ON and (not others or m.signature.id in others):
+                going_on.add(after[i])
         self.dropped += len(going_on)
         return [line for i, line in enumerate(batch) if i not in going_on]
+
+    def _others(self, key: RankKey, at: int) -> frozenset[str] | None:
+        """Whose progress line ``at`` of stream ``key`` would be if it were progress: another process's
+        whatever its convention (an empty set: after the stream's last word), another's in these
+        conventions, or None (it may be the stream's own)."""
+        w = self.ended.get(key)
+        if w is not None and at > w.at:
+            return frozenset()
+        f = self.foreign.get(key)
+        return f.conventions if f is not None and at > f.at else None
 
 
 _UNCAUGHT = "a Python exception that reached the top of its program"
