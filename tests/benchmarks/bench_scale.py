@@ -172,7 +172,7 @@ def shifted(body: Lines, offset: int) -> Lines:
 
 
 def template_bodies(plan: Plan, batches: list[list[tuple[int, str, float]]], build: LineBatches, t0: float,
-                    wall0: float) -> list[Lines]:
+                    wall0: float, offset: int = 0) -> list[Lines]:
     """The cycle's bodies as node 0's agent builds them, each at its flush time (the judge's share of
     steady progress paced as at the job's size: protocol.progress_pace_at)."""
     pace = progress_pace_at(plan.nodes)
@@ -181,7 +181,7 @@ def template_bodies(plan: Plan, batches: list[list[tuple[int, str, float]]], bui
     for j, b in enumerate(batches):
         now = t0 + (j + 1) * span
         wall = wall0 + now - t0
-        out.append(build.batch(rows_of(b, 0, now, wall), now, wall, pace))
+        out.append(build.batch(rows_of(b, offset, now, wall), now, wall, pace))
     return out
 
 
@@ -273,9 +273,11 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     now, wall = time.monotonic(), time.time()
     scratch = links[first]
     base_bodies = template_bodies(plan, batches, scratch.batches, now, wall)
-    # The agent builds another node's batch from the same lines as node 0's body with its ranks:
+    # The agent builds another node's batch from the same lines as node 0's body with its ranks (a
+    # fresh builder, paced as the template's: its steady-progress pacing keeps state between batches):
     for n in (first, first + count - 1):
-        real = scratch.batches.batch(rows_of(batches[0], n * plan.ranks, now, wall), now, wall)
+        fresh = LineBatches(settings.batch_lines, scratch.counters, kb)
+        real = template_bodies(plan, batches[:1], fresh, now, wall, offset=n * plan.ranks)[0]
         if encode_body(real) != encode_body(shifted(base_bodies[0], n * plan.ranks)):
             raise SystemExit(f"node {n}'s batch differs from node 0's with shifted ranks: update the simulation")
     bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base_bodies] for n in links}
