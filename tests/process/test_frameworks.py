@@ -18,7 +18,11 @@ Per job, one run (module-scoped fixture ``fw_run``), observed by two tests:
   not the subject, and a rank blocked in the all-reduce takes the whole deadline);
 * generation 1 resumes, trains to its own first checkpoint, then rank 1 gets SIGKILL: a crash;
 * generation 2 resumes and trains in slow steps to the end. Steps are ``STEP`` s apart with
-  ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below).
+  ``--hang-timeout HANG`` (``HANG_RICH`` for the Rich-bar job, see below). The Hugging Face job's
+  last step is a checkpoint step whose save lasts ``FINAL_SAVE`` s longer on every rank (a slow
+  filesystem's flush; ``--final-save-seconds``, which only that save takes): Trainer says nothing while
+  it saves at its default log level, so the judge sees its bar reach the last step, then silence far
+  past the hang timeout, then the final metrics.
 
 Three generations are the fewest that show the scenarios: each fault is followed by a resume from
 the framework's newest checkpoint, and the job then ends healthy (its own last words, its final
@@ -32,19 +36,24 @@ and its collectives completing (the Flight Recorder, read by the rank probe in e
 ``test_stopped_rank_is_a_hang_and_restarts``: exactly one hang, in generation 0, and the job
 finishes. ``test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes``: exactly one failure in
 generation 1, caused by the crash (no hang verdict after generation 0), and generation 2 lived
-through its slow steps. For the jobs that print progress: a progress event of generation 2 is
-dated by a line of the ranks, not by the node's word of a new checkpoint (the framework's own
-output was read, not only its checkpoints), and generation 2's first progress came more than
-``OUTLASTS * HANG`` before the end: a generation is on the long startup timeout until its first
-progress, so progress seen only near the end would prove nothing; two hang timeouts, so that a
-stretch one hang timeout long with no sign of life, and the verdict's slack after it, fit inside
-it. Lightning's Rich bar prints nothing while it trains (stdout is a file), and its checkpoints are
-``SAVE_RICH`` steps apart: after generation 2's first new checkpoint (progress: the hang timeout in
-force) there must be a stretch longer than ``QUIET_RICH`` in which the run's merged log got no line
-(no rank output, no new checkpoint), so only the collectives kept it from being judged hung. That
-liveness is read every few seconds (the rank probe's poll), so its hang timeout is a few polls long;
-the jobs that print progress have a short one. The crash's restart checkpoint is the newest one the
-framework had written, and the job's own output says generation 2 began at its step.
+through its slow steps. For the jobs that print progress: a progress event of generation 2 is dated
+by a line of the ranks, not by the node's word of a new checkpoint (the framework's own output was
+read, not only its checkpoints), and generation 2's first progress came more than
+``OUTLASTS * HANG`` before the end (the Hugging Face job's slow final save not counted): a generation is on the
+long startup timeout until its first progress, so progress seen only near the end would prove
+nothing; two hang timeouts, so that a stretch one hang timeout long with no sign of life, and the
+verdict's slack after it, fit inside it. Lightning's Rich bar prints nothing while it trains (stdout
+is a file), and its checkpoints are ``SAVE_RICH`` steps apart: after generation 2's first new
+checkpoint (progress: the hang timeout in force) there must be a stretch longer than ``QUIET_RICH``
+in which the run's merged log got no line (no rank output, no new checkpoint), so only the
+collectives kept it from being judged hung. That liveness is read every few seconds (the rank
+probe's poll), so its hang timeout is a few polls long; the jobs that print progress have a short
+one. The crash's restart checkpoint is the newest one the framework had written, and the job's own
+output says generation 2 began at its step.
+``test_a_slow_checkpoint_save_at_the_last_step_is_not_a_hang`` (the Hugging Face job): generation
+2's slow final save ends in no verdict but a wait that says why (the bar at its last step), the
+job's own last word and a whole last checkpoint; a run that stops during training is still a hang
+(the SIGSTOPped rank, in the same run).
 
 Waits are on conditions (a file, a line, an event) against a deadline; nothing sleeps to make time
 pass. No pid of a run survives it.
@@ -117,6 +126,8 @@ SAVE_RICH = 25
 #: (hang timeout / 3) after it is written, which SAVE_RICH's 25 s between two of them cover
 QUIET_RICH = HANG_RICH + 3.0
 MARGIN = 8.0  # seconds of generation 2's training beyond what its assertion needs
+#: the Hugging Face job's last checkpoint save lasts three hang timeouts longer (only the last step's save)
+FINAL_SAVE = 3 * HANG
 # --startup-timeout: from a generation's start to its first progress, so it must cover the imports
 # (torch + transformers: ~10 CPU-s per rank, >60 s of wall time on a 2-core machine under load 13;
 # 87 s from the restart to the Rich-bar job's first checkpoint at load 18)
@@ -181,7 +192,8 @@ BEGAN = re.compile(r"training began at global step (\d+)$", re.M)
 JOB_HF = Job(
     "hf_trainer",
     lambda ckpt, n, s: [str(JOBS / "hf_trainer.py"), "--output-dir", str(ckpt), "--max-steps", str(n),
-                        "--save-steps", str(SAVE_EVERY), "--step-seconds", str(s)],
+                        "--save-steps", str(SAVE_EVERY), "--step-seconds", str(s),
+                        "--final-save-seconds", str(FINAL_SAVE)],
     _hf_checkpoints,
     BEGAN,
     "training done at step",
@@ -330,6 +342,7 @@ class Record:
 
     job: Job
     run: Run
+    length: int  # the job's steps (the DDP job: epochs)
     code: int
     out: str
     evs: list[dict[str, Any]]
@@ -395,7 +408,7 @@ def fw_run(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Record:
         os.kill(victim, signal.SIGKILL)
         code = finish(run, deadline)
         out = run.output()
-    return Record(job, run, code, out, events(run.run_dir), first_step, newest_at_kill)
+    return Record(job, run, length, code, out, events(run.run_dir), first_step, newest_at_kill)
 
 
 def _per_job(jobs: list[Job]) -> list[Any]:
@@ -457,8 +470,11 @@ def test_slow_steps_are_not_a_hang_and_a_killed_rank_resumes(fw_run: Record, job
         # Until its first progress a generation is on the (long) startup timeout. Proves something
         # only if progress was seen early: generation 2 then trained for more than OUTLASTS * HANG
         # on the hang timeout, which any stretch longer than HANG with no sign of life would have fired.
+        # The Hugging Face job's slow final save (FINAL_SAVE s of silence after its last step) is not
+        # training: not counted.
         first = min(_t(e) for e in seen)
-        assert end - first > OUTLASTS * HANG, "generation 2's first progress was seen only near its end"
+        trained = end - first - (FINAL_SAVE if job is JOB_HF else 0.0)
+        assert trained > OUTLASTS * HANG, f"generation 2's first progress was seen only near its end: {trained:.1f}s"
 
 
 @pytest.mark.timeout(DEADLINE + 60)
@@ -472,3 +488,22 @@ def test_stopped_rank_is_a_hang_and_restarts(fw_run: Record, job: Job) -> None:
     assert len(restarts) == 2 and restarts[0]["generation"] == 1, restarts
     assert named(evs, "job_finished")[0]["restarts"] == 2
     assert job.done in fw_run.run.rank_log(0, 2)
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+@pytest.mark.parametrize("job", _per_job([JOB_HF]), scope="module")
+def test_a_slow_checkpoint_save_at_the_last_step_is_not_a_hang(fw_run: Record, job: Job) -> None:
+    run, evs, length = fw_run.run, fw_run.evs, fw_run.length
+    assert fw_run.code == 0, fw_run.out
+    last = [v for v in named(evs, "verdict") if v["generation"] == 2]
+    assert not [v for v in last if v["action"] != "wait"], last
+    assert len(named(evs, "restart")) == 2, [e["event"] for e in evs]  # the hang's and the crash's alone
+    assert not [e for e in named(evs, "incident") if e["generation"] == 2], named(evs, "incident")
+    # the judge did see the silence (longer than the hang timeout) and said why it waited
+    waited = [v for v in last if "reached the last step" in v["reason"]]
+    assert waited and waited[0]["step"] == length, last
+    assert f"{length}/{length}" in waited[0]["evidence"][0]["text"], waited[0]
+    assert named(evs, "job_finished")[0]["exit_code"] == 0
+    assert f"training done at step {length}" in run.rank_log(0, 2)
+    state = json.loads((run.ckpt / f"checkpoint-{length}" / "trainer_state.json").read_text())
+    assert state["global_step"] == length  # the slow save completed: the checkpoint is whole
