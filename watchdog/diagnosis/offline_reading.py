@@ -182,14 +182,16 @@ class OfflineReading:
         """``batch`` without the progress of its streams' other processes: every line of progress after a
         stream's last word, and after a block where another process's progress was printed, the progress
         of that process's conventions."""
-        after = [i for i, line in enumerate(batch) if self._others(line.key, base + i) is not None]
+        # each line that would be another process's if it were progress, with whose (see _others)
+        after = [(i, others) for i, line in enumerate(batch)
+                 if (others := self._others(line.key, base + i)) is not None]
         if not after:
             return batch
         going_on = set()
-        for i, m in self.kb.scan([batch[j].text for j in after]):
-            others = self._others(batch[after[i]].key, base + after[i])
+        for k, m in self.kb.scan([batch[i].text for i, _ in after]):
+            i, others = after[k]
             if m.signature.effect in _GOING_ON and (not others or m.signature.id in others):
-                going_on.add(after[i])
+                going_on.add(i)
         self.dropped += len(going_on)
         return [line for i, line in enumerate(batch) if i not in going_on]
 
