@@ -1,8 +1,7 @@
 """A process that died setting itself up: configuration, not a crash to restart. Pure: no I/O.
 
-Issue 23's largest recurring action miss across the held-out rounds is a configuration error restarted:
-a job that cannot run is given a new cluster allocation, and fails the same way. The readers before this
-one read the verdict's *evidence line* (firstfailure.mistake_before_progress); but the line the judge rests a
+A configuration error restarted gives a job that cannot run a new cluster allocation, and it fails the same
+way. firstfailure.mistake_before_progress reads the verdict's *evidence line*; but the line the judge rests a
 crash on is often not the exception the process died of: a traceback's header (``Traceback (most recent call
 last):``), a wrapper's record around it (Ray's ``ERROR worker.py:78 -- Unhandled error ...``, vLLM's ``EngineCore
 failed to start.``), a frame under a logger's prefix. This module reads the *traceback* the failing process
