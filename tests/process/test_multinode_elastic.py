@@ -277,50 +277,59 @@ def test_an_elastic_range_running_below_its_maximum_is_judged_and_its_hang_resta
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
 
 
+@pytest.mark.parametrize("coordinator", ["hosted", "standalone"])
 def test_a_node_joining_an_elastic_range_after_a_restart_is_judged_with_the_running_generation(
-        tmp_path: Path, toy_env: dict[str, str]) -> None:
+        tmp_path: Path, toy_env: dict[str, str], coordinator: str) -> None:
     """``--nnodes 1:2``: node 0 alone crashes in generation 0 and is restarted; a second node joins
     generation 1 (torchrun's scale-up: node 0's workers restarted by torchrun itself, in their
     attempt's log dir made anew). Its agent, started by its own wrapper, counts generation 0: it is
     adopted by generation 1, its ranks judged and its end counted (the job used to wait for it for ever),
     and node 0's new workers are read (their files were made anew: they used to go unread).
     ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: torch 2.13's scale-up with its shared TCPStore does not
-    complete (docs/multinode.md)."""
+    complete (docs/multinode.md). The job's coordinator hosted by node 0's wrapper, or standalone."""
     steps = 30
+    host = socket.gethostname().split(".")[0]
+    port, job_id = free_port(), f"grow-{secrets.token_hex(3)}"
+    joined = ["--coordinator", f"127.0.0.1:{port}", "--job-id", job_id] if coordinator == "standalone" else []
     env = dict(toy_env, NEURON_WATCH_SECRET="e" * 32, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     rdzv, rdzv_id = f"127.0.0.1:{free_port()}", f"grow-{secrets.token_hex(3)}"
     runs = [tmp_path / "node0", tmp_path / "node1"]
 
     def argv(run_dir: Path) -> list[str]:
         return [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "8", "--max-restarts", "2",
-                "torchrun", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                *joined, "torchrun", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
                 "--rdzv_endpoint", rdzv, "--rdzv_id", rdzv_id, "--rdzv_conf", "last_call_timeout=1", TOY,
                 "--steps", str(steps), "--step-time", "0.25", "--checkpoint-dir", str(tmp_path / "ckpt"),
                 "--crash-at", "3", "--crash-rank", "0", "--fault-generation", "0"]
 
     with ExitStack() as stack:
+        if coordinator == "standalone":
+            coord = stack.enter_context(standalone(tmp_path, toy_env, job_id, port, ["--nodes", "1"]))
+            env["NEURON_WATCH_HOST_COORDINATOR"] = "0"
         first = start_node(stack, argv(runs[0]), cwd=tmp_path, env=env, out=tmp_path / "node0.out", run_dir=runs[0])
-        restarted = lambda: (runs[0] / "events.jsonl").exists() and named(events(runs[0]), "restart")  # noqa: E731
+        judged = tmp_path / "coordinator" if coordinator == "standalone" else runs[0]
+        restarted = lambda: (judged / "events.jsonl").exists() and named(events(judged), "restart")  # noqa: E731
         wait_for("node 0's restart", restarted, time.monotonic() + 120, alive=first,
                  explain=lambda: (tmp_path / "node0.out").read_text()[-2000:])
         second = start_node(stack, argv(runs[1]), cwd=tmp_path, env=env, out=tmp_path / "node1.out", run_dir=runs[1])
         codes = (first.wait(180), second.wait(60))
+        if coordinator == "standalone":
+            assert coord.wait(60) == 0, (tmp_path / "coordinator.out").read_text()[-3000:]
     said = (tmp_path / "node0.out").read_text()[-3000:] + (tmp_path / "node1.out").read_text()[-1500:]
     assert codes == (0, 0), said
-    evs = events(runs[0])
+    evs = events(judged)
     (adopted,) = [w for w in named(evs, "warning") if w.get("kind") == "node_adopted"]
-    assert adopted["generation"] == 1 and adopted["node"] != named(evs, "job_started")[0]["node"], adopted
+    assert adopted["generation"] == 1 and adopted["node"] == f"{host}-n1", adopted
     assert len(named(evs, "restart")) == 1 and named(evs, "job_finished")[0]["exit_code"] == 0, said
     finished = {e["node"] for e in named(evs, "node_status") if e["state"] == "finished" and e["generation"] == 1}
     assert len(finished) == 2 and adopted["node"] in finished, said
-    node0 = [e["state"] for e in named(evs, "node_status")
-             if e["generation"] == 1 and e["node"] == named(evs, "job_started")[0]["node"]]
+    node0 = [e["state"] for e in named(evs, "node_status") if e["generation"] == 1 and e["node"] == f"{host}-n0"]
     # torchrun ends node 0's workers for the scale-up and starts new ones: seen ending (when a reading
     # falls between the two), it runs again; it finishes once
     assert node0[-1] == "finished" and node0.count("finished") == 1, node0
     assert all(after in ("launched", "finished") for now, after in itertools.pairwise(node0)
                if now == "finishing"), node0
-    ranks = json.loads((runs[0] / "status.json").read_text())["ranks"]
+    ranks = json.loads((judged / "status.json").read_text())["ranks"]
     assert len(ranks) == 4 and all(r["last_step"] == steps for r in ranks), ranks
     for run_dir in runs:
         assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
