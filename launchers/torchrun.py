@@ -68,12 +68,19 @@ _RULE = re.compile(r"^={20,}\s*$")
 _CONSOLE_SCRIPT = b"from torch.distributed.run import main"
 
 
-def torchrun_command() -> tuple[list[str], str]:
-    """argv prefix that runs torchrun, and the Python interpreter it uses.
+def torchrun_command(python: str | None = None) -> tuple[list[str], str]:
+    """argv prefix that runs torchrun, and the Python interpreter it uses. ``python``: the interpreter the
+    user named (``python3 -m torch.distributed.run ARGS``): torchrun as its module.
 
     Raises:
-        PlatformError: neither ``torchrun`` on PATH nor ``torch`` importable here.
+        PlatformError: that interpreter not found; or neither ``torchrun`` on PATH nor ``torch`` importable here.
     """
+    if python is not None:
+        found = shutil.which(python)
+        if found is None:
+            raise PlatformError(f"{python} not found (the interpreter of `{python} -m torch.distributed.run`)",
+                                "name an interpreter on PATH or by its path, or use `neuron-watch torchrun ARGS`")
+        return [found, "-m", "torch.distributed.run"], found
     exe = shutil.which("torchrun")
     if exe:
         python = sys.executable
@@ -101,13 +108,13 @@ def torchrun_command() -> tuple[list[str], str]:
 class TorchrunLauncher(Launcher):
     name = "torchrun"
 
-    def __init__(self, user_args: list[str], marker: str) -> None:
+    def __init__(self, user_args: list[str], marker: str, python: str | None = None) -> None:
         super().__init__(marker)
         if not user_args:
             raise UsageError("torchrun needs arguments (at least the training script)",
                              "e.g. neuron-watch torchrun --nproc_per_node 4 train.py")
         self.user_args = user_args
-        self.prefix, self.python = torchrun_command()
+        self.prefix, self.python = torchrun_command(python)
         self.spare: subprocess.Popen[bytes] | None = None
         self._spare_entry = _spare_entry(self.prefix)  # None: this torchrun is never pre-started
         self._spare_env: dict[str, str] = {}

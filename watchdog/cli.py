@@ -16,6 +16,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -80,13 +81,38 @@ def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
     """
     i = _command_index(argv)
     _refuse_unknown_options(argv[: len(argv) if i is None else i])
+    python = None if i is None else _torchrun_module(argv[i:])
+    if python is not None:  # `PYTHON -m torch.distributed.run ARGS` is torchrun, run by that interpreter
+        assert i is not None
+        argv = [*argv[:i], "torchrun", *argv[i + 3:]]
     word = None if i is None else argv[i]
     parser = build_parser(word)
     if i is not None and word in SUBCOMMANDS and SUBCOMMANDS[word][2]:
         args = parser.parse_args(list(argv[: i + 1]))
         args.launcher_args = list(argv[i + 1 :])
+        args.torchrun_python = python
         return args
     return parser.parse_args(list(argv))
+
+
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def _torchrun_module(command: Sequence[str]) -> str | None:
+    """The interpreter of a command that runs torchrun as a module (``python3 -m torch.distributed.run
+    ...``, torchrun's own other form), else None.
+
+    Raises:
+        UsageError: ``-m torch.distributed.launch``, torchrun's deprecated predecessor (it hands
+            ``--local-rank`` to the script unless ``--use-env``): not wrapped, torchrun's form named.
+    """
+    if len(command) < 3 or not _PYTHON.fullmatch(os.path.basename(command[0])) or command[1] != "-m":
+        return None
+    if command[2] == "torch.distributed.launch":
+        raise UsageError(f"{command[0]} -m torch.distributed.launch is deprecated by torch and not wrapped",
+                         "use torchrun's form, which reads LOCAL_RANK from the environment: neuron-watch torchrun "
+                         "ARGS (or neuron-watch python -m torch.distributed.run ARGS)")
+    return command[0] if command[2] == "torch.distributed.run" else None
 
 
 def _refuse_unknown_options(ours: Sequence[str]) -> None:

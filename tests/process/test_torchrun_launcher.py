@@ -15,6 +15,7 @@ from neuron_watch.launchers import torchrun_args
 from neuron_watch.launchers.base import LaunchInfo
 from neuron_watch.launchers.torchrun import TorchrunLauncher, _parse_snippet
 from neuron_watch.node.procs import MARKER_ENV, alive, can_raise_priority_to, marked_pids
+from tests.fixtures.procs import NEURON_WATCH, TOY, events, named, wait_until_gone
 
 pytestmark = pytest.mark.process
 
@@ -166,3 +167,19 @@ def test_a_generation_stop_keeps_the_spare_and_a_final_stop_ends_it(tmp_path: Pa
     assert alive(spare) and marked_pids(launcher.marker) == [spare]
     launcher.stop(5)
     assert marked_pids(launcher.marker) == [] and launcher.spare_pids() == ()
+
+
+def test_torchrun_run_as_a_module_by_a_named_interpreter_is_watched_as_torchrun(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """``neuron-watch python3 -m torch.distributed.run ARGS``, torchrun's other form: that interpreter runs
+    torchrun (it used to be refused: "invalid choice: 'python3'")."""
+    run_dir = tmp_path / "run"
+    r = subprocess.run([NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), sys.executable, "-m",
+                        "torch.distributed.run", "--standalone", "--nproc_per_node", "1", TOY, "--steps", "3",
+                        "--checkpoint-dir", str(tmp_path / "ckpt")],
+                       cwd=tmp_path, env=toy_env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (command,) = run_dir.glob("gen-0/command-*.json")
+    assert json.loads(command.read_text())["argv"][:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert named(events(run_dir), "job_finished")[0]["exit_code"] == 0
+    assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 
-from neuron_watch.cli import _command_word, main
+from neuron_watch.cli import _command_word, main, parse_command_line
 from neuron_watch.config import OPTIONS, load_config
-from neuron_watch.errors import ConfigError
+from neuron_watch.errors import ConfigError, UsageError
 from neuron_watch.job.coordinator import coordinator_settings
 
 NW = [sys.executable, "-m", "neuron_watch.cli"]
@@ -72,3 +73,32 @@ def test_absent_node_wait_reaches_the_coordinators_recovery_with_its_default_oth
     given = load_config({"absent_node_wait": "5"}, {})
     assert coordinator_settings(given, None).absent_grace == 5.0
     assert load_config({}, {"NEURON_WATCH_ABSENT_NODE_WAIT": "7.5"}).absent_node_wait == 7.5
+
+
+@pytest.mark.parametrize(
+    ("argv", "python", "passed"),
+    [
+        (["python", "-m", "torch.distributed.run", "--nproc_per_node", "2", "t.py"], "python",
+         ["--nproc_per_node", "2", "t.py"]),
+        (["--quiet", "/opt/venv/bin/python3.11", "-m", "torch.distributed.run", "t.py", "-m", "x"],
+         "/opt/venv/bin/python3.11", ["t.py", "-m", "x"]),
+        (["torchrun", "--nproc_per_node", "2", "t.py"], None, ["--nproc_per_node", "2", "t.py"]),
+    ],
+)
+def test_torchrun_run_as_its_module_is_torchrun_run_by_that_interpreter(
+        argv: list[str], python: str | None, passed: list[str]) -> None:
+    args = parse_command_line(argv)
+    assert args.command == "torchrun" and args.torchrun_python == python and args.launcher_args == passed
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["python3", "-m", "torch.distributed.launch", "t.py"], "deprecated by torch"),
+        (["python", "train.py"], "invalid choice: 'python'"),  # a script, not a launcher: the choices named
+        (["pythonista", "-m", "torch.distributed.run", "t.py"], "invalid choice: 'pythonista'"),
+    ],
+)
+def test_other_python_commands_are_refused_saying_what_to_run(argv: list[str], says: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(says)):
+        parse_command_line(argv)

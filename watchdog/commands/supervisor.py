@@ -95,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:  # pragma: no cover 
 
 def run(args: argparse.Namespace, config: WatchConfig) -> int:
     """``neuron-watch torchrun ARGS``: torchrun as our child, its arguments unchanged."""
-    return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker))
+    python = getattr(args, "torchrun_python", None)  # `PYTHON -m torch.distributed.run ARGS`
+    return run_supervised(config, lambda marker: TorchrunLauncher(list(args.launcher_args), marker, python))
 
 
 def run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher]) -> int:
