@@ -1,0 +1,73 @@
+"""Failure forms read for the misses of round issue23-heldout-24 (half B): huggingface_hub's requests it retries,
+a float computation that overflowed (ERANGE, Python's OverflowError) and torch elastic's agent told to die.
+
+Pure: no I/O. :func:`round24b_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
+forms of round 23, and :func:`round24b_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the
+cause of a line that is already an error.
+
+Each form is read where its program prints it:
+
+* huggingface_hub's backoff (huggingface_hub/utils/_http.py ``http_backoff``: on an exception it retries,
+  ``logger.warning(f"'{err}' thrown while requesting {method} {url}")``; on a status it retries (429, 5xx),
+  ``f"HTTP Error {status} thrown while requesting {method} {url}"``; then ``f"Retrying in {sleep_time}s [Retry
+  {nb_tries}/{max_retries}]."``): every download of a model, tokenizer or dataset from the Hub goes through it, so
+  a Hub outage or a slow link prints these warnings on a job that is waiting, not failing; when the retries run
+  out the exception is raised and read as such. A connection the program retries: a wait (round
+  issue23-heldout-24: unsloth-3486, ReadTimeoutError during a Hugging Face outage, read as healthy).
+* A float computation that overflowed, in Python's words: CPython's float power sets errno ERANGE and raises
+  ``OverflowError(errno, strerror)``, printed ``(34, 'Numerical result out of range')``; the math module's
+  functions raise ``OverflowError: math range error``. In training, the number that overflows is the loss or a
+  quantity made from it (fairseq's perplexity ``2 ** loss``, a ``math.exp(loss)``): the loss has exploded, and
+  fairseq prints the exception it caught as ``overflow detected, (34, ...)`` before the step fails on the
+  missing metrics. Restarting from the same state explodes again: numerical (round issue23-heldout-24:
+  fairseq-1678 and fairseq-2089, read as crashes). Gated by the overflow's name on the same line: ERANGE from
+  other calls (a netlink request's "(34, ...)") is not arithmetic. fairseq's fp16 "overflow detected, setting
+  loss scale to: ..." (the loss scaler skipping a step) holds no ERANGE and is not this form.
+* torch elastic's agent told to die (torch/distributed/elastic/agent/server/api.py ``run``: on a SignalException,
+  ``logger.warning("Received %s death signal, shutting down workers", e.sigval)``, then SIGTERM (or the same
+  signal) to every worker and the exception raised): torchrun itself received SIGHUP, SIGTERM or SIGINT, from a
+  terminal that hung up, a scheduler's preemption or cancellation, or a host that is out of memory (Neuron's
+  troubleshooting guide names this line with no error above it as a host OOM). The workers are being killed
+  mid-run: the job did not finish, whatever its last progress said (round issue23-heldout-24: ms-swift-64, a
+  terminal's SIGHUP at step 2905, read as healthy). A crash from outside: a restart carries on.
+"""
+
+from __future__ import annotations
+
+import re
+
+from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
+from neuron_watch.events import Label
+
+#: The literals the lines these forms read hold, besides the failure forms' needles
+NEEDLES: tuple[str, ...] = ("thrown while requesting ", "s [Retry ", "Numerical result out of range",
+                            "math range error", " death signal, shutting down workers")
+
+#: huggingface_hub's backoff: the request that failed, a status it retries, the wait before the next try
+_HUB_RETRY = re.compile(r"' thrown while requesting (?:GET|HEAD|POST|PUT|PATCH|DELETE) https?://"
+                        r"|\bHTTP Error \d{3} thrown while requesting (?:GET|HEAD|POST|PUT|PATCH|DELETE) https?://"
+                        r"|\bRetrying in \d+(?:\.\d+)?s \[Retry \d+/\d+\]\.")
+
+#: a float overflow in Python's words (ERANGE's errno and strerror, or the math module's), with its name nearby
+_FLOAT_OVERFLOW = re.compile(r"(?i:overflow)\w*\W[^\n]{0,80}?\(34, 'Numerical result out of range'\)"
+                             r"|\bOverflowError: math range error\b")
+
+#: torch elastic's agent receiving a signal to die (its number, or the Signals enum's name)
+_DEATH_SIGNAL = re.compile(r"\bReceived (?:Signals\.SIG[A-Z]+|SIG[A-Z]+|\d+) death signal, shutting down workers\b")
+
+
+def round24b_form(text: str) -> Form | None:
+    """The failure form ``text`` holds among this round's, or None."""
+    if ("thrown while requesting" in text or "[Retry " in text) and _HUB_RETRY.search(text):
+        return Form(FormKind.COMM_WAIT, "a request to the Hugging Face Hub the client retries")
+    if ("out of range" in text or "range error" in text) and _FLOAT_OVERFLOW.search(text):
+        return Form(FormKind.METRIC, "a float computation that overflowed (ERANGE): the loss exploded",
+                    Label.NUMERICAL_ERROR)
+    if "death signal" in text and _DEATH_SIGNAL.search(text):
+        return Form(FormKind.CRASH, "torchrun's agent told to die (a signal from outside): the workers are killed")
+    return None
+
+
+def round24b_cause(text: str) -> tuple[Label, str] | None:
+    """The cause an error line states in this round's forms (whatever its level: the line is an error already)."""
+    return stated_cause(round24b_form(text))
