@@ -16,7 +16,7 @@ from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import table_tests
 
-W, M, C = FormKind.COMM_WAIT, FormKind.METRIC, FormKind.CRASH
+W, M, C, E = FormKind.COMM_WAIT, FormKind.METRIC, FormKind.CRASH, FormKind.ERROR
 
 #: (line, the kind it reads as, the cause the form states or None, where it is from)
 FORMS: list[tuple[str, FormKind, Label | None, str]] = [
@@ -47,6 +47,14 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "a benchmark report's Errors section, a run stopped by SIGTERM (code corpus)"),
     ("WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers", C, None,
      "the AWS Neuron troubleshooting guide, 'HOST OOM issues': this line with no error above it (code corpus)"),
+    # a job system's terminal status of failure
+    ("Job 1 is already in terminal state FAILED_CONTROLLER. For more details, run: sky jobs logs --controller 1", E, None,
+     "corpus (skypilot-5031-failed-controller-assertionerror-failed-driver)"),
+    ("I 03-26 01:30:39 controller.py:311] The user job failed JobStatus.FAILED. Please check the logs below.", E, None,
+     "skypilot-org/skypilot#5033 (a managed job's controller log)"),
+    ("✓ Job finished (status: FAILED).", E, None, "corpus (skypilot-4599-job-failed-return-code-1)"),
+    ("I 01-09 21:42:25 spot_utils.py:327] Logs finished for job 2 (status: FAILED_NO_RESOURCE).", E, Label.CONFIG_ERROR,
+     "corpus (skypilot-1578-spot-setup-requirements-failed-no-resource)"),
 ]
 
 #: lines that look like the forms and must read as nothing
@@ -57,6 +65,9 @@ NEAR_MISSES = [
     "2023-08-01 10:00:00 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0",  # the same, newer
     'logger.warning("Received %s death signal, shutting down workers", e.sigval)',  # torch's source
     "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 2919043 closing signal SIGHUP",  # the agent's teardown alone
+    "Providing the job id shows `Job 3 is already in terminal state SUCCEEDED. Logs will not be shown.`",  # skypilot-org/skypilot#4235
+    "✓ Job finished (status: SUCCEEDED).",  # skypilot-org/skypilot#5462
+    "    FAILED_NO_RESOURCE = 'FAILED_NO_RESOURCE'",  # sky/jobs/state.py
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -92,6 +103,8 @@ def test_a_logging_record_glued_to_a_progress_bar_is_its_own_line(line: str, rec
     ("numerical_error/fairseq-2089-overflow-numerical-result-out-of-range-keyerror.log", Label.NUMERICAL_ERROR, Action.STOP),
     # the agent killed from outside at step 2905: not a healthy run, and a restart carries on
     ("other_crash/ms-swift-64-tqdm-then-death-signal-1-sighup.log", Label.OTHER_CRASH, Action.RESTART),
+    # SkyPilot's terminal status: the controller failed, the job is over (not healthy)
+    ("other_crash/skypilot-5031-failed-controller-assertionerror-failed-driver.log", Label.OTHER_CRASH, Action.RESTART),
 ])
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict

@@ -30,6 +30,16 @@ Each form is read where its program prints it:
   troubleshooting guide names this line with no error above it as a host OOM). The workers are being killed
   mid-run: the job did not finish, whatever its last progress said (round issue23-heldout-24: ms-swift-64, a
   terminal's SIGHUP at step 2905, read as healthy). A crash from outside: a restart carries on.
+* A job system's terminal status of failure, its enum value as the system prints it (SkyPilot's
+  sky/jobs/state.py ManagedJobStatus and sky/skylet/job_lib.py JobStatus: FAILED, "failure from the user's
+  program"; FAILED_SETUP; FAILED_PRECHECKS, "the optimizer cannot find a feasible solution" or an invalid
+  request; FAILED_NO_RESOURCE, "no resource available in the cloud provider(s)"; FAILED_CONTROLLER, "unexpected
+  error in the controller process"; FAILED_DRIVER) after the words that print a status: "Job 1 is already in
+  terminal state FAILED_CONTROLLER.", "Logs finished for job 2 (status: FAILED_NO_RESOURCE).", "The user job
+  failed JobStatus.FAILED.". The job is over and failed, whatever the log around it shows (round
+  issue23-heldout-24: skypilot-5031, read as healthy). The statuses that name a request no cloud can meet
+  (FAILED_PRECHECKS, FAILED_NO_RESOURCE) state configuration, as the corpus reads SkyPilot's refusals; the
+  others state no cause. SUCCEEDED and CANCELLED are not failures.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from neuron_watch.events import Label
 
 #: The literals the lines these forms read hold, besides the failure forms' needles
 NEEDLES: tuple[str, ...] = ("thrown while requesting ", "s [Retry ", "Numerical result out of range",
-                            "math range error", " death signal, shutting down workers")
+                            "math range error", " death signal, shutting down workers", "FAILED")
 
 #: huggingface_hub's backoff: the request that failed, a status it retries, the wait before the next try
 _HUB_RETRY = re.compile(r"' thrown while requesting (?:GET|HEAD|POST|PUT|PATCH|DELETE) https?://"
@@ -55,6 +65,12 @@ _FLOAT_OVERFLOW = re.compile(r"(?i:overflow)\w*\W[^\n]{0,80}?\(34, 'Numerical re
 #: torch elastic's agent receiving a signal to die (its number, or the Signals enum's name)
 _DEATH_SIGNAL = re.compile(r"\bReceived (?:Signals\.SIG[A-Z]+|SIG[A-Z]+|\d+) death signal, shutting down workers\b")
 
+#: a job's terminal status of failure after the words that print one (SkyPilot's statuses, Ray's JobStatus)
+_FAILED_STATUS = re.compile(r"(?:\bin terminal state |\(status: |\bJobStatus\.|\bManagedJobStatus\.)"
+                            r"(FAILED(?:_[A-Z]+)?)\b")
+#: the failed statuses that name a request no cloud can meet (sky/jobs/state.py)
+_REFUSED_STATUSES = frozenset({"FAILED_PRECHECKS", "FAILED_NO_RESOURCE"})
+
 
 def round24b_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -65,6 +81,11 @@ def round24b_form(text: str) -> Form | None:
                     Label.NUMERICAL_ERROR)
     if "death signal" in text and _DEATH_SIGNAL.search(text):
         return Form(FormKind.CRASH, "torchrun's agent told to die (a signal from outside): the workers are killed")
+    if "FAILED" in text and (status := _FAILED_STATUS.search(text)) is not None:
+        if status.group(1) in _REFUSED_STATUSES:
+            return Form(FormKind.ERROR, f"a job refused before it ran ({status.group(1)}: no feasible or available "
+                        "resources), the same until the request changes", Label.CONFIG_ERROR)
+        return Form(FormKind.ERROR, f"a job system's terminal status of failure ({status.group(1)})")
     return None
 
 
