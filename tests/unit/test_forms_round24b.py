@@ -55,6 +55,14 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     ("✓ Job finished (status: FAILED).", E, None, "corpus (skypilot-4599-job-failed-return-code-1)"),
     ("I 01-09 21:42:25 spot_utils.py:327] Logs finished for job 2 (status: FAILED_NO_RESOURCE).", E, Label.CONFIG_ERROR,
      "corpus (skypilot-1578-spot-setup-requirements-failed-no-resource)"),
+    # a server's health probe answered with a 5xx (uvicorn's reason phrase "Service Unavailable" is read by the status
+    # reader as an unavailable peer: restarted either way)
+    ('[2026-04-27 03:18:18] INFO:     10.224.0.91:47582 - "GET /health_generate HTTP/1.1" 503 Service Unavailable', E, Label.COMM_ERROR,
+     "corpus (sglang-22511-detokenizer-heartbeat-frozen-health-503)"),
+    ('INFO:     127.0.0.1:65166 - "GET /health HTTP/1.1" 503 Service Unavailable', E, Label.COMM_ERROR,
+     "a FastAPI app's bug report, uvicorn's access log after its Redis health check failed (code corpus)"),
+    ('Sep 12 07:41:19 ubuntu-4gb-fsn1-1 python[65177]: 2026-09-12 07:41:19,167 aiohttp.access INFO 127.0.0.1 [12/Sep/2026:07:41:19 +0000] "GET /health HTTP/1.1" 503 249 "-" "Python-urllib/3.14"', E, None,
+     "a bot's systemd journal, aiohttp's access log (code corpus)"),
 ]
 
 #: lines that look like the forms and must read as nothing
@@ -68,6 +76,8 @@ NEAR_MISSES = [
     "Providing the job id shows `Job 3 is already in terminal state SUCCEEDED. Logs will not be shown.`",  # skypilot-org/skypilot#4235
     "✓ Job finished (status: SUCCEEDED).",  # skypilot-org/skypilot#5462
     "    FAILED_NO_RESOURCE = 'FAILED_NO_RESOURCE'",  # sky/jobs/state.py
+    '[2026-04-27 03:18:20] INFO:     10.224.0.91:38162 - "GET /health_generate HTTP/1.1" 200 OK',  # a probe answered
+    'INFO:     172.27.0.4:60994 - "POST /v1/chat/completions HTTP/1.0" 200 OK',  # corpus (vllm-13939), a request
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -109,3 +119,10 @@ def test_a_logging_record_glued_to_a_progress_bar_is_its_own_line(line: str, rec
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
     assert (verdict.label, verdict.action) == (label, action), verdict.reason
+
+
+def test_a_server_whose_health_probe_fails_to_the_end_is_not_healthy() -> None:
+    """SGLang's /health_generate answered 503 until the server was killed: a failure (restarted), not a healthy run
+    (its label is a hang, which only the thread's py-spy dumps show)."""
+    verdict = diagnose_paths([str(CORPUS / "collective_hang/sglang-22511-detokenizer-heartbeat-frozen-health-503.log")]).verdict
+    assert verdict.label is not Label.HEALTHY and verdict.action is Action.RESTART, verdict.reason

@@ -40,6 +40,12 @@ Each form is read where its program prints it:
   issue23-heldout-24: skypilot-5031, read as healthy). The statuses that name a request no cloud can meet
   (FAILED_PRECHECKS, FAILED_NO_RESOURCE) state configuration, as the corpus reads SkyPilot's refusals; the
   others state no cause. SUCCEEDED and CANCELLED are not failures.
+* A server's health endpoint answering a 5xx, in the access log's request line as uvicorn, aiohttp and nginx
+  print it (``"GET /health HTTP/1.1" 503 ...``): the probe that Kubernetes, a load balancer or a serving
+  framework's router sends says the server is not serving; a server whose log ends on it is not a healthy run
+  (round issue23-heldout-24: sglang-22511, the detokenizer's heartbeat frozen, /health_generate answering 503
+  until the server was killed, read as healthy). A 503 while a model loads, followed by the loading's own
+  records, is a warning the judge lets pass as any error the job goes on from.
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ from neuron_watch.events import Label
 
 #: The literals the lines these forms read hold, besides the failure forms' needles
 NEEDLES: tuple[str, ...] = ("thrown while requesting ", "s [Retry ", "Numerical result out of range",
-                            "math range error", " death signal, shutting down workers", "FAILED")
+                            "math range error", " death signal, shutting down workers", "FAILED",
+                            "/health", "/ping", "/ready", "/livez")
 
 #: huggingface_hub's backoff: the request that failed, a status it retries, the wait before the next try
 _HUB_RETRY = re.compile(r"' thrown while requesting (?:GET|HEAD|POST|PUT|PATCH|DELETE) https?://"
@@ -68,6 +75,9 @@ _DEATH_SIGNAL = re.compile(r"\bReceived (?:Signals\.SIG[A-Z]+|SIG[A-Z]+|\d+) dea
 #: a job's terminal status of failure after the words that print one (SkyPilot's statuses, Ray's JobStatus)
 _FAILED_STATUS = re.compile(r"(?:\bin terminal state |\(status: |\bJobStatus\.|\bManagedJobStatus\.)"
                             r"(FAILED(?:_[A-Z]+)?)\b")
+#: an access log's request line for a health probe, and the 5xx it was answered with
+_HEALTH_5XX = re.compile(r'"(?:GET|HEAD|POST) /(?:[\w.-]+/)*(?:health\w*|ping|ready\w*|livez)(?:\?[^"\s]*)? '
+                         r'HTTP/\d(?:\.\d)?" 5\d\d\b')
 #: the failed statuses that name a request no cloud can meet (sky/jobs/state.py)
 _REFUSED_STATUSES = frozenset({"FAILED_PRECHECKS", "FAILED_NO_RESOURCE"})
 
@@ -86,6 +96,9 @@ def round24b_form(text: str) -> Form | None:
             return Form(FormKind.ERROR, f"a job refused before it ran ({status.group(1)}: no feasible or available "
                         "resources), the same until the request changes", Label.CONFIG_ERROR)
         return Form(FormKind.ERROR, f"a job system's terminal status of failure ({status.group(1)})")
+    if (" HTTP/" in text and ('" 5' in text) and ("/health" in text or "/ping" in text or "/ready" in text
+                                                   or "/livez" in text) and _HEALTH_5XX.search(text)):
+        return Form(FormKind.ERROR, "a server's health probe answered with a 5xx: it is not serving")
     return None
 
 
