@@ -37,6 +37,12 @@ _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
 #: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
 _SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
 _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
+#: A record in Python logging's default format (``logging.BASIC_FORMAT``, "%(levelname)s:%(name)s:%(message)s")
+#: glued to a tqdm bar's last redraw: tqdm leaves its line unterminated on stderr and the record written to the
+#: same stream starts where the bar ends, after its rate and postfix ("... 15.79s/it]WARNING:torch.distributed.
+#: elastic.agent.server.api:Received 1 death signal, ...", "... 87.80it/s]WARNING:root:Segment ... exceeds ...").
+_GLUED_RECORD = re.compile(r"[\d?](?:it/s|s/it)(?:, [^\]\n]*)?\](?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):"
+                           r"[A-Za-z_][\w.]*:\S)")
 #: launchers' rank prefixes: torch's own ``[rank3]: `` (``distributed_c10d``'s excepthook, and c10's
 #: log lines once the process group is up: ``[rank0]:[E321 ...``), torch elastic's ``tail_log``
 #: header ``[{role}{local_rank}]:`` (``[default3]:``; ``[trainer0]:``, ``[worker0]:`` under a role of
@@ -195,6 +201,9 @@ def logical_lines(raw: str) -> list[str]:
     if text.endswith(_SHELL_ENDS) and (g := _GLUED_SHELL.search(text)) is not None:
         # the shell's report of a killed job lands on the line its last redraw left unterminated
         return [*logical_lines(text[: g.start()]), g.group(1)]
+    if "]" in text and ("it/s]" in text or "s/it]" in text) and (r := _GLUED_RECORD.search(text)) is not None:
+        # a logging record written where a progress bar's last redraw left the line unterminated: two records
+        return [*logical_lines(text[: r.end()]), *logical_lines(text[r.end() :])]
     if ("]:" in text or "]<std" in text) and _MIDLINE_RANK.search(text):
         out.extend(p for p in _MIDLINE_RANK.split(text) if p)
     else:
