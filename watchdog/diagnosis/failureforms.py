@@ -77,6 +77,8 @@ from neuron_watch.diagnosis.forms_round23a import NEEDLES as ROUND23A_NEEDLES
 from neuron_watch.diagnosis.forms_round23a import round23a_cause, round23a_form
 from neuron_watch.diagnosis.forms_round23b import NEEDLES as ROUND23B_NEEDLES
 from neuron_watch.diagnosis.forms_round23b import round23b_cause, round23b_form
+from neuron_watch.diagnosis.forms_round24a import NEEDLES as ROUND24A_NEEDLES
+from neuron_watch.diagnosis.forms_round24a import round24a_cause, round24a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -87,7 +89,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 33
+FORM_RULES = 34
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -252,6 +254,9 @@ NEEDLES: tuple[str, ...] = (
     # c10d's failed NCCL check, an admission webhook's refusal, Ray's runtime env, a file not there, a bracketed
     # loss, Inductor's autotuner dropping a candidate
     *ROUND23B_NEEDLES,
+    # aws-ofi-nccl's test logger, oneCCL's provider records, Open MPI's start-up aborts, Keras's TerminateOnNaN,
+    # Paddle's AmpScaler
+    *ROUND24A_NEEDLES,
 )
 
 
@@ -264,7 +269,7 @@ def read_line(text: str) -> Form | None:
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
-            or round23b_form(text)
+            or round23b_form(text) or round24a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -495,7 +500,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
-              or round22b_cause(text) or round23a_cause(text) or round23b_cause(text))
+              or round22b_cause(text) or round23a_cause(text) or round23b_cause(text) or round24a_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
