@@ -64,10 +64,11 @@ import re
 from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.events import Label
 
-#: The literals (digit-free) that the lines :func:`round24a_form` and :func:`round24a_cause` read hold
+#: The literals (digit-free) that the lines :func:`round24a_form` reads hold, besides the needles failureforms
+#: already searches ("ERROR" holds the ORTE_ERROR_LOG record, "Error" the IPython head, "loss" Keras's words;
+#: each literal more is a cost of the classifier's batch search on every line)
 NEEDLES: tuple[str, ...] = ("WARN: Function: ", "before MPI_INIT completed", "An error occurred in MPI_Init",
-                            "[[INVALID],INVALID] ORTE_ERROR_LOG", "Invalid loss, terminating training",
-                            "current scale is", "CCL_ERROR", "FloatingPointError")
+                            "current scale is")
 
 #: a WARN record of aws-ofi-nccl's functional-test logger ("WARN: Function: <function> Line: <n>: <message>"),
 #: behind whatever prefix a launcher adds (pdsh's "<host>: ", mpirun's "[1,0]<stdout>:")
