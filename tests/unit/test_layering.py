@@ -51,6 +51,7 @@ PURE = [
     "diagnosis.forms_round22b",
     "diagnosis.forms_round23a",
     "diagnosis.forms_round23b",
+    "diagnosis.forms_round24a",
     "diagnosis.forms_round24b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",

@@ -77,6 +77,8 @@ from neuron_watch.diagnosis.forms_round23a import NEEDLES as ROUND23A_NEEDLES
 from neuron_watch.diagnosis.forms_round23a import round23a_cause, round23a_form
 from neuron_watch.diagnosis.forms_round23b import NEEDLES as ROUND23B_NEEDLES
 from neuron_watch.diagnosis.forms_round23b import round23b_cause, round23b_form
+from neuron_watch.diagnosis.forms_round24a import NEEDLES as ROUND24A_NEEDLES
+from neuron_watch.diagnosis.forms_round24a import round24a_cause, round24a_form
 from neuron_watch.diagnosis.forms_round24b import NEEDLES as ROUND24B_NEEDLES
 from neuron_watch.diagnosis.forms_round24b import round24b_cause, round24b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -89,7 +91,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 34
+FORM_RULES = 35
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -254,6 +256,9 @@ NEEDLES: tuple[str, ...] = (
     # c10d's failed NCCL check, an admission webhook's refusal, Ray's runtime env, a file not there, a bracketed
     # loss, Inductor's autotuner dropping a candidate
     *ROUND23B_NEEDLES,
+    # aws-ofi-nccl's test logger, oneCCL's provider records, Open MPI's start-up aborts, Keras's TerminateOnNaN,
+    # Paddle's AmpScaler
+    *ROUND24A_NEEDLES,
     # huggingface_hub's retried requests, a float overflow (ERANGE), torch elastic's agent told to die
     *ROUND24B_NEEDLES,
 )
@@ -268,7 +273,7 @@ def read_line(text: str) -> Form | None:
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
-            or round23b_form(text) or round24b_form(text)
+            or round23b_form(text) or round24a_form(text) or round24b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -500,7 +505,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
-              or round24b_cause(text))
+              or round24a_cause(text) or round24b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
