@@ -246,6 +246,8 @@ class FarmReport:
     resent: int = 0
     resend_rounds: int = 0
     dropped_lines: int = 0
+    shed_at_end: int = 0
+    shed_lines: int = 0  # left out of the batches while the coordinator was behind (their judged parts sent)
     unacked_at_end: int = 0  # lines not acknowledged when the window closed
     unacked_after: int = 0  # ... and after the drain
     cpu: float = 0.0  # CPU seconds of this process in the window
@@ -282,6 +284,9 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             raise SystemExit(f"node {n}'s batch differs from node 0's with shifted ranks: update the simulation")
     bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base_bodies] for n in links}
     n_lines = [b.n_lines for b in base_bodies]
+    # While the coordinator's acks say it is behind, a node sends each batch's judged part alone
+    # (AgentLink.to_send, as flush_lines does): built when first needed, per node and batch.
+    shifted_bodies = {n: [shifted(b, n * plan.ranks) for b in base_bodies] for n in links}
     for n, link in links.items():
         link.hello(f"host{n}", 40_000 + n, range(n * plan.ranks, (n + 1) * plan.ranks), now, wall)
     # The handshake: hello, challenge, resend echoing the coordinator's session, ack.
@@ -327,14 +332,23 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
         rep.late = max(rep.late, wall - due)
         if kind == 0:
             k = turn % len(bodies[n])
+            whole: Lines | None = None
             body, lines = bodies[n][k], n_lines[k]
             if n in pending_hang:
                 rows = rows_of(batches[k], n * plan.ranks, now, wall)
                 rows.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
-                body, lines = encode_body(scratch.batches.batch(rows, now, wall)), lines + 1
-            link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
-                                   seq=0, mono=now, wall=wall), body, lines)
+                whole = scratch.batches.batch(rows, now, wall)
+                body, lines = encode_body(whole), lines + 1
             rep.lines_at_end += lines
+            shed0 = getattr(link.counters, "bulk_lines_shed", 0)  # (getattr: a tree from before the rule, back to back)
+            if hasattr(link, "to_send") and (link.coordinator_behind or shed0):  # (its cost only when it may apply)
+                part = link.to_send(whole if whole is not None else shifted_bodies[n][k])
+                if part is None or part.shed:  # (the whole body goes when the rule sheds nothing)
+                    rep.shed_lines += link.counters.bulk_lines_shed - shed0
+                    body, lines = (b"", 0) if part is None else (encode_body(part), part.n_lines)
+            if body:
+                link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
+                                       seq=0, mono=now, wall=wall), body, lines)
             heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
         else:
             body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives,
@@ -347,6 +361,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
         link.tick(now, wall)  # sends what is due, takes acks and challenges, resends after 3 s
     rep.cpu = time.process_time() - cpu0
     rep.window_lines, rep.window_msgs = rep.lines_at_end - int(mark), rep.msgs_at_end - msgs_mark
+    rep.shed_at_end = rep.shed_lines
     rep.unacked_at_end = sum(x.outbox.lines for x in links.values())
     q.put(("end", rep.lines_at_end))
     # Drain: keep ticking (acks, resends) until everything is acknowledged or the drain time passed.
@@ -572,6 +587,8 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
         last_summary = -1e18
         state = "before"
         unobserved_events = 0
+        stages = HangStages(c, {node_name(node) for _off, node, _rank in plan.hangs})
+        judge_since = time.monotonic()
         while len(reports) < len(ps):
             c.poll(0.05)
             now = time.monotonic()
@@ -584,8 +601,11 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
                 peak_rss = max(peak_rss, rss_mb())
             wall = time.time()
             if v is not None and v.label is Label.COLLECTIVE_HANG and v.culprit in pending:
-                lat.append(wall - pending.pop(v.culprit))
+                printed = pending.pop(v.culprit)
+                lat.append(wall - printed)
+                stages.verdict(v.culprit.node, printed, time.monotonic(), wall)
                 c.judge = factory(c.generation, now)  # the next trial with a fresh judge; no recovery here
+                judge_since = time.monotonic()
                 c.recovery.sm.state = JobState.RUNNING
             if state == "before" and wall >= window[0]:
                 state, lines0, cpu0, w0 = "window", c.counters.lines, time.process_time(), time.perf_counter()
@@ -599,10 +619,13 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
                 figures["cpu_cores"] = (time.process_time() - cpu0) / (time.perf_counter() - w0)
                 figures["ingested_window"] = c.counters.lines - lines0
                 figures["coord_lines_at_end"] = c.counters.lines
+                figures["coord_node_shed_at_end"] = getattr(c.counters, "lines_shed_at_nodes", 0)
                 figures["tick_p99"] = _pct(ticks, 99) if ticks else 0.0
                 figures["tick_max"] = max(ticks, default=0.0)
                 figures["rss_end_window"] = rss_mb()
                 figures.update(full_verdict(c, now))
+                # (the judge is a fresh one after each verdict: it holds the ranks heard of since)
+                figures["judge_age"] = now - judge_since
                 t_drain = time.monotonic()
                 print(f"# window closed; {figures['ingested_window'] / plan.seconds:,.0f} lines/s ingested in it; "
                       "draining", flush=True)
@@ -616,6 +639,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
                 raise SystemExit("a node process died (see its traceback above)")
         figures["drain_s"] = time.monotonic() - t_drain
         figures["coord_lines_total"] = c.counters.lines
+        figures["coord_node_shed"] = getattr(c.counters, "lines_shed_at_nodes", 0)
         s = c.summary(time.monotonic())
         unobserved_events = sum(1 for e in c.events.history if e.get("event") == "node_unobserved")
         figures.update({
@@ -623,7 +647,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
             "rss_end": rss_mb(), "queued_at_end": sum(ends), "reports": reports,
             "seq_lost": sum(n["seq"]["lost"] for n in s["nodes"].values()), "duplicates": s["duplicates"],
             "unclassified": s["unclassified_batches"], "unobserved_events": unobserved_events,
-            "load": (load0, os.getloadavg()[0]), "tails": tails_size(c),
+            "load": (load0, os.getloadavg()[0]), "tails": tails_size(c), "stages": stages.done,
         })
         c.close()
         leave.set()
@@ -634,6 +658,38 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(profile)
         figures["profile"] = out.getvalue()
     return figures
+
+
+class HangStages:
+    """Where a hang line's time goes on its way to the verdict, stage by stage: the node's batch
+    wait (printed -> its batch enqueued), the agent's send window (enqueued -> sent), the
+    coordinator's receive queue (sent -> taken off the socket), the decode and judging (taken ->
+    handed back), the verdict tick (handed back -> the verdict). Only the hang nodes' lines
+    messages that carry the hang line are looked at (a bytes search of their body frame).
+    The node and the coordinator share this machine's monotonic clock."""
+
+    def __init__(self, c: Coordinator, nodes: set[str]) -> None:
+        self.c, self.nodes, self.inner = c, nodes, c.received
+        self.seen: dict[str, tuple[float, float, float, float, float, float, float]] = {}
+        self.done: list[dict[str, float]] = []
+        self.needle = HANG_LINE[:40].encode()
+        c.received = self.received  # type: ignore[method-assign]  # the endpoint calls its receiver's
+
+    def received(self, view: Any, msg: Any, now: float, frame: bytes = b"") -> None:
+        t_in = time.monotonic()
+        self.inner(view, msg, now, frame)
+        h = msg.header
+        if h.kind is Kind.LINES and h.node in self.nodes and self.needle in frame:
+            self.seen[h.node] = (h.wall, h.mono, h.sent, t_in, time.monotonic(), self.c.behind, self.c.pacing.every)
+
+    def verdict(self, node: str, printed: float, t_verdict: float, wall: float) -> None:
+        got = self.seen.pop(node, None)
+        if got is None:
+            return
+        h_wall, h_mono, sent, t_in, t_out, behind, every = got
+        self.done.append({"batch": h_wall - printed, "window": sent - h_mono, "queue": t_in - sent,
+                          "judge": t_out - t_in, "tick": t_verdict - t_out, "total": wall - printed,
+                          "behind": behind, "every": every})
 
 
 def full_verdict(c: Coordinator, now: float) -> dict[str, Any]:
@@ -772,7 +828,9 @@ def main() -> int:
         offered = sum(r.window_lines for r in reps) / a.seconds
         msgs = sum(r.window_msgs for r in reps) / a.seconds
         took = f["ingested_window"] / a.seconds
-        backlog = f["queued_at_end"] - f["coord_lines_at_end"]
+        # (lines the nodes left out, their judged parts sent alone, are no backlog: counted once their part arrived)
+        backlog = f["queued_at_end"] - f["coord_lines_at_end"] - f["coord_node_shed_at_end"]
+        node_shed = sum(r.shed_lines for r in reps)
         print(f"real time: offered {offered:,.0f} lines/s in {msgs:,.0f} messages/s ({offered / max(msgs, 1):.1f} "
               f"lines a message, the procs messages counted); batches built and {f['nodes_joined']} nodes joined in "
               f"{f['build_s']:.0f} s", flush=True)
@@ -790,6 +848,10 @@ def main() -> int:
               f"{sum(r.dropped_lines for r in reps):,} lines, still unacknowledged after the drain "
               f"{sum(r.unacked_after for r in reps):,}; sequence-lost {f['seq_lost']}, duplicates {f['duplicates']}, "
               f"unobserved-node events {f['unobserved_events']}, batches classified here {f['unclassified']}")
+        print(f"shed at the nodes (each batch's judged part sent alone while the coordinator was behind): "
+              f"{node_shed:,} lines ({100 * node_shed / max(sum(r.lines_at_end for r in reps), 1):.0f}% of all sent), "
+              f"{sum(r.shed_at_end for r in reps):,} of them by the window's end; the coordinator counted "
+              f"{f['coord_node_shed']:,} (lines_shed_at_nodes)")
         lat = f["lat"]
         if lat:
             print(f"verdict latency (hang line printed -> collective_hang verdict naming its rank): n={len(lat)}/"
@@ -797,8 +859,14 @@ def main() -> int:
                   f"max {1000 * max(lat):.0f} ms")
         else:
             print(f"verdict latency: no verdict observed in {a.trials} trials")
+        for st in f["stages"]:
+            print("hang stages (ms): batch wait {batch:.0f}, agent send window {window:.0f}, coordinator queue "
+                  "{queue:.0f}, decode+judge {judge:.0f}, verdict tick {tick:.0f} (verdicts every {every:.0f}); total "
+                  "{total:.0f} (the acks then said behind {behind:.2f} s)".format(
+                      **{k: v * (1 if k == "behind" else 1000) for k, v in st.items()}))
         n_tails, tail_chars = f["tails"]
-        print(f"one full verdict over {f['judge_ranks']:,} ranks: {1000 * f['verdict_s']:.0f} ms; one status "
+        print(f"one full verdict over {f['judge_ranks']:,} ranks (of a judge made {f['judge_age']:.1f} s before, at "
+              f"the last hang's verdict): {1000 * f['verdict_s']:.0f} ms; one status "
               f"document: {1000 * f['status_s']:.0f} ms (every rank's {1000 * f['every_s']:.0f} ms); "
               f"tails hold {n_tails:,} texts, {tail_chars / 1e6:,.0f} M "
               f"characters")

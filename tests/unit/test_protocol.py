@@ -302,7 +302,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -316,7 +316,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # that refuses an exit of 4 items (a clean exit presumed from the rank's record).
     # 9: a coordinator that takes every rank of a lines body to its judge (schema 10 leaves out the ranks whose
     # steady progress the node holds: Lines.judged) and knows neither held rows nor a progress row's count.
-    assert p.SCHEMA_VERSION == 10
+    # 10: a coordinator that refuses a lines body counting the lines its node left out (Lines.shed, nine items).
+    assert p.SCHEMA_VERSION == 11
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)

@@ -85,6 +85,9 @@ class Counters:
     #: lines (and batches) a writer process of merged.log could not take at once: shed, never waited for
     merged_lines_shed: int = 0
     merged_batches_shed: int = 0
+    #: lines the nodes left out of their batches while we were behind (each batch's judged part sent alone:
+    #: node/bulk_shed.py): not in merged.log, in the ranks' own logs
+    lines_shed_at_nodes: int = 0
     #: batches the writer process could not decode (a row of a rank the judge did not take, which the
     #: judging thread does not check): missing from merged.log, marked there, said
     merged_batches_unreadable: int = 0
@@ -102,7 +105,7 @@ class Counters:
                             "stale_session": self.stale, "unechoed": self.unechoed},
                 "challenges": self.challenges, "duplicates": self.duplicates, "early": self.early,
                 "send_failed": self.send_failed, "unclassified_batches": self.unclassified_batches,
-                "merged_lines_shed": self.merged_lines_shed,
+                "merged_lines_shed": self.merged_lines_shed, "lines_shed_at_nodes": self.lines_shed_at_nodes,
                 "merged_batches_unreadable": self.merged_batches_unreadable, "procs_unresolved": self.procs_unresolved}
 
 
@@ -162,6 +165,7 @@ class Endpoint:
         self._transit_since = clock()
         self._behind_since: float | None = None
         self._behind_told = -1e18
+        self._node_shed_said, self._node_shed_told = 0, -1e18
         self._to_ack: dict[str, NodeView] = {}  # the nodes with news since the last acks
         #: decode a paced lines body's judged part alone (:attr:`~neuron_watch.wire.protocol.Lines.logged`): set
         #: by a receiver whose job log decodes the frames itself (the writer process)
@@ -399,7 +403,8 @@ class Endpoint:
         and what was shed (again every BEHIND_REPEAT seconds while it lasts), and when it is over."""
         c = self.counters
         shed = {"tail_lines_shed": c.tail_lines_shed, "status_writes_shed": c.status_writes_shed,
-                "merged_lines_shed": c.merged_lines_shed, "duplicates": c.duplicates}
+                "merged_lines_shed": c.merged_lines_shed, "lines_shed_at_nodes": c.lines_shed_at_nodes,
+                "duplicates": c.duplicates}
         if self.behind >= SHED_BEHIND:
             if self._behind_since is None:
                 self._behind_since = now
@@ -409,6 +414,15 @@ class Endpoint:
         elif self._behind_since is not None and self.behind < SHED_BEHIND / 2:
             self._emit(EventKind.COORDINATOR_CAUGHT_UP, behind_for=round(now - self._behind_since, 1), **shed)
             self._behind_since, self._behind_told = None, -1e18
+        node_shed = c.lines_shed_at_nodes
+        if node_shed > self._node_shed_said and now - self._node_shed_told >= BEHIND_REPEAT:
+            message = (f"merged.log: {node_shed - self._node_shed_said} line(s) left out by the nodes ({node_shed} in "
+                       f"all): this coordinator was behind (now {self.behind:.1f} s), so they sent each batch's judged "
+                       "part alone; the judge took every batch, each rank's own log has every line")
+            self.receiver.events.emit(EventKind.WARNING, self.receiver.generation, kind="lines_shed_at_nodes",
+                                      message=message, lines=node_shed, behind=round(self.behind, 1))
+            log.warning("%s", message)
+            self._node_shed_said, self._node_shed_told = node_shed, now
 
     def _emit(self, kind: EventKind, **fields: Any) -> None:
         self.receiver.events.emit(kind, self.receiver.generation, **fields)

@@ -303,7 +303,7 @@ class Ingest:
         shed = self.job.behind >= SHED_BEHIND
         # (a body of held progress rows alone has no line for the job's log)
         logged = body.logged
-        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks or logged else ([], 0)
+        rank_keys, n = self.joblog.write(h, body, not shed, frame) if body.ranks or logged or body.shed else ([], 0)
         if self._node_keys.get(h.node) is not rank_keys:  # (the job log gives a node's ranks one list)
             self._node_keys[h.node] = rank_keys
             for k in rank_keys:
@@ -315,6 +315,8 @@ class Ingest:
             self.counters.tail_lines_shed += n
         view.lines += n
         self.counters.lines += n
+        # lines the node left out of this body (its judged part sent alone while we were behind): counted, said
+        self.counters.lines_shed_at_nodes += body.shed
         judge = self.job.judge
         if judge is None or view.generation != self.job.generation:
             return

@@ -117,6 +117,9 @@ class JobLog:
                 if t.count - t.texts[0][1] >= t.limit:
                     t.trim()
             n += c.n_lines
+        if body.shed:  # the node sent this batch's judged part alone: say where the rest is missing
+            parts.append(f"{stamp(wall)} {node} | neuron-watch: {body.shed} line(s) of {node} are missing here: left "
+                         "out at the node while the coordinator was behind (each rank's own log has them)\n")
         self.merged.write("".join(parts))
         return rank_keys, n
 

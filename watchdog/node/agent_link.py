@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from neuron_watch import __version__
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.events import EvidenceReport, LauncherExit, LogLine, NodeStatus, StopReport
+from neuron_watch.node.bulk_shed import judged_part, sheds_bulk
 from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_commands import CommandRunner, NodeControl
 from neuron_watch.node.link_settings import LinkCounters, LinkSettings
@@ -112,6 +113,7 @@ class AgentLink:
         #: the job's size and how far behind the coordinator is, as its last ack said (see Ack)
         self.job_nodes = 0
         self.coordinator_behind = 0.0
+        self._shed_owed = 0  # lines shed of a batch that sent nothing: counted in the next lines body
         self._last_progress: float | None = None  # last ack progress (or empty outbox)
         self._last_rewind = -1e18
         self.last_heard: float | None = None  # last authenticated message from the coordinator
@@ -160,8 +162,25 @@ class AgentLink:
         """Turn the pending lines into ``lines`` messages (joined per rank, classified, split by size), the
         judge's share of steady progress paced by the job's size (:func:`progress_pace_at`; ``everything``:
         every row held goes now: what an exit or a status must follow)."""
-        for body in self.batches.take(now, wall, progress_pace_at(self.job_nodes), everything):
-            self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
+        for whole in self.batches.take(now, wall, progress_pace_at(self.job_nodes), everything):
+            body = self.to_send(whole)
+            if body is not None:
+                self._enqueue(body, now, wall, rank=body.ranks[0].rank if len(body.ranks) == 1 else -1)
+
+    def to_send(self, body: Lines) -> Lines | None:
+        """What of batch ``body`` goes: all of it, or while the coordinator's acks say it is behind
+        (:func:`~neuron_watch.node.bulk_shed.sheds_bulk`) its judged part alone, the other ranks' lines
+        counted in it (``Lines.shed``) and here (``bulk_lines_shed``); None: nothing goes now (its count
+        goes with the next body)."""
+        if not sheds_bulk(self.coordinator_behind) and not self._shed_owed:
+            return body
+        if sheds_bulk(self.coordinator_behind):
+            part, left_out = judged_part(body, self._shed_owed)
+        else:
+            part, left_out = dataclasses.replace(body, shed=body.shed + self._shed_owed), 0
+        self.counters.bulk_lines_shed += left_out
+        self._shed_owed = self._shed_owed + left_out if part is None else 0
+        return part
 
     def add_compilers(self, samples: Iterable[Sample], now: float, wall: float,
                       locks: Iterable[str] = (), always: bool = False,
@@ -370,7 +389,8 @@ class AgentLink:
                 "wrong_target": c.wrong_target, "replayed": c.replayed, "next_seq": self.outbox.next_seq,
                 "challenges": c.challenges, "truncated_lines": c.truncated_lines,
                 "truncated_bytes": c.truncated_bytes, "split_batches": c.split_batches,
-                "oversize_dropped": c.oversize_dropped, "block_lines_left_out": c.block_lines_left_out}
+                "oversize_dropped": c.oversize_dropped, "block_lines_left_out": c.block_lines_left_out,
+                "bulk_lines_shed": c.bulk_lines_shed}
 
     def count_truncated(self, lines: int, nbytes: int) -> None:
         """Lines this node cut before they reached the link (longer than the tail keeps): reported

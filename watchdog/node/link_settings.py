@@ -45,3 +45,6 @@ class LinkCounters:
     oversize_dropped: int = 0  # messages that could not be made to fit (never expected; counted as dropped)
     #: lines around a failure a bound kept out of its error block (node/error_context.py; the lines still go)
     block_lines_left_out: int = 0
+    #: lines left out of merged.log while the coordinator was behind (node/bulk_shed.py; the batches' judged
+    #: parts still go, each with its count; the ranks' own logs have every line)
+    bulk_lines_shed: int = 0

@@ -56,7 +56,7 @@ from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColu
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
 #: What each version changed: docs/multinode.md, "Schema versions".
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
@@ -321,6 +321,11 @@ class Lines:
     then holds the judged ranks only (``matches``, ``progress`` and ``blocks`` index them, ``judged`` is
     None), and ``logged`` names every rank of the batch and counts its lines (the job log's, whose writer
     decodes the frame itself). Such a body is never encoded again.
+
+    ``shed`` (schema 11): lines of the sender's node left out of this body and of ``merged.log`` (a
+    node sends a batch's judged part alone while the coordinator is behind: :mod:`neuron_watch.node.bulk_shed`;
+    the ranks' own logs have them), counted; not in :attr:`n_lines`. A body that sheds nothing keeps its
+    layout; one that does carries it as a ninth item.
     """
 
     ranks: tuple[RankLines, ...]
@@ -331,6 +336,7 @@ class Lines:
     judged: tuple[int, ...] | None = None
     held: tuple[HeldProgress, ...] = ()
     logged: LoggedRanks | None = None
+    shed: int = 0
 
     @property
     def n_lines(self) -> int:
@@ -567,6 +573,8 @@ def _body_to_wire(body: Body) -> list[Any]:
                  sources.setdefault(g.source, len(sources)), g.lineno, g.stands_for] for g in body.held]
         items = [body.classified, list(sources),
                  [[r.rank, r.n_lines, r.d_first, r.d_last, r.d_wall, r.text] for r in body.ranks], matches, progress]
+        if body.shed:  # (only then: nine items)
+            return [*items, blocks, None if body.judged is None else list(body.judged), held, body.shed]
         if body.judged is not None or held:  # (only then: a body that judges every rank keeps five or six items)
             return [*items, blocks, None if body.judged is None else list(body.judged), held]
         return [*items, blocks] if blocks else items  # (only then: a body without blocks keeps its five items)
@@ -818,14 +826,20 @@ def _decode_lines_fast(b: list[Any]) -> Lines | None:
 
 
 def _decode_lines(b: list[Any]) -> Lines:
+    shed = 0
+    if type(b) is list and len(b) == 9:
+        shed = _int(b[8], "shed")
+        if shed < 1:
+            raise ProtocolError("field", f"a lines body's shed count is positive when present, got {shed}")
+        b = b[:8]
     if type(b) is list and len(b) in (6, 8):
         # the error blocks are few (a rank's failure) and checked one by one; the rest as any body's
         fast = _decode_lines_fast(b[:5])
         if fast is None:
-            return _decode_lines_checked(b)
+            return dataclasses.replace(_decode_lines_checked(b), shed=shed) if shed else _decode_lines_checked(b)
         blocks = _blocks(b[5], len(fast.ranks), b[1])
         judged, held = _paced(b[6], b[7], fast, b[1]) if len(b) == 8 else (None, ())
-        return Lines(fast.ranks, fast.matches, fast.classified, fast.progress, blocks, judged, held)
+        return Lines(fast.ranks, fast.matches, fast.classified, fast.progress, blocks, judged, held, shed=shed)
     fast = _decode_lines_fast(b)
     return fast if fast is not None else _decode_lines_checked(b)
 
