@@ -261,6 +261,7 @@ def test_an_elastic_range_running_below_its_maximum_is_judged_and_its_hang_resta
     rank 1 the culprit, one restart, and the job finishes."""
     run_dir = tmp_path / "node0"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "5", "--max-restarts", "1",
+            "--coordinator", f"127.0.0.1:{free_port()}",  # not the host's default port: another test's may hold it
             "torchrun", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"range-{secrets.token_hex(3)}",
             "--rdzv_conf", "last_call_timeout=1", TOY, "--steps", "12", "--hang-at", "5", "--hang-rank", "1"]
@@ -290,7 +291,8 @@ def test_a_node_joining_an_elastic_range_after_a_restart_is_judged_with_the_runn
     steps = 30
     host = socket.gethostname().split(".")[0]
     port, job_id = free_port(), f"grow-{secrets.token_hex(3)}"
-    joined = ["--coordinator", f"127.0.0.1:{port}", "--job-id", job_id] if coordinator == "standalone" else []
+    # a port of its own either way (the default one is any other job's on this host)
+    joined = ["--coordinator", f"127.0.0.1:{port}", *(["--job-id", job_id] if coordinator == "standalone" else [])]
     env = dict(toy_env, NEURON_WATCH_SECRET="e" * 32, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     rdzv, rdzv_id = f"127.0.0.1:{free_port()}", f"grow-{secrets.token_hex(3)}"
     runs = [tmp_path / "node0", tmp_path / "node1"]
