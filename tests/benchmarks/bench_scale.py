@@ -586,7 +586,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
             if v is not None and v.label is Label.COLLECTIVE_HANG and v.culprit in pending:
                 lat.append(wall - pending.pop(v.culprit))
                 c.judge = factory(c.generation, now)  # the next trial with a fresh judge; no recovery here
-                c.sm.state = JobState.RUNNING
+                c.recovery.sm.state = JobState.RUNNING
             if state == "before" and wall >= window[0]:
                 state, lines0, cpu0, w0 = "window", c.counters.lines, time.process_time(), time.perf_counter()
                 ticks.clear()

@@ -327,7 +327,7 @@ def verdict_latency(procs: int, trials: int, rate: float) -> tuple[list[float], 
                 lat.append(time.time() - pending.pop(0))
                 # Start the next trial with a fresh judge; no recovery in the benchmark.
                 c.judge = factory(0, time.monotonic())
-                c.sm.state = JobState.RUNNING
+                c.recovery.sm.state = JobState.RUNNING
         share = (time.process_time() - c0) / (time.perf_counter() - w0)
         for _ in ps:
             q.get()

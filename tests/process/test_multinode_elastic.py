@@ -5,6 +5,7 @@ wrappers must agree on one coordinator without a race and take their places from
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -30,6 +31,7 @@ from tests.fixtures.procs import (
     start_node,
     wait_until_gone,
 )
+from tests.fixtures.wait import wait_for
 
 pytestmark = pytest.mark.process
 
@@ -273,3 +275,52 @@ def test_an_elastic_range_running_below_its_maximum_is_judged_and_its_hang_resta
     assert hang["label"] == "collective_hang" and hang["culprit"]["rank"] == 1, hang
     assert len(named(evs, "restart")) == 1 and named(evs, "job_finished")[0]["exit_code"] == 0, said
     assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []
+
+
+def test_a_node_joining_an_elastic_range_after_a_restart_is_judged_with_the_running_generation(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """``--nnodes 1:2``: node 0 alone crashes in generation 0 and is restarted; a second node joins
+    generation 1 (torchrun's scale-up: node 0's workers restarted by torchrun itself, in their
+    attempt's log dir made anew). Its agent, started by its own wrapper, counts generation 0: it is
+    adopted by generation 1, its ranks judged and its end counted (the job used to wait for it for ever),
+    and node 0's new workers are read (their files were made anew: they used to go unread).
+    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: torch 2.13's scale-up with its shared TCPStore does not
+    complete (docs/multinode.md)."""
+    steps = 30
+    env = dict(toy_env, NEURON_WATCH_SECRET="e" * 32, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    rdzv, rdzv_id = f"127.0.0.1:{free_port()}", f"grow-{secrets.token_hex(3)}"
+    runs = [tmp_path / "node0", tmp_path / "node1"]
+
+    def argv(run_dir: Path) -> list[str]:
+        return [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "8", "--max-restarts", "2",
+                "torchrun", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                "--rdzv_endpoint", rdzv, "--rdzv_id", rdzv_id, "--rdzv_conf", "last_call_timeout=1", TOY,
+                "--steps", str(steps), "--step-time", "0.25", "--checkpoint-dir", str(tmp_path / "ckpt"),
+                "--crash-at", "3", "--crash-rank", "0", "--fault-generation", "0"]
+
+    with ExitStack() as stack:
+        first = start_node(stack, argv(runs[0]), cwd=tmp_path, env=env, out=tmp_path / "node0.out", run_dir=runs[0])
+        restarted = lambda: (runs[0] / "events.jsonl").exists() and named(events(runs[0]), "restart")  # noqa: E731
+        wait_for("node 0's restart", restarted, time.monotonic() + 120, alive=first,
+                 explain=lambda: (tmp_path / "node0.out").read_text()[-2000:])
+        second = start_node(stack, argv(runs[1]), cwd=tmp_path, env=env, out=tmp_path / "node1.out", run_dir=runs[1])
+        codes = (first.wait(180), second.wait(60))
+    said = (tmp_path / "node0.out").read_text()[-3000:] + (tmp_path / "node1.out").read_text()[-1500:]
+    assert codes == (0, 0), said
+    evs = events(runs[0])
+    (adopted,) = [w for w in named(evs, "warning") if w.get("kind") == "node_adopted"]
+    assert adopted["generation"] == 1 and adopted["node"] != named(evs, "job_started")[0]["node"], adopted
+    assert len(named(evs, "restart")) == 1 and named(evs, "job_finished")[0]["exit_code"] == 0, said
+    finished = {e["node"] for e in named(evs, "node_status") if e["state"] == "finished" and e["generation"] == 1}
+    assert len(finished) == 2 and adopted["node"] in finished, said
+    node0 = [e["state"] for e in named(evs, "node_status")
+             if e["generation"] == 1 and e["node"] == named(evs, "job_started")[0]["node"]]
+    # torchrun ends node 0's workers for the scale-up and starts new ones: seen ending (when a reading
+    # falls between the two), it runs again; it finishes once
+    assert node0[-1] == "finished" and node0.count("finished") == 1, node0
+    assert all(after in ("launched", "finished") for now, after in itertools.pairwise(node0)
+               if now == "finishing"), node0
+    ranks = json.loads((runs[0] / "status.json").read_text())["ranks"]
+    assert len(ranks) == 4 and all(r["last_step"] == steps for r in ranks), ranks
+    for run_dir in runs:
+        assert wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10) == []

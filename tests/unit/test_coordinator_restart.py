@@ -60,14 +60,14 @@ def test_the_job_a_crashed_coordinator_leaves_is_taken_up_by_the_next(tmp_path: 
         first.tick(clock.mono())
         assert recall(str(run_dir)) == JobMemory()  # written from the first turn on
         # what a restart leaves: a failed generation counted, its incident numbered, generation 1
-        outcome = first.policy.on_failure(Verdict(Label.COLLECTIVE_HANG, Action.RESTART, step=8), 30.0, None)
-        assert outcome.decision is Decision.RESTART and first.policy.restarts == 1
+        outcome = first.recovery.policy.on_failure(Verdict(Label.COLLECTIVE_HANG, Action.RESTART, step=8), 30.0, None)
+        assert outcome.decision is Decision.RESTART and first.restarts == 1
         first.recovery.generation, first.recovery.incident, first.recovery.launched_from = 1, 1, "/ckpt/step_5"
         first.tick(clock.mono() + 0.1)
     finally:
         first.close()
     left = json.loads((run_dir / STATE_FILE).read_text())
-    assert left["generation"] == 1 and left["restarts"] == first.policy.restarts and left["incidents"] == 1
+    assert left["generation"] == 1 and left["restarts"] == first.restarts and left["incidents"] == 1
     memory = recall(str(run_dir))
     # no node said it runs generation 1 yet: its relaunch is still owed to a successor (test_resume_mid_recovery)
     assert memory is not None and memory == memory_of(first.recovery, launch_unconfirmed=True)
@@ -77,9 +77,9 @@ def test_the_job_a_crashed_coordinator_leaves_is_taken_up_by_the_next(tmp_path: 
     second = make(run_dir, clock)
     try:
         second.status_files.kept.restore(second.recovery, memory)
-        assert second.generation == 1 and second.restarts == first.policy.restarts
+        assert second.generation == 1 and second.restarts == first.restarts
         assert second.recovery.incident == 1  # its next incident is incident-2: incident-1 is not overwritten
-        assert second.policy.failures == [("collective_hang", 8)]  # the same failure again is a crash loop
+        assert second.recovery.policy.failures == [("collective_hang", 8)]  # the same failure again is a crash loop
         assert memory_of(second.recovery, launch_unconfirmed=True) == memory
     finally:
         second.close()

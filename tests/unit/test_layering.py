@@ -51,7 +51,7 @@ PURE = [
     "diagnosis.forms_round22b",
     "diagnosis.forms_round23a",
     "diagnosis.forms_round23b",
-    "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword",
+    "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",

@@ -77,3 +77,35 @@ def test_lines_of_a_generation_that_ended_before_its_ranks_were_known_still_go_o
     assert s.unattributed_lines == 1
     assert "NRT_EXEC_HW_ERR_HBM_UE" in (tmp_path / "unattributed-n2.log").read_text()
     s.close()
+
+
+def test_a_rank_file_made_anew_by_torchrun_is_read_from_its_start_after_the_old_ones_last_words(
+        tmp_path: Path) -> None:
+    """torchrun restarts its workers without counting a restart when an elastic job's members change:
+    it removes the attempt's log dir and makes it again (torch's DefaultLogsSpecs.reify), so the same
+    path names a new file. Found by hand: a node joining a ``--nnodes 1:2`` job, and node 0's ranks
+    unread from then on (the tail held the removed file open)."""
+    root = tmp_path / "torchrun"
+    attempt = root / "job_abc" / "attempt_0"
+    (attempt / "0").mkdir(parents=True)
+    (attempt / "0" / "stdout.log").write_text("step 1\nstep 2\n")
+    s = RankStreams("n0", str(tmp_path))
+    s.set_log_root(str(root))
+    s.rank_offset = 0
+    assert [ln.text for ln in s.poll(1.0, 1.0)] == ["step 1", "step 2"]
+    with (attempt / "0" / "stdout.log").open("a") as f:
+        f.write("step 3\n")  # its last words, written before torchrun removes the dir
+        removed = attempt.with_name("removed")
+        attempt.rename(removed)  # (as rmtree: the path no longer names the open file)
+    (attempt / "0").mkdir(parents=True)
+    (attempt / "0" / "stdout.log").write_text("step 1 of the new workers\n")
+    texts = [ln.text for ln in s.poll(3.0, 3.0)]  # discovery's turn (every DISCOVER_EVERY seconds)
+    assert texts[0] == "step 3" and texts[-1] == "step 1 of the new workers", texts
+    assert "made anew" in texts[1]
+    with (attempt / "0" / "stdout.log").open("a") as f:
+        f.write("step 2 of the new workers\n")
+    assert [ln.text for ln in s.poll(3.1, 3.1)] == ["step 2 of the new workers"]
+    held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")]
+    assert not [p for p in held if p.startswith(str(removed))]  # the replaced file was closed at once
+    s.close()

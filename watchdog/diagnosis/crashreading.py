@@ -23,6 +23,7 @@ from neuron_watch.diagnosis.offline import (
     cause_stated_before,
     child_exception_before,
 )
+from neuron_watch.diagnosis.startup import RaisedAt, stopped_at_startup
 from neuron_watch.events import Evidence, Label, LogLine, Verdict
 
 #: the lines of an evidence line's stream around it and its index among them (None: not kept)
@@ -77,4 +78,42 @@ class CrashReader:
         return (tracebacks.mistake_in_setup(verdict)
                 or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
                 or child_exception_before(verdict, progressed, self.lines_before)
-                or cause_stated_before(verdict) or verdict)
+                or cause_stated_before(verdict)
+                or stopped_at_startup(verdict, progressed, self.last_tracebacks(verdict, tracebacks)) or verdict)
+
+    def last_tracebacks(self, verdict: Verdict, tracebacks: Tracebacks) -> list[tuple[RaisedAt, Evidence | None]]:
+        """The last traceback of each process the verdict's evidence names (startup.stopped_at_startup), newest
+        first: one still open (cut before its exception line) is newer than the last that ended. Only a traceback
+        printed near the verdict's evidence (:data:`NEAR` lines of its file): one printed long before is another
+        matter the process went on from (a warning with its traceback)."""
+        found: list[tuple[float, RaisedAt, Evidence | None]] = []
+        for key in dict.fromkeys(ev.key for ev in verdict.evidence):
+            frames = tracebacks.frames.get(key)
+            last_frame = tracebacks.open.get(key)
+            if frames and last_frame is not None:
+                if _near(verdict, last_frame):
+                    found.append((float("inf"), RaisedAt(tuple(frames)), None))
+                continue
+            ended = tracebacks.ended.get(key)
+            if ended is None or not _near(verdict, ended[1]):
+                continue
+            frames, line = ended
+            # (no signature: the line is read by its form, not by a rule of the table)
+            ev = Evidence(line.key, line.text, "", line.source, line.lineno, line.mono)
+            around = self.around(ev)
+            message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else line.text
+            found.append((line.mono, RaisedAt(tuple(frames), line.text, message), ev))
+        found.sort(key=lambda item: -item[0])
+        return [(raised, ev) for _, raised, ev in found]
+
+
+#: how far (in lines of one file) a traceback may be from the verdict's evidence to be the failure it reports
+#: (offline.CHILD_LINES: a launcher's report under its child's traceback)
+NEAR = 40
+
+
+def _near(verdict: Verdict, line: LogLine) -> bool:
+    """Whether ``line`` is within :data:`NEAR` lines of one of the verdict's evidence lines of its file; line
+    numbers unknown (0, a live run's lines) count as near, since only the lines around the failure were kept."""
+    return any(not ev.lineno or not line.lineno or (ev.source == line.source and abs(ev.lineno - line.lineno) <= NEAR)
+               for ev in verdict.evidence)

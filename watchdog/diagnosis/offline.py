@@ -84,6 +84,11 @@ class Tracebacks:
         #: each rank's last program-mistake exception: its line, its frames, whether its header was read
         self.mistakes: dict[RankKey, tuple[str, list[tuple[str, str]], bool]] = {}
         self.headed: set[RankKey] = set()
+        #: each rank's last traceback that ended in an exception line, whatever its class: its frames and its
+        #: exception line (startup.py reads it beside the verdict's own line)
+        self.ended: dict[RankKey, tuple[list[tuple[str, str]], LogLine]] = {}
+        #: the latest frame line of each rank whose last traceback is still open (cut before its exception line)
+        self.open: dict[RankKey, LogLine] = {}
 
     def observe(self, line: LogLine) -> None:
         text = line.text
@@ -94,6 +99,7 @@ class Tracebacks:
         frame = frame_of(text)
         if frame is not None:
             frames = self.frames.setdefault(line.key, [])
+            self.open[line.key] = line
             frames.append(frame)
             del frames[:-self.FRAMES]
         elif self.frames.get(line.key) and exception_class(text) is not None:
@@ -101,6 +107,8 @@ class Tracebacks:
             frames = self.frames.pop(line.key)
             if program_mistake(text) is not None:
                 self.mistakes[line.key] = (text, frames, line.key in self.headed)
+            self.ended[line.key] = (frames, line)
+            self.open.pop(line.key, None)
             self.headed.discard(line.key)
 
     def mistake_in_setup(self, verdict: Verdict) -> Verdict | None:

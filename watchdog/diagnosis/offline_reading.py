@@ -155,7 +155,11 @@ class OfflineReading:
         if verdict.label is Label.HEALTHY:
             latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None),
                          default=None)
-            verdict = (open_traceback(tails, latest) or dump_verdict(dumps.finish(), latest)
+            opened = open_traceback(tails, latest)
+            if opened is not None and judge.crash_reader is not None:
+                # a crash like the judge's own: the traceback it was cut in may show the process setting itself up
+                opened = judge.crash_reader(opened, judge.last_progress_wall is not None)
+            verdict = (opened or dump_verdict(dumps.finish(), latest)
                        or ends_on_error(ends.final_errors(), latest) or verdict)
         return verdict
 

@@ -49,6 +49,7 @@ from neuron_watch.job.ingest import Ingest
 from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.latecomers import Latecomers
 from neuron_watch.job.linewriter import JobLogFactory, told_by_writer
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.pacing import VerdictPacing
@@ -73,7 +74,7 @@ from neuron_watch.recovery.commands import (
 )
 from neuron_watch.recovery.coordcrash import ResumeAction, launch_confirmed
 from neuron_watch.recovery.machine import Facts, Progress, Recovery, RecoverySettings, resume_relaunch, resume_stop
-from neuron_watch.recovery.policy import JobStateMachine, RestartPolicy
+from neuron_watch.recovery.policy import RestartPolicy
 from neuron_watch.recovery.turns import BUSY_WAIT, earliest, wait_for
 from neuron_watch.wire.protocol import (
     NO_VERDICT,
@@ -129,6 +130,7 @@ class Coordinator:
                  job_log: JobLogFactory | None = None) -> None:
         self.settings = settings or CoordinatorSettings()
         self.relauncher: Relauncher = relauncher or LaunchOnNodes(self.broadcast)
+        self.latecomers = Latecomers()  # the nodes the running generation was launched on
         self._relaunching = False
         self.job = job
         self.clock = clock
@@ -307,14 +309,6 @@ class Coordinator:
         return self.recovery.generation
 
     @property
-    def sm(self) -> JobStateMachine:
-        return self.recovery.sm
-
-    @property
-    def policy(self) -> RestartPolicy:
-        return self.recovery.policy
-
-    @property
     def restarts(self) -> int:
         return self.recovery.policy.restarts
 
@@ -360,6 +354,7 @@ class Coordinator:
                 queue.extendleft(reversed(self.recovery.checkpoint_chosen(chosen, now, self.heard)))
             elif isinstance(cmd, Relaunch):
                 self._new_generation(cmd.generation, now)
+                self.latecomers.relaunched(cmd.generation, self.nodes, self.relauncher.replaces_agents)
                 self.relauncher.begin(cmd.generation, cmd.checkpoint, cmd.verdict)
                 self._relaunching = True
             elif isinstance(cmd, Finish):
@@ -450,7 +445,7 @@ class Coordinator:
     def status_doc(self, now: float) -> dict[str, Any]:
         """The job's state and every rank's (the ``status.json`` document, :mod:`.statusdoc`)."""
         ranks: list[dict[str, Any]] = list(self.judge.rank_summaries(now)) if self.judge is not None else []
-        return status_document(**self._status_head_fields(now), live=self.sm.live, ranks=ranks)
+        return status_document(**self._status_head_fields(now), live=self.recovery.live, ranks=ranks)
 
     def status_summary(self, now: float) -> dict[str, Any]:
         """The job's state and its ranks summarised (per state, per node, the outliers), kept by
@@ -458,12 +453,12 @@ class Coordinator:
         judge: Any = self.judge
         self.status_book.refresh(judge, now)
         return {**status_head(**self._status_head_fields(now)),
-                **self.status_book.summary(now, self.nodes, judge.unobserved, self.sm.live, self.sm.state.value)}
+                **self.status_book.summary(now, self.nodes, judge.unobserved, self.recovery.live, self.phase.value)}
 
     def _status_head_fields(self, now: float) -> dict[str, Any]:
         timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
-        return {"job_id": self.job, "generation": self.generation, "restarts": self.policy.restarts,
-                "state": self.sm.state.value, "label": self.last_verdict.label.value if self.last_verdict else None,
+        return {"job_id": self.job, "generation": self.generation, "restarts": self.restarts,
+                "state": self.phase.value, "label": self.last_verdict.label.value if self.last_verdict else None,
                 "wall": self.wall(), "now": now, "hang_timeout": timeout, "hang_timeout_kind": kind,
                 # last_progress (ISO time of its line), last_step
                 "progress": self.report.progress_fields(self.judge), "nodes": self.nodes,

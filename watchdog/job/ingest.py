@@ -31,6 +31,7 @@ from neuron_watch.events import (
 from neuron_watch.job.endpoint import SHED_BEHIND, Counters
 from neuron_watch.job.joblog import JobLogLike
 from neuron_watch.job.judgelike import JudgeLike
+from neuron_watch.job.latecomers import Latecomers
 from neuron_watch.job.nodes import NodeView
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.recovery.machine import Recovery
@@ -80,6 +81,8 @@ class JobSide(Protocol):
     def behind(self) -> float: ...
     @property
     def recovery(self) -> Recovery: ...
+    @property
+    def latecomers(self) -> Latecomers: ...
 
 
 class Ingest:
@@ -113,6 +116,10 @@ class Ingest:
         crossed the wire, what a writer process of the job log takes)."""
         h, body = msg.header, msg.body
         self.heard += 1
+        if view.adopted is None and self.job.latecomers.generation:
+            self._adopt(view, h)
+        if view.adopted is not None and h.generation == view.adopted[0]:
+            h = dataclasses.replace(h, generation=view.adopted[1])
         # The sender's clock is never compared with ours: an item `age` seconds old when the
         # sender assembled the message, sent (sent - mono) later, is placed at now - both.
         lag = max(0.0, h.sent - h.mono)
@@ -131,6 +138,18 @@ class Ingest:
         elif isinstance(body, Exits):
             for e in body.exits:
                 self.exited(h, e.rank, e.exit_code, now - lag - e.d_mono, e.presumed)
+
+    def _adopt(self, view: NodeView, h: Header) -> None:
+        """A node first heard in an older generation than the job's, that no relaunch reached, is a member
+        of the running generation (:mod:`.latecomers`): said once."""
+        joins = self.job.latecomers.adopts(h.node, h.generation)
+        if joins is None:
+            return
+        view.adopted = (h.generation, joins)
+        said = (f"node {h.node} joined while generation {joins} runs (its own count: generation {h.generation}): "
+                f"its ranks and its launcher's end are generation {joins}'s")
+        self.events.emit(EventKind.WARNING, joins, kind="node_adopted", node=h.node, message=said)
+        log.warning("%s", said)
 
     def status(self, view: NodeView, h: Header, body: Status, now: float, lag: float) -> None:
         """A node's state: its view, its launcher's exit (the one report of it), its checkpoint."""

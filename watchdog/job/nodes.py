@@ -51,6 +51,9 @@ class NodeView:
     evidence_heard: int | None = None
     stop_report: StopReport | None = None  # its answer to the last stop
     place: int = -1  # its place in the job (node_rank, SLURM_PROCID, host index), from its hello
+    #: (its own generation, the job's): a node that joined a restarted job, no relaunch sent to it
+    #: (job/latecomers.py), whose words of its own generation are the job's
+    adopted: tuple[int, int] | None = None
     status_heard: int = 0  # the coordinator's message count when `status` was said (orders answers)
     #: the shortest (our receipt - its send) seen, clocks apart: its transit with our queues empty.
     #: A message that took longer waited that much longer in our queues (see Coordinator.behind).

@@ -182,6 +182,11 @@ class Observer:
             self._drain_ranks(gen, to_eof=True)  # what the ended ranks printed last is judged before their end
             ended = sorted(set(gen.worker_pids) - {w.rank for w in workers})
             out.observe(StatusSeen(NodeStatus.FINISHING, now, wall, detail=f"ranks ended: {ended}"))
+        if gen.finishing and workers and not {w.pid for w in workers} <= set(gen.worker_pids.values()):
+            # New workers after some ended, the launcher still the same: torchrun restarted them itself
+            # (an elastic job's members changed): the generation runs again, it is not ending.
+            gen.finishing = False
+            out.observe(StatusSeen(NodeStatus.LAUNCHED, now, wall, detail="torchrun restarted its workers"))
         ended_now = sorted(set(gen.worker_pids) - {w.rank for w in workers})
         if workers or not gen.finishing:
             gen.ended_pids.update((r, p) for r, p in gen.worker_pids.items() if r in ended_now)

@@ -295,6 +295,20 @@ class FileTail:
             if not _blank(h) and ERROR_LIKE.search(h):
                 out.append(Record(_text(h), seen=sent))  # seen: the judge had it as a redraw
 
+    def replaced(self) -> bool:
+        """The path names another file than the one open: torchrun removes an attempt's log dir and makes
+        it again when it restarts its workers without counting a restart (a member joined or left an
+        elastic job: torch's ``DefaultLogsSpecs.reify``, ``shutil.rmtree`` then ``os.makedirs``), so the
+        same paths hold the new workers' output in new files."""
+        if self._fd is None:
+            return False
+        try:
+            named = os.stat(self.path)
+        except OSError:
+            return False
+        held = os.fstat(self._fd)
+        return (named.st_ino, named.st_dev) != (held.st_ino, held.st_dev)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -344,6 +358,8 @@ class RankStreams:
         self.lines_seen = 0
         self.unattributed_lines = 0  # lines sent without a global rank (see poll)
         self._last_discover = -1e18
+        #: tails whose path now names a new file (:meth:`FileTail.replaced`): their last bytes, then closed
+        self._replaced: list[tuple[FileTail, int]] = []
 
     def set_log_root(self, path: str) -> None:
         self.log_root = path
@@ -362,7 +378,11 @@ class RankStreams:
             return
         self._last_discover = mono
         for path in glob.glob(os.path.join(self.log_root, "*", "attempt_*", "*", "std*.log")):
-            if path not in self._tails:
+            known = self._tails.get(path)
+            if known is not None and known[0].replaced():
+                self._replaced.append(known)  # read to its end at the next poll, then closed
+                known = None
+            if known is None:
                 m = _PATH.search(path)
                 if m:
                     self._tails[path] = (FileTail(path), int(m.group(2)))
@@ -401,6 +421,12 @@ class RankStreams:
         if tails:
             self._turn = (self._turn + 1) % len(tails)
             tails = tails[self._turn:] + tails[:self._turn]
+        for tail, local_rank in self._replaced:
+            raw.extend((local_rank, rec) for rec in tail.read_records(final=True))
+            raw.append((local_rank, Record(f"neuron-watch: {tail.path} was made anew (torchrun restarted its "
+                                           "workers): reading the new file from its start")))
+            tail.close()
+        self._replaced.clear()
         budget = NODE_READ_BUDGET
         for tail, local_rank in tails:
             if budget <= 0 and not (final or to_eof):
@@ -523,7 +549,7 @@ class RankStreams:
         for f in self._out.values():
             f.close()
         self._out.clear()
-        for tail, _local_rank in self._tails.values():
+        for tail, _local_rank in [*self._tails.values(), *self._replaced]:
             tail.close()
 
 
