@@ -157,6 +157,13 @@ def test_rank_prefixes_of_torch_elastic(line: str, rank: int | None, rest: str) 
         # near misses: a tool's own "NAME-LEVEL:", a setting, a time of day, a tuple, a host:port
         ("SG-ERROR: File /opt/pkg/generic-flow.py line 12", None, None, "SG-ERROR: File /opt/pkg/generic-flow.py line 12"),
         ("bf16: True", None, None, "bf16: True"),
+        # an exception line of a module whose name holds a digit (contactdb-prediction-2): the class, not a host
+        ("urllib3.exceptions.MaxRetryError: HTTPConnectionPool(host='localhost', port=8097): Max retries exceeded", None,
+         None, "urllib3.exceptions.MaxRetryError: HTTPConnectionPool(host='localhost', port=8097): Max retries exceeded"),
+        ("boto3.exceptions.S3UploadFailedError: Failed to upload", None, None,
+         "boto3.exceptions.S3UploadFailedError: Failed to upload"),
+        # ... while a host named like a module, without a class's name last, stays a host
+        ("node-1.cluster2.local: step 3 done", "node-1.cluster2.local", None, "step 3 done"),
         ("learning-rate:   0.001", None, None, "learning-rate:   0.001"),
         ("fp-16:" + " " * 20 + "x", None, None, "fp-16:" + " " * 20 + "x"),
         ("12:30:01 clock", None, None, "12:30:01 clock"),

@@ -55,7 +55,7 @@ PURE = [
     "diagnosis.forms_round24b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
-    "diagnosis.offline_reading",
+    "diagnosis.offline_reading", "diagnosis.lastwords",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
     "recovery.commands", "recovery.coordcrash", "recovery.turns",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",

@@ -228,7 +228,10 @@ def split_rank_prefix(line: str) -> tuple[int | None, str]:
 #:   dash- or dot-separated parts holding a digit, so that ``SG-ERROR: ``, ``top-k: `` or
 #:   ``bf16: `` are not hosts. Removed: what follows is the node's own line.
 #:   The remote line may start with spaces (py-spy's frames, a traceback's): ``%h:     backward (...)``.
+#:   A dotted name whose last part is a class of exception or warning is an exception line of a module whose
+#:   name holds a digit (``urllib3.exceptions.MaxRetryError: ``, ``boto3...``), not a host.
 _PDSH = re.compile(r"([A-Za-z][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)+): (?= {0,15}\S)")
+_CLASS_NOT_HOST = re.compile(r"\.[A-Z]\w*(?:Error|Exception|Warning)$")
 #: * a worker's name and pid before its line: vLLM's multiprocessing workers
 #:   (``_add_prefix``: ``(VllmWorkerProcess pid=123) ``, V1's ``(VllmWorker rank=2 pid=123) ``,
 #:   ``(EngineCore_DP0 pid=123) ``, ``(APIServer pid=123) ``), Ray's worker logs on the driver
@@ -267,7 +270,8 @@ def split_process(line: str) -> Stream:
     nodes); told apart, one process's readable error is not taken for the sequel of another's.
     """
     host = None
-    if line[:1].isalpha() and (m := _PDSH.match(line)) is not None and any(c.isdigit() for c in m.group(1)):
+    if line[:1].isalpha() and (m := _PDSH.match(line)) is not None and any(c.isdigit() for c in m.group(1)) \
+            and not _CLASS_NOT_HOST.search(m.group(1)):
         host, line = m.group(1), line[m.end() :]
     if line.startswith("(") and (w := _WORKER.match(line)) is not None:
         name, pid, ip = w.groups()

@@ -18,6 +18,7 @@ from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.lastword import UncaughtTracebacks, last_word
+from neuron_watch.diagnosis.lastwords import LastWords, ends_on_error
 from neuron_watch.diagnosis.offline import RecentLines, Tracebacks, open_traceback
 from neuron_watch.diagnosis.signature import Effect
 from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, Verdict
@@ -112,8 +113,10 @@ class OfflineReading:
         uncaught = UncaughtTracebacks()
         recent = RecentLines()
         dumps = DumpScanner()
+        ends: LastWords[LogLine] = LastWords()
         for line in lines:
             recent.add(line)
+            ends.observe(line.key, line.text, line)
             if line.text.strip():
                 tail = tails.setdefault(line.key, [])
                 tail.append(line)
@@ -156,7 +159,8 @@ class OfflineReading:
             if opened is not None and judge.crash_reader is not None:
                 # a crash like the judge's own: the traceback it was cut in may show the process setting itself up
                 opened = judge.crash_reader(opened, judge.last_progress_wall is not None)
-            verdict = opened or dump_verdict(dumps.finish(), latest) or verdict
+            verdict = (opened or dump_verdict(dumps.finish(), latest)
+                       or ends_on_error(ends.final_errors(), latest) or verdict)
         return verdict
 
     def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:
