@@ -9,7 +9,7 @@ its launcher's end (a failure, or training done) never counted, and the job wait
 generation N for ever (found by hand: torch 2.13's scale-up with its shared TCPStore fails, the watchdog
 restarts node 0 alone, and the new node's torchrun times out only then; both wrappers waited for ever).
 
-So a node whose hello comes in an older generation than the job's, that no relaunch was sent to, is
+So a node whose words come in an older generation than the job's, that no relaunch was sent to, is
 *adopted* by the running generation: its words of its own generation are that generation's, until a
 relaunch reaches it (its words then carry the job's generation). Not for srun's relaunch, whose every
 generation is a new step of new agents.
@@ -35,7 +35,7 @@ class Latecomers:
             self.generation, self.launched_on = generation, set(nodes)
 
     def adopts(self, node: str, own_generation: int) -> int | None:
-        """The generation that adopts ``node``, whose hello came in its ``own_generation``; None when it
+        """The generation that adopts ``node``, whose words come in its ``own_generation``; None when it
         is no newcomer (the job never relaunched, a relaunch reached it, or it counts as the job does)."""
         if self.generation == 0 or node in self.launched_on or own_generation >= self.generation:
             return None

@@ -172,12 +172,11 @@ class AgentLink:
         (:func:`~neuron_watch.node.bulk_shed.sheds_bulk`) its judged part alone, the other ranks' lines
         counted in it (``Lines.shed``) and here (``bulk_lines_shed``); None: nothing goes now (its count
         goes with the next body)."""
-        if not sheds_bulk(self.coordinator_behind) and not self._shed_owed:
+        shedding = sheds_bulk(self.coordinator_behind)
+        if not shedding and not self._shed_owed:
             return body
-        if sheds_bulk(self.coordinator_behind):
-            part, left_out = judged_part(body, self._shed_owed)
-        else:
-            part, left_out = dataclasses.replace(body, shed=body.shed + self._shed_owed), 0
+        part, left_out = (judged_part(body, self._shed_owed) if shedding
+                          else (dataclasses.replace(body, shed=body.shed + self._shed_owed), 0))
         self.counters.bulk_lines_shed += left_out
         self._shed_owed = self._shed_owed + left_out if part is None else 0
         return part
