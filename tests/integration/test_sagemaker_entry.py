@@ -2,7 +2,9 @@
 
 The dry runs check the exact torchrun command neuron-watch would start on each host
 (``NEURON_WATCH_DRY_RUN=1`` = ``neuron-watch --dry-run``); the last test runs two "hosts" for real on
-this machine (algo-1/algo-2, master on loopback) with the toy job and checks both finish.
+this machine (algo-1/algo-2, master on loopback) with the toy job, a rank crashing in generation 0,
+and checks the entry point gets the wrapper's recovery: the crash judged, the job restarted on both
+hosts from the last checkpoint, the evidence uploaded, both hosts finishing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.procs import free_port, toy_settings
+from tests.fixtures.procs import events, free_port, named, toy_settings
 from tests.fixtures.s3 import S3Endpoint
 from tests.integration.test_cloudwatch import cloudwatch, listed
 
@@ -70,21 +72,26 @@ def test_bad_environment_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.process
-def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path, s3_moto: S3Endpoint) -> None:
+def test_two_hosts_recover_from_a_crash_and_run_the_toy_job_to_the_end(tmp_path: Path, s3_moto: S3Endpoint) -> None:
     port = str(29000 + os.getpid() % 900)
     coordinator_port = free_port()
     training_job = f"toy-{os.urandom(3).hex()}"  # SageMaker's TRAINING_JOB_NAME: the job's id on every host
     namespace = f"NW-sm-{training_job}"
+    bucket = f"sm-art-{os.urandom(3).hex()}"
+    s3_moto.client().create_bucket(Bucket=bucket)
     procs = []
     for host in ("algo-1", "algo-2"):
         env = sm_env(tmp_path, ["algo-1", "algo-2"], host, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                      NEURON_WATCH_SECRET="e" * 32,  # the estimator's environment (launch_estimator.py)
                      # not this host's default port 29510, which a test running at the same time may hold
                      NEURON_WATCH_COORDINATOR=f"127.0.0.1:{coordinator_port}",
-                     TRAINING_JOB_NAME=training_job, NEURON_WATCH_CLOUDWATCH=namespace, **s3_moto.env())
+                     TRAINING_JOB_NAME=training_job, NEURON_WATCH_CLOUDWATCH=namespace,
+                     NEURON_WATCH_ARTIFACTS=f"s3://{bucket}/sm", **s3_moto.env())
         log = open(tmp_path / f"{host}.log", "wb")  # noqa: SIM115 - closed below
+        # rank 1 (algo-2's one rank) exits 3 at step 3 of generation 0: after step 2's checkpoint
         procs.append((subprocess.Popen([sys.executable, str(ENTRY), "--steps", "4", "--checkpoint-every", "2",
-                                        "--step-time", "0.01"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        "--step-time", "0.01", "--crash-at", "3", "--crash-rank", "1",
+                                        "--fault-generation", "0"], env=env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True), log))
     deadline = time.monotonic() + 240
     try:
@@ -101,6 +108,20 @@ def test_two_hosts_run_the_toy_job_to_the_end(tmp_path: Path, s3_moto: S3Endpoin
     assert (tmp_path / "ckpt" / "step_4" / "done").exists()
     for h, out in outs.items():
         assert "entry.py: exec " in out and f"--node_rank {['algo-1', 'algo-2'].index(h)}" in out
+    # the wrapper's recovery through the entry point: algo-1's wrapper hosts the coordinator
+    evs = events(tmp_path / "runs" / "algo-1")
+    verdicts = [v for v in named(evs, "verdict") if v["label"] != "healthy"]
+    assert verdicts and verdicts[0]["label"] == "other_crash", verdicts
+    assert verdicts[0]["culprit"] == {"node": "algo-2", "rank": 1}, verdicts[0]
+    (restart,) = named(evs, "restart")
+    assert restart["checkpoint"] and restart["checkpoint"].endswith("step_2"), restart
+    assert named(evs, "job_finished")[-1]["exit_code"] == 0 and named(evs, "job_finished")[-1]["restarts"] == 1
+    assert "resuming at step 3" in (tmp_path / "algo-2.log").read_text() + (tmp_path / "algo-1.log").read_text()
+    uploads = named(evs, "upload")
+    assert {u["node"] for u in uploads} == {"algo-1", "algo-2"} and all(u["ok"] for u in uploads), uploads
+    keys = [o["Key"] for o in s3_moto.client().list_objects_v2(Bucket=bucket, Prefix="sm/").get("Contents", [])]
+    for host in ("algo-1", "algo-2"):
+        assert any(f"/{host}/" in k and k.endswith("/env.json") for k in keys), (host, keys)
     for p, _ in procs:  # nothing of either host survives
         with pytest.raises(ProcessLookupError):
             os.killpg(p.pid, 0)
