@@ -7,10 +7,13 @@ each rule must leave alone. Each line is from the corpus (named by its excerpt),
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of
+from neuron_watch.diagnosis.forms_round25b import large_allocation
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import table_tests
@@ -116,3 +119,28 @@ def test_a_failed_unit_is_not_a_healthy_log() -> None:
     configuration): a failure, not a healthy log."""
     verdict = diagnose_paths([str(CORPUS / "config_error/cube-studio-29-fabricmanager-nothing-to-do-on-4090.log")]).verdict
     assert verdict.label is not Label.HEALTHY, verdict.reason
+
+
+@pytest.mark.parametrize(("line", "size"), [
+    ("tcmalloc: large alloc 26052075520 bytes == 0x1fbca000 @  0x7f4a26405f21 0x7f4a23f93ae5", 26052075520),  # corpus: kchar-11
+    ("tcmalloc: large alloc 1073741824 bytes == 0x7f9dcbd9a000 @ ", 1073741824),  # a Chromium bug's log (code corpus)
+    ("**tcmalloc: large alloc 44581601280 bytes** == 0x7f6ef822c000 @  0x7f7a28081001", 44581601280),  # corpus: mixtext-15, markdown bold
+    ("tcmalloc: large alloc 2147483648 bytes == (nil) @  0x20656772616c203a", None),  # refused, not granted
+    ("large alloc warnings can be ignored", None),
+])
+def test_the_note_of_a_granted_large_allocation(line: str, size: int | None) -> None:
+    assert large_allocation(line) == size
+
+
+def test_a_kill_right_after_a_large_allocation_is_the_hosts_memory(tmp_path: Path) -> None:
+    """SIGKILL on the line after tcmalloc's note: out of memory (corpus: kchar-11); the same note with no kill after
+    it is a healthy run's (corpus: actionvlad-7), and a kill far from any note says nothing of its sender."""
+    kchar = diagnose_paths([str(CORPUS / "oom/kchar-11-tcmalloc-large-alloc-26gb-killed.log")]).verdict
+    assert (kchar.label, kchar.action) == (Label.OOM, Action.RESTART), kchar.reason
+    healthy = diagnose_paths([str(CORPUS / "healthy/actionvlad-7-tcmalloc-large-alloc-warning.log")]).verdict
+    assert healthy.label is Label.HEALTHY, healthy.reason
+    far = tmp_path / "far.log"
+    far.write_text("tcmalloc: large alloc 1073741824 bytes == 0x7f9dcbd9a000 @ \n"
+                   + "".join(f"epoch 1 step {i} loss 0.5\n" for i in range(6)) + "Killed\n")
+    verdict = diagnose_paths([str(far)]).verdict
+    assert verdict.label is Label.OTHER_CRASH, verdict.reason

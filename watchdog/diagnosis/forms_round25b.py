@@ -71,6 +71,8 @@ _BUFFER_UNALLOCATED = re.compile(r"\b(?:failed|unable) to allocate (?:[\w.-]+ ){
 _TCMALLOC_NIL = re.compile(r"\btcmalloc: large alloc (\d+) bytes == \(nil\)")
 #: the largest request that can be memory running out (64 TiB): above it the size was computed wrong
 _PLAUSIBLE_REQUEST = 1 << 46
+#: tcmalloc's note of a large allocation it granted: the size and the address it returned
+_TCMALLOC_GRANTED = re.compile(r"\btcmalloc: large alloc (\d+) bytes\W{0,4} == 0x[0-9a-f]+\b")
 #: CUDA samples' check macro (helper_cuda.h): the call's file and line, the error's number and enum name
 _CUDA_CHECK = re.compile(r"\bCUDA error at \S+:\d+ code=(\d+)\((\w+)\) \"")
 #: the enum names whose meaning CUDA's runtime API documentation states as a cause
@@ -126,6 +128,14 @@ def _allocator_form(text: str, quiet: bool) -> Form | None:
     if nil is not None and 0 < int(nil.group(1)) <= _PLAUSIBLE_REQUEST:
         return Form(FormKind.ERROR, "tcmalloc's large allocation answered NULL: the host's memory ran out", Label.OOM)
     return None
+
+
+def large_allocation(text: str) -> int | None:
+    """The size of a large allocation tcmalloc notes it granted in ``text`` (bytes), or None."""
+    if "large alloc " not in text:
+        return None
+    granted = _TCMALLOC_GRANTED.search(text)
+    return None if granted is None else int(granted.group(1))
 
 
 def round25b_cause(text: str) -> tuple[Label, str] | None:
