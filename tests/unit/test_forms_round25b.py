@@ -29,6 +29,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "corpus (llama-cpp-16725-rocm-compute-buffer-cudamalloc-oom), a ROCm build"),
     ("E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 13285.50 MiB on device 0: cudaMalloc failed: out of memory", E, Label.OOM,
      "a llama-server supervisor's README, the reason it reports for a model that did not fit (code corpus)"),
+    # Vulkan's refusal of memory (ggml-vulkan.cpp and vulkan.hpp's result name)
+    ("ggml_vulkan: Device memory allocation of size 1056622080 failed.", E, Label.OOM,
+     "a llama-cli user's notes, a Qwen3 35B model on an AMD card (code corpus)"),
+    ("ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory", E, Label.OOM,
+     "the same notes, the exception ggml caught (code corpus)"),
+    ("ggml_vulkan: Device memory allocation of size 268435456 failed.", E, Label.OOM,
+     "a project's notes, a 4 GB RTX 2050 offloading every layer (code corpus)"),
     # a buffer an allocator could not give (ggml-alloc.c, llama.cpp)
     ("ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 14822711296", E, Label.OOM,
      "corpus (llama-cpp-16725-rocm-compute-buffer-cudamalloc-oom)"),

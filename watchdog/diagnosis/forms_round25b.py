@@ -15,6 +15,11 @@ Each form is read where its program prints it:
   device could not give the buffer: out of memory (round issue23-heldout-25: ik-llama-cpp-749, llama-cpp-16725;
   round 24's llama-cpp-20431, all read as healthy). Gated by the out-of-memory words: a cudaMalloc that failed
   for another reason (an invalid argument, a driver fault) states another cause.
+* Vulkan's refusal of memory, in ggml's Vulkan backend (ggml-vulkan.cpp: ``"ggml_vulkan: Device memory allocation of
+  size %zu failed."`` and the vk::SystemError it caught, ``"vk::Device::allocateMemory: ErrorOutOfDeviceMemory"``) and
+  in the Vulkan API's own result names (VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY): the AMD, Intel
+  and consumer cards' llama.cpp and stable-diffusion.cpp report a full card this way. Out of memory (a request
+  over the driver's per-allocation cap is refused the same way: memory asked that the device will not give).
 * A buffer an allocator could not give, in ggml's and llama.cpp's words, which follow the failed call and are
   often all that is pasted: ggml-alloc.c ``"%s: failed to allocate %s buffer of size %zu"`` (the backend buffer
   type's name: CUDA0, ROCm0, Vulkan0, Metal, CPU), llama.cpp's ``"unable to allocate %s buffer"`` and
@@ -52,11 +57,13 @@ from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
 from neuron_watch.events import Label
 
 #: The literals the lines these forms read hold, besides the failure forms' needles
-NEEDLES: tuple[str, ...] = ("Malloc", "MemAlloc", "HostAlloc", "to allocate ", "large alloc ", "CUDA error at ",
+NEEDLES: tuple[str, ...] = ("Malloc", "MemAlloc", "HostAlloc", "to allocate ", "large alloc ", "allocation of size",
+                            "OutOfDeviceMemory", "OutOfHostMemory", "OUT_OF_DEVICE_MEMORY", "OUT_OF_HOST_MEMORY",
+                            "CUDA error at ",
                             "not yet initialized", "SYSTEM_NOT_READY", "SystemNotReady", "process exited, code=",
                             "Failed with result '")
 #: the literals of the allocator forms (a line without one of them holds none)
-_ALLOCATOR_WORDS: tuple[str, ...] = NEEDLES[:5]
+_ALLOCATOR_WORDS: tuple[str, ...] = NEEDLES[:10]
 
 #: an allocation call of a GPU runtime (CUDA runtime and driver API, HIP) named as failed, out of memory
 _ALLOC_CALL_OOM = re.compile(r"\b(?:cuda|hip|cu)(?:Malloc|MemAlloc|HostAlloc)\w*(?:\(\))? failed\b:?\s*"
@@ -67,6 +74,11 @@ _ALLOC_CALL_OOM = re.compile(r"\b(?:cuda|hip|cu)(?:Malloc|MemAlloc|HostAlloc)\w*
 _BUFFER_UNALLOCATED = re.compile(r"\b(?:failed|unable) to allocate (?:[\w.-]+ ){0,2}buffers?"
                                  r"(?: of size \d+| for [\w ]+)?\s*$|"
                                  r"\b(?:failed|unable) to allocate [\w.-]+ buffer of size \d+\b")
+#: Vulkan's refusal of device or host memory: ggml-vulkan.cpp's "Device memory allocation of size %zu failed." and
+#: the vk::SystemError it caught (vulkan.hpp's to_string of the result: "vk::Device::allocateMemory:
+#: ErrorOutOfDeviceMemory"), or the C API's result names
+_VULKAN_OOM = re.compile(r"\bDevice memory allocation of size \d+ failed\b|"
+                         r"\b(?:ErrorOutOf(?:Device|Host)Memory|VK_ERROR_OUT_OF_(?:DEVICE|HOST)_MEMORY)\b")
 #: tcmalloc's report of a large allocation it answered with NULL, and the size asked
 _TCMALLOC_NIL = re.compile(r"\btcmalloc: large alloc (\d+) bytes == \(nil\)")
 #: the largest request that can be memory running out (64 TiB): above it the size was computed wrong
@@ -122,7 +134,8 @@ def _read(text: str, *, quiet_is_error: bool) -> Form | None:
 
 def _allocator_form(text: str, quiet: bool) -> Form | None:
     """An allocator's failure: a GPU allocation call out of memory, a buffer not given, tcmalloc's NULL."""
-    if _ALLOC_CALL_OOM.search(text) or (not quiet and _BUFFER_UNALLOCATED.search(text)):
+    if (_ALLOC_CALL_OOM.search(text) or _VULKAN_OOM.search(text)
+            or (not quiet and _BUFFER_UNALLOCATED.search(text))):
         return Form(FormKind.ERROR, "an allocator that could not give the memory asked for", Label.OOM)
     nil = _TCMALLOC_NIL.search(text)
     if nil is not None and 0 < int(nil.group(1)) <= _PLAUSIBLE_REQUEST:
