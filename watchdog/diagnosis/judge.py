@@ -51,6 +51,7 @@ from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.forms_round25b import large_allocation
 from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
@@ -361,6 +362,8 @@ _COMPACTABLE = frozenset({Effect.PROGRESS, Effect.BENIGN, Effect.INFO, Effect.CO
 #: A collective library's stall report that names the ranks that never joined (signatures.toml): a wait
 #: while the job goes on; a rank's last word at the end of the input, the job ended inside the hang.
 STALL_LIST_SIGNATURES = frozenset({"horovod.stalled_ranks"})
+#: how many lines before a SIGKILL the allocator's note of a large allocation may be (the kill follows it)
+ALLOCATION_KILL_LINES = 3
 _NO_OOM_EVIDENCE = "no out-of-memory evidence (a kernel oom-kill line, the cgroup's oom_kill count)"
 
 #: A rank with no output for this long is ``silent`` in status displays, at the least (see
@@ -2287,6 +2290,8 @@ class Judge:
                 if self._killed_compiling(st):
                     return self._compile_killed_verdict(st, ranks, evidence, "was killed by signal 9 (SIGKILL) "
                                                         "while it generated or compiled a graph")
+                if (noted := self._allocation_killed(st, ranks, evidence)) is not None:
+                    return noted
                 reason = f"{_who(st.key)} was killed by signal 9 (SIGKILL); by whom is unknown: {_NO_OOM_EVIDENCE}"
             elif sig.category is Label.COMPILE_ERROR and _COMPILER_SIGKILL.search(st.failure.text):
                 return self._compile_killed_verdict(st, ranks, evidence,
@@ -2410,6 +2415,28 @@ class Judge:
                     and m.signature.category is Label.OOM and m.signature.id != KILLED_SIGNATURE):
                 return st.failure
         return self.oom_lines.get(node)
+
+    def _allocation_killed(self, st: RankState, ranks: tuple[RankKey, ...],
+                           evidence: list[Evidence]) -> Verdict | None:
+        """SIGKILL on the lines right after the allocator noted a large allocation it granted (tcmalloc's report,
+        forms_round25b.large_allocation): the kernel's OOM killer taking back what the process just took. None
+        without the lines (:attr:`context`) or without such a note just before the kill."""
+        assert st.failure is not None
+        found = self.context(st.failure) if self.context is not None else self.blocks.around(st.failure)
+        if found is None:
+            return None
+        lines, at = found
+        for line in reversed(lines[max(0, at - ALLOCATION_KILL_LINES):at]):
+            size = large_allocation(line.text)
+            if size is not None:
+                return Verdict(
+                    Label.OOM, Action.RESTART, ranks=ranks, culprit=st.key, evidence=tuple(evidence[:20]),
+                    reason=f"{_who(st.key)} was killed by signal 9 right after tcmalloc noted a "
+                    f"{size / 2**30:.1f} GiB allocation: host out of memory",
+                    advice="The host ran out of memory as the process grew by a large allocation: load less at once "
+                    "(smaller batches or shards of the data), or run on a host with more memory.",
+                    step=st.step if st.step is not None else self.max_step, culprit_source="failure")
+        return None
 
     def _oom_verdict(self, st: RankState, oom: Evidence, ranks: tuple[RankKey, ...],
                      evidence: list[Evidence]) -> Verdict:
