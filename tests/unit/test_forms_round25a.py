@@ -77,6 +77,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "l1na-forever/stable-diffusion-rocm-docker#1; ROCm/legacy-rocm-build#2061 (RX 6600, fixed by HSA_OVERRIDE_GFX_VERSION)"),
     ("hipErrorNoBinaryForGpu: Coudn't find binary for current devices!", ERROR, Label.CONFIG_ERROR,
      "pytorch/pytorch#53738 (an RX470, gfx803, without code in the wheel)"),
+    # TensorFlow's TPU C API loader: a function the libtpu it opened lacks
+    ("2022-10-18 09:11:20.075933: F ./tensorflow/core/tpu/tpu_library_init_fns.inc:100] TpuEmbeddingEngine_CollateMemory not available in this library.",
+     CRASH, Label.CONFIG_ERROR, "corpus (torch-xla-4103-tpu-embedding-engine-not-available-sigabrt)"),
+    ("# tpu_library_init_fns.inc:98] TpuEmbeddingEngine_ExecutePartitioner not available in this library.", CRASH,
+     Label.CONFIG_ERROR, "a TPU training script's comment on importing TensorFlow before JAX (the record it got)"),
     # the Kubernetes API refusing an object as invalid
     ("2024-12-29T11:17:12.827903197Z 2024-12-29T11:17:12Z\tERROR\tcreating jobs\t{\"controller\": \"jobset\", \"controllerGroup\": \"jobset.x-k8s.io\", \"controllerKind\": \"JobSet\", \"JobSet\": {\"name\":\"torch-test\",\"namespace\":\"kubeflow\"}, \"namespace\": \"kubeflow\", \"name\": \"torch-test\", \"reconcileID\": \"d5ad2e93-6af0-4edd-9207-fad154fd1512\", \"jobset\": {\"name\":\"torch-test\",\"namespace\":\"kubeflow\"}, \"error\": \"job \\\"torch-test-trainer-node-0\\\" creation failed with error: Job.batch \\\"torch-test-trainer-node-0\\\" is invalid: spec.template.spec.containers[0].resources.limi",
      ERROR, Label.CONFIG_ERROR, "corpus (kubeflow-trainer-2363-jobset-creating-jobs-invalid-resources)"),
@@ -104,6 +109,8 @@ NEAR_MISSES = [
     "[1]  + 81234 done       python train.py",
     "INFO worker 3 terminated after finishing its shard",
     "    guarantee(false, \"Unexpected message\");",
+    # the words in prose, not a C API's function
+    "That document is not available in this library.",
     # a value refused in other words than the Kubernetes API's
     "Warning: the value \"abc\" is invalid: using the default",
 ]
@@ -139,6 +146,7 @@ def test_a_report_of_another_process_end_is_no_last_word(line: str) -> None:
     ("config_error/tensorflow-rocm-21-hip-no-binary-for-gpu-guarantee-abort.log", Label.CONFIG_ERROR, Action.STOP),
     ("other_crash/cbio-cluster-403-pbs-job-terminated-by-root.log", Label.OTHER_CRASH, Action.RESTART),
     ("config_error/kubeflow-trainer-2363-jobset-creating-jobs-invalid-resources.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/torch-xla-4103-tpu-embedding-engine-not-available-sigabrt.log", Label.CONFIG_ERROR, Action.STOP),
     ("collective_hang/torch-xla-3441-xrt-execute-hangs-half-hour-sigterm.log", Label.COLLECTIVE_HANG, Action.RESTART),
     ("config_error/desitarget-628-srun-debug-queue-time-limit.log", Label.CONFIG_ERROR, Action.STOP),
 ])

@@ -49,6 +49,13 @@ Each form is read where its program prints it:
   "hipErrorNoBinaryForGpu: Coudn't find binary for current devices!")``. hipErrorNoBinaryForGpu (hip_runtime_api.h:
   "Unable to find code object for all current devices") is a binary built without code for this GPU's
   architecture: the build, which a restart runs again (CUDA's "no kernel image is available" in HIP's words).
+* TensorFlow's loader of the TPU C API (tensorflow/core/tpu/tpu_library_init_fns.inc) looks up each function it
+  needs in the libtpu it opened and, for one that is not there, logs FATAL ``<Struct>_<Function> not available in
+  this library.`` (``TpuEmbeddingEngine_CollateMemory``, pytorch/xla#4103 with torch_xla 1.12 on another libtpu;
+  ``TpuEmbeddingEngine_ExecutePartitioner``, a script that imported TensorFlow's libtpu before JAX's): the
+  framework and the runtime library are of different releases, which a restart loads again. Only a C API name
+  (``Module_Function``) is read: the words alone are common prose ("the document is not available in this
+  library").
 * The Kubernetes API refuses an object that fails validation with ``<Kind> "<name>" is invalid: <field path>:
   <why>`` (apimachinery errors.NewInvalid, status reason Invalid, code 422), which a controller logs when it
   cannot create what a job needs (the JobSet controller's ``creating jobs ... Job.batch \\"...\\" is invalid:
@@ -69,7 +76,7 @@ from neuron_watch.events import Label
 NEEDLES: tuple[str, ...] = ("*** SIG", "Unhandled exception", "job killed", "MOAB_INFO", "job.exception",
                             "exception type=", "abort", "segmentation fault", "bus error", "illegal hardware",
                             "floating point exception", " killed ", "terminated", "Terminated", "guarantee(",
-                            "hipErrorNoBinaryForGpu", "is invalid: ")
+                            "hipErrorNoBinaryForGpu", "is invalid: ", "not available in this library")
 
 #: the header of an uncaught exception's report, alone on its line
 _UNHANDLED_HEADER = re.compile(r"^\W*Unhandled exception:\s*$")
@@ -104,6 +111,9 @@ _BASH_TERMINATED = re.compile(r"^[\s*>`]*Terminated[\s*`]*$|\b\d+ Terminated\s+\
 _ROCCLR_GUARANTEE = re.compile(r"\S\.(?:cpp|hpp|cc|h):\d+: guarantee\(")
 #: HIP's status for a binary with no code object for this GPU
 _HIP_NO_BINARY = re.compile(r"\bhipErrorNoBinaryForGpu\b")
+
+#: a C API function (Module_Function) a loader did not find in the library it opened
+_MISSING_C_API = re.compile(r"\b[A-Z][A-Za-z0-9]*_[A-Za-z0-9_]+ not available in this library\b")
 
 #: the Kubernetes API's validation refusal: a kind, a quoted name (JSON-escaped in a structured record), "is
 #: invalid:" and a field path of the object
@@ -158,13 +168,17 @@ def _shell_form(text: str) -> Form | None:
 
 
 def _runtime_form(text: str) -> Form | None:
-    """A runtime's fatal assertion, HIP's binary without code for the GPU, the Kubernetes API's refusal."""
+    """A runtime's fatal assertion, HIP's binary without code for the GPU, a library without a function the framework
+    needs, the Kubernetes API's refusal."""
     no_binary = "hipErrorNoBinaryForGpu" in text and _HIP_NO_BINARY.search(text) is not None
     if "guarantee(" in text and _ROCCLR_GUARANTEE.search(text):
         return Form(FormKind.CRASH, "a failed guarantee (ROCclr's fatal assertion)",
                     Label.CONFIG_ERROR if no_binary else None)
     if no_binary:
         return Form(FormKind.ERROR, "a HIP binary without code for this GPU", Label.CONFIG_ERROR)
+    if "not available in this library" in text and _MISSING_C_API.search(text):
+        return Form(FormKind.CRASH, "a runtime library without a function the framework needs (another release)",
+                    Label.CONFIG_ERROR)
     if "is invalid: " in text and _K8S_INVALID.search(text):
         return Form(FormKind.ERROR, "the Kubernetes API refusing an object as invalid", Label.CONFIG_ERROR)
     return None
