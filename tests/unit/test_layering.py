@@ -53,6 +53,7 @@ PURE = [
     "diagnosis.forms_round23b",
     "diagnosis.forms_round24a",
     "diagnosis.forms_round24b",
+    "diagnosis.forms_round25a",
     "diagnosis.forms_round25b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",

@@ -81,6 +81,8 @@ from neuron_watch.diagnosis.forms_round24a import NEEDLES as ROUND24A_NEEDLES
 from neuron_watch.diagnosis.forms_round24a import round24a_cause, round24a_form
 from neuron_watch.diagnosis.forms_round24b import NEEDLES as ROUND24B_NEEDLES
 from neuron_watch.diagnosis.forms_round24b import round24b_cause, round24b_form
+from neuron_watch.diagnosis.forms_round25a import NEEDLES as ROUND25A_NEEDLES
+from neuron_watch.diagnosis.forms_round25a import round25a_cause, round25a_form
 from neuron_watch.diagnosis.forms_round25b import NEEDLES as ROUND25B_NEEDLES
 from neuron_watch.diagnosis.forms_round25b import round25b_cause, round25b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -93,7 +95,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 35
+FORM_RULES = 37
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -263,6 +265,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND24A_NEEDLES,
     # huggingface_hub's retried requests, a float overflow (ERANGE), torch elastic's agent told to die
     *ROUND24B_NEEDLES,
+    # native crash reports (frames, an uncaught exception's header), a scheduler's limit kill, Flux's fatal
+    # exception, a shell's signalled job, ROCclr's guarantee, the Kubernetes API's invalid object
+    *ROUND25A_NEEDLES,
     # an allocator's failure (ggml's buffers, tcmalloc's NULL), CUDA samples' check, error 802, a failed systemd unit
     *ROUND25B_NEEDLES,
 )
@@ -277,7 +282,7 @@ def read_line(text: str) -> Form | None:
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
-            or round23b_form(text) or round24a_form(text) or round24b_form(text)
+            or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text)
             or alarm_form(text)
             or severity_form(text)
@@ -510,7 +515,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
-              or round24a_cause(text) or round24b_cause(text) or round25b_cause(text))
+              or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
+              or round25b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

@@ -20,6 +20,7 @@ import re
 
 from neuron_watch.diagnosis.exctaxonomy import exception_class, frame_of
 from neuron_watch.diagnosis.forms_errors import ARGPARSE_ERROR, crash_form
+from neuron_watch.diagnosis.forms_round25a import ends_its_process
 
 #: the crash forms of :func:`~neuron_watch.diagnosis.forms_errors.crash_form` (by their names there) that
 #: end the process that printed them:
@@ -78,7 +79,8 @@ def last_word(text: str) -> str | None:
     form = crash_form(text)
     if form is not None and form.name in _ENDS_ITS_PROCESS:
         return form.name
-    return None
+    # an uncaught exception's report header, a signal header with words between the signal and "received"
+    return ends_its_process(text)
 
 
 #: the outermost frame of a traceback that reached the top of the program: the script's module-level code,
