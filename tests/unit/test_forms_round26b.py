@@ -93,6 +93,37 @@ def test_an_address_the_host_cannot_use_is_configuration(line: str, label: Label
     assert stated is not None and stated[0] is label, stated
 
 
+@pytest.mark.parametrize("line", [
+    "[E ProcessGroupNCCL.cpp:341] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the entire process down.",  # corpus: yolov7-714
+    "[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",  # huggingface/trl#1051
+])
+def test_nccls_abort_notice_is_a_collective_that_did_not_complete(line: str) -> None:
+    stated = cause_of(line)
+    assert stated is not None and stated[0] is Label.COLLECTIVE_HANG, stated
+
+
+@pytest.mark.parametrize("line", [
+    "[rank7]: FileExistsError: [Errno 17] File exists: '/000010_locals'",  # corpus: streaming-781 (shm_open)
+    "  FileExistsError: [Errno 17] File exists: '/root/.cache/huggingface/lerobot/pepijn223/il_gym0'",  # a LeRobot troubleshooting guide (code corpus)
+    "#     FileExistsError: [Errno 17] File exists: '/tmp/hicache'",  # an SGLang deployment note, two ranks creating one path (code corpus)
+])
+def test_a_path_already_there_is_configuration(line: str) -> None:
+    stated = cause_of(line)
+    assert stated is not None and stated[0] is Label.CONFIG_ERROR, stated
+
+
+def test_a_missing_file_is_not_a_path_already_there() -> None:
+    """ENOENT is a file not there, stated by its own forms; EEXIST's words are not in it."""
+    stated = cause_of("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/test_do/a/b/c'")
+    assert stated is None or "EEXIST" not in stated[1], stated
+
+
+def test_an_nccl_warning_is_not_the_abort_notice() -> None:
+    """NCCL's own WARN of a connect it retries says nothing of work that failed."""
+    stated = cause_of("node1:2338:2379 [2] NCCL INFO Channel 19/0 : 2[2] -> 1[1] via P2P/CUMEM")
+    assert stated is None or stated[0] is not Label.COLLECTIVE_HANG, stated
+
+
 def test_a_refused_connection_is_not_an_address_the_host_cannot_use() -> None:
     """ECONNREFUSED names a peer that is not listening, not a wrong address of this host."""
     stated = cause_of("ConnectionRefusedError: [Errno 111] Connection refused")
@@ -129,6 +160,10 @@ def test_a_glog_record_glued_to_a_progress_bar_is_its_own_line(line: str, record
     ("config_error/axolotl-2215-accelerate-121-death-signal-sighup-mid-epoch.log", Label.OTHER_CRASH, Action.RESTART),
     # frames of Inductor's code generation and no exception line: a compile that failed, not a healthy log
     ("config_error/triton-windows-49-cuda-version-parse-12-8.log", Label.COMPILE_ERROR, Action.STOP),
+    # NCCL's abort notice over the launcher's exit 1: the collective that did not complete
+    ("collective_hang/yolov7-714-nccl-timeout-during-long-validation.log", Label.COLLECTIVE_HANG, Action.RESTART),
+    # stale shared memory a killed run left (round 25)
+    ("config_error/streaming-781-stale-shm-locals-file-exists-after-ctrl-c.log", Label.CONFIG_ERROR, Action.STOP),
 ])
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict

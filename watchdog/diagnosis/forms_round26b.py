@@ -35,6 +35,19 @@ Each form is read where its program prints it:
   setting, which a restart uses again (round issue23-heldout-26: mlflow-11274, a tracking URI of 0.0.0.0; round
   23's yolo-world-201, c10d's store at the desktop's own name; both restarted as a peer's fault). A cause, not a
   form of its own: the line is an error by another form (an exception, a warning the job died on).
+* A path already there where the run creates it: EEXIST in Python's words (FileExistsError, "[Errno 17] File
+  exists: '<path>'", from os.mkdir, Path.mkdir without exist_ok, os.symlink, and shm_open for a shared-memory
+  segment) and the C library's. An earlier run's leftover (an output directory, a cache, a shared-memory segment a
+  killed run did not unlink) or a path two ranks both create: the same state meets the next start again, until
+  the path is cleared (round 25's streaming-781, stale shared memory after Ctrl+C, restarted as a crash). A cause,
+  not a form of its own: the line is an exception already.
+* ProcessGroupNCCL's notice before it takes the process down (ProcessGroupNCCL.cpp, the watchdog's handling of a
+  work's exception: "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels,
+  subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the
+  entire process down."), printed at E: NCCL work that did not complete. A cause, as the corpus reads a collective
+  that never completed and no more specific cause: a transport's error or the watchdog's timeout line, when the
+  log holds one, is a rule of the table and keeps its precedence (round issue23-heldout-26: yolov7-714, the notice
+  and the launcher's exit 1, read as a crash of unknown cause).
 * flashinfer's JIT build as a phase (flashinfer/jit/core.py ``logger.info(f"Loading JIT ops: {name}")`` before
   it builds or loads a kernel module, ``"Finished loading JIT ops: {name}"`` after; the module's logger
   "flashinfer.jit"): the first call of a kernel compiles it with nvcc for minutes with nothing printed between
@@ -71,6 +84,11 @@ _CODEGEN_FRAME = re.compile(r"""torch[/\\]_inductor[/\\]codegen[/\\]\w+\.py", li
 _ADDRESS_NOT_AVAILABLE = re.compile(r"\bCannot assign requested address\b|"
                                     r"\bThe requested address is not valid in its context\b|"
                                     r"\[WinError 10049\]|\bsystem error: 10049\b|\bEADDRNOTAVAIL\b")
+#: EEXIST in Python's and the C library's words: a path an earlier run (or another rank) left where this run creates it
+_ALREADY_THERE = re.compile(r"\bFileExistsError\b|\[Errno 17\] File exists\b|\bEEXIST\b")
+#: ProcessGroupNCCL's notice before it aborts the process (ProcessGroupNCCL.cpp, the watchdog's handling of a work's
+#: exception: "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, ...")
+_NCCL_ABORT_NOTICE = re.compile(r"\bSome NCCL operations have failed or timed out\b")
 #: flashinfer's JIT records: a kernel module's build starting, and ending (the module's name after the colon, with
 #: or without its space as a paste in prose keeps it)
 _JIT_LOADING = re.compile(r"(?:^|[\s:\]-])Loading JIT ops: ?\w")
@@ -99,4 +117,8 @@ def round26b_cause(text: str) -> tuple[Label, str] | None:
     """The cause an error line states in this round's forms (the line is an error already)."""
     if ("address" in text or "10049" in text or "EADDRNOTAVAIL" in text) and _ADDRESS_NOT_AVAILABLE.search(text):
         return Label.CONFIG_ERROR, "an address the host cannot use (EADDRNOTAVAIL)"
+    if ("Exist" in text or "File exists" in text or "EEXIST" in text) and _ALREADY_THERE.search(text):
+        return Label.CONFIG_ERROR, "a path already there that the run creates (EEXIST): a leftover to clear"
+    if "NCCL operations" in text and _NCCL_ABORT_NOTICE.search(text):
+        return Label.COLLECTIVE_HANG, "ProcessGroupNCCL aborting the process: NCCL work that failed or timed out"
     return stated_cause(round26b_form(text))
