@@ -41,8 +41,12 @@ _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: 
 #: glued to a tqdm bar's last redraw: tqdm leaves its line unterminated on stderr and the record written to the
 #: same stream starts where the bar ends, after its rate and postfix ("... 15.79s/it]WARNING:torch.distributed.
 #: elastic.agent.server.api:Received 1 death signal, ...", "... 87.80it/s]WARNING:root:Segment ... exceeds ...").
+#: ... or in glog's layout, which torch's own logging uses since 2.2 (torch/_logging/_internal.py's formatter:
+#: level letter, MMDD, time with microseconds, pid, path:line, "] "): "... 153.30s/it]W1221 17:13:59.240000
+#: 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 death signal, ...", "... 49.97s/it]E0825
+#: 17:31:27.240000 139795859210880 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -9)"
 _GLUED_RECORD = re.compile(r"[\d?](?:it/s|s/it)(?:, [^\]\n]*)?\](?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):"
-                           r"[A-Za-z_][\w.]*:\S)")
+                           r"[A-Za-z_][\w.]*:\S|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s:]+:\d+\] )")
 #: launchers' rank prefixes: torch's own ``[rank3]: `` (``distributed_c10d``'s excepthook, and c10's
 #: log lines once the process group is up: ``[rank0]:[E321 ...``), torch elastic's ``tail_log``
 #: header ``[{role}{local_rank}]:`` (``[default3]:``; ``[trainer0]:``, ``[worker0]:`` under a role of
