@@ -50,7 +50,7 @@ from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.flight_recorder import GroupProgress, stalled_collective
 from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
@@ -844,6 +844,9 @@ class Judge:
         self._recompilers: dict[RankKey, RankState] = {}  # recompiled at least once
         self._exited = 0  # ranks with an exit code
         self._progress_seen = False  # see _started
+        #: when a reading last showed a rank enter a collective it had not (flight recorder): the clock
+        #: of a collective stuck before the first progress (_first_collective_hang)
+        self._entered_latest: float | None = None
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
@@ -1565,13 +1568,17 @@ class Judge:
 
     def _reading(self, st: RankState, groups: Sequence[GroupProgress], now: float) -> bool:
         """One rank's flight recorder reading (:meth:`observe_collectives`)."""
-        moved = False
+        moved = entered = False
         held = st.collectives
         for g in groups:
             prev = held.get(g.group)
             if g.completed > (prev.completed if prev is not None else -1):
                 moved = True
+            if g.enqueued > (prev.enqueued if prev is not None else -1):
+                entered = True
             held[g.group] = g
+        if entered and (self._entered_latest is None or now > self._entered_latest):
+            self._entered_latest = now
         if moved:
             self._worked(st.last_collective, now)
             st.last_collective = now
@@ -2433,6 +2440,10 @@ class Judge:
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
         # So does the end of a recompile inside a rank, or of a compile it announced in its own words:
         # its process tree's last growth at a compile's pace.
+        if not finished and self._entered_latest is not None and not self._started():
+            first_stall = self._first_collective_hang(now)
+            if first_stall is not None:
+                return first_stall
         latest = self._latest_work()
         if self._started():
             assert latest is not None  # started: a rank has progressed
@@ -2575,6 +2586,53 @@ class Judge:
                 culprit_source=found_by,
             )
         return self._waiting_or_healthy(waiting, idle, timeout)
+
+    def _first_collective_hang(self, now: float) -> Verdict | None:
+        """A collective stuck before the job's first progress (a rank that never joins the first
+        all_reduce, or every rank stuck in it), judged at the hang timeout rather than the startup
+        timeout; None while the readings do not show one or it has not lasted that long.
+
+        The timeout is ``--hang-timeout`` where given, else the calibration's floor (the default's
+        long grace is for the first steps' compiles and cache loads: a compile open anywhere is
+        judged before this, and a rank that computes is not the culprit here). Every live rank must
+        have entered a collective of the group (one still loading keeps the startup timeout for
+        all: stalled_collective), and the one rank outside it must be seen not computing: its
+        process tree's CPU growth restarts the clock (a first step slow on that rank alone, rank 0
+        preparing data while the others wait in a barrier), and where its processes are not seen
+        the startup timeout stays.
+        """
+        fixed = self.settings.hang_timeout
+        timeout = (fixed if fixed is not None else self.settings.calibration.floor) + self.delivery_slack
+        what = "hang timeout" if fixed is not None else "hang timeout floor"
+        assert self._entered_latest is not None  # the caller asks only once a rank entered a collective
+        reference = max(self.start, self._entered_latest, self._latest_work() or self.start)
+        if now - reference <= timeout:
+            return None
+        live = [st for st in self.ranks.values() if st.exit_code is None and st.key.rank >= 0]
+        if any(st.saving_since(now, self.settings) is not None for st in live):
+            return None
+        stall = stalled_collective({st.key: st.collectives for st in live}, _who)
+        if stall is None:
+            return None
+        if stall.culprit is not None:
+            outside = self.ranks[stall.culprit]
+            if outside.tree_cpu is None:
+                return None  # whether it computes is not known: the startup timeout stays
+            reference = max(reference, outside.tree_cpu_grew or reference)
+            if now - reference <= timeout:
+                return None
+        return Verdict(
+            Label.COLLECTIVE_HANG,
+            Action.RESTART,
+            ranks=tuple(st.key for st in live),
+            culprit=stall.culprit,
+            culprit_source=None if stall.culprit is None else "flight_recorder",
+            reason=f"no rank has progressed yet and {stall.how} for {now - reference:.0f}s (> {what} "
+            f"{timeout:.0f}s, before the first step: the startup timeout is for a rank still setting up)",
+            advice="The job is hung in its first collectives. Restarting from the last complete checkpoint; the "
+            "stack dumps in the incident bundle show where each rank was stuck.",
+            step=self.max_step,
+        )
 
     def _waiting_or_healthy(self, waiting: list[RankState], idle: float, timeout: float) -> Verdict:
         if waiting:
