@@ -215,11 +215,13 @@ def test_the_collectives_of_start_up_do_not_end_start_up() -> None:
 # (collective 0 of group 0), rank 0 enters step 1's all_reduce (1) and waits in it; rank 1 never does.
 
 
-def first_step_hang(j: Judge, entered: float = 5.0, ranks: int = 2, outside: int | None = 1) -> None:
+def first_step_hang(j: Judge, entered: float = 5.0, ranks: int = 2, outside: int | None = 1,
+                    started: bool = False) -> None:
     for r in range(ranks):
         j.observe_collectives(RankKey(N, r), g(0), 3.0)  # the broadcast completed
     for r in range(ranks):
-        j.observe_collectives(RankKey(N, r), g(0, 0 if r == outside else 1), entered)
+        top = 0 if r == outside else 1  # NCCL says the collective started (gloo: -1)
+        j.observe_collectives(RankKey(N, r), (GroupProgress("0", 0, top if started else -1, top, "x"),), entered)
 
 
 def cpu(j: Judge, t: float, seconds: dict[int, float]) -> None:
@@ -278,12 +280,26 @@ def test_the_rank_outside_unseen_keeps_the_startup_timeout() -> None:
 
 def test_every_rank_stuck_in_the_first_collective_is_a_hang_without_a_culprit() -> None:
     j = Judge(KB, JudgeSettings(startup_timeout=1800.0), start=0.0)  # calibrated: its floor applies
-    first_step_hang(j, ranks=3, outside=None)
+    first_step_hang(j, ranks=3, outside=None, started=True)  # NCCL: started on every rank, none completed
     assert j.verdict(5.0 + j.settings.calibration.floor - 1.0).label is Label.HEALTHY
     v = j.verdict(5.0 + j.settings.calibration.floor + 1.0)
     assert v.label is Label.COLLECTIVE_HANG and v.culprit is None
     assert "every rank entered collective 1 of group 0 and none completed it" in v.reason
     assert "hang timeout floor 180s" in v.reason
+
+
+def test_gloo_ranks_all_reading_a_collective_not_completed_are_not_judged_before_the_startup_timeout() -> None:
+    """gloo marks completion lazily: in the recorded dumps rank 1, back from barrier 6 (it went on and never
+    joined rank 0's all_reduce), still reads completed 4, enqueued 6. Ranks all busy after a barrier read
+    the same as ranks all stuck in it, so that reading alone is never a hang before the first step."""
+    r1 = summarize(dump(1))[0]
+    assert r1.started == -1 and r1.completed < r1.enqueued  # gloo's own reading of a rank outside
+    j = judge()
+    first_step_hang(j, ranks=2, outside=None)  # gloo: started -1, every rank at 1, completed 0
+    cpu(j, 6.0, {0: 2.0, 1: 2.0})
+    cpu(j, 200.0, {0: 2.0, 1: 2.0})
+    assert j.verdict(200.0).label is Label.HEALTHY
+    assert "startup" in j.verdict(5.0 + 601.0).reason
 
 
 def test_a_compile_before_the_first_step_is_waited_for_not_judged() -> None:

@@ -152,8 +152,9 @@ def stalled_collective(ranks: Mapping[RankKey, Mapping[str, GroupProgress]],
     entered it, and either every rank entered it (they are all stuck in it: a network, a device) or
     all but one did (that one is the culprit: its peers wait for it). A rank that has entered no
     collective at all is still setting up (loading, compiling): nothing is shown while any is, and
-    neither when two or more ranks are behind (which of them is late is not told). ``who`` names a
-    rank key in ``how``.
+    neither when two or more ranks are behind (which of them is late is not told). Every rank in it is
+    shown only where the backend says it started on each (NCCL; gloo records completion lazily). ``who``
+    names a rank key in ``how``.
     """
     if len(ranks) < 2:
         return None
@@ -169,8 +170,13 @@ def stalled_collective(ranks: Mapping[RankKey, Mapping[str, GroupProgress]],
             continue  # completed on a rank: the others finish it, or a peer is behind a finished one
         behind = [k for k, s in seqs.items() if s < top]
         if not behind:
-            return StalledCollective(g, top, None, f"every rank entered collective {top} of group {g} and none "
-                                     "completed it (flight recorder)")
+            # only on the backend's word that it runs on every rank (NCCL's ``started``): gloo leaves started at
+            # -1 and marks completion lazily (a rank back from a barrier still reads it not completed, see the
+            # recorded gloo dumps), so ranks all busy after a barrier would read as all stuck in it
+            if all(p.started >= top for p in inside):
+                return StalledCollective(g, top, None, f"every rank entered collective {top} of group {g} and "
+                                         "none completed it (flight recorder)")
+            continue
         if len(behind) == 1:
             k = behind[0]
             peers = "the other rank entered and waits in" if len(inside) == 1 else (
