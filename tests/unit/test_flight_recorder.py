@@ -239,6 +239,9 @@ def test_a_rank_that_never_enters_the_first_collective_is_the_culprit_at_the_han
     assert v.culprit == RankKey(N, 1) and v.culprit_source == "flight_recorder"
     assert "node-a/rank1 never entered collective 1 of group 0, which the other rank entered and waits in" in v.reason
     assert "hang timeout 30s" in v.reason
+    # meanwhile the status says neither progresses (each completed the start-up broadcast once: not a
+    # loop of collectives, which is what makes a silent rank progressing)
+    assert [r["state"] for r in j.rank_summaries(5.0 + 20.0)] == ["starting", "starting"]
 
 
 def test_a_first_step_slow_on_one_rank_while_the_others_wait_is_not_a_hang() -> None:

@@ -724,8 +724,11 @@ class RankState:
             return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
-        if self.last_collective is not None and now - self.last_collective <= silent_after:
-            return "progressing"  # its collectives complete (flight recorder), whatever it prints
+        if self.last_collective is not None and now - self.last_collective <= silent_after and (
+                self.collective_advances >= STEADY_COLLECTIVES or self.last_progress is not None):
+            # its collectives keep completing (flight recorder), whatever it prints; not one start-up broadcast
+            # (a trial's ranks, one of them never joining the first all_reduce, were 'progressing' for a minute)
+            return "progressing"
         if self.first_line is None:
             return "starting" if now - self.first_seen <= settings.startup_timeout else "silent"
         if now - self.last_line > silent_after:
