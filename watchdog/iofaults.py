@@ -345,3 +345,69 @@ def check_checkpoint_dir(path: str, option: str = "--checkpoint-dir") -> None:
         f"pass the directory your job saves checkpoints to (readable, or not created yet), fix its mount or "
         f"permissions, or leave {option} out to start from scratch",
     )
+
+
+class RunDirClaim:
+    """This node's claim on its files in a run dir: an exclusive ``flock`` on
+    ``.neuron-watch-node-<node>.lock`` held for the life of the process (the kernel releases it when
+    the process ends, however it ends; the descriptor is not inherited by the job).
+
+    Nodes of one job may share a run dir (each names its files after itself); two wrappers of one
+    node name may not: the second job's rank logs, events and state would be written into the
+    first's. Seen in a trial: two single-node jobs in one Slurm allocation both took
+    ``neuron-watch-runs/slurm-<id>``, and both wrote ``events.jsonl``, ``gen-0/rank-0.log`` and
+    ``coordinator-state.json`` there.
+    """
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd, self.path = fd, path
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def claim_run_dir(run_dir: str, node: str, job_id: str, option: str = "--run-dir") -> RunDirClaim | None:
+    """Claim ``node``'s place in ``run_dir`` for this process, or say who holds it.
+
+    Returns the claim (keep it until the end), or None where the file system takes no lock (some
+    network mounts: ENOLCK, EOPNOTSUPP) or the lock file cannot be written: the run goes on unchecked.
+
+    Raises:
+        UsageError: a live process holds the claim (another neuron-watch of this node name), with its
+            job id and pid where it wrote them, and the next step.
+    """
+    import fcntl
+
+    from neuron_watch.errors import UsageError
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in node)
+    path = os.path.join(run_dir, f".neuron-watch-node-{safe}.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        log.debug("cannot open %s (%s): the run dir's claim is not checked", path, exc)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        except (OSError, ValueError):
+            holder = {}
+        os.close(fd)
+        who = ", ".join(f"{k} {holder[k]}" for k in ("job", "pid") if isinstance(holder, dict) and k in holder)
+        raise UsageError(
+            f"{option} {run_dir} is in use by another neuron-watch of node {node} that still runs"
+            f"{f' ({who})' if who else ''}: both jobs' logs and events would be written into one directory",
+            f"give this job a run dir of its own ({option} DIR, or --job-id ID, which names the default one), or "
+            "wait for the other job to end",
+        ) from None
+    except OSError as exc:
+        os.close(fd)
+        log.debug("cannot lock %s (%s): the run dir's claim is not checked", path, exc)
+        return None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"job": job_id, "pid": os.getpid(), "node": node}).encode(), 0)
+    return RunDirClaim(fd, path)

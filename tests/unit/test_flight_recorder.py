@@ -17,7 +17,7 @@ import pytest
 from neuron_watch.diagnosis.flight_recorder import FlightRecorderError, GroupProgress, advanced, summarize
 from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge, JudgeSettings
 from neuron_watch.diagnosis.kb import default_knowledge_base
-from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey
+from neuron_watch.events import Action, Label, LogLine, RankExit, RankKey, WorkerSample
 
 DATA = Path(__file__).parent / "data" / "flight_recorder"
 KB = default_knowledge_base()
@@ -208,6 +208,113 @@ def test_the_collectives_of_start_up_do_not_end_start_up() -> None:
     assert j.verdict(5.0 + 300.0).label is Label.HEALTHY  # compiling in-process for 5 minutes
     v = j.verdict(5.0 + 601.0)
     assert v.label is Label.COLLECTIVE_HANG and "startup" in v.reason
+
+
+# -- a collective stuck before the first progress --------------------------------------------------
+# The toy's --hang-at 1 under torchrun (gloo, 2 ranks): both ranks complete the parameters' broadcast
+# (collective 0 of group 0), rank 0 enters step 1's all_reduce (1) and waits in it; rank 1 never does.
+
+
+def first_step_hang(j: Judge, entered: float = 5.0, ranks: int = 2, outside: int | None = 1,
+                    started: bool = False) -> None:
+    for r in range(ranks):
+        j.observe_collectives(RankKey(N, r), g(0), 3.0)  # the broadcast completed
+    for r in range(ranks):
+        top = 0 if r == outside else 1  # NCCL says the collective started (gloo: -1)
+        j.observe_collectives(RankKey(N, r), (GroupProgress("0", 0, top if started else -1, top, "x"),), entered)
+
+
+def cpu(j: Judge, t: float, seconds: dict[int, float]) -> None:
+    j.observe_workers([WorkerSample(RankKey(N, r), c, False, t) for r, c in seconds.items()], t)
+
+
+def test_a_rank_that_never_enters_the_first_collective_is_the_culprit_at_the_hang_timeout() -> None:
+    j = judge()  # hang timeout 30 s, startup 600 s
+    first_step_hang(j)
+    for t in range(0, 60, 5):  # neither rank burns CPU: rank 0 waits in the all_reduce, rank 1 sleeps
+        cpu(j, float(t), {0: 2.0, 1: 2.0})
+    assert j.verdict(5.0 + 29.0).label is Label.HEALTHY  # never before the hang timeout
+    v = j.verdict(5.0 + 31.0)
+    assert v.label is Label.COLLECTIVE_HANG and v.action is Action.RESTART
+    assert v.culprit == RankKey(N, 1) and v.culprit_source == "flight_recorder"
+    assert "node-a/rank1 never entered collective 1 of group 0, which the other rank entered and waits in" in v.reason
+    assert "hang timeout 30s" in v.reason
+    # meanwhile the status says neither progresses (each completed the start-up broadcast once: not a
+    # loop of collectives, which is what makes a silent rank progressing)
+    assert [r["state"] for r in j.rank_summaries(5.0 + 20.0)] == ["starting", "starting"]
+
+
+def test_a_first_step_slow_on_one_rank_while_the_others_wait_is_not_a_hang() -> None:
+    j = judge()
+    first_step_hang(j)
+    for t in range(0, 300, 5):  # rank 1 computes its first step for minutes: its CPU keeps growing
+        cpu(j, float(t), {0: 2.0, 1: 2.0 + t})
+        assert j.verdict(float(t) + 1.0).label is Label.HEALTHY, t
+    for r in range(2):  # then it enters the all_reduce and both complete it
+        j.observe_collectives(RankKey(N, r), g(1), 300.0)
+    cpu(j, 305.0, {0: 2.0, 1: 297.0})
+    assert j.verdict(300.0 + 100.0).label is Label.HEALTHY  # start-up again: its timeout applies
+    # ... and the clock of the stall runs from the last growth of the rank outside
+    j2 = judge()
+    first_step_hang(j2)
+    for t in range(0, 105, 5):
+        cpu(j2, float(t), {0: 2.0, 1: 2.0 + min(t, 60)})  # it stops computing at 60 s
+    assert j2.verdict(60.0 + 29.0).label is Label.HEALTHY
+    assert j2.verdict(60.0 + 40.0).culprit == RankKey(N, 1)
+
+
+def test_a_rank_still_setting_up_keeps_the_startup_timeout_for_everyone() -> None:
+    j = judge()
+    for r in (0, 1):  # ranks 0 and 1 broadcast and enter a barrier; rank 2 entered no collective yet
+        j.observe_collectives(RankKey(N, r), g(-1, 0), 5.0)
+    j.observe_collectives(RankKey(N, 2), (), 5.0)
+    cpu(j, 5.0, {0: 1.0, 1: 1.0, 2: 1.0})
+    cpu(j, 100.0, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert j.verdict(100.0).label is Label.HEALTHY
+    v = j.verdict(602.0)
+    assert v.label is Label.COLLECTIVE_HANG and "startup" in v.reason
+
+
+def test_the_rank_outside_unseen_keeps_the_startup_timeout() -> None:
+    j = judge()
+    first_step_hang(j)  # no process samples: whether rank 1 computes is not known
+    assert j.verdict(100.0).label is Label.HEALTHY
+
+
+def test_every_rank_stuck_in_the_first_collective_is_a_hang_without_a_culprit() -> None:
+    j = Judge(KB, JudgeSettings(startup_timeout=1800.0), start=0.0)  # no --hang-timeout: the first steps' grace
+    first_step_hang(j, ranks=3, outside=None, started=True)  # NCCL: started on every rank, none completed
+    assert j.verdict(5.0 + j.settings.calibration.floor + 1.0).label is Label.HEALTHY  # not the floor: NCCL's set-up
+    assert j.verdict(5.0 + j.settings.calibration.default - 1.0).label is Label.HEALTHY
+    v = j.verdict(5.0 + j.settings.calibration.default + 1.0)
+    assert v.label is Label.COLLECTIVE_HANG and v.culprit is None
+    assert "every rank entered collective 1 of group 0 and none completed it" in v.reason
+    assert "uncalibrated hang timeout 900s" in v.reason
+
+
+def test_gloo_ranks_all_reading_a_collective_not_completed_are_not_judged_before_the_startup_timeout() -> None:
+    """gloo marks completion lazily: in the recorded dumps rank 1, back from barrier 6 (it went on and never
+    joined rank 0's all_reduce), still reads completed 4, enqueued 6. Ranks all busy after a barrier read
+    the same as ranks all stuck in it, so that reading alone is never a hang before the first step."""
+    r1 = summarize(dump(1))[0]
+    assert r1.started == -1 and r1.completed < r1.enqueued  # gloo's own reading of a rank outside
+    j = judge()
+    first_step_hang(j, ranks=2, outside=None)  # gloo: started -1, every rank at 1, completed 0
+    cpu(j, 6.0, {0: 2.0, 1: 2.0})
+    cpu(j, 200.0, {0: 2.0, 1: 2.0})
+    assert j.verdict(200.0).label is Label.HEALTHY
+    assert "startup" in j.verdict(5.0 + 601.0).reason
+
+
+def test_a_compile_before_the_first_step_is_waited_for_not_judged() -> None:
+    j = judge()
+    first_step_hang(j)
+    cpu(j, 6.0, {0: 2.0, 1: 2.0})
+    cpu(j, 60.0, {0: 2.0, 1: 2.0})
+    line = ("2024-02-01 10:00:00.000001: INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: ['neuronx-cc', "
+            "'--target=trn1', 'compile', '--framework', 'XLA', '/tmp/w/model.hlo.pb', '--output', '/tmp/w/graph.neff']")
+    j.observe_line(LogLine(RankKey(N, 1), line, 7.0, 7.0, "rank-1.log", 1))
+    assert j.verdict(60.0).label is Label.COMPILING
 
 
 # -- a rank out of step: a different collective at the same sequence id ----------------------------

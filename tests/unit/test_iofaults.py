@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from neuron_watch.errors import ExitCode, UsageError
-from neuron_watch.iofaults import AppendFile, IOHealth, check_checkpoint_dir, check_run_dir
+from neuron_watch.iofaults import AppendFile, IOHealth, check_checkpoint_dir, check_run_dir, claim_run_dir
 from neuron_watch.node import tail
 from neuron_watch.node.tail import FileTail
 
@@ -113,6 +113,21 @@ def test_unusable_run_dirs_are_usage_errors_naming_the_dir(tmp_path: Path) -> No
         check_run_dir(str(tmp_path / "file"))
     assert err.value.exit_code == ExitCode.USAGE
     assert f"--run-dir {tmp_path / 'file'} is not usable" in str(err.value) and err.value.hint
+
+
+def test_a_node_name_held_in_a_run_dir_is_refused_naming_the_holder_and_free_once_released(tmp_path: Path) -> None:
+    first = claim_run_dir(str(tmp_path), "trn-a/7", "slurm-42")
+    assert first is not None
+    assert claim_run_dir(str(tmp_path), "trn-b", "slurm-42") is not None  # another node of the job: its own
+    with pytest.raises(UsageError) as err:  # a second open file description: flock refuses it as another process
+        claim_run_dir(str(tmp_path), "trn-a/7", "slurm-42")
+    assert err.value.exit_code == ExitCode.USAGE
+    assert f"is in use by another neuron-watch of node trn-a/7 that still runs (job slurm-42, pid {os.getpid()})" \
+        in str(err.value) and "--run-dir DIR" in err.value.hint
+    first.close()  # the process's end does the same
+    again = claim_run_dir(str(tmp_path), "trn-a/7", "slurm-43")
+    assert again is not None
+    again.close()
 
 
 def test_checkpoint_dir_missing_is_fine_unreadable_is_a_usage_error(tmp_path: Path) -> None:

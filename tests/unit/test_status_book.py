@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from neuron_watch.diagnosis.flight_recorder import GroupProgress
-from neuron_watch.diagnosis.judge import Judge, JudgeSettings, RankState
+from neuron_watch.diagnosis.judge import STEADY_COLLECTIVES, Judge, JudgeSettings, RankState
 from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import CompilerSample, LogLine, NodeStatus, RankExit, RankKey, WorkerSample
 from neuron_watch.job.statusbook import StatusBook
@@ -169,11 +169,12 @@ def test_a_rank_progressing_only_by_its_collectives_is_read_again_when_they_stop
     key, nodes = RankKey("n0", 0), {"n0": View(worker_pids={0: 1000})}
     _, silent_after, _ = judge.state_namer(BASE)
     states = []
-    for i, t in enumerate((BASE, BASE + 1.0, BASE + silent_after + 2.0)):
+    # (collectives that keep completing, STEADY_COLLECTIVES readings: one completion at start-up is not progress)
+    for i, t in enumerate((BASE, BASE + 1.0, BASE + 2.0, BASE + 2.0 + silent_after + 2.0)):
         judge.observe_batch(*batch_args(judge, [LogLine(key, f"chatter {i}", t, t, "/logs/0.log", i)]))
-        if i < 2:
+        if i < STEADY_COLLECTIVES:
             judge.observe_collectives(key, [GroupProgress("0", i + 1, i + 1, i + 1)], t)
         a, b = kept(book, judge, t, nodes, True, "running", 256), from_scratch(judge, t, nodes, True, "running", 256)
         assert {f: a[f] for f in RANK_PART} == {f: b[f] for f in RANK_PART}, i
         states.append(next(iter(b["ranks_by_state"])))
-    assert states[1] == "progressing" and states[2] != "progressing", states  # the sequence did reach both
+    assert states[2] == "progressing" and states[3] != "progressing", states  # the sequence did reach both

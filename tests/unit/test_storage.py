@@ -113,3 +113,27 @@ def test_local_storage_unwritable_is_a_failed_result_not_an_exception(tmp_path: 
     blocker.write_text("a file where a directory should be")
     r = LocalStorage(blocker).put(f, "k/a.txt")
     assert not r.verified and "next step" in r.error
+
+
+class _NoBucket:
+    """An S3 client whose bucket does not exist: what boto3 raises for every file of a bundle."""
+
+    def head_object(self, **_: object) -> None:
+        raise ClientError({"Error": {"Code": "NoSuchBucket", "Message": "The specified bucket does not exist"},
+                           "ResponseMetadata": {"HTTPStatusCode": 404}}, "HeadObject")
+
+
+def test_a_failure_every_file_shares_is_said_once_and_each_file_still_fails(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    s = S3Storage("no-such-bucket", "nw", client=_NoBucket(), sleep=lambda _s: None)
+    files = []
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x")
+        files.append(tmp_path / f"f{i}")
+    with caplog.at_level("DEBUG", logger="neuron_watch"):
+        results = [s.put(f, f.name) for f in files]
+    assert [r.verified for r in results] == [False] * 5 and all("does not exist" in r.error for r in results)
+    said = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(said) == 1 and "bucket 'no-such-bucket' does not exist" in said[0].getMessage(), said
+    assert "counted, not said again" in said[0].getMessage()
+    assert len([r for r in caplog.records if r.levelname == "DEBUG" and "upload of" in r.getMessage()]) == 4

@@ -32,7 +32,7 @@ from neuron_watch import __version__
 from neuron_watch.config import WatchConfig
 from neuron_watch.errors import ExitCode
 from neuron_watch.events import Action, EventKind, Label, NodeIdentity, Verdict
-from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir
+from neuron_watch.iofaults import IOHealth, check_checkpoint_dir, check_run_dir, claim_run_dir
 from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.job.hosting import HostedCoordinator
 from neuron_watch.launchers.base import Launcher, LaunchInfo
@@ -115,7 +115,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     job_id = resolve_job_id(config, env)
     run_dir = resolve_run_dir(config, job_id)
     # The node's name before its place is known (the job's shape decides it)
-    name, _ = base_node_name(env)
+    name, unique = base_node_name(env)
     marker = f"{job_id}-{secrets.token_hex(4)}"
     launcher = make_launcher(marker)
     ranks = rank_environment(config, env, run_dir, job_id, marker)
@@ -134,6 +134,9 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
     if config.mqtt:
         parse_mqtt_url(config.mqtt)  # a bad URL exits 2 before anything starts
     check_run_dir(run_dir)  # unusable (read-only, full, a file): a usage error now, not a traceback later
+    # Another wrapper of this node name in this run dir (two jobs of one Slurm allocation): refused before
+    # anything starts where the name is final already (a host name alone may still get the node's place)
+    claim = claim_run_dir(run_dir, name, job_id) if unique else None
     if config.checkpoint_dir:
         check_checkpoint_dir(config.checkpoint_dir)
     say(f"neuron-watch {__version__}: job {job_id} on {name}, run dir {run_dir}")
@@ -205,6 +208,8 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             agent.identify(elastic_torchrun_node(env, agent.group_rank, os.getpid()))
         else:  # its place in the job: node_rank
             agent.identify(torchrun_node(env, info.node_rank, multi))
+        if not unique:  # the name is final now: refused before this job's coordinator writes there
+            claim = claim_run_dir(run_dir, agent.node, job_id)  # (the ranks started meanwhile are stopped below)
         if multi:
             secret = load_secret(env, config.secret_file)
             address = config.coordinator or f"{info.coordinator_host or '127.0.0.1'}:{DEFAULT_COORDINATOR_PORT}"
@@ -254,6 +259,8 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
             close_coordinator(coord, kb)
         if host is not None:
             host.close()
+        if claim is not None:
+            claim.close()
         release(guardian, guardian_fd)
     if coord is not None or host is not None:
         say(f"exit code {code}; events in {os.path.join(run_dir, 'events.jsonl')}")

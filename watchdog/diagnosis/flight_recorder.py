@@ -20,8 +20,10 @@ completion there); NCCL moves ``state`` to ``started``/``completed``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
+
+from neuron_watch.events import RankKey
 
 
 class GroupProgress(NamedTuple):
@@ -125,3 +127,60 @@ def advanced(before: tuple[GroupProgress, ...] | None, after: tuple[GroupProgres
     """
     old = {p.group: p.completed for p in before or ()}
     return any(p.completed > old.get(p.group, -1) for p in after)
+
+
+class StalledCollective(NamedTuple):
+    """A collective some ranks entered and none completed (:func:`stalled_collective`).
+
+    ``culprit``: the one rank that never entered it (None: every rank is in it). ``how``: said in
+    words for a verdict's reason.
+    """
+
+    group: str
+    seq: int
+    culprit: RankKey | None
+    how: str
+
+
+def stalled_collective(ranks: Mapping[RankKey, Mapping[str, GroupProgress]],
+                       who: Callable[[RankKey], str] = str) -> StalledCollective | None:
+    """The collective the ranks are stuck in, by their newest readings (``ranks``: each live rank's
+    newest reading per process group), or None when the readings do not show one.
+
+    Shown only when, in one process group every rank has a reading of, each rank has entered some
+    collective, the newest one entered (the highest ``enqueued``) is not completed on any rank that
+    entered it, and either every rank entered it (they are all stuck in it: a network, a device) or
+    all but one did (that one is the culprit: its peers wait for it). A rank that has entered no
+    collective at all is still setting up (loading, compiling): nothing is shown while any is, and
+    neither when two or more ranks are behind (which of them is late is not told). Every rank in it is
+    shown only where the backend says it started on each (NCCL; gloo records completion lazily). ``who``
+    names a rank key in ``how``.
+    """
+    if len(ranks) < 2:
+        return None
+    names = {g for reading in ranks.values() for g in reading}
+    for g in sorted(names, key=lambda x: (len(x), x)):
+        held = [(k, reading.get(g)) for k, reading in ranks.items()]
+        if any(p is None or p.enqueued < 0 for _, p in held):
+            continue
+        seqs = {k: p.enqueued for k, p in held if p is not None}
+        top = max(seqs.values())
+        inside = [p for _, p in held if p is not None and p.enqueued == top]
+        if any(p.completed >= top for p in inside):
+            continue  # completed on a rank: the others finish it, or a peer is behind a finished one
+        behind = [k for k, s in seqs.items() if s < top]
+        if not behind:
+            # only on the backend's word that it runs on every rank (NCCL's ``started``): gloo leaves started at
+            # -1 and marks completion lazily (a rank back from a barrier still reads it not completed, see the
+            # recorded gloo dumps), so ranks all busy after a barrier would read as all stuck in it
+            if all(p.started >= top for p in inside):
+                return StalledCollective(g, top, None, f"every rank entered collective {top} of group {g} and "
+                                         "none completed it (flight recorder)")
+            continue
+        if len(behind) == 1:
+            k = behind[0]
+            peers = "the other rank entered and waits in" if len(inside) == 1 else (
+                f"the other {len(inside)} ranks entered and wait in")
+            return StalledCollective(g, top, k, f"{who(k)} never entered collective {top} of group {g}, which "
+                                     f"{peers} (flight recorder)")
+    return None

@@ -50,7 +50,7 @@ from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
-from neuron_watch.diagnosis.flight_recorder import GroupProgress
+from neuron_watch.diagnosis.flight_recorder import GroupProgress, stalled_collective
 from neuron_watch.diagnosis.forms_round25b import large_allocation
 from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
@@ -727,8 +727,11 @@ class RankState:
             return "saving"
         if self.last_wait is not None and (self.last_progress is None or self.last_wait > self.last_progress):
             return "waiting"
-        if self.last_collective is not None and now - self.last_collective <= silent_after:
-            return "progressing"  # its collectives complete (flight recorder), whatever it prints
+        if self.last_collective is not None and now - self.last_collective <= silent_after and (
+                self.collective_advances >= STEADY_COLLECTIVES or self.last_progress is not None):
+            # its collectives keep completing (flight recorder), whatever it prints; not one start-up broadcast
+            # (a trial's ranks, one of them never joining the first all_reduce, were 'progressing' for a minute)
+            return "progressing"
         if self.first_line is None:
             return "starting" if now - self.first_seen <= settings.startup_timeout else "silent"
         if now - self.last_line > silent_after:
@@ -847,6 +850,9 @@ class Judge:
         self._recompilers: dict[RankKey, RankState] = {}  # recompiled at least once
         self._exited = 0  # ranks with an exit code
         self._progress_seen = False  # see _started
+        #: when a reading last showed a rank enter a collective it had not (flight recorder): the clock
+        #: of a collective stuck before the first progress (_first_collective_hang)
+        self._entered_latest: float | None = None
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
@@ -1568,13 +1574,20 @@ class Judge:
 
     def _reading(self, st: RankState, groups: Sequence[GroupProgress], now: float) -> bool:
         """One rank's flight recorder reading (:meth:`observe_collectives`)."""
-        moved = False
+        moved = entered = False
         held = st.collectives
+        # entries matter only before the first progress (_first_collective_hang): not looked at after it
+        # (a reading per rank every 5 s: 65,536 ranks' readings took 33 ms a round, 40 with this look)
+        starting = not self._progress_seen
         for g in groups:
             prev = held.get(g.group)
             if g.completed > (prev.completed if prev is not None else -1):
                 moved = True
+            if starting and g.enqueued > (prev.enqueued if prev is not None else -1):
+                entered = True
             held[g.group] = g
+        if entered and (self._entered_latest is None or now > self._entered_latest):
+            self._entered_latest = now
         if moved:
             self._worked(st.last_collective, now)
             st.last_collective = now
@@ -2460,6 +2473,10 @@ class Judge:
         # A finished compile or checkpoint save restarts the clock: the silence before it was work.
         # So does the end of a recompile inside a rank, or of a compile it announced in its own words:
         # its process tree's last growth at a compile's pace.
+        if not finished and self._entered_latest is not None and not self._started():
+            first_stall = self._first_collective_hang(now)
+            if first_stall is not None:
+                return first_stall
         latest = self._latest_work()
         if self._started():
             assert latest is not None  # started: a rank has progressed
@@ -2602,6 +2619,56 @@ class Judge:
                 culprit_source=found_by,
             )
         return self._waiting_or_healthy(waiting, idle, timeout)
+
+    def _first_collective_hang(self, now: float) -> Verdict | None:
+        """A collective stuck before the job's first progress (a rank that never joins the first
+        all_reduce, or every rank stuck in it), judged at the hang timeout rather than the startup
+        timeout; None while the readings do not show one or it has not lasted that long.
+
+        The timeout is ``--hang-timeout`` where given, else the grace the first steps get before the
+        timeout is calibrated (``calibration.default``, 900 s): not the 180 s floor, because a first
+        collective is also where NCCL's lazy communicator set-up runs, which takes minutes on jobs of
+        thousands of ranks with no compile or CPU to show for it; 900 s still halves the 1,800 s
+        startup timeout this replaces, and never kills a job faster than its first steps would be
+        judged. Every live rank must
+        have entered a collective of the group (one still loading keeps the startup timeout for
+        all: stalled_collective), and the one rank outside it must be seen not computing: its
+        process tree's CPU growth restarts the clock (a first step slow on that rank alone, rank 0
+        preparing data while the others wait in a barrier), and where its processes are not seen
+        the startup timeout stays.
+        """
+        fixed = self.settings.hang_timeout
+        timeout = (fixed if fixed is not None else self.settings.calibration.default) + self.delivery_slack
+        what = "hang timeout" if fixed is not None else "uncalibrated hang timeout"
+        assert self._entered_latest is not None  # the caller asks only once a rank entered a collective
+        reference = max(self.start, self._entered_latest, self._latest_work() or self.start)
+        if now - reference <= timeout:
+            return None
+        live = [st for st in self.ranks.values() if st.exit_code is None and st.key.rank >= 0]
+        if any(st.saving_since(now, self.settings) is not None for st in live):
+            return None
+        stall = stalled_collective({st.key: st.collectives for st in live}, _who)
+        if stall is None:
+            return None
+        if stall.culprit is not None:
+            outside = self.ranks[stall.culprit]
+            if outside.tree_cpu is None:
+                return None  # whether it computes is not known: the startup timeout stays
+            reference = max(reference, outside.tree_cpu_grew or reference)
+            if now - reference <= timeout:
+                return None
+        return Verdict(
+            Label.COLLECTIVE_HANG,
+            Action.RESTART,
+            ranks=tuple(st.key for st in live),
+            culprit=stall.culprit,
+            culprit_source=None if stall.culprit is None else "flight_recorder",
+            reason=f"no rank has progressed yet and {stall.how} for {now - reference:.0f}s (> {what} "
+            f"{timeout:.0f}s, before the first step: the startup timeout is for a rank still setting up)",
+            advice="The job is hung in its first collectives. Restarting from the last complete checkpoint; the "
+            "stack dumps in the incident bundle show where each rank was stuck.",
+            step=self.max_step,
+        )
 
     def _waiting_or_healthy(self, waiting: list[RankState], idle: float, timeout: float) -> Verdict:
         if waiting:

@@ -324,6 +324,7 @@ class S3Storage:
             )
         self._s3 = client
         self._transfer: Any = None
+        self._said_failures: set[str] = set()  # said once each, 100 at most: a missing bucket fails every file alike
 
     # -- helpers -----------------------------------------------------------------------------
     def _full_key(self, key: str) -> str:
@@ -453,7 +454,10 @@ class S3Storage:
                     f"; gave up after {attempts} attempt{'s' if attempts != 1 else ''}; the local copy is kept "
                     "for a later retry"
                 )
-            log.error("upload of %s failed: %s", local_path, msg)
+            if not (said := msg in self._said_failures) and len(self._said_failures) < 100:
+                self._said_failures.add(msg)  # the callers count the files that fail
+            log.log(logging.DEBUG if said else logging.ERROR, "upload of %s failed: %s%s", local_path, msg,
+                    "" if said else " (other files failing so are counted, not said again)")
             return UploadResult(str(local_path), key, uri, size, digest, False, attempts=attempts, error=msg)
         return UploadResult(str(local_path), key, uri, size, digest, True, skipped=skipped, attempts=attempts)
 
