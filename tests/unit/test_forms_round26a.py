@@ -8,6 +8,8 @@ named)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
@@ -55,6 +57,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      COMPILING, None, "corpus (oneflow-9198-nn-graph-compile-passes-large-module)"),
     ('I20230425 00:48:47.266355 20443 cost_util.h:98] [count log]{"loc":"[GraphCompile]Graph_0 OptimizationLogicalGraph","mem_rss":"11621.000000 MB","time_cost":"433 seconds"}',
      COMPILING, None, "corpus (oneflow-10180-graphcompile-log-still-compiling)"),
+    # oneCCL's error records (the level states no cause; round 24's reader names the provider ones')
+    ("2024:01:15-03:36:29:(1980058) |CCL_ERROR| global.cpp:150 getenv_local_coord: condition global_data::env().ze_ipc_exchange == ccl::ze::ipc_exchange_mode::sockets failed",
+     ERROR, None, "corpus (accelerate-2340-oneccl-local-idx-ze-ipc-exchange-sockets)"),
+    ("2023:11:28-16:35:45:(35980) |CCL_ERROR| base_thread.cpp:36 start: error while creating worker thread #0 pthread_create returns 22",
+     ERROR, None, "corpus (torch-ccl-54-ccl-error-pthread-create-worker)"),
+    ("2025:03:13-10:36:27:(  636) |CCL_ERROR| ze_fd_manager.cpp:214 fill_device_fds: condition fds[dev_idx] > 0 failed",
+     ERROR, None, "vllm-project/vllm#14612 (the XPU V1 engine in a container without the devices' fds)"),
 ]
 
 #: lines that look like the forms and must read as nothing
@@ -72,6 +81,9 @@ NEAR_MISSES = [
     "Process api exceeded memory limit (900 MB > 512 MB)",
     # a pass OneFlow finished: only the starts say a compile is at work
     "I20221009 21:05:34.688697 2343139 job_build_and_infer_ctx.cpp:956] GraphToRun_0 finish compiling with pass pass_cnt_23-FuseAddToOutputPass1",
+    # oneCCL's warnings on a run that goes on (corpus: accelerate-2340's first lines; accelerate#3664's log)
+    "2024:01:15-03:36:29:(1980058) |CCL_WARN| did not find MPI-launcher specific variables, switch to ATL/OFI, to force enable ATL/MPI set CCL_ATL_TRANSPORT=mpi",
+    "2025:07:27-12:04:20:(555537) |CCL_INFO| process launcher: hydra, local_proc_idx: -1, local_proc_count: -1",
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -106,3 +118,11 @@ def test_a_failed_extension_build_is_its_own_ranks_configuration() -> None:
     v = judge.verdict(1010.0, final=True)
     assert v.culprit == RankKey("n0", 0)
     assert v.label is Label.CONFIG_ERROR and v.action is Action.STOP
+
+
+def test_a_log_ending_in_oneccl_error_record_is_not_healthy(tmp_path: Path) -> None:
+    """accelerate-2340 cut after oneCCL's records, before the traceback: its error record is the failure."""
+    lines = (CORPUS / "config_error/accelerate-2340-oneccl-local-idx-ze-ipc-exchange-sockets.log").read_text().splitlines()
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(lines[:4]) + "\n")
+    assert diagnose_paths([str(log)]).verdict.label is not Label.HEALTHY

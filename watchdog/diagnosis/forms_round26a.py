@@ -1,6 +1,6 @@
 """Failure forms read for the misses of round issue23-heldout-26 (half A): argparse's refusal of a choice, a client
 that cannot reach the local daemon it needs, a C++/CUDA extension whose JIT build failed, Slurm's accounting killing
-a job over its memory limit, and OneFlow's graph compiler at work.
+a job over its memory limit, OneFlow's graph compiler at work, and oneCCL's error records.
 
 Pure: no I/O. :func:`round26a_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
 forms of round 25, and :func:`round26a_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the
@@ -42,6 +42,15 @@ Each form is read where its program prints it:
   large graph spends minutes to hours here with nothing else printed (round issue23-heldout-26: oneflow-9198,
   oneflow-10180, both read as healthy). Only the starts and the cost records are read as a compile at work; the
   log after the compile (the graph's first run, training steps) says it ended.
+* oneCCL logs through its own logger with the level between bars (src/common/log/log.hpp: ``<date>:(<pid>)
+  |CCL_ERROR| <file>:<line> <function>: <message>``; the other levels are ``|CCL_WARN|``, ``|CCL_INFO|``,
+  ``|CCL_DEBUG|``, ``|CCL_TRACE|``), which no severity reader knew: a log whose failure is only oneCCL's error
+  record read as healthy. ``|CCL_ERROR|`` is an error line (``global.cpp:150 getenv_local_coord: condition ...
+  failed`` under accelerate's launcher, accelerate-2340; ``base_thread.cpp:36 start: error while creating worker
+  thread #0 pthread_create returns 22``, torch-ccl-54; ``ze_fd_manager.cpp:214 fill_device_fds: condition
+  fds[dev_idx] > 0 failed`` in a vLLM XPU container). Its words say a cause where a reader knows them (round 24's
+  libfabric provider records); the level alone states none. ``|CCL_WARN|`` records (a launcher's variables not
+  found, a fallback to ATL/OFI) are oneCCL's notes on runs that go on, and are not read.
 """
 
 from __future__ import annotations
@@ -74,6 +83,9 @@ _SLURM_MEMORY_KILL = re.compile(r"\b(?:Job \d+|Step \d+\.\d+|StepId=\d+\.\w+|Job
 #: OneFlow's graph compiler at work: a pass it starts, or its cost log of a compile stage
 _ONEFLOW_COMPILING = re.compile(r"\] \S+ start compiling with pass \S|\[count log\]\{\"loc\":\"\[GraphCompile\]")
 
+#: oneCCL's error level between its bars, before the record's location
+_CCL_ERROR_RECORD = re.compile(r"\|CCL_ERROR\| \S")
+
 
 def round26a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -87,6 +99,8 @@ def round26a_form(text: str) -> Form | None:
         return Form(FormKind.CRASH, "a job Slurm's accounting killed over its memory limit", Label.OOM)
     if ("start compiling with pass" in text or "[GraphCompile]" in text) and _ONEFLOW_COMPILING.search(text):
         return Form(FormKind.COMPILE_RUNNING, "a OneFlow graph compile")
+    if "|CCL_ERROR|" in text and _CCL_ERROR_RECORD.search(text):
+        return Form(FormKind.ERROR, "a oneCCL error record")
     return None
 
 
