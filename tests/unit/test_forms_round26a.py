@@ -47,6 +47,8 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "databrickslabs/dolly#156 (DeepSpeed's FusedAdam built at start-up)"),
     ("subprocess.CalledProcessError: Command '['ninja', '-v', '-j', '8']' returned non-zero exit status 1.", ERROR,
      Label.CONFIG_ERROR, "torch/utils/cpp_extension.py _run_ninja_build's command with MAX_JOBS=8, filled in"),
+    ("RuntimeError: Ninja is required to load C++ extensions", ERROR, Label.CONFIG_ERROR,
+     "torch/utils/cpp_extension.py verify_ninja_availability; a TokenHSI run's notes (IsaacGym's gymtorch built at import)"),
     # Slurm's accounting killing a job over its memory limit
     ("slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed", CRASH, Label.OOM,
      "corpus (coqui-stt-2238-slurmstepd-job-exceeded-memory-limit-killed)"),
@@ -76,6 +78,7 @@ NEAR_MISSES = [
     'time="2024-01-01T00:00:00Z" level=info msg="serving..." address=/run/containerd/containerd.sock',
     # ninja asked for its version (torch checks it is installed), not a build
     "Command '['ninja', '--version']' returned non-zero exit status 1.",
+    "# Ninja is required to build the C++ extensions: pip install ninja",
     # another program's memory limit in the same words (a worker pool's recycling, a process manager's restart)
     "Worker exceeded memory limit (512 MB > 256 MB). Shutting down.",
     "Process api exceeded memory limit (900 MB > 512 MB)",

@@ -30,7 +30,9 @@ Each form is read where its program prints it:
   custom kernels fail here when the toolchain does not fit (nvcc against the GPU's architecture, a missing header, a
   compiler the CUDA release refuses). The corpus labels these builds configuration (deepspeed-3299,
   deepspeedexamples-103, finetune-llms-11); a paste cut before the RuntimeError keeps only the CalledProcessError
-  (round issue23-heldout-26: deepspeed-6892, restarted as a crash).
+  (round issue23-heldout-26: deepspeed-6892, restarted as a crash). Before a build, ``verify_ninja_availability``
+  raises ``RuntimeError("Ninja is required to load C++ extensions")`` when ninja cannot be run (not installed, or a
+  venv's bin not on PATH): the same set-up, read the same way.
 * Slurm's job accounting kills a step over its memory limit and says so in the job's output: jobacct_gather's
   ``error("%ps exceeded memory limit (%"PRIu64" > %"PRIu64"), being killed", ...)`` (``Job 7518 exceeded memory
   limit (626359956 > 512000000), being killed`` in the releases before %ps, ``StepId=123.0`` after). The job's
@@ -63,6 +65,7 @@ from neuron_watch.events import Label
 #: The literals (digit-free) the lines :func:`round26a_form` reads hold, besides the needles failureforms already
 #: searches (each literal more is a cost of the classifier's batch search on every line)
 NEEDLES: tuple[str, ...] = ("invalid choice: ", " running?", "'ninja', '-v'", "Error building extension",
+                            "Ninja is required to load C++ extensions",
                             "exceeded memory limit", "start compiling with pass", "[GraphCompile]")
 
 #: argparse's refusal of a choice, with the argument's name (braced choices included) or without one
@@ -74,7 +77,8 @@ _DAEMON_UNREACHABLE = re.compile(r"\bunix:/{1,3}[\w./-]+\b.{0,160}?\bIs (?:the )
 
 #: torch.utils.cpp_extension's JIT build that failed: ninja's non-zero exit, or the RuntimeError raised from it
 _EXTENSION_BUILD_FAILED = re.compile(r"\bCommand '\['ninja', '-v'(?:, '-j', '\d+')?\]' returned non-zero exit "
-                                     r"status \d+|\bError building extension '[\w.-]+'")
+                                     r"status \d+|\bError building extension '[\w.-]+'|"
+                                     r"\bNinja is required to load C\+\+ extensions\b")
 
 #: Slurm's job accounting killing a job or step over its memory limit (jobacct_gather)
 _SLURM_MEMORY_KILL = re.compile(r"\b(?:Job \d+|Step \d+\.\d+|StepId=\d+\.\w+|JobId=\d+) exceeded memory limit "
@@ -93,7 +97,8 @@ def round26a_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, "argparse's refusal of a choice", Label.CONFIG_ERROR)
     if " running?" in text and _DAEMON_UNREACHABLE.search(text):
         return Form(FormKind.ERROR, "a local daemon the program needs that it cannot reach", Label.CONFIG_ERROR)
-    if ("'ninja', '-v'" in text or "Error building extension" in text) and _EXTENSION_BUILD_FAILED.search(text):
+    if ("'ninja', '-v'" in text or "Error building extension" in text or "Ninja is required" in text) \
+            and _EXTENSION_BUILD_FAILED.search(text):
         return Form(FormKind.ERROR, "a C++/CUDA extension's JIT build that failed", Label.CONFIG_ERROR)
     if "exceeded memory limit" in text and _SLURM_MEMORY_KILL.search(text):
         return Form(FormKind.CRASH, "a job Slurm's accounting killed over its memory limit", Label.OOM)
