@@ -55,6 +55,7 @@ PURE = [
     "diagnosis.forms_round24b",
     "diagnosis.forms_round25a",
     "diagnosis.forms_round25b",
+    "diagnosis.forms_round26a",
     "diagnosis.forms_round26b",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",

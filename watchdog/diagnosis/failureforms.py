@@ -85,6 +85,8 @@ from neuron_watch.diagnosis.forms_round25a import NEEDLES as ROUND25A_NEEDLES
 from neuron_watch.diagnosis.forms_round25a import round25a_cause, round25a_form
 from neuron_watch.diagnosis.forms_round25b import NEEDLES as ROUND25B_NEEDLES
 from neuron_watch.diagnosis.forms_round25b import round25b_cause, round25b_form
+from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
+from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
 from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
 from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -97,7 +99,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 38
+FORM_RULES = 39
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -272,6 +274,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND25A_NEEDLES,
     # an allocator's failure (ggml's buffers, tcmalloc's NULL), CUDA samples' check, error 802, a failed systemd unit
     *ROUND25B_NEEDLES,
+    # argparse's refused choice, a local daemon not reachable at its socket, an extension's failed JIT build,
+    # Slurm's accounting over the memory limit, OneFlow's graph compiler at work
+    *ROUND26A_NEEDLES,
     # a shell that could not run the command, the linker's missing library, Inductor's code generation, flashinfer's JIT
     *ROUND26B_NEEDLES,
 )
@@ -287,7 +292,7 @@ def read_line(text: str) -> Form | None:
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
-            or round25b_form(text) or round26b_form(text)
+            or round25b_form(text) or round26a_form(text) or round26b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -520,7 +525,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
-              or round25b_cause(text) or round26b_cause(text))
+              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
