@@ -543,6 +543,21 @@ def test_a_node_that_left_on_its_own_signal_ends_the_job_without_waiting_for_the
         143, "stopped by signal 15; node(s) n1 stopped on their own signal and left", JobState.INTERRUPTED)
 
 
+def test_of_several_nodes_that_left_on_their_own_signal_the_first_by_name_is_said() -> None:
+    """Only the nodes that left are sorted (a tick no longer sorts every node of the job): the first
+    of them by name ("n10" before "n9"), whatever the order their word arrived in, with its own signal."""
+    job = Job(nodes=12)
+    job.to_running()
+    job.say("n9", NodeStatus.STOPPED, report=LEFT)
+    job.say("n10", NodeStatus.STOPPED, report={**LEFT, "own_signal": 2})
+    job.say("n10", NodeStatus.EXITED)
+    job.say("n3", NodeStatus.STOPPED, report={**LEFT, "own_signal": 0})  # stopped as told: not one that left
+    out = job.tick(at=1.0)
+    said = job.events(EventKind.WARNING)
+    assert [(e.fields["node"], e.fields["signal"]) for e in said] == [("n10", 2)]
+    assert out[-1] == StopJob("signal 2", 15)
+
+
 def test_nodes_that_left_on_their_own_signal_before_the_coordinators_own_end_the_job_at_once() -> None:
     """Every wrapper signalled: n1's word arrives before this coordinator's own signal is handled."""
     job = Job()
