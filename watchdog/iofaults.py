@@ -359,8 +359,8 @@ class RunDirClaim:
     ``coordinator-state.json`` there.
     """
 
-    def __init__(self, fd: int, path: str) -> None:
-        self.fd, self.path = fd, path
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -410,4 +410,4 @@ def claim_run_dir(run_dir: str, node: str, job_id: str, option: str = "--run-dir
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"job": job_id, "pid": os.getpid(), "node": node}).encode(), 0)
-    return RunDirClaim(fd, path)
+    return RunDirClaim(fd)
