@@ -39,7 +39,12 @@ def test_a_second_job_in_a_run_dir_held_by_a_live_one_is_refused_and_the_first_r
 
     with started(argv("0"), str(tmp_path), env) as job_a:
         rank_log = run_dir / "gen-0" / "rank-0.log"
-        wait_for("job A's first step", lambda: rank_log.exists() and "step 1 loss" in rank_log.read_text(),
+        # its coordinator writes events.jsonl once the launch is judged not refused, which may come after
+        # the first step (the rank lines are kept meanwhile): both, before job B starts
+        event_log = run_dir / "events.jsonl"
+        wait_for("job A's first step and its job_started",
+                 lambda: rank_log.exists() and "step 1 loss" in rank_log.read_text()
+                 and event_log.exists() and '"job_started"' in event_log.read_text(),
                  time.monotonic() + 120, alive=job_a)
         with started(argv("7"), str(tmp_path), env) as job_b:
             out_b, _ = job_b.communicate(timeout=120)
