@@ -139,6 +139,10 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z][\w$]*(?:Error|Exception|Thro
 # -- continuations --------------------------------------------------------------------------------------
 
 _PY_FRAME = re.compile(r'^\s+File "[^"]*", line \d+')
+#: Python's ``assert`` without a message: a bare ``AssertionError`` (after a launcher's tag), and the statement that
+#: failed, which CPython's traceback prints as the last frame's source line right above it
+_BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?\s*$")
+_ASSERT_STATEMENT = re.compile(r"^\s+(assert\s\S.*?)\s*$")
 _PY_REPEATED = re.compile(r"^\s*\[Previous line repeated \d+ more times?\]")
 _PY_CAUSE = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:|"
                        r"During handling of the above exception, another exception occurred:)\s*$")
@@ -452,6 +456,19 @@ _OTHER = 1
 _CAUSE = 2
 
 
+def _asserted(block: Block, bl: BlockLine, lines: Sequence[str]) -> str | None:
+    """A bare ``AssertionError`` read with the statement that failed as its message (``AssertionError: assert
+    math.isfinite(loss_value)``): the source line the traceback printed right above it, when it is an ``assert``;
+    None for any other line. An assertion without a message says what failed only in its statement."""
+    if bl.role is not Role.MESSAGE or not _BARE_ASSERTION.match(message_of(lines[bl.index]).strip()):
+        return None
+    at = block.lines.index(bl)
+    if at == 0 or (above := block.lines[at - 1]).role is not Role.FRAME or above.index != bl.index - 1:
+        return None
+    statement = _ASSERT_STATEMENT.match(_unquote(lines[above.index]))
+    return None if statement is None else f"AssertionError: {statement.group(1)}"
+
+
 def decide(block: Block, lines: Sequence[str], explain: Callable[[str], Label | None]) -> Decision | None:
     """The line of ``block`` that decides the failure's cause, or None when no line explains one.
 
@@ -470,6 +487,8 @@ def decide(block: Block, lines: Sequence[str], explain: Callable[[str], Label | 
         label = explain(read)
         if label is None and (message := message_of(read)) != read and message.strip():
             read, label = message, explain(message)
+        if label is None and (asserted := _asserted(block, bl, lines)) is not None:
+            read, label = asserted, explain(asserted)
         if label is None or label is Label.HEALTHY:
             continue
         rank = (_OTHER if label is Label.OTHER_CRASH else _CAUSE, bl.depth, -bl.index)

@@ -89,6 +89,7 @@ from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
 from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
 from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
 from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
+from neuron_watch.diagnosis.forms_round27b import round27b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -525,7 +526,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
-              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text))
+              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
+              or round27b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
