@@ -57,8 +57,7 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines this module reads hold, besides the needles failureforms already searches
 #: (each literal more is a cost of the classifier's batch search on every line)
-NEEDLES: tuple[str, ...] = ("isk quota exceeded", "EDQUOT", " WARN ", " failed: ",
-                            "Loaded runtime CuDNN library: ")
+NEEDLES: tuple[str, ...] = ("isk quota exceeded", "EDQUOT", " failed : ", "][[", "Loaded runtime CuDNN library: ")
 
 #: a full file system or a spent quota, by glibc's words (lower-cased as Go's syscall table and some file systems'
 #: clients print them), errno's name or Python's "[Errno n]"
@@ -67,7 +66,7 @@ _STORAGE_FULL = re.compile(r"\b[Nn]o space left on device\b|\b[Dd]isk quota exce
 
 #: NCCL 2.0-2.2's WARN record (no "NCCL" before the level) of a call that failed, and the errno words after it
 _OLD_NCCL_WARN_CALL = re.compile(r"(?:^|\s)(?:[\w.-]+/)*[\w.-]+\.(?:h|cc|cu|cpp|c):\d+ WARN .{0,160}?"
-                                 r"\bfailed ?: (\S.{0,80})$")
+                                 r"\bfailed : (\S.{0,80})$")
 
 #: Open MPI's BTL record head ("[node][[jobid,vpid],rank][file.c:line:function] ") and a call that failed with
 #: strerror's words and the errno after them
@@ -93,7 +92,7 @@ def _failed_call_errno(words: str) -> Label | None:
 
 def round27a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if " WARN " in text and "NCCL WARN" not in text:
+    if " failed : " in text and " WARN " in text and "NCCL WARN" not in text:
         warn = _OLD_NCCL_WARN_CALL.search(text)
         if warn is not None and (label := _failed_call_errno(warn.group(1))) is not None:
             return Form(FormKind.ERROR, "an NCCL WARN record of a call that failed", label)
