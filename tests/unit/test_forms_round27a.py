@@ -50,6 +50,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.CONFIG_ERROR, "tensorlayer/SRGAN#77"),
     ("2021-10-13 17:19:29.385716: E tensorflow/stream_executor/cuda/cuda_dnn.cc:362] Loaded runtime CuDNN library: 8.0.4 but source was compiled with: 8.1.0.  CuDNN library needs to have matching major version and equal or higher minor version. If using a binary install, upgrade your CuDNN library.  If building from sources, make sure the library loaded at runtime is compatible with the version specified during compile configuration.",
      ERROR, Label.CONFIG_ERROR, "google-research/deeplab2#66"),
+    # slurmstepd failing to join the job container the plugin built on the node: the node, whatever errno follows
+    ("slurmstepd: error: container_p_join: open failed /scratch/119383/.active: No such file or directory", ERROR,
+     Label.HARDWARE_ERROR, "corpus (arjunausers-123, fixed by the admins)"),
+    ("slurmstepd: error: container_p_join: setns failed for /cray/tmp/job_container/286704/.ns: Invalid argument",
+     ERROR, Label.HARDWARE_ERROR, "a NERSC user's job output on muller (job_container/tmpfs under /cray/tmp)"),
+    ("slurmstepd: error: container_g_join failed: 286704", ERROR, Label.HARDWARE_ERROR,
+     "the same job's next line; src/slurmd/slurmstepd/mgr.c 'container_g_join failed: %u'"),
 ]
 
 #: lines that look like the forms and must read as nothing
@@ -83,6 +90,12 @@ def test_a_status_of_memory_without_a_storage_errno_stays_memory(line: str, labe
     assert reading is not None and reading.label is label
 
 
+def test_the_users_missing_program_stays_configuration() -> None:
+    """slurmstepd's exec of a program of the user's that is not there is the job's mistake, not the node's."""
+    stated = cause_of("slurmstepd: error: execve(): python3: No such file or directory")
+    assert stated is not None and stated[0] is Label.CONFIG_ERROR
+
+
 def test_an_exception_class_named_for_memory_yields_to_the_storage_errno() -> None:
     """errorclass reads the class first (ResourceExhaustedError is memory); the errno in its message says storage."""
     reading = read_error("tensorflow.python.framework.errors_impl.ResourceExhaustedError: ckpt/model.ckpt-100.data-00000-of-00001.tempstate123; No space left on device")
@@ -95,6 +108,7 @@ def test_an_exception_class_named_for_memory_yields_to_the_storage_errno() -> No
     ("config_error/nccl-210.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/nccl-tests-14-socket-creation-failed-docker-net.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/faster-rcnn-tf-12.log", Label.CONFIG_ERROR, Action.STOP),
+    ("hardware_error/arjunausers-123.log", Label.HARDWARE_ERROR, Action.DRAIN_AND_RESTART),
     # the c10d W records of an IPv6 fallback on a run that goes on (errno 97 in a warning) stay healthy
     ("healthy/heat-1003-c10d-ipv6-socket-warnings.log", Label.HEALTHY, Action.WAIT),
     ("healthy/ompi-4131-btl-tcp-handshake-warning-ring-completes.log", Label.HEALTHY, Action.WAIT),

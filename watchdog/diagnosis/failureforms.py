@@ -90,7 +90,12 @@ from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
 from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
 from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
 from neuron_watch.diagnosis.forms_round27a import NEEDLES as ROUND27A_NEEDLES
-from neuron_watch.diagnosis.forms_round27a import round27a_cause, round27a_form, storage_full_cause
+from neuron_watch.diagnosis.forms_round27a import (
+    node_state_cause,
+    round27a_cause,
+    round27a_form,
+    storage_full_cause,
+)
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -494,8 +499,9 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
     if HW_ERR.search(text):
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
-    # ENOSPC and EDQUOT travel under statuses that name memory (TensorFlow's RESOURCE_EXHAUSTED): the errno first
-    storage = storage_full_cause(text)
+    # ENOSPC and EDQUOT travel under statuses that name memory (TensorFlow's RESOURCE_EXHAUSTED): the errno first;
+    # the errno after slurmstepd's failed join of the node's job container is the plugin's file, not the job's
+    storage = storage_full_cause(text) or node_state_cause(text)
     if storage is not None:
         return storage
     unavailable = _MODEL_UNAVAILABLE.search(text)

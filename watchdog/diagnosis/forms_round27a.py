@@ -45,6 +45,17 @@ Each form is read where its program prints it:
   head on its line (``E tensorflow/stream_executor/cuda/cuda_dnn.cc:378] Loaded runtime CuDNN library: 5006 ``,
   faster-rcnn-tf-12, read as the crash of the F record after it): the head alone says the versions do not match,
   which a restart meets again (configuration, as the corpus labels the whole sentence).
+* slurmstepd adds each task to the job's container before it runs the user's program (src/slurmd/slurmstepd/mgr.c
+  ``_pre_task_child_privileged``: ``error("container_g_join failed: %u", job_id); exit(1)``), a private /tmp and
+  /dev/shm the job_container plugin built on the node at the job's start (job_container/tmpfs: under its BasePath,
+  ``container_p_join: open failed <base>/<job>/.active: <strerror>``, ``container_p_join: setns failed for
+  <base>/<job>/.ns: <strerror>``). When that fails the node's own set-up for the job is broken, whatever program
+  the job runs: the node is to be drained, as the corpus labels slurmstepd's failure to exec the batch script
+  slurmd wrote to its spool (signature slurm.stepd_spool_exec; ArjunaUsers #46). Round issue23-heldout-27:
+  arjunausers-123 (``open failed /scratch/119383/.active: No such file or directory``, fixed by the admins), read
+  as a missing file of the user's; a NERSC node's ``setns failed for /cray/tmp/job_container/286704/.ns``. The
+  errno after it would say configuration (a file not there): the file is the plugin's, not the job's, so this reading
+  comes first (:func:`node_state_cause`).
 """
 
 from __future__ import annotations
@@ -57,7 +68,8 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines this module reads hold, besides the needles failureforms already searches
 #: (each literal more is a cost of the classifier's batch search on every line)
-NEEDLES: tuple[str, ...] = ("isk quota exceeded", "EDQUOT", " failed : ", "][[", "Loaded runtime CuDNN library: ")
+NEEDLES: tuple[str, ...] = ("isk quota exceeded", "EDQUOT", " failed : ", "][btl_", "Loaded runtime CuDNN library: ",
+                            "container_g_join failed", "container_p_join: ")
 
 #: a full file system or a spent quota, by glibc's words (lower-cased as Go's syscall table and some file systems'
 #: clients print them), errno's name or Python's "[Errno n]"
@@ -68,13 +80,24 @@ _STORAGE_FULL = re.compile(r"\b[Nn]o space left on device\b|\b[Dd]isk quota exce
 _OLD_NCCL_WARN_CALL = re.compile(r"(?:^|\s)(?:[\w.-]+/)*[\w.-]+\.(?:h|cc|cu|cpp|c):\d+ WARN .{0,160}?"
                                  r"\bfailed : (\S.{0,80})$")
 
-#: Open MPI's BTL record head ("[node][[jobid,vpid],rank][file.c:line:function] ") and a call that failed with
-#: strerror's words and the errno after them
-_OMPI_BTL_CALL_FAILED = re.compile(r"\[[^\]\s]+\]\[\[\d+,\d+\],\d+\]\[[\w./-]+\.c:\d+:\w+\] .{0,160}?"
+#: Open MPI's BTL record head ("[node][[jobid,vpid],rank][btl_<component>...c:line:function] ": every BTL's sources
+#: are opal/mca/btl/<component>/btl_<component>*.c) and a call that failed with strerror's words and errno after them
+_OMPI_BTL_CALL_FAILED = re.compile(r"\[[^\]\s]+\]\[\[\d+,\d+\],\d+\]\[btl_[\w.-]*\.c:\d+:\w+\] .{0,160}?"
                                    r"\bfailed: (\S.{0,80}?) \((\d+)\)\s*$")
 
 #: TensorFlow's cuDNN support reporting a run-time library the build is not compatible with
 _CUDNN_MISMATCH = re.compile(r"\bLoaded runtime CuDNN library: \d")
+
+
+#: slurmstepd failing to put a task into the job container the plugin built on the node
+_JOB_CONTAINER_JOIN_FAILED = re.compile(r"\bcontainer_g_join failed: \d+|\bcontainer_p_join: \w+ failed\b")
+
+
+def node_state_cause(text: str) -> tuple[Label, str] | None:
+    """A node fault when slurmstepd could not join the job container built on the node, whatever errno follows."""
+    if "_join" in text and _JOB_CONTAINER_JOIN_FAILED.search(text):
+        return Label.HARDWARE_ERROR, "slurmstepd could not join the job container on the node (container_g_join)"
+    return None
 
 
 def storage_full_cause(text: str) -> tuple[Label, str] | None:
@@ -92,11 +115,14 @@ def _failed_call_errno(words: str) -> Label | None:
 
 def round27a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
+    node = node_state_cause(text)
+    if node is not None:
+        return Form(FormKind.ERROR, node[1], node[0])
     if " failed : " in text and " WARN " in text and "NCCL WARN" not in text:
         warn = _OLD_NCCL_WARN_CALL.search(text)
         if warn is not None and (label := _failed_call_errno(warn.group(1))) is not None:
             return Form(FormKind.ERROR, "an NCCL WARN record of a call that failed", label)
-    if "failed: " in text and "][[" in text:
+    if "failed: " in text and "][btl_" in text:
         btl = _OMPI_BTL_CALL_FAILED.search(text)
         if btl is not None and (label := _failed_call_errno(btl.group(1))) is not None:
             return Form(FormKind.ERROR, "an Open MPI BTL record of a call that failed", label)
