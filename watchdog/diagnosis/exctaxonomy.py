@@ -118,9 +118,13 @@ ERRNOS: dict[str, tuple[int, str, Label]] = {
     "ENODEV": (19, "No such device", Label.CONFIG_ERROR),
     "EMFILE": (24, "Too many open files", Label.CONFIG_ERROR),
     "ENOSPC": (28, "No space left on device", Label.CONFIG_ERROR),
+    # a user's or a project's quota spent (a cluster file system's scratch): the storage, as ENOSPC is
+    "EDQUOT": (122, "Disk quota exceeded", Label.CONFIG_ERROR),
     "EROFS": (30, "Read-only file system", Label.CONFIG_ERROR),
     "EADDRINUSE": (98, "Address already in use", Label.CONFIG_ERROR),
     "EADDRNOTAVAIL": (99, "Cannot assign requested address", Label.CONFIG_ERROR),
+    # a socket of an address family the host does not have (IPv6 disabled, no interface of the family)
+    "EAFNOSUPPORT": (97, "Address family not supported by protocol", Label.CONFIG_ERROR),
     # memory
     "ENOMEM": (12, "Cannot allocate memory", Label.OOM),
     # the peer or the link

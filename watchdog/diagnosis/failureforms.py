@@ -89,6 +89,13 @@ from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
 from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
 from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
 from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
+from neuron_watch.diagnosis.forms_round27a import NEEDLES as ROUND27A_NEEDLES
+from neuron_watch.diagnosis.forms_round27a import (
+    node_state_cause,
+    round27a_cause,
+    round27a_form,
+    storage_full_cause,
+)
 from neuron_watch.diagnosis.forms_round27b import round27b_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
@@ -100,7 +107,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 39
+FORM_RULES = 40
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -280,6 +287,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND26A_NEEDLES,
     # a shell that could not run the command, the linker's missing library, Inductor's code generation, flashinfer's JIT
     *ROUND26B_NEEDLES,
+    # a full file system or spent quota under any status, a failed call's errno in NCCL 2.0-2.2's and Open MPI's
+    # BTL records, TensorFlow's cuDNN older than its build
+    *ROUND27A_NEEDLES,
 )
 
 
@@ -293,7 +303,7 @@ def read_line(text: str) -> Form | None:
             or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
-            or round25b_form(text) or round26a_form(text) or round26b_form(text)
+            or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -490,6 +500,11 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
     if HW_ERR.search(text):
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
+    # ENOSPC and EDQUOT travel under statuses that name memory (TensorFlow's RESOURCE_EXHAUSTED): the errno first;
+    # the errno after slurmstepd's failed join of the node's job container is the plugin's file, not the job's
+    storage = storage_full_cause(text) or node_state_cause(text)
+    if storage is not None:
+        return storage
     unavailable = _MODEL_UNAVAILABLE.search(text)
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
@@ -527,7 +542,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
-              or round27b_cause(text))
+              or round27a_cause(text) or round27b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
