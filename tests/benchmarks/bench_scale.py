@@ -656,6 +656,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
             "seq_lost": sum(n["seq"]["lost"] for n in s["nodes"].values()), "duplicates": s["duplicates"],
             "unclassified": s["unclassified_batches"], "unobserved_events": unobserved_events,
             "load": (load0, os.getloadavg()[0]), "tails": tails_size(c), "stages": stages.done,
+            "taken_most": c.wire.intake.most_bytes, "taken_cap": c.wire.intake.max_bytes,
         })
         c.close()
         leave.set()
@@ -858,7 +859,8 @@ def main() -> int:
               f"{f['build_s']:.0f} s", flush=True)
         print(f"coordinator: {f['cpu_cores']:.2f} cores (CPU s / wall s over the window); RSS peak "
               f"{f['rss_peak']:,.0f} MB, {f['rss_end_window']:,.0f} MB at the window's end, {f['rss_end']:,.0f} MB "
-              f"at the end; loop turn p99 {f['tick_p99'] * 1000:.0f} ms, max {f['tick_max'] * 1000:.0f} ms")
+              f"at the end; loop turn p99 {f['tick_p99'] * 1000:.0f} ms, max {f['tick_max'] * 1000:.0f} ms; taken off "
+              f"its socket and waiting at most {f['taken_most'] / 2**20:,.0f} MiB (of {f['taken_cap'] / 2**20:,.0f})")
         # keeping up: at most a batch and half a second behind, and what is left drained at once
         keeps = "keeps up" if backlog <= offered * (period + 0.5) and f["drain_s"] < 5 else "FALLS BEHIND"
         print(f"ingest: achieved {took:,.0f} of {offered:,.0f} lines/s offered ({100 * took / max(offered, 1):.0f}%): "

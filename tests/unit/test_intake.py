@@ -27,6 +27,7 @@ from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.runtime import default_judge_factory
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.protocol import (
+    COORDINATOR_QUEUE_BYTES,
     ExitInfo,
     Exits,
     Header,
@@ -162,6 +163,7 @@ def test_generated_queues_keep_every_nodes_order_and_put_every_urgent_message_fi
 
 
 def test_what_is_taken_is_bounded_in_bytes() -> None:
+    assert Intake().max_bytes == COORDINATOR_QUEUE_BYTES  # what the nodes' windows allow them in all
     intake = Intake(max_bytes=100)
     intake.put(b"a", [b"x" * 60], None)
     assert intake.room()

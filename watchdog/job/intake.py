@@ -22,8 +22,9 @@ announced (:class:`UrgentGate`); before that, as they came. (The flight recorder
 a rank's last words, go urgent as well: node/urgent.py.)
 
 Bounds: at most ``max_bytes`` of frames wait here (the endpoint stops taking at that, and the rest waits
-in the socket's queues as before); every node's unacknowledged bytes are bounded by its send window
-anyway (acks go after handling), so this holds what the socket's queues held, in this process.
+in the socket's queues as before); the nodes' unacknowledged bytes are bounded by their send windows
+anyway (acks go after handling; :data:`~neuron_watch.wire.protocol.COORDINATOR_QUEUE_BYTES` in all), so
+this holds what the socket's queues held, in this process.
 
 The header read here is not yet trusted (the signature is checked when the message is handled): it only
 orders. A forged urgent flag moves the named node's messages ahead in their own order, nothing else.
@@ -40,15 +41,16 @@ from dataclasses import dataclass
 
 from neuron_watch.events import RankKey
 from neuron_watch.job.nodes import NodeView
-from neuron_watch.wire.protocol import Header
+from neuron_watch.wire.protocol import COORDINATOR_QUEUE_BYTES, Header
 
 #: While the urgent lane is shut and the judge holds as many ranks as the nodes announced, whether it knows
 #: each of them is looked at this often at most (~30 ms at 65,536 ranks; its ranks may include a launcher's).
 GATE_CHECK_EVERY = 1.0
 #: Bytes of frames the coordinator holds taken off its socket and not yet handled (beyond it, messages
-#: wait in the socket's queues). 1,024 nodes at 10 lines/s send ~25 MB a second of judged parts and
-#: batches; this is several seconds of it.
-MAX_TAKEN_BYTES = 128 * 1024 * 1024
+#: wait in the socket's queues): what the nodes' send windows let them have unacknowledged in all, so an
+#: urgent message is always within reach. (128 MiB was measured first: at 1,024 nodes x 10 lines/s, 5-7 s
+#: behind, hang lines then waited 1-3 s in the socket's queues behind it; at 768 nodes, 1.5 s behind, 89 MiB.)
+MAX_TAKEN_BYTES = COORDINATOR_QUEUE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
