@@ -471,7 +471,8 @@ def _wait_turn(waker: Waker, agent: NodeAgent, coord: Coordinator | None, reap: 
     if coord is not None:
         dues.append(coordinator_due(coord, now))
         watch.append(coord.wire.sock.sock)
-    waker.wait(wait_for(now, dues), watch)
+    # (the coordinator's messages taken off its socket and not yet handled: no wait)
+    waker.wait(0.0 if coord is not None and coord.wire.waiting else wait_for(now, dues), watch)
     now = time.monotonic()
     if reap.due(now, asked=waker.take_child()):
         reap.done(now)

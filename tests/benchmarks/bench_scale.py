@@ -94,6 +94,7 @@ from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_settings import LinkSettings
+from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.outputs.status import FULL_RANKS, summarise
 from neuron_watch.runtime import default_judge_factory, line_writer
 from neuron_watch.wire.protocol import (
@@ -284,6 +285,9 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             raise SystemExit(f"node {n}'s batch differs from node 0's with shifted ranks: update the simulation")
     bodies = {n: [encode_body(shifted(b, n * plan.ranks)) for b in base_bodies] for n in links}
     n_lines = [b.n_lines for b in base_bodies]
+    # The agent flags a body that may make a verdict (node/urgent.py): the coordinator takes it first.
+    urgent_ids = urgent_signatures(kb)
+    urgent_of = [is_urgent(b, urgent_ids) for b in base_bodies]
     # While the coordinator's acks say it is behind, a node sends each batch's judged part alone
     # (AgentLink.to_send, as flush_lines does): built when first needed, per node and batch.
     shifted_bodies = {n: [shifted(b, n * plan.ranks) for b in base_bodies] for n in links}
@@ -333,12 +337,12 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
         if kind == 0:
             k = turn % len(bodies[n])
             whole: Lines | None = None
-            body, lines = bodies[n][k], n_lines[k]
+            body, lines, urgent = bodies[n][k], n_lines[k], urgent_of[k]
             if n in pending_hang:
                 rows = rows_of(batches[k], n * plan.ranks, now, wall)
                 rows.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
                 whole = scratch.batches.batch(rows, now, wall)
-                body, lines = encode_body(whole), lines + 1
+                body, lines, urgent = encode_body(whole), lines + 1, is_urgent(whole, urgent_ids)
             rep.lines_at_end += lines
             shed0 = getattr(link.counters, "bulk_lines_shed", 0)  # (getattr: a tree from before the rule, back to back)
             if hasattr(link, "to_send") and (link.coordinator_behind or shed0):  # (its cost only when it may apply)
@@ -348,7 +352,7 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
                     body, lines = (b"", 0) if part is None else (encode_body(part), part.n_lines)
             if body:
                 link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
-                                       seq=0, mono=now, wall=wall), body, lines)
+                                       seq=0, mono=now, wall=wall, urgent=urgent), body, lines)
             heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
         else:
             body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives,
@@ -604,7 +608,11 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
                 printed = pending.pop(v.culprit)
                 lat.append(wall - printed)
                 stages.verdict(v.culprit.node, printed, time.monotonic(), wall)
+                known = list(c.judge.ranks) if c.judge is not None else []
                 c.judge = factory(c.generation, now)  # the next trial with a fresh judge; no recovery here
+                # that knows the ranks the last one knew, as a running job's judge does (the coordinator takes
+                # urgent messages first once its judge knows every rank: job/intake.py)
+                c.judge.expect(known, now)
                 judge_since = time.monotonic()
                 c.recovery.sm.state = JobState.RUNNING
             if state == "before" and wall >= window[0]:
@@ -648,6 +656,7 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
             "seq_lost": sum(n["seq"]["lost"] for n in s["nodes"].values()), "duplicates": s["duplicates"],
             "unclassified": s["unclassified_batches"], "unobserved_events": unobserved_events,
             "load": (load0, os.getloadavg()[0]), "tails": tails_size(c), "stages": stages.done,
+            "taken_most": c.wire.intake.most_bytes, "taken_cap": c.wire.intake.max_bytes,
         })
         c.close()
         leave.set()
@@ -663,31 +672,45 @@ def run(plan: Plan, procs: int, profile: int) -> dict[str, Any]:
 class HangStages:
     """Where a hang line's time goes on its way to the verdict, stage by stage: the node's batch
     wait (printed -> its batch enqueued), the agent's send window (enqueued -> sent), the
-    coordinator's receive queue (sent -> taken off the socket), the decode and judging (taken ->
-    handed back), the verdict tick (handed back -> the verdict). Only the hang nodes' lines
+    coordinator's receive queue (sent -> handled: the socket's queues, sent -> taken off the socket, and
+    the coordinator's own, taken -> handled, where urgent messages go first), the decode and judging
+    (handled -> handed back), the verdict tick (handed back -> the verdict). Only the hang nodes' lines
     messages that carry the hang line are looked at (a bytes search of their body frame).
     The node and the coordinator share this machine's monotonic clock."""
 
     def __init__(self, c: Coordinator, nodes: set[str]) -> None:
         self.c, self.nodes, self.inner = c, nodes, c.received
-        self.seen: dict[str, tuple[float, float, float, float, float, float, float]] = {}
+        self.seen: dict[str, tuple[float, float, float, float, float, float, float, float]] = {}
         self.done: list[dict[str, float]] = []
         self.needle = HANG_LINE[:40].encode()
         c.received = self.received  # type: ignore[method-assign]  # the endpoint calls its receiver's
+        # When the hang nodes' urgent messages are taken off the socket (job/intake.py): the queue stage
+        # splits into the socket's queues (sent -> taken) and the coordinator's own (taken -> handled).
+        self.taken: dict[str, float] = {}
+        intake = c.wire.intake
+        put = intake.put
+
+        def put_timed(routing_id: bytes, frames: list[bytes], header: Header | None) -> None:
+            if header is not None and header.urgent and header.node in nodes:
+                self.taken[header.node] = time.monotonic()
+            put(routing_id, frames, header)
+        intake.put = put_timed  # type: ignore[method-assign]
 
     def received(self, view: Any, msg: Any, now: float, frame: bytes = b"") -> None:
         t_in = time.monotonic()
         self.inner(view, msg, now, frame)
         h = msg.header
         if h.kind is Kind.LINES and h.node in self.nodes and self.needle in frame:
-            self.seen[h.node] = (h.wall, h.mono, h.sent, t_in, time.monotonic(), self.c.behind, self.c.pacing.every)
+            self.seen[h.node] = (h.wall, h.mono, h.sent, self.taken.pop(h.node, t_in), t_in, time.monotonic(),
+                                 self.c.behind, self.c.pacing.every)
 
     def verdict(self, node: str, printed: float, t_verdict: float, wall: float) -> None:
         got = self.seen.pop(node, None)
         if got is None:
             return
-        h_wall, h_mono, sent, t_in, t_out, behind, every = got
+        h_wall, h_mono, sent, t_taken, t_in, t_out, behind, every = got
         self.done.append({"batch": h_wall - printed, "window": sent - h_mono, "queue": t_in - sent,
+                          "socket": t_taken - sent, "taken": t_in - t_taken,
                           "judge": t_out - t_in, "tick": t_verdict - t_out, "total": wall - printed,
                           "behind": behind, "every": every})
 
@@ -836,7 +859,8 @@ def main() -> int:
               f"{f['build_s']:.0f} s", flush=True)
         print(f"coordinator: {f['cpu_cores']:.2f} cores (CPU s / wall s over the window); RSS peak "
               f"{f['rss_peak']:,.0f} MB, {f['rss_end_window']:,.0f} MB at the window's end, {f['rss_end']:,.0f} MB "
-              f"at the end; loop turn p99 {f['tick_p99'] * 1000:.0f} ms, max {f['tick_max'] * 1000:.0f} ms")
+              f"at the end; loop turn p99 {f['tick_p99'] * 1000:.0f} ms, max {f['tick_max'] * 1000:.0f} ms; taken off "
+              f"its socket and waiting at most {f['taken_most'] / 2**20:,.0f} MiB (of {f['taken_cap'] / 2**20:,.0f})")
         # keeping up: at most a batch and half a second behind, and what is left drained at once
         keeps = "keeps up" if backlog <= offered * (period + 0.5) and f["drain_s"] < 5 else "FALLS BEHIND"
         print(f"ingest: achieved {took:,.0f} of {offered:,.0f} lines/s offered ({100 * took / max(offered, 1):.0f}%): "
@@ -861,7 +885,8 @@ def main() -> int:
             print(f"verdict latency: no verdict observed in {a.trials} trials")
         for st in f["stages"]:
             print("hang stages (ms): batch wait {batch:.0f}, agent send window {window:.0f}, coordinator queue "
-                  "{queue:.0f}, decode+judge {judge:.0f}, verdict tick {tick:.0f} (verdicts every {every:.0f}); total "
+                  "{queue:.0f} (socket {socket:.0f}, taken {taken:.0f}), "
+                  "decode+judge {judge:.0f}, verdict tick {tick:.0f} (verdicts every {every:.0f}); total "
                   "{total:.0f} (the acks then said behind {behind:.2f} s)".format(
                       **{k: v * (1 if k == "behind" else 1000) for k, v in st.items()}))
         n_tails, tail_chars = f["tails"]

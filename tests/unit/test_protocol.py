@@ -302,7 +302,7 @@ def test_kind_must_match_body() -> None:
     assert ei.value.problem == "kind"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, p.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, p.SCHEMA_VERSION + 1])
 def test_version_mismatch_names_both_versions(version: int) -> None:
     # 1: an agent from before the joined-text lines body; it must hear "version", not "garbage".
     # 2: an agent from before the flight recorder readings in procs.
@@ -317,7 +317,8 @@ def test_version_mismatch_names_both_versions(version: int) -> None:
     # 9: a coordinator that takes every rank of a lines body to its judge (schema 10 leaves out the ranks whose
     # steady progress the node holds: Lines.judged) and knows neither held rows nor a progress row's count.
     # 10: a coordinator that refuses a lines body counting the lines its node left out (Lines.shed, nine items).
-    assert p.SCHEMA_VERSION == 11
+    # 11: a peer whose header has 14 items (schema 12 adds the urgent flag the coordinator orders by).
+    assert p.SCHEMA_VERSION == 12
     frames = encode(Msg(_header(Kind.HEARTBEAT, version=version), Heartbeat()))
     with pytest.raises(ProtocolError) as ei:
         decode(frames)
@@ -356,10 +357,11 @@ def test_truncated_frame_is_named_truncated() -> None:
     ([b"hello world", b"x"], "garbage"),
     ([msgpack.packb({"v": 1}), b"\x90"], "garbage"),  # a map, not the header array
     ([msgpack.packb([V, "lines", "j"]), b"\x90"], "truncated"),  # too few header fields
-    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "kind"),
-    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
-    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0, 0]), b"\x90"], "field"),
-    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, "echo"]), b"\x90"], "field"),
+    ([msgpack.packb([V, "reboot", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0, False]), b"\x90"], "kind"),
+    ([msgpack.packb([V, "stop", "j", "n", "x", 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0, False]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, float("nan"), 0.0, -1, 0, 0.0, 0, False]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, "echo", False]), b"\x90"], "field"),
+    ([msgpack.packb([V, "stop", "j", "n", 1, 0, 0, 0, 0.0, 0.0, -1, 0, 0.0, 0, 1]), b"\x90"], "field"),  # urgent: bool
     ([b"a", b"b", b"c"], "garbage"),
 ])
 def test_garbage_is_refused_with_a_named_problem(frames: list[bytes], problem: str) -> None:

@@ -46,6 +46,7 @@ from neuron_watch.job.endpoint import COORDINATOR_NODE, SHED_BEHIND, Endpoint
 from neuron_watch.job.heapfreeze import HeapFreeze
 from neuron_watch.job.incidentrecord import verdict_document, write_incident_record
 from neuron_watch.job.ingest import Ingest
+from neuron_watch.job.intake import UrgentGate
 from neuron_watch.job.joblog import JobLog, JobLogLike, gap_line
 from neuron_watch.job.jobreport import JobReport, progressed_for
 from neuron_watch.job.judgelike import JudgeLike
@@ -143,6 +144,7 @@ class Coordinator:
                              ack_interval=self.settings.ack_interval, session=session)
         self.endpoint, self.session, self.counters = self.wire.endpoint, self.wire.session, self.wire.counters
         self.sock, self.tracker = self.wire.sock, self.wire.tracker
+        self.lane = UrgentGate()  # whether the messages that may make a verdict go first (job/intake.py)
         self.judge_factory = judge_factory
         now = clock()
         self.judge = self._new_judge(generation, now)
@@ -252,6 +254,8 @@ class Coordinator:
                 self.events.emit(EventKind.WATCHDOG_DEGRADED, self.generation, node=self.health.node, path=path,
                                  operation="write", error=error, faults=self.health.faults)
         nodes = self.job_nodes
+        joined = self.registry.enough(self.settings.expected_nodes)
+        self.wire.urgent_first = self.lane.open(self.judge, self.nodes, joined, now)
         if self.wire.ack(now, nodes) and self.judge is not None and hasattr(self.judge, "delivery_slack"):
             setattr(self.judge, "delivery_slack", delivery_slack_at(nodes))  # noqa: B010  (a test's judge may lack it)
         for view in self.registry.newly_silent(now):
@@ -548,7 +552,10 @@ def next_due(coord: Coordinator, now: float) -> float | None:
     next verdict, the next acks; :data:`~neuron_watch.recovery.turns.BUSY_WAIT` from now while
     recovery moves (a capture, a stop, a relaunch, a signal's stop: their steps and deadlines are
     checked as often as they always were). What the nodes send wakes the loop on the socket.
-    None: nothing by time (the loop's ceiling still bounds its wait)."""
+    None: nothing by time (the loop's ceiling still bounds its wait). Now while messages taken off the
+    socket wait to be handled (the socket does not wake the loop for them)."""
+    if coord.wire.waiting:
+        return now
     recovery = coord.recovery
     if coord._relaunching or recovery.interrupted or recovery.state not in (JobState.STARTING, JobState.RUNNING):
         return now + BUSY_WAIT
@@ -562,7 +569,9 @@ def wait_turn(coord: Coordinator, waker: Waker, *dues: float | None, watch: Sequ
     """Sleep on ``waker`` until something arrives on ``coord``'s socket or on ``watch``, a signal
     comes, or the next thing is due (:func:`next_due`, ``dues``); then take in what arrived."""
     now = coord.clock()
-    waker.wait(wait_for(now, [next_due(coord, now), *dues]), [coord.wire.sock.sock, *watch])
+    # (messages taken off the socket and not yet handled: no wait, the signals' pipe read all the same)
+    waker.wait(0.0 if coord.wire.waiting else wait_for(now, [next_due(coord, now), *dues]),
+               [coord.wire.sock.sock, *watch])
     coord.poll(0)
 
 

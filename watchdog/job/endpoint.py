@@ -14,6 +14,7 @@ as agent messages -- is dropped and counted (:class:`Counters`), never acted on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from neuron_watch.events import EventKind
+from neuron_watch.job.intake import Intake
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.wire.auth import Signer
@@ -170,31 +172,60 @@ class Endpoint:
         #: decode a paced lines body's judged part alone (:attr:`~neuron_watch.wire.protocol.Lines.logged`): set
         #: by a receiver whose job log decodes the frames itself (the writer process)
         self.judged_only = False
+        #: messages taken off the socket, not yet handled: urgent ones go first (:mod:`.intake`)
+        self.intake = Intake()
+        #: whether urgent messages go first (set by the coordinator: :class:`~.intake.UrgentGate`)
+        self.urgent_first = False
 
     # -- receiving ---------------------------------------------------------------------------
 
     def poll(self, timeout: float, budget: float = 0.05) -> int:
         """Wait up to ``timeout`` seconds for messages, then handle what is waiting for at most
         ``budget`` seconds (so the coordinator's tick -- acks, verdicts -- runs often even under a
-        flood; agents resend what is not acknowledged in time). Returns how many were handled."""
-        if not self.sock.poll(int(timeout * 1000)):
+        flood; agents resend what is not acknowledged in time). What is waiting is taken off the socket
+        first and the urgent messages handled ahead of the rest (:mod:`.intake`). Returns how many were
+        handled."""
+        if not self.intake and not self.sock.poll(int(timeout * 1000)):
             return 0
-        now = start = self.clock()
+        start = self.clock()
         n = 0
-        while (item := self.sock.recv()) is not None:
-            self.handle(item[0], item[1], now)
-            n += 1
-            if n % 16 == 0:
-                now = self.clock()
-                if now - start >= budget:
-                    break
-        return n
+        while True:
+            self._take_waiting()
+            for item in (self.intake.urgent() if self.urgent_first else ()):  # (with their nodes' earlier ones)
+                self.handle(item.routing_id, item.frames, self.clock(), item.header)
+                n += 1
+            now = self.clock()
+            if now - start >= budget:
+                return n
+            for _ in range(16):
+                if (steady := self.intake.next()) is None:
+                    return n
+                self.handle(steady.routing_id, steady.frames, now, steady.header)
+                n += 1
+
+    @property
+    def waiting(self) -> int:
+        """Messages taken off the socket and not yet handled (the loop must not sleep on the socket)."""
+        return len(self.intake)
+
+    def _take_waiting(self) -> None:
+        """Take what the socket holds into :attr:`intake` (while it has room), each with its header if it
+        reads (not yet trusted: it only orders; :meth:`handle` checks it all again)."""
+        intake = self.intake
+        while intake.room() and (item := self.sock.recv()) is not None:
+            routing_id, frames = item
+            header: Header | None = None
+            if len(frames) == 3:
+                with contextlib.suppress(ProtocolError):  # (counted when it is handled, in its turn)
+                    header = decode_header(bytes(frames[0]))
+            intake.put(routing_id, frames, header)
 
     def _bad(self, problem: str) -> None:
         self.counters.bad[problem] = self.counters.bad.get(problem, 0) + 1
 
-    def handle(self, routing_id: bytes, frames: list[bytes], now: float) -> None:
+    def handle(self, routing_id: bytes, frames: list[bytes], now: float, header: Header | None = None) -> None:
         """Authenticate, decode, de-duplicate and hand over one message; anything doubtful is counted.
+        ``header``: ``frames[0]`` already decoded (when the message was taken off the socket).
 
         Nothing about a node changes (its route, ``last_heard``, its session) before the message
         is proven fresh: signed with this job's key, echoing this coordinator's session, and the
@@ -209,7 +240,7 @@ class Endpoint:
                                     f"a message has 3 frames (header, body, signature), got {len(frames)}")
             # The header is read before the signature: a peer of another schema signs with other keys,
             # and its refusal must name the version, not "bad signature". Nothing acts on it unsigned.
-            h = decode_header(bytes(frames[0]))
+            h = header if header is not None else decode_header(bytes(frames[0]))
             if h.kind is Kind.STATUS_QUERY:
                 body = decode_body(h.kind, self._status_signer.verify(frames)[1])
                 assert isinstance(body, StatusQuery)

@@ -53,6 +53,7 @@ from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_commands import CommandRunner, NodeControl
 from neuron_watch.node.link_settings import LinkCounters, LinkSettings
 from neuron_watch.node.proc_readings import ProcReadings, Reading, Sample
+from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.recovery.turns import earliest
 from neuron_watch.wire.auth import Signer
 from neuron_watch.wire.outbox import Outbox
@@ -106,6 +107,8 @@ class AgentLink:
         self.counters = LinkCounters()
         self._commands = SequenceTracker(in_order=False)
         self.batches = LineBatches(self.settings.batch_lines, self.counters, kb)
+        #: the signatures whose matches flag a batch urgent (node/urgent.py): the coordinator takes it first
+        self._urgent_ids = urgent_signatures(kb)
         self.readings = ProcReadings()
         self.runner = CommandRunner()
         self._last_sent = -1e18
@@ -124,6 +127,7 @@ class AgentLink:
         """Classify batches with ``kb`` from now on (see :meth:`LineBatches.set_knowledge_base
         <neuron_watch.node.line_batches.LineBatches.set_knowledge_base>`)."""
         self.batches.set_knowledge_base(kb)
+        self._urgent_ids = urgent_signatures(kb)
 
     @property
     def progress_lines(self) -> int:
@@ -132,9 +136,10 @@ class AgentLink:
 
     # -- producing ---------------------------------------------------------------------------
 
-    def _enqueue(self, body: Body, now: float, wall: float, rank: int = -1) -> None:
+    def _enqueue(self, body: Body, now: float, wall: float, rank: int = -1, urgent: bool = False) -> None:
         h = Header(kind=kind_of(body), job=self.job, node=self.node, session=self.session,
-                   generation=self.generation, seq=0, mono=now, wall=wall, rank=rank)
+                   generation=self.generation, seq=0, mono=now, wall=wall, rank=rank,
+                   urgent=urgent or is_urgent(body, self._urgent_ids))
         data = encode_body(body)
         lines = body.n_lines if isinstance(body, Lines) else 0
         if len(data) > MAX_BODY_BYTES:  # batches are split and lines cut before: not expected, but never resent forever
@@ -200,7 +205,8 @@ class AgentLink:
         """
         body = self.readings.add(samples, now, self.job_nodes, locks, always, workers, collectives, activity)
         if body is not None:
-            self._enqueue(body, now, wall)
+            # (a reading that goes at once -- a rank's last words, a compiler seen -- may decide a verdict's culprit)
+            self._enqueue(body, now, wall, urgent=not always)
 
     def _flush_procs(self, now: float, wall: float, due: bool = False) -> None:
         """Send the held reading (``due``: only once procs_every has passed)."""

@@ -56,7 +56,7 @@ from neuron_watch.events import NO_PROGRESS, BatchColumns, LogLine, ProgressColu
 #: Bumped on any incompatible change of the header or a body layout: a peer of another version is
 #: refused by its version (read before the signature, since signing keys may change with it).
 #: What each version changed: docs/multinode.md, "Schema versions".
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: The verdict of a capture or a stop that carries none.
 NO_VERDICT: Mapping[str, Any] = MappingProxyType({})
@@ -129,6 +129,10 @@ class Header:
     sent: float = 0.0
     echo: int = 0
     version: int = SCHEMA_VERSION
+    #: (schema 12) the body may make a verdict (a failure's line, an exit, the node's status): the
+    #: coordinator takes it, and its node's messages before it, ahead of the steady ones (job/intake.py).
+    #: A hint for ordering only, read before the signature: it moves nothing else.
+    urgent: bool = False
 
 
 # ---- the job's size: how often agents send -------------------------------------------------
@@ -637,7 +641,7 @@ def _procs_to_wire(body: Procs) -> list[Any]:
 def encode_header(h: Header) -> bytes:
     """The header frame alone (an agent re-encodes only the header when it resends)."""
     out: bytes = msgpack.packb([h.version, h.kind.value, h.job, h.node, h.session, h.generation, h.seq, h.base,
-                          h.mono, h.wall, h.rank, h.target, h.sent, h.echo], use_bin_type=True)
+                          h.mono, h.wall, h.rank, h.target, h.sent, h.echo, h.urgent], use_bin_type=True)
     return out
 
 
@@ -722,7 +726,9 @@ def decode_header(frame: bytes) -> Header:
             "version",
             f"schema version mismatch: peer speaks {raw[0]!r:.20}, this neuron-watch speaks {SCHEMA_VERSION}",
         )
-    _list(raw, 14, "header")
+    _list(raw, 15, "header")
+    if type(raw[14]) is not bool:
+        raise ProtocolError("field", f"header urgent must be a boolean, got {type(raw[14]).__name__}")
     kind = _KINDS.get(raw[1]) if type(raw[1]) is str else None
     if kind is None:
         raise ProtocolError("kind", f"unknown message kind {raw[1]!r:.40}")
@@ -740,6 +746,7 @@ def decode_header(frame: bytes) -> Header:
         target=_int(raw[11], "target"),
         sent=_float(raw[12], "sent"),
         echo=_int(raw[13], "echo"),
+        urgent=raw[14],
     )
 
 
