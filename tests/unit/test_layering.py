@@ -57,6 +57,7 @@ PURE = [
     "diagnosis.forms_round25b",
     "diagnosis.forms_round26a",
     "diagnosis.forms_round26b",
+    "diagnosis.forms_round27c",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",

@@ -89,6 +89,8 @@ from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
 from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
 from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
 from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
+from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
+from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -99,7 +101,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 39
+FORM_RULES = 40
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -279,6 +281,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND26A_NEEDLES,
     # a shell that could not run the command, the linker's missing library, Inductor's code generation, flashinfer's JIT
     *ROUND26B_NEEDLES,
+    # Go's status of a child a signal ended, amdgpu's failed resets, the Ascend runtime's device count, CANN's
+    # missing kernel binary, Paddle's data-loader bus error, llama.cpp's model loader
+    *ROUND27C_NEEDLES,
 )
 
 
@@ -293,6 +298,7 @@ def read_line(text: str) -> Form | None:
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text)
+            or round27c_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -525,7 +531,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
-              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text))
+              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
+              or round27c_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
