@@ -97,6 +97,8 @@ from neuron_watch.diagnosis.forms_round27a import (
     storage_full_cause,
 )
 from neuron_watch.diagnosis.forms_round27b import round27b_cause
+from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
+from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -107,7 +109,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 40
+FORM_RULES = 41
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -290,6 +292,9 @@ NEEDLES: tuple[str, ...] = (
     # a full file system or spent quota under any status, a failed call's errno in NCCL 2.0-2.2's and Open MPI's
     # BTL records, TensorFlow's cuDNN older than its build
     *ROUND27A_NEEDLES,
+    # Go's status of a child a signal ended, amdgpu's failed resets, the Ascend runtime's device count, CANN's
+    # missing kernel binary, Paddle's data-loader bus error, llama.cpp's model loader
+    *ROUND27C_NEEDLES,
 )
 
 
@@ -304,6 +309,7 @@ def read_line(text: str) -> Form | None:
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
+            or round27c_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -542,7 +548,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
-              or round27a_cause(text) or round27b_cause(text))
+              or round27a_cause(text) or round27b_cause(text) or round27c_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
