@@ -170,9 +170,12 @@ _GRPC_DETAIL = re.compile(r"^\s+(?:status = StatusCode\.\w+|details = |debug_err
 _CANN_CODE = re.compile(r"\bE[A-Z0-9]\d{4}: ")
 _CANN_LINE = re.compile(r"^E[A-Z0-9]\d{4}(?::\s|\s\s)")
 #: MindSpore's report sections under an exception line: a rule of dashes (MindSpore prints 52, some sections 66),
-#: the section's title, a rule again; the titles of the sections that hold frames, not words
-_MS_RULE = re.compile(r"^-{20,}\s*$")
-_MS_TITLE = re.compile(r"^- [A-Z][\w+ '/-]*:(?: \(For framework developers\))?\s*$")
+#: the section's title, a rule again; the titles of the sections that hold frames, not words. A report pasted into
+#: a Markdown forum outside a code block keeps the backslash the editor put before a line's leading "-" (Discourse
+#: escapes it so that it stays text, not a list item: "\\- Ascend Error Message:"; round issue23-heldout-27,
+#: mindspore-forum-1156): the same rule and title.
+_MS_RULE = re.compile(r"^\\?-{20,}\s*$")
+_MS_TITLE = re.compile(r"^\\?- [A-Z][\w+ '/-]*:(?: \(For framework developers\))?\s*$")
 _MS_FRAMES = re.compile(r"Call Stack|Traceback")
 
 #: what a layout puts before the message it carries: Java's "Caused by: " and "Suppressed: ", the JVM's
