@@ -101,6 +101,8 @@ from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
 from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
 from neuron_watch.diagnosis.forms_round27d import NEEDLES as ROUND27D_NEEDLES
 from neuron_watch.diagnosis.forms_round27d import round27d_cause, round27d_form
+from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
+from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -111,7 +113,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 42
+FORM_RULES = 43
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -300,6 +302,8 @@ NEEDLES: tuple[str, ...] = (
     # the kernel's hardware-error prefix as a device black box copies it, the Ascend runtime's wait timeout,
     # HCCL's link establishment
     *ROUND27D_NEEDLES,
+    # loss scalers that lowered their scale below one or gave up, CMake's failed configuration
+    *ROUND28B_NEEDLES,
 )
 
 
@@ -315,6 +319,7 @@ def read_line(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text)
+            or round28b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -554,7 +559,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
               or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text))
+              or round27d_cause(text) or round28b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
