@@ -56,7 +56,7 @@ from neuron_watch.job.pacing import VerdictPacing
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusbook import StatusBook
-from neuron_watch.job.statusdoc import NodeState, status_document, status_head
+from neuron_watch.job.statusdoc import NodeState, first_collective_fields, status_document, status_head
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS
@@ -456,10 +456,12 @@ class Coordinator:
                 **self.status_book.summary(now, self.nodes, judge.unobserved, self.recovery.live, self.phase.value)}
 
     def _status_head_fields(self, now: float) -> dict[str, Any]:
-        timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
+        timeout, kind = self.judge.timeout_in_force(now) if self.judge is not None else (None, None)
+        stall = self.judge.first_collective_stall(now) if self.judge is not None else None
         return {"job_id": self.job, "generation": self.generation, "restarts": self.restarts,
                 "state": self.phase.value, "label": self.last_verdict.label.value if self.last_verdict else None,
                 "wall": self.wall(), "now": now, "hang_timeout": timeout, "hang_timeout_kind": kind,
+                "first_collective": None if stall is None else first_collective_fields(stall),
                 # last_progress (ISO time of its line), last_step
                 "progress": self.report.progress_fields(self.judge), "nodes": self.nodes,
                 "watchdog_io": self.health.summary()}
