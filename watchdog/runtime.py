@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from neuron_watch.config import WatchConfig
@@ -65,6 +64,7 @@ from neuron_watch.job.linewriter import LineWriter, Tell
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.procs import MARKER_ENV, dies_with_parent, start_in_new_group, stop_group
+from neuron_watch.node.signal_latch import SignalLatch, say_hurried, stop_bound
 from neuron_watch.outputs.console import StatusLine, attach_console, console_echo, say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
@@ -419,33 +419,6 @@ def hosted_coordinator(config: WatchConfig, **spec: Any) -> HostedCoordinator:
 # -- the loops -----------------------------------------------------------------------------------------
 
 
-class SignalLatch:
-    """Signal handlers only record; the loop acts."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.at: float | None = None  # time.monotonic() of the first signal
-
-    def __call__(self, signum: int, _frame: FrameType | None) -> None:
-        if self.received is None:
-            self.received = signum
-            self.at = time.monotonic()
-
-    def install(self) -> dict[int, Any]:
-        """Catch SIGTERM, SIGINT and SIGHUP; returns the previous handlers (to restore at the end).
-
-        A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
-        and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
-        would let the hang-up stop the job.
-        """
-        old: dict[int, Any] = {}
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            if s != signal.SIGTERM and signal.getsignal(s) is signal.SIG_IGN:
-                continue
-            old[s] = signal.signal(s, self)
-        return old
-
-
 def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str,
                   host: HostedCoordinator | None = None) -> int:
     """One node's loop, for every entry point with an agent: its agent, and the job's coordinator
@@ -520,6 +493,7 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
             return code
         if signals.received is not None:
             sig = signals.received
+            say_hurried(signals)
             if coord is not None:
                 # A signal during start-up (before our own hello reached the coordinator): a stop
                 # broadcast now would reach no node, and the job would end only at the stop's
@@ -527,7 +501,8 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
                 if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
                 if coord.recovery.live and not coord.interrupted:
-                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    log.info("received %s: stopping the job on every node%s", signal.Signals(sig).name,
+                             stop_bound(agent.cfg))
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
                     coord.interrupt(sig, now)
@@ -539,13 +514,14 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
                 if agent.link.coordinator_session is None and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
                 if forwarded is None:
-                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    log.info("received %s: stopping the job on every node%s", signal.Signals(sig).name,
+                             stop_bound(agent.cfg))
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)
                 host.interrupt(sig)  # again to a coordinator started after the first one died
                 forwarded = host.pid
                 continue
-            log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
+            log.info("received %s: stopping this node's ranks%s", signal.Signals(sig).name, stop_bound(agent.cfg))
             agent.leave_on_signal(sig, agent.cfg.stop_timeout)
             return 128 + sig
         if coord is None:
