@@ -73,7 +73,7 @@ from neuron_watch.outputs.notify import NotifySink
 from neuron_watch.outputs.storage import Storage, open_storage
 from neuron_watch.outputs.timeline import write_timeline
 from neuron_watch.recovery.checkpoint_scan import find_checkpoint
-from neuron_watch.recovery.checkpoints import newest_complete
+from neuron_watch.recovery.checkpoints import CheckpointChoice, newest_complete, passed_over
 from neuron_watch.recovery.envpolicy import HostFacts, plan_environment
 from neuron_watch.recovery.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.recovery.policy import RestartPolicy
@@ -294,25 +294,25 @@ def rank_environment(config: WatchConfig, env: Mapping[str, str], run_dir: str, 
 # -- the parts --------------------------------------------------------------------------------------
 
 
-def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., str]:
+def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., CheckpointChoice]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
     as the coordinator sees it (shared storage), else the newest any node reported (also when the
     directory cannot be read now: each node reports the newest it saw before, never 'from scratch'
     because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported); never one in
     ``avoid`` (checkpoints a generation could not start from)."""
 
-    def choose(nodes: Mapping[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
+    def choose(nodes: Mapping[str, NodeView], avoid: frozenset[str] = frozenset()) -> CheckpointChoice:
         if config.checkpoint_dir:
             found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
             if found.error is None and not found.missing:
                 if health is not None:
                     health.ok(config.checkpoint_dir)
                 chosen = newest_complete(found, avoid)
-                return "" if chosen is None else chosen.path
+                return CheckpointChoice("" if chosen is None else chosen.path, passed_over(found, chosen))
             if found.error is not None and health is not None:
                 health.failed("read the checkpoint directory", config.checkpoint_dir, found.error)
         reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
-        return reported[-1] if reported else ""
+        return CheckpointChoice(reported[-1] if reported else "")
 
     return choose
 

@@ -256,7 +256,7 @@ class SrunJob:
         if plan.how != "exclude":
             raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
                                        "allocate more nodes")
-        checkpoint = checkpoint_chooser(self.cfg)({})
+        checkpoint = checkpoint_chooser(self.cfg)({}).path
         # The coordinator in a process of its own (docs/multinode.md, "The coordinator's own process"):
         # its crash (a libzmq abort) is not this process's, whose steps are the job; it is started again.
         self.host = host = hosted_coordinator(

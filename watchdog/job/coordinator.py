@@ -60,6 +60,7 @@ from neuron_watch.job.statusdoc import NodeState, first_collective_fields, statu
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS
+from neuron_watch.recovery.checkpoints import CheckpointChoice
 from neuron_watch.recovery.commands import (
     Capture,
     ChooseCheckpoint,
@@ -119,7 +120,7 @@ class Coordinator:
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
                  settings: CoordinatorSettings | None = None,
                  judge_factory: Callable[[int, float], JudgeLike] | None = None,
-                 pick_checkpoint: Callable[..., str] | None = None,
+                 pick_checkpoint: Callable[..., str | CheckpointChoice] | None = None,
                  policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -351,7 +352,9 @@ class Coordinator:
             elif isinstance(cmd, ChooseCheckpoint):
                 chosen = (self.pick_checkpoint(self.nodes, avoid=cmd.avoid) if cmd.avoid
                           else self.pick_checkpoint(self.nodes))
-                queue.extendleft(reversed(self.recovery.checkpoint_chosen(chosen, now, self.heard)))
+                choice = chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
+                queue.extendleft(reversed(self.recovery.checkpoint_chosen(choice.path, now, self.heard,
+                                                                          choice.passed_over)))
             elif isinstance(cmd, Relaunch):
                 self._new_generation(cmd.generation, now)
                 self.latecomers.relaunched(cmd.generation, self.nodes, self.relauncher.replaces_agents)
