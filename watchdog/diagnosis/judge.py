@@ -2254,6 +2254,10 @@ class Judge:
         down (an abort at interpreter exit, a teardown error): the work is done, so it is reported
         and not restarted (a restart would redo finished work, and a trainer may save again)."""
         end = self.training_finished()
+        if end is None and v.label not in SECONDARY:
+            # (not a peer's closed connection, timeout or hang: after a rank left cleanly that is DDP's uneven
+            # inputs, the rank that left one collective short being the culprit, test_culprit's uneven case)
+            end = self._clean_exit_at_the_end()
         if end is None:
             return v
         times = [t for st in self.ranks.values() if st.key in v.ranks
@@ -2269,6 +2273,28 @@ class Judge:
             advice=f"{v.advice} The training had finished: check that the final checkpoint/model was written; "
             "the failure happened while shutting down.".strip(),
         )
+
+    def _clean_exit_at_the_end(self) -> Evidence | None:
+        """The end said by a rank's exit status, for :meth:`_after_training`: the first rank that exited 0
+        at the newest step any rank reached, while every rank that printed progress has reached that
+        step too (none is still behind, training). Without an end line (a script that just returns)
+        this is the only word the program gives that its work is done; a failure of another rank after
+        it is its teardown (``destroy_process_group`` failing, an abort at exit), and restarting it
+        resumed from the last checkpoint, at the end, to fail the same way (the trial: a crash loop,
+        exit 4, after a needless relaunch). None when no rank exited so."""
+        top = self.max_step
+        ranks = [st for st in self.ranks.values() if st.key.rank >= 0]
+        if top is None or any(st.last_progress is not None and st.step != top for st in ranks):
+            return None
+        clean = [st for st in ranks if st.exit_code == 0 and st.exit_time is not None and st.step == top]
+        if not clean:
+            return None
+        first = min(clean, key=lambda st: cast(float, st.exit_time))
+        # dated by its last progress: its exit is read later (a /proc sample), often after a peer's teardown
+        # error that came after it had printed its last step
+        when = first.last_progress if first.last_progress is not None else cast(float, first.exit_time)
+        return Evidence(first.key, f"exited 0 at step {top}, the last step every rank reached", "host.clean_exit",
+                        mono=when)
 
     def _failure_verdict(self) -> Verdict | None:
         failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
