@@ -52,6 +52,10 @@ class LaunchInfo:
         return self.min_nnodes if self.min_nnodes is not None else self.nnodes
 
 
+def _never() -> bool:
+    return False
+
+
 class Launcher(abc.ABC):
     """Starts one generation of the job on this node as a child in a process group we own.
 
@@ -66,6 +70,9 @@ class Launcher(abc.ABC):
     def __init__(self, marker: str) -> None:
         self.marker = marker
         self.tag = ""  # the node's name: per-node paths inside a run dir nodes may share
+        #: asked again and again while a stop waits: a second Ctrl-C (SignalLatch.repeated) ends its
+        #: deadline at once, SIGKILL and reap (every stop of this launcher, in whichever thread it runs)
+        self.hurry: Callable[[], bool] = _never
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self._output_ended = False
@@ -184,7 +191,7 @@ class Launcher(abc.ABC):
         ``keep_spare``: a relaunch follows, so what :meth:`prewarm` started stays.
         """
         return stop_everything(self.marker, self.proc, grace, first_signal,
-                               spare=self.spare_pids() if keep_spare else ())
+                               spare=self.spare_pids() if keep_spare else (), hurry=self.hurry)
 
     def close(self) -> None:
         """Release the output pipe of a generation that has ended (read what is left first)."""

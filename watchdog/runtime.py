@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from neuron_watch.config import WatchConfig
@@ -65,6 +64,7 @@ from neuron_watch.job.linewriter import LineWriter, Tell
 from neuron_watch.launchers.base import Launcher
 from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.procs import MARKER_ENV, dies_with_parent, start_in_new_group, stop_group
+from neuron_watch.node.signal_latch import SignalLatch, say_hurried, stop_bound
 from neuron_watch.outputs.console import StatusLine, attach_console, console_echo, say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import MqttSink, parse_mqtt_url
@@ -73,7 +73,7 @@ from neuron_watch.outputs.notify import NotifySink
 from neuron_watch.outputs.storage import Storage, open_storage
 from neuron_watch.outputs.timeline import write_timeline
 from neuron_watch.recovery.checkpoint_scan import find_checkpoint
-from neuron_watch.recovery.checkpoints import newest_complete
+from neuron_watch.recovery.checkpoints import CheckpointChoice, newest_complete, passed_over
 from neuron_watch.recovery.envpolicy import HostFacts, plan_environment
 from neuron_watch.recovery.lostlink import CoordinatorLoss, LocalFacts, LossAction, LossSettings, loop_jump
 from neuron_watch.recovery.policy import RestartPolicy
@@ -294,25 +294,25 @@ def rank_environment(config: WatchConfig, env: Mapping[str, str], run_dir: str, 
 # -- the parts --------------------------------------------------------------------------------------
 
 
-def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., str]:
+def checkpoint_chooser(config: WatchConfig, health: IOHealth | None = None) -> Callable[..., CheckpointChoice]:
     """The coordinator's choice for every node: the newest complete checkpoint in --checkpoint-dir
     as the coordinator sees it (shared storage), else the newest any node reported (also when the
     directory cannot be read now: each node reports the newest it saw before, never 'from scratch'
     because of an ESTALE/EIO/loop at the moment of the restart; the fault is reported); never one in
     ``avoid`` (checkpoints a generation could not start from)."""
 
-    def choose(nodes: Mapping[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
+    def choose(nodes: Mapping[str, NodeView], avoid: frozenset[str] = frozenset()) -> CheckpointChoice:
         if config.checkpoint_dir:
             found = find_checkpoint(config.checkpoint_dir, config.checkpoint_glob, config.checkpoint_marker)
             if found.error is None and not found.missing:
                 if health is not None:
                     health.ok(config.checkpoint_dir)
                 chosen = newest_complete(found, avoid)
-                return "" if chosen is None else chosen.path
+                return CheckpointChoice("" if chosen is None else chosen.path, passed_over(found, chosen))
             if found.error is not None and health is not None:
                 health.failed("read the checkpoint directory", config.checkpoint_dir, found.error)
         reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
-        return reported[-1] if reported else ""
+        return CheckpointChoice(reported[-1] if reported else "")
 
     return choose
 
@@ -419,33 +419,6 @@ def hosted_coordinator(config: WatchConfig, **spec: Any) -> HostedCoordinator:
 # -- the loops -----------------------------------------------------------------------------------------
 
 
-class SignalLatch:
-    """Signal handlers only record; the loop acts."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.at: float | None = None  # time.monotonic() of the first signal
-
-    def __call__(self, signum: int, _frame: FrameType | None) -> None:
-        if self.received is None:
-            self.received = signum
-            self.at = time.monotonic()
-
-    def install(self) -> dict[int, Any]:
-        """Catch SIGTERM, SIGINT and SIGHUP; returns the previous handlers (to restore at the end).
-
-        A SIGHUP or SIGINT that was *ignored* when we started stays ignored: ``nohup neuron-watch``
-        and a shell's background ``&`` (no job control) ask for exactly that, and a handler of ours
-        would let the hang-up stop the job.
-        """
-        old: dict[int, Any] = {}
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            if s != signal.SIGTERM and signal.getsignal(s) is signal.SIG_IGN:
-                continue
-            old[s] = signal.signal(s, self)
-        return old
-
-
 def run_node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch, address: str,
                   host: HostedCoordinator | None = None) -> int:
     """One node's loop, for every entry point with an agent: its agent, and the job's coordinator
@@ -521,6 +494,7 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
             return code
         if signals.received is not None:
             sig = signals.received
+            say_hurried(signals)
             if coord is not None:
                 # A signal during start-up (before our own hello reached the coordinator): a stop
                 # broadcast now would reach no node, and the job would end only at the stop's
@@ -528,7 +502,8 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
                 if not coord.nodes and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
                 if coord.recovery.live and not coord.interrupted:
-                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    log.info("received %s: stopping the job on every node%s", signal.Signals(sig).name,
+                             stop_bound(agent.cfg))
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)  # forwarded as it came; the stop that follows is bounded
                     coord.interrupt(sig, now)
@@ -540,13 +515,14 @@ def _node_loop(agent: NodeAgent, coord: Coordinator | None, signals: SignalLatch
                 if agent.link.coordinator_session is None and now - max(started, signals.at or started) < JOIN_WAIT:
                     continue
                 if forwarded is None:
-                    log.info("received %s: stopping the job on every node", signal.Signals(sig).name)
+                    log.info("received %s: stopping the job on every node%s", signal.Signals(sig).name,
+                             stop_bound(agent.cfg))
                     agent.stopping(f"{signal.Signals(sig).name} forwarded")
                     agent.launcher.send_signal(sig)
                 host.interrupt(sig)  # again to a coordinator started after the first one died
                 forwarded = host.pid
                 continue
-            log.info("received %s: stopping this node's ranks", signal.Signals(sig).name)
+            log.info("received %s: stopping this node's ranks%s", signal.Signals(sig).name, stop_bound(agent.cfg))
             agent.leave_on_signal(sig, agent.cfg.stop_timeout)
             return 128 + sig
         if coord is None:

@@ -274,17 +274,20 @@ def test_a_skipped_all_reduce_is_a_collective_mismatch_and_the_rank_that_noticed
         assert "collective_mismatch" in text, text[:2000]
 
 
+@pytest.mark.parametrize("fault", ["abort_at_exit", "teardown_error"])
 def test_a_rank_that_aborts_while_exiting_after_training_finished_is_not_restarted(
-    tmp_path: Path, toy_env: dict[str, str]
+    tmp_path: Path, toy_env: dict[str, str], fault: str
 ) -> None:
     """Every rank trained to the end and said so; rank 1 then aborts while exiting (SIGABRT). The
     failure is reported with its cause, the job is not restarted (the training is done), and the
     exit code is the job's own (torchrun's 1: something did fail). One all_reduce averages the
-    gradients: the subject is the end, not DDP."""
+    gradients: the subject is the end, not DDP. ``teardown_error``: no rank says its end (a script that
+    just returns) and rank 1 raises after its peer returned: rank 0's exit 0 at the last step is the end
+    (trials49: it was restarted from the last checkpoint, at the end, and failed the same way: exit 4)."""
     run_dir = tmp_path / "run"
     argv = [NEURON_WATCH, "--quiet", "--run-dir", str(run_dir), "--hang-timeout", "30", "--no-prewarm",
             "torchrun", "--nproc_per_node", "2", DDP_FAULTS, "--grad-sync", "allreduce", "--steps", "6",
-            "--fault", "abort_at_exit", "--rank", "1"]
+            "--fault", fault, "--rank", "1"]
     try:
         with started(argv, str(tmp_path), toy_env) as p:
             out, _ = p.communicate(timeout=300)

@@ -23,6 +23,7 @@ from tests.fixtures.procs import (
     STEP_RANKS,
     events,
     force_cleanup,
+    kill_group,
     named,
     pids_with_env,
     started,
@@ -134,6 +135,42 @@ def test_sigterm_during_start_up_ends_with_job_finished(tmp_path: Path, toy_env:
     # the stop reached our own node (not a broadcast to nobody followed by the deadline's wait)
     stops = [e for e in evs if e["event"] == "command" and e.get("command") == "stop"]
     assert all(s["nodes"] for s in stops), stops
+
+
+@pytest.mark.timeout(240)
+def test_a_second_ctrl_c_kills_a_job_that_ignores_the_first_at_once_and_reaps_every_process(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """A user's Ctrl-C stops the job within --stop-timeout (SIGINT forwarded, then SIGKILL); ranks whose own
+    handler keeps them from ending hold that whole deadline (600 s here). A second Ctrl-C, as torchrun's and
+    most tools' does, cuts it short: SIGKILL now, every process reaped, exit 130. Before, the second was
+    ignored and the stop waited out the deadline (the communicate below timed out)."""
+    run_dir = tmp_path / "run"
+    argv = [NEURON_WATCH, "--stop-timeout", "600", "--no-prewarm", "--no-rank-probe", *job(run_dir, 100),
+            "--deaf", "1"]
+    # as a terminal's foreground job: SIGINT at its default (a test runner may start us with it ignored,
+    # which neuron-watch keeps ignored, as under nohup)
+    p = subprocess.Popen(argv, cwd=tmp_path, env=toy_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        head = read_until(p, "start: job")  # the coordinator is up (not the stop of a start-up)
+        head += read_until(p, " loss ")  # the ranks step (torch-free, they may be steps ahead of that line)
+        p.send_signal(signal.SIGINT)
+        head += read_until(p, "Ctrl-C again to kill them at once")
+        p.send_signal(signal.SIGINT)
+        rest, _ = p.communicate(timeout=120)
+    finally:
+        kill_group(p)
+        force_cleanup(str(run_dir))
+    out = head + rest
+    assert not wait_until_gone("NEURON_WATCH_RUN_DIR", str(run_dir), 10)
+    assert p.returncode == 128 + signal.SIGINT, out[-3000:]
+    assert "received SIGINT again: killing the job's processes now" in out, out[-3000:]
+    evs = events(run_dir)
+    (stopped,) = [e for e in named(evs, "node_status") if e["state"] == "stopped"]
+    rung, seconds = stopped["detail"].split(", ")  # "sigkill, 0.1s"
+    assert rung == "sigkill" and float(seconds.rstrip("s")) < 600, stopped  # SIGKILL before the deadline
+    assert evs[-1]["event"] == "job_finished" and evs[-1]["state"] == "interrupted", evs[-3:]
 
 
 def _guardian_of(pid: int) -> int:

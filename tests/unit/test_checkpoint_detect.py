@@ -378,10 +378,31 @@ def test_the_coordinators_chooser_detects_too(tmp_path: Path) -> None:
     from neuron_watch.runtime import checkpoint_chooser
 
     deepspeed(tmp_path, [100, 200], latest=100)
-    assert checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({}) == str(tmp_path / "global_step100")
+    assert checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({}).path == str(tmp_path / "global_step100")
     # the user's rule: directories holding mp_rank_00_model_states.pt, newest by step in the name
     rule = WatchConfig(checkpoint_dir=str(tmp_path), checkpoint_marker="mp_rank_00_model_states.pt")
-    assert checkpoint_chooser(rule)({}) == str(tmp_path / "global_step200")
+    assert checkpoint_chooser(rule)({}).path == str(tmp_path / "global_step200")
+
+
+def test_a_save_torn_by_the_crash_is_passed_over_and_the_restart_says_so(tmp_path: Path) -> None:
+    """The trial: rank 0 killed half-way through saving step_10 (no ``done`` yet). The restart resumes
+    from step_5 and its event and console line say step_10 was passed over, and why."""
+    from neuron_watch.config import WatchConfig
+    from neuron_watch.outputs.console import ConsoleSink
+    from neuron_watch.runtime import checkpoint_chooser
+
+    nxd(tmp_path, "step_5", t=1000.0)
+    nxd(tmp_path, "step_10", done=False, t=1010.0)
+    choice = checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({})
+    assert choice.path == str(tmp_path / "step_5")
+    (said,) = choice.passed_over
+    assert said.startswith("step_10: ") and "done" in said, said
+    # a complete newest save passes nothing over
+    nxd(tmp_path, "step_15", t=1020.0)
+    assert checkpoint_chooser(WatchConfig(checkpoint_dir=str(tmp_path)))({}).passed_over == ()
+    line = ConsoleSink(max_restarts=3).format({"event": "restart", "generation": 1, "checkpoint": "ck/step_5",
+                                               "restarts": 1, "passed_over": [said]})
+    assert line is not None and f"from ck/step_5 (newer, incomplete: {said}); restart 1 of 3" in line, line
 
 
 def test_a_directory_entry_that_cannot_be_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

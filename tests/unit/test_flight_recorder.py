@@ -244,6 +244,29 @@ def test_a_rank_that_never_enters_the_first_collective_is_the_culprit_at_the_han
     assert [r["state"] for r in j.rank_summaries(5.0 + 20.0)] == ["starting", "starting"]
 
 
+def test_status_of_a_stuck_first_collective_says_the_hang_timeout_and_when() -> None:
+    """While a collective is seen stuck before the first step, the timeout in force is the hang timeout the
+    first-collective rule judges it at (kind ``first_collective``), with its clock: not the startup timeout
+    (the trial: status said ``hang timeout 600s (startup)`` until the verdict came at 30 s)."""
+    j = judge()  # hang timeout 30 s, startup 600 s
+    first_step_hang(j)  # rank 0 entered collective 1 at 5 s, rank 1 never did
+    assert j.timeout_in_force(5.0 + 4.0) == (600.0, "startup")  # rank 1's CPU not seen yet: startup stays
+    assert j.first_collective_stall(5.0 + 4.0) is None
+    cpu(j, 6.0, {0: 2.0, 1: 2.0})
+    cpu(j, 11.0, {0: 2.0, 1: 2.0})
+    assert j.timeout_in_force(5.0 + 12.0) == (30.0, "first_collective")
+    stall = j.first_collective_stall(5.0 + 12.0)
+    assert stall is not None and stall.timeout == 30.0 and stall.what == "hang timeout"
+    assert stall.stalled_for == pytest.approx(11.0)  # from rank 1's first CPU reading (6 s): its clock's start
+    assert "node-a/rank1 never entered collective 1 of group 0" in stall.how
+    assert j.verdict(6.0 + 29.0).label is Label.HEALTHY
+    assert j.verdict(6.0 + 31.0).label is Label.COLLECTIVE_HANG  # what status announced, when it said
+    # the collective completes (rank 1 joined): no stall in view, the startup timeout again
+    for r in range(2):
+        j.observe_collectives(RankKey(N, r), g(1), 40.0)
+    assert j.timeout_in_force(41.0) == (600.0, "startup") and j.first_collective_stall(41.0) is None
+
+
 def test_a_first_step_slow_on_one_rank_while_the_others_wait_is_not_a_hang() -> None:
     j = judge()
     first_step_hang(j)

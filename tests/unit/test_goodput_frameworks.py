@@ -116,6 +116,18 @@ def test_a_gave_up_event_names_the_outcome_whatever_the_code() -> None:
     assert compute_goodput(events)["outcome"] == "gave_up"
 
 
+def test_a_report_of_spent_restarts_says_they_were_spent() -> None:
+    """The trial: --max-restarts 2 used up on crashes (at steps 3, 5, 7: no crash loop), exit 1. The report
+    said only 'no: gave_up (exit 1)'; it now says why, in job_finished's words."""
+    events = run("/out/checkpoint-20", [(100, 10)], (100, 10), [(470, 30)],
+                 {"exit_code": 1, "state": "failed", "reason": "--max-restarts 2 used up"})
+    events.insert(-1, ev(590, "gave_up", 1, reason="--max-restarts 2 used up", label="other_crash"))
+    g = compute_goodput(events)
+    assert (g["outcome"], g["end_reason"]) == ("gave_up", "--max-restarts 2 used up")
+    line = next(x for x in render(g).splitlines() if x.strip().startswith("finished"))
+    assert line.endswith("no: gave_up (exit 1): --max-restarts 2 used up"), line
+
+
 def test_a_run_still_going_is_not_finished() -> None:
     events = run("/out/checkpoint-20", [(100, 10)], (100, 10), [(470, 30)])[:-1]
     g = compute_goodput(events)

@@ -200,3 +200,44 @@ def test_the_rank_that_left_early_is_named_when_the_teardowns_sigterm_catches_it
     j.observe_line(ln(0, closed, 8.0))
     j.observe_exit(RankExit(RankKey(N, 1), exit_code, 8.2))
     assert j.verdict(8.5).culprit != RankKey(N, 1)
+
+
+def test_a_clean_exit_at_the_last_step_every_rank_reached_is_the_end_a_teardown_failure_is_not_restarted() -> None:
+    """The trial: a script with no end line; rank 0 returns (exit 0, read at a /proc sample after rank 1's
+    error) once both printed step 10, rank 1's teardown fails (exit 1). It was restarted from the last
+    checkpoint (step 10), failed the same way: a crash loop, exit 4. The exit status is the end."""
+    j = trained(None, printing=(0, 1))
+    j.observe_exit(RankExit(RankKey(N, 1), 1, 11.0))
+    j.observe_exit(RankExit(RankKey(N, 0), 0, 11.6))  # read after rank 1's failure, as /proc sampling has it
+    v = j.verdict(12.0)
+    assert v.action is Action.STOP and v.after_training, v
+    assert "exited 0 at step 10, the last step every rank reached" in v.reason, v.reason
+    out = RestartPolicy(max_restarts=3).on_failure(v, progressed_for=10.0, job_exit_code=1)
+    assert (out.decision, out.exit_code) == (Decision.GIVE_UP, 1), out
+
+
+def test_a_peers_closed_connection_after_a_clean_exit_is_uneven_inputs_not_a_teardown() -> None:
+    """DDP's uneven inputs: rank 1 had one batch fewer, printed the same last step, exited 0 and rank 0, waiting
+    for it in the next step's collective, fails on the closed connection: restarted, as ever."""
+    j = trained(None, printing=(0, 1))
+    j.observe_exit(RankExit(RankKey(N, 1), 0, 10.5))
+    j.observe_line(ln(0, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+                         "by peer [127.0.0.1]:24611", 10.6))
+    j.observe_exit(RankExit(RankKey(N, 0), 1, 10.8))
+    v = j.verdict(12.0)
+    assert v.label is Label.COMM_ERROR and (v.action, v.after_training) == (Action.RESTART, False), v
+
+
+@pytest.mark.parametrize("case", ["a_rank_behind", "no_clean_exit", "clean_exit_short_of_the_top"])
+def test_without_a_clean_exit_at_the_end_of_every_rank_a_failure_is_restarted(case: str) -> None:
+    """Both ranks print steps 1-7; then rank 0 (a_rank_behind: it alone goes on to step 10, rank 1 stays at 7)
+    or rank 1 (the others: it reaches step 10) goes on. Rank 0 exits 0 (not in no_clean_exit), rank 1 fails."""
+    j = trained(None, printing=(0, 1), steps=7)
+    ahead = 0 if case == "a_rank_behind" else 1
+    for n in (8, 9, 10):
+        j.observe_line(ln(ahead, f"step {n} loss 1.5", float(n)))
+    if case != "no_clean_exit":
+        j.observe_exit(RankExit(RankKey(N, 0), 0, 10.4))
+    j.observe_exit(RankExit(RankKey(N, 1), 1, 11.0))
+    v = j.verdict(12.0)
+    assert (v.action, v.after_training) == (Action.RESTART, False), (case, v)

@@ -126,6 +126,21 @@ def test_json_view_carries_the_verdict_and_the_timeout_in_force() -> None:
     assert "hang timeout 1800s (startup)" in table(v) and "verdict compiling" in table(v)
 
 
+def test_a_stuck_first_collective_is_said_with_the_hang_timeout_and_when() -> None:
+    """status.json's ``first_collective`` (written by the coordinator from the judge) in words: what the
+    judge will do and in how long, brought forward by the file's age; not shown once the job is over."""
+    doc = status_doc(NOW - 2.0)
+    doc.update(label="healthy", hang_timeout=20.0, hang_timeout_kind="first_collective", first_collective={
+        "how": "vm/rank1 never entered collective 5 of group 0, which the other rank entered and waits in",
+        "stalled_for": 6.0, "timeout": 20.0, "timeout_name": "hang timeout", "hang_in": 14.0})
+    text = table(assess(doc, NOW))
+    assert "hang timeout 20s (first_collective)" in text
+    assert ("before the first step, vm/rank1 never entered collective 5 of group 0, which the other rank entered "
+            "and waits in for 8s: a collective_hang at the hang timeout 20s (in 12s), not at the startup timeout"
+            ) in text
+    assert "before the first step" not in table(assess({**doc, "state": "failed"}, NOW))
+
+
 @pytest.mark.parametrize("job_state", ["finished", "interrupted", "failed"])
 def test_ranks_of_an_ended_job_show_the_job_state_not_progressing(job_state: str) -> None:
     doc = status_doc(NOW - 3600, state=job_state)

@@ -34,10 +34,11 @@ from neuron_watch.events import EventKind
 from neuron_watch.iofaults import IOHealth
 from neuron_watch.job.hosting import HostLink
 from neuron_watch.job.memory import recall
+from neuron_watch.node.signal_latch import SignalLatch
 from neuron_watch.outputs.console import status_line_for
 from neuron_watch.outputs.nbconsole import nonblocking_console
 from neuron_watch.recovery.policy import RestartPolicy
-from neuron_watch.runtime import SignalLatch, build_coordinator, close_coordinator, knowledge_base, serve_coordinator
+from neuron_watch.runtime import build_coordinator, close_coordinator, knowledge_base, serve_coordinator
 from neuron_watch.wire.auth import load_secret
 from neuron_watch.wire.transport import PortInUse
 

@@ -151,7 +151,10 @@ def _finished(figures: dict[str, Any]) -> str:
     outcome = figures.get("outcome")
     if outcome and outcome != "running":
         code = figures.get("exit_code")
-        return f"no: {outcome}" + ("" if code is None else f" (exit {code})")
+        why = figures.get("end_reason")
+        # a give-up says why (restarts spent, a crash loop): the one question a failed run's report must answer
+        return (f"no: {outcome}" + ("" if code is None else f" (exit {code})")
+                + (f": {why}" if why and outcome != "finished" else ""))
     return "no (measured up to the last event)"
 
 

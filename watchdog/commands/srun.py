@@ -45,6 +45,7 @@ from neuron_watch.events import EventKind, Verdict
 from neuron_watch.job.coordinator import Coordinator
 from neuron_watch.job.hosting import HostedCoordinator, HostLink
 from neuron_watch.node.procs import MARKER_ENV, become_subreaper, lifeline, stop_everything
+from neuron_watch.node.signal_latch import SignalLatch
 from neuron_watch.outputs.console import say
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.recovery.commands import Relaunched, RelaunchEnded, RelaunchOutcome
@@ -52,7 +53,6 @@ from neuron_watch.recovery.policy import RestartPolicy
 from neuron_watch.recovery.turns import BUSY_WAIT, wait_for
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (
-    SignalLatch,
     checkpoint_chooser,
     host_name,
     hosted_coordinator,
@@ -256,7 +256,7 @@ class SrunJob:
         if plan.how != "exclude":
             raise UsageError(plan.why, "resume the nodes (`scontrol update nodename=N state=resume`) or "
                                        "allocate more nodes")
-        checkpoint = checkpoint_chooser(self.cfg)({})
+        checkpoint = checkpoint_chooser(self.cfg)({}).path
         # The coordinator in a process of its own (docs/multinode.md, "The coordinator's own process"):
         # its crash (a libzmq abort) is not this process's, whose steps are the job; it is started again.
         self.host = host = hosted_coordinator(

@@ -35,8 +35,8 @@ from neuron_watch.launchers.task import TaskLauncher
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.guardian import release, start_guardian
 from neuron_watch.node.procs import become_subreaper
+from neuron_watch.node.signal_latch import SignalLatch
 from neuron_watch.runtime import (
-    SignalLatch,
     build_agent,
     knowledge_base,
     rank_environment,
@@ -78,6 +78,7 @@ def run(args: argparse.Namespace, config: WatchConfig) -> int:
                         rank_env=ranks.env)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
+    launcher.hurry = signals.repeated  # a second Ctrl-C cuts any stop of the job short (SIGKILL, reaped)
     old = signals.install()
     code = int(ExitCode.JOB_FAILED)
     try:

@@ -23,10 +23,10 @@ from neuron_watch.config import WatchConfig
 from neuron_watch.errors import UsageError
 from neuron_watch.events import EventKind
 from neuron_watch.iofaults import check_run_dir
+from neuron_watch.node.signal_latch import SignalLatch
 from neuron_watch.outputs.console import hang_timeout_source, say, status_line_for
 from neuron_watch.outputs.nbconsole import nonblocking_console
 from neuron_watch.runtime import (
-    SignalLatch,
     build_coordinator,
     close_coordinator,
     knowledge_base,

@@ -41,13 +41,13 @@ from neuron_watch.node.agent import NodeAgent
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.guardian import release, start_guardian
 from neuron_watch.node.procs import become_subreaper
+from neuron_watch.node.signal_latch import SignalLatch, say_hurried
 from neuron_watch.outputs.console import console_echo, say, status_line_for
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.mqtt import parse_mqtt_url
 from neuron_watch.outputs.nbconsole import nonblocking_console
 from neuron_watch.redact import mask_value
 from neuron_watch.runtime import (
-    SignalLatch,
     attach_sinks,
     base_node_name,
     build_agent,
@@ -150,6 +150,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                         rank_env=ranks.env, health=health, echo=echo)
     guardian, guardian_fd = start_guardian(marker, min(config.stop_timeout, 5.0))
     signals = SignalLatch()
+    launcher.hurry = signals.repeated  # a second Ctrl-C cuts any stop of the job short (SIGKILL, reaped)
     old = signals.install()
     coord: Coordinator | None = None
     host: HostedCoordinator | None = None  # the job's coordinator as this node's child process
@@ -172,6 +173,7 @@ def _run_supervised(config: WatchConfig, make_launcher: Callable[[str], Launcher
                 if (signals.received is not None or not _check_pending(agent)
                         or time.monotonic() - placed_at > REFUSAL_WAIT):
                     break
+            say_hurried(signals)
             if signals.received is not None and early_signal_at is None:
                 # Stop the ranks at once; the job's end is still recorded the usual way (the
                 # coordinator, once the shape is known, finishes it as interrupted).

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 from neuron_watch.diagnosis.blockcontext import BlockLines
 from neuron_watch.diagnosis.classify import (
@@ -50,7 +50,7 @@ from neuron_watch.diagnosis.errorclass import Reading, read_error
 from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
-from neuron_watch.diagnosis.flight_recorder import GroupProgress, stalled_collective
+from neuron_watch.diagnosis.flight_recorder import GroupProgress, StalledCollective, stalled_collective
 from neuron_watch.diagnosis.forms_round25b import large_allocation
 from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
@@ -319,6 +319,32 @@ class EndOnSomeRanks:
     quiet: tuple[RankKey, ...]  # the ranks still running that did not say it
     step: int  # the step at which it was said (the quiet ranks reached it)
     until: float  # monotonic time by which the quiet ranks have to exit (teardown_grace)
+
+
+#: how often, at most, status looks again for a stuck first collective while its readings stand still
+#: (the rank probe reads each rank's flight recorder every 5 s)
+STALL_LOOK_EVERY = 5.0
+
+
+class _FirstStall(NamedTuple):
+    """A collective stuck before the first progress (:meth:`Judge._first_stall`)."""
+
+    stall: StalledCollective
+    reference: float  # when its hang clock started
+    timeout: float  # the hang timeout it is judged at, delivery slack included
+    what: str  # that timeout's name, for the verdict's reason
+    live: list[RankState]
+
+
+@dataclass(frozen=True)
+class FirstCollectiveStall:
+    """A collective seen stuck before the job's first progress, as ``status`` shows it: the judge
+    calls it a hang once ``stalled_for`` passes ``timeout`` (:meth:`Judge.first_collective_stall`)."""
+
+    how: str  # e.g. "vm/rank1 never entered collective 5 of group 0, which the other rank entered and waits in"
+    stalled_for: float  # seconds its hang clock has run
+    timeout: float
+    what: str  # "hang timeout" (--hang-timeout) or "uncalibrated hang timeout"
 
 
 def _ranks_said(keys: Sequence[RankKey]) -> str:
@@ -856,6 +882,9 @@ class Judge:
         #: when a reading last showed a rank enter a collective it had not (flight recorder): the clock
         #: of a collective stuck before the first progress (_first_collective_hang)
         self._entered_latest: float | None = None
+        #: first_collective_stall's last look: (what it depends on, when, what it found)
+        self._stall_look: tuple[tuple[float | None, int, float | None], float,
+                                tuple[StalledCollective, float, float, str] | None] | None = None
         #: the training bar's line at its total, the job's newest step then (see _LAST_STEP_BAR),
         #: while no other step was seen after it: the run's last configured step was reached
         self.last_step_line: Evidence | None = None
@@ -1663,11 +1692,15 @@ class Judge:
         """
         return self._progress_seen  # a rank's last_progress, once set, is never unset; nor its advances
 
-    def timeout_in_force(self) -> tuple[float, str]:
+    def timeout_in_force(self, now: float | None = None) -> tuple[float, str]:
         """The silence limit that applies now and its kind: ``startup`` (no progress yet: the
-        startup timeout), ``fixed`` (--hang-timeout), ``calibrated`` (from step intervals) or
-        ``default`` (calibrating: the long grace of the first steps)."""
+        startup timeout), ``first_collective`` (no progress yet, and at ``now`` a collective is seen
+        stuck: :meth:`_first_collective_hang` judges it at the hang timeout), ``fixed`` (--hang-timeout),
+        ``calibrated`` (from step intervals) or ``default`` (calibrating: the long grace of the first steps)."""
         if not self._started():
+            stall = None if now is None else self.first_collective_stall(now)
+            if stall is not None:
+                return stall.timeout, "first_collective"
             return self.settings.startup_timeout, "startup"
         if self.settings.hang_timeout is not None:
             return self.hang_timeout(), "fixed"
@@ -2221,6 +2254,10 @@ class Judge:
         down (an abort at interpreter exit, a teardown error): the work is done, so it is reported
         and not restarted (a restart would redo finished work, and a trainer may save again)."""
         end = self.training_finished()
+        if end is None and v.label not in SECONDARY:
+            # (not a peer's closed connection, timeout or hang: after a rank left cleanly that is DDP's uneven
+            # inputs, the rank that left one collective short being the culprit, test_culprit's uneven case)
+            end = self._clean_exit_at_the_end()
         if end is None:
             return v
         times = [t for st in self.ranks.values() if st.key in v.ranks
@@ -2236,6 +2273,28 @@ class Judge:
             advice=f"{v.advice} The training had finished: check that the final checkpoint/model was written; "
             "the failure happened while shutting down.".strip(),
         )
+
+    def _clean_exit_at_the_end(self) -> Evidence | None:
+        """The end said by a rank's exit status, for :meth:`_after_training`: the first rank that exited 0
+        at the newest step any rank reached, while every rank that printed progress has reached that
+        step too (none is still behind, training). Without an end line (a script that just returns)
+        this is the only word the program gives that its work is done; a failure of another rank after
+        it is its teardown (``destroy_process_group`` failing, an abort at exit), and restarting it
+        resumed from the last checkpoint, at the end, to fail the same way (the trial: a crash loop,
+        exit 4, after a needless relaunch). None when no rank exited so."""
+        top = self.max_step
+        ranks = [st for st in self.ranks.values() if st.key.rank >= 0]
+        if top is None or any(st.last_progress is not None and st.step != top for st in ranks):
+            return None
+        clean = [st for st in ranks if st.exit_code == 0 and st.exit_time is not None and st.step == top]
+        if not clean:
+            return None
+        first = min(clean, key=lambda st: cast(float, st.exit_time))
+        # dated by its last progress: its exit is read later (a /proc sample), often after a peer's teardown
+        # error that came after it had printed its last step
+        when = first.last_progress if first.last_progress is not None else cast(float, first.exit_time)
+        return Evidence(first.key, f"exited 0 at step {top}, the last step every rank reached", "host.clean_exit",
+                        mono=when)
 
     def _failure_verdict(self) -> Verdict | None:
         failures: list[tuple[bool, float, RankState]] = []  # (secondary?, time, rank)
@@ -2656,26 +2715,10 @@ class Judge:
         alone, rank 0 preparing data while the others wait in a barrier), and where its processes are
         not seen the startup timeout stays.
         """
-        fixed = self.settings.hang_timeout
-        timeout = (fixed if fixed is not None else self.settings.calibration.default) + self.delivery_slack
-        what = "hang timeout" if fixed is not None else "uncalibrated hang timeout"
-        assert self._entered_latest is not None  # the caller asks only once a rank entered a collective
-        reference = max(self.start, self._entered_latest, self._latest_work() or self.start)
-        if now - reference <= timeout:
+        found = self._first_stall(now, due_only=True)
+        if found is None:
             return None
-        live = [st for st in self.ranks.values() if st.exit_code is None and st.key.rank >= 0]
-        if any(st.saving_since(now, self.settings) is not None for st in live):
-            return None
-        stall = stalled_collective({st.key: st.collectives for st in live}, _who)
-        if stall is None:
-            return None
-        if stall.culprit is not None:
-            outside = self.ranks[stall.culprit]
-            if outside.tree_cpu is None:
-                return None  # whether it computes is not known: the startup timeout stays
-            reference = max(reference, outside.tree_cpu_grew or reference)
-            if now - reference <= timeout:
-                return None
+        stall, reference, timeout, what, live = found
         return Verdict(
             Label.COLLECTIVE_HANG,
             Action.RESTART,
@@ -2688,6 +2731,52 @@ class Judge:
             "stack dumps in the incident bundle show where each rank was stuck.",
             step=self.max_step,
         )
+
+    def _first_stall(self, now: float, due_only: bool) -> _FirstStall | None:
+        """The collective stuck before the first progress that :meth:`_first_collective_hang` judges: the
+        stall, the time its clock runs from, the timeout, its name and the live ranks; None where the rule
+        does not apply (and, with ``due_only``, while its clock has not run out: the stall itself, a pass
+        over every rank, is then not looked for)."""
+        fixed = self.settings.hang_timeout
+        timeout = (fixed if fixed is not None else self.settings.calibration.default) + self.delivery_slack
+        what = "hang timeout" if fixed is not None else "uncalibrated hang timeout"
+        assert self._entered_latest is not None  # the caller asks only once a rank entered a collective
+        reference = max(self.start, self._entered_latest, self._latest_work() or self.start)
+        if due_only and now - reference <= timeout:
+            return None
+        live = [st for st in self.ranks.values() if st.exit_code is None and st.key.rank >= 0]
+        if any(st.saving_since(now, self.settings) is not None for st in live):
+            return None
+        stall = stalled_collective({st.key: st.collectives for st in live}, _who)
+        if stall is None:
+            return None
+        if stall.culprit is not None:
+            outside = self.ranks[stall.culprit]
+            if outside.tree_cpu is None:
+                return None  # whether it computes is not known: the startup timeout stays
+            reference = max(reference, outside.tree_cpu_grew or reference)
+            if due_only and now - reference <= timeout:
+                return None
+        return _FirstStall(stall, reference, timeout, what, live)
+
+    def first_collective_stall(self, now: float) -> FirstCollectiveStall | None:
+        """What the hang clock of a collective stuck before the first progress reads at ``now``, for
+        ``status``: the judge then answers at this timeout, not the startup timeout. None where no such
+        stall is in view (a rank progressed, or none entered a collective, or the readings show none).
+
+        Looked for again at most every :data:`STALL_LOOK_EVERY` seconds while the readings that decide it
+        stand still (a pass over every rank, written into status.json each second)."""
+        if self._started() or self._entered_latest is None:
+            return None
+        key = (self._entered_latest, self._exited, self._latest_work())
+        cached = self._stall_look
+        if cached is None or cached[0] != key or now - cached[1] >= STALL_LOOK_EVERY:
+            found = self._first_stall(now, due_only=False)
+            cached = self._stall_look = (key, now, None if found is None else found[:4])
+        if cached[2] is None:
+            return None
+        stall, reference, timeout, what = cached[2]
+        return FirstCollectiveStall(stall.how, now - reference, timeout, what)
 
     def _waiting_or_healthy(self, waiting: list[RankState], idle: float, timeout: float) -> Verdict:
         if waiting:

@@ -57,10 +57,11 @@ from neuron_watch.job.pacing import VerdictPacing
 from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusbook import StatusBook
-from neuron_watch.job.statusdoc import NodeState, status_document, status_head
+from neuron_watch.job.statusdoc import NodeState, first_collective_fields, status_document, status_head
 from neuron_watch.job.statusfiles import StatusFiles
 from neuron_watch.outputs.eventlog import EventLog
 from neuron_watch.outputs.status import FULL_RANKS
+from neuron_watch.recovery.checkpoints import CheckpointChoice
 from neuron_watch.recovery.commands import (
     Capture,
     ChooseCheckpoint,
@@ -120,7 +121,7 @@ class Coordinator:
     def __init__(self, bind: str, secret: bytes, run_dir: str, *, job: str,
                  settings: CoordinatorSettings | None = None,
                  judge_factory: Callable[[int, float], JudgeLike] | None = None,
-                 pick_checkpoint: Callable[..., str] | None = None,
+                 pick_checkpoint: Callable[..., str | CheckpointChoice] | None = None,
                  policy: RestartPolicy | None = None,
                  max_restarts: int = 3, session: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -355,7 +356,9 @@ class Coordinator:
             elif isinstance(cmd, ChooseCheckpoint):
                 chosen = (self.pick_checkpoint(self.nodes, avoid=cmd.avoid) if cmd.avoid
                           else self.pick_checkpoint(self.nodes))
-                queue.extendleft(reversed(self.recovery.checkpoint_chosen(chosen, now, self.heard)))
+                choice = chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
+                queue.extendleft(reversed(self.recovery.checkpoint_chosen(choice.path, now, self.heard,
+                                                                          choice.passed_over)))
             elif isinstance(cmd, Relaunch):
                 self._new_generation(cmd.generation, now)
                 self.latecomers.relaunched(cmd.generation, self.nodes, self.relauncher.replaces_agents)
@@ -460,10 +463,12 @@ class Coordinator:
                 **self.status_book.summary(now, self.nodes, judge.unobserved, self.recovery.live, self.phase.value)}
 
     def _status_head_fields(self, now: float) -> dict[str, Any]:
-        timeout, kind = self.judge.timeout_in_force() if self.judge is not None else (None, None)
+        timeout, kind = self.judge.timeout_in_force(now) if self.judge is not None else (None, None)
+        stall = self.judge.first_collective_stall(now) if self.judge is not None else None
         return {"job_id": self.job, "generation": self.generation, "restarts": self.restarts,
                 "state": self.phase.value, "label": self.last_verdict.label.value if self.last_verdict else None,
                 "wall": self.wall(), "now": now, "hang_timeout": timeout, "hang_timeout_kind": kind,
+                "first_collective": None if stall is None else first_collective_fields(stall),
                 # last_progress (ISO time of its line), last_step
                 "progress": self.report.progress_fields(self.judge), "nodes": self.nodes,
                 "watchdog_io": self.health.summary()}

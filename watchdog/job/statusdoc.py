@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from neuron_watch.diagnosis.judge import FirstCollectiveStall
 from neuron_watch.events import NodeStatus, iso_utc
 
 
@@ -69,22 +70,31 @@ def rank_rows(ranks: list[dict[str, Any]], nodes: Mapping[str, NodeFacts], live:
     return ranks
 
 
+def first_collective_fields(stall: FirstCollectiveStall) -> dict[str, Any]:
+    """status.json's ``first_collective``: a collective stuck before the first progress, what the judge
+    does about it and when (``neuron-watch status`` says it in words)."""
+    return {"how": stall.how, "stalled_for": round(stall.stalled_for, 1), "timeout": round(stall.timeout, 1),
+            "timeout_name": stall.what, "hang_in": round(max(0.0, stall.timeout - stall.stalled_for), 1)}
+
+
 def status_document(*, job_id: str, generation: int, restarts: int, state: str, live: bool, label: str | None,
                     wall: float, now: float, ranks: list[dict[str, Any]], hang_timeout: float | None,
                     hang_timeout_kind: str | None, progress: Mapping[str, Any],
-                    nodes: Mapping[str, NodeFacts], watchdog_io: Any) -> dict[str, Any]:
+                    nodes: Mapping[str, NodeFacts], watchdog_io: Any,
+                    first_collective: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``status.json`` document. ``ranks``: the judge's rank rows at ``now`` (completed here,
     see :func:`rank_rows`); ``progress``: ``last_progress`` and ``last_step``; ``wall``: the time of
     the document; ``watchdog_io``: the faults of the watchdog's own files."""
     return {**status_head(job_id=job_id, generation=generation, restarts=restarts, state=state, label=label,
                           wall=wall, now=now, hang_timeout=hang_timeout, hang_timeout_kind=hang_timeout_kind,
-                          progress=progress, nodes=nodes, watchdog_io=watchdog_io),
+                          first_collective=first_collective, progress=progress, nodes=nodes, watchdog_io=watchdog_io),
             "ranks": rank_rows(ranks, nodes, live, state)}
 
 
 def status_head(*, job_id: str, generation: int, restarts: int, state: str, label: str | None, wall: float,
                 now: float, hang_timeout: float | None, hang_timeout_kind: str | None, progress: Mapping[str, Any],
-                nodes: Mapping[str, NodeFacts], watchdog_io: Any) -> dict[str, Any]:
+                nodes: Mapping[str, NodeFacts], watchdog_io: Any,
+                first_collective: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The status document without its ranks (:func:`status_document`; a big job's summary adds
     them from :class:`~neuron_watch.job.statusbook.StatusBook`)."""
     return {
@@ -97,6 +107,7 @@ def status_head(*, job_id: str, generation: int, restarts: int, state: str, labe
         "updated_unix": wall,
         "hang_timeout": hang_timeout,
         "hang_timeout_kind": hang_timeout_kind,
+        **({} if first_collective is None else {"first_collective": dict(first_collective)}),
         **progress,
         "nodes": {n: {"state": v.state.value, "status": v.status, "last_heard_ago": round(now - v.last_heard, 3)}
                   for n, v in sorted(nodes.items())},

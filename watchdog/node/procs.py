@@ -265,6 +265,8 @@ class StopResult:
     continued: list[int] = field(default_factory=list)
     #: job processes (ranks, their children) that were stopped and were sent SIGKILL at once
     killed_stopped: list[int] = field(default_factory=list)
+    #: the deadline was cut short (a second Ctrl-C): SIGKILL before it
+    hurried: bool = False
 
 
 def stop_everything(
@@ -274,11 +276,14 @@ def stop_everything(
     first_signal: int = signal.SIGTERM,
     poll: float = 0.05,
     spare: Iterable[int] = (),
+    hurry: Callable[[], bool] | None = None,
 ) -> StopResult:
     """SIGTERM the leader's group and every marked process but ``spare``, SIGKILL what remains at one
     deadline, reap.
 
-    Tolerates only processes that are already gone. ``grace`` is the one deadline for the whole stop.
+    Tolerates only processes that are already gone. ``grace`` is the one deadline for the whole stop;
+    ``hurry`` (asked at each poll) ends it early: the user's second Ctrl-C, which wants the stop now
+    (rung ``sigkill``, ``hurried`` in the result), never at the price of a process left behind.
     """
     t0 = time.monotonic()
     deadline = t0 + grace
@@ -303,14 +308,19 @@ def stop_everything(
         _signal_pid(pid, first_signal)
     continued = _continue_stopped({leader.pid} if leader is not None and leader_alive else set())
     rung = signal.Signals(first_signal).name.lower()
+    ended = hurried = False
     while time.monotonic() < deadline:
         reap_children()
         if leader is not None:
             leader.poll()
         if not marked_pids(marker, spare) and (leader is None or leader.returncode is not None):
+            ended = True
+            break
+        if hurry is not None and hurry():
+            hurried = True
             break
         time.sleep(poll)
-    else:
+    if not ended:
         rung = "sigkill"
         if leader is not None and leader.poll() is None:
             _signal_group(leader.pid, signal.SIGKILL)
@@ -331,7 +341,7 @@ def stop_everything(
     reap_children()
     if survivors:
         log.error("processes survived SIGKILL: %s", survivors)
-    return StopResult(rung, time.monotonic() - t0, survivors, continued, killed_stopped)
+    return StopResult(rung, time.monotonic() - t0, survivors, continued, killed_stopped, hurried)
 
 
 def _stopped(pids: Iterable[int]) -> list[int]:

@@ -233,8 +233,12 @@ class ConsoleSink:
         if isinstance(restarts, int) and self.max_restarts is not None:
             budget = f"; restart {restarts} of {self.max_restarts}, {max(0, self.max_restarts - restarts)} left"
         ckpt = e.get("checkpoint")
-        return INFO, (f"restarting as generation {e.get('generation')} "
-                      f"{'from ' + str(ckpt) if ckpt else 'from scratch (no complete checkpoint)'}{budget}")
+        over = e.get("passed_over")
+        # the newest save on disk not resumed from: say why (a save torn by the crash), not leave it a puzzle
+        skipped = f" (newer, incomplete: {'; '.join(map(str, over))})" if isinstance(over, list) and over else ""
+        return INFO, _one_line(f"restarting as generation {e.get('generation')} "
+                               f"{'from ' + str(ckpt) if ckpt else 'from scratch (no complete checkpoint)'}"
+                               f"{skipped}{budget}")
 
     def _gave_up(self, e: dict[str, Any]) -> tuple[int, str]:
         code = f", exit code {e['exit_code']}" if e.get("exit_code") is not None else ""

@@ -36,7 +36,8 @@ Figures (seconds unless named otherwise; None when the events do not say):
   ``lost_steps_basis`` (``checkpoint``, ``scratch``, ``redone``: the checkpoint names no step, so
   counted from the step the next generation printed first; ``unknown``: None, with a note).
 * ``finished`` is true only for a job that ended with exit 0; ``outcome`` is ``finished``,
-  ``interrupted``, ``gave_up``, ``failed`` or ``running`` (no ``job_finished`` yet), ``exit_code``.
+  ``interrupted``, ``gave_up``, ``failed`` or ``running`` (no ``job_finished`` yet), ``exit_code``,
+  ``end_reason`` (``job_finished``'s ``reason``: ``--max-restarts 2 used up``, a crash loop, a signal).
 * ``causes``: failure labels counted, and ``failures`` one entry per failed generation.
 """
 
@@ -357,6 +358,8 @@ def compute_goodput(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "finished": outcome == "finished",
         "outcome": outcome,
         "exit_code": exit_code,
+        # why it ended, in the job's own words ("--max-restarts 2 used up", "crash loop: ...", a signal)
+        "end_reason": None if closing is None or not closing.get("reason") else str(closing["reason"]),
         "wall_seconds": _r(wall),
         "progress_seconds": _r(progress_total),
         "effective_ratio": round(progress_total / wall, 4) if wall > 0 else None,

@@ -60,7 +60,7 @@ class Family:
 
 
 #: Where the hang timeout in force comes from (``Judge.timeout_in_force``)
-TIMEOUT_KINDS = ("fixed", "calibrated", "default", "startup")
+TIMEOUT_KINDS = ("fixed", "calibrated", "default", "startup", "first_collective")
 #: What a bad put is charged to (goodput.py's figures, summed over the generations). ``compile``
 #: overlaps ``startup`` when a graph compiles before the first step.
 BADPUT_CAUSES = ("startup", "compile", "hang_detection", "evidence", "relaunch", "lost_work")

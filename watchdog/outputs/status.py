@@ -3,7 +3,9 @@
 The supervisor writes ``<run-dir>/status.json`` atomically about once a second::
 
     {"job_id", "generation", "restarts", "state", "label" (the last verdict's), "hang_timeout",
-     "hang_timeout_kind" (fixed | calibrated | default | startup), "last_progress" (ISO UTC of the line
+     "hang_timeout_kind" (fixed | calibrated | default | startup | first_collective), "first_collective"
+     (only while a collective is seen stuck before the first progress: "how", "stalled_for", "timeout",
+     "timeout_name", "hang_in"), "last_progress" (ISO UTC of the line
      that showed the newest progress of this generation), "last_step", "updated" (ISO UTC), "updated_unix",
      "ranks": [{"node", "rank", "state", "last_step", "last_line_age", "compile_seconds", "pid"}]}
 
@@ -139,6 +141,8 @@ def assess(doc: dict[str, Any] | None, now: float, stale_after: float = STALE_AF
         "label": doc.get("label"),
         "hang_timeout": timeout,
         "hang_timeout_kind": doc.get("hang_timeout_kind"),
+        "first_collective": doc.get("first_collective") if observed and not final and isinstance(
+            doc.get("first_collective"), dict) else None,
         "ranks": ranks,
         **summary,
     }
@@ -269,9 +273,23 @@ def table(view: dict[str, Any]) -> str:
             "-" if r["pid"] is None else str(r["pid"]),
         ])
     lines = [head, *summary, "", *text_table(rows, right={1, 3, 4, 5, 6})]
+    stall = view.get("first_collective")
+    if stall:
+        lines += ["", first_collective_said(stall, view["age"] or 0.0)]
     if view["reason"]:
         lines += ["", view["reason"]]
     return "\n".join(lines) + "\n"
+
+
+def first_collective_said(stall: dict[str, Any], age: float) -> str:
+    """status.json's ``first_collective`` in words: what the judge will do and when (``age``: how old the
+    file is, brought forward as the ranks' ages are)."""
+    stalled = (_num(stall.get("stalled_for")) or 0.0) + age
+    timeout = _num(stall.get("timeout")) or 0.0
+    left = timeout - stalled
+    when = f"in {left:.0f}s" if left > 0 else "now"
+    return (f"before the first step, {stall.get('how')} for {stalled:.0f}s: a collective_hang at the "
+            f"{stall.get('timeout_name') or 'hang timeout'} {timeout:.0f}s ({when}), not at the startup timeout")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ import fnmatch
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 _NUMBER = re.compile(r"(\d+)")
 
@@ -212,14 +213,7 @@ class Detection:
     @property
     def newer_incomplete(self) -> list[Candidate]:
         """Incomplete entries newer than the chosen checkpoint (the saves a restart passes over)."""
-        chosen = self.chosen
-        if chosen is None:
-            return self.incomplete
-        at = next((c for c in self.candidates if c.path == chosen.path), None)
-        if at is None:
-            return self.incomplete
-        return [c for c in self.incomplete
-                if (c.step > at.step if c.step is not None and at.step is not None else c.time > at.time)]
+        return newer_incomplete(self, self.chosen)
 
     @property
     def stuck(self) -> bool:
@@ -391,6 +385,32 @@ def _newest(cands: Sequence[Candidate]) -> Candidate:
     if all(c.step is not None for c in cands):
         return max(cands, key=lambda c: (c.step or 0, c.time, c.name))
     return max(cands, key=lambda c: (c.time, c.step if c.step is not None else -1, c.name))
+
+
+class CheckpointChoice(NamedTuple):
+    """A restart's checkpoint ('' = from scratch) and the newer entries it passed over as incomplete
+    (``"step_10: no `done` (written last)"``: a save torn by the crash), for the restart event and the
+    console: a user sees why the newest save on disk was not the one resumed from."""
+
+    path: str
+    passed_over: tuple[str, ...] = ()
+
+
+def passed_over(found: Detection, chosen: Checkpoint | None) -> tuple[str, ...]:
+    """The incomplete entries newer than ``chosen`` (every incomplete one without a choice), said as
+    ``name: why``, at most 10. Pure."""
+    return tuple(f"{c.name}: {c.why}" for c in newer_incomplete(found, chosen)[:10])
+
+
+def newer_incomplete(found: Detection, chosen: Checkpoint | None) -> list[Candidate]:
+    """The incomplete entries of ``found`` newer than ``chosen`` (all of them without one). Pure."""
+    if chosen is None:
+        return found.incomplete
+    at = next((c for c in found.candidates if c.path == chosen.path), None)
+    if at is None:
+        return found.incomplete
+    return [c for c in found.incomplete
+            if (c.step > at.step if c.step is not None and at.step is not None else c.time > at.time)]
 
 
 def newest_complete(found: Detection, avoid: Collection[str] = ()) -> Checkpoint | None:

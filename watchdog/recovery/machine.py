@@ -234,8 +234,10 @@ class Recovery:
             return self._stopping(now, facts)
         return []  # RESTARTING: waiting for the checkpoint or the relaunch's answer
 
-    def checkpoint_chosen(self, checkpoint: str, now: float, heard: int) -> list[Command]:
-        """The answer to :class:`ChooseCheckpoint`: the next generation starts from ``checkpoint``."""
+    def checkpoint_chosen(self, checkpoint: str, now: float, heard: int,
+                          passed_over: tuple[str, ...] = ()) -> list[Command]:
+        """The answer to :class:`ChooseCheckpoint`: the next generation starts from ``checkpoint``;
+        ``passed_over``: newer entries not chosen because they are incomplete (a save the crash tore)."""
         if self.sm.state is not JobState.RESTARTING:
             return []
         self.launched_from = checkpoint
@@ -243,7 +245,8 @@ class Recovery:
         self._last_label, self._last_explained = None, False
         self._asked = heard
         restart = self._emit(EventKind.RESTART, checkpoint=checkpoint or None, restarts=self.policy.restarts,
-                             reason=self._restart_reason, avoided=sorted(self.avoid) or None)
+                             reason=self._restart_reason, avoided=sorted(self.avoid) or None,
+                             passed_over=list(passed_over) or None)
         return [restart, Relaunch(self.generation, checkpoint, self.pending)]
 
     def relaunched(self, outcome: RelaunchOutcome, now: float) -> list[Command]:

@@ -19,6 +19,9 @@ this machine at load 10):
   on into the next step's backward, so its collectives no longer match the others';
 * ``abort_at_exit``: trains to the end, says so, then aborts while exiting (SIGABRT, as a C++
   thread left joinable at interpreter exit does: "terminate called without an active exception");
+* ``teardown_error``: trains to the end and says nothing of it (a script that just returns); the rank
+  then fails while shutting down (a RuntimeError after ``destroy_process_group``, once its peers have
+  returned): its peers' exit 0 at the last step is the end;
 * ``slow_teardown``: trains to the end; rank 0 alone says so (as most programs print their end:
   the DDP tutorial, HF Trainer, Lightning, Megatron), then every rank takes ``--teardown-seconds``
   to exit after ``destroy_process_group`` (an interpreter exit on a loaded machine), silently; with
@@ -102,7 +105,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--fault", default="none",
                    choices=["none", "sleep", "spin", "loader", "uneven", "skip_allreduce", "abort_at_exit",
-                            "slow_teardown"])
+                            "slow_teardown", "teardown_error"])
     p.add_argument("--at", type=int, default=5)
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--step-time", type=float, default=0.1)
@@ -144,13 +147,16 @@ def main() -> None:
         time.sleep(a.step_time)
         print(f"step {step} loss {mean_loss.item():.4f}", flush=True)
     rank_0_only = a.fault == "slow_teardown" and os.environ.get("NEURON_WATCH_GENERATION", "0") == "0"
-    if not rank_0_only or rank == 0:
+    if (not rank_0_only or rank == 0) and a.fault != "teardown_error":
         print(f"training done at step {steps}", flush=True)
     dist.destroy_process_group()
     if rank_0_only:
         teardown(a.teardown_seconds, a.teardown_until)
     if faulty and a.fault == "abort_at_exit":
         os.abort()
+    if faulty and a.fault == "teardown_error":
+        time.sleep(1.0)  # its peers return first
+        raise RuntimeError("teardown: flushing the metrics writer failed")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
         at step 5. Every rank prints the checkpoint it was started from first. ``--then``: the later
         generations' SECONDS (a restart's generation only has to resume and finish). ``--until``: SECONDS
         is the longest; it ends (``training done``) as soon as FILE exists (the test has seen what it
-        waited for).
+        waited for). ``--deaf 1``: SIGTERM and SIGINT are ignored (a rank whose own handler never lets
+        it end: only SIGKILL stops it).
     bigline MB        5 step lines, one line of MB MiB, 10 step lines, ``training done``
     flood N [--pad B] N lines as fast as Python writes them (each B more characters long with ``--pad``),
                       then ``training done``
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -52,6 +54,9 @@ def main() -> None:
     opts = dict(zip(sys.argv[3::2], sys.argv[4::2], strict=False))
     rank = int(os.environ.get("RANK", "0"))
     if mode == "steady":
+        if opts.get("--deaf") == "1":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         then = float(opts["--then"]) if "--then" in opts else None
         steady(float(arg), opts.get("--crash-on", ""), opts.get("--save-to", ""), int(opts.get("--pad", "0")), then,
                opts.get("--until", ""))
