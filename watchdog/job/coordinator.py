@@ -354,9 +354,7 @@ class Coordinator:
             elif isinstance(cmd, Drain):
                 self.relauncher.drain(cmd.node, cmd.verdict, self.events)
             elif isinstance(cmd, ChooseCheckpoint):
-                chosen = (self.pick_checkpoint(self.nodes, avoid=cmd.avoid) if cmd.avoid
-                          else self.pick_checkpoint(self.nodes))
-                choice = chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
+                choice = choose_checkpoint(self.pick_checkpoint, self.nodes, cmd.avoid)
                 queue.extendleft(reversed(self.recovery.checkpoint_chosen(choice.path, now, self.heard,
                                                                           choice.passed_over)))
             elif isinstance(cmd, Relaunch):
@@ -550,6 +548,14 @@ def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 
         coord.linger_for_nodes(NODES_EXIT_GRACE, interval)
     coord.write_summary(coord.clock())
     return coord.exit_code or 0
+
+
+def choose_checkpoint(pick: Callable[..., str | CheckpointChoice], nodes: dict[str, NodeView],
+                      avoid: frozenset[str]) -> CheckpointChoice:
+    """What ``pick`` chooses for the relaunch (``avoid``: checkpoints that failed to load, when any), as a
+    :class:`CheckpointChoice` (a picker may still return the path alone: nothing passed over said)."""
+    chosen = pick(nodes, avoid=avoid) if avoid else pick(nodes)
+    return chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
 
 
 def next_due(coord: Coordinator, now: float) -> float | None:
