@@ -60,6 +60,7 @@ PURE = [
     "diagnosis.forms_round27a",
     "diagnosis.forms_round27b",
     "diagnosis.forms_round27c",
+    "diagnosis.forms_round28a",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",

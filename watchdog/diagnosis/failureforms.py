@@ -99,6 +99,8 @@ from neuron_watch.diagnosis.forms_round27a import (
 from neuron_watch.diagnosis.forms_round27b import round27b_cause
 from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
 from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
+from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
+from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -295,6 +297,8 @@ NEEDLES: tuple[str, ...] = (
     # Go's status of a child a signal ended, amdgpu's failed resets, the Ascend runtime's device count, CANN's
     # missing kernel binary, Paddle's data-loader bus error, llama.cpp's model loader
     *ROUND27C_NEEDLES,
+    # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
+    *ROUND28A_NEEDLES,
 )
 
 
@@ -309,7 +313,7 @@ def read_line(text: str) -> Form | None:
             or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
-            or round27c_form(text)
+            or round27c_form(text) or round28a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -548,7 +552,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
-              or round27a_cause(text) or round27b_cause(text) or round27c_cause(text))
+              or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
+              or round28a_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
