@@ -1,7 +1,8 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for half A of the misses of round issue23-heldout-28, each as a rule of its family, with real lines and
 the near misses the rule must leave alone: a socket bind that failed, NCCL's bootstrap that found no interface to use,
-pip building a package from source (running, and ended). Each line is from the corpus (named by its excerpt), from a
+pip building a package from source (running, and ended); and a process its user interrupted while it waited
+(diagnosis/interrupted.py). Each line is from the corpus (named by its excerpt), from a
 public thread (named), or is the format the program's source prints (the source is named)."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of, read_line
-from neuron_watch.events import Action, Label
+from neuron_watch.diagnosis.interrupted import interrupted_while_waiting
+from neuron_watch.diagnosis.startup import RaisedAt
+from neuron_watch.events import Action, Evidence, Label, RankKey, Verdict
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import table_tests
 
@@ -92,3 +95,52 @@ def test_a_device_bind_is_not_an_address_bind() -> None:
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
     assert (verdict.label, verdict.action) == (label, action), verdict.reason
+
+
+# -- a process its user interrupted while it waited (diagnosis/interrupted.py) ----------------------------------
+
+#: the innermost frames of real interrupted tracebacks, outermost first
+_LAUNCHER_WAITING = (  # corpus (mmdetection-5060): torch.distributed.launch waiting on its children
+    ("/home/zpf/miniconda3/envs/solotr/lib/python3.7/site-packages/torch/distributed/launch.py", "main"),
+    ("/home/zpf/miniconda3/envs/solotr/lib/python3.7/subprocess.py", "wait"),
+    ("/home/zpf/miniconda3/envs/solotr/lib/python3.7/subprocess.py", "_wait"),
+    ("/home/zpf/miniconda3/envs/solotr/lib/python3.7/subprocess.py", "_try_wait"),
+)
+_LOADER_JOINING = (  # aqlaboratory/openfold#34: training frozen at 0% GPU, Ctrl-C while the loader's workers join
+    ("/opt/conda/lib/python3.8/site-packages/torch/utils/data/dataloader.py", "__del__"),
+    ("/opt/conda/lib/python3.8/site-packages/torch/utils/data/dataloader.py", "_shutdown_workers"),
+    ("/opt/conda/lib/python3.8/multiprocessing/process.py", "join"),
+    ("/opt/conda/lib/python3.8/multiprocessing/popen_fork.py", "wait"),
+    ("/opt/conda/lib/python3.8/multiprocessing/connection.py", "wait"),
+)
+_COMPUTING = (  # a step interrupted while it computes (torch's module frames, filled in)
+    ("train.py", "train_one_epoch"),
+    ("/usr/lib/python3/site-packages/torch/nn/modules/conv.py", "forward"),
+    ("/usr/lib/python3/site-packages/torch/nn/modules/conv.py", "_conv_forward"),
+)
+
+
+def _crash() -> Verdict:
+    ev = Evidence(RankKey("job.log", -1), "^CTraceback (most recent call last):", "python.traceback", "job.log", 1, 0.0)
+    return Verdict(Label.OTHER_CRASH, Action.RESTART, evidence=(ev,))
+
+
+@pytest.mark.parametrize("frames", [_LAUNCHER_WAITING, _LOADER_JOINING])
+def test_an_interrupt_in_a_wait_is_the_hang_the_user_saw(frames: tuple[tuple[str, str], ...]) -> None:
+    verdict = interrupted_while_waiting(_crash(), [(RaisedAt(frames), None)], ["KeyboardInterrupt"])
+    assert verdict is not None and (verdict.label, verdict.action) == (Label.COLLECTIVE_HANG, Action.RESTART)
+
+
+@pytest.mark.parametrize(("frames", "after"), [
+    (_COMPUTING, ["KeyboardInterrupt"]),  # interrupted while computing: says nothing of a failure
+    (_LAUNCHER_WAITING, ["RuntimeError: [enforce fail at inline_container.cc:325] . unexpected pos 64 vs 0"]),
+    (_LAUNCHER_WAITING, []),  # a traceback cut in a wait, no interrupt after it
+])
+def test_other_tracebacks_are_left_to_the_other_readings(frames: tuple[tuple[str, str], ...],
+                                                         after: list[str]) -> None:
+    assert interrupted_while_waiting(_crash(), [(RaisedAt(frames), None)], after) is None
+
+
+def test_the_interrupted_launcher_excerpt() -> None:
+    verdict = diagnose_paths([str(CORPUS / "collective_hang/mmdetection-5060.log")]).verdict
+    assert (verdict.label, verdict.action) == (Label.COLLECTIVE_HANG, Action.RESTART), verdict.reason

@@ -61,6 +61,7 @@ PURE = [
     "diagnosis.forms_round27b",
     "diagnosis.forms_round27c",
     "diagnosis.forms_round28a",
+    "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",
