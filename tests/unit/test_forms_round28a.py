@@ -26,10 +26,8 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      Label.CONFIG_ERROR, "corpus (colake-6)"),
     ("[14:49:15] /opt/dgl/src/rpc/network/tcp_socket.cc:76: Failed bind on <my_ip_addr>:34567 , error: Success",
      ERROR, Label.CONFIG_ERROR, "corpus (dgl-3388)"),
-    ("[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:12211 (errno: 98 - Address already in use).",
-     ERROR, Label.CONFIG_ERROR, "corpus (accelerate-2246-slurm-master-port-in-use-then-barrier-nccl-error)"),
-    ("misc/socket.cc:447 NCCL WARN Call to bind failed : Address already in use", ERROR, Label.CONFIG_ERROR,
-     "NCCL src/misc/socket.cc (SYSCHECK(bind(...), \"bind\") -> WARN(\"Call to %s failed : %s\")), filled in"),
+    ("[10:02:41] /opt/dgl/src/rpc/network/tcp_socket.cc:76: Failed bind on 10.0.0.2:30050 , error: Address already in use",
+     ERROR, Label.CONFIG_ERROR, "DGL src/rpc/network/tcp_socket.cc TCPSocket::Bind's LOG(ERROR), filled in with EADDRINUSE"),
     # NCCL's bootstrap without an interface NCCL_SOCKET_IFNAME allows
     ("zztao-Precision-5820-Tower:35819:35819 [0] bootstrap.cc:32 NCCL WARN Bootstrap : no socket interface found",
      ERROR, Label.CONFIG_ERROR, "corpus (openpsg-53, NCCL_SOCKET_IFNAME=eth0)"),
@@ -56,8 +54,9 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
 
 #: lines that look like the forms and must read as nothing
 NEAR_MISSES = [
-    # a bind that is not of a network address, a bound port that worked
+    # a bind that is not of a network address, a bound port that worked, c10d's warning before the next address
     "glBindTexture: failed to bind texture 3",
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
     "2024-05-01 10:00:01,123 INFO Dashboard bound to port 8265",
     # NCCL choosing its interface
     "host-1:22220:22220 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",

@@ -10,9 +10,11 @@ Each form is read where its program prints it:
 
 * A socket bind that failed, in the words of the program that tried it: DGL's RPC layer (src/rpc/network/
   tcp_socket.cc ``LOG(ERROR) << "Failed bind on " << ip << ":" << port << " , error: " << strerror(errno)``;
-  older releases "Failed bind on <ip>:<port>, errno=<n>"), c10d's "The server socket has failed to bind to
-  [::]:29500", NCCL's "Call to bind failed : Address already in use", an RPC server's "failed bind on
-  host:port", Ascend's "Failed to bind the IP port". Whatever errno it gives (EADDRINUSE: another process holds
+  older releases "Failed bind on <ip>:<port>, errno=<n>"), an RPC server's "failed bind on host:port", Ascend's
+  "Failed to bind the IP port", "Could not bind", "Unable to bind". A record at a quiet level (WARNING, INFO) is
+  not read: c10d's "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500" is a warning
+  before it tries the next address (its DistNetworkError, when none is left, is read by the signature table).
+  Whatever errno it gives (EADDRINUSE: another process holds
   the port; EADDRNOTAVAIL: the address is not this host's; EACCES: a privileged port) a restart binds the same
   address again: configuration, as the corpus labels every bind failure (c10d's on a port in use, vllm-ascend's
   second program on one IP port; round issue23-heldout-28: colake-6, a DGL server on another node's address,
@@ -42,11 +44,14 @@ from __future__ import annotations
 import re
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
+from neuron_watch.diagnosis.forms_severity import QUIET_LEVELS, head_level
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round28a_form` reads hold, besides the needles failureforms already
-#: searches ("Failed" holds DGL's and c10d's bind failures): a bind in lower case, NCCL's bootstrap, pip's builds
-NEEDLES: tuple[str, ...] = ("bind", "no socket interface", "Building wheel for", "Running setup.py install for",
+#: searches ("Failed", "error" and "ERROR" hold most bind failures): the other binds' words (each with a capital: a
+#: needle of lower-case letters alone would be searched alone in every batch), NCCL's bootstrap, pip's builds
+NEEDLES: tuple[str, ...] = ("Call to bind", "Could not bind", "Unable to bind", "Cannot bind", "Can't bind",
+                            "no socket interface", "Building wheel for", "Running setup.py install for",
                             "Created wheel for", "Successfully built")
 
 #: a socket bind that failed, in the words programs print it ("Failed bind on", "failed to bind to", "bind failed",
@@ -72,7 +77,8 @@ _PIP_BUILD_DONE = re.compile(r"\b(?:Building wheel for [\w.\[\],-]+ \((?:setup\.
 
 def round28a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if "ind" in text and _BIND_FAILED.search(text) and _NETWORK_ADDRESS.search(text):
+    if "ind" in text and _BIND_FAILED.search(text) and _NETWORK_ADDRESS.search(text) \
+            and head_level(text) not in QUIET_LEVELS:
         return Form(FormKind.ERROR, "a socket bind that failed (the address is held or not this host's)",
                     Label.CONFIG_ERROR)
     if "no socket interface" in text and _NCCL_NO_INTERFACE.search(text):
