@@ -62,6 +62,8 @@ PURE = [
     "diagnosis.forms_round27c",
     "diagnosis.forms_round27d",
     "diagnosis.forms_round28b",
+    "diagnosis.forms_round28a",
+    "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from neuron_watch.diagnosis.exctaxonomy import exception_message
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
+from neuron_watch.diagnosis.interrupted import interrupted_while_waiting
 from neuron_watch.diagnosis.offline import (
     LinesBeforeLike,
     Tracebacks,
@@ -75,11 +76,13 @@ class CrashReader:
             for line in lines[:at + 1]:
                 if line.text.strip():
                     tracebacks.observe(line)
+        last = self.last_tracebacks(verdict, tracebacks)
         return (tracebacks.mistake_in_setup(verdict)
                 or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
                 or child_exception_before(verdict, progressed, self.lines_before)
                 or cause_stated_before(verdict)
-                or stopped_at_startup(verdict, progressed, self.last_tracebacks(verdict, tracebacks)) or verdict)
+                or interrupted_while_waiting(verdict, last, [line.text for line in lines[at + 1:]])
+                or stopped_at_startup(verdict, progressed, last) or verdict)
 
     def last_tracebacks(self, verdict: Verdict, tracebacks: Tracebacks) -> list[tuple[RaisedAt, Evidence | None]]:
         """The last traceback of each process the verdict's evidence names (startup.stopped_at_startup), newest

@@ -103,6 +103,8 @@ from neuron_watch.diagnosis.forms_round27d import NEEDLES as ROUND27D_NEEDLES
 from neuron_watch.diagnosis.forms_round27d import round27d_cause, round27d_form
 from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
 from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
+from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
+from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -113,7 +115,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 43
+FORM_RULES = 44
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -304,6 +306,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND27D_NEEDLES,
     # loss scalers that lowered their scale below one or gave up, CMake's failed configuration
     *ROUND28B_NEEDLES,
+    # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
+    *ROUND28A_NEEDLES,
 )
 
 
@@ -319,7 +323,7 @@ def read_line(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text)
-            or round28b_form(text)
+            or round28b_form(text) or round28a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -559,7 +563,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
               or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text) or round28b_cause(text))
+              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

@@ -1,0 +1,64 @@
+"""A process its user interrupted while it waited on other processes: the hang the user saw.
+
+Pure: no I/O. :func:`interrupted_while_waiting` is asked by :class:`neuron_watch.diagnosis.crashreading.CrashReader`
+when the verdict is a crash of unknown cause (``other_crash``), with the last traceback of the process it names.
+
+CPython prints a traceback ending in a bare ``KeyboardInterrupt`` when SIGINT (the user's Ctrl-C, echoed as ``^C``)
+reaches the main thread: the program did not fail, its user stopped it. Users stop a job this way when it has stopped
+printing, and paste the traceback to show where it was (round issue23-heldout-28: mmdetection-5060, distributed
+training stuck with CPUs at 100%, "seems like a deadlock"; the launcher's stack ends in ``subprocess._try_wait`` on
+``os.waitpid``). The innermost frame says what the process was doing when it was stopped: a call that waits for
+another process or thread (``waitpid``, ``Popen.wait``, ``Thread.join``, a lock's ``acquire``, ``select``/``poll``,
+a socket's ``recv``/``accept``, a collective or a barrier of torch.distributed) is a process that was waiting on
+others that did not answer: a hang, restarted as one (the culprit is among the processes it waited on). A
+``KeyboardInterrupt`` raised in any other frame (the program computing, loading, printing) says nothing of a
+failure and is left to the other readings; so is ``SystemExit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from neuron_watch.diagnosis.startup import RaisedAt
+from neuron_watch.events import Action, Evidence, Label, Verdict
+
+#: the line CPython ends an interrupted traceback with (launchers' prefixes and markdown quoting before it)
+_INTERRUPTED = re.compile(r"^[\s>|`*]*(?:\[[^\]]*\]:?\s*)*KeyboardInterrupt\s*$")
+
+#: functions of the standard library and of torch.distributed that wait for another process, thread or peer
+_WAITING = re.compile(r"^(?:waitpid|_try_wait|_wait|wait|wait_for|_wait_for_tstate_lock|join|acquire|select|poll|"
+                      r"recv|recv_into|recvfrom|accept|barrier|monitored_barrier|all_reduce|all_gather|"
+                      r"all_gather_into_tensor|reduce_scatter|broadcast|synchronize)$")
+
+#: how many lines after the evidence the interrupt may come (a traceback's frames, two lines each)
+_NEAR = 40
+
+HANG_ADVICE = ("The process was stopped by its user (Ctrl-C) while it waited on other processes that did not "
+               "answer: the job had hung. Look at the processes it waited on (a rank stuck in a collective, a "
+               "child that stopped printing) and restart from the last complete checkpoint; if it hangs at the "
+               "same point again, dump the stacks of every rank (py-spy dump) before stopping it.")
+
+
+def interrupted_while_waiting(verdict: Verdict, tracebacks: Sequence[tuple[RaisedAt, Evidence | None]],
+                              after: Sequence[str]) -> Verdict | None:
+    """``verdict`` as a hang when it is a crash of unknown cause whose newest traceback (``tracebacks``, newest
+    first, as :meth:`CrashReader.last_tracebacks` gives them) ends in ``KeyboardInterrupt`` raised in a call that
+    waits on another process; None otherwise. ``after``: the lines of the evidence's stream after it, which
+    hold the bare ``KeyboardInterrupt`` (not an exception line of the ``Class: message`` form, so the traceback
+    reads as cut before its end)."""
+    if verdict.label is not Label.OTHER_CRASH or not tracebacks:
+        return None
+    raised, line = tracebacks[0]
+    interrupted = _INTERRUPTED.match(raised.exception) or any(_INTERRUPTED.match(text) for text in after[:_NEAR])
+    if not raised.frames or not interrupted:
+        return None
+    file, func = raised.frames[-1]
+    if not _WAITING.match(func):
+        return None
+    evidence = verdict.evidence if line is None or line in verdict.evidence else (line, *verdict.evidence)
+    return dataclasses.replace(
+        verdict, label=Label.COLLECTIVE_HANG, action=Action.RESTART, advice=HANG_ADVICE, evidence=evidence,
+        reason=f"the user interrupted a process waiting on others (KeyboardInterrupt in {func}, "
+               f"{file.rsplit('/', 1)[-1]}): it had hung waiting for processes that did not answer")
