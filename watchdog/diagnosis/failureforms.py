@@ -101,10 +101,10 @@ from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
 from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
 from neuron_watch.diagnosis.forms_round27d import NEEDLES as ROUND27D_NEEDLES
 from neuron_watch.diagnosis.forms_round27d import round27d_cause, round27d_form
-from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
-from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
 from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
 from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
+from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
+from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
