@@ -19,24 +19,14 @@ from neuron_watch.node.bulk_shed import BULK_SHED_BEHIND, judged_part, sheds_bul
 from neuron_watch.node.line_batches import LineBatches
 from neuron_watch.node.link_settings import LinkCounters
 from neuron_watch.wire.protocol import Kind, Lines, ProtocolError, decode_body, encode_body, line_columns
+from tests.fixtures.nosocket import NoSocket
 from tests.unit.test_judge_batch import assert_same
 from tests.unit.test_progress_pace import KB, PACE, RX, _training
 
 
-class _NoSocket:
-    def send(self, frames: list[bytes]) -> bool:
-        return True
-
-    def recv(self) -> list[bytes] | None:
-        return None
-
-    def close(self) -> None:
-        pass
-
-
 def _link() -> AgentLink:
     return AgentLink("tcp://127.0.0.1:1", b"s" * 32, job="j", node="n0", session=1,
-                     socket=_NoSocket())  # type: ignore[arg-type]
+                     socket=NoSocket())  # type: ignore[arg-type]
 
 
 def test_the_bulk_is_shed_from_half_a_second_behind() -> None:

@@ -44,6 +44,7 @@ from neuron_watch.wire.protocol import (
     encode,
     kind_of,
 )
+from tests.fixtures.nosocket import NoSocket
 from tests.unit.test_coordinator_progress import COORDINATOR_SESSION, JOB, SECRET, STEP, W0, Clock
 
 KB = default_knowledge_base()
@@ -86,20 +87,9 @@ def test_what_may_make_a_verdict_is_urgent_and_steady_work_is_not() -> None:
     assert not is_urgent(_lines(HANG_LINE), urgent_signatures(None))
 
 
-class _NoSocket:
-    def send(self, frames: list[bytes]) -> bool:
-        return True
-
-    def recv(self) -> list[bytes] | None:
-        return None
-
-    def close(self) -> None:
-        pass
-
-
 def test_the_agent_flags_the_batch_of_a_failure_line_and_its_exit() -> None:
     link = AgentLink("tcp://127.0.0.1:1", b"s" * 32, job="j", node="n0", session=1, kb=KB,
-                     socket=_NoSocket())  # type: ignore[arg-type]
+                     socket=NoSocket())  # type: ignore[arg-type]
     link.add_line(LogLine(RankKey("n0", 0), STEP.format(1), 10.0, W0 + 10.0))
     link.flush_lines(11.0, W0 + 11.0)
     link.add_line(LogLine(RankKey("n0", 1), HANG_LINE, 12.0, W0 + 12.0))
