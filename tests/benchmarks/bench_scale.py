@@ -313,7 +313,8 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     early_flush = hasattr(scratch.batches, "urgent_since")
     next_batch: dict[int, float] = {}  # each node's next batch's due time (its turn is in the heap)
     rest_of: dict[int, list[tuple[int, str, float]]] = {}  # a node's lines of the period not yet sent
-    # (due wall time, kind 0 = batch / 1 = procs / 2 = an urgent line's early batch, node, turn)
+    early: list[tuple[float, int]] = []  # (when its agent reads the hang line, node): an early batch due
+    # (due wall time, kind 0 = batch / 1 = procs, node, turn; 2 = an urgent line's early batch, from `early`)
     heap = [(t0 + plan.period * (n / plan.nodes), 0, n, 0) for n in links]
     heap += [(t0 + plan.procs_every * (n / plan.nodes), 1, n, 0) for n in links]
     next_batch.update({n: due for due, kind, n, _turn in heap if kind == 0})
@@ -354,11 +355,15 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             pending_hang[node] = rank
             rep.hangs.append(wall)
             if early_flush:  # read at the agent's next loop turn
-                heapq.heappush(heap, (wall + AGENT_LOOP, 2, node, 0))
-        if due > wall:
-            time.sleep(min(due - wall, 0.005))
+                early.append((wall + AGENT_LOOP, node))
+        if early and early[0][0] <= wall:
+            # (ahead of the nodes' overdue batches: each node's agent is its own process, not behind this one's)
+            due, kind, n, turn = early[0][0], 2, early.pop(0)[1], 0
+        elif due > wall:
+            time.sleep(min(due - wall, 0.005, *(t - wall for t, _n in early[:1])))
             continue
-        heapq.heappop(heap)
+        else:
+            heapq.heappop(heap)
         link = links[n]
         now = time.monotonic()
         rep.late = max(rep.late, wall - due)
@@ -369,9 +374,9 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             ahead = next_batch[n] - wall  # the period's lines printed by now: those older than this at its flush
             read = [(i, text, age - ahead) for i, text, age in batches[k] if age >= ahead]
             rest_of[n] = [r for r in batches[k] if r[2] < ahead]
-            early = rows_of(read, n * plan.ranks, now, wall)
-            early.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
-            send_lines(link, n, k, early, now, wall)
+            first = rows_of(read, n * plan.ranks, now, wall)
+            first.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
+            send_lines(link, n, k, first, now, wall)
         elif kind == 0:
             k = turn % len(bodies[n])
             rows: list[LogLine] | None = None
