@@ -93,6 +93,11 @@ from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.line_batches import LineBatches
+
+try:
+    from neuron_watch.node.line_batches import URGENT_SETTLE
+except ImportError:  # a tree from before the rule, back to back
+    URGENT_SETTLE = 0.0
 from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.outputs.status import FULL_RANKS, summarise
@@ -354,8 +359,8 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             _at, node, rank = hangs.pop(0)
             pending_hang[node] = rank
             rep.hangs.append(wall)
-            if early_flush:  # read at the agent's next loop turn
-                early.append((wall + AGENT_LOOP, node))
+            if early_flush:  # its batch goes at the agent's first loop turn URGENT_SETTLE after it
+                early.append((wall + AGENT_LOOP * math.ceil(URGENT_SETTLE / AGENT_LOOP + 1e-9), node))
         if early and early[0][0] <= wall:
             # (ahead of the nodes' overdue batches: each node's agent is its own process, not behind this one's)
             due, kind, n, turn = early[0][0], 2, early.pop(0)[1], 0

@@ -12,8 +12,9 @@ no match, no second copy of the line. With a rank's failure go the lines around 
 and the coordinator's judge classifies it.
 
 An urgent line (one that may make a verdict: :mod:`neuron_watch.node.urgent`) does not wait for its
-batch's age: its batch is due at once, with every line read before it, unless the node's last batch
-that held an urgent line was taken less than a batch age ago (then it goes at its age, as any batch).
+batch's age: its batch is due :data:`URGENT_SETTLE` after it, with every line read before it and
+the rest of its burst, unless the node's last batch that held an urgent line was taken less than a
+batch age ago (then it goes at its age, as any batch).
 So a rank printing a flood of tracebacks sends no more messages than steady lines do (one batch per
 batch age), and a lone failure line after steady ones goes at the node's next loop turn. At 1,024
 nodes the batch age is the largest stage of a hang's verdict (docs/multinode.md).
@@ -44,6 +45,10 @@ from neuron_watch.wire.protocol import (
     utf8_sizes,
 )
 
+#: An urgent line's batch waits this long for the rest of the failure's report: a traceback or a wrapped
+#: message is printed in one burst, and the lines after the failing one (the cause, the end of a boxed
+#: message: ray-39128 in tests/unit/test_live_crash_reading.py) read with it go in the same batch.
+URGENT_SETTLE = 0.1
 #: Weight of one line in a lines body beyond its text: the "\n" that joins it, and a match row
 #: (a matched line travels twice: in its rank's text and as the match's text).
 _LINE_OVERHEAD = 64
@@ -116,14 +121,15 @@ class LineBatches:
         batch holding one was taken ``age`` ago or more, or a held progress row is due (its rank's ``pace``
         interval has passed: :class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
         return ((self.since is not None and now - self.since >= age)
-                or (self.urgent_since is not None and now - self.urgent_taken_at >= age)
+                or (self.urgent_since is not None
+                    and now >= max(self.urgent_since + URGENT_SETTLE, self.urgent_taken_at + age))
                 or (self.kb is not None and self.pace.due(now, pace)))
 
     def next_due(self, age: float, pace: float = 0.0) -> float | None:
         """When :meth:`due` next turns true with nothing added (None: nothing pending or held)."""
         dues = [] if self.since is None else [self.since + age]
         if self.urgent_since is not None:
-            dues.append(max(self.urgent_since, self.urgent_taken_at + age))
+            dues.append(max(self.urgent_since + URGENT_SETTLE, self.urgent_taken_at + age))
         if self.kb is not None:
             held = self.pace.next_due(pace)
             if held is not None:
