@@ -93,6 +93,11 @@ from neuron_watch.job.coordinator import Coordinator, coordinator_settings
 from neuron_watch.job.linewriter import JobLogFactory
 from neuron_watch.node.agent_link import AgentLink, new_session
 from neuron_watch.node.line_batches import LineBatches
+
+try:
+    from neuron_watch.node.line_batches import URGENT_SETTLE
+except ImportError:  # a tree from before the rule, back to back
+    URGENT_SETTLE = 0.0
 from neuron_watch.node.link_settings import LinkSettings
 from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.outputs.status import FULL_RANKS, summarise
@@ -307,14 +312,41 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
     rep = FarmReport()
     hangs = sorted((t0 + off, node, rank) for off, node, rank in plan.hangs if node in links)
     pending_hang: dict[int, int] = {}
-    # (due wall time, kind 0 = batch / 1 = procs, node, turn)
+    # A node's agent sends the batch of an urgent line at its next loop turn (LineBatches: an urgent
+    # line's batch is due at once), with the lines read before it; the rest of that period's lines go at
+    # the batch's time. (hasattr: a tree from before the rule, back to back, waits for the batch's age.)
+    early_flush = hasattr(scratch.batches, "urgent_since")
+    next_batch: dict[int, float] = {}  # each node's next batch's due time (its turn is in the heap)
+    rest_of: dict[int, list[tuple[int, str, float]]] = {}  # a node's lines of the period not yet sent
+    early: list[tuple[float, int]] = []  # (when its agent reads the hang line, node): an early batch due
+    # (due wall time, kind 0 = batch / 1 = procs, node, turn; 2 = an urgent line's early batch, from `early`)
     heap = [(t0 + plan.period * (n / plan.nodes), 0, n, 0) for n in links]
     heap += [(t0 + plan.procs_every * (n / plan.nodes), 1, n, 0) for n in links]
+    next_batch.update({n: due for due, kind, n, _turn in heap if kind == 0})
     procs_sent: dict[int, list[int]] = {n: [] for n in links}  # each node's procs messages' seqs
     heapq.heapify(heap)
     cpu0 = mark = 0.0
     msgs_mark = 0
     in_window = False
+
+    def send_lines(link: AgentLink, n: int, k: int, rows: list[LogLine] | None, now: float, wall: float) -> None:
+        """Node ``n``'s batch: the pre-built body of turn ``k``, or one built of ``rows`` by the agent path."""
+        whole: Lines | None = None
+        body, lines, urgent = bodies[n][k], n_lines[k], urgent_of[k]
+        if rows is not None:
+            whole = scratch.batches.batch(rows, now, wall)
+            body, lines, urgent = encode_body(whole), whole.n_lines, is_urgent(whole, urgent_ids)
+        rep.lines_at_end += lines
+        shed0 = getattr(link.counters, "bulk_lines_shed", 0)  # (getattr: a tree from before the rule, back to back)
+        if hasattr(link, "to_send") and (link.coordinator_behind or shed0):  # (its cost only when it may apply)
+            part = link.to_send(whole if whole is not None else shifted_bodies[n][k])
+            if part is None or part.shed:  # (the whole body goes when the rule sheds nothing)
+                rep.shed_lines += link.counters.bulk_lines_shed - shed0
+                body, lines = (b"", 0) if part is None else (encode_body(part), part.n_lines)
+        if body:
+            link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
+                                   seq=0, mono=now, wall=wall, urgent=urgent), body, lines)
+
     while heap:
         due, kind, n, turn = heap[0]
         wall = time.time()
@@ -327,33 +359,41 @@ def farm(first: int, count: int, plan: Plan, endpoint: str, ready: Barrier, go: 
             _at, node, rank = hangs.pop(0)
             pending_hang[node] = rank
             rep.hangs.append(wall)
-        if due > wall:
-            time.sleep(min(due - wall, 0.005))
+            if early_flush:  # its batch goes at the agent's first loop turn URGENT_SETTLE after it
+                early.append((wall + AGENT_LOOP * math.ceil(URGENT_SETTLE / AGENT_LOOP + 1e-9), node))
+        if early and early[0][0] <= wall:
+            # (ahead of the nodes' overdue batches: each node's agent is its own process, not behind this one's)
+            due, kind, n, turn = early[0][0], 2, early.pop(0)[1], 0
+        elif due > wall:
+            time.sleep(min(due - wall, 0.005, *(t - wall for t, _n in early[:1])))
             continue
-        heapq.heappop(heap)
+        else:
+            heapq.heappop(heap)
         link = links[n]
         now = time.monotonic()
         rep.late = max(rep.late, wall - due)
-        if kind == 0:
+        if kind == 2 and n not in pending_hang:
+            pass  # its batch came due first and took the hang line
+        elif kind == 2:
+            k = next((t for d, kd, m, t in heap if kd == 0 and m == n), 0) % len(bodies[n])
+            ahead = next_batch[n] - wall  # the period's lines printed by now: those older than this at its flush
+            read = [(i, text, age - ahead) for i, text, age in batches[k] if age >= ahead]
+            rest_of[n] = [r for r in batches[k] if r[2] < ahead]
+            first = rows_of(read, n * plan.ranks, now, wall)
+            first.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
+            send_lines(link, n, k, first, now, wall)
+        elif kind == 0:
             k = turn % len(bodies[n])
-            whole: Lines | None = None
-            body, lines, urgent = bodies[n][k], n_lines[k], urgent_of[k]
-            if n in pending_hang:
+            rows: list[LogLine] | None = None
+            if n in rest_of:
+                rows = rows_of(rest_of.pop(n), n * plan.ranks, now, wall)
+            elif n in pending_hang:
                 rows = rows_of(batches[k], n * plan.ranks, now, wall)
                 rows.append(LogLine(RankKey(LINE_NODE, n * plan.ranks + pending_hang.pop(n)), HANG_LINE, now, wall))
-                whole = scratch.batches.batch(rows, now, wall)
-                body, lines, urgent = encode_body(whole), lines + 1, is_urgent(whole, urgent_ids)
-            rep.lines_at_end += lines
-            shed0 = getattr(link.counters, "bulk_lines_shed", 0)  # (getattr: a tree from before the rule, back to back)
-            if hasattr(link, "to_send") and (link.coordinator_behind or shed0):  # (its cost only when it may apply)
-                part = link.to_send(whole if whole is not None else shifted_bodies[n][k])
-                if part is None or part.shed:  # (the whole body goes when the rule sheds nothing)
-                    rep.shed_lines += link.counters.bulk_lines_shed - shed0
-                    body, lines = (b"", 0) if part is None else (encode_body(part), part.n_lines)
-            if body:
-                link.outbox.add(Header(kind=Kind.LINES, job=JOB, node=link.node, session=link.session, generation=0,
-                                       seq=0, mono=now, wall=wall, urgent=urgent), body, lines)
+            if rows != []:
+                send_lines(link, n, k, rows, now, wall)
             heapq.heappush(heap, (due + plan.period, 0, n, turn + 1))
+            next_batch[n] = due + plan.period
         else:
             body = msgpack.packb(procs_wire(n, plan.ranks, wall - t0, turn, plan.collectives,
                                             round(plan.procs_every), acked_procs(procs_sent[n], link.outbox.base)),

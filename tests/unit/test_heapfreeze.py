@@ -106,7 +106,7 @@ def test_the_real_collector_keeps_frozen_state_out_of_a_collection_and_gives_it_
     assert {id(x) for x in state} <= walked
 
 
-def test_the_coordinator_freezes_at_a_status_turn_once_its_judge_holds_every_announced_rank(tmp_path: Path) -> None:
+def test_the_coordinator_freezes_at_a_heap_turn_once_its_judge_holds_every_announced_rank(tmp_path: Path) -> None:
     rec = Recorder()
     c = Coordinator("127.0.0.1:0", b"a heap freeze secret of enough bytes", str(tmp_path), job="job-heap",
                     judge_factory=default_judge_factory(WatchConfig()), announce=False)
@@ -117,14 +117,31 @@ def test_the_coordinator_freezes_at_a_status_turn_once_its_judge_holds_every_ann
         judge = c.judge
         assert judge is not None
         judge.expect([RankKey("trn-1", r) for r in range(3)], 10.0)
-        c.write_status(10.0)
+        c.tick(10.0)  # writes status.json: the heap is looked at in another turn
+        c.tick(10.5)
         assert rec.calls == []  # a rank of the four is not held yet
         judge.expect([RankKey("trn-1", 3)], 11.0)
-        c.write_status(11.0)
+        c.tick(11.0)
+        assert rec.calls == []  # looked at once a second
+        c.tick(11.6)
         assert rec.calls == ["collect", "freeze"]
         c.judge = c._new_judge(1, 12.0)  # a new generation's judge
-        c.write_status(12.0)
+        c.tick(12.0)
+        c.tick(12.7)
         assert rec.calls == ["collect", "freeze", "unfreeze"]
+        # the loop never looks at the heap in the turn that writes status.json (each costs 0.2-0.4 s at tens
+        # of thousands of ranks)
+        wrote: list[float] = []
+        real_write = c.write_status
+        c.write_status = lambda now: (wrote.append(now), real_write(now))[-1]  # type: ignore[method-assign]
+        looked: list[float] = []
+        turn_at = [0.0]
+        real_turn = c.heap.turn
+        c.heap.turn = lambda *a: (looked.append(turn_at[0]), real_turn(*a))[-1]  # type: ignore[method-assign]
+        for i in range(20):
+            turn_at[0] = 20.0 + 0.3 * i
+            c.tick(turn_at[0])
+        assert len(looked) >= 3 and wrote and not set(looked) & set(wrote)
     finally:
         c.close()
     assert rec.threshold == (700, 10, 10)

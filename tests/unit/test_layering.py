@@ -72,7 +72,7 @@ PURE = [
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",
-    "wire.outbox", "node.line_batches", "node.progress_pace", "node.error_context", "node.proc_readings",
+    "wire.outbox", "node.line_batches", "node.urgent", "node.progress_pace", "node.error_context", "node.proc_readings",
     "node.link_settings",
     "node.link_commands",
 ]

@@ -256,6 +256,35 @@ class KnowledgeBase:
         text = _NL + line
         return self._match_found(line, text, self._finder.in_line(text))
 
+    def classifier_of(self, ids: frozenset[str]) -> Callable[[str], Match | None]:
+        """One line's match when it is of the signatures ``ids``, else None: :meth:`classify`'s answer
+        kept only when in ``ids``, asked only of the lines that hold a needle of one of them (the form
+        reader's needles too when one of its signatures is in ``ids``; every line when one of them has no
+        needle). A line such a signature matches holds one of its needles, so the answer is the same as
+        ``classify`` filtered; most lines cost one search of those needles (~1-2 us here)."""
+        keys = {k for s in self.signatures if s.id in ids for k in s.keys}
+        if any(not s.keys for s in self.signatures if s.id in ids):
+            keys = set()  # a rule without a needle may match any line: no gate
+        elif any(s.id in ids for s in self.form_signatures):
+            keys.update(NEEDLES)
+        if not keys:
+            def of_ids_ungated(line: str) -> Match | None:
+                m = self.classify(line)
+                return m if m is not None and m.signature.id in ids else None
+            return of_ids_ungated
+        exact: dict[bytes, set[str]] = {}
+        for k in keys:
+            exact.setdefault(_ascii(k), set()).add(k)
+        finder = _KeyFinder({b: tuple(sorted(ks)) for b, ks in exact.items()})
+
+        def of_ids(line: str) -> Match | None:
+            text = _NL + line
+            if not any(k in text for ks in finder.in_line(text) for k in ks):
+                return None
+            m = self.classify(line)
+            return m if m is not None and m.signature.id in ids else None
+        return of_ids
+
     def scan(self, lines: Iterable[str]) -> list[tuple[int, Match]]:
         """Classify a batch; returns ``(index, match)`` for the lines that matched, in order.
 

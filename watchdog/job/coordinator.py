@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -188,6 +189,7 @@ class Coordinator:
         self.status_book = StatusBook()  # a big job's status.json, kept by changes
         #: a big job's per-rank state out of the collector's full walks once every rank is known
         self.heap = HeapFreeze()
+        self._status_at = -math.inf  # the last turn that wrote status.json
         #: called with each status document written (once a second): the --progress line
         self.status_listeners = self.status_files.listeners
         if announce:
@@ -286,6 +288,9 @@ class Coordinator:
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
             self.counters.status_writes_shed += 1
+        if self._status_at != now and self.heap.due(now):  # a freeze's collection never in status.json's turn
+            held, announced = len(getattr(self.judge, "ranks", ())), sum(len(v.ranks) for v in self.nodes.values())
+            self.heap.turn(self.judge, held, announced)
         return verdict
 
     def _paused(self, gap: float, now: float) -> None:
@@ -440,8 +445,7 @@ class Coordinator:
         a big job's summarised, kept by changes (:mod:`.statusbook`), every rank's row only when
         ``ranks.json`` is due or a listener takes the documents."""
         judge = self.judge
-        # (once a status turn: whether the judge now holds every rank the nodes announced)
-        self.heap.turn(judge, len(getattr(judge, "ranks", ())), sum(len(v.ranks) for v in self.nodes.values()))
+        self._status_at = now
         if judge is not None and len(getattr(judge, "ranks", ())) > FULL_RANKS and hasattr(judge, "take_touched"):
             self.status_files.write_summary(self.status_summary(now), now, lambda: self.status_doc(now))
         else:

@@ -11,6 +11,14 @@ no match, no second copy of the line. With a rank's failure go the lines around 
 :func:`neuron_watch.wire.protocol.lines_body`. Without a knowledge base the batch goes unclassified
 and the coordinator's judge classifies it.
 
+An urgent line (one that may make a verdict: :mod:`neuron_watch.node.urgent`) does not wait for its
+batch's age: its batch is due :data:`URGENT_SETTLE` after it, with every line read before it and
+the rest of its burst, unless the node's last batch that held an urgent line was taken less than a
+batch age ago (then it goes at its age, as any batch).
+So a rank printing a flood of tracebacks sends no more messages than steady lines do (one batch per
+batch age), and a lone failure line after steady ones goes at the node's next loop turn. At 1,024
+nodes the batch age is the largest stage of a hang's verdict (docs/multinode.md).
+
 Size: a line longer than :data:`~neuron_watch.wire.protocol.MAX_LINE_BYTES` is cut, marked and
 counted (``truncated_lines``), and a batch whose text would exceed
 :data:`~neuron_watch.wire.protocol.MAX_BODY_BYTES` goes as several bodies (``split_batches``).
@@ -19,13 +27,14 @@ counted (``truncated_lines``), and a batch whose text would exceed
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from neuron_watch.diagnosis.classify import KnowledgeBase, classify_batch, kb_fingerprint
 from neuron_watch.events import LogLine
 from neuron_watch.node.error_context import ErrorContext
 from neuron_watch.node.link_settings import LinkCounters
 from neuron_watch.node.progress_pace import ProgressPace
+from neuron_watch.node.urgent import urgent_line_test
 from neuron_watch.wire.protocol import (
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
@@ -36,6 +45,10 @@ from neuron_watch.wire.protocol import (
     utf8_sizes,
 )
 
+#: An urgent line's batch waits this long for the rest of the failure's report: a traceback or a wrapped
+#: message is printed in one burst, and the lines after the failing one (the cause, the end of a boxed
+#: message: ray-39128 in tests/unit/test_live_crash_reading.py) read with it go in the same batch.
+URGENT_SETTLE = 0.1
 #: Weight of one line in a lines body beyond its text: the "\n" that joins it, and a match row
 #: (a matched line travels twice: in its rank's text and as the match's text).
 _LINE_OVERHEAD = 64
@@ -62,6 +75,12 @@ class LineBatches:
         self.context = ErrorContext()
         #: each rank's progress as the judge has it, and the rows held for it (schema 10)
         self.pace = ProgressPace()
+        #: whether a line may make a verdict (node/urgent.py; None without a knowledge base)
+        self._urgent_line: Callable[[str], bool] | None = None
+        #: when the first urgent line pending was read (None: none pending)
+        self.urgent_since: float | None = None
+        #: when the last batch holding an urgent line was taken: the next goes early only a batch age after
+        self.urgent_taken_at = -math.inf
         if kb is not None:
             self.set_knowledge_base(kb)
 
@@ -70,6 +89,7 @@ class LineBatches:
         and ``--progress-regex``: it checks the fingerprint and classifies itself otherwise)."""
         self.kb = kb
         self.kb_fp = 0 if kb is None else kb_fingerprint(kb)
+        self._urgent_line = urgent_line_test(kb)
 
     def add(self, line: LogLine) -> bool:
         """Queue one line; a line longer than MAX_LINE_BYTES is cut (marked in its text) and counted.
@@ -82,6 +102,8 @@ class LineBatches:
                 line = line._replace(text=text)
         if not self.pending:
             self.since = line.mono
+        if self.urgent_since is None and self._urgent_line is not None and self._urgent_line(line.text):
+            self.urgent_since = line.mono
         self.pending.append(line)
         return len(self.pending) >= self.batch_lines
 
@@ -95,14 +117,19 @@ class LineBatches:
             self.since = max(self.taken_at, min(self.since, earliest))
 
     def due(self, now: float, age: float, pace: float = 0.0) -> bool:
-        """Whether the oldest pending line is ``age`` seconds old, or a held progress row is due (its
-        rank's ``pace`` interval has passed: :class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
-        return (self.since is not None and now - self.since >= age) or (self.kb is not None
-                                                                         and self.pace.due(now, pace))
+        """Whether the oldest pending line is ``age`` seconds old, an urgent line is pending and the last
+        batch holding one was taken ``age`` ago or more, or a held progress row is due (its rank's ``pace``
+        interval has passed: :class:`~neuron_watch.node.progress_pace.ProgressPace`)."""
+        return ((self.since is not None and now - self.since >= age)
+                or (self.urgent_since is not None
+                    and now >= max(self.urgent_since + URGENT_SETTLE, self.urgent_taken_at + age))
+                or (self.kb is not None and self.pace.due(now, pace)))
 
     def next_due(self, age: float, pace: float = 0.0) -> float | None:
         """When :meth:`due` next turns true with nothing added (None: nothing pending or held)."""
         dues = [] if self.since is None else [self.since + age]
+        if self.urgent_since is not None:
+            dues.append(max(self.urgent_since + URGENT_SETTLE, self.urgent_taken_at + age))
         if self.kb is not None:
             held = self.pace.next_due(pace)
             if held is not None:
@@ -124,6 +151,9 @@ class LineBatches:
         self.pending = []
         self.since = None
         self.taken_at = now
+        if self.urgent_since is not None:
+            self.urgent_since = None
+            self.urgent_taken_at = now
         for part in split_by_size(pending):
             yield self.batch(part, now, wall, pace, everything)
             if part is not pending:

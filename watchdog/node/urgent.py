@@ -13,6 +13,8 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from neuron_watch.diagnosis.classify import Effect, KnowledgeBase
 from neuron_watch.wire.protocol import Body, Exits, Lines, Status
 
@@ -27,6 +29,17 @@ def urgent_signatures(kb: KnowledgeBase | None) -> frozenset[str]:
     if kb is None:
         return frozenset()
     return frozenset(sid for sid, sig in kb.by_id.items() if sig.effect in URGENT_EFFECTS)
+
+
+def urgent_line_test(kb: KnowledgeBase | None) -> Callable[[str], bool] | None:
+    """Whether one line, as read, would make its batch urgent (a match of :func:`urgent_signatures`);
+    None without a knowledge base. The node asks it of each line so that an urgent line's batch goes at
+    once (:class:`~neuron_watch.node.line_batches.LineBatches`); a line holding no needle of those
+    signatures costs one search (:meth:`KnowledgeBase.classifier_of`)."""
+    if kb is None:
+        return None
+    of_ids = kb.classifier_of(urgent_signatures(kb))
+    return lambda text: of_ids(text) is not None
 
 
 def is_urgent(body: Body, signatures: frozenset[str]) -> bool:
