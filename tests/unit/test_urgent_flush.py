@@ -12,8 +12,9 @@ from neuron_watch.node.line_batches import URGENT_SETTLE, LineBatches
 from neuron_watch.node.link_settings import LinkCounters
 from neuron_watch.node.urgent import is_urgent, urgent_signatures
 from neuron_watch.wire.protocol import Kind, batch_age_at
+from tests.fixtures.nosocket import NoSocket
 from tests.unit.test_coordinator_progress import STEP, W0
-from tests.unit.test_intake import HANG_LINE, _NoSocket
+from tests.unit.test_intake import HANG_LINE
 
 KB = default_knowledge_base()
 URGENT = urgent_signatures(KB)
@@ -95,7 +96,7 @@ def test_without_a_knowledge_base_nothing_goes_early() -> None:
 
 def test_the_agent_link_sends_an_urgent_lines_batch_at_its_next_tick() -> None:
     link = AgentLink("tcp://127.0.0.1:1", b"s" * 32, job="j", node="n0", session=1, kb=KB,
-                     socket=_NoSocket())  # type: ignore[arg-type]
+                     socket=NoSocket())  # type: ignore[arg-type]
     link.job_nodes = 1024  # as the coordinator's acks say: a batch age of about a second
     age = batch_age_at(link.job_nodes, link.settings.batch_age)
     assert age > 2 * URGENT_SETTLE and not math.isinf(age)

@@ -55,7 +55,7 @@ from neuron_watch.job.latecomers import Latecomers
 from neuron_watch.job.linewriter import JobLogFactory, told_by_writer
 from neuron_watch.job.nodes import NodeRegistry, NodeView
 from neuron_watch.job.pacing import VerdictPacing
-from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher
+from neuron_watch.job.relaunch import LaunchOnNodes, Relauncher, newest_reported_checkpoint, relaunch_checkpoint
 from neuron_watch.job.settings import PAUSE_JUMP, CoordinatorSettings, coordinator_settings
 from neuron_watch.job.statusbook import StatusBook
 from neuron_watch.job.statusdoc import NodeState, first_collective_fields, status_document, status_head
@@ -150,7 +150,7 @@ class Coordinator:
         self.judge_factory = judge_factory
         now = clock()
         self.judge = self._new_judge(generation, now)
-        self.pick_checkpoint = pick_checkpoint or _newest_reported_checkpoint
+        self.pick_checkpoint = pick_checkpoint or newest_reported_checkpoint
         st = self.settings
         #: every step from a verdict to the next generation (pure: it only returns commands)
         self.recovery = Recovery(
@@ -288,9 +288,7 @@ class Coordinator:
         self.events.flush()  # events kept while the disk was full go out once it takes writes
         if self.status_files.turn(now, self.behind >= SHED_BEHIND, self.write_status):
             self.counters.status_writes_shed += 1
-        if self._status_at != now and self.heap.due(now):  # a freeze's collection never in status.json's turn
-            held, announced = len(getattr(self.judge, "ranks", ())), sum(len(v.ranks) for v in self.nodes.values())
-            self.heap.turn(self.judge, held, announced)
+        turn_heap_freeze(self, now)
         return verdict
 
     def _paused(self, gap: float, now: float) -> None:
@@ -359,7 +357,7 @@ class Coordinator:
             elif isinstance(cmd, Drain):
                 self.relauncher.drain(cmd.node, cmd.verdict, self.events)
             elif isinstance(cmd, ChooseCheckpoint):
-                choice = choose_checkpoint(self.pick_checkpoint, self.nodes, cmd.avoid)
+                choice = relaunch_checkpoint(self.pick_checkpoint, self.nodes, cmd.avoid)
                 queue.extendleft(reversed(self.recovery.checkpoint_chosen(choice.path, now, self.heard,
                                                                           choice.passed_over)))
             elif isinstance(cmd, Relaunch):
@@ -554,12 +552,13 @@ def serve_until(coord: Coordinator, stop: Callable[[], bool], interval: float = 
     return coord.exit_code or 0
 
 
-def choose_checkpoint(pick: Callable[..., str | CheckpointChoice], nodes: dict[str, NodeView],
-                      avoid: frozenset[str]) -> CheckpointChoice:
-    """What ``pick`` chooses for the relaunch (``avoid``: checkpoints that failed to load, when any), as a
-    :class:`CheckpointChoice` (a picker may still return the path alone: nothing passed over said)."""
-    chosen = pick(nodes, avoid=avoid) if avoid else pick(nodes)
-    return chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
+def turn_heap_freeze(coord: Coordinator, now: float) -> None:
+    """Once a second, whether the judge now holds every rank the nodes announced (the heap freeze's turn,
+    :class:`~.heapfreeze.HeapFreeze`): never in the turn that wrote status.json, so a freeze's full
+    collection and a new judge's first status document are two turns, not one long one."""
+    if coord._status_at != now and coord.heap.due(now):
+        held = len(getattr(coord.judge, "ranks", ()))
+        coord.heap.turn(coord.judge, held, sum(len(v.ranks) for v in coord.nodes.values()))
 
 
 def next_due(coord: Coordinator, now: float) -> float | None:
@@ -588,12 +587,6 @@ def wait_turn(coord: Coordinator, waker: Waker, *dues: float | None, watch: Sequ
     waker.wait(0.0 if coord.wire.waiting else wait_for(now, [next_due(coord, now), *dues]),
                [coord.wire.sock.sock, *watch])
     coord.poll(0)
-
-
-def _newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
-    """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
-    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
-    return reported[-1] if reported else ""
 
 
 __all__ = ["PAUSE_JUMP", "Coordinator", "CoordinatorSettings", "Label", "NodeState", "NodeView", "Phase", "Relauncher",

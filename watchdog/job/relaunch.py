@@ -1,5 +1,6 @@
 """How the coordinator starts a job's next generation: the :class:`Relauncher` contract and its
-default, :class:`LaunchOnNodes` (every node's agent relaunches its own ranks).
+default, :class:`LaunchOnNodes` (every node's agent relaunches its own ranks); and the checkpoint it starts
+from (:func:`relaunch_checkpoint`).
 
 ``neuron-watch srun`` gives the coordinator another relauncher, one that starts a new srun step.
 """
@@ -10,7 +11,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from neuron_watch.events import Verdict
+from neuron_watch.job.nodes import NodeView
 from neuron_watch.outputs.eventlog import EventLog
+from neuron_watch.recovery.checkpoints import CheckpointChoice
 from neuron_watch.recovery.commands import Relaunched, RelaunchOutcome
 from neuron_watch.wire.protocol import Body, Launch
 
@@ -72,3 +75,17 @@ class LaunchOnNodes:
 
     def running_generation(self) -> int | None:
         return None  # each node's agent says its own
+
+
+def relaunch_checkpoint(pick: Callable[..., str | CheckpointChoice], nodes: dict[str, NodeView],
+                        avoid: frozenset[str]) -> CheckpointChoice:
+    """What ``pick`` chooses for the relaunch (``avoid``: checkpoints that failed to load, when any), as a
+    :class:`CheckpointChoice` (a picker may still return the path alone: nothing passed over said)."""
+    chosen = pick(nodes, avoid=avoid) if avoid else pick(nodes)
+    return chosen if isinstance(chosen, CheckpointChoice) else CheckpointChoice(chosen)
+
+
+def newest_reported_checkpoint(nodes: dict[str, NodeView], avoid: frozenset[str] = frozenset()) -> str:
+    """The checkpoint to relaunch from when no chooser is given: the newest name any node reported."""
+    reported = sorted({v.checkpoint for v in nodes.values() if v.checkpoint and v.checkpoint not in avoid})
+    return reported[-1] if reported else ""
