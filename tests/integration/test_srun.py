@@ -96,9 +96,10 @@ class SrunJob:
         self.id = r.stdout.strip().split(";")[0]
         self.t0 = time.monotonic()
 
-    def wait(self, timeout: float = 300) -> str:
+    def wait(self, timeout: float = 240) -> str:
+        """The job's end state; within pytest's 300 s, so that a job that does not end says why."""
         state = self.c.wait_for(f"job {self.id} to end", lambda: (s := self.c.job_state(self.id)) in END_STATES and s,
-                                timeout=timeout, interval=0.5)
+                                timeout=timeout, interval=0.5, explain=self.explain)
         print(f"job {self.id} {state} in {time.monotonic() - self.t0:.1f}s")
         return str(state)
 
@@ -107,7 +108,8 @@ class SrunJob:
 
     def explain(self) -> str:
         steps = "".join(p.read_text(errors="replace")[-3000:] for p in sorted((self.run_dir / "steps").glob("*.log")))
-        return f"--- job output\n{self.output()[-4000:]}\n--- steps\n{steps}"
+        job = self.c.run("scontrol", "show", "job", self.id, check=False).stdout
+        return f"--- job output\n{self.output()[-4000:]}\n--- steps\n{steps}\n--- scontrol show job\n{job}"
 
     def assert_nothing_survives(self) -> None:
         left = wait_until_gone("SLURM_JOB_ID", self.id, 30)
@@ -320,7 +322,7 @@ def test_hardware_error_without_spare_requeues_the_job_without_the_node(drainabl
                                                                         tmp_path: Path) -> None:
     slurm_cluster = drainable_slurm_cluster
     with submitted(slurm_cluster, tmp_path, 2, _hw_args(), sbatch_args=["--requeue"], nproc=HW_NPROC) as job:
-        state = job.wait(timeout=400)
+        state = job.wait()
         assert state == "COMPLETED", job.explain()
         info = slurm_cluster.scontrol("show", "job", job.id)
         assert "Restarts=1" in info and "ExcNodeList=n2" in info, info

@@ -262,3 +262,14 @@ def test_a_verdict_that_stops_the_job_says_what_to_do_on_its_line() -> None:
     assert lines[0] == ("[neuron-watch] verdict: config_error (a refused set-up) -> stop, no restart; "
                         f"what to do: {advice}")
     assert lines[1] == "[neuron-watch] verdict: other_crash (a refused set-up) -> restart"  # restarted: no advice
+
+
+def test_a_requeue_that_failed_is_a_warning_line_with_what_to_do() -> None:
+    lines = lines_of([{"event": "requeue_update_failed", "generation": 1,
+                       "error": "`scontrol update jobid=42 ExcNodeList=n2` exited 1: refused; "
+                                "the requeued job may run on n2 again"},
+                      {"event": "requeue_failed", "generation": 1, "error": "`scontrol requeue 42` exited 1: refused"}],
+                     level="warning")
+    assert lines == ["[neuron-watch] requeue update failed: `scontrol update jobid=42 ExcNodeList=n2` exited 1: "
+                     "refused; the requeued job may run on n2 again",
+                     "[neuron-watch] requeue failed: `scontrol requeue 42` exited 1: refused"]

@@ -14,9 +14,9 @@ step's environment (``NEURON_WATCH_SECRET``; never printed or logged).
 Recovery is the coordinator's (judge, capture, stop, restart policy). A restart is a new srun
 step in the same allocation from the checkpoint the coordinator chose. A node with a hardware
 verdict (``drain_and_restart``) is drained (:class:`~neuron_watch.slurm.drain.Drainer`, caps respected)
-and excluded from the next step while enough nodes remain; otherwise the job is requeued held
-(``scontrol requeuehold``), given ``ExcNodeList`` and ``StartTime=now``, released, and this process
-exits. Under HyperPod with ``--auto-resume=1`` the evidence is captured and the restart is left to HyperPod.
+and excluded from the next step while enough nodes remain; otherwise the job is requeued with
+``ExcNodeList`` (:mod:`neuron_watch.slurm.requeue`) and this process exits. Under HyperPod with
+``--auto-resume=1`` the evidence is captured and the restart is left to HyperPod.
 ``SLURM_RESTART_COUNT`` counts against ``--max-restarts``.
 """
 
@@ -60,7 +60,7 @@ from neuron_watch.runtime import (
     resolve_job_id,
     resolve_run_dir,
 )
-from neuron_watch.slurm import hyperpod, slurmtext, srunplan
+from neuron_watch.slurm import hyperpod, requeue, slurmtext, srunplan
 from neuron_watch.slurm.drain import DrainCaps, Drainer
 from neuron_watch.wire.protocol import Shutdown
 from neuron_watch.wire.waker import Waker
@@ -490,36 +490,17 @@ class HostedSteps:
 
     def _requeue(self, plan: srunplan.RestartPlan, generation: int) -> tuple[int, str]:
         assert self.coord is not None
-        slurm_job, run = self.job.slurm_job, self.job.drainer._run
+        slurm_job = self.job.slurm_job
         excluded = slurmtext.join_nodelist(plan.exclude)
         # Written before the requeue: Slurm ends this batch step right after it (SIGTERM, KillWait, SIGKILL).
         self.coord.events.emit(EventKind.REQUEUE, generation, exclude=list(plan.exclude), reason=plan.why)
-        # Requeued held: a plain requeue leaves the job pending, and slurmctld may start it again
-        # (on the node to exclude) before the exclusion below is set; held, it waits for our release.
-        r = run("requeuehold", slurm_job)
-        if r.returncode != 0:
-            msg = f"`scontrol requeuehold {slurm_job}` exited {r.returncode}: {r.stderr.strip()}"
-            self.coord.events.emit(EventKind.REQUEUE_FAILED, generation, error=msg)
-            return int(ExitCode.NOT_RESTARTABLE), msg
-        # A running job's ExcNodeList cannot be changed; the requeued (pending) one's can. A drained
-        # node is not allocated anyway: the exclusion also covers a drain the caps refused.
-        # Slurm is SIGTERMing this batch step right now: these calls ignore SIGTERM (an ignored
-        # signal stays ignored across exec) and are done long before KillWait's SIGKILL. The release
-        # comes last and is tried whatever came before: a job left held never runs again.
-        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            for args in (("update", f"jobid={slurm_job}", f"ExcNodeList={excluded}"),
-                         ("update", f"jobid={slurm_job}", "StartTime=now"),
-                         ("release", slurm_job)):
-                r = run(*args)
-                if r.returncode != 0:
-                    then = (f"; the job is held: release it with `scontrol release {slurm_job}`"
-                            if args[0] == "release" else "")
-                    self.coord.events.emit(
-                        EventKind.REQUEUE_UPDATE_FAILED, generation,
-                        error=f"`scontrol {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}{then}")
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        outcome = requeue.requeue_without(self.job.drainer._run, slurm_job, plan.exclude)
+        if not outcome.requeued:
+            self.coord.events.emit(EventKind.REQUEUE_FAILED, generation, error="; ".join(outcome.errors))
+            return int(ExitCode.NOT_RESTARTABLE), outcome.errors[0]
+        if not outcome.excluded:
+            self.coord.events.emit(EventKind.REQUEUE_UPDATE_FAILED, generation,
+                                   error=f"{outcome.errors[0]}; the requeued job may run on {excluded} again")
         return int(ExitCode.JOB_FAILED), f"requeued without {excluded}"
 
 

@@ -123,6 +123,7 @@ class ConsoleSink:
             "job_finished": self._job_finished, "command": self._command, "node_unobserved": self._unobserved,
             "node_observed": self._observed, "agent_dropped": self._dropped, "srun_step": self._srun_step,
             "drain": self._drain, "restart_plan": self._restart_plan, "requeue": self._requeue,
+            "requeue_failed": self._requeue_failed, "requeue_update_failed": self._requeue_failed,
             "left_to_hyperpod": self._hyperpod, "warning": self._warning, "job_refused": self._job_refused,
             "lines_truncated": self._truncated, "recompile": self._recompile,
             "coordinator_behind": self._behind, "coordinator_caught_up": self._caught_up,
@@ -289,6 +290,9 @@ class ConsoleSink:
     def _requeue(self, e: dict[str, Any]) -> tuple[int, str]:
         return WARNING, _one_line(f"requeueing the Slurm job without {', '.join(e.get('exclude') or [])} "
                                   f"({e.get('reason')})")
+
+    def _requeue_failed(self, e: dict[str, Any]) -> tuple[int, str]:
+        return WARNING, _one_line(f"{e.get('event', '').replace('_', ' ')}: {e.get('error')}")
 
     def _warning(self, e: dict[str, Any]) -> tuple[int, str]:
         # The coordinator also logs its warnings (one "[neuron-watch] ..." line on stderr already):
