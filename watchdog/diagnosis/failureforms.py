@@ -105,6 +105,8 @@ from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
 from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
 from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
 from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
+from neuron_watch.diagnosis.forms_round29c import NEEDLES as ROUND29C_NEEDLES
+from neuron_watch.diagnosis.forms_round29c import round29c_cause, round29c_form, round29c_quiet
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -308,13 +310,18 @@ NEEDLES: tuple[str, ...] = (
     *ROUND28B_NEEDLES,
     # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
     *ROUND28A_NEEDLES,
+    # NCCL's result under another library's wrapper, MXNet's cuDNN autotuning, LightGBM's retried connect
+    *ROUND29C_NEEDLES,
 )
 
 
 def read_line(text: str) -> Form | None:
     """The failure form ``text`` (one log line) holds, or None. Crash forms first (the process is
     dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
-    and compile phases."""
+    and compile phases. A record its program prints as a warning whatever words it holds (round29c_quiet)
+    holds none."""
+    if round29c_quiet(text):
+        return None
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
             or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
@@ -323,7 +330,7 @@ def read_line(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text)
-            or round28b_form(text) or round28a_form(text)
+            or round28b_form(text) or round28a_form(text) or round29c_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -563,7 +570,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
               or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text))
+              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text)
+              or round29c_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
