@@ -50,6 +50,9 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     ("  [bt] (8) /home/xyz/Desktop/tvm/tvm_0.6.1/build/libtvm.so(tvm::relay::ScheduleGetter::VisitExpr(tvm::relay::Expr const&)+0x86) [0x7f1098e5df16]",
      CRASH, None, "corpus (tvm-6405-relay-build-tvmerror-after-autotvm-tuning)"),
     ("Stack trace returned 50 entries:", CRASH, None, "corpus (mxnet-5340-dmlc-logging-cudamalloc-oom-stack-trace)"),
+    # ps-lite's failed lookup of its own address: a failed CHECK already, whose cause this round reads
+    ("mxnet.base.MXNetError: [13:30:33] src/van.cc:63: Check failed: !ip.empty() failed to get ip", CRASH,
+     Label.CONFIG_ERROR, "corpus (mxnet-9695-kvstore-create-van-failed-to-get-ip)"),
 ]
 
 #: lines of the same words that are not these forms
@@ -77,9 +80,15 @@ CAUSES: list[tuple[str, Label]] = [
      Label.COMM_ERROR),
     ("F0501 03:45:02.284466 55609 parallel.cpp:195] Check failed: result == ncclSuccess (13 vs. 0) invalid data type",
      Label.CONFIG_ERROR),
+    ("mxnet.base.MXNetError: [13:30:33] src/van.cc:63: Check failed: !ip.empty() failed to get ip",
+     Label.CONFIG_ERROR),
+    # ps-lite src/van.cc Van::Start's other check of the address (dmlc logging's format), filled in
+    ("[22:10:03] src/van.cc:75: Check failed: !interface.empty() failed to get the interface", Label.CONFIG_ERROR),
 ]
-#: error lines whose form states no cause: a CUDA error string NCCL reports of a CUDA call, not NCCL's result
+#: error lines whose form states no cause: a failed check that is not about NCCL's result or ps-lite's address
+#: (a port ps-lite could not find may be taken for a moment)
 NO_CAUSE = [
+    "[22:10:03] src/van.cc:82: Check failed: port failed to get a port",
     "Exception: XGBoostError('[10:00:00] ../src/c_api/c_api.cc:1000: Check failed: n_features > 0')",
 ]
 

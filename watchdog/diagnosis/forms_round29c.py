@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-29 (part C: forum ecosystems and the frameworks
 the corpus is thin on): NCCL's result string under another library's wrapper, MXNet's cuDNN autotuning,
-LightGBM's socket retries, and TensorFlow's probe for an optional library, which is a warning.
+LightGBM's socket retries, dmlc's native frames, ps-lite's failed address lookup, and TensorFlow's probe for
+an optional library, which is a warning.
 
 Pure: no I/O. :func:`round29c_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
 forms of round 28, :func:`round29c_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of
@@ -32,6 +33,13 @@ Each form is read where its program prints it:
   ``Log::Warning("Connecting to rank %d failed, waiting for %d milliseconds", ...)``, and ``Log::Fatal`` once the
   retries run out): a rank waiting on a connection, like the retried connects forms_phase reads
   (LightGBM#6117, round issue23-heldout-29 part C: read as healthy).
+* dmlc-core prints the native frames of a fatal check or an exception under it ("Stack trace returned <n>
+  entries:", "[bt] (<i>) <library>(<symbol>+0x<off>) [0x<pc>]"; MXNet, XGBoost, TVM): the frames are the crash's,
+  never a sign of progress (mxnet#5340's stack trace, once the autotuning form was read, ended as compiling).
+* ps-lite (MXNet's kvstore 'dist_*', BytePS) looks up its own address before it binds (src/van.cc:
+  ``CHECK(!ip.empty()) << "failed to get ip"``, "failed to get the interface"): DMLC_INTERFACE names an interface
+  with no IPv4 address, or none is up, and DMLC_NODE_HOST is unset; every restart fails the same way (mxnet#9695,
+  round issue23-heldout-29 part C: read as a crash and restarted).
 * TensorFlow probes the GPU libraries it can use and carries on without those it cannot load: its dso_loader logs
   ``"Could not load dynamic library '<file>'; dlerror: <dlerror>"`` at WARNING (at VLOG(1) in newer releases;
   tensorflow/stream_executor/platform/default/dso_loader.cc, tsl/platform/default/dso_loader.cc) and, when a GPU
@@ -85,6 +93,12 @@ _LIGHTGBM_RETRY = re.compile(r"\bConnecting to rank \d+ failed, waiting for \d+ 
 #: MXNet, XGBoost and TVM print under the error that raised it
 _DMLC_FRAMES = re.compile(r"^[\s>|]*(?:\[bt\] \(\d+\) \S|Stack trace returned \d+ entries:)")
 
+#: ps-lite's van finding no address of its own (src/van.cc Van::Start: ``CHECK(!interface.empty()) << "failed to get
+#: the interface"``, ``CHECK(!ip.empty()) << "failed to get ip"``): DMLC_INTERFACE names an interface without an
+#: IPv4 address, or the node has none up, and DMLC_NODE_HOST is unset
+_PSLITE_NO_ADDRESS = re.compile(r"\bCheck failed: !(?:ip|interface)\.empty\(\)\s*(?:failed to get ip|failed to get "
+                                r"the interface)\b")
+
 #: TensorFlow's dso_loader record of a library it could not load (its location and message, with or without the
 #: record's severity letter and time)
 _TF_DSO_PROBE = re.compile(r"\bdso_loader\.cc:\d+\] Could not load dynamic library '[^']+'; dlerror: ")
@@ -95,6 +109,9 @@ def round29c_form(text: str) -> Form | None:
     if ("NCCL" in text or "Nccl" in text or "nccl" in text) and (result := _NCCL_RESULT.search(text)) is not None:
         return Form(FormKind.ERROR, f"NCCL's result '{result.group(1)}' under another library's wrapper",
                     _NCCL_CAUSES[result.group(1)])
+    if "failed to get " in text and _PSLITE_NO_ADDRESS.search(text):
+        return Form(FormKind.ERROR, "ps-lite finding no address of its own (DMLC_INTERFACE, DMLC_NODE_HOST)",
+                    Label.CONFIG_ERROR)
     if "Running performance tests" in text and _MXNET_AUTOTUNE.search(text):
         return Form(FormKind.COMPILE_RUNNING, "MXNet's cuDNN autotuning")
     if ("[bt] (" in text or "Stack trace returned" in text) and _DMLC_FRAMES.search(text):
