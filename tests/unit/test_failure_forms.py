@@ -660,8 +660,9 @@ ROUND9_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
     ("[03/01/2024-10:00:00] [TRT] [F] [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of memory)",
      C, Label.OOM, "TensorRT samples/common/logging.h ([F] kINTERNAL_ERROR), filled in",
      "see the [F] key in the table below"),
-    # nccl-tests' NCCLCHECK
-    ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", C, None, "corpus (nccl-473)",
+    # nccl-tests' NCCLCHECK; the NCCL result it quotes states the cause gpu.nccl.system_error gives PyTorch's
+    # wording (forms_round29c)
+    ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", C, Label.COMM_ERROR, "corpus (nccl-473)",
      "# Out of bounds values : 0 OK"),
     # an exception carrying an absl status, under IPython's wrapper
     ("UnfilteredStackTrace: RuntimeError: RESOURCE_EXHAUSTED: Attempting to allocate 31.06M. That was not possible. There are 58.64M free. Due to fragmentation, the largest contiguous region of free memory is 30.56M.; (0x0x0_HBM0)",

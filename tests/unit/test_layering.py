@@ -64,6 +64,8 @@ PURE = [
     "diagnosis.forms_round28b",
     "diagnosis.forms_round28a",
     "diagnosis.forms_round29a",
+    "diagnosis.forms_round29c",
+    "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",

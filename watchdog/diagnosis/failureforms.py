@@ -26,7 +26,8 @@ Each family of form has its patterns and its reader in a module of its own, and 
 asks them in one order: :mod:`~neuron_watch.diagnosis.forms_errors` (crashes, errors their words
 state, exceptions), :mod:`~neuron_watch.diagnosis.forms_metric` (metric values),
 :mod:`~neuron_watch.diagnosis.forms_phase` (open phases, and alarms printed at an error's severity),
-:mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level). This module keeps what
+:mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level), and between them the forms
+each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module keeps what
 the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states (:func:`cause_of`).
 
 Every line that holds a form holds one of :data:`NEEDLES` (a digit-free literal), so the
@@ -41,73 +42,10 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
-from neuron_watch.diagnosis.forms_round13a import round13a_cause, round13a_form
-from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
-from neuron_watch.diagnosis.forms_round13b import round13b_form
-from neuron_watch.diagnosis.forms_round14a import NEEDLES as ROUND14A_NEEDLES
-from neuron_watch.diagnosis.forms_round14a import round14a_cause, round14a_form
-from neuron_watch.diagnosis.forms_round14b import NEEDLES as ROUND14B_NEEDLES
-from neuron_watch.diagnosis.forms_round14b import round14b_cause, round14b_form
-from neuron_watch.diagnosis.forms_round15a import NEEDLES as ROUND15A_NEEDLES
-from neuron_watch.diagnosis.forms_round15a import round15a_cause, round15a_form
-from neuron_watch.diagnosis.forms_round15b import NEEDLES as ROUND15B_NEEDLES
-from neuron_watch.diagnosis.forms_round15b import round15b_cause, round15b_form
-from neuron_watch.diagnosis.forms_round16a import NEEDLES as ROUND16A_NEEDLES
-from neuron_watch.diagnosis.forms_round16a import round16a_cause, round16a_form
-from neuron_watch.diagnosis.forms_round16b import NEEDLES as ROUND16B_NEEDLES
-from neuron_watch.diagnosis.forms_round16b import round16b_cause, round16b_form
-from neuron_watch.diagnosis.forms_round17a import NEEDLES as ROUND17A_NEEDLES
-from neuron_watch.diagnosis.forms_round17a import round17a_cause, round17a_form
-from neuron_watch.diagnosis.forms_round17b import round17b_cause
-from neuron_watch.diagnosis.forms_round18a import NEEDLES as ROUND18A_NEEDLES
-from neuron_watch.diagnosis.forms_round18a import round18a_cause, round18a_form
-from neuron_watch.diagnosis.forms_round18b import round18b_cause
-from neuron_watch.diagnosis.forms_round20a import NEEDLES as ROUND20A_NEEDLES
-from neuron_watch.diagnosis.forms_round20a import round20a_cause, round20a_form
-from neuron_watch.diagnosis.forms_round20b import NEEDLES as ROUND20B_NEEDLES
-from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
-from neuron_watch.diagnosis.forms_round21a import NEEDLES as ROUND21A_NEEDLES
-from neuron_watch.diagnosis.forms_round21a import round21a_cause, round21a_form
-from neuron_watch.diagnosis.forms_round21b import round21b_cause
-from neuron_watch.diagnosis.forms_round22a import NEEDLES as ROUND22A_NEEDLES
-from neuron_watch.diagnosis.forms_round22a import round22a_cause, round22a_form
-from neuron_watch.diagnosis.forms_round22b import NEEDLES as ROUND22B_NEEDLES
-from neuron_watch.diagnosis.forms_round22b import round22b_cause, round22b_form
-from neuron_watch.diagnosis.forms_round23a import NEEDLES as ROUND23A_NEEDLES
-from neuron_watch.diagnosis.forms_round23a import round23a_cause, round23a_form
-from neuron_watch.diagnosis.forms_round23b import NEEDLES as ROUND23B_NEEDLES
-from neuron_watch.diagnosis.forms_round23b import round23b_cause, round23b_form
-from neuron_watch.diagnosis.forms_round24a import NEEDLES as ROUND24A_NEEDLES
-from neuron_watch.diagnosis.forms_round24a import round24a_cause, round24a_form
-from neuron_watch.diagnosis.forms_round24b import NEEDLES as ROUND24B_NEEDLES
-from neuron_watch.diagnosis.forms_round24b import round24b_cause, round24b_form
-from neuron_watch.diagnosis.forms_round25a import NEEDLES as ROUND25A_NEEDLES
-from neuron_watch.diagnosis.forms_round25a import round25a_cause, round25a_form
-from neuron_watch.diagnosis.forms_round25b import NEEDLES as ROUND25B_NEEDLES
-from neuron_watch.diagnosis.forms_round25b import round25b_cause, round25b_form
-from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
-from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
-from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
-from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
-from neuron_watch.diagnosis.forms_round27a import NEEDLES as ROUND27A_NEEDLES
-from neuron_watch.diagnosis.forms_round27a import (
-    node_state_cause,
-    round27a_cause,
-    round27a_form,
-    storage_full_cause,
-)
-from neuron_watch.diagnosis.forms_round27b import round27b_cause
-from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
-from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
-from neuron_watch.diagnosis.forms_round27d import NEEDLES as ROUND27D_NEEDLES
-from neuron_watch.diagnosis.forms_round27d import round27d_cause, round27d_form
-from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
-from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
-from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
-from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
-from neuron_watch.diagnosis.forms_round29a import NEEDLES as ROUND29A_NEEDLES
-from neuron_watch.diagnosis.forms_round29a import round29a_cause, round29a_form
+from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
+from neuron_watch.diagnosis.heldout_forms import NEEDLES as HELDOUT_NEEDLES
+from neuron_watch.diagnosis.heldout_forms import heldout_cause, heldout_form, heldout_quiet
 from neuron_watch.events import Label
 
 #: the reader, what it answers (Form, FormKind) and the names the judge reads a form by: one module to import
@@ -117,7 +55,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 44
+FORM_RULES = 45
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -239,95 +177,26 @@ NEEDLES: tuple[str, ...] = (
     "compatibility ", "are limit: ",
     # CUDA's words for a binary without code for this device (forms_errors._DRIVER_REFUSED)
     "named symbol not found", "invalid device function",
-    # a traceback's frames in a compiler or a validator, a scheduler's refusal, Ray's memory monitor
-    *ROUND13B_NEEDLES,
     # MPICH's Hydra failing to run a program, and its banner of a rank that ended badly; a build without a
     # support the launch needs; a libfabric call's error return (fi_getinfo's ENODATA)
     "execvp error", "BAD TERMINATION", "was not built with", "was not compiled with", "No data available",
-    # Hydra's error record, an OOM-killed container, Paddle's rethrown operator exception, the Neuron runtime
-    # daemon's records, a failed exec
-    *ROUND14A_NEEDLES,
-    # c10d's and NCCL's reports of a collective that never completed, the compiler's own exceptions, a refusal
-    # for want of memory, CUDA's peer-access limits
-    *ROUND14B_NEEDLES,
-    # Open MPI's help texts for a peer that hung up, a component not opened, a runtime that did not start;
-    # the Ray GCS's record of a worker's exit
-    *ROUND15A_NEEDLES,
-    # Click's usage error
-    *ROUND15B_NEEDLES,
-    # Mosaic's report of a TPU kernel it could not compile
-    *ROUND16A_NEEDLES,
-    # pydantic's refusal of a constructor's arguments, a version requirement stated as what to install
-    *ROUND16B_NEEDLES,
-    # TorchScript's unknown operator, Open MPI's call outside MPI's lifetime, the TPU compile op's failed
-    # compilation, libtpu's lock held by another user, horovodrun's build with no support to run with
-    *ROUND17A_NEEDLES,
     # the TPU compiler's HBM report without its status (forms_errors._XLA_OOM_REPORT), an AWS service's refusal in
     # the Java SDK's words (forms_errors._CONTROL_PLANE_REFUSED)
     "Total hbm usage", "hbm requirement", "Largest program allocations", "Status Code: ",
-    # the dynamic loader's refusal of a library built against a symbol version it lacks
-    *ROUND18A_NEEDLES,
-    # Paddle's comparison check with a value that is not finite, CANN's operator without a kernel binary
-    *ROUND20A_NEEDLES,
-    # torch's warning of CUDA it could not initialise, NCCL's record of a contained CUDA error
-    *ROUND20B_NEEDLES,
-    # a TPU slice's failure code, the entries of XLA's OOM report, the Ascend runtime's stream timeout
-    *ROUND21A_NEEDLES,
-    # load_state_dict's refusal of a checkpoint, an assertion that failed in a native program
-    *ROUND22B_NEEDLES,
-    # c10d's refusal of a collective on a device its group has no backend for
-    *ROUND22A_NEEDLES,
-    # torch-neuron's records of a graph handed to neuron-cc and of the compiler's exit
-    *ROUND23A_NEEDLES,
-    # c10d's failed NCCL check, an admission webhook's refusal, Ray's runtime env, a file not there, a bracketed
-    # loss, Inductor's autotuner dropping a candidate
-    *ROUND23B_NEEDLES,
-    # aws-ofi-nccl's test logger, oneCCL's provider records, Open MPI's start-up aborts, Keras's TerminateOnNaN,
-    # Paddle's AmpScaler
-    *ROUND24A_NEEDLES,
-    # huggingface_hub's retried requests, a float overflow (ERANGE), torch elastic's agent told to die
-    *ROUND24B_NEEDLES,
-    # native crash reports (frames, an uncaught exception's header), a scheduler's limit kill, Flux's fatal
-    # exception, a shell's signalled job, ROCclr's guarantee, the Kubernetes API's invalid object
-    *ROUND25A_NEEDLES,
-    # an allocator's failure (ggml's buffers, tcmalloc's NULL), CUDA samples' check, error 802, a failed systemd unit
-    *ROUND25B_NEEDLES,
-    # argparse's refused choice, a local daemon not reachable at its socket, an extension's failed JIT build,
-    # Slurm's accounting over the memory limit, OneFlow's graph compiler at work
-    *ROUND26A_NEEDLES,
-    # a shell that could not run the command, the linker's missing library, Inductor's code generation, flashinfer's JIT
-    *ROUND26B_NEEDLES,
-    # a full file system or spent quota under any status, a failed call's errno in NCCL 2.0-2.2's and Open MPI's
-    # BTL records, TensorFlow's cuDNN older than its build
-    *ROUND27A_NEEDLES,
-    # Go's status of a child a signal ended, amdgpu's failed resets, the Ascend runtime's device count, CANN's
-    # missing kernel binary, Paddle's data-loader bus error, llama.cpp's model loader
-    *ROUND27C_NEEDLES,
-    # the kernel's hardware-error prefix as a device black box copies it, the Ascend runtime's wait timeout,
-    # HCCL's link establishment
-    *ROUND27D_NEEDLES,
-    # loss scalers that lowered their scale below one or gave up, CMake's failed configuration
-    *ROUND28B_NEEDLES,
-    # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
-    *ROUND28A_NEEDLES,
-    # dpkg's, DKMS's and Docker's failed set-up, SageMaker's failed job, Go's missing file
-    *ROUND29A_NEEDLES,
+    # the forms each held-out round taught (heldout_forms)
+    *HELDOUT_NEEDLES,
 )
 
 
 def read_line(text: str) -> Form | None:
     """The failure form ``text`` (one log line) holds, or None. Crash forms first (the process is
     dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
-    and compile phases."""
+    and compile phases. A record its program prints as a warning whatever words it holds (heldout_quiet)
+    holds none."""
+    if heldout_quiet(text):
+        return None
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or round13a_form(text) or round13b_form(text) or round14a_form(text) or round14b_form(text)
-            or round15a_form(text) or round15b_form(text) or round16a_form(text) or round16b_form(text)
-            or round17a_form(text) or round18a_form(text) or round20a_form(text) or round20b_form(text)
-            or round21a_form(text) or round22a_form(text) or round22b_form(text) or round23a_form(text)
-            or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
-            or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
-            or round27c_form(text) or round27d_form(text)
-            or round28b_form(text) or round28a_form(text) or round29a_form(text)
+            or heldout_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -556,18 +425,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
         return cause, f"a Neuron runtime status {named.group(1)}"
     if _REGISTRATION.search(text) and _EINVAL.search(text):
         return Label.CONFIG_ERROR, "a memory registration the network provider refused as invalid (EINVAL)"
-    # a device's fault stated in CUDA's words outranks the component that met it (an allocator's record of the
-    # failed free, a C++ terminate, a server's pipeline that caught it): round18b's and round20b's forms first
-    stated = (round18b_cause(text) or round20b_cause(text) or round13a_cause(text) or round14a_cause(text)
-              or round14b_cause(text)
-              or round15a_cause(text) or round15b_cause(text) or round16a_cause(text) or round16b_cause(text)
-              or round17a_cause(text) or round17b_cause(text) or round18a_cause(text) or round20a_cause(text)
-              or round21a_cause(text) or round21b_cause(text) or round22a_cause(text)
-              or round22b_cause(text) or round23a_cause(text) or round23b_cause(text)
-              or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
-              or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
-              or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text))
+    stated = heldout_cause(text)
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
