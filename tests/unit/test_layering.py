@@ -63,6 +63,7 @@ PURE = [
     "diagnosis.forms_round27d",
     "diagnosis.forms_round28b",
     "diagnosis.forms_round28a",
+    "diagnosis.forms_round29b",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",
     "diagnosis.interleaved",

@@ -105,6 +105,8 @@ from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
 from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
 from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
 from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
+from neuron_watch.diagnosis.forms_round29b import NEEDLES as ROUND29B_NEEDLES
+from neuron_watch.diagnosis.forms_round29b import round29b_cause, round29b_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.events import Label
 
@@ -115,7 +117,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 44
+FORM_RULES = 45
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -308,6 +310,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND28B_NEEDLES,
     # a socket bind that failed, NCCL's bootstrap without an interface, pip building a package from source
     *ROUND28A_NEEDLES,
+    # NVML and the NVIDIA container hook refusing, container runtimes that cannot start a container, the
+    # scheduler's FailedScheduling, platforms' records of a container or replica that exited
+    *ROUND29B_NEEDLES,
 )
 
 
@@ -323,7 +328,7 @@ def read_line(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text)
-            or round28b_form(text) or round28a_form(text)
+            or round28b_form(text) or round28a_form(text) or round29b_form(text)
             or alarm_form(text)
             or severity_form(text)
             or exception_form(text, read_line)
@@ -563,7 +568,8 @@ def cause_of(text: str) -> tuple[Label, str] | None:
               or round24a_cause(text) or round24b_cause(text) or round25a_cause(text)
               or round25b_cause(text) or round26a_cause(text) or round26b_cause(text)
               or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
-              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text))
+              or round27d_cause(text) or round28b_cause(text) or round28a_cause(text)
+              or round29b_cause(text))
     if stated is not None:
         return stated
     if _TOO_FEW_DEVICES.search(text):
