@@ -75,6 +75,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "a self-signed HTTPS server's client, as a sysadmin course prints it"),
     ("curl: (7) Failed to connect to raw.githubusercontent.com port 443: Connection refused", ERROR, Label.COMM_ERROR,
      "WasmEdge's installer behind a blocked network"),
+    # srun that could not launch the step's tasks
+    ("srun: error: Application launch failed: Unable to layout tasks on given cpus", ERROR, Label.CONFIG_ERROR,
+     "corpus (snakemake-slurm-225-srun-unable-to-layout-tasks)"),
+    ("srun: error: task 0 launch failed: Unspecified error", ERROR, Label.CONFIG_ERROR,
+     "corpus (openpmix-3872-srun-pmix-task-launch-failed-unspecified)"),
+    ("srun: error: Task launch for StepId=34.0 failed on node ubuntu4: Socket timed out on send/recv operation", ERROR,
+     Label.CONFIG_ERROR, "corpus (batchtools-201-srun-task-launch-socket-timeout-munge)"),
     # c10d's client connecting to a port 0
     ("[default7]:[I715 22:47:11.296780083 socket.cpp:872] [c10d] No socket on (localhost, 0) is listening yet, will retry.",
      ERROR, Label.CONFIG_ERROR, "corpus (nemo-run-292-torchrun-k8s-no-socket-localhost-0-will-retry)"),
@@ -93,6 +100,9 @@ NEAR_MISSES = [
     # c10d's client retrying a real port (a server still starting)
     "[I socket.cpp:872] [c10d] No socket on (master-0, 29500) is listening yet, will retry.",
     "[W socket.cpp:697] [c10d] The client socket has failed to connect to [::ffff:0.104.99.143]:47389 (errno: 110 - Connection timed out).",
+    # srun's report of a task that ran and exited, and of the step it aborts afterwards
+    "srun: error: node01: task 0: Exited with exit code 1",
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
     # a status 0 is a success
     "Exit code: 0",
     "[2021-05-06, 11:30:02] pod failed with exit code: 0",
@@ -129,6 +139,7 @@ test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
     ("config_error/openpai-1350-launcher-exit-undefined-container-exit-127.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/pyxis-112-enroot-import-local-registry-ssl-wrong-version.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/nemo-run-292-torchrun-k8s-no-socket-localhost-0-will-retry.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/openpmix-3872-srun-pmix-task-launch-failed-unspecified.log", Label.CONFIG_ERROR, Action.STOP),
     ("other_crash/kubeflow-examples-492-tfjob-final-status-chief-replica-failed.log", Label.OTHER_CRASH, Action.RESTART),
     # a loss stated in a sentence on a progress row (the signature's " is ")
     ("numerical_error/bigdl-2494-distrioptimizer-loss-is-nan-24-node-cluster.log", Label.NUMERICAL_ERROR, Action.STOP),

@@ -40,6 +40,13 @@ Each form is read where its program prints it:
   (35 CURLE_SSL_CONNECT_ERROR, 51, 58, 59, 60 CURLE_PEER_FAILED_VERIFICATION, 77, 83, 90, 91) or a malformed or
   unsupported URL (1, 3) is the set-up's (a registry spoken to in the wrong scheme, a missing CA), which fails
   again; a connection refused, cut or timed out (7, 28, 52, 55, 56) is the network's. Other codes are not read.
+* srun that could not launch the step's tasks: ``srun: error: Application launch failed: <reason>``, ``srun: error:
+  Task launch for StepId=<id> failed on node <node>: <reason>``, ``srun: error: task <n> launch failed: <reason>``
+  (src/srun launch messages). No task ran: the step's request (a layout the node's CPUs cannot give), the MPI
+  plugin, the cluster's credentials (munge keys that differ, an expired credential) refuse it, and srun aborts the
+  step; the corpus' four such excerpts are all set-up faults (openpmix#3872 restarted as a crash before this round;
+  in snakemake-executor-plugin-slurm#225 and batchtools#201 an earlier srun error that states no cause still
+  decides).
 * A rendezvous address whose port is 0: c10d's client (torch/csrc/distributed/c10d/socket.cpp) retries "No socket
   on ({host}, {port}) is listening yet, will retry." and reports "The client socket has failed to connect to any
   network address of ({host}, {port})." Port 0 asks the system for any free port when binding, and no server
@@ -60,7 +67,8 @@ NEEDLES: tuple[str, ...] = ("initialize NVML", "nvidia-container-cli", "exec use
                             "unable to start container process", "shim task", "containerd task",
                             "nodes are available", "exited with a non-zero status of", "replica(s) failed",
                             "failed with exit code", "failed with non-zero exit code", "with a non-zero exit code",
-                            "Exit code: ", "curl: (", "is listening yet", "failed to connect to")
+                            "Exit code: ", "curl: (", "is listening yet", "failed to connect to",
+                            "launch failed", "Task launch for")
 
 #: NVML's callers' report of an nvmlInit that failed, and the one status of it that names a lost device
 _NVML_INIT = re.compile(r"\bFailed to initialize NVML: (.+)", re.IGNORECASE)
@@ -91,6 +99,9 @@ _CONTAINER_EXIT = re.compile(r"\b(?:pod|container) failed with (?:non-zero )?exi
 _CURL = re.compile(r"\bcurl: \((\d+)\) ")
 _CURL_CAUSES = {**dict.fromkeys((1, 3, 35, 51, 58, 59, 60, 77, 83, 90, 91), Label.CONFIG_ERROR),
                 **dict.fromkeys((7, 28, 52, 55, 56), Label.COMM_ERROR)}
+#: srun's launch failure of the step's tasks
+_SRUN_LAUNCH = re.compile(r"\bsrun: error: (?:Application launch failed: |Task launch for \S+ failed on node \S+: |"
+                          r"task \d+ launch failed: )")
 #: c10d's client connecting to a port 0
 _C10D_PORT_ZERO = re.compile(r"\[c10d\] (?:No socket on \([^()]*, 0\) is listening yet\b|"
                              r"The client socket has failed to connect to (?:any network address of \([^()]*, 0\)|"
@@ -133,6 +144,8 @@ def round29b_form(text: str) -> Form | None:
         return _exit_status(int(replica.group(2)), "a replica")
     if "xit" in text and (container := _CONTAINER_EXIT.search(text)) is not None:
         return _exit_status(int(container.group(1) or container.group(2) or container.group(3)), "a container")
+    if "srun: error: " in text and _SRUN_LAUNCH.search(text):
+        return Form(FormKind.ERROR, "srun could not launch the step's tasks", Label.CONFIG_ERROR)
     if "[c10d]" in text and _C10D_PORT_ZERO.search(text):
         return Form(FormKind.ERROR, "a rendezvous address with port 0, where no server listens", Label.CONFIG_ERROR)
     if "curl: (" in text and (curl := _CURL.search(text)) is not None:
