@@ -8,6 +8,8 @@ Determined, YARN), and curl's failure line. Each line is from the corpus (named 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
@@ -140,6 +142,9 @@ test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
     ("config_error/pyxis-112-enroot-import-local-registry-ssl-wrong-version.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/nemo-run-292-torchrun-k8s-no-socket-localhost-0-will-retry.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/openpmix-3872-srun-pmix-task-launch-failed-unspecified.log", Label.CONFIG_ERROR, Action.STOP),
+    # srun's report in several records whose first states no cause: the next record of the run explains it
+    ("config_error/snakemake-slurm-225-srun-unable-to-layout-tasks.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/batchtools-201-srun-task-launch-socket-timeout-munge.log", Label.CONFIG_ERROR, Action.STOP),
     ("other_crash/kubeflow-examples-492-tfjob-final-status-chief-replica-failed.log", Label.OTHER_CRASH, Action.RESTART),
     # a loss stated in a sentence on a progress row (the signature's " is ")
     ("numerical_error/bigdl-2494-distrioptimizer-loss-is-nan-24-node-cluster.log", Label.NUMERICAL_ERROR, Action.STOP),
@@ -151,3 +156,20 @@ test_cause_of_error, test_error_without_cause = cause_tests(CAUSES, NO_CAUSE)
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
     assert (verdict.label, verdict.action) == (label, action), verdict.reason
+
+
+#: srun's records of snakemake-executor-plugin-slurm#225 (corpus), the first stating no cause
+_UNCAUSED = "srun: error: JobId=125452 failed to distribute tasks (bind_type:threads,mask_cpu,one_thread) - this should never happen"
+_LAUNCH = "srun: error: Task launch for StepId=125452.4 failed on node [NODENAME]: Unable to layout tasks on given cpus"
+
+
+@pytest.mark.parametrize(("lines", "label"), [
+    # one report: the record on the next line with the same head states the cause
+    ([_UNCAUSED, _LAUNCH], Label.CONFIG_ERROR),
+    # not one report: another program's line between them ends the run, the first record decides alone
+    ([_UNCAUSED, "Error in rule ont-amplicon_assembly.clustering_1:", _LAUNCH], Label.OTHER_CRASH),
+])
+def test_one_tools_report_in_several_records(tmp_path: Path, lines: list[str], label: Label) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert diagnose_paths([str(log)]).verdict.label is label
