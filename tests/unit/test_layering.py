@@ -64,6 +64,7 @@ PURE = [
     "diagnosis.forms_round28b",
     "diagnosis.forms_round28a",
     "diagnosis.forms_round29a",
+    "diagnosis.forms_round29b",
     "diagnosis.forms_round29c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",

@@ -278,6 +278,33 @@ def _relayed_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, E
     return None
 
 
+#: a tool's error record, "<tool>: error: ...", the head of each record of one report (srun, slurmstepd, sbatch)
+_TOOL_ERROR = re.compile(r"^\s*([\w.-]+): error: ")
+
+
+def _tool_run_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, Evidence] | None:
+    """The reading and the line of the first record that states a cause among the records that follow ``ev`` on
+    the next lines of its source with the same ``<tool>: error:`` head (``errors`` from ``ev`` on): one tool's
+    report in several records, whose first may state no cause. srun reports a launch it could not make as
+    "srun: error: JobId=<id> failed to distribute tasks (...) - this should never happen" or "srun: error:
+    slurm_receive_msgs: [[<node>]:6818] failed: Socket timed out on send/recv operation", then "srun: error: Task
+    launch for StepId=<id> failed on node <node>: <reason>" (snakemake-executor-plugin-slurm#225, batchtools#201).
+    None when ``ev`` is no such record or no following record of the run states a cause."""
+    head = _TOOL_ERROR.match(ev.text)
+    if head is None:
+        return None
+    lineno = ev.lineno
+    for e in errors:
+        if e is ev or e.key != ev.key or e.source != ev.source:
+            continue
+        if e.lineno != lineno + 1 or not e.text.lstrip().startswith(f"{head.group(1)}: error: "):
+            break
+        if (reading := read_error(e.text)) is not None:
+            return reading, e
+        lineno = e.lineno
+    return None
+
+
 #: the causes a compiler's raised exception may state that are not the compile's own: the set-up it ran in
 _SETUP_LABELS = frozenset({Label.CONFIG_ERROR, Label.OOM, Label.HARDWARE_ERROR})
 
@@ -1446,6 +1473,8 @@ class Judge:
             # a traceback (or exit report) the rank survived: it was handled, not fatal
             st.failure = st.failure_match = st.failure_time = None
         st.phase_running = None  # progress after a compile it announced: that compile is over
+        if st.beat_announced:
+            st.last_compile_beat = None  # that announcement was the newest beat: nothing beats for a compile now
         if st.recompile_open is not None and _ends_recompile(st, mono, step):
             st.recompile_open = None  # its own progress after it: that recompile is over
         if step is not None:
@@ -1995,6 +2024,10 @@ class Judge:
             if reading is None and (relayed := _relayed_cause(self.unexplained[at:], ev)) is not None:
                 # a launcher's failure lines state no cause, and it prints the log of the tool that failed
                 reading, cause = relayed
+                line = f"{line[:80]}, then {cause.text.strip()[:120]}"
+            if reading is None and (run := _tool_run_cause(self.unexplained[at:], ev)) is not None:
+                # one tool's report in several records: the next that states a cause explains the first
+                reading, cause = run
                 line = f"{line[:80]}, then {cause.text.strip()[:120]}"
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)
