@@ -199,3 +199,17 @@ def test_a_hung_ranks_occasional_tick_is_not_a_compiles_pace() -> None:
             assert v.label is Label.COLLECTIVE_HANG and v.culprit == BUILDER, (t, v.reason)
             return
     pytest.fail("the ticks kept it compiling")
+
+
+@pytest.mark.parametrize("form", BUILDING)
+def test_offline_the_ranks_step_after_the_announcement_ends_the_compile(form: str) -> None:
+    """Without process readings, the rank's own step after its announcement closes the compile: the
+    announcement was the newest compile beat, so the beat's window does not keep it compiling
+    (MXNet's autotuning announced, then its Speedometer's rows: a SageMaker job that trains on)."""
+    j = announced(form)
+    j.observe_line(ln(PEER, "step 6 loss 1.5", ANNOUNCED + 20))
+    j.observe_line(ln(BUILDER, "step 6 loss 1.5", ANNOUNCED + 20))
+    v = j.verdict(ANNOUNCED + 21)
+    assert v.label is Label.HEALTHY, v.reason
+    j.observe_line(ln(BUILDER, BUILDING[form], ANNOUNCED + 30))  # a second build announced: compiling again
+    assert j.verdict(ANNOUNCED + 31).label is Label.COMPILING
