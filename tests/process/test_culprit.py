@@ -378,7 +378,7 @@ def test_without_py_spy_the_stacks_come_from_the_ranks_own_worker_server(
     rank2_sleeps: tuple[Path, list[dict[str, Any]]]
 ) -> None:
     """A container without ptrace (EKS, SageMaker) cannot run py-spy: the ranks' worker server
-    (``dump_traceback``) gives every rank's stack, and the stacks name the same rank as the recorder."""
+    (``neuron_watch_stacks``) gives every rank's stack, and the stacks name the same rank as the recorder."""
     run_dir, evs = rank2_sleeps
     hang = [e for e in named(evs, "verdict") if e["label"] == "collective_hang"]
     assert len(hang) == 1 and hang[0]["culprit"]["rank"] == 2, hang

@@ -14,13 +14,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from neuron_watch.diagnosis.flight_recorder import summarize
-from neuron_watch.node.rank_probe import BOOTSTRAP_DIR, DIR_ENV, call_handler, probe_env, read_rank
+from neuron_watch.node.rank_probe import BOOTSTRAP_DIR, DIR_ENV, STACKS_HANDLER, call_handler, probe_env, read_rank
 from tests.fixtures.gloo_exit import run_pair
 
 pytestmark = pytest.mark.process
@@ -78,6 +79,7 @@ sock = os.path.join(os.environ["PROBE"], "r0.sock")
 print(json.dumps({
     "ping": call_handler(sock, "ping").decode(),
     "traceback": "most recent call first" in call_handler(sock, "dump_traceback").decode(),
+    "stacks": call_handler(sock, "neuron_watch_stacks").decode(),
     "fr": json.loads(call_handler(sock, "fr_trace_json")),
     "problem": read_rank(os.environ["PROBE"], 0).problem,
 }))
@@ -94,6 +96,10 @@ def test_torchs_worker_server_in_a_gloo_rank_answers_what_we_rely_on(tmp_path: P
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["ping"] == "pong" and out["traceback"] and out["problem"] == ""
+    # ours: faulthandler's text, the main thread in the call above, the handler's own thread left out
+    assert out["stacks"].startswith("Thread 0x") and "(most recent call first):" in out["stacks"]
+    assert "in call_handler" in out["stacks"] and "in <module>" in out["stacks"], out["stacks"]
+    assert "in _stacks" not in out["stacks"], out["stacks"]
     fr = out["fr"]
     assert {"version", "pg_config", "pg_status", "entries"} <= set(fr)
     e = fr["entries"][-1]
@@ -133,7 +139,7 @@ def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -
             sock = str(probe / "r0.sock")
             while rank.poll() is None and time.monotonic() < give_up:
                 try:
-                    call_handler(sock, "dump_traceback", timeout=5)
+                    call_handler(sock, STACKS_HANDLER, timeout=5)
                     asked += 1
                 except (OSError, http.client.HTTPException):
                     pass  # not listening yet, or gone
@@ -149,6 +155,66 @@ def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -
         assert asked > 0  # the stacks were really asked while the rank ran
         assert not (probe / "r0.sock").exists()
 
+
+
+def _ask_raw(sock: str, handler: str) -> bytes:
+    """One request on its own connection, past call_handler's one-at-a-time lock (as a user's
+    curl, or another process, asks): b"" when the rank does not answer."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(sock)
+        s.sendall(f"POST /handler/{handler} HTTP/1.1\r\nHost: rank\r\nContent-Length: 0\r\n"
+                  "Connection: close\r\n\r\n".encode())
+        chunks = []
+        while chunk := s.recv(1 << 16):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_overlapping_requests_from_the_sockets_first_moment_never_kill_a_rank(tmp_path: Path) -> None:
+    # Three askers at once past call_handler's turns (as a user's curl asks), both handlers
+    # neuron-watch asks (the probe's fr_trace_json polls, a capture's stacks), from the moment the
+    # socket appears to the rank's exit. With the server started inside `import torch`
+    # (torch/__init__.py imports torch.distributed) and the stacks from torch's dump_traceback,
+    # which walks Python's thread list without its lock while another handler thread links a
+    # half-made thread state into it, ranks died of SIGSEGV: 3 of 40 so asked here (the stacks
+    # asked of dump_traceback), none of 40 now (tests/benchmarks/bench_probe_overlap.py). Every
+    # rank must exit 0 having trained.
+    asked = {STACKS_HANDLER: 0, "fr_trace_json": 0}
+    for attempt in range(6):
+        probe = tmp_path / f"p{attempt}"
+        probe.mkdir()
+        env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0",
+               "INIT_FILE": str(tmp_path / f"init{attempt}")}
+        base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
+        rank = subprocess.Popen([sys.executable, "-c", RANK_THAT_EXITS], env={**base, **env}, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        sock = str(probe / "r0.sock")
+
+        def ask(handler: str, rank: subprocess.Popen[str] = rank, sock: str = sock) -> None:
+            while rank.poll() is None:
+                try:
+                    if _ask_raw(sock, handler).startswith(b"HTTP/1.1 200"):
+                        asked[handler] += 1
+                except OSError:
+                    pass  # not listening yet, or gone
+
+        askers = [threading.Thread(target=ask, args=(h,)) for h in (STACKS_HANDLER, "fr_trace_json", STACKS_HANDLER)]
+        for t in askers:
+            t.start()
+        try:
+            out = rank.communicate(timeout=90)[0]  # a hang's bound, not a speed limit: the rank needs ~2 s
+        except subprocess.TimeoutExpired:
+            out = "(still running: hung)"
+        finally:
+            if rank.poll() is None:
+                os.killpg(rank.pid, signal.SIGKILL)
+                rank.wait()
+            for t in askers:
+                t.join()
+        assert rank.returncode == 0 and "done" in out, (attempt, rank.returncode, out[-2000:])
+        assert json.loads((probe / "r0.json").read_text())["state"] == "exited"
+    assert asked[STACKS_HANDLER] > 0 and asked["fr_trace_json"] > 0, asked  # the rank was really asked
 
 
 def test_a_request_that_completes_after_the_server_began_to_stop_does_not_hang_the_exit(tmp_path: Path) -> None:
@@ -294,6 +360,29 @@ def test_an_absent_worker_server_is_reported_not_raised(tmp_path: Path) -> None:
     status = json.loads((probe / "r1.json").read_text())
     assert status["state"] == "failed" and "torch._C" in status["error"]
     assert read_rank(str(probe), 1).problem.startswith("no recorder: ")
+
+
+def test_the_server_starts_once_import_torch_has_returned_not_inside_it(tmp_path: Path) -> None:
+    # torch/__init__.py imports torch.distributed half-way through its body: a server started then
+    # answered while torch was half-executed (most ranks the overlapping asks killed died there). A
+    # stand-in torch shaped so (no torch._C: the start is then reported as failed, which is the sign
+    # it was tried) says what the status was inside its body; its loader still answers for it.
+    fake = tmp_path / "fake"
+    (fake / "torch" / "distributed").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        "import json, os\nfrom . import distributed\n"
+        "DURING = json.load(open(os.path.join(os.environ['PROBE'], 'r2.json')))['state']\n")
+    (fake / "torch" / "distributed" / "__init__.py").write_text("")
+    probe = tmp_path / "p"
+    probe.mkdir()
+    env = {**probe_env({"PYTHONPATH": str(fake)}, str(probe)), "RANK": "2", "LOCAL_RANK": "2", "PROBE": str(probe)}
+    code = ("import importlib.resources, json, os, torch\n"
+            "after = json.load(open(os.path.join(os.environ['PROBE'], 'r2.json')))['state']\n"
+            "print(torch.DURING, after, importlib.resources.files('torch').joinpath('__init__.py').is_file())")
+    p = run(code, env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["armed", "failed", "True"], (p.stdout, p.stderr)
+    assert "torch._C" in json.loads((probe / "r2.json").read_text())["error"]
 
 
 def test_a_pre_started_torchrun_still_takes_the_next_generation_with_its_own_probe_dir() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from neuron_watch.diagnosis.stacks import top_frame
 from neuron_watch.node.evidence import IncidentContext, capture_node_bundle
+from neuron_watch.node.rank_probe import probe_env
 from tests.conftest import require_binary
 
 pytestmark = pytest.mark.process
@@ -163,9 +164,7 @@ def test_py_spy_absent_is_said_in_the_manifest(tmp_path: Path, hung_rank: subpro
 
 #: A rank with torch's worker server (what the rank probe starts in every rank), stuck in its own code.
 SERVED = """
-import os, sys, time
-from torch._C._distributed_c10d import _WorkerServer
-server = _WorkerServer(sys.argv[1])
+import time, torch.distributed  # the rank bootstrap on PYTHONPATH starts the worker server
 def wait_for_a_peer_that_never_comes():
     print("ready", flush=True)  # said from inside, so a dump taken on "ready" finds this frame on top
     time.sleep(600)
@@ -175,7 +174,9 @@ wait_for_a_peer_that_never_comes()
 
 def test_without_py_spy_the_stacks_come_from_the_ranks_worker_server(tmp_path: Path) -> None:
     sock = str(tmp_path / "r0.sock")
-    p = subprocess.Popen([sys.executable, "-c", SERVED, sock], stdout=subprocess.PIPE, text=True,
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "PYTHONPATH")}
+    env = {**base, **probe_env({}, str(tmp_path)), "RANK": "0", "LOCAL_RANK": "0"}
+    p = subprocess.Popen([sys.executable, "-c", SERVED], stdout=subprocess.PIPE, text=True, env=env,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
@@ -200,7 +201,7 @@ def test_a_worker_server_that_does_not_answer_and_no_py_spy_are_both_said(
         job_id="j", generation=0, incident=1, node="n", run_dir=tmp_path / "run", rank_pids={0: hung_rank.pid},
         deadline_s=30, tool_path=str(tmp_path / "empty-bin"), probe_sockets={0: str(dead)}))
     reason = next(m["reason"] for m in res.missing if m["item"] == "stacks/rank-0.txt")
-    assert "worker server dump_traceback: " in reason and "py-spy not installed" in reason, reason
+    assert "worker server neuron_watch_stacks: " in reason and "py-spy not installed" in reason, reason
 
 
 def test_a_tool_that_hangs_is_killed_at_the_deadline_and_recorded(tmp_path: Path,

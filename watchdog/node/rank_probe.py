@@ -1,11 +1,11 @@
 """The rank probe: torch's own worker server in every rank, read by the agent (I/O).
 
 ``rank_bootstrap/sitecustomize.py`` (on the ranks' ``PYTHONPATH``) starts
-``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` once the job imports
-``torch.distributed``. :class:`RankProbe` polls each live rank's ``fr_trace_json`` handler from
-one background thread (short timeouts: a rank whose server does not answer costs the thread at
-most ``timeout`` seconds, never the agent's loop) and keeps the newest summary per rank for the
-agent to send (:meth:`RankProbe.take`).
+``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` once the job has
+imported ``torch.distributed`` and ``import torch`` has returned. :class:`RankProbe` polls each
+live rank's ``fr_trace_json`` handler from one background thread (short timeouts: a rank whose
+server does not answer costs the thread at most ``timeout`` seconds, never the agent's loop) and
+keeps the newest summary per rank for the agent to send (:meth:`RankProbe.take`).
 
 Cost: a dump is serialized by the rank. torch 2.13 records gloo collectives with a 2000-entry
 buffer even when nothing is set, and such a dump costs the rank ~75 ms of CPU for ~1 MB of JSON
@@ -43,6 +43,13 @@ POLL_EVERY = 5.0  # seconds between two readings of one rank
 TIMEOUT = 2.0  # connect + read bound for one rank's answer
 #: a rank is polled no more often than its last dump took / MAX_SHARE (its server's CPU is the job's)
 MAX_SHARE = 0.01
+#: the bootstrap's stack handler (its ``_stacks``: faulthandler's text, without the thread-list race
+#: of torch's ``dump_traceback`` that can kill a rank)
+STACKS_HANDLER = "neuron_watch_stacks"
+
+#: one lock per rank socket (its path): a request to a rank waits for the one in flight
+_socket_locks: dict[str, threading.Lock] = {}
+_socket_locks_guard = threading.Lock()
 
 
 def rank_socket(probe_dir: str, rank: int) -> str:
@@ -83,9 +90,33 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = s
 
 
+def _socket_lock(path: str) -> threading.Lock:
+    with _socket_locks_guard:
+        return _socket_locks.setdefault(path, threading.Lock())
+
+
 def call_handler(path: str, handler: str, timeout: float = TIMEOUT) -> bytes:
     """POST ``/handler/<handler>`` on a worker server's unix socket (the method torch's own
-    frontend uses, torch/distributed/debug/_frontend.py). Raises OSError or HTTPException."""
+    frontend uses, torch/distributed/debug/_frontend.py). Raises OSError (TimeoutError when
+    another request to this socket held it for ``timeout``) or HTTPException.
+
+    One request in flight per rank from this process: the probe's ``fr_trace_json`` polls and an
+    evidence capture's stacks take turns (each handler runs on its own server thread in the rank,
+    and a thread that takes the GIL beside a stack dump is what killed ranks; see the bootstrap's
+    ``_stacks``). A caller waits at most ``timeout`` for the turn, then at most ``timeout`` per
+    socket operation of its own request: a capture behind a poll waits for that poll, which a
+    rank answers in milliseconds (a ~1 MB dump of a big recorder: ~75 ms) and which gives up at
+    :data:`TIMEOUT` a step."""
+    lock = _socket_lock(path)
+    if not lock.acquire(timeout=timeout):
+        raise TimeoutError(f"another request to {path} was still in flight after {timeout:g} s")
+    try:
+        return _post(path, handler, timeout)
+    finally:
+        lock.release()
+
+
+def _post(path: str, handler: str, timeout: float) -> bytes:
     conn = _UnixHTTP(path, timeout)
     try:
         conn.request("POST", f"/handler/{handler}", body=b"", headers={"Connection": "close"})
@@ -210,6 +241,10 @@ class RankProbe:
 
 
 def remove_probe_dir(path: str | None) -> None:
-    """Remove a probe directory (stale sockets of ended ranks); errors are ignored (it is /tmp)."""
+    """Remove a probe directory (stale sockets of ended ranks); errors are ignored (it is /tmp).
+    The locks of its sockets go with it (a generation's sockets are not asked again)."""
     if path:
         shutil.rmtree(path, ignore_errors=True)
+        with _socket_locks_guard:
+            for sock in [s for s in _socket_locks if os.path.dirname(s) == path]:
+                del _socket_locks[sock]

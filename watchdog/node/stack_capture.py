@@ -1,9 +1,10 @@
 """Every rank's stacks for an incident's bundle, taken while the ranks are alive.
 
-The rank's own worker server answers first (``dump_traceback``: Python's faulthandler, no ptrace,
-so it works in containers without ``CAP_SYS_PTRACE``); ``py-spy dump`` where the rank has no
-server or it does not answer; a rank that already ended left its stacks beside its server's socket.
-Each rank's way and what failed land in the bundle's notes and ``missing``.
+The rank's own worker server answers first (the bootstrap's ``neuron_watch_stacks``: every Python
+thread's stack in faulthandler's text, no ptrace, so it works in containers without
+``CAP_SYS_PTRACE``); ``py-spy dump`` where the rank has no server or it does not answer; a rank
+that already ended left its stacks beside its server's socket. Each rank's way and what failed
+land in the bundle's notes and ``missing``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from neuron_watch.node.bundle import TOOL_TIMEOUT_S, Recorder
 from neuron_watch.node.procs import run_bounded
-from neuron_watch.node.rank_probe import call_handler
+from neuron_watch.node.rank_probe import STACKS_HANDLER, call_handler
 
 
 def _pid_alive(pid: int) -> bool:
@@ -61,10 +62,11 @@ def _py_spy_failure(pid: int, rc: int, err: str, state_before: str = "") -> str:
 
 
 def _worker_server_stack(sock: str, budget: float) -> tuple[str, str]:
-    """The rank's stacks from its own worker server (``dump_traceback``: Python's faulthandler,
-    no ptrace needed), or ``("", why)``."""
+    """The rank's stacks from its own worker server (the bootstrap's ``neuron_watch_stacks``, not
+    torch's ``dump_traceback``, which can kill the rank; no ptrace needed), or ``("", why)``. Waits
+    for a probe's request to the rank in flight (:func:`call_handler`), within ``budget``."""
     try:
-        text = call_handler(sock, "dump_traceback", timeout=budget).decode("utf-8", "replace")
+        text = call_handler(sock, STACKS_HANDLER, timeout=budget).decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:
         return "", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return (text, "") if text.strip() else ("", "empty answer")
@@ -83,7 +85,7 @@ def _death_stack(sock: str) -> str:
 def collect_stacks(rec: Recorder, rank_pids: Mapping[int, int], probe_sockets: Mapping[int, str]) -> None:
     """Every rank's stacks, all ranks at once (the bound is one tool timeout, not one per rank).
 
-    The rank's own worker server first (``dump_traceback``: no ptrace, so it works in containers
+    The rank's own worker server first (``neuron_watch_stacks``: no ptrace, so it works in containers
     without ``CAP_SYS_PTRACE`` such as EKS and SageMaker); ``py-spy dump`` where the rank has no
     server or it does not answer (a rank stuck while holding the GIL, a stopped process).
     """
@@ -119,7 +121,7 @@ def collect_stacks(rec: Recorder, rank_pids: Mapping[int, int], probe_sockets: M
             if text:
                 note["via"] = "worker_server"
                 return rank, pid, note, text, []
-            why.append(f"worker server dump_traceback: {failure}")
+            why.append(f"worker server {STACKS_HANDLER}: {failure}")
         if exe is None:
             why.append("py-spy not installed (pip install 'neuron-watch[stacks]')")
             return rank, pid, note, "", why

@@ -7,10 +7,12 @@ at start-up (``site`` imports the first ``sitecustomize`` on ``sys.path``). It:
 * does nothing unless ``NEURON_WATCH_PROBE_DIR`` is set and this process is a rank (``RANK`` and
   ``LOCAL_RANK`` set, as torchrun does for its workers; torchrun itself has neither; or
   ``NEURON_WATCH_RANK``, which the agent gives an srun task that is one rank);
-* imports nothing heavy: a meta-path hook waits until the job imports ``torch.distributed``, then
-  starts ``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` (the HTTP
-  server on a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main``
-  starts; its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``);
+* imports nothing heavy: a meta-path hook waits until the job has imported ``torch.distributed``
+  and ``import torch`` has returned (:func:`_torch_initializing`), then starts
+  ``torch._C._distributed_c10d._WorkerServer`` on ``<probe dir>/r<RANK>.sock`` (the HTTP server on
+  a unix socket that torch's own ``torch.distributed.elastic.control_plane.worker_main`` starts;
+  its handlers include ``fr_trace_json``, ``dump_traceback`` and ``ping``), and registers
+  ``neuron_watch_stacks`` (:func:`_stacks`), the stack dump neuron-watch asks for;
 * never raises into the job: what happened is written to ``<probe dir>/r<RANK>.json``
   (``{"pid", "state": "armed" | "listening" | "failed" | "exited", "error", "socket"}``; ``exited``
   also says ``uncaught``, the type of an exception that ended the rank, "" for none) for the
@@ -41,6 +43,12 @@ from typing import Any
 _DIR_ENV = "NEURON_WATCH_PROBE_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGET = "torch.distributed"
+_TORCH = "torch"
+#: our stack handler on torch's worker server (rank_probe.STACKS_HANDLER says the same)
+_STACKS_HANDLER = "neuron_watch_stacks"
+#: faulthandler's bounds (Modules/faulthandler.c, Python/traceback.c): a dump stays small
+_MAX_THREADS = 100
+_MAX_FRAMES = 100
 #: at exit, the longest wait for the worker server's open connections to close (their requests
 #: finishing with the GIL released); a stack dump takes milliseconds, this is a bound, not a pause
 _DRAIN_SECONDS = 2.0
@@ -95,24 +103,102 @@ def _status(path: str, **fields: Any) -> None:
         pass
 
 
+def _stacks(_request: Any, response: Any) -> None:
+    """Our ``neuron_watch_stacks`` handler: every Python thread's stack but the handler's own, in
+    faulthandler's text (``Thread 0x... (most recent call first):`` then ``  File "f", line n in
+    fn``, newest thread first), which is what torch's ``dump_traceback`` answers.
+
+    Not torch's ``dump_traceback``: it calls ``faulthandler.dump_traceback(all_threads=True)``,
+    which walks the interpreter's thread states without the lock that guards that list (it is
+    made for a signal handler). On Python 3.11 a thread state is linked into the list before it is
+    initialised (``new_threadstate``), and every C++ thread that takes the GIL without a thread
+    state makes one: a second request's handler, a gloo worker dropping a tensor. A dump that meets
+    one reads its NULL ``cframe``: the rank dies of SIGSEGV (cores of the ranks that
+    tests/process/test_rank_probe.py's overlapping asks killed: ``dump_traceback`` in
+    ``_Py_DumpTracebackThreads``, the thread state at the list's head half-initialised).
+    ``sys._current_frames()`` walks the same list holding its lock."""
+    import _thread
+
+    me = _thread.get_ident()
+    blocks = []
+    for ident, frame in list(sys._current_frames().items())[:_MAX_THREADS]:
+        if ident == me:
+            continue  # this handler, on the worker server's thread: not the job's
+        lines: list[str] = []
+        f: Any = frame
+        while f is not None and len(lines) < _MAX_FRAMES:
+            line = "???" if f.f_lineno is None else f.f_lineno
+            lines.append(f'  File "{f.f_code.co_filename}", line {line} in {f.f_code.co_name}\n')
+            f = f.f_back
+        blocks.append(f"Thread 0x{ident:016x} (most recent call first):\n{''.join(lines)}")
+    response.set_content("\n".join(blocks), "text/plain")
+    response.set_status(200)
+
+
+#: References to :func:`_stacks` that keep it alive whatever torch does to its count: torch's
+#: ``_register_handler`` keeps the function in a C++ closure that its server copies, and drops,
+#: on each request without the GIL (``getHandler`` returns the closure by value), so two requests
+#: at once can lose an update of the count; one lost increment too many freed the function while
+#: registered (``func_dealloc`` from a handler thread: "PyThreadState_Get: the function must be
+#: called with the GIL held", SIGABRT: 2 of 54 long-lived ranks asked by three askers at once,
+#: ~760,000 requests; none of 30 with these, ~835,000 requests; tests/benchmarks/bench_probe_overlap.py
+#: --askers stacks --depth 40 --iters 60000).
+#: The node asks one request at a time (rank_probe.call_handler); these cover anyone else's.
+_KEEP_ALIVE = 10_000
+
+
+def _torch_initializing() -> bool:
+    """Whether ``torch/__init__.py`` is still running: importlib marks the spec of a module whose
+    body runs (``_initializing``, importlib/_bootstrap.py ``_load_unlocked``) until it returns."""
+    torch = sys.modules.get(_TORCH)
+    return bool(getattr(getattr(torch, "__spec__", None), "_initializing", False))
+
+
 class _Probe:
     def __init__(self, directory: str, rank: str) -> None:
         self.socket = os.path.join(directory, f"r{rank}.sock")
         self.status = os.path.join(directory, f"r{rank}.json")
         self.server: Any = None
+        self.wanted = False  # torch.distributed was imported (or its import failed part-way)
+        self.torch_watched = False  # our loader runs torch's body (and starts us after it)
+        self.handler_refs: tuple[Any, ...] = ()  # see _KEEP_ALIVE
         self.started = False
         self.death = self.status[: -len(".json")] + ".death.txt"
         self.death_file: Any = None
         self.death_recorded = False
 
+    def loaded(self, name: str) -> None:
+        """``torch`` or ``torch.distributed`` (``name``) has been imported: start the worker server
+        once both have and ``import torch`` has returned. ``torch/__init__.py`` imports
+        ``torch.distributed`` half-way through: a server started then answers while torch is
+        half-executed (under three overlapping askers, 27 of 40 ranks died of SIGSEGV in ``import
+        torch``, 1 of 25 after it). A ``torch`` the hook did not load (found by another finder: an
+        editable install) is not waited for; a failed ``import torch`` (the job reports it) gets
+        no server: starting one would import torch again."""
+        if name == _TARGET:
+            self.wanted = True
+        if name == _TORCH and _TORCH not in sys.modules:
+            _status(self.status, state="failed", socket=self.socket, error="import torch failed")
+            return
+        torch_running = self.torch_watched and name != _TORCH and _torch_initializing()
+        if self.wanted and not torch_running:
+            self.start()
+
     def start(self) -> None:
-        """Start the worker server (once). Called right after ``torch.distributed`` was imported."""
+        """Start the worker server (once)."""
         if self.started:
             return
         self.started = True
         try:
             from torch._C._distributed_c10d import _WorkerServer
 
+            # registered as torch registers its own Python handler (torch/distributed/debug/_handlers.py)
+            with contextlib.suppress(BaseException):  # without it the node asks py-spy (a 404 here)
+                import torch._C._distributed_c10d as c10d
+
+                if _STACKS_HANDLER not in c10d._get_handler_names():  # type: ignore[attr-defined]  # not in the stubs
+                    self.handler_refs = (_stacks,) * _KEEP_ALIVE
+                    c10d._register_handler(_STACKS_HANDLER, _stacks)
             if os.path.exists(self.socket):  # a killed previous process of this rank left it behind
                 os.unlink(self.socket)
             with _quiet_worker_server():
@@ -131,8 +217,9 @@ class _Probe:
         deadlocking the exit, then leave the interpreter's teardown nothing that needs the GIL.
 
         torch's ``_WorkerServer.shutdown()`` joins the server's threads while holding the GIL (the
-        binding does not release it), and a ``dump_traceback`` request being handled needs the GIL
-        (``py::gil_scoped_acquire`` in its handler): a shutdown while one is handled hangs the rank
+        binding does not release it), and a stack request being handled needs the GIL
+        (``py::gil_scoped_acquire`` in torch's ``dump_traceback`` and around a Python handler such
+        as our ``neuron_watch_stacks``): a shutdown while one is handled hangs the rank
         at exit for ever after "Server shutting down" (tests/process/test_rank_probe.py). A request
         on a connection accepted before the stop can still arrive after any fixed pause (and a
         loaded machine can keep a handler off the CPU past one). So: unlink the socket (no new
@@ -320,11 +407,19 @@ def _let_gloo_threads_finish() -> None:
 
 
 class _Loader(importlib.abc.Loader):
-    """Runs the real loader of ``torch.distributed``, then starts the probe."""
+    """Runs the real loader of ``torch`` or ``torch.distributed``, then starts the probe if both
+    are done (:meth:`_Probe.loaded`). Anything else asked of it (a resource reader,
+    ``get_source``) is the real loader's."""
 
     def __init__(self, real: importlib.abc.Loader, probe: _Probe) -> None:
         self.real = real
         self.probe = probe
+
+    def __getattr__(self, name: str) -> Any:
+        real = self.__dict__.get("real")  # not self.real: a copy made without __init__ has none
+        if real is None:
+            raise AttributeError(name)
+        return getattr(real, name)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self.real.create_module(spec)
@@ -334,25 +429,29 @@ class _Loader(importlib.abc.Loader):
             self.real.exec_module(module)
         finally:
             # Also when the import failed part-way (start() reports what is missing).
-            self.probe.start()
+            with contextlib.suppress(BaseException):
+                self.probe.loaded(module.__name__)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Answers only for ``torch.distributed``: finds it with the other finders, wraps its loader."""
+    """Answers only for ``torch`` and ``torch.distributed``: finds them with the other finders,
+    wraps their loaders."""
 
     def __init__(self, probe: _Probe) -> None:
         self.probe = probe
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _TARGET or self.probe.started:
+        if fullname not in (_TORCH, _TARGET) or self.probe.started:
             return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)  # once: the hook is not on the import path any more
+        if fullname == _TARGET:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self)  # torch, its parent, is imported by now: nothing more to find
         try:
             spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
             if spec is None or spec.loader is None:
                 return None
             spec.loader = _Loader(spec.loader, self.probe)
+            self.probe.torch_watched |= fullname == _TORCH
             return spec
         except BaseException as exc:
             _status(self.probe.status, state="failed", socket=self.probe.socket,
