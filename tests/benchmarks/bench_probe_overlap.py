@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 
 from neuron_watch.node.rank_probe import BOOTSTRAP_DIR, DIR_ENV, STACKS_HANDLER
+from tests.fixtures.probe_ask import ask_raw
 
 RANK = """
 import os, sys, torch, torch.distributed as dist
@@ -39,18 +39,6 @@ def deep(n):  # a training step's depth: the loop, the model, its modules
 deep(int(sys.argv[1]))
 print("done", flush=True)
 """
-
-
-def ask_raw(sock: str, handler: str) -> bytes:
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(10)
-        s.connect(sock)
-        s.sendall(f"POST /handler/{handler} HTTP/1.1\r\nHost: rank\r\nContent-Length: 0\r\n"
-                  "Connection: close\r\n\r\n".encode())
-        chunks = []
-        while chunk := s.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def one_rank(work: str, bootstrap: str, handlers: tuple[str, ...], depth: int, iters: int,

@@ -23,6 +23,7 @@ import pytest
 from neuron_watch.diagnosis.flight_recorder import summarize
 from neuron_watch.node.rank_probe import BOOTSTRAP_DIR, DIR_ENV, STACKS_HANDLER, call_handler, probe_env, read_rank
 from tests.fixtures.gloo_exit import run_pair
+from tests.fixtures.probe_ask import ask_raw
 
 pytestmark = pytest.mark.process
 
@@ -120,19 +121,24 @@ print("done", flush=True)
 """
 
 
+def _start_rank_that_exits(tmp_path: Path, attempt: int) -> tuple[Path, subprocess.Popen[str]]:
+    """A gloo rank of one under the bootstrap (RANK_THAT_EXITS), its probe dir ``p<attempt>``."""
+    probe = tmp_path / f"p{attempt}"
+    probe.mkdir()
+    env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0", "INIT_FILE": str(tmp_path / f"init{attempt}")}
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
+    return probe, subprocess.Popen([sys.executable, "-c", RANK_THAT_EXITS], env={**base, **env}, cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True)
+
+
 def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -> None:
     # torch's _WorkerServer.shutdown() holds the GIL while it joins the server's threads, and the
     # dump_traceback handler needs the GIL: unguarded, a shutdown at exit during a stack dump hangs
     # the rank for ever after "Server shutting down". Asked without a pause, each of these ranks
     # exits while a request is in flight or near.
     for attempt in range(5):
-        probe = tmp_path / f"p{attempt}"
-        probe.mkdir()
-        env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0",
-               "INIT_FILE": str(tmp_path / f"init{attempt}")}
-        base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
-        rank = subprocess.Popen([sys.executable, "-c", RANK_THAT_EXITS], env={**base, **env}, cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        probe, rank = _start_rank_that_exits(tmp_path, attempt)
         asked = 0
         give_up = time.monotonic() + 90  # a hang's bound, not a speed limit: the rank needs ~2 s
         try:
@@ -156,21 +162,6 @@ def test_a_rank_exits_cleanly_while_its_stacks_are_being_asked(tmp_path: Path) -
         assert not (probe / "r0.sock").exists()
 
 
-
-def _ask_raw(sock: str, handler: str) -> bytes:
-    """One request on its own connection, past call_handler's one-at-a-time lock (as a user's
-    curl, or another process, asks): b"" when the rank does not answer."""
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(10)
-        s.connect(sock)
-        s.sendall(f"POST /handler/{handler} HTTP/1.1\r\nHost: rank\r\nContent-Length: 0\r\n"
-                  "Connection: close\r\n\r\n".encode())
-        chunks = []
-        while chunk := s.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def test_overlapping_requests_from_the_sockets_first_moment_never_kill_a_rank(tmp_path: Path) -> None:
     # Three askers at once past call_handler's turns (as a user's curl asks), both handlers
     # neuron-watch asks (the probe's fr_trace_json polls, a capture's stacks), from the moment the
@@ -182,19 +173,13 @@ def test_overlapping_requests_from_the_sockets_first_moment_never_kill_a_rank(tm
     # rank must exit 0 having trained.
     asked = {STACKS_HANDLER: 0, "fr_trace_json": 0}
     for attempt in range(6):
-        probe = tmp_path / f"p{attempt}"
-        probe.mkdir()
-        env = {**probe_env({}, str(probe)), "RANK": "0", "LOCAL_RANK": "0",
-               "INIT_FILE": str(tmp_path / f"init{attempt}")}
-        base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", DIR_ENV, "PYTHONPATH")}
-        rank = subprocess.Popen([sys.executable, "-c", RANK_THAT_EXITS], env={**base, **env}, cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        probe, rank = _start_rank_that_exits(tmp_path, attempt)
         sock = str(probe / "r0.sock")
 
         def ask(handler: str, rank: subprocess.Popen[str] = rank, sock: str = sock) -> None:
             while rank.poll() is None:
                 try:
-                    if _ask_raw(sock, handler).startswith(b"HTTP/1.1 200"):
+                    if ask_raw(sock, handler).startswith(b"HTTP/1.1 200"):
                         asked[handler] += 1
                 except OSError:
                     pass  # not listening yet, or gone
