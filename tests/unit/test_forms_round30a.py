@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.exctaxonomy import setup_refusal
-from neuron_watch.diagnosis.failureforms import FormKind
+from neuron_watch.diagnosis.failureforms import FormKind, cause_of
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import cause_tests, table_tests
@@ -92,6 +93,7 @@ def test_paddle_invalid_argument_still_states_a_refusal() -> None:
     ("oom/mindone-465-sd-lora-malloc-kernel-output-failed.log", Label.OOM, Action.RESTART),
     ("comm_error/paddle-5189-go-pserver-client-connection-shut-down.log", Label.COMM_ERROR, Action.RESTART),
     ("config_error/paddlespeech-302-docker-invalid-device-function.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/paddle-1468-use-gpu-false-no-cuda-device.log", Label.CONFIG_ERROR, Action.STOP),
     ("other_crash/paddledetection-5879-picodet-blocking-queue-killed.log", Label.OTHER_CRASH, Action.RESTART),
     # the same convention's healthy records stay healthy, and so do MindSpore's runs
     ("healthy/mindaudio-92-deepspeech2-gpu-regression-loss-records.log", Label.HEALTHY, Action.WAIT),
@@ -99,3 +101,25 @@ def test_paddle_invalid_argument_still_states_a_refusal() -> None:
 def test_the_corpus_excerpts(excerpt: str, label: Label, action: Action) -> None:
     verdict = diagnose_paths([str(CORPUS / excerpt)]).verdict
     assert (verdict.label, verdict.action) == (label, action), verdict.reason
+
+
+def _explain(text: str) -> Label | None:
+    stated = cause_of(text)
+    return None if stated is None else stated[0]
+
+
+def test_a_failure_line_outside_any_block_is_read_with_the_block_right_under_it() -> None:
+    """glog's stack-trace header that interleaved threads printed above the check's own record (corpus,
+    paddle-1468-use-gpu-false-no-cuda-device): the record under it states the cause."""
+    lines = (CORPUS / "config_error/paddle-1468-use-gpu-false-no-cuda-device.log").read_text().splitlines()
+    header = lines.index("*** Check failure stack trace: ***")
+    decision = cause_from(lines, header, _explain)
+    assert decision is not None and decision.label is Label.CONFIG_ERROR and decision.index == header + 1
+
+
+def test_a_line_between_the_failure_and_a_block_is_another_report() -> None:
+    """Output of the program between the header and a later block means it went on: not this failure's cause."""
+    lines = ["*** Check failure stack trace: ***",
+             "I0227 21:38:53.474694  2632 GradientMachine.cpp:93] Init parameters done.",
+             "F0123 11:55:36.803860    19 hl_gpu_matrix_kernel.cuh:181] Check failed: cudaSuccess == err (0 vs. 8) [hl_gpu_apply_unary_op failed] CUDA error: invalid device function"]
+    assert cause_from(lines, 0, _explain) is None
