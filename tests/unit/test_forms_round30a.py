@@ -37,6 +37,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, None, "a Grafana image's migration log (a docker-compose note)"),
     ('Dec 13 18:28:12 a3d-laptop lxd[5818]: lvl=eror msg="Failed to start the daemon: ZFS storage pool \\"default\\" could not be imported:',
      ERROR, None, "an LXD daemon's journal (a public bug report)"),
+    # glog's native frames of a fatal check in a graph compiler's compile
+    ("    @     0x7f90e87a6563  oneflow::Compiler::Compile()", ERROR, Label.COMPILE_ERROR,
+     "corpus (libai-497-oneflow-graph-compile-shape-check-failed)"),
+    ("    @     0x7f90e7ce1131  oneflow::NNGraph::CompilePlanForRuntime()", ERROR, Label.COMPILE_ERROR,
+     "corpus (libai-497-oneflow-graph-compile-shape-check-failed)"),
+    ("    @     0x7f7a8d1f671c  xla::gpu::GpuCompiler::RunBackend()", ERROR, Label.COMPILE_ERROR,
+     "an XLA GPU autotuner's fatal check, as a public repository's notes keep its stack"),
 ]
 
 #: lines of the same words that are not these forms
@@ -47,6 +54,9 @@ NEAR_MISSES = [
     # MindSpore's memory statistics, and the words in prose
     "MindSpore Used memory size: 30684M",
     "When main memory isn't enough, we can use swap memory stored on-disk.",
+    # glog frames of the same trace outside the compile's own functions, and glog's own frames
+    "    @     0x7f90e868117e  oneflow::SubTskGphBuilderUtil::HasEmptySliceIfSplit()",
+    "    @     0x7f90eff21c9a  google::LogMessage::Fail()",
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -94,6 +104,7 @@ def test_paddle_invalid_argument_still_states_a_refusal() -> None:
     ("comm_error/paddle-5189-go-pserver-client-connection-shut-down.log", Label.COMM_ERROR, Action.RESTART),
     ("config_error/paddlespeech-302-docker-invalid-device-function.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/paddle-1468-use-gpu-false-no-cuda-device.log", Label.CONFIG_ERROR, Action.STOP),
+    ("compile_error/libai-497-oneflow-graph-compile-shape-check-failed.log", Label.COMPILE_ERROR, Action.STOP),
     ("other_crash/paddledetection-5879-picodet-blocking-queue-killed.log", Label.OTHER_CRASH, Action.RESTART),
     # the same convention's healthy records stay healthy, and so do MindSpore's runs
     ("healthy/mindaudio-92-deepspeech2-gpu-regression-loss-records.log", Label.HEALTHY, Action.WAIT),

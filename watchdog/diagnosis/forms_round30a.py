@@ -23,6 +23,11 @@ Each form is read where its program prints it:
   record in a convention the severity reader, which knows ``level=error``, did not read (Paddle#5189, round
   issue23-heldout-30 part A: a trainer's stream of ``lvl=eror msg="error send grads" error="connection is shut
   down"`` read as healthy).
+* glog prints the native frames of a fatal check under it (``*** Check failure stack trace: ***`` then ``@ 0x<pc>
+  <symbol>()``, one a line). A frame in a graph compiler's compile (OneFlow's ``oneflow::Compiler::Compile`` and
+  ``NNGraph::CompilePlanForRuntime``, which build the plan after LiBai's "Start compling the train graph"; XLA's
+  ``GpuCompiler::RunBackend``) says the check failed in the compiler, as round 13b reads a Python traceback's
+  frames in torch.compile (libai#497, round issue23-heldout-30 part A: read as a plain crash).
 * Go's net/rpc client fails every call once its connection is gone with ``rpc.ErrShutdown``
   (``errors.New("connection is shut down")``, net/rpc/client.go): a peer, or the link to it, went away.
 * CUDA names the runtime's error in ``cudaGetErrorString``'s words; a program's fatal check quotes them after its
@@ -45,7 +50,8 @@ from neuron_watch.events import Label
 #: searches: MindSpore's allocation failures, log15's error levels, net/rpc's closed connection
 NEEDLES: tuple[str, ...] = ("Malloc for kernel output failed", "isn't enough and alloc failed", "Out of Memory!!!",
                             "is more than total mem size", "lvl=eror", "lvl=crit", "EROR[",
-                            "connection is shut down")
+                            "connection is shut down", "Compiler::Compile", "Compiler::RunBackend",
+                            "Compiler::RunHloPasses", "CompilePlanForRuntime")
 
 #: MindSpore's runtime refusing an allocation on the device (the sentences its allocators print)
 _MINDSPORE_MEMORY = re.compile(
@@ -57,6 +63,13 @@ _MINDSPORE_MEMORY = re.compile(
 #: (``EROR[01-02|...]``; its ``CRIT[`` head is left unread: a needle of five common letters would cost every batch a
 #: search of its own, test_classify's budget)
 _LOG15_ERROR = re.compile(r"(?:^|\s)lvl=(?:eror|crit)\b|^EROR\[\d\d-\d\d\|")
+
+#: a frame of glog's stack trace of a fatal check ("    @     0x<pc>  <symbol>()") in a graph compiler's compile:
+#: OneFlow's plan compiler (``oneflow::Compiler::Compile``, ``oneflow::NNGraph::CompilePlanForRuntime``) and XLA's
+#: (``xla::...Compiler::Compile``, ``RunBackend``, ``RunHloPasses``)
+_NATIVE_COMPILER_FRAME = re.compile(
+    r"^\s*@\s+0x[0-9a-f]+\s+(?:oneflow::(?:Compiler::Compile|NNGraph::CompilePlanForRuntime)|"
+    r"xla::(?:\w+::)*\w*Compiler::(?:Compile|RunBackend|RunHloPasses)\w*)\(")
 
 #: Go net/rpc's rpc.ErrShutdown: the client's connection is gone
 _RPC_SHUTDOWN = re.compile(r"\bconnection is shut down\b")
@@ -75,6 +88,8 @@ def round30a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
     if ("enough" in text or "Out of Memory!!!" in text or "total mem size" in text) and _MINDSPORE_MEMORY.search(text):
         return Form(FormKind.ERROR, "MindSpore's runtime refusing a device allocation", Label.OOM)
+    if "Compile" in text and _NATIVE_COMPILER_FRAME.search(text):
+        return Form(FormKind.ERROR, "a fatal check's native frame in a graph compiler's compile", Label.COMPILE_ERROR)
     if ("lvl=" in text or "EROR[" in text) and _LOG15_ERROR.search(text):
         return Form(FormKind.ERROR, "a log15 record at an error level (lvl=eror, lvl=crit)", round30a_label(text))
     return None
