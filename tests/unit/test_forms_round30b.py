@@ -79,6 +79,18 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      Label.CONFIG_ERROR, "corpus (hipblaslt-856-could-not-load-tensilelibrary-segfault)"),
     ("rocBLAS error: Could not load C:\\Program Files\\AMD\\ROCm\\6.1\\bin\\/rocblas/library/TensileLibrary_lazy_gfx1103.dat",
      ERROR, Label.CONFIG_ERROR, "likelovewant/ROCmLibs-for-gfx1103-AMD780M-APU#12 (HIP SDK on Windows)"),
+    # Poplar's unrecoverable system error
+    ("poptorch.poptorch_core.UnrecoverableError: In unknown:0: 'poplar_unrecoverable_runtime_error': fabric_atomic_increment_hsp_register: Could not complete operation. Fabric error: connection not established: CONNECTION_KILL, device 3, IP 10.5.17.11:50052. IPUoF Server unreachable at 2023-02-03T15:32:48.181819Z",
+     ERROR, Label.HARDWARE_ERROR, "corpus (poptorch-14-ipuof-fabric-connection-not-established)"),
+    ("[00:02:21.356] [poptorch::python] [critical] poptorch.poptorch_core.UnrecoverableError: In unknown:0: 'poplar_unrecoverable_runtime_error': read_config_space(offset=0x3030): Could not complete operation. Fabric error: QP is not operational, device 1, IP 10.1.5.1:50054. IPUoF Server unreachable at 2024-11-14T00:02:21.345390Z",
+     ERROR, Label.HARDWARE_ERROR, "a public MNIST PopTorch run's log (an IPU-over-fabric server lost)"),
+    # a kernel that needs double precision on a GPU without it
+    ("RuntimeError: Native API failed. Native API returns: -996 (Function exists but address is not available)",
+     ERROR, None, "corpus (ipex-285-invalid-kernel-uses-fp64-math-arc): the status alone states no cause"),
+    ("invalid_kernel(\"uses-fp64-math\")", ERROR, Label.CONFIG_ERROR,
+     "corpus (ipex-285-invalid-kernel-uses-fp64-math-arc)"),
+    ("RuntimeError: Required aspect fp64 is not supported on the device", ERROR, Label.CONFIG_ERROR,
+     "SYCL's refusal as PyTorch's XPU oneDNN wrapper matches it (its FP64 error strings)"),
     # oneAPI's out-of-memory status
     ("level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)", ERROR, Label.OOM,
      "corpus (physical-ai-studio-440-level-zero-out-of-device-memory)"),
@@ -143,6 +155,8 @@ def test_a_port_in_use_is_not_a_device_held() -> None:
     ("collective_hang/tt-xla-5789-wan14b-device-timeout-waiting-for-cores.log", Label.OTHER_CRASH, Action.RESTART),
     ("comm_error/mlx-4192-jaccl-sigsegv-thunderbolt-unplugged.log", Label.OTHER_CRASH, Action.RESTART),
     # healthy runs of the same ecosystems stay healthy
+    ("hardware_error/poptorch-14-ipuof-fabric-connection-not-established.log", Label.HARDWARE_ERROR,
+     Action.DRAIN_AND_RESTART),
     ("healthy/ipex-808-operatorentry-overriding-kernel-warning.log", Label.HEALTHY, Action.WAIT),
     ("healthy/unsloth-1289-mlx-lora-iter-train-loss.log", Label.HEALTHY, Action.WAIT),
     ("healthy/alltalk-tts-397-miopen-isenoughworkspace-warnings.log", Label.HEALTHY, Action.WAIT),

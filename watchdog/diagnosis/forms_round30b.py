@@ -49,6 +49,15 @@ Each form is read where its program prints it:
   UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY = 39, UR_RESULT_ERROR_OUT_OF_HOST_MEMORY; ze_api.h
   ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY), as PyTorch's XPU backend and SYCL
   programs quote it: "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)".
+* Poplar sorts its runtime errors (PopART's error hierarchy: poplar_application_runtime_error for a bug of the program
+  or the framework; poplar_system_runtime_error for the system, as poplar_recoverable_runtime_error with the reset
+  that recovers it, poplar_unrecoverable_runtime_error, poplar_unknown_runtime_error). An unrecoverable one is the
+  IPU system failing, no reset of the IPU brings it back (PopTorch's "UnrecoverableError: ...
+  'poplar_unrecoverable_runtime_error': ... Fabric error: connection not established ... IPUoF Server unreachable",
+  graphcore/poptorch#14, which the maintainer put down to the machine): the node's devices, to drain.
+* Intel's graphics compiler poisons a kernel that uses double precision on a GPU without it (IGC PoisonFP64Kernels:
+  the attribute 'invalid_kernel("uses-fp64-math")'), and SYCL refuses it as "aspect fp64 is not supported" (the two
+  strings PyTorch's XPU oneDNN wrapper recognises as FP64 errors): the model's float64 on an Arc GPU, configuration.
 * Tensile, the kernel library of rocBLAS and hipBLASLt, loads its code objects per architecture: "rocblaslt
   error: Could not load <path>/TensileLibrary_lazy_gfx1101.dat", "rocBLAS error: Cannot read <path>/TensileLibrary.dat:
   No such file or directory": the installation has no kernels for this GPU where the library looks.
@@ -67,7 +76,8 @@ NEEDLES: tuple[str, ...] = ("[error]", "[critical]", "| error", "| critical", "E
                             "Insufficient Memory", "CallbackErrorOutOfMemory", "stop reason = EXC", "compilation: ",
                             "Device already acquired", "Device acquire failed", "synapse error", "Failed to acquire",
                             "already in use by", "compile failed", "build failed", "PJRT API version",
-                            "version than the framework", "TensileLibrary", "_RESULT_ERROR_OUT_OF_")
+                            "version than the framework", "TensileLibrary", "_RESULT_ERROR_OUT_OF_",
+                            "poplar_unrecoverable_runtime_error", "uses-fp64-math", "aspect fp64 is not supported")
 
 _HEAD = 90
 #: emilk/loguru's preamble is wide (date, time, uptime, thread name, file:line padded to their widths)
@@ -100,6 +110,10 @@ _PJRT_MISMATCH = re.compile(r"\bMismatched PJRT plugin PJRT API version\b|\bThe 
                             r"(?:later|earlier) version than the framework\b")
 #: oneAPI's Unified Runtime and Level Zero statuses for an allocation the device or the host could not make
 _UR_OOM = re.compile(r"\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_(?:DEVICE|HOST)_MEMORY\b")
+#: Poplar's system error that no reset of the IPU recovers from (poplar_unrecoverable_runtime_error)
+_POPLAR_UNRECOVERABLE = re.compile(r"\bpoplar_unrecoverable_runtime_error\b")
+#: a kernel that needs double precision on a GPU without it: IGC's poisoned kernel, SYCL's missing aspect
+_NO_FP64 = re.compile(r"\binvalid_kernel\(\"uses-fp64-math\"\)|\baspect fp64 is not supported\b")
 #: Tensile's kernel library not found or not readable where rocBLAS or hipBLASLt looks for it
 _TENSILE_MISSING = re.compile(r"\b(?:rocblaslt|rocBLAS|hipBLASLt) error: (?:Could not load|Cannot read) "
                               r"[^\n]{0,300}?TensileLibrary")
@@ -112,6 +126,10 @@ def _stated(text: str) -> tuple[Label, str] | None:
         return Label.OOM, "Metal's out-of-memory status of a command buffer"
     if "_RESULT_ERROR_OUT_OF_" in text and _UR_OOM.search(text):
         return Label.OOM, "oneAPI's out-of-memory status (Unified Runtime, Level Zero)"
+    if "poplar_unrecoverable" in text and _POPLAR_UNRECOVERABLE.search(text):
+        return Label.HARDWARE_ERROR, "Poplar's unrecoverable system error (the IPU system must be recovered)"
+    if "fp64" in text and _NO_FP64.search(text):
+        return Label.CONFIG_ERROR, "a kernel that needs double precision on a GPU without it"
     if _NOT_ACQUIRED.search(text):
         return Label.CONFIG_ERROR, "a device the runtime could not acquire (held by another process or not there)"
     if ("compile failed" in text or "build failed" in text) and _COMPILE_FAILED.search(text):
