@@ -77,7 +77,7 @@ NEEDLES: tuple[str, ...] = ("[error]", "[critical]", "| error", "| critical", "E
                             "Device already acquired", "Device acquire failed", "synapse error", "Failed to acquire",
                             "already in use by", "compile failed", "build failed", "PJRT API version",
                             "version than the framework", "TensileLibrary", "_RESULT_ERROR_OUT_OF_",
-                            "poplar_unrecoverable_runtime_error", "uses-fp64-math", "aspect fp64 is not supported")
+                            "poplar_unrecoverable_runtime_error", "invalid_kernel(", "Required aspect ")
 
 _HEAD = 90
 #: emilk/loguru's preamble is wide (date, time, uptime, thread name, file:line padded to their widths)
