@@ -67,6 +67,7 @@ PURE = [
     "diagnosis.forms_round29b",
     "diagnosis.forms_round29c",
     "diagnosis.forms_round30a",
+    "diagnosis.forms_round30b",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -77,6 +77,8 @@ from neuron_watch.diagnosis.forms_round29c import NEEDLES as ROUND29C_NEEDLES
 from neuron_watch.diagnosis.forms_round29c import round29c_cause, round29c_form, round29c_quiet
 from neuron_watch.diagnosis.forms_round30a import NEEDLES as ROUND30A_NEEDLES
 from neuron_watch.diagnosis.forms_round30a import round30a_cause, round30a_form
+from neuron_watch.diagnosis.forms_round30b import NEEDLES as ROUND30B_NEEDLES
+from neuron_watch.diagnosis.forms_round30b import round30b_cause, round30b_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -155,6 +157,10 @@ NEEDLES: tuple[str, ...] = (
     *ROUND29C_NEEDLES,
     # MindSpore's refused device allocations, log15's error levels, Go net/rpc's closed connection
     *ROUND30A_NEEDLES,
+    # spdlog's and emilk/loguru's severity fields, libc++abi's uncaught exception, Metal's out-of-memory status, a
+    # mach exception, a compile's progress bar, a device not acquired, a compile that failed, PJRT's version
+    # handshake, Tensile's missing kernel library
+    *ROUND30B_NEEDLES,
 )
 
 
@@ -172,7 +178,8 @@ def heldout_form(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
-            or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text))
+            or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
+            or round30b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -187,4 +194,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round24b_cause(text) or round25a_cause(text) or round25b_cause(text) or round26a_cause(text)
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
-            or round29b_cause(text) or round29c_cause(text) or round30a_cause(text))
+            or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text))
