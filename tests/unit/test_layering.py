@@ -66,6 +66,7 @@ PURE = [
     "diagnosis.forms_round29a",
     "diagnosis.forms_round29b",
     "diagnosis.forms_round29c",
+    "diagnosis.forms_round30c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -75,6 +75,8 @@ from neuron_watch.diagnosis.forms_round29b import NEEDLES as ROUND29B_NEEDLES
 from neuron_watch.diagnosis.forms_round29b import round29b_cause, round29b_form
 from neuron_watch.diagnosis.forms_round29c import NEEDLES as ROUND29C_NEEDLES
 from neuron_watch.diagnosis.forms_round29c import round29c_cause, round29c_form, round29c_quiet
+from neuron_watch.diagnosis.forms_round30c import NEEDLES as ROUND30C_NEEDLES
+from neuron_watch.diagnosis.forms_round30c import round30c_cause, round30c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -151,6 +153,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND29B_NEEDLES,
     # NCCL's result under another library's wrapper, MXNet's cuDNN autotuning, LightGBM's retried connect
     *ROUND29C_NEEDLES,
+    # Open MPI's out-of-band TCP connection that failed, NCCL's collective the ranks do not call alike
+    *ROUND30C_NEEDLES,
 )
 
 
@@ -168,7 +172,7 @@ def heldout_form(text: str) -> Form | None:
             or round23b_form(text) or round24a_form(text) or round24b_form(text) or round25a_form(text)
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
-            or round29a_form(text) or round29b_form(text) or round29c_form(text))
+            or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -183,4 +187,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round24b_cause(text) or round25a_cause(text) or round25b_cause(text) or round26a_cause(text)
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
-            or round29b_cause(text) or round29c_cause(text))
+            or round29b_cause(text) or round29c_cause(text) or round30c_cause(text))
