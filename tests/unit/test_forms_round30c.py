@@ -1,11 +1,15 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for part C of the misses of round issue23-heldout-30 (hangs and stalls), each as a rule of its family,
 with real lines and the near misses the rule must leave alone: Open MPI's out-of-band TCP connection that failed,
-NCCL's collective the ranks do not call alike, a metric named error (the signature table), and a user's interrupt
-of a process that waited on others under a launcher's traceback or a lock (interrupted.py). Each line is from the
+NCCL's collective the ranks do not call alike, a native backtrace through an abort routine, a metric named error (the
+signature table), a user's interrupt
+of a process that waited on others under a launcher's traceback or a lock, and a log that ends on its user's ``^C``
+after a silence (interrupted.py). Each line is from the
 corpus (named by its excerpt) or from a public thread or mailing list (named)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +40,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.CONFIG_ERROR, "NVIDIA/nccl#615 (all_reduce on two nodes; NCCL_IB_DISABLE=1 avoided it)"),
     ("node-8x-v100-nvlink-1:39719:39719 [3] init.cu:1197 NCCL WARN Mismatched collective detected, please check your collective calls at and around rank 11. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs",
      ERROR, Label.CONFIG_ERROR, "NVIDIA/nccl#214 (NCCL 2.3's init on two DGX-1)"),
+    # glibc's backtrace_symbols frames through an abort routine
+    ("libggml-base.so(ggml_abort+0x152)[0x72edb99cda02]", FormKind.CRASH, None,
+     "corpus (llama-cpp-17060-server-ggml-abort-backtrace-gpt-oss)"),
+    ("        /usr/bin/ollama(ggml_abort+0x11c)[0xca5ed5d6315c]", FormKind.CRASH, None,
+     "ollama on colima (GGML_ASSERT(i01 >= 0 && i01 < ne01) failed), indented as pasted"),
+    ("/home/user/llamacomp/llama.cpp/build/bin/libggml-base.so(ggml_abort+0x130) [0x7fdfb47be5d0]", FormKind.CRASH,
+     None, "a llama.cpp build's backtrace (a space before the address)"),
 ]
 
 #: lines of the same words that are not these forms
@@ -46,6 +57,9 @@ NEAR_MISSES = [
     # NCCL's records of the same transport and init that work
     "hpc-25-14:18622:18622 [1] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB em1:172.18.28.81<0>",
     "machine-1:16194:18586 [6] NCCL INFO comm 0x7f4b28006640 rank 14 nranks 16 cudaDev 6 busId b1000 - Init COMPLETE",
+    # backtrace_symbols frames of routines that are not an abort (the printer itself, the program's start)
+    "libggml-base.so(ggml_print_backtrace+0x21f)[0x72edb99cd82f]",
+    "/usr/lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0x80)[0x72edb9480e40]",
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
@@ -124,14 +138,42 @@ def test_a_newer_exception_is_the_failure() -> None:
     assert interrupted_while_waiting(_crash(), tracebacks, []) is None
 
 
+#: a run's steps, then what it printed before its user's Ctrl-C (the terminal's echo, ``^C``, alone on the last line)
+_STEPS = "Epoch 1 step 10 loss 2.31\nEpoch 1 step 20 loss 2.11\n"
+
+
+@pytest.mark.parametrize(("text", "hang"), [
+    # torch-ngp#113's form: a large host allocation, then silence until the user stopped it
+    (_STEPS + "tcmalloc: large alloc 44079767552 bytes == 0x5612a4000000 @  0x7f3a\n^C\n", True),
+    (_STEPS + "tcmalloc: large alloc 44079767552 bytes == 0x5612a4000000 @  0x7f3a\n> ^C\n", True),
+    # stopped while it worked: a step just before the echo
+    (_STEPS + "Epoch 1 step 30 loss 2.01\n^C\n", False),
+    # the echo of an interrupt the run went on after
+    ("Epoch 1 step 10 loss 2.31\n^C\n" + _STEPS, False),
+    # the characters inside a line
+    (_STEPS + "tcmalloc: large alloc 44079767552 bytes\npressed ^C to stop\n", False),
+])
+def test_a_log_ending_on_its_users_interrupt(tmp_path: Path, text: str, hang: bool) -> None:
+    log = tmp_path / "rank-0.log"
+    log.write_text(text)
+    verdict = diagnose_paths([str(log)]).verdict
+    expected = (Label.COLLECTIVE_HANG, Action.RESTART) if hang else (Label.HEALTHY, Action.WAIT)
+    assert (verdict.label, verdict.action) == expected, verdict.reason
+
+
 @pytest.mark.parametrize(("excerpt", "label", "action"), [
     ("config_error/horovod-2043-openmpi-tcp-connection-firewall-under-ssh-debug.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/nccl-969-net-ib-collective-mismatch-proxy-returns-5.log", Label.CONFIG_ERROR, Action.STOP),
     ("healthy/gpu-manager-170-tf-mnist-slow-init-then-step-0.log", Label.HEALTHY, Action.WAIT),
+    ("other_crash/llama-cpp-17060-server-ggml-abort-backtrace-gpt-oss.log", Label.OTHER_CRASH, Action.RESTART),
     ("collective_hang/ultralytics-1662-windows-ddp-keyboardinterrupt-in-sync-buffers.log", Label.COLLECTIVE_HANG,
      Action.RESTART),
     ("collective_hang/detectron-pytorch-140-dataloader-deadlock-keyboardinterrupt-shutdown-workers.log",
      Label.COLLECTIVE_HANG, Action.RESTART),
+    # a user's ^C after tens of GB of host allocations (the label the form states; the threads found the host's
+    # memory short, which the log does not say)
+    ("oom/torch-ngp-113-tcmalloc-large-alloc-then-ctrl-c.log", Label.COLLECTIVE_HANG, Action.RESTART),
+    ("oom/mixtext-15-colab-tcmalloc-44gb-then-ctrl-c.log", Label.COLLECTIVE_HANG, Action.RESTART),
     # round 28's interrupted launcher is read as before
     ("collective_hang/mmdetection-5060.log", Label.COLLECTIVE_HANG, Action.RESTART),
 ])

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from neuron_watch.diagnosis.startup import RaisedAt
-from neuron_watch.events import Action, Evidence, Label, Verdict
+from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
 
 #: the line CPython ends an interrupted traceback with (launchers' prefixes and markdown quoting before it)
 #: CPython's unraisable hook prints it with an empty message after a colon ("KeyboardInterrupt: ", an interrupt that
@@ -43,6 +43,14 @@ _LOCK_ENTRY = re.compile(r"(?:^|/)(?:synchronize|threading)\.py$")
 
 #: how many lines after the evidence the interrupt may come (a traceback's frames, two lines each)
 _NEAR = 40
+
+#: the terminal's echo of the user's Ctrl-C (a tty's ECHOCTL prints the interrupt character as ``^C``) alone on the
+#: last line a process printed (markdown quoting or emphasis around it)
+_INTERRUPT_ECHO = re.compile(r"^[\s>|`*]*\^C[\s`*]*$")
+
+#: the evidence's signature: the echo is a form, not a rule of the table
+ECHO_SIGNATURE = "form.user_interrupt"
+
 
 def is_interrupt(text: str) -> bool:
     """Whether ``text`` is the line CPython ends a traceback with when SIGINT interrupted it (``KeyboardInterrupt``
@@ -92,3 +100,26 @@ def interrupted_while_waiting(verdict: Verdict, tracebacks: Sequence[tuple[Raise
         verdict, label=Label.COLLECTIVE_HANG, action=Action.RESTART, advice=HANG_ADVICE, evidence=evidence,
         reason=f"the user interrupted a process waiting on others (KeyboardInterrupt in {func}, "
                f"{file.rsplit('/', 1)[-1]}): it had hung waiting for processes that did not answer")
+
+
+def stopped_by_user(tails: dict[RankKey, list[LogLine]], latest_progress: float | None) -> Verdict | None:
+    """A hang, when a process's last line is the terminal's echo of its user's Ctrl-C (``^C`` alone) with no
+    progress of any rank after it: the user stopped a job that had stopped printing (torch-ngp#113 and MixText#15:
+    host-memory allocations of tens of GB, then nothing until ``^C``). ``tails``: each process's last non-blank
+    lines; None when no process ends so, or when a rank progressed after the line before the echo (a job
+    stopped while it worked)."""
+    for key, tail in tails.items():
+        if not tail or not _INTERRUPT_ECHO.match(tail[-1].text):
+            continue
+        line = tail[-1]
+        # the echo must end a silence: a process that progressed up to the line before it was working when stopped
+        since = tail[-2].mono if len(tail) > 1 else line.mono
+        if latest_progress is not None and latest_progress >= since:
+            continue
+        return Verdict(
+            Label.COLLECTIVE_HANG, Action.RESTART, ranks=(key,), culprit=key,
+            evidence=(Evidence(key, line.text, ECHO_SIGNATURE, line.source, line.lineno, line.mono),),
+            reason="the log ends with its user's Ctrl-C (^C) and no progress after it: the user stopped a job "
+                   "that had stopped making progress",
+            advice=HANG_ADVICE, culprit_source="failure")
+    return None
