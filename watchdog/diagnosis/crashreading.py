@@ -81,7 +81,8 @@ class CrashReader:
                 or mistake_before_progress(verdict, progressed, tracebacks.mistakes, message)
                 or child_exception_before(verdict, progressed, self.lines_before)
                 or cause_stated_before(verdict)
-                or interrupted_while_waiting(verdict, last, [line.text for line in lines[at + 1:]])
+                or interrupted_while_waiting(verdict, [*last, *self.interrupted(verdict, tracebacks)],
+                                             [line.text for line in lines[at + 1:]])
                 or stopped_at_startup(verdict, progressed, last) or verdict)
 
     def last_tracebacks(self, verdict: Verdict, tracebacks: Tracebacks) -> list[tuple[RaisedAt, Evidence | None]]:
@@ -100,14 +101,29 @@ class CrashReader:
             ended = tracebacks.ended.get(key)
             if ended is None or not _near(verdict, ended[1]):
                 continue
-            frames, line = ended
-            # (no signature: the line is read by its form, not by a rule of the table)
-            ev = Evidence(line.key, line.text, "", line.source, line.lineno, line.mono)
-            around = self.around(ev)
-            message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else line.text
-            found.append((line.mono, RaisedAt(tuple(frames), line.text, message), ev))
+            found.append((ended[1].mono, *self._ended(ended)))
         found.sort(key=lambda item: -item[0])
         return [(raised, ev) for _, raised, ev in found]
+
+    def interrupted(self, verdict: Verdict, tracebacks: Tracebacks) -> list[tuple[RaisedAt, Evidence | None]]:
+        """The last traceback its user's interrupt ended of each process the verdict's evidence names, near it: read
+        after :meth:`last_tracebacks`, whose newest may be a launcher's traceback printed over it as it went down
+        (ultralytics#1662: torch elastic's agent under the rank's KeyboardInterrupt)."""
+        found: list[tuple[RaisedAt, Evidence | None]] = []
+        for key in dict.fromkeys(ev.key for ev in verdict.evidence):
+            interrupted = tracebacks.interrupted.get(key)
+            if interrupted is not None and _near(verdict, interrupted[1]):
+                found.append(self._ended(interrupted))
+        return found
+
+    def _ended(self, ended: tuple[list[tuple[str, str]], LogLine]) -> tuple[RaisedAt, Evidence]:
+        """An ended traceback's frames and exception line as :class:`RaisedAt`, with the line as evidence."""
+        frames, line = ended
+        # (no signature: the line is read by its form, not by a rule of the table)
+        ev = Evidence(line.key, line.text, "", line.source, line.lineno, line.mono)
+        around = self.around(ev)
+        message = exception_message([ln.text for ln in around[0]], around[1]) if around is not None else line.text
+        return RaisedAt(tuple(frames), line.text, message), ev
 
 
 #: how far (in lines of one file) a traceback may be from the verdict's evidence to be the failure it reports

@@ -79,6 +79,8 @@ from neuron_watch.diagnosis.forms_round30a import NEEDLES as ROUND30A_NEEDLES
 from neuron_watch.diagnosis.forms_round30a import round30a_cause, round30a_form
 from neuron_watch.diagnosis.forms_round30b import NEEDLES as ROUND30B_NEEDLES
 from neuron_watch.diagnosis.forms_round30b import round30b_cause, round30b_form
+from neuron_watch.diagnosis.forms_round30c import NEEDLES as ROUND30C_NEEDLES
+from neuron_watch.diagnosis.forms_round30c import round30c_cause, round30c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -161,6 +163,8 @@ NEEDLES: tuple[str, ...] = (
     # mach exception, a compile's progress bar, a device not acquired, a compile that failed, PJRT's version
     # handshake, Tensile's missing kernel library
     *ROUND30B_NEEDLES,
+    # Open MPI's out-of-band TCP connection that failed, NCCL's collective the ranks do not call alike
+    *ROUND30C_NEEDLES,
 )
 
 
@@ -179,7 +183,7 @@ def heldout_form(text: str) -> Form | None:
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
-            or round30b_form(text))
+            or round30b_form(text) or round30c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -194,4 +198,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round24b_cause(text) or round25a_cause(text) or round25b_cause(text) or round26a_cause(text)
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
-            or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text))
+            or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
+            or round30c_cause(text))

@@ -25,6 +25,7 @@ from neuron_watch.diagnosis.exctaxonomy import (
     raised_in_setup,
 )
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
+from neuron_watch.diagnosis.interrupted import is_interrupt
 from neuron_watch.diagnosis.judge import TRACEBACK_SIGNATURE
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
 
@@ -89,6 +90,10 @@ class Tracebacks:
         self.ended: dict[RankKey, tuple[list[tuple[str, str]], LogLine]] = {}
         #: the latest frame line of each rank whose last traceback is still open (cut before its exception line)
         self.open: dict[RankKey, LogLine] = {}
+        #: each rank's last traceback its user's interrupt ended (a bare ``KeyboardInterrupt``, which is no exception
+        #: line of the ``Class: message`` form and leaves the traceback open): its frames and that line, kept when
+        #: another traceback follows it (a launcher's, printed as it went down: ultralytics#1662)
+        self.interrupted: dict[RankKey, tuple[list[tuple[str, str]], LogLine]] = {}
 
     def observe(self, line: LogLine) -> None:
         text = line.text
@@ -102,6 +107,8 @@ class Tracebacks:
             self.open[line.key] = line
             frames.append(frame)
             del frames[:-self.FRAMES]
+        elif self.frames.get(line.key) and is_interrupt(text):
+            self.interrupted[line.key] = (list(self.frames[line.key]), line)
         elif self.frames.get(line.key) and exception_class(text) is not None:
             # the traceback's exception line ends it, whatever its class
             frames = self.frames.pop(line.key)

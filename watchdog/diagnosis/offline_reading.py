@@ -16,6 +16,7 @@ from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
+from neuron_watch.diagnosis.interrupted import stopped_by_user
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
 from neuron_watch.diagnosis.lastword import UncaughtTracebacks, last_word
 from neuron_watch.diagnosis.lastwords import LastWords, ends_on_error
@@ -160,7 +161,7 @@ class OfflineReading:
                 # a crash like the judge's own: the traceback it was cut in may show the process setting itself up
                 opened = judge.crash_reader(opened, judge.last_progress_wall is not None)
             verdict = (opened or dump_verdict(dumps.finish(), latest)
-                       or ends_on_error(ends.final_errors(), latest) or verdict)
+                       or ends_on_error(ends.final_errors(), latest) or stopped_by_user(tails, latest) or verdict)
         return verdict
 
     def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:
