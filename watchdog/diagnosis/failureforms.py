@@ -26,9 +26,11 @@ Each family of form has its patterns and its reader in a module of its own, and 
 asks them in one order: :mod:`~neuron_watch.diagnosis.forms_errors` (crashes, errors their words
 state, exceptions), :mod:`~neuron_watch.diagnosis.forms_metric` (metric values),
 :mod:`~neuron_watch.diagnosis.forms_phase` (open phases, and alarms printed at an error's severity),
-:mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level), and between them the forms
-each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module keeps what
-the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states (:func:`cause_of`).
+:mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level),
+:mod:`~neuron_watch.diagnosis.forms_conventions` (other libraries' record heads, glibc's aborts), and between
+them the forms each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module
+keeps what the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states
+(:func:`cause_of`).
 
 Every line that holds a form holds one of :data:`NEEDLES` (a digit-free literal), so the
 classifier's batch search gates the reader: a line without a needle costs nothing here.
@@ -39,6 +41,8 @@ from __future__ import annotations
 import re
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
+from neuron_watch.diagnosis.forms_conventions import NEEDLES as CONVENTION_NEEDLES
+from neuron_watch.diagnosis.forms_conventions import convention_form
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
@@ -55,7 +59,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 46
+FORM_RULES = 47
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -183,6 +187,8 @@ NEEDLES: tuple[str, ...] = (
     # the TPU compiler's HBM report without its status (forms_errors._XLA_OOM_REPORT), an AWS service's refusal in
     # the Java SDK's words (forms_errors._CONTROL_PLANE_REFUSED)
     "Total hbm usage", "hbm requirement", "Largest program allocations", "Status Code: ",
+    # other libraries' record heads and glibc's aborts (forms_conventions)
+    *CONVENTION_NEEDLES,
     # the forms each held-out round taught (heldout_forms)
     *HELDOUT_NEEDLES,
 )
@@ -199,6 +205,7 @@ def read_line(text: str) -> Form | None:
             or heldout_form(text)
             or alarm_form(text)
             or severity_form(text)
+            or convention_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
 

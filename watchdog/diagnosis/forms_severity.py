@@ -114,7 +114,7 @@ _RETRIES_EXHAUSTED = re.compile(r"(?i:\bretry (?:count(?:er)? )?exceeded\b|\bret
                                 r"\bmax(?:imum)? (?:number of )?retries (?:exceeded|reached)\b|\bout of retries\b)")
 
 
-def _retried(text: str) -> bool:
+def retried(text: str) -> bool:
     """A line that says the operation will be tried again reports a transient condition (the
     signature table's rule for unrecognised errors makes the same exception); one that says the
     retries ran out does not."""
@@ -179,6 +179,6 @@ def severity_form(text: str) -> Form | None:
         return Form(FormKind.ERROR, "a kernel error report")
     # the record's severity is its first level field: "WARNING ... error" is a warning
     m = _LEVEL_WORD.search(text, 0, _HEAD)
-    if m is not None and (level := (m.group(1) or m.group(2)).upper()) in _ERROR_LEVELS and not _retried(text):
+    if m is not None and (level := (m.group(1) or m.group(2)).upper()) in _ERROR_LEVELS and not retried(text):
         return Form(FormKind.ERROR, f"a log record of severity {level}")
     return None
