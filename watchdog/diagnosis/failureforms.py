@@ -27,7 +27,8 @@ asks them in one order: :mod:`~neuron_watch.diagnosis.forms_errors` (crashes, er
 state, exceptions), :mod:`~neuron_watch.diagnosis.forms_metric` (metric values),
 :mod:`~neuron_watch.diagnosis.forms_phase` (open phases, and alarms printed at an error's severity),
 :mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level),
-:mod:`~neuron_watch.diagnosis.forms_conventions` (other libraries' record heads, glibc's aborts), and between
+:mod:`~neuron_watch.diagnosis.forms_conventions` (other libraries' record heads, glibc's aborts),
+:mod:`~neuron_watch.diagnosis.forms_exits` (a process's end as whoever waited for it reports it), and between
 them the forms each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module
 keeps what the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states
 (:func:`cause_of`).
@@ -44,6 +45,8 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_conventions import NEEDLES as CONVENTION_NEEDLES
 from neuron_watch.diagnosis.forms_conventions import convention_form
 from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, exception_form, stated_error_form
+from neuron_watch.diagnosis.forms_exits import NEEDLES as EXIT_NEEDLES
+from neuron_watch.diagnosis.forms_exits import exit_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
@@ -189,6 +192,8 @@ NEEDLES: tuple[str, ...] = (
     "Total hbm usage", "hbm requirement", "Largest program allocations", "Status Code: ",
     # other libraries' record heads and glibc's aborts (forms_conventions)
     *CONVENTION_NEEDLES,
+    # a process's end as whoever waited for it reports it, a crash report's first line (forms_exits)
+    *EXIT_NEEDLES,
     # the forms each held-out round taught (heldout_forms)
     *HELDOUT_NEEDLES,
 )
@@ -206,6 +211,7 @@ def read_line(text: str) -> Form | None:
             or alarm_form(text)
             or severity_form(text)
             or convention_form(text)
+            or exit_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
 
