@@ -204,6 +204,13 @@ NEAR_MISSES = [
     ("isoformat logger", ["2024-05-01T12:00:00.123456+00:00 INFO step 10 loss 2.31", "2024-05-01T12:00:01.123456+00:00 [rank0]: step 11"]),
     # lines that share a length (a fixed-width metrics table) without a row ending in padding
     ("fixed width", [f"| step {i:04d} | loss {2.0 + i / 100:.4f} | lr 1.00e-04 | grad_norm 0.8813 | tput 123.4 |" for i in range(8)]),
+    # sacct's default columns: every row ends in the one space after its last column, which is no padding (a
+    # research-computing center's example of a job that ran out of memory)
+    ("sacct", ["       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode ",
+               "------------ ---------- ---------- ---------- ---------- ---------- -------- ",
+               "3764934        mem_test       test   rc_admin          1 OUT_OF_ME+    0:125 ",
+               "3764934.bat+      batch              rc_admin          1 OUT_OF_ME+    0:125 ",
+               "3764934.ext+     extern              rc_admin          1  COMPLETED      0:0 "]),
 ]
 
 

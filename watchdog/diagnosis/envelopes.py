@@ -266,8 +266,9 @@ class Padded(Envelope):
     than the width wrapped onto the next rows (graphgpt-44's paste in the corpus, at 75 columns).
     The padding is removed, and a row that fills the width without padding (no trailing space, or
     one) joined with the next (it was cut there). Known only from the lines together: most of the first lines have the
-    same length, at least :data:`PAD_MIN_WIDTH`, and at least two of them end in a space (a log whose
-    lines merely share a length, a fixed-width table, never ends them so)."""
+    same length, at least :data:`PAD_MIN_WIDTH`, and at least two of them end in padding, two spaces or more (a
+    log whose lines merely share a length never ends them so, nor a fixed-width table: sacct ends each row in
+    the one space after its last column, which is no padding)."""
 
     name = "padded"
 
@@ -280,7 +281,7 @@ class Padded(Envelope):
             return []
         width = max(set(lengths), key=lengths.count)
         rows = [ln for ln in sample if len(ln) == width]
-        return rows if sum(1 for ln in rows if ln.endswith(" ")) >= 2 else []
+        return rows if sum(1 for ln in rows if ln.endswith("  ")) >= 2 else []
 
     def primed(self, sample: Sequence[str]) -> Envelope:
         return Padded(len(sample[0]))

@@ -28,7 +28,8 @@ state, exceptions), :mod:`~neuron_watch.diagnosis.forms_metric` (metric values),
 :mod:`~neuron_watch.diagnosis.forms_phase` (open phases, and alarms printed at an error's severity),
 :mod:`~neuron_watch.diagnosis.forms_severity` (a logging convention's level),
 :mod:`~neuron_watch.diagnosis.forms_conventions` (other libraries' record heads, glibc's aborts),
-:mod:`~neuron_watch.diagnosis.forms_exits` (a process's end as whoever waited for it reports it), and between
+:mod:`~neuron_watch.diagnosis.forms_exits` (a process's end as whoever waited for it reports it),
+:mod:`~neuron_watch.diagnosis.forms_schedulers` (a job's state in its scheduler's words), and between
 them the forms each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module
 keeps what the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states
 (:func:`cause_of`).
@@ -50,6 +51,8 @@ from neuron_watch.diagnosis.forms_exits import exit_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
+from neuron_watch.diagnosis.forms_schedulers import NEEDLES as SCHEDULER_NEEDLES
+from neuron_watch.diagnosis.forms_schedulers import scheduler_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.diagnosis.heldout_forms import NEEDLES as HELDOUT_NEEDLES
 from neuron_watch.diagnosis.heldout_forms import heldout_cause, heldout_form, heldout_quiet
@@ -194,6 +197,8 @@ NEEDLES: tuple[str, ...] = (
     *CONVENTION_NEEDLES,
     # a process's end as whoever waited for it reports it, a crash report's first line (forms_exits)
     *EXIT_NEEDLES,
+    # a job's, pod's or worker's state in its scheduler's words (forms_schedulers)
+    *SCHEDULER_NEEDLES,
     # the forms each held-out round taught (heldout_forms)
     *HELDOUT_NEEDLES,
 )
@@ -212,6 +217,7 @@ def read_line(text: str) -> Form | None:
             or severity_form(text)
             or convention_form(text)
             or exit_form(text)
+            or scheduler_form(text)
             or exception_form(text, read_line)
             or phase_form(text))
 
