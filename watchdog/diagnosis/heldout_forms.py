@@ -81,6 +81,8 @@ from neuron_watch.diagnosis.forms_round30b import NEEDLES as ROUND30B_NEEDLES
 from neuron_watch.diagnosis.forms_round30b import round30b_cause, round30b_form
 from neuron_watch.diagnosis.forms_round30c import NEEDLES as ROUND30C_NEEDLES
 from neuron_watch.diagnosis.forms_round30c import round30c_cause, round30c_form
+from neuron_watch.diagnosis.forms_round31b import NEEDLES as ROUND31B_NEEDLES
+from neuron_watch.diagnosis.forms_round31b import round31b_cause, round31b_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -165,6 +167,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND30B_NEEDLES,
     # Open MPI's out-of-band TCP connection that failed, NCCL's collective the ranks do not call alike
     *ROUND30C_NEEDLES,
+    # the container engine refusing a GPU container, a platform's OOMKill reason, ONNX Runtime's GPU provider not
+    # created, CPython's unexpected keyword, Marian's checkpoint shape, pytest's failed test
+    *ROUND31B_NEEDLES,
 )
 
 
@@ -183,7 +188,7 @@ def heldout_form(text: str) -> Form | None:
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
-            or round30b_form(text) or round30c_form(text))
+            or round30b_form(text) or round30c_form(text) or round31b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -199,4 +204,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
-            or round30c_cause(text))
+            or round30c_cause(text) or round31b_cause(text))
