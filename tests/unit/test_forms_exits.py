@@ -23,6 +23,8 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "kubectl exec of `tail /dev/zero` in a pod with a memory limit (an OOM-kill demo's notes)"),
     ("trainer-1 exited with code 137", CRASH, None, "Docker Compose's log formatter (\"%s exited with code %d\")"),
     ("The job exited with status 1", CRASH, None, "a batch system's end-of-job record"),
+    ("srun: error: node01: task 0: Exited with exit code 1", CRASH, None,
+     "srun's report of a task that ended (src/srun/srun_job.c: 'task %s: Exited with exit code %d')"),
     ("Job 123 failed: Exited with exit code 1", CRASH, None, "a scheduler's job notice (LSF-style)"),
     ("supervisord: INFO exited: trainer (exit status 137; not expected)", CRASH, None,
      "supervisord's record of a program that ended (supervisor/process.py: 'exited: %s (%s)')"),
