@@ -71,6 +71,7 @@ PURE = [
     "diagnosis.forms_round30b",
     "diagnosis.forms_round30c",
     "diagnosis.forms_round31b",
+    "diagnosis.forms_round31d",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -83,6 +83,8 @@ from neuron_watch.diagnosis.forms_round30c import NEEDLES as ROUND30C_NEEDLES
 from neuron_watch.diagnosis.forms_round30c import round30c_cause, round30c_form
 from neuron_watch.diagnosis.forms_round31b import NEEDLES as ROUND31B_NEEDLES
 from neuron_watch.diagnosis.forms_round31b import round31b_cause, round31b_form
+from neuron_watch.diagnosis.forms_round31d import NEEDLES as ROUND31D_NEEDLES
+from neuron_watch.diagnosis.forms_round31d import IgnoredReports, round31d_cause, round31d_form, round31d_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -170,12 +172,18 @@ NEEDLES: tuple[str, ...] = (
     # the container engine refusing a GPU container, a platform's OOMKill reason, ONNX Runtime's GPU provider not
     # created, CPython's unexpected keyword, Marian's checkpoint shape, pytest's failed test
     *ROUND31B_NEEDLES,
+    # ESPnet's trainer stopped for want of a valid update, a trainer's count of zero examples
+    *ROUND31D_NEEDLES,
 )
+
+#: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
+#: the one place that lists the rounds' modules
+__all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldout_quiet"]
 
 
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
-    return round29c_quiet(text)
+    return round29c_quiet(text) or round31d_quiet(text)
 
 
 def heldout_form(text: str) -> Form | None:
@@ -188,7 +196,7 @@ def heldout_form(text: str) -> Form | None:
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
-            or round30b_form(text) or round30c_form(text) or round31b_form(text))
+            or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -204,4 +212,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
-            or round30c_cause(text) or round31b_cause(text))
+            or round30c_cause(text) or round31b_cause(text) or round31d_cause(text))

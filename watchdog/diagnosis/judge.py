@@ -47,7 +47,7 @@ from neuron_watch.diagnosis.classify import (
 )
 from neuron_watch.diagnosis.errorblock import cause_from
 from neuron_watch.diagnosis.errorclass import Reading, read_error
-from neuron_watch.diagnosis.exctaxonomy import frame_of, program_mistake
+from neuron_watch.diagnosis.exctaxonomy import exception_class, frame_of, program_mistake
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress, StalledCollective, stalled_collective
@@ -1277,10 +1277,14 @@ class Judge:
             if st.unraisable == 1 and m.signature.id == TRACEBACK_SIGNATURE:
                 st.unraisable = 2
                 return m
-            ignored = st.unraisable == 2 and effect in (Effect.FATAL, Effect.UNEXPLAINED)
-            st.unraisable = 0
-            if ignored:
-                return m
+            if effect in (Effect.FATAL, Effect.UNEXPLAINED):
+                # only an exception line in Python's form ends the report as its own; a failure of another form
+                # ("Killed" on a bar, a driver's record) is another process's, written between the report's lines
+                ignored = st.unraisable == 2 and exception_class(line.text) is not None
+                st.unraisable = 0
+                if ignored:
+                    return m
+            # a warning of another process between the report's lines leaves the report open (round 31 part D)
         if effect is Effect.COMPILE_BEAT or effect is Effect.COMPILE_END:
             # XLA's slow-operation alarm says "The operation took <t>" when the alarmed operation
             # returns: after the constant-folding alarm (the rank's last compile beat), that is one

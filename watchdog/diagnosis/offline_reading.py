@@ -15,6 +15,7 @@ from typing import NamedTuple
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
+from neuron_watch.diagnosis.heldout_forms import IgnoredReports
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.interrupted import stopped_by_user
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
@@ -115,13 +116,19 @@ class OfflineReading:
         recent = RecentLines()
         dumps = DumpScanner()
         ends: LastWords[LogLine] = LastWords()
+        # an exception CPython reported as ignored is not a process's last words: its traceback is not one the log
+        # was cut in, nor its exception line the error the process died of (the judge leaves it out alike)
+        ignored = IgnoredReports()
         for line in lines:
             recent.add(line)
-            ends.observe(line.key, line.text, line)
+            skipped = ignored.observe(line.key, line.text)
+            if not skipped:
+                ends.observe(line.key, line.text, line)
             if line.text.strip():
-                tail = tails.setdefault(line.key, [])
-                tail.append(line)
-                del tail[:-2]
+                if not skipped:
+                    tail = tails.setdefault(line.key, [])
+                    tail.append(line)
+                    del tail[:-2]
                 tracebacks.observe(line)
                 dumps.observe(line)
                 if line.key.rank < 0 and uncaught.observe(line.key, line.text):
