@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
+from neuron_watch.diagnosis.divergence import LossSeries, diverged_verdict
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
 from neuron_watch.diagnosis.heldout_forms import IgnoredReports
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
@@ -104,6 +105,7 @@ class OfflineReading:
         #: each unnamed stream's last line that ends the process that printed it
         self.last_words: dict[RankKey, LastWord] = {}
         self.dropped = 0  # lines of progress left out (``ended``, ``foreign``)
+        self.losses = LossSeries()  # each stream's losses, for a run that diverged (divergence.py)
 
     def read(self, lines: Iterable[LogLine]) -> Verdict:
         judge: Judge | None = None
@@ -168,7 +170,8 @@ class OfflineReading:
                 # a crash like the judge's own: the traceback it was cut in may show the process setting itself up
                 opened = judge.crash_reader(opened, judge.last_progress_wall is not None)
             verdict = (opened or dump_verdict(dumps.finish(), latest)
-                       or ends_on_error(ends.final_errors(), latest) or stopped_by_user(tails, latest) or verdict)
+                       or ends_on_error(ends.final_errors(), latest) or stopped_by_user(tails, latest)
+                       or diverged_verdict(self.losses) or verdict)
         return verdict
 
     def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:
@@ -184,6 +187,8 @@ class OfflineReading:
                 if interleaved.open or batch[at].text.startswith(RULE_START):
                     interleaved.observe_plain(base + at, batch[at])
                 at += 1
+            if m.loss is not None and m.signature.effect is Effect.PROGRESS:
+                self.losses.observe(line, m.signature.id, m.loss)
             if line.key.rank < 0:
                 effect = m.signature.effect
                 interleaved.observe(base + at, line, m.signature.id if effect in _GOING_ON else None)
