@@ -17,9 +17,9 @@ from typing import Any
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
-#: The byte every trigger-starting character becomes in the translated batch, the byte each rare
-#: one of the second set becomes (see :class:`_KeyFinder`), and what a real one of those becomes,
-#: so it never poses as a marker.
+#: The byte every trigger-starting character becomes in the translated batch, the byte each
+#: character of the second set becomes (see :class:`_KeyFinder`), and what a real one of those
+#: becomes, so it never poses as a marker.
 _MARK = b"\x00"
 _MARK2 = b"\x02"
 _MARK_ESC = b"\x01"
@@ -274,13 +274,13 @@ class _KeyFinder:
         usable = [lit for lit in sorted(literals) if not {*_MARK, *_MARK_ESC, *_MARK2} & set(lit)]
         first = {lit: at for lit in usable if (at := _trigger_start(lit, _MARKER_BYTES)) is not None}
         # The literals left: a literal holding another is found through it (one trigger or one
-        # search finds both); the second set gives triggers to what pays for its tries, the rest
-        # are searched alone, a literal holding a piece of a word searched alone found through it.
+        # search finds both); the second set gives triggers to those worth its tries; the rest are
+        # searched alone, and a literal holding what is searched alone is found through that search.
         groups = _literal_searches(lit for lit in usable if lit not in first)
         unusable = [lit for lit in literals if lit not in usable]
         through: set[bytes] = set()  # literals the second set would start but a search alone finds
         while True:
-            rare, second = _second_set(f for f in groups if f not in through)
+            second_marks, second = _second_set(f for f in groups if f not in through)
             alone = _by_shared_piece(
                 _literal_searches([*unusable, *(lit for f in groups if f not in second for lit in groups[f])])
             )
@@ -294,7 +294,7 @@ class _KeyFinder:
             payloads[f] = tuple(sorted({p for lit in groups[f] for p in literals[lit]}))
         # One table per set: a character of the second set stays itself in the first set's rests
         # and lookbehinds, which stay as selective as the first set's markers alone make them.
-        marks2 = bytes(sorted(rare))
+        marks2 = bytes(sorted(second_marks))
         escapes = _MARK + _MARK_ESC + _MARK2
         tables = (
             bytes.maketrans(_MARKERS.encode("ascii") + escapes, _MARK * len(_MARKERS) + _MARK_ESC * 3),
