@@ -345,8 +345,9 @@ def test_fast_paths_equal_the_plain_reference_for_any_table(kb: KnowledgeBase, l
 @pytest.mark.parametrize(
     "literal",
     # short ones by a regex from their rarest character (a lookbehind for the part before it), one
-    # anchored at a line start, one without any rare character, a long one by bytes.find
-    [b" -> 2", b"\nE", b"[E", b"status=", b"nan", b"terminated abnormally"],
+    # anchored at a line start, one without any rare character, a long one by bytes.find; short ones
+    # whose rarest character is rarer still by bytes.find of that byte (" -> 2" from its ">", "%|")
+    [b" -> 2", b"\nE", b"[E", b"status=", b"nan", b"terminated abnormally", b"%|", b"Z ["],
 )
 def test_literal_find_agrees_with_bytes_find_at_every_position(literal: bytes) -> None:
     data = _ascii("\n" + "\n".join([
@@ -355,6 +356,7 @@ def test_literal_find_agrees_with_bytes_find_at_every_position(literal: bytes) -
         "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught",
         "exit status=1 after the process was terminated abnormally, loss nan",
         "-> 2 at the start, ->2 and - > 2 are not it; banana; Status=2",
+        "%| at the start, 22%|\u2588\u2588 3/10, 5% | and %% are not it; 12:00:32Z [XTP003], Z[ and Z  [ are not",
     ]))
     find = _literal_find(literal)
     assert [find(data, p) for p in range(len(data) + 1)] == [data.find(literal, p) for p in range(len(data) + 1)]

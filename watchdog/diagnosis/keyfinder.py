@@ -170,6 +170,10 @@ def _starts_of(literals: Iterable[bytes], marks: set[int]) -> dict[bytes, int]:
 #: Literals shorter than this are searched in a batch by a regex of the literal, longer ones by
 #: ``bytes.find`` (see :class:`_KeyFinder`; measured over the benchmark's unique batches).
 _SHORT_LITERAL = 10
+#: A short literal whose rarest character occurs less than this often a line (:data:`_PER_LINE`) is
+#: searched by ``bytes.find`` of that one byte (memchr: about 1 ns a line of the benchmark's unique
+#: batches, against 25 for the regex engine's scan), each occurrence then checked (about 125 ns).
+_FIND_BYTE_BELOW = 0.2
 
 
 def _anchor(literal: bytes) -> int:
@@ -194,10 +198,22 @@ def _literal_find(literal: bytes) -> Callable[[bytes, int], int]:
 
     The regex starts at the literal's rarest character (:data:`_RARE`) and checks the part before
     it by a lookbehind: the engine's scan stops only where that character is (`` -> 2`` from its
-    ``>``: 0.16 ms a batch, against 0.31 from its space)."""
+    ``>``: 0.16 ms a batch, against 0.31 from its space). Where that character is rare enough
+    (:data:`_FIND_BYTE_BELOW`), ``bytes.find`` of it alone is faster still (``%|``: 1 ns a line
+    against 25)."""
     if len(literal) >= _SHORT_LITERAL:
         return lambda data, pos: data.find(literal, pos)
     at = _anchor(literal)
+    if _PER_LINE.get(chr(literal[at]), 1.0) < _FIND_BYTE_BELOW:
+        byte = literal[at : at + 1]
+
+        def find_byte(data: bytes, pos: int) -> int:
+            p = data.find(byte, pos + at)
+            while p >= 0 and not data.startswith(literal, p - at):
+                p = data.find(byte, p + 1)
+            return -1 if p < 0 else p - at
+
+        return find_byte
     search = re.compile(_from_anchor(literal, at)).search
 
     def find(data: bytes, pos: int) -> int:
