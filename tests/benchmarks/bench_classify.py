@@ -2,6 +2,7 @@
 """Classifier throughput (prints figures; no pass/fail): lines/s on one core.
 
     .venv/bin/python tests/benchmarks/bench_classify.py [--lines N] [--batch N] [--repeat N] [--profile LOG]
+    .venv/bin/python tests/benchmarks/bench_classify.py --without-forms forms_round29a forms_round30a ...
 
 *typical*: a training log as it looks between failures: runtime/NCCL/Python INFO chatter,
 warnings, a progress line every ten lines, a few compiler lines. *dense*: every line is one a
@@ -97,9 +98,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the least CPU time is printed")
     ap.add_argument("--profile", choices=("typical", "dense", "unique"),
                     help="instead of the figures, where scan() spends its time on this log (cProfile, by own time)")
+    ap.add_argument("--without-forms", nargs="+", metavar="MODULE",
+                    help="instead of the figures, the unique log's scan with every needle and without the NEEDLES "
+                         "of these form modules (forms_round29a ...), alternating: what a round's needles cost")
     args = ap.parse_args()
     if args.profile:
         _profile(args.profile, args.lines, args.batch)
+        return
+    if args.without_forms:
+        _needles_cost(args.without_forms, args.lines, args.batch, args.repeat)
         return
     _baseline(_log(TYPICAL, args.lines), args.batch, args.repeat)
     for name, base in (("typical", TYPICAL), ("dense", DENSE)):
@@ -120,6 +127,40 @@ def _profile(name: str, n: int, batch: int) -> None:
     profiler = cProfile.Profile()
     profiler.runcall(lambda: sum(len(kb.scan(b)) for b in batches))
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+
+
+def _needles_cost(modules: list[str], n: int, batch: int, repeat: int) -> None:
+    """The unique log's scan rate with the packaged knowledge base, and with it built without the
+    form reader's needles of ``modules`` (of neuron_watch.diagnosis; one the table holds stays): runs
+    alternate, medians of ``repeat`` pairs. (classify reads failureforms.NEEDLES when a knowledge base is built;
+    the figure needs it built once without some, so it is swapped for that build and put back.)"""
+    import importlib
+    import statistics
+    from importlib import resources
+
+    from neuron_watch.diagnosis import classify
+
+    dropped = {k for m in modules for k in importlib.import_module(f"neuron_watch.diagnosis.{m}").NEEDLES}
+    full = classify.NEEDLES
+    text = resources.files("neuron_watch.diagnosis").joinpath("signatures.toml").read_text(encoding="utf-8")
+    with_them = classify.KnowledgeBase.from_toml(text)
+    try:
+        classify.NEEDLES = tuple(k for k in full if k not in dropped)
+        without = classify.KnowledgeBase.from_toml(text)
+    finally:
+        classify.NEEDLES = full
+    lines = _unique(_log(TYPICAL, n))
+    batches = [lines[i : i + batch] for i in range(0, len(lines), batch)]
+    rates: dict[str, list[float]] = {"with": [], "without": []}
+    for _ in range(repeat):
+        for name, kb in (("with", with_them), ("without", without)):
+            t0 = time.process_time()
+            sum(len(kb.scan(b)) for b in batches)
+            rates[name].append(len(lines) / (time.process_time() - t0))
+    print(f"form reader's needles {len(set(full)):,d}, of {', '.join(modules)}: {len(set(full) & dropped):,d}")
+    for name, r in rates.items():
+        print(f"unique   {len(lines):>9,d} lines  scan {name:>7s} them: {statistics.median(r):>12,.0f} lines/s  "
+              f"(median of {repeat})  {_load()}")
 
 
 def _log(base: list[str], n: int) -> list[str]:

@@ -17,9 +17,9 @@ from typing import Any
 
 #: A line-start anchored needle is searched as "\n" + needle in text that starts with "\n".
 _NL = "\n"
-#: The byte every trigger-starting character becomes in the translated batch, the byte each rare
-#: one of the second set becomes (see :class:`_KeyFinder`), and what a real one of those becomes,
-#: so it never poses as a marker.
+#: The byte every trigger-starting character becomes in the translated batch, the byte each
+#: character of the second set becomes (see :class:`_KeyFinder`), and what a real one of those
+#: becomes, so it never poses as a marker.
 _MARK = b"\x00"
 _MARK2 = b"\x02"
 _MARK_ESC = b"\x01"
@@ -91,55 +91,89 @@ def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
 
 
 _MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
-#: Printable characters that occur less than 0.7 times a line in logs, rarest first (measured over
-#: the lines of tests/data/real-logs; "e" occurs 5.7 times a line, " " 16): a needle without a
-#: trigger at :data:`_MARKERS` gets one at the rarest of these it holds, through a second marker
-#: byte. A marker costs a try wherever it occurs, about what a literal search costs per line at
-#: 0.7 occurrences a line; the commoner characters are left to literal searches.
-_RARE = "$Q~@Y?;J&#!ZjqX{}%\\HK+`Vz^<WB>GMUPDSx\"I|A)Tw(FLvO'*E[]R=Nk"
-_RARE_BYTES = bytes(c for c in _RARE.encode("ascii") if c not in _MARKER_BYTES)
-#: Characters commoner than :data:`_RARE`'s, with how often each occurs a line (same measure): the
-#: characters a needle without a trigger at the markers above may still be searched from, as one
-#: more marker of the second set. A marker there costs a try wherever it occurs, a literal search
-#: of the batch costs about one try a line (:data:`_SEARCH_TRIES`; the second set's pass over the
-#: benchmark's unique batches: 35-47 ns a try, a literal search 31-37 ns a line), so a character
-#: joins the set when it spares more literal searches than it occurs a line (see
-#: :func:`_common_starts`).
-_COMMON = {"y": 0.65, "b": 0.69, "9": 0.70, "7": 0.71, "8": 0.73, "6": 0.81, "f": 0.82, ",": 0.83, "5": 0.86,
-           "g": 0.91, "4": 0.93, "h": 0.98, "3": 1.08, "_": 1.14, "m": 1.30, "/": 1.42, "u": 1.43, "-": 1.52,
-           "2": 1.54, ".": 1.57, "d": 1.66, "p": 1.67, "1": 1.74, ":": 1.84}
+#: How often each printable character occurs a line in logs (measured over the 19,292 lines of
+#: tests/data/real-logs; " " occurs about 16 times). A character of the second marker set (see
+#: :class:`_KeyFinder`) costs a try wherever it occurs; a literal search of the batch costs about one
+#: try a line (:data:`_SEARCH_TRIES`; over the benchmark's unique batches: 32-57 ns a try, a literal
+#: search 27-53 ns a line). So the second set is chosen by what each character costs against the
+#: literal searches it spares (:func:`_second_set`), and the rarest character a short literal holds
+#: is where its search starts (:func:`_anchor`).
+_PER_LINE = {
+    "$": 0.01, "&": 0.01, "Q": 0.01, "J": 0.01, "!": 0.02, ";": 0.02, "Z": 0.02, "Y": 0.02, "~": 0.02, "@": 0.03,
+    "X": 0.03, "}": 0.03, "#": 0.03, "{": 0.03, "`": 0.04, "K": 0.04, "%": 0.05, "+": 0.05, "\\": 0.06, "V": 0.06,
+    "H": 0.06, "q": 0.07, "j": 0.07, "<": 0.08, "z": 0.10, ">": 0.12, "B": 0.12, "W": 0.13, "U": 0.17, "|": 0.17,
+    "M": 0.18, "G": 0.19, "D": 0.19, "^": 0.22, "S": 0.23, "'": 0.25, "P": 0.25, "A": 0.28, "L": 0.29, "O": 0.31,
+    "F": 0.32, '"': 0.32, "*": 0.35, "I": 0.36, "?": 0.36, "T": 0.36, "x": 0.37, "w": 0.38, ")": 0.39, "E": 0.39,
+    "(": 0.41, "R": 0.41, "C": 0.46, "N": 0.47, "v": 0.47, "[": 0.49, "]": 0.53, "=": 0.58, "k": 0.58, "y": 0.71,
+    "9": 0.72, "8": 0.75, "7": 0.75, "b": 0.77, "6": 0.83, ",": 0.85, "5": 0.89, "f": 0.91, "4": 0.96, "g": 0.99,
+    "h": 1.06, "3": 1.09, "_": 1.27, "m": 1.39, "/": 1.48, "u": 1.50, "2": 1.55, ".": 1.66, "-": 1.66, "1": 1.81,
+    "p": 1.81, "d": 1.83, ":": 1.94, "c": 2.43, "l": 2.48, "0": 2.56, "s": 2.98, "i": 3.34, "n": 3.43, "a": 3.44,
+    "o": 3.65, "r": 3.68, "t": 3.72, "e": 5.28,
+}
 _SEARCH_TRIES = 1.0
+#: The characters a short literal's search may start from, rarest first (see :func:`_anchor`).
+_RARE = "".join(c for c, n in sorted(_PER_LINE.items(), key=lambda cn: cn[1]) if n < 0.7)
+#: Per character byte, its cost as a second-set marker (:data:`_PER_LINE`).
+_MARKER_COST = {ord(c): n for c, n in _PER_LINE.items() if ord(c) not in _MARKER_BYTES}
 
 
-def _common_starts(literals: Iterable[bytes], rare: set[int]) -> dict[bytes, int]:
-    """Where some of ``literals`` (the ones no marker set gives a trigger) are searched from
-    (literal -> position, see :func:`_trigger_start`) once the characters of :data:`_COMMON` that
-    pay for themselves join ``rare`` (the second set, updated): greedily, the character that spares
-    the most literal searches for the tries it costs, while one spares more than it costs."""
-    left = set(literals)
+def _second_set(literals: Iterable[bytes]) -> tuple[set[int], dict[bytes, int]]:
+    """The second marker set for ``literals`` (the ones the first set gives no trigger), and where
+    the literals it gives a trigger are searched from (literal -> position, see
+    :func:`_trigger_start`); the others are searched alone.
+
+    A character joins the set when the literal searches it spares outweigh its tries (greedily, the
+    one that gains most first), and leaves it when the literals only it starts are worth less than
+    its tries: so the set, and what it costs a line, is bounded by what characters cost, not by how
+    many literals there are (a new needle holding a character of the set costs nothing more than its
+    rest in the trie)."""
+    left = sorted(set(literals))
+    chosen: set[int] = set()
     starts: dict[bytes, int] = {}
-    while left:
+    holders: dict[int, list[bytes]] = {}  # character -> the literals holding it
+    for lit in left:
+        for c in set(lit):
+            if c in _MARKER_COST:
+                holders.setdefault(c, []).append(lit)
+    while True:
         best: tuple[float, int, dict[bytes, int]] = (0.0, 0, {})
-        for ch, per_line in _COMMON.items():
-            c = ord(ch)
-            if c in rare or c in _MARKER_BYTES:
+        for c, lits in holders.items():
+            if c in chosen:
                 continue
-            marks = frozenset(rare | {c})
-            got = {lit: at for lit in sorted(left) if (at := _trigger_start(lit, marks)) is not None}
-            gain = len(got) * _SEARCH_TRIES - per_line
+            marks = frozenset(chosen | {c})
+            got = {lit: at for lit in lits if lit not in starts and (at := _trigger_start(lit, marks)) is not None}
+            gain = len(got) * _SEARCH_TRIES - _MARKER_COST[c]
             if gain > best[0]:
                 best = (gain, c, got)
         if not best[2]:
-            return starts
-        rare.add(best[1])
+            break
+        chosen.add(best[1])
         starts.update(best[2])
-        left -= best[2].keys()
-    return starts
+    # A character added early may have been made useless by later ones (it starts only literals a
+    # commoner one starts too), and a later one may take a literal's trigger away from an earlier
+    # one: the set's own starts decide, dearest character first.
+    starts = _starts_of(left, chosen)
+    for c in sorted(chosen, key=lambda c: (-_MARKER_COST[c], c)):
+        without = _starts_of(left, chosen - {c})
+        if (len(starts) - len(without)) * _SEARCH_TRIES <= _MARKER_COST[c]:
+            chosen.discard(c)
+            starts = without
+    return chosen, starts
+
+
+def _starts_of(literals: Iterable[bytes], marks: set[int]) -> dict[bytes, int]:
+    """Where the literals the marker set ``marks`` gives a trigger start theirs."""
+    frozen = frozenset(marks)
+    return {lit: at for lit in literals if (at := _trigger_start(lit, frozen)) is not None}
 
 
 #: Literals shorter than this are searched in a batch by a regex of the literal, longer ones by
 #: ``bytes.find`` (see :class:`_KeyFinder`; measured over the benchmark's unique batches).
 _SHORT_LITERAL = 10
+#: A short literal whose rarest character occurs less than this often a line (:data:`_PER_LINE`) is
+#: searched by ``bytes.find`` of that one byte (memchr: about 1 ns a line of the benchmark's unique
+#: batches, against 25 for the regex engine's scan), each occurrence then checked (about 125 ns).
+_FIND_BYTE_BELOW = 0.2
 
 
 def _anchor(literal: bytes) -> int:
@@ -164,10 +198,22 @@ def _literal_find(literal: bytes) -> Callable[[bytes, int], int]:
 
     The regex starts at the literal's rarest character (:data:`_RARE`) and checks the part before
     it by a lookbehind: the engine's scan stops only where that character is (`` -> 2`` from its
-    ``>``: 0.16 ms a batch, against 0.31 from its space)."""
+    ``>``: 0.16 ms a batch, against 0.31 from its space). Where that character is rare enough
+    (:data:`_FIND_BYTE_BELOW`), ``bytes.find`` of it alone is faster still (``%|``: 1 ns a line
+    against 25)."""
     if len(literal) >= _SHORT_LITERAL:
         return lambda data, pos: data.find(literal, pos)
     at = _anchor(literal)
+    if _PER_LINE.get(chr(literal[at]), 1.0) < _FIND_BYTE_BELOW:
+        byte = literal[at : at + 1]
+
+        def find_byte(data: bytes, pos: int) -> int:
+            p = data.find(byte, pos + at)
+            while p >= 0 and not data.startswith(literal, p - at):
+                p = data.find(byte, p + 1)
+            return -1 if p < 0 else p - at
+
+        return find_byte
     search = re.compile(_from_anchor(literal, at)).search
 
     def find(data: bytes, pos: int) -> int:
@@ -231,38 +277,40 @@ class _KeyFinder:
     bytes; a literal starting with "\\n" is anchored at a line start.
 
     The trigger of a literal is the literal from one of its markers on: a character of
-    :data:`_MARKERS`, or else one of :data:`_RARE` (the rarest the literal holds), or else one of
-    :data:`_COMMON` where that spares more literal searches than it costs tries (this second set
-    depends on the literals). The batch is translated once per set so that the set's markers are one
-    byte; for each set the regex engine skips from marker to marker at C speed and tries a trie of
-    the translated trigger rests at each. Where a rest ends, a lookbehind checks the translated
-    part of its literal before the marker ("terminate called after thro" before "wing"), so
-    chatter ("Saving") costs one failed check, not a line to look at.
+    :data:`_MARKERS`, or else one of a second set, chosen for the literals left by what its
+    characters cost against the literal searches they spare (:func:`_second_set`). The batch is
+    translated once per set so that the set's markers are one byte; for each set the regex engine
+    skips from marker to marker at C speed and tries a trie of the translated trigger rests at each.
+    Where a rest ends, a lookbehind checks the translated part of its literal before the marker
+    ("terminate called after thro" before "wing"), so chatter ("Saving") costs one failed check, not
+    a line to look at.
     """
 
     def __init__(self, literals: dict[bytes, tuple[str, ...]]) -> None:
         usable = [lit for lit in sorted(literals) if not {*_MARK, *_MARK_ESC, *_MARK2} & set(lit)]
         first = {lit: at for lit in usable if (at := _trigger_start(lit, _MARKER_BYTES)) is not None}
-        rare: set[int] = set()  # for each literal left, the rarest character it holds
-        for lit in usable:
-            if lit not in first:
-                rare.update(next(([c] for c in _RARE_BYTES if c in lit), []))
-        second = {
-            lit: at for lit in usable if lit not in first and (at := _trigger_start(lit, frozenset(rare))) is not None
-        }
-        # The literals left are looked for one literal search each, a literal holding another
-        # through it; one the second set's common characters start is in its pass, and reports
-        # the literals found through it.
-        groups = _literal_searches(lit for lit in usable if lit not in first and lit not in second)
-        common = _common_starts(groups, rare)
-        second.update(common)
+        # The literals left: a literal holding another is found through it (one trigger or one
+        # search finds both); the second set gives triggers to those worth its tries; the rest are
+        # searched alone, and a literal holding what is searched alone is found through that search.
+        groups = _literal_searches(lit for lit in usable if lit not in first)
+        unusable = [lit for lit in literals if lit not in usable]
+        through: set[bytes] = set()  # literals the second set would start but a search alone finds
+        while True:
+            second_marks, second = _second_set(f for f in groups if f not in through)
+            alone = _by_shared_piece(
+                _literal_searches([*unusable, *(lit for f in groups if f not in second for lit in groups[f])])
+            )
+            # ("| error" through the search of "error": its trigger would cost tries for nothing)
+            more = {f for f in second if any(s in f for s in alone)}
+            if not more:
+                break
+            through |= more
         payloads = dict(literals)
-        for f in common:
+        for f in second:
             payloads[f] = tuple(sorted({p for lit in groups[f] for p in literals[lit]}))
-        found_through = {lit for f in common for lit in groups[f]}
         # One table per set: a character of the second set stays itself in the first set's rests
         # and lookbehinds, which stay as selective as the first set's markers alone make them.
-        marks2 = bytes(sorted(rare))
+        marks2 = bytes(sorted(second_marks))
         escapes = _MARK + _MARK_ESC + _MARK2
         tables = (
             bytes.maketrans(_MARKERS.encode("ascii") + escapes, _MARK * len(_MARKERS) + _MARK_ESC * 3),
@@ -273,10 +321,8 @@ class _KeyFinder:
             for mark, starts, table in ((_MARK, first, tables[0]), (_MARK2, second, tables[1]))
             if (search := self._trigger_search(mark, starts, payloads, table)) is not None
         )
-        plain = [lit for lit in literals if lit not in first and lit not in second and lit not in found_through]
         self._plain: tuple[tuple[bytes, tuple[str, ...]], ...] = tuple(
-            (f, tuple(sorted({p for lit in ls for p in literals[lit]})))
-            for f, ls in sorted(_by_shared_piece(_literal_searches(plain)).items())
+            (f, tuple(sorted({p for lit in ls for p in literals[lit]}))) for f, ls in sorted(alone.items())
         )
         self._plain_text = tuple((f.decode("ascii"), ps) for f, ps in self._plain)
         # How each is looked for in a batch: a short literal by the regex engine, whose scan for a
