@@ -47,7 +47,7 @@ NEEDLES: tuple[str, ...] = (
     "ERRO[", "FATA[]", "FATA[--", "PANI[", "CRIT[-|", "[C ::", "[C  ::", "[C --",
     "[error", "[err]", "[crit", "[alert", "[emerg", "[fatal", "[panic",
     "log.level", "log_level", "@level", "SEVERE", "free(): ", "alloc(): ", "munmap_chunk(): ",
-    "malloc_consolidate(): ", "double free or corruption", "corrupted size vs", "corrupted double-linked list",
+    "malloc_consolidate(): ", "double free or corruption", "prev_size", "corrupted double-linked list",
     "smashing detected", "overflow detected", "Error response from daemon",
 )
 
