@@ -38,7 +38,7 @@ PURE = [
     "diagnosis.culprit", "diagnosis.errorclass", "diagnosis.failureforms", "diagnosis.exctaxonomy",
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure", "diagnosis.signature", "diagnosis.formkinds",
     "diagnosis.forms_severity", "diagnosis.forms_errors", "diagnosis.forms_metric", "diagnosis.forms_phase",
-    "diagnosis.forms_conventions",
+    "diagnosis.forms_conventions", "diagnosis.forms_runtimes",
     "diagnosis.forms_round13a",
     "diagnosis.forms_round13b",
     "diagnosis.forms_round14a",

@@ -47,6 +47,8 @@ from neuron_watch.diagnosis.forms_errors import ALLOCATOR_OOM, crash_form, excep
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
+from neuron_watch.diagnosis.forms_runtimes import NEEDLES as RUNTIME_NEEDLES
+from neuron_watch.diagnosis.forms_runtimes import runtime_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.diagnosis.heldout_forms import NEEDLES as HELDOUT_NEEDLES
 from neuron_watch.diagnosis.heldout_forms import heldout_cause, heldout_form, heldout_quiet
@@ -59,7 +61,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 47
+FORM_RULES = 48
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -191,6 +193,8 @@ NEEDLES: tuple[str, ...] = (
     *CONVENTION_NEEDLES,
     # the forms each held-out round taught (heldout_forms)
     *HELDOUT_NEEDLES,
+    # the accelerator runtimes' error vocabularies (forms_runtimes)
+    *RUNTIME_NEEDLES,
 )
 
 
@@ -201,13 +205,21 @@ def read_line(text: str) -> Form | None:
     holds none."""
     if heldout_quiet(text):
         return None
+    # a runtime's table entry states its cause before the forms of levels and exceptions, after those that say the
+    # process is dying (an abort that prints it keeps its kind; cause_of still reads the entry's cause); an entry the
+    # table gives no cause leaves the line to the readers of its other forms, and is a failure of unknown cause
+    # when none reads it
+    runtime = runtime_form(text)
+    stated = runtime if runtime is not None and runtime.label is not None else None
     return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
             or heldout_form(text)
+            or stated
             or alarm_form(text)
             or severity_form(text)
             or convention_form(text)
             or exception_form(text, read_line)
-            or phase_form(text))
+            or phase_form(text)
+            or runtime)
 
 
 def _model_unavailable(text: str) -> Form | None:
@@ -405,6 +417,10 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     storage = storage_full_cause(text) or node_state_cause(text)
     if storage is not None:
         return storage
+    # an entry of a runtime's error table states its cause by the library's own documentation of it
+    runtime = runtime_form(text)
+    if runtime is not None and runtime.label is not None:
+        return runtime.label, runtime.name
     unavailable = _MODEL_UNAVAILABLE.search(text)
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
