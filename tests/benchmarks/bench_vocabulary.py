@@ -3,7 +3,8 @@
     .venv/bin/python tests/benchmarks/bench_vocabulary.py [--wrong]
 
 Every entry of the tables of :mod:`neuron_watch.diagnosis.forms_runtimes` (CUDA's runtime and driver codes, the
-math libraries' statuses, NCCL's results, HIP's codes: each read from its library's header, not from a log) is
+math libraries' statuses, NCCL's results, HIP's codes, the Neuron runtime's statuses: each read from its library's
+header, not from a log) is
 written in each format programs print it in (torch's ``CUDA error: <string>``, its legacy ``cuda runtime error
 (<code>) : <string>`` and its warning ``Error <code>: <string>`` when the runtime cannot count the devices, CUDA's
 samples' check macro, CuPy's exceptions, NCCL's ``Cuda failure '<string>'``, TensorFlow's records, torch's ``NCCL
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.forms_runtimes import CUDA, HIP, MATH, NCCL
+from neuron_watch.diagnosis.forms_runtimes import CUDA, HIP, MATH, NCCL, NRT
 from neuron_watch.events import Action, Label
 from tests.fixtures.corpus_score import EXPECTED_ACTIONS
 
@@ -100,6 +101,14 @@ def probes() -> Iterator[tuple[str, str, Label | None]]:
     for name, text, label in HIP:
         yield "hip", f"RuntimeError: HIP error: {text}", label
         yield "hip", f"hipError{name}: {text}", label
+    for code, name, label in NRT:
+        # torch-neuron's exception, tensorflow-neuron's (aws-neuron-sdk#351), the runtime's diagnostic dump
+        # (neuron-runtime/about/core-dump.rst)
+        yield "neuron", f"RuntimeError: Failed to execute the model status={code} message={name}", label
+        yield "neuron", (f"tensorflow.python.framework.errors_impl.InternalError: tensorflow/neuron/runtime/direct/"
+                         f"adaptor.cc:446:Execute failed: nrt_execute: status={code}, error message=\"{name}\"."), label
+        yield "neuron", (f"2024-May-01 12:00:00.0000 4242:4242 ERROR   NRT:nrt_infodump                   "
+                         f"Failure: {name} in nrt_execute()"), label
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of, read_line
-from neuron_watch.diagnosis.forms_runtimes import CUDA, HIP, MATH, NCCL, runtime_form
+from neuron_watch.diagnosis.forms_runtimes import CUDA, HIP, MATH, NCCL, NRT, runtime_form
 from neuron_watch.events import Action, Label
 from tests.unit.form_table import table_tests
 
@@ -122,6 +122,26 @@ def test_every_math_status_states_its_cause(name: str, label: Label) -> None:
 def test_every_nccl_and_hip_name_is_read(name: str, text: str, label: Label | None) -> None:
     form = runtime_form(f"{name}: {text}")
     assert form is not None and form.label is (None if label is CRASH else label)
+
+
+@pytest.mark.parametrize(("code", "name", "label"), NRT, ids=[row[1] for row in NRT])
+def test_every_neuron_runtime_status_states_its_cause(code: int, name: str, label: Label | None) -> None:
+    """Each NRT_STATUS, by number in torch-neuron's and tensorflow-neuron's exceptions and by name in the runtime's
+    diagnostic dump (neuron-runtime/about/core-dump.rst), states the table's cause or none."""
+    for line in (f"RuntimeError: Failed to execute the model status={code} message=Failure",
+                 f"Execute failed: nrt_execute: status={code}, error message=\"{name}\".",
+                 f"2024-Mar-03 11:02:17.0554 41210:41210 ERROR   NRT:nrt_infodump   Failure: {name} in nrt_execute()"):
+        stated = cause_of(line)
+        assert (stated[0] if stated else None) is label, (line, stated)
+
+
+def test_a_neuron_status_the_table_gives_no_cause_states_none() -> None:
+    """tensorflow-neuron's execution that completed with other errors (aws-neuron-sdk#351): NRT_EXEC_COMPLETED_WITH_ERR
+    names no cause."""
+    line = ("2021-11-01 06:02:18.992183: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at "
+            "neuron_op.cc:44 : Internal: tensorflow/neuron/runtime/direct/adaptor.cc:446:Execute failed: nrt_execute: "
+            "status=1004, error message=\"Execution was completed with other errors\".")
+    assert cause_of(line) is None
 
 
 def test_a_status_that_says_success_inside_a_failure_is_still_a_failure() -> None:

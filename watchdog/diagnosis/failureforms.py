@@ -48,7 +48,7 @@ from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
 from neuron_watch.diagnosis.forms_runtimes import NEEDLES as RUNTIME_NEEDLES
-from neuron_watch.diagnosis.forms_runtimes import runtime_form
+from neuron_watch.diagnosis.forms_runtimes import NRT_CAUSES, runtime_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.diagnosis.heldout_forms import NEEDLES as HELDOUT_NEEDLES
 from neuron_watch.diagnosis.heldout_forms import heldout_cause, heldout_form, heldout_quiet
@@ -340,17 +340,9 @@ _GRPC_NUMBERS = {4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 7: "PERMISSION_DENIED",
 #: model status=2 message=Invalid", "Failed to execute the model status=5 message=Timeout Exceeded") or after
 #: the API call's name ("nrt_load status=2"). The signature table names the codes it knows in the phrases
 #: printed so far; this reads the number in whatever sentence carries it. The codes whose cause is the
-#: code's: a NEFF the runtime rejects (NRT_INVALID 2, NRT_UNSUPPORTED_NEFF_VERSION 10) or more NeuronCores than
-#: are free (NRT_LOAD_NOT_ENOUGH_NC 9), a restart repeats; device or host memory (NRT_RESOURCE 4,
-#: NRT_FAIL_HOST_MEM_ALLOC 11); an execution timed out (NRT_TIMEOUT 5, a collective or the device stuck);
-#: the hardware (NRT_HW_ERROR 6). NRT_FAILURE (1) names none.
+#: code's are forms_runtimes.NRT's, the whole of nrt_status.h (NRT_FAILURE, 1, names none).
 _NRT_STATUS = re.compile(r"\bnrt_\w+:? status=(\d+)\b|\bstatus=(\d+),? (?:error )?message=")
-_NRT_CAUSES = {
-    2: (Label.CONFIG_ERROR, "NRT_INVALID"), 9: (Label.CONFIG_ERROR, "NRT_LOAD_NOT_ENOUGH_NC"),
-    10: (Label.CONFIG_ERROR, "NRT_UNSUPPORTED_NEFF_VERSION"), 4: (Label.OOM, "NRT_RESOURCE"),
-    11: (Label.OOM, "NRT_FAIL_HOST_MEM_ALLOC"), 5: (Label.COLLECTIVE_HANG, "NRT_TIMEOUT"),
-    6: (Label.HARDWARE_ERROR, "NRT_HW_ERROR"),
-}
+_NRT_CAUSES = NRT_CAUSES
 #: ... and by its name, as the runtime's diagnostic dump prints the status it failed with
 #: ("ERROR   NRT:nrt_infodump   Failure: NRT_INVALID in nrt_load()"), whatever words follow it
 _NRT_STATUS_NAME = re.compile(r"\bFailure: (NRT_[A-Z_]+)\b")

@@ -30,6 +30,8 @@ The tables (name, string, cause):
   ``ncclInProgress`` is no error (a non-blocking call still running).
 * HIP's ``hipError_t`` (hip_runtime_api.h; ``hipGetErrorString`` of hipamd), as torch on ROCm prints it (``HIP error:
   <string>``) and by name, with the causes of the CUDA codes they mirror.
+* The Neuron runtime's ``NRT_STATUS`` (nrt_status.h, as nrt_status.rst documents each status), given to
+  :mod:`~neuron_watch.diagnosis.failureforms`, which reads it where the runtime's wrappers print it.
 """
 
 from __future__ import annotations
@@ -144,6 +146,31 @@ HIP: tuple[tuple[str, str, Label | None], ...] = (
     ("Assert", "device-side assert triggered", CRASH),
     ("LaunchOutOfResources", "too many resources requested for launch", CONFIG),
 )
+
+#: the Neuron runtime's statuses (nrt_status.h NRT_STATUS, as aws-neuron-sdk's neuron-runtime/api/nrt_status.rst
+#: documents each) and their causes: an invalid NEFF, a NEFF too new, fewer NeuronCores free than asked or a core
+#: locked by another process (the set-up); memory; an execution or a collective that timed out (a hang); the device's
+#: fault (HBM or on-chip memory uncorrectable, a DMA engine aborted: nrt-troubleshoot.rst says replace the instance;
+#: an execution unit that cannot recover, as the signature table's neuron.nrt.exec_unit_unrecoverable reads it); NaN
+#: produced; the EFA network proxy failing. Inputs the runtime rejected (1002) and out-of-bound accesses (1006) are
+#: the program's, read by the signature table (a crash a restart repeats). The statuses that are no failure
+#: (NRT_SUCCESS, NRT_QUEUE_EMPTY, NRT_COLL_PENDING) are left out; failureforms reads the others in the runtime's
+#: forms ("status=<n> message=", "Failure: NRT_<NAME>")
+NRT: tuple[tuple[int, str, Label | None], ...] = (
+    (1, "NRT_FAILURE", None), (2, "NRT_INVALID", CONFIG), (3, "NRT_INVALID_HANDLE", None), (4, "NRT_RESOURCE", OOM),
+    (5, "NRT_TIMEOUT", Label.COLLECTIVE_HANG), (6, "NRT_HW_ERROR", HARDWARE), (7, "NRT_QUEUE_FULL", None),
+    (9, "NRT_LOAD_NOT_ENOUGH_NC", CONFIG), (10, "NRT_UNSUPPORTED_NEFF_VERSION", CONFIG),
+    (11, "NRT_FAIL_HOST_MEM_ALLOC", OOM), (13, "NRT_UNINITIALIZED", None), (14, "NRT_CLOSED", None),
+    (101, "NRT_EXEC_UNIT_UNRECOVERABLE", HARDWARE), (1002, "NRT_EXEC_BAD_INPUT", None),
+    (1003, "NRT_EXEC_COMPLETED_WITH_NUM_ERR", Label.NUMERICAL_ERROR), (1004, "NRT_EXEC_COMPLETED_WITH_ERR", None),
+    (1005, "NRT_EXEC_NC_BUSY", CONFIG), (1006, "NRT_EXEC_OOB", None),
+    (1200, "NRT_EXEC_HW_ERR_COLLECTIVES", Label.COLLECTIVE_HANG), (1201, "NRT_EXEC_HW_ERR_HBM_UE", HARDWARE),
+    (1202, "NRT_EXEC_HW_ERR_NC_UE", HARDWARE), (1203, "NRT_EXEC_HW_ERR_DMA_ABORT", HARDWARE),
+    (1204, "NRT_EXEC_SW_NQ_OVERFLOW", None), (1205, "NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE", HARDWARE),
+    (1206, "NRT_NETWORK_PROXY_FAILURE", Label.COMM_ERROR),
+)
+#: the statuses of NRT that state a cause: {code: (cause, name)}
+NRT_CAUSES: dict[int, tuple[Label, str]] = {code: (label, name) for code, name, label in NRT if label is not None}
 
 #: Digit-free literals of which every line these forms read holds one (failureforms.NEEDLES)
 NEEDLES: tuple[str, ...] = (
