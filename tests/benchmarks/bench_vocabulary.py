@@ -83,6 +83,20 @@ def probes() -> Iterator[tuple[str, str, Label | None]]:
                            f"run some cuda functions before calling NumCudaDevices() that might have already set an "
                            f"error? Error {code}: {text} (Triggered internally at "
                            f"../c10/cuda/CUDAFunctions.cpp:108.)"), label
+        # other programs' prefixes: Triton's driver.c ("Triton Error [CUDA]: "), TensorRT's error recorder ("Error
+        # Code 1: Cuda Runtime (<string>)"), ONNX Runtime's CUDA_CALL ("CUDA failure <code>: <string> ; GPU=..."),
+        # PaddlePaddle's enforce ("CUDA error(<code>), <string>."), darknet's check_error ("CUDA Error: ")
+        yield "cuda+", f"RuntimeError: Triton Error [CUDA]: {text}", label
+        yield "cuda+", (f"[05/01/2024-12:00:00] [TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: "
+                        f"Cuda Runtime ({text})"), label
+        yield "cuda+", (f"onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : CUDA "
+                        f"failure {code}: {text} ; GPU=0 ; hostname=gpu-node-1 ; expr=cudaDeviceSynchronize(); "), label
+        yield "cuda+", f"OSError: (External) CUDA error({code}), {text}. ", label
+        yield "cuda+", f"CUDA Error: {text}", label
+        # TensorRT 7's allocator, PyCUDA's exception
+        yield "cuda+", f"[E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: {code} ({text})", label
+        yield "cuda+", f"pycuda._driver.LogicError: cuMemAlloc failed: {text}", label
+
         if rt:
             yield "cuda", f'CUDA error at train.cu:88 code={code}(cudaError{rt}) "cudaDeviceSynchronize()"', label
             yield "cuda", f"cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaError{rt}: {text}", label

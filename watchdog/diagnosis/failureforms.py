@@ -39,6 +39,7 @@ classifier's batch search gates the reader: a line without a needle costs nothin
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_conventions import NEEDLES as CONVENTION_NEEDLES
@@ -205,21 +206,19 @@ def read_line(text: str) -> Form | None:
     holds none."""
     if heldout_quiet(text):
         return None
-    # a runtime's table entry states its cause before the forms of levels and exceptions, after those that say the
-    # process is dying (an abort that prints it keeps its kind; cause_of still reads the entry's cause); an entry the
-    # table gives no cause leaves the line to the readers of its other forms, and is a failure of unknown cause
-    # when none reads it
+    first = (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
+             or heldout_form(text))
+    if first is not None:
+        return first
+    later = alarm_form(text) or severity_form(text) or convention_form(text) or exception_form(text, read_line) \
+        or phase_form(text)
+    # a runtime's table entry states its cause before the forms of levels and exceptions, in the kind of the line's
+    # record (a fatal level's head: the process is dying); an entry the table gives no cause leaves the line to
+    # those forms, and is a failure of unknown cause when none reads it
     runtime = runtime_form(text)
-    stated = runtime if runtime is not None and runtime.label is not None else None
-    return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or heldout_form(text)
-            or stated
-            or alarm_form(text)
-            or severity_form(text)
-            or convention_form(text)
-            or exception_form(text, read_line)
-            or phase_form(text)
-            or runtime)
+    if runtime is None or runtime.label is None:
+        return later or runtime
+    return replace(runtime, kind=FormKind.CRASH) if later is not None and later.kind is FormKind.CRASH else runtime
 
 
 def _model_unavailable(text: str) -> Form | None:

@@ -174,7 +174,8 @@ NRT_CAUSES: dict[int, tuple[Label, str]] = {code: (label, name) for code, name, 
 
 #: Digit-free literals of which every line these forms read holds one (failureforms.NEEDLES)
 NEEDLES: tuple[str, ...] = (
-    "CUDA error", "CUDA driver error", "HIP error", "Cuda failure", "cudaError", "CUDA_ERROR_", "hipError",
+    "CUDA error", "CUDA Error", "CUDA driver error", "HIP error", "Cuda failure", "CUDA failure", "Cuda Runtime (",
+    "Cuda Driver (", "Triton Error [CUDA]", "Cuda Error in ", "cudaError", "CUDA_ERROR_", "hipError",
     "CUBLAS_STATUS_", "CUDNN_STATUS_", "CUFFT_", "CUSOLVER_STATUS_", "CUSPARSE_STATUS_", "CURAND_STATUS_",
     "NVRTC_ERROR_", "ncclUnhandled", "ncclSystem", "ncclInternal", "ncclInvalid", "ncclRemote", "NCCL error",
 )
@@ -208,12 +209,19 @@ _NAME = re.compile(r"(?<![\w.])(cudaError[A-Z]\w+|CUDA_ERROR_[A-Z_]+|hipError[A-
                    r"nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError))"
                    r"(?![\w(])")
 #: the error string after the prefix of the wrapper that prints it: torch's c10/cuda (C10_CUDA_CHECK "CUDA error: ",
-#: C10_CUDA_DRIVER_CHECK "CUDA driver error: "), NCCL's CUDACHECK ("Cuda failure '<string>'", with the code in
-#: newer releases), torch on ROCm ("HIP error: "), torch's c10d ("NCCL error in: <file>:<line>, <string>")
-#: torch's legacy THC ("cuda runtime error (%d) : %s"), and torch's report of the runtime's refusal to count the
-#: devices ("Unexpected error from cudaGetDeviceCount(). ... Error 805: MPS client failed to connect ...")
-_CUDA_STRING = re.compile(r"(?:\bCUDA (?:driver )?error: |\bCuda failure (?:\d+ )?'|\bcuda runtime error \(\d+\) : |"
-                          r"\bError (?P<code>\d+): )(?P<text>" + _alternation(_CUDA_STRINGS) + ")")
+#: C10_CUDA_DRIVER_CHECK "CUDA driver error: "; darknet's check_error "CUDA Error: "), NCCL's CUDACHECK ("Cuda failure
+#: '<string>'", with the code in newer releases), torch on ROCm ("HIP error: "), torch's c10d ("NCCL error in:
+#: <file>:<line>, <string>"), torch's legacy THC ("cuda runtime error (%d) : %s"), torch's report of the runtime's
+#: refusal to count the devices ("Unexpected error from cudaGetDeviceCount(). ... Error 805: MPS client failed ..."),
+#: Triton's driver.c ("Triton Error [CUDA]: "), TensorRT's error recorder ("Error Code 1: Cuda Runtime (<string>)",
+#: "Cuda Driver (<string>)"), ONNX Runtime's CUDA_CALL ("CUDA failure <code>: <string> ; GPU=0 ; ..."),
+#: PaddlePaddle's enforce ("CUDA error(<code>), <string>."), TensorRT 7's ("Cuda Error in allocate: 2 (out of memory)"),
+#: PyCUDA's exceptions ("pycuda._driver.LogicError: cuMemAlloc failed: out of memory": the driver call, its string)
+_CUDA_STRING = re.compile(r"(?:\bCUDA (?:driver )?[Ee]rror: |\bCuda failure (?:\d+ )?'|\bcuda runtime error \(\d+\) : |"
+                          r"\bTriton Error \[CUDA\]: |\bCuda (?:Runtime|Driver) \(|\bCUDA failure \d+: |"
+                          r"\bCUDA error\(\d+\), |\bCuda Error in \w+: \d+ \(|\bcu[A-Z]\w* failed: |"
+                          r"\bError (?P<code>\d+): )"
+                          r"(?P<text>" + _alternation(_CUDA_STRINGS) + ")")
 #: the code each string is CUDA's for ("Error <code>: <string>" is read only when the two agree: the words alone,
 #: "Error 1: out of memory", may be another program's)
 _CUDA_CODES: dict[str, int] = {text: code for code, _, _, text, _ in CUDA}
