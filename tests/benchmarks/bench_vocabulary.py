@@ -67,6 +67,7 @@ NEAR_MISSES = [
     "plan created: CUFFT_R2C batch=64 size=4096",
     "[health] cuInit -> CUDA_SUCCESS, 8 devices",
     "hipGetLastError: hipSuccess",
+    "-- Build option CUDA_ERROR_CHECK=ON (cudaErrorChecking enabled)",
 ]
 
 

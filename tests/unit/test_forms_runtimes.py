@@ -100,6 +100,7 @@ NEAR_MISSES = [
     "hipGetLastError: hipSuccess",
     "health check: cudaErrorNotReady from cudaEventQuery (event still pending), ok",
     "checked the driver: no CUDA error, out of memory guard at 90%",
+    "-- Build option CUDA_ERROR_CHECK=ON (cudaErrorChecking enabled)",
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(

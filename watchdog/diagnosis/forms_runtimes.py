@@ -232,6 +232,11 @@ _NCCL_STRING = re.compile(r"\bNCCL error in: [^,]*:\d+, (?P<text>" + _alternatio
 _NOT_FAILURES = re.compile(r"_SUCCESS$|^(?:cudaError|hipError)NotReady$|^CUDA_ERROR_NOT_READY$")
 
 
+#: the math libraries' and NVRTC's status prefixes (no build option spells them)
+_STATUS_WORD = re.compile(r"^(?:CUBLAS_STATUS_|CUDNN_STATUS_|CUSOLVER_STATUS_|CUSPARSE_STATUS_|CURAND_STATUS_|CUFFT_|"
+                          r"NVRTC_ERROR_)")
+
+
 def runtime_form(text: str) -> Form | None:
     """The form of a line reporting an entry of one of the tables: its error string behind the prefix of the
     wrapper that prints it, or its enumeration name; with the cause the table gives it, or none."""
@@ -249,7 +254,10 @@ def runtime_form(text: str) -> Form | None:
             continue
         if name in _NAMES:
             return Form(FormKind.ERROR, f"the runtime's status {name}", _stated(_NAMES[name]))
-        return Form(FormKind.ERROR, f"the runtime's status {name}")
+        if _STATUS_WORD.search(name):
+            # a math library's status the tables give no cause: a failure of unknown cause. A CUDA or HIP name the
+            # tables do not hold may be a build's option ("-DCUDA_ERROR_CHECK=ON"): left to the other forms
+            return Form(FormKind.ERROR, f"the runtime's status {name}")
     return None
 
 
