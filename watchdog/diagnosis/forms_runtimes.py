@@ -198,8 +198,8 @@ def _alternation(strings: Iterable[str]) -> str:
     return "|".join(re.escape(s) for s in sorted(strings, key=len, reverse=True))
 
 
-#: an enumeration name as a word of the line (the success names and ncclInProgress are not in the tables);
-#: the statuses of a library the tables list no cause for are still matched, as failures of unknown cause
+#: an enumeration name as a word of the line (the success names and ncclInProgress are not in the tables); a math
+#: library's status the tables lack is still read, as a failure of unknown cause (runtime_form)
 _NAME = re.compile(r"(?<![\w.])(cudaError[A-Z]\w+|CUDA_ERROR_[A-Z_]+|hipError[A-Z]\w+|"
                    r"(?:CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CURAND)_STATUS_[A-Z_]+|NVRTC_ERROR_[A-Z_]+|"
                    # cuFFT's results share their prefix with its plan types (CUFFT_R2C, CUFFT_FORWARD): by name
@@ -230,8 +230,6 @@ _NCCL_STRING = re.compile(r"\bNCCL error in: [^,]*:\d+, (?P<text>" + _alternatio
 #: names that are no failure though they match _NAME's shape: a status a health check or a query prints as its
 #: answer (CUBLAS_STATUS_SUCCESS; cudaErrorNotReady, "not actually an error", and CUDA_ERROR_NOT_READY)
 _NOT_FAILURES = re.compile(r"_SUCCESS$|^(?:cudaError|hipError)NotReady$|^CUDA_ERROR_NOT_READY$")
-
-
 #: the math libraries' and NVRTC's status prefixes (no build option spells them)
 _STATUS_WORD = re.compile(r"^(?:CUBLAS_STATUS_|CUDNN_STATUS_|CUSOLVER_STATUS_|CUSPARSE_STATUS_|CURAND_STATUS_|CUFFT_|"
                           r"NVRTC_ERROR_)")
