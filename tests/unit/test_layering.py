@@ -39,6 +39,7 @@ PURE = [
     "diagnosis.errorblock", "diagnosis.dumps", "diagnosis.firstfailure", "diagnosis.signature", "diagnosis.formkinds",
     "diagnosis.forms_severity", "diagnosis.forms_errors", "diagnosis.forms_metric", "diagnosis.forms_phase",
     "diagnosis.forms_conventions", "diagnosis.forms_exits", "diagnosis.forms_schedulers", "diagnosis.divergence",
+    "diagnosis.forms_runtimes",
     "diagnosis.forms_round13a",
     "diagnosis.forms_round13b",
     "diagnosis.forms_round14a",

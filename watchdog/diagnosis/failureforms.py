@@ -41,6 +41,7 @@ classifier's batch search gates the reader: a line without a needle costs nothin
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.diagnosis.forms_conventions import NEEDLES as CONVENTION_NEEDLES
@@ -51,6 +52,8 @@ from neuron_watch.diagnosis.forms_exits import exit_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
 from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
+from neuron_watch.diagnosis.forms_runtimes import NEEDLES as RUNTIME_NEEDLES
+from neuron_watch.diagnosis.forms_runtimes import NRT_CAUSES, runtime_form
 from neuron_watch.diagnosis.forms_schedulers import NEEDLES as SCHEDULER_NEEDLES
 from neuron_watch.diagnosis.forms_schedulers import scheduler_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
@@ -65,7 +68,7 @@ __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATU
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 50
+FORM_RULES = 51
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -201,6 +204,8 @@ NEEDLES: tuple[str, ...] = (
     *SCHEDULER_NEEDLES,
     # the forms each held-out round taught (heldout_forms)
     *HELDOUT_NEEDLES,
+    # the accelerator runtimes' error vocabularies (forms_runtimes)
+    *RUNTIME_NEEDLES,
 )
 
 
@@ -211,15 +216,19 @@ def read_line(text: str) -> Form | None:
     holds none."""
     if heldout_quiet(text):
         return None
-    return (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
-            or heldout_form(text)
-            or alarm_form(text)
-            or severity_form(text)
-            or convention_form(text)
-            or exit_form(text)
-            or scheduler_form(text)
-            or exception_form(text, read_line)
-            or phase_form(text))
+    first = (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
+             or heldout_form(text))
+    if first is not None:
+        return first
+    later = (alarm_form(text) or severity_form(text) or convention_form(text) or exit_form(text)
+             or scheduler_form(text) or exception_form(text, read_line) or phase_form(text))
+    # a runtime's table entry states its cause before the forms of levels and exceptions, in the kind of the line's
+    # record (a fatal level's head: the process is dying); an entry the table gives no cause leaves the line to
+    # those forms, and is a failure of unknown cause when none reads it
+    runtime = runtime_form(text)
+    if runtime is None or runtime.label is None:
+        return later or runtime
+    return replace(runtime, kind=FormKind.CRASH) if later is not None and later.kind is FormKind.CRASH else runtime
 
 
 def _model_unavailable(text: str) -> Form | None:
@@ -340,17 +349,9 @@ _GRPC_NUMBERS = {4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 7: "PERMISSION_DENIED",
 #: model status=2 message=Invalid", "Failed to execute the model status=5 message=Timeout Exceeded") or after
 #: the API call's name ("nrt_load status=2"). The signature table names the codes it knows in the phrases
 #: printed so far; this reads the number in whatever sentence carries it. The codes whose cause is the
-#: code's: a NEFF the runtime rejects (NRT_INVALID 2, NRT_UNSUPPORTED_NEFF_VERSION 10) or more NeuronCores than
-#: are free (NRT_LOAD_NOT_ENOUGH_NC 9), a restart repeats; device or host memory (NRT_RESOURCE 4,
-#: NRT_FAIL_HOST_MEM_ALLOC 11); an execution timed out (NRT_TIMEOUT 5, a collective or the device stuck);
-#: the hardware (NRT_HW_ERROR 6). NRT_FAILURE (1) names none.
+#: code's are forms_runtimes.NRT's, the whole of nrt_status.h (NRT_FAILURE, 1, names none).
 _NRT_STATUS = re.compile(r"\bnrt_\w+:? status=(\d+)\b|\bstatus=(\d+),? (?:error )?message=")
-_NRT_CAUSES = {
-    2: (Label.CONFIG_ERROR, "NRT_INVALID"), 9: (Label.CONFIG_ERROR, "NRT_LOAD_NOT_ENOUGH_NC"),
-    10: (Label.CONFIG_ERROR, "NRT_UNSUPPORTED_NEFF_VERSION"), 4: (Label.OOM, "NRT_RESOURCE"),
-    11: (Label.OOM, "NRT_FAIL_HOST_MEM_ALLOC"), 5: (Label.COLLECTIVE_HANG, "NRT_TIMEOUT"),
-    6: (Label.HARDWARE_ERROR, "NRT_HW_ERROR"),
-}
+_NRT_CAUSES = NRT_CAUSES
 #: ... and by its name, as the runtime's diagnostic dump prints the status it failed with
 #: ("ERROR   NRT:nrt_infodump   Failure: NRT_INVALID in nrt_load()"), whatever words follow it
 _NRT_STATUS_NAME = re.compile(r"\bFailure: (NRT_[A-Z_]+)\b")
@@ -417,6 +418,10 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     storage = storage_full_cause(text) or node_state_cause(text)
     if storage is not None:
         return storage
+    # an entry of a runtime's error table states its cause by the library's own documentation of it
+    runtime = runtime_form(text)
+    if runtime is not None and runtime.label is not None:
+        return runtime.label, runtime.name
     unavailable = _MODEL_UNAVAILABLE.search(text)
     if unavailable is not None:
         # the state word is Triton's, not a status: the load error says the cause
