@@ -2,8 +2,9 @@
 """Forms read for part B of the misses of round issue23-heldout-32 (checkpoints, storage and data pipelines), each as
 a rule of its family, with real lines and the near misses the rule must leave alone: a file system that cannot take a
 lock (ENOLCK, exctaxonomy's errno table), Hugging Face Trainer's ranks racing to rename the temporary checkpoint
-directory (forms_round32b), and FSDP's state-dict hook that caught the caching allocator's out-of-memory error as a
-warning (signatures.toml: benign.python_warning leaves it to gpu.cuda_oom). Each line is from the corpus (named by its
+directory (forms_round32b), FSDP's state-dict hook that caught the caching allocator's out-of-memory error as a
+warning (signatures.toml: benign.python_warning leaves it to gpu.cuda_oom), and pyxis's older announcement of the
+enroot log it relays (judge._LOG_RELAYED). Each line is from the corpus (named by its
 excerpt) or from a public thread (named)."""
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def test_a_warning_that_carries_the_allocators_failure(line: str, signature: str
     ("config_error/mm-eureka-8-trainer-renames-tmp-checkpoint-errno39.log", Label.CONFIG_ERROR, Action.STOP),
     ("config_error/ms-swift-3031-transformers-dev-checkpoint-rename-errno39.log", Label.CONFIG_ERROR, Action.STOP),
     ("oom/stanford-alpaca-65-fsdp-state-dict-clone-cuda-oom-after-last-epoch.log", Label.OOM, Action.STOP),
+    # pyxis relaying enroot's log after "printing contents of log file ..." (its older announcement): the relayed
+    # log's error is the cause of "child N failed with error code: 1" (mksquashfs's ENOSPC under markdown's bold);
+    # other threads' logs of the same announcement keep their causes
+    ("config_error/pyxis-53-squashfs-no-space-under-run-pyxis.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/pyxis-12-run-enroot-permission-denied.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/pyxis-61-enroot-switchroot-no-bash.log", Label.CONFIG_ERROR, Action.STOP),
+    ("config_error/pyxis-110-nvidia-container-cli-not-found.log", Label.CONFIG_ERROR, Action.STOP),
     # healthy runs with Errno 39 at exit stay what they were read as before (the multiprocessing finaliser's report
     # before more progress is healthy)
     ("healthy/matcha-tts-148-pymp-finalizer-errno39-epochs-go-on.log", Label.HEALTHY, Action.WAIT),
