@@ -74,6 +74,7 @@ PURE = [
     "diagnosis.forms_round31b",
     "diagnosis.forms_round31d",
     "diagnosis.forms_round32a",
+    "diagnosis.forms_round32b",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

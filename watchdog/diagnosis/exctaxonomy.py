@@ -121,6 +121,9 @@ ERRNOS: dict[str, tuple[int, str, Label]] = {
     # a user's or a project's quota spent (a cluster file system's scratch): the storage, as ENOSPC is
     "EDQUOT": (122, "Disk quota exceeded", Label.CONFIG_ERROR),
     "EROFS": (30, "Read-only file system", Label.CONFIG_ERROR),
+    # a lock the file system cannot take: flock/fcntl on an NFS mount without its lock manager, a FUSE or
+    # Databricks mount (datasets' FileLock, HDF5's "unable to lock file, errno = 37"); each retry meets it again
+    "ENOLCK": (37, "No locks available", Label.CONFIG_ERROR),
     "EADDRINUSE": (98, "Address already in use", Label.CONFIG_ERROR),
     "EADDRNOTAVAIL": (99, "Cannot assign requested address", Label.CONFIG_ERROR),
     # a socket of an address family the host does not have (IPv6 disabled, no interface of the family)

@@ -87,6 +87,8 @@ from neuron_watch.diagnosis.forms_round31d import NEEDLES as ROUND31D_NEEDLES
 from neuron_watch.diagnosis.forms_round31d import IgnoredReports, round31d_cause, round31d_form, round31d_quiet
 from neuron_watch.diagnosis.forms_round32a import NEEDLES as ROUND32A_NEEDLES
 from neuron_watch.diagnosis.forms_round32a import round32a_cause, round32a_form
+from neuron_watch.diagnosis.forms_round32b import NEEDLES as ROUND32B_NEEDLES
+from neuron_watch.diagnosis.forms_round32b import round32b_cause, round32b_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -178,6 +180,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND31D_NEEDLES,
     # Ray's unretrieved remote error, Ray's memory monitor's kill report, vLLM's NCCL library not loaded
     *ROUND32A_NEEDLES,
+    # Hugging Face Trainer's ranks racing to rename the temporary checkpoint directory
+    *ROUND32B_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -201,7 +205,7 @@ def heldout_form(text: str) -> Form | None:
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
-            or round32a_form(text))
+            or round32a_form(text) or round32b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -217,4 +221,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
-            or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text))
+            or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
+            or round32b_cause(text))

