@@ -72,6 +72,7 @@ PURE = [
     "diagnosis.forms_round30c",
     "diagnosis.forms_round31b",
     "diagnosis.forms_round31d",
+    "diagnosis.forms_round32c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -85,6 +85,8 @@ from neuron_watch.diagnosis.forms_round31b import NEEDLES as ROUND31B_NEEDLES
 from neuron_watch.diagnosis.forms_round31b import round31b_cause, round31b_form
 from neuron_watch.diagnosis.forms_round31d import NEEDLES as ROUND31D_NEEDLES
 from neuron_watch.diagnosis.forms_round31d import IgnoredReports, round31d_cause, round31d_form, round31d_quiet
+from neuron_watch.diagnosis.forms_round32c import NEEDLES as ROUND32C_NEEDLES
+from neuron_watch.diagnosis.forms_round32c import round32c_cause, round32c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -174,6 +176,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND31B_NEEDLES,
     # ESPnet's trainer stopped for want of a valid update, a trainer's count of zero examples
     *ROUND31D_NEEDLES,
+    # XLA's status of a failed NCCL call, JAX's raised backend error, its jaxlib check,
+    # a library XLA could not load, the TPU client's deadlock alarm, XLA's failed internal check in its compiler
+    *ROUND32C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -196,7 +201,8 @@ def heldout_form(text: str) -> Form | None:
             or round25b_form(text) or round26a_form(text) or round26b_form(text) or round27a_form(text)
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
-            or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text))
+            or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
+            or round32c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -212,4 +218,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round26b_cause(text) or round27a_cause(text) or round27b_cause(text) or round27c_cause(text)
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
-            or round30c_cause(text) or round31b_cause(text) or round31d_cause(text))
+            or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32c_cause(text))
