@@ -2,7 +2,8 @@
 """Forms read for part C of the misses of round issue23-heldout-32 (the JAX ecosystem), each as a rule of its family,
 with real lines and the near misses the rule must leave alone: XLA's status of a failed NCCL call, JAX's raised error
 for a platform it could not start, JAX's check of its jaxlib, XLA's NCCL stub without a library, the TPU client's
-alarm of an execution that has not returned, and XLA's failed internal checks in its compiler. Each line is from the
+alarm of an execution that has not returned, an exception for a target already there, and XLA's failed internal
+checks in its compiler. Each line is from the
 corpus (named by its excerpt) or from a public thread or repository (named)."""
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.COLLECTIVE_HANG, "corpus (colabtools-3952-colab-tpu-execute-long-every-10s-runtime-log)"),
     ("2022-10-15 18:07:41.780474: W external/org_tensorflow/tensorflow/compiler/xla/python/tpu_driver/client/tpu_client.cc:617] TPU Execute is taking a long time. This might be due to a deadlock between multiple TPU cores or a very slow program.",
      ERROR, Label.COLLECTIVE_HANG, "diffusers#856 (the alarm before the compile ran out of HBM)"),
+    # an exception for a target the run creates that is already there
+    ("orbax.checkpoint.checkpoint_manager.StepAlreadyExistsError: Checkpoint for step 2000 already exists.",
+     ERROR, Label.CONFIG_ERROR, "corpus (orbax-2657-checkpoint-step-already-exists-final-save)"),
+    ("tensorflow.python.framework.errors_impl.AlreadyExistsError: Another metric with the same name already exists.",
+     ERROR, Label.CONFIG_ERROR, "TensorFlow with a second Keras install registering its metrics again"),
     # XLA's failed internal checks in its compiler's sources
     ("E0122 15:40:43.877828 1241887 status_macros.cc:57] INTERNAL: RET_CHECK failure (external/xla/xla/hlo/ir/hlo_computation.cc:1397) ShapeUtil::Compatible(old_instruction->shape(), new_instruction->shape()) \"abs.0\" (f64[2]{0}) vs \"iota\" (c128[2]{0})",
      ERROR, Label.COMPILE_ERROR, "corpus (jax-26051-odeint-ret-check-replace-instruction-shape)"),
@@ -69,6 +75,8 @@ NEAR_MISSES = [
     # JAX's probe of the platforms it was built for, logged by its logger: not a failure
     "I0820 16:10:25.293788 140208504612672 xla_bridge.py:353] Unable to initialize backend 'tpu_driver': NOT_FOUND: Unable to find driver in registry given worker: ",  # alphafold_non_docker#68
     "INFO:2024-06-25 00:34:55,109:jax._src.xla_bridge:889: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",  # jax#22070 (Python logging's head)
+    # the frame that raises it, not the exception's line
+    "    raise StepAlreadyExistsError(",  # corpus (orbax-2657-checkpoint-step-already-exists-final-save)
     # versions printed, not compared
     "jaxlib version: 0.4.7+cuda11.cudnn86",  # jax#15742's environment
     "jax:    0.4.23",  # jax#21217's environment

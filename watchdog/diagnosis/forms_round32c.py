@@ -1,7 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-32 (part C: the JAX ecosystem on GPU and TPU): XLA's
-wrapper of NCCL's result, JAX's own report of a platform it could not start,
-JAX's check of the jaxlib it runs with, a library XLA could not load, the TPU client's alarm of an execution that
-does not end, and XLA's internal checks that failed inside its compiler.
+wrapper of NCCL's result, JAX's own report of a platform it could not start, JAX's check of the jaxlib it runs with,
+XLA's NCCL stub without a library, the TPU client's alarm of an execution that does not end, an exception for a
+target already there, and XLA's internal checks that failed inside its compiler.
 
 Pure: no I/O. :func:`round32c_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 31, :func:`round32c_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -35,6 +35,12 @@ Each form is read where its program prints it:
   tpu_driver/client/tpu_client.cc: "TPU Execute is taking a long time. This might be due to a deadlock between
   multiple TPU cores or a very slow program."): the cores wait on one another. A log that ends in it is a hang
   (jax#4153, colabtools#3952); the rank's progress after it withdraws it.
+* An exception whose class says that what the run creates is already there: orbax's CheckpointManager refuses a
+  step it holds (``StepAlreadyExistsError``: "Checkpoint for step 2000 already exists.", orbax#2657, read as a
+  crash: ``save(force=True)`` does not overwrite), TensorFlow's ALREADY_EXISTS status (``AlreadyExistsError``,
+  "Another metric with the same name already exists." when two Keras installs register the same metrics), Hadoop's
+  ``FileAlreadyExistsException`` for an output directory a job writes again. A restart meets the same target:
+  configuration (the directory, the step, the install), as a FileExistsError is (forms_round26b).
 * XLA's ``RET_CHECK`` fails an internal invariant as an INTERNAL status that names the source file
   (xla/status_macros.cc: "RET_CHECK failure (<file>:<line>) <condition>"). In the compiler's sources (the HLO
   passes of xla/service and xla/hlo, the SPMD partitioner, a backend's IR emitter, a TPU rewrite pass) the compile
@@ -51,11 +57,12 @@ from neuron_watch.diagnosis.forms_round29c import NCCL_CAUSES
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round32c_form` reads hold, besides the needles failureforms already
-#: searches: XLA's NCCL status, JAX's raised backend error, its jaxlib check, a library
-#: XLA could not load, the TPU client's alarm, XLA's failed internal check
+#: searches: XLA's NCCL status, JAX's raised backend error, its jaxlib check, XLA's NCCL stub without a library, the
+#: TPU client's alarm, XLA's failed internal check, an exception that names a target already there
 NEEDLES: tuple[str, ...] = ("NCCL operation ", "Unable to initialize backend '",
                             "but this version of jax requires", "is newer than and incompatible with",
-                            "Unable to load NCCL", "Execute is taking a long time", "RET_CHECK failure (")
+                            "Unable to load NCCL", "Execute is taking a long time", "RET_CHECK failure (",
+                            "AlreadyExists")
 
 #: XLA's status of a failed NCCL call: the call's text (parentheses, commas), then NCCL's result string
 _XLA_NCCL = re.compile(r"\bNCCL operation \S.*? failed: (" + "|".join(map(re.escape, NCCL_CAUSES)) + r")\b")
@@ -76,6 +83,10 @@ _NCCL_NOT_LOADED = re.compile(r"\bUnable to load NCCL library\. Multi-GPU collec
 #: the TPU client's alarm of an execution that has not returned
 _TPU_EXECUTE_STALLED = re.compile(r"\bTPU Execute is taking a long time\. This might be due to a deadlock between "
                                   r"multiple TPU cores\b")
+
+#: an exception whose class says the target it creates is already there (orbax's StepAlreadyExistsError, TensorFlow's
+#: AlreadyExistsError, Hadoop's FileAlreadyExistsException), as its line names it
+_ALREADY_EXISTS = re.compile(r"(?:^|[\s.:>])\w*AlreadyExists(?:Error|Exception)(?::|\s*$)")
 
 #: XLA's failed internal check, and the compiler's sources it may name: the HLO passes and IR of xla/service and
 #: xla/hlo (not their runtime helpers), the SPMD partitioner, a backend's emitter, a TPU rewrite pass
@@ -104,6 +115,9 @@ def round32c_form(text: str) -> Form | None:
     if "Execute is taking a long time" in text and _TPU_EXECUTE_STALLED.search(text):
         return Form(FormKind.ERROR, "a TPU execution that has not returned (the TPU client's deadlock alarm)",
                     Label.COLLECTIVE_HANG)
+    if "AlreadyExists" in text and _ALREADY_EXISTS.search(text):
+        return Form(FormKind.ERROR, "an exception for a target the run creates that is already there",
+                    Label.CONFIG_ERROR)
     if "RET_CHECK failure (" in text and (check := _RET_CHECK.search(text)) is not None:
         source = check.group(1)
         if _COMPILER_SOURCE.search(source) and not _RUNTIME_SOURCE.search(source):

@@ -177,7 +177,8 @@ NEEDLES: tuple[str, ...] = (
     # ESPnet's trainer stopped for want of a valid update, a trainer's count of zero examples
     *ROUND31D_NEEDLES,
     # XLA's status of a failed NCCL call, JAX's raised backend error, its jaxlib check,
-    # a library XLA could not load, the TPU client's deadlock alarm, XLA's failed internal check in its compiler
+    # XLA's NCCL stub without a library, the TPU client's deadlock alarm, XLA's failed internal check in its
+    # compiler, an exception for a target already there
     *ROUND32C_NEEDLES,
 )
 
