@@ -101,17 +101,18 @@ _RUNTIME_SOURCE = re.compile(r"(?:_runtime|_executable|_client|_thunk|_stream\w*
 
 def round32c_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if "NCCL operation " in text and (result := _XLA_NCCL.search(text)) is not None:
-        return Form(FormKind.ERROR, f"NCCL's result '{result.group(1)}' in XLA's status of a failed NCCL call",
-                    NCCL_CAUSES[result.group(1)])
+    if "NCCL" in text:  # XLA's status of a failed NCCL call, its stub without a library
+        if "NCCL operation " in text and (result := _XLA_NCCL.search(text)) is not None:
+            return Form(FormKind.ERROR, f"NCCL's result '{result.group(1)}' in XLA's status of a failed NCCL call",
+                        NCCL_CAUSES[result.group(1)])
+        if "Unable to load NCCL" in text and _NCCL_NOT_LOADED.search(text):
+            return Form(FormKind.ERROR, "an NCCL library the install lacks (XLA's stub could not load it)",
+                        Label.CONFIG_ERROR)
     if ("Unable to initialize backend '" in text and _BACKEND_RAISED.search(text)
             and not _BACKEND_LOGGED.search(text)):
         return Form(FormKind.ERROR, "a platform JAX was asked for and could not start", Label.CONFIG_ERROR)
-    if "jax" in text and _JAXLIB_MISMATCH.search(text):
+    if "jaxlib" in text and _JAXLIB_MISMATCH.search(text):
         return Form(FormKind.ERROR, "a jaxlib that does not match the jax installed with it", Label.CONFIG_ERROR)
-    if "Unable to load NCCL" in text and _NCCL_NOT_LOADED.search(text):
-        return Form(FormKind.ERROR, "an NCCL library the install lacks (XLA's stub could not load it)",
-                    Label.CONFIG_ERROR)
     if "Execute is taking a long time" in text and _TPU_EXECUTE_STALLED.search(text):
         return Form(FormKind.ERROR, "a TPU execution that has not returned (the TPU client's deadlock alarm)",
                     Label.COLLECTIVE_HANG)
