@@ -75,6 +75,7 @@ PURE = [
     "diagnosis.forms_round31d",
     "diagnosis.forms_round32a",
     "diagnosis.forms_round32b",
+    "diagnosis.forms_round32c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

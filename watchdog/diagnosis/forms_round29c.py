@@ -80,6 +80,8 @@ _NCCL_CAUSES: dict[str, Label] = {
     "invalid data type": Label.CONFIG_ERROR,
     "invalid device pointer": Label.CONFIG_ERROR,
 }
+#: (the same, for the readers of NCCL's result under other wrappers: XLA's status, forms_round32c)
+NCCL_CAUSES = _NCCL_CAUSES
 
 #: MXNet's announcement that cuDNN's autotuning begins (one space after the comma in some releases, none in others)
 _MXNET_AUTOTUNE = re.compile(r"\bRunning performance tests to find the best convolution algorithm, ?this can take "
