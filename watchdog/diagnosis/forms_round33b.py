@@ -48,11 +48,12 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.diagnosis.forms_runtimes import runtime_form
 from neuron_watch.events import Label
 
-#: The literals the lines :func:`round33b_form` reads hold, besides the needles failureforms already searches: a
-#: markdown code span's backtick before an exception, a gradient scaler's scale, THC's check of a CUDA call,
-#: PyTorch's archive writer
-NEEDLES: tuple[str, ...] = ("`", "rad scale", "rad_scale", "THCudaCheck FAIL", "cuda runtime error (",
-                            "inline_container", "PytorchStreamWriter")
+#: The literals the lines :func:`round33b_form` reads hold, besides the needles failureforms already searches (an
+#: exception's class in a code span holds "Error", "Exception" or "errors." already; a recipe's progress line with
+#: its "grad_scale" field holds "loss"), each with a rarer character the batch search keys on: a gradient scaler's
+#: warning and exit, THC's check of a CUDA call, PyTorch's archive writer
+NEEDLES: tuple[str, ...] = ("Grad scale", "small, exiting", "THCudaCheck FAIL", "cuda runtime error (",
+                            "unexpected pos ", "PytorchStreamWriter")
 
 #: a markdown code span (a run of one to three backticks each side, none inside) holding an exception's last line: a
 #: class named ...Error/...Exception (qualified or not) or a class of a module of exceptions, a colon, a message
@@ -107,7 +108,7 @@ def round33b_form(text: str) -> Form | None:
     if "THCudaCheck FAIL" in text and (check := _THC_FAIL.search(text)) is not None:
         # the FAIL line says what the raised "cuda runtime error (<code>) : <string>" will: read it as that
         return runtime_form(f"cuda runtime error ({check.group(1)}) : {check.group(2)}")
-    if ("inline_container" in text or "PytorchStreamWriter" in text) and _ARCHIVE_WRITE_FAILED.search(text):
+    if ("unexpected pos " in text or "PytorchStreamWriter" in text) and _ARCHIVE_WRITE_FAILED.search(text):
         return Form(FormKind.ERROR, "PyTorch's archive writer refused by its storage (a full disk or quota)",
                     Label.CONFIG_ERROR)
     return None
