@@ -76,6 +76,7 @@ PURE = [
     "diagnosis.forms_round32a",
     "diagnosis.forms_round32b",
     "diagnosis.forms_round32c",
+    "diagnosis.forms_round33c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

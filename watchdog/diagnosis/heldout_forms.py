@@ -91,6 +91,8 @@ from neuron_watch.diagnosis.forms_round32b import NEEDLES as ROUND32B_NEEDLES
 from neuron_watch.diagnosis.forms_round32b import round32b_cause, round32b_form
 from neuron_watch.diagnosis.forms_round32c import NEEDLES as ROUND32C_NEEDLES
 from neuron_watch.diagnosis.forms_round32c import round32c_cause, round32c_form
+from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
+from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -188,6 +190,9 @@ NEEDLES: tuple[str, ...] = (
     # XLA's NCCL stub without a library, the TPU client's deadlock alarm, XLA's failed internal check in its
     # compiler, an exception for a target already there
     *ROUND32C_NEEDLES,
+    # torch elastic's event of a failed worker, the shell's kill report in its locale's words or after mmcv's ETA,
+    # IPython's exception header, a NaN in a YOLO trainer's progress row
+    *ROUND33C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -211,7 +216,7 @@ def heldout_form(text: str) -> Form | None:
             or round27c_form(text) or round27d_form(text) or round28b_form(text) or round28a_form(text)
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
-            or round32a_form(text) or round32b_form(text) or round32c_form(text))
+            or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -228,4 +233,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
             or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
-            or round32b_cause(text) or round32c_cause(text))
+            or round32b_cause(text) or round32c_cause(text) or round33c_cause(text))
