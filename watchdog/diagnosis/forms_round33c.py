@@ -36,8 +36,8 @@ Each form is read where its program prints it:
   or the GPU memory (yolov5, ultralytics), the mean losses and the targets and image size (ultralytics/yolov3
   train.py ``('%10s' * 2 + '%10.3g' * 7) % ('%g/%g' % (epoch, epochs - 1), '%g/%g' % (i, nb - 1), *mloss, ...)``;
   ultralytics engine/trainer.py ``("%11s" * 2 + "%11.4g" * (2 + loss_length)) % (f"{epoch + 1}/{self.epochs}",
-  f"{mem:.3g}G", *losses, ...)``, then tqdm's ``: 12% ...``). A loss cell printed ``nan`` or ``inf`` is a loss that is
-  not finite (yolov3#215, every loss column nan, read as healthy). Rows of other tables (pandas' missing values, a
+  f"{mem:.3g}G", *losses, ...)``, then tqdm's ``: 12% ...``). A loss cell printed ``nan`` is a loss that is not
+  finite (yolov3#215, every loss column nan, read as healthy). Rows of other tables (pandas' missing values, a
   validation row of metrics) do not begin with an epoch counter and are not read.
 """
 
@@ -56,9 +56,12 @@ KILLED_WORDS: tuple[str, ...] = (
     "Nutraukta (killed)", "Süreç durduruldu", "Bị buộc kết thúc", "Terbunuh", "Buĉita")
 
 #: The literals (digit-free) the lines :func:`round33c_form` reads hold, besides the needles failureforms already
-#: searches: torch elastic's failed worker's event, the shell's kill report in its locale's words and after mmcv's
-#: ETA, IPython's exception header, a NaN in a YOLO trainer's progress row
-NEEDLES: tuple[str, ...] = ("torchelastic.worker.status.FAILED", *KILLED_WORDS, "Traceback (most", "nan", "inf")
+#: searches ("nan", a metric's value, is one): torch elastic's failed worker's event, the shell's kill report in its
+#: locale's words, IPython's exception header. A word that begins outside ASCII (CJK, Cyrillic, Greek, Hangul) would
+#: cost the classifier's batch a search of its own: its reports are found through what stands before them (mmcv's
+#: "elapsed: 799s, ETA:", bash's job table "[1]+ ", tqdm's "%|" that progress.bar already searches), not alone on a line
+NEEDLES: tuple[str, ...] = ("torchelastic.worker.status.FAILED", *(w for w in KILLED_WORDS if w[0].isascii()),
+                            "s, ETA:", "[]+ ", "[]- ", "Traceback (most")
 
 #: torch elastic's event of a worker that failed, as events/api.py serialises it (JSON, the name first)
 _ELASTIC_FAILED = re.compile(r"\"name\":\s*\"torchelastic\.worker\.status\.FAILED\"")
@@ -81,6 +84,7 @@ _NOT_A_FAILURE = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit"})
 #: row up to the end or to tqdm's ": " after its description
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+(?:\d+/\d+|\d+(?:\.\d+)?[GM])\s+((?:\S+\s+)*?\S+)\s*(?::\s|:?$)")
 _CELL = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)")
+#: a row is looked at when it holds a "nan" (failureforms' needle for a metric's value); an inf beside it counts too
 _NONFINITE = frozenset({"nan", "inf", "-inf", "+inf", "-nan"})
 
 
@@ -102,7 +106,7 @@ def round33c_form(text: str) -> Form | None:
     if ("Traceback (most" in text and (header := _IPYTHON_HEADER.match(text)) is not None
             and header.group(1).rsplit(".", 1)[-1] not in _NOT_A_FAILURE):
         return Form(FormKind.CRASH, "an exception raised in a notebook cell (IPython's traceback header)")
-    if ("nan" in text or "inf" in text) and _yolo_row_not_finite(text):
+    if "nan" in text and _yolo_row_not_finite(text):
         return Form(FormKind.METRIC, "a NaN/Inf loss in a YOLO trainer's progress row", Label.NUMERICAL_ERROR)
     return None
 
