@@ -44,8 +44,9 @@ _EXIT_STATUS = re.compile(
     _PROCESS_VERB + _WITH + r"(?i:(?:exit |return |error )?(?:code|status))\s*[:=]?\s*\(?(-?\d+)\b|" +
     _ANY_VERB + _WITH + r"(?i:(?:exit|return) (?:code|status))\s*[:=]?\s*\(?(-?\d+)\b")
 #: Go's os/exec error after its caller's words (or alone): "exit status 1", "signal: killed"
-_GO_EXIT = re.compile(r"(?:^|:\s|\()exit status (-?\d+)\b|(?:^|:\s)signal: (killed|segmentation fault|aborted|"
-                      r"bus error|illegal instruction|floating point exception)\b")
+_GO_EXIT = re.compile(r"(?:^|:\s|\()exit status (-?\d+)\b|"
+                      r"(?:^|:\s)signal: (?P<signal>killed|segmentation fault|aborted|bus error|illegal instruction|"
+                      r"floating point exception)\b")
 #: the first line of a crash report, after which the process aborts
 _CRASH_HEADER = re.compile(r"\*\*\* Process received signal \*\*\*|==\d+==\s*ERROR: (?:Address|Memory|Thread|Leak|"
                            r"UndefinedBehavior)Sanitizer: |\bterminate called (?:without an active exception|"
@@ -63,10 +64,10 @@ def exit_form(text: str) -> Form | None:
     m = _EXIT_STATUS.search(text) or _GO_EXIT.search(text)
     if m is None:
         return None
-    status, signal = (m.group(1) or m.group(2), None) if m.re is _EXIT_STATUS else (m.group(1), m.group(2))
+    signal = m.groupdict().get("signal")
     if signal is not None:
         return Form(FormKind.CRASH, f"a process ended by a signal ({signal})")
-    code = int(status)
+    code = int(next(status for status in m.groups() if status is not None))
     if code == 0:
         return None
     if code in _NOT_RUN:
