@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.failureforms import FormKind
+from neuron_watch.diagnosis.failureforms import FormKind, read_line
 from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 
@@ -89,3 +89,24 @@ def test_a_cancelled_completion_leaves_the_cause_to_the_record_before_it(tmp_pat
     cancelled = tmp_path / "cancelled.log"
     cancelled.write_text(head + tail.format("CANCELED"))
     assert diagnose_paths([str(cancelled)], now=0.0).verdict.label is Label.OTHER_CRASH
+
+
+#: PMIx's record of its data store's lock, printed by jobs that run (read as no form, and benign.pmix_dstore_lock)
+PMIX_LOCK_LINES = [
+    "[qbd487:400139] PMIX ERROR: ERROR in file ../../../../../../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 169",  # corpus (llmc-426-slurm-pmix-gds-lock-error-then-training)
+    "[Gautams-MacBook-Air.local:35779] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 206",  # openpmix#1716
+    "[Mac-802.local:41496] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 206",  # ompi#7516
+]
+
+
+def test_pmix_lock_records_are_no_form_and_the_failure_after_them_still_decides(tmp_path: Path) -> None:
+    """Ranks that print PMIx's data-store lock record and go on to train are healthy; the same records before an
+    out-of-memory error leave the verdict to that error."""
+    for line in PMIX_LOCK_LINES:
+        assert read_line(line) is None, line
+    started = tmp_path / "started.log"
+    started.write_text("\n".join(PMIX_LOCK_LINES) + "\nStarted Multi Node training managed by Slurm: ProcessID:0, NumProcess::4, DeviceId:0\n")
+    assert diagnose_paths([str(started)], now=0.0).verdict.label is Label.HEALTHY
+    failed = tmp_path / "failed.log"
+    failed.write_text("\n".join(PMIX_LOCK_LINES) + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.\n")
+    assert diagnose_paths([str(failed)], now=0.0).verdict.label is Label.OOM

@@ -43,6 +43,14 @@ Each form is read where its program prints it:
   not reach, a communication failure (warpx#4234 on Frontier, UNDELIVERABLE; mpich#7427 on Aurora). ``CANCELED``
   is an operation cancelled on purpose, as a job that is being killed cancels what it has in flight
   (libfabric#11307: the jobs were sent SIGTERM), and states no cause: the crash is left to the record before it.
+
+And one record read as no form: PMIx logs with ``PMIX_ERROR_LOG`` the failure of a lock of its shared-memory data
+store (src/mca/gds/ds12/gds_ds12_lock_pthread.c, ds21's likewise: ``pthread_rwlock_destroy`` in
+``pmix_ds12_lock_finalize`` at line 206, the lock's set-up at 168/169), ``[host:pid] PMIX ERROR: ERROR in file
+.../gds_ds12_lock_pthread.c at line 169``: printed by every rank of jobs that then run (llm.c#426, whose ranks go on
+to train under Slurm; openpmix#1716 and ompi#7516, whose programs print their output after it), most often when
+the PMIx of the launcher and of the MPI library differ. A record of the data store's lock, not the job's failure: the
+job's fate is told by the lines after it.
 """
 
 from __future__ import annotations
@@ -77,6 +85,16 @@ _OMPI_OFI_CALL_FAILED = re.compile(r"\bOpen MPI failed an OFI Libfabric library 
 _OFI_POLL_FAILED = re.compile(r"\bOFI poll failed \(([^)]*)\)")
 #: the provider's codes of an operation cancelled on purpose (a job torn down), not of a delivery that failed
 _CANCELLED = re.compile(r"\bCANCEL+ED\b")
+
+
+#: PMIx's record of its data store's lock that failed: PMIX_ERROR_LOG's "PMIX ERROR: <status> in file <file> at line
+#: <n>" naming the gds ds12/ds21 components' lock source, read by the file it names
+_PMIX_DSTORE_LOCK = re.compile(r"\bPMIX ERROR: .*\bgds_ds(?:12|21)_lock(?:_pthread)?\.c\b")
+
+
+def round34b_quiet(text: str) -> bool:
+    """Whether ``text`` is PMIx's record of its data store's lock that failed, printed by jobs that run: no form."""
+    return "PMIX ERROR" in text and _PMIX_DSTORE_LOCK.search(text) is not None
 
 
 def round34b_form(text: str) -> Form | None:

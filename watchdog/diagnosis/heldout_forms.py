@@ -98,7 +98,7 @@ from neuron_watch.diagnosis.forms_round33b import round33b_cause, round33b_form
 from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
 from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
 from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
-from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form
+from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -216,7 +216,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
-    return round29c_quiet(text) or round31d_quiet(text)
+    return round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text)
 
 
 def heldout_form(text: str) -> Form | None:
