@@ -50,6 +50,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      DONE, None, "corpus (aws-neuron-sdk-677-...)"),
     ("        Compiler status PASS",
      DONE, None, "corpus (aws-k8s-tester-559-neuron-unit-test-iterations): torch-neuronx's compile in a kubetest2 run"),
+    # git's refusal to check out a revision a set-up pinned
+    ("error: pathspec 'cd2e09c' did not match any file(s) known to git",
+     ERROR, Label.CONFIG_ERROR, "corpus (optimum-neuron-947-flux-inpaint-editable-install-pathspec-mismatch): a Dockerfile's pinned commit"),
+    (">>   error: pathspec 'origin/master' did not match any file(s) known to git.",
+     ERROR, Label.CONFIG_ERROR, "git's mailing list (a clone's submodule qtbase, 'Unable to setup cloned submodule'), quoted"),
 ]
 
 #: lines of the same words that are not these forms
@@ -60,6 +65,9 @@ NEAR_MISSES = [
     "      Reason:       Completed",  # a container's last state that ended well (a public set-up log)
     # torch-neuron's analysis before the compile, which says nothing of its result
     "INFO:Neuron:Number of arithmetic operators (pre-compilation) before = 216, fused = 216, percent fused = 100.0%",  # aws-neuron-sdk#721
+    # git's messages of a checkout that went through
+    "HEAD is now at 1aff011 Method to register SW",  # a public project's notes, before its failed checkout
+    "Switched to branch 'task-custom-response'",  # the same notes, after the branch was created
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(

@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part E: the AWS Neuron ecosystem): the SageMaker
 Python SDK's status of a job that failed, Kubernetes' state of a container that keeps crashing, torch-neuron's record
-of a graph its trace could not compile, and torch-neuron's summary of a trace whose compile ended.
+of a graph its trace could not compile, torch-neuron's summary of a trace whose compile ended, and git's refusal to
+check out a revision a set-up asked for.
 
 Pure: no I/O. :func:`round34e_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 33, :func:`round34e_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -37,6 +38,12 @@ Each form is read where its program prints it:
   successfully compiled <k> sub-graphs, Total fused subgraphs = <n>, ...``) after neuron-cc's ``Compiler status
   PASS`` (the compiler's last record, which a terminal may glue to the next: aws-neuron-sdk#677): the compile is
   over. A log that ends there is not a compile still running.
+* git's checkout of a revision it does not have (builtin/checkout.c, ``error(_("pathspec '%s' did not match any
+  file(s) known to git"), ...)``, the same for a branch, a tag or a commit a clone lacks): a set-up that pins a
+  source revision (a Dockerfile's ``git checkout cd2e09c`` before ``pip install -e .``, optimum-neuron#947; a clone
+  whose submodule's ``origin/master`` is not there, "Unable to setup cloned submodule", git's mailing list) goes on
+  with another revision or none, and what it installs does not match what the job was built for: configuration,
+  which every rerun of the set-up repeats.
 """
 
 from __future__ import annotations
@@ -51,7 +58,8 @@ from neuron_watch.events import Label
 #: last record
 NEEDLES: tuple[str, ...] = (". Reason: ", "CrashLoopBackOff", "Back-off restarting failed container",
                             "torch.neuron.trace failed on ", "torch.neuron.trace error: ",
-                            "(post-compilation) before = ", "Neuron successfully compiled ", "Compiler status PASS")
+                            "(post-compilation) before = ", "Neuron successfully compiled ", "Compiler status PASS",
+                            "did not match any file(s) known to git")
 
 #: the SDK's status of a job that did not complete: its type, its (possibly empty) name, the status, the reason
 _SAGEMAKER_JOB = re.compile(r"\bError for ([A-Z][A-Za-z ]*?) job(?: \S+)?: (Failed)\. Reason: ?(\S*)")
@@ -69,6 +77,10 @@ _TRACE_FAILED = re.compile(r"\btorch\.neuron\.trace (?:failed on .+?; falling ba
 #: torch-neuron's INFO records of the compile's result, and neuron-cc's last record
 _COMPILE_RESULT = re.compile(r"\bNumber of arithmetic operators \(post-compilation\) before = \d|"
                              r"\bNeuron successfully compiled \d+ sub-graphs\b|\bCompiler status PASS\b")
+
+
+#: git's refusal to check out a revision it does not have, as error() prints it (a quote or a paste's prefix before)
+_GIT_PATHSPEC = re.compile(r"^[\s>*`]*error: pathspec '[^']+' did not match any file\(s\) known to git\.?[\s`]*$")
 
 
 def _sagemaker_job_failed(text: str) -> Form | None:
@@ -93,6 +105,8 @@ def round34e_form(text: str) -> Form | None:
     if "torch.neuron.trace " in text and _TRACE_FAILED.search(text):
         return Form(FormKind.ERROR, "a graph torch-neuron's trace could not compile (its fallback record)",
                     Label.COMPILE_ERROR)
+    if "known to git" in text and _GIT_PATHSPEC.search(text):
+        return Form(FormKind.ERROR, "a revision git could not check out (a set-up's pinned source)", Label.CONFIG_ERROR)
     if "ompile" in text and _COMPILE_RESULT.search(text):
         return Form(FormKind.COMPILE_DONE, "torch-neuron's compile result (or neuron-cc's PASS)")
     return None
