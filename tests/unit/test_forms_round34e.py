@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for part E of the misses of round issue23-heldout-34 (the AWS Neuron ecosystem), each as a rule of its
 family, with real lines and the near misses the rule must leave alone: the SageMaker SDK's status of a job that failed,
-Kubernetes' CrashLoopBackOff, torch-neuron's record of a graph its trace could not compile, and torch-neuron's summary
-of a compile that ended. Each line is from the corpus (named by its excerpt) or from a public thread or repository
+Kubernetes' CrashLoopBackOff, torch-neuron's record of a graph its trace could not compile, torch-neuron's summary
+of a compile that ended, git's failed checkout, and TensorFlow's record of the XRT compile op's failure. Each line is from the corpus (named by its excerpt) or from a public thread or repository
 (named)."""
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.CONFIG_ERROR, "corpus (optimum-neuron-947-flux-inpaint-editable-install-pathspec-mismatch): a Dockerfile's pinned commit"),
     (">>   error: pathspec 'origin/master' did not match any file(s) known to git.",
      ERROR, Label.CONFIG_ERROR, "git's mailing list (a clone's submodule qtbase, 'Unable to setup cloned submodule'), quoted"),
+    # TensorFlow's record of the XRT compile op's failure
+    ("2023-11-10 14:00:10.681526: W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES failed at xrt_compile_ops.cc:216 : INTERNAL: Unknown custom-call API version enum value: 0 (API_VERSION_UNSPECIFIED)",
+     ERROR, Label.COMPILE_ERROR, "corpus (aws-neuron-sdk-788-xrt-compile-unknown-custom-call-api-version): a TPU graph given to Neuron"),
 ]
 
 #: lines of the same words that are not these forms

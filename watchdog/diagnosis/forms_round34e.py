@@ -1,7 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part E: the AWS Neuron ecosystem): the SageMaker
 Python SDK's status of a job that failed, Kubernetes' state of a container that keeps crashing, torch-neuron's record
-of a graph its trace could not compile, torch-neuron's summary of a trace whose compile ended, and git's refusal to
-check out a revision a set-up asked for.
+of a graph its trace could not compile, torch-neuron's summary of a trace whose compile ended, git's refusal to
+check out a revision a set-up asked for, and TensorFlow's record of the XRT compile op's failure.
 
 Pure: no I/O. :func:`round34e_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 33, :func:`round34e_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -44,6 +44,14 @@ Each form is read where its program prints it:
   whose submodule's ``origin/master`` is not there, "Unable to setup cloned submodule", git's mailing list) goes on
   with another revision or none, and what it installs does not match what the job was built for: configuration,
   which every rerun of the set-up repeats.
+* TensorFlow logs a kernel's failed ``OP_REQUIRES`` at WARNING as ``OP_REQUIRES failed at <file>:<line> : <status>:
+  <message>`` (core/framework/op_kernel.cc). In ``xrt_compile_ops.cc`` (XRTCompileOp, the op torch_xla's XRT client
+  runs to build a graph for TPU, GPU or Neuron) the failing call is the compile cache's ``CompileIfKeyAbsent``
+  around ``client->Compile``, or its input checks: an ``INTERNAL``, ``UNIMPLEMENTED`` or ``FAILED_PRECONDITION``
+  there is XLA refusing the graph (aws-neuron-sdk#788: "Unknown custom-call API version", a TPU graph given to the
+  Neuron backend; pytorch/xla#2650 reports the same op's "Failed precondition: Expected comparison type" under
+  ``{{node XRTCompile}}``): a compile error. ``RESOURCE_EXHAUSTED`` (a compile out of memory) and
+  ``INVALID_ARGUMENT`` (also a device assignment the op rejects) are left to the readers of those statuses.
 """
 
 from __future__ import annotations
@@ -55,11 +63,12 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round34e_form` reads hold: the SDK's status sentence, the kubelet's
 #: waiting reason and its event, torch-neuron's records of a failed graph and of the compile's result, neuron-cc's
-#: last record
+#: last record, git's failed checkout, TensorFlow's record of the XRT compile op's failure
 NEEDLES: tuple[str, ...] = (". Reason: ", "CrashLoopBackOff", "Back-off restarting failed container",
                             "torch.neuron.trace failed on ", "torch.neuron.trace error: ",
                             "(post-compilation) before = ", "Neuron successfully compiled ", "Compiler status PASS",
-                            "did not match any file(s) known to git")
+                            "did not match any file(s) known to git",
+                            "OP_REQUIRES failed at xrt_compile_ops.cc")
 
 #: the SDK's status of a job that did not complete: its type, its (possibly empty) name, the status, the reason
 _SAGEMAKER_JOB = re.compile(r"\bError for ([A-Z][A-Za-z ]*?) job(?: \S+)?: (Failed)\. Reason: ?(\S*)")
@@ -81,6 +90,11 @@ _COMPILE_RESULT = re.compile(r"\bNumber of arithmetic operators \(post-compilati
 
 #: git's refusal to check out a revision it does not have, as error() prints it (a quote or a paste's prefix before)
 _GIT_PATHSPEC = re.compile(r"^[\s>*`]*error: pathspec '[^']+' did not match any file\(s\) known to git\.?[\s`]*$")
+
+#: TensorFlow's record of the XRT compile op's failure, its status one XLA's compile returns for a graph it refuses
+_XRT_COMPILE_FAILED = re.compile(r"\bOP_REQUIRES failed at xrt_compile_ops\.cc:\d+ : "
+                                 r"(?:INTERNAL|Internal|UNIMPLEMENTED|Unimplemented|FAILED_PRECONDITION|"
+                                 r"Failed precondition): \S")
 
 
 def _sagemaker_job_failed(text: str) -> Form | None:
@@ -107,6 +121,8 @@ def round34e_form(text: str) -> Form | None:
                     Label.COMPILE_ERROR)
     if "known to git" in text and _GIT_PATHSPEC.search(text):
         return Form(FormKind.ERROR, "a revision git could not check out (a set-up's pinned source)", Label.CONFIG_ERROR)
+    if "xrt_compile_ops" in text and _XRT_COMPILE_FAILED.search(text):
+        return Form(FormKind.ERROR, "a graph XLA would not compile (TensorFlow's XRT compile op)", Label.COMPILE_ERROR)
     if "ompile" in text and _COMPILE_RESULT.search(text):
         return Form(FormKind.COMPILE_DONE, "torch-neuron's compile result (or neuron-cc's PASS)")
     return None
