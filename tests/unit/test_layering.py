@@ -80,6 +80,7 @@ PURE = [
     "diagnosis.forms_round33b",
     "diagnosis.forms_round33c",
     "diagnosis.forms_round34b",
+    "diagnosis.forms_round34e",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -99,6 +99,8 @@ from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
 from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
 from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
 from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
+from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
+from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -207,6 +209,9 @@ NEEDLES: tuple[str, ...] = (
     # Cray MPICH's suspected hang, its assertion and its completion error, Open MPI's refused direct launch and
     # its failed libfabric set-up call
     *ROUND34B_NEEDLES,
+    # the SageMaker SDK's status of a failed job, Kubernetes' CrashLoopBackOff, torch-neuron's record of a graph its
+    # trace could not compile and of the compile's result
+    *ROUND34E_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -231,7 +236,8 @@ def heldout_form(text: str) -> Form | None:
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
-            or round33b_form(text) or round33c_form(text) or round34b_form(text))
+            or round33b_form(text) or round33c_form(text) or round34b_form(text)
+            or round34e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -249,4 +255,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
             or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
             or round32b_cause(text) or round32c_cause(text) or round33a_cause(text)
-            or round33b_cause(text) or round33c_cause(text) or round34b_cause(text))
+            or round33b_cause(text) or round33c_cause(text) or round34b_cause(text)
+            or round34e_cause(text))
