@@ -43,6 +43,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.COLLECTIVE_HANG, "a public repository's hang report (before 'Terminating the process after attempting to dump debug info')"),
     ("(MegatronPolicyWorker[rank=0] pid=1892406, ip=10.65.5.217) [rank0]:[E129 16:38:47.634597716 ProcessGroupNCCL.cpp:1794] [PG ID 0 PG GUID 0(default_pg) Rank 0] Observed flight recorder dump signal from another rank via TCPStore.",
      ERROR, Label.COLLECTIVE_HANG, "a public repository's RL training log (a Ray worker's prefix)"),
+    # a read from the c10d store that timed out
+    ("[rank3]:[W208 00:55:32.444220068 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=103, addr=[::ffff:11.130.1.53]:52362, remote=[::ffff:11.130.1.53]:5000) timed out after 1800000ms",
+     ERROR, Label.COMM_ERROR, "corpus (sglang-3398-two-node-c10d-wait-for-input-timed-out)"),
+    ("[rank7]:[W410 21:36:52.177160212 socket.cpp:485] [c10d] waitForInput: socket timed out after 300000ms",
+     ERROR, Label.COMM_ERROR, "a public repository's GPU stress-test notes (8 V100s, NCCL bootstrapping over a RoCE port)"),
     # vLLM's wait for a Ray placement group the cluster cannot give
     ("INFO 03-18 11:21:42 ray_utils.py:214] Waiting for creating a placement group of specs for 10 seconds. specs=[{'node:192.168.1.216': 0.001, 'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` to see if you have enough resources, and make sure the IP addresses used by ray cluster are the same as VLLM_HOST_IP environment variable specified in each",
      ERROR, Label.CONFIG_ERROR, "corpus (vllm-14997-ray-placement-group-waits-more-gpus-than-visible)"),
@@ -85,6 +90,8 @@ NEAR_MISSES = [
     # a readiness probe that fails while the server loads its model, and a liveness probe's failure before the kill
     "  Warning  Unhealthy  6s (x7 over 66s)  kubelet            Readiness probe failed: HTTP probe failed with statuscode: 404",  # a public repository's Kubernetes homework
     "  Warning  Unhealthy  28s (x3 over 48s)  kubelet            spec.containers{wordpress}: Liveness probe failed: HTTP probe failed with statuscode: 500",  # a public repository's tutorial (the kill after it is the form)
+    # c10d's poll that returned nothing, before the timeout it reports
+    "[rank7]:[W410 21:36:52.176066491 socket.cpp:460] [c10d] waitForInput: poll for socket",  # the same notes, wrapped
     # vLLM's Ray executor going on
     "INFO 02-22 21:02:44 ray_distributed_executor.py:149] use_ray_spmd_worker: False",  # vllm#13521
     # DeepGEMM's warm-up bar
@@ -97,6 +104,19 @@ test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_
     FORMS, NEAR_MISSES)
 
 
+def _line(words: str, lines: list[str] | None = None) -> str:
+    """The first line of the table (or of ``lines``) holding ``words``."""
+    return next(line for line in (lines if lines is not None else [row[0] for row in FORMS]) if words in line)
+
+
+HAND_OVER_FAILED = _line("Decode transfer failed")
+HEALTH_OK = _line("GET /health HTTP/1.1", NEAR_MISSES)
+DEEPGEMM_BAR = _line("DeepGEMM warmup", NEAR_MISSES)
+PLACEMENT_GROUP_WAIT = _line("ray_utils.py:214] Waiting for creating a placement group")
+PROBE_NOT_FOUND = _line("kubelet                  Liveness probe failed")
+LIVENESS_KILL = _line("Container vllm-standalone-3b")
+
+
 def test_a_compiler_refusal_stays_a_compile_failure() -> None:
     """A compiler that says its target does not support an operation failed to compile: the exception's refusal
     wording is not read as the job's configuration."""
@@ -106,20 +126,20 @@ def test_a_compiler_refusal_stays_a_compile_failure() -> None:
 
 def test_a_failed_hand_over_while_health_checks_answer_is_a_failure() -> None:
     """A decode server whose KV transfers fail is not healthy because its health endpoint still answers 200."""
-    assert _verdict([FORMS[0][0], NEAR_MISSES[1], NEAR_MISSES[1]]) == (Label.COMM_ERROR, Action.RESTART)
+    assert _verdict([HAND_OVER_FAILED, HEALTH_OK, HEALTH_OK]) == (Label.COMM_ERROR, Action.RESTART)
 
 
 def test_a_log_ending_in_the_deepgemm_session_is_compiling() -> None:
     """A warm-up that ends after DeepGEMM's JIT session began is a compile at work, not a healthy silence."""
-    assert _verdict([NEAR_MISSES[5], FORMS[18][0], FORMS[19][0]]) == (Label.COMPILING, Action.WAIT)
+    assert _verdict([DEEPGEMM_BAR, _line("Entering DeepGEMM JIT"), _line("Try DeepGEMM JIT")]) == (Label.COMPILING, Action.WAIT)
 
 
 def test_a_placement_group_that_came_is_no_failure() -> None:
     """vLLM's wait for its placement group is the cause as the log's last word; a run that goes on got its group."""
-    assert _verdict([*PROGRESS, FORMS[11][0]]) == (Label.CONFIG_ERROR, Action.STOP)
-    assert _verdict([FORMS[11][0], *PROGRESS])[0] is Label.HEALTHY
+    assert _verdict([*PROGRESS, PLACEMENT_GROUP_WAIT]) == (Label.CONFIG_ERROR, Action.STOP)
+    assert _verdict([PLACEMENT_GROUP_WAIT, *PROGRESS])[0] is Label.HEALTHY
 
 
 def test_a_liveness_kill_after_a_probe_of_a_path_not_served_is_configuration() -> None:
     """The kubelet's kill after a liveness probe answered 404 is the probe's configuration: restarting repeats it."""
-    assert _verdict([FORMS[14][0], FORMS[16][0]]) == (Label.CONFIG_ERROR, Action.STOP)
+    assert _verdict([PROBE_NOT_FOUND, LIVENESS_KILL]) == (Label.CONFIG_ERROR, Action.STOP)

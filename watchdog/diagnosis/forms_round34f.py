@@ -1,8 +1,8 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part F: multi-node and disaggregated inference
 serving): a KV cache the prefill and decode servers could not hand over, ProcessGroupNCCL's dump signal of a
-collective that timed out, vLLM's wait for a Ray placement group the cluster cannot give, the kubelet's liveness
-probe and its kill, a DeepGEMM JIT compile still at work, and TensorRT-LLM's check of a world size against its
-parallel layout.
+collective that timed out, a c10d store read that timed out, vLLM's wait for a Ray placement group the cluster cannot
+give, the kubelet's liveness probe and its kill, a DeepGEMM JIT compile still at work, TensorRT-LLM's check of a world
+size against its parallel layout, and an exception saying what the job asks is not supported.
 
 Pure: no I/O. :func:`round34f_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 33, :func:`round34f_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -26,6 +26,10 @@ Each form is read where its program prints it:
   info. Last enqueued NCCL work: ..., last completed NCCL work: ...`` (torch/csrc/distributed/c10d/
   ProcessGroupNCCL.cpp ``getNCCLWatchdogTimeoutErrorMsg``) before it aborts the process: a collective that never
   completed (sglang#10216, two nodes of DeepSeek-V3, read as a crash of unknown cause by its glog ``E`` head).
+* c10d's socket to its store warns ``waitForInput: socket SocketImpl(...) timed out after <ms>ms`` (torch/csrc/
+  distributed/c10d/socket.cpp) when the store's peer did not answer within the timeout: the rendezvous store between
+  the nodes failed, comm_error (sglang#3398, two nodes whose scheduler then raised in its set-up, read as
+  configuration).
 * vLLM's Ray executor waits for the placement group of its workers' GPUs and, while Ray cannot give it, logs
   ``Waiting for creating a placement group of specs for <s> seconds. specs=[...]. Check `ray status` ...`` with a
   doubling interval until it gives up with ``ValueError: Cannot provide a placement group of
@@ -47,6 +51,11 @@ Each form is read where its program prints it:
   equal to tp*pp*cp when participantIds are not specified")``; the runtime's ``Number of GPUs per node <n> must be at
   least as large as TP (<t>) * PP (<p>)``): the job was launched with a world the engine was not built for,
   configuration (TensorRT-LLM#2021, tensorrtllm_backend#283).
+* An exception of a builtin class whose message says that what the job asks is not supported (``RuntimeError: PD
+  Disaggregation does NOT support PD`` with different TP sizes on prefill and decode, llm-d#2433; ``ValueError: Your
+  setup doesn't support bf16/gpu``) refuses the job's set-up: configuration. A compiler's refusal (``Mosaic failed to
+  compile TPU kernel: Target does not support this comparison``) is the compile's own failure and is left to it; a
+  warning that falls back from what a library does not support is not an exception line and is not read.
 """
 
 from __future__ import annotations
@@ -61,8 +70,8 @@ from neuron_watch.events import Label
 #: wait and its refusal, the kubelet's probe events, DeepGEMM's JIT session, TensorRT-LLM's layout checks
 NEEDLES: tuple[str, ...] = (
     "KVTransferError(bootstrap_room=", " transfer failed", "TRANSFER_FAIL", "Transfer slice failed with status",
-    "Received a dump signal due to a collective timeout", "ProcessGroupNCCL preparing to dump debug info",
-    "Observed flight recorder dump signal from another rank",
+    "waitForInput: socket", "Received a dump signal due to a collective timeout",
+    "ProcessGroupNCCL preparing to dump debug info", "Observed flight recorder dump signal from another rank",
     "does not support", "does NOT support", "doesn't support",
     "Waiting for creating a placement group of specs", "Cannot provide a placement group of",
     "failed liveness probe, will be restarted", "probe failed: HTTP probe failed with statuscode",
@@ -80,6 +89,10 @@ _KV_TRANSFER_FAILED = re.compile(
 _DUMP_ON_TIMEOUT = re.compile(r"Received a dump signal due to a collective timeout from\s+(?:this local rank|rank \d+)|"
                               r"\bProcessGroupNCCL preparing to dump debug info\b|"
                               r"\bObserved flight recorder dump signal from another rank\b")
+
+#: c10d's socket to the store that got no answer within its timeout (torch/csrc/distributed/c10d/socket.cpp
+#: ``C10D_WARNING("waitForInput: socket {} timed out after {}ms", ...)``): the store's peer never answered
+_STORE_READ_TIMED_OUT = re.compile(r"\bwaitForInput: socket\b.*\btimed out after \d+ ?ms\b")
 
 #: vLLM's Ray executor waiting for, then refusing, a placement group the cluster cannot give
 _PLACEMENT_GROUP_WAIT = re.compile(r"\bWaiting for creating a placement group of specs for \d+ seconds\b|"
@@ -113,6 +126,9 @@ def round34f_form(text: str) -> Form | None:
             or "ransfer slice failed" in text) \
             and _KV_TRANSFER_FAILED.search(text):
         return Form(FormKind.ERROR, "a KV-cache hand-over between disaggregated servers that failed",
+                    Label.COMM_ERROR)
+    if "waitForInput" in text and _STORE_READ_TIMED_OUT.search(text):
+        return Form(FormKind.ERROR, "a read from the c10d store that timed out (its peer never answered)",
                     Label.COMM_ERROR)
     if "dump" in text and _DUMP_ON_TIMEOUT.search(text):
         return Form(FormKind.ERROR, "a collective that timed out (ProcessGroupNCCL's dump signal)",
