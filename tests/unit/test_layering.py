@@ -81,6 +81,7 @@ PURE = [
     "diagnosis.forms_round33c",
     "diagnosis.forms_round34b",
     "diagnosis.forms_round34e",
+    "diagnosis.forms_round34f",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -101,6 +101,8 @@ from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
 from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
 from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
 from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
+from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
+from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -212,6 +214,9 @@ NEEDLES: tuple[str, ...] = (
     # the SageMaker SDK's status of a failed job, Kubernetes' CrashLoopBackOff, torch-neuron's record of a graph its
     # trace could not compile and of the compile's result
     *ROUND34E_NEEDLES,
+    # a KV cache disaggregated servers could not hand over, ProcessGroupNCCL's dump signal of a timed-out collective,
+    # vLLM's wait for a Ray placement group, the kubelet's liveness probe, DeepGEMM's JIT, TensorRT-LLM's layout check
+    *ROUND34F_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -237,7 +242,8 @@ def heldout_form(text: str) -> Form | None:
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
             or round33b_form(text) or round33c_form(text) or round34b_form(text)
-            or round34e_form(text))
+            or round34e_form(text)
+            or round34f_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -256,4 +262,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
             or round32b_cause(text) or round32c_cause(text) or round33a_cause(text)
             or round33b_cause(text) or round33c_cause(text) or round34b_cause(text)
-            or round34e_cause(text))
+            or round34e_cause(text)
+            or round34f_cause(text))
