@@ -48,6 +48,13 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.COMM_ERROR, "corpus (lightgbm-4116-dask-socket-recv-error-54-macos)"),
     ("Error in LGBM_BoosterUpdateOneIter: Socket recv error, Connection reset by peer (code: 104)",
      ERROR, Label.COMM_ERROR, "LightGBM#6363 (16 machines through the C API)"),
+    # TorchRec's planner finding no sharding plan
+    ("RuntimeError: No available sharding type and compute kernel combination after applying user provided constraints for product_table",
+     ERROR, Label.CONFIG_ERROR, "corpus (torchrec-1614-no-sharding-type-for-constraints)"),
+    ("torchrec.distributed.planner.types.PlannerError: Unable to find a plan for this model because of insufficient storage. ",
+     ERROR, Label.CONFIG_ERROR, "torchrec/distributed/planner/planners.py's PlannerError(INSUFFICIENT_STORAGE), as Python prints it"),
+    ("torchrec.distributed.planner.types.PartitionError: Unable to find a plan for this model. Possible solutions:",
+     ERROR, Label.CONFIG_ERROR, "torchrec/distributed/planner/partitioners.py's PartitionError, as Python prints it"),
 ]
 
 #: lines of the same words that are not these forms
@@ -66,6 +73,9 @@ NEAR_MISSES = [
     # LightGBM's network set-up going well
     "2021-03-26T14:07:23.7505630Z [LightGBM] [Info] Connected to rank 1",  # corpus (lightgbm-4116)
     "[LightGBM] [Info] Finished linking network in 0.000000 seconds",  # LightGBM#4074
+    # TorchRec's planner that found a plan, and the enumerator's words for one sharder outside an exception
+    "INFO:torchrec.distributed.planner.stats:#                       --- Evaluated 1 proposal(s), found 1 possible plan(s), ran for 0.06s ---                       #",  # torchrec#3745
+    "No available compute kernels after applying user provided constraints for product_table",  # corpus (torchrec-1614), above its exception
 ]
 
 test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(

@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part A: recommendation, graph and tabular training):
 CatBoost's iteration row with a loss that is not finite, the frames of a c10 error report, the frames Open MPI's
-fault handler prints, Dask's nanny reporting a worker process that died, and LightGBM's socket errors.
+fault handler prints, Dask's nanny reporting a worker process that died, LightGBM's socket errors, and TorchRec's
+sharding planner finding no plan.
 
 Pure: no I/O. :func:`round34a_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 33, :func:`round34a_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -38,6 +39,15 @@ Each form is read where its program prints it:
   ``Socket recv error, code: %d`` before 3.0), which Python raises as ``LightGBMError``: the connection between the
   machines of a distributed training failed (LightGBM#4116's ECONNRESET 54 on macOS, read as a crash of unknown
   cause; LightGBM#6363's 104).
+* TorchRec's sharding planner fails before training when no plan fits the model on the topology: its enumerator
+  raises ``RuntimeError("No available sharding type and compute kernel combination after applying user provided
+  constraints for {table}...")`` (``No available sharding types`` / ``compute kernels`` alike: the user's
+  ParameterConstraints leave no option; torchrec/distributed/planner/enumerators.py), its planner ``PlannerError(
+  "Unable to find a plan for this model because of insufficient storage" | "... because of the strict
+  constraints")`` with the remedies (more devices, a smaller model or batch, fewer constraints; planners.py), its
+  partitioner ``PartitionError("Unable to find a plan for this model. Possible solutions: ...")``. The model, the
+  topology or the constraints must change; a restart plans the same (torchrec#1614, restarted). Only the raised
+  exception's line is read: the enumerator's warnings for one sharder (another may still shard the table) are not.
 """
 
 from __future__ import annotations
@@ -74,6 +84,12 @@ _NANNY_EXIT = re.compile(r"\bWorker process \d+ (?:was killed by (?:signal \d+|u
 _LIGHTGBM_SOCKET = re.compile(r"\bSocket (?:send|recv|accept) error(?:, [^()]*?)?(?: \(code: |, code: )-?\d+")
 
 
+#: TorchRec's planner refusing to plan: the exception raised (its class, then its message)
+_TORCHREC_NO_PLAN = re.compile(r"\b(?:RuntimeError|PlannerError|PartitionError): (?:No available (?:sharding types?|"
+                               r"compute kernels)\b.*?\bafter applying user provided constraints\b|"
+                               r"Unable to find a plan for this model\b)")
+
+
 def _catboost_not_finite(text: str) -> bool:
     row = _CATBOOST_ROW.match(text)
     return row is not None and any(v is not None and v.lower() in _NONFINITE for v in row.groups())
@@ -89,6 +105,9 @@ def round34a_form(text: str) -> Form | None:
         return Form(FormKind.CRASH, "a frame of Open MPI's fault handler's backtrace (a process that faulted)")
     if "Worker process" in text and _NANNY_EXIT.search(text):
         return Form(FormKind.CRASH, "a worker process Dask's nanny saw die (a signal or an error status)")
+    if ("user provided constraints" in text or "find a plan" in text) and _TORCHREC_NO_PLAN.search(text):
+        return Form(FormKind.ERROR, "TorchRec's planner finding no sharding plan for the model (its constraints, "
+                                    "the devices' storage)", Label.CONFIG_ERROR)
     if "ocket" in text and _LIGHTGBM_SOCKET.search(text):
         return Form(FormKind.ERROR, "LightGBM's socket error between the machines of a distributed training",
                     Label.COMM_ERROR)
