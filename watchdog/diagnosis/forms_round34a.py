@@ -1,7 +1,6 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part A: recommendation, graph and tabular training):
-CatBoost's iteration row with a loss that is not finite, the frames of a c10 error report, the frames Open MPI's
-fault handler prints, Dask's nanny reporting a worker process that died, LightGBM's socket errors, and TorchRec's
-sharding planner finding no plan.
+CatBoost's iteration row with a loss that is not finite, the frames Open MPI's fault handler prints, Dask's nanny
+reporting a worker process that died, LightGBM's socket errors, and TorchRec's sharding planner finding no plan.
 
 Pure: no I/O. :func:`round34a_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the forms
 of round 33, :func:`round34a_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line
@@ -16,12 +15,10 @@ Each form is read where its program prints it:
   catboost#274). A ``learn`` or ``test`` value printed ``nan`` is a loss that is not finite (catboost#274: every
   iteration from 65 on printed ``learn nanpassed:``, read as healthy). Only a row that starts with the iteration
   counter and ``learn`` is read: a table's missing values or prose with the word are not.
-* c10 (PyTorch's C++ core) prints the backtrace of a ``c10::Error`` it raises under the message, one frame a line
-  (c10/util/Backtrace.cpp: ``frame #<n>: <symbol> + 0x<offset> (0x<address> in <object>)``, after ``Exception raised
-  from <function> at <file>:<line> (most recent call first):``). The frames are the raised error's own: a paste
-  that kept only them (torchrec#197: the DLRM example's ``CUDA error: initialization error`` under torchx's
-  ``dlrm_main/0 [1]:`` prefix, cut to its last frames, read as healthy) still shows a C++ exception raised. It is
-  an error whose cause the frames do not say.
+* c10's backtrace frames (``frame #<n>: <symbol> + 0x<offset> (0x<address> in <object>)``) are not read alone: c10d
+  prints the same frames under a warning for an error it caught and went on from (torchcomms#2358's TCPStore
+  ``[W ... TCPStore.cpp:125] recvValue failed``, then connected), so only their message says whether the process
+  failed (torchrec#197, cut to its frames, stays a miss).
 * Open MPI's (and PRRTE's) fault handler prints ``*** Process received signal ***``, the signal, then the process's
   backtrace, one frame a line after the host and pid (opal/util/stacktrace.c: ``[<host>:<pid>] [<n>] <frame>``, the
   frame as glibc's backtrace_symbols writes it, ``<object>(<symbol>+0x<offset>)[0x<address>]``). The handler is
@@ -59,9 +56,9 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round34a_form` reads hold, besides the needles failureforms already
 #: searches ("nan", a metric's value; "Error", "Fatal"), in the line as in its template (the line without digits):
-#: c10's frame, Open MPI's frame after its host and pid (frames 0 to 9, the first a paste keeps, pad their number:
+#: Open MPI's frame after its host and pid (frames 0 to 9, the first a paste keeps, pad their number:
 #: "[ 3]"), Dask's nanny on its worker
-NEEDLES: tuple[str, ...] = ("frame #", "] [ ", "Worker process ")
+NEEDLES: tuple[str, ...] = ("] [ ", "Worker process ")
 
 #: CatBoost's iteration row: the counter (which a reader of launcher tags may have taken off as a rank's, srun's
 #: "<n>: "), "learn" (a colon since 2019), the value (glued to "passed:" in the releases of 2018), a "test" value after
@@ -69,9 +66,6 @@ NEEDLES: tuple[str, ...] = ("frame #", "] [ ", "Worker process ")
 _CATBOOST_ROW = re.compile(r"^\s*(?:\d+:\s+)?learn:?\s+(\S+?)(?:passed:|\s)(?:.*?\btest:?\s+(\S+?)\s)?"
                            r".*\btotal: \d")
 _NONFINITE = frozenset({"nan", "-nan", "inf", "-inf"})
-
-#: a frame of c10's backtrace: "frame #<n>: <symbol> + 0x<offset> (0x<address> in <object>)"
-_C10_FRAME = re.compile(r"(?:^|[\s:\]])frame #\d+: .+? \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in \S")
 
 #: a frame of Open MPI's fault handler: "[<host>:<pid>] [<n>] <object>(<symbol>+0x<off>)[0x<address>]"
 _OPAL_FRAME = re.compile(r"\[[\w.-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-fA-F]+\]\s*$")
@@ -99,8 +93,6 @@ def round34a_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
     if "nan" in text and "learn" in text and _catboost_not_finite(text):
         return Form(FormKind.METRIC, "a NaN/Inf loss in CatBoost's iteration row", Label.NUMERICAL_ERROR)
-    if "frame #" in text and _C10_FRAME.search(text):
-        return Form(FormKind.ERROR, "a frame of a c10 error's backtrace (a C++ exception raised)")
     if "] [" in text and _OPAL_FRAME.search(text):
         return Form(FormKind.CRASH, "a frame of Open MPI's fault handler's backtrace (a process that faulted)")
     if "Worker process" in text and _NANNY_EXIT.search(text):

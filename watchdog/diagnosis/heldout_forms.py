@@ -204,7 +204,7 @@ NEEDLES: tuple[str, ...] = (
     # torch elastic's event of a failed worker, the shell's kill report in its locale's words or after mmcv's ETA,
     # IPython's exception header, a NaN in a YOLO trainer's progress row
     *ROUND33C_NEEDLES,
-    # c10's backtrace frame, Open MPI's fault handler's frame, Dask's nanny on a worker process that died
+    # Open MPI's fault handler's frame, Dask's nanny on a worker process that died
     *ROUND34A_NEEDLES,
 )
 
