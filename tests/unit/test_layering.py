@@ -82,6 +82,7 @@ PURE = [
     "diagnosis.forms_round34b",
     "diagnosis.forms_round34e",
     "diagnosis.forms_round34f",
+    "diagnosis.forms_round34a",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -47,6 +47,12 @@ The layouts, each as its printer writes it:
   says is the exception's detail, deeper than its line (a ``RuntimeError: Unsupported device target Ascend...``
   over the loader's ``libge_runner.so: cannot open shared object file``); the call stack and the net's traceback
   are frames.
+* **Py4J** (py4j ``protocol.py`` ``Py4JJavaError``, the layer PySpark, SynapseML and xgboost.spark raise a JVM's
+  failure through): the Python exception's message ``An error occurred while calling <target>.<method>.`` and, on
+  the next line after ``: ``, the Java throwable's ``toString`` (``: org.apache.spark.SparkException: Job aborted due
+  to stage failure: ... most recent failure: ...: java.net.ConnectException: Connection refused``), then its Java
+  frames and ``Caused by:`` lines: the wrapper's cause, deeper than it (round issue23-heldout-34, SynapseML#2287:
+  the Py4J line decided, a cause not recognised).
 * **gRPC** (grpc ``src/python/grpcio/grpc/_channel.py`` ``_InactiveRpcError``/``_RPCState``: the
   repr ``<_InactiveRpcError of RPC that terminated with:`` then ``\\tstatus = StatusCode.<CODE>``,
   ``\\tdetails = "..."``, ``\\tdebug_error_string = "..."``, ``>``; the codes are
@@ -150,6 +156,10 @@ _JAVA_FRAME = re.compile(r"^\s+(?:at [\w$.<>/\[\]-]+\(.*\)|\.\.\. \d+ (?:more|co
 _JAVA_CAUSED = re.compile(r"^\s*Caused by: ")
 _JAVA_SUPPRESSED = re.compile(r"^\s*Suppressed: ")
 _CXX_WHAT = re.compile(r"^\s*what\(\):\s")
+#: Py4J's wrapper of a JVM's failure (its message ends with the call that failed) and, on its next line after ": ",
+#: the Java throwable it carries
+_PY4J_CALL = re.compile(r"\bAn error occurred while calling \S+\.\s*$")
+_PY4J_CAUSE = re.compile(r"^: (?:[a-z_]\w*\.)+[A-Z][\w$]*(?::\s|\s*$)")
 _C10_FRAME = re.compile(r"^\s*(?:frame #\d+: |Exception raised from \S+ at \S+:\d+)")
 _NATIVE = re.compile(r"^\s*(?:@\s+0x[0-9a-fA-F]+|PC: @ |\*\*\* .*\*\*\*\s*$|\[0x[0-9a-f]+\]|#\d+\s+0x[0-9a-f]+ )")
 _GO_GOROUTINE = re.compile(r"^goroutine \d+ \[[^\]]+\]:\s*$")
@@ -235,6 +245,7 @@ class _Reader:
         self.cann = False  # the block carries CANN's error message, whose lines start with its code
         self.ms = ""  # in MindSpore's report sections: "rule" (a rule read), "title", "words" or "frames"
         self.title_frames = False  # the section's title names frames (a call stack, the net's traceback)
+        self.py4j = False  # the last line is Py4J's wrapper, whose Java throwable the next line carries
 
     def close(self) -> None:
         if self.cur:
@@ -278,6 +289,7 @@ class _Reader:
         self.cur = [BlockLine(index, role, 1 if role is Role.MESSAGE else 0)]
         self.last = role
         self.after_header = True
+        self.py4j = _PY4J_CALL.search(text) is not None
 
     def feed(self, index: int, raw: str) -> None:
         text = _unquote(raw).rstrip("\r\n")
@@ -297,6 +309,7 @@ class _Reader:
             if _opens(text):
                 self.open(index, text)
             return
+        self.py4j = role is Role.MESSAGE and _PY4J_CALL.search(text) is not None
         # what a wrapper carries (a C++ exception's what(), an RPC's status, a MindSpore report's section) sits
         # under it in the chain
         deeper = role is Role.MESSAGE and (_CXX_WHAT.match(text) or _GRPC_DETAIL.match(text) or self.ms == "words")
@@ -307,6 +320,9 @@ class _Reader:
         if self.ms or (self.kind in ("exception", "python", "record") and self.last in (Role.MESSAGE, Role.HEADER)
                        and _MS_RULE.match(text)):
             return self._ms_section(text)
+        if self.py4j and _PY4J_CAUSE.match(text):
+            self.depth += 1  # the Java throwable Py4J's wrapper carries: its cause
+            return Role.MESSAGE
         if _PY_CAUSE.match(text):
             # Python prints the root first: what follows a separator is further from the root
             self.depth -= 1

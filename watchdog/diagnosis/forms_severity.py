@@ -30,8 +30,10 @@ _FIELD = r"(?:^|[\s\[|(:,-])"
 #: unpadded ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ..."), or with no time at
 #: all ("[W socket.cpp:426] ..."). Python programs that copy the layout print the letter, a space and
 #: the month and day with a dash (SkyPilot's sky_logging: "%(levelname).1s %(asctime)s %(filename)s:%(lineno)d]"
-#: with the date "%m-%d %H:%M:%S": "E 11-26 17:47:34 backend_utils.py:992] "). Group 1: the severity letter.
-_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4} " + _GLOG_TIME + r"| \d\d-\d\d " + _GLOG_TIME +
+#: with the date "%m-%d %H:%M:%S": "E 11-26 17:47:34 backend_utils.py:992] "). glog 0.6 and later put the year
+#: before the month when asked (``--log_year_in_prefix``: "F20220801 07:29:34.701110  2256 fs_coordinator.cc:42] ",
+#: graph-learn#213's check failure, read as nothing). Group 1: the severity letter.
+_GLOG = re.compile(r"(?:^|[\[\s:])([IWEF])(?:\d{3,4}(?:\d{4})? " + _GLOG_TIME + r"| \d\d-\d\d " + _GLOG_TIME +
                    r"|(?<=\[[IWEF]) )[\w./\\+-]+:\d+\]")
 #: TensorFlow's default logger: "<date> <time>.<us>: <L> <file>:<line>] <msg>"
 #: (tensorflow/core/platform/default/logging.cc, tsl/platform/default/logging.cc:

@@ -103,6 +103,8 @@ from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
 from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
 from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
+from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
+from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -217,6 +219,8 @@ NEEDLES: tuple[str, ...] = (
     # a KV cache disaggregated servers could not hand over, ProcessGroupNCCL's dump signal of a timed-out collective,
     # vLLM's wait for a Ray placement group, the kubelet's liveness probe, DeepGEMM's JIT, TensorRT-LLM's layout check
     *ROUND34F_NEEDLES,
+    # Open MPI's fault handler's frame, Dask's nanny on a worker process that died
+    *ROUND34A_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -243,7 +247,8 @@ def heldout_form(text: str) -> Form | None:
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
             or round33b_form(text) or round33c_form(text) or round34b_form(text)
             or round34e_form(text)
-            or round34f_form(text))
+            or round34f_form(text)
+            or round34a_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -263,4 +268,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round32b_cause(text) or round32c_cause(text) or round33a_cause(text)
             or round33b_cause(text) or round33c_cause(text) or round34b_cause(text)
             or round34e_cause(text)
-            or round34f_cause(text))
+            or round34f_cause(text)
+            or round34a_cause(text))
