@@ -97,14 +97,14 @@ from neuron_watch.diagnosis.forms_round33b import NEEDLES as ROUND33B_NEEDLES
 from neuron_watch.diagnosis.forms_round33b import round33b_cause, round33b_form
 from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
 from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
+from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
+from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
 from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
 from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
 from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
 from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
 from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
-from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
-from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
