@@ -17,6 +17,7 @@ from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 
 ERROR = FormKind.ERROR
+COMPILE = FormKind.COMPILE_RUNNING
 
 #: (line, the kind it reads as, the cause the form states or None, where it is from)
 FORMS: list[tuple[str, FormKind, Label | None, str]] = [
@@ -25,6 +26,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      ERROR, Label.CONFIG_ERROR, "corpus (yulan-ir-5-trainer-not-a-single-sample-stopping-at-step-0)"),
     ("There seems not to be a single sample in your epoch_iterator, stopping training at step 0! This is expected if you're using an IterableDataset and set num_steps (1000) higher than the number of available samples.",
      ERROR, Label.CONFIG_ERROR, "transformers trainer.py _inner_training_loop's warning, the newer wording, rendered"),
+    # the nerfstudio libraries' notice of their CUDA extension's JIT build
+    ("# Out: (<infinitly bouncing ball>) NerfAcc: Setting up CUDA (This may take a few minutes the first time)",
+     COMPILE, None, "corpus (nerfacc-116-jit-cuda-extension-setting-up-first-time)"),
+    ("gsplat: Setting up CUDA with MAX_JOBS=10 (This may take a few minutes the first time)",
+     COMPILE, None, "a public repository's notes on gsplat's first run ('silent for several minutes ... normal, not a hang')"),
 ]
 
 #: XLA's GPU timer on a measurement's accuracy (E and W records of its own source files): quiet
@@ -42,6 +48,9 @@ TACTIC_SKIPS = [
 
 #: lines of the same words that are not these forms (and, unlike the quiet notices, stay what they were)
 NEAR_MISSES = [
+    # the same words for other work than a CUDA extension's build (a container image, a model's download)
+    'echo "Building Docker images (this may take a few minutes the first time)..."',  # a public repository's setup script
+    'print("Loading model... (this may take a few minutes the first time)")',  # a public repository's script
     # the Trainer's notice at a later step: an iterable dataset run out, as the notice says
     "There seems not to be a single sample in your epoch_iterator, stopping training at step 1500! This is expected if you're using an IterableDataset and set num_steps (2000) higher than the number of available samples.",
     *TIMER_NOTICES,

@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-34 (part G: never kill a healthy job): XLA's GPU timer
 reporting the accuracy of a measurement at ERROR, TensorRT's builder skipping a tactic whose check threw, and Hugging
-Face Trainer's notice that its epoch iterator held no sample.
+Face Trainer's notice that its epoch iterator held no sample, and the nerfstudio libraries' notice of a CUDA
+extension's JIT build.
 
 Pure: no I/O. :func:`round34g_quiet` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` before any
 form (and through ``read_quiet`` by the table's last rule, which then calls no error), :func:`round34g_form` after
@@ -36,6 +37,12 @@ Each form is read where its program prints it:
   dataset smaller than one batch, empty or unread (RUC-GSAI/YuLan-IR#5: 9 examples for a batch of 64, read as
   healthy), which a restart reads the same: configuration. At a later step it is an iterable dataset run out, as the
   notice says: not read.
+* nerfacc, gsplat and the libraries copied from them build their CUDA extension just in time on first use
+  (torch.utils.cpp_extension.load) under a rich console's spinner whose text is ``"<lib>: Setting up CUDA (This may
+  take a few minutes the first time)"`` (gsplat/cuda/_backend.py: ``f"gsplat: Setting up CUDA with MAX_JOBS={...}
+  (This may take a few minutes the first time)"``; nerfacc's "NerfAcc: Setting up CUDA ..."), printed once, then
+  nothing for minutes (nerfstudio-project/nerfacc#116, read as healthy): a compile at work, as DeepSpeed's and
+  torch's own "Building extension module" are. Progress after it closes it as any compile's.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round34g_form` reads hold, besides the needles failureforms already
 #: searches: the Trainer's empty epoch iterator
-NEEDLES: tuple[str, ...] = ("single sample in your epoch_iterator",)
+NEEDLES: tuple[str, ...] = ("single sample in your epoch_iterator", "Setting up CUDA")
 
 #: the GPU timer's notice that a measurement is less accurate, in its own source files' records (absl/glog heads
 #: name the file: "cuda_timer.cc:86]", "gpu_timer.cc:183]")
@@ -56,6 +63,9 @@ _TIMER_ACCURACY = re.compile(r"\b(?:cuda|gpu|rocm)_timer\.cc:\d+\]\s*(?:Delay ke
 
 #: TensorRT's builder dropping a tactic whose implementation check threw (the tactic's id may be glued to the word)
 _TACTIC_SKIPPED = re.compile(r"\bSkipping tactic\s*(?:0x[0-9a-fA-F]+|\d+)? due to exception\b")
+
+#: the nerfstudio libraries' notice of their CUDA extension's JIT build (the MAX_JOBS clause is gsplat's)
+_JIT_SETUP = re.compile(r"\bSetting up CUDA(?: with MAX_JOBS=\S+)? \(This may take a few minutes the first time\)")
 
 #: the Trainer's notice of an epoch without a batch, at step 0 (both wordings); a digit after the 0 is another step
 _NO_SAMPLE_AT_START = re.compile(r"\bThere seems (?:not to be|to be not) a single sample in your epoch_iterator, "
@@ -71,6 +81,8 @@ def round34g_quiet(text: str) -> bool:
 
 def round34g_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
+    if "Setting up CUDA" in text and _JIT_SETUP.search(text):
+        return Form(FormKind.COMPILE_RUNNING, "a CUDA extension's JIT build (the library's own notice)")
     if "epoch_iterator" in text and _NO_SAMPLE_AT_START.search(text):
         return Form(FormKind.ERROR, "a trainer that stopped at step 0: its epoch held no sample (a dataset smaller "
                     "than a batch, empty or unread)", Label.CONFIG_ERROR)
