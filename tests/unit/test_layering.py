@@ -83,6 +83,7 @@ PURE = [
     "diagnosis.forms_round34e",
     "diagnosis.forms_round34f",
     "diagnosis.forms_round34a",
+    "diagnosis.forms_round34g",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 
-from neuron_watch.diagnosis.failureforms import FORM_RULES, NEEDLES, SIGNATURE_IDS, FormKind, read_line
+from neuron_watch.diagnosis.failureforms import FORM_RULES, NEEDLES, SIGNATURE_IDS, FormKind, read_line, read_quiet
 from neuron_watch.diagnosis.keyfinder import _DIGITS, _NL, _TEMPLATE_SAMPLE, _TEMPLATES_FROM, _ascii, _KeyFinder
 from neuron_watch.diagnosis.signature import (
     CATCH_ALL_ID,
@@ -243,9 +243,13 @@ class KnowledgeBase:
             return None if form is None else self._form_matches[form.kind]
         return None
 
-    def _refined(self, line: str, unrecognised: Match) -> Match:
+    def _refined(self, line: str, unrecognised: Match) -> Match | None:
         """The table's last rule says only "an error no rule explains": a crash or a non-finite metric
-        the form reader sees in the line says more (the process is dying, the numbers are broken)."""
+        the form reader sees in the line says more (the process is dying, the numbers are broken). A
+        record its program prints at ERROR whatever it reports (read_quiet: TensorRT's builder skipping a
+        tactic whose check threw, round issue23-heldout-34 part G) is no error at all."""
+        if read_quiet(line):
+            return None
         form = read_line(line)
         if form is not None and form.kind in (FormKind.CRASH, FormKind.METRIC):
             return self._form_matches[form.kind]

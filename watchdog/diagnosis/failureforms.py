@@ -64,11 +64,11 @@ from neuron_watch.events import Label
 #: the reader, what it answers (Form, FormKind) and the names the judge reads a form by: one module to import
 __all__ = ["FOLDING_ALARM", "FORM_RULES", "FORM_SIGNATURES", "NEEDLES", "SIGNATURE_IDS", "SLOW_ALARM",
            "SLOW_ALARM_RETURNED",
-           "Form", "FormKind", "cause_of", "read_line"]
+           "Form", "FormKind", "cause_of", "read_line", "read_quiet"]
 
 #: Bumped when what a line reads as changes (part of the knowledge base's fingerprint: two
 #: processes classify alike only with the same reader).
-FORM_RULES = 56
+FORM_RULES = 57
 
 #: The signature id each kind is reported under (the judge's effects: see ``FORM_SIGNATURES``).
 SIGNATURE_IDS = {
@@ -207,6 +207,12 @@ NEEDLES: tuple[str, ...] = (
     # the accelerator runtimes' error vocabularies (forms_runtimes)
     *RUNTIME_NEEDLES,
 )
+
+
+def read_quiet(text: str) -> bool:
+    """Whether ``text`` is a record its program prints whatever words it holds (a warning, a notice at ERROR): it
+    holds no form, and the table's last rule does not call it an error (KnowledgeBase._refined)."""
+    return heldout_quiet(text)
 
 
 def read_line(text: str) -> Form | None:

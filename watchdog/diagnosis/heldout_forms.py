@@ -105,6 +105,8 @@ from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
 from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
 from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
+from neuron_watch.diagnosis.forms_round34g import NEEDLES as ROUND34G_NEEDLES
+from neuron_watch.diagnosis.forms_round34g import round34g_cause, round34g_form, round34g_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -221,6 +223,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND34F_NEEDLES,
     # Open MPI's fault handler's frame, Dask's nanny on a worker process that died
     *ROUND34A_NEEDLES,
+    # TensorRT's builder skipping a tactic whose check threw, Hugging Face Trainer's epoch without a sample
+    *ROUND34G_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -230,7 +234,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
-    return round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text)
+    return round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
 
 
 def heldout_form(text: str) -> Form | None:
@@ -248,7 +252,8 @@ def heldout_form(text: str) -> Form | None:
             or round33b_form(text) or round33c_form(text) or round34b_form(text)
             or round34e_form(text)
             or round34f_form(text)
-            or round34a_form(text))
+            or round34a_form(text)
+            or round34g_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -269,4 +274,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round33b_cause(text) or round33c_cause(text) or round34b_cause(text)
             or round34e_cause(text)
             or round34f_cause(text)
-            or round34a_cause(text))
+            or round34a_cause(text)
+            or round34g_cause(text))
