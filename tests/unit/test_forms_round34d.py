@@ -1,0 +1,122 @@
+# ruff: noqa: E501  (real log lines are long; they are kept verbatim)
+"""Forms read for part D of the misses of round issue23-heldout-34 (whole-run logs of LLM pre-training and
+fine-tuning), each as a rule of its family, with real lines and the near misses the rule must leave alone: torch
+elastic's agent stopping the workers still running, and a py-spy dump whose main thread is blocked in a checkpoint
+save. Each line is from the corpus (named by its excerpt) or from a public thread or repository (named)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neuron_watch.commands.diagnose import diagnose_paths
+from neuron_watch.diagnosis.dumps import Activity, DumpScanner, dump_verdict
+from neuron_watch.diagnosis.failureforms import FormKind
+from neuron_watch.events import Label, LogLine, RankKey
+from tests.unit.form_table import table_tests
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
+CRASH = FormKind.CRASH
+
+#: (line, the kind it reads as, the cause the form states or None, where it is from)
+FORMS: list[tuple[str, FormKind, Label | None, str]] = [
+    # torch elastic's agent signalling a worker still running as it stops the group (api.py SubprocessContext._close)
+    ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 29931 closing signal SIGTERM",
+     CRASH, None, "corpus (llamafactory-620-pretrain-save-unexpected-pos-after-4h)"),
+    ("W0125 00:51:52.270000 129926476711744 torch/distributed/elastic/multiprocessing/api.py:851] Sending process 28772 closing signal SIGTERM",
+     CRASH, None, "SWivid/F5-TTS#728 (accelerate launch, a rank failed with exitcode -6)"),
+    ("[2023-09-08 10:21:20,648] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 203614 closing signal SIGTERM",
+     CRASH, None, "meta-llama/llama-cookbook#182 (FSDP and PEFT, a rank failed with exitcode -9)"),
+]
+
+#: lines of the same words that are not the form
+NEAR_MISSES = [
+    # the notice's format string in torch's source, not a notice printed
+    '                    "Sending process %s closing signal %s",',  # torch/distributed/elastic/multiprocessing/api.py
+    # the agent relaying a signal it received itself (round 24 part B's near miss: its death-signal record says why)
+    "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 2919043 closing signal SIGHUP",  # ms-swift#64 (corpus)
+    # prose about the notice
+    "Training fails with an error `WARNING:torch.distributed.elastic.multiprocessing.api:Sending process` at the end",
+]
+
+test_form_is_read_with_its_cause, test_form_line_holds_a_needle, test_near_miss_reads_as_nothing = table_tests(
+    FORMS, NEAR_MISSES)
+
+
+def test_an_error_a_bar_redraw_withdrew_stands_when_the_agent_stops_the_workers(tmp_path: Path) -> None:
+    """LlamaFactory#620: the archive writer's error at a checkpoint save, the progress bar's closing redraw (which
+    withdraws the error as progress would), then torch elastic's notices: the run did not go on, and the error is its
+    cause (the storage: configuration). Without the notices the same lines read as a run that went on."""
+    excerpt = (CORPUS / "config_error/llamafactory-620-pretrain-save-unexpected-pos-after-4h.log").read_text(encoding="utf-8")
+    assert diagnose_paths([str(CORPUS / "config_error/llamafactory-620-pretrain-save-unexpected-pos-after-4h.log")],
+                          now=0.0).verdict.label is Label.CONFIG_ERROR
+    without = tmp_path / "without-notice.log"
+    without.write_text("".join(line + "\n" for line in excerpt.splitlines() if "closing signal" not in line),
+                       encoding="utf-8")
+    assert diagnose_paths([str(without)], now=0.0).verdict.label is Label.HEALTHY
+
+
+def test_workers_the_agent_restarted_and_that_trained_on_stay_healthy(tmp_path: Path) -> None:
+    """An agent that restarts its group (--max-restarts) signals the workers still running, and the new workers'
+    progress after the notice withdraws it, as it withdraws any crash."""
+    log = tmp_path / "restarted.log"
+    log.write_text(FORMS[1][0] + "\n"
+                   + "".join(f"{{'loss': {1.5 - i / 10:.4f}, 'grad_norm': 0.5, 'learning_rate': 2e-05, 'epoch': {i / 10:.1f}}}\n"
+                             for i in range(1, 6)),
+                   encoding="utf-8")
+    assert diagnose_paths([str(log)], now=0.0).verdict.label is Label.HEALTHY
+
+
+def _scan(text: str) -> DumpScanner:
+    scanner = DumpScanner()
+    key = RankKey("", 0)
+    for i, line in enumerate(text.splitlines()):
+        scanner.observe(LogLine(key, line, 100.0 + i, 100.0 + i, "paste.log", i + 1))
+    return scanner
+
+
+#: Megatron-LM#2422: py-spy of a run stuck in an asynchronous distributed checkpoint save, the main thread idle
+#: joining the writer process (the files were written empty); the corpus excerpt's first lines
+MEGATRON_ASYNC_SAVE = (CORPUS / "collective_hang/megatron-2422-async-save-blocked-py-spy-join.log").read_text(encoding="utf-8")
+
+#: the same blocked save in torch.save, not a pasted dump but built from sources: py-spy's layout (src/dump.rs:
+#: ``Thread {id} ({status}): "{name}"``, then a frame ``{function} ({file}:{line})`` a line) around the functions a
+#: Trainer's save passes through (torch/serialization.py ``save`` and ``_save``, transformers/trainer.py
+#: ``_save_checkpoint``); the line numbers are illustrative
+TORCH_SAVE_IDLE = ('Thread 1204 (idle): "MainThread"\n'
+                   "    _save (torch/serialization.py:864)\n"
+                   "    save (torch/serialization.py:619)\n"
+                   "    _save_optimizer_and_scheduler (transformers/trainer.py:2901)\n"
+                   "    _save_checkpoint (transformers/trainer.py:2797)\n")
+
+
+def test_a_main_thread_blocked_in_a_save_is_a_hang() -> None:
+    for text, where in ((MEGATRON_ASYNC_SAVE, "core/dist_checkpointing/strategies/async_utils.py"),
+                        (TORCH_SAVE_IDLE, "torch/serialization.py")):
+        dumps = _scan(text).finish()
+        assert [d.doing for d in dumps] == [Activity.SAVE]
+        verdict = dump_verdict(dumps, latest_progress=None)
+        assert verdict is not None and (verdict.label, verdict.action.value) == (Label.COLLECTIVE_HANG, "restart")
+        assert where in verdict.evidence[0].text
+
+
+def test_a_main_thread_writing_its_save_is_no_hang() -> None:
+    """py-spy's ``active``: the thread is writing the checkpoint, the save at work (a slow one the live judge
+    times with --save-timeout), not blocked."""
+    active = TORCH_SAVE_IDLE.replace("(idle)", "(active)")
+    dumps = _scan(active).finish()
+    assert [d.doing for d in dumps] == [Activity.SAVE]
+    assert dump_verdict(dumps, latest_progress=None) is None
+
+
+def test_offline_diagnose_reads_the_blocked_save_as_a_hang() -> None:
+    verdict = diagnose_paths([str(CORPUS / "collective_hang/megatron-2422-async-save-blocked-py-spy-join.log")],
+                             now=0.0).verdict
+    assert (verdict.label, verdict.action.value) == (Label.COLLECTIVE_HANG, "restart")
+    assert verdict.evidence[0].signature == "form.stack_dump"
+
+
+def test_a_healthy_servers_py_spy_dump_stays_healthy() -> None:
+    """SGLang's soft watchdog dumps its scheduler with py-spy while it serves (no save among the frames)."""
+    verdict = diagnose_paths([str(CORPUS / "healthy/sglang-20766-dp-controller-soft-watchdog-pyspy-dump.log")],
+                             now=0.0).verdict
+    assert verdict.label is Label.HEALTHY
