@@ -120,3 +120,16 @@ def test_a_healthy_servers_py_spy_dump_stays_healthy() -> None:
     verdict = diagnose_paths([str(CORPUS / "healthy/sglang-20766-dp-controller-soft-watchdog-pyspy-dump.log")],
                              now=0.0).verdict
     assert verdict.label is Label.HEALTHY
+
+
+def test_a_py_spy_dump_is_read_through_a_prefix_that_took_a_space(tmp_path: Path) -> None:
+    """A launcher's prefix followed by a space (``[rank0]: ``, ``[default0]: ``) is removed with its space, which
+    leaves py-spy's frames indented three: the dump is still read, whatever its main thread does (Megatron-LM#2422's
+    blocked save; DeepSpeed#6524's ZeRO-3 backward waiting on its peers)."""
+    for excerpt in ("collective_hang/megatron-2422-async-save-blocked-py-spy-join.log",
+                    "collective_hang/deepspeed-6524-zero3-stuck-in-partition-grads-py-spy.log"):
+        prefixed = tmp_path / excerpt.replace("/", "-")
+        prefixed.write_text("".join(f"[rank0]: {line}\n" for line in (CORPUS / excerpt).read_text(encoding="utf-8").splitlines()),
+                            encoding="utf-8")
+        verdict = diagnose_paths([str(prefixed)], now=0.0).verdict
+        assert (verdict.label, verdict.evidence[0].signature) == (Label.COLLECTIVE_HANG, "form.stack_dump"), excerpt

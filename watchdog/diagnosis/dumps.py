@@ -223,10 +223,12 @@ class Dump:
     frame: Frame | None
 
 
-#: py-spy: ``Thread 4886 (idle): "MainThread"``, ``Thread 0x7F3A (active+gil)``
+#: py-spy: ``Thread 4886 (idle): "MainThread"``, ``Thread 0x7F3A (active+gil)``; its frames indented four spaces, its
+#: locals eight, or one fewer each when a launcher's prefix took the space that followed it (``[default0]: ``, the
+#: rank prefix ``logtext.split_rank_prefix`` removes with one space after it)
 _PYSPY_THREAD = re.compile(r'^Thread (?:0[xX][0-9A-Fa-f]+|\d+) \(([a-z+]+)\)(?:: "(.*)")?\s*$')
-_PYSPY_FRAME = re.compile(r"^ {4}(\S.*?) \(([^()]*?)(?::\d+)?\)\s*$")
-_PYSPY_LOCAL = re.compile(r"^ {8}\S")
+_PYSPY_FRAME = re.compile(r"^ {3,4}(\S.*?) \(([^()]*?)(?::\d+)?\)\s*$")
+_PYSPY_LOCAL = re.compile(r"^ {7,8}\S")
 _PYSPY_PROCESS = re.compile(r"^Process \d+: ")
 #: faulthandler: ``Thread 0x00007f57caf71740 (most recent call first):``, ``Current thread 0x...``
 _FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])? \(most recent call first\):\s*$"
