@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for part D of the misses of round issue23-heldout-34 (whole-run logs of LLM pre-training and
 fine-tuning), each as a rule of its family, with real lines and the near misses the rule must leave alone: torch
-elastic's agent stopping the workers still running, and a py-spy dump whose main thread is blocked in a checkpoint
-save. Each line is from the corpus (named by its excerpt) or from a public thread or repository (named)."""
+elastic's agent stopping the workers still running, a py-spy dump whose main thread is blocked in a checkpoint
+save, and Megatron's iteration record without its loss. Each line is from the corpus (named by its excerpt) or from a public thread or repository (named)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.unit.form_table import table_tests
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
 CRASH = FormKind.CRASH
+METRIC = FormKind.METRIC
 
 #: (line, the kind it reads as, the cause the form states or None, where it is from)
 FORMS: list[tuple[str, FormKind, Label | None, str]] = [
@@ -26,6 +27,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      CRASH, None, "SWivid/F5-TTS#728 (accelerate launch, a rank failed with exitcode -6)"),
     ("[2023-09-08 10:21:20,648] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 203614 closing signal SIGTERM",
      CRASH, None, "meta-llama/llama-cookbook#182 (FSDP and PEFT, a rank failed with exitcode -9)"),
+    # Megatron's iteration record whose iterations all advanced and that holds no loss (training_log's avg > 0.0)
+    (" iteration        9/      10 | consumed samples:          108 | consumed tokens:       442368 | elapsed time per iteration (ms): 1979.2 | learning rate: 4.219E-07 | global batch size:    12 | loss scale: 1.0 | actual seqlen:  4096 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 6.063 | tokens per gpu per second (tgs): 2069.506 | TFLOPs: 127.00 |",
+     METRIC, Label.NUMERICAL_ERROR, "corpus (megatron-deepspeed-434-iteration-without-lm-loss)"),
+    (" iteration     5427/  250000 | consumed samples:        43416 | consumed tokens:     88915968 | elapsed time per iteration (ms): 4225.8 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 1.893 | TFLOPs: 78.77 |",
+     METRIC, Label.NUMERICAL_ERROR, "corpus (megatron-deepspeed-396-grad-norm-nan): 'I do not find loss in the logs'"),
 ]
 
 #: lines of the same words that are not the form
@@ -34,6 +40,10 @@ NEAR_MISSES = [
     '                    "Sending process %s closing signal %s",',  # torch/distributed/elastic/multiprocessing/api.py
     # the agent relaying a signal it received itself (round 24 part B's near miss: its death-signal record says why)
     "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 2919043 closing signal SIGHUP",  # ms-swift#64 (corpus)
+    # Megatron records that hold their losses, and one of iterations an fp16 loss scaler skipped (no loss summed)
+    " iteration      600/  500000 | consumed samples:         4800 | elapsed time per iteration (ms): 1549.5 | learning rate: 2.737E-05 | global batch size:     8 | lm loss: 6.348289E+00 | loss scale: 131072.0 | grad norm: 2.961 | number of skipped iterations:   0 | number of nan iterations:   0 |",  # corpus (megatron-314-save-checkpoint-after-iteration-600-traceback)
+    " [2024-04-06 02:59:36] iteration       43/     100 | consumed samples:         5504 | elapsed time per iteration (ms): 5444.9 | throughput per GPU (TFLOP/s/GPU): 239.8 | learning rate: 8.600000E-06 | global batch size:   128 | lm loss: 1.825991E+00 | load_balancing_loss: 1.019746E+00 | loss scale: 1.0 | grad norm: 1.426 | num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |",  # NVIDIA/Megatron-LM#756 (Mixtral on 16 H100)
+    " iteration       10/ 1000000 | consumed samples:           40 | elapsed time per iteration (ms): 356.2 | learning rate: 0.000E+00 | global batch size:     4 | loss scale: 8388608.0 | number of skipped iterations:  10 | number of nan iterations:   0 |",  # corpus (nccl-743-megatron-iterations-skipped)
     # prose about the notice
     "Training fails with an error `WARNING:torch.distributed.elastic.multiprocessing.api:Sending process` at the end",
 ]
@@ -133,3 +143,14 @@ def test_a_py_spy_dump_is_read_through_a_prefix_that_took_a_space(tmp_path: Path
                             encoding="utf-8")
         verdict = diagnose_paths([str(prefixed)], now=0.0).verdict
         assert (verdict.label, verdict.evidence[0].signature) == (Label.COLLECTIVE_HANG, "form.stack_dump"), excerpt
+
+
+def test_a_megatron_record_without_its_loss_is_numerical_not_progress() -> None:
+    """The record is a progress line too (progress.megatron): its missing loss makes it a non-finite metric instead,
+    and the log stops on it (Megatron-DeepSpeed#434). Records of iterations a loss scaler skipped stay progress
+    (nccl-743, healthy)."""
+    verdict = diagnose_paths([str(CORPUS / "numerical_error/megatron-deepspeed-434-iteration-without-lm-loss.log")],
+                             now=0.0).verdict
+    assert (verdict.label, verdict.action.value) == (Label.NUMERICAL_ERROR, "stop")
+    assert diagnose_paths([str(CORPUS / "healthy/nccl-743-megatron-iterations-skipped.log")],
+                          now=0.0).verdict.label is Label.HEALTHY
