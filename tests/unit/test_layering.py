@@ -84,6 +84,7 @@ PURE = [
     "diagnosis.forms_round34f",
     "diagnosis.forms_round34a",
     "diagnosis.forms_round34g",
+    "diagnosis.forms_round34d",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -67,6 +67,12 @@ _Search = tuple[Callable[[str], "re.Match[str] | None"], bool, bool, "tuple[bool
 _Plan = tuple["Signature", tuple[str, ...], bool, "tuple[_Search, ...]"]
 
 
+def _metric_form(line: str) -> bool:
+    """The form reader sees a metric that is not finite in ``line`` (:class:`FormKind` ``METRIC``)."""
+    form = read_line(line)
+    return form is not None and form.kind is FormKind.METRIC
+
+
 def _plan(s: Signature) -> _Plan:
     return (
         s,
@@ -231,6 +237,10 @@ class KnowledgeBase:
                     else:
                         if not math.isfinite(loss):
                             continue  # the numerical rule ranks earlier; a custom table may not have one
+                elif has_loss and candidates[-1] == self._forms_index and _metric_form(line):
+                    # a progress line whose loss the rule reads is absent, and the form reader sees broken
+                    # numbers in it: its program leaves out a loss that is not finite (Megatron's record)
+                    continue
                 text = m.group("step") if has_step else None
                 step = None if text is None else int(text) if text.isdecimal() else int_or_none(text)
                 if step is None and counts is not None:

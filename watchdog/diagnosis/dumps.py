@@ -92,6 +92,7 @@ _COMPILE = re.compile(
 #: safetensors, and the checkpoint writers of DeepSpeed, Accelerate, Lightning and NeuronX Distributed.
 _SAVE = re.compile(
     r"torch/serialization\.py|torch/distributed/checkpoint/|safetensors/|neuronx_distributed/trainer/checkpoint|"
+    r"core/dist_checkpointing/|"
     r"\b(?:save_checkpoint|_save_checkpoint|save_state|save_model|save_pretrained|_save_to_state_dict)\b"
 )
 #: A native collective call a thread is blocked in: NCCL's API (src/collectives.cc, src/group.cc: ncclAllReduce,
@@ -222,10 +223,12 @@ class Dump:
     frame: Frame | None
 
 
-#: py-spy: ``Thread 4886 (idle): "MainThread"``, ``Thread 0x7F3A (active+gil)``
+#: py-spy: ``Thread 4886 (idle): "MainThread"``, ``Thread 0x7F3A (active+gil)``; its frames indented four spaces, its
+#: locals eight, or one fewer each when a launcher's prefix took the space that followed it (``[default0]: ``, the
+#: rank prefix ``logtext.split_rank_prefix`` removes with one space after it)
 _PYSPY_THREAD = re.compile(r'^Thread (?:0[xX][0-9A-Fa-f]+|\d+) \(([a-z+]+)\)(?:: "(.*)")?\s*$')
-_PYSPY_FRAME = re.compile(r"^ {4}(\S.*?) \(([^()]*?)(?::\d+)?\)\s*$")
-_PYSPY_LOCAL = re.compile(r"^ {8}\S")
+_PYSPY_FRAME = re.compile(r"^ {3,4}(\S.*?) \(([^()]*?)(?::\d+)?\)\s*$")
+_PYSPY_LOCAL = re.compile(r"^ {7,8}\S")
 _PYSPY_PROCESS = re.compile(r"^Process \d+: ")
 #: faulthandler: ``Thread 0x00007f57caf71740 (most recent call first):``, ``Current thread 0x...``
 _FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])? \(most recent call first\):\s*$"
@@ -446,13 +449,27 @@ class DumpFinding:
 def finding(dumps: list[Dump]) -> DumpFinding | None:
     """Compiling when a dump's main thread compiles (one rank compiling is why the others wait, as
     the live judge reads a job); else waiting, when a dump's main thread waits on its peers or its
-    device; else None. Dumps headed by a crash report (the process died) say nothing of a hang."""
+    device; else a save that does not complete, when py-spy shows the main thread blocked in one
+    (:func:`blocked_in_save`); else None. Dumps headed by a crash report (the process died) say nothing
+    of a hang."""
     live = [d for d in dumps if not d.crash and d.frame is not None]
     for wanted in (Activity.COMPILE, Activity.WAIT):
         for d in live:
             if d.doing is wanted and d.frame is not None:
                 return DumpFinding(wanted, d, d.frame)
+    for d in live:
+        if d.doing is Activity.SAVE and d.frame is not None and blocked_in_save(d):
+            return DumpFinding(Activity.SAVE, d, d.frame)
     return None
+
+
+def blocked_in_save(dump: Dump) -> bool:
+    """py-spy shows the main thread ``idle`` inside a checkpoint save: not writing, but blocked in it, on
+    the writer it waits for (an asynchronous save's process it joins) or the peers the save gathers from
+    (round issue23-heldout-34, Megatron-LM#2422: ``join (multiprocessing/process.py)`` under
+    ``close (core/dist_checkpointing/strategies/async_utils.py)``, the files written empty). An ``active``
+    thread in a save is writing, and other layouts print no status: neither is read so."""
+    return dump.tool == "py-spy" and dump.main is not None and dump.main.status == "idle"
 
 
 #: the evidence's signature: the frame is a form, not a rule of the table
@@ -472,6 +489,14 @@ def dump_verdict(dumps: list[Dump], latest_progress: float | None) -> Verdict | 
     line = frame.line
     evidence = (Evidence(key, line.text, DUMP_SIGNATURE, line.source, line.lineno, line.mono),)
     where = f"{frame.function} ({frame.file})" if frame.file else frame.function
+    if found.doing is Activity.SAVE:
+        return Verdict(
+            Label.COLLECTIVE_HANG, Action.RESTART, ranks=(key,), culprit=key, evidence=evidence,
+            reason=f"a py-spy stack dump shows the main thread blocked (idle) in a checkpoint save: {where}, "
+                   "and no progress after it",
+            advice="The save does not complete: its writer or a peer it waits for is stuck. Check the storage and "
+                   "every rank's stacks, then restart from the last complete checkpoint.",
+            culprit_source="stacks")
     if found.doing is Activity.COMPILE:
         return Verdict(
             Label.COMPILING, Action.WAIT, ranks=(key,), culprit=key, evidence=evidence,

@@ -107,6 +107,8 @@ from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.forms_round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.forms_round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.forms_round34d import NEEDLES as ROUND34D_NEEDLES
+from neuron_watch.diagnosis.forms_round34d import round34d_cause, round34d_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -225,6 +227,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND34A_NEEDLES,
     # TensorRT's builder skipping a tactic whose check threw, Hugging Face Trainer's epoch without a sample
     *ROUND34G_NEEDLES,
+    # torch elastic's agent stopping the workers still running
+    *ROUND34D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -253,7 +257,8 @@ def heldout_form(text: str) -> Form | None:
             or round34e_form(text)
             or round34f_form(text)
             or round34a_form(text)
-            or round34g_form(text))
+            or round34g_form(text)
+            or round34d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -275,4 +280,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34e_cause(text)
             or round34f_cause(text)
             or round34a_cause(text)
-            or round34g_cause(text))
+            or round34g_cause(text)
+            or round34d_cause(text))
