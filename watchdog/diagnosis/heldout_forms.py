@@ -101,14 +101,14 @@ from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
 from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
 from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
 from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
+from neuron_watch.diagnosis.forms_round34d import NEEDLES as ROUND34D_NEEDLES
+from neuron_watch.diagnosis.forms_round34d import round34d_cause, round34d_form
 from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
 from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
 from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.forms_round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.forms_round34g import round34g_cause, round34g_form, round34g_quiet
-from neuron_watch.diagnosis.forms_round34d import NEEDLES as ROUND34D_NEEDLES
-from neuron_watch.diagnosis.forms_round34d import round34d_cause, round34d_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
