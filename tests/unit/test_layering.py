@@ -79,6 +79,7 @@ PURE = [
     "diagnosis.forms_round33a",
     "diagnosis.forms_round33b",
     "diagnosis.forms_round33c",
+    "diagnosis.forms_round34c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

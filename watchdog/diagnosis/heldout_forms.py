@@ -97,6 +97,8 @@ from neuron_watch.diagnosis.forms_round33b import NEEDLES as ROUND33B_NEEDLES
 from neuron_watch.diagnosis.forms_round33b import round33b_cause, round33b_form
 from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
 from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
+from neuron_watch.diagnosis.forms_round34c import NEEDLES as ROUND34C_NEEDLES
+from neuron_watch.diagnosis.forms_round34c import round34c_cause, round34c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -202,6 +204,9 @@ NEEDLES: tuple[str, ...] = (
     # torch elastic's event of a failed worker, the shell's kill report in its locale's words or after mmcv's ETA,
     # IPython's exception header, a NaN in a YOLO trainer's progress row
     *ROUND33C_NEEDLES,
+    # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
+    # folded traceback, RMM's out_of_memory, c10d's store socket timeout
+    *ROUND34C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -226,7 +231,7 @@ def heldout_form(text: str) -> Form | None:
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
-            or round33b_form(text) or round33c_form(text))
+            or round33b_form(text) or round33c_form(text) or round34c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -244,4 +249,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
             or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
             or round32b_cause(text) or round32c_cause(text) or round33a_cause(text)
-            or round33b_cause(text) or round33c_cause(text))
+            or round33b_cause(text) or round33c_cause(text) or round34c_cause(text))
