@@ -71,9 +71,9 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round34c_form` reads hold, besides failureforms' own needles (IPython's
-#: header holds round33c's "Traceback (most")
+#: header holds round33c's "Traceback (most"; the notebook server's handlers log on the root logger, "WARNING:root:")
 NEEDLES: tuple[str, ...] = (
-    "KernelRestarter: restart", "noticed by auto restarter", " restarted", "InstallModuleError",
+    "KernelRestarter: restart", "noticed by auto restarter", ":root:kernel ", "InstallModuleError",
     "InstallRequirementsError", "ImportModuleError", "Run failed with error code ",
     "out_of_memory", "Maximum pool size exceeded", "Socket Timeout")
 
