@@ -85,6 +85,7 @@ PURE = [
     "diagnosis.forms_round34a",
     "diagnosis.forms_round34g",
     "diagnosis.forms_round34d",
+    "diagnosis.forms_round34c",
     "diagnosis.heldout_forms",
     "diagnosis.interrupted",
     "diagnosis.offline", "diagnosis.blockcontext", "diagnosis.crashreading", "diagnosis.lastword", "diagnosis.startup",

@@ -101,6 +101,8 @@ from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
 from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
 from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
 from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
+from neuron_watch.diagnosis.forms_round34c import NEEDLES as ROUND34C_NEEDLES
+from neuron_watch.diagnosis.forms_round34c import round34c_cause, round34c_form
 from neuron_watch.diagnosis.forms_round34d import NEEDLES as ROUND34D_NEEDLES
 from neuron_watch.diagnosis.forms_round34d import round34d_cause, round34d_form
 from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
@@ -229,6 +231,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND34G_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
+    # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
+    # folded traceback, RMM's out_of_memory, c10d's store socket timeout
+    *ROUND34C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -258,7 +263,8 @@ def heldout_form(text: str) -> Form | None:
             or round34f_form(text)
             or round34a_form(text)
             or round34g_form(text)
-            or round34d_form(text))
+            or round34d_form(text)
+            or round34c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -281,4 +287,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34f_cause(text)
             or round34a_cause(text)
             or round34g_cause(text)
-            or round34d_cause(text))
+            or round34d_cause(text)
+            or round34c_cause(text))

@@ -52,6 +52,7 @@ from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress, StalledCollective, stalled_collective
 from neuron_watch.diagnosis.forms_round25b import large_allocation
+from neuron_watch.diagnosis.forms_round34c import folded_traceback
 from neuron_watch.diagnosis.forms_severity import head_level
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
@@ -2428,6 +2429,10 @@ class Judge:
                 return self._out_of_step(replace(before, ranks=ranks))
             elif sig.id in self._form_failures:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
+                return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
+            elif sig.generic and folded_traceback(st.failure.text) and read_error(st.failure.text) is not None:
+                # a traceback a service folded into one line (forms_round34c): the line holds the header's rule and
+                # the exception under it, whose cause decides as the exception's own line would
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
             elif (sig.generic or sig.category is Label.OTHER_CRASH) and (
                     block := self._block_verdict(st.failure, st.exit_code)) is not None:
