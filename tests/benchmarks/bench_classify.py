@@ -2,7 +2,7 @@
 """Classifier throughput (prints figures; no pass/fail): lines/s on one core.
 
     .venv/bin/python tests/benchmarks/bench_classify.py [--lines N] [--batch N] [--repeat N] [--profile LOG]
-    .venv/bin/python tests/benchmarks/bench_classify.py --without-forms forms_round29a forms_round30a ...
+    .venv/bin/python tests/benchmarks/bench_classify.py --without-forms heldout.round29a heldout.round30a ...
 
 *typical*: a training log as it looks between failures: runtime/NCCL/Python INFO chatter,
 warnings, a progress line every ten lines, a few compiler lines. *dense*: every line is one a
@@ -100,7 +100,7 @@ def main() -> None:
                     help="instead of the figures, where scan() spends its time on this log (cProfile, by own time)")
     ap.add_argument("--without-forms", nargs="+", metavar="MODULE",
                     help="instead of the figures, the unique log's scan with every needle and without the NEEDLES "
-                         "of these form modules (forms_round29a ...), alternating: what a round's needles cost")
+                         "of these form modules (heldout.round29a ...), alternating: what a round's needles cost")
     args = ap.parse_args()
     if args.profile:
         _profile(args.profile, args.lines, args.batch)

@@ -626,7 +626,7 @@ def test_wrapper_error_does_not_borrow_another_ranks_cause() -> None:
         LogLine(RankKey("n0", 1), "nvcc fatal   : Unsupported gpu architecture 'compute_89'", t0, t0, "rank-1.log", 1),
         LogLine(RankKey("n0", 1), "step 1 loss 2.0 step_time 0.5s", t0 + 1, t0 + 1, "rank-1.log", 2),
         # a build step's exit that states no cause (ninja's own exit under torch's cpp_extension now states one:
-        # forms_round26a reads an extension's failed JIT build as configuration)
+        # heldout.round26a reads an extension's failed JIT build as configuration)
         LogLine(RankKey("n0", 0), "subprocess.CalledProcessError: Command '['cmake', '--build', '.']' returned non-zero exit status 1.",
                 t0 + 2, t0 + 2, "rank-0.log", 1),
     ])
@@ -661,7 +661,7 @@ ROUND9_FORMS: list[tuple[str, FormKind, Label | None, str, str]] = [
      C, Label.OOM, "TensorRT samples/common/logging.h ([F] kINTERNAL_ERROR), filled in",
      "see the [F] key in the table below"),
     # nccl-tests' NCCLCHECK; the NCCL result it quotes states the cause gpu.nccl.system_error gives PyTorch's
-    # wording (forms_round29c)
+    # wording (heldout.round29c)
     ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", C, Label.COMM_ERROR, "corpus (nccl-473)",
      "# Out of bounds values : 0 OK"),
     # an exception carrying an absl status, under IPython's wrapper

@@ -49,7 +49,7 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     # an AWS service's refusal in the Java SDK's words (forms_errors._CONTROL_PLANE_REFUSED)
     ("2020-06-24 10:43:07,135 - INFO - commands - 2020-06-24 10:30:43.599000+00:00 CREATE_FAILED AWS::AutoScaling::AutoScalingGroup ComputeFleet You must use a valid fully-formed launch template. The c5n.metal instance type does not support specifying CpuOptions. (Service: AmazonAutoScaling; Status Code: 400; Error Code: ValidationError; Request ID: 48f27a53-3ff6-4f3f-99d0-1fc5ca513ded)", E, Label.CONFIG_ERROR, "corpus (aws-parallelcluster-1855)"),
     ("com.amazonaws.services.s3.model.AmazonS3Exception: Access Denied (Service: Amazon S3; Status Code: 403; Error Code: AccessDenied; Request ID: 7A1B2C3D4E5F)", E, Label.CONFIG_ERROR, "AmazonServiceException.getMessage's layout, filled in"),
-    # horovodrun's build with no support to run with (forms_round13a._NONE_BUILT)
+    # horovodrun's build with no support to run with (heldout.round13a._NONE_BUILT)
     ("ValueError: Neither MPI nor Gloo support has been built. Try reinstalling Horovod ensuring that either MPI is installed (MPI) or CMake is installed (Gloo).", E, Label.CONFIG_ERROR, "corpus (horovod-1329); horovod/runner/launch.py"),
 ]
 

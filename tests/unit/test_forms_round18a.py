@@ -48,7 +48,7 @@ CAUSES = [
     ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)", Label.CONFIG_ERROR),  # ESLURM_ACCOUNTING_POLICY
     ("salloc: error: Job submit/allocate failed: Socket timed out on send/recv operation", Label.COMM_ERROR),  # corpus (hpcfund-77): the controller not answering
     ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", Label.COMM_ERROR),  # SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR
-    # Intel MPI's Hydra record with its level in place of the location (forms_round14a._HYDRA_ERROR)
+    # Intel MPI's Hydra record with its level in place of the location (heldout.round14a._HYDRA_ERROR)
     ("[mpiexec@runner-d8zbrqlyc-project-80-concurrent-0] Error: Unable to run bstrap_proxy on localhost:2 (pid 13546, exit code 65280)", Label.CONFIG_ERROR),  # corpus (warpx-6980)
     ("[mpiexec@hb120v3-3] check_exit_codes (../../../../../src/pm/i_hydra/libhydra/demux/hydra_demux_poll.c:117): unable to run bstrap_proxy on hb120v3-3.internal.cloudapp.net (pid 12608, exit code 256)", Label.CONFIG_ERROR),  # Azure/az-hop#906: the located record, read before
 ]

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (real log lines are long; they are kept verbatim)
 """Forms read for the misses of round issue23-heldout-21, half A (a TPU slice's failure code, the entries of XLA's
 out-of-memory report without its head, the Ascend runtime's codes of a stream that never completed; and, in
-forms_round14a, MPICH Hydra's records of a launch that never started the program and HCCL's EI0009), each as a rule
+heldout.round14a, MPICH Hydra's records of a launch that never started the program and HCCL's EI0009), each as a rule
 of its family (a runtime's failure enum, a compiler's report layout, a runtime's error codes, a launcher's error
 macro, a registry's code), with real lines and the near misses the rule must leave alone.
 
@@ -44,7 +44,7 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "corpus (vllm-ascend-1443-507048-allreduce-notify, under Ray's (train pid=N) prefix)"),
     ("RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU function error: aclrtSynchronizeDevice, "
      "error code is 507046", E, Label.COLLECTIVE_HANG, "Ascend/pytorch#62 (issues corpus)"),
-    # forms_round14a: MPICH Hydra's records of a launch that never started the program (pm/pmiserv/pmip_cb.c, tools/topo/topo.c)
+    # heldout.round14a: MPICH Hydra's records of a launch that never started the program (pm/pmiserv/pmip_cb.c, tools/topo/topo.c)
     ("[proxy:0:0@8f731690f735] launch_procs (pm/pmiserv/pmip_cb.c:730): create process returned error", E, Label.CONFIG_ERROR,
      "corpus (khiops-164-hydra-no-topology-library)"),
     ("[proxy:0:0@8f731690f735] HYD_pmcd_pmip_control_cmd_cb (pm/pmiserv/pmip_cb.c:904): launch_procs returned error", E, Label.CONFIG_ERROR,
@@ -53,7 +53,7 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
      "corpus (khiops-164-hydra-no-topology-library)"),
     ("[mpiexec@node01] HYDT_bscd_common_launch_procs (tools/bootstrap/external/external_common.c:146): create process returned error",
      E, Label.CONFIG_ERROR, "the bootstrap's HYDU_ERR_POP after HYDU_create_process of a proxy, filled in"),
-    # forms_round14a: HCCL's registry code EI0009 (Communication_Error_Initialize_Transport)
+    # heldout.round14a: HCCL's registry code EI0009 (Communication_Error_Initialize_Transport)
     ("[rank1]: EI0009: [PID: 2225827] 2025-09-24-20:59:48.119.066 Transport init error. Reason: [Create][DestLink]Create Dest error! createLink para:rank[1]-localUserrank[1]-localIpAddr[172.16.0.114], dst_rank[0]-remoteUserrank[0]-remote_ip_addr[172.16.0.114]",
      C, Label.COMM_ERROR, "corpus (vllm-ascend-3162-hccl-transport-init-create-dest)"),
 ]

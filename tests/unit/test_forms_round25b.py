@@ -13,7 +13,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of
-from neuron_watch.diagnosis.forms_round25b import large_allocation
+from neuron_watch.diagnosis.heldout.round25b import large_allocation
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import table_tests

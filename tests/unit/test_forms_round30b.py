@@ -12,7 +12,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind
-from neuron_watch.diagnosis.forms_round30b import round30b_form
+from neuron_watch.diagnosis.heldout.round30b import round30b_form
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import cause_tests, table_tests

@@ -12,7 +12,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, read_line
-from neuron_watch.diagnosis.heldout_forms import IgnoredReports
+from neuron_watch.diagnosis.heldout import IgnoredReports
 from neuron_watch.events import Action, Label
 from tests.fixtures.real_logs import CORPUS
 from tests.unit.form_table import cause_tests, table_tests

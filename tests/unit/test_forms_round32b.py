@@ -2,7 +2,7 @@
 """Forms read for part B of the misses of round issue23-heldout-32 (checkpoints, storage and data pipelines), each as
 a rule of its family, with real lines and the near misses the rule must leave alone: a file system that cannot take a
 lock (ENOLCK, exctaxonomy's errno table), Hugging Face Trainer's ranks racing to rename the temporary checkpoint
-directory (forms_round32b), FSDP's state-dict hook that caught the caching allocator's out-of-memory error as a
+directory (heldout.round32b), FSDP's state-dict hook that caught the caching allocator's out-of-memory error as a
 warning (signatures.toml: benign.python_warning leaves it to gpu.cuda_oom), and pyxis's older announcement of the
 enroot log it relays (judge._LOG_RELAYED). Each line is from the corpus (named by its
 excerpt) or from a public thread (named)."""

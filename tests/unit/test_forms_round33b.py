@@ -11,7 +11,7 @@ from pathlib import Path
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind
-from neuron_watch.diagnosis.forms_round33b import round33b_form
+from neuron_watch.diagnosis.heldout.round33b import round33b_form
 from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 

@@ -13,7 +13,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import NEEDLES, FormKind, read_line
-from neuron_watch.diagnosis.forms_round33c import KILLED_WORDS
+from neuron_watch.diagnosis.heldout.round33c import KILLED_WORDS
 from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 

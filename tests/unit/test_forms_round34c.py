@@ -14,7 +14,7 @@ import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind, cause_of, read_line
-from neuron_watch.diagnosis.forms_round34c import folded_traceback
+from neuron_watch.diagnosis.heldout.round34c import folded_traceback
 from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 

@@ -148,7 +148,7 @@ def test_diagnose_reads_a_log_that_ends_on_its_own_error_as_a_failure(layout: st
     assert verdict.evidence[0].lineno == 6
 
 
-# spdlog's small-letter levels are a convention since round issue23-heldout-30 part B (forms_round30b): its error
+# spdlog's small-letter levels are a convention since round issue23-heldout-30 part B (heldout.round30b): its error
 # record is read by that form, no longer only by the log's own column
 @pytest.mark.parametrize("layout", ["nemo"])
 def test_layouts_no_convention_lists_are_read_by_their_own_column(layout: str) -> None:

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from neuron_watch.diagnosis.exctaxonomy import read_structure
 from neuron_watch.diagnosis.failureforms import cause_of
 from neuron_watch.diagnosis.forms_errors import ARGPARSE_ERROR
-from neuron_watch.diagnosis.forms_round14b import refined_family
-from neuron_watch.diagnosis.forms_round27a import storage_full_cause
+from neuron_watch.diagnosis.heldout.round14b import refined_family
+from neuron_watch.diagnosis.heldout.round27a import storage_full_cause
 from neuron_watch.events import Action, Label
 
 
@@ -239,7 +239,7 @@ def read_error(text: str) -> Reading | None:
     if _RAISED_IN_REDUCER.search(text):
         return _reading(_CONFIG, "an error raised by DDP's reducer (how the model uses its parameters)")
     # ENOSPC and EDQUOT under RESOURCE_EXHAUSTED (TensorFlow's IOError: "<path>; No space left on device") or an
-    # exception class named for memory: the file system, not memory (forms_round27a)
+    # exception class named for memory: the file system, not memory (heldout.round27a)
     storage = storage_full_cause(text)
     if storage is not None:
         return _reading(_CONFIG, storage[1])

@@ -175,7 +175,7 @@ def errno_cause(text: str) -> Cause | None:
 #: "CUDA_ERROR_<NAME>"; the runtime's cudaError_t, driver_types.h "cudaError<Name>"): memory that ran
 #: out; a device that is not there, not this process's, or that the driver or toolkit cannot serve
 #: (configuration); an uncorrectable ECC or NVLink error, an error the GPU's containment fenced off
-#: (cudaErrorContained: an invalid peer access over NVLink or a hardware error; forms_round20b) (the device).
+#: (cudaErrorContained: an invalid peer access over NVLink or a hardware error; heldout.round20b) (the device).
 #: The others (an illegal address, a launch failure, not initialised) say nothing of a cause by their name.
 _CUDA_ERRORS: dict[str, Label] = {
     "OUT_OF_MEMORY": Label.OOM, "MemoryAllocation": Label.OOM,

@@ -30,7 +30,7 @@ state, exceptions), :mod:`~neuron_watch.diagnosis.forms_metric` (metric values),
 :mod:`~neuron_watch.diagnosis.forms_conventions` (other libraries' record heads, glibc's aborts),
 :mod:`~neuron_watch.diagnosis.forms_exits` (a process's end as whoever waited for it reports it),
 :mod:`~neuron_watch.diagnosis.forms_schedulers` (a job's state in its scheduler's words), and between
-them the forms each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout_forms`). This module
+them the forms each held-out round of real logs taught (:mod:`~neuron_watch.diagnosis.heldout`). This module
 keeps what the judge reads a form by (its signatures, :data:`NEEDLES`) and the causes a form states
 (:func:`cause_of`).
 
@@ -51,14 +51,14 @@ from neuron_watch.diagnosis.forms_exits import NEEDLES as EXIT_NEEDLES
 from neuron_watch.diagnosis.forms_exits import exit_form
 from neuron_watch.diagnosis.forms_metric import metric_form
 from neuron_watch.diagnosis.forms_phase import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, alarm_form, phase_form
-from neuron_watch.diagnosis.forms_round27a import node_state_cause, storage_full_cause
 from neuron_watch.diagnosis.forms_runtimes import NEEDLES as RUNTIME_NEEDLES
 from neuron_watch.diagnosis.forms_runtimes import NRT_CAUSES, runtime_form
 from neuron_watch.diagnosis.forms_schedulers import NEEDLES as SCHEDULER_NEEDLES
 from neuron_watch.diagnosis.forms_schedulers import scheduler_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
-from neuron_watch.diagnosis.heldout_forms import NEEDLES as HELDOUT_NEEDLES
-from neuron_watch.diagnosis.heldout_forms import heldout_cause, heldout_form, heldout_quiet
+from neuron_watch.diagnosis.heldout import NEEDLES as HELDOUT_NEEDLES
+from neuron_watch.diagnosis.heldout import heldout_cause, heldout_form, heldout_quiet
+from neuron_watch.diagnosis.heldout.round27a import node_state_cause, storage_full_cause
 from neuron_watch.events import Label
 
 #: the reader, what it answers (Form, FormKind) and the names the judge reads a form by: one module to import
@@ -202,7 +202,7 @@ NEEDLES: tuple[str, ...] = (
     *EXIT_NEEDLES,
     # a job's, pod's or worker's state in its scheduler's words (forms_schedulers)
     *SCHEDULER_NEEDLES,
-    # the forms each held-out round taught (heldout_forms)
+    # the forms each held-out round taught (heldout)
     *HELDOUT_NEEDLES,
     # the accelerator runtimes' error vocabularies (forms_runtimes)
     *RUNTIME_NEEDLES,

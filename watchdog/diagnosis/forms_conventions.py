@@ -9,7 +9,7 @@ source, not from one log that used it (:func:`convention_form`):
 * logrus's terminal format (github.com/sirupsen/logrus text_formatter.go: the level upper-cased and cut to four
   letters, then the seconds since start or the time in brackets: ``ERRO[0000] error waiting for container``,
   ``FATA[0000] ...``; with PadLevelText the whole word), as Docker, containerd, k3s and Argo CD print it;
-  log15's ``CRIT[01-02|15:04:05]`` (its ``EROR[`` is :mod:`~neuron_watch.diagnosis.forms_round30a`'s);
+  log15's ``CRIT[01-02|15:04:05]`` (its ``EROR[`` is :mod:`~neuron_watch.diagnosis.heldout.round30a`'s);
 * Tornado's and Jupyter's head (tornado/log.py LogFormatter ``[%(levelname)1.1s %(asctime)s %(module)s:%(lineno)d]``;
   traitlets/jupyter_server ``[%(levelname)1.1s %(asctime)s.%(msecs).03d %(name)s]``): ``[E 2023-05-11
   00:59:57.452 ServerApp] Uncaught exception ...``, ``[C ...]`` critical;

@@ -51,9 +51,9 @@ from neuron_watch.diagnosis.exctaxonomy import exception_class, frame_of, progra
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress, StalledCollective, stalled_collective
-from neuron_watch.diagnosis.forms_round25b import large_allocation
-from neuron_watch.diagnosis.forms_round34c import folded_traceback
 from neuron_watch.diagnosis.forms_severity import head_level
+from neuron_watch.diagnosis.heldout.round25b import large_allocation
+from neuron_watch.diagnosis.heldout.round34c import folded_traceback
 from neuron_watch.diagnosis.signature import Signature
 from neuron_watch.events import (
     Action,
@@ -2431,7 +2431,7 @@ class Judge:
                 # a failure read from its form alone (failureforms.py): the form may state the cause
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
             elif sig.generic and folded_traceback(st.failure.text) and read_error(st.failure.text) is not None:
-                # a traceback a service folded into one line (forms_round34c): the line holds the header's rule and
+                # a traceback a service folded into one line (heldout.round34c): the line holds the header's rule and
                 # the exception under it, whose cause decides as the exception's own line would
                 return self._out_of_step(self._unexplained_verdict(st.failure, st.exit_code))
             elif (sig.generic or sig.category is Label.OTHER_CRASH) and (
@@ -2555,7 +2555,7 @@ class Judge:
     def _allocation_killed(self, st: RankState, ranks: tuple[RankKey, ...],
                            evidence: list[Evidence]) -> Verdict | None:
         """SIGKILL on the lines right after the allocator noted a large allocation it granted (tcmalloc's report,
-        forms_round25b.large_allocation): the kernel's OOM killer taking back what the process just took. None
+        heldout.round25b.large_allocation): the kernel's OOM killer taking back what the process just took. None
         without the lines (:attr:`context`) or without such a note just before the kill."""
         assert st.failure is not None
         found = self.context(st.failure) if self.context is not None else self.blocks.around(st.failure)

@@ -20,7 +20,7 @@ import re
 
 from neuron_watch.diagnosis.exctaxonomy import exception_class, frame_of
 from neuron_watch.diagnosis.forms_errors import ARGPARSE_ERROR, crash_form
-from neuron_watch.diagnosis.forms_round25a import ends_its_process
+from neuron_watch.diagnosis.heldout.round25a import ends_its_process
 
 #: the crash forms of :func:`~neuron_watch.diagnosis.forms_errors.crash_form` (by their names there) that
 #: end the process that printed them:

@@ -16,7 +16,7 @@ from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.divergence import LossSeries, diverged_verdict
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.heldout_forms import IgnoredReports
+from neuron_watch.diagnosis.heldout import IgnoredReports
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.interrupted import stopped_by_user
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings

@@ -42,7 +42,7 @@ Each form is read where its program prints it:
 * CANN's operator library finding no kernel binary for an operator, in the aclnn runtime's own words
   (``OP_LOGE(ACLNN_ERR_INNER, "Cannot find binary for op %s.", ...)`` and the bin selector's "Cannot find bin of
   op %s, integral key ..."): the same installation that does not match as round 20's "Op <type> does not has any
-  binary." (forms_round20a), the installed kernels holding none for this chip, dtype or CANN (round
+  binary." (heldout.round20a), the installed kernels holding none for this chip, dtype or CANN (round
   issue23-heldout-27: vllm-ascend-37, PromptFlashAttention in bf16 on an Atlas 310P, restarted as a crash).
 * An archive or compressed file that is corrupt or cut short, in the Python standard library's exceptions:
   tarfile's ``ReadError`` ("unexpected end of data", "file could not be opened successfully"), zipfile's

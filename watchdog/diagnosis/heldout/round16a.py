@@ -4,7 +4,7 @@ Mosaic compiler could not lower, and a unittest comparison whose operand is not 
 Pure: no I/O. :func:`round16a_form` is asked by :func:`neuron_watch.diagnosis.failureforms.read_line` after the
 forms of round 15, and :func:`round16a_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of` for the
 cause of a line that is already an error. (The other forms of this round extend the readers they belong to: an
-MLIR legalization failure carried by a status, forms_round15a._MLIR_LEGALIZE; srun's step refusal in its other
+MLIR legalization failure carried by a status, heldout.round15a._MLIR_LEGALIZE; srun's step refusal in its other
 spellings, exctaxonomy._SRUN_NO_STEP; aws-ofi-nccl's words for a fabric with no provider, errorclass._FABRIC_ABSENT;
 an NCCL WARN whose message states a set-up cause, errorclass.read_error.)
 

@@ -33,7 +33,7 @@ Each form is read where its program prints it:
   process has a name, carry the invalid name ``[[INVALID],INVALID]`` (orte_init and its ess and plm
   components failing at start-up). Each is MPI failing to start the program, not the program failing: the
   launch environment (no PMIx server for a direct launch, no ssh/rsh agent, an installation moved from its
-  prefix), read as MPICH's fatal error in MPI_Init already is (forms_round15a). Round issue23-heldout-24:
+  prefix), read as MPICH's fatal error in MPI_Init already is (heldout.round15a). Round issue23-heldout-24:
   yjxiong/caffe#218, firemodels/fds#6346, open-mpi/ompi#6533, all restarted; the corpus's deepmimic-85,
   mpi4py-141 and shapepipe-744 carry the same records.
 * Keras's TerminateOnNaN callback (keras/src/callbacks/terminate_on_nan.py; tf.keras callbacks.py) prints

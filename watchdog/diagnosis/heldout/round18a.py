@@ -7,7 +7,7 @@ forms of round 17, and :func:`round18a_cause` by :func:`neuron_watch.diagnosis.f
 cause of a line that is already an error. (The other forms of this round extend the readers they belong to: gdb's
 and lldb's dumps of threads blocked in a native collective or on the device, when the pasted dump holds no main
 thread, :mod:`neuron_watch.diagnosis.dumps`; Intel MPI's Hydra record ``[mpiexec@<host>] Error: ...``,
-forms_round14a._HYDRA_ERROR; an Xid whose message is the driver's NVLink fatal error, ``gpu.xid_hardware`` of
+heldout.round14a._HYDRA_ERROR; an Xid whose message is the driver's NVLink fatal error, ``gpu.xid_hardware`` of
 signatures.toml.)
 
 Each form is read where its program prints it:

@@ -9,7 +9,7 @@ cause of a line that is already an error. (The other forms of this round extend 
 second line of Open MPI's wrapped "could not access or execute an executable" help text and its errhandler's
 "Your MPI job will now abort.", forms_errors._JOB_NOT_RUN; the TPU compiler's HBM report without its status,
 forms_errors._XLA_OOM_REPORT; an AWS service's refusal in the Java SDK's words, forms_errors._CONTROL_PLANE_REFUSED;
-horovodrun's "Neither MPI nor Gloo support has been built", forms_round13a._NONE_BUILT.)
+horovodrun's "Neither MPI nor Gloo support has been built", heldout.round13a._NONE_BUILT.)
 
 Each form is read where its program prints it:
 

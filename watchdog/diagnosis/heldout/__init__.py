@@ -1,6 +1,6 @@
 """The forms each held-out round of real logs taught the reader, asked in the order they were added.
 
-Pure: no I/O. Each round's module (``forms_round<N><part>``) reads the forms its round's misses were
+Pure: no I/O. Each round's module (``round<N><part>`` of this package) reads the forms its round's misses were
 written in (see tests/data/real-logs/README.md); :mod:`~neuron_watch.diagnosis.failureforms` asks
 :func:`heldout_form` after its own crash, metric and stated-error forms and before alarms, severities and
 exceptions, and :func:`heldout_cause` before its own causes. One place lists them, so that a new round's
@@ -10,107 +10,107 @@ module is registered here alone.
 from __future__ import annotations
 
 from neuron_watch.diagnosis.formkinds import Form
-from neuron_watch.diagnosis.forms_round13a import round13a_cause, round13a_form
-from neuron_watch.diagnosis.forms_round13b import NEEDLES as ROUND13B_NEEDLES
-from neuron_watch.diagnosis.forms_round13b import round13b_form
-from neuron_watch.diagnosis.forms_round14a import NEEDLES as ROUND14A_NEEDLES
-from neuron_watch.diagnosis.forms_round14a import round14a_cause, round14a_form
-from neuron_watch.diagnosis.forms_round14b import NEEDLES as ROUND14B_NEEDLES
-from neuron_watch.diagnosis.forms_round14b import round14b_cause, round14b_form
-from neuron_watch.diagnosis.forms_round15a import NEEDLES as ROUND15A_NEEDLES
-from neuron_watch.diagnosis.forms_round15a import round15a_cause, round15a_form
-from neuron_watch.diagnosis.forms_round15b import NEEDLES as ROUND15B_NEEDLES
-from neuron_watch.diagnosis.forms_round15b import round15b_cause, round15b_form
-from neuron_watch.diagnosis.forms_round16a import NEEDLES as ROUND16A_NEEDLES
-from neuron_watch.diagnosis.forms_round16a import round16a_cause, round16a_form
-from neuron_watch.diagnosis.forms_round16b import NEEDLES as ROUND16B_NEEDLES
-from neuron_watch.diagnosis.forms_round16b import round16b_cause, round16b_form
-from neuron_watch.diagnosis.forms_round17a import NEEDLES as ROUND17A_NEEDLES
-from neuron_watch.diagnosis.forms_round17a import round17a_cause, round17a_form
-from neuron_watch.diagnosis.forms_round17b import round17b_cause
-from neuron_watch.diagnosis.forms_round18a import NEEDLES as ROUND18A_NEEDLES
-from neuron_watch.diagnosis.forms_round18a import round18a_cause, round18a_form
-from neuron_watch.diagnosis.forms_round18b import round18b_cause
-from neuron_watch.diagnosis.forms_round20a import NEEDLES as ROUND20A_NEEDLES
-from neuron_watch.diagnosis.forms_round20a import round20a_cause, round20a_form
-from neuron_watch.diagnosis.forms_round20b import NEEDLES as ROUND20B_NEEDLES
-from neuron_watch.diagnosis.forms_round20b import round20b_cause, round20b_form
-from neuron_watch.diagnosis.forms_round21a import NEEDLES as ROUND21A_NEEDLES
-from neuron_watch.diagnosis.forms_round21a import round21a_cause, round21a_form
-from neuron_watch.diagnosis.forms_round21b import round21b_cause
-from neuron_watch.diagnosis.forms_round22a import NEEDLES as ROUND22A_NEEDLES
-from neuron_watch.diagnosis.forms_round22a import round22a_cause, round22a_form
-from neuron_watch.diagnosis.forms_round22b import NEEDLES as ROUND22B_NEEDLES
-from neuron_watch.diagnosis.forms_round22b import round22b_cause, round22b_form
-from neuron_watch.diagnosis.forms_round23a import NEEDLES as ROUND23A_NEEDLES
-from neuron_watch.diagnosis.forms_round23a import round23a_cause, round23a_form
-from neuron_watch.diagnosis.forms_round23b import NEEDLES as ROUND23B_NEEDLES
-from neuron_watch.diagnosis.forms_round23b import round23b_cause, round23b_form
-from neuron_watch.diagnosis.forms_round24a import NEEDLES as ROUND24A_NEEDLES
-from neuron_watch.diagnosis.forms_round24a import round24a_cause, round24a_form
-from neuron_watch.diagnosis.forms_round24b import NEEDLES as ROUND24B_NEEDLES
-from neuron_watch.diagnosis.forms_round24b import round24b_cause, round24b_form
-from neuron_watch.diagnosis.forms_round25a import NEEDLES as ROUND25A_NEEDLES
-from neuron_watch.diagnosis.forms_round25a import round25a_cause, round25a_form
-from neuron_watch.diagnosis.forms_round25b import NEEDLES as ROUND25B_NEEDLES
-from neuron_watch.diagnosis.forms_round25b import round25b_cause, round25b_form
-from neuron_watch.diagnosis.forms_round26a import NEEDLES as ROUND26A_NEEDLES
-from neuron_watch.diagnosis.forms_round26a import round26a_cause, round26a_form
-from neuron_watch.diagnosis.forms_round26b import NEEDLES as ROUND26B_NEEDLES
-from neuron_watch.diagnosis.forms_round26b import round26b_cause, round26b_form
-from neuron_watch.diagnosis.forms_round27a import NEEDLES as ROUND27A_NEEDLES
-from neuron_watch.diagnosis.forms_round27a import round27a_cause, round27a_form
-from neuron_watch.diagnosis.forms_round27b import round27b_cause
-from neuron_watch.diagnosis.forms_round27c import NEEDLES as ROUND27C_NEEDLES
-from neuron_watch.diagnosis.forms_round27c import round27c_cause, round27c_form
-from neuron_watch.diagnosis.forms_round27d import NEEDLES as ROUND27D_NEEDLES
-from neuron_watch.diagnosis.forms_round27d import round27d_cause, round27d_form
-from neuron_watch.diagnosis.forms_round28a import NEEDLES as ROUND28A_NEEDLES
-from neuron_watch.diagnosis.forms_round28a import round28a_cause, round28a_form
-from neuron_watch.diagnosis.forms_round28b import NEEDLES as ROUND28B_NEEDLES
-from neuron_watch.diagnosis.forms_round28b import round28b_cause, round28b_form
-from neuron_watch.diagnosis.forms_round29a import NEEDLES as ROUND29A_NEEDLES
-from neuron_watch.diagnosis.forms_round29a import round29a_cause, round29a_form
-from neuron_watch.diagnosis.forms_round29b import NEEDLES as ROUND29B_NEEDLES
-from neuron_watch.diagnosis.forms_round29b import round29b_cause, round29b_form
-from neuron_watch.diagnosis.forms_round29c import NEEDLES as ROUND29C_NEEDLES
-from neuron_watch.diagnosis.forms_round29c import round29c_cause, round29c_form, round29c_quiet
-from neuron_watch.diagnosis.forms_round30a import NEEDLES as ROUND30A_NEEDLES
-from neuron_watch.diagnosis.forms_round30a import round30a_cause, round30a_form
-from neuron_watch.diagnosis.forms_round30b import NEEDLES as ROUND30B_NEEDLES
-from neuron_watch.diagnosis.forms_round30b import round30b_cause, round30b_form
-from neuron_watch.diagnosis.forms_round30c import NEEDLES as ROUND30C_NEEDLES
-from neuron_watch.diagnosis.forms_round30c import round30c_cause, round30c_form
-from neuron_watch.diagnosis.forms_round31b import NEEDLES as ROUND31B_NEEDLES
-from neuron_watch.diagnosis.forms_round31b import round31b_cause, round31b_form
-from neuron_watch.diagnosis.forms_round31d import NEEDLES as ROUND31D_NEEDLES
-from neuron_watch.diagnosis.forms_round31d import IgnoredReports, round31d_cause, round31d_form, round31d_quiet
-from neuron_watch.diagnosis.forms_round32a import NEEDLES as ROUND32A_NEEDLES
-from neuron_watch.diagnosis.forms_round32a import round32a_cause, round32a_form
-from neuron_watch.diagnosis.forms_round32b import NEEDLES as ROUND32B_NEEDLES
-from neuron_watch.diagnosis.forms_round32b import round32b_cause, round32b_form
-from neuron_watch.diagnosis.forms_round32c import NEEDLES as ROUND32C_NEEDLES
-from neuron_watch.diagnosis.forms_round32c import round32c_cause, round32c_form
-from neuron_watch.diagnosis.forms_round33a import NEEDLES as ROUND33A_NEEDLES
-from neuron_watch.diagnosis.forms_round33a import round33a_cause, round33a_form
-from neuron_watch.diagnosis.forms_round33b import NEEDLES as ROUND33B_NEEDLES
-from neuron_watch.diagnosis.forms_round33b import round33b_cause, round33b_form
-from neuron_watch.diagnosis.forms_round33c import NEEDLES as ROUND33C_NEEDLES
-from neuron_watch.diagnosis.forms_round33c import round33c_cause, round33c_form
-from neuron_watch.diagnosis.forms_round34a import NEEDLES as ROUND34A_NEEDLES
-from neuron_watch.diagnosis.forms_round34a import round34a_cause, round34a_form
-from neuron_watch.diagnosis.forms_round34b import NEEDLES as ROUND34B_NEEDLES
-from neuron_watch.diagnosis.forms_round34b import round34b_cause, round34b_form, round34b_quiet
-from neuron_watch.diagnosis.forms_round34c import NEEDLES as ROUND34C_NEEDLES
-from neuron_watch.diagnosis.forms_round34c import round34c_cause, round34c_form
-from neuron_watch.diagnosis.forms_round34d import NEEDLES as ROUND34D_NEEDLES
-from neuron_watch.diagnosis.forms_round34d import round34d_cause, round34d_form
-from neuron_watch.diagnosis.forms_round34e import NEEDLES as ROUND34E_NEEDLES
-from neuron_watch.diagnosis.forms_round34e import round34e_cause, round34e_form
-from neuron_watch.diagnosis.forms_round34f import NEEDLES as ROUND34F_NEEDLES
-from neuron_watch.diagnosis.forms_round34f import round34f_cause, round34f_form
-from neuron_watch.diagnosis.forms_round34g import NEEDLES as ROUND34G_NEEDLES
-from neuron_watch.diagnosis.forms_round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.heldout.round13a import round13a_cause, round13a_form
+from neuron_watch.diagnosis.heldout.round13b import NEEDLES as ROUND13B_NEEDLES
+from neuron_watch.diagnosis.heldout.round13b import round13b_form
+from neuron_watch.diagnosis.heldout.round14a import NEEDLES as ROUND14A_NEEDLES
+from neuron_watch.diagnosis.heldout.round14a import round14a_cause, round14a_form
+from neuron_watch.diagnosis.heldout.round14b import NEEDLES as ROUND14B_NEEDLES
+from neuron_watch.diagnosis.heldout.round14b import round14b_cause, round14b_form
+from neuron_watch.diagnosis.heldout.round15a import NEEDLES as ROUND15A_NEEDLES
+from neuron_watch.diagnosis.heldout.round15a import round15a_cause, round15a_form
+from neuron_watch.diagnosis.heldout.round15b import NEEDLES as ROUND15B_NEEDLES
+from neuron_watch.diagnosis.heldout.round15b import round15b_cause, round15b_form
+from neuron_watch.diagnosis.heldout.round16a import NEEDLES as ROUND16A_NEEDLES
+from neuron_watch.diagnosis.heldout.round16a import round16a_cause, round16a_form
+from neuron_watch.diagnosis.heldout.round16b import NEEDLES as ROUND16B_NEEDLES
+from neuron_watch.diagnosis.heldout.round16b import round16b_cause, round16b_form
+from neuron_watch.diagnosis.heldout.round17a import NEEDLES as ROUND17A_NEEDLES
+from neuron_watch.diagnosis.heldout.round17a import round17a_cause, round17a_form
+from neuron_watch.diagnosis.heldout.round17b import round17b_cause
+from neuron_watch.diagnosis.heldout.round18a import NEEDLES as ROUND18A_NEEDLES
+from neuron_watch.diagnosis.heldout.round18a import round18a_cause, round18a_form
+from neuron_watch.diagnosis.heldout.round18b import round18b_cause
+from neuron_watch.diagnosis.heldout.round20a import NEEDLES as ROUND20A_NEEDLES
+from neuron_watch.diagnosis.heldout.round20a import round20a_cause, round20a_form
+from neuron_watch.diagnosis.heldout.round20b import NEEDLES as ROUND20B_NEEDLES
+from neuron_watch.diagnosis.heldout.round20b import round20b_cause, round20b_form
+from neuron_watch.diagnosis.heldout.round21a import NEEDLES as ROUND21A_NEEDLES
+from neuron_watch.diagnosis.heldout.round21a import round21a_cause, round21a_form
+from neuron_watch.diagnosis.heldout.round21b import round21b_cause
+from neuron_watch.diagnosis.heldout.round22a import NEEDLES as ROUND22A_NEEDLES
+from neuron_watch.diagnosis.heldout.round22a import round22a_cause, round22a_form
+from neuron_watch.diagnosis.heldout.round22b import NEEDLES as ROUND22B_NEEDLES
+from neuron_watch.diagnosis.heldout.round22b import round22b_cause, round22b_form
+from neuron_watch.diagnosis.heldout.round23a import NEEDLES as ROUND23A_NEEDLES
+from neuron_watch.diagnosis.heldout.round23a import round23a_cause, round23a_form
+from neuron_watch.diagnosis.heldout.round23b import NEEDLES as ROUND23B_NEEDLES
+from neuron_watch.diagnosis.heldout.round23b import round23b_cause, round23b_form
+from neuron_watch.diagnosis.heldout.round24a import NEEDLES as ROUND24A_NEEDLES
+from neuron_watch.diagnosis.heldout.round24a import round24a_cause, round24a_form
+from neuron_watch.diagnosis.heldout.round24b import NEEDLES as ROUND24B_NEEDLES
+from neuron_watch.diagnosis.heldout.round24b import round24b_cause, round24b_form
+from neuron_watch.diagnosis.heldout.round25a import NEEDLES as ROUND25A_NEEDLES
+from neuron_watch.diagnosis.heldout.round25a import round25a_cause, round25a_form
+from neuron_watch.diagnosis.heldout.round25b import NEEDLES as ROUND25B_NEEDLES
+from neuron_watch.diagnosis.heldout.round25b import round25b_cause, round25b_form
+from neuron_watch.diagnosis.heldout.round26a import NEEDLES as ROUND26A_NEEDLES
+from neuron_watch.diagnosis.heldout.round26a import round26a_cause, round26a_form
+from neuron_watch.diagnosis.heldout.round26b import NEEDLES as ROUND26B_NEEDLES
+from neuron_watch.diagnosis.heldout.round26b import round26b_cause, round26b_form
+from neuron_watch.diagnosis.heldout.round27a import NEEDLES as ROUND27A_NEEDLES
+from neuron_watch.diagnosis.heldout.round27a import round27a_cause, round27a_form
+from neuron_watch.diagnosis.heldout.round27b import round27b_cause
+from neuron_watch.diagnosis.heldout.round27c import NEEDLES as ROUND27C_NEEDLES
+from neuron_watch.diagnosis.heldout.round27c import round27c_cause, round27c_form
+from neuron_watch.diagnosis.heldout.round27d import NEEDLES as ROUND27D_NEEDLES
+from neuron_watch.diagnosis.heldout.round27d import round27d_cause, round27d_form
+from neuron_watch.diagnosis.heldout.round28a import NEEDLES as ROUND28A_NEEDLES
+from neuron_watch.diagnosis.heldout.round28a import round28a_cause, round28a_form
+from neuron_watch.diagnosis.heldout.round28b import NEEDLES as ROUND28B_NEEDLES
+from neuron_watch.diagnosis.heldout.round28b import round28b_cause, round28b_form
+from neuron_watch.diagnosis.heldout.round29a import NEEDLES as ROUND29A_NEEDLES
+from neuron_watch.diagnosis.heldout.round29a import round29a_cause, round29a_form
+from neuron_watch.diagnosis.heldout.round29b import NEEDLES as ROUND29B_NEEDLES
+from neuron_watch.diagnosis.heldout.round29b import round29b_cause, round29b_form
+from neuron_watch.diagnosis.heldout.round29c import NEEDLES as ROUND29C_NEEDLES
+from neuron_watch.diagnosis.heldout.round29c import round29c_cause, round29c_form, round29c_quiet
+from neuron_watch.diagnosis.heldout.round30a import NEEDLES as ROUND30A_NEEDLES
+from neuron_watch.diagnosis.heldout.round30a import round30a_cause, round30a_form
+from neuron_watch.diagnosis.heldout.round30b import NEEDLES as ROUND30B_NEEDLES
+from neuron_watch.diagnosis.heldout.round30b import round30b_cause, round30b_form
+from neuron_watch.diagnosis.heldout.round30c import NEEDLES as ROUND30C_NEEDLES
+from neuron_watch.diagnosis.heldout.round30c import round30c_cause, round30c_form
+from neuron_watch.diagnosis.heldout.round31b import NEEDLES as ROUND31B_NEEDLES
+from neuron_watch.diagnosis.heldout.round31b import round31b_cause, round31b_form
+from neuron_watch.diagnosis.heldout.round31d import NEEDLES as ROUND31D_NEEDLES
+from neuron_watch.diagnosis.heldout.round31d import IgnoredReports, round31d_cause, round31d_form, round31d_quiet
+from neuron_watch.diagnosis.heldout.round32a import NEEDLES as ROUND32A_NEEDLES
+from neuron_watch.diagnosis.heldout.round32a import round32a_cause, round32a_form
+from neuron_watch.diagnosis.heldout.round32b import NEEDLES as ROUND32B_NEEDLES
+from neuron_watch.diagnosis.heldout.round32b import round32b_cause, round32b_form
+from neuron_watch.diagnosis.heldout.round32c import NEEDLES as ROUND32C_NEEDLES
+from neuron_watch.diagnosis.heldout.round32c import round32c_cause, round32c_form
+from neuron_watch.diagnosis.heldout.round33a import NEEDLES as ROUND33A_NEEDLES
+from neuron_watch.diagnosis.heldout.round33a import round33a_cause, round33a_form
+from neuron_watch.diagnosis.heldout.round33b import NEEDLES as ROUND33B_NEEDLES
+from neuron_watch.diagnosis.heldout.round33b import round33b_cause, round33b_form
+from neuron_watch.diagnosis.heldout.round33c import NEEDLES as ROUND33C_NEEDLES
+from neuron_watch.diagnosis.heldout.round33c import round33c_cause, round33c_form
+from neuron_watch.diagnosis.heldout.round34a import NEEDLES as ROUND34A_NEEDLES
+from neuron_watch.diagnosis.heldout.round34a import round34a_cause, round34a_form
+from neuron_watch.diagnosis.heldout.round34b import NEEDLES as ROUND34B_NEEDLES
+from neuron_watch.diagnosis.heldout.round34b import round34b_cause, round34b_form, round34b_quiet
+from neuron_watch.diagnosis.heldout.round34c import NEEDLES as ROUND34C_NEEDLES
+from neuron_watch.diagnosis.heldout.round34c import round34c_cause, round34c_form
+from neuron_watch.diagnosis.heldout.round34d import NEEDLES as ROUND34D_NEEDLES
+from neuron_watch.diagnosis.heldout.round34d import round34d_cause, round34d_form
+from neuron_watch.diagnosis.heldout.round34e import NEEDLES as ROUND34E_NEEDLES
+from neuron_watch.diagnosis.heldout.round34e import round34e_cause, round34e_form
+from neuron_watch.diagnosis.heldout.round34f import NEEDLES as ROUND34F_NEEDLES
+from neuron_watch.diagnosis.heldout.round34f import round34f_cause, round34f_form
+from neuron_watch.diagnosis.heldout.round34g import NEEDLES as ROUND34G_NEEDLES
+from neuron_watch.diagnosis.heldout.round34g import round34g_cause, round34g_form, round34g_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)

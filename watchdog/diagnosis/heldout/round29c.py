@@ -80,7 +80,7 @@ _NCCL_CAUSES: dict[str, Label] = {
     "invalid data type": Label.CONFIG_ERROR,
     "invalid device pointer": Label.CONFIG_ERROR,
 }
-#: (the same, for the readers of NCCL's result under other wrappers: XLA's status, forms_round32c)
+#: (the same, for the readers of NCCL's result under other wrappers: XLA's status, heldout.round32c)
 NCCL_CAUSES = _NCCL_CAUSES
 
 #: MXNet's announcement that cuDNN's autotuning begins (one space after the comma in some releases, none in others)

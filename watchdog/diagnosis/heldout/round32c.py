@@ -40,7 +40,7 @@ Each form is read where its program prints it:
   crash: ``save(force=True)`` does not overwrite), TensorFlow's ALREADY_EXISTS status (``AlreadyExistsError``,
   "Another metric with the same name already exists." when two Keras installs register the same metrics), Hadoop's
   ``FileAlreadyExistsException`` for an output directory a job writes again. A restart meets the same target:
-  configuration (the directory, the step, the install), as a FileExistsError is (forms_round26b).
+  configuration (the directory, the step, the install), as a FileExistsError is (heldout.round26b).
 * XLA's ``RET_CHECK`` fails an internal invariant as an INTERNAL status that names the source file
   (xla/status_macros.cc: "RET_CHECK failure (<file>:<line>) <condition>"). In the compiler's sources (the HLO
   passes of xla/service and xla/hlo, the SPMD partitioner, a backend's IR emitter, a TPU rewrite pass) the compile
@@ -53,7 +53,7 @@ from __future__ import annotations
 import re
 
 from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
-from neuron_watch.diagnosis.forms_round29c import NCCL_CAUSES
+from neuron_watch.diagnosis.heldout.round29c import NCCL_CAUSES
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round32c_form` reads hold, besides the needles failureforms already

@@ -32,7 +32,7 @@ Each form is read where its program prints it:
   manager reports the call ("wait for compute device to finish failed, runtime result = 507046."): the tasks of a
   device stream (on a distributed job, its HCCL collectives) never completed within the timeout, a hang (round
   issue23-heldout-21: a 16-NPU job with HCCL_EXEC_TIMEOUT raised). Other codes in the same words are left to the
-  readers of CANN's coded records (forms_round14a).
+  readers of CANN's coded records (heldout.round14a).
 """
 
 from __future__ import annotations
