@@ -111,6 +111,8 @@ from neuron_watch.diagnosis.heldout.round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.heldout.round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.heldout.round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.heldout.round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.heldout.round35a import NEEDLES as ROUND35A_NEEDLES
+from neuron_watch.diagnosis.heldout.round35a import round35a_cause, round35a_form
 from neuron_watch.diagnosis.heldout.round35b import NEEDLES as ROUND35B_NEEDLES
 from neuron_watch.diagnosis.heldout.round35b import round35b_cause, round35b_form, round35b_quiet
 from neuron_watch.events import Label
@@ -239,6 +241,9 @@ NEEDLES: tuple[str, ...] = (
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
     # folded traceback, RMM's out_of_memory, c10d's store socket timeout
     *ROUND34C_NEEDLES,
+    # a device runtime initialised in a forked child, CPython's spawn from a module being imported, Ray's autoscaler
+    # on a request no node type holds, TensorRT-LLM's MPI world of other ranks than the engine's
+    *ROUND35A_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -271,7 +276,8 @@ def heldout_form(text: str) -> Form | None:
             or round34g_form(text)
             or round35b_form(text)
             or round34d_form(text)
-            or round34c_form(text))
+            or round34c_form(text)
+            or round35a_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -296,4 +302,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34g_cause(text)
             or round35b_cause(text)
             or round34d_cause(text)
-            or round34c_cause(text))
+            or round34c_cause(text)
+            or round35a_cause(text))
