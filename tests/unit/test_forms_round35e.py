@@ -2,7 +2,8 @@
 """Forms read for part E of the misses of round issue23-heldout-35 (TensorFlow 2 and Keras 3 distributed), each as a
 rule of its family, with real lines and the near misses the rule must leave alone: TensorFlow's allocator OOM status,
 its kernel registry's refusal of an op, its collective groups the workers set up unlike, its collectives aborted
-under a peer's failure, and an input pipeline that ran out inside a step. Each line is from the corpus (named by its
+under a peer's failure, and an input pipeline that ran out inside a step; and the signature of a gRPC master call
+whose socket closed (comm.rpc_socket_closed) read in the status's older spelling too. Each line is from the corpus (named by its
 excerpt) or from a public thread or repository (named)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from neuron_watch.commands.diagnose import diagnose_paths
 from neuron_watch.diagnosis.failureforms import FormKind
 from neuron_watch.diagnosis.heldout.round35e import round35e_form
+from neuron_watch.diagnosis.kb import default_knowledge_base
 from neuron_watch.events import Label
 from tests.unit.form_table import table_tests
 
@@ -89,3 +91,19 @@ def test_dataset_end_records_alone_are_healthy(tmp_path: Path) -> None:
     ran_out = tmp_path / "ran_out.log"
     ran_out.write_text(NEAR_MISSES[1] + "\n" + "OutOfRangeError (see above for traceback): End of sequence\n")
     assert diagnose_paths([str(ran_out)], now=0.0).verdict.label is Label.CONFIG_ERROR
+
+
+@pytest.mark.parametrize("line", [
+    # TF 1.x-2.3 spell the status's code "Unavailable" (error::Code's name), TF 2.4 on "UNAVAILABLE" (absl's)
+    '2020-04-03 09:00:45.480838: W tensorflow/core/distributed_runtime/rpc/grpc_remote_master.cc:157] RPC failed with status = "Unavailable: Socket closed" and grpc_error_string = "{"created":"@1585904445.480666714","description":"Error received from peer","file":"external/grpc/src/core/lib/surface/call.cc","file_line":1039,"grpc_message":"Socket closed","grpc_status":14}", maybe retrying the RPC',  # corpus (tensorflow-38190-tpu-grpc-remote-master-socket-closed-retrying)
+    '2020-12-28 01:56:05.252251: W    1465 tensorflow/core/distributed_runtime/rpc/grpc_remote_master.cc:160] RPC failed with status = "Unavailable: Socket closed" and grpc_error_string = "{"created":"@1609120565.252143973","description":"Error received from peer ipv4:10.180.83.2:8470","file":"external/com_github_grpc_grpc/src/core/lib/surface/call.cc","file_line":1056,"grpc_message":"Socket closed","grpc_status":14}", maybe retrying the RPC',  # corpus (tensorflow-46007-tpu-v3-grpc-remote-master-socket-closed)
+])
+def test_rpc_socket_closed_in_the_older_spelling(line: str) -> None:
+    match = default_knowledge_base().classify(line)
+    assert match is not None and match.signature.id == "comm.rpc_socket_closed"
+
+
+def test_rpc_socket_closed_needs_the_failed_call() -> None:
+    """The words of the peer's closed socket alone (a status inside another record) are not the master call's."""
+    match = default_knowledge_base().classify('"grpc_message":"Socket closed","grpc_status":14}')
+    assert match is None or match.signature.id != "comm.rpc_socket_closed"
