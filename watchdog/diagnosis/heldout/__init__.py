@@ -115,6 +115,8 @@ from neuron_watch.diagnosis.heldout.round35a import NEEDLES as ROUND35A_NEEDLES
 from neuron_watch.diagnosis.heldout.round35a import round35a_cause, round35a_form
 from neuron_watch.diagnosis.heldout.round35b import NEEDLES as ROUND35B_NEEDLES
 from neuron_watch.diagnosis.heldout.round35b import round35b_cause, round35b_form, round35b_quiet
+from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
+from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -244,6 +246,9 @@ NEEDLES: tuple[str, ...] = (
     # a device runtime initialised in a forked child, CPython's spawn from a module being imported, Ray's autoscaler
     # on a request no node type holds, TensorRT-LLM's MPI world of other ranks than the engine's
     *ROUND35A_NEEDLES,
+    # TensorFlow's allocator OOM status, its kernel registry's refusal, its collective groups set up unlike and
+    # aborted, an input pipeline run out inside a step
+    *ROUND35E_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -277,7 +282,8 @@ def heldout_form(text: str) -> Form | None:
             or round35b_form(text)
             or round34d_form(text)
             or round34c_form(text)
-            or round35a_form(text))
+            or round35a_form(text)
+            or round35e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -303,4 +309,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round35b_cause(text)
             or round34d_cause(text)
             or round34c_cause(text)
-            or round35a_cause(text))
+            or round35a_cause(text)
+            or round35e_cause(text))
