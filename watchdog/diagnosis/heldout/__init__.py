@@ -111,6 +111,8 @@ from neuron_watch.diagnosis.heldout.round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.heldout.round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.heldout.round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.heldout.round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.heldout.round35c import NEEDLES as ROUND35C_NEEDLES
+from neuron_watch.diagnosis.heldout.round35c import round35c_cause, round35c_form, round35c_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -229,6 +231,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND34A_NEEDLES,
     # TensorRT's builder skipping a tactic whose check threw, Hugging Face Trainer's epoch without a sample
     *ROUND34G_NEEDLES,
+    # LLVM's and MLIR's fatal errors, XLA's conv autotuning alarm, bitsandbytes' CUDA set-up finding no runtime
+    *ROUND35C_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -243,7 +247,8 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
-    return round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
+    return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
+            or round35c_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -263,6 +268,7 @@ def heldout_form(text: str) -> Form | None:
             or round34f_form(text)
             or round34a_form(text)
             or round34g_form(text)
+            or round35c_form(text)
             or round34d_form(text)
             or round34c_form(text))
 
@@ -287,5 +293,6 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34f_cause(text)
             or round34a_cause(text)
             or round34g_cause(text)
+            or round35c_cause(text)
             or round34d_cause(text)
             or round34c_cause(text))
