@@ -306,6 +306,32 @@ def _tool_run_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, 
     return None
 
 
+#: Triton's report of an assembler it ran that failed (python/triton/backends/nvidia/compiler.py make_cubin raises
+#: PTXASError, whose message is "PTXAS error: <what>" then "`ptxas` stderr:" and ptxas's own output): the output
+#: under it states the cause (round issue23-heldout-35 part C: "ptxas fatal : Value 'sm_121a' is not defined for
+#: option 'gpu-name'" under "PTXASError: PTXAS error: Internal Triton PTX codegen error", read as a cause not
+#: recognised), within the next lines of the same source
+_TOOL_STDERR_HEAD = re.compile(r"\bPTXAS error: ")
+#: how many lines under Triton's report its tool's output may state the cause (the stderr header takes one)
+TOOL_STDERR_LINES = 4
+
+
+def _tool_stderr_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, Evidence] | None:
+    """The reading and the line of the first error that states a cause in the tool output Triton's report ``ev``
+    goes on with (``errors`` from ``ev`` on): error lines of its source within :data:`TOOL_STDERR_LINES` under it.
+    None when ``ev`` is no such report or its output states no cause."""
+    if _TOOL_STDERR_HEAD.search(ev.text) is None:
+        return None
+    for e in errors:
+        if e is ev or e.key != ev.key or e.source != ev.source or e.lineno <= ev.lineno:
+            continue
+        if e.lineno > ev.lineno + TOOL_STDERR_LINES:
+            break
+        if (reading := read_error(e.text)) is not None:
+            return reading, e
+    return None
+
+
 #: the causes a compiler's raised exception may state that are not the compile's own: the set-up it ran in
 _SETUP_LABELS = frozenset({Label.CONFIG_ERROR, Label.OOM, Label.HARDWARE_ERROR})
 
@@ -2035,6 +2061,10 @@ class Judge:
             if reading is None and (run := _tool_run_cause(self.unexplained[at:], ev)) is not None:
                 # one tool's report in several records: the next that states a cause explains the first
                 reading, cause = run
+                line = f"{line[:80]}, then {cause.text.strip()[:120]}"
+            if reading is None and (piped := _tool_stderr_cause(self.unexplained[at:], ev)) is not None:
+                # Triton's report of a failed assembler goes on with the assembler's own output
+                reading, cause = piped
                 line = f"{line[:80]}, then {cause.text.strip()[:120]}"
         if reading is not None:
             # no rule knows the words, but the error's form says the cause (errorclass.py)

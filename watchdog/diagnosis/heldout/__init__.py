@@ -115,6 +115,8 @@ from neuron_watch.diagnosis.heldout.round35a import NEEDLES as ROUND35A_NEEDLES
 from neuron_watch.diagnosis.heldout.round35a import round35a_cause, round35a_form
 from neuron_watch.diagnosis.heldout.round35b import NEEDLES as ROUND35B_NEEDLES
 from neuron_watch.diagnosis.heldout.round35b import round35b_cause, round35b_form, round35b_quiet
+from neuron_watch.diagnosis.heldout.round35c import NEEDLES as ROUND35C_NEEDLES
+from neuron_watch.diagnosis.heldout.round35c import round35c_cause, round35c_form, round35c_quiet
 from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
 from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
 from neuron_watch.events import Label
@@ -238,6 +240,8 @@ NEEDLES: tuple[str, ...] = (
     # PhysX's default error callback, its GPU buffers too small for the scene, its allocator out of memory; NVRTC's
     # refused architecture; torch.distributions' parameters that are not finite
     *ROUND35B_NEEDLES,
+    # LLVM's and MLIR's fatal errors, XLA's conv autotuning alarm, bitsandbytes' CUDA set-up finding no runtime
+    *ROUND35C_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -259,7 +263,8 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text))
+            or round35b_quiet(text)
+            or round35c_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -280,6 +285,7 @@ def heldout_form(text: str) -> Form | None:
             or round34a_form(text)
             or round34g_form(text)
             or round35b_form(text)
+            or round35c_form(text)
             or round34d_form(text)
             or round34c_form(text)
             or round35a_form(text)
@@ -307,6 +313,7 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34a_cause(text)
             or round34g_cause(text)
             or round35b_cause(text)
+            or round35c_cause(text)
             or round34d_cause(text)
             or round34c_cause(text)
             or round35a_cause(text)
