@@ -111,6 +111,8 @@ from neuron_watch.diagnosis.heldout.round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.heldout.round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.heldout.round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.heldout.round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.heldout.round35d import NEEDLES as ROUND35D_NEEDLES
+from neuron_watch.diagnosis.heldout.round35d import round35d_cause, round35d_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -234,6 +236,8 @@ NEEDLES: tuple[str, ...] = (
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
     # folded traceback, RMM's out_of_memory, c10d's store socket timeout
     *ROUND34C_NEEDLES,
+    # NVML's lost GPU as its callers print it, TensorFlow's failed status check
+    *ROUND35D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -264,7 +268,8 @@ def heldout_form(text: str) -> Form | None:
             or round34a_form(text)
             or round34g_form(text)
             or round34d_form(text)
-            or round34c_form(text))
+            or round34c_form(text)
+            or round35d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -288,4 +293,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34a_cause(text)
             or round34g_cause(text)
             or round34d_cause(text)
-            or round34c_cause(text))
+            or round34c_cause(text)
+            or round35d_cause(text))
