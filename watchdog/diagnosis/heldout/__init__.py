@@ -117,6 +117,8 @@ from neuron_watch.diagnosis.heldout.round35b import NEEDLES as ROUND35B_NEEDLES
 from neuron_watch.diagnosis.heldout.round35b import round35b_cause, round35b_form, round35b_quiet
 from neuron_watch.diagnosis.heldout.round35c import NEEDLES as ROUND35C_NEEDLES
 from neuron_watch.diagnosis.heldout.round35c import round35c_cause, round35c_form, round35c_quiet
+from neuron_watch.diagnosis.heldout.round35d import NEEDLES as ROUND35D_NEEDLES
+from neuron_watch.diagnosis.heldout.round35d import round35d_cause, round35d_form
 from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
 from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
 from neuron_watch.events import Label
@@ -253,6 +255,8 @@ NEEDLES: tuple[str, ...] = (
     # TensorFlow's allocator OOM status, its kernel registry's refusal, its collective groups set up unlike and
     # aborted, an input pipeline run out inside a step
     *ROUND35E_NEEDLES,
+    # NVML's lost GPU as its callers print it, TensorFlow's failed status check
+    *ROUND35D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -289,7 +293,8 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text)
             or round34c_form(text)
             or round35a_form(text)
-            or round35e_form(text))
+            or round35e_form(text)
+            or round35d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -317,4 +322,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34d_cause(text)
             or round34c_cause(text)
             or round35a_cause(text)
-            or round35e_cause(text))
+            or round35e_cause(text)
+            or round35d_cause(text))
