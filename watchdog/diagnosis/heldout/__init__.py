@@ -111,6 +111,8 @@ from neuron_watch.diagnosis.heldout.round34f import NEEDLES as ROUND34F_NEEDLES
 from neuron_watch.diagnosis.heldout.round34f import round34f_cause, round34f_form
 from neuron_watch.diagnosis.heldout.round34g import NEEDLES as ROUND34G_NEEDLES
 from neuron_watch.diagnosis.heldout.round34g import round34g_cause, round34g_form, round34g_quiet
+from neuron_watch.diagnosis.heldout.round35f import NEEDLES as ROUND35F_NEEDLES
+from neuron_watch.diagnosis.heldout.round35f import round35f_cause, round35f_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -229,6 +231,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND34A_NEEDLES,
     # TensorRT's builder skipping a tactic whose check threw, Hugging Face Trainer's epoch without a sample
     *ROUND34G_NEEDLES,
+    # tf.keras's stop for want of data, a trainer's count of zero steps or an empty loader, torch_xla's graph compile
+    *ROUND35F_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -263,6 +267,7 @@ def heldout_form(text: str) -> Form | None:
             or round34f_form(text)
             or round34a_form(text)
             or round34g_form(text)
+            or round35f_form(text)
             or round34d_form(text)
             or round34c_form(text))
 
@@ -287,5 +292,6 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34f_cause(text)
             or round34a_cause(text)
             or round34g_cause(text)
+            or round35f_cause(text)
             or round34d_cause(text)
             or round34c_cause(text))
