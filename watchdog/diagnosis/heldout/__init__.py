@@ -121,6 +121,8 @@ from neuron_watch.diagnosis.heldout.round35d import NEEDLES as ROUND35D_NEEDLES
 from neuron_watch.diagnosis.heldout.round35d import round35d_cause, round35d_form
 from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
 from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
+from neuron_watch.diagnosis.heldout.round35f import NEEDLES as ROUND35F_NEEDLES
+from neuron_watch.diagnosis.heldout.round35f import round35f_cause, round35f_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -244,6 +246,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35B_NEEDLES,
     # LLVM's and MLIR's fatal errors, XLA's conv autotuning alarm, bitsandbytes' CUDA set-up finding no runtime
     *ROUND35C_NEEDLES,
+    # tf.keras's stop for want of data, a trainer's count of zero steps or an empty loader, torch_xla's graph compile
+    *ROUND35F_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -290,6 +294,7 @@ def heldout_form(text: str) -> Form | None:
             or round34g_form(text)
             or round35b_form(text)
             or round35c_form(text)
+            or round35f_form(text)
             or round34d_form(text)
             or round34c_form(text)
             or round35a_form(text)
@@ -319,6 +324,7 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34g_cause(text)
             or round35b_cause(text)
             or round35c_cause(text)
+            or round35f_cause(text)
             or round34d_cause(text)
             or round34c_cause(text)
             or round35a_cause(text)
