@@ -271,8 +271,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text)
-            or round35c_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -287,19 +286,10 @@ def heldout_form(text: str) -> Form | None:
             or round29a_form(text) or round29b_form(text) or round29c_form(text) or round30a_form(text)
             or round30b_form(text) or round30c_form(text) or round31b_form(text) or round31d_form(text)
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
-            or round33b_form(text) or round33c_form(text) or round34b_form(text)
-            or round34e_form(text)
-            or round34f_form(text)
-            or round34a_form(text)
-            or round34g_form(text)
-            or round35b_form(text)
-            or round35c_form(text)
-            or round35f_form(text)
-            or round34d_form(text)
-            or round34c_form(text)
-            or round35a_form(text)
-            or round35e_form(text)
-            or round35d_form(text))
+            or round33b_form(text) or round33c_form(text) or round34b_form(text) or round34e_form(text)
+            or round34f_form(text) or round34a_form(text) or round34g_form(text) or round35b_form(text)
+            or round35c_form(text) or round35f_form(text) or round34d_form(text) or round34c_form(text)
+            or round35a_form(text) or round35e_form(text) or round35d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -316,17 +306,8 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round27d_cause(text) or round28b_cause(text) or round28a_cause(text) or round29a_cause(text)
             or round29b_cause(text) or round29c_cause(text) or round30a_cause(text) or round30b_cause(text)
             or round30c_cause(text) or round31b_cause(text) or round31d_cause(text) or round32a_cause(text)
-            or round32b_cause(text) or round32c_cause(text) or round33a_cause(text)
-            or round33b_cause(text) or round33c_cause(text) or round34b_cause(text)
-            or round34e_cause(text)
-            or round34f_cause(text)
-            or round34a_cause(text)
-            or round34g_cause(text)
-            or round35b_cause(text)
-            or round35c_cause(text)
-            or round35f_cause(text)
-            or round34d_cause(text)
-            or round34c_cause(text)
-            or round35a_cause(text)
-            or round35e_cause(text)
-            or round35d_cause(text))
+            or round32b_cause(text) or round32c_cause(text) or round33a_cause(text) or round33b_cause(text)
+            or round33c_cause(text) or round34b_cause(text) or round34e_cause(text) or round34f_cause(text)
+            or round34a_cause(text) or round34g_cause(text) or round35b_cause(text) or round35c_cause(text)
+            or round35f_cause(text) or round34d_cause(text) or round34c_cause(text) or round35a_cause(text)
+            or round35e_cause(text) or round35d_cause(text))
