@@ -111,12 +111,18 @@ def test_torchs_worker_server_in_a_gloo_rank_answers_what_we_rely_on(tmp_path: P
     assert json.loads((probe / "r0.json").read_text())["state"] == "listening"
 
 
+# The rank works (all-reduces) for two seconds after its group is up, whatever the machine's speed: 200
+# all-reduces alone took less than the probe's start on a quiet machine, and no stack was asked (the test's
+# "asked > 0" failed once). The work is the rank's, not a sleep of the test's: the test still asks without pause.
 RANK_THAT_EXITS = """
-import os, torch, torch.distributed as dist
+import os, time, torch, torch.distributed as dist
 dist.init_process_group("gloo", init_method="file://" + os.environ["INIT_FILE"], rank=0, world_size=1)
 t = torch.ones(1000)
-for _ in range(200):
+until = time.monotonic() + 2.0
+n = 0
+while n < 200 or time.monotonic() < until:
     dist.all_reduce(t)
+    n += 1
 print("done", flush=True)
 """
 
