@@ -218,9 +218,9 @@ def read_quiet(text: str) -> bool:
 def read_line(text: str) -> Form | None:
     """The failure form ``text`` (one log line) holds, or None. Crash forms first (the process is
     dying), then metrics, resources, where a traceback was raised, alarms, severities, exceptions,
-    and compile phases. A record its program prints as a warning whatever words it holds (heldout_quiet)
+    and compile phases. A record its program prints as a warning whatever words it holds (read_quiet)
     holds none."""
-    if heldout_quiet(text):
+    if read_quiet(text):
         return None
     first = (crash_form(text) or metric_form(text) or stated_error_form(text) or _model_unavailable(text)
              or heldout_form(text))
@@ -357,11 +357,10 @@ _GRPC_NUMBERS = {4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 7: "PERMISSION_DENIED",
 #: printed so far; this reads the number in whatever sentence carries it. The codes whose cause is the
 #: code's are forms_runtimes.NRT's, the whole of nrt_status.h (NRT_FAILURE, 1, names none).
 _NRT_STATUS = re.compile(r"\bnrt_\w+:? status=(\d+)\b|\bstatus=(\d+),? (?:error )?message=")
-_NRT_CAUSES = NRT_CAUSES
 #: ... and by its name, as the runtime's diagnostic dump prints the status it failed with
 #: ("ERROR   NRT:nrt_infodump   Failure: NRT_INVALID in nrt_load()"), whatever words follow it
 _NRT_STATUS_NAME = re.compile(r"\bFailure: (NRT_[A-Z_]+)\b")
-_NRT_NAMED_CAUSES = {name: label for label, name in _NRT_CAUSES.values()}
+_NRT_NAMED_CAUSES = {name: label for label, name in NRT_CAUSES.values()}
 
 #: an error whose own words say the job asks for more devices than the machine has ("The number of node-local
 #: MPI processes 8 cannot be larger than the device count 4", SageMaker's model-parallel library; "nproc_per_node
@@ -448,7 +447,7 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     if grpc is not None and (code := _GRPC_NUMBERS.get(int(grpc.group(1)))) is not None:
         return _STATUS_CAUSES[_UPPER_NAMES[code]], f"a gRPC status {code} ({grpc.group(1)})"
     nrt = _NRT_STATUS.search(text)
-    if nrt is not None and (known := _NRT_CAUSES.get(int(nrt.group(1) or nrt.group(2)))) is not None:
+    if nrt is not None and (known := NRT_CAUSES.get(int(nrt.group(1) or nrt.group(2)))) is not None:
         return known[0], f"a Neuron runtime status {known[1]}"
     named = _NRT_STATUS_NAME.search(text)
     if named is not None and (cause := _NRT_NAMED_CAUSES.get(named.group(1))) is not None:
