@@ -54,7 +54,7 @@ PURE = [
     "diagnosis.interleaved",
     "diagnosis.offline_reading", "diagnosis.lastwords",
     "recovery.checkpoints", "recovery.envpolicy", "recovery.policy", "recovery.lostlink", "recovery.machine",
-    "recovery.commands", "recovery.coordcrash", "recovery.turns",
+    "recovery.commands", "recovery.coordcrash", "recovery.turns", "recovery.incident_summary",
     "wire.protocol", "slurm.slurmtext", "slurm.srunplan", "outputs.goodput", "job.manifest",
     "outputs.metrics", "outputs.cloudwatch", "outputs.runview", "outputs.report_html",
     "job.judgelike", "job.statusdoc", "job.nodes", "job.pacing",

@@ -543,6 +543,37 @@ def test_a_node_that_left_on_its_own_signal_ends_the_job_without_waiting_for_the
         143, "stopped by signal 15; node(s) n1 stopped on their own signal and left", JobState.INTERRUPTED)
 
 
+def test_a_node_whose_launcher_ended_after_the_stop_is_awaited_for_the_settle_time_not_the_deadline() -> None:
+    """Every wrapper signalled: n1 leaves on its own signal; n0, the coordinator's host, forwarded its
+    signal to its launcher, which ended (failed, exit 1) after the stop was asked. Its answer to the
+    stop normally follows at once; when it does not come, the job ends once the settle time passed
+    since the launcher's end, saying why, not at the stop's deadline."""
+    job = Job()
+    job.to_running()
+    job.say("n1", NodeStatus.STOPPED, report=LEFT)
+    job.say("n1", NodeStatus.EXITED)
+    job.tick(at=1.0)
+    assert job.rec.interrupted
+    job.now = 1.2
+    job.say("n0", NodeStatus.FAILED, code=1)
+    settle = job.rec.settings.settle
+    assert job.tick(at=1.2 + settle - 0.1) == []  # its own answer is still awaited
+    assert job.tick(at=1.2 + settle)[-1] == Finish(
+        143, "stopped by signal 15; node(s) n1 stopped on their own signal and left; node(s) n0 had no "
+        "launcher left to stop (it ended)", JobState.INTERRUPTED)
+
+
+def test_a_launchers_end_said_before_the_stop_was_asked_is_no_answer_to_it() -> None:
+    job = Job()
+    job.to_running()
+    job.say("n0", NodeStatus.FAILED, code=1)  # before the signal: the stop's answer is still owed
+    job.rec.interrupt(15, 1.0, job.heard)
+    job.say("n1", NodeStatus.STOPPED)
+    assert job.tick(at=10.0) == []
+    job.say("n0", NodeStatus.STOPPED)
+    assert job.tick(at=10.5)[-1] == Finish(143, "stopped by signal 15", JobState.INTERRUPTED)
+
+
 def test_of_several_nodes_that_left_on_their_own_signal_the_first_by_name_is_said() -> None:
     """Only the nodes that left are sorted (a tick no longer sorts every node of the job): the first
     of them by name ("n10" before "n9"), whatever the order their word arrived in, with its own signal."""

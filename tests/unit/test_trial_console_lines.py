@@ -13,7 +13,7 @@ from neuron_watch.config import load_config
 from neuron_watch.events import EvidenceReport
 from neuron_watch.node.observer import probe_summary
 from neuron_watch.outputs.console import ConsoleSink
-from neuron_watch.recovery.machine import missing_by_item
+from neuron_watch.recovery.incident_summary import missing_by_item
 from neuron_watch.runtime import default_judge_factory
 
 

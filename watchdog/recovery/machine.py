@@ -54,6 +54,7 @@ from neuron_watch.recovery.commands import (
     RelaunchOutcome,
     StopJob,
 )
+from neuron_watch.recovery.incident_summary import incident_artifacts, missing_by_item
 from neuron_watch.recovery.policy import Decision, JobStateMachine, RestartPolicy
 
 
@@ -357,13 +358,9 @@ class Recovery:
         self.pending = verdict
         self._last_label = verdict.label
         culprit = None if verdict.culprit is None else {"node": verdict.culprit.node, "rank": verdict.culprit.rank}
-        bundles = {n: r.bundle for n, r in reports.items() if r is not None and r.bundle}
-        # one node: the incident directory; several: where each node's part is
-        artifacts: str | dict[str, str] = (_parent(next(iter(bundles.values())))
-                                           if len(facts.nodes) == 1 and bundles else bundles)
         incident = self._emit(
             EventKind.INCIDENT, incident=self.incident, label=verdict.label.value, culprit=culprit,
-            artifacts=artifacts,
+            artifacts=incident_artifacts(reports, len(facts.nodes)),
             capture_seconds=max((r.seconds for r in reports.values() if r is not None), default=0.0),
             missing_items=sum(r.missing for r in reports.values() if r is not None),
             missing=missing_by_item(reports),
@@ -445,7 +442,14 @@ class Recovery:
         signum, since = self._interrupt
         # a node that stopped on its own signal and left answers no stop: its own stop is its answer
         left = {name for name, _ in self._left_on_signal(facts)}
-        stopped = bool(facts.nodes) and all(name in left or self._has(n, NodeStatus.STOPPED)
+        # A node whose launcher ended after the stop was asked has nothing left to stop: its answer is
+        # awaited for the settle time (it normally follows at once), not the stop's whole deadline. The
+        # host of the coordinator forwards its own signal to its launcher before the stop reaches it,
+        # and an answer that never came from such a node held a job 25 s (tests/process/test_multinode.py).
+        ended = {name for name, n in facts.nodes.items()
+                 if self._has(n, NodeStatus.FINISHED, NodeStatus.FAILED)
+                 and now - n.status_since >= self.settings.settle}
+        stopped = bool(facts.nodes) and all(name in left or name in ended or self._has(n, NodeStatus.STOPPED)
                                             for name, n in facts.nodes.items())
         # the srun step is gone: nobody is left to answer the stop (scancel signalled its tasks too)
         expired = now - since >= self.settings.stop_timeout + 10
@@ -467,6 +471,8 @@ class Recovery:
             reason = f"stopped by signal {signum}"
             if left:
                 reason += f"; node(s) {', '.join(sorted(left))} stopped on their own signal and left"
+            if ended:
+                reason += f"; node(s) {', '.join(sorted(ended))} had no launcher left to stop (it ended)"
             if expired and not stopped and facts.launcher_gone is None:
                 silent = sorted(name for name, n in facts.nodes.items()
                                 if name not in left and not self._has(n, NodeStatus.STOPPED))
@@ -571,27 +577,9 @@ def _resume_to(rec: Recovery, state: JobState, now: float) -> list[Command]:
     rec.phase_since = now
     return [rec._emit(EventKind.RECOVERY_PHASE, phase=state.value, previous=previous.value, resumed=True)]
 
-def _parent(path: str) -> str:
-    """The directory holding ``path`` (pure: no ``os.path``)."""
-    head, _, _ = path.rstrip("/").rpartition("/")
-    return head or path
-
 
 __all__ = [
     "Capture", "ChooseCheckpoint", "Command", "Drain", "Emit", "Facts", "Finish", "NodeFacts", "Progress",
     "RecordIncident", "Recovery", "RecoverySettings", "Relaunch", "RelaunchEnded", "RelaunchOutcome",
     "Relaunched", "StopJob",
 ]
-
-
-def missing_by_item(reports: Mapping[str, EvidenceReport | None]) -> dict[str, int]:
-    """What the nodes' bundles lack (their manifests' ``missing`` items, why in each manifest): item ->
-    how many nodes lack it, in the order first met. A few dozen names, however many nodes."""
-    out: dict[str, int] = {}
-    for r in reports.values():
-        items = (r.manifest or {}).get("missing") if r is not None else None
-        for entry in items if isinstance(items, list) else []:
-            name = str(entry.get("item", "")) if isinstance(entry, dict) else ""
-            if name:
-                out[name] = out.get(name, 0) + 1
-    return out
