@@ -2,8 +2,8 @@
 """Forms read for part A of the misses of round issue23-heldout-36 (accelerators other than NVIDIA and Neuron), each
 as a rule of its family, with real lines and the near misses the rule must leave alone: the ROCm runtime's GPU memory
 fault and hardware exception, the amdgpu driver's RAS reports of uncorrectable errors, a shell's "(core dumped)" in
-any locale, and torch's printed scalar tensor whose autograd node name is no finite loss. Each line is from the corpus
-(named by its excerpt) or from a public thread or repository (named)."""
+any locale, CANN's runtime allocation failure by its code, and torch's printed scalar tensor whose autograd node name
+is no finite loss. Each line is from the corpus (named by its excerpt) or from a public thread or repository (named)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     ('lp_xxl.sh: line 34: 12024 Aborted                 (core dumped) python3 -m t5x.train --gin_search_paths="${T5X_DIR},${FLAXFORMER_DIR},${PROMPT_DIR}"',
      CRASH, None, "corpus (t5x-340-xxl-tpu-pod-aborted-after-train-loop): bash's job status of a script"),
     ("Trace/breakpoint trap (core dumped)", CRASH, None, "bash's report of SIGTRAP (strsignal's description)"),
+    # CANN's runtime record of a failed allocation, by its code alone (older releases) and by its title
+    ("(EngineCore_DP0 pid=553) EL0004: [PID: 553] 2025-09-17-04:55:13.065.712 Failed to allocate memory.", CRASH,
+     Label.OOM, "corpus (vllm-ascend-1993-300i-duo-dma-hardware-error-alloc-device-memory-failed)"),
+    ("ERROR 04-09 21:56:46 [diffusion_engine.py:82] [PID: 210907] 2026-04-09-21:56:40.384.694 Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.",
+     CRASH, Label.OOM, "corpus (helios-62-ascend-ge-memory-allocation-failure): the titled record of the same code"),
     # torch's printed scalar loss that is NaN, beside its autograd node's name
     ("loss:  tensor(nan, device='mps:0', grad_fn=<NllLossBackward0>)", METRIC, Label.NUMERICAL_ERROR,
      "corpus (pytorch-107294-mps-nanogpt-logits-nan-loss-tensor-nan)"),
@@ -70,6 +75,8 @@ NEAR_MISSES = [
     "amdgpu 0000:c3:00.0: amdgpu: no uncorrectable hardware errors detected in umc block",  # a public repository's all-clear test line
     "amdgpu 0000:01:00.0: amdgpu: 1 correctable hardware errors detected in gfx block",  # the fault-injection test above
     "amdgpu 0000:01:00.0: amdgpu: 0 uncorrectable hardware errors detected in umc block",  # amdgpu's count format rendered with zero
+    # the record's explanation lines alone
+    "        Possible Cause: Available memory is insufficient.",  # corpus (llamafactory-6816-npu-ds3-offload-...)
     # a sentence that quotes a shell's report is not the report
     "I saw Aborted (core dumped) after the first epoch",  # constructed
     # torch's printed finite loss beside its autograd node's name

@@ -45,9 +45,10 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round36a_form` reads hold, besides the needles failureforms already
-#: searches: ROCr's fault and exception reports, amdgpu's RAS records, a shell's "(core dumped)"
-NEEDLES: tuple[str, ...] = ("Memory access fault by GPU node-", "HW Exception by GPU node-",
-                            "ncorrectable hardware error", "ERREVENT_ATHUB_INTERRUPT", "(core dumped)")
+#: searches ("Exception" finds ROCr's hardware-exception report): ROCr's fault report, amdgpu's RAS records, a
+#: shell's "(core dumped)"
+NEEDLES: tuple[str, ...] = ("Memory access fault by GPU node-", "ncorrectable hardware error",
+                            "ERREVENT_ATHUB_INTERRUPT", "(core dumped)")
 
 #: ROCr's page-fault report (Runtime::VMFaultHandler), with or without the agent handle; the reason is kept
 _ROCR_FAULT = re.compile(r"\bMemory access fault by GPU node-\d+ (?:\(Agent handle: (?:0x)?[0-9a-fA-F]+\) )?"
