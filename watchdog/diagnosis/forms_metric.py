@@ -25,7 +25,10 @@ _NONFINITE_VALUE = r"[-+]?0*(?:nan|inf(?:inity)?)\b"
 #: NumPy's "array([nan])")
 _WRAP = r"(?:tensor\(\s*|array\(\[\s*|\[\s*)?"
 _METRIC = re.compile(rf"(?i:\b({_KEY}))['\"]?\s*(?:[=:|]\s*)?['\"]?{_WRAP}(?i:{_NONFINITE_VALUE})")
-_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?" + _WRAP + r"[-+]?(?!0*(?i:nan|inf))\d")
+#: a finite loss beside it; the number stands apart from the key's word (torch's autograd node names end in a
+#: version digit, "grad_fn=<NllLossBackward0>", and are no loss value)
+_FINITE_LOSS = re.compile(r"(?i:\b[\w.-]*loss[\w.-]*)['\"]?\s*[=:]?\s*['\"]?" + _WRAP
+                          + r"(?<![\w.])[-+]?(?!0*(?i:nan|inf))\d")
 #: the frameworks' own words: "loss is nan", "NaN loss detected", "gradients are non-finite",
 #: torch.nn.utils.clip_grad_norm_'s "The total norm of order 2.0 for gradients from `parameters` is
 #: non-finite"

@@ -51,6 +51,9 @@ _CANN_CODES = {
     "EI0013": Label.COMM_ERROR,
     "EI0014": Label.CONFIG_ERROR, "EI0016": Label.CONFIG_ERROR, "EI0017": Label.CONFIG_ERROR,
     "EJ0001": Label.CONFIG_ERROR, "EJ0003": Label.CONFIG_ERROR, "EJ0004": Label.CONFIG_ERROR,
+    # the runtime's Memory_Allocation_Failure, which releases before the titled records print by its code alone
+    # ("EL0004: [PID: n] <time> Failed to allocate memory.", vllm-project/vllm-ascend#1993)
+    "EL0004": Label.OOM,
 }
 #: ... and by the title's words, which name the class of every entry (the runtime's "Memory_Allocation_Failure"
 #: (EL0004), HCCL's "Resource_Error_Insufficient_Device_Memory", "Config_Error_Ranktable", "Package_Error_...")
