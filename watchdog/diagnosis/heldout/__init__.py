@@ -127,6 +127,8 @@ from neuron_watch.diagnosis.heldout.round36a import NEEDLES as ROUND36A_NEEDLES
 from neuron_watch.diagnosis.heldout.round36a import round36a_cause, round36a_form
 from neuron_watch.diagnosis.heldout.round36b import NEEDLES as ROUND36B_NEEDLES
 from neuron_watch.diagnosis.heldout.round36b import round36b_cause, round36b_form
+from neuron_watch.diagnosis.heldout.round36e import NEEDLES as ROUND36E_NEEDLES
+from neuron_watch.diagnosis.heldout.round36e import round36e_cause, round36e_form, round36e_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -269,6 +271,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35E_NEEDLES,
     # NVML's lost GPU as its callers print it, TensorFlow's failed status check
     *ROUND35D_NEEDLES,
+    # a relay's record of its child's line, SageMaker HyperPod's auto-resume, the Neuron runtime's core allocation
+    *ROUND36E_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
@@ -279,7 +283,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -298,7 +302,8 @@ def heldout_form(text: str) -> Form | None:
             or round34f_form(text) or round34a_form(text) or round34g_form(text) or round35b_form(text)
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
             or round34d_form(text)
-            or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text))
+            or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text)
+            or round36e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -320,4 +325,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34a_cause(text) or round34g_cause(text) or round35b_cause(text) or round35c_cause(text)
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
             or round34c_cause(text)
-            or round35a_cause(text) or round35e_cause(text) or round35d_cause(text))
+            or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
+            or round36e_cause(text))

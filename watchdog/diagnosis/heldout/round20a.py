@@ -66,8 +66,9 @@ _NO_OPERATOR_BINARY = re.compile(r"\bOp \w+ does not ha(?:s|ve) any binary\b")
 #: the dynamic loader's message for a symbol no loaded object defines ("<path>.so[.N]: undefined symbol: <name>")
 _UNDEFINED_SYMBOL = re.compile(r"\.so(?:\.\d+)*: undefined symbol: \S")
 
-#: CPython's missing module attribute, as the AttributeError line prints it
-_MODULE_ATTRIBUTE = re.compile(r"\bAttributeError: (?:partially initialized )?module '[\w.]+' has no attribute '\w+'")
+#: CPython's missing module attribute, as the AttributeError line prints it (a relay may pad the space after the
+#: colon: pytorch/xla#9362's "::DEBUG: [stdout] AttributeError:     module 'jax' ...")
+_MODULE_ATTRIBUTE = re.compile(r"\bAttributeError:\s+(?:partially initialized )?module '[\w.]+' has no attribute '\w+'")
 
 #: PRRTE's error trace line ("[host:pid] PRRTE ERROR: <status> in file <path> at line <n>")
 _RUNTIME_ERROR_TRACE = re.compile(r"\b(?:PRTE|PRRTE|PMIX)(?: ERROR)?: .{0,80}?\bin file "
