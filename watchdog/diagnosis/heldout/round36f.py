@@ -1,5 +1,6 @@
 """Failure forms read for the misses of round issue23-heldout-36 (part F: contrastive, embedding and vision-language
-model training): a tensor or array printed by its repr whose every element is NaN (or infinite).
+model training): a tensor or array printed by its repr whose every element is NaN (or infinite), and the
+vision-language trainers' notice that a sample's tokenization did not match its labels and was ignored.
 
 Pure: no I/O. :func:`round36f_form` is asked after the forms of round 35, :func:`round36f_cause` by
 :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line that is already an error.
@@ -18,6 +19,17 @@ The form is read where its program prints it:
   tensor (a mask, a per-class metric with an absent class), and so is ``print`` of an array without its repr's
   commas (``[nan nan nan]``, a per-class table's empty classes): neither is read. A row of one element is read only
   as a row of a printed column (``[nan],``), the first or a later row of a tensor.
+* FastChat's supervised fine-tuning preprocessing, and LLaVA's copied from it (llava/train/train.py
+  ``preprocess_v1``, ``preprocess_mpt``, ``preprocess_llama_2``; the same function in LLaVA-NeXT, Video-LLaVA,
+  TinyLLaVA's ``make_labels``, LLaVA-LLaMA-3, LLaVA-MORE and the other forks), masks every label of a sample whose
+  length counted by the conversation template differs from its tokenized length, and prints
+  ``f"WARNING: tokenization mismatch: {cur_len} vs. {total_len}. (ignored)"``. A sample so ignored trains nothing:
+  when every sample prints it, the template (``--version``) does not match the tokenizer and the loss is 0 for the
+  whole run, which a restart repeats (haotian-liu/LLaVA#1706: solved by the conversation version,
+  Victorwz/LLaVA-Llama-3#1: ``--version v3``, aimagelab/LLaVA-MORE#7, all read as healthy; lm-sys/FastChat#1290
+  prints the same). The notice is read as an error stating configuration, of the kind a rank's progress after it
+  withdraws: a few samples ignored among steps that train (mbzuai-oryx/LLaVA-pp#14, a finite loss at step 1) are a
+  warning while the run goes on.
 """
 
 from __future__ import annotations
@@ -29,12 +41,16 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round36f_form` reads hold, besides the needles failureforms already
 #: searches: a row of a tensor's or an array's repr of two non-finite elements, or a column's row of one
-NEEDLES: tuple[str, ...] = ("nan, nan", "inf, inf", "nan, -nan", "[nan],", "[-nan],", "[inf],", "[-inf],")
+NEEDLES: tuple[str, ...] = ("nan, nan", "inf, inf", "nan, -nan", "[nan],", "[-nan],", "[inf],", "[-inf],",
+                            "tokenization mismatch")
 
 #: a row of a tensor's or an array's repr: its opening brackets (after ``tensor(`` or ``array(`` on the first row),
 #: its elements up to the closing bracket or the end of a row cut short, and what may follow a row (more closing
 #: brackets, a comma, the repr's keyword arguments)
 _REPR_ROW = re.compile(r"^\s*(?:tensor\(|array\()?\[+([^\[\]]*)(\]+.*)?$")
+
+#: FastChat's and LLaVA's notice of a sample whose labels were masked (its two lengths, then "(ignored)")
+_SAMPLE_IGNORED = re.compile(r"\bWARNING: tokenization mismatch: \d+ vs\. \d+\. \(ignored\)")
 
 #: the words a repr writes for a value that is not finite
 _NOT_FINITE = frozenset({"nan", "-nan", "inf", "-inf"})
@@ -62,6 +78,9 @@ def round36f_form(text: str) -> Form | None:
     if ("nan" in text or "inf" in text) and "[" in text and _all_not_finite_row(text):
         return Form(FormKind.METRIC, "a printed tensor whose every value is NaN or infinite (the computation is no "
                     "longer finite)", Label.NUMERICAL_ERROR)
+    if "tokenization mismatch" in text and _SAMPLE_IGNORED.search(text):
+        return Form(FormKind.ERROR, "a fine-tuning sample ignored for a tokenization that does not match its "
+                    "conversation template (when every sample is, the run trains nothing)", Label.CONFIG_ERROR)
     return None
 
 
