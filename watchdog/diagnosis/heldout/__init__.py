@@ -129,6 +129,8 @@ from neuron_watch.diagnosis.heldout.round36b import NEEDLES as ROUND36B_NEEDLES
 from neuron_watch.diagnosis.heldout.round36b import round36b_cause, round36b_form
 from neuron_watch.diagnosis.heldout.round36e import NEEDLES as ROUND36E_NEEDLES
 from neuron_watch.diagnosis.heldout.round36e import round36e_cause, round36e_form, round36e_quiet
+from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
+from neuron_watch.diagnosis.heldout.round36f import round36f_cause, round36f_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -258,6 +260,8 @@ NEEDLES: tuple[str, ...] = (
     # the ROCm runtime's GPU memory fault and hardware exception, amdgpu's RAS uncorrectable errors, a shell's
     # "(core dumped)" in any locale
     *ROUND36A_NEEDLES,
+    # a printed tensor's row of values that are all NaN or infinite
+    *ROUND36F_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -303,7 +307,8 @@ def heldout_form(text: str) -> Form | None:
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
             or round34d_form(text)
             or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text)
-            or round36e_form(text))
+            or round36e_form(text)
+            or round36f_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -326,4 +331,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
             or round34c_cause(text)
             or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
-            or round36e_cause(text))
+            or round36e_cause(text)
+            or round36f_cause(text))
