@@ -67,6 +67,10 @@ _Search = tuple[Callable[[str], "re.Match[str] | None"], bool, bool, "tuple[bool
 _Plan = tuple["Signature", tuple[str, ...], bool, "tuple[_Search, ...]"]
 
 
+#: a word a non-finite number prints as: a progress line without one has no broken metric to read
+_NOT_FINITE = re.compile(r"(?<![A-Za-z])(?:nan|NaN|NAN|inf|Inf|INF)(?![A-Za-z])")
+
+
 def _metric_form(line: str) -> bool:
     """The form reader sees a metric that is not finite in ``line`` (:class:`FormKind` ``METRIC``)."""
     form = read_line(line)
@@ -237,9 +241,12 @@ class KnowledgeBase:
                     else:
                         if not math.isfinite(loss):
                             continue  # the numerical rule ranks earlier; a custom table may not have one
-                elif has_loss and candidates[-1] == self._forms_index and _metric_form(line):
+                elif candidates[-1] == self._forms_index and (has_loss or _NOT_FINITE.search(line)) and \
+                        _metric_form(line):
                     # a progress line whose loss the rule reads is absent, and the form reader sees broken
-                    # numbers in it: its program leaves out a loss that is not finite (Megatron's record)
+                    # numbers in it: its program leaves out a loss that is not finite (Megatron's record); or
+                    # a rule that reads no loss (a plain step) on a line whose loss, under whatever name its
+                    # program gives it, is not finite (OpenNMT-py's "Step 5650/50000; ... ppl:   nan;")
                     continue
                 text = m.group("step") if has_step else None
                 step = None if text is None else int(text) if text.isdecimal() else int_or_none(text)

@@ -131,6 +131,8 @@ from neuron_watch.diagnosis.heldout.round36e import NEEDLES as ROUND36E_NEEDLES
 from neuron_watch.diagnosis.heldout.round36e import round36e_cause, round36e_form, round36e_quiet
 from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
 from neuron_watch.diagnosis.heldout.round36f import round36f_cause, round36f_form
+from neuron_watch.diagnosis.heldout.round36g import NEEDLES as ROUND36G_NEEDLES
+from neuron_watch.diagnosis.heldout.round36g import round36g_cause, round36g_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -262,6 +264,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36A_NEEDLES,
     # a printed tensor's row of values that are all NaN or infinite
     *ROUND36F_NEEDLES,
+    # the toolkits' names for their loss, a loss tensor's autograd node, XLM's NaN record, the CUDA check macro of
+    # NVIDIA's template, GradScaler's assertion of no gradient
+    *ROUND36G_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -308,7 +313,8 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text)
             or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text)
             or round36e_form(text)
-            or round36f_form(text))
+            or round36f_form(text)
+            or round36g_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -332,4 +338,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text)
             or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text)
-            or round36f_cause(text))
+            or round36f_cause(text)
+            or round36g_cause(text))
