@@ -123,6 +123,8 @@ from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
 from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
 from neuron_watch.diagnosis.heldout.round35f import NEEDLES as ROUND35F_NEEDLES
 from neuron_watch.diagnosis.heldout.round35f import round35f_cause, round35f_form
+from neuron_watch.diagnosis.heldout.round36c import NEEDLES as ROUND36C_NEEDLES
+from neuron_watch.diagnosis.heldout.round36c import RankRegistrations, round36c_cause, round36c_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -248,6 +250,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35C_NEEDLES,
     # tf.keras's stop for want of data, a trainer's count of zero steps or an empty loader, torch_xla's graph compile
     *ROUND35F_NEEDLES,
+    # OpenSSH's unresolved host name, GNU tar's fatal stop, glibc's assertion in a set-up function
+    *ROUND36C_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -263,9 +267,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35D_NEEDLES,
 )
 
-#: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
-#: the one place that lists the rounds' modules
-__all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldout_quiet"]
+#: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
+#: its ranks never joined are given to the offline reading from here, the one place that lists the rounds' modules
+__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_form", "heldout_quiet"]
 
 
 def heldout_quiet(text: str) -> bool:
@@ -288,8 +292,8 @@ def heldout_form(text: str) -> Form | None:
             or round32a_form(text) or round32b_form(text) or round32c_form(text) or round33a_form(text)
             or round33b_form(text) or round33c_form(text) or round34b_form(text) or round34e_form(text)
             or round34f_form(text) or round34a_form(text) or round34g_form(text) or round35b_form(text)
-            or round35c_form(text) or round35f_form(text) or round34d_form(text) or round34c_form(text)
-            or round35a_form(text) or round35e_form(text) or round35d_form(text))
+            or round35c_form(text) or round35f_form(text) or round36c_form(text) or round34d_form(text)
+            or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -309,5 +313,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round32b_cause(text) or round32c_cause(text) or round33a_cause(text) or round33b_cause(text)
             or round33c_cause(text) or round34b_cause(text) or round34e_cause(text) or round34f_cause(text)
             or round34a_cause(text) or round34g_cause(text) or round35b_cause(text) or round35c_cause(text)
-            or round35f_cause(text) or round34d_cause(text) or round34c_cause(text) or round35a_cause(text)
-            or round35e_cause(text) or round35d_cause(text))
+            or round35f_cause(text) or round36c_cause(text) or round34d_cause(text) or round34c_cause(text)
+            or round35a_cause(text) or round35e_cause(text) or round35d_cause(text))
