@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neuron_watch.commands.diagnose import diagnose_paths
-from neuron_watch.diagnosis.failureforms import FormKind
+from neuron_watch.diagnosis.failureforms import FormKind, cause_of
 from neuron_watch.events import Action, Label, Verdict
 from tests.unit.form_table import table_tests
 
@@ -113,3 +113,22 @@ def test_one_ranks_own_log_says_nothing_of_the_others(tmp_path: Path) -> None:
     """A single member's record (rank 0's own log, cut after it) is not read: it says nothing of the other ranks."""
     lines = ["GPU available: True, used: True", "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/8"]
     assert _verdict(tmp_path, lines).label is Label.HEALTHY
+
+
+@pytest.mark.parametrize(("line", "label", "source"), [
+    ("RuntimeError: Socket Timeout`", Label.COMM_ERROR,
+     "corpus (accelerate-2229-exit-barrier-socket-timeout-nccl-no-route-to-host): the elastic agent's exit barrier"),
+    ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.`",
+     Label.CONFIG_ERROR, "corpus (openchat-120-vllm-bfloat16-t4-backquoted)"),
+])
+def test_cause_read_through_the_paste_closing_a_code_span(line: str, label: Label, source: str) -> None:
+    """A line that closes a markdown code span the paste opened above it ("`Traceback ..." ... "...`") states the cause
+    its message states: the backquote glued to its end is the paste's."""
+    stated = cause_of(line)
+    assert stated is not None and stated[0] is label, source
+    assert stated == cause_of(line[:-1]), source
+
+
+def test_backquote_not_closing_a_span_is_left_alone() -> None:
+    """A backquote apart from the message (after a space) closes no span glued to it: the line is read as it is."""
+    assert cause_of("RuntimeError: Socket Timeout `") is None
