@@ -413,9 +413,17 @@ _TRITON_LOAD_FAILED = re.compile(r"\bfailed to load '[^']+' version \d+: (\w+): 
 _MODEL_FILE_MISSING = re.compile(r"^unable to find '[^']+'")
 
 
+#: a line that closes a markdown code span the paste opened on an earlier line (a log pasted between single
+#: backquotes: "`Traceback ..." above, "RuntimeError: Socket Timeout`" here; round issue23-heldout-36,
+#: accelerate-2229): its one backquote, at its end, is the paste's, not the message's
+_CLOSING_CODE_SPAN = re.compile(r"^([^`]*[^`\s])`\s*$")
+
+
 def cause_of(text: str) -> tuple[Label, str] | None:
     """The cause an error line's form states, and what the form is; None when the form says
     nothing of a cause (a plain ERROR record, a segfault, a panic)."""
+    if (closing := _CLOSING_CODE_SPAN.match(text)) is not None:
+        text = closing.group(1)
     if HW_ERR.search(text):
         return Label.HARDWARE_ERROR, "the kernel's hardware-error report"
     # ENOSPC and EDQUOT travel under statuses that name memory (TensorFlow's RESOURCE_EXHAUSTED): the errno first;

@@ -16,7 +16,8 @@ from neuron_watch.diagnosis.classify import KnowledgeBase
 from neuron_watch.diagnosis.crashreading import CrashReader
 from neuron_watch.diagnosis.divergence import LossSeries, diverged_verdict
 from neuron_watch.diagnosis.dumps import DumpScanner, dump_verdict
-from neuron_watch.diagnosis.heldout import IgnoredReports
+from neuron_watch.diagnosis.errorclass import CONFIG_ADVICE
+from neuron_watch.diagnosis.heldout import IgnoredReports, RankRegistrations
 from neuron_watch.diagnosis.interleaved import RULE_START, ForeignProgress, InterleavedProgress
 from neuron_watch.diagnosis.interrupted import stopped_by_user
 from neuron_watch.diagnosis.judge import Judge, JudgeSettings
@@ -121,8 +122,10 @@ class OfflineReading:
         # an exception CPython reported as ignored is not a process's last words: its traceback is not one the log
         # was cut in, nor its exception line the error the process died of (the judge leaves it out alike)
         ignored = IgnoredReports()
+        registrations = RankRegistrations()  # a process group that ends before its ranks joined (round 36 part C)
         for line in lines:
             recent.add(line)
+            registrations.observe(line)
             skipped = ignored.observe(line.key, line.text)
             if not skipped:
                 ends.observe(line.key, line.text, line)
@@ -171,7 +174,7 @@ class OfflineReading:
                 opened = judge.crash_reader(opened, judge.last_progress_wall is not None)
             verdict = (opened or dump_verdict(dumps.finish(), latest)
                        or ends_on_error(ends.final_errors(), latest) or stopped_by_user(tails, latest)
-                       or diverged_verdict(self.losses) or verdict)
+                       or registrations.verdict(latest, CONFIG_ADVICE) or diverged_verdict(self.losses) or verdict)
         return verdict
 
     def _observe(self, judge: Judge, batch: list[LogLine], base: int) -> None:

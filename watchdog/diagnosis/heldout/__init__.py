@@ -127,6 +127,8 @@ from neuron_watch.diagnosis.heldout.round36a import NEEDLES as ROUND36A_NEEDLES
 from neuron_watch.diagnosis.heldout.round36a import round36a_cause, round36a_form
 from neuron_watch.diagnosis.heldout.round36b import NEEDLES as ROUND36B_NEEDLES
 from neuron_watch.diagnosis.heldout.round36b import round36b_cause, round36b_form
+from neuron_watch.diagnosis.heldout.round36c import NEEDLES as ROUND36C_NEEDLES
+from neuron_watch.diagnosis.heldout.round36c import RankRegistrations, round36c_cause, round36c_form
 from neuron_watch.diagnosis.heldout.round36e import NEEDLES as ROUND36E_NEEDLES
 from neuron_watch.diagnosis.heldout.round36e import round36e_cause, round36e_form, round36e_quiet
 from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
@@ -267,6 +269,8 @@ NEEDLES: tuple[str, ...] = (
     # the toolkits' names for their loss, a loss tensor's autograd node, XLM's NaN record, the CUDA check macro of
     # NVIDIA's template, GradScaler's assertion of no gradient
     *ROUND36G_NEEDLES,
+    # OpenSSH's unresolved host name, GNU tar's fatal stop, glibc's assertion in a set-up function
+    *ROUND36C_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -284,9 +288,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36E_NEEDLES,
 )
 
-#: round 31 part D's reader of CPython's reports of an ignored exception is given to the offline reading from here,
-#: the one place that lists the rounds' modules
-__all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldout_quiet"]
+#: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
+#: its ranks never joined are given to the offline reading from here, the one place that lists the rounds' modules
+__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_form", "heldout_quiet"]
 
 
 def heldout_quiet(text: str) -> bool:
@@ -314,7 +318,8 @@ def heldout_form(text: str) -> Form | None:
             or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text)
             or round36e_form(text)
             or round36f_form(text)
-            or round36g_form(text))
+            or round36g_form(text)
+            or round36c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -339,4 +344,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text)
             or round36f_cause(text)
-            or round36g_cause(text))
+            or round36g_cause(text)
+            or round36c_cause(text))
