@@ -123,6 +123,7 @@ from neuron_watch.diagnosis.heldout.round35e import NEEDLES as ROUND35E_NEEDLES
 from neuron_watch.diagnosis.heldout.round35e import round35e_cause, round35e_form
 from neuron_watch.diagnosis.heldout.round35f import NEEDLES as ROUND35F_NEEDLES
 from neuron_watch.diagnosis.heldout.round35f import round35f_cause, round35f_form
+from neuron_watch.diagnosis.heldout.round36d import round36d_quiet
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -271,7 +272,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "heldout_cause", "heldout_form", "heldou
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36d_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
