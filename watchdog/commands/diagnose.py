@@ -233,6 +233,9 @@ def _clock_hints(head: bytes, mtime: float | None) -> tuple[int, float | None]:
         lines = lines[:-1]  # cut mid-line
     # through the envelope, if any, as the lines are read: its stamp first, else the message's own
     lines = [stamp or text for _, text, stamp, _ in EnvelopeReader[int]().read(list(enumerate(lines)), final=True)]
+    # as read_lines reads them: a record a progress bar's unterminated redraw glued to its line ("...it/s]W0301
+    # 14:50:21.667000 ...") is a line of its own, and its stamp may be the log's first
+    lines = [piece for text in lines for piece in logical_lines(text)]
     probe = TimeParser()
     year = None
     for text in lines:

@@ -129,6 +129,7 @@ from neuron_watch.diagnosis.heldout.round36b import NEEDLES as ROUND36B_NEEDLES
 from neuron_watch.diagnosis.heldout.round36b import round36b_cause, round36b_form
 from neuron_watch.diagnosis.heldout.round36c import NEEDLES as ROUND36C_NEEDLES
 from neuron_watch.diagnosis.heldout.round36c import RankRegistrations, round36c_cause, round36c_form
+from neuron_watch.diagnosis.heldout.round36d import round36d_quiet
 from neuron_watch.diagnosis.heldout.round36e import NEEDLES as ROUND36E_NEEDLES
 from neuron_watch.diagnosis.heldout.round36e import round36e_cause, round36e_form, round36e_quiet
 from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
@@ -296,7 +297,8 @@ __all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "h
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text)
+            or round36d_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
