@@ -261,6 +261,7 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35C_NEEDLES,
     # tf.keras's stop for want of data, a trainer's count of zero steps or an empty loader, torch_xla's graph compile
     *ROUND35F_NEEDLES,
+    # DeepEP's kernels' and host's timeout reports, NVSHMEM's error-check records
     *ROUND36B_NEEDLES,
     # the ROCm runtime's GPU memory fault and hardware exception, amdgpu's RAS uncorrectable errors, a shell's
     # "(core dumped)" in any locale
@@ -297,8 +298,7 @@ __all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "h
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text)
-            or round36d_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -316,11 +316,8 @@ def heldout_form(text: str) -> Form | None:
             or round33b_form(text) or round33c_form(text) or round34b_form(text) or round34e_form(text)
             or round34f_form(text) or round34a_form(text) or round34g_form(text) or round35b_form(text)
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
-            or round34d_form(text)
-            or round34c_form(text) or round35a_form(text) or round35e_form(text) or round35d_form(text)
-            or round36e_form(text)
-            or round36f_form(text)
-            or round36g_form(text)
+            or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
+            or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text))
 
 
@@ -342,9 +339,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round33c_cause(text) or round34b_cause(text) or round34e_cause(text) or round34f_cause(text)
             or round34a_cause(text) or round34g_cause(text) or round35b_cause(text) or round35c_cause(text)
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
-            or round34c_cause(text)
-            or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
-            or round36e_cause(text)
-            or round36f_cause(text)
-            or round36g_cause(text)
-            or round36c_cause(text))
+            or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
+            or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text))
