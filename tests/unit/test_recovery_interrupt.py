@@ -66,6 +66,25 @@ def test_an_interrupted_capture_is_recorded_at_the_stops_bound_when_a_node_never
     assert incident["nodes_without_evidence"] == ["n0", "n1"]
 
 
+def test_a_node_whose_launcher_ended_on_the_signal_still_gives_its_evidence_before_the_job_ends() -> None:
+    """Ctrl-C reaches the launcher too (its group): it ends at once, while the node's capture (a slow
+    dmesg) goes on. The ended launcher does not end the job before the evidence the node owes arrives:
+    the incident is recorded with it, and the nodes' answers to the stop follow."""
+    job = capturing()
+    job.rec.interrupt(2, 2.0, job.heard)
+    job.now = 2.1
+    job.everyone(NodeStatus.FAILED, code=1)
+    assert job.tick(at=2.1 + job.rec.settings.settle + 5) == []  # evidence still owed by both
+    job.say("n0", NodeStatus.EVIDENCE_DONE)
+    job.say("n1", NodeStatus.EVIDENCE_DONE)
+    out = job.tick(at=12.0)
+    (incident,) = [c for c in out if getattr(c, "kind", None) is EventKind.INCIDENT]
+    assert incident.fields["nodes_without_evidence"] == []
+    assert not any(isinstance(c, Finish) for c in out)  # their answers to the stop follow the evidence
+    job.everyone(NodeStatus.STOPPED)
+    assert job.tick(at=12.5)[-1] == Finish(130, "stopped by signal 2", JobState.INTERRUPTED)
+
+
 def test_a_signal_outside_a_capture_records_no_incident() -> None:
     job = Job()
     job.to_running()

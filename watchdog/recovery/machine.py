@@ -442,29 +442,32 @@ class Recovery:
         signum, since = self._interrupt
         # a node that stopped on its own signal and left answers no stop: its own stop is its answer
         left = {name for name, _ in self._left_on_signal(facts)}
-        # A node whose launcher ended after the stop was asked has nothing left to stop: its answer is
-        # awaited for the settle time (it normally follows at once), not the stop's whole deadline. The
-        # host of the coordinator forwards its own signal to its launcher before the stop reaches it,
-        # and an answer that never came from such a node held a job 25 s (tests/process/test_multinode.py).
+        reports: dict[str, EvidenceReport | None] | None = None
+        if self._owed_incident:  # the capture's reports, asked before the stop
+            asked, self._asked = self._asked, self._capture_asked
+            reports = self._reports(facts)
+            self._asked = asked
+        # A node whose launcher ended after the stop was asked has nothing left to stop: its answer is awaited for
+        # the settle time, not the stop's deadline (the coordinator's host forwards its signal to its launcher
+        # before the stop reaches it), unless its evidence is still owed (it comes first, within the deadline).
+        settle = self.settings.settle
         ended = {name for name, n in facts.nodes.items()
-                 if self._has(n, NodeStatus.FINISHED, NodeStatus.FAILED)
-                 and now - n.status_since >= self.settings.settle}
+                 if self._has(n, NodeStatus.FINISHED, NodeStatus.FAILED) and now - n.status_since >= settle
+                 and (reports is None or reports[name] is not None)}
         stopped = bool(facts.nodes) and all(name in left or name in ended or self._has(n, NodeStatus.STOPPED)
                                             for name, n in facts.nodes.items())
         # the srun step is gone: nobody is left to answer the stop (scancel signalled its tasks too)
         expired = now - since >= self.settings.stop_timeout + 10
         over = stopped or facts.launcher_gone is not None or expired
         out: list[Command] = []
-        if self._owed_incident:
+        if reports is not None:
             # Each node answers the capture before the stop, so a node that stopped (or is silent)
             # has nothing more to give; the rest are awaited until the stop's own bound.
-            asked, self._asked = self._asked, self._capture_asked
-            reports = self._reports(facts)
-            self._asked = asked
             given = all(reports[name] is not None or not n.observed or self._has(n, NodeStatus.STOPPED)
                         or name in left for name, n in facts.nodes.items())
             if given or over:
                 self._owed_incident = False
+                asked = self._asked
                 out = self._record_incident(reports, facts, interrupted_by=signum)
                 self._asked = asked
         if over:
