@@ -76,3 +76,30 @@ def test_cudnn_loader_report_before_an_abort_is_the_cause(tmp_path: Path) -> Non
                    "Invalid handle. Cannot load symbol cudnnCreateTensorDescriptor\n"
                    "Aborted (core dumped)\n")  # corpus (whisper-ctranslate2-115-libcudnn-ops-aborted)
     assert diagnose_paths([str(log)], now=0.0).verdict.label is Label.CONFIG_ERROR
+
+
+METAL_STATUS = "ggml_metal_synchronize: error: command buffer 0 failed with status 5"
+METAL_OOM = "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+
+
+def test_metal_status_line_is_explained_by_the_description_under_it(tmp_path: Path) -> None:
+    """ggml-metal's status line states no cause; the error's description it prints next does, also with GGML_ABORT's
+    line between them (llamafile#881): out of memory, not a crash of unknown cause."""
+    log = tmp_path / "metal.log"
+    log.write_text("common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to disable)\n"
+                   f"{METAL_STATUS}\n"
+                   "/Users/mala/workspace/llama.cpp/ggml/src/ggml-metal/ggml-metal-context.m:235: fatal error\n"
+                   f"{METAL_OOM}\n")  # corpus (llamafile-881-metal-warmup-insufficient-memory)
+    assert diagnose_paths([str(log)], now=0.0).verdict.label is Label.OOM
+    log.write_text("ggml_metal_synchronize: error: command buffer 1 failed with status 5\n"
+                   f"{METAL_OOM}\n")  # corpus (llama-cpp-22673-mtp-metal-insufficient-memory-repeated): MTP under test on a Mac
+    assert diagnose_paths([str(log)], now=0.0).verdict.label is Label.OOM
+
+
+def test_metal_status_line_without_a_description_stays_a_crash_of_unknown_cause(tmp_path: Path) -> None:
+    """Old ggml-metal printed the status and asserted, with no description: status 5 is MTLCommandBufferStatusError,
+    whatever the error; the log states no cause (llama.cpp#1890)."""
+    log = tmp_path / "metal-old.log"
+    log.write_text("ggml_metal_graph_compute: command buffer 0 failed with status 5\n"
+                   "GGML_ASSERT: /private/var/folders/zk/hd0v0z2910x13xv8hq213c600000gn/T/pip-install-pcxrvank/llama-cpp-python_c6c616faeeea45d696c56e85205281f2/vendor/llama.cpp/ggml-metal.m:969: false\n")
+    assert diagnose_paths([str(log)], now=0.0).verdict.label is Label.OTHER_CRASH
