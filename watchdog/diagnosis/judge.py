@@ -310,15 +310,22 @@ def _tool_run_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, 
 #: PTXASError, whose message is "PTXAS error: <what>" then "`ptxas` stderr:" and ptxas's own output): the output
 #: under it states the cause (round issue23-heldout-35 part C: "ptxas fatal : Value 'sm_121a' is not defined for
 #: option 'gpu-name'" under "PTXASError: PTXAS error: Internal Triton PTX codegen error", read as a cause not
-#: recognised), within the next lines of the same source
-_TOOL_STDERR_HEAD = re.compile(r"\bPTXAS error: ")
-#: how many lines under Triton's report its tool's output may state the cause (the stderr header takes one)
+#: recognised), within the next lines of the same source. ggml's Metal back-end reports a command buffer that did not
+#: complete as "<function>: error: command buffer <i> failed with status <s>" and, for MTLCommandBufferStatusError (5),
+#: the error's description on the next record, "error: <localizedDescription>" (ggml-metal-context.m, llama.cpp,
+#: ollama, llamafile, whisper.cpp), with GGML_ABORT's "fatal error" between them when stderr interleaves: the
+#: description states the cause (round issue23-heldout-37 part B: "Insufficient Memory
+#: (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)" under the status line, llamafile#881, read as a cause not
+#: recognised)
+_TOOL_STDERR_HEAD = re.compile(r"\bPTXAS error: |\bcommand buffer \d+ failed with status \d+")
+#: how many lines under the report its tool's output may state the cause (the stderr header takes one)
 TOOL_STDERR_LINES = 4
 
 
 def _tool_stderr_cause(errors: Sequence[Evidence], ev: Evidence) -> tuple[Reading, Evidence] | None:
     """The reading and the line of the first error that states a cause in the tool output Triton's report ``ev``
-    goes on with (``errors`` from ``ev`` on): error lines of its source within :data:`TOOL_STDERR_LINES` under it.
+    (or ggml-metal's status) goes on with (``errors`` from ``ev`` on): error lines of its source within
+    :data:`TOOL_STDERR_LINES` under it.
     None when ``ev`` is no such report or its output states no cause."""
     if _TOOL_STDERR_HEAD.search(ev.text) is None:
         return None

@@ -136,6 +136,8 @@ from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
 from neuron_watch.diagnosis.heldout.round36f import round36f_cause, round36f_form
 from neuron_watch.diagnosis.heldout.round36g import NEEDLES as ROUND36G_NEEDLES
 from neuron_watch.diagnosis.heldout.round36g import round36g_cause, round36g_form
+from neuron_watch.diagnosis.heldout.round37b import NEEDLES as ROUND37B_NEEDLES
+from neuron_watch.diagnosis.heldout.round37b import round37b_cause, round37b_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.events import Label
@@ -277,6 +279,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36C_NEEDLES,
     # c10d's monitored barrier's reports of the ranks that failed it and of a coordinator's failed reply
     *ROUND37F_NEEDLES,
+    # cuDNN's and CTranslate2's loaders of a shared library they could not load, an import failure another exception
+    # quotes
+    *ROUND37B_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -322,7 +327,8 @@ def heldout_form(text: str) -> Form | None:
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
-            or round36c_form(text) or round37f_form(text))
+            or round36c_form(text) or round37f_form(text)
+            or round37b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -345,4 +351,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
-            or round37f_cause(text))
+            or round37f_cause(text)
+            or round37b_cause(text))
