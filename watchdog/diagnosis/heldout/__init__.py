@@ -136,6 +136,8 @@ from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
 from neuron_watch.diagnosis.heldout.round36f import round36f_cause, round36f_form
 from neuron_watch.diagnosis.heldout.round36g import NEEDLES as ROUND36G_NEEDLES
 from neuron_watch.diagnosis.heldout.round36g import round36g_cause, round36g_form
+from neuron_watch.diagnosis.heldout.round37a import NEEDLES as ROUND37A_NEEDLES
+from neuron_watch.diagnosis.heldout.round37a import round37a_cause, round37a_form
 from neuron_watch.diagnosis.heldout.round37b import NEEDLES as ROUND37B_NEEDLES
 from neuron_watch.diagnosis.heldout.round37b import round37b_cause, round37b_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
@@ -297,6 +299,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND35D_NEEDLES,
     # a relay's record of its child's line, SageMaker HyperPod's auto-resume, the Neuron runtime's core allocation
     *ROUND36E_NEEDLES,
+    # CPython's failed import of a name printed without its class, activation checkpointing's mismatched recompute
+    *ROUND37A_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -328,7 +332,8 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text)
-            or round37b_form(text))
+            or round37b_form(text)
+            or round37a_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -352,4 +357,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text)
-            or round37b_cause(text))
+            or round37b_cause(text)
+            or round37a_cause(text))
