@@ -241,6 +241,10 @@ class KnowledgeBase:
                     else:
                         if not math.isfinite(loss):
                             continue  # the numerical rule ranks earlier; a custom table may not have one
+                        if candidates[-1] == self._forms_index and _NOT_FINITE.search(line) and _metric_form(line):
+                            # the rule read the finite value before a metric's transition and the form reader
+                            # the value after it, which is not finite ("loss: 8.3066 -> nan": heldout.round37c)
+                            continue
                 elif candidates[-1] == self._forms_index and (has_loss or _NOT_FINITE.search(line)) and \
                         _metric_form(line):
                     # a progress line whose loss the rule reads is absent, and the form reader sees broken

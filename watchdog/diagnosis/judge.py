@@ -371,6 +371,12 @@ def _traceback_frames(texts: Sequence[str], at: int) -> tuple[list[tuple[str, st
     return frames[::-1], False
 
 
+def _states_configuration(text: str) -> bool:
+    """The form reader reads ``text`` as a failure whose stated cause is configuration."""
+    form = read_line(text)
+    return form is not None and form.label is Label.CONFIG_ERROR
+
+
 @dataclass(frozen=True)
 class EndOnSomeRanks:
     """Training said finished by some ranks at the final step of the others, still running
@@ -1435,8 +1441,11 @@ class Judge:
             # socketPollConnect poll() failed ... Connection timed out", then "NCCL INFO
             # socketPollConnect: connect returned Connection timed out, retrying (1/34)"). That error
             # is the attempt being retried: a transient communication problem while the retry goes
-            # on, not the rank's last word. An error after the retries, or a failure, still counts.
-            st.unexplained = None
+            # on, not the rank's last word. An error after the retries, or a failure, still counts; so does
+            # an error whose form states a configuration no retry changes (a program refusing its command
+            # line, whose peers are then retried in vain: heldout.round37c).
+            if st.unexplained is not None and not _states_configuration(st.unexplained.text):
+                st.unexplained = None
             self._waiters[st.key] = st
         elif effect is Effect.BENIGN and m.signature.id in GOING_ON_SIGNATURES:
             # the process that printed an error went on setting up: that error was not its last word

@@ -140,6 +140,8 @@ from neuron_watch.diagnosis.heldout.round37a import NEEDLES as ROUND37A_NEEDLES
 from neuron_watch.diagnosis.heldout.round37a import round37a_cause, round37a_form
 from neuron_watch.diagnosis.heldout.round37b import NEEDLES as ROUND37B_NEEDLES
 from neuron_watch.diagnosis.heldout.round37b import round37b_cause, round37b_form
+from neuron_watch.diagnosis.heldout.round37c import NEEDLES as ROUND37C_NEEDLES
+from neuron_watch.diagnosis.heldout.round37c import round37c_cause, round37c_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.events import Label
@@ -284,6 +286,8 @@ NEEDLES: tuple[str, ...] = (
     # cuDNN's and CTranslate2's loaders of a shared library they could not load, an import failure another exception
     # quotes
     *ROUND37B_NEEDLES,
+    # gRPC core's messages of a call's stream the transport dropped, getopt's refusal of an option
+    *ROUND37C_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -333,7 +337,8 @@ def heldout_form(text: str) -> Form | None:
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text)
             or round37b_form(text)
-            or round37a_form(text))
+            or round37a_form(text)
+            or round37c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -358,4 +363,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text)
             or round37b_cause(text)
-            or round37a_cause(text))
+            or round37a_cause(text)
+            or round37c_cause(text))
