@@ -142,6 +142,8 @@ from neuron_watch.diagnosis.heldout.round37b import NEEDLES as ROUND37B_NEEDLES
 from neuron_watch.diagnosis.heldout.round37b import round37b_cause, round37b_form
 from neuron_watch.diagnosis.heldout.round37c import NEEDLES as ROUND37C_NEEDLES
 from neuron_watch.diagnosis.heldout.round37c import round37c_cause, round37c_form
+from neuron_watch.diagnosis.heldout.round37d import NEEDLES as ROUND37D_NEEDLES
+from neuron_watch.diagnosis.heldout.round37d import round37d_cause, round37d_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.events import Label
@@ -288,6 +290,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND37B_NEEDLES,
     # gRPC core's messages of a call's stream the transport dropped, getopt's refusal of an option
     *ROUND37C_NEEDLES,
+    # the Neuron runtime daemon's return code in its clients' words, TVM's compiler frames, torch-neuron's failed
+    # compiler call
+    *ROUND37D_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -338,7 +343,8 @@ def heldout_form(text: str) -> Form | None:
             or round36c_form(text) or round37f_form(text)
             or round37b_form(text)
             or round37a_form(text)
-            or round37c_form(text))
+            or round37c_form(text)
+            or round37d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -364,4 +370,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37f_cause(text)
             or round37b_cause(text)
             or round37a_cause(text)
-            or round37c_cause(text))
+            or round37c_cause(text)
+            or round37d_cause(text))
