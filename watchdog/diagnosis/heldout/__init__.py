@@ -136,6 +136,8 @@ from neuron_watch.diagnosis.heldout.round36f import NEEDLES as ROUND36F_NEEDLES
 from neuron_watch.diagnosis.heldout.round36f import round36f_cause, round36f_form
 from neuron_watch.diagnosis.heldout.round36g import NEEDLES as ROUND36G_NEEDLES
 from neuron_watch.diagnosis.heldout.round36g import round36g_cause, round36g_form
+from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
+from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -273,6 +275,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36G_NEEDLES,
     # OpenSSH's unresolved host name, GNU tar's fatal stop, glibc's assertion in a set-up function
     *ROUND36C_NEEDLES,
+    # a trainer's "found NaN ... loss", torch's tracer's exceptions on shapes that depend on the data
+    *ROUND37E_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -318,7 +322,7 @@ def heldout_form(text: str) -> Form | None:
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
-            or round36c_form(text))
+            or round36c_form(text) or round37e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -340,4 +344,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34a_cause(text) or round34g_cause(text) or round35b_cause(text) or round35c_cause(text)
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
-            or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text))
+            or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
+            or round37e_cause(text))
