@@ -144,6 +144,8 @@ from neuron_watch.diagnosis.heldout.round37c import NEEDLES as ROUND37C_NEEDLES
 from neuron_watch.diagnosis.heldout.round37c import round37c_cause, round37c_form
 from neuron_watch.diagnosis.heldout.round37d import NEEDLES as ROUND37D_NEEDLES
 from neuron_watch.diagnosis.heldout.round37d import round37d_cause, round37d_form
+from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
+from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.events import Label
@@ -293,6 +295,8 @@ NEEDLES: tuple[str, ...] = (
     # the Neuron runtime daemon's return code in its clients' words, TVM's compiler frames, torch-neuron's failed
     # compiler call
     *ROUND37D_NEEDLES,
+    # a trainer's "found NaN ... loss", torch's tracer's exceptions on shapes that depend on the data
+    *ROUND37E_NEEDLES,
     # torch elastic's agent stopping the workers still running
     *ROUND34D_NEEDLES,
     # a notebook kernel that died, the SageMaker toolkit's set-up errors, dstack's failed run's code, a replica's
@@ -344,7 +348,8 @@ def heldout_form(text: str) -> Form | None:
             or round37b_form(text)
             or round37a_form(text)
             or round37c_form(text)
-            or round37d_form(text))
+            or round37d_form(text)
+            or round37e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -371,4 +376,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37b_cause(text)
             or round37a_cause(text)
             or round37c_cause(text)
-            or round37d_cause(text))
+            or round37d_cause(text)
+            or round37e_cause(text))
