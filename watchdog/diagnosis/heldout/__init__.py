@@ -344,12 +344,8 @@ def heldout_form(text: str) -> Form | None:
             or round35c_form(text) or round35f_form(text) or round36b_form(text) or round36a_form(text)
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
-            or round36c_form(text) or round37f_form(text)
-            or round37b_form(text)
-            or round37a_form(text)
-            or round37c_form(text)
-            or round37d_form(text)
-            or round37e_form(text))
+            or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
+            or round37c_form(text) or round37d_form(text) or round37e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -372,9 +368,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round35f_cause(text) or round36b_cause(text) or round36a_cause(text) or round34d_cause(text)
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
-            or round37f_cause(text)
-            or round37b_cause(text)
-            or round37a_cause(text)
-            or round37c_cause(text)
-            or round37d_cause(text)
-            or round37e_cause(text))
+            or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
+            or round37d_cause(text) or round37e_cause(text))
