@@ -342,9 +342,10 @@ class Recovery:
         return [*out, StopJob(f"incident-{self.incident}", self.settings.stop_timeout, self.incident, self.pending),
                 *self._move(JobState.STOPPING, now)]
 
-    def _reports(self, facts: Facts) -> dict[str, EvidenceReport | None]:
-        """Each node's evidence report of the current incident (None: not given)."""
-        return {name: self._evidence(n) for name, n in sorted(facts.nodes.items())}
+    def _reports(self, facts: Facts, asked: int | None = None) -> dict[str, EvidenceReport | None]:
+        """Each node's evidence report said after ``asked`` (default: the nodes' last ask); None: not given."""
+        since = self._asked if asked is None else asked
+        return {name: self._evidence(n, since) for name, n in sorted(facts.nodes.items())}
 
     def _record_incident(self, reports: Mapping[str, EvidenceReport | None], facts: Facts,
                          interrupted_by: int | None = None) -> list[Command]:
@@ -444,9 +445,7 @@ class Recovery:
         left = {name for name, _ in self._left_on_signal(facts)}
         reports: dict[str, EvidenceReport | None] | None = None
         if self._owed_incident:  # the capture's reports, asked before the stop
-            asked, self._asked = self._asked, self._capture_asked
-            reports = self._reports(facts)
-            self._asked = asked
+            reports = self._reports(facts, self._capture_asked)
         # A node whose launcher ended after the stop was asked has nothing left to stop: its answer is awaited for
         # the settle time, not the stop's deadline (the coordinator's host forwards its signal to its launcher
         # before the stop reaches it), unless its evidence is still owed (it comes first, within the deadline).
@@ -467,7 +466,7 @@ class Recovery:
                         or name in left for name, n in facts.nodes.items())
             if given or over:
                 self._owed_incident = False
-                asked = self._asked
+                asked = self._asked  # (recording moves it; the stop's answers still count from the signal)
                 out = self._record_incident(reports, facts, interrupted_by=signum)
                 self._asked = asked
         if over:
@@ -538,10 +537,11 @@ class Recovery:
     def _all(self, facts: Facts, *states: NodeStatus) -> bool:
         return bool(facts.nodes) and all(self._has(n, *states) for n in facts.nodes.values())
 
-    def _evidence(self, n: NodeFacts) -> EvidenceReport | None:
-        """The node's evidence report of the current incident (None: it did not answer yet)."""
+    @staticmethod
+    def _evidence(n: NodeFacts, asked: int) -> EvidenceReport | None:
+        """The node's evidence report said after message count ``asked`` (None: it did not answer yet)."""
         heard = n.evidence_heard
-        return n.evidence if heard is not None and heard > self._asked else None
+        return n.evidence if heard is not None and heard > asked else None
 
 
 
