@@ -150,6 +150,8 @@ from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
 from neuron_watch.diagnosis.heldout.round38g import round38g_cause, round38g_form
+from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
+from neuron_watch.diagnosis.heldout.round38h import round38h_cause, round38h_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -318,6 +320,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND37A_NEEDLES,
     # Windows' commit-limit error (1455), bitsandbytes' failed CUDA set-up, Sockeye's refusals to resume
     *ROUND38G_NEEDLES,
+    # an exception's last line two processes printed at once (its class doubled)
+    *ROUND38H_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -349,7 +353,8 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
-            or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text))
+            or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
+            or round38h_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -373,4 +378,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
-            or round37d_cause(text) or round37e_cause(text) or round38g_cause(text))
+            or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text))
