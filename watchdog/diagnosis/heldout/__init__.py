@@ -148,6 +148,8 @@ from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
 from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
+from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
+from neuron_watch.diagnosis.heldout.round38c import round38c_cause, round38c_form, round38c_quiet
 from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
 from neuron_watch.diagnosis.heldout.round38g import round38g_cause, round38g_form
 from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
@@ -322,6 +324,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND38G_NEEDLES,
     # an exception's last line two processes printed at once (its class doubled)
     *ROUND38H_NEEDLES,
+    # JAX's CUDA plugin's missing library, TFDS's dataset not found, Ray's gRPC UNAVAILABLE, dm_control's non-finite
+    # controls, XLA's rematerialization of a negative budget
+    *ROUND38C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -332,7 +337,8 @@ __all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "h
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text)
+            or round38c_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -354,7 +360,7 @@ def heldout_form(text: str) -> Form | None:
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
-            or round38h_form(text))
+            or round38h_form(text) or round38c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -378,4 +384,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
-            or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text))
+            or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
+            or round38c_cause(text))
