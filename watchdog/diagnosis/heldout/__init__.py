@@ -148,6 +148,8 @@ from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
 from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
+from neuron_watch.diagnosis.heldout.round38e import NEEDLES as ROUND38E_NEEDLES
+from neuron_watch.diagnosis.heldout.round38e import round38e_cause, round38e_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -314,6 +316,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36E_NEEDLES,
     # CPython's failed import of a name printed without its class, activation checkpointing's mismatched recompute
     *ROUND37A_NEEDLES,
+    # a speech trainer's raise of a NaN loss, icefall's fp16 grad scale run down and gradients scaled by zero, the
+    # Coqui trainer's refusal of several GPUs, a connection the OS forbade by policy
+    *ROUND38E_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -345,7 +350,7 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
-            or round37c_form(text) or round37d_form(text) or round37e_form(text))
+            or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -369,4 +374,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
-            or round37d_cause(text) or round37e_cause(text))
+            or round37d_cause(text) or round37e_cause(text) or round38e_cause(text))
