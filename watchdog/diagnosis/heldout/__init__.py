@@ -150,6 +150,8 @@ from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
 from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
 from neuron_watch.diagnosis.heldout.round38c import round38c_cause, round38c_form, round38c_quiet
+from neuron_watch.diagnosis.heldout.round38e import NEEDLES as ROUND38E_NEEDLES
+from neuron_watch.diagnosis.heldout.round38e import round38e_cause, round38e_form
 from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
 from neuron_watch.diagnosis.heldout.round38g import round38g_cause, round38g_form
 from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
@@ -327,6 +329,9 @@ NEEDLES: tuple[str, ...] = (
     # JAX's CUDA plugin's missing library, TFDS's dataset not found, Ray's gRPC UNAVAILABLE, dm_control's non-finite
     # controls, XLA's rematerialization of a negative budget
     *ROUND38C_NEEDLES,
+    # a speech trainer's raise of a NaN loss, icefall's fp16 grad scale run down and gradients scaled by zero, the
+    # Coqui trainer's refusal of several GPUs, a connection the OS forbade by policy
+    *ROUND38E_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -360,7 +365,7 @@ def heldout_form(text: str) -> Form | None:
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
-            or round38h_form(text) or round38c_form(text))
+            or round38h_form(text) or round38c_form(text) or round38e_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -385,4 +390,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text))
+            or round38c_cause(text) or round38e_cause(text))
