@@ -148,6 +148,8 @@ from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
 from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
+from neuron_watch.diagnosis.heldout.round38b import NEEDLES as ROUND38B_NEEDLES
+from neuron_watch.diagnosis.heldout.round38b import round38b_cause, round38b_form, round38b_quiet
 from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
 from neuron_watch.diagnosis.heldout.round38c import round38c_cause, round38c_form, round38c_quiet
 from neuron_watch.diagnosis.heldout.round38e import NEEDLES as ROUND38E_NEEDLES
@@ -332,6 +334,8 @@ NEEDLES: tuple[str, ...] = (
     # a speech trainer's raise of a NaN loss, icefall's fp16 grad scale run down and gradients scaled by zero, the
     # Coqui trainer's refusal of several GPUs, a connection the OS forbade by policy
     *ROUND38E_NEEDLES,
+    # setuptools' report of the compiler that failed building an extension, a compiler error in torch's headers
+    *ROUND38B_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
@@ -343,7 +347,7 @@ def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
             or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text)
-            or round38c_quiet(text))
+            or round38c_quiet(text) or round38b_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -365,7 +369,7 @@ def heldout_form(text: str) -> Form | None:
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
-            or round38h_form(text) or round38c_form(text) or round38e_form(text))
+            or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -390,4 +394,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text) or round38e_cause(text))
+            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text))
