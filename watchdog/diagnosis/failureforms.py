@@ -57,7 +57,7 @@ from neuron_watch.diagnosis.forms_schedulers import NEEDLES as SCHEDULER_NEEDLES
 from neuron_watch.diagnosis.forms_schedulers import scheduler_form
 from neuron_watch.diagnosis.forms_severity import HW_ERR, severity_form
 from neuron_watch.diagnosis.heldout import NEEDLES as HELDOUT_NEEDLES
-from neuron_watch.diagnosis.heldout import heldout_cause, heldout_form, heldout_quiet
+from neuron_watch.diagnosis.heldout import heldout_cause, heldout_exception_repr, heldout_form, heldout_quiet
 from neuron_watch.diagnosis.heldout.round27a import node_state_cause, storage_full_cause
 from neuron_watch.events import Label
 
@@ -465,6 +465,9 @@ def cause_of(text: str) -> tuple[Label, str] | None:
     stated = heldout_cause(text)
     if stated is not None:
         return stated
+    # an exception printed as its repr, `TypeError("...")` (Hydra's instantiate), states what its line would
+    if (as_line := heldout_exception_repr(text)) is not None:
+        return cause_of(as_line)
     if _TOO_FEW_DEVICES.search(text):
         return Label.CONFIG_ERROR, "more processes or devices asked for than the machine has"
     if _SETTING_MISSING.search(text):

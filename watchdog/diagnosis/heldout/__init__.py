@@ -148,6 +148,8 @@ from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
 from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
+from neuron_watch.diagnosis.heldout.round38a import NEEDLES as ROUND38A_NEEDLES
+from neuron_watch.diagnosis.heldout.round38a import round38a_cause, round38a_form, round38a_repr
 from neuron_watch.diagnosis.heldout.round38b import NEEDLES as ROUND38B_NEEDLES
 from neuron_watch.diagnosis.heldout.round38b import round38b_cause, round38b_form, round38b_quiet
 from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
@@ -336,11 +338,21 @@ NEEDLES: tuple[str, ...] = (
     *ROUND38E_NEEDLES,
     # setuptools' report of the compiler that failed building an extension, a compiler error in torch's headers
     *ROUND38B_NEEDLES,
+    # Hydra's record of a job that raised and its instantiate's failures, the Hugging Face Hub's 404 words, LightGBM's
+    # command line stopping on an exception, Boost.Compute's OpenCL errors
+    *ROUND38A_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
 #: its ranks never joined are given to the offline reading from here, the one place that lists the rounds' modules
-__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_form", "heldout_quiet"]
+__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_exception_repr", "heldout_form",
+           "heldout_quiet"]
+
+
+def heldout_exception_repr(text: str) -> str | None:
+    """The ``Class: message`` line an exception printed as its repr stands for (round 38 part A: Hydra prints the
+    exception under its instantiate's failure so), for failureforms' cause_of to read; None for any other line."""
+    return round38a_repr(text)
 
 
 def heldout_quiet(text: str) -> bool:
@@ -369,7 +381,8 @@ def heldout_form(text: str) -> Form | None:
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
-            or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text))
+            or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
+            or round38a_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -394,4 +407,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text))
+            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text))
