@@ -148,6 +148,13 @@ from neuron_watch.diagnosis.heldout.round37e import NEEDLES as ROUND37E_NEEDLES
 from neuron_watch.diagnosis.heldout.round37e import round37e_cause, round37e_form
 from neuron_watch.diagnosis.heldout.round37f import NEEDLES as ROUND37F_NEEDLES
 from neuron_watch.diagnosis.heldout.round37f import round37f_cause, round37f_form
+from neuron_watch.diagnosis.heldout.round38d import NEEDLES as ROUND38D_NEEDLES
+from neuron_watch.diagnosis.heldout.round38d import (
+    round38d_cause,
+    round38d_form,
+    round38d_quiet,
+    round38d_warning_stack,
+)
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -314,17 +321,22 @@ NEEDLES: tuple[str, ...] = (
     *ROUND36E_NEEDLES,
     # CPython's failed import of a name printed without its class, activation checkpointing's mismatched recompute
     *ROUND37A_NEEDLES,
+    # DeepStream's nvinfer starting a TensorRT engine build from the model files
+    *ROUND38D_NEEDLES,
 )
 
-#: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
-#: its ranks never joined are given to the offline reading from here, the one place that lists the rounds' modules
-__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_form", "heldout_quiet"]
+#: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
+#: its ranks never joined and round 38 part D's reader of the stack under Inductor's skipped CUDA graphs are given to
+#: the offline reading from here, the one place that lists the rounds' modules
+__all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_form", "heldout_quiet",
+           "round38d_warning_stack"]
 
 
 def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
-            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text))
+            or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text)
+            or round38d_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -345,7 +357,7 @@ def heldout_form(text: str) -> Form | None:
             or round34d_form(text) or round34c_form(text) or round35a_form(text) or round35e_form(text)
             or round35d_form(text) or round36e_form(text) or round36f_form(text) or round36g_form(text)
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
-            or round37c_form(text) or round37d_form(text) or round37e_form(text))
+            or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -369,4 +381,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round34c_cause(text) or round35a_cause(text) or round35e_cause(text) or round35d_cause(text)
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
-            or round37d_cause(text) or round37e_cause(text))
+            or round37d_cause(text) or round37e_cause(text) or round38d_cause(text))
