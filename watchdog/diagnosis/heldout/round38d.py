@@ -34,8 +34,10 @@ from collections.abc import Sequence
 from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
-#: The literals (digit-free) the lines :func:`round38d_form` reads hold: nvinfer's words of the rebuild it starts
-NEEDLES: tuple[str, ...] = ("try rebuild", "Trying to create engine from model files")
+#: The literals (digit-free) the lines :func:`round38d_form` reads hold: nvinfer's words of the rebuild it starts, each
+#: with one of the batch search's marker characters (keyfinder._MARKERS: the "x" of "context", the "T"), so that no
+#: needle needs a literal search of its own ("try rebuild" alone cost a third of bench_classify's typical scan)
+NEEDLES: tuple[str, ...] = ("context from engine from file", "Trying to create engine from model files")
 
 #: nvinfer starting an engine build from the model files (nvdsinfer_context_impl.cpp's WARN of the miss, its INFO of
 #: the build)
