@@ -37,6 +37,11 @@ _GLUED_DOTS = re.compile(r"^(\.+)(?=[0-9\[A-Z])")
 #: (core dumped)", "Aborted (core dumped)"), glued to a progress bar's last redraw ("...13.82it/s]Killed").
 _SHELL_ENDS = ("Killed", "(core dumped)", "Segmentation fault", "Aborted")
 _GLUED_SHELL = re.compile(r"(?<=[\]|])((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
+#: ... or to Keras's bar, which ends on its last metric's value, not a bracket ("249/441 [=====>.....] - ETA: 17:56 -
+#: loss: 26.6288 - class_loss: 2.3435Killed", keras-YOLOv3-model-set#42; Keras 3's "63/63 ━━━━ 1s 20ms/step - loss:
+#: 0.1Killed"): keras/utils/generic_utils.py Progbar redraws with "\r" and leaves the line unterminated
+_GLUED_SHELL_KERAS = re.compile(r"^\s*\d+/\d+ (?:\[[=>.]*\]|━+) .*\d"
+                                r"((?:Killed|Segmentation fault|Aborted)(?: \(core dumped\))?)\s*$")
 #: A record in Python logging's default format (``logging.BASIC_FORMAT``, "%(levelname)s:%(name)s:%(message)s")
 #: glued to a tqdm bar's last redraw: tqdm leaves its line unterminated on stderr and the record written to the
 #: same stream starts where the bar ends, after its rate and postfix ("... 15.79s/it]WARNING:torch.distributed.
@@ -202,9 +207,10 @@ def logical_lines(raw: str) -> list[str]:
     if m:
         out.append(m.group(1))
         text = text[m.end() :]
-    if text.endswith(_SHELL_ENDS) and (g := _GLUED_SHELL.search(text)) is not None:
+    if text.endswith(_SHELL_ENDS) and (
+            (g := _GLUED_SHELL.search(text)) is not None or (g := _GLUED_SHELL_KERAS.match(text)) is not None):
         # the shell's report of a killed job lands on the line its last redraw left unterminated
-        return [*logical_lines(text[: g.start()]), g.group(1)]
+        return [*logical_lines(text[: g.start(1)]), g.group(1)]
     if "]" in text and ("it/s]" in text or "s/it]" in text) and (r := _GLUED_RECORD.search(text)) is not None:
         # a logging record written where a progress bar's last redraw left the line unterminated: two records
         return [*logical_lines(text[: r.end()]), *logical_lines(text[r.end() :])]

@@ -25,6 +25,7 @@ from neuron_watch.diagnosis.exctaxonomy import (
     raised_in_setup,
 )
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
+from neuron_watch.diagnosis.heldout import round38d_warning_stack
 from neuron_watch.diagnosis.interrupted import is_interrupt
 from neuron_watch.diagnosis.judge import TRACEBACK_SIGNATURE
 from neuron_watch.events import Action, Evidence, Label, LogLine, RankKey, Verdict
@@ -137,12 +138,17 @@ class Tracebacks:
                    f"refuses, which a restart meets again ({ev.text.strip()[:160]})")
 
 
-def open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float | None) -> Verdict | None:
+def open_traceback(tails: dict[RankKey, list[LogLine]], latest_progress: float | None,
+                   recent: RecentLines | None = None) -> Verdict | None:
     """Not healthy: a rank whose input ends inside a Python traceback (frames, no exception line after)
     with no progress of any rank after it: the process was printing the exception it died of when its
-    log ended. (A rank that printed a stack and went quiet while the others went on is not judged so.)"""
+    log ended. (A rank that printed a stack and went quiet while the others went on is not judged so, nor
+    frames under a warning's header that prints a stack, read in ``recent``: Inductor's skipped CUDA graphs.)"""
     for key, tail in tails.items():
         frame = in_traceback([line.text for line in tail])
+        kept = recent.lines.get(key) if recent is not None else None
+        if frame is not None and kept and round38d_warning_stack([line.text for line in kept]):
+            continue
         if frame is not None:
             line = next(ln for ln in tail if ln.text == frame)
             if latest_progress is not None and latest_progress > line.mono:

@@ -168,7 +168,7 @@ class OfflineReading:
         if verdict.label is Label.HEALTHY:
             latest = max((t for st in judge.ranks.values() for t in (st.last_progress,) if t is not None),
                          default=None)
-            opened = open_traceback(tails, latest)
+            opened = open_traceback(tails, latest, recent)
             if opened is not None and judge.crash_reader is not None:
                 # a crash like the judge's own: the traceback it was cut in may show the process setting itself up
                 opened = judge.crash_reader(opened, judge.last_progress_wall is not None)

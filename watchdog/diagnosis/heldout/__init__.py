@@ -154,6 +154,13 @@ from neuron_watch.diagnosis.heldout.round38b import NEEDLES as ROUND38B_NEEDLES
 from neuron_watch.diagnosis.heldout.round38b import round38b_cause, round38b_form, round38b_quiet
 from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
 from neuron_watch.diagnosis.heldout.round38c import round38c_cause, round38c_form, round38c_quiet
+from neuron_watch.diagnosis.heldout.round38d import NEEDLES as ROUND38D_NEEDLES
+from neuron_watch.diagnosis.heldout.round38d import (
+    round38d_cause,
+    round38d_form,
+    round38d_quiet,
+    round38d_warning_stack,
+)
 from neuron_watch.diagnosis.heldout.round38e import NEEDLES as ROUND38E_NEEDLES
 from neuron_watch.diagnosis.heldout.round38e import round38e_cause, round38e_form
 from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
@@ -341,12 +348,15 @@ NEEDLES: tuple[str, ...] = (
     # Hydra's record of a job that raised and its instantiate's failures, the Hugging Face Hub's 404 words, LightGBM's
     # command line stopping on an exception, Boost.Compute's OpenCL errors
     *ROUND38A_NEEDLES,
+    # DeepStream's nvinfer starting a TensorRT engine build from the model files
+    *ROUND38D_NEEDLES,
 )
 
-#: round 31 part D's reader of CPython's reports of an ignored exception and round 36 part C's reader of a process group
-#: its ranks never joined are given to the offline reading from here, the one place that lists the rounds' modules
+#: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
+#: its ranks never joined and round 38 part D's reader of the stack under Inductor's skipped CUDA graphs are given to
+#: the offline reading from here, the one place that lists the rounds' modules
 __all__ = ["NEEDLES", "IgnoredReports", "RankRegistrations", "heldout_cause", "heldout_exception_repr", "heldout_form",
-           "heldout_quiet"]
+           "heldout_quiet", "round38d_warning_stack"]
 
 
 def heldout_exception_repr(text: str) -> str | None:
@@ -359,7 +369,7 @@ def heldout_quiet(text: str) -> bool:
     """A record its program prints as a warning whatever words it holds: no form."""
     return (round29c_quiet(text) or round31d_quiet(text) or round34b_quiet(text) or round34g_quiet(text)
             or round35b_quiet(text) or round35c_quiet(text) or round36e_quiet(text) or round36d_quiet(text)
-            or round38c_quiet(text) or round38b_quiet(text))
+            or round38c_quiet(text) or round38b_quiet(text) or round38d_quiet(text))
 
 
 def heldout_form(text: str) -> Form | None:
@@ -382,7 +392,7 @@ def heldout_form(text: str) -> Form | None:
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
-            or round38a_form(text))
+            or round38a_form(text) or round38d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -407,4 +417,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text))
+            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
+            or round38d_cause(text))
