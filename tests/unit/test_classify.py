@@ -399,6 +399,15 @@ def test_short_literals_sharing_a_pass_are_each_found_on_their_lines() -> None:
 LITERAL_SEARCHES = 10
 
 
+def test_no_form_needle_is_only_characters_beyond_ascii() -> None:
+    """The key finder reads a line as ASCII with every other character replaced by "?" (keyfinder's ascii/replace):
+    a needle of such characters alone is searched as a run of "?" (round 38 part G's Chinese page-file words were
+    b"??????", a literal search of its own in every batch that any six such characters in a row would match). A
+    localized word with ASCII letters in it ("Getötet", "Dræbt") is still found by those letters."""
+    odd = [n for n in NEEDLES if not any(c.isascii() and not c.isspace() for c in n)]
+    assert not odd, f"needles of no printable ASCII character: {odd}; find the line through an ASCII needle beside them"
+
+
 def test_needles_searched_alone_stay_few() -> None:
     """A needle holding no marker (keyfinder's _MARKERS, or a character of the second set, which joins
     it when it pays for itself) before its last character is searched alone in every batch. The message names the rules

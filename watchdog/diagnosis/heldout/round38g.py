@@ -43,9 +43,10 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round38g_form` reads hold, besides the needles failureforms already
 #: searches: Windows' commit-limit error in CPython's, Rust's and its own words, bitsandbytes' set-up failure in its two
-#: wordings, Sockeye's refusals to resume
+#: wordings, Sockeye's refusals to resume. ASCII only: the key finder reads a line as ASCII with every other character
+#: replaced by "?", so a localized message is found through CPython's "[WinError " or Rust's "(os error " beside it
 NEEDLES: tuple[str, ...] = (
-    "[WinError ", "(os error ", "paging file is too small", "页面文件太小",
+    "[WinError ", "(os error ", "paging file is too small",
     "CUDA Setup failed despite GPU", "CUDA SETUP: Setup Failed",
     "Mismatch in arguments for training continuation", "Refusing to overwrite existing output folder",
     "Refusing to overwrite model folder",
