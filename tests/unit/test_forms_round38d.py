@@ -83,6 +83,17 @@ def test_frames_under_another_header_are_not(header: str) -> None:
     assert not round38d_warning_stack([header, *INDUCTOR_STACK[3:]])
 
 
+def test_frames_among_another_processs_lines_are_still_the_warning_stack() -> None:
+    """Two processes writing one unmarked stream put one's progress records among the other's frames: the header
+    above them still owns the frames (bench_form_robustness's interleave of this excerpt with paddlespeech-675's
+    records); a traceback's header nearer the end than Inductor's owns them instead."""
+    progress = "[INFO 2021/06/19 16:01:40 model.py:61] Train: Rank: 0, epoch: 1, step: 5312, batch : 1561/1876, lr: 0.00000000"
+    interleaved = [*INDUCTOR_STACK[:5], progress, progress, *INDUCTOR_STACK[5:]]
+    assert round38d_warning_stack(interleaved)
+    assert not round38d_warning_stack([*INDUCTOR_STACK[:5], "Traceback (most recent call last):", *INDUCTOR_STACK[5:]])
+    assert not round38d_warning_stack([progress, *INDUCTOR_STACK[3:]])  # no header above at all
+
+
 def test_a_log_ending_on_inductors_stack_is_healthy(tmp_path: Path) -> None:
     """A compiled run whose log ends on the frames of Inductor's skipped CUDA graphs went on: healthy, not a crash cut
     inside a traceback; the same frames under a traceback's header stay one."""

@@ -52,6 +52,9 @@ _SKIP_HEADER = re.compile(r"\bskipping cudagraphs due to .*\bFound from :\s*$")
 #: a frame of a Python stack ('  File "x.py", line 12, in forward') and the indented source line under it
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S')
 _SOURCE = re.compile(r"^(?: {4,}|\t)\S")
+#: a traceback's header, or the line that chains one to the exception before it: frames under it are a traceback's
+_TRACEBACK_HEADER = re.compile(r"Traceback \(most recent call last\)|^\s*During handling of the above exception"
+                               r"|^\s*The above exception was the direct cause")
 #: how far up the frames of one stack are followed to their header
 _STACK_LINES = 60
 
@@ -75,9 +78,15 @@ def round38d_cause(text: str) -> tuple[Label, str] | None:
 
 def round38d_warning_stack(texts: Sequence[str]) -> bool:
     """Whether the frames ``texts`` end on are the user stack under Inductor's "skipping cudagraphs ... Found from :",
-    not a traceback: the first line above the frames and their source lines is that header."""
+    not a traceback: going up from the end over the frames and their source lines, that header comes before any
+    traceback's header. Other lines between are passed over: an unmarked stream of two processes puts another
+    process's lines among the stack's frames (bench_form_robustness's interleave kind put a healthy run's
+    progress records there, and the frames at the end then read as a traceback cut before its exception)."""
     for text in reversed(texts[-_STACK_LINES:]):
         if not text.strip() or _FRAME.search(text) or _SOURCE.search(text):
             continue
-        return "Found from" in text and _SKIP_HEADER.search(text) is not None
+        if "Found from" in text and _SKIP_HEADER.search(text) is not None:
+            return True
+        if _TRACEBACK_HEADER.search(text):
+            return False
     return False
