@@ -156,7 +156,6 @@ from neuron_watch.diagnosis.heldout.round38c import NEEDLES as ROUND38C_NEEDLES
 from neuron_watch.diagnosis.heldout.round38c import round38c_cause, round38c_form, round38c_quiet
 from neuron_watch.diagnosis.heldout.round38d import NEEDLES as ROUND38D_NEEDLES
 from neuron_watch.diagnosis.heldout.round38d import (
-    round38d_cause,
     round38d_form,
     round38d_quiet,
     round38d_warning_stack,
@@ -417,5 +416,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
-            or round38d_cause(text))
+            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text))

@@ -124,12 +124,10 @@ def round38a_repr(text: str) -> str | None:
     return None if m is None else f"{m.group(1)}: {m.group(3)}"
 
 
-def _repr_label(text: str) -> Label | None:
-    """The cause this round's rules read in an exception's repr: CPython's failed binding of a call's arguments
-    (Hydra's instantiate prints the repr of what the configured target raised), the Hub's missing file."""
-    m = _EXCEPTION_REPR.search(text)
-    if m is None:
-        return None
+def _repr_label(m: re.Match[str]) -> Label | None:
+    """The cause this round's rules read in an exception's repr (``m``, of :data:`_EXCEPTION_REPR`): CPython's failed
+    binding of a call's arguments (Hydra's instantiate prints the repr of what the configured target raised), the
+    Hub's missing file."""
     if m.group(1).rsplit(".", 1)[-1] == "TypeError" and _BINDING.search(m.group(3)):
         return Label.CONFIG_ERROR
     if _HUB_NOT_FOUND_CLASS.search(m.group(1)):
@@ -151,8 +149,8 @@ def round38a_form(text: str) -> Form | None:
                     Label.CONFIG_ERROR)
     if "Met Exceptions:" in text and _LGBM_MET_EXCEPTIONS.search(text):
         return Form(FormKind.CRASH, "LightGBM's command line stopped on an exception", None)
-    if ("Error(" in text or "Exception(" in text) and _EXCEPTION_REPR.search(text):
-        label = _repr_label(text)
+    if ("Error(" in text or "Exception(" in text) and (found := _EXCEPTION_REPR.search(text)) is not None:
+        label = _repr_label(found)
         return Form(FormKind.ERROR, "a configured target called with arguments its signature does not take"
                     if label is Label.CONFIG_ERROR and "NotFound" not in text else "an exception printed as its repr",
                     label)

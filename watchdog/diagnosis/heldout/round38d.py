@@ -3,8 +3,8 @@ DeepStream building the TensorRT engine it found no file for, and the stack Indu
 which is not a traceback.
 
 Pure: no I/O. :func:`round38d_form` is asked after the forms of round 37, :func:`round38d_quiet` with the other rounds'
-warnings, :func:`round38d_cause` by :func:`neuron_watch.diagnosis.failureforms.cause_of`, and
-:func:`round38d_warning_stack` by :func:`neuron_watch.diagnosis.offline.open_traceback`.
+warnings, and :func:`round38d_warning_stack` by :func:`neuron_watch.diagnosis.offline.open_traceback`. The round
+states no cause (its one form is a phase, a compile running), so it gives failureforms' ``cause_of`` nothing to ask.
 
 Each form is read where its program prints it:
 
@@ -31,8 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
-from neuron_watch.events import Label
+from neuron_watch.diagnosis.formkinds import Form, FormKind
 
 #: The literals (digit-free) the lines :func:`round38d_form` reads hold: nvinfer's words of the rebuild it starts, each
 #: with one of the batch search's marker characters (keyfinder._MARKERS: the "x" of "context", the "T"), so that no
@@ -69,11 +68,6 @@ def round38d_form(text: str) -> Form | None:
 def round38d_quiet(text: str) -> bool:
     """nvinfer's ERROR of an engine file that is not there yet: the cache miss before the rebuild, a warning."""
     return "open error" in text and _DS_ENGINE_MISSING.search(text) is not None
-
-
-def round38d_cause(text: str) -> tuple[Label, str] | None:
-    """The cause an error line states in this round's forms (none: the rebuild is a phase)."""
-    return stated_cause(round38d_form(text))
 
 
 def round38d_warning_stack(texts: Sequence[str]) -> bool:
