@@ -38,16 +38,25 @@ def _trie_regex(keys: Iterable[str], leaves: dict[str, str] | None = None) -> st
     cond = leaves or {}
 
     def emit(node: dict[str, Any], path: str) -> str:
+        # a run of nodes with one child and no key ending is the run's characters (most of a
+        # trie of rests: walked here, not one call a character)
+        run = []
+        while len(node) == 1 and "" not in node:
+            ((ch, node),) = node.items()
+            run.append(ch)
+        head = "".join(run)
+        path += head
+        head = re.escape(head)
         alts = [re.escape(ch) + emit(child, path + ch) for ch, child in sorted(node.items()) if ch]
         if "" not in node:
-            return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+            return head + (alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")")
         leaf = cond.get(path, "")
         if not alts:
-            return leaf
+            return head + leaf
         body = alts[0] if len(alts) == 1 else "|".join(alts)
         if leaf:
-            return "(?:" + body + "|" + leaf + ")"
-        return "(?:" + body + ")?"  # a key ends here; longer keys go on
+            return head + "(?:" + body + "|" + leaf + ")"
+        return head + "(?:" + body + ")?"  # a key ends here; longer keys go on
 
     return emit(trie, "")
 
@@ -78,16 +87,20 @@ def _trigger_start(key: bytes, markers: frozenset[int]) -> int | None:
     """Where the trigger of ``key`` (ASCII bytes) starts: a marker that ends a run of ``markers``
     ("NCCL error" -> the second "C": its rest "L error" starts with a non-marker, so a try inside
     a run of capitals fails at once), the one with the most worthwhile rest. None: no such
-    marker."""
-    best, worth = None, 0.0
-    for i, c in enumerate(key):
-        if c in markers and i + 1 < len(key) and key[i + 1] not in markers:
+    marker.
+
+    Every character of a rest is worth something, so the further left a trigger starts the more its
+    rest is worth: the first marker that qualifies is the best one (the table's build tries this for
+    every literal and every candidate marker set, so it stops there)."""
+    for i in range(len(key) - 1):
+        if key[i] in markers and key[i + 1] not in markers:
+            if i >= _CHECKED_BEFORE:
+                return i
             rest = key[i + 1 :]
             plain = sum(c not in markers for c in rest)
-            w = plain + (len(rest) - plain) / 8
-            if (w >= _REST_WORTH or i >= _CHECKED_BEFORE) and w > worth:
-                best, worth = i, w
-    return best
+            if plain + (len(rest) - plain) / 8 >= _REST_WORTH:
+                return i
+    return None
 
 
 _MARKER_BYTES = frozenset(_MARKERS.encode("ascii"))
