@@ -122,6 +122,7 @@ class KnowledgeBase:
         # reads every rule's for every line)
         self._keys: tuple[tuple[str, ...], ...] = tuple(s.keys for s in self.signatures)
         self._always: tuple[int, ...] = tuple(i for i, ks in enumerate(self._keys) if not ks)
+        self._plain_keys = tuple({*(k for ks in self._keys for k in ks), *(NEEDLES if forms else ())})
         by_key: dict[str, list[int]] = {}
         for i, s in enumerate(self.signatures):
             for k in s.keys:
@@ -331,8 +332,10 @@ class KnowledgeBase:
         needle ``"\\n" + line`` holds (anchored needles carry the newline) and whose patterns match.
         Slow (every key is looked for); tests hold :meth:`scan` and :meth:`classify` to it."""
         text = _NL + line
-        rules = [i for i, ks in enumerate(self._keys) if not ks or any(k in text for k in ks)]
-        if self.form_signatures and any(k in text for k in NEEDLES):
+        # each distinct key looked for once (rules share keys, and the reader's needles are many)
+        held = {k for k in self._plain_keys if k in text}
+        rules = [i for i, ks in enumerate(self._keys) if not ks or not held.isdisjoint(ks)]
+        if self.form_signatures and not held.isdisjoint(NEEDLES):
             rules.append(self._forms_index)
         return self._match(line, rules)
 
