@@ -137,6 +137,13 @@ def head_level(text: str) -> str | None:
     return None if w is None else (w.group(1) or w.group(2)).upper()
 
 
+def trt_level(text: str) -> str | None:
+    """TensorRT's bracketed error letter at a record's head ("E" or "F": ``[08/02/2024-14:23:01] [E] Building engine
+    failed``, ``[TRT] [E] ...``), which carries no level word :func:`head_level` reads; None for any other line."""
+    t = _TRT.search(text, 0, _HEAD)
+    return None if t is None else t.group(1)
+
+
 def record_message(text: str) -> str | None:
     """The message of a glog/absl or TensorFlow record (what follows its head's "file:line] "), at any
     level; None when ``text`` is no such record."""

@@ -51,7 +51,7 @@ from neuron_watch.diagnosis.exctaxonomy import exception_class, frame_of, progra
 from neuron_watch.diagnosis.failureforms import FOLDING_ALARM, SLOW_ALARM, SLOW_ALARM_RETURNED, read_line
 from neuron_watch.diagnosis.firstfailure import mistake_before_progress
 from neuron_watch.diagnosis.flight_recorder import GroupProgress, StalledCollective, stalled_collective
-from neuron_watch.diagnosis.forms_severity import head_level
+from neuron_watch.diagnosis.forms_severity import head_level, trt_level
 from neuron_watch.diagnosis.heldout.round25b import large_allocation
 from neuron_watch.diagnosis.heldout.round34c import folded_traceback
 from neuron_watch.diagnosis.signature import Signature
@@ -1885,7 +1885,8 @@ class Judge:
         """An error record (its head's level ERROR or FATAL: :func:`head_level`) a compiling rank printed
         after its compile opened (a compiler's start, or a compile the rank announced in its own words: torch-neuron's
         "Compiling function ... with neuron-cc", an extension build), with no progress of that rank after it, at the
-        end of the input: the compile's
+        end of the input (TensorRT's records give their level as a bracketed letter, "[E] Building engine failed":
+        forms_severity.trt_level; round issue23-heldout-39, NVIDIA Model-Optimizer#50): the compile's
         last word is its failure (a compiler wrapper reports the failed command in one such record: the Neuron
         wrapper's "ERROR ||NEURON_CC_WRAPPER||: Failed compilation with [...]"), not a compile at work.
         A warning, or an error the rank went on from (a step after it), leaves the compile open."""
@@ -1894,7 +1895,7 @@ class Judge:
             opened = st.compile_open if st.compile_open is not None else st.announced_compile()
             if (err is not None and opened is not None and err.mono >= opened
                     and (st.last_progress is None or st.last_progress < err.mono)
-                    and head_level(err.text) in _FAILED_LEVELS):
+                    and (head_level(err.text) in _FAILED_LEVELS or trt_level(err.text) is not None)):
                 return err
         return None
 

@@ -170,6 +170,8 @@ from neuron_watch.diagnosis.heldout.round39a import NEEDLES as ROUND39A_NEEDLES
 from neuron_watch.diagnosis.heldout.round39a import round39a_cause, round39a_form
 from neuron_watch.diagnosis.heldout.round39c import NEEDLES as ROUND39C_NEEDLES
 from neuron_watch.diagnosis.heldout.round39c import round39c_cause, round39c_form
+from neuron_watch.diagnosis.heldout.round39f import NEEDLES as ROUND39F_NEEDLES
+from neuron_watch.diagnosis.heldout.round39f import round39f_cause, round39f_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -360,6 +362,10 @@ NEEDLES: tuple[str, ...] = (
     # object store, nvJPEG's failed allocation, DALI's operator it cannot construct, Mosaic streaming's missing
     # object, a Go fatal error's throw frame
     *ROUND39A_NEEDLES,
+    # llama.cpp's quantizer's failure, a matrix a linear-algebra routine could not factor, a native extension whose
+    # import failed, PyTorch's dispatcher without a kernel for the backend, a package without a constant its caller
+    # names
+    *ROUND39F_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -402,7 +408,8 @@ def heldout_form(text: str) -> Form | None:
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
-            or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text))
+            or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
+            or round39f_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -428,4 +435,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
-            or round39c_cause(text) or round39a_cause(text))
+            or round39c_cause(text) or round39a_cause(text) or round39f_cause(text))
