@@ -42,7 +42,7 @@ Each form is read where its program prints it:
   schnetpack-gschnet#16, a schnetpack release whose package no longer held the config, read as healthy).
 * DeepXDE's training display (deepxde/display.py ``TrainingDisplay``) prints per display step a row of the step
   and its bracketed lists of train losses, test losses and test metrics ("2000      [nan]         [nan]
-  [nan]"); a NaN or inf in the train-loss list is the loss gone non-finite, and DeepXDE goes on printing it
+  [nan]"); a NaN in the train-loss list is the loss gone non-finite, and DeepXDE goes on printing it
   (round issue23-heldout-39: deepxde PR #491, read as healthy). TensorFlow's ScipyOptimizerInterface
   (tensorflow/contrib/opt external_optimizer.py, which DeepXDE's L-BFGS-B used) logs "Optimization terminated
   with:" and "  Objective function value: %f": nan there is the objective the optimizer ended on (deepxde#338).
@@ -64,7 +64,7 @@ NEEDLES: tuple[str, ...] = (
     "Number of failed examples",
     "Not Enough GPU memory?",
     "Cannot find primary config", "Primary config directory not found", "': Could not find '",
-    "nan]", "nan,", "inf]", "inf,", "Objective function value",
+    "nan]", "nan,", "Objective function value",
 )
 
 #: the BFC allocator's record of an allocation that failed, and the dump it prints only then
@@ -89,11 +89,11 @@ _HYDRA_MISSING = re.compile(
     r"^(?:hydra\.errors\.MissingConfigException: )?(?:Cannot find primary config '[^']*'\. Check that it's in "
     r"your config search path|Primary config directory not found\.|In '[^']+': Could not find '[^']+')")
 
-#: DeepXDE's display row: a step, then a train-loss list holding nan/inf, then the test-loss list
-_DEEPXDE_ROW = re.compile(r"^\s*\d+\s+\[[^\]]*\b(?:nan|inf)\b[^\]]*\]\s+\[")
+#: DeepXDE's display row: a step, then a train-loss list holding nan, then the test-loss list
+_DEEPXDE_ROW = re.compile(r"^\s*\d+\s+\[[^\]]*\bnan\b[^\]]*\]\s+\[")
 
 #: TensorFlow's ScipyOptimizerInterface summary of an optimization that ended on a NaN objective
-_OBJECTIVE_NAN = re.compile(r"^\s*(?:INFO:tensorflow:\s*)?Objective function value: -?(?:nan|inf)\b")
+_OBJECTIVE_NAN = re.compile(r"^\s*(?:INFO:tensorflow:\s*)?Objective function value: nan\b")
 
 
 def round39g_form(text: str) -> Form | None:
@@ -114,7 +114,7 @@ def round39g_form(text: str) -> Form | None:
             return Form(FormKind.ERROR, "ColabFold could not predict a query")
     if "config" in text and _HYDRA_MISSING.search(text):
         return Form(FormKind.ERROR, "Hydra cannot find the config it was asked for", Label.CONFIG_ERROR)
-    if ("nan" in text or "inf" in text) and (_DEEPXDE_ROW.search(text) or _OBJECTIVE_NAN.search(text)):
+    if "nan" in text and (_DEEPXDE_ROW.search(text) or _OBJECTIVE_NAN.search(text)):
         return Form(FormKind.METRIC, "a loss that went non-finite (DeepXDE's table, TensorFlow's L-BFGS)",
                     Label.NUMERICAL_ERROR)
     return None
