@@ -69,9 +69,11 @@ _SUSPECTED_MISMATCH = re.compile(r"\bYour program may be hanging, this may be ca
 #: rank's prefix or a logger's record): the class, then its message or nothing
 _COMPILER_EXCEPTION = re.compile(r"(?:^|[\s:\]])torch\._(?:dynamo|inductor)\.exc\.([A-Z]\w*)(?::(?: |$)|$)")
 
-#: a refusal for want of memory (device or host), not of shared memory: the words of the sentence that says it
+#: a refusal for want of memory (device or host), not of shared memory: the words of the sentence that says it;
+#: not the same words asked as a question, a program's guess in front of the error it caught (ColabFold's
+#: "Could not predict X. Not Enough GPU memory? <error>": the error after it states the cause, round 39 part G)
 _NOT_ENOUGH_MEMORY = re.compile(r"(?i:\b(?:not enough|insufficient) (?:(?:GPU|CUDA|device|host|system|free|"
-                                r"available|KV[ -]cache) )?memory\b)")
+                                r"available|KV[ -]cache) )?memory\b)(?!\?)")
 _SHARED_MEMORY = re.compile(r"(?i:\bshared memory\b|/dev/shm\b|\bshm\b)")
 
 #: CUDA's peer-access limits (runtime and driver words)
