@@ -174,6 +174,8 @@ from neuron_watch.diagnosis.heldout.round39f import NEEDLES as ROUND39F_NEEDLES
 from neuron_watch.diagnosis.heldout.round39f import round39f_cause, round39f_form
 from neuron_watch.diagnosis.heldout.round39g import NEEDLES as ROUND39G_NEEDLES
 from neuron_watch.diagnosis.heldout.round39g import round39g_cause, round39g_form
+from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
+from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -371,6 +373,9 @@ NEEDLES: tuple[str, ...] = (
     # the BFC allocator's failed allocation and its dump, Boltz's count of skipped examples, ColabFold's guess of
     # memory before the error it caught, Hydra's missing config, a NaN in DeepXDE's table or TF's L-BFGS summary
     *ROUND39G_NEEDLES,
+    # Paddle's allocator report of a device out of memory, DyNet's pools and allocator out of memory, MXNet's shape
+    # inference refusing its inputs, Caffe's file not found, Darknet's file_error
+    *ROUND39H_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -414,7 +419,7 @@ def heldout_form(text: str) -> Form | None:
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
-            or round39f_form(text) or round39g_form(text))
+            or round39f_form(text) or round39g_form(text) or round39h_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -440,4 +445,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
-            or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text))
+            or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
+            or round39h_cause(text))
