@@ -84,7 +84,9 @@ CAUSES = [
 #: error lines whose form says nothing of a cause
 NO_CAUSE = [
     "EH9999: Inner Error!",  # a code no registry entry gives a cause
-    "2016-10-03 00:00:00.000000: I tensorflow/core/common_runtime/bfc_allocator.cc:700] Sum Total of in-use chunks: 11.16GiB",  # an allocator's INFO record
+    # an allocator's INFO record at start-up (the records of the dump TensorFlow prints after a failed allocation,
+    # "Sum Total of in-use chunks: ...", are that failure's: round 39 part G)
+    "2016-10-03 00:00:00.000000: I tensorflow/core/common_runtime/bfc_allocator.cc:1010] Creating new BFCAllocator named: GPU_0_bfc",
     "[ERROR] PRE_ACT(1,2,python):2024-10-22-11:24:55.301.443 [mindspore/ccsrc/backend/graph_compiler.cc:392] Compile] graph build failed",  # not an allocator's file
 ]
 
