@@ -166,6 +166,8 @@ from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
 from neuron_watch.diagnosis.heldout.round38g import round38g_cause, round38g_form
 from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
 from neuron_watch.diagnosis.heldout.round38h import round38h_cause, round38h_form
+from neuron_watch.diagnosis.heldout.round39b import NEEDLES as ROUND39B_NEEDLES
+from neuron_watch.diagnosis.heldout.round39b import round39b_cause, round39b_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -349,6 +351,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND38A_NEEDLES,
     # DeepStream's nvinfer starting a TensorRT engine build from the model files
     *ROUND38D_NEEDLES,
+    # TensorFlow's BFC allocator's summary of a failed allocation, Py4J's refusal of a call the JVM lacks, SQLite's
+    # lock its concurrent writers meet
+    *ROUND39B_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -391,7 +396,7 @@ def heldout_form(text: str) -> Form | None:
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
-            or round38a_form(text) or round38d_form(text))
+            or round38a_form(text) or round38d_form(text) or round39b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -416,4 +421,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round36e_cause(text) or round36f_cause(text) or round36g_cause(text) or round36c_cause(text)
             or round37f_cause(text) or round37b_cause(text) or round37a_cause(text) or round37c_cause(text)
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
-            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text))
+            or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
+            or round39b_cause(text))
