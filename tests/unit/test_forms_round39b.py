@@ -27,8 +27,6 @@ FORMS: list[tuple[str, FormKind, Label | None, str]] = [
     (CHUNKS, ERROR, Label.OOM, "corpus (transformers-8305-tf-bfc-allocator-dump-training-in-loop)"),
     ("2020-11-04 16:53:37.657211: I tensorflow/core/common_runtime/bfc_allocator.cc:1034] 31 Chunks of size 18266112 totalling 540.02MiB",
      ERROR, Label.OOM, "corpus (transformers-8305-tf-bfc-allocator-dump-training-in-loop)"),
-    ("2018-04-10 16:52:38.165314: I tensorflow/core/common_runtime/bfc_allocator.cc:680] Sum Total of in-use chunks: 10.40GiB",
-     ERROR, Label.OOM, "tensorflow/core/common_runtime/bfc_allocator.cc DumpMemoryLog (LOG(INFO) << \"Sum Total of in-use chunks: \")"),
     ("2024-02-01 10:00:01.000001: I external/local_tsl/tsl/framework/bfc_allocator.cc:1114] 3 Chunks of size 268435456 totalling 768.00MiB",
      ERROR, Label.OOM, "xla/tsl/framework/bfc_allocator.cc DumpMemoryLog, the same words under JAX/XLA's path"),
     # Py4J's refusal of the call itself
