@@ -168,6 +168,8 @@ from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
 from neuron_watch.diagnosis.heldout.round38h import round38h_cause, round38h_form
 from neuron_watch.diagnosis.heldout.round39a import NEEDLES as ROUND39A_NEEDLES
 from neuron_watch.diagnosis.heldout.round39a import round39a_cause, round39a_form
+from neuron_watch.diagnosis.heldout.round39b import NEEDLES as ROUND39B_NEEDLES
+from neuron_watch.diagnosis.heldout.round39b import round39b_cause, round39b_form
 from neuron_watch.diagnosis.heldout.round39c import NEEDLES as ROUND39C_NEEDLES
 from neuron_watch.diagnosis.heldout.round39c import round39c_cause, round39c_form
 from neuron_watch.diagnosis.heldout.round39e import NEEDLES as ROUND39E_NEEDLES
@@ -380,6 +382,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND39H_NEEDLES,
     # ms-swift's warning of a model's requirements the environment does not meet
     *ROUND39E_NEEDLES,
+    # TensorFlow's BFC allocator's summary of a failed allocation, Py4J's refusal of a call the JVM lacks, SQLite's
+    # lock its concurrent writers meet
+    *ROUND39B_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -423,7 +428,8 @@ def heldout_form(text: str) -> Form | None:
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
-            or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text))
+            or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
+            or round39b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -450,4 +456,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
-            or round39h_cause(text) or round39e_cause(text))
+            or round39h_cause(text) or round39e_cause(text) or round39b_cause(text))
