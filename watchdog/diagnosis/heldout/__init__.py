@@ -166,6 +166,8 @@ from neuron_watch.diagnosis.heldout.round38g import NEEDLES as ROUND38G_NEEDLES
 from neuron_watch.diagnosis.heldout.round38g import round38g_cause, round38g_form
 from neuron_watch.diagnosis.heldout.round38h import NEEDLES as ROUND38H_NEEDLES
 from neuron_watch.diagnosis.heldout.round38h import round38h_cause, round38h_form
+from neuron_watch.diagnosis.heldout.round39d import NEEDLES as ROUND39D_NEEDLES
+from neuron_watch.diagnosis.heldout.round39d import round39d_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -349,6 +351,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND38A_NEEDLES,
     # DeepStream's nvinfer starting a TensorRT engine build from the model files
     *ROUND38D_NEEDLES,
+    # Triton's autotuner benchmarking a kernel's configurations and its report of a key it has tuned
+    *ROUND39D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -391,7 +395,7 @@ def heldout_form(text: str) -> Form | None:
             or round36c_form(text) or round37f_form(text) or round37b_form(text) or round37a_form(text)
             or round37c_form(text) or round37d_form(text) or round37e_form(text) or round38g_form(text)
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
-            or round38a_form(text) or round38d_form(text))
+            or round38a_form(text) or round38d_form(text) or round39d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
