@@ -172,6 +172,8 @@ from neuron_watch.diagnosis.heldout.round39b import NEEDLES as ROUND39B_NEEDLES
 from neuron_watch.diagnosis.heldout.round39b import round39b_cause, round39b_form
 from neuron_watch.diagnosis.heldout.round39c import NEEDLES as ROUND39C_NEEDLES
 from neuron_watch.diagnosis.heldout.round39c import round39c_cause, round39c_form
+from neuron_watch.diagnosis.heldout.round39d import NEEDLES as ROUND39D_NEEDLES
+from neuron_watch.diagnosis.heldout.round39d import round39d_form
 from neuron_watch.diagnosis.heldout.round39e import NEEDLES as ROUND39E_NEEDLES
 from neuron_watch.diagnosis.heldout.round39e import round39e_cause, round39e_form
 from neuron_watch.diagnosis.heldout.round39f import NEEDLES as ROUND39F_NEEDLES
@@ -385,6 +387,8 @@ NEEDLES: tuple[str, ...] = (
     # TensorFlow's BFC allocator's summary of a failed allocation, Py4J's refusal of a call the JVM lacks, SQLite's
     # lock its concurrent writers meet
     *ROUND39B_NEEDLES,
+    # Triton's autotuner benchmarking a kernel's configurations and its report of a key it has tuned
+    *ROUND39D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -429,7 +433,7 @@ def heldout_form(text: str) -> Form | None:
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
-            or round39b_form(text))
+            or round39b_form(text) or round39d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
