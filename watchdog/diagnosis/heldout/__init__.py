@@ -384,8 +384,7 @@ NEEDLES: tuple[str, ...] = (
     *ROUND39H_NEEDLES,
     # ms-swift's warning of a model's requirements the environment does not meet
     *ROUND39E_NEEDLES,
-    # TensorFlow's BFC allocator's summary of a failed allocation, Py4J's refusal of a call the JVM lacks, SQLite's
-    # lock its concurrent writers meet
+    # Py4J's refusal of a call the JVM lacks, SQLite's lock its concurrent writers meet
     *ROUND39B_NEEDLES,
     # Triton's autotuner benchmarking a kernel's configurations and its report of a key it has tuned
     *ROUND39D_NEEDLES,

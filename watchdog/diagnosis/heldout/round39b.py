@@ -1,23 +1,13 @@
 """Failure forms read for the misses of round issue23-heldout-39 (part B: hyperparameter search and sweeps wrapping
-training): the summary TensorFlow's BFC allocator dumps when an allocation failed, Py4J's refusal of a call the JVM
-side does not have, and SQLite's lock that a study's parallel workers meet.
+training): Py4J's refusal of a call the JVM side does not have, and SQLite's lock that a study's parallel workers
+meet. (The summary TensorFlow's BFC allocator dumps when an allocation failed, this part's third miss, is read
+with the rest of that dump by round 39 part G's module.)
 
 Pure: no I/O. :func:`round39b_form` is asked after the forms of round 38, :func:`round39b_cause` by
 :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line that is already an error.
 
 Each form is read where its program prints it:
 
-* TensorFlow's (and XLA/TSL's) ``BFCAllocator::AllocateRawInternal`` (tensorflow/core/common_runtime/
-  bfc_allocator.cc, xla/tsl/framework/bfc_allocator.cc) returns no memory after every bin, an extension and a
-  garbage collection failed; when the failure is a real one (the retrying path's last try) it logs "Allocator
-  (GPU_0_bfc) ran out of memory trying to allocate ..." and calls ``DumpMemoryLog``, whose summary ends in lines of
-  its own words: ``<n> Chunks of size <bytes> totalling <human size>``, one per size of the chunks in use (its ``Sum
-  Total of in-use chunks`` line is left to round 14 part A, which reads it as an allocator's record of no stated
-  cause). No other path prints them (an optional scratch allocation dumps only with
-  verbose logging on), so they say the device's memory ran out even when the excerpt holds only the dump: TF
-  models trained in a loop until the GPU had no room left, the chunk summary the only part pasted (round
-  issue23-heldout-39: transformers#8305, read as healthy). A program's own "splitting into chunks of size N" is
-  not this form (no count before the words, no "totalling").
 * Py4J (py4j/protocol.py ``get_return_value``) raises ``Py4JJavaError("An error occurred while calling
   {target}.{name}.\\n", <the Java throwable>)`` when the JVM method threw, and ``Py4JError("An error occurred while
   calling {target}.{name}. Trace:\\n{value}\\n")`` when the gateway refused the call itself: the Java side has no
@@ -46,15 +36,11 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round39b_form` reads hold, besides the needles failureforms already
-#: searches: the BFC allocator's dump, Py4J's refusal of a call, SQLite's lock
+#: searches: Py4J's refusal of a call, SQLite's lock
 NEEDLES: tuple[str, ...] = (
-    " Chunks of size ",
     "JError: An error occurred while calling", "JException: Method ", "does not exist in the JVM",
     "database is locked",
 )
-
-#: the BFC allocator's memory summary: "<n> Chunks of size <bytes> totalling <size>"
-_BFC_DUMP = re.compile(r"\b\d+ Chunks of size \d+ totalling \d")
 
 #: Py4J's refusal of the call itself (not Py4JJavaError's JVM failure), or the gateway's missing method
 _PY4J_REFUSED = re.compile(
@@ -68,8 +54,6 @@ _SQLITE_LOCKED = re.compile(r"OperationalError\W{1,4}(?:sqlite3\.OperationalErro
 
 def round39b_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if "Chunks of size" in text and _BFC_DUMP.search(text):
-        return Form(FormKind.ERROR, "the TensorFlow allocator's memory summary of a failed allocation", Label.OOM)
     if ("Py4JError: " in text or "Py4JException: Method" in text) and _PY4J_REFUSED.search(text):
         return Form(FormKind.ERROR, "the JVM side refused the call (a method or protocol its version lacks)",
                     Label.CONFIG_ERROR)

@@ -18,7 +18,10 @@ Each form is read where its program prints it:
   printed only for that failure, and the op fails with ResourceExhausted after it: the record or any line of its
   dump stands for the out-of-memory error when the excerpt is cut before the error (round issue23-heldout-39:
   deepmd-kit#1149 cut after "Current allocation summary follows.", deepmd-kit#3960 inside the dump, both read as
-  healthy at W and I level). The allocator's other warning, "ran out of memory trying to allocate 9.84GiB with
+  healthy at W and I level; part B's transformers#8305, a TF model trained in a loop until the GPU had no room,
+  only the chunk summary pasted: "<n> Chunks of size <bytes> totalling <size>", one per chunk size in use, read
+  wherever it stands, since a program's own "splitting into chunks of size N" has no count before the words and no
+  "totalling"). The allocator's other warning, "ran out of memory trying to allocate 9.84GiB with
   freed_by_count=0. The caller indicates that this is not a failure", is a caller that retries: not this form.
 * Boltz (src/boltz/model/model.py ``predict_step``) catches only an out-of-memory RuntimeError, prints "| WARNING:
   ran out of memory, skipping batch" and returns ``{"exception": True}``; its writer (src/boltz/data/write/
@@ -61,6 +64,7 @@ from neuron_watch.events import Label
 #: DeepXDE's lists and the L-BFGS summary
 NEEDLES: tuple[str, ...] = (
     "(rounded to ", "See logs for memory state", "Sum Total of in-use chunks", "Total bytes in pool",
+    " Chunks of size ",
     "Number of failed examples",
     "Not Enough GPU memory?",
     "Cannot find primary config", "Primary config directory not found", "': Could not find '",
@@ -72,7 +76,8 @@ _BFC_FAILED = re.compile(
     r"\bran out of memory trying to allocate [\d.]+ ?[KMGTP]?i?B \(rounded to \d+\)|"
     r"(?<![A-Za-z])Ran out of memory trying to allocate [\d.]+ ?[KMGTP]?i?B\.\W*See logs for memory state|"
     r"\bbfc_allocator\.cc:\d+\] (?:Sum Total of in-use chunks: [\d.]+ ?[KMGTP]?i?B|"
-    r"Total bytes in pool: \d+ memory_limit_: \d+ available bytes: \d+)")
+    r"Total bytes in pool: \d+ memory_limit_: \d+ available bytes: \d+)|"
+    r"\b\d+ Chunks of size \d+ totalling \d")
 
 #: Boltz's writer's count of examples it skipped for memory, at a line's head or glued behind a progress bar
 _FAILED_EXAMPLES = re.compile(r"(?:^|[\]|]\s?)Number of failed examples: [1-9]\d*\s*$")
@@ -98,7 +103,7 @@ _OBJECTIVE_NAN = re.compile(r"^\s*(?:INFO:tensorflow:\s*)?Objective function val
 
 def round39g_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if ("memory" in text or "bfc_allocator" in text) and _BFC_FAILED.search(text):
+    if ("memory" in text or "bfc_allocator" in text or "Chunks of size" in text) and _BFC_FAILED.search(text):
         return Form(FormKind.ERROR, "the BFC allocator's record of an allocation that failed", Label.OOM)
     if "Number of failed examples" in text and _FAILED_EXAMPLES.search(text):
         return Form(FormKind.ERROR, "Boltz skipped examples for want of device memory", Label.OOM)
