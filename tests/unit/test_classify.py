@@ -352,7 +352,10 @@ def _tables(draw: st.DrawFn) -> KnowledgeBase:
     return KnowledgeBase(sigs)
 
 
-@settings(max_examples=300, deadline=None)
+# 150 tables a run (each builds its two key finders over the reader's needles too, ~0.08 CPU-s): 300 took
+# 48 CPU-s of the suite's unit tier and 115 s of wall at four workers on two cores, and a worker under a load of
+# ten reached the 300 s test timeout; Hypothesis draws new tables on every run, so the runs add up
+@settings(max_examples=150, deadline=None)
 @given(_tables(), st.lists(st.text(_needle_chars + "\nxyz", max_size=20), min_size=1, max_size=30))
 def test_fast_paths_equal_the_plain_reference_for_any_table(kb: KnowledgeBase, lines: list[str]) -> None:
     """The table another engineer extends tomorrow: the searches are built from whatever needles it
