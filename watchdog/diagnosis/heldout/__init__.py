@@ -182,6 +182,8 @@ from neuron_watch.diagnosis.heldout.round39g import NEEDLES as ROUND39G_NEEDLES
 from neuron_watch.diagnosis.heldout.round39g import round39g_cause, round39g_form
 from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
 from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
+from neuron_watch.diagnosis.heldout.round40c import NEEDLES as ROUND40C_NEEDLES
+from neuron_watch.diagnosis.heldout.round40c import round40c_cause, round40c_form
 from neuron_watch.diagnosis.heldout.round40f import NEEDLES as ROUND40F_NEEDLES
 from neuron_watch.diagnosis.heldout.round40f import round40f_cause, round40f_form
 from neuron_watch.events import Label
@@ -393,6 +395,8 @@ NEEDLES: tuple[str, ...] = (
     # NCCL's result under Horovod's "<call> failed:" wrapper, Gloo's device finding no address for a name, Open MPI's
     # unpack of a peer's message of another layout, TensorFlow 1.x's error summary indented by a paste
     *ROUND40F_NEEDLES,
+    # the gpuAssert idiom's report of a failed CUDA call, TensorFlow's refusal of a lookup table's file
+    *ROUND40C_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -437,7 +441,7 @@ def heldout_form(text: str) -> Form | None:
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
-            or round39b_form(text) or round39d_form(text) or round40f_form(text))
+            or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -464,4 +468,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
-            or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text))
+            or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
+            or round40c_cause(text))
