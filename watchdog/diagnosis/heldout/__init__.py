@@ -184,6 +184,8 @@ from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
 from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
 from neuron_watch.diagnosis.heldout.round40c import NEEDLES as ROUND40C_NEEDLES
 from neuron_watch.diagnosis.heldout.round40c import round40c_cause, round40c_form
+from neuron_watch.diagnosis.heldout.round40d import NEEDLES as ROUND40D_NEEDLES
+from neuron_watch.diagnosis.heldout.round40d import round40d_cause, round40d_form
 from neuron_watch.diagnosis.heldout.round40f import NEEDLES as ROUND40F_NEEDLES
 from neuron_watch.diagnosis.heldout.round40f import round40f_cause, round40f_form
 from neuron_watch.events import Label
@@ -397,6 +399,9 @@ NEEDLES: tuple[str, ...] = (
     *ROUND40F_NEEDLES,
     # the gpuAssert idiom's report of a failed CUDA call, TensorFlow's refusal of a lookup table's file
     *ROUND40C_NEEDLES,
+    # trtexec building an engine and its engine built, icefall's note on a run-down grad scale, a JIT CUDA backend
+    # without a toolkit, a batch-size retry loop's out of memory
+    *ROUND40D_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -441,7 +446,8 @@ def heldout_form(text: str) -> Form | None:
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
-            or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text))
+            or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text)
+            or round40d_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -469,4 +475,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
             or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
-            or round40c_cause(text))
+            or round40c_cause(text) or round40d_cause(text))
