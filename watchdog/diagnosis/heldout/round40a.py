@@ -41,8 +41,9 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round40a_form` reads hold, besides the needles failureforms already
-#: searches: MONAI's wrapper, Hydra's exception class
-NEEDLES: tuple[str, ...] = ("applying transform ", "InstantiationException")
+#: searches: MONAI's wrapper after its exception's class (each needle holds a marker character of the classifier's
+#: batch search, "E", so that it needs no literal search of its own), Hydra's exception class
+NEEDLES: tuple[str, ...] = ("Error: applying transform ", "Exception: applying transform ", "InstantiationException")
 
 #: MONAI's apply_transform wrapper as a traceback's last line: an exception class (a module path optional), the
 #: words and the transform's repr
