@@ -182,6 +182,8 @@ from neuron_watch.diagnosis.heldout.round39g import NEEDLES as ROUND39G_NEEDLES
 from neuron_watch.diagnosis.heldout.round39g import round39g_cause, round39g_form
 from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
 from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
+from neuron_watch.diagnosis.heldout.round40a import NEEDLES as ROUND40A_NEEDLES
+from neuron_watch.diagnosis.heldout.round40a import round40a_cause, round40a_form
 from neuron_watch.diagnosis.heldout.round40c import NEEDLES as ROUND40C_NEEDLES
 from neuron_watch.diagnosis.heldout.round40c import round40c_cause, round40c_form
 from neuron_watch.diagnosis.heldout.round40d import NEEDLES as ROUND40D_NEEDLES
@@ -402,6 +404,9 @@ NEEDLES: tuple[str, ...] = (
     # trtexec building an engine and its engine built, icefall's note on a run-down grad scale, a JIT CUDA backend
     # without a toolkit, a batch-size retry loop's out of memory
     *ROUND40D_NEEDLES,
+    # MONAI's wrapper of an exception a transform raised on a data item, Hydra's exception of a target it could not
+    # import under its class's name or quoted as a repr
+    *ROUND40A_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -447,7 +452,7 @@ def heldout_form(text: str) -> Form | None:
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
             or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text)
-            or round40d_form(text))
+            or round40d_form(text) or round40a_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -475,4 +480,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
             or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
-            or round40c_cause(text) or round40d_cause(text))
+            or round40c_cause(text) or round40d_cause(text) or round40a_cause(text))
