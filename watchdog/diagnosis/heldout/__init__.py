@@ -184,6 +184,8 @@ from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
 from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
 from neuron_watch.diagnosis.heldout.round40a import NEEDLES as ROUND40A_NEEDLES
 from neuron_watch.diagnosis.heldout.round40a import round40a_cause, round40a_form
+from neuron_watch.diagnosis.heldout.round40b import NEEDLES as ROUND40B_NEEDLES
+from neuron_watch.diagnosis.heldout.round40b import round40b_cause, round40b_form
 from neuron_watch.diagnosis.heldout.round40c import NEEDLES as ROUND40C_NEEDLES
 from neuron_watch.diagnosis.heldout.round40c import round40c_cause, round40c_form
 from neuron_watch.diagnosis.heldout.round40d import NEEDLES as ROUND40D_NEEDLES
@@ -407,6 +409,9 @@ NEEDLES: tuple[str, ...] = (
     # MONAI's wrapper of an exception a transform raised on a data item, Hydra's exception of a target it could not
     # import under its class's name or quoted as a repr
     *ROUND40A_NEEDLES,
+    # a histogram writer refusing values that are not finite, the W&B server's refusal of a run's entity, project or
+    # key, pynvml's exception for a lost GPU
+    *ROUND40B_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -452,7 +457,7 @@ def heldout_form(text: str) -> Form | None:
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
             or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text)
-            or round40d_form(text) or round40a_form(text))
+            or round40d_form(text) or round40a_form(text) or round40b_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -480,4 +485,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
             or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
-            or round40c_cause(text) or round40d_cause(text) or round40a_cause(text))
+            or round40c_cause(text) or round40d_cause(text) or round40a_cause(text) or round40b_cause(text))
