@@ -192,6 +192,8 @@ from neuron_watch.diagnosis.heldout.round40d import NEEDLES as ROUND40D_NEEDLES
 from neuron_watch.diagnosis.heldout.round40d import round40d_cause, round40d_form
 from neuron_watch.diagnosis.heldout.round40f import NEEDLES as ROUND40F_NEEDLES
 from neuron_watch.diagnosis.heldout.round40f import round40f_cause, round40f_form
+from neuron_watch.diagnosis.heldout.round40h import NEEDLES as ROUND40H_NEEDLES
+from neuron_watch.diagnosis.heldout.round40h import round40h_cause, round40h_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -412,6 +414,9 @@ NEEDLES: tuple[str, ...] = (
     # a histogram writer refusing values that are not finite, the W&B server's refusal of a run's entity, project or
     # key, pynvml's exception for a lost GPU
     *ROUND40B_NEEDLES,
+    # the model converters' refusals of a graph (tf2onnx, Paddle2ONNX, Core ML Tools, OpenVINO, torch.onnx),
+    # Torch-TensorRT's compiler core, zsh's status of a command a signal ended
+    *ROUND40H_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -457,7 +462,7 @@ def heldout_form(text: str) -> Form | None:
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
             or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text)
-            or round40d_form(text) or round40a_form(text) or round40b_form(text))
+            or round40d_form(text) or round40a_form(text) or round40b_form(text) or round40h_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -485,4 +490,5 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
             or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
-            or round40c_cause(text) or round40d_cause(text) or round40a_cause(text) or round40b_cause(text))
+            or round40c_cause(text) or round40d_cause(text) or round40a_cause(text) or round40b_cause(text)
+            or round40h_cause(text))
