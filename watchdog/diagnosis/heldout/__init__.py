@@ -182,6 +182,8 @@ from neuron_watch.diagnosis.heldout.round39g import NEEDLES as ROUND39G_NEEDLES
 from neuron_watch.diagnosis.heldout.round39g import round39g_cause, round39g_form
 from neuron_watch.diagnosis.heldout.round39h import NEEDLES as ROUND39H_NEEDLES
 from neuron_watch.diagnosis.heldout.round39h import round39h_cause, round39h_form
+from neuron_watch.diagnosis.heldout.round40g import NEEDLES as ROUND40G_NEEDLES
+from neuron_watch.diagnosis.heldout.round40g import round40g_cause, round40g_form
 from neuron_watch.events import Label
 
 #: every held-out round's needles (failureforms.NEEDLES holds them all)
@@ -388,6 +390,8 @@ NEEDLES: tuple[str, ...] = (
     *ROUND39B_NEEDLES,
     # Triton's autotuner benchmarking a kernel's configurations and its report of a key it has tuned
     *ROUND39D_NEEDLES,
+    # CANN's failed runtime call and its reason, XTuner's caught command error, Colossal-AI's runtime kernel build
+    *ROUND40G_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -432,7 +436,7 @@ def heldout_form(text: str) -> Form | None:
             or round38h_form(text) or round38c_form(text) or round38e_form(text) or round38b_form(text)
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
-            or round39b_form(text) or round39d_form(text))
+            or round39b_form(text) or round39d_form(text) or round40g_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -459,4 +463,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round37d_cause(text) or round37e_cause(text) or round38g_cause(text) or round38h_cause(text)
             or round38c_cause(text) or round38e_cause(text) or round38b_cause(text) or round38a_cause(text)
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
-            or round39h_cause(text) or round39e_cause(text) or round39b_cause(text))
+            or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40g_cause(text))
