@@ -192,6 +192,8 @@ from neuron_watch.diagnosis.heldout.round40d import NEEDLES as ROUND40D_NEEDLES
 from neuron_watch.diagnosis.heldout.round40d import round40d_cause, round40d_form
 from neuron_watch.diagnosis.heldout.round40f import NEEDLES as ROUND40F_NEEDLES
 from neuron_watch.diagnosis.heldout.round40f import round40f_cause, round40f_form
+from neuron_watch.diagnosis.heldout.round40g import NEEDLES as ROUND40G_NEEDLES
+from neuron_watch.diagnosis.heldout.round40g import round40g_cause, round40g_form
 from neuron_watch.diagnosis.heldout.round40h import NEEDLES as ROUND40H_NEEDLES
 from neuron_watch.diagnosis.heldout.round40h import round40h_cause, round40h_form
 from neuron_watch.events import Label
@@ -417,6 +419,8 @@ NEEDLES: tuple[str, ...] = (
     # the model converters' refusals of a graph (tf2onnx, Paddle2ONNX, Core ML Tools, OpenVINO, torch.onnx),
     # Torch-TensorRT's compiler core, zsh's status of a command a signal ended
     *ROUND40H_NEEDLES,
+    # CANN's failed runtime call and its reason, XTuner's caught command error, Colossal-AI's runtime kernel build
+    *ROUND40G_NEEDLES,
 )
 
 #: round 31 part D's reader of CPython's reports of an ignored exception, round 36 part C's reader of a process group
@@ -462,7 +466,8 @@ def heldout_form(text: str) -> Form | None:
             or round38a_form(text) or round38d_form(text) or round39c_form(text) or round39a_form(text)
             or round39f_form(text) or round39g_form(text) or round39h_form(text) or round39e_form(text)
             or round39b_form(text) or round39d_form(text) or round40f_form(text) or round40c_form(text)
-            or round40d_form(text) or round40a_form(text) or round40b_form(text) or round40h_form(text))
+            or round40d_form(text) or round40a_form(text) or round40b_form(text) or round40h_form(text)
+            or round40g_form(text))
 
 
 def heldout_cause(text: str) -> tuple[Label, str] | None:
@@ -491,4 +496,4 @@ def heldout_cause(text: str) -> tuple[Label, str] | None:
             or round39c_cause(text) or round39a_cause(text) or round39f_cause(text) or round39g_cause(text)
             or round39h_cause(text) or round39e_cause(text) or round39b_cause(text) or round40f_cause(text)
             or round40c_cause(text) or round40d_cause(text) or round40a_cause(text) or round40b_cause(text)
-            or round40h_cause(text))
+            or round40h_cause(text) or round40g_cause(text))
