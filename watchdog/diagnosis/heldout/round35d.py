@@ -17,7 +17,12 @@ Each form is read where its program prints it:
   restart; k8s-device-plugin#231); go-nvml's callers print the code's name, ``ERROR_GPU_IS_LOST`` (gpud: "failed to
   get device remapped rows: ERROR_GPU_IS_LOST"). A restart lands on the same lost GPU: the node is drained. Only a
   report of a call that failed is read (the "nvml:" prefix, or the code's name after a failure's words): a source's
-  table of codes (``ERROR_GPU_IS_LOST = 15``) or prose that names the status is none.
+  table of codes (``ERROR_GPU_IS_LOST = 15``) or prose that names the status is none. The Python binding, pynvml
+  (nvidia-ml-py's pynvml.py), turns each return code into an exception class, ``NVMLError_`` and the code's name in
+  CamelCase: this one raises ``NVMLError_GpuIsLost``, whose text is "GPU is lost" (W&B vendored it as
+  wandb.vendor.pynvml.pynvml; round issue23-heldout-40 part B: wandb#1280, W&B's system-metrics thread raising it in
+  an offline run after the GPU was lost, read as a crash to restart). Only its exception line is read: a source line
+  that catches or raises the class is not.
 * TensorFlow's (and XLA's, tsl's) status check: ``TF_CHECK_OK(val)`` logs ``Non-OK-status: <expr> status:
   <status>`` at FATAL when the call returned an error (tsl/platform/status.h; XLA's newer macro puts the status on
   a line of its own, "Status: ", which this line reader does not join). Its status says what failed; when that is
@@ -50,7 +55,7 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round35d_form` reads hold, besides the needles failureforms already
 #: searches: NVML's lost GPU in its callers' spellings, TensorFlow's failed status check
-NEEDLES: tuple[str, ...] = ("GPU is lost", "gpu is lost", "GPU_IS_LOST", "Non-OK-status",
+NEEDLES: tuple[str, ...] = ("GPU is lost", "gpu is lost", "GPU_IS_LOST", "NVMLError_GpuIsLost", "Non-OK-status",
                             "status = StatusCode.UNAVAILABLE")
 
 #: NVML's GPU_IS_LOST as a failed call reports it: the Go bindings' "nvml: " prefix before nvmlErrorString's words,
@@ -58,6 +63,9 @@ NEEDLES: tuple[str, ...] = ("GPU is lost", "gpu is lost", "GPU_IS_LOST", "Non-OK
 _NVML_GPU_LOST = re.compile(r"\bnvml: gpu is lost\b|"
                             r"\b(?:fail\w*|error|unable|cannot|could not)\b.*\b(?:NVML_)?ERROR_GPU_IS_LOST\b",
                             re.IGNORECASE)
+#: ... and pynvml's exception for it as an exception line: the class (after its module) at the head of the line, its
+#: message or nothing after it; not a source line that catches or raises it
+_PYNVML_GPU_LOST = re.compile(r"^[\s>*]*(?:[A-Za-z_][\w.]*\.)?NVMLError_GpuIsLost(?::|\s*$)")
 
 #: TF_CHECK_OK's report of a status check that failed, the status after it on the same line
 _STATUS_CHECK = re.compile(r"\bNon-OK-status: .*?\b[Ss]tatus: (.*)$")
@@ -80,7 +88,8 @@ _GRPC_UNAVAILABLE = re.compile(r"^" + _STAMP + r"[\s>|#]*status = StatusCode\.UN
 
 def round35d_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
-    if ("is lost" in text or "GPU_IS_LOST" in text) and _NVML_GPU_LOST.search(text):
+    if (("is lost" in text or "GPU_IS_LOST" in text) and _NVML_GPU_LOST.search(text)) \
+            or ("GpuIsLost" in text and _PYNVML_GPU_LOST.search(text)):
         return Form(FormKind.ERROR, "NVML's status of a lost GPU (it needs a reset or a reboot)",
                     Label.HARDWARE_ERROR)
     if "Non-OK-status" in text and (check := _STATUS_CHECK.search(text)) is not None \

@@ -20,7 +20,12 @@ Each form is read where its program prints it:
   instantiation were read as healthy (round issue23-heldout-38: uni2ts#91, a TypeError of the module's missing
   arguments from the wrong model config; uni2ts#206, the Hub's 404 for a checkpoint file the config names). The
   record of the job is an error (the program exits 1 after it); a target that does not import is configuration; the
-  exception's repr states what its ``Class: message`` line would.
+  exception's repr states what its ``Class: message`` line would. A program that calls ``instantiate`` itself
+  (SAM2's ``training/train.py``) lets the exception end its traceback under its class's name,
+  ``hydra.errors.InstantiationException: Error locating target '...'``, and an outer instantiate quotes an inner
+  one's as the repr ``InstantiationException("Error locating target '...'...")`` under its own ``Error in call to
+  target '<outer>':`` (round issue23-heldout-40 part A: sam2#415, a VOSDataset that did not import because
+  torchvision was built for another CUDA than torch, read as a crash to restart): the same records after the class.
 * huggingface_hub's ``hf_raise_for_status`` (huggingface_hub/utils/_http.py) words a 404 of the Hub as
   ``"<status> Client Error.\\n\\nEntry Not Found for url: <url>."`` (``EntryNotFoundError``), ``"Repository Not Found
   for url: ..."`` (``RepositoryNotFoundError``) or ``"Revision Not Found for url: ..."`` (``RevisionNotFoundError``):
@@ -72,8 +77,11 @@ NEEDLES: tuple[str, ...] = (
 #: a launcher's rank tag before it)
 _LEAD = r"^[\s>|`*\"']*(?:\[[^\]]*\]:?\s*)*"
 _HYDRA_JOB = re.compile(_LEAD + r"Error executing job with overrides: \[")
-_HYDRA_CALL = re.compile(_LEAD + r"Error in call to target '[\w.<>]+':\s*$")
-_HYDRA_LOCATE = re.compile(_LEAD + r"Error locating target '[\w.<>]+'")
+#: (the instantiate records may follow the exception's class: a traceback's last line, or, for a target that does not
+#: import, the repr an outer instantiate quotes)
+_INSTANTIATION = r"(?:[a-z_]\w*\.)*InstantiationException"
+_HYDRA_CALL = re.compile(_LEAD + rf"(?:{_INSTANTIATION}:[ \t]+)?Error in call to target '[\w.<>]+':\s*$")
+_HYDRA_LOCATE = re.compile(_LEAD + rf"(?:{_INSTANTIATION}(?::[ \t]+|\(['\"]))?Error locating target '[\w.<>]+'")
 
 #: the exception under Hydra's "Error in call to target": its repr, the class (a module path optional) and its
 #: opening quote at the head of the line

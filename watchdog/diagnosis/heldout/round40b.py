@@ -1,6 +1,7 @@
 """Failure forms read for the misses of round issue23-heldout-40 (part B: experiment trackers and MLOps sidecars around
-training runs): a histogram writer refusing values that are not finite, the W&B server's refusal of a run's entity,
-project or credentials, and pynvml's exception for a lost GPU.
+training runs): a histogram writer refusing values that are not finite, and the W&B server's refusal of a run's
+entity, project or credentials. pynvml's exception for a lost GPU, this part's third miss, is read with NVML's other
+spellings of that status by round 35 part D.
 
 Pure: no I/O. :func:`round40b_form` is asked after the forms of round 39, :func:`round40b_cause` by
 :func:`neuron_watch.diagnosis.failureforms.cause_of` for the cause of a line that is already an error (an exception
@@ -28,13 +29,6 @@ Each form is read where its program prints it:
   placeholder entity "your_entity not found during upsertBucket (<Response [404]>)", read as a crash to restart).
   The server's 5xx errors stay the benign signature ``benign.wandb_api_server_error`` (retried while the run goes
   on); 400 and 409 (a duplicate run id, a bad query) are left to the other rules.
-* pynvml (nvidia-ml-py's pynvml.py) turns each NVML return code into an exception class, ``NVMLError_`` and the
-  code's name in CamelCase: NVML_ERROR_GPU_IS_LOST (15) raises ``NVMLError_GpuIsLost``, whose text is
-  ``nvmlErrorString``'s "GPU is lost" (W&B vendored it as wandb.vendor.pynvml.pynvml). The GPU stopped answering
-  the driver and needs a reset or a reboot: a restart lands on the same lost GPU (round issue23-heldout-40:
-  wandb#1280, W&B's system-metrics thread raising it in an offline run after the GPU was lost, read as a crash to
-  restart). Round 35 part D reads NVML's status in the Go bindings' and go-nvml's spellings; this is the Python
-  binding's. Only the exception line is read: a source line that catches or raises the class is not.
 """
 
 from __future__ import annotations
@@ -45,11 +39,10 @@ from neuron_watch.diagnosis.formkinds import Form, FormKind, stated_cause
 from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round40b_form` reads hold, besides the needles failureforms already
-#: searches: the histogram writers' refusals, the W&B client's API error, pynvml's lost-GPU class
+#: searches: the histogram writers' refusals, the W&B client's API error
 NEEDLES: tuple[str, ...] = (
     "The histogram is empty", "Nan in summary histogram", "autodetected range of [",
     "Error while calling W&B API: ",
-    "NVMLError_GpuIsLost",
 )
 
 #: a histogram writer that got only values that are not finite: torch's and tensorboardX's make_histogram, TF's
@@ -64,10 +57,6 @@ _HISTOGRAM_NOT_FINITE = re.compile(
 #: the W&B client's record of a GraphQL call the server refused with 401, 403 or 404 (not retried)
 _WANDB_API_REFUSED = re.compile(r"\bError while calling W&B API: .*\(<Response \[(?:401|403|404)\]>\)\s*$")
 
-#: pynvml's exception for NVML_ERROR_GPU_IS_LOST as an exception line: the class (after its module) at the head of
-#: the line, its message or nothing after it; not a source line that catches or raises it
-_PYNVML_GPU_LOST = re.compile(r"^[\s>*]*(?:[A-Za-z_][\w.]*\.)?NVMLError_GpuIsLost(?::|\s*$)")
-
 
 def round40b_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -77,9 +66,6 @@ def round40b_form(text: str) -> Form | None:
     if "Error while calling W&B API: " in text and _WANDB_API_REFUSED.search(text):
         return Form(FormKind.ERROR, "the W&B server refused the run's entity, project or API key (401/403/404, "
                     "not retried)", Label.CONFIG_ERROR)
-    if "NVMLError_GpuIsLost" in text and _PYNVML_GPU_LOST.search(text):
-        return Form(FormKind.ERROR, "NVML's status of a lost GPU, as pynvml raises it (it needs a reset or a "
-                    "reboot)", Label.HARDWARE_ERROR)
     return None
 
 

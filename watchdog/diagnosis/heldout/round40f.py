@@ -44,10 +44,9 @@ Each form is read where its program prints it:
   hwloc installed, "purge hwloc and reinstall Open MPI"; round issue23-heldout-40 part F: read as a crash and
   restarted). "Pack data mismatch" (OPAL_ERR_PACK_MISMATCH) says the same of a type the peers disagree on. An
   installation to make consistent, not a fault a restart clears.
-* TensorFlow 1.x summarises an op's error under its traceback as ``<Class> (see above for traceback): <message>``
-  (tensorflow/python/framework/errors_impl.py OpError.__str__); forms_errors reads it at the start of a line. A
-  paste that indents it (a reStructuredText literal block, a Markdown list's code) keeps the same line: it is the
-  same error, its cause read from its message (round issue23-heldout-40 part F's NCCL result, read as healthy).
+* TensorFlow 1.x's summary of an op's error, ``<Class> (see above for traceback): <message>``, indented by a paste (a
+  reStructuredText literal block, a Markdown list's code), is the same error: forms_errors reads it whatever the
+  indentation (round issue23-heldout-40 part F's NCCL result, read as healthy).
 """
 
 from __future__ import annotations
@@ -60,12 +59,11 @@ from neuron_watch.events import Label
 
 #: The literals (digit-free) the lines :func:`round40f_form` reads hold, besides the needles failureforms already
 #: searches: the NCCL call wrapper's "failed: " with NCCL's result, Gloo's device refusing a name, Open MPI's
-#: unpack, TensorFlow 1.x's summary of an error
+#: unpack
 NEEDLES: tuple[str, ...] = (
     " failed: unhandled ", " failed: internal error", " failed: invalid ", " failed: remote process exited",
     "Unable to find address for: ",
     "Data unpack would read past end of buffer", "Pack data mismatch",
-    "(see above for traceback): ",
 )
 
 _NCCL_STRINGS = "|".join(re.escape(s) for s in NCCL_CAUSES)
@@ -86,9 +84,6 @@ _OPAL_UNPACK = re.compile(
     r"(?:\bORTE_ERROR_LOG: |\bFORCE-TERMINATE AT |\bReturned (?:value )?\"?|\bPMIX ERROR: )"
     r"(?:Data unpack would read past end of buffer|Pack data mismatch)\b")
 
-#: TensorFlow 1.x's summary of an op's error, indented by the paste (forms_errors reads it at a line's start)
-_TF1_INDENTED = re.compile(r"^[ \t>]+[A-Z]\w*(?:Error|Exception) \(see above for traceback\): \S")
-
 
 def round40f_form(text: str) -> Form | None:
     """The failure form ``text`` holds among this round's, or None."""
@@ -101,8 +96,6 @@ def round40f_form(text: str) -> Form | None:
     if ("Data unpack would read" in text or "Pack data mismatch" in text) and _OPAL_UNPACK.search(text):
         return Form(FormKind.ERROR, "Open MPI's runtime could not unpack its peer's message (different Open MPI "
                     "or library builds on the nodes)", Label.CONFIG_ERROR)
-    if "(see above for traceback): " in text and _TF1_INDENTED.search(text):
-        return Form(FormKind.ERROR, "TensorFlow 1.x's summary of an op's error (indented by the paste)")
     return None
 
 
